@@ -1,0 +1,68 @@
+"""The project's error types.
+
+A user error (a bad spec, a bad data file, a failed tracking server) is an
+:class:`NdcgError`; the CLI prints its message and exits non-zero without a
+traceback. Anything else escaping is a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+class NdcgError(Exception):
+    """Base class of every error caused by the user's input or environment."""
+
+    exit_code = 2
+
+
+class SpecError(NdcgError):
+    """A spec that does not follow the schema.
+
+    ``path`` is the key path inside the spec (``metric.cutoffs[1]``); ``source``
+    the spec file, when it came from one.
+    """
+
+    def __init__(self, path: str, message: str, source: str | None = None):
+        self.path = path
+        self.message = message
+        self.source = source
+        where = f"{source}: " if source else ""
+        key = f"at key '{path}': " if path else ""
+        super().__init__(f"{where}{key}{message}")
+
+
+class DataError(NdcgError):
+    """A data file (qrels, run, query set, weights) that cannot be used as is."""
+
+    def __init__(self, file: str, message: str, line: int | None = None):
+        self.file = str(file)
+        self.line = line
+        self.message = message
+        where = f"{file}:{line}" if line is not None else f"{file}"
+        super().__init__(f"{where}: {message}")
+
+
+class EvaluationError(NdcgError):
+    """A declared rule (``empty_ideal: error``, ``unjudged: error`` ...) stopped the evaluation."""
+
+
+class TrackingError(NdcgError):
+    """Logging to the MLflow tracking server failed; local results are kept."""
+
+    exit_code = 3
+
+
+def preview(items: Iterable[object], limit: int = 5) -> str:
+    """``'a', 'b', 'c' and 12 more`` — a short quoted list for error messages."""
+    items = list(items)
+    shown = ", ".join(repr(str(x)) for x in items[:limit])
+    rest = len(items) - limit
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

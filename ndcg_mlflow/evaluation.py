@@ -1,0 +1,339 @@
+"""From a spec to per-query and mean nDCG for every system: reading, joining, policies, means.
+
+No MLflow here: :func:`evaluate` returns an :class:`EvaluationResult` that the
+logging layer, the CLI or a notebook can use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import __version__
+from .errors import DataError, EvaluationError, SpecError, preview
+from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, QueryResult, RunRows, evaluate_rows
+from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
+from .spec import Gain, Metric, Spec, check_files, cutoff_label, load_spec
+
+PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
+                     "judged_coverage", "n_returned", "weight", "status")
+
+
+@dataclass
+class FileInfo:
+    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights"
+    path: str
+    declared: str
+    sha256: str
+    rows: int
+
+
+@dataclass
+class SystemResult:
+    name: str
+    result: QueryResult
+    means: dict[str, dict[str, Any]]
+
+
+@dataclass
+class EvaluationResult:
+    """Everything one evaluation produced; no MLflow involved.
+
+    ``per_query`` is the long table (one row per system, query and cutoff);
+    ``summary`` the JSON-ready summary (means and counts per system and key).
+    """
+
+    spec: Spec
+    query_ids: np.ndarray
+    weights: np.ndarray
+    systems: dict[str, SystemResult]
+    files: list[FileInfo]
+    notes: list[str] = field(default_factory=list)
+    _per_query: Any = None
+
+    @property
+    def per_query(self):
+        if self._per_query is None:
+            self._per_query = self._build_per_query()
+        return self._per_query
+
+    def mean(self, system: str, cutoff: int | str | None) -> float:
+        key = f"ndcg_at_{'all' if cutoff in (None, 'all') else int(cutoff)}"
+        return self.systems[system].means[key]["mean"]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "name": spec.name,
+            "spec_sha256": spec.sha256,
+            "definition_sha256": spec.definition_digest(),
+            "ndcg_mlflow_version": __version__,
+            "spec": spec.resolved(),
+            "n_queries": int(len(self.query_ids)),
+            "weight_sum": float(self.weights.sum()),
+            "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
+            "systems": {name: sr.means for name, sr in self.systems.items()},
+            "notes": list(self.notes),
+        }
+
+    def summary_json(self) -> str:
+        return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
+
+    def _build_per_query(self):
+        import pandas as pd
+
+        frames = []
+        labels = [cutoff_label(k) for k in self.spec.metric.cutoffs]
+        nq, nc = len(self.query_ids), len(labels)
+        for name, sr in self.systems.items():
+            r = sr.result
+            frames.append(pd.DataFrame({
+                "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
+                "query_id": np.repeat(self.query_ids, nc),
+                "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
+                "ndcg": r.ndcg.ravel(),
+                "dcg": r.dcg.ravel(),
+                "idcg": r.idcg.ravel(),
+                "idcg_candidates": r.idcg_candidates.ravel(),
+                "judged_coverage": r.judged_coverage.ravel(),
+                "n_returned": np.repeat(r.n_returned, nc),
+                "weight": np.repeat(self.weights, nc),
+                "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
+            }))
+        return pd.concat(frames, ignore_index=True)
+
+    def write_per_query_csv(self, path: str | Path) -> None:
+        self.per_query.to_csv(path, index=False, float_format="%.17g", na_rep="")
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return None if not math.isfinite(obj) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------- gains
+
+
+def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:
+    """Grades to gains. Negative grades earn 0 under exponential and linear; a table must know every grade."""
+    if gain.kind == "exponential":
+        return np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
+    if gain.kind == "linear":
+        return np.where(grades > 0, grades, 0.0)
+    keys = np.array([k for k, _ in gain.table])
+    vals = np.array([v for _, v in gain.table])
+    idx = np.searchsorted(keys, grades)
+    idx_c = np.minimum(idx, keys.size - 1)
+    known = keys[idx_c] == grades
+    if not known.all():
+        row = int(np.flatnonzero(~known)[0])
+        missing = sorted({float(g) for g in grades[~known]})
+        where = ""
+        line = None
+        if qrels is not None:
+            line, prefix = qrels.where(row)
+            where = prefix
+        raise DataError(qrels.path if qrels else "qrels",
+                        f"{where}grade {grades[row]:g} is not in the gain table (metric.gain); grades missing "
+                        f"from it: {', '.join(f'{g:g}' for g in missing)}.", line)
+    return vals[idx_c]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
+             progress=None) -> EvaluationResult:
+    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server."""
+    spec = load_spec(spec, base_dir=base_dir)
+    problems = check_files(spec)
+    if problems:
+        raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
+    metric = spec.metric
+    files: list[FileInfo] = []
+
+    qrels = read_qrels(spec.qrels.path, spec.qrels.format)
+    files.append(FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
+                          len(qrels)))
+    gains_all = map_gains(metric.gain, qrels.value, qrels)
+
+    query_ids = _query_set(spec, qrels, files)
+    weights = _weights(spec, query_ids, files)
+    nq = len(query_ids)
+
+    # query codes of the qrels rows, in the evaluated order (-1: not evaluated)
+    q_of_value = _index_in(qrels.query.values, query_ids)
+    cat_q_all = q_of_value[qrels.query.codes]
+    keep = cat_q_all >= 0
+    cat_q, cat_gain = cat_q_all[keep], gains_all[keep]
+    judged_keys = _pair_index(qrels, keep, cat_q)
+
+    systems: dict[str, SystemResult] = {}
+    notes: list[str] = []
+    for name, src in spec.systems:
+        if progress:
+            progress(f"reading {name}")
+        run = read_run(src.path, src.format)
+        files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
+        rows, unknown_queries = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
+        if unknown_queries:
+            notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
+                         f"ignored")
+        if progress:
+            progress(f"computing {name}")
+        qr = evaluate_rows(rows, cat_q, cat_gain, nq, cutoffs=metric.cutoffs, ties=metric.ties,
+                           unjudged=metric.unjudged, ideal=metric.ideal, empty_ideal=metric.empty_ideal,
+                           missing_queries=metric.missing_queries)
+        _apply_error_rules(name, src.path, metric, qr, query_ids)
+        systems[name] = SystemResult(name, qr, _means(metric, qr, weights))
+    return EvaluationResult(spec, query_ids, weights, systems, files, notes)
+
+
+def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
+    judged = np.unique(qrels.query.values[np.unique(qrels.query.codes)].astype(str))
+    if spec.queries.set is None:
+        return judged.astype(object)
+    src = spec.queries.set
+    ids = read_query_set(src.path)
+    files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.path), len(ids)))
+    unknown = sorted(set(ids) - set(judged.tolist()))
+    if unknown:
+        raise DataError(src.path, f"{len(unknown)} queries of the declared set have no judgments in "
+                                  f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
+                                  f"the set.")
+    return np.asarray(sorted(ids), dtype=object)
+
+
+def _weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.ndarray:
+    if spec.queries.weights is None:
+        return np.ones(len(query_ids))
+    src = spec.queries.weights
+    table = read_weights(src.path)
+    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.path), len(table)))
+    missing = [q for q in query_ids if q not in table]
+    if missing:
+        raise DataError(src.path, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")
+    return np.array([table[q] for q in query_ids], dtype=np.float64)
+
+
+def _index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
+    """Position of each of ``values`` in the sorted array ``universe``, -1 where absent."""
+    universe = universe.astype(str)
+    v = values.astype(str)
+    idx = np.searchsorted(universe, v)
+    idx_c = np.minimum(idx, max(universe.size - 1, 0))
+    found = (universe.size > 0) & (universe[idx_c] == v) if universe.size else np.zeros(v.size, dtype=bool)
+    return np.where(found, idx_c, -1).astype(np.int64)
+
+
+@dataclass
+class _JudgedIndex:
+    """Sorted (query, doc) keys of the evaluated judgments, for joining run rows to their gains."""
+
+    doc_values: np.ndarray  # sorted distinct judged doc ids (str)
+    keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
+    gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
+    n_docs: int
+
+
+def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedIndex:
+    doc_values = np.unique(qrels.doc.values.astype(str))
+    doc_of_code = _index_in(qrels.doc.values, doc_values)
+    d = doc_of_code[qrels.doc.codes[keep]]
+    n_docs = max(doc_values.size, 1)
+    keys = cat_q.astype(np.int64) * n_docs + d
+    order = np.argsort(keys, kind="stable")
+    return _JudgedIndex(doc_values, keys[order], order, n_docs)
+
+
+def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain: np.ndarray,
+              metric: Metric) -> tuple[RunRows, int]:
+    q_map = _index_in(run.query.values, query_ids)
+    q = q_map[run.query.codes]
+    in_set = q >= 0
+    unknown_queries = int(np.count_nonzero(q_map[np.unique(run.query.codes)] < 0))
+    rows = np.flatnonzero(in_set)
+    q = q[rows]
+    doc_codes = run.doc.codes[rows]
+
+    d_map = _index_in(run.doc.values, judged.doc_values)
+    d = d_map[doc_codes]
+    keys = q.astype(np.int64) * judged.n_docs + np.maximum(d, 0)
+    pos = np.searchsorted(judged.keys, keys)
+    pos_c = np.minimum(pos, max(judged.keys.size - 1, 0))
+    is_judged = (d >= 0) & (judged.keys.size > 0) & (judged.keys[pos_c] == keys) if judged.keys.size else \
+        np.zeros(rows.size, dtype=bool)
+    gain_row = judged.gain_rows[pos_c]
+    if metric.unjudged == "error" and not is_judged.all():
+        bad = np.flatnonzero(~is_judged)
+        first = int(rows[bad[0]])
+        line, prefix = run.where(first)
+        raise EvaluationError(
+            f"{run.path}:{line}: {prefix}document {run.doc.row(first)!r} returned for query "
+            f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
+            f"({bad.size} unjudged returned documents in all).")
+
+    tiebreak = None
+    if metric.ties == "displayed_order":
+        tiebreak = None if run.rank is None else run.rank[rows]
+    elif metric.ties in ("id_ascending", "id_descending"):
+        tiebreak = _doc_order(run.doc.values)[doc_codes]
+        if metric.ties == "id_descending":
+            tiebreak = -tiebreak
+    gain = np.where(is_judged, cat_gain[gain_row], 0.0) if cat_gain.size else np.zeros(rows.size)
+    return RunRows(query=q, score=run.value[rows], gain=gain, judged=is_judged, tiebreak=tiebreak), \
+        unknown_queries
+
+
+def _doc_order(values: np.ndarray) -> np.ndarray:
+    """Rank of each distinct doc id in plain string order."""
+    order = np.argsort(values.astype(str), kind="stable")
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[order] = np.arange(values.size)
+    return rank
+
+
+def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
+    if metric.missing_queries == "error":
+        missing = query_ids[(qr.status == MISSING).any(axis=1)]
+        if missing.size:
+            raise EvaluationError(f"system '{name}' ({path}) returns nothing for {missing.size} evaluated "
+                                  f"queries: {preview(missing)}; metric.missing_queries is 'error'.")
+    if metric.empty_ideal == "error":
+        empty = query_ids[(qr.status == EMPTY_IDEAL).any(axis=1)]
+        if empty.size:
+            raise EvaluationError(f"system '{name}': {empty.size} queries have an ideal DCG of 0 under "
+                                  f"ideal '{metric.ideal}': {preview(empty)}; metric.empty_ideal is 'error'.")
+
+
+def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
+    out = {}
+    for j, key in enumerate(metric.keys):
+        x = qr.ndcg[:, j]
+        ok = ~np.isnan(x)
+        w = weights[ok]
+        mean = float(np.dot(w, x[ok]) / w.sum()) if ok.any() else float("nan")
+        out[key] = {
+            "mean": mean,
+            "n_evaluated": int(ok.sum()),
+            "n_excluded": int((~ok).sum()),
+            "n_missing": int((qr.status[:, j] == MISSING).sum()),
+            "n_empty_ideal": int((qr.status[:, j] == EMPTY_IDEAL).sum()),
+            "weight_sum": float(w.sum()),
+            "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))
+            if np.isfinite(qr.judged_coverage[:, j]).any() else float("nan"),
+        }
+    return out

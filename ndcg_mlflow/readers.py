@@ -1,0 +1,628 @@
+"""Readers for judgments (qrels), rankings (runs), query sets and weights.
+
+Formats:
+
+* TREC qrels ``qid iter docid grade`` and TREC runs ``qid Q0 docid rank score tag``,
+  fields separated by white space (grades may be floats).
+* CSV / TSV with a header naming the columns ``query_id``, ``doc_id`` and ``grade``
+  (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet.
+
+Ids are strings. The result is columnar: ids are dictionary-encoded into integer
+codes (one ``int32`` per row and one array of distinct strings), values are
+``float64`` arrays. Every error names the file and line (row, for Parquet).
+
+Large TREC and CSV files go through Arrow's multi-threaded CSV reader; a file
+that reader refuses is re-read line by line, which either finds the exact
+line at fault or reads the file's irregular spacing correctly.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .errors import DataError, preview
+
+QRELS = "qrels"
+RUN = "run"
+
+_TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
+                 RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag")}
+_TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class Ids:
+    """Dictionary-encoded strings: ``values[codes[i]]`` is row i's id."""
+
+    codes: np.ndarray  # int32, one per row
+    values: np.ndarray  # object array of distinct str
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def row(self, i: int) -> str:
+        return str(self.values[self.codes[i]])
+
+
+@dataclass
+class Table:
+    """One file's rows: ``query``, ``doc`` and ``value`` (grade or score), plus ``rank`` for runs."""
+
+    path: str
+    kind: str
+    query: Ids
+    doc: Ids
+    value: np.ndarray  # float64
+    rank: np.ndarray | None  # float64, runs only, None when the file has no rank column
+    format: str
+    header_lines: int = 0
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def line_of(self, row: int) -> int | None:
+        """The 1-based line of a row (None for Parquet): blank lines are skipped as the readers skip them."""
+        if self.format == "parquet":
+            return None
+        seen = -1
+        with open(self.path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if lineno <= self.header_lines:
+                    continue
+                if raw.strip():
+                    seen += 1
+                    if seen == row:
+                        return lineno
+        return None
+
+    def where(self, row: int) -> tuple[int | None, str]:
+        line = self.line_of(row)
+        return line, ("" if line is not None else f"row {row + 1}: ")
+
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def read_qrels(path: str | Path, format: str = "auto") -> Table:
+    """Read judgments. A document judged twice with different grades is an error; twice alike is merged."""
+    table = _read(Path(path), QRELS, format)
+    _check_finite(table, "grade")
+    return _dedupe_qrels(table)
+
+
+def read_run(path: str | Path, format: str = "auto") -> Table:
+    """Read one system's ranking. A document listed twice for one query is an error."""
+    table = _read(Path(path), RUN, format)
+    _check_finite(table, "score")
+    if table.rank is not None:
+        bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
+        if bad.size:
+            line, prefix = table.where(int(bad[0]))
+            raise DataError(table.path, f"{prefix}rank must be an integer, got {table.rank[bad[0]]!r}.", line)
+    dup = _first_duplicate(table)
+    if dup is not None:
+        first, second = dup
+        l1, _ = table.where(first)
+        l2, prefix = table.where(second)
+        raise DataError(table.path, f"{prefix}document {table.doc.row(second)!r} is listed twice for query "
+                                    f"{table.query.row(second)!r} (first at line {l1}); a ranking holds each "
+                                    f"document once.", l2)
+    return table
+
+
+def read_query_set(path: str | Path) -> list[str]:
+    """A declared query set: one query id a line (or a CSV/TSV with a ``query_id`` column)."""
+    path = Path(path)
+    rows = list(_small_rows(path, ("query_id",)))
+    ids, seen = [], {}
+    for line, fields in rows:
+        qid = fields[0]
+        if qid in seen:
+            raise DataError(path, f"query {qid!r} is listed twice (first at line {seen[qid]}).", line)
+        seen[qid] = line
+        ids.append(qid)
+    if not ids:
+        raise DataError(path, "the query set is empty.")
+    return ids
+
+
+def read_weights(path: str | Path) -> dict[str, float]:
+    """Query weights: ``query_id weight`` per line (white space, or a CSV/TSV with those columns)."""
+    path = Path(path)
+    out: dict[str, float] = {}
+    lines: dict[str, int] = {}
+    for line, fields in _small_rows(path, ("query_id", "weight")):
+        qid, raw = fields
+        try:
+            w = float(raw)
+        except ValueError:
+            raise DataError(path, f"weight of query {qid!r} must be a number, got {raw!r}.", line) from None
+        if not math.isfinite(w) or w <= 0:
+            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {raw!r} "
+                                  f"(to leave a query out, declare a query set without it).", line)
+        if qid in out:
+            raise DataError(path, f"query {qid!r} has a weight twice (first at line {lines[qid]}).", line)
+        out[qid] = w
+        lines[qid] = line
+    if not out:
+        raise DataError(path, "the weights file is empty.")
+    return out
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- format dispatch
+
+
+def detect_format(path: Path, declared: str = "auto") -> str:
+    if declared != "auto":
+        return declared
+    suffix = path.suffix.lower()
+    if suffix in (".gz", ".bz2", ".xz", ".zst"):
+        raise DataError(path, "compressed files are not read; decompress it first.")
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".csv", ".tsv"):
+        first = _first_line(path)
+        delim = "," if suffix == ".csv" else "\t"
+        names = [c.strip().lower() for c in first.split(delim)]
+        if "query_id" in names:
+            return suffix[1:]
+    return "trec"
+
+
+def _first_line(path: Path) -> str:
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                return raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    return ""
+
+
+def _read(path: Path, kind: str, format: str) -> Table:
+    if not path.is_file():
+        raise DataError(path, "file not found.")
+    fmt = detect_format(path, format)
+    if path.stat().st_size == 0:
+        raise DataError(path, f"the {kind} file is empty.")
+    if fmt == "trec":
+        return _read_trec(path, kind)
+    if fmt in ("csv", "tsv"):
+        return _read_delimited(path, kind, fmt)
+    if fmt == "jsonl":
+        return _read_jsonl(path, kind)
+    return _read_parquet(path, kind)
+
+
+# --------------------------------------------------------------------------- TREC
+
+
+def _read_trec(path: Path, kind: str) -> Table:
+    names = _TREC_COLUMNS[kind]
+    delimiter = _trec_delimiter(path, len(names))
+    if delimiter is not None:
+        try:
+            return _trec_arrow(path, kind, delimiter)
+        except _FastPathRefused:
+            pass
+    return _trec_python(path, kind)
+
+
+class _FastPathRefused(Exception):
+    pass
+
+
+def _trec_delimiter(path: Path, ncols: int) -> str | None:
+    """A single tab or space when the first lines use exactly that between fields, else None."""
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    if head.startswith(_BOM):
+        return None
+    lines = [ln for ln in head.split(b"\n")[:-1] if ln.strip()][:50] or [head.strip()]
+    for delim in (b"\t", b" "):
+        ok = True
+        for ln in lines:
+            parts = ln.rstrip(b"\r").split(delim)
+            if len(parts) != ncols or any(not p or p != p.strip() for p in parts):
+                ok = False
+                break
+        if ok:
+            return delim.decode()
+    return None
+
+
+def _trec_arrow(path: Path, kind: str, delimiter: str) -> Table:
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
+    names = list(_TREC_COLUMNS[kind])
+    value_col = "grade" if kind == QRELS else "score"
+    types = {"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()}
+    include = ["query_id", "doc_id", value_col]
+    if kind == RUN:
+        types["rank"] = pa.float64()
+        include.append("rank")
+    try:
+        tbl = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
+                                              escape_char=False, newlines_in_values=False,
+                                              ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include,
+                                                 null_values=[], strings_can_be_null=False,
+                                                 quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        raise _FastPathRefused() from None
+    if not _valid_utf8(tbl, ("query_id", "doc_id")):
+        raise _FastPathRefused()
+    value = tbl.column(value_col).to_numpy()
+    rank = tbl.column("rank").to_numpy() if kind == RUN else None
+    return Table(str(path), kind, _encode(tbl.column("query_id")), _encode(tbl.column("doc_id")),
+                 np.ascontiguousarray(value, dtype=np.float64),
+                 None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), "trec")
+
+
+def _valid_utf8(tbl, columns) -> bool:
+    try:
+        for c in columns:
+            tbl.column(c).validate(full=True)
+    except Exception:
+        return False
+    return True
+
+
+def _trec_python(path: Path, kind: str) -> Table:
+    """Line-by-line reader: any run of spaces/tabs separates fields; errors name the exact line."""
+    ncols = len(_TREC_COLUMNS[kind])
+    layout = _TREC_LAYOUT[kind]
+    qs, ds, vs, rs = [], [], [], []
+    for lineno, text in _text_lines(path):
+        parts = text.split()
+        if not parts:
+            continue
+        if len(parts) != ncols:
+            raise DataError(path, f"expected {ncols} fields ({layout}), found {len(parts)}: {_clip(text)!r}.",
+                            lineno)
+        if kind == QRELS:
+            qid, _, doc, grade = parts
+            vs.append(_number(path, lineno, grade, "grade"))
+        else:
+            qid, _, doc, rank, score, _ = parts
+            rs.append(_number(path, lineno, rank, "rank"))
+            vs.append(_number(path, lineno, score, "score"))
+        qs.append(qid)
+        ds.append(doc)
+    if not qs:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return Table(str(path), kind, _encode_list(qs), _encode_list(ds), np.asarray(vs, dtype=np.float64),
+                 np.asarray(rs, dtype=np.float64) if kind == RUN else None, "trec")
+
+
+def _number(path: Path, lineno: int, raw: str, what: str) -> float:
+    try:
+        x = float(raw)
+    except ValueError:
+        raise DataError(path, f"{what} must be a number, got {_clip(raw)!r}.", lineno) from None
+    if not math.isfinite(x):
+        raise DataError(path, f"{what} must be a finite number, got {_clip(raw)!r}.", lineno)
+    return x
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(path, f"not UTF-8 text (byte {exc.start + 1} of the line).", lineno) from None
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = text.rstrip("\r\n")
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# --------------------------------------------------------------------------- named columns
+
+
+def _required_columns(kind: str, present: list[str], path: Path) -> tuple[str, str | None, str | None]:
+    """(value column, rank column) for the present column names."""
+    missing = [c for c in ("query_id", "doc_id") if c not in present]
+    if kind == QRELS:
+        if "grade" not in present:
+            missing.append("grade")
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
+                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}.", 1)
+        return "grade", None, None
+    if "score" not in present and "rank" not in present:
+        missing.append("score (or rank)")
+    if missing:
+        raise DataError(path, f"missing column(s) {', '.join(missing)}; a run file with named columns has "
+                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}.", 1)
+    return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
+
+
+def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
+    delimiter = "," if fmt == "csv" else "\t"
+    header = [c.strip() for c in _first_line(path).split(delimiter)]
+    value_col, rank_col, _ = _required_columns(kind, header, path) if kind == RUN else (
+        _required_columns(kind, header, path))
+    include = ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]
+    types = {"query_id": pa.string(), "doc_id": pa.string()}
+    types.update({c: pa.float64() for c in (value_col, rank_col) if c})
+    with open(path, "rb") as fh:
+        bom = fh.read(3) == _BOM
+    try:
+        if bom:
+            raise _FastPathRefused()
+        tbl = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include, null_values=[],
+                                                 strings_can_be_null=False),
+        )
+        if not _valid_utf8(tbl, ("query_id", "doc_id")):
+            raise _FastPathRefused()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
+        return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt)
+    return _table_from_columns(path, kind, fmt, tbl.column("query_id"), tbl.column("doc_id"),
+                               tbl.column(value_col).to_numpy() if value_col else None,
+                               tbl.column(rank_col).to_numpy() if rank_col else None, header_lines=1)
+
+
+def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
+                      fmt: str) -> Table:
+    text_lines = _text_lines(path)
+    reader = csv.reader((t for _, t in _track(text_lines)), delimiter=delimiter)
+    header = None
+    qs, ds, vs, rs = [], [], [], []
+    for fields in reader:
+        lineno = _track.current
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if header is None:
+            header = [f.strip() for f in fields]
+            idx = {name: header.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
+                                                                                    if c]}
+            continue
+        if len(fields) != len(header):
+            raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.",
+                            lineno)
+        qs.append(fields[idx["query_id"]].strip())
+        ds.append(fields[idx["doc_id"]].strip())
+        if value_col:
+            vs.append(_number(path, lineno, fields[idx[value_col]].strip(), value_col))
+        if rank_col:
+            rs.append(_number(path, lineno, fields[idx[rank_col]].strip(), rank_col))
+    if not qs:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return _table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
+                               np.asarray(rs) if rank_col else None, header_lines=1)
+
+
+class _Tracker:
+    """Passes lines through while remembering the line number of the last one handed out."""
+
+    current = 0
+
+    def __call__(self, numbered):
+        for lineno, text in numbered:
+            self.current = lineno
+            yield text
+
+
+_track = _Tracker()
+
+
+def _read_jsonl(path: Path, kind: str) -> Table:
+    import json
+
+    qs, ds, vs, rs = [], [], [], []
+    value_col = rank_col = None
+    for lineno, text in _text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(path, f"not valid JSON: {exc.msg} (column {exc.colno}).", lineno) from None
+        if not isinstance(obj, dict):
+            raise DataError(path, "each line must be a JSON object.", lineno)
+        if value_col is None and rank_col is None:
+            value_col, rank_col, _ = _required_columns(kind, list(obj), path)
+        for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
+            if col not in obj:
+                raise DataError(path, f"missing field {col!r}.", lineno)
+        for col in ("query_id", "doc_id"):
+            if not isinstance(obj[col], (str, int)) or isinstance(obj[col], bool):
+                raise DataError(path, f"{col} must be a string (or an integer), got {obj[col]!r}.", lineno)
+        qs.append(str(obj["query_id"]))
+        ds.append(str(obj["doc_id"]))
+        for col, out in ((value_col, vs), (rank_col, rs)):
+            if col:
+                v = obj[col]
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise DataError(path, f"{col} must be a finite number, got {v!r}.", lineno)
+                out.append(float(v))
+    if not qs:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return _table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
+                               np.asarray(rs) if rank_col else None)
+
+
+def _read_parquet(path: Path, kind: str) -> Table:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        tbl = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(path, f"not a readable Parquet file: {exc}") from None
+    value_col, rank_col, _ = _required_columns(kind, tbl.column_names, path)
+    cols = {}
+    for c in ("query_id", "doc_id"):
+        col = tbl.column(c)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                or pa.types.is_integer(col.type)):
+            raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
+        cols[c] = col.cast(pa.string())
+    nums = {}
+    for c in (value_col, rank_col):
+        if c:
+            col = tbl.column(c)
+            if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                raise DataError(path, f"column {c} must be numeric, found {col.type}.")
+            if col.null_count:
+                row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                raise DataError(path, f"row {row + 1}: {c} is empty.")
+            nums[c] = col.cast(pa.float64()).to_numpy()
+    return _table_from_columns(path, kind, "parquet", cols["query_id"], cols["doc_id"], nums.get(value_col),
+                               nums.get(rank_col))
+
+
+def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
+    if kind == RUN and value is None:
+        value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
+    q = _encode(query) if not isinstance(query, list) else _encode_list(query)
+    d = _encode(doc) if not isinstance(doc, list) else _encode_list(doc)
+    if len(q) == 0:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),
+                 None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), fmt, header_lines)
+
+
+# --------------------------------------------------------------------------- small files
+
+
+def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """Rows of a small two-or-one-column file: white-space separated, or CSV/TSV with a header."""
+    if not path.is_file():
+        raise DataError(path, "file not found.")
+    suffix = path.suffix.lower()
+    lines = list(_text_lines(path))
+    first = next((t for _, t in lines if t.strip()), "")
+    delim = "," if suffix == ".csv" else ("\t" if "\t" in first else None)
+    header_names = [c.strip().lower() for c in (first.split(delim) if delim else first.split())]
+    has_header = "query_id" in header_names
+    idx = None
+    if has_header:
+        missing = [c for c in columns if c not in header_names]
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", 1)
+        idx = [header_names.index(c) for c in columns]
+    started = False
+    for lineno, text in lines:
+        if not text.strip():
+            continue
+        fields = [f.strip() for f in (text.rstrip("\r\n").split(delim) if delim else text.split())]
+        if has_header and not started:
+            started = True
+            continue
+        if idx is not None:
+            if len(fields) <= max(idx):
+                raise DataError(path, f"expected {len(header_names)} fields, found {len(fields)}.", lineno)
+            yield lineno, [fields[i] for i in idx]
+        else:
+            if len(fields) != len(columns):
+                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
+                                      f"{len(fields)}: {_clip(text)!r}.", lineno)
+            yield lineno, fields
+
+
+# --------------------------------------------------------------------------- encoding and checks
+
+
+def _encode(column) -> Ids:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    enc = pc.dictionary_encode(column)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    values = np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    return Ids(codes, values)
+
+
+def _encode_list(items: list[str]) -> Ids:
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
+    return Ids(codes, np.asarray(list(index), dtype=object))
+
+
+def _check_finite(table: Table, what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(table.value))
+    if bad.size:
+        line, prefix = table.where(int(bad[0]))
+        raise DataError(table.path, f"{prefix}{what} must be a finite number, got {table.value[bad[0]]!r}.", line)
+
+
+def _pair_keys(table: Table) -> np.ndarray:
+    return table.query.codes.astype(np.int64) * max(len(table.doc.values), 1) + table.doc.codes
+
+
+def _first_duplicate(table: Table) -> tuple[int, int] | None:
+    """(first row, second row) of the first (query, doc) pair seen twice, in file order."""
+    keys = _pair_keys(table)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    same = np.flatnonzero(sk[1:] == sk[:-1])
+    if not same.size:
+        return None
+    seconds = order[same + 1]
+    i = int(np.argmin(seconds))
+    return int(order[same[i]]), int(seconds[i])
+
+
+def _dedupe_qrels(table: Table) -> Table:
+    keys = _pair_keys(table)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    same = np.flatnonzero(sk[1:] == sk[:-1])
+    if not same.size:
+        return table
+    a, b = order[same], order[same + 1]
+    conflict = np.flatnonzero(table.value[a] != table.value[b])
+    if conflict.size:
+        i = conflict[np.argmin(b[conflict])]
+        first, second = int(a[i]), int(b[i])
+        l1, _ = table.where(first)
+        l2, prefix = table.where(second)
+        raise DataError(table.path, f"{prefix}document {table.doc.row(second)!r} of query "
+                                    f"{table.query.row(second)!r} is judged twice with different grades "
+                                    f"({table.value[first]:g} at line {l1}, {table.value[second]:g} here).", l2)
+    keep = np.ones(len(table), dtype=bool)
+    keep[b] = False
+    return Table(table.path, table.kind, Ids(table.query.codes[keep], table.query.values),
+                 Ids(table.doc.codes[keep], table.doc.values), table.value[keep], None, table.format,
+                 table.header_lines)
+
+
+__all__ = ["Table", "Ids", "read_qrels", "read_run", "read_query_set", "read_weights", "sha256_file",
+           "detect_format", "preview", "io"]

@@ -1,0 +1,424 @@
+"""The evaluation spec: schema, validation and the resolved, immutable form.
+
+A spec fixes every choice that changes an nDCG number before any system is
+compared. Validation runs before any data is read: unknown keys are errors
+(with a "did you mean"), every ``metric`` field and ``queries.weights`` is
+required, and each error names the key path and what was expected.
+
+Version 1::
+
+    spec_version: 1
+    name: demo-product-search
+    metric:
+      gain: exponential          # exponential | linear | {grade: gain, ...}
+      cutoffs: [5, 10, all]
+      discount: log2
+      ties: displayed_order      # displayed_order | id_ascending | id_descending | average
+      ideal: judged_catalog      # judged_catalog | candidates
+      empty_ideal: exclude       # exclude | zero | one | error
+      unjudged: zero             # zero | condense | error
+      missing_queries: zero      # zero | exclude | error
+    queries:
+      weights: uniform           # uniform | path to a (query_id, weight) file
+      set: null                  # optional path to a list of query ids
+    data:
+      qrels: demo/qrels.tsv      # a path, or {path: ..., format: trec|csv|tsv|jsonl|parquet}
+      systems:
+        bm25: demo/bm25.run
+    mlflow:
+      experiment: demo-product-search
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import SpecError, did_you_mean
+
+SPEC_VERSION = 1
+MAX_SPEC_BYTES = 1_000_000
+
+GAINS = ("exponential", "linear")
+DISCOUNTS = ("log2",)
+TIES = ("displayed_order", "id_ascending", "id_descending", "average")
+IDEALS = ("judged_catalog", "candidates")
+EMPTY_IDEAL = ("exclude", "zero", "one", "error")
+UNJUDGED = ("zero", "condense", "error")
+MISSING = ("zero", "exclude", "error")
+FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet")
+
+_SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+
+
+# --------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Gain:
+    """How a grade becomes a gain: ``exponential`` (2^g - 1), ``linear`` (g), or a table."""
+
+    kind: str
+    table: tuple[tuple[float, float], ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "table":
+            return json.dumps({_num(k): _num(v) for k, v in self.table})
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Metric:
+    gain: Gain
+    cutoffs: tuple[int | None, ...]  # None stands for "all"
+    discount: str
+    ties: str
+    ideal: str
+    empty_ideal: str
+    unjudged: str
+    missing_queries: str
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(cutoff_key(k) for k in self.cutoffs)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A data file named in the spec: where it is and how it was written there."""
+
+    path: Path
+    declared: str
+    format: str = "auto"
+
+
+@dataclass(frozen=True)
+class Queries:
+    weights: Source | None  # None means uniform
+    set: Source | None
+
+
+@dataclass(frozen=True)
+class MlflowSection:
+    experiment: str
+    tracking_uri: str | None = None
+    run_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    spec_version: int
+    name: str
+    metric: Metric
+    queries: Queries
+    qrels: Source
+    systems: tuple[tuple[str, Source], ...]
+    mlflow: MlflowSection
+    source: Path | None = None
+    text: str = field(default="", repr=False)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def system_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.systems)
+
+    def resolved(self) -> dict[str, Any]:
+        """Every resolved field as a flat ``{key.path: value}`` mapping (MLflow params)."""
+        m = self.metric
+        out: dict[str, Any] = {
+            "spec_version": self.spec_version,
+            "name": self.name,
+            "metric.gain": m.gain.describe(),
+            "metric.cutoffs": ",".join(cutoff_label(k) for k in m.cutoffs),
+            "metric.discount": m.discount,
+            "metric.ties": m.ties,
+            "metric.ideal": m.ideal,
+            "metric.empty_ideal": m.empty_ideal,
+            "metric.unjudged": m.unjudged,
+            "metric.missing_queries": m.missing_queries,
+            "queries.weights": self.queries.weights.declared if self.queries.weights else "uniform",
+            "queries.set": self.queries.set.declared if self.queries.set else "null",
+            "data.qrels": self.qrels.declared,
+        }
+        for name, src in self.systems:
+            out[f"data.systems.{name}"] = src.declared
+        out["mlflow.experiment"] = self.mlflow.experiment
+        return out
+
+    def definition_digest(self) -> str:
+        """Digest of what defines the numbers (metric and query rules), not of the data paths."""
+        resolved = self.resolved()
+        keep = {k: v for k, v in resolved.items() if k.startswith("metric.")}
+        blob = json.dumps(keep, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+def cutoff_key(k: int | None) -> str:
+    """The metric key of a cutoff: ``ndcg_at_10``, ``ndcg_at_all`` (MLflow forbids ``@``)."""
+    return f"ndcg_at_{cutoff_label(k)}"
+
+
+def cutoff_label(k: int | None) -> str:
+    return "all" if k is None else str(k)
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+# --------------------------------------------------------------------------- schema helpers
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"Got {text} ({_type_name(value)}) instead."
+
+
+class _Ctx:
+    def __init__(self, source: str | None, base_dir: Path):
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, path: str, message: str) -> SpecError:
+        return SpecError(path, message, self.source)
+
+
+def _mapping(ctx: _Ctx, value: Any, path: str, required: tuple[str, ...],
+             optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ctx.fail(path, f"expected a mapping with keys {', '.join(required + optional)}. {_got(value)}")
+    allowed = required + optional
+    for key in value:
+        if not isinstance(key, str):
+            raise ctx.fail(path, f"keys must be strings; found key {key!r}.")
+        if key not in allowed:
+            where = f"{path}.{key}" if path else key
+            raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; "
+                                  f"allowed keys here: {', '.join(allowed)}.")
+    for key in required:
+        if key not in value:
+            where = f"{path}.{key}" if path else key
+            raise ctx.fail(where, "missing required key (no default is assumed: it changes the numbers).")
+    return value
+
+
+def _choice(ctx: _Ctx, value: Any, path: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        raise ctx.fail(path, f"must be one of {', '.join(choices)}{hint}. {_got(value)}")
+    return value
+
+
+def _text(ctx: _Ctx, value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ctx.fail(path, f"must be a non-empty string. {_got(value)}")
+    return value
+
+
+def _finite(ctx: _Ctx, value: Any, path: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ctx.fail(path, f"{what} must be a finite number. {_got(value)}")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _gain(ctx: _Ctx, value: Any, path: str) -> Gain:
+    if isinstance(value, dict):
+        if not value:
+            raise ctx.fail(path, "a gain table must map at least one grade to a gain.")
+        pairs = []
+        for grade, gain in value.items():
+            g = _finite(ctx, grade, f"{path}[{grade!r}]", "a grade (table key)")
+            v = _finite(ctx, gain, f"{path}[{grade!r}]", "a gain")
+            pairs.append((g, v))
+        pairs.sort()
+        return Gain("table", tuple(pairs))
+    if isinstance(value, str) and value in GAINS:
+        return Gain(value)
+    hint = did_you_mean(value, GAINS) if isinstance(value, str) else ""
+    raise ctx.fail(path, f"must be exponential, linear, or a table such as {{0: 0, 1: 1, 2: 3, 3: 7}}{hint}. "
+                         f"{_got(value)}")
+
+
+def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.fail(path, f"must be a non-empty list of positive integers or 'all'. {_got(value)}")
+    out: list[int | None] = []
+    for i, item in enumerate(value):
+        if item == "all" and isinstance(item, str):
+            k = None
+        elif isinstance(item, int) and not isinstance(item, bool) and item >= 1:
+            k = item
+        else:
+            raise ctx.fail(f"{path}[{i}]", f"must be a positive integer or 'all'. {_got(item)}")
+        if k in out:
+            raise ctx.fail(f"{path}[{i}]", f"cutoff {cutoff_label(k)} is listed twice.")
+        out.append(k)
+    return tuple(out)
+
+
+def _metric(ctx: _Ctx, value: Any) -> Metric:
+    keys = ("gain", "cutoffs", "discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries")
+    m = _mapping(ctx, value, "metric", keys)
+    return Metric(
+        gain=_gain(ctx, m["gain"], "metric.gain"),
+        cutoffs=_cutoffs(ctx, m["cutoffs"], "metric.cutoffs"),
+        discount=_choice(ctx, m["discount"], "metric.discount", DISCOUNTS),
+        ties=_choice(ctx, m["ties"], "metric.ties", TIES),
+        ideal=_choice(ctx, m["ideal"], "metric.ideal", IDEALS),
+        empty_ideal=_choice(ctx, m["empty_ideal"], "metric.empty_ideal", EMPTY_IDEAL),
+        unjudged=_choice(ctx, m["unjudged"], "metric.unjudged", UNJUDGED),
+        missing_queries=_choice(ctx, m["missing_queries"], "metric.missing_queries", MISSING),
+    )
+
+
+def _source(ctx: _Ctx, value: Any, path: str) -> Source:
+    if isinstance(value, dict):
+        m = _mapping(ctx, value, path, ("path",), ("format",))
+        declared = _text(ctx, m["path"], f"{path}.path")
+        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS)
+    elif isinstance(value, str) and value.strip():
+        declared, fmt = value, "auto"
+    else:
+        raise ctx.fail(path, f"must be a file path, or a mapping {{path: ..., format: ...}}. {_got(value)}")
+    p = Path(declared).expanduser()
+    if not p.is_absolute():
+        p = ctx.base_dir / p
+    return Source(path=p, declared=declared, format=fmt)
+
+
+def _queries(ctx: _Ctx, value: Any) -> Queries:
+    q = _mapping(ctx, value, "queries", ("weights",), ("set",))
+    w = q["weights"]
+    weights = None if w == "uniform" else _source(ctx, w, "queries.weights")
+    s = q.get("set")
+    qset = None if s is None else _source(ctx, s, "queries.set")
+    return Queries(weights=weights, set=qset)
+
+
+def _data(ctx: _Ctx, value: Any) -> tuple[Source, tuple[tuple[str, Source], ...]]:
+    d = _mapping(ctx, value, "data", ("qrels", "systems"))
+    qrels = _source(ctx, d["qrels"], "data.qrels")
+    systems = d["systems"]
+    if not isinstance(systems, dict) or not systems:
+        raise ctx.fail("data.systems", f"must map at least one system name to its run file. {_got(systems)}")
+    out = []
+    for name, src in systems.items():
+        if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
+            raise ctx.fail(f"data.systems.{name}",
+                           "a system name must start with a letter or digit and contain only letters, digits, "
+                           "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
+        out.append((name, _source(ctx, src, f"data.systems.{name}")))
+    return qrels, tuple(out)
+
+
+def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
+    if value is None:
+        return MlflowSection(experiment=name)
+    m = _mapping(ctx, value, "mlflow", ("experiment",), ("tracking_uri", "run_name"))
+    uri = m.get("tracking_uri")
+    run_name = m.get("run_name")
+    return MlflowSection(
+        experiment=_text(ctx, m["experiment"], "mlflow.experiment"),
+        tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
+        run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
+    )
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+TOP_REQUIRED = ("spec_version", "name", "metric", "queries", "data")
+TOP_OPTIONAL = ("mlflow",)
+
+
+def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "") -> Spec:
+    """Validate a spec already parsed from YAML (or given as a dict) and resolve it."""
+    ctx = _Ctx(source, Path(base_dir))
+    top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
+    version = top["spec_version"]
+    if version != SPEC_VERSION or isinstance(version, bool):
+        raise ctx.fail("spec_version", f"this version of ndcg-mlflow reads spec_version {SPEC_VERSION}. "
+                                       f"{_got(version)}")
+    name = _text(ctx, top["name"], "name")
+    metric = _metric(ctx, top["metric"])
+    queries = _queries(ctx, top["queries"])
+    qrels, systems = _data(ctx, top["data"])
+    mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
+    if not text:
+        text = _dump(raw)
+    return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section,
+                source=Path(source) if source else None, text=text)
+
+
+def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None) -> Spec:
+    """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through."""
+    if isinstance(spec, Spec):
+        return spec
+    if isinstance(spec, Mapping):
+        return parse_spec(dict(spec), base_dir=Path(base_dir) if base_dir else Path.cwd())
+    path = Path(spec)
+    if not path.is_file():
+        raise SpecError("", f"spec file not found: {path}")
+    data = path.read_bytes()
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError("", f"spec file is {len(data)} bytes; a spec is at most {MAX_SPEC_BYTES} bytes.", str(path))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError("", f"spec is not UTF-8 text (byte {exc.start}).", str(path)) from None
+    raw = _safe_yaml(text, str(path))
+    return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
+                      source=str(path), text=text)
+
+
+def _safe_yaml(text: str, source: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError("", f"not valid YAML{where}: {problem}", source) from None
+
+
+def _dump(raw: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(raw, sort_keys=False, default_flow_style=False)
+
+
+def check_files(spec: Spec) -> list[str]:
+    """Problems with the files a spec names (missing, not a file); empty when all exist."""
+    problems = []
+    named: list[tuple[str, Source | None]] = [("data.qrels", spec.qrels), ("queries.weights", spec.queries.weights),
+                                              ("queries.set", spec.queries.set)]
+    named += [(f"data.systems.{n}", s) for n, s in spec.systems]
+    for key, src in named:
+        if src is not None and not src.path.is_file():
+            problems.append(f"at key '{key}': file not found: {src.path}")
+    return problems
+
+
+Validator = Callable[..., Any]
