@@ -108,9 +108,6 @@ class EvaluationResult:
             }))
         return pd.concat(frames, ignore_index=True)
 
-    def write_per_query_csv(self, path: str | Path) -> None:
-        self.per_query.to_csv(path, index=False, float_format="%.17g", na_rep="")
-
 
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, dict):
@@ -185,7 +182,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     notes: list[str] = []
     for name, src in spec.systems:
         if progress:
-            progress(f"reading {name}")
+            progress(f"reading system '{name}' from {src.declared}")
         run = read_run(src.path, src.format)
         files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
         rows, unknown_queries = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
@@ -193,7 +190,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")
         if progress:
-            progress(f"computing {name}")
+            progress(f"computing nDCG of '{name}'")
         qr = evaluate_rows(rows, cat_q, cat_gain, nq, cutoffs=metric.cutoffs, ties=metric.ties,
                            unjudged=metric.unjudged, ideal=metric.ideal, empty_ideal=metric.empty_ideal,
                            missing_queries=metric.missing_queries)

@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from .errors import SpecError, did_you_mean
 
@@ -420,5 +420,3 @@ def check_files(spec: Spec) -> list[str]:
             problems.append(f"at key '{key}': file not found: {src.path}")
     return problems
 
-
-Validator = Callable[..., Any]

@@ -1,0 +1,152 @@
+"""The ``ndcg-mlflow`` command.
+
+Exit codes: 0 success; 2 a user error (spec, data, a declared rule stopped the
+run); 3 the tracking server failed (local results are kept); 130 interrupted;
+1 an internal error (a bug: the traceback is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .errors import NdcgError
+
+log = logging.getLogger("ndcg_mlflow")
+
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT = 0, 1, 2, 3, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ndcg-mlflow",
+                                     description="Spec-driven nDCG evaluation of ranking systems, logged to MLflow.")
+    parser.add_argument("--version", action="version", version=f"ndcg-mlflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="evaluate every system of a spec and log the results to MLflow")
+    run.add_argument("spec", help="path to the YAML evaluation spec")
+    run.add_argument("--out", metavar="DIR", help="local output folder (default: a new folder under ./ndcg_reports/)")
+    run.add_argument("--tracking-uri", metavar="URI",
+                     help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then the spec's mlflow.tracking_uri, "
+                          "then MLflow's default local store ./mlflow.db)")
+    run.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
+    run.add_argument("--quiet", action="store_true", help="print only errors")
+
+    val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
+    val.add_argument("spec", help="path to the YAML evaluation spec")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USER
+    _configure_logging(quiet=getattr(args, "quiet", False))
+    try:
+        return {"run": cmd_run, "validate": cmd_validate}[args.command](args)
+    except NdcgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPT
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _configure_logging(quiet: bool) -> None:
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("ndcg-mlflow: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .errors import SpecError
+    from .spec import check_files, load_spec
+
+    spec = load_spec(args.spec)
+    problems = check_files(spec)
+    if problems:
+        raise SpecError("", "; ".join(problems), args.spec)
+    resolved = spec.resolved()
+    print(f"{args.spec}: valid spec '{spec.name}'")
+    for key, value in resolved.items():
+        print(f"  {key}: {value}")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import os
+
+    from .evaluation import evaluate
+    from .outputs import new_output_dir, write_outputs
+
+    quiet = args.quiet
+    progress = None if quiet else (lambda msg: log.info(msg))
+    result = evaluate(args.spec, progress=progress)
+    out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
+    write_outputs(result, out_dir)
+    if not quiet:
+        print(format_summary(result))
+        print(f"\nlocal results: {out_dir}")
+    if args.no_mlflow:
+        return EXIT_OK
+
+    from .tracking import log_evaluation
+
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
+    logged = log_evaluation(result, out_dir, tracking_uri=uri)
+    if not quiet:
+        print(f"MLflow tracking URI: {logged.tracking_uri}")
+        print(f"  experiment {result.spec.mlflow.experiment!r} (id {logged.experiment_id})")
+        print(f"  evaluation run: {logged.parent_run_id}")
+        for name, rid in logged.system_run_ids.items():
+            print(f"  system run {name}: {rid}")
+    return EXIT_OK
+
+
+def format_summary(result) -> str:
+    """A plain-text table: one line per system, one column per cutoff, with the counts."""
+    keys = result.spec.metric.keys
+    heads = ["system"] + [k.replace("ndcg_at_", "nDCG@") for k in keys] + ["evaluated", "excluded", "missing"]
+    rows = []
+    for name, sr in result.systems.items():
+        first = sr.means[keys[0]]
+        rows.append([name] + [_fmt(sr.means[k]["mean"]) for k in keys]
+                    + [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])])
+    widths = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
+    lines = [f"{result.spec.name}: {len(result.query_ids)} queries, weights "
+             f"{result.spec.resolved()['queries.weights']}"]
+    lines.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths))))
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    return "undefined" if x != x else f"{x:.4f}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Local outputs of an evaluation, written before anything is sent to a tracking server.
+
+The folder holds ``spec.yaml`` (the spec text exactly as given), ``summary.json``,
+``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import secrets
+from pathlib import Path
+
+from .evaluation import EvaluationResult
+
+DEFAULT_ROOT = "ndcg_reports"
+
+
+def new_output_dir(name: str, root: str | Path = DEFAULT_ROOT) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "evaluation"
+    return Path(root) / f"{safe}-{stamp}-{secrets.token_hex(3)}"
+
+
+def write_outputs(result: EvaluationResult, out_dir: str | Path) -> Path:
+    """Write every local output; files appear complete or not at all (written then renamed)."""
+    out = Path(out_dir)
+    (out / "systems").mkdir(parents=True, exist_ok=True)
+    spec = result.spec
+    _atomic_bytes(out / "spec.yaml", spec.text.encode("utf-8"))  # its sha256 is summary.spec_sha256
+    _atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
+    _atomic_csv(out / "per_query.csv", result.per_query)
+    table = result.per_query
+    for name in result.systems:
+        _atomic_csv(out / "systems" / f"{name}.per_query.csv", table[table["system"] == name])
+    return out
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _atomic_csv(path: Path, frame) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    frame.to_csv(tmp, index=False, float_format="%.17g", na_rep="")
+    os.replace(tmp, path)

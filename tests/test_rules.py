@@ -1,0 +1,593 @@
+"""Each rule of the spec, on tiny hand-computed cases (closed forms)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import ndcg_mlflow
+from ndcg_mlflow import DataError, EvaluationError
+from ndcg_mlflow.kernel import RunRows, evaluate_rows
+
+L3 = np.log2(3.0)  # discount of rank 2 is 1/L3; rank 3 is 1/2; rank 4 is 1/log2(5)
+L5 = np.log2(5.0)
+L6 = np.log2(6.0)
+L7 = np.log2(7.0)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def write(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    return name
+
+
+def write_qrels(tmp_path, judgments, name="qrels.txt"):
+    """judgments: {qid: {doc: grade}} -> TREC qrels."""
+    lines = [f"{q} 0 {d} {g}" for q, docs in judgments.items() for d, g in docs.items()]
+    return write(tmp_path, name, "\n".join(lines) + "\n")
+
+
+def write_run(tmp_path, ranking, name="sys.run"):
+    """ranking: {qid: [doc, ...]} (best first) or {qid: [(doc, score), ...]} -> TREC run, ranks 1..n."""
+    lines = []
+    for q, docs in ranking.items():
+        n = len(docs)
+        for i, item in enumerate(docs):
+            doc, score = item if isinstance(item, tuple) else (item, n - i)
+            lines.append(f"{q} Q0 {doc} {i + 1} {score} sys")
+    return write(tmp_path, name, "\n".join(lines) + "\n")
+
+
+def spec(qrels, systems, *, gain="exponential", cutoffs=(3,), ties="displayed_order", ideal="judged_catalog",
+         empty_ideal="exclude", unjudged="zero", missing_queries="zero", weights="uniform", qset=None):
+    if isinstance(systems, str):
+        systems = {"sys": systems}
+    queries = {"weights": weights}
+    if qset is not None:
+        queries["set"] = qset
+    return {
+        "spec_version": 1,
+        "name": "rules",
+        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
+                   "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
+        "queries": queries,
+        "data": {"qrels": qrels, "systems": systems},
+    }
+
+
+def run_eval(tmp_path, judgments, ranking, **metric):
+    qrels = write_qrels(tmp_path, judgments)
+    run = write_run(tmp_path, ranking)
+    return ndcg_mlflow.evaluate(spec(qrels, run, **metric), base_dir=tmp_path)
+
+
+def row(result, query="q1", cutoff=3, system="sys"):
+    pq = result.per_query
+    sel = pq[(pq.system == system) & (pq.query_id == query) & (pq.cutoff == str(cutoff))]
+    assert len(sel) == 1, sel
+    return sel.iloc[0]
+
+
+def dcg(gains, k=None):
+    g = np.asarray(gains, dtype=float)[:k]
+    return float(np.sum(g / np.log2(np.arange(2, g.size + 2))))
+
+
+ABCD = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0}}
+
+
+# --------------------------------------------------------------------------- gain
+
+
+def test_gain_exponential(tmp_path):
+    r = row(run_eval(tmp_path, ABCD, {"q1": ["C", "A", "B"]}, gain="exponential"))
+    assert r.dcg == pytest.approx(1 + 7 / L3 + 3 / 2, rel=1e-12)
+    assert r.ndcg == pytest.approx((1 + 7 / L3 + 3 / 2) / (7 + 3 / L3 + 1 / 2), rel=1e-12)
+
+
+def test_gain_linear(tmp_path):
+    r = row(run_eval(tmp_path, ABCD, {"q1": ["C", "A", "B"]}, gain="linear"))
+    assert r.dcg == pytest.approx(1 + 3 / L3 + 2 / 2, rel=1e-12)
+    assert r.ndcg == pytest.approx((1 + 3 / L3 + 1) / (3 + 2 / L3 + 1 / 2), rel=1e-12)
+
+
+def test_gain_table(tmp_path):
+    table = {0: 0, 1: 10, 2: 20, 3: 100}
+    r = row(run_eval(tmp_path, ABCD, {"q1": ["C", "A", "B"]}, gain=table))
+    assert r.dcg == pytest.approx(10 + 100 / L3 + 20 / 2, rel=1e-12)
+    assert r.idcg == pytest.approx(100 + 20 / L3 + 10 / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_negative_grades_earn_zero(tmp_path, gain):
+    judgments = {"q1": {"N": -2, "M": -1, "A": 1}}
+    r = row(run_eval(tmp_path, judgments, {"q1": ["N", "M", "A"]}, gain=gain, cutoffs=(3, "all")), cutoff="all")
+    # N and M earn 0 but hold ranks 1 and 2; A (gain 1 under both) is at rank 3
+    assert r.dcg == pytest.approx(1 / 2, rel=1e-12)
+    assert r.idcg == pytest.approx(1.0, rel=1e-12)  # A first, then two zeros
+    assert r.ndcg == pytest.approx(0.5, rel=1e-12)
+
+
+def test_gain_table_with_negative_gains(tmp_path):
+    table = {-1: -2, 0: 0, 1: 1, 2: 3}
+    judgments = {"q1": {"N": -1, "Z": 0, "B": 2}}
+    r = row(run_eval(tmp_path, judgments, {"q1": ["N", "B", "Z"]}, gain=table))
+    assert r.dcg == pytest.approx(-2 + 3 / L3 + 0, rel=1e-12)
+    assert r.idcg == pytest.approx(3 + 0 / L3 - 2 / 2, rel=1e-12)
+    assert r.ndcg == pytest.approx((-2 + 3 / L3) / (3 - 1), rel=1e-12)
+
+
+def test_grade_missing_from_table_raises(tmp_path):
+    qrels = write(tmp_path, "qrels.txt", "q1 0 A 1\nq1 0 B 2\nq1 0 C 5\n")
+    run = write_run(tmp_path, {"q1": ["A"]})
+    with pytest.raises(DataError, match=r"qrels\.txt:3: .*grade 5\b") as info:
+        ndcg_mlflow.evaluate(spec(qrels, run, gain={0: 0, 1: 1, 2: 3}), base_dir=tmp_path)
+    assert info.value.line == 3
+    assert "qrels.txt" in info.value.file
+
+
+def test_grade_missing_from_table_line_after_repeated_judgment(tmp_path):
+    """A judgment repeated with the same grade is merged; the line named must still be the file's line."""
+    qrels = write(tmp_path, "qrels.txt", "q1 0 A 1\nq1 0 A 1\nq1 0 B 2\nq1 0 C 5\n")
+    run = write_run(tmp_path, {"q1": ["A"]})
+    with pytest.raises(DataError, match=r"qrels\.txt:4: .*grade 5\b") as info:
+        ndcg_mlflow.evaluate(spec(qrels, run, gain={0: 0, 1: 1, 2: 3}), base_dir=tmp_path)
+    assert info.value.line == 4
+
+
+def test_float_grades(tmp_path):
+    judgments = {"q1": {"A": 1.5, "B": 0.5}}
+    exp = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain="exponential"))
+    assert exp.dcg == pytest.approx((2 ** 0.5 - 1) + (2 ** 1.5 - 1) / L3, rel=1e-12)
+    assert exp.idcg == pytest.approx((2 ** 1.5 - 1) + (2 ** 0.5 - 1) / L3, rel=1e-12)
+    lin = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain="linear"))
+    assert lin.dcg == pytest.approx(0.5 + 1.5 / L3, rel=1e-12)
+    tab = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain={0.5: 2, 1.5: 4}))
+    assert tab.dcg == pytest.approx(2 + 4 / L3, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- cutoffs
+
+
+def test_cutoff_larger_than_list(tmp_path):
+    judgments = {"q1": {"A": 3, "B": 2, "C": 1, "D": 1}}
+    res = run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, cutoffs=(1, 10))
+    r10 = row(res, cutoff=10)
+    assert r10.dcg == pytest.approx(3 + 7 / L3, rel=1e-12)
+    assert r10.idcg == pytest.approx(7 + 3 / L3 + 1 / 2 + 1 / L5, rel=1e-12)
+    assert r10.ndcg == pytest.approx((3 + 7 / L3) / (7 + 3 / L3 + 1 / 2 + 1 / L5), rel=1e-12)
+    assert r10.n_returned == 2
+    r1 = row(res, cutoff=1)
+    assert r1.dcg == pytest.approx(3.0) and r1.idcg == pytest.approx(7.0)
+
+
+def test_cutoff_all(tmp_path):
+    judgments = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0, "E": 1}}
+    # returned: B, x (unjudged), D, C, y (unjudged) -- five positions; A and E never returned
+    res = run_eval(tmp_path, judgments, {"q1": ["B", "x", "D", "C", "y"]}, cutoffs=(2, "all"))
+    r = row(res, cutoff="all")
+    assert r.dcg == pytest.approx(3 + 0 + 0 + 1 / L5 + 0, rel=1e-12)
+    # IDCG over every judged document: 7, 3, 1, 1, 0
+    assert r.idcg == pytest.approx(7 + 3 / L3 + 1 / 2 + 1 / L5 + 0, rel=1e-12)
+    assert r.idcg_candidates == pytest.approx(3 + 1 / L3, rel=1e-12)
+    assert r.ndcg == pytest.approx((3 + 1 / L5) / (7 + 3 / L3 + 1 / 2 + 1 / L5), rel=1e-12)
+    r2 = row(res, cutoff=2)
+    assert r2.dcg == pytest.approx(3.0) and r2.idcg == pytest.approx(7 + 3 / L3)
+
+
+# --------------------------------------------------------------------------- ties
+
+
+def test_ties_displayed_order_uses_rank_column(tmp_path):
+    """Equal scores: the rank column decides, even when the file lists the lines in another order."""
+    qrels = write_qrels(tmp_path, {"q1": {"a": 0, "b": 3}})
+    run = write(tmp_path, "sys.run", "q1 Q0 a 2 1.0 s\nq1 Q0 b 1 1.0 s\n")
+    res = ndcg_mlflow.evaluate(spec(qrels, run, cutoffs=(1, "all")), base_dir=tmp_path)
+    assert row(res, cutoff=1).dcg == pytest.approx(7.0)
+    assert row(res, cutoff=1).ndcg == pytest.approx(1.0)
+
+    run2 = write(tmp_path, "sys2.run", "q1 Q0 a 1 1.0 s\nq1 Q0 b 2 1.0 s\n")
+    res2 = ndcg_mlflow.evaluate(spec(qrels, run2, cutoffs=(1, "all")), base_dir=tmp_path)
+    assert row(res2, cutoff=1).dcg == 0.0
+    assert row(res2, cutoff="all").dcg == pytest.approx(7 / L3)
+
+
+def test_ties_displayed_order_equal_ranks_use_line_order(tmp_path):
+    qrels = write_qrels(tmp_path, {"q1": {"a": 0, "b": 3}})
+    for first, expected in (("a", 0.0), ("b", 7.0)):
+        second = "b" if first == "a" else "a"
+        run = write(tmp_path, f"{first}.run", f"q1 Q0 {first} 1 1.0 s\nq1 Q0 {second} 1 1.0 s\n")
+        res = ndcg_mlflow.evaluate(spec(qrels, run, cutoffs=(1,)), base_dir=tmp_path)
+        assert row(res, cutoff=1).dcg == pytest.approx(expected)
+
+
+def test_ties_displayed_order_score_only_csv_uses_line_order(tmp_path):
+    qrels = write_qrels(tmp_path, {"q1": {"a": 0, "b": 3, "c": 1}})
+    run = write(tmp_path, "sys.csv", "query_id,doc_id,score\nq1,c,5\nq1,a,1\nq1,b,1\n")
+    res = ndcg_mlflow.evaluate(spec(qrels, run, cutoffs=(2, "all")), base_dir=tmp_path)
+    assert row(res, cutoff=2).dcg == pytest.approx(1 + 0 / L3)
+    assert row(res, cutoff="all").dcg == pytest.approx(1 + 0 / L3 + 7 / 2)
+
+    run2 = write(tmp_path, "sys2.csv", "query_id,doc_id,score\nq1,b,1\nq1,c,5\nq1,a,1\n")
+    res2 = ndcg_mlflow.evaluate(spec(qrels, run2, cutoffs=(2, "all")), base_dir=tmp_path)
+    assert row(res2, cutoff=2).dcg == pytest.approx(1 + 7 / L3)
+
+
+@pytest.mark.parametrize("ties,expected", [
+    ("id_ascending", 0 + 7 / L3),  # 'd10' < 'd9' in plain string order
+    ("id_descending", 7 + 0 / L3),
+])
+def test_ties_by_doc_id_plain_string_order(tmp_path, ties, expected):
+    qrels = write_qrels(tmp_path, {"q1": {"d9": 3, "d10": 0}})
+    # the file lists d9 first with rank 1: the id rule must override display order
+    run = write(tmp_path, "sys.run", "q1 Q0 d9 1 2.0 s\nq1 Q0 d10 2 2.0 s\n")
+    res = ndcg_mlflow.evaluate(spec(qrels, run, ties=ties, cutoffs=("all",)), base_dir=tmp_path)
+    assert row(res, cutoff="all").dcg == pytest.approx(expected, rel=1e-12)
+
+
+def test_ties_by_doc_id_only_within_tied_scores(tmp_path):
+    qrels = write_qrels(tmp_path, {"q1": {"a": 1, "b": 2, "z": 3}})
+    run = write(tmp_path, "sys.run", "q1 Q0 z 1 9 s\nq1 Q0 b 2 5 s\nq1 Q0 a 3 5 s\n")
+    res = ndcg_mlflow.evaluate(spec(qrels, run, ties="id_ascending", cutoffs=("all",)), base_dir=tmp_path)
+    assert row(res, cutoff="all").dcg == pytest.approx(7 + 1 / L3 + 3 / 2, rel=1e-12)
+
+
+def brute_force_tie_dcg(docs_scores, gain_of, k):
+    """Mean DCG@k over every ordering of docs within groups of equal score (score descending)."""
+    groups = {}
+    for doc, score in docs_scores:
+        groups.setdefault(score, []).append(doc)
+    ordered = [groups[s] for s in sorted(groups, reverse=True)]
+    values = []
+    for combo in itertools.product(*(itertools.permutations(g) for g in ordered)):
+        ranking = [d for grp in combo for d in grp]
+        values.append(dcg([gain_of(d) for d in ranking], k))
+    return float(np.mean(values)), len(values)
+
+
+TIE_JUDGMENTS = {"q1": {"a": 3, "b": 0, "c": 2, "d": 1, "e": 3, "f": 0, "g": 2}}
+# groups: {a}, {b, c, d} cut by K=3, {e, u} with u unjudged cut by K=5, {f, g}
+TIE_RUN = [("a", 9), ("b", 5), ("c", 5), ("d", 5), ("e", 4), ("u", 4), ("f", 1), ("g", 1)]
+
+
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_ties_average_equals_mean_over_permutations(tmp_path, gain):
+    judg = TIE_JUDGMENTS["q1"]
+
+    def gain_of(doc):
+        g = judg.get(doc, 0)
+        return 2.0 ** g - 1 if gain == "exponential" else float(g)
+
+    res = run_eval(tmp_path, TIE_JUDGMENTS, {"q1": TIE_RUN}, ties="average", gain=gain, cutoffs=(1, 2, 3, 5, "all"))
+    for k in (1, 2, 3, 5, None):
+        expected, n_perms = brute_force_tie_dcg(TIE_RUN, gain_of, k)
+        assert n_perms == 1 * 6 * 2 * 2
+        r = row(res, cutoff="all" if k is None else k)
+        assert r.dcg == pytest.approx(expected, rel=1e-12), k
+        assert r.ndcg == pytest.approx(expected / r.idcg, rel=1e-12), k
+
+
+def test_ties_average_closed_form_cut_group(tmp_path):
+    # b, c, d tied at ranks 2..4 with exponential gains 0, 3, 1 -> mean 4/3 at each of those ranks
+    res = run_eval(tmp_path, TIE_JUDGMENTS, {"q1": TIE_RUN}, ties="average", cutoffs=(3,))
+    assert row(res).dcg == pytest.approx(7 + (4 / 3) / L3 + (4 / 3) / 2, rel=1e-12)
+
+
+def test_ties_average_matches_sklearn(tmp_path):
+    from sklearn.metrics import ndcg_score
+
+    grades = {"a": 3, "b": 0, "c": 2, "d": 1, "e": 3, "f": 0, "g": 2, "h": 1}
+    scores = {"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.5, "e": 0.4, "f": 0.4, "g": 0.1, "h": 0.1}
+    docs = sorted(grades)
+    ranking = sorted(docs, key=lambda d: -scores[d])
+    qrels = write_qrels(tmp_path, {"q1": grades})
+    run = write_run(tmp_path, {"q1": [(d, scores[d]) for d in ranking]})
+    for gain, to_gain in (("exponential", lambda g: 2.0 ** g - 1), ("linear", float)):
+        res = ndcg_mlflow.evaluate(spec(qrels, run, gain=gain, ties="average", cutoffs=(1, 3, 5, "all")),
+                                   base_dir=tmp_path)
+        y_true = np.array([[to_gain(grades[d]) for d in docs]])
+        y_score = np.array([[scores[d] for d in docs]])
+        for k in (1, 3, 5, None):
+            expected = ndcg_score(y_true, y_score, k=k, ignore_ties=False)
+            assert row(res, cutoff="all" if k is None else k).ndcg == pytest.approx(expected, rel=1e-10), (gain, k)
+
+
+def test_kernel_tie_average_against_brute_force_random():
+    """The kernel on arrays: several queries with random tied scores vs enumeration of tie orders."""
+    rng = np.random.default_rng(7)
+    n_queries = 6
+    qs, scores, gains = [], [], []
+    for q in range(n_queries):
+        n = int(rng.integers(1, 7))
+        qs += [q] * n
+        scores += list(rng.integers(0, 3, n).astype(float))
+        gains += list(rng.integers(0, 4, n).astype(float))
+    qs, scores, gains = np.array(qs), np.array(scores), np.array(gains)
+    perm = rng.permutation(qs.size)  # rows in any order
+    run = RunRows(query=qs[perm], score=scores[perm], gain=gains[perm], judged=np.ones(qs.size, bool))
+    cutoffs = (1, 2, 4, None)
+    out = evaluate_rows(run, qs, gains, n_queries, cutoffs=cutoffs, ties="average", unjudged="zero",
+                        ideal="judged_catalog", empty_ideal="exclude", missing_queries="zero")
+    for q in range(n_queries):
+        m = qs == q
+        ids = [str(i) for i in range(m.sum())]
+        gmap = dict(zip(ids, gains[m]))
+        for j, k in enumerate(cutoffs):
+            expected, _ = brute_force_tie_dcg(list(zip(ids, scores[m])), gmap.__getitem__, k)
+            assert out.dcg[q, j] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+            assert out.idcg[q, j] == pytest.approx(dcg(sorted(gains[m], reverse=True), k), rel=1e-12, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- ideal
+
+
+def test_ideal_judged_catalog_vs_candidates(tmp_path):
+    judgments = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0}}
+    ranking = {"q1": ["D", "C", "B"]}
+    cat = row(run_eval(tmp_path, judgments, ranking, ideal="judged_catalog"))
+    cand = row(run_eval(tmp_path, judgments, ranking, ideal="candidates"))
+    d = 0 + 1 / L3 + 3 / 2
+    assert cat.dcg == pytest.approx(d) and cand.dcg == pytest.approx(d)
+    assert cat.ndcg == pytest.approx(d / (7 + 3 / L3 + 1 / 2), rel=1e-12)
+    assert cand.ndcg == pytest.approx(d / (3 + 1 / L3 + 0), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- empty ideal
+
+EMPTY = {"q1": {"A": 2, "B": 0}, "q2": {"C": 0, "D": 0}}
+EMPTY_RUN = {"q1": ["B", "A"], "q2": ["C", "D"]}
+Q1_NDCG = (3 / L3) / 3
+
+
+def test_empty_ideal_exclude(tmp_path):
+    res = run_eval(tmp_path, EMPTY, EMPTY_RUN, empty_ideal="exclude")
+    r2 = row(res, "q2")
+    assert r2.status == "empty_ideal" and np.isnan(r2.ndcg)
+    assert r2.idcg == 0.0
+    s = res.summary["systems"]["sys"]["ndcg_at_3"]
+    assert s["mean"] == pytest.approx(Q1_NDCG, rel=1e-12)
+    assert res.mean("sys", 3) == pytest.approx(Q1_NDCG, rel=1e-12)
+    assert (s["n_evaluated"], s["n_excluded"], s["n_empty_ideal"], s["n_missing"]) == (1, 1, 1, 0)
+
+
+@pytest.mark.parametrize("rule,value", [("zero", 0.0), ("one", 1.0)])
+def test_empty_ideal_zero_one(tmp_path, rule, value):
+    res = run_eval(tmp_path, EMPTY, EMPTY_RUN, empty_ideal=rule)
+    r2 = row(res, "q2")
+    assert r2.status == "empty_ideal" and r2.ndcg == value
+    s = res.summary["systems"]["sys"]["ndcg_at_3"]
+    assert s["mean"] == pytest.approx((Q1_NDCG + value) / 2, rel=1e-12)
+    assert (s["n_evaluated"], s["n_excluded"], s["n_empty_ideal"]) == (2, 0, 1)
+
+
+def test_empty_ideal_error_names_query(tmp_path):
+    with pytest.raises(EvaluationError, match=r"'q2'"):
+        run_eval(tmp_path, EMPTY, EMPTY_RUN, empty_ideal="error")
+
+
+def test_empty_ideal_under_candidates_only(tmp_path):
+    """A query whose returned documents all earn 0 has an empty ideal only under `candidates`."""
+    judgments = {"q1": {"A": 2, "B": 0}}
+    ranking = {"q1": ["B", "x"]}
+    cat = row(run_eval(tmp_path, judgments, ranking, ideal="judged_catalog"))
+    assert cat.status == "ok" and cat.ndcg == 0.0
+    cand = row(run_eval(tmp_path, judgments, ranking, ideal="candidates"))
+    assert cand.status == "empty_ideal" and np.isnan(cand.ndcg)
+    with pytest.raises(EvaluationError, match=r"'q1'"):
+        run_eval(tmp_path, judgments, ranking, ideal="candidates", empty_ideal="error")
+
+
+# --------------------------------------------------------------------------- unjudged
+
+
+def test_unjudged_zero_keeps_position(tmp_path):
+    r = row(run_eval(tmp_path, ABCD, {"q1": ["x", "A", "y"]}, unjudged="zero"))
+    assert r.dcg == pytest.approx(7 / L3, rel=1e-12)
+    assert r.judged_coverage == pytest.approx(1 / 3)
+
+
+def test_unjudged_condense_equals_zero_on_filtered_run(tmp_path):
+    judgments = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0}, "q2": {"E": 1, "F": 2}}
+    full = {"q1": ["x", "B", "y", "D", "A", "z", "C"], "q2": ["u", "v", "F", "E"]}
+    filtered = {q: [d for d in docs if d in judgments[q]] for q, docs in full.items()}
+    for ties in ("displayed_order", "average"):
+        a = run_eval(tmp_path, judgments, full, unjudged="condense", ties=ties, cutoffs=(1, 2, 3, "all"))
+        b = run_eval(tmp_path, judgments, filtered, unjudged="zero", ties=ties, cutoffs=(1, 2, 3, "all"))
+        cols = ["query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "status"]
+        pa, pb = a.per_query[cols], b.per_query[cols]
+        assert pa.equals(pb), (pa, pb)
+    r = row(a, "q1", cutoff=3)
+    assert r.dcg == pytest.approx(3 + 0 / L3 + 7 / 2, rel=1e-12)
+
+
+def test_unjudged_condense_coverage_before_condensing(tmp_path):
+    res = run_eval(tmp_path, ABCD, {"q1": ["x", "A", "y", "B"]}, unjudged="condense", cutoffs=(1, 2, "all"))
+    assert row(res, cutoff=1).judged_coverage == 0.0
+    assert row(res, cutoff=2).judged_coverage == pytest.approx(0.5)
+    assert row(res, cutoff="all").judged_coverage == pytest.approx(0.5)
+    assert row(res, cutoff=1).dcg == pytest.approx(7.0)
+
+
+def test_unjudged_error_names_file_doc_and_query(tmp_path):
+    with pytest.raises(EvaluationError, match=r"sys\.run:2: .*'zz'.*'q1'"):
+        run_eval(tmp_path, ABCD, {"q1": ["A", "zz", "B"]}, unjudged="error")
+
+
+def test_unjudged_error_passes_when_all_judged(tmp_path):
+    r = row(run_eval(tmp_path, ABCD, {"q1": ["A", "B"]}, unjudged="error"))
+    assert r.judged_coverage == 1.0 and r.ndcg == pytest.approx((7 + 3 / L3) / (7 + 3 / L3 + 1 / 2))
+
+
+def test_judged_coverage_of_top_k(tmp_path):
+    res = run_eval(tmp_path, ABCD, {"q1": ["A", "u1", "B", "u2", "C"]}, cutoffs=(1, 3, 5, 10, "all"))
+    assert row(res, cutoff=1).judged_coverage == 1.0
+    assert row(res, cutoff=3).judged_coverage == pytest.approx(2 / 3)
+    assert row(res, cutoff=5).judged_coverage == pytest.approx(3 / 5)
+    assert row(res, cutoff=10).judged_coverage == pytest.approx(3 / 5)  # of the 5 shown
+    assert row(res, cutoff="all").judged_coverage == pytest.approx(3 / 5)
+
+
+def test_judged_doc_of_another_query_is_unjudged(tmp_path):
+    judgments = {"q1": {"A": 3}, "q2": {"B": 3}}
+    res = run_eval(tmp_path, judgments, {"q1": ["B", "A"], "q2": ["B"]})
+    r = row(res, "q1")
+    assert r.dcg == pytest.approx(7 / L3) and r.judged_coverage == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- missing queries
+
+MISS = {"q1": {"A": 1}, "q2": {"B": 1}, "q3": {"C": 1}}
+MISS_RUN = {"q1": ["A"], "q3": ["x", "C"]}  # q2 not returned
+
+
+def test_missing_queries_zero(tmp_path):
+    res = run_eval(tmp_path, MISS, MISS_RUN, missing_queries="zero")
+    r2 = row(res, "q2")
+    assert r2.status == "missing" and r2.ndcg == 0.0 and r2.n_returned == 0
+    s = res.summary["systems"]["sys"]["ndcg_at_3"]
+    assert s["mean"] == pytest.approx((1 + 0 + 1 / L3) / 3, rel=1e-12)
+    assert (s["n_evaluated"], s["n_missing"], s["n_excluded"]) == (3, 1, 0)
+
+
+def test_missing_queries_exclude(tmp_path):
+    res = run_eval(tmp_path, MISS, MISS_RUN, missing_queries="exclude")
+    r2 = row(res, "q2")
+    assert r2.status == "missing" and np.isnan(r2.ndcg)
+    s = res.summary["systems"]["sys"]["ndcg_at_3"]
+    assert s["mean"] == pytest.approx((1 + 1 / L3) / 2, rel=1e-12)
+    assert (s["n_evaluated"], s["n_missing"], s["n_excluded"]) == (2, 1, 1)
+
+
+def test_missing_queries_error(tmp_path):
+    with pytest.raises(EvaluationError, match=r"'sys'.*'q2'"):
+        run_eval(tmp_path, MISS, MISS_RUN, missing_queries="error")
+
+
+def test_run_queries_outside_the_set_are_ignored(tmp_path):
+    res = run_eval(tmp_path, {"q1": {"A": 1}}, {"q1": ["A"], "q9": ["A"]})
+    assert list(res.per_query.query_id) == ["q1"]
+    assert res.mean("sys", 3) == 1.0
+
+
+# --------------------------------------------------------------------------- queries: set and weights
+
+SET_J = {"q1": {"A": 1}, "q2": {"B": 1}, "q3": {"C": 1}}
+SET_RUN = {"q1": ["A"], "q2": ["x", "B"], "q3": ["x", "y", "C"]}
+SET_NDCG = {"q1": 1.0, "q2": 1 / L3, "q3": 1 / 2}
+
+
+def test_query_set_restricts_evaluated_queries(tmp_path):
+    qset = write(tmp_path, "set.txt", "q3\nq1\n")
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    res = ndcg_mlflow.evaluate(spec(qrels, run, qset=qset), base_dir=tmp_path)
+    assert sorted(res.per_query.query_id) == ["q1", "q3"]
+    assert res.summary["n_queries"] == 2
+    assert res.mean("sys", 3) == pytest.approx((1 + 1 / 2) / 2, rel=1e-12)
+
+
+def test_query_set_with_unjudged_query_raises(tmp_path):
+    qset = write(tmp_path, "set.txt", "q1\nq7\n")
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    with pytest.raises(DataError, match=r"set\.txt.*'q7'"):
+        ndcg_mlflow.evaluate(spec(qrels, run, qset=qset), base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("text", [
+    "query_id\tweight\nq1\t1\nq2\t3\nq3\t0.5\n",
+    "q1 1\nq2  3\nq3\t0.5\n",
+])
+def test_weights_file_weighted_mean(tmp_path, text):
+    weights = write(tmp_path, "weights.tsv" if text.startswith("query_id") else "weights.txt", text)
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    res = ndcg_mlflow.evaluate(spec(qrels, run, weights=weights), base_dir=tmp_path)
+    w = np.array([1, 3, 0.5])
+    x = np.array([SET_NDCG[q] for q in ("q1", "q2", "q3")])
+    assert res.mean("sys", 3) == pytest.approx(np.sum(w * x) / np.sum(w), rel=1e-12)
+    assert res.mean("sys", 3) == pytest.approx(np.average(x, weights=w), rel=1e-12)
+    pq = res.per_query.set_index("query_id")
+    assert pq.loc["q2", "weight"] == 3.0
+    assert res.summary["weight_sum"] == pytest.approx(4.5)
+
+
+def test_weights_may_cover_more_queries_than_evaluated(tmp_path):
+    weights = write(tmp_path, "w.txt", "q1 2\nq2 1\nq3 1\nq9 5\n")
+    qset = write(tmp_path, "set.txt", "q1\nq2\n")
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    res = ndcg_mlflow.evaluate(spec(qrels, run, weights=weights, qset=qset), base_dir=tmp_path)
+    assert res.mean("sys", 3) == pytest.approx((2 * 1 + 1 / L3) / 3, rel=1e-12)
+
+
+def test_missing_weight_raises(tmp_path):
+    weights = write(tmp_path, "w.txt", "q1 1\nq3 2\n")
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    with pytest.raises(DataError, match=r"w\.txt.*'q2'"):
+        ndcg_mlflow.evaluate(spec(qrels, run, weights=weights), base_dir=tmp_path)
+
+
+def test_mean_is_weighted_over_evaluated_queries_only(tmp_path):
+    judgments = {"q1": {"A": 1}, "q2": {"B": 1}, "q3": {"C": 0}, "q4": {"D": 2}}
+    ranking = {"q1": ["A"], "q2": ["x", "B"], "q3": ["C"]}  # q3 empty ideal, q4 missing
+    weights = write(tmp_path, "w.txt", "q1 1\nq2 2\nq3 100\nq4 50\n")
+    qrels = write_qrels(tmp_path, judgments)
+    run = write_run(tmp_path, ranking)
+    res = ndcg_mlflow.evaluate(spec(qrels, run, weights=weights, missing_queries="exclude"), base_dir=tmp_path)
+    pq = res.per_query
+    ok = pq[pq.ndcg.notna()]
+    assert sorted(ok.query_id) == ["q1", "q2"]
+    expected = (1 * 1 + 2 * (1 / L3)) / (1 + 2)
+    assert res.mean("sys", 3) == pytest.approx(expected, rel=1e-12)
+    assert res.mean("sys", 3) == pytest.approx(np.average(ok.ndcg, weights=ok.weight), rel=1e-12)
+    s = res.summary["systems"]["sys"]["ndcg_at_3"]
+    assert (s["n_evaluated"], s["n_excluded"], s["n_missing"], s["n_empty_ideal"]) == (2, 2, 1, 1)
+    assert s["weight_sum"] == pytest.approx(3.0)
+
+    # missing_queries: zero brings q4 (weight 50, nDCG 0) into the mean
+    res0 = ndcg_mlflow.evaluate(spec(qrels, run, weights=weights, missing_queries="zero"), base_dir=tmp_path)
+    assert res0.mean("sys", 3) == pytest.approx((1 + 2 / L3 + 0) / (1 + 2 + 50), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- query locality
+
+
+@pytest.mark.parametrize("metric", [
+    dict(),
+    dict(ties="average", gain="linear"),
+    dict(ties="id_ascending", unjudged="condense"),
+    dict(ties="id_descending", ideal="candidates"),
+])
+def test_query_result_independent_of_other_queries(tmp_path, metric):
+    q1_j = {"d3": 2, "d1": 3, "d10": 0, "d2": 1}
+    q1_run = [("d10", 5), ("d2", 5), ("u1", 4), ("d1", 4), ("d3", 1)]
+    alone = tmp_path / "alone"
+    crowd = tmp_path / "crowd"
+    alone.mkdir()
+    crowd.mkdir()
+    a = run_eval(alone, {"q1": q1_j}, {"q1": q1_run}, cutoffs=(1, 2, 3, "all"), **metric)
+    others_j = {"q0": {"d1": 0, "d9": 3, "d2": 2}, "q1": q1_j, "q2": {"d10": 3, "d3": 1, "x": 2}}
+    # other queries share doc ids, have more documents and their own ties; q1 sits between them
+    others_run = {"q2": [("x", 5), ("d10", 5), ("d3", 9), ("d2", 1)], "q1": q1_run,
+                  "q0": [("d9", 5), ("d1", 5), ("d2", 5), ("zz", 7), ("d3", 2)]}
+    b = run_eval(crowd, others_j, others_run, cutoffs=(1, 2, 3, "all"), **metric)
+    cols = ["cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned", "status"]
+    pa = a.per_query[a.per_query.query_id == "q1"][cols].reset_index(drop=True)
+    pb = b.per_query[b.per_query.query_id == "q1"][cols].reset_index(drop=True)
+    assert pa.equals(pb), (pa, pb)
+
+
+def test_query_set_does_not_change_a_query(tmp_path):
+    qrels = write_qrels(tmp_path, SET_J)
+    run = write_run(tmp_path, SET_RUN)
+    full = ndcg_mlflow.evaluate(spec(qrels, run), base_dir=tmp_path)
+    qset = write(tmp_path, "set.txt", "q2\n")
+    sub = ndcg_mlflow.evaluate(spec(qrels, run, qset=qset), base_dir=tmp_path)
+    assert row(sub, "q2").ndcg == row(full, "q2").ndcg == pytest.approx(1 / L3, rel=1e-12)
