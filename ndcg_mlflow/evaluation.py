@@ -138,14 +138,9 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
     if not known.all():
         row = int(np.flatnonzero(~known)[0])
         missing = sorted({float(g) for g in grades[~known]})
-        where = ""
-        line = None
-        if qrels is not None:
-            line, prefix = qrels.where(row)
-            where = prefix
-        raise DataError(qrels.path if qrels else "qrels",
-                        f"{where}grade {grades[row]:g} is not in the gain table (metric.gain); grades missing "
-                        f"from it: {', '.join(f'{g:g}' for g in missing)}.", line)
+        message = (f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
+                   f"{', '.join(f'{g:g}' for g in missing)}.")
+        raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
     return vals[idx_c]
 
 
@@ -183,9 +178,9 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     for name, src in spec.systems:
         if progress:
             progress(f"reading system '{name}' from {src.declared}")
-        run = read_run(src.path, src.format)
+        run = read_run(src.path, src.format, rank=metric.ties == "displayed_order")
         files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
-        rows, unknown_queries = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
+        rows, _, unknown_queries = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
         if unknown_queries:
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")
@@ -240,67 +235,87 @@ def _index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
 class _JudgedIndex:
     """Sorted (query, doc) keys of the evaluated judgments, for joining run rows to their gains."""
 
-    doc_values: np.ndarray  # sorted distinct judged doc ids (str)
+    doc_values: Any  # pyarrow array of the distinct judged doc ids
     keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
     gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
     n_docs: int
 
 
+def _doc_codes(strings, value_set) -> np.ndarray:
+    """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
+    import pyarrow.compute as pc
+
+    idx = pc.index_in(strings, value_set=value_set)
+    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedIndex:
-    doc_values = np.unique(qrels.doc.values.astype(str))
-    doc_of_code = _index_in(qrels.doc.values, doc_values)
-    d = doc_of_code[qrels.doc.codes[keep]]
-    n_docs = max(doc_values.size, 1)
+    import pyarrow.compute as pc
+
+    doc_values = pc.unique(qrels.doc.array)
+    if hasattr(doc_values, "combine_chunks"):
+        doc_values = doc_values.combine_chunks()
+    d = _doc_codes(qrels.doc.array, doc_values)[keep]
+    n_docs = max(len(doc_values), 1)
     keys = cat_q.astype(np.int64) * n_docs + d
     order = np.argsort(keys, kind="stable")
     return _JudgedIndex(doc_values, keys[order], order, n_docs)
 
 
 def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain: np.ndarray,
-              metric: Metric) -> tuple[RunRows, int]:
-    q_map = _index_in(run.query.values, query_ids)
-    q = q_map[run.query.codes]
-    in_set = q >= 0
-    unknown_queries = int(np.count_nonzero(q_map[np.unique(run.query.codes)] < 0))
-    rows = np.flatnonzero(in_set)
-    q = q[rows]
-    doc_codes = run.doc.codes[rows]
+              metric: Metric) -> tuple[RunRows, np.ndarray | None, int]:
+    """The kernel's input for one run: evaluated rows only, each with its gain and judged flag.
 
-    d_map = _index_in(run.doc.values, judged.doc_values)
-    d = d_map[doc_codes]
-    keys = q.astype(np.int64) * judged.n_docs + np.maximum(d, 0)
-    pos = np.searchsorted(judged.keys, keys)
-    pos_c = np.minimum(pos, max(judged.keys.size - 1, 0))
-    is_judged = (d >= 0) & (judged.keys.size > 0) & (judged.keys[pos_c] == keys) if judged.keys.size else \
-        np.zeros(rows.size, dtype=bool)
-    gain_row = judged.gain_rows[pos_c]
+    Returns (rows, kept run rows or None when every row is kept, number of ignored run queries).
+    """
+    q_map = _index_in(run.query.values, query_ids)
+    unknown_queries = int(np.count_nonzero(q_map < 0))
+    q = q_map[run.query.codes]
+    kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
+    if kept is not None:
+        q = q[kept]
+
+    d = _doc_codes(run.doc.array, judged.doc_values)
+    if kept is not None:
+        d = d[kept]
+    cand = np.flatnonzero(d >= 0)
+    keys = q[cand].astype(np.int64) * judged.n_docs + d[cand]
+    at = np.minimum(np.searchsorted(judged.keys, keys), max(judged.keys.size - 1, 0))
+    hit = judged.keys[at] == keys if judged.keys.size else np.zeros(cand.size, dtype=bool)
+    is_judged = np.zeros(q.size, dtype=bool)
+    is_judged[cand[hit]] = True
+    gain = np.zeros(q.size)
+    gain[cand[hit]] = cat_gain[judged.gain_rows[at[hit]]]
+
+    def original(rows: np.ndarray) -> np.ndarray:
+        return rows if kept is None else kept[rows]
+
     if metric.unjudged == "error" and not is_judged.all():
         bad = np.flatnonzero(~is_judged)
-        first = int(rows[bad[0]])
-        line, prefix = run.where(first)
+        first = int(original(bad[:1])[0])
         raise EvaluationError(
-            f"{run.path}:{line}: {prefix}document {run.doc.row(first)!r} returned for query "
+            f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
             f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
             f"({bad.size} unjudged returned documents in all).")
 
     tiebreak = None
-    if metric.ties == "displayed_order":
-        tiebreak = None if run.rank is None else run.rank[rows]
+    if metric.ties == "displayed_order" and run.rank is not None:
+        rank = run.rank if kept is None else run.rank[kept]
+        tiebreak = lambda rows: rank[rows]  # noqa: E731
     elif metric.ties in ("id_ascending", "id_descending"):
-        tiebreak = _doc_order(run.doc.values)[doc_codes]
-        if metric.ties == "id_descending":
-            tiebreak = -tiebreak
-    gain = np.where(is_judged, cat_gain[gain_row], 0.0) if cat_gain.size else np.zeros(rows.size)
-    return RunRows(query=q, score=run.value[rows], gain=gain, judged=is_judged, tiebreak=tiebreak), \
-        unknown_queries
+        sign = 1 if metric.ties == "id_ascending" else -1
+        tiebreak = lambda rows: sign * _string_ranks(run.doc.take(original(rows)))  # noqa: E731
+    score = run.value if kept is None else run.value[kept]
+    return RunRows(query=q, score=score, gain=gain, judged=is_judged, tiebreak=tiebreak), kept, unknown_queries
 
 
-def _doc_order(values: np.ndarray) -> np.ndarray:
-    """Rank of each distinct doc id in plain string order."""
-    order = np.argsort(values.astype(str), kind="stable")
-    rank = np.empty(values.size, dtype=np.int64)
-    rank[order] = np.arange(values.size)
-    return rank
+def _string_ranks(values: list[str]) -> np.ndarray:
+    """Rank of each string in plain (code point) string order."""
+    arr = np.asarray(values, dtype=object)
+    order = np.argsort(arr.astype(str), kind="stable")
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.arange(len(values))
+    return ranks
 
 
 def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:

@@ -22,6 +22,7 @@ Definitions (as in the nDCG explainer this tool follows):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -34,15 +35,16 @@ class RunRows:
     """One system's returned rows for a set of whole queries.
 
     ``query``: int codes in ``[0, n_queries)``; ``score``: float64; ``gain``: float64
-    (0 where unjudged); ``judged``: bool; ``tiebreak``: int64 key ordering equal
-    scores ascending (display order, or doc-id order), or None for file order.
+    (0 where unjudged); ``judged``: bool. ``tiebreak``: given row indices (all in
+    tied-score groups), returns keys ordering them ascending — the displayed rank,
+    or the doc-id order; None keeps file order. It is only called for tied rows.
     """
 
     query: np.ndarray
     score: np.ndarray
     gain: np.ndarray
     judged: np.ndarray
-    tiebreak: np.ndarray | None = None
+    tiebreak: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 @dataclass
@@ -56,6 +58,8 @@ class QueryResult:
     judged_coverage: np.ndarray  # NaN where nothing returned
     status: np.ndarray  # int8 codes, see STATUS_NAMES
     n_returned: np.ndarray  # (n_queries,)
+    order: np.ndarray | None = None  # the ranking: row indices by query, then rank (before condensing)
+    position: np.ndarray | None = None  # 0-based rank of each row of ``order`` in its query
 
 
 def discounts(n: int) -> np.ndarray:
@@ -73,114 +77,14 @@ def positions(group: np.ndarray) -> np.ndarray:
     return np.arange(n, dtype=np.int64) - np.repeat(starts, lengths)
 
 
-def dcg_by_query(query: np.ndarray, pos: np.ndarray, gain: np.ndarray, n_queries: int,
-                 cutoffs: tuple[int | None, ...]) -> np.ndarray:
-    """DCG per query at each cutoff in one pass: shape (n_queries, len(cutoffs)).
-
-    Rows may come in any order; ``pos`` is each row's 0-based rank in its query.
-    Each row falls in one slice between consecutive finite cutoffs; slice sums
-    are accumulated with one ``bincount`` and a cumulative sum across slices.
-    """
-    contrib = gain * discounts(int(pos.max()) + 1)[pos] if gain.size else gain
-    return sum_top_k(query, pos, contrib, n_queries, cutoffs)
-
-
-def ideal_dcg(query: np.ndarray, gain: np.ndarray, n_queries: int, cutoffs: tuple[int | None, ...]) -> np.ndarray:
-    """IDCG per query: the gains of each query sorted descending."""
-    order = np.lexsort((-gain, query))
-    q = query[order]
-    return dcg_by_query(q, positions(q), gain[order], n_queries, cutoffs)
-
-
-def rank_rows(query: np.ndarray, score: np.ndarray, tiebreak: np.ndarray | None) -> np.ndarray:
-    """Row order: by query, score descending, then ``tiebreak`` ascending, then file order.
-
-    Returns a permutation; skips sorting when the rows already are in that order
-    (the usual layout of a run file).
-    """
-    n = query.size
-    if n < 2:
-        return np.arange(n)
-    dq = np.diff(query)
-    ds = np.diff(score)
-    ordered = (dq > 0) | ((dq == 0) & (ds < 0))
-    if tiebreak is not None:
-        ordered |= (dq == 0) & (ds == 0) & (np.diff(tiebreak) >= 0)
-    else:
-        ordered |= (dq == 0) & (ds == 0)
-    if ordered.all():
-        return np.arange(n)
-    keys = (np.arange(n),) + ((tiebreak,) if tiebreak is not None else ()) + (-score, query)
-    return np.lexsort(keys)
-
-
-def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndarray, n_queries: int, *,
-                  cutoffs: tuple[int | None, ...], ties: str, unjudged: str, ideal: str,
-                  empty_ideal: str, missing_queries: str) -> QueryResult:
-    """Per-query DCG, IDCG (both ideals), nDCG, judged coverage and status.
-
-    ``ties``: ``average`` averages gains over tied-score groups; any other value
-    ranks by ``run.tiebreak``. ``unjudged``: ``condense`` drops unjudged rows
-    before ranking positions are counted; ``zero`` keeps them with gain 0.
-    ``empty_ideal`` / ``missing_queries`` in their ``error`` forms are applied by
-    the caller (who can name the queries); here they behave as ``exclude``.
-    """
-    order = rank_rows(run.query, run.score, None if ties == "average" else run.tiebreak)
-    q = run.query[order]
-    score = run.score[order]
-    gain = run.gain[order]
-    judged = run.judged[order]
-
-    n_returned = np.bincount(q, minlength=n_queries)
-    coverage = _judged_coverage(q, judged, n_queries, cutoffs, n_returned)
-
-    if unjudged == "condense":
-        q, score, gain = q[judged], score[judged], gain[judged]
-    shown_gain = _tie_average(q, score, gain) if ties == "average" and q.size else gain
-
-    dcg = dcg_by_query(q, positions(q), shown_gain, n_queries, cutoffs)
-    idcg_cat = ideal_dcg(catalog_query, catalog_gain, n_queries, cutoffs)
-    idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
-
-    ideal_arr = idcg_cat if ideal == "judged_catalog" else idcg_cand
-    status = np.full((n_queries, len(cutoffs)), OK, dtype=np.int8)
-    empty = ideal_arr <= 0
-    status[empty] = EMPTY_IDEAL
-    missing = n_returned == 0
-    status[missing, :] = MISSING
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ndcg = np.where(status == OK, dcg / np.where(empty, 1.0, ideal_arr), np.nan)
-    ndcg[status == EMPTY_IDEAL] = {"zero": 0.0, "one": 1.0}.get(empty_ideal, np.nan)
-    ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
-    return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
-                       judged_coverage=coverage, status=status, n_returned=n_returned)
-
-
-def _tie_average(q: np.ndarray, score: np.ndarray, gain: np.ndarray) -> np.ndarray:
-    """Each row's gain replaced by the mean gain of its (query, equal score) group; rows are ranked."""
-    new_group = np.r_[True, (q[1:] != q[:-1]) | (score[1:] != score[:-1])]
-    group = np.cumsum(new_group) - 1
-    sums = np.bincount(group, weights=gain)
-    counts = np.bincount(group)
-    return (sums / counts)[group]
-
-
-def _judged_coverage(q: np.ndarray, judged: np.ndarray, n_queries: int, cutoffs: tuple[int | None, ...],
-                     n_returned: np.ndarray) -> np.ndarray:
-    """Fraction of the returned top K (before any condensing) that is judged; NaN when nothing returned."""
-    pos = positions(q)
-    judged_at = sum_top_k(q, pos, judged.astype(np.float64), n_queries, cutoffs)
-    shown = np.empty((n_queries, len(cutoffs)))
-    for j, k in enumerate(cutoffs):
-        shown[:, j] = n_returned if k is None else np.minimum(n_returned, k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(shown > 0, judged_at / np.maximum(shown, 1), np.nan)
-
-
 def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: int,
               cutoffs: tuple[int | None, ...]) -> np.ndarray:
-    """Sums of ``value`` over each query's rows with ``pos < K``, for every cutoff K, in one pass."""
+    """Sums of ``value`` over each query's rows with ``pos < K``, for every cutoff K, in one pass.
+
+    Each row falls in one slice between consecutive finite cutoffs; slice sums are
+    accumulated with one ``bincount`` and a cumulative sum across the slices.
+    Rows may come in any order. Shape (n_queries, len(cutoffs)); ``None`` is no cutoff.
+    """
     finite = np.array(sorted(k for k in cutoffs if k is not None), dtype=np.int64)
     n_slices = finite.size + 1
     slice_of = np.searchsorted(finite, pos, side="right")
@@ -191,3 +95,127 @@ def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: 
     for j, k in enumerate(cutoffs):
         out[:, j] = cum[:, -1] if k is None else cum[:, int(np.searchsorted(finite, k))]
     return out
+
+
+def dcg_by_query(query: np.ndarray, pos: np.ndarray, gain: np.ndarray, n_queries: int,
+                 cutoffs: tuple[int | None, ...]) -> np.ndarray:
+    """DCG per query at each cutoff: shape (n_queries, len(cutoffs)); ``pos`` is the 0-based rank."""
+    contrib = gain * discounts(int(pos.max()) + 1)[pos] if gain.size else gain
+    return sum_top_k(query, pos, contrib, n_queries, cutoffs)
+
+
+def ideal_dcg(query: np.ndarray, gain: np.ndarray, n_queries: int, cutoffs: tuple[int | None, ...]) -> np.ndarray:
+    """IDCG per query: each query's gains sorted descending.
+
+    With no negative gain, rows of gain 0 add nothing wherever they stand, so only
+    positive gains are sorted.
+    """
+    if gain.size and gain.min() >= 0:
+        keep = gain > 0
+        query, gain = query[keep], gain[keep]
+    order = np.lexsort((-gain, query))
+    q = query[order]
+    return dcg_by_query(q, positions(q), gain[order], n_queries, cutoffs)
+
+
+def rank_rows(query: np.ndarray, score: np.ndarray,
+              tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """The ranking: row indices grouped by query, by score descending, ties by ``tiebreak``
+    then file order.
+
+    A run file usually lists each query's rows together, by descending score; then
+    no sort happens. Only rows in tied-score groups are passed to ``tiebreak``.
+    """
+    n = query.size
+    if n < 2:
+        return np.arange(n)
+    change = query[1:] != query[:-1]
+    contiguous = np.count_nonzero(change) + 1 == np.count_nonzero(np.bincount(query))
+    if contiguous and not np.any(~change & (score[1:] > score[:-1])):
+        order = np.arange(n)
+        q, s = query, score
+    else:
+        order = np.lexsort((-score, query))  # stable: equal scores keep file order
+        q, s = query[order], score[order]
+    if tiebreak is None:
+        return order
+    tied_next = (q[1:] == q[:-1]) & (s[1:] == s[:-1])
+    if not tied_next.any():
+        return order
+    in_tie = np.zeros(n, dtype=bool)
+    in_tie[:-1] |= tied_next
+    in_tie[1:] |= tied_next
+    at = np.flatnonzero(in_tie)
+    group = np.cumsum(np.r_[True, ~tied_next])[at]
+    rows = order[at]
+    keys = np.asarray(tiebreak(rows))
+    order[at] = rows[np.lexsort((keys, group))]
+    return order
+
+
+def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndarray, n_queries: int, *,
+                  cutoffs: tuple[int | None, ...], ties: str, unjudged: str, ideal: str,
+                  empty_ideal: str, missing_queries: str) -> QueryResult:
+    """Per-query DCG, IDCG (both ideals), nDCG, judged coverage and status.
+
+    ``ties``: ``average`` averages gains over tied-score groups; any other value
+    ranks ties by ``run.tiebreak``. ``unjudged``: ``condense`` drops unjudged rows
+    before ranks are counted; ``zero`` keeps them with gain 0. ``empty_ideal`` and
+    ``missing_queries`` in their ``error`` forms are applied by the caller (who can
+    name the queries); here they behave as ``exclude``.
+
+    Rows of gain 0 add nothing to a DCG, so after ranking, the sums run over the
+    few rows that carry gain: millions of returned rows cost one ranking pass.
+    """
+    order = rank_rows(run.query, run.score, None if ties == "average" else run.tiebreak)
+    q = run.query[order]
+    pos = positions(q)
+    n_returned = np.bincount(run.query, minlength=n_queries)
+    judged = run.judged[order]
+
+    jq, jpos = q[judged], pos[judged]
+    coverage_count = sum_top_k(jq, jpos, np.ones(jq.size), n_queries, cutoffs)
+    shown = np.empty((n_queries, len(cutoffs)))
+    for j, k in enumerate(cutoffs):
+        shown[:, j] = n_returned if k is None else np.minimum(n_returned, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        coverage = np.where(shown > 0, coverage_count / np.maximum(shown, 1), np.nan)
+
+    gain = run.gain[order]
+    if unjudged == "condense":
+        q, gain = jq, gain[judged]
+        score = run.score[order][judged]
+        pos = positions(q)
+    elif ties == "average":
+        score = run.score[order]
+    if ties == "average" and q.size:
+        shown_gain = _tie_average(q, score, gain)
+    else:
+        shown_gain = gain
+    carry = shown_gain != 0
+    dcg = dcg_by_query(q[carry], pos[carry], shown_gain[carry], n_queries, cutoffs)
+    idcg_cat = ideal_dcg(catalog_query, catalog_gain, n_queries, cutoffs)
+    idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
+
+    ideal_arr = idcg_cat if ideal == "judged_catalog" else idcg_cand
+    status = np.full((n_queries, len(cutoffs)), OK, dtype=np.int8)
+    empty = ideal_arr <= 0
+    status[empty] = EMPTY_IDEAL
+    status[n_returned == 0, :] = MISSING
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ndcg = np.where(status == OK, dcg / np.where(empty, 1.0, ideal_arr), np.nan)
+    ndcg[status == EMPTY_IDEAL] = {"zero": 0.0, "one": 1.0}.get(empty_ideal, np.nan)
+    ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
+    return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
+                       judged_coverage=coverage, status=status, n_returned=n_returned,
+                       order=order, position=positions(run.query[order]) if unjudged == "condense" else pos)
+
+
+def _tie_average(q: np.ndarray, score: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """Each row's gain replaced by the mean gain of its (query, equal score) group; rows are ranked."""
+    new_group = np.r_[True, (q[1:] != q[:-1]) | (score[1:] != score[:-1])]
+    group = np.cumsum(new_group) - 1
+    sums = np.bincount(group, weights=gain)
+    counts = np.bincount(group)
+    return (sums / counts)[group]

@@ -7,9 +7,11 @@ Formats:
 * CSV / TSV with a header naming the columns ``query_id``, ``doc_id`` and ``grade``
   (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet.
 
-Ids are strings. The result is columnar: ids are dictionary-encoded into integer
-codes (one ``int32`` per row and one array of distinct strings), values are
-``float64`` arrays. Every error names the file and line (row, for Parquet).
+Ids are strings. The result is columnar: query ids are encoded into integer codes
+in order of first appearance (one ``int32`` per row and a small array of distinct
+ids); document ids stay an Arrow string array (millions of distinct ids are never
+turned into Python objects); values are ``float64`` arrays. Every error names the
+file and line (row, for Parquet).
 
 Large TREC and CSV files go through Arrow's multi-threaded CSV reader; a file
 that reader refuses is re-read line by line, which either finds the exact
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,39 +55,78 @@ class Ids:
 
 
 @dataclass
+class Strings:
+    """An Arrow string column (document ids), one entry per row."""
+
+    array: object  # pyarrow Array or ChunkedArray of strings
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def row(self, i: int) -> str:
+        return self.array[int(i)].as_py()
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+
+    def filter(self, mask: np.ndarray) -> "Strings":
+        import pyarrow as pa
+
+        return Strings(self.array.filter(pa.array(mask)))
+
+
+@dataclass
 class Table:
     """One file's rows: ``query``, ``doc`` and ``value`` (grade or score), plus ``rank`` for runs."""
 
     path: str
     kind: str
     query: Ids
-    doc: Ids
+    doc: Strings
     value: np.ndarray  # float64
     rank: np.ndarray | None  # float64, runs only, None when the file has no rank column
     format: str
     header_lines: int = 0
+    source_rows: np.ndarray | None = None  # original row of each row, when rows were merged away
 
     def __len__(self) -> int:
         return len(self.value)
 
     def line_of(self, row: int) -> int | None:
-        """The 1-based line of a row (None for Parquet): blank lines are skipped as the readers skip them."""
+        """The 1-based file line of a row (None for Parquet), counting lines as the readers do:
+        blank lines are skipped and the first ``header_lines`` non-blank lines are the header."""
         if self.format == "parquet":
             return None
-        seen = -1
+        if self.source_rows is not None:
+            row = int(self.source_rows[row])
+        seen = -1 - self.header_lines
         with open(self.path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
-                if lineno <= self.header_lines:
-                    continue
                 if raw.strip():
                     seen += 1
                     if seen == row:
                         return lineno
         return None
 
-    def where(self, row: int) -> tuple[int | None, str]:
+    def locate(self, row: int) -> str:
+        """``line 12`` (or ``row 12`` for Parquet) of a row, for messages."""
         line = self.line_of(row)
-        return line, ("" if line is not None else f"row {row + 1}: ")
+        if line is not None:
+            return f"line {line}"
+        src = int(self.source_rows[row]) if self.source_rows is not None else row
+        return f"row {src + 1}"
+
+    def at(self, row: int) -> str:
+        """``path:line`` of a row (``path, row N`` for Parquet), as error messages start."""
+        line = self.line_of(row)
+        return f"{self.path}:{line}" if line is not None else f"{self.path}, {self.locate(row)}"
+
+    def error(self, row: int, message: str) -> DataError:
+        """A DataError pointing at a row: ``path:line: message`` (``path: row N: message`` for Parquet)."""
+        line = self.line_of(row)
+        if line is None:
+            return DataError(self.path, f"{self.locate(row)}: {message}")
+        return DataError(self.path, message, line)
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -99,23 +139,24 @@ def read_qrels(path: str | Path, format: str = "auto") -> Table:
     return _dedupe_qrels(table)
 
 
-def read_run(path: str | Path, format: str = "auto") -> Table:
-    """Read one system's ranking. A document listed twice for one query is an error."""
-    table = _read(Path(path), RUN, format)
+def read_run(path: str | Path, format: str = "auto", *, rank: bool = True) -> Table:
+    """Read one system's ranking. A document listed twice for one query is an error.
+
+    ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
+    neither parsed nor checked), which saves time on large files.
+    """
+    table = _read(Path(path), RUN, format, rank)
     _check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
         if bad.size:
-            line, prefix = table.where(int(bad[0]))
-            raise DataError(table.path, f"{prefix}rank must be an integer, got {table.rank[bad[0]]!r}.", line)
+            raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
     dup = _first_duplicate(table)
     if dup is not None:
         first, second = dup
-        l1, _ = table.where(first)
-        l2, prefix = table.where(second)
-        raise DataError(table.path, f"{prefix}document {table.doc.row(second)!r} is listed twice for query "
-                                    f"{table.query.row(second)!r} (first at line {l1}); a ranking holds each "
-                                    f"document once.", l2)
+        raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
+                                  f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
+                                  f"holds each document once.")
     return table
 
 
@@ -196,14 +237,14 @@ def _first_line(path: Path) -> str:
     return ""
 
 
-def _read(path: Path, kind: str, format: str) -> Table:
+def _read(path: Path, kind: str, format: str, rank: bool = True) -> Table:
     if not path.is_file():
         raise DataError(path, "file not found.")
     fmt = detect_format(path, format)
     if path.stat().st_size == 0:
         raise DataError(path, f"the {kind} file is empty.")
     if fmt == "trec":
-        return _read_trec(path, kind)
+        return _read_trec(path, kind, rank)
     if fmt in ("csv", "tsv"):
         return _read_delimited(path, kind, fmt)
     if fmt == "jsonl":
@@ -214,12 +255,12 @@ def _read(path: Path, kind: str, format: str) -> Table:
 # --------------------------------------------------------------------------- TREC
 
 
-def _read_trec(path: Path, kind: str) -> Table:
+def _read_trec(path: Path, kind: str, rank: bool = True) -> Table:
     names = _TREC_COLUMNS[kind]
     delimiter = _trec_delimiter(path, len(names))
     if delimiter is not None:
         try:
-            return _trec_arrow(path, kind, delimiter)
+            return _trec_arrow(path, kind, delimiter, rank)
         except _FastPathRefused:
             pass
     return _trec_python(path, kind)
@@ -248,7 +289,7 @@ def _trec_delimiter(path: Path, ncols: int) -> str | None:
     return None
 
 
-def _trec_arrow(path: Path, kind: str, delimiter: str) -> Table:
+def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
@@ -256,13 +297,13 @@ def _trec_arrow(path: Path, kind: str, delimiter: str) -> Table:
     value_col = "grade" if kind == QRELS else "score"
     types = {"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()}
     include = ["query_id", "doc_id", value_col]
-    if kind == RUN:
+    if kind == RUN and want_rank:
         types["rank"] = pa.float64()
         include.append("rank")
     try:
         tbl = pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False,
                                               ignore_empty_lines=True),
@@ -275,8 +316,8 @@ def _trec_arrow(path: Path, kind: str, delimiter: str) -> Table:
     if not _valid_utf8(tbl, ("query_id", "doc_id")):
         raise _FastPathRefused()
     value = tbl.column(value_col).to_numpy()
-    rank = tbl.column("rank").to_numpy() if kind == RUN else None
-    return Table(str(path), kind, _encode(tbl.column("query_id")), _encode(tbl.column("doc_id")),
+    rank = tbl.column("rank").to_numpy() if "rank" in include else None
+    return Table(str(path), kind, _encode(tbl.column("query_id")), Strings(tbl.column("doc_id")),
                  np.ascontiguousarray(value, dtype=np.float64),
                  None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), "trec")
 
@@ -299,21 +340,21 @@ def _trec_python(path: Path, kind: str) -> Table:
         parts = text.split()
         if not parts:
             continue
-        if len(parts) != ncols:
+        if len(parts) < ncols or (kind == QRELS and len(parts) > ncols):
             raise DataError(path, f"expected {ncols} fields ({layout}), found {len(parts)}: {_clip(text)!r}.",
                             lineno)
         if kind == QRELS:
             qid, _, doc, grade = parts
             vs.append(_number(path, lineno, grade, "grade"))
         else:
-            qid, _, doc, rank, score, _ = parts
+            qid, _, doc, rank, score = parts[:5]  # fields after the tag are ignored, as trec_eval does
             rs.append(_number(path, lineno, rank, "rank"))
             vs.append(_number(path, lineno, score, "score"))
         qs.append(qid)
         ds.append(doc)
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return Table(str(path), kind, _encode_list(qs), _encode_list(ds), np.asarray(vs, dtype=np.float64),
+    return Table(str(path), kind, _encode_list(qs), _strings(ds), np.asarray(vs, dtype=np.float64),
                  np.asarray(rs, dtype=np.float64) if kind == RUN else None, "trec")
 
 
@@ -391,53 +432,46 @@ def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
             raise _FastPathRefused()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
         return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt)
-    return _table_from_columns(path, kind, fmt, tbl.column("query_id"), tbl.column("doc_id"),
+    return _table_from_columns(path, kind, fmt, _trimmed(tbl.column("query_id")), _trimmed(tbl.column("doc_id")),
                                tbl.column(value_col).to_numpy() if value_col else None,
                                tbl.column(rank_col).to_numpy() if rank_col else None, header_lines=1)
 
 
 def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
                       fmt: str) -> Table:
-    text_lines = _text_lines(path)
-    reader = csv.reader((t for _, t in _track(text_lines)), delimiter=delimiter)
+    """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
     header = None
+    idx: dict[str, int] = {}
     qs, ds, vs, rs = [], [], [], []
-    for fields in reader:
-        lineno = _track.current
-        if not fields or all(not f.strip() for f in fields):
+    for lineno, text in _text_lines(path):
+        if not text.strip():
             continue
+        fields = [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delimiter))]
         if header is None:
-            header = [f.strip() for f in fields]
+            header = fields
             idx = {name: header.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
                                                                                     if c]}
             continue
         if len(fields) != len(header):
             raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.",
                             lineno)
-        qs.append(fields[idx["query_id"]].strip())
-        ds.append(fields[idx["doc_id"]].strip())
+        qs.append(fields[idx["query_id"]])
+        ds.append(fields[idx["doc_id"]])
         if value_col:
-            vs.append(_number(path, lineno, fields[idx[value_col]].strip(), value_col))
+            vs.append(_number(path, lineno, fields[idx[value_col]], value_col))
         if rank_col:
-            rs.append(_number(path, lineno, fields[idx[rank_col]].strip(), rank_col))
+            rs.append(_number(path, lineno, fields[idx[rank_col]], rank_col))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
     return _table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
                                np.asarray(rs) if rank_col else None, header_lines=1)
 
 
-class _Tracker:
-    """Passes lines through while remembering the line number of the last one handed out."""
+def _trimmed(column):
+    """Ids without surrounding white space (``q1, d2`` in a CSV means ids 'q1' and 'd2')."""
+    import pyarrow.compute as pc
 
-    current = 0
-
-    def __call__(self, numbered):
-        for lineno, text in numbered:
-            self.current = lineno
-            yield text
-
-
-_track = _Tracker()
+    return pc.utf8_trim_whitespace(column)
 
 
 def _read_jsonl(path: Path, kind: str) -> Table:
@@ -510,7 +544,7 @@ def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank
     if kind == RUN and value is None:
         value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
     q = _encode(query) if not isinstance(query, list) else _encode_list(query)
-    d = _encode(doc) if not isinstance(doc, list) else _encode_list(doc)
+    d = Strings(doc) if not isinstance(doc, list) else _strings(doc)
     if len(q) == 0:
         raise DataError(path, f"the {kind} file has no data lines.")
     return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),
@@ -559,15 +593,40 @@ def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, lis
 
 
 def _encode(column) -> Ids:
+    """Codes in order of first appearance. Runs group their queries, so only the boundaries
+    between runs of equal ids are looked at; an ungrouped file falls back to a hash encoding."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    heads_at, heads = [], []
+    base = 0
+    for chunk in chunks:
+        n = len(chunk)
+        if n:
+            change = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            at = np.flatnonzero(np.r_[True, change])
+            if len(heads_at) + at.size > 100_000 and at.size > n // 8:
+                return _encode_hashed(column)
+            heads_at.append(at + base)
+            heads.extend(chunk.take(pa.array(at)).to_pylist())
+        base += n
+    index: dict[str, int] = {}
+    head_codes = np.fromiter((index.setdefault(h, len(index)) for h in heads), dtype=np.int32, count=len(heads))
+    starts = np.concatenate(heads_at) if heads_at else np.zeros(0, dtype=np.int64)
+    codes = np.repeat(head_codes, np.diff(np.r_[starts, base]))
+    return Ids(codes, np.asarray(list(index), dtype=object))
+
+
+def _encode_hashed(column) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        column = column.combine_chunks()
     enc = pc.dictionary_encode(column)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    values = np.asarray(enc.dictionary.to_pylist(), dtype=object)
-    return Ids(codes, values)
+    return Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
 
 
 def _encode_list(items: list[str]) -> Ids:
@@ -576,53 +635,130 @@ def _encode_list(items: list[str]) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
+def _strings(items: list[str]) -> Strings:
+    import pyarrow as pa
+
+    return Strings(pa.array(items, type=pa.string()))
+
+
 def _check_finite(table: Table, what: str) -> None:
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
-        line, prefix = table.where(int(bad[0]))
-        raise DataError(table.path, f"{prefix}{what} must be a finite number, got {table.value[bad[0]]!r}.", line)
+        raise table.error(int(bad[0]), f"{what} must be a finite number, got {table.value[bad[0]]!r}.")
 
 
-def _pair_keys(table: Table) -> np.ndarray:
-    return table.query.codes.astype(np.int64) * max(len(table.doc.values), 1) + table.doc.codes
+# --------------------------------------------------------------------------- (query, doc) identity
+
+_U = np.uint64
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: a bijection of uint64 that spreads every input bit."""
+    h = h ^ (h >> _U(30))
+    h = h * _U(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> _U(27))
+    h = h * _U(0x94D049BB133111EB)
+    return h ^ (h >> _U(31))
+
+
+def string_hashes(array) -> np.ndarray:
+    """A 64-bit hash of each string (equal strings hash equal; unequal ones rarely collide).
+
+    Canonical decimal ids (``7067032``; no sign, no leading zero) hash through their
+    integer value; other ids through FNV-1a over their UTF-8 bytes, one byte position
+    at a time across all strings of a chunk.
+    """
+    import pyarrow as pa
+
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    with np.errstate(over="ignore"):
+        return np.concatenate([_chunk_hashes(c) for c in chunks]) if chunks else np.zeros(0, dtype=_U)
+
+
+def _chunk_hashes(chunk) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(chunk)
+    if n == 0:
+        return np.zeros(0, dtype=_U)
+    lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False).astype(np.int64)
+    if lengths.max() <= 18 and lengths.min() >= 1:
+        try:
+            ints = pc.cast(chunk, pa.int64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            ints = None
+        if ints is not None and (ints >= 0).all():
+            digits = np.where(ints > 0, np.floor(np.log10(np.maximum(ints, 1))).astype(np.int64) + 1, 1)
+            if (digits == lengths).all():
+                return _mix(ints.astype(_U) + _U(0x9E3779B97F4A7C15))
+    chunk = pc.cast(chunk, pa.string()) if not pa.types.is_string(chunk.type) else chunk
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset:chunk.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
+        np.zeros(1, dtype=np.uint8)
+    starts = offsets[:-1]
+    h = np.full(n, 0xCBF29CE484222325, dtype=_U) ^ lengths.astype(_U)
+    prime = _U(0x100000001B3)
+    for j in range(int(lengths.max())):
+        live = lengths > j
+        if live.all():
+            h = (h ^ data[starts + j].astype(_U)) * prime
+        else:
+            idx = np.flatnonzero(live)
+            h[idx] = (h[idx] ^ data[starts[idx] + j].astype(_U)) * prime
+    return _mix(h)
+
+
+def _pair_hashes(table: Table) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        q = _mix(table.query.codes.astype(_U) + _U(1))
+        return _mix(string_hashes(table.doc.array) ^ q)
+
+
+def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly."""
+    keys = _pair_hashes(table)
+    sk = np.sort(keys)
+    if not (sk[1:] == sk[:-1]).any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    same = np.flatnonzero(sk[1:] == sk[:-1])
+    # neighbours of equal hash (file order within a hash, as the sort is stable) are compared exactly
+    firsts_a, laters_a = order[same], order[same + 1]
+    q_equal = table.query.codes[firsts_a] == table.query.codes[laters_a]
+    d_a = table.doc.take(firsts_a)
+    d_b = table.doc.take(laters_a)
+    equal = q_equal & np.array([x == y for x, y in zip(d_a, d_b)], dtype=bool)
+    return firsts_a[equal], laters_a[equal]
 
 
 def _first_duplicate(table: Table) -> tuple[int, int] | None:
-    """(first row, second row) of the first (query, doc) pair seen twice, in file order."""
-    keys = _pair_keys(table)
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    same = np.flatnonzero(sk[1:] == sk[:-1])
-    if not same.size:
+    """(first row, later row) of the duplicate whose later row comes first in the file."""
+    a, b = duplicate_pairs(table)
+    if not b.size:
         return None
-    seconds = order[same + 1]
-    i = int(np.argmin(seconds))
-    return int(order[same[i]]), int(seconds[i])
+    i = int(np.argmin(b))
+    return int(a[i]), int(b[i])
 
 
 def _dedupe_qrels(table: Table) -> Table:
-    keys = _pair_keys(table)
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    same = np.flatnonzero(sk[1:] == sk[:-1])
-    if not same.size:
+    a, b = duplicate_pairs(table)
+    if not b.size:
         return table
-    a, b = order[same], order[same + 1]
     conflict = np.flatnonzero(table.value[a] != table.value[b])
     if conflict.size:
         i = conflict[np.argmin(b[conflict])]
         first, second = int(a[i]), int(b[i])
-        l1, _ = table.where(first)
-        l2, prefix = table.where(second)
-        raise DataError(table.path, f"{prefix}document {table.doc.row(second)!r} of query "
-                                    f"{table.query.row(second)!r} is judged twice with different grades "
-                                    f"({table.value[first]:g} at line {l1}, {table.value[second]:g} here).", l2)
+        raise table.error(second, f"document {table.doc.row(second)!r} of query {table.query.row(second)!r} "
+                                  f"is judged twice with different grades ({table.value[first]:g} at "
+                                  f"{table.locate(first)}, {table.value[second]:g} here).")
     keep = np.ones(len(table), dtype=bool)
     keep[b] = False
     return Table(table.path, table.kind, Ids(table.query.codes[keep], table.query.values),
-                 Ids(table.doc.codes[keep], table.doc.values), table.value[keep], None, table.format,
-                 table.header_lines)
+                 table.doc.filter(keep), table.value[keep], None, table.format,
+                 table.header_lines, np.flatnonzero(keep))
 
 
-__all__ = ["Table", "Ids", "read_qrels", "read_run", "read_query_set", "read_weights", "sha256_file",
-           "detect_format", "preview", "io"]
+__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "read_query_set", "read_weights", "sha256_file",
+           "detect_format", "string_hashes", "duplicate_pairs", "preview"]

@@ -1,0 +1,302 @@
+"""Statistics over per-query scores: bootstrap intervals, paired tests, multiple-comparison corrections.
+
+numpy/scipy only. Every function takes an explicit seed or generator; nothing
+uses global random state.
+
+Bootstrap: queries are resampled with replacement, each keeping its weight, so
+a resampled weighted mean is ``sum(c_i w_i x_i) / sum(c_i w_i)`` with ``c`` the
+resample counts. Counts come in chunks as a (chunk x n) matrix built from the
+resampled indices and are multiplied with a few (n x k) columns at once — one
+matrix product per chunk for every system and comparison sharing the queries.
+
+The index stream depends only on the seed and on the ordered list of query ids
+being resampled (:func:`resample_seed`): the same seed gives the same numbers
+whatever the chunk size or the number of systems evaluated alongside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+DEFAULT_CHUNK = 512
+
+
+# --------------------------------------------------------------------------- resampling
+
+
+def resample_seed(seed: int, query_ids: Sequence[str]) -> np.random.SeedSequence:
+    """A seed sequence fixed by the user's seed and the exact list of resampled queries."""
+    h = hashlib.sha256("\x1f".join(map(str, query_ids)).encode("utf-8")).digest()
+    words = [int.from_bytes(h[i:i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(seed) >> 32 & 0xFFFFFFFF] + words)
+
+
+def resample_indices(rng: np.random.Generator, n: int, resamples: int,
+                     chunk: int = DEFAULT_CHUNK) -> Iterator[np.ndarray]:
+    """Chunks of (rows x n) indices drawn with replacement; the stream does not depend on ``chunk``."""
+    done = 0
+    while done < resamples:
+        c = min(chunk, resamples - done)
+        yield rng.integers(0, n, size=(c, n))
+        done += c
+
+
+def counts_from_indices(idx: np.ndarray, n: int) -> np.ndarray:
+    """(rows x n) resample counts from (rows x n) indices."""
+    rows = idx.shape[0]
+    flat = (np.arange(rows, dtype=np.int64)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+@dataclass
+class BootstrapDistribution:
+    """Resampled weighted means of several series sharing one resampling of the same queries."""
+
+    theta: np.ndarray  # (k,) observed weighted means
+    dist: np.ndarray  # (resamples, k) resampled weighted means
+    se_dist: np.ndarray | None  # (resamples, k) per-resample standard errors (studentized only)
+
+
+def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted mean of each column of ``x`` (n x k) or of a vector."""
+    return (w @ x) / w.sum()
+
+
+def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Standard error of a weighted mean: sqrt(n/(n-1) * sum w^2 (x - m)^2) / sum w.
+
+    With equal weights this is the usual s / sqrt(n).
+    """
+    n = x.shape[0]
+    if n < 2:
+        return np.full(x.shape[1:] if x.ndim > 1 else (), np.nan)
+    m = weighted_mean(x, w)
+    r = x - m
+    return np.sqrt(n / (n - 1) * ((w ** 2) @ (r ** 2))) / w.sum()
+
+
+def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
+                    studentized: bool = False, chunk: int = DEFAULT_CHUNK,
+                    indices: np.ndarray | None = None) -> BootstrapDistribution:
+    """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
+
+    ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    n, k = x.shape
+    wx = w[:, None] * x
+    cols = [wx, w[:, None]]
+    if studentized:
+        cols += [w[:, None] ** 2 * x ** 2, w[:, None] ** 2 * x, (w ** 2)[:, None]]
+    mat = np.hstack(cols)
+    dist = np.empty((resamples, k))
+    se = np.empty((resamples, k)) if studentized else None
+    source = (indices[i:i + chunk] for i in range(0, resamples, chunk)) if indices is not None else \
+        resample_indices(rng, n, resamples, chunk)
+    row = 0
+    for idx in source:
+        c = counts_from_indices(idx, n)
+        s = c @ mat
+        sw = s[:, k:k + 1]
+        means = s[:, :k] / sw
+        dist[row:row + len(c)] = means
+        if studentized:
+            s2 = s[:, k + 1:2 * k + 1]
+            s1 = s[:, 2 * k + 1:3 * k + 1]
+            s0 = s[:, 3 * k + 1:3 * k + 2]
+            ss = np.maximum(s2 - 2 * means * s1 + means ** 2 * s0, 0.0)
+            se[row:row + len(c)] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
+        row += len(c)
+    return BootstrapDistribution(weighted_mean(x, w), dist, se)
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def _ndtri(p):
+    from scipy.special import ndtri
+
+    return ndtri(p)
+
+
+def _ndtr(z):
+    from scipy.special import ndtr
+
+    return ndtr(z)
+
+
+def quantiles(dist: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Linear-interpolation quantiles of each column of ``dist`` at per-column probabilities (2 x k)."""
+    s = np.sort(dist, axis=0)
+    b = s.shape[0]
+    pos = probs * (b - 1)
+    lo = np.clip(np.floor(pos).astype(np.int64), 0, b - 1)
+    hi = np.clip(lo + 1, 0, b - 1)
+    frac = pos - lo
+    cols = np.arange(s.shape[1])
+    return s[lo, cols] * (1 - frac) + s[hi, cols] * frac
+
+
+def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """BCa acceleration of the weighted mean from the closed-form leave-one-out means."""
+    x = x if x.ndim > 1 else x[:, None]
+    total_w = w.sum()
+    total = w @ x
+    denom = total_w - w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loo = (total[None, :] - w[:, None] * x) / denom[:, None]
+    loo = np.where(denom[:, None] > 0, loo, np.nan)
+    u = np.nanmean(loo, axis=0)[None, :] - loo
+    num = np.nansum(u ** 3, axis=0)
+    den = np.nansum(u ** 2, axis=0) ** 1.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / (6 * den), 0.0)
+
+
+def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float,
+             method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided (low, high) per column; [theta, theta] where the distribution is degenerate."""
+    x = x if x.ndim > 1 else x[:, None]
+    alpha = (1 - confidence) / 2
+    theta = boot.theta
+    dist = boot.dist
+    k = dist.shape[1]
+    if method == "percentile":
+        probs = np.tile(np.array([[alpha], [1 - alpha]]), (1, k))
+        lo, hi = quantiles(dist, probs)
+    elif method == "bca":
+        b = dist.shape[0]
+        frac = (np.count_nonzero(dist < theta, axis=0) + np.count_nonzero(dist <= theta, axis=0)) / (2 * b)
+        z0 = _ndtri(frac)
+        a = jackknife_acceleration(x, w)
+        za = _ndtri(alpha)
+        n1 = z0 + za
+        n2 = z0 - za
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p1 = _ndtr(z0 + n1 / (1 - a * n1))
+            p2 = _ndtr(z0 + n2 / (1 - a * n2))
+        probs = np.vstack([p1, p2])
+        probs = np.where(np.isfinite(probs), probs, np.nan)
+        lo, hi = quantiles(dist, np.nan_to_num(probs, nan=0.5))
+        lo = np.where(np.isnan(probs[0]), np.nan, lo)
+        hi = np.where(np.isnan(probs[1]), np.nan, hi)
+    elif method == "studentized":
+        se_hat = weighted_se(x, w)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (dist - theta) / boot.se_dist
+        t = np.where(np.isfinite(t), t, np.nan)
+        tq = np.vstack([np.nanquantile(t, 1 - alpha, axis=0), np.nanquantile(t, alpha, axis=0)]) \
+            if np.isfinite(t).any() else np.full((2, k), np.nan)
+        lo = theta - tq[0] * se_hat
+        hi = theta - tq[1] * se_hat
+    else:  # pragma: no cover - the spec validates the method
+        raise ValueError(method)
+    degenerate = np.ptp(dist, axis=0) == 0
+    lo = np.where(degenerate, theta, lo)
+    hi = np.where(degenerate, theta, hi)
+    return lo, hi
+
+
+def effective_n(w: np.ndarray) -> float:
+    """Kish's effective number of queries: (sum w)^2 / sum w^2."""
+    return float(w.sum() ** 2 / (w ** 2).sum()) if w.size else 0.0
+
+
+# --------------------------------------------------------------------------- paired tests
+
+
+def randomization_test(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
+                       exact_max: int = 20, chunk: int = 4096) -> tuple[float, bool]:
+    """Two-sided paired sign-flip test of the weighted mean difference.
+
+    Exact (all 2^n sign vectors) when n <= ``exact_max``: p = count / 2^n. Otherwise
+    Monte-Carlo: p = (1 + count) / (resamples + 1). "count" counts |T*| >= |T| up to
+    a relative tolerance of 1e-12 (floating-point sums of equal values differ in
+    the last bits). Returns (p, exact).
+    """
+    n = d.size
+    if n == 0:
+        return float("nan"), True
+    v = w * d / w.sum()
+    observed = abs(v.sum())
+    tol = 1e-12 * max(np.abs(v).sum(), 1e-300)
+    if n <= exact_max:
+        count = 0
+        total = 1 << n
+        bits = np.arange(n, dtype=np.int64)
+        for start in range(0, total, 1 << 16):
+            codes = np.arange(start, min(start + (1 << 16), total), dtype=np.int64)
+            signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
+            count += int(np.count_nonzero(np.abs(signs @ v) >= observed - tol))
+        return count / total, True
+    count = 0
+    done = 0
+    while done < resamples:
+        c = min(chunk, resamples - done)
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(c, n), dtype=np.int8)
+        count += int(np.count_nonzero(np.abs(signs @ v) >= observed - tol))
+        done += c
+    return (1 + count) / (resamples + 1), False
+
+
+def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
+    """Two-sided t-test of the weighted mean difference with df = n - 1.
+
+    With equal weights it is exactly the paired t-test (scipy.stats.ttest_rel).
+    """
+    from scipy import stats as st
+
+    n = d.size
+    if n < 2:
+        return float("nan")
+    m = float(weighted_mean(d, w))
+    se = float(weighted_se(d, w))
+    if se == 0:
+        return 1.0 if m == 0 else 0.0
+    t = m / se
+    return float(2 * st.t.sf(abs(t), n - 1))
+
+
+def correct(pvalues: Sequence[float], method: str) -> np.ndarray:
+    """Family-wise (holm, bonferroni) or false-discovery-rate (benjamini_hochberg) adjusted p-values."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    q = p[ok]
+    m = q.size
+    if m == 0 or method == "none":
+        out[ok] = q
+        return out
+    order = np.argsort(q, kind="stable")
+    ranked = q[order]
+    if method == "bonferroni":
+        adj = np.minimum(ranked * m, 1.0)
+    elif method == "holm":
+        adj = np.minimum(np.maximum.accumulate(ranked * (m - np.arange(m))), 1.0)
+    elif method == "benjamini_hochberg":
+        adj = ranked * m / np.arange(1, m + 1)
+        adj = np.minimum(np.minimum.accumulate(adj[::-1])[::-1], 1.0)
+    else:  # pragma: no cover - validated by the spec
+        raise ValueError(method)
+    res = np.empty(m)
+    res[order] = adj
+    out[ok] = res
+    return out
+
+
+def effect_size_dz(d: np.ndarray, w: np.ndarray) -> float:
+    """Standardized paired effect d_z = mean(d) / sd(d) (weighted; sd with the n/(n-1) correction)."""
+    n = d.size
+    if n < 2:
+        return float("nan")
+    m = float(weighted_mean(d, w))
+    var = float(n / (n - 1) * (w @ (d - m) ** 2) / w.sum())
+    if var == 0:
+        return 0.0 if m == 0 else float("inf") * np.sign(m)
+    return m / np.sqrt(var)

@@ -1,0 +1,444 @@
+"""Readers: TREC layouts, CSV/TSV/JSONL/Parquet equivalence, and errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import ndcg_mlflow
+from ndcg_mlflow import DataError
+from ndcg_mlflow.readers import read_qrels, read_run
+
+# --------------------------------------------------------------------------- data and helpers
+
+# (query, doc, grade); includes a float grade and a zero
+QRELS = [("q1", "A", 3), ("q1", "B", 2), ("q1", "C", 1), ("q1", "D", 0),
+         ("q2", "A", 1), ("q2", "E", 2.5), ("q2", "F", 0),
+         ("q3", "G", 1)]
+# (query, doc, rank, score); in q1, X and A tie at 2.0 (X ranked first) and X, Y are unjudged;
+# in q2, E and A tie at 8.0
+RUN = [("q1", "B", 1, 4.0), ("q1", "X", 2, 2.0), ("q1", "A", 3, 2.0), ("q1", "Y", 4, 1.5), ("q1", "C", 5, 0.5),
+       ("q2", "F", 1, 9.0), ("q2", "E", 2, 8.0), ("q2", "A", 3, 8.0),
+       ("q3", "G", 1, 0.25)]
+
+
+def write(tmp_path, name, text, newline="\n"):
+    p = tmp_path / name
+    p.write_bytes(text.replace("\n", newline).encode("utf-8"))
+    return p
+
+
+def trec_qrels(rows=QRELS, sep=" "):
+    return "".join(sep.join([q, "0", d, f"{g:g}"]) + "\n" for q, d, g in rows)
+
+
+def trec_run(rows=RUN, sep=" "):
+    return "".join(sep.join([q, "Q0", d, str(r), repr(s), "tag"]) + "\n" for q, d, r, s in rows)
+
+
+def rows_of(table):
+    """A table as plain rows: (query, doc, value, rank)."""
+    return [(table.query.row(i), table.doc.row(i), float(table.value[i]),
+             None if table.rank is None else float(table.rank[i])) for i in range(len(table))]
+
+
+def spec(qrels, run, *, ties="displayed_order", gain="exponential", cutoffs=(1, 2, 3, "all")):
+    return {
+        "spec_version": 1,
+        "name": "readers",
+        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties,
+                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
+                   "missing_queries": "zero"},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": qrels, "systems": {"sys": run}},
+    }
+
+
+def numbers(result):
+    cols = ["query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned",
+            "status"]
+    return result.per_query[cols].reset_index(drop=True)
+
+
+def expect_data_error(reader, path, line, *, contains=None):
+    with pytest.raises(DataError) as info:
+        reader(path)
+    err = info.value
+    msg = str(err)
+    assert path.name in msg
+    if line is not None:
+        assert err.line == line, msg
+        assert msg.startswith(f"{path}:{line}: "), msg
+    if contains:
+        assert re.search(contains, msg), msg
+    return err
+
+
+# --------------------------------------------------------------------------- TREC layouts
+
+
+@pytest.mark.parametrize("kind", ["qrels", "run"])
+def test_trec_separators_and_line_endings_give_identical_tables(tmp_path, kind):
+    make, reader = (trec_qrels, read_qrels) if kind == "qrels" else (trec_run, read_run)
+    variants = {
+        "tabs": write(tmp_path, "tabs.txt", make(sep="\t")),
+        "spaces": write(tmp_path, "spaces.txt", make(sep=" ")),
+        "several": write(tmp_path, "several.txt", make(sep="   ")),  # the line-by-line fallback
+        "mixed": write(tmp_path, "mixed.txt", make(sep=" \t ")),
+        "crlf_spaces": write(tmp_path, "crlf1.txt", make(sep=" "), newline="\r\n"),
+        "crlf_tabs": write(tmp_path, "crlf2.txt", make(sep="\t"), newline="\r\n"),
+        "crlf_several": write(tmp_path, "crlf3.txt", make(sep="  "), newline="\r\n"),
+        "blank_lines": write(tmp_path, "blank.txt", "\n" + make(sep=" ").replace("\n", "\n\n")),
+    }
+    reference = rows_of(reader(variants["spaces"]))
+    expected_rows = ([(q, d, float(g), None) for q, d, g in QRELS] if kind == "qrels"
+                     else [(q, d, s, float(r)) for q, d, r, s in RUN])
+    assert reference == expected_rows
+    for name, path in variants.items():
+        assert rows_of(reader(path)) == reference, name
+
+
+def test_trec_irregular_spacing_after_line_fifty(tmp_path):
+    """The first lines look single-spaced; a later line uses several spaces: read all the same."""
+    rows = [("q1", f"d{i}", i % 3) for i in range(80)]
+    text = trec_qrels(rows)
+    lines = text.splitlines(keepends=True)
+    lines[70] = lines[70].replace(" ", "   ")
+    odd = write(tmp_path, "odd.txt", "".join(lines))
+    plain = write(tmp_path, "plain.txt", text)
+    assert rows_of(read_qrels(odd)) == rows_of(read_qrels(plain))
+
+
+def test_trec_run_with_bom(tmp_path):
+    plain = write(tmp_path, "plain.run", trec_run())
+    bom = tmp_path / "bom.run"
+    bom.write_bytes(b"\xef\xbb\xbf" + trec_run().encode())
+    assert rows_of(read_run(bom)) == rows_of(read_run(plain))
+
+
+# --------------------------------------------------------------------------- other formats
+
+
+def write_formats(tmp_path):
+    """The same qrels and run in every format: {format: (qrels path, run path)}."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = {"trec": (write(tmp_path, "qrels.txt", trec_qrels()), write(tmp_path, "sys.run", trec_run()))}
+    for fmt, sep in (("csv", ","), ("tsv", "\t")):
+        q = write(tmp_path, f"qrels.{fmt}",
+                  sep.join(["query_id", "doc_id", "grade"]) + "\n"
+                  + "".join(sep.join([a, b, f"{g:g}"]) + "\n" for a, b, g in QRELS))
+        # columns in another order than TREC's, with both score and rank
+        r = write(tmp_path, f"sys.{fmt}",
+                  sep.join(["doc_id", "score", "query_id", "rank"]) + "\n"
+                  + "".join(sep.join([d, repr(s), qq, str(k)]) + "\n" for qq, d, k, s in RUN))
+        out[fmt] = (q, r)
+    q = write(tmp_path, "qrels.jsonl", "".join(json.dumps({"query_id": a, "doc_id": b, "grade": g}) + "\n"
+                                               for a, b, g in QRELS))
+    r = write(tmp_path, "sys.jsonl", "".join(json.dumps({"query_id": a, "doc_id": b, "rank": k, "score": s}) + "\n"
+                                             for a, b, k, s in RUN))
+    out["jsonl"] = (q, r)
+    qp, rp = tmp_path / "qrels.parquet", tmp_path / "sys.parquet"
+    pq.write_table(pa.table({"query_id": [a for a, _, _ in QRELS], "doc_id": [b for _, b, _ in QRELS],
+                             "grade": [float(g) for _, _, g in QRELS]}), qp)
+    pq.write_table(pa.table({"query_id": [a for a, *_ in RUN], "doc_id": [b for _, b, _, _ in RUN],
+                             "score": [s for *_, s in RUN], "rank": [k for _, _, k, _ in RUN]}), rp)
+    out["parquet"] = (qp, rp)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_formats_read_the_same_rows_as_trec(tmp_path, fmt):
+    files = write_formats(tmp_path)
+    tq, tr = files["trec"]
+    q, r = files[fmt]
+    assert rows_of(read_qrels(q)) == rows_of(read_qrels(tq))
+    assert rows_of(read_run(r)) == rows_of(read_run(tr))
+
+
+@pytest.mark.parametrize("ties", ["displayed_order", "average", "id_ascending"])
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_formats_give_the_same_ndcg_as_trec(tmp_path, fmt, ties):
+    files = write_formats(tmp_path)
+    tq, tr = files["trec"]
+    q, r = files[fmt]
+    ref = ndcg_mlflow.evaluate(spec(tq.name, tr.name, ties=ties), base_dir=tmp_path)
+    got = ndcg_mlflow.evaluate(spec(q.name, r.name, ties=ties), base_dir=tmp_path)
+    assert numbers(got).equals(numbers(ref)), (numbers(got), numbers(ref))
+    # and mixing formats (TREC qrels with a run in this format) changes nothing
+    mixed = ndcg_mlflow.evaluate(spec(tq.name, r.name, ties=ties), base_dir=tmp_path)
+    assert numbers(mixed).equals(numbers(ref))
+
+
+def test_displayed_order_tie_is_broken_by_rank_in_every_format(tmp_path):
+    """q1: B (4.0), then X and A tied at 2.0 with X ranked first -> A at rank 3."""
+    files = write_formats(tmp_path)
+    for fmt, (q, r) in files.items():
+        res = ndcg_mlflow.evaluate(spec(q.name, r.name, cutoffs=(3,)), base_dir=tmp_path)
+        pq = res.per_query
+        dcg = pq[(pq.query_id == "q1")].dcg.iloc[0]
+        assert dcg == pytest.approx(3 + 0 / np.log2(3) + 7 / 2, rel=1e-12), fmt
+
+
+def test_csv_score_only_run_in_displayed_order(tmp_path):
+    """A CSV run without rank: lines in display order give the TREC numbers."""
+    tq = write(tmp_path, "qrels.txt", trec_qrels())
+    tr = write(tmp_path, "sys.run", trec_run())
+    r = write(tmp_path, "sys.csv", "query_id,doc_id,score\n"
+              + "".join(f"{q},{d},{s!r}\n" for q, d, _, s in RUN))
+    ref = ndcg_mlflow.evaluate(spec(tq.name, tr.name), base_dir=tmp_path)
+    got = ndcg_mlflow.evaluate(spec(tq.name, r.name), base_dir=tmp_path)
+    assert numbers(got).equals(numbers(ref))
+
+
+def test_csv_rank_only_run(tmp_path):
+    tq = write(tmp_path, "qrels.txt", trec_qrels())
+    tr = write(tmp_path, "sys.run", trec_run())
+    r = write(tmp_path, "sys.csv", "query_id,doc_id,rank\n" + "".join(f"{q},{d},{k}\n" for q, d, k, _ in RUN))
+    # without a score, rank 1 scores highest and there are no ties: any tie rule gives TREC's rank order
+    got = ndcg_mlflow.evaluate(spec(tq.name, r.name, ties="id_ascending"), base_dir=tmp_path)
+    ref = ndcg_mlflow.evaluate(spec(tq.name, tr.name), base_dir=tmp_path)
+    assert numbers(got).equals(numbers(ref))
+
+
+def test_declared_format_overrides_the_suffix(tmp_path):
+    files = write_formats(tmp_path)
+    tq, tr = files["trec"]
+    q = write(tmp_path, "judgments.dat", files["csv"][0].read_text())
+    ref = ndcg_mlflow.evaluate(spec(tq.name, tr.name), base_dir=tmp_path)
+    got = ndcg_mlflow.evaluate(spec({"path": q.name, "format": "csv"}, tr.name), base_dir=tmp_path)
+    assert numbers(got).equals(numbers(ref))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_delimited_with_bom_and_crlf(tmp_path, fmt):
+    files = write_formats(tmp_path)
+    q, r = files[fmt]
+    qb = tmp_path / f"bom_qrels.{fmt}"
+    qb.write_bytes(b"\xef\xbb\xbf" + q.read_bytes().replace(b"\n", b"\r\n"))
+    rb = tmp_path / f"bom_sys.{fmt}"
+    rb.write_bytes(b"\xef\xbb\xbf" + r.read_bytes().replace(b"\n", b"\r\n"))
+    assert rows_of(read_qrels(qb)) == rows_of(read_qrels(q))
+    assert rows_of(read_run(rb)) == rows_of(read_run(r))
+
+
+# --------------------------------------------------------------------------- errors: short line
+
+
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_short_line_trec_qrels(tmp_path, sep):
+    p = write(tmp_path, "qrels.txt", sep.join("q1 0 A 1".split()) + "\n"
+              + sep.join("q1 0 B 2".split()) + "\n\n" + sep.join("q1 0 C".split()) + "\n")
+    expect_data_error(read_qrels, p, 4, contains=r"expected 4 fields")
+
+
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_short_line_trec_run(tmp_path, sep):
+    p = write(tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 t".split()) + "\n")
+    expect_data_error(read_run, p, 2, contains=r"expected 6 fields")
+
+
+def test_short_line_far_into_a_trec_file(tmp_path):
+    rows = [("q1", f"d{i}", i % 3) for i in range(120)]
+    lines = trec_qrels(rows).splitlines(keepends=True)
+    lines[99] = "q1 0 d99\n"
+    p = write(tmp_path, "qrels.txt", "".join(lines))
+    expect_data_error(read_qrels, p, 100)
+
+
+def test_short_line_csv(tmp_path):
+    p = write(tmp_path, "qrels.csv", "query_id,doc_id,grade\nq1,A,1\nq1,B\n")
+    expect_data_error(read_qrels, p, 3)
+
+
+def test_short_line_tsv_run(tmp_path):
+    p = write(tmp_path, "sys.tsv", "query_id\tdoc_id\tscore\nq1\tA\t1\nq1\tB\t0.5\nq1\tC\n")
+    expect_data_error(read_run, p, 4)
+
+
+def test_jsonl_missing_field(tmp_path):
+    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B"}\n')
+    expect_data_error(read_run, p, 2, contains="score")
+
+
+# --------------------------------------------------------------------------- errors: bad numbers
+
+
+@pytest.mark.parametrize("sep", [" ", "  "])
+def test_non_numeric_score_trec(tmp_path, sep):
+    p = write(tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 high t".split()) + "\n")
+    expect_data_error(read_run, p, 2, contains=r"score.*'high'")
+
+
+def test_non_numeric_grade_trec(tmp_path):
+    p = write(tmp_path, "qrels.txt", "q1 0 A 1\nq1 0 B two\n")
+    expect_data_error(read_qrels, p, 2, contains=r"grade.*'two'")
+
+
+def test_non_numeric_score_csv(tmp_path):
+    p = write(tmp_path, "sys.csv", "query_id,doc_id,score\nq1,A,1\nq1,B,high\n")
+    expect_data_error(read_run, p, 3, contains="score")
+
+
+def test_non_numeric_score_jsonl(tmp_path):
+    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n'
+                                      '{"query_id": "q1", "doc_id": "B", "score": "high"}\n')
+    expect_data_error(read_run, p, 2, contains="score")
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "Infinity"])
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_non_finite_score_trec(tmp_path, bad, sep):
+    p = write(tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n\n"
+              + sep.join(f"q1 Q0 B 2 {bad} t".split()) + "\n")
+    expect_data_error(read_run, p, 3, contains="finite")
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_non_finite_grade_trec(tmp_path, bad):
+    p = write(tmp_path, "qrels.txt", f"q1 0 A 1\nq1 0 B {bad}\n")
+    expect_data_error(read_qrels, p, 2, contains="finite")
+
+
+@pytest.mark.parametrize("fmt,sep", [("csv", ","), ("tsv", "\t")])
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_non_finite_score_delimited(tmp_path, fmt, sep, bad):
+    p = write(tmp_path, f"sys.{fmt}", sep.join(["query_id", "doc_id", "score"]) + "\n"
+              + sep.join(["q1", "A", "1"]) + "\n" + sep.join(["q1", "B", bad]) + "\n")
+    expect_data_error(read_run, p, 3, contains="finite")
+
+
+def test_non_finite_score_jsonl(tmp_path):
+    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n\n'
+                                      '{"query_id": "q1", "doc_id": "B", "score": NaN}\n')
+    expect_data_error(read_run, p, 3, contains="finite")
+
+
+def test_non_finite_score_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "sys.parquet"
+    pq.write_table(pa.table({"query_id": ["q1", "q1"], "doc_id": ["A", "B"],
+                             "score": pa.array([1.0, float("inf")])}), p)
+    err = expect_data_error(read_run, p, None, contains=r"row 2")
+    assert err.line is None
+
+
+# --------------------------------------------------------------------------- errors: duplicates
+
+
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_document_listed_twice_in_run(tmp_path, sep):
+    lines = ["q1 Q0 A 1 3 t", "q2 Q0 A 1 3 t", "q1 Q0 B 2 2 t", "q1 Q0 A 3 1 t"]
+    p = write(tmp_path, "sys.run", "".join(sep.join(ln.split()) + "\n" for ln in lines))
+    expect_data_error(read_run, p, 4, contains=r"'A'.*twice.*'q1'.*line 1\b")
+
+
+def test_document_listed_twice_in_csv_run(tmp_path):
+    p = write(tmp_path, "sys.csv", "query_id,doc_id,score\nq1,A,3\nq1,B,2\n\nq1,A,1\n")
+    expect_data_error(read_run, p, 5, contains=r"'A'.*twice.*line 2\b")
+
+
+def test_document_listed_twice_in_parquet_run(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "sys.parquet"
+    pq.write_table(pa.table({"query_id": ["q1", "q1", "q1"], "doc_id": ["A", "B", "A"],
+                             "score": [3.0, 2.0, 1.0]}), p)
+    err = expect_data_error(read_run, p, None, contains=r"row 3")
+    assert "None" not in str(err), str(err)  # rows, not a line "None"
+
+
+@pytest.mark.parametrize("sep", [" ", "\t", "  "])
+def test_document_judged_twice_with_different_grades(tmp_path, sep):
+    lines = ["q1 0 A 1", "q1 0 B 2", "", "q1 0 A 2"]
+    p = write(tmp_path, "qrels.txt", "".join(sep.join(ln.split()) + "\n" for ln in lines))
+    expect_data_error(read_qrels, p, 4, contains=r"'A'.*'q1'.*twice.*line 1\b")
+
+
+def test_document_judged_twice_with_different_grades_csv(tmp_path):
+    p = write(tmp_path, "qrels.csv", "query_id,doc_id,grade\nq1,A,1\nq2,A,2\nq1,A,3\n")
+    expect_data_error(read_qrels, p, 4, contains=r"twice.*line 2\b")
+
+
+def test_document_judged_twice_with_the_same_grade_is_accepted(tmp_path):
+    p = write(tmp_path, "qrels.txt", "q1 0 A 1\nq1 0 B 2\nq1 0 A 1\n")
+    assert sorted(rows_of(read_qrels(p))) == [("q1", "A", 1.0, None), ("q1", "B", 2.0, None)]
+    run = write(tmp_path, "sys.run", "q1 Q0 A 1 2 t\nq1 Q0 B 2 1 t\n")
+    res = ndcg_mlflow.evaluate(spec(p.name, run.name, cutoffs=("all",)), base_dir=tmp_path)
+    r = res.per_query.iloc[0]
+    assert r.idcg == pytest.approx(3 + 1 / np.log2(3), rel=1e-12)  # A counted once in the ideal
+    assert r.dcg == pytest.approx(1 + 3 / np.log2(3), rel=1e-12)
+
+
+def test_same_doc_in_two_queries_is_not_a_duplicate(tmp_path):
+    q = write(tmp_path, "qrels.txt", "q1 0 A 1\nq2 0 A 2\n")
+    r = write(tmp_path, "sys.run", "q1 Q0 A 1 1 t\nq2 Q0 A 1 1 t\n")
+    assert len(read_qrels(q)) == 2 and len(read_run(r)) == 2
+
+
+# --------------------------------------------------------------------------- errors: empty files
+
+
+@pytest.mark.parametrize("name", ["qrels.txt", "qrels.csv", "qrels.tsv", "qrels.jsonl", "qrels.parquet"])
+def test_empty_qrels_file(tmp_path, name):
+    p = write(tmp_path, name, "")
+    expect_data_error(read_qrels, p, None, contains="empty|no data")
+
+
+@pytest.mark.parametrize("name", ["sys.run", "sys.csv", "sys.jsonl", "sys.parquet"])
+def test_empty_run_file(tmp_path, name):
+    p = write(tmp_path, name, "")
+    expect_data_error(read_run, p, None, contains="empty|no data")
+
+
+@pytest.mark.parametrize("name,text,reader", [
+    ("qrels.txt", "\n  \n\n", read_qrels),
+    ("sys.run", "\r\n\r\n", read_run),
+    ("qrels.csv", "query_id,doc_id,grade\n", read_qrels),
+    ("sys.tsv", "query_id\tdoc_id\tscore\n\n", read_run),
+    ("sys.jsonl", "\n\n", read_run),
+])
+def test_file_without_data_lines(tmp_path, name, text, reader):
+    p = write(tmp_path, name, text)
+    expect_data_error(reader, p, None, contains="no data|empty")
+
+
+def test_empty_qrels_through_evaluate(tmp_path):
+    write(tmp_path, "qrels.txt", "")
+    write(tmp_path, "sys.run", trec_run())
+    with pytest.raises(DataError, match=r"qrels\.txt"):
+        ndcg_mlflow.evaluate(spec("qrels.txt", "sys.run"), base_dir=tmp_path)
+
+
+def test_error_from_evaluate_names_the_run_file_and_line(tmp_path):
+    write(tmp_path, "qrels.txt", trec_qrels())
+    write(tmp_path, "sys.run", "q1 Q0 A 1 3 t\nq1 Q0 B 2 nan t\n")
+    with pytest.raises(DataError, match=r"sys\.run:2: "):
+        ndcg_mlflow.evaluate(spec("qrels.txt", "sys.run"), base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- line numbers and padding in CSV
+
+
+def test_csv_line_number_with_blank_line_before_header(tmp_path):
+    p = write(tmp_path, "sys.csv", "\nquery_id,doc_id,score\nq1,A,1\nq1,B,nan\n")
+    expect_data_error(read_run, p, 4, contains="finite")
+
+
+def test_csv_line_number_with_blank_line_after_header(tmp_path):
+    p = write(tmp_path, "sys.csv", "query_id,doc_id,score\n\nq1,A,1\nq1,B,nan\n")
+    expect_data_error(read_run, p, 4, contains="finite")
+
+
+def test_csv_fields_padded_with_spaces_are_stripped(tmp_path):
+    """Ids are stripped like the header (and like the line-by-line reader does): ' A' is document 'A'."""
+    padded = write(tmp_path, "padded.csv", "query_id,doc_id,score\nq1, A, 1\nq1,B ,2\n")
+    plain = write(tmp_path, "plain.csv", "query_id,doc_id,score\nq1,A,1\nq1,B,2\n")
+    assert rows_of(read_run(padded)) == rows_of(read_run(plain))
