@@ -125,27 +125,78 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def format_summary(result) -> str:
-    """A plain-text table: one line per system, one column per cutoff, with the counts."""
-    keys = result.spec.metric.keys
+    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses."""
+    spec = result.spec
+    keys = spec.metric.keys
+    summary = result.summary["systems"]
+    with_ci = spec.uncertainty is not None
     heads = ["system"] + [k.replace("ndcg_at_", "nDCG@") for k in keys] + ["evaluated", "excluded", "missing"]
     rows = []
-    for name, sr in result.systems.items():
-        first = sr.means[keys[0]]
-        rows.append([name] + [_fmt(sr.means[k]["mean"]) for k in keys]
-                    + [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])])
-    widths = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
-    lines = [f"{result.spec.name}: {len(result.query_ids)} queries, weights "
-             f"{result.spec.resolved()['queries.weights']}"]
-    lines.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths))))
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    for name in result.systems:
+        cells = [name]
+        for k in keys:
+            m = summary[name][k]
+            cell = _fmt(m["mean"])
+            if with_ci:
+                cell += f" [{_fmt(m['ci_low'])}, {_fmt(m['ci_high'])}]"
+            cells.append(cell)
+        first = summary[name][keys[0]]
+        cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
+        rows.append(cells)
+    lines = [f"{spec.name}: {len(result.query_ids)} queries, weights {spec.resolved()['queries.weights']}"
+             + (f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
+                f"{spec.uncertainty.resamples} resamples" if with_ci else "")]
+    lines += _table(heads, rows)
+    if result.analysis is not None and result.analysis.comparisons:
+        lines.append("")
+        lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
+        heads = ["candidate", "cutoff", "delta", "interval", "p_rand", "p_t", "p_corr", "d_z", "W/T/L"]
+        rows = []
+        for c in result.analysis.comparisons:
+            rows.append([c["candidate"], c["cutoff"], _fmt(c["delta"], signed=True),
+                         f"[{_fmt(c['ci_low'], True)}, {_fmt(c['ci_high'], True)}]", _p(c["p_randomization"]),
+                         _p(c["p_t_test"]), _p(c["p_corrected"]), _fmt(c["effect_size_dz"], True),
+                         f"{c['wins']}/{c['ties']}/{c['losses']}"])
+        lines += _table(heads, rows)
+        for block in result.analysis.wins_losses:
+            if block["key"] != _headline(keys):
+                continue
+            lines.append("")
+            lines.append(f"{block['candidate']} vs {block['baseline']} at nDCG@{block['cutoff']}: "
+                         f"largest wins / losses")
+            for kind in ("wins", "losses"):
+                items = block[kind][:3]
+                text = ", ".join(f"{e['query_id']} ({e['delta']:+.3f})" for e in items) or "none"
+                lines.append(f"  {kind:<6} {text}")
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
-def _fmt(x: float) -> str:
-    return "undefined" if x != x else f"{x:.4f}"
+def _headline(keys: Sequence[str]) -> str:
+    """The cutoff shown for wins and losses in the terminal: 10 if declared, else the first."""
+    return "ndcg_at_10" if "ndcg_at_10" in keys else keys[0]
+
+
+def _table(heads: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return [fmt(heads)] + [fmt(r) for r in rows]
+
+
+def _p(x: float) -> str:
+    if x != x:
+        return "-"
+    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def _fmt(x: float, signed: bool = False) -> str:
+    if x != x:
+        return "undefined"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,10 +34,33 @@ class FileInfo:
 
 
 @dataclass
+class TopLists:
+    """The first ``depth`` documents each query showed, as the metric ranked them (for wins and losses)."""
+
+    depth: int
+    query: np.ndarray  # evaluated query code of each entry
+    position: np.ndarray  # 0-based rank
+    doc: list  # doc id of each entry
+    grade: np.ndarray  # its grade, NaN where unjudged
+
+    def of(self, query: int, k: int | None = None) -> list[dict[str, Any]]:
+        sel = np.flatnonzero((self.query == query) & (self.position < (k if k is not None else self.depth)))
+        sel = sel[np.argsort(self.position[sel], kind="stable")]
+        return [{"rank": int(self.position[i]) + 1, "doc_id": self.doc[i],
+                 "grade": None if np.isnan(self.grade[i]) else _num(self.grade[i])} for i in sel]
+
+
+def _num(x: float) -> float | int:
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+@dataclass
 class SystemResult:
     name: str
     result: QueryResult
     means: dict[str, dict[str, Any]]
+    top: TopLists | None = None
 
 
 @dataclass
@@ -54,6 +77,7 @@ class EvaluationResult:
     systems: dict[str, SystemResult]
     files: list[FileInfo]
     notes: list[str] = field(default_factory=list)
+    analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
     _per_query: Any = None
 
     @property
@@ -78,9 +102,34 @@ class EvaluationResult:
             "n_queries": int(len(self.query_ids)),
             "weight_sum": float(self.weights.sum()),
             "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
-            "systems": {name: sr.means for name, sr in self.systems.items()},
+            "systems": self._system_summary(),
+            "comparisons": list(self.analysis.comparisons) if self.analysis else [],
+            "comparison_family": self.analysis.family if self.analysis else "",
             "notes": list(self.notes),
         }
+
+    def _system_summary(self) -> dict[str, Any]:
+        out = {}
+        for name, sr in self.systems.items():
+            out[name] = {}
+            for key, m in sr.means.items():
+                entry = dict(m)
+                if self.analysis and name in self.analysis.intervals:
+                    entry.update(self.analysis.intervals[name][key])
+                out[name][key] = entry
+        return out
+
+    @property
+    def comparisons(self):
+        """The comparisons table as a DataFrame (empty without a comparison section)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
+
+    def wins_losses_json(self) -> str:
+        data = {"baseline": self.spec.comparison.baseline if self.spec.comparison else None,
+                "comparisons": self.analysis.wins_losses if self.analysis else []}
+        return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def summary_json(self) -> str:
         return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
@@ -180,7 +229,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
             progress(f"reading system '{name}' from {src.declared}")
         run = read_run(src.path, src.format, rank=metric.ties == "displayed_order")
         files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
-        rows, _, unknown_queries = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
+        rows, kept, unknown_queries, grades = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
         if unknown_queries:
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")
@@ -190,8 +239,16 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
                            unjudged=metric.unjudged, ideal=metric.ideal, empty_ideal=metric.empty_ideal,
                            missing_queries=metric.missing_queries)
         _apply_error_rules(name, src.path, metric, qr, query_ids)
-        systems[name] = SystemResult(name, qr, _means(metric, qr, weights))
-    return EvaluationResult(spec, query_ids, weights, systems, files, notes)
+        top = _top_lists(qr, rows, kept, grades, run, display_depth(metric))
+        systems[name] = SystemResult(name, qr, _means(metric, qr, weights), top)
+    result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
+    if spec.uncertainty is not None:
+        from .analysis import analyze
+
+        if progress:
+            progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
+        result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+    return result
 
 
 def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
@@ -239,6 +296,7 @@ class _JudgedIndex:
     keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
     gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
     n_docs: int
+    grades: np.ndarray  # grade of each catalog row
 
 
 def _doc_codes(strings, value_set) -> np.ndarray:
@@ -250,6 +308,7 @@ def _doc_codes(strings, value_set) -> np.ndarray:
 
 
 def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedIndex:
+    """Index of the evaluated judgments (catalog rows are the qrels rows where ``keep``)."""
     import pyarrow.compute as pc
 
     doc_values = pc.unique(qrels.doc.array)
@@ -259,14 +318,15 @@ def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedInd
     n_docs = max(len(doc_values), 1)
     keys = cat_q.astype(np.int64) * n_docs + d
     order = np.argsort(keys, kind="stable")
-    return _JudgedIndex(doc_values, keys[order], order, n_docs)
+    return _JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep])
 
 
 def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain: np.ndarray,
-              metric: Metric) -> tuple[RunRows, np.ndarray | None, int]:
+              metric: Metric) -> tuple[RunRows, np.ndarray | None, int, np.ndarray]:
     """The kernel's input for one run: evaluated rows only, each with its gain and judged flag.
 
-    Returns (rows, kept run rows or None when every row is kept, number of ignored run queries).
+    Returns (rows, kept run rows or None when every row is kept, number of ignored run queries,
+    the grade of each row or NaN).
     """
     q_map = _index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
@@ -286,6 +346,8 @@ def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain:
     is_judged[cand[hit]] = True
     gain = np.zeros(q.size)
     gain[cand[hit]] = cat_gain[judged.gain_rows[at[hit]]]
+    grade = np.full(q.size, np.nan)
+    grade[cand[hit]] = judged.grades[judged.gain_rows[at[hit]]]
 
     def original(rows: np.ndarray) -> np.ndarray:
         return rows if kept is None else kept[rows]
@@ -306,7 +368,22 @@ def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain:
         sign = 1 if metric.ties == "id_ascending" else -1
         tiebreak = lambda rows: sign * _string_ranks(run.doc.take(original(rows)))  # noqa: E731
     score = run.value if kept is None else run.value[kept]
-    return RunRows(query=q, score=score, gain=gain, judged=is_judged, tiebreak=tiebreak), kept, unknown_queries
+    return (RunRows(query=q, score=score, gain=gain, judged=is_judged, tiebreak=tiebreak), kept, unknown_queries,
+            grade)
+
+
+def display_depth(metric: Metric) -> int:
+    """How many documents per query are kept for showing wins and losses."""
+    finite = [k for k in metric.cutoffs if k is not None]
+    return min(max(finite + [10]), 100)
+
+
+def _top_lists(qr: QueryResult, rows: RunRows, kept: np.ndarray | None, grades: np.ndarray, run: Table,
+               depth: int) -> TopLists:
+    sel = qr.position < depth
+    r = qr.ranked[sel]
+    original = r if kept is None else kept[r]
+    return TopLists(depth, rows.query[r], qr.position[sel], run.doc.take(original), grades[r])
 
 
 def _string_ranks(values: list[str]) -> np.ndarray:
@@ -345,6 +422,7 @@ def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, di
             "n_missing": int((qr.status[:, j] == MISSING).sum()),
             "n_empty_ideal": int((qr.status[:, j] == EMPTY_IDEAL).sum()),
             "weight_sum": float(w.sum()),
+            "n_eff": float(w.sum() ** 2 / (w ** 2).sum()) if ok.any() else 0.0,
             "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))
             if np.isfinite(qr.judged_coverage[:, j]).any() else float("nan"),
         }

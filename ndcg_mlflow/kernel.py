@@ -58,8 +58,8 @@ class QueryResult:
     judged_coverage: np.ndarray  # NaN where nothing returned
     status: np.ndarray  # int8 codes, see STATUS_NAMES
     n_returned: np.ndarray  # (n_queries,)
-    order: np.ndarray | None = None  # the ranking: row indices by query, then rank (before condensing)
-    position: np.ndarray | None = None  # 0-based rank of each row of ``order`` in its query
+    ranked: np.ndarray | None = None  # the ranking the metric saw: row indices by query, then rank
+    position: np.ndarray | None = None  # 0-based rank of each row of ``ranked`` in its query
 
 
 def discounts(n: int) -> np.ndarray:
@@ -182,10 +182,12 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
         coverage = np.where(shown > 0, coverage_count / np.maximum(shown, 1), np.nan)
 
     gain = run.gain[order]
+    ranked = order
     if unjudged == "condense":
         q, gain = jq, gain[judged]
         score = run.score[order][judged]
         pos = positions(q)
+        ranked = order[judged]
     elif ties == "average":
         score = run.score[order]
     if ties == "average" and q.size:
@@ -209,7 +211,7 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
     return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
                        judged_coverage=coverage, status=status, n_returned=n_returned,
-                       order=order, position=positions(run.query[order]) if unjudged == "condense" else pos)
+                       ranked=ranked, position=pos)
 
 
 def _tie_average(q: np.ndarray, score: np.ndarray, gain: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Local outputs of an evaluation, written before anything is sent to a tracking server.
 
 The folder holds ``spec.yaml`` (the spec text exactly as given), ``summary.json``,
-``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``.
+``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``; with a
+comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path) -> Path:
     table = result.per_query
     for name in result.systems:
         _atomic_csv(out / "systems" / f"{name}.per_query.csv", table[table["system"] == name])
+    if result.analysis is not None and result.analysis.comparisons:
+        from .analysis import wins_losses_markdown
+
+        _atomic_csv(out / "comparisons.csv", result.comparisons)
+        _atomic_bytes(out / "wins_losses.json", result.wins_losses_json().encode("utf-8"))
+        _atomic_bytes(out / "wins_losses.md", wins_losses_markdown(result, result.analysis).encode("utf-8"))
     return out
 
 

@@ -52,6 +52,10 @@ EMPTY_IDEAL = ("exclude", "zero", "one", "error")
 UNJUDGED = ("zero", "condense", "error")
 MISSING = ("zero", "exclude", "error")
 FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet")
+CI_METHODS = ("bca", "percentile", "studentized")
+TESTS = ("randomization", "t_test", "both")
+CORRECTIONS = ("holm", "bonferroni", "benjamini_hochberg", "none")
+MAX_RESAMPLES = 10_000_000
 
 _SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
@@ -111,6 +115,23 @@ class MlflowSection:
 
 
 @dataclass(frozen=True)
+class Uncertainty:
+    resamples: int
+    confidence: float
+    method: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: str
+    test: str
+    correction: str
+    wins_losses: int
+    tie_tolerance: float
+
+
+@dataclass(frozen=True)
 class Spec:
     spec_version: int
     name: str
@@ -119,6 +140,8 @@ class Spec:
     qrels: Source
     systems: tuple[tuple[str, Source], ...]
     mlflow: MlflowSection
+    uncertainty: Uncertainty | None = None
+    comparison: Comparison | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
 
@@ -150,6 +173,15 @@ class Spec:
         }
         for name, src in self.systems:
             out[f"data.systems.{name}"] = src.declared
+        if self.uncertainty is not None:
+            u = self.uncertainty
+            out.update({"uncertainty.resamples": u.resamples, "uncertainty.confidence": u.confidence,
+                        "uncertainty.method": u.method, "uncertainty.seed": u.seed})
+        if self.comparison is not None:
+            c = self.comparison
+            out.update({"comparison.baseline": c.baseline, "comparison.test": c.test,
+                        "comparison.correction": c.correction, "comparison.wins_losses": c.wins_losses,
+                        "comparison.tie_tolerance": c.tie_tolerance})
         out["mlflow.experiment"] = self.mlflow.experiment
         return out
 
@@ -344,11 +376,60 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     )
 
 
+def _int(ctx: _Ctx, value: Any, path: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+        raise ctx.fail(path, f"must be {bound}. {_got(value)}")
+    return value
+
+
+def _uncertainty(ctx: _Ctx, value: Any) -> Uncertainty | None:
+    if value is None:
+        return None
+    u = _mapping(ctx, value, "uncertainty", ("resamples", "confidence", "method", "seed"))
+    conf = u["confidence"]
+    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 < conf < 1:
+        raise ctx.fail("uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. "
+                                                 f"{_got(conf)}")
+    return Uncertainty(
+        resamples=_int(ctx, u["resamples"], "uncertainty.resamples", 100, MAX_RESAMPLES),
+        confidence=float(conf),
+        method=_choice(ctx, u["method"], "uncertainty.method", CI_METHODS),
+        seed=_int(ctx, u["seed"], "uncertainty.seed", 0, 2 ** 63 - 1),
+    )
+
+
+def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Uncertainty | None) -> Comparison | None:
+    if value is None:
+        return None
+    c = _mapping(ctx, value, "comparison", ("baseline", "test", "correction", "wins_losses", "tie_tolerance"))
+    baseline = c["baseline"]
+    if not isinstance(baseline, str) or baseline not in systems:
+        hint = did_you_mean(baseline, systems) if isinstance(baseline, str) else ""
+        raise ctx.fail("comparison.baseline", f"must name one of the systems of data.systems "
+                                              f"({', '.join(systems)}){hint}. {_got(baseline)}")
+    if len(systems) < 2:
+        raise ctx.fail("comparison", "comparing needs at least two systems in data.systems.")
+    if uncertainty is None:
+        raise ctx.fail("comparison", "needs the uncertainty section too: its resamples and seed drive the "
+                                     "paired intervals and the randomization test.")
+    tol = c["tie_tolerance"]
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
+        raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {_got(tol)}")
+    return Comparison(
+        baseline=baseline,
+        test=_choice(ctx, c["test"], "comparison.test", TESTS),
+        correction=_choice(ctx, c["correction"], "comparison.correction", CORRECTIONS),
+        wins_losses=_int(ctx, c["wins_losses"], "comparison.wins_losses", 0, 10_000),
+        tie_tolerance=float(tol),
+    )
+
+
 # --------------------------------------------------------------------------- entry points
 
 
 TOP_REQUIRED = ("spec_version", "name", "metric", "queries", "data")
-TOP_OPTIONAL = ("mlflow",)
+TOP_OPTIONAL = ("uncertainty", "comparison", "mlflow")
 
 
 def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "") -> Spec:
@@ -363,10 +444,12 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     metric = _metric(ctx, top["metric"])
     queries = _queries(ctx, top["queries"])
     qrels, systems = _data(ctx, top["data"])
+    uncertainty = _uncertainty(ctx, top.get("uncertainty"))
+    comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
     if not text:
         text = _dump(raw)
-    return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section,
+    return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
                 source=Path(source) if source else None, text=text)
 
 

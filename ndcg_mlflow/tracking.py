@@ -5,11 +5,14 @@ Layout of what is logged:
 * one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec):
   every resolved spec field as a param; tags with the sha256 of the spec, of the
   metric definition and of every data file, and the package version; per-system
-  means as ``<system>.ndcg_at_<K>`` metrics; artifacts ``spec.yaml``,
-  ``summary.json``, ``per_query.csv`` and the per-query table through
-  ``mlflow.log_table`` (``per_query_table.json``, shown by the MLflow UI).
+  means as ``<system>.ndcg_at_<K>`` metrics and each comparison as
+  ``compare.<candidate>.ndcg_at_<K>.<figure>``; artifacts ``spec.yaml``,
+  ``summary.json``, ``per_query.csv``, ``comparisons.csv``, ``wins_losses.json``,
+  ``wins_losses.md``, and the per-query and comparison tables through
+  ``mlflow.log_table`` (``per_query_table.json``, ``comparisons_table.json``).
 * one nested child run per system (tag ``mlflow.parentRunId``): metrics
-  ``ndcg_at_<K>`` (and counts), the metric params, and that system's per-query rows.
+  ``ndcg_at_<K>`` with counts and interval (``ndcg_at_10_ci_low`` ...), the metric
+  params, and that system's per-query rows.
 
 Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
 """
@@ -40,14 +43,30 @@ class LoggedRuns:
 
 
 def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """The metrics of one system: ``ndcg_at_K`` and its counts, keyed without ``@``."""
+    """The metrics of one system: ``ndcg_at_K`` with its counts and interval, keyed without ``@``."""
     out: dict[str, float] = {}
     for key, m in means.items():
         out[key] = m["mean"]
-        for count in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal"):
-            out[f"{key}_{count}"] = m[count]
-        out[f"{key}_weight_sum"] = m["weight_sum"]
+        for extra in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal", "weight_sum", "n_eff",
+                      "ci_low", "ci_high", "std_error"):
+            if extra in m:
+                out[f"{key}_{extra}"] = m[extra]
         out[key.replace("ndcg_at_", "judged_coverage_at_")] = m["judged_coverage"]
+    return out
+
+
+COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "std_error", "p_randomization", "p_t_test", "p_corrected",
+                      "relative_delta", "effect_size_dz", "wins", "ties", "losses", "n_paired")
+
+
+def comparison_metrics(comparisons: list[dict[str, Any]]) -> dict[str, float]:
+    """Parent-run metrics of each comparison: ``compare.<candidate>.ndcg_at_10.delta`` and so on."""
+    out: dict[str, float] = {}
+    for row in comparisons:
+        for field_name in COMPARISON_METRICS:
+            value = row.get(field_name)
+            if value is not None:
+                out[f"compare.{row['candidate']}.{row['key']}.{field_name}"] = value
     return out
 
 
@@ -80,12 +99,15 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
 
         stage = "logging params, tags and metrics of the evaluation run"
         params = {k: _param(v) for k, v in spec.resolved().items()}
-        parent_metrics = {f"{name}.{k}": v for name, sr in result.systems.items()
-                          for k, v in system_metrics(sr.means).items()}
+        system_summary = result.summary["systems"]
+        parent_metrics = {f"{name}.{k}": v for name in result.systems
+                          for k, v in system_metrics(system_summary[name]).items()}
+        if result.analysis is not None:
+            parent_metrics.update(comparison_metrics(result.analysis.comparisons))
         parent_metrics["n_queries"] = float(len(result.query_ids))
         _log_batch(client, pid, parent_metrics, params, {})
 
-        for name, sr in result.systems.items():
+        for name in result.systems:
             stage = f"logging the run of system '{name}'"
             src = dict(spec.systems)[name]
             child = client.create_run(experiment_id, run_name=name, tags={
@@ -108,7 +130,7 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
                             if k.startswith(("metric.", "queries.")) or k in ("name", "data.qrels")}
             child_params["system"] = name
             child_params["run_file"] = src.declared
-            _log_batch(client, cid, system_metrics(sr.means), child_params, {})
+            _log_batch(client, cid, system_metrics(system_summary[name]), child_params, {})
             system_csv = out_dir / "systems" / f"{name}.per_query.csv"
             if system_csv.is_file():
                 client.log_artifact(cid, str(system_csv))
@@ -116,9 +138,13 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
             client.set_terminated(cid, "FINISHED")
 
         stage = "logging the artifacts of the evaluation run"
-        for fname in ("spec.yaml", "summary.json", "per_query.csv"):
-            client.log_artifact(pid, str(out_dir / fname))
+        for fname in ("spec.yaml", "summary.json", "per_query.csv", "comparisons.csv", "wins_losses.json",
+                      "wins_losses.md"):
+            if (out_dir / fname).is_file():
+                client.log_artifact(pid, str(out_dir / fname))
         mlflow.log_table(data=result.per_query, artifact_file="per_query_table.json", run_id=pid)
+        if result.analysis is not None and result.analysis.comparisons:
+            mlflow.log_table(data=result.comparisons, artifact_file="comparisons_table.json", run_id=pid)
         client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
         client.set_terminated(pid, "FINISHED")
         return logged
