@@ -33,6 +33,7 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
     assert main(["run", str(spec_path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "nDCG@10" in printed and "evaluation run:" in printed
+    assert "against baseline 'bm25'" in printed and "largest wins / losses" in printed
 
     summary = json.loads((out / "summary.json").read_text())
     spec_sha = hashlib.sha256(spec_path.read_bytes()).hexdigest()
@@ -72,10 +73,25 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
             assert parent.data.metrics[f"{name}.{key}"] == pytest.approx(expected, rel=1e-12)
             assert child.data.metrics[f"{key}_n_missing"] == summary["systems"][name][key]["n_missing"]
     assert by_name["reranker-v2"].data.metrics["ndcg_at_10_n_missing"] == 1
+    for name, child in by_name.items():
+        entry = summary["systems"][name]["ndcg_at_10"]
+        assert entry["ci_low"] <= entry["mean"] <= entry["ci_high"]
+        for extra in ("ci_low", "ci_high", "std_error", "n_eff"):
+            assert child.data.metrics[f"ndcg_at_10_{extra}"] == pytest.approx(entry[extra], rel=1e-12)
+
+    comparisons = summary["comparisons"]
+    assert {(c["candidate"], c["key"]) for c in comparisons} == {
+        (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")}
+    for c in comparisons:
+        for figure in ("delta", "ci_low", "ci_high", "p_randomization", "p_corrected", "effect_size_dz", "wins",
+                       "ties", "losses", "n_paired"):
+            key = f"compare.{c['candidate']}.{c['key']}.{figure}"
+            assert parent.data.metrics[key] == pytest.approx(c[figure], rel=1e-12), key
 
     client = _client(tracking_uri)
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "summary.json", "per_query.csv", "per_query_table.json"} <= names
+    assert {"spec.yaml", "summary.json", "per_query.csv", "per_query_table.json", "comparisons_table.json",
+            "comparisons.csv", "wins_losses.json", "wins_losses.md"} <= names
     local = Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path / "dl")))
     assert local.read_bytes() == spec_path.read_bytes()
     table_file = Path(client.download_artifacts(parent.info.run_id, "per_query_table.json", str(tmp_path / "dl2")))
