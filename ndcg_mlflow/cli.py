@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
+
+    exp = sub.add_parser("explain", help="every resolved choice in plain words, and how other tools differ")
+    exp.add_argument("spec", help="path to the YAML evaluation spec")
+    exp.add_argument("--sensitivity", action="store_true",
+                     help="also evaluate and show how far each rule's alternatives move every mean and difference")
+    exp.add_argument("--quiet", action="store_true", help="no progress messages")
     return parser
 
 
@@ -49,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER
     _configure_logging(quiet=getattr(args, "quiet", False))
     try:
-        return {"run": cmd_run, "validate": cmd_validate}[args.command](args)
+        return {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain}[args.command](args)
     except NdcgError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -90,7 +96,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
     resolved = spec.resolved()
     print(f"{args.spec}: valid spec '{spec.name}'")
     for key, value in resolved.items():
-        print(f"  {key}: {value}")
+        origin = ""
+        if key.startswith("metric.") and key != "metric.preset":
+            origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
+        print(f"  {key}: {value}{origin}")
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+    from .spec import load_spec
+
+    spec = load_spec(args.spec)
+    print(explain(spec))
+    if args.sensitivity:
+        from .evaluation import evaluate
+        from .sensitivity import format_sensitivity, sensitivity
+
+        progress = None if args.quiet else (lambda msg: log.info(msg))
+        result = evaluate(spec, progress=progress, keep_data=True)
+        table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
+        for label in table["cutoff"].drop_duplicates():
+            print()
+            print(format_sensitivity(table, label))
     return EXIT_OK
 
 

@@ -78,6 +78,9 @@ class EvaluationResult:
     files: list[FileInfo]
     notes: list[str] = field(default_factory=list)
     analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
+    sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
+    prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
+    catalog: Any = None
     _per_query: Any = None
 
     @property
@@ -196,20 +199,67 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
 # --------------------------------------------------------------------------- evaluation
 
 
+@dataclass
+class Catalog:
+    """The evaluated judgments: query code and grade of each judged document."""
+
+    query: np.ndarray
+    grade: np.ndarray
+    n_queries: int
+
+
+@dataclass
+class PreparedRun:
+    """One system's rows joined to the judgments, independent of every metric rule.
+
+    From it, :func:`compute` gives the per-query numbers under any :class:`Metric`
+    (``explain --sensitivity`` recomputes each rule's alternatives from it without
+    reading a file again).
+    """
+
+    name: str
+    run: Table
+    kept: np.ndarray | None  # run rows of evaluated queries (None: all)
+    query: np.ndarray
+    score: np.ndarray
+    grade: np.ndarray  # NaN where unjudged
+    judged: np.ndarray
+
+    def original(self, rows: np.ndarray) -> np.ndarray:
+        return rows if self.kept is None else self.kept[rows]
+
+
+def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
+    """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
+    gain = np.zeros(prep.query.size)
+    gain[prep.judged] = map_gains(metric.gain, prep.grade[prep.judged])
+    rows = RunRows(query=prep.query, score=prep.score, gain=gain, judged=prep.judged,
+                   tiebreak=_tiebreak(metric.ties, prep))
+    cat_gain = map_gains(metric.gain, catalog.grade)
+    return evaluate_rows(rows, catalog.query, cat_gain, catalog.n_queries, cutoffs=metric.cutoffs,
+                         ties=metric.ties, unjudged=metric.unjudged, ideal=metric.ideal,
+                         empty_ideal=metric.empty_ideal, missing_queries=metric.missing_queries)
+
+
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
-             progress=None) -> EvaluationResult:
-    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server."""
+             progress=None, keep_data: bool = False) -> EvaluationResult:
+    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
+
+    ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
+    for recomputing under other rules without reading the files again.
+    """
     spec = load_spec(spec, base_dir=base_dir)
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
     metric = spec.metric
+    keep_data = keep_data or spec.sensitivity
     files: list[FileInfo] = []
 
     qrels = read_qrels(spec.qrels.path, spec.qrels.format)
     files.append(FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
                           len(qrels)))
-    gains_all = map_gains(metric.gain, qrels.value, qrels)
+    map_gains(metric.gain, qrels.value, qrels)  # a grade missing from a gain table stops here, before any run
 
     query_ids = _query_set(spec, qrels, files)
     weights = _weights(spec, query_ids, files)
@@ -219,35 +269,46 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     q_of_value = _index_in(qrels.query.values, query_ids)
     cat_q_all = q_of_value[qrels.query.codes]
     keep = cat_q_all >= 0
-    cat_q, cat_gain = cat_q_all[keep], gains_all[keep]
-    judged_keys = _pair_index(qrels, keep, cat_q)
+    catalog = Catalog(cat_q_all[keep], qrels.value[keep], nq)
+    judged_keys = _pair_index(qrels, keep, catalog.query)
 
     systems: dict[str, SystemResult] = {}
+    prepared: dict[str, PreparedRun] = {}
     notes: list[str] = []
     for name, src in spec.systems:
         if progress:
             progress(f"reading system '{name}' from {src.declared}")
-        run = read_run(src.path, src.format, rank=metric.ties == "displayed_order")
+        run = read_run(src.path, src.format, rank=keep_data or metric.ties == "displayed_order")
         files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
-        rows, kept, unknown_queries, grades = _run_rows(run, query_ids, judged_keys, cat_gain, metric)
+        prep, unknown_queries = _prepare_run(name, run, query_ids, judged_keys, catalog)
         if unknown_queries:
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")
+        _check_unjudged(metric, prep)
         if progress:
             progress(f"computing nDCG of '{name}'")
-        qr = evaluate_rows(rows, cat_q, cat_gain, nq, cutoffs=metric.cutoffs, ties=metric.ties,
-                           unjudged=metric.unjudged, ideal=metric.ideal, empty_ideal=metric.empty_ideal,
-                           missing_queries=metric.missing_queries)
+        qr = compute(metric, prep, catalog)
         _apply_error_rules(name, src.path, metric, qr, query_ids)
-        top = _top_lists(qr, rows, kept, grades, run, display_depth(metric))
+        top = _top_lists(qr, prep, display_depth(metric))
         systems[name] = SystemResult(name, qr, _means(metric, qr, weights), top)
+        if keep_data:
+            prepared[name] = prep
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
+    if keep_data:
+        result.prepared = prepared
+        result.catalog = catalog
     if spec.uncertainty is not None:
         from .analysis import analyze
 
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+    if spec.sensitivity:
+        from .sensitivity import sensitivity
+
+        if progress:
+            progress("recomputing under each rule's alternatives (sensitivity)")
+        result.sensitivity = sensitivity(result)
     return result
 
 
@@ -321,12 +382,11 @@ def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedInd
     return _JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep])
 
 
-def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain: np.ndarray,
-              metric: Metric) -> tuple[RunRows, np.ndarray | None, int, np.ndarray]:
-    """The kernel's input for one run: evaluated rows only, each with its gain and judged flag.
+def _prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: _JudgedIndex,
+                 catalog: Catalog) -> tuple[PreparedRun, int]:
+    """Join one run to the judgments: evaluated rows only, each with its grade and judged flag.
 
-    Returns (rows, kept run rows or None when every row is kept, number of ignored run queries,
-    the grade of each row or NaN).
+    Returns the prepared rows and the number of the run's queries outside the evaluated set.
     """
     q_map = _index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
@@ -344,32 +404,34 @@ def _run_rows(run: Table, query_ids: np.ndarray, judged: _JudgedIndex, cat_gain:
     hit = judged.keys[at] == keys if judged.keys.size else np.zeros(cand.size, dtype=bool)
     is_judged = np.zeros(q.size, dtype=bool)
     is_judged[cand[hit]] = True
-    gain = np.zeros(q.size)
-    gain[cand[hit]] = cat_gain[judged.gain_rows[at[hit]]]
     grade = np.full(q.size, np.nan)
-    grade[cand[hit]] = judged.grades[judged.gain_rows[at[hit]]]
+    grade[cand[hit]] = catalog.grade[judged.gain_rows[at[hit]]]
+    score = run.value if kept is None else run.value[kept]
+    return PreparedRun(name, run, kept, q, score, grade, is_judged), unknown_queries
 
-    def original(rows: np.ndarray) -> np.ndarray:
-        return rows if kept is None else kept[rows]
 
-    if metric.unjudged == "error" and not is_judged.all():
-        bad = np.flatnonzero(~is_judged)
-        first = int(original(bad[:1])[0])
+def _check_unjudged(metric: Metric, prep: PreparedRun) -> None:
+    if metric.unjudged == "error" and not prep.judged.all():
+        bad = np.flatnonzero(~prep.judged)
+        first = int(prep.original(bad[:1])[0])
+        run = prep.run
         raise EvaluationError(
             f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
             f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
             f"({bad.size} unjudged returned documents in all).")
 
-    tiebreak = None
-    if metric.ties == "displayed_order" and run.rank is not None:
-        rank = run.rank if kept is None else run.rank[kept]
-        tiebreak = lambda rows: rank[rows]  # noqa: E731
-    elif metric.ties in ("id_ascending", "id_descending"):
-        sign = 1 if metric.ties == "id_ascending" else -1
-        tiebreak = lambda rows: sign * _string_ranks(run.doc.take(original(rows)))  # noqa: E731
-    score = run.value if kept is None else run.value[kept]
-    return (RunRows(query=q, score=score, gain=gain, judged=is_judged, tiebreak=tiebreak), kept, unknown_queries,
-            grade)
+
+def _tiebreak(ties: str, prep: PreparedRun):
+    """Keys ordering tied rows: the displayed rank, or the doc id (only tied rows are ever looked up)."""
+    if ties == "displayed_order":
+        if prep.run.rank is None:
+            return None
+        rank = prep.run.rank if prep.kept is None else prep.run.rank[prep.kept]
+        return lambda rows: rank[rows]
+    if ties in ("id_ascending", "id_descending"):
+        sign = 1 if ties == "id_ascending" else -1
+        return lambda rows: sign * _string_ranks(prep.run.doc.take(prep.original(rows)))
+    return None
 
 
 def display_depth(metric: Metric) -> int:
@@ -378,12 +440,10 @@ def display_depth(metric: Metric) -> int:
     return min(max(finite + [10]), 100)
 
 
-def _top_lists(qr: QueryResult, rows: RunRows, kept: np.ndarray | None, grades: np.ndarray, run: Table,
-               depth: int) -> TopLists:
+def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     sel = qr.position < depth
     r = qr.ranked[sel]
-    original = r if kept is None else kept[r]
-    return TopLists(depth, rows.query[r], qr.position[sel], run.doc.take(original), grades[r])
+    return TopLists(depth, prep.query[r], qr.position[sel], prep.run.doc.take(prep.original(r)), prep.grade[r])
 
 
 def _string_ranks(values: list[str]) -> np.ndarray:

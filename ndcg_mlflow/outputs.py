@@ -2,7 +2,8 @@
 
 The folder holds ``spec.yaml`` (the spec text exactly as given), ``summary.json``,
 ``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``; with a
-comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``.
+comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``; with
+``report.sensitivity``, ``sensitivity.csv``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path) -> Path:
         _atomic_csv(out / "comparisons.csv", result.comparisons)
         _atomic_bytes(out / "wins_losses.json", result.wins_losses_json().encode("utf-8"))
         _atomic_bytes(out / "wins_losses.md", wins_losses_markdown(result, result.analysis).encode("utf-8"))
+    if result.sensitivity is not None:
+        _atomic_csv(out / "sensitivity.csv", result.sensitivity)
     return out
 
 

@@ -606,7 +606,7 @@ def _encode(column) -> Ids:
         if n:
             change = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
             at = np.flatnonzero(np.r_[True, change])
-            if len(heads_at) + at.size > 100_000 and at.size > n // 8:
+            if len(heads) + at.size > 100_000 and at.size > n // 8:  # not grouped by query
                 return _encode_hashed(column)
             heads_at.append(at + base)
             heads.extend(chunk.take(pa.array(at)).to_pylist())

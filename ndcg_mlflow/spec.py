@@ -86,6 +86,19 @@ class Metric:
     empty_ideal: str
     unjudged: str
     missing_queries: str
+    preset: str | None = None
+    origin: tuple[tuple[str, str], ...] = ()  # field -> "spec" or "preset <name>"
+
+    def source_of(self, field_name: str) -> str:
+        return dict(self.origin).get(field_name, "spec")
+
+    def replace(self, **changes) -> "Metric":
+        """A copy with some rules changed (marked as changed from the declared spec)."""
+        import dataclasses
+
+        origin = dict(self.origin)
+        origin.update({k: "alternative" for k in changes})
+        return dataclasses.replace(self, origin=tuple(origin.items()), **changes)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -132,6 +145,11 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Report:
+    sensitivity: bool
+
+
+@dataclass(frozen=True)
 class Spec:
     spec_version: int
     name: str
@@ -142,12 +160,17 @@ class Spec:
     mlflow: MlflowSection
     uncertainty: Uncertainty | None = None
     comparison: Comparison | None = None
+    report: Report | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def sensitivity(self) -> bool:
+        return bool(self.report and self.report.sensitivity)
 
     @property
     def system_names(self) -> tuple[str, ...]:
@@ -159,6 +182,7 @@ class Spec:
         out: dict[str, Any] = {
             "spec_version": self.spec_version,
             "name": self.name,
+            "metric.preset": m.preset or "none",
             "metric.gain": m.gain.describe(),
             "metric.cutoffs": ",".join(cutoff_label(k) for k in m.cutoffs),
             "metric.discount": m.discount,
@@ -182,13 +206,15 @@ class Spec:
             out.update({"comparison.baseline": c.baseline, "comparison.test": c.test,
                         "comparison.correction": c.correction, "comparison.wins_losses": c.wins_losses,
                         "comparison.tie_tolerance": c.tie_tolerance})
+        if self.report is not None:
+            out["report.sensitivity"] = self.report.sensitivity
         out["mlflow.experiment"] = self.mlflow.experiment
         return out
 
     def definition_digest(self) -> str:
         """Digest of what defines the numbers (metric and query rules), not of the data paths."""
         resolved = self.resolved()
-        keep = {k: v for k, v in resolved.items() if k.startswith("metric.")}
+        keep = {k: v for k, v in resolved.items() if k.startswith("metric.") and k != "metric.preset"}
         blob = json.dumps(keep, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -308,10 +334,33 @@ def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
     return tuple(out)
 
 
+METRIC_FIELDS = ("gain", "cutoffs", "discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries")
+
+
 def _metric(ctx: _Ctx, value: Any) -> Metric:
-    keys = ("gain", "cutoffs", "discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries")
-    m = _mapping(ctx, value, "metric", keys)
+    from .presets import PRESETS
+
+    preset_name = value.get("preset") if isinstance(value, dict) else None
+    origin = {}
+    if preset_name is not None:
+        if not isinstance(preset_name, str) or preset_name not in PRESETS:
+            hint = did_you_mean(preset_name, tuple(PRESETS)) if isinstance(preset_name, str) else ""
+            raise ctx.fail("metric.preset", f"must be one of {', '.join(PRESETS)}{hint}. {_got(preset_name)}")
+        preset = PRESETS[preset_name]
+        merged = dict(preset.values)
+        origin = {k: f"preset {preset_name}" for k in METRIC_FIELDS}
+        for k, v in value.items():
+            if k != "preset":
+                merged[k] = v
+                origin[k] = "spec"
+        _mapping(ctx, {k: v for k, v in value.items()}, "metric", ("preset",), METRIC_FIELDS)
+        m = merged
+    else:
+        m = _mapping(ctx, value, "metric", METRIC_FIELDS, ("preset",))
+        origin = {k: "spec" for k in METRIC_FIELDS}
     return Metric(
+        preset=preset_name,
+        origin=tuple(origin.items()),
         gain=_gain(ctx, m["gain"], "metric.gain"),
         cutoffs=_cutoffs(ctx, m["cutoffs"], "metric.cutoffs"),
         discount=_choice(ctx, m["discount"], "metric.discount", DISCOUNTS),
@@ -429,7 +478,16 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
 
 
 TOP_REQUIRED = ("spec_version", "name", "metric", "queries", "data")
-TOP_OPTIONAL = ("uncertainty", "comparison", "mlflow")
+TOP_OPTIONAL = ("uncertainty", "comparison", "report", "mlflow")
+
+
+def _report(ctx: _Ctx, value: Any) -> Report | None:
+    if value is None:
+        return None
+    r = _mapping(ctx, value, "report", ("sensitivity",))
+    if not isinstance(r["sensitivity"], bool):
+        raise ctx.fail("report.sensitivity", f"must be true or false. {_got(r['sensitivity'])}")
+    return Report(sensitivity=r["sensitivity"])
 
 
 def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "") -> Spec:
@@ -446,11 +504,12 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     qrels, systems = _data(ctx, top["data"])
     uncertainty = _uncertainty(ctx, top.get("uncertainty"))
     comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
+    report = _report(ctx, top.get("report"))
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
     if not text:
         text = _dump(raw)
     return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
-                source=Path(source) if source else None, text=text)
+                report, source=Path(source) if source else None, text=text)
 
 
 def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None) -> Spec:

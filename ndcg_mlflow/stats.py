@@ -37,11 +37,15 @@ def resample_seed(seed: int, query_ids: Sequence[str]) -> np.random.SeedSequence
 
 def resample_indices(rng: np.random.Generator, n: int, resamples: int,
                      chunk: int = DEFAULT_CHUNK) -> Iterator[np.ndarray]:
-    """Chunks of (rows x n) indices drawn with replacement; the stream does not depend on ``chunk``."""
+    """Chunks of (rows x n) indices drawn with replacement; the stream does not depend on ``chunk``.
+
+    Each index comes from one 64-bit uniform draw (``floor(u * n)``): bounded-integer
+    draws buffer half-words across a call, so their stream would change with the chunk size.
+    """
     done = 0
     while done < resamples:
         c = min(chunk, resamples - done)
-        yield rng.integers(0, n, size=(c, n))
+        yield np.minimum((rng.random((c, n)) * n).astype(np.int64), n - 1)
         done += c
 
 
@@ -239,7 +243,7 @@ def randomization_test(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.
     done = 0
     while done < resamples:
         c = min(chunk, resamples - done)
-        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(c, n), dtype=np.int8)
+        signs = np.where(rng.random((c, n)) < 0.5, 1.0, -1.0)
         count += int(np.count_nonzero(np.abs(signs @ v) >= observed - tol))
         done += c
     return (1 + count) / (resamples + 1), False

@@ -139,12 +139,14 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
 
         stage = "logging the artifacts of the evaluation run"
         for fname in ("spec.yaml", "summary.json", "per_query.csv", "comparisons.csv", "wins_losses.json",
-                      "wins_losses.md"):
+                      "wins_losses.md", "sensitivity.csv"):
             if (out_dir / fname).is_file():
                 client.log_artifact(pid, str(out_dir / fname))
         mlflow.log_table(data=result.per_query, artifact_file="per_query_table.json", run_id=pid)
         if result.analysis is not None and result.analysis.comparisons:
             mlflow.log_table(data=result.comparisons, artifact_file="comparisons_table.json", run_id=pid)
+        if result.sensitivity is not None:
+            mlflow.log_table(data=result.sensitivity, artifact_file="sensitivity_table.json", run_id=pid)
         client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
         client.set_terminated(pid, "FINISHED")
         return logged

@@ -1,0 +1,136 @@
+"""Which declared choices move the result: every alternative of each rule, one rule at a time.
+
+Each system's mean and each comparison's difference (candidate minus baseline,
+on the queries valid for both) are recomputed with one metric field changed and
+the others as declared. The joined columnar rows of each system are reused
+(:class:`~ndcg_mlflow.evaluation.PreparedRun`): no file is read again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .spec import EMPTY_IDEAL, IDEALS, MISSING, TIES, UNJUDGED, Gain, Metric, cutoff_label
+
+SIGN_TOLERANCE = 1e-12
+
+
+def alternatives(metric: Metric) -> list[tuple[str, str, Metric]]:
+    """(rule, alternative label, metric) for every alternative of every rule; the declared one first."""
+    out: list[tuple[str, str, Metric]] = [("declared", "as declared", metric)]
+    gains = [Gain("exponential"), Gain("linear")]
+    if metric.gain.kind == "table":
+        gains.append(metric.gain)
+    for g in gains:
+        if g != metric.gain:
+            out.append(("gain", g.describe(), metric.replace(gain=g)))
+    for t in TIES:
+        if t != metric.ties:
+            out.append(("ties", t, metric.replace(ties=t)))
+    for i in IDEALS:
+        if i != metric.ideal:
+            out.append(("ideal", i, metric.replace(ideal=i)))
+    for e in EMPTY_IDEAL:
+        if e != metric.empty_ideal and e != "error":
+            out.append(("empty_ideal", e, metric.replace(empty_ideal=e)))
+    for u in UNJUDGED:
+        if u != metric.unjudged and u != "error":
+            out.append(("unjudged", u, metric.replace(unjudged=u)))
+    for m in MISSING:
+        if m != metric.missing_queries and m != "error":
+            out.append(("missing_queries", m, metric.replace(missing_queries=m)))
+    return out
+
+
+def sensitivity(result) -> Any:
+    """A DataFrame: one row per (rule, alternative, system or comparison, cutoff).
+
+    Columns: rule, alternative, kind (``system`` / ``comparison``), system, baseline,
+    cutoff, declared, value, change, sign_flip (comparisons: the difference changes
+    sign), n_used (queries in the mean or pairs in the difference).
+    """
+    import pandas as pd
+
+    from .evaluation import compute
+
+    if not result.prepared:
+        raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")
+    spec = result.spec
+    w = result.weights
+    baseline = spec.comparison.baseline if spec.comparison else None
+    labels = [cutoff_label(k) for k in spec.metric.cutoffs]
+    rows: list[dict[str, Any]] = []
+    declared_sys: dict[tuple[str, str], float] = {}
+    declared_cmp: dict[tuple[str, str], float] = {}
+    for rule, alt, metric in alternatives(spec.metric):
+        ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
+        for name, x in ndcg.items():
+            for j, label in enumerate(labels):
+                ok = ~np.isnan(x[:, j])
+                value = float(w[ok] @ x[ok, j] / w[ok].sum()) if ok.any() else float("nan")
+                if rule == "declared":
+                    declared_sys[(name, label)] = value
+                base_value = declared_sys[(name, label)]
+                rows.append({"rule": rule, "alternative": alt, "kind": "system", "system": name, "baseline": "",
+                             "cutoff": label, "declared": base_value, "value": value,
+                             "change": value - base_value, "sign_flip": False, "n_used": int(ok.sum())})
+        if baseline is None:
+            continue
+        b = ndcg[baseline]
+        for name, x in ndcg.items():
+            if name == baseline:
+                continue
+            for j, label in enumerate(labels):
+                ok = ~np.isnan(x[:, j]) & ~np.isnan(b[:, j])
+                d = x[ok, j] - b[ok, j]
+                value = float(w[ok] @ d / w[ok].sum()) if ok.any() else float("nan")
+                if rule == "declared":
+                    declared_cmp[(name, label)] = value
+                base_value = declared_cmp[(name, label)]
+                flip = bool(abs(value) > SIGN_TOLERANCE and abs(base_value) > SIGN_TOLERANCE
+                            and np.sign(value) != np.sign(base_value))
+                rows.append({"rule": rule, "alternative": alt, "kind": "comparison", "system": name,
+                             "baseline": baseline, "cutoff": label, "declared": base_value, "value": value,
+                             "change": value - base_value, "sign_flip": flip, "n_used": int(ok.sum())})
+    return pd.DataFrame(rows)
+
+
+def format_sensitivity(table, cutoff: str) -> str:
+    """Terminal rendering at one cutoff: each system's mean and each comparison's difference per alternative."""
+    if table is None or table.empty:
+        return "no sensitivity table"
+    t = table[table["cutoff"] == cutoff]
+    lines = [f"sensitivity at nDCG@{cutoff} (one rule changed at a time; declared value first):"]
+    columns = []
+    for (kind, system, baseline), _ in t.groupby(["kind", "system", "baseline"], sort=False):
+        columns.append((kind, system, baseline))
+    heads = ["rule", "alternative"] + [s if k == "system" else f"{s}-{b}" for k, s, b in columns]
+    body = []
+    for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
+        cells = [rule, alt]
+        for kind, system, baseline in columns:
+            r = group[(group["kind"] == kind) & (group["system"] == system) & (group["baseline"] == baseline)]
+            if r.empty:
+                cells.append("")
+                continue
+            r = r.iloc[0]
+            if rule == "declared":
+                cells.append(f"{r['value']:+.4f}" if kind == "comparison" else f"{r['value']:.4f}")
+            else:
+                mark = " FLIP" if r["sign_flip"] else ""
+                cells.append(f"{r['change']:+.4f}{mark}")
+        body.append(cells)
+    widths = [max(len(row[i]) for row in body + [heads]) for i in range(len(heads))]
+    for row in [heads] + body:
+        lines.append("  ".join(c.ljust(wd) if i < 2 else c.rjust(wd) for i, (c, wd) in enumerate(zip(row, widths))))
+    flips = t[t["sign_flip"]]
+    if flips.empty:
+        lines.append("no alternative flips the sign of a comparison at this cutoff.")
+    else:
+        for _, r in flips.iterrows():
+            lines.append(f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
+                         f"{r['alternative']} ({r['declared']:+.4f} -> {r['value']:+.4f})")
+    lines.append("(rows after 'declared' show the change from the declared value)")
+    return "\n".join(lines)
