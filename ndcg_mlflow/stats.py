@@ -17,12 +17,14 @@ whatever the chunk size or the number of systems evaluated alongside.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
 
 DEFAULT_CHUNK = 512
+BLOCK = 256  # resamples summed per matrix-vector product: fixed, so that results never depend on chunking
 
 
 # --------------------------------------------------------------------------- resampling
@@ -66,8 +68,11 @@ class BootstrapDistribution:
 
 
 def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Weighted mean of each column of ``x`` (n x k) or of a vector."""
-    return (w @ x) / w.sum()
+    """Weighted mean of each column of ``x`` (n x k) or of a vector, column by column (so that a
+    column's value never depends on which other columns are computed with it)."""
+    if x.ndim == 1:
+        return np.float64(w @ x) / w.sum()
+    return np.array([w @ x[:, c] for c in range(x.shape[1])]) / w.sum()
 
 
 def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -79,8 +84,29 @@ def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if n < 2:
         return np.full(x.shape[1:] if x.ndim > 1 else (), np.nan)
     m = weighted_mean(x, w)
-    r = x - m
-    return np.sqrt(n / (n - 1) * ((w ** 2) @ (r ** 2))) / w.sum()
+    r2 = (x - m) ** 2
+    w2 = w ** 2
+    ss = w2 @ r2 if x.ndim == 1 else np.array([w2 @ r2[:, c] for c in range(x.shape[1])])
+    return np.sqrt(n / (n - 1) * ss) / w.sum()
+
+
+def _blocks(source: Iterator[np.ndarray], n: int, block: int) -> Iterator[np.ndarray]:
+    """Re-cut chunks of indices into blocks of exactly ``block`` rows (the last padded with -1 rows)."""
+    buf = np.empty((block, n), dtype=np.int64)
+    filled = 0
+    for idx in source:
+        start = 0
+        while start < len(idx):
+            take = min(block - filled, len(idx) - start)
+            buf[filled:filled + take] = idx[start:start + take]
+            filled += take
+            start += take
+            if filled == block:
+                yield buf.copy()
+                filled = 0
+    if filled:
+        buf[filled:] = -1
+        yield buf.copy()
 
 
 def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
@@ -89,34 +115,37 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
 
     ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
+    Bit-for-bit reproducible: the sums of each column are taken separately (so adding a column
+    changes nothing else) over blocks of a fixed number of resamples (so ``chunk``, the number of
+    resamples drawn at a time, changes nothing either).
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
     n, k = x.shape
-    wx = w[:, None] * x
-    cols = [wx, w[:, None]]
+    cols = [w * x[:, c] for c in range(k)] + [w]
     if studentized:
-        cols += [w[:, None] ** 2 * x ** 2, w[:, None] ** 2 * x, (w ** 2)[:, None]]
-    mat = np.hstack(cols)
+        cols += [w ** 2 * x[:, c] ** 2 for c in range(k)] + [w ** 2 * x[:, c] for c in range(k)] + [w ** 2]
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
     source = (indices[i:i + chunk] for i in range(0, resamples, chunk)) if indices is not None else \
         resample_indices(rng, n, resamples, chunk)
     row = 0
-    for idx in source:
-        c = counts_from_indices(idx, n)
-        s = c @ mat
+    for idx in _blocks(source, n, BLOCK):
+        rows = min(BLOCK, resamples - row)
+        c = counts_from_indices(np.where(idx >= 0, idx, 0), n)
+        c[rows:] = 0.0
+        s = np.column_stack([c @ col for col in cols])[:rows]
         sw = s[:, k:k + 1]
         means = s[:, :k] / sw
-        dist[row:row + len(c)] = means
+        dist[row:row + rows] = means
         if studentized:
             s2 = s[:, k + 1:2 * k + 1]
             s1 = s[:, 2 * k + 1:3 * k + 1]
             s0 = s[:, 3 * k + 1:3 * k + 2]
             ss = np.maximum(s2 - 2 * means * s1 + means ** 2 * s0, 0.0)
-            se[row:row + len(c)] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
-        row += len(c)
+            se[row:row + rows] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
+        row += rows
     return BootstrapDistribution(weighted_mean(x, w), dist, se)
 
 
@@ -148,19 +177,22 @@ def quantiles(dist: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 
 def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """BCa acceleration of the weighted mean from the closed-form leave-one-out means."""
+    """BCa acceleration of the weighted mean from the closed-form leave-one-out means (column by column)."""
     x = x if x.ndim > 1 else x[:, None]
     total_w = w.sum()
-    total = w @ x
     denom = total_w - w
-    with np.errstate(divide="ignore", invalid="ignore"):
-        loo = (total[None, :] - w[:, None] * x) / denom[:, None]
-    loo = np.where(denom[:, None] > 0, loo, np.nan)
-    u = np.nanmean(loo, axis=0)[None, :] - loo
-    num = np.nansum(u ** 3, axis=0)
-    den = np.nansum(u ** 2, axis=0) ** 1.5
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / (6 * den), 0.0)
+    out = np.zeros(x.shape[1])
+    for c in range(x.shape[1]):
+        col = x[:, c]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loo = ((w @ col) - w * col) / denom
+        loo = loo[denom > 0]
+        if loo.size == 0:
+            continue
+        u = loo.mean() - loo
+        den = np.sum(u ** 2) ** 1.5
+        out[c] = np.sum(u ** 3) / (6 * den) if den > 0 else 0.0
+    return out
 
 
 def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float,
@@ -195,8 +227,9 @@ def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confi
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (dist - theta) / boot.se_dist
         t = np.where(np.isfinite(t), t, np.nan)
-        tq = np.vstack([np.nanquantile(t, 1 - alpha, axis=0), np.nanquantile(t, alpha, axis=0)]) \
-            if np.isfinite(t).any() else np.full((2, k), np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: degenerate, handled below
+            tq = np.vstack([np.nanquantile(t, 1 - alpha, axis=0), np.nanquantile(t, alpha, axis=0)])
         lo = theta - tq[0] * se_hat
         hi = theta - tq[1] * se_hat
     else:  # pragma: no cover - the spec validates the method
@@ -260,9 +293,9 @@ def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
     if n < 2:
         return float("nan")
     m = float(weighted_mean(d, w))
-    se = float(weighted_se(d, w))
-    if se == 0:
+    if np.ptp(d) == 0:  # every difference equal: no variance at all
         return 1.0 if m == 0 else 0.0
+    se = float(weighted_se(d, w))
     t = m / se
     return float(2 * st.t.sf(abs(t), n - 1))
 
@@ -300,7 +333,7 @@ def effect_size_dz(d: np.ndarray, w: np.ndarray) -> float:
     if n < 2:
         return float("nan")
     m = float(weighted_mean(d, w))
+    if np.ptp(d) == 0:  # every difference equal: no variance at all
+        return 0.0 if m == 0 else float(np.copysign(np.inf, m))
     var = float(n / (n - 1) * (w @ (d - m) ** 2) / w.sum())
-    if var == 0:
-        return 0.0 if m == 0 else float("inf") * np.sign(m)
     return m / np.sqrt(var)

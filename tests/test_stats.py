@@ -1,0 +1,494 @@
+"""Unit tests of ndcg_mlflow.stats: bootstrap intervals, paired tests, corrections.
+
+The bootstrap intervals are checked against ``scipy.stats.bootstrap`` fed the very
+same resamples. For one sample (or ``paired=True``) and ``batch=None`` scipy draws
+its indices as ``rng.integers(0, n, (n_resamples, n))`` (``_bootstrap_resample`` in
+scipy/stats/_resampling.py); ``test_scipy_draws_the_indices_we_mirror`` pins that
+claim so that a scipy change shows up as a clear failure rather than a mismatch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.stats as ss
+
+from ndcg_mlflow import stats
+
+
+def _wmean(x, w, axis=-1):
+    return (x * w).sum(axis=axis) / w.sum(axis=axis)
+
+
+def _ours(x, w, idx, method, confidence=0.95):
+    boot = stats.bootstrap_means(x, w, resamples=idx.shape[0], rng=None, indices=idx)
+    lo, hi = stats.interval(boot, np.asarray(x, float), w, confidence=confidence, method=method)
+    return boot, lo, hi
+
+
+# --------------------------------------------------------------------------- bootstrap vs scipy
+
+
+def test_scipy_draws_the_indices_we_mirror():
+    """scipy's bootstrap distribution of the mean is x[rng.integers(0, n, (B, n))].mean(1)."""
+    x = np.random.default_rng(0).normal(size=17)
+    res = ss.bootstrap((x,), np.mean, method="percentile", n_resamples=300, vectorized=True, batch=None,
+                       rng=np.random.default_rng(42))
+    idx = np.random.default_rng(42).integers(0, x.size, (300, x.size))
+    np.testing.assert_array_equal(res.bootstrap_distribution, x[idx].mean(axis=1))
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+@pytest.mark.parametrize("seed,n,confidence", [(1, 30, 0.95), (2, 12, 0.9), (3, 75, 0.99)])
+def test_interval_equals_scipy_uniform_weights(method, seed, n, confidence):
+    data_rng = np.random.default_rng(100 + seed)
+    x = data_rng.gamma(2.0, size=n) / 5  # skewed, so BCa differs from percentile
+    B = 2000
+    res = ss.bootstrap((x,), np.mean, method=method, n_resamples=B, vectorized=True, batch=None,
+                       confidence_level=confidence, rng=np.random.default_rng(seed))
+    idx = np.random.default_rng(seed).integers(0, n, (B, n))
+    boot, lo, hi = _ours(x, np.ones(n), idx, method.lower(), confidence)
+    np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
+    assert lo[0] == pytest.approx(res.confidence_interval.low, abs=1e-12)
+    assert hi[0] == pytest.approx(res.confidence_interval.high, abs=1e-12)
+    assert boot.dist[:, 0].std(ddof=1) == pytest.approx(res.standard_error, abs=1e-13)
+    assert boot.theta[0] == pytest.approx(x.mean(), abs=1e-15)
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+@pytest.mark.parametrize("seed,n", [(7, 25), (8, 60)])
+def test_interval_equals_scipy_weighted_paired(method, seed, n):
+    """Weighted mean as a paired statistic of (x, w): scipy resamples one index array for both."""
+    data_rng = np.random.default_rng(200 + seed)
+    x = data_rng.beta(0.7, 2.0, size=n)
+    w = data_rng.uniform(0.05, 3.0, size=n)
+    B = 1500
+    res = ss.bootstrap((x, w), _wmean, paired=True, method=method, n_resamples=B, vectorized=True,
+                       batch=None, rng=np.random.default_rng(seed))
+    idx = np.random.default_rng(seed).integers(0, n, (B, n))
+    boot, lo, hi = _ours(x, w, idx, method.lower())
+    np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
+    assert lo[0] == pytest.approx(res.confidence_interval.low, abs=1e-12)
+    assert hi[0] == pytest.approx(res.confidence_interval.high, abs=1e-12)
+    assert boot.dist[:, 0].std(ddof=1) == pytest.approx(res.standard_error, abs=1e-13)
+
+
+def test_several_columns_share_one_resampling_and_match_scipy_each():
+    n, B, seed = 40, 1000, 11
+    data_rng = np.random.default_rng(5)
+    x = np.column_stack([data_rng.uniform(size=n), data_rng.beta(0.5, 0.5, size=n), data_rng.normal(size=n)])
+    w = data_rng.uniform(0.5, 2.0, size=n)
+    idx = np.random.default_rng(seed).integers(0, n, (B, n))
+    boot, lo, hi = _ours(x, w, idx, "bca")
+    assert boot.dist.shape == (B, 3)
+    for c in range(3):
+        res = ss.bootstrap((x[:, c], w), _wmean, paired=True, method="BCa", n_resamples=B, vectorized=True,
+                           batch=None, rng=np.random.default_rng(seed))
+        assert lo[c] == pytest.approx(res.confidence_interval.low, abs=1e-12)
+        assert hi[c] == pytest.approx(res.confidence_interval.high, abs=1e-12)
+    # a column is linear in the data: the difference of two columns' resampled means is
+    # the resampled mean of the difference (same resamples)
+    boot_d = stats.bootstrap_means(x[:, 1] - x[:, 0], w, resamples=B, rng=None, indices=idx)
+    np.testing.assert_allclose(boot_d.dist[:, 0], boot.dist[:, 1] - boot.dist[:, 0], atol=1e-13)
+
+
+def test_bootstrap_means_with_generator_uses_resample_indices():
+    """With a generator, the resamples are the stream of resample_indices: in range, uniform, reproducible."""
+    n, B = 23, 777
+    x = np.random.default_rng(3).uniform(size=n)
+    w = np.random.default_rng(4).uniform(0.5, 2, size=n)
+    a = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(9))
+    idx = np.vstack(list(stats.resample_indices(np.random.default_rng(9), n, B)))
+    assert idx.shape == (B, n) and idx.min() >= 0 and idx.max() <= n - 1
+    np.testing.assert_allclose(a.dist[:, 0], (w[idx] * x[idx]).sum(1) / w[idx].sum(1), atol=1e-14)
+    b = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(9))
+    np.testing.assert_array_equal(a.dist, b.dist)
+    c = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(10))
+    assert not np.array_equal(a.dist, c.dist)
+    # every query equally likely (chi-square on 23 x 777 draws)
+    counts = np.bincount(idx.ravel(), minlength=n)
+    assert ss.chisquare(counts).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100, 512, 5000])
+def test_index_stream_does_not_depend_on_chunk(chunk):
+    n, B = 31, 1234
+    a = np.vstack(list(stats.resample_indices(np.random.default_rng(1), n, B, chunk=chunk)))
+    b = np.vstack(list(stats.resample_indices(np.random.default_rng(1), n, B, chunk=512)))
+    assert a.shape == (B, n)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("studentized", [False, True])
+@pytest.mark.parametrize("chunk", [1, 7, 100, 512, 5000])
+def test_bootstrap_distribution_does_not_depend_on_chunk(chunk, studentized):
+    n, B = 31, 1234
+    data_rng = np.random.default_rng(4)
+    x = np.column_stack([data_rng.uniform(size=n), data_rng.uniform(size=n)])
+    w = data_rng.uniform(0.1, 2, size=n)
+    ref = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=512,
+                                studentized=studentized)
+    got = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=chunk,
+                                studentized=studentized)
+    np.testing.assert_allclose(got.dist, ref.dist, rtol=1e-14)
+    # "the same seed gives the same numbers whatever the chunk size": bit for bit
+    np.testing.assert_array_equal(got.dist, ref.dist)
+    if studentized:
+        np.testing.assert_array_equal(got.se_dist, ref.se_dist)
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca", "studentized"])
+def test_a_column_does_not_depend_on_the_other_columns(method):
+    """Series resampled together (one per system) get the same numbers as alone: adding a
+    system must not change another system's interval, not even in the last bit."""
+    n, B = 200, 600
+    r = np.random.default_rng(0)
+    x = r.uniform(size=(n, 5))
+    w = np.ones(n)
+    alone = stats.bootstrap_means(x[:, :1], w, resamples=B, rng=np.random.default_rng(3),
+                                  studentized=method == "studentized")
+    lo1, hi1 = stats.interval(alone, x[:, :1], w, confidence=0.95, method=method)
+    for k in (2, 3, 4, 5):
+        boot = stats.bootstrap_means(x[:, :k], w, resamples=B, rng=np.random.default_rng(3),
+                                     studentized=method == "studentized")
+        lo, hi = stats.interval(boot, x[:, :k], w, confidence=0.95, method=method)
+        np.testing.assert_allclose([lo[0], hi[0]], [lo1[0], hi1[0]], rtol=1e-14)
+        assert (lo[0], hi[0]) == (lo1[0], hi1[0]), k
+        np.testing.assert_array_equal(boot.theta[:1], alone.theta)
+
+
+def test_indices_argument_is_chunked_consistently():
+    n, B = 19, 1100
+    x = np.random.default_rng(8).uniform(size=n)
+    idx = np.random.default_rng(1).integers(0, n, (B, n))
+    a = stats.bootstrap_means(x, np.ones(n), resamples=B, rng=None, indices=idx, chunk=13)
+    b = stats.bootstrap_means(x, np.ones(n), resamples=B, rng=None, indices=idx, chunk=4096)
+    np.testing.assert_array_equal(a.dist, b.dist)
+
+
+def test_counts_from_indices():
+    idx = np.array([[0, 0, 2], [1, 2, 1], [2, 2, 2]])
+    np.testing.assert_array_equal(stats.counts_from_indices(idx, 3),
+                                  [[2, 0, 1], [0, 2, 1], [0, 0, 3]])
+
+
+def test_resample_seed_depends_on_seed_and_query_list():
+    def draw(seed, ids):
+        return np.random.default_rng(stats.resample_seed(seed, ids)).integers(0, 1000, 20)
+
+    ids = ["q1", "q2", "q3"]
+    np.testing.assert_array_equal(draw(5, ids), draw(5, list(ids)))
+    assert not np.array_equal(draw(5, ids), draw(6, ids))
+    assert not np.array_equal(draw(5, ids), draw(5, ["q1", "q2", "q4"]))
+    assert not np.array_equal(draw(2 ** 40 + 5, ids), draw(5, ids))  # high bits of the seed count
+
+
+def test_degenerate_distribution_gives_point_interval():
+    x = np.full(15, 0.25)
+    w = np.random.default_rng(0).uniform(0.5, 1.5, 15)
+    for method in ("percentile", "bca", "studentized"):
+        boot = stats.bootstrap_means(x, w, resamples=200, rng=np.random.default_rng(0),
+                                     studentized=method == "studentized")
+        with np.errstate(all="ignore"):
+            lo, hi = stats.interval(boot, x, w, confidence=0.95, method=method)
+        assert lo[0] == pytest.approx(0.25, abs=1e-15) and hi[0] == pytest.approx(0.25, abs=1e-15), method
+
+
+# --------------------------------------------------------------------------- studentized
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_studentized_interval_is_sane_on_normal_data(seed):
+    n, B = 50, 2000
+    x = np.random.default_rng(seed).normal(0.5, 0.2, size=n)
+    w = np.ones(n)
+    boot = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(seed), studentized=True)
+    lo_t, hi_t = stats.interval(boot, x, w, confidence=0.95, method="studentized")
+    lo_p, hi_p = stats.interval(boot, x, w, confidence=0.95, method="percentile")
+    m = x.mean()
+    assert lo_t[0] < m < hi_t[0]
+    width_t, width_p = hi_t[0] - lo_t[0], hi_p[0] - lo_p[0]
+    assert 0.8 < width_t / width_p < 1.3
+    # close to the t interval on normal data
+    half = ss.t.ppf(0.975, n - 1) * x.std(ddof=1) / np.sqrt(n)
+    assert width_t == pytest.approx(2 * half, rel=0.15)
+
+
+def test_studentized_se_dist_matches_resampled_weighted_se():
+    n, B = 12, 50
+    rng_d = np.random.default_rng(3)
+    x = rng_d.uniform(size=n)
+    w = rng_d.uniform(0.2, 2.0, size=n)
+    idx = np.random.default_rng(4).integers(0, n, (B, n))
+    boot = stats.bootstrap_means(x, w, resamples=B, rng=None, indices=idx, studentized=True)
+    for b in range(B):
+        xb, wb = x[idx[b]], w[idx[b]]
+        assert boot.dist[b, 0] == pytest.approx(np.sum(wb * xb) / wb.sum(), abs=1e-14)
+        assert boot.se_dist[b, 0] == pytest.approx(float(stats.weighted_se(xb, wb)), rel=1e-9, abs=1e-13)
+
+
+# --------------------------------------------------------------------------- closed forms
+
+
+def test_effective_n_closed_forms():
+    assert stats.effective_n(np.ones(17)) == pytest.approx(17)
+    assert stats.effective_n(np.array([1.0, 2.0, 3.0])) == pytest.approx(36 / 14)
+    assert stats.effective_n(np.array([1.0, 1.0, 2.0, 4.0])) == pytest.approx(64 / 22)
+    assert stats.effective_n(np.array([1e6, 1.0, 1.0])) == pytest.approx(1.0, abs=1e-5)
+    w = np.random.default_rng(0).uniform(0.1, 5, size=40)
+    assert stats.effective_n(w) == pytest.approx(stats.effective_n(3.7 * w))
+    assert stats.effective_n(w) < 40
+    assert stats.effective_n(np.array([])) == 0.0
+
+
+def test_weighted_se_closed_forms():
+    x = np.random.default_rng(1).normal(size=33)
+    s = x.std(ddof=1)
+    assert float(stats.weighted_se(x, np.ones(33))) == pytest.approx(s / np.sqrt(33), rel=1e-12)
+    assert float(stats.weighted_se(x, np.full(33, 4.2))) == pytest.approx(s / np.sqrt(33), rel=1e-12)
+    w = np.random.default_rng(2).uniform(0.1, 3, size=33)
+    m = np.sum(w * x) / w.sum()
+    expected = np.sqrt(33 / 32 * np.sum(w ** 2 * (x - m) ** 2)) / w.sum()
+    assert float(stats.weighted_se(x, w)) == pytest.approx(expected, rel=1e-12)
+    assert float(stats.weighted_se(x, 2 * w)) == pytest.approx(expected, rel=1e-12)
+    # columns
+    X = np.column_stack([x, 2 * x + 1])
+    np.testing.assert_allclose(stats.weighted_se(X, np.ones(33)), [s / np.sqrt(33), 2 * s / np.sqrt(33)])
+    assert np.isnan(stats.weighted_se(np.array([0.3]), np.ones(1)))
+
+
+def test_weighted_mean():
+    x = np.array([0.1, 0.5, 0.9])
+    w = np.array([1.0, 2.0, 1.0])
+    assert float(stats.weighted_mean(x, w)) == pytest.approx(2.0 / 4)
+    np.testing.assert_allclose(stats.weighted_mean(np.column_stack([x, 1 - x]), w), [0.5, 0.5])
+
+
+def test_effect_size_dz():
+    d = np.array([0.1, 0.3, -0.05, 0.2, 0.0])
+    assert stats.effect_size_dz(d, np.ones(5)) == pytest.approx(d.mean() / d.std(ddof=1))
+    assert stats.effect_size_dz(np.zeros(6), np.ones(6)) == 0.0
+    assert stats.effect_size_dz(np.full(6, 0.25), np.ones(6)) == np.inf
+    assert stats.effect_size_dz(np.full(6, -0.25), np.ones(6)) == -np.inf
+    # the same with a value that is not a binary fraction: sd is 0, so d_z is infinite, not ~1e16
+    assert stats.effect_size_dz(np.full(6, 0.1), np.ones(6)) == np.inf
+    assert stats.effect_size_dz(np.full(6, -0.1), np.ones(6)) == -np.inf
+    assert np.isnan(stats.effect_size_dz(np.array([0.1]), np.ones(1)))
+
+
+# --------------------------------------------------------------------------- t test
+
+
+@pytest.mark.parametrize("seed,n", [(0, 5), (1, 30), (2, 200)])
+def test_paired_t_test_equals_scipy_ttest_rel(seed, n):
+    r = np.random.default_rng(seed)
+    a = r.uniform(size=n)
+    b = np.clip(a + r.normal(0.03, 0.1, size=n), 0, 1)
+    p = stats.paired_t_test(a - b, np.ones(n))
+    assert p == pytest.approx(ss.ttest_rel(a, b).pvalue, rel=1e-10)
+    # equal weights of any size give the same test
+    assert stats.paired_t_test(a - b, np.full(n, 0.3)) == pytest.approx(p, rel=1e-10)
+
+
+def test_paired_t_test_degenerate():
+    assert stats.paired_t_test(np.zeros(8), np.ones(8)) == 1.0
+    # a constant non-zero difference: scipy says t = inf, p = 0
+    assert stats.paired_t_test(np.full(8, 0.25), np.ones(8)) == 0.0
+    assert stats.paired_t_test(np.full(8, 0.2), np.ones(8)) < 1e-100
+    assert np.isnan(stats.paired_t_test(np.array([0.2]), np.ones(1)))
+
+
+def test_weighted_t_test_is_invariant_to_weight_scale():
+    r = np.random.default_rng(9)
+    d = r.normal(0.05, 0.2, size=25)
+    w = r.uniform(0.1, 2, size=25)
+    assert stats.paired_t_test(d, w) == pytest.approx(stats.paired_t_test(d, 10 * w), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- randomization test
+
+
+def _brute_force_p(d, w):
+    """Exact sign-flip p-value in rational arithmetic: share of sign vectors with |T*| >= |T|.
+
+    Values are taken as the decimals they print as (0.1 is 1/10), so sign vectors
+    whose sums are equal in decimal count as ties, as the documented tolerance intends.
+    """
+    fd = [Fraction(repr(float(v))) for v in d]
+    fw = [Fraction(repr(float(v))) for v in w]
+    observed = abs(sum(a * b for a, b in zip(fw, fd)))
+    count = 0
+    for signs in itertools.product((-1, 1), repeat=len(d)):
+        if abs(sum(s * a * b for s, a, b in zip(signs, fw, fd))) >= observed:
+            count += 1
+    return count / 2 ** len(d)
+
+
+@pytest.mark.parametrize("case", [
+    # generic values, uniform weights
+    ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22], None),
+    # generic values with weights
+    ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22, -0.11, 0.04], [1, 2, 0.5, 3, 1, 1, 0.25, 2, 1.5, 1]),
+    # many exact ties between sign vectors (values on a grid), with zeros
+    ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5, 0.25, 0.0, 0.5, 0.25], None),
+    ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5], [2, 1, 1, 4, 2, 1, 1]),
+    # decimal values whose float sums are not exact
+    ([0.1, 0.2, -0.3, 0.1, 0.2, 0.3, -0.1, 0.4, 0.1, -0.2, 0.3, 0.1], None),
+    ([0.1, 0.2, -0.3, 0.3, 0.1, -0.1], [0.1, 0.2, 0.3, 0.1, 0.6, 0.3]),
+    # all positive: only the identity and its mirror reach |T|
+    ([0.3, 0.1, 0.2, 0.05, 0.4, 0.15], None),
+])
+def test_randomization_exact_equals_brute_force(case):
+    d, w = case
+    d = np.asarray(d, float)
+    w = np.ones(d.size) if w is None else np.asarray(w, float)
+    p, exact = stats.randomization_test(d, w, resamples=1000, rng=np.random.default_rng(0))
+    assert exact is True
+    assert p == pytest.approx(_brute_force_p(d, w), abs=1e-15)
+
+
+def test_randomization_random_cases_equal_brute_force():
+    r = np.random.default_rng(123)
+    for n in (1, 2, 3, 9, 12):
+        d = np.round(r.normal(0, 0.2, size=n), 2)
+        w = np.round(r.uniform(0.1, 2, size=n), 1)
+        p, exact = stats.randomization_test(d, w, resamples=1000, rng=np.random.default_rng(0))
+        assert exact
+        assert p == pytest.approx(_brute_force_p(d, w), abs=1e-15), (n, d, w)
+
+
+def test_randomization_all_positive_small_n_closed_form():
+    for n in (3, 10, 20):
+        d = np.linspace(0.1, 0.5, n)
+        p, exact = stats.randomization_test(d, np.ones(n), resamples=1000, rng=np.random.default_rng(0))
+        assert exact and p == pytest.approx(2 / 2 ** n)
+
+
+@pytest.mark.parametrize("n", [5, 20, 21, 40])
+def test_randomization_identical_systems_give_p_one(n):
+    p, exact = stats.randomization_test(np.zeros(n), np.ones(n), resamples=500, rng=np.random.default_rng(1))
+    assert p == 1.0
+    assert exact is (n <= 20)
+
+
+def test_randomization_switches_to_monte_carlo_above_twenty():
+    d = np.linspace(-0.1, 0.3, 21)
+    _, exact20 = stats.randomization_test(d[:20], np.ones(20), resamples=100, rng=np.random.default_rng(0))
+    _, exact21 = stats.randomization_test(d, np.ones(21), resamples=100, rng=np.random.default_rng(0))
+    assert exact20 is True and exact21 is False
+
+
+@pytest.mark.parametrize("resamples", [100, 999, 5000])
+def test_randomization_clearly_better_gives_minimum_p(resamples):
+    n = 30
+    d = np.random.default_rng(0).uniform(0.1, 0.4, size=n)
+    w = np.random.default_rng(1).uniform(0.5, 2, size=n)
+    p, exact = stats.randomization_test(d, w, resamples=resamples, rng=np.random.default_rng(2))
+    assert not exact
+    assert p == 1 / (resamples + 1)
+    p, _ = stats.randomization_test(-d, w, resamples=resamples, rng=np.random.default_rng(2))
+    assert p == 1 / (resamples + 1)  # two-sided
+
+
+def test_randomization_monte_carlo_approximates_exact():
+    r = np.random.default_rng(5)
+    n = 14
+    d = r.normal(0.03, 0.15, size=n)
+    w = r.uniform(0.5, 2, size=n)
+    p_exact, _ = stats.randomization_test(d, w, resamples=100, rng=None)
+    R = 20000
+    p_mc, exact = stats.randomization_test(d, w, resamples=R, rng=np.random.default_rng(3), exact_max=0)
+    assert not exact
+    assert abs(p_mc - p_exact) < 4 * np.sqrt(p_exact * (1 - p_exact) / R) + 1 / R
+    # the same seed gives the same p, another seed a slightly different one
+    again, _ = stats.randomization_test(d, w, resamples=R, rng=np.random.default_rng(3), exact_max=0)
+    other, _ = stats.randomization_test(d, w, resamples=R, rng=np.random.default_rng(4), exact_max=0)
+    assert again == p_mc
+    assert other != p_mc and abs(other - p_mc) < 0.03
+
+
+def test_randomization_is_invariant_to_weight_scale():
+    d = np.array([0.2, -0.1, 0.05, 0.3, -0.2, 0.1, 0.15])
+    w = np.array([1.0, 2.0, 3.0, 0.5, 1.0, 1.5, 2.0])
+    a, _ = stats.randomization_test(d, w, resamples=100, rng=None)
+    b, _ = stats.randomization_test(d, 7 * w, resamples=100, rng=None)
+    assert a == b
+
+
+def test_randomization_monte_carlo_does_not_depend_on_chunk():
+    """The module promises the same numbers whatever the chunk size; the sign-flip draws too."""
+    r = np.random.default_rng(6)
+    n = 25
+    d = r.normal(0.02, 0.2, size=n)
+    w = np.ones(n)
+    ref, _ = stats.randomization_test(d, w, resamples=3001, rng=np.random.default_rng(8))
+    for chunk in (4096, 1000, 7, 1):
+        got, _ = stats.randomization_test(d, w, resamples=3001, rng=np.random.default_rng(8), chunk=chunk)
+        assert got == ref, chunk
+
+
+def test_randomization_empty():
+    p, exact = stats.randomization_test(np.array([]), np.array([]), resamples=100, rng=None)
+    assert np.isnan(p)
+
+
+# --------------------------------------------------------------------------- corrections
+
+
+P4 = [0.01, 0.04, 0.03, 0.005]
+
+
+def test_bonferroni():
+    np.testing.assert_allclose(stats.correct(P4, "bonferroni"), [0.04, 0.16, 0.12, 0.02])
+    np.testing.assert_allclose(stats.correct([0.3, 0.6, 0.01], "bonferroni"), [0.9, 1.0, 0.03])
+
+
+def test_holm():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, 2*0.03, max(1*0.04, 0.06)
+    np.testing.assert_allclose(stats.correct(P4, "holm"), [0.03, 0.06, 0.06, 0.02])
+    # monotone step-down and capping at 1
+    np.testing.assert_allclose(stats.correct([0.04, 0.5, 0.02], "holm"), [0.08, 0.5, 0.06])
+    np.testing.assert_allclose(stats.correct([0.4, 0.6, 0.5], "holm"), [1.0, 1.0, 1.0])
+    # ties
+    np.testing.assert_allclose(stats.correct([0.01, 0.01, 0.2], "holm"), [0.03, 0.03, 0.2])
+
+
+def test_benjamini_hochberg():
+    # sorted ranks: 0.005*4/1, 0.01*4/2, 0.03*4/3, 0.04*4/4 -> step-up minimum
+    np.testing.assert_allclose(stats.correct(P4, "benjamini_hochberg"), [0.02, 0.04, 0.04, 0.02])
+    ps = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216, 0.222, 0.251, 0.269, 0.275,
+          0.34, 0.341, 0.384, 0.569, 0.594, 0.696, 0.762, 0.94, 0.942, 0.975, 0.986]  # Benjamini & Hochberg 1995
+    np.testing.assert_allclose(stats.correct(ps, "benjamini_hochberg"),
+                               ss.false_discovery_control(ps, method="bh"), rtol=1e-12)
+    shuffled = np.random.default_rng(0).permutation(ps)
+    np.testing.assert_allclose(stats.correct(shuffled, "benjamini_hochberg"),
+                               ss.false_discovery_control(shuffled, method="bh"), rtol=1e-12)
+
+
+def test_correction_none_and_single():
+    np.testing.assert_array_equal(stats.correct(P4, "none"), P4)
+    for method in ("holm", "bonferroni", "benjamini_hochberg", "none"):
+        np.testing.assert_allclose(stats.correct([0.03], method), [0.03])
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni", "benjamini_hochberg", "none"])
+def test_correction_nan_passthrough(method):
+    """A comparison without a p-value stays NaN and is not counted in the family."""
+    with_nan = stats.correct([0.01, np.nan, 0.04, np.nan, 0.03, 0.005], method)
+    without = stats.correct(P4[:2] + P4[2:], method)  # same non-NaN values in the same order
+    assert np.isnan(with_nan[1]) and np.isnan(with_nan[3])
+    np.testing.assert_allclose(with_nan[[0, 2, 4, 5]], without)
+    assert np.isnan(stats.correct([np.nan, np.nan], method)).all()
+    assert stats.correct([], method).shape == (0,)
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni", "benjamini_hochberg"])
+def test_correction_properties(method):
+    p = np.random.default_rng(1).uniform(0, 0.2, size=12)
+    adj = stats.correct(p, method)
+    assert np.all(adj >= p - 1e-15) and np.all(adj <= 1)
+    order = np.argsort(p)
+    assert np.all(np.diff(adj[order]) >= -1e-15)  # order preserved
