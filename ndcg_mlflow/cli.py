@@ -132,6 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = None if quiet else (lambda msg: log.info(msg))
     result = evaluate(args.spec, progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
+    if progress:
+        progress(f"writing the local results and the report to {out_dir}")
     write_outputs(result, out_dir)
     if not quiet:
         print(format_summary(result))

@@ -81,6 +81,7 @@ class EvaluationResult:
     sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
     prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
     catalog: Any = None
+    grades: list = field(default_factory=list)  # the distinct grades of the qrels
     _per_query: Any = None
 
     @property
@@ -106,6 +107,7 @@ class EvaluationResult:
             "weight_sum": float(self.weights.sum()),
             "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
             "systems": self._system_summary(),
+            "grades": list(self.grades),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
             "notes": list(self.notes),
@@ -294,6 +296,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         if keep_data:
             prepared[name] = prep
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
+    result.grades = sorted({float(g) for g in np.unique(qrels.value)})
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog

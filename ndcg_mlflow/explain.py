@@ -77,9 +77,13 @@ def field_value(metric, field_name: str):
     return value
 
 
-def explain(spec: Spec) -> str:
+def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True) -> str:
+    """The explanation text; ``grades`` (the qrels' distinct grades) avoids reading the qrels again."""
     m = spec.metric
-    grades, grade_source = _grades(spec)
+    if grades is None:
+        grades, grade_source = _grades(spec)
+    else:
+        grade_source = f"the grades found in {spec.qrels.declared}"
     lines = [f"Evaluation spec '{spec.name}'" + (f" ({spec.source})" if spec.source else ""),
              f"metric preset: {m.preset or 'none'}", ""]
 
@@ -116,6 +120,8 @@ def explain(spec: Spec) -> str:
         lines.append(f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
                      f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
                      f"losses; |difference| <= {c.tie_tolerance:g} is a tie")
+    if not tools:
+        return "\n".join(lines)
     lines.append("")
     lines.append("How other tools' nDCG differs from this spec ('=' same; otherwise the tool's choice):")
     heads = ["field", "this spec"] + [t.name for t in TOOLS]

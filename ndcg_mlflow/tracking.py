@@ -31,6 +31,8 @@ from .errors import TrackingError
 from .evaluation import EvaluationResult
 
 TAG_PREFIX = "ndcg_mlflow"
+ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
+             "wins_losses.json", "wins_losses.md", "bootstrap.csv", "sensitivity.csv", "report.html", "report.md")
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
 
@@ -127,21 +129,24 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
             created.append(cid)
             logged.system_run_ids[name] = cid
             child_params = {k: _param(v) for k, v in spec.resolved().items()
-                            if k.startswith(("metric.", "queries.")) or k in ("name", "data.qrels")}
+                            if k.startswith(("metric.", "queries.", "uncertainty.", "comparison."))
+                            or k in ("name", "data.qrels")}
             child_params["system"] = name
             child_params["run_file"] = src.declared
             _log_batch(client, cid, system_metrics(system_summary[name]), child_params, {})
-            system_csv = out_dir / "systems" / f"{name}.per_query.csv"
-            if system_csv.is_file():
-                client.log_artifact(cid, str(system_csv))
+            for suffix in ("per_query.csv", "top.csv"):
+                system_file = out_dir / "systems" / f"{name}.{suffix}"
+                if system_file.is_file():
+                    client.log_artifact(cid, str(system_file))
             client.log_artifact(cid, str(out_dir / "summary.json"))
             client.set_terminated(cid, "FINISHED")
 
         stage = "logging the artifacts of the evaluation run"
-        for fname in ("spec.yaml", "summary.json", "per_query.csv", "comparisons.csv", "wins_losses.json",
-                      "wins_losses.md", "sensitivity.csv"):
+        for fname in ARTIFACTS:
             if (out_dir / fname).is_file():
                 client.log_artifact(pid, str(out_dir / fname))
+        stage = "logging the figures of the evaluation run"
+        _log_figures(client, pid, out_dir)
         mlflow.log_table(data=result.per_query, artifact_file="per_query_table.json", run_id=pid)
         if result.analysis is not None and result.analysis.comparisons:
             mlflow.log_table(data=result.comparisons, artifact_file="comparisons_table.json", run_id=pid)
@@ -155,6 +160,19 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
         raise TrackingError(
             f"logging to MLflow at {_safe_uri(uri)} failed while {stage}: {type(exc).__name__}: "
             f"{_first_line(exc)}. The complete local results are in {out_dir}.") from exc
+
+
+def _log_figures(client, run_id: str, out_dir: Path) -> None:
+    """The report's figures as PNG images (``figures/<name>.png``)."""
+    import matplotlib.pyplot as plt
+
+    from .report import figures, load_bundle
+
+    for name, fig in figures(load_bundle(out_dir)).items():
+        try:
+            client.log_figure(run_id, fig, f"figures/{name}.png")
+        finally:
+            plt.close(fig)
 
 
 def _experiment(client, name: str) -> str:

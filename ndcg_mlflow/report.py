@@ -1,0 +1,471 @@
+"""Reviewable reports built from an evaluation's output folder.
+
+Everything here reads the local output folder (``summary.json``, ``per_query.csv``,
+``wins_losses.json``, ``bootstrap.csv``, ``explanation.txt``, ``sensitivity.csv``),
+so the same report is produced right after a run, from artifacts downloaded from
+MLflow (``ndcg-mlflow report RUN_ID``), or for a comparison of logged runs.
+
+``report.html`` is one self-contained file: inline CSS, figures as inline SVG, no
+script and nothing fetched from anywhere; every id and string from the data is
+HTML-escaped. ``report.md`` is a short markdown summary. :func:`figures` gives the
+same figures as matplotlib figures (logged as PNG with ``mlflow.log_figure``).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
+
+
+@dataclass
+class Bundle:
+    """The content of an output folder."""
+
+    folder: Path
+    summary: dict
+    per_query: Any  # DataFrame
+    wins_losses: dict | None
+    bootstrap: Any | None  # DataFrame
+    sensitivity: Any | None  # DataFrame
+    explanation: str
+
+    @property
+    def keys(self) -> list[str]:
+        first = next(iter(self.summary["systems"].values()), {})
+        return list(first)
+
+    @property
+    def headline(self) -> str:
+        return "ndcg_at_10" if "ndcg_at_10" in self.keys else self.keys[0]
+
+
+def load_bundle(folder: str | Path) -> Bundle:
+    import pandas as pd
+
+    folder = Path(folder)
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    per_query = pd.read_csv(folder / "per_query.csv", dtype={"query_id": str, "system": str, "cutoff": str},
+                            keep_default_na=False, na_values=[""])
+    wl = folder / "wins_losses.json"
+    boot = folder / "bootstrap.csv"
+    sens = folder / "sensitivity.csv"
+    expl = folder / "explanation.txt"
+    return Bundle(
+        folder, summary, per_query,
+        json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
+        pd.read_csv(boot) if boot.is_file() else None,
+        pd.read_csv(sens, dtype={"cutoff": str}, keep_default_na=False, na_values=[""]) if sens.is_file() else None,
+        expl.read_text(encoding="utf-8") if expl.is_file() else "",
+    )
+
+
+def write_reports(folder: str | Path) -> tuple[Path, Path]:
+    """Write ``report.html`` and ``report.md`` into an output folder; returns their paths."""
+    bundle = load_bundle(folder)
+    html_path = Path(folder) / "report.html"
+    md_path = Path(folder) / "report.md"
+    html_path.write_text(render_html(bundle), encoding="utf-8")
+    md_path.write_text(render_markdown(bundle), encoding="utf-8")
+    return html_path, md_path
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _f(x: Any, digits: int = 4, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _p(x: Any) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def _label(key: str) -> str:
+    return "nDCG@" + key.replace("ndcg_at_", "")
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def figures(bundle: Bundle) -> dict[str, Any]:
+    """The report's figures as matplotlib figures: nDCG by cutoff, sorted per-query differences and
+    bootstrap distributions of the differences (the last two only with a comparison)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    out = {}
+    systems = bundle.summary["systems"]
+    keys = bundle.keys
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    xs = np.arange(len(keys))
+    for i, (name, entry) in enumerate(systems.items()):
+        means = np.array([_nan(entry[k]["mean"]) for k in keys])
+        lo = np.array([_nan(entry[k].get("ci_low")) for k in keys])
+        hi = np.array([_nan(entry[k].get("ci_high")) for k in keys])
+        off = (i - (len(systems) - 1) / 2) * 0.06
+        if np.isfinite(lo).any():
+            ax.errorbar(xs + off, means, yerr=[means - lo, hi - means], marker="o", capsize=3, label=name)
+        else:
+            ax.plot(xs + off, means, marker="o", label=name)
+    ax.set_xticks(xs, [_label(k) for k in keys])
+    ax.set_ylabel("mean nDCG")
+    ax.set_title("nDCG by cutoff" + (" (bars: confidence interval)" if _has_ci(bundle) else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out["ndcg_by_cutoff"] = fig
+
+    comps = bundle.summary.get("comparisons") or []
+    if comps:
+        head = bundle.headline
+        pq = bundle.per_query
+        label = head.replace("ndcg_at_", "")
+        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        for c in (c for c in comps if c["key"] == head):
+            d = _paired_differences(pq, c["baseline"], c["candidate"], label)
+            ax.plot(np.arange(1, d.size + 1), np.sort(d), label=f"{c['candidate']} − {c['baseline']}")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xlabel("queries, sorted by difference")
+        ax.set_ylabel(f"per-query difference, {_label(head)}")
+        ax.set_title("Sorted per-query differences")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        out["per_query_differences"] = fig
+
+        if bundle.bootstrap is not None:
+            cols = [c for c in comps if f"{c['candidate']}:{c['key']}" in bundle.bootstrap.columns]
+            if cols:
+                n = len(cols)
+                ncol = min(3, n)
+                nrow = math.ceil(n / ncol)
+                fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 2.6 * nrow), squeeze=False)
+                for ax, c in zip(axes.ravel(), cols):
+                    dist = bundle.bootstrap[f"{c['candidate']}:{c['key']}"].to_numpy()
+                    ax.hist(dist[np.isfinite(dist)], bins=40, color="#4c72b0", alpha=0.8)
+                    ax.axvline(0, color="black", lw=0.8)
+                    for v in (c.get("ci_low"), c.get("ci_high")):
+                        if v is not None and np.isfinite(v):
+                            ax.axvline(v, color="#c44e52", ls="--", lw=1)
+                    ax.set_title(f"{c['candidate']}, {_label(c['key'])}", fontsize=8)
+                    ax.tick_params(labelsize=7)
+                for ax in axes.ravel()[n:]:
+                    ax.axis("off")
+                fig.suptitle("Bootstrap distributions of the differences (dashed: interval)", fontsize=9)
+                fig.tight_layout()
+                out["bootstrap_differences"] = fig
+    return out
+
+
+def _nan(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _has_ci(bundle: Bundle) -> bool:
+    entry = next(iter(bundle.summary["systems"].values()), {})
+    return any("ci_low" in v for v in entry.values())
+
+
+def _paired_differences(pq, baseline: str, candidate: str, cutoff: str) -> np.ndarray:
+    a = pq[(pq["system"] == baseline) & (pq["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
+    b = pq[(pq["system"] == candidate) & (pq["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
+    joined = a.to_frame("a").join(b.to_frame("b"), how="inner").dropna()
+    return (joined["b"] - joined["a"]).to_numpy(dtype=float)
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+# --------------------------------------------------------------------------- HTML
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1d1d1f;line-height:1.45;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
+h3{font-size:1.05rem}table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
+th{background:#f5f5f7}td.l,th.l{text-align:left}.muted{color:#666;font-size:.85rem}
+.up{color:#1a7f37;font-weight:600}.down{color:#c62828;font-weight:600}
+pre{background:#f5f5f7;padding:.75rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
+figure{margin:1rem 0}figure svg{max-width:100%;height:auto}code{font-size:.85rem}
+details{margin:.3rem 0}summary{cursor:pointer}
+"""
+
+
+def render_html(bundle: Bundle) -> str:
+    s = bundle.summary
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+             f"<title>nDCG report — {_e(s['name'])}</title><style>{CSS}</style></head><body>"]
+    parts.append(f"<h1>nDCG report — {_e(s['name'])}</h1>")
+    parts.append(f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
+                 f"<code>{_e(s.get('spec_sha256', ''))}</code> · {int(s.get('n_queries', 0))} evaluated queries"
+                 f"</p>")
+    parts.append(_section_spec(bundle))
+    parts.append(_section_coverage(bundle))
+    parts.append(_section_results(bundle))
+    parts.append(_section_comparisons(bundle))
+    parts.append(_section_figures(bundle))
+    parts.append(_section_wins_losses(bundle))
+    parts.append(_section_sensitivity(bundle))
+    notes = s.get("notes") or []
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+    parts.append(_section_files(bundle))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _section_spec(bundle: Bundle) -> str:
+    text = bundle.explanation.split("\nHow other tools")[0].strip() if bundle.explanation else ""
+    if not text:
+        text = "\n".join(f"{k}: {v}" for k, v in bundle.summary.get("spec", {}).items())
+    return f"<h2>What was measured</h2><pre>{_e(text)}</pre>"
+
+
+def _section_coverage(bundle: Bundle) -> str:
+    keys = bundle.keys
+    rows = ["<h2>Judgments, exclusions and missing queries</h2><table><tr><th class='l'>system</th>"
+            "<th>evaluated</th><th>excluded</th><th>empty ideal</th><th>missing</th><th>weight sum</th>"
+            + "".join(f"<th>judged coverage @{_e(k.replace('ndcg_at_', ''))}</th>" for k in keys) + "</tr>"]
+    for name, entry in bundle.summary["systems"].items():
+        first = entry[keys[0]]
+        rows.append(f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
+                    f"</td><td>{first['n_empty_ideal']}</td><td>{first['n_missing']}</td>"
+                    f"<td>{first['weight_sum']:g}</td>"
+                    + "".join(f"<td>{_f(entry[k].get('judged_coverage'), 3)}</td>" for k in keys) + "</tr>")
+    rows.append("</table><p class='muted'>Counts at the first cutoff; judged coverage is the mean share of the "
+                "returned top K that has a judgment.</p>")
+    return "".join(rows)
+
+
+def _section_results(bundle: Bundle) -> str:
+    keys = bundle.keys
+    spec = bundle.summary.get("spec", {})
+    ci = _has_ci(bundle)
+    head = "<h2>Results</h2>"
+    if ci:
+        head += (f"<p class='muted'>{float(spec.get('uncertainty.confidence', 0.95)):.0%} "
+                 f"{_e(spec.get('uncertainty.method', ''))} intervals from {_e(spec.get('uncertainty.resamples'))}"
+                 f" bootstrap resamples of queries, seed {_e(spec.get('uncertainty.seed'))}.</p>")
+    rows = [head + "<table><tr><th class='l'>system</th>" + "".join(f"<th>{_e(_label(k))}</th>" for k in keys)
+            + "</tr>"]
+    for name, entry in bundle.summary["systems"].items():
+        cells = []
+        for k in keys:
+            m = entry[k]
+            cell = _f(m["mean"])
+            if ci:
+                cell += (f"<br><span class='muted'>[{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}] "
+                         f"SE {_f(m.get('std_error'))}, n<sub>eff</sub> {_f(m.get('n_eff'), 1)}</span>")
+            cells.append(f"<td>{cell}</td>")
+        rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _section_comparisons(bundle: Bundle) -> str:
+    comps = bundle.summary.get("comparisons") or []
+    if not comps:
+        return "<h2>Comparisons</h2><p class='muted'>No comparison was declared.</p>"
+    rows = [f"<h2>Comparisons</h2><p class='muted'>Family for the correction: "
+            f"{_e(bundle.summary.get('comparison_family', ''))}. p<sub>corr</sub> corrects the "
+            f"{_e(comps[0].get('corrected_test', ''))} p-value.</p>"
+            "<table><tr><th class='l'>candidate</th><th class='l'>baseline</th><th>cutoff</th><th>paired</th>"
+            "<th>baseline mean</th><th>candidate mean</th><th>difference</th><th>interval</th><th>relative</th>"
+            "<th>p randomization</th><th>p t-test</th><th>p corrected</th><th>d<sub>z</sub></th>"
+            "<th>wins / ties / losses</th></tr>"]
+    for c in comps:
+        cls = "up" if (c.get("ci_low") or 0) > 0 else "down" if (c.get("ci_high") or 0) < 0 else ""
+        rel = c.get("relative_delta")
+        rows.append(
+            f"<tr><td class='l'>{_e(c['candidate'])}</td><td class='l'>{_e(c['baseline'])}</td>"
+            f"<td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td><td>{_f(c.get('baseline_mean'))}</td>"
+            f"<td>{_f(c.get('candidate_mean'))}</td><td class='{cls}'>{_f(c.get('delta'), signed=True)}</td>"
+            f"<td>[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]</td>"
+            f"<td>{'–' if rel is None else f'{rel:+.1%}'}</td><td>{_p(c.get('p_randomization'))}</td>"
+            f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
+            f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
+            f"<td>{c['wins']} / {c['ties']} / {c['losses']}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _section_figures(bundle: Bundle) -> str:
+    import matplotlib.pyplot as plt
+
+    figs = figures(bundle)
+    captions = {
+        "ndcg_by_cutoff": "Mean nDCG against cutoff for each system.",
+        "per_query_differences": f"Per-query differences at {_label(bundle.headline)}, sorted: the area above "
+                                 f"zero is where the candidate wins.",
+        "bootstrap_differences": "Bootstrap distribution of each difference of means, with its interval.",
+    }
+    parts = ["<h2>Figures</h2>"]
+    for name, fig in figs.items():
+        parts.append(f"<figure id='{name}'>{_svg(fig)}<figcaption class='muted'>{_e(captions[name])}"
+                     f"</figcaption></figure>")
+        plt.close(fig)
+    return "".join(parts)
+
+
+def _doc_rows(e: dict) -> str:
+    rows = []
+    btop, ctop = e.get("baseline_top", []), e.get("candidate_top", [])
+    for r in range(max(len(btop), len(ctop))):
+        cells = []
+        for top, flag, mark in ((btop, "left_top_k", "left"), (ctop, "entered_top_k", "entered")):
+            if r < len(top):
+                d = top[r]
+                grade = "unjudged" if d.get("grade") is None else f"{d['grade']:g}"
+                m = f" <span class='{'down' if mark == 'left' else 'up'}'>{mark}</span>" if d.get(flag) else ""
+                cells.append(f"<td class='l'>{_e(d['doc_id'])}</td><td>{_e(grade)}{m}</td>")
+            else:
+                cells.append("<td></td><td></td>")
+        rows.append(f"<tr><td>{r + 1}</td>{''.join(cells)}</tr>")
+    return ("<table><tr><th>rank</th><th class='l'>baseline document</th><th>grade</th>"
+            "<th class='l'>candidate document</th><th>grade</th></tr>" + "".join(rows) + "</table>")
+
+
+def _section_wins_losses(bundle: Bundle) -> str:
+    if not bundle.wins_losses or not bundle.wins_losses.get("comparisons"):
+        return ""
+    parts = ["<h2>Largest wins and losses</h2><p class='muted'>Per comparison and cutoff, the queries with the "
+             "largest differences each way, with both systems' top documents; relevant documents (grade &gt; 0) "
+             "that entered or left the top K are marked.</p>"]
+    for block in bundle.wins_losses["comparisons"]:
+        parts.append(f"<h3>{_e(block['candidate'])} vs {_e(block['baseline'])}, {_e(_label(block['key']))}</h3>")
+        for kind in ("wins", "losses"):
+            items = block.get(kind) or []
+            parts.append(f"<p><b>{kind.capitalize()}</b> ({len(items)})</p>")
+            if not items:
+                continue
+            for e in items:
+                entered = ", ".join(e.get("relevant_entered", [])) or "none"
+                left = ", ".join(e.get("relevant_left", [])) or "none"
+                parts.append(
+                    f"<details><summary>query <b>{_e(e['query_id'])}</b> (weight {e['weight']:g}): "
+                    f"{_f(e['baseline_ndcg'])} → {_f(e['candidate_ndcg'])} "
+                    f"(<span class='{'up' if e['delta'] > 0 else 'down'}'>{_f(e['delta'], signed=True)}</span>); "
+                    f"relevant entered: {_e(entered)}; left: {_e(left)}</summary>{_doc_rows(e)}</details>")
+    return "".join(parts)
+
+
+def _section_sensitivity(bundle: Bundle) -> str:
+    t = bundle.sensitivity
+    if t is None or t.empty:
+        return ""
+    label = bundle.headline.replace("ndcg_at_", "")
+    t = t[t["cutoff"] == label]
+    cols = list(dict.fromkeys(zip(t["kind"], t["system"], t["baseline"].fillna(""))))
+    head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
+    rows = [f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
+            f"row changes one rule and keeps the others as declared; cells show the change from the declared "
+            f"value; FLIP marks a comparison whose sign changes.</p><table><tr><th class='l'>rule</th>"
+            f"<th class='l'>alternative</th>{head}</tr>"]
+    for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
+        cells = []
+        for k, s_, b in cols:
+            r = group[(group["kind"] == k) & (group["system"] == s_) & (group["baseline"].fillna("") == b)]
+            if r.empty:
+                cells.append("<td></td>")
+                continue
+            r = r.iloc[0]
+            if rule == "declared":
+                cells.append(f"<td>{_f(r['value'], signed=k == 'comparison')}</td>")
+            else:
+                flip = " <span class='down'>FLIP</span>" if bool(r["sign_flip"]) else ""
+                cells.append(f"<td>{_f(r['change'], signed=True)}{flip}</td>")
+        rows.append(f"<tr><td class='l'>{_e(rule)}</td><td class='l'>{_e(alt)}</td>{''.join(cells)}</tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _section_files(bundle: Bundle) -> str:
+    files = bundle.summary.get("files") or {}
+    rows = ["<h2>Data</h2><table><tr><th class='l'>role</th><th class='l'>file</th><th>rows</th>"
+            "<th class='l'>sha256</th></tr>"]
+    for role, f in files.items():
+        rows.append(f"<tr><td class='l'>{_e(role)}</td><td class='l'>{_e(f.get('path'))}</td><td>{f.get('rows')}"
+                    f"</td><td class='l'><code>{_e(f.get('sha256'))}</code></td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def render_markdown(bundle: Bundle) -> str:
+    s = bundle.summary
+    keys = bundle.keys
+    lines = [f"# nDCG report — {_md(s['name'])}", "",
+             f"{int(s.get('n_queries', 0))} evaluated queries; spec sha256 `{s.get('spec_sha256', '')}`.", ""]
+    spec = s.get("spec", {})
+    lines.append("Rules: " + "; ".join(f"{k.split('.', 1)[1]} {v}" for k, v in spec.items()
+                                        if k.startswith("metric.") and k != "metric.preset") + ".")
+    lines.append("")
+    ci = _has_ci(bundle)
+    lines.append("| system | " + " | ".join(_label(k) for k in keys) + " | evaluated | excluded | missing |")
+    lines.append("| --- | " + " | ".join("---:" for _ in keys) + " | ---: | ---: | ---: |")
+    for name, entry in s["systems"].items():
+        cells = []
+        for k in keys:
+            m = entry[k]
+            cells.append(_f(m["mean"]) + (f" [{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}]" if ci else ""))
+        first = entry[keys[0]]
+        lines.append(f"| {_md(name)} | " + " | ".join(cells)
+                     + f" | {first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']} |")
+    comps = s.get("comparisons") or []
+    if comps:
+        lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", "",
+                  "| candidate | cutoff | difference | interval | p | p corrected | W/T/L |",
+                  "| --- | --- | ---: | --- | ---: | ---: | --- |"]
+        for c in comps:
+            p = c.get("p_randomization")
+            if p is None or (isinstance(p, float) and math.isnan(p)):
+                p = c.get("p_t_test")
+            lines.append(f"| {_md(c['candidate'])} | {c['cutoff']} | {_f(c.get('delta'), signed=True)} | "
+                         f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}] | {_p(p)} | "
+                         f"{_p(c.get('p_corrected'))} | {c['wins']}/{c['ties']}/{c['losses']} |")
+    if bundle.wins_losses:
+        head = bundle.headline
+        for block in bundle.wins_losses.get("comparisons", []):
+            if block["key"] != head:
+                continue
+            lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_label(head)}:"]
+            for kind in ("wins", "losses"):
+                items = block.get(kind, [])[:3]
+                text = ", ".join(f"{_md(e['query_id'])} ({e['delta']:+.3f})" for e in items) or "none"
+                lines.append(f"- largest {kind}: {text}")
+    lines.append("")
+    lines.append("The full report is `report.html`.")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: Any) -> str:
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\n", " "))
