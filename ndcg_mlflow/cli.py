@@ -44,6 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--sensitivity", action="store_true",
                      help="also evaluate and show how far each rule's alternatives move every mean and difference")
     exp.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
+    rep.add_argument("run_id", help="the evaluation's MLflow run id (or one of its systems' runs)")
+    rep.add_argument("--out", metavar="DIR", help="folder for the report (default: ./ndcg_reports/report-RUN_ID)")
+    rep.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
+                                                           "then ./mlflow.db)")
+
+    cmp_ = sub.add_parser("compare", help="compare two systems' runs logged by earlier evaluations")
+    cmp_.add_argument("run_a", help="the baseline system's run id (a child run of an evaluation)")
+    cmp_.add_argument("run_b", help="the candidate system's run id")
+    cmp_.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI")
+    cmp_.add_argument("--out", metavar="DIR", help="local output folder")
+    cmp_.add_argument("--allow-spec-mismatch", action="store_true",
+                      help="compare even when the runs' metric or query definitions differ (the report says so)")
+    cmp_.add_argument("--experiment", help="experiment of the new comparison run (default: run A's)")
+    cmp_.add_argument("--no-mlflow", action="store_true", help="write the local results only")
+    cmp_.add_argument("--quiet", action="store_true", help="print only errors")
+    for flag, kind, what in (("resamples", int, "bootstrap resamples"), ("confidence", float, "interval level"),
+                             ("method", str, "bca | percentile | studentized"), ("seed", int, "random seed"),
+                             ("test", str, "randomization | t_test | both"),
+                             ("correction", str, "holm | bonferroni | benjamini_hochberg | none"),
+                             ("wins-losses", int, "largest wins and losses listed"),
+                             ("tie-tolerance", float, "a |difference| at or below this is a tie")):
+        cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value)")
     return parser
 
 
@@ -55,7 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER
     _configure_logging(quiet=getattr(args, "quiet", False))
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain}[args.command](args)
+        commands = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain, "report": cmd_report,
+                    "compare": cmd_compare}
+        return commands[args.command](args)
     except NdcgError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -151,6 +177,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  evaluation run: {logged.parent_run_id}")
         for name, rid in logged.system_run_ids.items():
             print(f"  system run {name}: {rid}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .logged import rebuild_report
+
+    out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
+    html_path, md_path = rebuild_report(args.run_id, out, args.tracking_uri)
+    print(f"report: {html_path}")
+    print(f"summary: {md_path}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .logged import compare_runs
+
+    overrides = {"resamples": args.resamples, "confidence": args.confidence, "method": args.method,
+                 "seed": args.seed, "test": args.test, "correction": args.correction,
+                 "wins_losses": args.wins_losses, "tie_tolerance": args.tie_tolerance}
+    if not args.quiet:
+        log.info(f"comparing run {args.run_b} (candidate) with run {args.run_a} (baseline)")
+    result, out_dir, new_run = compare_runs(args.run_a, args.run_b, tracking_uri=args.tracking_uri, out=args.out,
+                                            allow_spec_mismatch=args.allow_spec_mismatch, overrides=overrides,
+                                            log=not args.no_mlflow, experiment=args.experiment)
+    if not args.quiet:
+        print(format_summary(result))
+        print(f"\nlocal results: {out_dir}")
+        if new_run:
+            print(f"comparison run: {new_run}")
     return EXIT_OK
 
 
