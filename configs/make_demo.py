@@ -157,7 +157,9 @@ def main() -> None:
                     f"{qid} Q0 {_pid(int(ret_docs[k]))} {rank} {scores[k]:.6f} {tag}"
                 )
 
+    dup_lines = _duplicate_groups(run_lines)
     sizes = {
+        "duplicate_groups.tsv": _write(OUT_DIR / "duplicate_groups.tsv", dup_lines),
         "qrels.tsv": _write(OUT_DIR / "qrels.tsv", qrels_lines),
         "bm25.run": _write(OUT_DIR / "bm25.run", run_lines["bm25"]),
         "reranker_v2.run": _write(OUT_DIR / "reranker_v2.run", run_lines["reranker-v2"]),
@@ -170,6 +172,34 @@ def main() -> None:
         f"{N_ALL_ZERO} all-zero queries, reranker-v2 missing {_qid(missing_in_reranker)}, "
         f"{n_scrambled} scrambled reranker-v2 queries"
     )
+
+
+def _duplicate_groups(run_lines: dict[str, list[str]]) -> list[str]:
+    """Near-duplicate product groups (variants of one product), for the duplicate-rate companion measure.
+
+    About one returned product in six joins the group of another product returned for the same
+    query; the generator has its own seed so the runs and judgments above do not change.
+    """
+    rng = np.random.default_rng(SEED + 7)
+    per_query: dict[str, list[str]] = {}
+    for tag in sorted(run_lines):
+        for line in run_lines[tag]:
+            qid, _, doc, *_ = line.split(" ")
+            docs = per_query.setdefault(qid, [])
+            if doc not in docs:
+                docs.append(doc)
+    group_of: dict[str, str] = {}
+    for qid in sorted(per_query):
+        docs = per_query[qid]
+        for doc in docs:
+            if doc in group_of or rng.random() >= 1 / 6:
+                continue
+            other = docs[int(rng.integers(len(docs)))]
+            if other != doc:
+                group = group_of.setdefault(other, f"G-{other[2:]}")
+                group_of[doc] = group
+    lines = ["doc_id\tgroup"] + [f"{doc}\t{group}" for doc, group in sorted(group_of.items())]
+    return lines
 
 
 if __name__ == "__main__":

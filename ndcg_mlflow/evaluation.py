@@ -61,6 +61,7 @@ class SystemResult:
     result: QueryResult
     means: dict[str, dict[str, Any]]
     top: TopLists | None = None
+    duplicate_rate: np.ndarray | None = None  # (n_queries, n_cutoffs), with companions.duplicates
 
 
 @dataclass
@@ -160,6 +161,8 @@ class EvaluationResult:
                 "weight": np.repeat(self.weights, nc),
                 "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
             }))
+            if sr.duplicate_rate is not None:
+                frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
         return pd.concat(frames, ignore_index=True)
 
 
@@ -274,6 +277,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     catalog = Catalog(cat_q_all[keep], qrels.value[keep], nq)
     judged_keys = _pair_index(qrels, keep, catalog.query)
 
+    companions = _read_companions(spec, files)
     systems: dict[str, SystemResult] = {}
     prepared: dict[str, PreparedRun] = {}
     notes: list[str] = []
@@ -292,7 +296,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         qr = compute(metric, prep, catalog)
         _apply_error_rules(name, src.path, metric, qr, query_ids)
         top = _top_lists(qr, prep, display_depth(metric))
-        systems[name] = SystemResult(name, qr, _means(metric, qr, weights), top)
+        sr = SystemResult(name, qr, _means(metric, qr, weights), top)
+        if companions is not None:
+            _companion_measures(spec, companions, prep, qr, sr, weights)
+        systems[name] = sr
         if keep_data:
             prepared[name] = prep
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
@@ -313,6 +320,54 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
             progress("recomputing under each rule's alternatives (sensitivity)")
         result.sensitivity = sensitivity(result)
     return result
+
+
+def _read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
+    c = spec.companions
+    if c is None:
+        return None
+    from .companions import read_catalog, read_duplicate_groups
+
+    out: dict[str, Any] = {}
+    if c.duplicates is not None:
+        out["duplicates"] = read_duplicate_groups(c.duplicates.path)
+        files.append(FileInfo("companions.duplicates", str(c.duplicates.path), c.duplicates.declared,
+                              sha256_file(c.duplicates.path), len(out["duplicates"].group)))
+    if c.catalog is not None:
+        out["catalog"] = read_catalog(c.catalog.path)
+        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared,
+                              sha256_file(c.catalog.path), len(out["catalog"])))
+    elif c.catalog_size is not None:
+        out["catalog_size"] = c.catalog_size
+    return out
+
+
+def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRun, qr: QueryResult,
+                        sr: SystemResult, weights: np.ndarray) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .companions import catalog_coverage, duplicate_rate
+
+    metric = spec.metric
+    ranked = qr.ranked
+    docs = prep.run.doc.array.take(pa.array(prep.original(ranked), type=pa.int64()))
+    query = prep.query[ranked]
+    if "duplicates" in companions:
+        dup = companions["duplicates"]
+        idx = pc.fill_null(pc.index_in(docs, value_set=dup.docs), -1).to_numpy(zero_copy_only=False)
+        group = np.where(idx >= 0, dup.group[np.maximum(idx, 0)], -1)
+        rate = duplicate_rate(query, qr.position, group, len(weights), metric.cutoffs, qr.n_returned)
+        sr.duplicate_rate = rate
+        for j, key in enumerate(metric.keys):
+            ok = ~np.isnan(rate[:, j])
+            sr.means[key]["duplicate_rate"] = (float(weights[ok] @ rate[ok, j] / weights[ok].sum())
+                                               if ok.any() else float("nan"))
+    if "catalog" in companions or "catalog_size" in companions:
+        cov = catalog_coverage(qr.position, docs, metric.cutoffs, size=companions.get("catalog_size"),
+                               catalog=companions.get("catalog"))
+        for key, value in zip(metric.keys, cov):
+            sr.means[key]["catalog_coverage"] = float(value)
 
 
 def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:

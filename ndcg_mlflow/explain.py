@@ -120,6 +120,15 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
                      f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
                      f"losses; |difference| <= {c.tie_tolerance:g} is a tie")
+    if spec.companions:
+        c = spec.companions
+        if c.duplicates:
+            lines.append(f"- companion: duplicate rate in the top K — the share of the shown top K taken by a "
+                         f"document whose duplicate group (from {c.duplicates.declared}) already appeared higher")
+        if c.catalog or c.catalog_size:
+            what = f"the documents listed in {c.catalog.declared}" if c.catalog else f"a catalog of {c.catalog_size}"
+            lines.append(f"- companion: catalog coverage at K — distinct documents shown in the top K across the "
+                         f"evaluated queries, over {what}")
     if not tools:
         return "\n".join(lines)
     lines.append("")

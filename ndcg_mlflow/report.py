@@ -282,6 +282,10 @@ def _section_results(bundle: Bundle) -> str:
             if ci:
                 cell += (f"<br><span class='muted'>[{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}] "
                          f"SE {_f(m.get('std_error'))}, n<sub>eff</sub> {_f(m.get('n_eff'), 1)}</span>")
+            if "duplicate_rate" in m:
+                cell += f"<br><span class='muted'>duplicate rate {_f(m['duplicate_rate'], 3)}</span>"
+            if "catalog_coverage" in m:
+                cell += f"<br><span class='muted'>catalog coverage {_f(m['catalog_coverage'], 4)}</span>"
             cells.append(f"<td>{cell}</td>")
         rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
     rows.append("</table>")

@@ -150,6 +150,15 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Companions:
+    """Companion measures reported beside nDCG: duplicate rate in the top K and catalog coverage."""
+
+    duplicates: Source | None = None  # file mapping doc_id -> duplicate group
+    catalog_size: int | None = None
+    catalog: Source | None = None  # file listing the catalog's doc ids
+
+
+@dataclass(frozen=True)
 class Spec:
     spec_version: int
     name: str
@@ -161,6 +170,7 @@ class Spec:
     uncertainty: Uncertainty | None = None
     comparison: Comparison | None = None
     report: Report | None = None
+    companions: Companions | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
 
@@ -208,6 +218,12 @@ class Spec:
                         "comparison.tie_tolerance": c.tie_tolerance})
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
+        if self.companions is not None:
+            c = self.companions
+            if c.duplicates is not None:
+                out["companions.duplicates"] = c.duplicates.declared
+            if c.catalog is not None or c.catalog_size is not None:
+                out["companions.catalog"] = c.catalog.declared if c.catalog else c.catalog_size
         out["mlflow.experiment"] = self.mlflow.experiment
         return out
 
@@ -478,7 +494,25 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
 
 
 TOP_REQUIRED = ("spec_version", "name", "metric", "queries", "data")
-TOP_OPTIONAL = ("uncertainty", "comparison", "report", "mlflow")
+TOP_OPTIONAL = ("uncertainty", "comparison", "report", "companions", "mlflow")
+
+
+def _companions(ctx: _Ctx, value: Any) -> Companions | None:
+    if value is None:
+        return None
+    c = _mapping(ctx, value, "companions", (), ("duplicates", "catalog"))
+    if not c:
+        raise ctx.fail("companions", "declare duplicates (a doc_id -> group file), catalog (a size or a file of "
+                                     "doc ids), or both.")
+    dup = _source(ctx, c["duplicates"], "companions.duplicates") if "duplicates" in c else None
+    size = catalog = None
+    if "catalog" in c:
+        raw = c["catalog"]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            size = _int(ctx, raw, "companions.catalog", 1)
+        else:
+            catalog = _source(ctx, raw, "companions.catalog")
+    return Companions(dup, size, catalog)
 
 
 def _report(ctx: _Ctx, value: Any) -> Report | None:
@@ -505,11 +539,12 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     uncertainty = _uncertainty(ctx, top.get("uncertainty"))
     comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
     report = _report(ctx, top.get("report"))
+    companions = _companions(ctx, top.get("companions"))
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
     if not text:
         text = _dump(raw)
     return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
-                report, source=Path(source) if source else None, text=text)
+                report, companions, source=Path(source) if source else None, text=text)
 
 
 def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None) -> Spec:
@@ -557,6 +592,8 @@ def check_files(spec: Spec) -> list[str]:
     named: list[tuple[str, Source | None]] = [("data.qrels", spec.qrels), ("queries.weights", spec.queries.weights),
                                               ("queries.set", spec.queries.set)]
     named += [(f"data.systems.{n}", s) for n, s in spec.systems]
+    if spec.companions is not None:
+        named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
         if src is not None and not src.path.is_file():
             problems.append(f"at key '{key}': file not found: {src.path}")

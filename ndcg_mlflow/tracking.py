@@ -53,6 +53,9 @@ def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
                       "ci_low", "ci_high", "std_error"):
             if extra in m:
                 out[f"{key}_{extra}"] = m[extra]
+        for companion in ("duplicate_rate", "catalog_coverage"):
+            if companion in m:
+                out[key.replace("ndcg_at_", f"{companion}_at_")] = m[companion]
         out[key.replace("ndcg_at_", "judged_coverage_at_")] = m["judged_coverage"]
     return out
 
