@@ -102,6 +102,21 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _progress(quiet: bool):
+    """Progress lines on stderr when it is a terminal (with the time since the start); logged at DEBUG
+    otherwise, so that CI logs and pipes stay clean. ``--quiet`` silences them."""
+    import time
+
+    start = time.monotonic()
+    interactive = not quiet and sys.stderr.isatty()
+
+    def report(message: str) -> None:
+        elapsed = time.monotonic() - start
+        log.log(logging.INFO if interactive else logging.DEBUG, f"[{elapsed:5.1f}s] {message}")
+
+    return report
+
+
 def _configure_logging(quiet: bool) -> None:
     if not any(isinstance(h, _StderrHandler) for h in log.handlers):
         handler = _StderrHandler()
@@ -139,8 +154,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from .evaluation import evaluate
         from .sensitivity import format_sensitivity, sensitivity
 
-        progress = None if args.quiet else (lambda msg: log.info(msg))
-        result = evaluate(spec, progress=progress, keep_data=True)
+        result = evaluate(spec, progress=_progress(args.quiet), keep_data=True)
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
         for label in table["cutoff"].drop_duplicates():
             print()
@@ -155,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .outputs import new_output_dir, write_outputs
 
     quiet = args.quiet
-    progress = None if quiet else (lambda msg: log.info(msg))
+    progress = _progress(quiet)
     result = evaluate(args.spec, progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
     if progress:
