@@ -1,8 +1,9 @@
 """The ``ndcg-mlflow`` command.
 
 Exit codes: 0 success; 2 a user error (spec, data, a declared rule stopped the
-run); 3 the tracking server failed (local results are kept); 130 interrupted;
-1 an internal error (a bug: the traceback is printed).
+run); 3 the tracking server failed (local results are kept); 130 interrupted
+(SIGINT), 143 terminated (SIGTERM); 1 an internal error (a bug: the traceback is
+printed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .errors import NdcgError
 
 log = logging.getLogger("ndcg_mlflow")
 
-EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--sensitivity", action="store_true",
                      help="also evaluate and show how far each rule's alternatives move every mean and difference")
     exp.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    up = sub.add_parser("upload", help="log a finished local result to MLflow (idempotent)")
+    up.add_argument("folder", help="the output folder written by 'ndcg-mlflow run'")
+    up.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
+                                                          "then the spec's mlflow.tracking_uri, then ./mlflow.db)")
+    up.add_argument("--quiet", action="store_true", help="print only errors")
 
     rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
     rep.add_argument("run_id", help="the evaluation's MLflow run id (or one of its systems' runs)")
@@ -78,9 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USER
     _configure_logging(quiet=getattr(args, "quiet", False))
+    previous = _on_sigterm()
     try:
         commands = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain, "report": cmd_report,
-                    "compare": cmd_compare}
+                    "compare": cmd_compare, "upload": cmd_upload}
         return commands[args.command](args)
     except NdcgError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -88,6 +96,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPT
+    except _terminated() as exc:  # noqa: F841
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        _restore_sigterm(previous)
+
+
+def _terminated():
+    from .tracking import Terminated
+
+    return Terminated
+
+
+def _on_sigterm():
+    """SIGTERM ends the command like SIGINT does: runs being logged end KILLED, the exit code is non-zero."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise _terminated()()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except (ValueError, OSError):
+            pass
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -186,11 +232,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
     logged = log_evaluation(result, out_dir, tracking_uri=uri)
     if not quiet:
-        print(f"MLflow tracking URI: {logged.tracking_uri}")
-        print(f"  experiment {result.spec.mlflow.experiment!r} (id {logged.experiment_id})")
-        print(f"  evaluation run: {logged.parent_run_id}")
-        for name, rid in logged.system_run_ids.items():
-            print(f"  system run {name}: {rid}")
+        _print_logged(logged, result.spec.mlflow.experiment)
+    return EXIT_OK
+
+
+def _print_logged(logged, experiment: str) -> None:
+    from .tracking import _safe_uri
+
+    print(f"MLflow tracking URI: {_safe_uri(logged.tracking_uri)}")
+    print(f"  experiment {experiment!r} (id {logged.experiment_id})")
+    print(f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused
+                                                           else ""))
+    for name, rid in logged.system_run_ids.items():
+        print(f"  system run {name}: {rid}")
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from .errors import DataError
+    from .tracking import log_folder
+
+    folder = Path(args.folder)
+    for needed in ("summary.json", "run_key.txt", "per_query.csv"):
+        if not (folder / needed).is_file():
+            raise DataError(folder / needed, "not found: give the output folder of a finished evaluation "
+                                             "(ndcg-mlflow run writes it).")
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    logged = log_folder(folder, tracking_uri=uri)
+    if not args.quiet:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        _print_logged(logged, summary.get("mlflow", {}).get("experiment") or summary["name"])
     return EXIT_OK
 
 

@@ -18,7 +18,7 @@ from . import __version__
 from .errors import DataError, EvaluationError, SpecError, preview
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, QueryResult, RunRows, evaluate_rows
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
-from .spec import Gain, Metric, Spec, check_files, cutoff_label, load_spec
+from .spec import Gain, Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
                      "judged_coverage", "n_returned", "weight", "status")
@@ -109,6 +109,10 @@ class EvaluationResult:
             "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
             "systems": self._system_summary(),
             "grades": list(self.grades),
+            "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": spec.mlflow.tracking_uri,
+                       "run_name": spec.mlflow.run_name, "timeout": spec.mlflow.timeout,
+                       "max_retries": spec.mlflow.max_retries},
+            "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
             "notes": list(self.notes),
@@ -302,6 +306,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
+    for path in outside_paths(spec):
+        notes.append(f"data path outside the spec's folder: {path}")
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
     result.grades = sorted({float(g) for g in np.unique(qrels.value)})
     if keep_data:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import secrets
+import uuid
 from pathlib import Path
 
 from .evaluation import EvaluationResult
@@ -34,6 +35,8 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: boo
     (out / "systems").mkdir(parents=True, exist_ok=True)
     spec = result.spec
     _atomic_bytes(out / "spec.yaml", spec.text.encode("utf-8"))  # its sha256 is summary.spec_sha256
+    if not (out / "run_key.txt").is_file():  # identifies this result in MLflow, so uploads are idempotent
+        _atomic_bytes(out / "run_key.txt", (uuid.uuid4().hex + "\n").encode())
     _atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
     _atomic_csv(out / "per_query.csv", result.per_query)
     table = result.per_query

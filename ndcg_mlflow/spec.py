@@ -125,6 +125,8 @@ class MlflowSection:
     experiment: str
     tracking_uri: str | None = None
     run_name: str | None = None
+    timeout: float | None = None  # seconds per HTTP request to a tracking server
+    max_retries: int | None = None  # HTTP retries per request
 
 
 @dataclass(frozen=True)
@@ -431,13 +433,20 @@ def _data(ctx: _Ctx, value: Any) -> tuple[Source, tuple[tuple[str, Source], ...]
 def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     if value is None:
         return MlflowSection(experiment=name)
-    m = _mapping(ctx, value, "mlflow", ("experiment",), ("tracking_uri", "run_name"))
+    m = _mapping(ctx, value, "mlflow", ("experiment",), ("tracking_uri", "run_name", "timeout", "max_retries"))
     uri = m.get("tracking_uri")
     run_name = m.get("run_name")
+    timeout = m.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout <= 3600):
+        raise ctx.fail("mlflow.timeout", f"must be a number of seconds in (0, 3600]. {_got(timeout)}")
+    retries = m.get("max_retries")
     return MlflowSection(
         experiment=_text(ctx, m["experiment"], "mlflow.experiment"),
         tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
         run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
+        timeout=None if timeout is None else float(timeout),
+        max_retries=None if retries is None else _int(ctx, retries, "mlflow.max_retries", 0, 20),
     )
 
 
@@ -584,6 +593,25 @@ def _dump(raw: Any) -> str:
     import yaml
 
     return yaml.safe_dump(raw, sort_keys=False, default_flow_style=False)
+
+
+def outside_paths(spec: Spec) -> list[str]:
+    """Declared data paths that lead outside the spec's folder (allowed, but recorded with the results)."""
+    if spec.source is None:
+        return []
+    base = spec.source.resolve().parent
+    sources = [spec.qrels, spec.queries.weights, spec.queries.set] + [s for _, s in spec.systems]
+    if spec.companions is not None:
+        sources += [spec.companions.duplicates, spec.companions.catalog]
+    out = []
+    for src in sources:
+        if src is None:
+            continue
+        try:
+            src.path.resolve().relative_to(base)
+        except ValueError:
+            out.append(f"{src.declared} -> {src.path.resolve()}")
+    return out
 
 
 def check_files(spec: Spec) -> list[str]:

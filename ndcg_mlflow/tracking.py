@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -42,6 +44,11 @@ class LoggedRuns:
     experiment_id: str
     parent_run_id: str
     system_run_ids: dict[str, str] = field(default_factory=dict)
+    reused: bool = False  # an earlier complete upload of the same result
+
+    def _replace_uri(self, uri: str) -> "LoggedRuns":
+        self.tracking_uri = uri
+        return self
 
 
 def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -75,94 +82,180 @@ def comparison_metrics(comparisons: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+DEFAULT_HTTP = {  # fail within about 30 s against an unreachable server (MLflow's own defaults take minutes)
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "8",
+}
+
+
+def configure_http(timeout: float | None = None, max_retries: int | None = None) -> None:
+    """Bounded retries and timeouts: the spec's ``mlflow`` section first, then MLflow's own environment
+    variables when the user set them, then these defaults."""
+    import os
+
+    if timeout is not None:
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout)
+    if max_retries is not None:
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(max_retries)
+    for key, value in DEFAULT_HTTP.items():
+        os.environ.setdefault(key, value)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: the runs being logged end KILLED."""
+
+
 def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_uri: str | None = None,
                    run_name: str | None = None) -> LoggedRuns:
-    """Log a finished evaluation whose local outputs are already in ``out_dir``.
+    """Log a finished evaluation whose local outputs are already in ``out_dir`` (see :func:`log_folder`)."""
+    spec = result.spec
+    configure_http(spec.mlflow.timeout, spec.mlflow.max_retries)
+    return log_folder(out_dir, tracking_uri=tracking_uri or spec.mlflow.tracking_uri, run_name=run_name)
 
-    On any failure the runs created so far end FAILED with a tag saying how far
-    logging got, and a :class:`TrackingError` names the server, what failed and
-    where the local results are.
+
+def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None) -> LoggedRuns:
+    """Log the output folder of a finished evaluation: everything logged is read from the folder.
+
+    Idempotent: the folder's run key (``run_key.txt``) tags every run; a complete earlier upload is
+    reused as it is, and the runs of an incomplete one are deleted before logging again, so one
+    complete set of runs remains. On any failure (or SIGINT / SIGTERM) the runs created so far end
+    FAILED (or KILLED) with a tag saying how far logging got, and a :class:`TrackingError` names the
+    server, what failed and where the local results are.
     """
+    import json
+
     import mlflow
     from mlflow.tracking import MlflowClient
 
     out_dir = Path(out_dir)
-    spec = result.spec
-    uri = tracking_uri or spec.mlflow.tracking_uri or mlflow.get_tracking_uri()
+    summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    run_key = (out_dir / "run_key.txt").read_text(encoding="utf-8").strip()
+    settings = summary.get("mlflow", {})
+    configure_http(settings.get("timeout"), settings.get("max_retries"))
+    uri = tracking_uri or settings.get("tracking_uri") or mlflow.get_tracking_uri()
     client = MlflowClient(tracking_uri=uri)
     stage = "connecting"
     created: list[str] = []
     try:
-        stage = "creating the experiment"
-        experiment_id = _experiment(client, spec.mlflow.experiment)
-        stage = "creating the evaluation run"
-        parent = client.create_run(experiment_id, run_name=run_name or spec.mlflow.run_name or spec.name,
-                                   tags=_parent_tags(result, out_dir))
-        pid = parent.info.run_id
-        created.append(pid)
-        logged = LoggedRuns(uri, experiment_id, pid)
+        with _store_lock(uri):
+            stage = "creating the experiment"
+            experiment_id = _experiment(client, settings.get("experiment") or summary["name"])
+            stage = "looking for an earlier upload of this result"
+            done = _previous_upload(client, experiment_id, run_key)
+            if done is not None:
+                return done._replace_uri(uri)
+            stage = "creating the evaluation run"
+            parent = client.create_run(experiment_id, run_name=run_name or settings.get("run_name")
+                                       or summary["name"], tags=_parent_tags(summary, out_dir, run_key))
+            pid = parent.info.run_id
+            created.append(pid)
+            logged = LoggedRuns(uri, experiment_id, pid)
 
-        stage = "logging params, tags and metrics of the evaluation run"
-        params = {k: _param(v) for k, v in spec.resolved().items()}
-        system_summary = result.summary["systems"]
-        parent_metrics = {f"{name}.{k}": v for name in result.systems
-                          for k, v in system_metrics(system_summary[name]).items()}
-        if result.analysis is not None:
-            parent_metrics.update(comparison_metrics(result.analysis.comparisons))
-        parent_metrics["n_queries"] = float(len(result.query_ids))
-        _log_batch(client, pid, parent_metrics, params, {})
+            stage = "logging params, tags and metrics of the evaluation run"
+            params = {k: _param(v) for k, v in summary["spec"].items()}
+            parent_metrics = {f"{name}.{k}": v for name, means in summary["systems"].items()
+                              for k, v in system_metrics(means).items()}
+            parent_metrics.update(comparison_metrics(summary.get("comparisons") or []))
+            parent_metrics["n_queries"] = float(summary["n_queries"])
+            _log_batch(client, pid, parent_metrics, params, {})
 
-        for name in result.systems:
-            stage = f"logging the run of system '{name}'"
-            src = dict(spec.systems)[name]
-            child = client.create_run(experiment_id, run_name=name, tags={
-                "mlflow.parentRunId": pid,
-                f"{TAG_PREFIX}.role": "system",
-                f"{TAG_PREFIX}.system": name,
-                f"{TAG_PREFIX}.evaluation": spec.name,
-                f"{TAG_PREFIX}.spec_sha256": spec.sha256,
-                f"{TAG_PREFIX}.definition_sha256": spec.definition_digest(),
-                f"{TAG_PREFIX}.run_file_sha256": _file_sha(result, f"system:{name}"),
-                f"{TAG_PREFIX}.qrels_sha256": _file_sha(result, "qrels"),
-                f"{TAG_PREFIX}.version": __version__,
-                "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{spec.name}' "
-                                       f"(parent run {pid}).",
-            })
-            cid = child.info.run_id
-            created.append(cid)
-            logged.system_run_ids[name] = cid
-            child_params = {k: _param(v) for k, v in spec.resolved().items()
-                            if k.startswith(("metric.", "queries.", "uncertainty.", "comparison."))
-                            or k in ("name", "data.qrels")}
-            child_params["system"] = name
-            child_params["run_file"] = src.declared
-            _log_batch(client, cid, system_metrics(system_summary[name]), child_params, {})
-            for suffix in ("per_query.csv", "top.csv"):
-                system_file = out_dir / "systems" / f"{name}.{suffix}"
-                if system_file.is_file():
-                    client.log_artifact(cid, str(system_file))
-            client.log_artifact(cid, str(out_dir / "summary.json"))
-            client.set_terminated(cid, "FINISHED")
+            for name, means in summary["systems"].items():
+                stage = f"logging the run of system '{name}'"
+                cid = _log_system(client, experiment_id, pid, summary, name, means, out_dir, run_key)
+                created.append(cid)
+                logged.system_run_ids[name] = cid
 
-        stage = "logging the artifacts of the evaluation run"
-        for fname in ARTIFACTS:
-            if (out_dir / fname).is_file():
-                client.log_artifact(pid, str(out_dir / fname))
-        stage = "logging the figures of the evaluation run"
-        _log_figures(client, pid, out_dir)
-        mlflow.log_table(data=result.per_query, artifact_file="per_query_table.json", run_id=pid)
-        if result.analysis is not None and result.analysis.comparisons:
-            mlflow.log_table(data=result.comparisons, artifact_file="comparisons_table.json", run_id=pid)
-        if result.sensitivity is not None:
-            mlflow.log_table(data=result.sensitivity, artifact_file="sensitivity_table.json", run_id=pid)
-        client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
-        client.set_terminated(pid, "FINISHED")
-        return logged
+            stage = "logging the artifacts of the evaluation run"
+            for fname in ARTIFACTS:
+                if (out_dir / fname).is_file():
+                    client.log_artifact(pid, str(out_dir / fname))
+            _log_tables(pid, out_dir)
+            stage = "logging the figures of the evaluation run"
+            _log_figures(client, pid, out_dir)
+            client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
+            client.set_terminated(pid, "FINISHED")
+            return logged
+    except (KeyboardInterrupt, Terminated):
+        _fail_runs(client, created, stage, status="KILLED")
+        raise
     except Exception as exc:  # any failure of the tracking side: end what was started, keep local results
         _fail_runs(client, created, stage)
         raise TrackingError(
             f"logging to MLflow at {_safe_uri(uri)} failed while {stage}: {type(exc).__name__}: "
-            f"{_first_line(exc)}. The complete local results are in {out_dir}.") from exc
+            f"{_first_line(exc)}. The complete local results are in {out_dir}; log them later with "
+            f"'ndcg-mlflow upload {out_dir}'.") from exc
+
+
+def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
+                run_key: str) -> str:
+    files = summary.get("files", {})
+    child = client.create_run(experiment_id, run_name=name, tags={
+        "mlflow.parentRunId": pid,
+        f"{TAG_PREFIX}.role": "system",
+        f"{TAG_PREFIX}.system": name,
+        f"{TAG_PREFIX}.evaluation": summary["name"],
+        f"{TAG_PREFIX}.run_key": run_key,
+        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
+        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
+        f"{TAG_PREFIX}.run_file_sha256": files.get(f"system:{name}", {}).get("sha256", ""),
+        f"{TAG_PREFIX}.qrels_sha256": files.get("qrels", {}).get("sha256", ""),
+        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
+        f"{TAG_PREFIX}.logging": "started",
+        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run {pid}).",
+    })
+    cid = child.info.run_id
+    try:
+        params = {k: _param(v) for k, v in summary["spec"].items()
+                  if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
+        params["system"] = name
+        params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
+        _log_batch(client, cid, system_metrics(means), params, {})
+        for suffix in ("per_query.csv", "top.csv"):
+            system_file = out_dir / "systems" / f"{name}.{suffix}"
+            if system_file.is_file():
+                client.log_artifact(cid, str(system_file))
+        client.log_artifact(cid, str(out_dir / "summary.json"))
+        client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
+        client.set_terminated(cid, "FINISHED")
+    except BaseException:
+        _fail_runs(client, [cid], f"logging the run of system '{name}'",
+                   status="KILLED" if not isinstance(sys.exc_info()[1], Exception) else "FAILED")
+        raise
+    return cid
+
+
+def _log_tables(pid: str, out_dir: Path) -> None:
+    import mlflow
+    import pandas as pd
+
+    for csv_name, table_name in (("per_query.csv", "per_query_table.json"),
+                                 ("comparisons.csv", "comparisons_table.json"),
+                                 ("sensitivity.csv", "sensitivity_table.json")):
+        path = out_dir / csv_name
+        if path.is_file():
+            frame = pd.read_csv(path, dtype={"query_id": str, "cutoff": str, "system": str},
+                                keep_default_na=False, na_values=[""])
+            mlflow.log_table(data=frame, artifact_file=table_name, run_id=pid)
+
+
+def _previous_upload(client, experiment_id: str, run_key: str) -> "LoggedRuns | None":
+    """A complete earlier upload of the same folder, or None after deleting the runs of an incomplete one."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = '{run_key}'",
+                              max_results=1000)
+    parents = [r for r in runs if r.data.tags.get(f"{TAG_PREFIX}.role") == "evaluation"]
+    complete = [r for r in parents if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
+                and r.info.status == "FINISHED"]
+    if complete:
+        parent = complete[0]
+        children = {r.data.tags.get(f"{TAG_PREFIX}.system"): r.info.run_id for r in runs
+                    if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+        logged = LoggedRuns("", experiment_id, parent.info.run_id, children)
+        logged.reused = True
+        return logged
+    for r in runs:
+        client.delete_run(r.info.run_id)
+    return None
 
 
 def _log_figures(client, run_id: str, out_dir: Path) -> None:
@@ -193,30 +286,29 @@ def _experiment(client, name: str) -> str:
         return exp.experiment_id
 
 
-def _parent_tags(result: EvaluationResult, out_dir: Path) -> dict[str, str]:
-    spec = result.spec
+def _parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
+    systems = list(summary["systems"])
     tags = {
         f"{TAG_PREFIX}.role": "evaluation",
-        f"{TAG_PREFIX}.evaluation": spec.name,
-        f"{TAG_PREFIX}.spec_sha256": spec.sha256,
-        f"{TAG_PREFIX}.definition_sha256": spec.definition_digest(),
-        f"{TAG_PREFIX}.version": __version__,
-        f"{TAG_PREFIX}.systems": ",".join(spec.system_names),
+        f"{TAG_PREFIX}.evaluation": summary["name"],
+        f"{TAG_PREFIX}.run_key": run_key,
+        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
+        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
+        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
+        f"{TAG_PREFIX}.systems": ",".join(systems),
         f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),
         f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": (f"nDCG evaluation '{spec.name}' of {len(spec.systems)} system(s) "
-                                f"({', '.join(spec.system_names)}) on {len(result.query_ids)} queries; "
-                                f"cutoffs {spec.resolved()['metric.cutoffs']}. The spec is the artifact "
-                                f"spec.yaml."),
+        "mlflow.note.content": (f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
+                                f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
+                                f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
+                                f"the report report.html."),
     }
-    for f in result.files:
-        role = f.role.replace("system:", "system.")
-        tags[f"{TAG_PREFIX}.data.{role}.sha256"] = f.sha256
+    for role, f in summary.get("files", {}).items():
+        tags[f"{TAG_PREFIX}.data.{role.replace('system:', 'system.')}.sha256"] = f["sha256"]
+    outside = summary.get("paths_outside_spec_folder") or []
+    if outside:
+        tags[f"{TAG_PREFIX}.paths_outside_spec_folder"] = _param(", ".join(outside))
     return tags
-
-
-def _file_sha(result: EvaluationResult, role: str) -> str:
-    return next((f.sha256 for f in result.files if f.role == role), "")
 
 
 def _param(value: Any) -> str:
@@ -242,16 +334,48 @@ def _chunks(m: list, p: list, t: list) -> Iterable[tuple[list, list, list]]:
         m, p, t = m[MAX_METRICS:], p[MAX_PARAMS:], t[MAX_TAGS:]
 
 
-def _fail_runs(client, run_ids: list[str], stage: str) -> None:
+def _fail_runs(client, run_ids: list[str], stage: str, status: str = "FAILED") -> None:
+    word = "killed" if status == "KILLED" else "failed"
     for rid in run_ids:
         try:
-            client.set_tag(rid, f"{TAG_PREFIX}.logging", f"failed while {stage}")
+            client.set_tag(rid, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
         except Exception:
             pass
         try:
-            client.set_terminated(rid, "FAILED")
+            client.set_terminated(rid, status)
         except Exception:
             pass
+
+
+@contextmanager
+def _store_lock(uri: str):
+    """Serialize writers of one local SQLite store (its first-use migration and concurrent writes race);
+    a tracking server serializes its own writes."""
+    import fcntl
+
+    path = _sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    lock = Path(str(path) + ".ndcg-mlflow.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:"):
+        return None
+    rest = uri[len("sqlite:"):]
+    if rest.startswith("////"):
+        return Path(rest[3:])
+    if rest.startswith("///"):
+        return Path(rest[3:])
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
