@@ -291,6 +291,11 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         run = read_run(src.path, src.format, rank=keep_data or metric.ties == "displayed_order")
         files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
         prep, unknown_queries = _prepare_run(name, run, query_ids, judged_keys, catalog)
+        if prep.query.size == 0:
+            raise EvaluationError(
+                f"system '{name}' ({src.path}) returns none of the {nq} evaluated queries (its "
+                f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
+                f"is it the run of another collection?")
         if unknown_queries:
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")

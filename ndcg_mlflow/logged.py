@@ -275,7 +275,7 @@ def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, diffe
 
     from . import __version__
     from .report import figures, load_bundle
-    from .tracking import ARTIFACTS, _experiment, _fail_runs, _log_batch, _param, comparison_metrics
+    from .tracking import ARTIFACTS, _experiment, _fail_runs, _log_batch, _log_tables, _param, comparison_metrics
 
     spec = result.spec
     stage = "creating the comparison run"
@@ -301,6 +301,7 @@ def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, diffe
         for fname in ARTIFACTS:
             if (out_dir / fname).is_file():
                 client.log_artifact(rid, str(out_dir / fname))
+        _log_tables(client, rid, out_dir)
         for name, fig in figures(load_bundle(out_dir)).items():
             client.log_figure(rid, fig, f"figures/{name}.png")
             plt.close(fig)

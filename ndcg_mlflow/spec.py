@@ -577,11 +577,34 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
                       source=str(path), text=text)
 
 
+MAX_ALIASES = 50
+
+
+def _loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """Safe YAML (no Python objects) that also refuses alias bombs: at most MAX_ALIASES aliases."""
+
+        aliases = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    mark = self.peek_event().start_mark
+                    raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases (*name): a spec "
+                                                                  f"does not need them", mark)
+            return super().compose_node(parent, index)
+
+    return Loader
+
+
 def _safe_yaml(text: str, source: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

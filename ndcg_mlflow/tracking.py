@@ -134,11 +134,12 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
     settings = summary.get("mlflow", {})
     configure_http(settings.get("timeout"), settings.get("max_retries"))
     uri = tracking_uri or settings.get("tracking_uri") or mlflow.get_tracking_uri()
-    client = MlflowClient(tracking_uri=uri)
+    client = None
     stage = "connecting"
     created: list[str] = []
     try:
         with _store_lock(uri):
+            client = MlflowClient(tracking_uri=uri)  # opens (and on first use migrates) a local store
             stage = "creating the experiment"
             experiment_id = _experiment(client, settings.get("experiment") or summary["name"])
             stage = "looking for an earlier upload of this result"
@@ -170,7 +171,7 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
             for fname in ARTIFACTS:
                 if (out_dir / fname).is_file():
                     client.log_artifact(pid, str(out_dir / fname))
-            _log_tables(pid, out_dir)
+            _log_tables(client, pid, out_dir)
             stage = "logging the figures of the evaluation run"
             _log_figures(client, pid, out_dir)
             client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
@@ -225,8 +226,8 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     return cid
 
 
-def _log_tables(pid: str, out_dir: Path) -> None:
-    import mlflow
+def _log_tables(client, pid: str, out_dir: Path) -> None:
+    """The CSV tables as MLflow tables (shown by the MLflow UI), through this client's tracking URI."""
     import pandas as pd
 
     for csv_name, table_name in (("per_query.csv", "per_query_table.json"),
@@ -236,7 +237,7 @@ def _log_tables(pid: str, out_dir: Path) -> None:
         if path.is_file():
             frame = pd.read_csv(path, dtype={"query_id": str, "cutoff": str, "system": str},
                                 keep_default_na=False, na_values=[""])
-            mlflow.log_table(data=frame, artifact_file=table_name, run_id=pid)
+            client.log_table(pid, data=frame, artifact_file=table_name)
 
 
 def _previous_upload(client, experiment_id: str, run_key: str) -> "LoggedRuns | None":
@@ -335,6 +336,8 @@ def _chunks(m: list, p: list, t: list) -> Iterable[tuple[list, list, list]]:
 
 
 def _fail_runs(client, run_ids: list[str], stage: str, status: str = "FAILED") -> None:
+    if client is None:
+        return
     word = "killed" if status == "KILLED" else "failed"
     for rid in run_ids:
         try:
