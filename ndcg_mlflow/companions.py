@@ -93,24 +93,14 @@ def _header_rows(path, columns):
 
 
 def read_catalog(path) -> object:
-    """A catalog file: one doc id per line (or a CSV/TSV with a doc_id column); returns a pyarrow array."""
+    """A catalog file: one doc id per line, or a CSV/TSV whose header names a doc_id column; a pyarrow array."""
     import pyarrow as pa
 
-    from .readers import _text_lines
-
     ids, seen = [], set()
-    header_checked = False
-    for lineno, text in _text_lines(path):
-        t = text.strip()
-        if not t:
-            continue
-        if not header_checked:
-            header_checked = True
-            if t.lower() == "doc_id":
-                continue
-        if t not in seen:
-            seen.add(t)
-            ids.append(t)
+    for _, (doc,) in _rows(path, ("doc_id",)):
+        if doc not in seen:
+            seen.add(doc)
+            ids.append(doc)
     if not ids:
         raise DataError(path, "the catalog file is empty.")
     return pa.array(ids, type=pa.string())

@@ -48,9 +48,14 @@ def gain_credit(gain: Gain, grades: list[float]) -> str:
     from .evaluation import map_gains
 
     if gain.kind == "table":
-        pairs = list(gain.table)
-    else:
-        pairs = [(g, float(map_gains(gain, np.array([g]))[0])) for g in grades]
+        table = dict(gain.table)
+        pairs = [(g, table[g]) for g in grades if g in table]
+        extra = [(g, v) for g, v in gain.table if g not in set(grades)]
+        text = ", ".join(f"grade {_n(g)} earns {_n(v)}" for g, v in pairs)
+        if extra:
+            text += "; the table also lists " + ", ".join(f"grade {_n(g)} (earns {_n(v)})" for g, v in extra)
+        return text
+    pairs = [(g, float(map_gains(gain, np.array([g]))[0])) for g in grades]
     return ", ".join(f"grade {_n(g)} earns {_n(v)}" for g, v in pairs)
 
 

@@ -146,9 +146,12 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
     from .spec import parse_spec
 
     client = _client(tracking_uri)
-    work = Path(tempfile.mkdtemp(prefix="ndcg-compare-"))
-    a = _load_system_run(client, run_a, work / "a")
-    b = _load_system_run(client, run_b, work / "b")
+    if run_a == run_b:
+        raise CompareError(f"run {run_a} is given twice: compare two different systems' runs.")
+    with tempfile.TemporaryDirectory(prefix="ndcg-compare-") as tmp:
+        work = Path(tmp)
+        a = _load_system_run(client, run_a, work / "a")
+        b = _load_system_run(client, run_b, work / "b")
     differences = definition_differences(a.run, b.run)
     if differences and not allow_spec_mismatch:
         raise CompareError("the two runs measure different things, so their difference would be meaningless:\n  "
@@ -178,7 +181,8 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
         "spec_version": 1,
         "name": f"compare {name_b} vs {name_a}",
         "metric": metric,
-        "queries": {"weights": "uniform"},
+        "queries": {"weights": params.get("queries.weights", "uniform"),
+                    "set": None if params.get("queries.set", "null") == "null" else params["queries.set"]},
         "data": {"qrels": params.get("data.qrels", "qrels"),
                  "systems": {name_a: b_or(params.get("run_file"), "a"),
                              name_b: b_or(b.run.data.params.get("run_file"), "b")}},

@@ -63,7 +63,8 @@ def load_bundle(folder: str | Path) -> Bundle:
         folder, summary, per_query,
         json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
         pd.read_csv(boot) if boot.is_file() else None,
-        pd.read_csv(sens, dtype={"cutoff": str}, keep_default_na=False, na_values=[""]) if sens.is_file() else None,
+        pd.read_csv(sens, dtype={"cutoff": str, "system": str, "baseline": str, "rule": str, "alternative": str},
+                    keep_default_na=False) if sens.is_file() else None,
         expl.read_text(encoding="utf-8") if expl.is_file() else "",
     )
 
@@ -193,8 +194,11 @@ def _paired_differences(pq, baseline: str, candidate: str, cutoff: str) -> np.nd
 
 
 def _svg(fig) -> str:
+    import matplotlib
+
     buf = io.StringIO()
-    fig.savefig(buf, format="svg")
+    with matplotlib.rc_context({"svg.hashsalt": "ndcg-mlflow"}):  # the same figure gives the same SVG
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     start = text.find("<svg")
     return text[start:] if start >= 0 else text
@@ -465,6 +469,9 @@ def render_markdown(bundle: Bundle) -> str:
                 items = block.get(kind, [])[:3]
                 text = ", ".join(f"{_md(e['query_id'])} ({e['delta']:+.3f})" for e in items) or "none"
                 lines.append(f"- largest {kind}: {text}")
+    notes = s.get("notes") or []
+    if notes:
+        lines += ["", "Notes:"] + [f"- {_md(n)}" for n in notes]
     lines.append("")
     lines.append("The full report is `report.html`.")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,465 @@
+"""``ndcg-mlflow explain`` and the sensitivity analysis (``explain --sensitivity``, ``report.sensitivity``).
+
+* explain prints every resolved choice, the gain each grade of the qrels earns, where each field came from, and a
+  table of how trec_eval, gdeval, sklearn, torchmetrics and ranx differ from the spec ('=' where they agree);
+* every row of ``sensitivity(result)`` equals a fresh ``evaluate`` of the spec with that one rule changed: the
+  weighted mean for systems; for comparisons the weighted mean of the per-query differences over the queries valid
+  for both systems, computed here from the fresh per-query table;
+* a constructed case where the tie rule flips the sign of a comparison is flagged;
+* ``report: {sensitivity: true}`` makes ``run`` write ``sensitivity.csv`` and log it (and
+  ``sensitivity_table.json``) to MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import ndcg_mlflow
+from ndcg_mlflow.cli import main
+from ndcg_mlflow.explain import explain
+from ndcg_mlflow.presets import PRESETS, TOOLS
+from ndcg_mlflow.sensitivity import alternatives, format_sensitivity, sensitivity
+from ndcg_mlflow.spec import EMPTY_IDEAL, IDEALS, METRIC_FIELDS, MISSING, TIES, UNJUDGED, load_spec
+
+TOOL_NAMES = ["trec_eval", "gdeval", "sklearn", "torchmetrics", "ranx"]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def write_random_data(folder: Path, seed: int = 7) -> dict:
+    """Judgments (grades -1..3, some queries without a relevant document), a weights file and three runs with
+    ties, unjudged documents, judged queries a run lacks and a run query without judgments."""
+    rng = np.random.default_rng(seed)
+    qids = [f"q{i:02d}" for i in range(1, 25)]
+    docs = [f"d{i}" for i in range(1, 31)]
+    qrels = []
+    judged: dict = {}
+    for i, q in enumerate(qids):
+        chosen = rng.choice(docs, size=int(rng.integers(3, 12)), replace=False)
+        if i % 6 == 5:
+            grades = rng.integers(-1, 1, size=chosen.size)  # no relevant document
+        else:
+            grades = rng.integers(-1, 4, size=chosen.size)
+        judged[q] = dict(zip(chosen.tolist(), grades.tolist()))
+        qrels += [f"{q}\t0\t{d}\t{g}" for d, g in judged[q].items()]
+    (folder / "qrels.txt").write_text("\n".join(qrels) + "\n")
+    (folder / "weights.tsv").write_text("query_id\tweight\n" + "".join(
+        f"{q}\t{w:.3f}\n" for q, w in zip(qids, rng.uniform(0.2, 3.0, size=len(qids)))))
+    systems = {}
+    for s, (name, levels) in enumerate((("base", 50), ("cand", 50), ("tied", 3))):
+        lines = []
+        for q in qids:
+            if rng.uniform() < 0.1:
+                continue  # the run lacks this judged query
+            n = int(rng.integers(2, 15))
+            pool = list(judged[q]) + [d for d in docs if d not in judged[q]]
+            picked = rng.choice(pool[: len(judged[q]) + 8], size=min(n, len(judged[q]) + 8), replace=False)
+            scores = (rng.integers(0, levels, size=picked.size) / 4.0).tolist()
+            order = np.argsort(-np.asarray(scores), kind="stable")
+            lines += [f"{q} Q0 {picked[j]} {r} {scores[j]!r} {name}" for r, j in enumerate(order.tolist(), 1)]
+        lines += [f"zz-unjudged Q0 d1 1 1.0 {name}", f"zz-unjudged Q0 d2 2 0.5 {name}"]
+        (folder / f"{name}.run").write_text("\n".join(lines) + "\n")
+        systems[name] = f"{name}.run"
+    return systems
+
+
+def full_spec(metric: dict, systems: dict, *, weights="uniform", comparison: bool = True,
+              report: bool | None = None, name: str = "sensitivity") -> dict:
+    spec = {"spec_version": 1, "name": name, "metric": metric, "queries": {"weights": weights},
+            "data": {"qrels": "qrels.txt", "systems": dict(systems)}}
+    if comparison:
+        spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1}
+        spec["comparison"] = {"baseline": next(iter(systems)), "test": "t_test", "correction": "holm",
+                              "wins_losses": 2, "tie_tolerance": 1e-9}
+    if report is not None:
+        spec["report"] = {"sensitivity": report}
+    return spec
+
+
+def raw_metric(metric) -> dict:
+    """A resolved :class:`Metric` written back as explicit spec fields (no preset)."""
+    g = metric.gain
+    gain = g.kind if g.kind != "table" else {k: v for k, v in g.table}
+    return {"gain": gain, "cutoffs": ["all" if k is None else k for k in metric.cutoffs],
+            "discount": metric.discount, "ties": metric.ties, "ideal": metric.ideal,
+            "empty_ideal": metric.empty_ideal, "unjudged": metric.unjudged,
+            "missing_queries": metric.missing_queries}
+
+
+def changed(metric, rule: str, alternative: str) -> dict:
+    raw = raw_metric(metric)
+    if rule == "declared":
+        return raw
+    if rule == "gain":
+        if alternative in ("exponential", "linear"):
+            raw["gain"] = alternative
+        else:
+            raw["gain"] = {float(k): v for k, v in json.loads(alternative).items()}
+    else:
+        raw[rule] = alternative
+    return raw
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def _explain_table(text: str) -> dict[str, dict[str, str]]:
+    """``{field: {column: cell}}`` of explain's comparison table (columns located by the header)."""
+    lines = text.splitlines()
+    head_i = next(i for i, ln in enumerate(lines) if ln.strip().startswith("field") and "this spec" in ln)
+    head = lines[head_i]
+    cols = ["field", "this spec"] + TOOL_NAMES
+    starts = [head.index(c) for c in cols]
+    assert starts == sorted(starts)
+    out = {}
+    for ln in lines[head_i + 1: head_i + 1 + len(METRIC_FIELDS)]:
+        cells = [ln[a:b].strip() for a, b in zip(starts, starts[1:] + [len(ln) + 1])]
+        out[cells[0]] = dict(zip(cols[1:], cells[1:]))
+    assert list(out) == list(METRIC_FIELDS)
+    return out
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 3\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d1 2\nq2 0 d4 -1\n")
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 3 a\nq1 Q0 d2 2 2 a\nq2 Q0 d1 1 1 a\n")
+    (tmp_path / "b.run").write_text("q1 Q0 d2 1 3 b\nq1 Q0 d1 2 3 b\nq2 Q0 d4 1 1 b\nq2 Q0 d1 2 1 b\n")
+    return tmp_path
+
+
+def _write_spec(folder: Path, metric: dict, **kw) -> Path:
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(full_spec(metric, {"a": "a.run", "b": "b.run"}, comparison=False, **kw),
+                                   sort_keys=False))
+    return path
+
+
+def test_explain_prints_every_choice_gain_credit_and_origin(small, capsys):
+    path = _write_spec(small, {"preset": "trec_eval", "gain": "exponential", "cutoffs": [5, "all"]})
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    spec = load_spec(path)
+    m = spec.metric
+    assert "metric preset: trec_eval" in out
+    expected = {"gain": ("exponential", "spec"), "cutoffs": ("5, all", "spec"),
+                "discount": ("log2", "preset trec_eval"), "ties": ("id_descending", "preset trec_eval"),
+                "ideal": ("judged_catalog", "preset trec_eval"), "empty_ideal": ("zero", "preset trec_eval"),
+                "unjudged": ("zero", "preset trec_eval"), "missing_queries": ("exclude", "preset trec_eval")}
+    for f, (value, origin) in expected.items():
+        assert f"- {f}: {value}  [from {origin}]" in out, f
+        assert m.source_of(f) == origin
+    # the gain each grade found in the qrels earns (grades -1, 0, 1, 2, 3)
+    gain_line = next(ln for ln in out.splitlines() if "grade 3 earns" in ln)
+    assert "qrels.txt" in gain_line
+    for text in ("grade -1 earns 0", "grade 0 earns 0", "grade 1 earns 1", "grade 2 earns 3", "grade 3 earns 7"):
+        assert text in gain_line
+    assert "grade 4" not in gain_line
+    # plain words for every rule
+    assert "descending plain string order" in out and "scores 0 and is averaged in" in out
+    assert "every judged query" in out and "uniform" in out
+
+    table = _explain_table(out)
+    assert table["gain"] == {"this spec": "exponential", "trec_eval": "linear", "gdeval": "=", "sklearn": "linear",
+                             "torchmetrics": "linear", "ranx": "linear"}
+    assert table["ties"] == {"this spec": "id_descending", "trec_eval": "=", "gdeval": "=", "sklearn": "average",
+                             "torchmetrics": "average", "ranx": "unspecified"}
+    assert table["cutoffs"]["trec_eval"] == "5, 10, 15, 20, 30, 100, 200, 500, 1000, all"
+    assert table["cutoffs"]["gdeval"] == "20" and table["cutoffs"]["sklearn"] == "all"
+    assert table["empty_ideal"]["gdeval"] == "exclude" and table["empty_ideal"]["trec_eval"] == "="
+    assert table["missing_queries"]["ranx"] == "unspecified"
+    for tool in TOOLS:
+        assert f"{tool.name}: {tool.title}" in out
+    assert "ranx" in out and "not reproducible" in out
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_explain_table_agrees_everywhere_with_its_own_preset(small, capsys, preset):
+    path = _write_spec(small, {"preset": preset})
+    assert main(["explain", str(path)]) == 0
+    table = _explain_table(capsys.readouterr().out)
+    for f in METRIC_FIELDS:
+        assert table[f][preset] == "=", (preset, f, table[f])
+        # a cell is '=' exactly when the tool's value is the spec's
+        for tool in TOOLS:
+            theirs = tool.values[f]
+            cell = table[f][tool.name]
+            if theirs is None:
+                assert cell == "unspecified"
+            elif cell != "=":
+                assert cell != table[f]["this spec"]
+
+
+def test_explain_linear_gain_credit(small, capsys):
+    path = _write_spec(small, {"preset": "sklearn"})
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    gain_line = next(ln for ln in out.splitlines() if "grade 3 earns" in ln)
+    for text in ("grade -1 earns 0", "grade 0 earns 0", "grade 1 earns 1", "grade 2 earns 2", "grade 3 earns 3"):
+        assert text in gain_line
+    assert "- gain: linear  [from preset sklearn]" in out
+
+
+def test_explain_gain_table_credit_lists_the_grades_found_in_the_qrels(small, capsys):
+    """The credit line is announced as 'the grades found in qrels.txt': it must list those grades (-1..3) with
+    their gains, not the entries of the table that the qrels never uses (grade 9)."""
+    table = {-1: 0, 0: 0, 1: 2, 2: 5, 3: 11, 9: 100}
+    path = _write_spec(small, {"preset": "trec_eval", "gain": table})
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    gain_line = next(ln for ln in out.splitlines() if ln.startswith("    ") and "earns" in ln)
+    assert "the grades found in qrels.txt" in gain_line
+    for g in (-1, 0, 1, 2, 3):
+        assert f"grade {g} earns {table[g]}" in gain_line
+    assert "grade 9" not in gain_line, gain_line
+
+
+def test_explain_works_without_readable_qrels(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(full_spec({"preset": "gdeval"}, {"a": "a.run"}, comparison=False)))
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "example grades" in out and "grade 3 earns 7" in out
+    assert "- cutoffs: 20  [from preset gdeval]" in out
+
+
+def test_explain_function_matches_the_command(small, capsys):
+    path = _write_spec(small, {"preset": "torchmetrics", "ties": "id_ascending"})
+    assert main(["explain", str(path)]) == 0
+    assert capsys.readouterr().out.rstrip("\n") == explain(load_spec(path))
+
+
+# --------------------------------------------------------------------------- sensitivity: every row
+
+
+DECLARED = {
+    "trec_eval_weighted": ({"preset": "trec_eval", "cutoffs": [3, 10, "all"]}, "weights.tsv"),
+    "explicit": ({"gain": "exponential", "cutoffs": [5, "all"], "discount": "log2", "ties": "displayed_order",
+                  "ideal": "candidates", "empty_ideal": "exclude", "unjudged": "condense",
+                  "missing_queries": "zero"}, "uniform"),
+    "sklearn_table": ({"preset": "sklearn", "gain": {-1: 0, 0: 0, 1: 2, 2: 5, 3: 11}, "cutoffs": [4, "all"],
+                       "empty_ideal": "one"}, "weights.tsv"),
+}
+
+
+def _fresh(spec: dict, folder: Path, metric: dict):
+    fresh = dict(spec, metric=metric)
+    fresh.pop("uncertainty", None)
+    fresh.pop("comparison", None)
+    fresh.pop("report", None)
+    return ndcg_mlflow.evaluate(fresh, base_dir=folder)
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= 1e-12
+
+
+@pytest.mark.parametrize("case", sorted(DECLARED))
+def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
+    metric, weights = DECLARED[case]
+    systems = write_random_data(tmp_path)
+    spec = full_spec(metric, systems, weights=weights)
+    result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, keep_data=True)
+    table = sensitivity(result)
+    m = result.spec.metric
+    labels = [("all" if k is None else str(k)) for k in m.cutoffs]
+    names = list(systems)
+    baseline = names[0]
+
+    # one row per (rule, alternative) x (system or comparison) x cutoff; every non-declared alternative
+    expected_alts = {("declared", "as declared")}
+    for rule, choices in (("ties", TIES), ("ideal", IDEALS), ("empty_ideal", EMPTY_IDEAL),
+                          ("unjudged", UNJUDGED), ("missing_queries", MISSING)):
+        expected_alts |= {(rule, c) for c in choices if c != getattr(m, rule) and c != "error"}
+    expected_alts |= {("gain", g) for g in ("exponential", "linear") if g != m.gain.kind}
+    got_alts = set(zip(table["rule"], table["alternative"]))
+    assert got_alts == expected_alts
+    assert {(r, a) for r, a, _ in alternatives(m)} == expected_alts
+    per_alt = (len(names) + len(names) - 1) * len(labels)
+    assert len(table) == len(expected_alts) * per_alt
+    assert not table.duplicated(["rule", "alternative", "kind", "system", "baseline", "cutoff"]).any()
+
+    declared_sys, declared_cmp = {}, {}
+    checked = 0
+    for (rule, alt), rows in table.groupby(["rule", "alternative"], sort=False):
+        fresh = _fresh(spec, tmp_path, changed(m, rule, alt))
+        pq = fresh.per_query
+        for row in rows.itertuples(index=False):
+            ctx = (case, rule, alt, row.kind, row.system, row.cutoff)
+            if row.kind == "system":
+                want = fresh.mean(row.system, row.cutoff)
+                n_used = fresh.summary["systems"][row.system][f"ndcg_at_{row.cutoff}"]["n_evaluated"]
+                if rule == "declared":
+                    declared_sys[(row.system, row.cutoff)] = want
+                    assert _close(want, result.mean(row.system, row.cutoff)), ctx
+            else:
+                assert row.baseline == baseline and row.system != baseline, ctx
+                a = pq[(pq.system == row.system) & (pq.cutoff == row.cutoff)].set_index("query_id")
+                b = pq[(pq.system == baseline) & (pq.cutoff == row.cutoff)].set_index("query_id")
+                ok = a["ndcg"].notna() & b["ndcg"].notna()
+                d = a.loc[ok, "ndcg"] - b.loc[ok, "ndcg"]
+                w = a.loc[ok, "weight"]
+                want = float((w * d).sum() / w.sum()) if ok.any() else float("nan")
+                n_used = int(ok.sum())
+                if rule == "declared":
+                    declared_cmp[(row.system, row.cutoff)] = want
+            assert _close(row.value, want), (ctx, row.value, want)
+            assert row.n_used == n_used, ctx
+            checked += 1
+    assert checked == len(table)
+    # declared / change / sign_flip are consistent with the declared rows
+    for row in table.itertuples(index=False):
+        base = (declared_sys if row.kind == "system" else declared_cmp)[(row.system, row.cutoff)]
+        assert _close(row.declared, base)
+        assert _close(row.change, row.value - row.declared)
+        flip = (row.kind == "comparison" and abs(row.value) > 1e-12 and abs(row.declared) > 1e-12
+                and np.sign(row.value) != np.sign(row.declared))
+        assert bool(row.sign_flip) == bool(flip), row
+    # some alternatives really move the numbers on this data (the check above is not vacuous)
+    assert (table["change"].abs() > 1e-6).sum() > 10
+
+
+def test_sensitivity_needs_the_kept_data(tmp_path):
+    systems = write_random_data(tmp_path)
+    result = ndcg_mlflow.evaluate(full_spec({"preset": "trec_eval"}, systems, comparison=False), base_dir=tmp_path)
+    with pytest.raises(ValueError, match="keep_data"):
+        sensitivity(result)
+    # report.sensitivity keeps the data itself and attaches the table
+    with_report = ndcg_mlflow.evaluate(full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True),
+                                       base_dir=tmp_path)
+    assert with_report.sensitivity is not None
+    again = sensitivity(with_report)
+    pd.testing.assert_frame_equal(with_report.sensitivity, again)
+    assert set(with_report.sensitivity["kind"]) == {"system"}  # no comparison section: systems only
+
+
+# --------------------------------------------------------------------------- sensitivity: a sign flip
+
+
+def _write_flip_case(folder: Path) -> Path:
+    """q1: base shows d1 (2), an unjudged x, then d2 (1): 2.5 / IDCG. cand ties d1 and d2 at the top: ties by
+    id descending put d2 first (worse than base), id ascending or the displayed ranks put d1 first (better)."""
+    (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq2 0 e1 1\nq2 0 e2 0\nq3 0 f1 1\n")
+    (folder / "base.run").write_text("q1 Q0 d1 1 3.0 base\nq1 Q0 x 2 2.0 base\nq1 Q0 d2 3 1.0 base\n"
+                                     "q2 Q0 e1 1 2.0 base\nq2 Q0 e2 2 1.0 base\nq3 Q0 f1 1 1.0 base\n")
+    (folder / "cand.run").write_text("q1 Q0 d1 1 5.0 cand\nq1 Q0 d2 2 5.0 cand\n"
+                                     "q2 Q0 e1 1 2.0 cand\nq2 Q0 e2 2 1.0 cand\nq3 Q0 f1 1 1.0 cand\n")
+    spec = full_spec({"preset": "trec_eval", "cutoffs": [5, "all"]}, {"base": "base.run", "cand": "cand.run"},
+                     name="flip")
+    path = folder / "flip.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_tie_rule_flipping_a_comparison_is_flagged(tmp_path):
+    path = _write_flip_case(tmp_path)
+    result = ndcg_mlflow.evaluate(path, keep_data=True)
+    table = sensitivity(result)
+    cmp = table[(table["kind"] == "comparison") & (table["cutoff"] == "all")].set_index(["rule", "alternative"])
+    idcg = 2 + 1 / math.log2(3)
+    base_q1 = 2.5 / idcg
+    desc_q1 = (1 + 2 / math.log2(3)) / idcg
+    declared = (desc_q1 - base_q1) / 3
+    assert cmp.loc[("declared", "as declared"), "value"] == pytest.approx(declared, abs=1e-12)
+    assert declared < 0
+    assert cmp.loc[("ties", "id_ascending"), "value"] == pytest.approx((1 - base_q1) / 3, abs=1e-12)
+    assert bool(cmp.loc[("ties", "id_ascending"), "sign_flip"]) is True
+    assert bool(cmp.loc[("ties", "displayed_order"), "sign_flip"]) is True
+    avg_q1 = 1.5 * (1 + 1 / math.log2(3)) / idcg  # still below base: no flip
+    assert cmp.loc[("ties", "average"), "value"] == pytest.approx((avg_q1 - base_q1) / 3, abs=1e-12)
+    assert bool(cmp.loc[("ties", "average"), "sign_flip"]) is False
+    flipped = set(cmp.index[cmp["sign_flip"].astype(bool)])
+    assert flipped == {("ties", "id_ascending"), ("ties", "displayed_order")}
+    assert not table.loc[table["kind"] == "system", "sign_flip"].any()
+
+    text = format_sensitivity(table, "all")
+    assert "FLIP: cand vs base changes sign under ties = id_ascending" in text
+    assert "FLIP: cand vs base changes sign under ties = displayed_order" in text
+
+
+def test_explain_sensitivity_command_prints_the_tables(tmp_path, capsys):
+    path = _write_flip_case(tmp_path)
+    assert main(["explain", str(path), "--sensitivity", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "- ties: id_descending  [from preset trec_eval]" in out  # the explanation comes first
+    for label in ("5", "all"):
+        assert f"sensitivity at nDCG@{label} (one rule changed at a time; declared value first):" in out
+    assert out.index("How other tools' nDCG differs") < out.index("sensitivity at nDCG@5")
+    assert "FLIP: cand vs base changes sign under ties = id_ascending" in out
+    result = ndcg_mlflow.evaluate(path, keep_data=True)
+    section = out[out.index("sensitivity at nDCG@all"):]
+    declared_line = next(ln for ln in section.splitlines() if ln.startswith("declared"))
+    cells = declared_line.split()
+    assert cells[-3:] == [f"{result.mean('base', 'all'):.4f}", f"{result.mean('cand', 'all'):.4f}",
+                          f"{result.mean('cand', 'all') - result.mean('base', 'all'):+.4f}"]
+
+
+def test_explain_sensitivity_without_comparison(small, capsys):
+    path = _write_spec(small, {"preset": "trec_eval", "cutoffs": [5, "all"]})
+    assert main(["explain", str(path), "--sensitivity", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "sensitivity at nDCG@5" in out and "sensitivity at nDCG@all" in out
+    assert "no alternative flips the sign of a comparison at this cutoff." in out
+
+
+# --------------------------------------------------------------------------- report.sensitivity in `run`
+
+
+def test_report_sensitivity_is_written_and_logged(tracking_uri, demo_copy, tmp_path, capsys):
+    spec_path = demo_copy / "demo.yaml"
+    text = spec_path.read_text()
+    assert "sensitivity: true" in text
+    spec_path.write_text(text.replace("resamples: 10000", "resamples: 200"))
+    out = tmp_path / "out"
+    assert main(["run", str(spec_path), "--out", str(out), "--quiet"]) == 0
+    local = out / "sensitivity.csv"
+    assert local.is_file()
+    table = pd.read_csv(local, dtype={"cutoff": str, "baseline": str}, keep_default_na=False,
+                        na_values=[""])
+    assert list(table.columns) == ["rule", "alternative", "kind", "system", "baseline", "cutoff", "declared",
+                                   "value", "change", "sign_flip", "n_used"]
+    summary = json.loads((out / "summary.json").read_text())
+    declared = table[(table["rule"] == "declared") & (table["kind"] == "system")]
+    assert len(declared) == 3 * 3
+    for row in declared.itertuples(index=False):
+        assert row.value == pytest.approx(summary["systems"][row.system][f"ndcg_at_{row.cutoff}"]["mean"],
+                                          abs=1e-12)
+    assert set(table.loc[table["kind"] == "comparison", "baseline"]) == {"bm25"}
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name("demo-product-search")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    pid = parents[0].info.run_id
+    names = {a.path for a in client.list_artifacts(pid)}
+    assert {"sensitivity.csv", "sensitivity_table.json"} <= names
+    logged_csv = Path(client.download_artifacts(pid, "sensitivity.csv", str(tmp_path / "dl")))
+    assert logged_csv.read_bytes() == local.read_bytes()
+    logged = json.loads(Path(client.download_artifacts(pid, "sensitivity_table.json",
+                                                       str(tmp_path / "dl2"))).read_text())
+    assert logged["columns"] == list(table.columns)
+    assert len(logged["data"]) == len(table)
+
+
+def test_no_sensitivity_report_unless_asked(small, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write_spec(small, {"preset": "trec_eval"}, report=False)
+    out = tmp_path / "o"
+    assert main(["run", str(path), "--no-mlflow", "--out", str(out), "--quiet"]) == 0
+    assert (out / "summary.json").is_file() and not (out / "sensitivity.csv").exists()
+    path = _write_spec(small, {"preset": "trec_eval"}, report=True)
+    out2 = tmp_path / "o2"
+    assert main(["run", str(path), "--no-mlflow", "--out", str(out2), "--quiet"]) == 0
+    assert (out2 / "sensitivity.csv").is_file()

@@ -1,0 +1,595 @@
+"""Reports: ``report.html`` / ``report.md`` of a run, their figures in MLflow, escaping, companion measures.
+
+The demo (uncertainty, comparison, companions and sensitivity declared) is run once per module
+through the CLI into an isolated SQLite MLflow store; the reports are checked against the
+numbers of the output files they are rendered from (``summary.json``, ``wins_losses.json``,
+``sensitivity.csv``). The escaping and companion cases use tiny hand-written specs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import yaml
+
+from ndcg_mlflow.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
+
+NASTY = ["<script>alert(1)</script>", '"quotes"', "'single'", "&amp;", "|pipes|"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def f4(x) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+
+def s4(x) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.4f}"
+
+
+def pfmt(x) -> str:
+    """p-values as the report prints them: 4 decimals, or 1 significant digit in e-notation below 1e-4."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+class HtmlDoc(HTMLParser):
+    """Tables (rows of cell texts), every start tag, and the text of ``<b>`` / ``<td>`` / ``<summary>``."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.tags: list[tuple[str, list]] = []
+        self.bold: list[str] = []
+        self.cells: list[str] = []
+        self.titles: list[str] = []
+        self._row = self._cell = self._b = self._title = None
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self._row = []
+            self.tables[-1].append(self._row)
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+        elif tag == "b":
+            self._b = []
+        elif tag in ("title", "h1"):
+            self._title = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            text = "".join(self._cell).strip()
+            if self._row is not None:
+                self._row.append(text)
+            if tag == "td":
+                self.cells.append(text)
+            self._cell = None
+        elif tag == "b" and self._b is not None:
+            self.bold.append("".join(self._b))
+            self._b = None
+        elif tag in ("title", "h1") and self._title is not None:
+            self.titles.append("".join(self._title))
+            self._title = None
+
+    def handle_data(self, data):
+        for buf in (self._cell, self._b, self._title):
+            if buf is not None:
+                buf.append(data)
+
+    def table(self, *first_heads: str) -> list[list[str]]:
+        found = [t for t in self.tables if t and t[0][:len(first_heads)] == list(first_heads)]
+        assert found, f"no table with heads {first_heads}"
+        return found[0]
+
+
+def without_svg_boilerplate(text: str) -> str:
+    """The HTML without the parts of matplotlib's SVG that name URIs but fetch nothing: XML namespace
+    declarations and the ``<metadata>`` (RDF) block."""
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return re.sub(r"\sxmlns(:\w+)?\s*=\s*(\"[^\"]*\"|'[^']*')", "", text)
+
+
+def assert_self_contained(text: str) -> None:
+    lower = text.lower()
+    assert "<script" not in lower
+    assert "@import" not in lower
+    doc = HtmlDoc(text)
+    for tag, attrs in doc.tags:
+        assert tag not in ("link", "iframe", "object", "embed", "img", "base", "frame", "audio", "video",
+                           "source", "script"), f"<{tag}> in a self-contained report"
+        for name, value in attrs:
+            name = (name or "").lower()
+            if name in ("src", "href", "xlink:href", "srcset", "action", "formaction", "poster", "data",
+                        "background") or name.endswith(":href"):
+                assert (value or "").startswith("#"), f"<{tag} {name}={value!r}> points outside the file"
+            assert not name.startswith("on"), f"event handler attribute {name} on <{tag}>"
+            if tag == "meta":
+                assert name != "http-equiv", "meta http-equiv in the report"
+    for target in re.findall(r"url\(\s*['\"]?([^)'\"]*)", text):
+        assert target.startswith("#"), f"CSS url({target}) points outside the file"
+    stripped = without_svg_boilerplate(text).lower()
+    assert "http://" not in stripped and "https://" not in stripped and "//cdn" not in stripped
+    assert "file://" not in stripped
+
+
+def _prepare_store(migrated_db: Path, folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "mlflow.db"
+    shutil.copy(migrated_db, db)
+    return f"sqlite:///{db}"
+
+
+def _client(uri):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _runs(client, experiment):
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id]) if exp is not None else []
+
+
+def demo_spec_text(resamples: int = 1000) -> str:
+    text = (CONFIGS / "demo.yaml").read_text(encoding="utf-8")
+    new = re.sub(r"(\n\s+resamples:\s*)\d+", rf"\g<1>{resamples}", text, count=1)
+    assert new != text
+    return new
+
+
+# --------------------------------------------------------------------------- the demo, once per module
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, migrated_db):
+    """``ndcg-mlflow run`` of the demo (resamples 1000) into a fresh store; cwd and env restored afterwards."""
+    root = tmp_path_factory.mktemp("report_demo")
+    configs = root / "configs"
+    shutil.copytree(CONFIGS, configs, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = configs / "demo_fast.yaml"
+    spec.write_text(demo_spec_text(1000), encoding="utf-8")
+    uri = _prepare_store(migrated_db, root / "store")
+    out = root / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    client = _client(uri)
+    runs = _runs(client, "demo-product-search")
+    parent = next(r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs
+                if r.data.tags.get("ndcg_mlflow.role") == "system"}
+    return SimpleNamespace(
+        root=root, out=out, uri=uri, client=client, parent=parent, children=children,
+        summary=json.loads((out / "summary.json").read_text(encoding="utf-8")),
+        wins_losses=json.loads((out / "wins_losses.json").read_text(encoding="utf-8")),
+        sensitivity=pd.read_csv(out / "sensitivity.csv", dtype={"cutoff": str}, keep_default_na=False,
+                                na_values=[""]),
+        html=(out / "report.html").read_text(encoding="utf-8"),
+        md=(out / "report.md").read_text(encoding="utf-8"),
+    )
+
+
+def test_demo_writes_both_reports(demo):
+    assert (demo.out / "report.html").is_file() and (demo.out / "report.md").is_file()
+    assert demo.html.lstrip().lower().startswith("<!doctype html>")
+    assert demo.md.startswith("# nDCG report — demo-product-search")
+    assert demo.summary["spec"]["uncertainty.resamples"] == 1000
+
+
+def test_html_results_and_coverage_tables_match_summary(demo):
+    doc = HtmlDoc(demo.html)
+    systems = demo.summary["systems"]
+    keys = list(next(iter(systems.values())))
+    assert keys == ["ndcg_at_5", "ndcg_at_10", "ndcg_at_all"]
+
+    results = doc.table("system", "nDCG@5")
+    assert results[0] == ["system", "nDCG@5", "nDCG@10", "nDCG@all"]
+    rows = {r[0]: r[1:] for r in results[1:]}
+    assert list(rows) == ["bm25", "reranker-v2", "dense-ties"]
+    for name, entry in systems.items():
+        for cell, key in zip(rows[name], keys):
+            m = entry[key]
+            assert cell.startswith(f4(m["mean"]) + " "), (name, key, cell)
+            assert f"[{f4(m['ci_low'])}, {f4(m['ci_high'])}]" in cell
+            assert f"SE {f4(m['std_error'])}" in cell
+            assert f"duplicate rate {m['duplicate_rate']:.3f}" in cell
+            assert f"catalog coverage {m['catalog_coverage']:.4f}" in cell
+    # the interval legend names the declared settings
+    assert "95% bca intervals from 1000 bootstrap resamples of queries, seed 20261130" in demo.html
+
+    coverage = doc.table("system", "evaluated")
+    cov_rows = {r[0]: r for r in coverage[1:]}
+    for name, entry in systems.items():
+        first = entry["ndcg_at_5"]
+        row = cov_rows[name]
+        assert row[1:5] == [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_empty_ideal"]),
+                            str(first["n_missing"])]
+        assert row[6:] == [f"{entry[k]['judged_coverage']:.3f}" for k in keys]
+    assert cov_rows["reranker-v2"][4] == "1"  # the demo's reranker misses one judged query
+
+
+def test_html_comparisons_table_matches_summary(demo):
+    doc = HtmlDoc(demo.html)
+    table = doc.table("candidate", "baseline")
+    comps = demo.summary["comparisons"]
+    assert len(table) - 1 == len(comps) == 6
+    for row, c in zip(table[1:], comps):
+        expected = [c["candidate"], c["baseline"], c["cutoff"], str(c["n_paired"]), f4(c["baseline_mean"]),
+                    f4(c["candidate_mean"]), s4(c["delta"]), f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}]",
+                    f"{c['relative_delta']:+.1%}", pfmt(c["p_randomization"]), pfmt(c["p_t_test"]),
+                    pfmt(c["p_corrected"]), f"{c['effect_size_dz']:+.3f}",
+                    f"{c['wins']} / {c['ties']} / {c['losses']}"]
+        assert row == expected
+    # raw and corrected p differ for the demo (holm over 6 comparisons): both columns are shown
+    assert any(pfmt(c["p_randomization"]) != pfmt(c["p_corrected"]) for c in comps)
+
+
+def test_html_lists_the_largest_wins_and_losses(demo):
+    doc = HtmlDoc(demo.html)
+    blocks = demo.wins_losses["comparisons"]
+    assert len(blocks) == 6
+    # every listed query appears, in order, as the bold query id of its <details> summary
+    expected_ids = [e["query_id"] for b in blocks for kind in ("wins", "losses") for e in b[kind]]
+    bold_ids = [t for t in doc.bold if re.fullmatch(r"q\d{4}", t)]
+    assert bold_ids == expected_ids
+    for b in blocks:
+        assert len(b["wins"]) == 10 and len(b["losses"]) == 10
+        label = "nDCG@" + b["cutoff"]
+        assert f"<h3>{b['candidate']} vs {b['baseline']}, {label}</h3>" in demo.html
+        top = b["wins"][0]
+        assert (f"query <b>{top['query_id']}</b> (weight {top['weight']:g}): {f4(top['baseline_ndcg'])} → "
+                f"{f4(top['candidate_ndcg'])}") in demo.html
+        assert s4(top["delta"]) in demo.html
+        # the documents of the largest win are listed with their grades
+        for d in top["candidate_top"]:
+            assert d["doc_id"] in doc.cells
+
+
+def test_html_sensitivity_table(demo):
+    doc = HtmlDoc(demo.html)
+    table = doc.table("rule", "alternative")
+    heads = table[0][2:]
+    assert heads == ["bm25", "reranker-v2", "dense-ties", "reranker-v2 − bm25", "dense-ties − bm25"]
+    rows = {(r[0], r[1]): r[2:] for r in table[1:]}
+    sens = demo.sensitivity[demo.sensitivity["cutoff"] == "10"]
+    assert {"gain", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries"} <= set(sens["rule"])
+    assert len(rows) == len(sens[["rule", "alternative"]].drop_duplicates())
+
+    # the declared row: the means and differences of summary.json
+    declared = rows[("declared", "as declared")]
+    systems = demo.summary["systems"]
+    comps = {c["candidate"]: c for c in demo.summary["comparisons"] if c["key"] == "ndcg_at_10"}
+    assert declared == ([f4(systems[s]["ndcg_at_10"]["mean"]) for s in ("bm25", "reranker-v2", "dense-ties")]
+                        + [s4(comps[c]["delta"]) for c in ("reranker-v2", "dense-ties")])
+
+    columns = [("system", "bm25", ""), ("system", "reranker-v2", ""), ("system", "dense-ties", ""),
+               ("comparison", "reranker-v2", "bm25"), ("comparison", "dense-ties", "bm25")]
+    flips = 0
+    for _, r in sens[sens["rule"] != "declared"].iterrows():
+        cells = rows[(r["rule"], r["alternative"])]
+        col = columns.index((r["kind"], r["system"], "" if pd.isna(r["baseline"]) else r["baseline"]))
+        expected = s4(r["change"]) + (" FLIP" if bool(r["sign_flip"]) else "")
+        assert cells[col] == expected, (r["rule"], r["alternative"], r["system"])
+        flips += bool(r["sign_flip"])
+    assert flips >= 1  # the demo's tie rules flip dense-ties − bm25
+
+
+def test_html_figures_inline_svg(demo):
+    for name in FIGURES:
+        m = re.search(rf"<figure id='{name}'>(.*?)</figure>", demo.html, flags=re.S)
+        assert m, name
+        body = m.group(1)
+        assert body.lstrip().startswith("<svg") and "</svg>" in body
+        assert "<?xml" not in body and "<!DOCTYPE svg" not in body
+    assert demo.html.count("<svg") == 3
+
+
+def test_html_is_self_contained(demo):
+    assert_self_contained(demo.html)
+    assert "<style>" in demo.html  # inline CSS, not a stylesheet link
+
+
+def test_markdown_report(demo):
+    md = demo.md
+    summary = demo.summary
+    for name, entry in summary["systems"].items():
+        first = entry["ndcg_at_5"]
+        cells = " | ".join(f"{f4(entry[k]['mean'])} [{f4(entry[k]['ci_low'])}, {f4(entry[k]['ci_high'])}]"
+                           for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"))
+        assert f"| {name} | {cells} | {first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']} |" in md
+    for c in summary["comparisons"]:
+        line = (f"| {c['candidate']} | {c['cutoff']} | {s4(c['delta'])} | [{s4(c['ci_low'])}, {s4(c['ci_high'])}] "
+                f"| {pfmt(c['p_randomization'])} | {pfmt(c['p_corrected'])} | {c['wins']}/{c['ties']}/{c['losses']} |")
+        assert line in md
+    for b in demo.wins_losses["comparisons"]:
+        if b["key"] != "ndcg_at_10":
+            continue
+        for kind in ("wins", "losses"):
+            text = ", ".join(f"{e['query_id']} ({e['delta']:+.3f})" for e in b[kind][:3])
+            assert f"- largest {kind}: {text}" in md
+    assert "<script" not in md.lower()
+
+
+def test_mlflow_has_reports_and_png_figures(demo, tmp_path):
+    client, pid = demo.client, demo.parent.info.run_id
+    root = {a.path for a in client.list_artifacts(pid)}
+    assert {"report.html", "report.md", "figures"} <= root
+    figures = {a.path for a in client.list_artifacts(pid, "figures")}
+    assert figures == {f"figures/{n}.png" for n in FIGURES}
+    for name in FIGURES:
+        png = Path(client.download_artifacts(pid, f"figures/{name}.png", str(tmp_path / "dl")))
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    html = Path(client.download_artifacts(pid, "report.html", str(tmp_path / "dl")))
+    assert html.read_bytes() == (demo.out / "report.html").read_bytes()
+    md = Path(client.download_artifacts(pid, "report.md", str(tmp_path / "dl")))
+    assert md.read_bytes() == (demo.out / "report.md").read_bytes()
+
+
+def test_companion_metrics_on_demo_system_runs(demo):
+    assert set(demo.children) == {"bm25", "reranker-v2", "dense-ties"}
+    for name, child in demo.children.items():
+        for key in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"):
+            m = demo.summary["systems"][name][key]
+            suffix = key.replace("ndcg_at_", "")
+            assert child.data.metrics[f"duplicate_rate_at_{suffix}"] == pytest.approx(m["duplicate_rate"],
+                                                                                        rel=1e-12)
+            assert child.data.metrics[f"catalog_coverage_at_{suffix}"] == pytest.approx(m["catalog_coverage"],
+                                                                                          rel=1e-12)
+    # catalog size 200000: coverage at 10 = distinct documents shown in the top 10 / 200000
+    per_query = pd.read_csv(demo.out / "systems" / "bm25.top.csv", dtype={"query_id": str, "doc_id": str})
+    shown = per_query[per_query["rank"] <= 10]["doc_id"].nunique()
+    assert demo.summary["systems"]["bm25"]["ndcg_at_10"]["catalog_coverage"] == pytest.approx(shown / 200000)
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def write_escaping_spec(folder: Path) -> Path:
+    """A tiny evaluation whose query ids, document ids and name are hostile to HTML and markdown.
+
+    Five queries, each judging the same five hostile document ids (and a plain one) with rotated grades;
+    ``base`` ranks the documents in list order and ``cand`` in reverse, so there are wins and losses whose
+    top documents (the hostile ids) are listed in the report.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = NASTY + ["plain"]
+    qrels, base, cand = [], [], []
+    for i, q in enumerate(NASTY):
+        for j, d in enumerate(docs):
+            qrels.append({"query_id": q, "doc_id": d, "grade": (i + 2 * j) % 4})
+        for r, d in enumerate(docs):
+            base.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
+        for r, d in enumerate(reversed(docs)):
+            cand.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
+    _jsonl(folder / "qrels.jsonl", qrels)
+    _jsonl(folder / "base.jsonl", base)
+    _jsonl(folder / "cand.jsonl", cand)
+    spec = {
+        "spec_version": 1,
+        "name": "<script>alert('name')</script> \"q\" & co",
+        "metric": {"gain": "exponential", "cutoffs": [3, 10], "discount": "log2", "ties": "displayed_order",
+                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
+                   "missing_queries": "zero"},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.jsonl", "systems": {"base": "base.jsonl", "cand": "cand.jsonl"}},
+        "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7},
+        "comparison": {"baseline": "base", "test": "both", "correction": "holm", "wins_losses": 5,
+                       "tie_tolerance": 1e-9},
+        "mlflow": {"experiment": "escaping"},
+    }
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
+    spec = write_escaping_spec(tmp_path / "esc")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    wl = json.loads((out / "wins_losses.json").read_text(encoding="utf-8"))
+    listed = {e["query_id"] for b in wl["comparisons"] for k in ("wins", "losses") for e in b[k]}
+    assert listed == set(NASTY)  # every hostile query id is one of the listed wins or losses
+
+    # the source holds only the escaped forms
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '"quotes"' not in html and "&quot;quotes&quot;" in html
+    assert "'single'" not in html and "&#x27;single&#x27;" in html
+    assert "&amp;amp;" in html
+    assert_self_contained(html)
+
+    # parsed back, every hostile id is text: query ids in <b>, document ids in table cells
+    doc = HtmlDoc(html)
+    assert not any(tag == "script" for tag, _ in doc.tags)
+    for hostile in NASTY:
+        assert hostile in doc.bold, hostile
+        assert hostile in doc.cells, hostile
+    name = "<script>alert('name')</script> \"q\" & co"
+    assert len(doc.titles) == 2 and all(t.endswith(name) for t in doc.titles)  # <title> and <h1>, as text
+
+    # markdown: no raw tag, pipes cannot break a table
+    assert "<script" not in md.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "\\|pipes\\|" in md
+    assert "&amp;amp;" in md
+    for line in md.splitlines():
+        if line.startswith("- largest"):
+            assert "|" not in line.replace("\\|", "")
+
+    # the same files were logged (MLflow took the hostile ids without complaint)
+    client = _client(tracking_uri)
+    parent = next(r for r in _runs(client, "escaping") if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    assert parent.info.status == "FINISHED"
+    names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"report.html", "report.md"} <= names
+
+
+# --------------------------------------------------------------------------- companions, by hand
+
+COMPANION_METRIC = {"gain": "exponential", "cutoffs": [2, 3, 10], "discount": "log2", "ties": "displayed_order",
+                    "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
+                    "missing_queries": "zero"}
+
+
+def write_companion_case(folder: Path, catalog) -> Path:
+    """Judged queries q1..q4; the system returns
+    q1: d1 d2 d3 d4   (groups: d1 G1, d2 -, d3 G1, d4 G2)       -> repeats at rank 3
+    q2: e1 e2         (e1 G1, e2 G1: the same group as q1's d1) -> repeats at rank 2 (groups are per query)
+    q3: f1 d1         (f1 -, d1 G1)                             -> no repeat
+    q4: not returned (missing: nothing shown, no duplicate rate)
+    q9: z1 z2 z3      (not judged: not evaluated, ignored)
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq1 0 d5 1\nq2 0 e1 1\nq3 0 f1 1\nq4 0 g1 1\n")
+    ranking = {"q1": ["d1", "d2", "d3", "d4"], "q2": ["e1", "e2"], "q3": ["f1", "d1"], "q9": ["z1", "z2", "z3"]}
+    (folder / "sys.run").write_text("".join(f"{q} Q0 {d} {i + 1} {10 - i} sys\n" for q, ds in ranking.items()
+                                            for i, d in enumerate(ds)))
+    (folder / "groups.tsv").write_text("doc_id\tgroup\nd1\tG1\nd3\tG1\nd4\tG2\nd5\tG2\ne1\tG1\ne2\tG1\nz1\tG9\n"
+                                       "z2\tG9\n")
+    spec = {"spec_version": 1, "name": "companions", "metric": COMPANION_METRIC, "queries": {"weights": "uniform"},
+            "data": {"qrels": "qrels.txt", "systems": {"sys": "sys.run"}},
+            "companions": {"duplicates": "groups.tsv", "catalog": catalog},
+            "mlflow": {"experiment": "companions"}}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def test_duplicate_rate_and_catalog_size_by_hand(tracking_uri, tmp_path):
+    spec = write_companion_case(tmp_path / "c", 100)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    m = summary["systems"]["sys"]
+
+    # per query: K=2 q1 0/2, q2 1/2, q3 0/2; K=3 q1 1/3, q2 1/2 (2 shown), q3 0; K=10 q1 1/4, q2 1/2, q3 0
+    # q4 shows nothing and is left out of the mean
+    assert m["ndcg_at_2"]["duplicate_rate"] == pytest.approx((0 + 1 / 2 + 0) / 3, abs=1e-12)
+    assert m["ndcg_at_3"]["duplicate_rate"] == pytest.approx((1 / 3 + 1 / 2 + 0) / 3, abs=1e-12)
+    assert m["ndcg_at_10"]["duplicate_rate"] == pytest.approx((1 / 4 + 1 / 2 + 0) / 3, abs=1e-12)
+    per_query = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
+    if "duplicate_rate" in per_query.columns:
+        got = per_query.set_index(["query_id", "cutoff"])["duplicate_rate"]
+        assert got[("q1", "3")] == pytest.approx(1 / 3) and got[("q2", "2")] == pytest.approx(0.5)
+        assert got[("q3", "10")] == 0 and math.isnan(got[("q4", "10")])
+
+    # distinct documents shown in the top K over the evaluated queries (q9's are not), over 100:
+    # K=2 {d1 d2 e1 e2 f1}, K=3 + d3, K=10 + d4
+    assert m["ndcg_at_2"]["catalog_coverage"] == pytest.approx(5 / 100)
+    assert m["ndcg_at_3"]["catalog_coverage"] == pytest.approx(6 / 100)
+    assert m["ndcg_at_10"]["catalog_coverage"] == pytest.approx(7 / 100)
+
+    client = _client(tracking_uri)
+    child = next(r for r in _runs(client, "companions") if r.data.tags.get("ndcg_mlflow.role") == "system")
+    assert child.data.metrics["duplicate_rate_at_10"] == pytest.approx(0.25)
+    assert child.data.metrics["catalog_coverage_at_10"] == pytest.approx(0.07)
+    assert child.data.metrics["duplicate_rate_at_2"] == pytest.approx(1 / 6)
+    assert child.data.metrics["catalog_coverage_at_3"] == pytest.approx(0.06)
+
+    html = (out / "report.html").read_text(encoding="utf-8")
+    cells = HtmlDoc(html).table("system", "nDCG@2")[1]
+    assert "duplicate rate 0.250" in cells[3] and "catalog coverage 0.0700" in cells[3]
+    assert "duplicate rate 0.167" in cells[1] and "catalog coverage 0.0500" in cells[1]
+
+
+def test_catalog_coverage_with_a_catalog_file(tmp_path):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    # ten distinct ids (d1 listed twice, a header line); d4 is shown but not in the catalog; z1 only by q9
+    (folder / "catalog.txt").write_text("doc_id\nd1\nd2\nd3\ne1\nz1\nx1\nx2\nd1\nx3\nx4\nx5\n")
+    spec = write_companion_case(folder, "catalog.txt")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    m = json.loads((out / "summary.json").read_text())["systems"]["sys"]
+    assert m["ndcg_at_2"]["catalog_coverage"] == pytest.approx(3 / 10)  # d1 d2 e1
+    assert m["ndcg_at_3"]["catalog_coverage"] == pytest.approx(4 / 10)  # + d3
+    assert m["ndcg_at_10"]["catalog_coverage"] == pytest.approx(4 / 10)  # d4 is not in the catalog
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "catalog coverage 0.4000" in html
+
+
+def test_catalog_coverage_with_a_csv_catalog_file(tmp_path):
+    """A catalog CSV with a doc_id column (and other columns) counts the same documents as a plain list."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "catalog.csv").write_text("doc_id,title\nd1,one\nd2,two\nd3,three\ne1,four\nz1,five\nx1,six\n"
+                                        "x2,seven\nx3,eight\nx4,nine\nx5,ten\n")
+    spec = write_companion_case(folder, "catalog.csv")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    m = json.loads((out / "summary.json").read_text())["systems"]["sys"]
+    assert m["ndcg_at_2"]["catalog_coverage"] == pytest.approx(3 / 10)
+    assert m["ndcg_at_10"]["catalog_coverage"] == pytest.approx(4 / 10)
+
+
+# --------------------------------------------------------------------------- rebuilt and odd names
+
+
+def test_report_command_rebuilds_the_demo_report(demo, tmp_path):
+    out = tmp_path / "rebuilt"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(demo.root)
+        assert main(["report", demo.parent.info.run_id, "--out", str(out), "--tracking-uri", demo.uri]) == 0
+    rebuilt = (out / "report.html").read_text(encoding="utf-8")
+
+    def strip(text):
+        return re.sub(r"<svg.*?</svg>", "<svg/>", text, flags=re.S)
+
+    assert rebuilt.count("<svg") == 3
+    assert strip(rebuilt) == strip(demo.html)  # same tables, sensitivity and companions included
+    assert HtmlDoc(rebuilt).tables == HtmlDoc(demo.html).tables
+
+
+def test_system_names_that_look_like_numbers_are_kept(tmp_path):
+    """System names are strings: '007' and '1e3' must not become 7.0 and 1000.0 in any table."""
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 1\nq2 0 d1 1\nq2 0 d4 2\n")
+    (folder / "a.run").write_text("q1 Q0 d1 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d2 3 7 s\nq2 Q0 d1 1 3 s\n"
+                                  "q2 Q0 d4 2 2 s\n")
+    (folder / "b.run").write_text("q1 Q0 d2 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d1 3 7 s\nq2 Q0 d4 1 3 s\n"
+                                  "q2 Q0 d1 2 2 s\n")
+    spec = {"spec_version": 1, "name": "names", "metric": dict(COMPANION_METRIC, cutoffs=[2, 10]),
+            "queries": {"weights": "uniform"}, "data": {"qrels": "qrels.txt", "systems": {"007": "a.run",
+                                                                                          "1e3": "b.run"}},
+            "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1},
+            "comparison": {"baseline": "007", "test": "randomization", "correction": "none", "wins_losses": 2,
+                           "tie_tolerance": 0.0},
+            "report": {"sensitivity": True}}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    doc = HtmlDoc((out / "report.html").read_text(encoding="utf-8"))
+    assert [r[0] for r in doc.table("system", "nDCG@2")[1:]] == ["007", "1e3"]
+    assert doc.table("candidate", "baseline")[1][:2] == ["1e3", "007"]
+    assert doc.table("rule", "alternative")[0][2:] == ["007", "1e3", "1e3 − 007"]
