@@ -99,6 +99,8 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     out.family = (f"{len(pairs)} comparisons: each of {len(names) - 1} candidate(s) against baseline "
                   f"'{comparison.baseline}' at each of {len(keys)} cutoff(s); correction {comparison.correction}")
     base = result.systems[comparison.baseline].result.ndcg
+    randomization = _randomization(result, comparison, uncertainty, pairs) \
+        if comparison.test in ("randomization", "both") else {}
     primary = []
     for name, key in pairs:
         j = keys.index(key)
@@ -115,10 +117,8 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             lo, hi, se, dist = boot_results[("delta:" + name, key)]
             out.distributions[(name, key)] = dist
             p_rand = p_t = float("nan")
-            if comparison.test in ("randomization", "both"):
-                rng = np.random.default_rng(stats.resample_seed(uncertainty.seed,
-                                                                ["randomization", *result.query_ids[mask]]))
-                p_rand, exact = stats.randomization_test(d, w, resamples=uncertainty.resamples, rng=rng)
+            if (name, key) in randomization:
+                p_rand, exact = randomization[(name, key)]
                 row["randomization_exact"] = exact
             if comparison.test in ("t_test", "both"):
                 p_t = stats.paired_t_test(d, w)
@@ -147,6 +147,31 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         row["corrected_test"] = test_name
         row["correction"] = comparison.correction
     out.wins_losses = _wins_losses(result, comparison, pairs)
+    return out
+
+
+def _randomization(result, comparison: Comparison, uncertainty: Uncertainty,
+                   pairs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[float, bool]]:
+    """Randomization p-values of every comparison; comparisons on the same queries share one stream of
+    sign vectors (seeded by the seed and those queries' ids), drawn once."""
+    keys = list(result.spec.metric.keys)
+    base = result.systems[comparison.baseline].result.ndcg
+    groups: dict[bytes, list[tuple[tuple[str, str], np.ndarray, np.ndarray]]] = {}
+    for name, key in pairs:
+        j = keys.index(key)
+        cand = result.systems[name].result.ndcg
+        mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
+        if mask.any():
+            token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
+            groups.setdefault(token, []).append(((name, key), mask, cand[:, j] - base[:, j]))
+    out = {}
+    for items in groups.values():
+        mask = items[0][1]
+        d = np.column_stack([diff[mask] for _, _, diff in items])
+        rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ["randomization", *result.query_ids[mask]]))
+        p, exact = stats.randomization_tests(d, result.weights[mask], resamples=uncertainty.resamples, rng=rng)
+        for (label, _, _), pv in zip(items, p):
+            out[label] = (float(pv), exact)
     return out
 
 

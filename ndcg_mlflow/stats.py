@@ -5,9 +5,9 @@ uses global random state.
 
 Bootstrap: queries are resampled with replacement, each keeping its weight, so
 a resampled weighted mean is ``sum(c_i w_i x_i) / sum(c_i w_i)`` with ``c`` the
-resample counts. Counts come in chunks as a (chunk x n) matrix built from the
-resampled indices and are multiplied with a few (n x k) columns at once — one
-matrix product per chunk for every system and comparison sharing the queries.
+resample counts. Each chunk of resamples is a sparse matrix of ones at the drawn
+indices, multiplied with a few (n x k) columns at once — one product per chunk for
+every system and comparison sharing the queries.
 
 The index stream depends only on the seed and on the ordered list of query ids
 being resampled (:func:`resample_seed`): the same seed gives the same numbers
@@ -24,7 +24,6 @@ from typing import Iterator, Sequence
 import numpy as np
 
 DEFAULT_CHUNK = 512
-BLOCK = 256  # resamples summed per matrix-vector product: fixed, so that results never depend on chunking
 
 
 # --------------------------------------------------------------------------- resampling
@@ -90,62 +89,46 @@ def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.sqrt(n / (n - 1) * ss) / w.sum()
 
 
-def _blocks(source: Iterator[np.ndarray], n: int, block: int) -> Iterator[np.ndarray]:
-    """Re-cut chunks of indices into blocks of exactly ``block`` rows (the last padded with -1 rows)."""
-    buf = np.empty((block, n), dtype=np.int64)
-    filled = 0
-    for idx in source:
-        start = 0
-        while start < len(idx):
-            take = min(block - filled, len(idx) - start)
-            buf[filled:filled + take] = idx[start:start + take]
-            filled += take
-            start += take
-            if filled == block:
-                yield buf.copy()
-                filled = 0
-    if filled:
-        buf[filled:] = -1
-        yield buf.copy()
-
-
 def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
                     studentized: bool = False, chunk: int = DEFAULT_CHUNK,
                     indices: np.ndarray | None = None) -> BootstrapDistribution:
     """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
 
     ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
-    Bit-for-bit reproducible: the sums of each column are taken separately (so adding a column
-    changes nothing else) over blocks of a fixed number of resamples (so ``chunk``, the number of
-    resamples drawn at a time, changes nothing either).
+    Each chunk of resamples is a sparse (chunk x n) matrix of ones at the drawn indices, multiplied
+    with the few (n x k) columns of weighted values: every resampled sum adds that resample's own
+    values in draw order, so the numbers are bit-for-bit the same whatever ``chunk`` (how many
+    resamples are drawn at a time) and whatever other columns are resampled alongside.
     """
+    from scipy import sparse
+
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
     n, k = x.shape
-    cols = [w * x[:, c] for c in range(k)] + [w]
+    cols = [w[:, None] * x, w[:, None]]
     if studentized:
-        cols += [w ** 2 * x[:, c] ** 2 for c in range(k)] + [w ** 2 * x[:, c] for c in range(k)] + [w ** 2]
+        cols += [(w ** 2)[:, None] * x ** 2, (w ** 2)[:, None] * x, (w ** 2)[:, None]]
+    mat = np.ascontiguousarray(np.hstack(cols))
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
     source = (indices[i:i + chunk] for i in range(0, resamples, chunk)) if indices is not None else \
         resample_indices(rng, n, resamples, chunk)
     row = 0
-    for idx in _blocks(source, n, BLOCK):
-        rows = min(BLOCK, resamples - row)
-        c = counts_from_indices(np.where(idx >= 0, idx, 0), n)
-        c[rows:] = 0.0
-        s = np.column_stack([c @ col for col in cols])[:rows]
+    for idx in source:
+        c = idx.shape[0]
+        counts = sparse.csr_matrix((np.ones(c * n), idx.ravel(), np.arange(0, c * n + 1, n)), shape=(c, n))
+        s = counts @ mat
         sw = s[:, k:k + 1]
         means = s[:, :k] / sw
-        dist[row:row + rows] = means
+        dist[row:row + c] = means
         if studentized:
             s2 = s[:, k + 1:2 * k + 1]
             s1 = s[:, 2 * k + 1:3 * k + 1]
             s0 = s[:, 3 * k + 1:3 * k + 2]
             ss = np.maximum(s2 - 2 * means * s1 + means ** 2 * s0, 0.0)
-            se[row:row + rows] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
-        row += rows
+            se[row:row + c] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
+        row += c
     return BootstrapDistribution(weighted_mean(x, w), dist, se)
 
 
@@ -249,35 +232,53 @@ def effective_n(w: np.ndarray) -> float:
 
 
 def randomization_test(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
-                       exact_max: int = 20, chunk: int = 4096) -> tuple[float, bool]:
-    """Two-sided paired sign-flip test of the weighted mean difference.
+                       exact_max: int = 20, chunk: int | None = None) -> tuple[float, bool]:
+    """Two-sided paired sign-flip test of the weighted mean difference (one series; see
+    :func:`randomization_tests`). Returns (p, exact)."""
+    p, exact = randomization_tests(np.asarray(d, dtype=np.float64)[:, None], w, resamples=resamples, rng=rng,
+                                   exact_max=exact_max, chunk=chunk)
+    return float(p[0]), exact
 
-    Exact (all 2^n sign vectors) when n <= ``exact_max``: p = count / 2^n. Otherwise
-    Monte-Carlo: p = (1 + count) / (resamples + 1). "count" counts |T*| >= |T| up to
-    a relative tolerance of 1e-12 (floating-point sums of equal values differ in
-    the last bits). Returns (p, exact).
+
+def randomization_tests(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
+                        exact_max: int = 20, chunk: int | None = None) -> tuple[np.ndarray, bool]:
+    """Two-sided paired sign-flip tests of the weighted mean differences of the columns of ``d`` (n x m),
+    all sharing one stream of sign vectors.
+
+    Exact (all 2^n sign vectors) when n <= ``exact_max``: p = count / 2^n. Otherwise Monte-Carlo:
+    p = (1 + count) / (resamples + 1). "count" counts |T*| >= |T| up to a relative tolerance of 1e-12
+    (floating-point sums of equal values differ in the last bits). The sign vectors come from one
+    64-bit draw per entry, in a buffer reused across chunks of about 2 million entries, so neither the
+    chunk size nor the number of columns changes a p-value. Returns (p per column, exact).
     """
-    n = d.size
+    n, m = d.shape
     if n == 0:
-        return float("nan"), True
-    v = w * d / w.sum()
-    observed = abs(v.sum())
-    tol = 1e-12 * max(np.abs(v).sum(), 1e-300)
+        return np.full(m, np.nan), True
+    v = (w[:, None] * d) / w.sum()
+    observed = np.abs(np.array([v[:, c].sum() for c in range(m)]))
+    tol = 1e-12 * np.maximum(np.array([np.abs(v[:, c]).sum() for c in range(m)]), 1e-300)
+    threshold = observed - tol
+    count = np.zeros(m, dtype=np.int64)
     if n <= exact_max:
-        count = 0
         total = 1 << n
         bits = np.arange(n, dtype=np.int64)
         for start in range(0, total, 1 << 16):
             codes = np.arange(start, min(start + (1 << 16), total), dtype=np.int64)
             signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
-            count += int(np.count_nonzero(np.abs(signs @ v) >= observed - tol))
+            count += np.count_nonzero(np.abs(signs @ v) >= threshold, axis=0)
         return count / total, True
-    count = 0
+    rows = chunk or max(1, (1 << 21) // n)
+    buf = np.empty((rows, n))
+    mask = np.empty((rows, n), dtype=bool)
     done = 0
     while done < resamples:
-        c = min(chunk, resamples - done)
-        signs = np.where(rng.random((c, n)) < 0.5, 1.0, -1.0)
-        count += int(np.count_nonzero(np.abs(signs @ v) >= observed - tol))
+        c = min(rows, resamples - done)
+        u, b = buf[:c], mask[:c]
+        rng.random(out=u)
+        np.less(u, 0.5, out=b)
+        np.multiply(b, 2.0, out=u)  # +1 where the draw is below 0.5, -1 elsewhere
+        u -= 1.0
+        count += np.count_nonzero(np.abs(u @ v) >= threshold, axis=0)
         done += c
     return (1 + count) / (resamples + 1), False
 

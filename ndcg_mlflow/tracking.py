@@ -254,7 +254,10 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> "LoggedRuns | 
         logged = LoggedRuns("", experiment_id, parent.info.run_id, children)
         logged.reused = True
         return logged
-    for r in runs:
+    for r in runs:  # an incomplete earlier upload: end its runs, then delete them
+        if r.info.status in ("RUNNING", "SCHEDULED"):
+            client.set_tag(r.info.run_id, f"{TAG_PREFIX}.logging", "superseded by a later upload")
+            client.set_terminated(r.info.run_id, "FAILED")
         client.delete_run(r.info.run_id)
     return None
 

@@ -719,7 +719,7 @@ def test_same_seed_same_numbers_whatever_the_chunk(data40, monkeypatch):
     spec = make_spec(["bm25", "better", "noisy"], method="bca", resamples=1000)
     ref = ndcg_mlflow.evaluate(spec, base_dir=folder)
     monkeypatch.setattr(stats, "bootstrap_means", functools.partial(stats.bootstrap_means, chunk=7))
-    monkeypatch.setattr(stats, "randomization_test", functools.partial(stats.randomization_test, chunk=13))
+    monkeypatch.setattr(stats, "randomization_tests", functools.partial(stats.randomization_tests, chunk=13))
     chunked = ndcg_mlflow.evaluate(spec, base_dir=folder)
     _assert_same(ref.analysis.comparisons, chunked.analysis.comparisons)
     _assert_same(ref.summary["systems"], chunked.summary["systems"])
