@@ -174,7 +174,14 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     judged = run.judged[order]
 
     jq, jpos = q[judged], pos[judged]
-    coverage_count = sum_top_k(jq, jpos, np.ones(jq.size), n_queries, cutoffs)
+    if ties == "average" and q.size:
+        # like the gains, a tied group's judged share is spread over its positions, so a cutoff that
+        # cuts the group does not depend on the order of the group's lines in the file
+        share = _tie_average(q, run.score[order], judged.astype(np.float64))
+        some = share != 0
+        coverage_count = sum_top_k(q[some], pos[some], share[some], n_queries, cutoffs)
+    else:
+        coverage_count = sum_top_k(jq, jpos, np.ones(jq.size), n_queries, cutoffs)
     shown = np.empty((n_queries, len(cutoffs)))
     for j, k in enumerate(cutoffs):
         shown[:, j] = n_returned if k is None else np.minimum(n_returned, k)

@@ -176,6 +176,19 @@ def test_trec_eval_ndcg_values_truncated_run_without_trailing_fields(tmp_path):
     assert set(pq.loc[pq["query_id"] == "302", "status"]) == {"missing"}
 
 
+@pytest.mark.parametrize("case", ["aq", "aqc", "aql"])
+def test_trec_eval_preset(case):
+    """``metric: {preset: trec_eval}`` (plus ``missing_queries: zero`` for -c) gives the same values."""
+    expected_file, qrels, run, missing, _, cutoffs = CASES[case]
+    metric = {"preset": "trec_eval"}
+    if missing != "exclude":
+        metric["missing_queries"] = missing
+    spec = {**trec_spec(qrels, run), "metric": metric}
+    result = ndcg_mlflow.evaluate(spec, base_dir=DATA)
+    assert [str(k) for k in cutoffs] == list(dict.fromkeys(result.per_query["cutoff"]))
+    _check(result, expected_file, cutoffs)
+
+
 def test_missing_query_is_left_out_of_all_without_c(tmp_path):
     """Without -c, trec_eval's ``all`` is the mean over the queries present in the run."""
     lines = [ln for ln in (DATA / "results.test").read_text().splitlines() if ln.split()[:1] != ["302"]]
