@@ -1,0 +1,504 @@
+"""Hostile and malformed input: every case ends in a clear user error or in a documented, deliberate handling.
+
+A user error is exit code 2 through the CLI, with the file and line (or the spec key path) in the message and
+no traceback; a deliberate handling is checked against what the README documents (BOM, CRLF and irregular
+white space read as usual, float and negative grades, duplicate identical judgments merged, ids kept as
+given and escaped in the report, paths outside the spec folder allowed but recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import ndcg_mlflow
+from ndcg_mlflow.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+QRELS = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d1 1\nq2 0 d4 3\n"
+RUN = "q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\nq1 Q0 d5 3 1.0 t\nq2 Q0 d4 1 2.0 t\nq2 Q0 d1 2 1.0 t\n"
+
+
+class Case:
+    """A small evaluation in a folder: data files written as bytes, and a spec naming them."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.write("qrels.txt", QRELS)
+        self.write("run.txt", RUN)
+
+    def write(self, name: str, data: str | bytes) -> Path:
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        return path
+
+    def spec(self, *, qrels: str = "qrels.txt", systems: dict | None = None, weights: str = "uniform",
+             qset: str | None = None, gain: str = "linear", name: str = "spec.yaml", extra: str = "") -> Path:
+        systems = systems or {"sys": "run.txt"}
+        lines = "\n".join(f"    {k}: {json.dumps(v)}" for k, v in systems.items())
+        text = (f"spec_version: 1\nname: hostile\n"
+                f"metric: {{gain: {gain}, cutoffs: [2, all], discount: log2, ties: displayed_order,\n"
+                f"         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}}\n"
+                f"queries: {{weights: {json.dumps(weights)}, set: {json.dumps(qset)}}}\n"
+                f"data:\n  qrels: {json.dumps(qrels)}\n  systems:\n{lines}\n"
+                f"mlflow: {{experiment: hostile}}\n{extra}")
+        return self.write(name, text)
+
+
+@pytest.fixture
+def case(tmp_path, monkeypatch) -> Case:
+    monkeypatch.chdir(tmp_path)
+    return Case(tmp_path / "case")
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """The CLI in this process; an exception other than the CLI's own handling would be a traceback."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException as exc:  # noqa: BLE001 - this is what the test is about
+        pytest.fail(f"'ndcg-mlflow {' '.join(args)}' let {type(exc).__name__} escape (the CLI prints a "
+                    f"traceback, exit 1): {str(exc)[:300]}")
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def user_error(capsys, *args: str) -> str:
+    code, out, err = cli(capsys, *args)
+    assert code == 2, (code, out[-500:], err[-2000:])
+    assert "Traceback" not in err
+    assert err.startswith("error: ")
+    return err
+
+
+def run_error(capsys, case: Case, spec: Path) -> str:
+    return user_error(capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out", str(case.folder / "out"))
+
+
+def means(spec: Path) -> dict:
+    result = ndcg_mlflow.evaluate(spec)
+    return {(s, k): m["mean"] for s, keys in result.summary["systems"].items() for k, m in keys.items()}
+
+
+# --------------------------------------------------------------------------- empty files
+
+
+@pytest.mark.parametrize("which, data, expect", [
+    ("qrels", b"", "is empty"),
+    ("qrels", b"\n  \n\t\n", "no data lines"),
+    ("run", b"", "is empty"),
+    ("run", b"\r\n\r\n", "no data lines"),
+    ("weights", b"", "empty"),
+    ("set", b"", "empty"),
+])
+def test_empty_data_files_are_errors_naming_the_file(case, capsys, which, data, expect):
+    files = {"qrels": "qrels.txt", "run": "run.txt", "weights": "weights.txt", "set": "set.txt"}
+    case.write(files[which], data)
+    spec = case.spec(weights="weights.txt" if which == "weights" else "uniform",
+                     qset="set.txt" if which == "set" else None)
+    err = run_error(capsys, case, spec)
+    assert files[which] in err and expect in err
+
+
+def test_empty_spec_is_an_error(case, capsys):
+    spec = case.write("empty.yaml", b"")
+    err = user_error(capsys, "validate", str(spec))
+    assert "empty.yaml" in err and "expected a mapping" in err
+
+
+# --------------------------------------------------------------------------- BOM, CRLF, irregular white space
+
+
+def test_utf8_bom_is_skipped_in_data_files_and_spec(case, capsys):
+    reference = means(case.spec())
+    case.write("qrels_bom.txt", b"\xef\xbb\xbf" + QRELS.encode())
+    case.write("run_bom.txt", b"\xef\xbb\xbf" + RUN.encode())
+    csv_text = "query_id,doc_id,grade\n" + "".join(",".join(line.split()[i] for i in (0, 2, 3)) + "\n"
+                                                   for line in QRELS.splitlines())
+    case.write("qrels_bom.csv", b"\xef\xbb\xbf" + csv_text.encode())
+    for qrels in ("qrels_bom.txt", "qrels_bom.csv"):
+        spec = case.spec(qrels=qrels, systems={"sys": "run_bom.txt"})
+        spec.write_bytes(b"\xef\xbb\xbf" + spec.read_bytes())
+        assert means(spec) == reference
+        code, _out, err = cli(capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out",
+                             str(case.folder / f"out-{qrels}"))
+        assert code == 0, err
+
+
+def test_crlf_line_ends_read_as_usual(case):
+    reference = means(case.spec())
+    case.write("qrels_crlf.txt", QRELS.replace("\n", "\r\n"))
+    case.write("run_crlf.txt", RUN.replace("\n", "\r\n"))
+    spec = case.spec(qrels="qrels_crlf.txt", systems={"sys": "run_crlf.txt"})
+    spec.write_bytes(spec.read_bytes().replace(b"\n", b"\r\n"))
+    assert means(spec) == reference
+    table = ndcg_mlflow.readers.read_qrels(case.folder / "qrels_crlf.txt")
+    assert table.doc.array.to_pylist() == ["d1", "d2", "d3", "d1", "d4"]  # no '\r' left in any id
+
+
+def test_tabs_and_several_spaces_between_fields(case):
+    reference = means(case.spec())
+    odd = ["  ".join(line.split()) if i % 2 else "\t \t".join(line.split()) + "   "
+           for i, line in enumerate(QRELS.splitlines())]
+    case.write("qrels_ws.txt", "\n".join(odd) + "\n")
+    case.write("run_ws.txt", "".join("\t".join(line.split()) + "\n" if i % 2 else "   " + "    ".join(line.split())
+                                     + "\n" for i, line in enumerate(RUN.splitlines())))
+    assert means(case.spec(qrels="qrels_ws.txt", systems={"sys": "run_ws.txt"})) == reference
+
+
+# --------------------------------------------------------------------------- bytes that are not text
+
+
+@pytest.mark.parametrize("target", ["run.txt", "qrels.txt", "qrels.csv"])
+def test_non_utf8_bytes_name_the_line(case, capsys, target):
+    if target == "qrels.csv":
+        case.write(target, b"query_id,doc_id,grade\nq1,d1,2\nq1,d\xff\xfe2,1\nq2,d4,3\n")
+        spec = case.spec(qrels=target)
+        line = 3
+    else:
+        base = (RUN if target == "run.txt" else QRELS).encode().splitlines(keepends=True)
+        base[2] = base[2].replace(b"d", b"d\xe9", 1)  # latin-1 'é'
+        case.write(target, b"".join(base))
+        spec = case.spec()
+        line = 3
+    err = run_error(capsys, case, spec)
+    assert f"{target}:{line}:" in err and "UTF-8" in err
+
+
+def test_non_utf8_spec(case, capsys):
+    spec = case.spec()
+    spec.write_bytes(spec.read_bytes().replace(b"name: hostile", b"name: hostil\xe9"))
+    err = user_error(capsys, "validate", str(spec))
+    assert "spec.yaml" in err and "UTF-8" in err
+
+
+# --------------------------------------------------------------------------- very long lines
+
+
+def test_a_several_megabyte_id_is_read_in_reasonable_time(case):
+    """Deliberate: ids are strings of any length; a 1 MB document id is just an unjudged document. Reading
+    it must not cost much more than reading 2 MB (hashing ids one byte position at a time across all ids
+    costs one numpy pass per byte of the LONGEST id: seconds per megabyte)."""
+    long_id = "x" * (1 << 20)
+    case.write("run_long.txt", RUN + f"q2 Q0 {long_id} 3 0.5 t\n")
+    start = time.monotonic()
+    result = ndcg_mlflow.evaluate(case.spec(systems={"sys": "run_long.txt"}))
+    elapsed = time.monotonic() - start
+    assert result.mean("sys", "all") == means(case.spec())[("sys", "ndcg_at_all")]
+    assert elapsed < 2, f"reading a run with one 1 MB id took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".csv"])
+def test_a_several_megabyte_garbage_line_is_an_error_with_a_short_message(case, capsys, suffix):
+    garbage = "y" * (6 << 20)
+    if suffix == ".csv":
+        case.write("run.csv", "query_id,doc_id,score\nq1,d1,1\n" + garbage + "\n")
+    else:
+        case.write("run.txt", RUN + garbage + "\n")
+    err = run_error(capsys, case, case.spec(systems={"sys": f"run{suffix}"}))
+    assert f"run{suffix}:" in err and len(err) < 2000
+
+
+def test_a_huge_field_in_a_csv_that_takes_the_line_by_line_path(case, capsys):
+    """A BOM sends a CSV through the line-by-line reader; a long id there must not hit csv's field limit."""
+    case.write("qrels.csv", b"\xef\xbb\xbfquery_id,doc_id,grade\nq1,d1,2\nq1," + b"z" * 200_000 + b",1\n")
+    code, _out, err = cli(capsys, "run", str(case.spec(qrels="qrels.csv")), "--no-mlflow", "--quiet", "--out",
+                         str(case.folder / "out"))
+    assert code in (0, 2) and "Traceback" not in err
+    if code == 2:
+        assert "qrels.csv:3" in err
+
+
+@pytest.mark.parametrize("data", [
+    b"query_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1\r",  # a short row: Arrow refuses, the line reader runs
+    b"\xef\xbb\xbfquery_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1,y\r",  # a BOM: the line reader runs
+], ids=["short-row", "bom"])
+def test_csv_with_carriage_return_line_ends(case, capsys, data):
+    """Old Mac line ends (a lone CR): read, or a clear error, never csv.Error."""
+    case.write("qrels.csv", data)
+    code, _out, err = cli(capsys, "run", str(case.spec(qrels="qrels.csv")), "--no-mlflow", "--quiet", "--out",
+                         str(case.folder / "out"))
+    assert code in (0, 2) and "Traceback" not in err, err
+    if code == 2:
+        assert "qrels.csv" in err
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999"])
+def test_non_finite_scores_name_the_line(case, capsys, value):
+    lines = RUN.splitlines()
+    lines[3] = f"q2 Q0 d4 1 {value} t"
+    case.write("run.txt", "\n".join(lines) + "\n")
+    err = run_error(capsys, case, case.spec())
+    assert "run.txt:4:" in err and "finite" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e999"])
+def test_non_finite_scores_in_csv_and_grades(case, capsys, value):
+    case.write("run.csv", f"query_id,doc_id,score\nq1,d1,1\nq1,d2,{value}\n")
+    err = run_error(capsys, case, case.spec(systems={"sys": "run.csv"}))
+    assert "run.csv:3:" in err and "score" in err and "finite" in err
+    case.write("qrels.txt", QRELS.replace("q2 0 d4 3", f"q2 0 d4 {value}"))
+    err = run_error(capsys, case, case.spec())
+    assert "qrels.txt:5:" in err and "grade" in err and "finite" in err
+
+
+def test_huge_integer_in_jsonl_is_an_error(case, capsys):
+    case.write("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 1}\n'
+                            '{"query_id": "q1", "doc_id": "d2", "score": ' + "9" * 400 + "}\n")
+    err = run_error(capsys, case, case.spec(systems={"sys": "run.jsonl"}))
+    assert "run.jsonl:2" in err
+
+
+def test_deeply_nested_jsonl_value_is_an_error(case, capsys):
+    case.write("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    err = run_error(capsys, case, case.spec(systems={"sys": "run.jsonl"}))
+    assert "run.jsonl:1" in err
+
+
+def test_float_and_negative_grades(case):
+    """Documented: grades may be floats; negative grades earn 0 under exponential and linear."""
+    case.write("qrels.txt", "q1 0 d1 1.5\nq1 0 d2 -1\nq1 0 d3 0.5\n")
+    case.write("run.txt", "q1 Q0 d2 1 3 t\nq1 Q0 d1 2 2 t\nq1 Q0 d3 3 1 t\n")
+    for gain, g in (("linear", lambda x: max(x, 0.0)), ("exponential", lambda x: 2 ** x - 1 if x > 0 else 0.0)):
+        dcg = g(-1) / math.log2(2) + g(1.5) / math.log2(3) + g(0.5) / math.log2(4)
+        idcg = g(1.5) / math.log2(2) + g(0.5) / math.log2(3)
+        result = ndcg_mlflow.evaluate(case.spec(gain=gain))
+        assert result.mean("sys", "all") == pytest.approx(dcg / idcg, rel=1e-12)
+        assert result.grades == [-1.0, 0.5, 1.5]
+
+
+# --------------------------------------------------------------------------- duplicates and conflicts
+
+
+def test_document_twice_in_one_query_of_a_run(case, capsys):
+    case.write("run.txt", RUN + "q1 Q0 d2 4 0.5 t\n")
+    err = run_error(capsys, case, case.spec())
+    assert "run.txt:6:" in err and "'d2'" in err and "listed twice" in err and "line 1" in err
+
+
+def test_same_judgment_twice_is_merged(case):
+    reference = means(case.spec())
+    case.write("qrels.txt", QRELS + "q1 0 d1 2\n")
+    assert means(case.spec()) == reference
+
+
+def test_conflicting_judgments_name_both_lines(case, capsys):
+    case.write("qrels.txt", QRELS + "q1 0 d1 1\n")
+    err = run_error(capsys, case, case.spec())
+    assert "qrels.txt:6:" in err and "judged twice with different grades" in err and "line 1" in err
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_ids_with_quotes_commas_and_html_in_csv(case, capsys):
+    """Deliberate: a CSV id is the field's value (quoting undone), kept as is, and escaped in the report."""
+    evil_q, evil_d = "<b>q1</b>", "<script>alert(1)</script>"
+    case.write("qrels.csv", 'query_id,doc_id,grade\n'
+                            f'"{evil_q}","{evil_d}",2\n"{evil_q}","d""quoted""",1\n"{evil_q}","a,b",1\n'
+                            '"q\'2","d1",1\n"q\'2","<img src=x onerror=alert(2)>",2\n')
+    case.write("run.csv", 'query_id,doc_id,score\n'
+                          f'"{evil_q}","d""quoted""",3\n"{evil_q}","{evil_d}",2\n"{evil_q}","a,b",1\n'
+                          '"q\'2","<img src=x onerror=alert(2)>",2\n"q\'2","d1",1\n')
+    case.write("run2.csv", 'query_id,doc_id,score\n'
+                           f'"{evil_q}","{evil_d}",3\n"{evil_q}","a,b",2\n"q\'2","d1",2\n')
+    spec = case.spec(qrels="qrels.csv", systems={"evil": "run.csv", "other": "run2.csv"},
+                     extra="uncertainty: {resamples: 200, confidence: 0.9, method: percentile, seed: 1}\n"
+                           "comparison: {baseline: evil, test: both, correction: holm, wins_losses: 5, "
+                           "tie_tolerance: 0.0}\n")
+    out = case.folder / "out"
+    code, _stdout, err = cli(capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out", str(out))
+    assert code == 0, err
+    import pandas as pd
+
+    table = pd.read_csv(out / "per_query.csv", dtype={"query_id": str})
+    assert set(table.query_id) == {evil_q, "q'2"}
+    top = pd.read_csv(out / "systems" / "evil.top.csv", dtype=str, keep_default_na=False)
+    assert {evil_d, 'd"quoted"', "a,b", "<img src=x onerror=alert(2)>"} <= set(top.doc_id)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    for raw in (evil_d, evil_q, "<img src=x"):
+        assert raw not in html
+    assert "&lt;script&gt;" in html or "&lt;b&gt;" in html
+    assert "<script" not in html.lower()
+
+
+def test_quotes_in_trec_ids_are_part_of_the_id(case):
+    case.write("qrels.txt", 'q1 0 "d1" 2\nq1 0 d1 1\n')
+    case.write("run.txt", 'q1 Q0 d1 1 2 t\nq1 Q0 "d1" 2 1 t\n')
+    result = ndcg_mlflow.evaluate(case.spec())
+    # d1 (grade 1) first, "d1" (grade 2) second
+    assert result.mean("sys", "all") == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)), rel=1e-12)
+
+
+def test_ids_are_strings_leading_zeros_kept(case):
+    case.write("qrels.csv", "query_id,doc_id,grade\n001,0002,1\n001,2,3\n")
+    case.write("run.txt", "001 Q0 0002 1 2 t\n001 Q0 2 2 1 t\n")
+    result = ndcg_mlflow.evaluate(case.spec(qrels="qrels.csv"))
+    assert list(result.query_ids) == ["001"]
+    # '0002' (grade 1) first, '2' (grade 3) second: two different documents
+    assert result.mean("sys", "all") == pytest.approx((1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3)), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- sets that do not fit
+
+
+def test_run_sharing_no_query_with_the_qrels(case, capsys):
+    case.write("other.txt", "x1 Q0 d1 1 1 t\nx2 Q0 d2 1 1 t\n")
+    err = run_error(capsys, case, case.spec(systems={"sys": "run.txt", "stranger": "other.txt"}))
+    assert "stranger" in err and "other.txt" in err and "none of the" in err
+
+
+def test_query_set_naming_unknown_queries(case, capsys):
+    case.write("set.txt", "q1\nq9\n")
+    err = run_error(capsys, case, case.spec(qset="set.txt"))
+    assert "set.txt" in err and "'q9'" in err and "no judgments" in err
+
+
+@pytest.mark.parametrize("bad", ["-1", "0", "0.0", "abc", "nan", "inf", "1e999"])
+def test_bad_weights(case, capsys, bad):
+    case.write("weights.txt", f"q1 1\nq2 {bad}\n")
+    err = run_error(capsys, case, case.spec(weights="weights.txt"))
+    assert "weights.txt:2:" in err and "q2" in err
+
+
+def test_a_directory_as_data_file(case, capsys):
+    (case.folder / "adir").mkdir()
+    err = run_error(capsys, case, case.spec(qrels="adir"))
+    assert "data.qrels" in err and "file not found" in err
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system", "!!python/object/new:os.system",
+                                 "!!python/name:os.system", "!!python/module:os"])
+def test_yaml_python_objects_are_refused(case, capsys, tag):
+    marker = case.folder / "pwned"
+    spec = case.spec()
+    text = spec.read_text().replace("name: hostile", f"name: {tag} [\"touch {marker}\"]")
+    spec.write_text(text)
+    err = user_error(capsys, "validate", str(spec))
+    assert "spec.yaml" in err and "not valid YAML" in err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("value", ["!!float", "!!int 0x", "!!bool maybe", "!!timestamp yesterday"])
+def test_yaml_explicit_tags_with_impossible_values(case, capsys, value):
+    """PyYAML's safe constructors raise IndexError, ValueError, KeyError or AttributeError on these, not
+    YAMLError: the spec error must still name the spec file."""
+    spec = case.spec()
+    spec.write_text(spec.read_text().replace("name: hostile", f"name: {value}"))
+    err = user_error(capsys, "validate", str(spec))
+    assert "spec.yaml" in err
+
+
+def test_yaml_alias_bomb_over_the_alias_limit(case, capsys):
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    spec = case.write("bomb.yaml", "\n".join(lines) + "\n")
+    start = time.monotonic()
+    err = user_error(capsys, "validate", str(spec))
+    assert time.monotonic() - start < 5
+    assert "bomb.yaml" in err and "aliases" in err
+
+
+def _limited_memory():  # runs in the child before exec
+    limit = 1 << 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_yaml_alias_bomb_within_the_alias_limit(case):
+    """48 aliases (under the limit of 50) still describe 3**16 = 43 million strings of 100 characters. Shared
+    references cost nothing to load; a spec error must not expand them (say, to print the bad value)."""
+    bomb = '\n  - &l0 "' + "x" * 100 + '"\n'
+    for i in range(1, 17):
+        bomb += f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 3) + "]\n"
+    spec = case.spec()
+    spec.write_text(spec.read_text().replace("name: hostile\n", "name:" + bomb))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "validate", str(spec)], capture_output=True,
+                          text=True, timeout=60, preexec_fn=_limited_memory, check=False, cwd=case.folder,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
+    assert "name" in proc.stderr and elapsed < 20
+
+
+def test_deeply_nested_yaml_is_an_error(case, capsys):
+    spec = case.write("deep.yaml", "[" * 60_000 + "]" * 60_000 + "\n")
+    err = user_error(capsys, "validate", str(spec))
+    assert "deep.yaml" in err
+
+
+def test_duplicate_keys_in_the_spec_are_an_error(case, capsys):
+    """Two values for one key must not silently become the last one: here the metric's gain."""
+    spec = case.spec()
+    spec.write_text(spec.read_text().replace("metric: {gain: linear,", "metric: {gain: exponential, gain: linear,"))
+    err = user_error(capsys, "validate", str(spec))
+    assert "gain" in err
+
+
+def test_home_of_an_unknown_user_in_a_path(case, capsys):
+    spec = case.spec(qrels="~no_such_user_xyz/qrels.txt")
+    err = user_error(capsys, "validate", str(spec))
+    assert "data.qrels" in err
+
+
+def test_a_spec_over_one_megabyte(case, capsys):
+    spec = case.spec()
+    spec.write_text(spec.read_text() + "# padding\n" * 110_000)
+    assert spec.stat().st_size > 1_000_000
+    start = time.monotonic()
+    err = user_error(capsys, "validate", str(spec))
+    assert time.monotonic() - start < 5
+    assert "spec.yaml" in err and "1000000 bytes" in err
+
+
+def test_out_folder_that_is_a_file(case, capsys):
+    existing = case.write("taken", "not a folder\n")
+    err = user_error(capsys, "run", str(case.spec()), "--no-mlflow", "--quiet", "--out", str(existing))
+    assert "taken" in err
+
+
+# --------------------------------------------------------------------------- paths outside the spec folder
+
+
+def test_paths_outside_the_spec_folder_are_allowed_and_recorded(tracking_uri, tmp_path, capsys):
+    data = Case(tmp_path / "data")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = data.spec(qrels="../data/qrels.txt", systems={"sys": "../data/run.txt"}, name="../specs/spec.yaml")
+    assert spec.resolve().parent == specs
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "run", str(spec), "--out", str(out))
+    assert code == 0, err
+    assert "note: data path outside the spec's folder: ../data/qrels.txt" in stdout
+    summary = json.loads((out / "summary.json").read_text())
+    outside = summary["paths_outside_spec_folder"]
+    assert len(outside) == 2 and any(p.startswith("../data/qrels.txt -> ") for p in outside)
+    assert any("outside the spec's folder" in n for n in summary["notes"])
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name("hostile")
+    parents = [r for r in client.search_runs([exp.experiment_id])
+               if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    assert len(parents) == 1
+    tag = parents[0].data.tags["ndcg_mlflow.paths_outside_spec_folder"]
+    assert "../data/qrels.txt" in tag and "../data/run.txt" in tag
