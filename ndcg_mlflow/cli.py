@@ -215,12 +215,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .outputs import new_output_dir, write_outputs
 
     quiet = args.quiet
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise NdcgError(f"--out {args.out}: exists and is not a folder.")
     progress = _progress(quiet)
     result = evaluate(args.spec, progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
     if progress:
         progress(f"writing the local results and the report to {out_dir}")
-    write_outputs(result, out_dir)
+    try:
+        write_outputs(result, out_dir)
+    except OSError as exc:
+        raise NdcgError(f"cannot write the local results to {out_dir}: {exc.strerror or exc}.") from None
     if not quiet:
         print(format_summary(result))
         print(f"\nlocal results: {out_dir}")

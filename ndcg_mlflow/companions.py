@@ -73,13 +73,19 @@ def _header_rows(path, columns):
 
     from .readers import _text_lines
 
+    import sys
+
+    csv.field_size_limit(sys.maxsize)
     header = None
     for lineno, text in _text_lines(path):
         if not text.strip():
             continue
         delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in text else None)
-        fields = ([f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delim))] if delim
-                  else text.split())
+        try:
+            fields = ([f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delim))] if delim
+                      else text.split())
+        except csv.Error as exc:
+            raise DataError(path, f"not readable: {exc} (line ends must be LF or CRLF).", lineno) from None
         if header is None:
             header = [f.lower() for f in fields]
             missing = [c for c in columns if c not in header]

@@ -45,8 +45,9 @@ def _get_run(client, run_id: str):
     try:
         return client.get_run(run_id)
     except Exception as exc:
-        raise TrackingError(f"cannot read MLflow run {run_id!r}: {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        from .tracking import _first_line
+
+        raise TrackingError(f"cannot read MLflow run {run_id!r}: {type(exc).__name__}: {_first_line(exc)}") from None
 
 
 def evaluation_run_id(client, run_id: str) -> str:
@@ -313,5 +314,7 @@ def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, diffe
         return rid
     except Exception as exc:
         _fail_runs(client, created, stage)
-        raise TrackingError(f"logging the comparison failed while {stage}: {type(exc).__name__}: {exc}. The local "
-                            f"results are in {out_dir}.") from exc
+        from .tracking import _first_line
+
+        raise TrackingError(f"logging the comparison failed while {stage}: {type(exc).__name__}: {_first_line(exc)}. "
+                            f"The local results are in {out_dir}.") from exc

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import sys
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,13 +441,18 @@ def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
 def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
                       fmt: str) -> Table:
     """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
+    csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
     header = None
     idx: dict[str, int] = {}
     qs, ds, vs, rs = [], [], [], []
     for lineno, text in _text_lines(path):
         if not text.strip():
             continue
-        fields = [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delimiter))]
+        try:
+            fields = [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delimiter))]
+        except csv.Error as exc:
+            raise DataError(path, f"not readable as {fmt.upper()}: {exc} (line ends must be LF or CRLF).",
+                            lineno) from None
         if header is None:
             header = fields
             idx = {name: header.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
@@ -486,6 +492,8 @@ def _read_jsonl(path: Path, kind: str) -> Table:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DataError(path, f"not valid JSON: {exc.msg} (column {exc.colno}).", lineno) from None
+        except RecursionError:
+            raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
         if not isinstance(obj, dict):
             raise DataError(path, "each line must be a JSON object.", lineno)
         if value_col is None and rank_col is None:
@@ -501,8 +509,12 @@ def _read_jsonl(path: Path, kind: str) -> Table:
         for col, out in ((value_col, vs), (rank_col, rs)):
             if col:
                 v = obj[col]
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise DataError(path, f"{col} must be a finite number, got {v!r}.", lineno)
+                try:
+                    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(float(v))
+                except OverflowError:
+                    ok = False
+                if not ok:
+                    raise DataError(path, f"{col} must be a finite number, got {_clip(str(v), 60)!r}.", lineno)
                 out.append(float(v))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
@@ -644,12 +656,14 @@ def _strings(items: list[str]) -> Strings:
 def _check_finite(table: Table, what: str) -> None:
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
-        raise table.error(int(bad[0]), f"{what} must be a finite number, got {table.value[bad[0]]!r}.")
+        raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "
+                                       f"(NaN, an infinity, or a value beyond the range of a double).")
 
 
 # --------------------------------------------------------------------------- (query, doc) identity
 
 _U = np.uint64
+_VECTOR_HASH_MAX = 64  # ids longer than this are hashed individually
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -699,7 +713,13 @@ def _chunk_hashes(chunk) -> np.ndarray:
     starts = offsets[:-1]
     h = np.full(n, 0xCBF29CE484222325, dtype=_U) ^ lengths.astype(_U)
     prime = _U(0x100000001B3)
-    for j in range(int(lengths.max())):
+    long_ids = np.flatnonzero(lengths > _VECTOR_HASH_MAX)
+    if long_ids.size:  # one numpy pass per byte position is for short ids; long ones are hashed one by one
+        for i in long_ids:
+            raw = data[offsets[i]:offsets[i + 1]].tobytes()
+            h[i] = np.frombuffer(hashlib.blake2b(raw, digest_size=8).digest(), dtype=_U)[0]
+        lengths = np.where(lengths > _VECTOR_HASH_MAX, 0, lengths)
+    for j in range(int(lengths.max()) if lengths.size else 0):
         live = lengths > j
         if live.all():
             h = (h ^ data[starts + j].astype(_U)) * prime

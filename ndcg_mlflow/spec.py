@@ -260,11 +260,19 @@ def _type_name(value: Any) -> str:
             list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
+def _short_repr(value: Any) -> str:
+    """A bounded repr: never walks more than a few levels and items of a (possibly huge) value."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring = r.maxother = r.maxlong = 70
+    text = r.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _got(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"Got {text} ({_type_name(value)}) instead."
+    return f"Got {_short_repr(value)} ({_type_name(value)}) instead."
 
 
 class _Ctx:
@@ -399,7 +407,10 @@ def _source(ctx: _Ctx, value: Any, path: str) -> Source:
         declared, fmt = value, "auto"
     else:
         raise ctx.fail(path, f"must be a file path, or a mapping {{path: ..., format: ...}}. {_got(value)}")
-    p = Path(declared).expanduser()
+    try:
+        p = Path(declared).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        raise ctx.fail(path, f"cannot expand the home directory in {declared!r}.") from None
     if not p.is_absolute():
         p = ctx.base_dir / p
     return Source(path=p, declared=declared, format=fmt)
@@ -577,7 +588,7 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
                       source=str(path), text=text)
 
 
-MAX_ALIASES = 50
+MAX_ALIASES = 20
 
 
 def _loader():
@@ -597,6 +608,21 @@ def _loader():
                                                                   f"does not need them", mark)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):
+            """Refuse a key written twice in one mapping (YAML would silently keep the last)."""
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} is written twice in one mapping (first at line "
+                                        f"{seen[key] + 1})", key_node.start_mark)
+                    seen[key] = key_node.start_mark.line
+                except TypeError:  # an unhashable key: the base class reports it
+                    pass
+            return super().construct_mapping(node, deep=deep)
+
     return Loader
 
 
@@ -610,6 +636,12 @@ def _safe_yaml(text: str, source: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError("", f"not valid YAML{where}: {problem}", source) from None
+    except RecursionError:
+        raise SpecError("", "not valid YAML: nested too deeply.", source) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        # PyYAML's constructors of explicit tags (!!float, !!int, !!bool, !!timestamp ...) raise these
+        raise SpecError("", f"not valid YAML: a value could not be read ({type(exc).__name__}: "
+                            f"{_short_repr(str(exc))}).", source) from None
 
 
 def _dump(raw: Any) -> str:

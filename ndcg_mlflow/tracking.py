@@ -100,6 +100,8 @@ def configure_http(timeout: float | None = None, max_retries: int | None = None)
         os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(max_retries)
     for key, value in DEFAULT_HTTP.items():
         os.environ.setdefault(key, value)
+    # MLflow prints "View run ... at <tracking URI>" lines, credentials included when the URI has them
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 class Terminated(BaseException):
@@ -179,9 +181,11 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
             return logged
     except (KeyboardInterrupt, Terminated):
         _fail_runs(client, created, stage, status="KILLED")
+        _end_strays(client, run_key, stage, "KILLED")
         raise
     except Exception as exc:  # any failure of the tracking side: end what was started, keep local results
         _fail_runs(client, created, stage)
+        _end_strays(client, run_key, stage, "FAILED")
         raise TrackingError(
             f"logging to MLflow at {_safe_uri(uri)} failed while {stage}: {type(exc).__name__}: "
             f"{_first_line(exc)}. The complete local results are in {out_dir}; log them later with "
@@ -384,9 +388,39 @@ def _sqlite_path(uri: str) -> Path | None:
     return None
 
 
+def _end_strays(client, run_key: str, stage: str, status: str) -> None:
+    """End runs of this upload that a request created but whose id never came back (an interrupted
+    create_run): found by the run key, best effort (the server may be gone)."""
+    if client is None:
+        return
+    try:
+        exps = [e.experiment_id for e in client.search_experiments()]
+        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = '{run_key}' and "
+                                                      f"attributes.status = 'RUNNING'", max_results=1000)
+    except BaseException:  # noqa: BLE001 - cleanup must not hide the original error
+        return
+    _fail_runs(client, [r.info.run_id for r in runs], stage, status=status)
+
+
+_CREDENTIALS = None
+
+
+def redact(text: str) -> str:
+    """Text without credentials embedded in URLs (``scheme://user:secret@host`` -> ``scheme://host``)."""
+    import re
+
+    global _CREDENTIALS
+    if _CREDENTIALS is None:
+        _CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+    return _CREDENTIALS.sub(r"\1", text)
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else ""
+    text = redact(str(exc)).strip().splitlines()
+    if not text:
+        return ""
+    line = text[0]
+    return line if len(line) <= 500 else line[:500].rsplit(" ", 1)[0] + " …"
 
 
 def _safe_uri(uri: str) -> str:
