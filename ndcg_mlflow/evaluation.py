@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -288,8 +289,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     for name, src in spec.systems:
         if progress:
             progress(f"reading system '{name}' from {src.declared}")
-        run = read_run(src.path, src.format, rank=keep_data or metric.ties == "displayed_order")
-        files.append(FileInfo(f"system:{name}", str(src.path), src.declared, sha256_file(src.path), len(run)))
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
+            digest = pool.submit(sha256_file, src.path)
+            run = read_run(src.path, src.format, rank=keep_data or metric.ties == "displayed_order")
+            files.append(FileInfo(f"system:{name}", str(src.path), src.declared, digest.result(), len(run)))
         prep, unknown_queries = _prepare_run(name, run, query_ids, judged_keys, catalog)
         if prep.query.size == 0:
             raise EvaluationError(
@@ -510,9 +513,8 @@ def display_depth(metric: Metric) -> int:
 
 
 def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
-    sel = qr.position < depth
-    r = qr.ranked[sel]
-    return TopLists(depth, prep.query[r], qr.position[sel], prep.run.doc.take(prep.original(r)), prep.grade[r])
+    r, pos = qr.top(depth)
+    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade[r])
 
 
 def _string_ranks(values: list[str]) -> np.ndarray:

@@ -58,8 +58,31 @@ class QueryResult:
     judged_coverage: np.ndarray  # NaN where nothing returned
     status: np.ndarray  # int8 codes, see STATUS_NAMES
     n_returned: np.ndarray  # (n_queries,)
-    ranked: np.ndarray | None = None  # the ranking the metric saw: row indices by query, then rank
-    position: np.ndarray | None = None  # 0-based rank of each row of ``ranked`` in its query
+    ranking: "Ranking | None" = None
+    _view_rows: np.ndarray | None = None  # condensed lists: the judged rows in rank order
+    _view_pos: np.ndarray | None = None
+
+    @property
+    def ranked(self) -> np.ndarray:
+        """The ranking the metric saw: row indices by query, then rank (judged rows only when condensed)."""
+        if self._view_rows is not None:
+            return self._view_rows
+        return self.ranking.rows(np.arange(self.ranking.n))
+
+    @property
+    def position(self) -> np.ndarray:
+        """0-based rank of each row of :attr:`ranked` in its query."""
+        if self._view_pos is not None:
+            return self._view_pos
+        return self.ranking.position(np.arange(self.ranking.n))
+
+    def top(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, positions) of each query's first ``depth`` ranked rows, without touching the others."""
+        if self._view_rows is not None:
+            sel = self._view_pos < depth
+            return self._view_rows[sel], self._view_pos[sel]
+        at = self.ranking.top(depth)
+        return self.ranking.rows(at), self.ranking.position(at)
 
 
 def discounts(n: int) -> np.ndarray:
@@ -119,38 +142,118 @@ def ideal_dcg(query: np.ndarray, gain: np.ndarray, n_queries: int, cutoffs: tupl
 
 
 def rank_rows(query: np.ndarray, score: np.ndarray,
-              tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+              tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
     """The ranking: row indices grouped by query, by score descending, ties by ``tiebreak``
-    then file order.
+    then file order; None when the rows already are in that order."""
+    return _rank(query, score, tiebreak).full_order()
 
-    A run file usually lists each query's rows together, by descending score; then
-    no sort happens. Only rows in tied-score groups are passed to ``tiebreak``.
-    """
+
+@dataclass
+class _Order:
+    """A ranking permutation: a full one after a sort, or the identity with a few tied positions
+    ``at`` holding rows ``rows`` (a run already in score order only reorders its ties)."""
+
+    n: int
+    full: np.ndarray | None = None
+    at: np.ndarray | None = None
+    rows: np.ndarray | None = None
+
+    def full_order(self) -> np.ndarray | None:
+        if self.full is not None:
+            return self.full
+        if self.at is None:
+            return None
+        order = np.arange(self.n)
+        order[self.at] = self.rows
+        return order
+
+    def apply(self, a: np.ndarray, *, same_within_ties: bool = False) -> np.ndarray:
+        """``a`` in rank order. ``same_within_ties``: ``a`` is equal across each tied group (query, score)."""
+        if self.full is not None:
+            return a[self.full]
+        if self.at is None or same_within_ties:
+            return a
+        b = a.copy()
+        b[self.at] = a[self.rows]
+        return b
+
+    def rows_of(self, positions: np.ndarray) -> np.ndarray:
+        if self.full is not None:
+            return self.full[positions]
+        if self.at is None or positions.size == 0:
+            return positions
+        out = positions.copy()
+        idx = np.minimum(np.searchsorted(self.at, positions), self.at.size - 1)
+        hit = self.at[idx] == positions
+        out[hit] = self.rows[idx[hit]]
+        return out
+
+
+def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray], np.ndarray] | None) -> _Order:
+    """Only rows in tied-score groups are passed to ``tiebreak``; a run file that lists each query's
+    rows together by descending score (the usual layout) is not sorted at all."""
     n = query.size
     if n < 2:
-        return np.arange(n)
+        return _Order(n)
     change = query[1:] != query[:-1]
     contiguous = np.count_nonzero(change) + 1 == np.count_nonzero(np.bincount(query))
     if contiguous and not np.any(~change & (score[1:] > score[:-1])):
-        order = np.arange(n)
-        q, s = query, score
+        full = None
+        s = score
     else:
-        order = np.lexsort((-score, query))  # stable: equal scores keep file order
-        q, s = query[order], score[order]
+        full = np.lexsort((-score, query))  # stable: equal scores keep file order
+        q = query[full]
+        s = score[full]
+        change = q[1:] != q[:-1]
     if tiebreak is None:
-        return order
-    tied_next = (q[1:] == q[:-1]) & (s[1:] == s[:-1])
+        return _Order(n, full)
+    tied_next = ~change & (s[1:] == s[:-1])
     if not tied_next.any():
-        return order
+        return _Order(n, full)
     in_tie = np.zeros(n, dtype=bool)
     in_tie[:-1] |= tied_next
     in_tie[1:] |= tied_next
     at = np.flatnonzero(in_tie)
-    group = np.cumsum(np.r_[True, ~tied_next])[at]
-    rows = order[at]
+    first = np.ones(at.size, dtype=bool)  # a tied position opens a group unless tied to the one before
+    first[1:] = ~tied_next[at[1:] - 1]
+    group = np.cumsum(first)
+    rows = at if full is None else full[at]
     keys = np.asarray(tiebreak(rows))
-    order[at] = rows[np.lexsort((keys, group))]
-    return order
+    reordered = rows[np.lexsort((keys, group))]
+    if full is None:
+        return _Order(n, None, at, reordered)
+    full[at] = reordered
+    return _Order(n, full)
+
+
+class Ranking:
+    """Rows in rank order, as query blocks: positions are computed only for the rows asked for."""
+
+    def __init__(self, order: _Order, query_sorted: np.ndarray):
+        self.order = order
+        n = query_sorted.size
+        self.n = n
+        self.starts = np.flatnonzero(np.r_[True, query_sorted[1:] != query_sorted[:-1]]) if n else \
+            np.zeros(0, dtype=np.int64)
+        self.block_query = query_sorted[self.starts] if n else np.zeros(0, dtype=np.int64)
+        self.lengths = np.diff(np.r_[self.starts, n]) if n else np.zeros(0, dtype=np.int64)
+
+    def rows(self, at: np.ndarray) -> np.ndarray:
+        """Original row indices of ranked positions ``at``."""
+        return self.order.rows_of(at)
+
+    def position(self, at: np.ndarray) -> np.ndarray:
+        """0-based rank within its query of each ranked position in ``at``."""
+        block = np.searchsorted(self.starts, at, side="right") - 1
+        return at - self.starts[block]
+
+    def top(self, depth: int) -> np.ndarray:
+        """Ranked positions of each query's first ``depth`` rows, in rank order."""
+        if self.n == 0:
+            return np.zeros(0, dtype=np.int64)
+        take = np.minimum(self.lengths, depth)
+        offsets = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)
+        return np.repeat(self.starts, take) + offsets
 
 
 def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndarray, n_queries: int, *,
@@ -165,46 +268,50 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     name the queries); here they behave as ``exclude``.
 
     Rows of gain 0 add nothing to a DCG, so after ranking, the sums run over the
-    few rows that carry gain: millions of returned rows cost one ranking pass.
+    few rows that carry gain (judged rows, for coverage): millions of returned rows
+    cost one ranking pass, and positions are only computed for the rows that count.
     """
-    order = rank_rows(run.query, run.score, None if ties == "average" else run.tiebreak)
-    q = run.query[order]
-    pos = positions(q)
-    n_returned = np.bincount(run.query, minlength=n_queries)
-    judged = run.judged[order]
+    order = _rank(run.query, run.score, None if ties == "average" else run.tiebreak)
+    ranked = order.apply
+    q = ranked(run.query, same_within_ties=True)
+    rk = Ranking(order, q)
+    n_returned = np.zeros(n_queries, dtype=np.int64)
+    n_returned[rk.block_query] = rk.lengths
+    judged = ranked(run.judged)
+    j_at = np.flatnonzero(judged)
 
-    jq, jpos = q[judged], pos[judged]
     if ties == "average" and q.size:
         # like the gains, a tied group's judged share is spread over its positions, so a cutoff that
         # cuts the group does not depend on the order of the group's lines in the file
-        share = _tie_average(q, run.score[order], judged.astype(np.float64))
-        some = share != 0
-        coverage_count = sum_top_k(q[some], pos[some], share[some], n_queries, cutoffs)
+        score = ranked(run.score, same_within_ties=True)
+        share = _tie_average(q, score, judged.astype(np.float64))
+        some = np.flatnonzero(share != 0)
+        coverage_count = sum_top_k(q[some], rk.position(some), share[some], n_queries, cutoffs)
     else:
-        coverage_count = sum_top_k(jq, jpos, np.ones(jq.size), n_queries, cutoffs)
+        coverage_count = sum_top_k(q[j_at], rk.position(j_at), np.ones(j_at.size), n_queries, cutoffs)
     shown = np.empty((n_queries, len(cutoffs)))
     for j, k in enumerate(cutoffs):
         shown[:, j] = n_returned if k is None else np.minimum(n_returned, k)
     with np.errstate(divide="ignore", invalid="ignore"):
         coverage = np.where(shown > 0, coverage_count / np.maximum(shown, 1), np.nan)
 
-    gain = run.gain[order]
-    ranked = order
-    if unjudged == "condense":
-        q, gain = jq, gain[judged]
-        score = run.score[order][judged]
-        pos = positions(q)
-        ranked = order[judged]
-    elif ties == "average":
-        score = run.score[order]
-    if ties == "average" and q.size:
-        shown_gain = _tie_average(q, score, gain)
+    if unjudged == "condense":  # only judged rows remain; their ranks are counted among themselves
+        rows = rk.rows(j_at)
+        cq, cgain = run.query[rows], run.gain[rows]
+        cpos = positions(cq)
+        shown_gain = _tie_average(cq, run.score[rows], cgain) if ties == "average" and cq.size else cgain
+        carry = shown_gain != 0
+        dcg = dcg_by_query(cq[carry], cpos[carry], shown_gain[carry], n_queries, cutoffs)
+        idcg_cand = ideal_dcg(cq, cgain, n_queries, cutoffs)
+        view_rows, view_pos = rows, cpos
     else:
-        shown_gain = gain
-    carry = shown_gain != 0
-    dcg = dcg_by_query(q[carry], pos[carry], shown_gain[carry], n_queries, cutoffs)
+        gain = ranked(run.gain)
+        shown_gain = _tie_average(q, score, gain) if ties == "average" and q.size else gain
+        carry = np.flatnonzero(shown_gain != 0)
+        dcg = dcg_by_query(q[carry], rk.position(carry), shown_gain[carry], n_queries, cutoffs)
+        idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
+        view_rows = view_pos = None
     idcg_cat = ideal_dcg(catalog_query, catalog_gain, n_queries, cutoffs)
-    idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
 
     ideal_arr = idcg_cat if ideal == "judged_catalog" else idcg_cand
     status = np.full((n_queries, len(cutoffs)), OK, dtype=np.int8)
@@ -218,7 +325,7 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
     return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
                        judged_coverage=coverage, status=status, n_returned=n_returned,
-                       ranked=ranked, position=pos)
+                       ranking=rk, _view_rows=view_rows, _view_pos=view_pos)
 
 
 def _tie_average(q: np.ndarray, score: np.ndarray, gain: np.ndarray) -> np.ndarray:

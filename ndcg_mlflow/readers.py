@@ -664,6 +664,7 @@ def _check_finite(table: Table, what: str) -> None:
 
 _U = np.uint64
 _VECTOR_HASH_MAX = 64  # ids longer than this are hashed individually
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -703,7 +704,7 @@ def _chunk_hashes(chunk) -> np.ndarray:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             ints = None
         if ints is not None and (ints >= 0).all():
-            digits = np.where(ints > 0, np.floor(np.log10(np.maximum(ints, 1))).astype(np.int64) + 1, 1)
+            digits = np.searchsorted(_POW10, ints, side="right") + 1  # decimal digits of each value
             if (digits == lengths).all():
                 return _mix(ints.astype(_U) + _U(0x9E3779B97F4A7C15))
     chunk = pc.cast(chunk, pa.string()) if not pa.types.is_string(chunk.type) else chunk
@@ -730,9 +731,11 @@ def _chunk_hashes(chunk) -> np.ndarray:
 
 
 def _pair_hashes(table: Table) -> np.ndarray:
+    """A 64-bit key per (query, doc) row: equal pairs give equal keys; the rare collisions of unequal
+    pairs are told apart by :func:`duplicate_pairs`, which compares the ids themselves."""
     with np.errstate(over="ignore"):
-        q = _mix(table.query.codes.astype(_U) + _U(1))
-        return _mix(string_hashes(table.doc.array) ^ q)
+        query_mix = _mix(np.arange(1, len(table.query.values) + 1, dtype=_U))
+        return string_hashes(table.doc.array) ^ query_mix[table.query.codes]
 
 
 def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
