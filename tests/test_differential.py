@@ -385,3 +385,41 @@ def test_string_order_of_ids_breaks_ties():
     assert rows[("q", "1")].idcg == ideal1
     ref = pytrec(data)
     assert rows[("q", "all")].ndcg == pytest.approx(ref["q"]["ndcg"], abs=1e-12)
+
+
+@SETTINGS
+@given(datasets(), metrics())
+def test_condense_equals_zero_on_the_run_without_its_unjudged_documents(data, metric):
+    """`unjudged: condense` gives the numbers of `unjudged: zero` on the run whose unjudged lines are removed
+    (judged coverage aside: it describes the run as returned)."""
+    judged_lines = tuple(line for line in data.lines if line[1] in data.qrels.get(line[0], {}))
+    if not any(q in data.qrels for q, *_ in judged_lines):
+        return  # nothing judged returned at all: the stripped run would be refused as another collection's
+    condensed = evaluate(data, **{**metric, "unjudged": "condense"})
+    stripped = evaluate(replace(data, lines=judged_lines), **{**metric, "unjudged": "zero"})
+    # a query whose returned documents are all unjudged is still returned (condensed to nothing) in the
+    # first evaluation but missing from the stripped run: compare the queries both return
+    a, b = table(condensed), table(stripped)
+    for key, row in b.items():
+        if row.status == "missing" or a[key].status == "missing":
+            continue
+        for col in ("ndcg", "dcg", "idcg", "idcg_candidates"):
+            x, y = getattr(a[key], col), getattr(row, col)
+            assert (np.isnan(x) and np.isnan(y)) or abs(x - y) <= 1e-12, (key, col, x, y, metric)
+
+
+@SETTINGS
+@given(datasets(), metrics())
+def test_a_query_does_not_depend_on_the_other_queries(data, metric):
+    """Each query evaluated alone (its judgments and lines only) gives its row of the whole evaluation."""
+    whole = table(evaluate(data, **metric))
+    returned = {q for q, *_ in data.lines}
+    for qid in data.qrels:
+        if qid not in returned:
+            continue
+        alone = replace(data, qrels={qid: data.qrels[qid]}, lines=tuple(x for x in data.lines if x[0] == qid))
+        for key, row in table(evaluate(alone, **metric)).items():
+            for col in ("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned", "status"):
+                x, y = getattr(whole[key], col), getattr(row, col)
+                same = x == y if isinstance(x, str) else (np.isnan(x) and np.isnan(y)) or abs(x - y) <= 1e-12
+                assert same, (key, col, x, y, metric)
