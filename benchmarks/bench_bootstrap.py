@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -270,25 +268,9 @@ def child_args(args: argparse.Namespace, tool: str) -> list[str]:
 
 
 def run_child(args: argparse.Namespace, tool: str, profile: Path | None = None) -> dict:
-    cmd = [sys.executable]
-    if profile is not None:
-        cmd += ["-m", "cProfile", "-o", str(profile)]
-    cmd += [str(Path(__file__).resolve()), *child_args(args, tool)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        raise SystemExit(f"{tool} child failed with exit code {proc.returncode}")
-    for line in proc.stdout.splitlines():
-        if line.startswith("BENCH_RESULT "):
-            out = json.loads(line[len("BENCH_RESULT "):])
-            out["process_s"] = wall
-            return out
-    sys.stderr.write(proc.stdout + proc.stderr)
-    raise SystemExit(f"{tool} child printed no result")
+    from _child import run_child as run
+
+    return run(__file__, child_args(args, tool), tool, profile)
 
 
 def print_profile(path: Path, limit: int = 20) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -319,25 +318,10 @@ def generate(run_path: Path, qrels_path: Path, n_queries: int, n_docs: int, seed
 
 
 def run_child(tool: str, run: Path, qrels: Path, profile: bool = False) -> dict:
-    cmd = [sys.executable]
-    if profile:
-        cmd += ["-m", "cProfile", "-o", str(run.parent / f"profile_{tool}.pstats")]
-    cmd += [str(Path(__file__).resolve()), "--child", tool, "--run", str(run), "--qrels", str(qrels)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        raise SystemExit(f"{tool} child failed with exit code {proc.returncode}")
-    for line in proc.stdout.splitlines():
-        if line.startswith("BENCH_RESULT "):
-            out = json.loads(line[len("BENCH_RESULT "):])
-            out["process_s"] = wall
-            return out
-    sys.stderr.write(proc.stdout + proc.stderr)
-    raise SystemExit(f"{tool} child printed no result")
+    from _child import run_child as run_fresh
+
+    return run_fresh(__file__, ["--child", tool, "--run", str(run), "--qrels", str(qrels)], tool,
+                     run.parent / f"profile_{tool}.pstats" if profile else None)
 
 
 def _warm_cache(*paths: Path) -> None:
