@@ -102,6 +102,10 @@ def configure_http(timeout: float | None = None, max_retries: int | None = None)
         os.environ.setdefault(key, value)
     # MLflow prints "View run ... at <tracking URI>" lines, credentials included when the URI has them
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    import logging
+
+    for name in ("mlflow.store.db.utils", "alembic"):  # schema-migration chatter of a new local store
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class Terminated(BaseException):
