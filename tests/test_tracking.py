@@ -161,3 +161,54 @@ def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     assert main(["run", str(demo_copy / "demo.yaml"), "--no-mlflow", "--out", "o", "--quiet"]) == 0
     assert (tmp_path / "o" / "summary.json").is_file()
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_runs_are_found_by_spec_digest_system_and_dataset_digest(tracking_uri, demo_copy, tmp_path):
+    import mlflow
+
+    spec_path = demo_copy / "demo.yaml"
+    text = spec_path.read_text().replace("resamples: 10000", "resamples: 200").replace(
+        "sensitivity: true", "sensitivity: false")
+    spec_path.write_text(text)
+    assert main(["run", str(spec_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    qrels_sha = summary["files"]["qrels"]["sha256"]
+    by_spec = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                 filter_string=f"tags.`ndcg_mlflow.spec_sha256` = '{summary['spec_sha256']}'")
+    assert len(by_spec) == 4  # the evaluation and its three systems
+    by_system = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                   filter_string="tags.`ndcg_mlflow.system` = 'reranker-v2'")
+    assert [r.data.tags["ndcg_mlflow.role"] for r in by_system] == ["system"]
+    by_data = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                 filter_string=f"tags.`ndcg_mlflow.qrels_sha256` = '{qrels_sha}'")
+    assert len(by_data) == 3
+    parent = [r for r in by_spec if r.data.tags["ndcg_mlflow.role"] == "evaluation"][0]
+    assert "nDCG evaluation 'demo-product-search'" in parent.data.tags["mlflow.note.content"]
+    assert all(r.data.tags.get("mlflow.note.content") for r in by_spec)
+
+
+def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
+    import io
+    import logging
+
+    from ndcg_mlflow import cli
+
+    cli._configure_logging(quiet=False)
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    cli._progress(quiet=False)("reading system 'x'")
+    assert "reading system 'x'" in tty.getvalue()
+    tty.truncate(0)
+    tty.seek(0)
+    cli._progress(quiet=True)("resampling queries")
+    assert tty.getvalue() == ""
+    pipe = io.StringIO()  # not a terminal: progress is only logged at DEBUG
+    monkeypatch.setattr("sys.stderr", pipe)
+    cli._progress(quiet=False)("computing nDCG")
+    assert pipe.getvalue() == ""
+    assert logging.getLogger("ndcg_mlflow").level == logging.INFO
