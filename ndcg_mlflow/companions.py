@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DataError
-from .readers import string_hashes
+from .readers import _small_rows, string_hashes
 
 
 @dataclass
@@ -32,7 +32,7 @@ def read_duplicate_groups(path) -> DuplicateGroups:
 
     docs, groups, index = [], [], {}
     seen: dict[str, int] = {}
-    for line, (doc, group) in _rows(path, ("doc_id", "group")):
+    for line, (doc, group) in _small_rows(path, ("doc_id", "group")):
         if doc in seen:
             raise DataError(path, f"document {doc!r} is listed twice (first at line {seen[doc]}).", line)
         seen[doc] = line
@@ -43,67 +43,12 @@ def read_duplicate_groups(path) -> DuplicateGroups:
     return DuplicateGroups(pa.array(docs, type=pa.string()), np.asarray(groups, dtype=np.int64))
 
 
-def _rows(path, columns):
-    from pathlib import Path
-
-    from .readers import _first_line
-
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(p, "file not found.")
-    if "doc_id" in _first_line(p).lower():
-        return _header_rows(p, columns)
-    return _plain_rows(p, len(columns))
-
-
-def _plain_rows(path, n):
-    from .readers import _clip, _text_lines
-
-    for lineno, text in _text_lines(path):
-        parts = text.split()
-        if not parts:
-            continue
-        if len(parts) != n:
-            raise DataError(path, f"expected {n} fields, found {len(parts)}: {_clip(text)!r}.", lineno)
-        yield lineno, parts
-
-
-def _header_rows(path, columns):
-    import csv
-
-    from .readers import _text_lines
-
-    import sys
-
-    csv.field_size_limit(sys.maxsize)
-    header = None
-    for lineno, text in _text_lines(path):
-        if not text.strip():
-            continue
-        delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in text else None)
-        try:
-            fields = ([f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delim))] if delim
-                      else text.split())
-        except csv.Error as exc:
-            raise DataError(path, f"not readable: {exc} (line ends must be LF or CRLF).", lineno) from None
-        if header is None:
-            header = [f.lower() for f in fields]
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
-            idx = [header.index(c) for c in columns]
-            continue
-        if len(fields) != len(header):
-            raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
-        yield lineno, [fields[i] for i in idx]
-
-
 def read_catalog(path) -> object:
     """A catalog file: one doc id per line, or a CSV/TSV whose header names a doc_id column; a pyarrow array."""
     import pyarrow as pa
 
     ids, seen = [], set()
-    for _, (doc,) in _rows(path, ("doc_id",)):
+    for _, (doc,) in _small_rows(path, ("doc_id",)):
         if doc not in seen:
             seen.add(doc)
             ids.append(doc)

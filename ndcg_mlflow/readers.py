@@ -567,34 +567,43 @@ def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank
 
 
 def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """Rows of a small two-or-one-column file: white-space separated, or CSV/TSV with a header."""
+    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): white-space
+    separated, or CSV/TSV whose header names ``columns`` (a header is recognized by ``columns[0]``)."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(path, "file not found.")
-    suffix = path.suffix.lower()
+    csv.field_size_limit(sys.maxsize)
     lines = list(_text_lines(path))
     first = next((t for _, t in lines if t.strip()), "")
-    delim = "," if suffix == ".csv" else ("\t" if "\t" in first else None)
-    header_names = [c.strip().lower() for c in (first.split(delim) if delim else first.split())]
-    has_header = "query_id" in header_names
-    idx = None
-    if has_header:
-        missing = [c for c in columns if c not in header_names]
-        if missing:
-            raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", 1)
-        idx = [header_names.index(c) for c in columns]
-    started = False
+    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
+
+    def split(lineno: int, text: str) -> list[str]:
+        if delim is None:
+            return text.split()
+        try:
+            return [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delim))]
+        except csv.Error as exc:
+            raise DataError(path, f"not readable: {exc} (line ends must be LF or CRLF).", lineno) from None
+
+    header: list[str] | None = None
+    idx: list[int] | None = None
     for lineno, text in lines:
         if not text.strip():
             continue
-        fields = [f.strip() for f in (text.rstrip("\r\n").split(delim) if delim else text.split())]
-        if has_header and not started:
-            started = True
+        fields = split(lineno, text)
+        if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
+            header = [f.lower() for f in fields]
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
+            idx = [header.index(c) for c in columns]
             continue
         if idx is not None:
             if len(fields) <= max(idx):
-                raise DataError(path, f"expected {len(header_names)} fields, found {len(fields)}.", lineno)
+                raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
             yield lineno, [fields[i] for i in idx]
         else:
+            header = []  # the first line was data: no header in this file
             if len(fields) != len(columns):
                 raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
                                       f"{len(fields)}: {_clip(text)!r}.", lineno)
