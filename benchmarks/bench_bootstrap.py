@@ -126,7 +126,8 @@ def fake_result(x, w, ids):
     metric = SimpleNamespace(keys=(KEY,), cutoffs=(10,))
     systems = {name: SimpleNamespace(result=SimpleNamespace(ndcg=np.ascontiguousarray(x[:, [j]])), top=_FakeTop())
                for j, name in enumerate(system_names(x.shape[1]))}
-    return SimpleNamespace(spec=SimpleNamespace(metric=metric), query_ids=ids, weights=w, systems=systems)
+    return SimpleNamespace(spec=SimpleNamespace(metric=metric), query_ids=ids, weights=w,
+                           relative_weights=w / w.max(), systems=systems)
 
 
 def ours_analyze(x, w, ids, args) -> list[list[float]]:
@@ -154,7 +155,7 @@ def ours_direct(x, w, ids, args) -> list[list[float]]:
     boot = stats.bootstrap_means(cols, w, resamples=args.resamples, rng=rng,
                                  studentized=args.method == "studentized")
     lo, hi = stats.interval(boot, cols, w, confidence=args.confidence, method=args.method)
-    se = boot.dist.std(axis=0, ddof=1)  # noqa: F841 - analyze reports it
+    se = stats.standard_error(boot, cols)  # noqa: F841 - analyze reports it
     n_eff = stats.effective_n(w)  # noqa: F841
     pvals = []
     for j in range(1, k):

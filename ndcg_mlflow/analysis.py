@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .format import md_html, md_text
 from .spec import Comparison, Uncertainty, cutoff_label
 
 
@@ -41,7 +42,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         return out
     keys = result.spec.metric.keys
     names = list(result.systems)
-    w_all = result.weights
+    w_all = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
 
     # one job per (label, valid-query mask): columns to resample together
     jobs: dict[bytes, list[tuple[str, str, np.ndarray]]] = {}
@@ -81,7 +82,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         boot = stats.bootstrap_means(x, w, resamples=uncertainty.resamples, rng=rng,
                                      studentized=uncertainty.method == "studentized")
         lo, hi = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
-        se = boot.dist.std(axis=0, ddof=1)
+        se = stats.standard_error(boot, x)
         for c, (kind, key, _) in enumerate(series):
             boot_results[(kind, key)] = (float(lo[c]), float(hi[c]), float(se[c]), boot.dist[:, c])
 
@@ -169,7 +170,7 @@ def _randomization(result, comparison: Comparison, uncertainty: Uncertainty,
         mask = items[0][1]
         d = np.column_stack([diff[mask] for _, _, diff in items])
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ["randomization", *result.query_ids[mask]]))
-        p, exact = stats.randomization_tests(d, result.weights[mask], resamples=uncertainty.resamples, rng=rng)
+        p, exact = stats.randomization_tests(d, result.relative_weights[mask], resamples=uncertainty.resamples, rng=rng)
         for (label, _, _), pv in zip(items, p):
             out[label] = (float(pv), exact)
     return out
@@ -189,7 +190,8 @@ def _wins_losses(result, comparison: Comparison, pairs: list[tuple[str, str]]) -
         c = cand_sr.result.ndcg[:, j]
         valid = np.flatnonzero(~np.isnan(b) & ~np.isnan(c))
         d = c[valid] - b[valid]
-        ids = result.query_ids[valid].astype(str)
+        # rank of each id in plain string order (no fixed-width numpy string copy of the ids)
+        ids = np.argsort(np.argsort(result.query_ids[valid].astype(object), kind="stable"), kind="stable")
         win_order = np.lexsort((ids, -d))
         loss_order = np.lexsort((ids, d))
         wins = [i for i in win_order if d[i] > comparison.tie_tolerance][:n]
@@ -219,13 +221,14 @@ def _wins_losses(result, comparison: Comparison, pairs: list[tuple[str, str]]) -
 
 
 def wins_losses_markdown(result, analysis: Analysis) -> str:
-    """A readable rendering of the largest wins and losses."""
-    lines = [f"# Largest per-query wins and losses — {result.spec.name}", ""]
+    """A readable rendering of the largest wins and losses; every string from the data or the spec goes
+    through :func:`format.md_text` (:func:`format.md_html` inside the raw ``<summary>`` element)."""
+    lines = [f"# Largest per-query wins and losses — {_md(result.spec.name)}", ""]
     if not analysis.wins_losses:
         lines.append("No comparison was declared (spec section `comparison`).")
         return "\n".join(lines) + "\n"
     for block in analysis.wins_losses:
-        title = (f"## {block['candidate']} vs {block['baseline']}, nDCG@{block['cutoff']}")
+        title = f"## {_md(block['candidate'])} vs {_md(block['baseline'])}, nDCG@{_md(block['cutoff'])}"
         lines += [title, ""]
         for kind in ("wins", "losses"):
             items = block[kind]
@@ -240,11 +243,11 @@ def wins_losses_markdown(result, analysis: Analysis) -> str:
             for e in items:
                 lines.append(f"| {_md(e['query_id'])} | {e['weight']:g} | {e['baseline_ndcg']:.4f} | "
                              f"{e['candidate_ndcg']:.4f} | {e['delta']:+.4f} | "
-                             f"{_md(', '.join(e['relevant_entered'])) or '—'} | "
-                             f"{_md(', '.join(e['relevant_left'])) or '—'} |")
+                             f"{', '.join(_md(d) for d in e['relevant_entered']) or '—'} | "
+                             f"{', '.join(_md(d) for d in e['relevant_left']) or '—'} |")
             lines.append("")
             for e in items:
-                lines.append(f"<details><summary>{_md(e['query_id'])}: top {e['shown']} of both systems"
+                lines.append(f"<details><summary>{md_html(e['query_id'])}: top {e['shown']} of both systems"
                              f"</summary>")
                 lines.append("")
                 lines.append("| rank | baseline doc (grade) | candidate doc (grade) |")
@@ -265,7 +268,4 @@ def _doc_cell(top: list[dict[str, Any]], r: int, flag: str, mark: str) -> str:
     return f"{_md(e['doc_id'])} ({grade}){' ' + mark if e.get(flag) else ''}"
 
 
-def _md(text: str) -> str:
-    """Escape text from the data for a markdown table cell (no HTML, no pipes)."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\n", " "))
+_md = md_text  # the same escaping as report.md

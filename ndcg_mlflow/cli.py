@@ -86,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER
     _configure_logging(quiet=getattr(args, "quiet", False))
     previous = _on_sigterm()
+    streams = _redacting_streams()  # no credential in a URI reaches stdout or stderr, whoever prints it
     try:
+        _check_overrides(args)
         commands = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain, "report": cmd_report,
                     "compare": cmd_compare, "upload": cmd_upload}
         return commands[args.command](args)
@@ -101,6 +103,56 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_TERMINATED
     finally:
         _restore_sigterm(previous)
+        _restore_streams(streams)
+
+
+def _check_overrides(args: argparse.Namespace) -> None:
+    """Command-line values that MLflow would refuse only after the work is done: refused before any work
+    (exit 2). A tracking URI must name a store that persists; an experiment name must fit MLflow's limit."""
+    import os
+
+    from .errors import SpecError
+    from .spec import experiment_name_problem
+    from .uris import store_problem
+
+    uri_flag = getattr(args, "tracking_uri", None)
+    for where, uri in (("--tracking-uri", uri_flag),
+                       ("MLFLOW_TRACKING_URI", None if uri_flag else os.environ.get("MLFLOW_TRACKING_URI"))):
+        uses_store = args.command in ("run", "upload", "report", "compare") and not getattr(args, "no_mlflow", False)
+        problem = store_problem(uri) if uses_store else None
+        if problem:
+            raise NdcgError(f"{where}: {problem}")
+    experiment = getattr(args, "experiment", None)
+    if experiment is not None:
+        problem = experiment_name_problem(experiment) or (None if experiment.strip() else "it is empty.")
+        if problem:
+            raise SpecError("mlflow.experiment", f"--experiment: {problem}")
+
+
+class _Redacting:
+    """A text stream that writes through :func:`ndcg_mlflow.uris.redact`."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from .uris import redact
+
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _redacting_streams():
+    saved = (sys.stdout, sys.stderr)
+    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
+    return saved
+
+
+def _restore_streams(saved) -> None:
+    sys.stdout, sys.stderr = saved
 
 
 def _terminated():
@@ -212,30 +264,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from .evaluation import evaluate
-    from .outputs import new_output_dir, write_outputs
+    from .outputs import check_target, folder_lock, new_output_dir, write_outputs
 
     quiet = args.quiet
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise NdcgError(f"--out {args.out}: exists and is not a folder.")
+    if args.out:
+        check_target(Path(args.out))  # a file, or a non-empty folder that is not ours: refused before evaluating
     progress = _progress(quiet)
     result = evaluate(args.spec, progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
-    if progress:
-        progress(f"writing the local results and the report to {out_dir}")
-    try:
-        write_outputs(result, out_dir)
-    except OSError as exc:
-        raise NdcgError(f"cannot write the local results to {out_dir}: {exc.strerror or exc}.") from None
-    if not quiet:
-        print(format_summary(result))
-        print(f"\nlocal results: {out_dir}")
-    if args.no_mlflow:
-        return EXIT_OK
+    # one process at a time per folder, from writing until logging ends: what is logged is what was written
+    with folder_lock(out_dir):
+        if progress:
+            progress(f"writing the local results and the report to {out_dir}")
+        write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+        if not quiet:
+            print(format_summary(result))
+            print(f"\nlocal results: {out_dir}")
+        if args.no_mlflow:
+            return EXIT_OK
 
-    from .tracking import log_evaluation
+        from .tracking import log_evaluation
 
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
-    logged = log_evaluation(result, out_dir, tracking_uri=uri)
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
+        logged = log_evaluation(result, out_dir, tracking_uri=uri)
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
     return EXIT_OK
@@ -253,29 +304,29 @@ def _print_logged(logged, experiment: str) -> None:
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    import json
     import os
 
-    from .errors import DataError
-    from .tracking import log_folder
+    from .outputs import folder_lock, read_result_folder, refuse_non_folder
 
     folder = Path(args.folder)
-    for needed in ("summary.json", "run_key.txt", "per_query.csv"):
-        if not (folder / needed).is_file():
-            raise DataError(folder / needed, "not found: give the output folder of a finished evaluation "
-                                             "(ndcg-mlflow run writes it).")
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-    logged = log_folder(folder, tracking_uri=uri)
+    refuse_non_folder(folder)
+    with folder_lock(folder):  # a second upload of the folder waits, then finds this one complete
+        summary = read_result_folder(folder).summary  # complete and unchanged, else exit 2 saying what is wrong
+        from .tracking import log_folder
+
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        logged = log_folder(folder, tracking_uri=uri)
     if not args.quiet:
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         _print_logged(logged, summary.get("mlflow", {}).get("experiment") or summary["name"])
     return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .logged import rebuild_report
+    from .outputs import check_target
 
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
+    check_target(out)  # not a folder (/dev/null), or a non-empty folder that is not ours: exit 2 at once
     html_path, md_path = rebuild_report(args.run_id, out, args.tracking_uri)
     print(f"report: {html_path}")
     print(f"summary: {md_path}")

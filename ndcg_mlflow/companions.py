@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, SpecError
+from .kernel import depth_of
 from .readers import _small_rows, string_hashes
 
 
@@ -65,7 +66,7 @@ def duplicate_rate(query: np.ndarray, position: np.ndarray, doc_group: np.ndarra
     """
     out = np.full((n_queries, len(cutoffs)), np.nan)
     for j, k in enumerate(cutoffs):
-        sel = position < k if k is not None else np.ones(position.size, dtype=bool)
+        sel = position < depth_of(k) if k is not None else np.ones(position.size, dtype=bool)
         q, g = query[sel], doc_group[sel]
         shown = np.bincount(q, minlength=n_queries)
         own = np.bincount(q[g < 0], minlength=n_queries)  # unlisted docs are distinct groups
@@ -81,19 +82,31 @@ def duplicate_rate(query: np.ndarray, position: np.ndarray, doc_group: np.ndarra
 
 
 def catalog_coverage(position: np.ndarray, docs, cutoffs: tuple, *, size: int | None = None,
-                     catalog=None) -> list[float]:
-    """Per cutoff: distinct shown documents over the catalog size, or the shown share of a catalog file."""
+                     catalog=None, system: str = "", source: str | None = None) -> list[float]:
+    """Per cutoff: distinct shown documents over the catalog size, or the shown share of a catalog file.
+
+    A declared size below the number of distinct documents one system shows cannot be the
+    catalog's size (coverage would pass 100%): a :class:`SpecError` at ``companions.catalog``.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     out = []
     for k in cutoffs:
-        sel = np.flatnonzero(position < k) if k is not None else np.arange(position.size)
+        sel = np.flatnonzero(position < depth_of(k)) if k is not None else np.arange(position.size)
         shown = docs.take(pa.array(sel, type=pa.int64()))
         if catalog is not None:
             idx = pc.fill_null(pc.index_in(shown, value_set=catalog), -1).to_numpy(zero_copy_only=False)
             present = np.unique(idx[idx >= 0])
             out.append(present.size / len(catalog))
         else:
-            out.append(np.unique(string_hashes(shown)).size / size)
+            distinct = int(np.unique(string_hashes(shown)).size)
+            if distinct > size:
+                raise SpecError("companions.catalog",
+                                f"declares a catalog of {size} documents, but system '{system}' shows {distinct} "
+                                f"distinct documents in its {'whole lists' if k is None else f'top {k}'} across the "
+                                f"evaluated queries: "
+                                f"the catalog size must be at least the number of distinct documents shown "
+                                f"(or give a file of the catalog's doc ids).", source)
+            out.append(distinct / size)
     return out

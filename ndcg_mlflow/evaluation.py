@@ -17,9 +17,10 @@ import numpy as np
 
 from . import __version__
 from .errors import DataError, EvaluationError, SpecError, preview
-from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, QueryResult, RunRows, evaluate_rows
+from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .spec import Gain, Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
+from .uris import safe_uri
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
                      "judged_coverage", "n_returned", "weight", "status")
@@ -87,6 +88,12 @@ class EvaluationResult:
     _per_query: Any = None
 
     @property
+    def relative_weights(self) -> np.ndarray:
+        """The weights over the largest one (same ratios, so the same means): what every computation uses,
+        so that weights of any magnitude neither overflow nor underflow. ``weights`` are as given."""
+        return relative(self.weights)
+
+    @property
     def per_query(self):
         if self._per_query is None:
             self._per_query = self._build_per_query()
@@ -110,9 +117,10 @@ class EvaluationResult:
             "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
             "systems": self._system_summary(),
             "grades": list(self.grades),
-            "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": spec.mlflow.tracking_uri,
+            # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
+            "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
                        "run_name": spec.mlflow.run_name, "timeout": spec.mlflow.timeout,
-                       "max_retries": spec.mlflow.max_retries},
+                       "max_retries": spec.mlflow.max_retries, "total_timeout": spec.mlflow.total_timeout},
             "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
@@ -187,9 +195,23 @@ def _json_safe(obj: Any) -> Any:
 
 
 def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:
-    """Grades to gains. Negative grades earn 0 under exponential and linear; a table must know every grade."""
+    """Grades to gains. Negative grades earn 0 under exponential and linear; a table must know every grade.
+
+    An exponential gain 2^g - 1 beyond the largest float (g >= 1024) is refused: a DataError at the
+    first such line of ``qrels`` when given, else :class:`~ndcg_mlflow.kernel.NonFiniteError`.
+    """
     if gain.kind == "exponential":
-        return np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
+        with np.errstate(over="ignore"):
+            gains = np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
+        over = ~np.isfinite(gains)
+        if over.any():
+            row = int(np.flatnonzero(over)[0])
+            if qrels is None:
+                raise NonFiniteError("exponential gain", np.flatnonzero(over))
+            raise qrels.error(row, f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
+                                   f"float (metric.gain exponential takes grades below 1024; "
+                                   f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.")
+        return gains
     if gain.kind == "linear":
         return np.where(grades > 0, grades, 0.0)
     keys = np.array([k for k, _ in gain.table])
@@ -204,6 +226,27 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
                    f"{', '.join(f'{g:g}' for g in missing)}.")
         raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
     return vals[idx_c]
+
+
+def _check_gain_sums(metric: Metric, catalog: "Catalog", query_ids: np.ndarray, qrels: Table,
+                     keep: np.ndarray) -> None:
+    """Refuse gains whose DCG could overflow a float, naming the query and its first judgment's line.
+
+    Every DCG, ideal DCG and tie-averaged gain of a query is bounded by the sum of the query's
+    absolute gains (each discount is at most 1, and a run's judged documents are among the query's
+    judgments), so when that sum is finite for every query, no sum the kernel forms overflows.
+    """
+    gains = np.abs(map_gains(metric.gain, catalog.grade, None))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.bincount(catalog.query, weights=gains, minlength=catalog.n_queries)
+    over = np.flatnonzero(~np.isfinite(sums))
+    if over.size:
+        q = int(over[0])
+        row = int(np.flatnonzero(keep)[np.flatnonzero(catalog.query == q)[0]])
+        raise qrels.error(row, f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
+                               f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+                               f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
+                               f"(gain: linear, or a gain table with smaller values).")
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -280,6 +323,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
     cat_q_all = q_of_value[qrels.query.codes]
     keep = cat_q_all >= 0
     catalog = Catalog(cat_q_all[keep], qrels.value[keep], nq)
+    _check_gain_sums(metric, catalog, query_ids, qrels, keep)
     judged_keys = _pair_index(qrels, keep, catalog.query)
 
     companions = _read_companions(spec, files)
@@ -305,12 +349,20 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         _check_unjudged(metric, prep)
         if progress:
             progress(f"computing nDCG of '{name}'")
-        qr = compute(metric, prep, catalog)
+        try:
+            qr = compute(metric, prep, catalog)
+        except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
+            if exc.what != "ndcg":
+                raise
+            raise DataError(spec.qrels.path, f"system '{name}': the nDCG of query "
+                                             f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
+                                             f"overflows a float: the gains of metric.gain "
+                                             f"{metric.gain.describe()} differ too much in size.") from None
         _apply_error_rules(name, src.path, metric, qr, query_ids)
         top = _top_lists(qr, prep, display_depth(metric))
         sr = SystemResult(name, qr, _means(metric, qr, weights), top)
         if companions is not None:
-            _companion_measures(spec, companions, prep, qr, sr, weights)
+            _companion_measures(spec, companions, prep, qr, sr, relative(weights))
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
@@ -379,27 +431,39 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
                                                if ok.any() else float("nan"))
     if "catalog" in companions or "catalog_size" in companions:
         cov = catalog_coverage(qr.position, docs, metric.cutoffs, size=companions.get("catalog_size"),
-                               catalog=companions.get("catalog"))
+                               catalog=companions.get("catalog"), system=sr.name,
+                               source=str(spec.source) if spec.source else None)
         for key, value in zip(metric.keys, cov):
             sr.means[key]["catalog_coverage"] = float(value)
 
 
 def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
-    judged = np.unique(qrels.query.values[np.unique(qrels.query.codes)].astype(str))
+    """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
+    whose size would be the longest id times the number of queries)."""
+    judged_values = qrels.query.values[np.unique(qrels.query.codes)]
+    judged = sorted(str(q) for q in judged_values)
     if spec.queries.set is None:
-        return judged.astype(object)
+        return _object_array(judged)
     src = spec.queries.set
     ids = read_query_set(src.path)
     files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.path), len(ids)))
-    unknown = sorted(set(ids) - set(judged.tolist()))
+    unknown = sorted(set(ids) - set(judged))
     if unknown:
         raise DataError(src.path, f"{len(unknown)} queries of the declared set have no judgments in "
                                   f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
                                   f"the set.")
-    return np.asarray(sorted(ids), dtype=object)
+    return _object_array(sorted(ids))
+
+
+def _object_array(items: list[str]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 def _weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.ndarray:
+    """The evaluated queries' weights as given (the per-query table shows them); computations use
+    :attr:`EvaluationResult.relative_weights`, the weights over the largest one."""
     if spec.queries.weights is None:
         return np.ones(len(query_ids))
     src = spec.queries.weights
@@ -408,17 +472,29 @@ def _weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.nda
     missing = [q for q in query_ids if q not in table]
     if missing:
         raise DataError(src.path, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")
-    return np.array([table[q] for q in query_ids], dtype=np.float64)
+    weights = np.array([table[q] for q in query_ids], dtype=np.float64)
+    try:
+        total = math.fsum(weights)
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total):
+        raise DataError(src.path, f"the weights of the {weights.size} evaluated queries add up to more than the "
+                                  f"largest double ({np.finfo(np.float64).max:.4g}), so their sum cannot be "
+                                  f"reported; only their ratios matter: divide them all by a common factor.")
+    return weights
+
+
+def relative(weights: np.ndarray) -> np.ndarray:
+    """Weights over the largest one: the ratios (all a weighted mean depends on) without overflow or underflow
+    (:func:`~ndcg_mlflow.readers.read_weights` refuses ratios that are not normal doubles)."""
+    return weights / weights.max() if weights.size else weights
 
 
 def _index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
-    """Position of each of ``values`` in the sorted array ``universe``, -1 where absent."""
-    universe = universe.astype(str)
-    v = values.astype(str)
-    idx = np.searchsorted(universe, v)
-    idx_c = np.minimum(idx, max(universe.size - 1, 0))
-    found = (universe.size > 0) & (universe[idx_c] == v) if universe.size else np.zeros(v.size, dtype=bool)
-    return np.where(found, idx_c, -1).astype(np.int64)
+    """Position of each of ``values`` in ``universe`` (distinct ids), -1 where absent; a hash lookup, with no
+    fixed-width string copy of either array."""
+    position = {str(u): i for i, u in enumerate(universe)}
+    return np.fromiter((position.get(str(v), -1) for v in values), dtype=np.int64, count=len(values))
 
 
 @dataclass
@@ -518,9 +594,8 @@ def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
 
 
 def _string_ranks(values: list[str]) -> np.ndarray:
-    """Rank of each string in plain (code point) string order."""
-    arr = np.asarray(values, dtype=object)
-    order = np.argsort(arr.astype(str), kind="stable")
+    """Rank of each string in plain (code point) string order (Python's comparison; no fixed-width copy)."""
+    order = np.fromiter(sorted(range(len(values)), key=values.__getitem__), dtype=np.int64, count=len(values))
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(len(values))
     return ranks
@@ -545,7 +620,8 @@ def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, di
         x = qr.ndcg[:, j]
         ok = ~np.isnan(x)
         w = weights[ok]
-        mean = float(np.dot(w, x[ok]) / w.sum()) if ok.any() else float("nan")
+        r = relative(weights)[ok]  # weights over the largest: no overflow or underflow in the sums
+        mean = float(np.dot(r, x[ok]) / r.sum()) if ok.any() else float("nan")
         out[key] = {
             "mean": mean,
             "n_evaluated": int(ok.sum()),
@@ -553,7 +629,7 @@ def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, di
             "n_missing": int((qr.status[:, j] == MISSING).sum()),
             "n_empty_ideal": int((qr.status[:, j] == EMPTY_IDEAL).sum()),
             "weight_sum": float(w.sum()),
-            "n_eff": float(w.sum() ** 2 / (w ** 2).sum()) if ok.any() else 0.0,
+            "n_eff": float(r.sum() ** 2 / (r ** 2).sum()) if ok.any() else 0.0,
             "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))
             if np.isfinite(qr.judged_coverage[:, j]).any() else float("nan"),
         }

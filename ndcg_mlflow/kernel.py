@@ -29,6 +29,30 @@ import numpy as np
 OK, EMPTY_IDEAL, MISSING = 0, 1, 2
 STATUS_NAMES = ("ok", "empty_ideal", "missing")
 
+# A cutoff deeper than any list counts the whole list; clipping to this depth (more rows than any array can
+# hold) keeps every cutoff an int64, however large the declared one.
+MAX_DEPTH = int(np.iinfo(np.int64).max)
+
+
+def depth_of(k: int | None) -> int | None:
+    """A cutoff as an int64-safe depth: ``None`` stays None, anything deeper than any list is clipped."""
+    return None if k is None else min(int(k), MAX_DEPTH)
+
+
+class NonFiniteError(ArithmeticError):
+    """A DCG, an ideal DCG or a defined nDCG came out infinite or NaN (the gains overflow a float).
+
+    The evaluation refuses such gains with a data error before any run is ranked, so
+    for the declared metric this is an internal error; ``explain --sensitivity``
+    reports an alternative rule that meets it as undefined.
+    """
+
+    def __init__(self, what: str, queries: np.ndarray):
+        self.what = what
+        self.queries = np.asarray(queries)
+        super().__init__(f"internal error: non-finite {what} for {self.queries.size} queries (query codes "
+                         f"{self.queries[:5].tolist()}): the gains overflow a float")
+
 
 @dataclass
 class RunRows:
@@ -108,7 +132,7 @@ def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: 
     accumulated with one ``bincount`` and a cumulative sum across the slices.
     Rows may come in any order. Shape (n_queries, len(cutoffs)); ``None`` is no cutoff.
     """
-    finite = np.array(sorted(k for k in cutoffs if k is not None), dtype=np.int64)
+    finite = np.array(sorted({depth_of(k) for k in cutoffs if k is not None}), dtype=np.int64)
     n_slices = finite.size + 1
     slice_of = np.searchsorted(finite, pos, side="right")
     bins = query.astype(np.int64) * n_slices + slice_of
@@ -116,7 +140,7 @@ def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: 
     cum = np.cumsum(sums, axis=1)
     out = np.empty((n_queries, len(cutoffs)))
     for j, k in enumerate(cutoffs):
-        out[:, j] = cum[:, -1] if k is None else cum[:, int(np.searchsorted(finite, k))]
+        out[:, j] = cum[:, -1] if k is None else cum[:, int(np.searchsorted(finite, depth_of(k)))]
     return out
 
 
@@ -291,7 +315,7 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
         coverage_count = sum_top_k(q[j_at], rk.position(j_at), np.ones(j_at.size), n_queries, cutoffs)
     shown = np.empty((n_queries, len(cutoffs)))
     for j, k in enumerate(cutoffs):
-        shown[:, j] = n_returned if k is None else np.minimum(n_returned, k)
+        shown[:, j] = n_returned if k is None else np.minimum(n_returned, depth_of(k))
     with np.errstate(divide="ignore", invalid="ignore"):
         coverage = np.where(shown > 0, coverage_count / np.maximum(shown, 1), np.nan)
 
@@ -319,13 +343,26 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     status[empty] = EMPTY_IDEAL
     status[n_returned == 0, :] = MISSING
 
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # overflow: check_finite
         ndcg = np.where(status == OK, dcg / np.where(empty, 1.0, ideal_arr), np.nan)
     ndcg[status == EMPTY_IDEAL] = {"zero": 0.0, "one": 1.0}.get(empty_ideal, np.nan)
     ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
+    check_finite(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=np.where(status == OK, ndcg, 0.0))
     return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
                        judged_coverage=coverage, status=status, n_returned=n_returned,
                        ranking=rk, _view_rows=view_rows, _view_pos=view_pos)
+
+
+def check_finite(**arrays: np.ndarray) -> None:
+    """The invariant: every DCG and ideal DCG, and every nDCG marked ``ok``, is a finite number.
+
+    An overflowing sum (gains near the largest float) would otherwise give inf or NaN
+    rows that silently leave the mean. Raises :class:`NonFiniteError` naming the query codes.
+    """
+    for what, a in arrays.items():
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise NonFiniteError(what, np.flatnonzero(bad.reshape(a.shape[0], -1).any(axis=1)))
 
 
 def _tie_average(q: np.ndarray, score: np.ndarray, gain: np.ndarray) -> np.ndarray:

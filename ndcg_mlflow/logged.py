@@ -62,24 +62,45 @@ def evaluation_run_id(client, run_id: str) -> str:
 
 
 def download_folder(client, run_id: str, dest: Path) -> Path:
+    """Download a logged evaluation's tables (top-level JSON, CSV, text, YAML and markdown artifacts) into
+    ``dest``. A failure to reach the server is a :class:`TrackingError` naming the run."""
+    from .tracking import _first_line
+
     dest.mkdir(parents=True, exist_ok=True)
-    names = [a.path for a in client.list_artifacts(run_id)]
-    for name in names:
-        if name.endswith((".json", ".csv", ".txt", ".yaml", ".md")) and not name.startswith("figures"):
-            client.download_artifacts(run_id, name, str(dest))
+    try:
+        names = [a.path for a in client.list_artifacts(run_id)]
+        for name in names:
+            if name.endswith((".json", ".csv", ".txt", ".yaml", ".md")) and not name.startswith("figures"):
+                client.download_artifacts(run_id, name, str(dest))
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:  # the local disk (network errors carry no errno)
+            raise
+        raise TrackingError(f"cannot download the artifacts of MLflow run {run_id}: {type(exc).__name__}: "
+                            f"{_first_line(exc)}") from None
     return dest
 
 
 def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None) -> tuple[Path, Path]:
-    """``ndcg-mlflow report RUN_ID``: download a logged evaluation's tables and render its report locally."""
+    """``ndcg-mlflow report RUN_ID``: download a logged evaluation's tables and render its report locally.
+
+    The folder is built beside ``out`` and put in its place whole, with a manifest (kind ``report``), only
+    once the report is rendered: ``out`` follows the output-folder contract of :mod:`ndcg_mlflow.outputs`
+    (absent, empty or an earlier folder of ndcg-mlflow; anything else is refused; unchanged on failure)."""
+    from .outputs import staged_folder
     from .report import write_reports
 
+    out = Path(out)
     client = _client(tracking_uri)
     pid = evaluation_run_id(client, run_id)
-    folder = download_folder(client, pid, Path(out))
-    if not (folder / "summary.json").is_file():
-        raise CompareError(f"run {pid} has no summary.json artifact: it was not logged completely.")
-    return write_reports(folder)
+    try:
+        with staged_folder(out, kind="report") as tmp:
+            download_folder(client, pid, tmp)
+            if not (tmp / "summary.json").is_file():
+                raise CompareError(f"run {pid} has no summary.json artifact: it was not logged completely.")
+            write_reports(tmp)
+    except OSError as exc:
+        raise NdcgError(f"cannot write the report to {out}: {exc.strerror or exc}; {out} is unchanged.") from None
+    return out / "report.html", out / "report.md"
 
 
 def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:

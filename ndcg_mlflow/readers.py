@@ -3,7 +3,8 @@
 Formats:
 
 * TREC qrels ``qid iter docid grade`` and TREC runs ``qid Q0 docid rank score tag``,
-  fields separated by white space (grades may be floats).
+  fields separated by runs of ASCII spaces and tabs (no other character separates fields: an id
+  may contain U+00A0 or any other Unicode space); grades may be floats.
 * CSV / TSV with a header naming the columns ``query_id``, ``doc_id`` and ``grade``
   (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet.
 
@@ -13,17 +14,26 @@ ids); document ids stay an Arrow string array (millions of distinct ids are neve
 turned into Python objects); values are ``float64`` arrays. Every error names the
 file and line (row, for Parquet).
 
-Large TREC and CSV files go through Arrow's multi-threaded CSV reader; a file
-that reader refuses is re-read line by line, which either finds the exact
-line at fault or reads the file's irregular spacing correctly.
+Lines end with LF or CRLF in every text format; a carriage return not followed by a line
+feed is refused (naming its line), so that no reader ever sees a different set of lines.
+A line holding only spaces and tabs is blank and skipped. Numbers are decimal
+(``[+-]digits[.digits][e[+-]digits]``) and finite; ids are non-empty.
+
+TREC and CSV files go through Arrow's multi-threaded CSV reader when that reader's split of
+each line is sure to be the line-by-line split (a TREC file using only one of space and tab,
+with no empty field; UTF-8 without a BOM; no empty id, no line end inside a quoted CSV id); any
+other file, or one Arrow refuses, is read line by line, which either finds the exact line at
+fault or reads the file. Both paths give the same table for any file they accept.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
-import sys
 import math
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +41,7 @@ from typing import Iterator
 import numpy as np
 
 from .errors import DataError, preview
+from .spec import file_problem, os_error_problem, shown_path
 
 QRELS = "qrels"
 RUN = "run"
@@ -101,9 +112,11 @@ class Table:
         if self.source_rows is not None:
             row = int(self.source_rows[row])
         seen = -1 - self.header_lines
-        with open(self.path, "rb") as fh:
+        with _open(Path(self.path)) as fh:
             for lineno, raw in enumerate(fh, 1):
-                if raw.strip():
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[3:]
+                if raw.strip(b" \t\r\n"):  # blank lines as the readers see them (line ends are LF or CRLF)
                     seen += 1
                     if seen == row:
                         return lineno
@@ -144,7 +157,7 @@ def read_run(path: str | Path, format: str = "auto", *, rank: bool = True) -> Ta
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
-    neither parsed nor checked), which saves time on large files.
+    neither parsed nor checked, by either reader), which saves time on large files.
     """
     table = _read(Path(path), RUN, format, rank)
     _check_finite(table, "score")
@@ -177,19 +190,29 @@ def read_query_set(path: str | Path) -> list[str]:
     return ids
 
 
+# the smallest ratio of a weight to the largest weight: below it, w / max(w) loses precision (subnormal)
+# and the weighted mean could not tell the query from one of weight 0
+MIN_WEIGHT_RATIO = sys.float_info.min
+
+
 def read_weights(path: str | Path) -> dict[str, float]:
-    """Query weights: ``query_id weight`` per line (white space, or a CSV/TSV with those columns)."""
+    """Query weights: ``query_id weight`` per line (spaces/tabs, or a CSV/TSV with those columns).
+
+    Every weight is a finite number > 0, and its ratio to the largest weight is a normal double
+    (at least about 2.2e-308), so that means computed with weights divided by the largest one keep
+    every query's share; weights of any magnitude (5e-324 alike, 1e308) are otherwise fine.
+    """
     path = Path(path)
     out: dict[str, float] = {}
     lines: dict[str, int] = {}
     for line, fields in _small_rows(path, ("query_id", "weight")):
         qid, raw = fields
         try:
-            w = float(raw)
+            w = _parse_number(raw)
         except ValueError:
-            raise DataError(path, f"weight of query {qid!r} must be a number, got {raw!r}.", line) from None
+            raise DataError(path, f"weight of query {qid!r} must be a number, got {_clip(raw)!r}.", line) from None
         if not math.isfinite(w) or w <= 0:
-            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {raw!r} "
+            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {_clip(raw)!r} "
                                   f"(to leave a query out, declare a query set without it).", line)
         if qid in out:
             raise DataError(path, f"query {qid!r} has a weight twice (first at line {lines[qid]}).", line)
@@ -197,15 +220,40 @@ def read_weights(path: str | Path) -> dict[str, float]:
         lines[qid] = line
     if not out:
         raise DataError(path, "the weights file is empty.")
+    top = max(out.values())
+    top_q = max(out, key=out.__getitem__)
+    for qid, w in out.items():
+        if w / top < MIN_WEIGHT_RATIO:
+            raise DataError(path, f"weight of query {qid!r} is {w!r}, {w / top:.3g} times the largest weight "
+                                  f"({top!r}, query {top_q!r} at line {lines[top_q]}): ratios below "
+                                  f"{MIN_WEIGHT_RATIO:.3g} cannot be represented in the weighted mean; "
+                                  f"leave the query out with a query set instead.", lines[qid])
     return out
 
 
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with _open(Path(path)) as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _open(path: Path):
+    """``open(path, 'rb')`` for a file checked by :func:`_check_file`; an OSError becomes a DataError."""
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise DataError(shown_path(path), os_error_problem(exc) + ".") from None
+
+
+def _check_file(path: Path) -> None:
+    problem = file_problem(path)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
 
 
 # --------------------------------------------------------------------------- format dispatch
@@ -222,25 +270,28 @@ def detect_format(path: Path, declared: str = "auto") -> str:
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix in (".csv", ".tsv"):
-        first = _first_line(path)
         delim = "," if suffix == ".csv" else "\t"
-        names = [c.strip().lower() for c in first.split(delim)]
+        _, first = _first_line(path)
+        names = [c.lower() for c in _csv_fields(first, delim)]
         if "query_id" in names:
             return suffix[1:]
     return "trec"
 
 
-def _first_line(path: Path) -> str:
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if raw.strip():
-                return raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-    return ""
+def _first_line(path: Path) -> tuple[int, str]:
+    """(line number, text) of the first non-blank line (BOM and line end removed); (0, '') when none."""
+    with _open(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            text = _strip_line_end(raw).decode("utf-8", errors="replace")
+            if not _blank(text):
+                return lineno, text
+    return 0, ""
 
 
 def _read(path: Path, kind: str, format: str, rank: bool = True) -> Table:
-    if not path.is_file():
-        raise DataError(path, "file not found.")
+    _check_file(path)
     fmt = detect_format(path, format)
     if path.stat().st_size == 0:
         raise DataError(path, f"the {kind} file is empty.")
@@ -253,40 +304,165 @@ def _read(path: Path, kind: str, format: str, rank: bool = True) -> Table:
     return _read_parquet(path, kind)
 
 
+# --------------------------------------------------------------------------- text: lines, fields, numbers
+
+_FIELD_SEP = re.compile(r"[ \t]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NON_FINITE_WORDS = {"nan", "inf", "infinity"}
+_LINE_ENDS = "line ends must be LF or CRLF"
+
+
+def _blank(text: str) -> bool:
+    """A line holding nothing but ASCII spaces and tabs (the only characters that separate fields)."""
+    return not text.strip(" \t")
+
+
+def _split_fields(text: str) -> list[str]:
+    """TREC and plain small-file fields: separated by runs of ASCII spaces and tabs, nothing else."""
+    text = text.strip(" \t")
+    return _FIELD_SEP.split(text) if text else []
+
+
+def _parse_number(raw: str) -> float:
+    """A decimal number (``-1``, ``2.5``, ``.5``, ``1e3``); NaN or an infinity for those words (refused by the
+    callers, as ``1e999`` is); ValueError for anything else (``0x10``, ``1_0``, non-ASCII digits)."""
+    if _DECIMAL.fullmatch(raw):
+        return float(raw)
+    if raw.lstrip("+-").lower() in _NON_FINITE_WORDS and len(raw) - len(raw.lstrip("+-")) <= 1:
+        return float(raw)
+    raise ValueError(raw)
+
+
+def _number(path: Path, lineno: int, raw: str, what: str) -> float:
+    try:
+        x = _parse_number(raw)
+    except ValueError:
+        raise DataError(path, f"{what} must be a number, got {_clip(raw)!r}.", lineno) from None
+    if not math.isfinite(x):
+        raise DataError(path, f"{what} must be a finite number, got {_clip(raw)!r}.", lineno)
+    return x
+
+
+def _strip_line_end(raw: bytes) -> bytes:
+    if raw.endswith(b"\r\n"):
+        return raw[:-2]
+    if raw.endswith(b"\n"):
+        return raw[:-1]
+    return raw
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line end) of every line, LF or CRLF ended; a carriage return anywhere
+    else (CR-only line ends, a stray CR inside a line) is an error naming the line, as is non-UTF-8 text."""
+    with _open(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            body = _strip_line_end(raw)
+            if b"\r" in body:
+                raise DataError(path, _lone_cr_message(body), lineno)
+            try:
+                yield lineno, body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(path, f"not UTF-8 text (byte {exc.start + 1} of the line).", lineno) from None
+
+
+def _lone_cr_message(body: bytes) -> str:
+    at = body.index(b"\r")
+    if at + 1 < len(body):
+        return (f"a carriage return (CR) not followed by a line feed, at byte {at + 1} of the line: {_LINE_ENDS} "
+                f"(a file with CR-only line ends, as old Mac editors wrote, must be converted).")
+    return f"the line ends with a carriage return (CR) alone: {_LINE_ENDS}."
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = text.rstrip("\r\n")
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@dataclass
+class _Scan:
+    """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
+
+    utf8: bool = True
+    has: dict = None  # byte -> present anywhere
+
+
+def _scan_text(path: Path) -> _Scan:
+    """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
+    quote occur; checks UTF-8."""
+    scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines_before = 0
+    carry = b""
+    first = True
+    with _open(path) as fh:
+        while True:
+            block = fh.read(1 << 22)
+            if first and block.startswith(_BOM):
+                block = block[3:]
+            first = False
+            data = carry + block
+            if not block:
+                if data:  # a CR at the very end of the file
+                    raise DataError(path, _lone_cr_message(b"\r"), lines_before + 1)
+                break
+            carry = b""
+            if data.endswith(b"\r"):
+                carry, data = b"\r", data[:-1]
+            if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+                at = data.find(b"\r")
+                while data[at + 1:at + 2] == b"\n":
+                    at = data.find(b"\r", at + 1)
+                start = data.rfind(b"\n", 0, at) + 1
+                # (a trailing CR was carried over, so a byte follows this one)
+                raise DataError(path, _lone_cr_message(data[start:at + 2]), lines_before + data.count(b"\n", 0, at) + 1)
+            if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
+                try:
+                    decoder.decode(data)
+                except UnicodeDecodeError:
+                    scan.utf8 = False
+            for mark in scan.has:
+                if not scan.has[mark] and mark in data:
+                    scan.has[mark] = True
+            lines_before += data.count(b"\n")
+    if scan.utf8:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            scan.utf8 = False
+    return scan
+
+
 # --------------------------------------------------------------------------- TREC
 
 
 def _read_trec(path: Path, kind: str, rank: bool = True) -> Table:
-    names = _TREC_COLUMNS[kind]
-    delimiter = _trec_delimiter(path, len(names))
+    delimiter = _trec_delimiter(path)
     if delimiter is not None:
         try:
             return _trec_arrow(path, kind, delimiter, rank)
         except _FastPathRefused:
             pass
-    return _trec_python(path, kind)
+    return _trec_python(path, kind, rank)
 
 
 class _FastPathRefused(Exception):
     pass
 
 
-def _trec_delimiter(path: Path, ncols: int) -> str | None:
-    """A single tab or space when the first lines use exactly that between fields, else None."""
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 16)
-    if head.startswith(_BOM):
-        return None
-    lines = [ln for ln in head.split(b"\n")[:-1] if ln.strip()][:50] or [head.strip()]
-    for delim in (b"\t", b" "):
-        ok = True
-        for ln in lines:
-            parts = ln.rstrip(b"\r").split(delim)
-            if len(parts) != ncols or any(not p or p != p.strip() for p in parts):
-                ok = False
-                break
-        if ok:
-            return delim.decode()
+def _trec_delimiter(path: Path) -> str | None:
+    """The separator for Arrow's reader: the file's only one of space and tab (UTF-8, no BOM); None when it
+    uses both or neither (the line-by-line reader then reads the file). Arrow's split on that one separator
+    is the line-by-line split on runs of spaces and tabs as long as no field comes out empty (two separators
+    in a row, or one at a line's start or end), which :func:`_trec_arrow` checks."""
+    scan = _scan_text(path)  # also refuses a lone CR, whichever reader runs
+    with _open(path) as fh:
+        if fh.read(3) == _BOM or not scan.utf8:
+            return None
+    for sep, other in ((b"\t", b" "), (b" ", b"\t")):
+        if scan.has[sep] and not scan.has[other]:
+            return sep.decode()
     return None
 
 
@@ -294,13 +470,17 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
+    import pyarrow.compute as pc
+
     names = list(_TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    types = {"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()}
-    include = ["query_id", "doc_id", value_col]
+    # every column is read (the unused ones as strings) so that an empty field, which the line-by-line split
+    # on runs of separators would not see, sends the file to the line-by-line reader
+    types = {c: pa.string() for c in names}
+    types[value_col] = pa.float64()
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
-        include.append("rank")
+    include = names
     try:
         tbl = pacsv.read_csv(
             path,
@@ -314,10 +494,13 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise _FastPathRefused() from None
-    if not _valid_utf8(tbl, ("query_id", "doc_id")):
+    if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
         raise _FastPathRefused()
+    for c in names:
+        if types[c] == pa.string() and pc.min(pc.utf8_length(tbl.column(c))).as_py() == 0:
+            raise _FastPathRefused()
     value = tbl.column(value_col).to_numpy()
-    rank = tbl.column("rank").to_numpy() if "rank" in include else None
+    rank = tbl.column("rank").to_numpy() if types.get("rank") == pa.float64() else None
     return Table(str(path), kind, _encode(tbl.column("query_id")), Strings(tbl.column("doc_id")),
                  np.ascontiguousarray(value, dtype=np.float64),
                  None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), "trec")
@@ -332,108 +515,113 @@ def _valid_utf8(tbl, columns) -> bool:
     return True
 
 
-def _trec_python(path: Path, kind: str) -> Table:
-    """Line-by-line reader: any run of spaces/tabs separates fields; errors name the exact line."""
+def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
+    """Line-by-line reader: runs of ASCII spaces and tabs separate fields; errors name the exact line."""
     ncols = len(_TREC_COLUMNS[kind])
     layout = _TREC_LAYOUT[kind]
     qs, ds, vs, rs = [], [], [], []
     for lineno, text in _text_lines(path):
-        parts = text.split()
+        parts = _split_fields(text)
         if not parts:
             continue
         if len(parts) < ncols or (kind == QRELS and len(parts) > ncols):
-            raise DataError(path, f"expected {ncols} fields ({layout}), found {len(parts)}: {_clip(text)!r}.",
-                            lineno)
+            raise DataError(path, f"expected {ncols} fields ({layout}) separated by spaces or tabs, found "
+                                  f"{len(parts)}: {_clip(text)!r}.", lineno)
         if kind == QRELS:
             qid, _, doc, grade = parts
             vs.append(_number(path, lineno, grade, "grade"))
         else:
             qid, _, doc, rank, score = parts[:5]  # fields after the tag are ignored, as trec_eval does
-            rs.append(_number(path, lineno, rank, "rank"))
+            if want_rank:
+                rs.append(_number(path, lineno, rank, "rank"))
             vs.append(_number(path, lineno, score, "score"))
         qs.append(qid)
         ds.append(doc)
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
     return Table(str(path), kind, _encode_list(qs), _strings(ds), np.asarray(vs, dtype=np.float64),
-                 np.asarray(rs, dtype=np.float64) if kind == RUN else None, "trec")
-
-
-def _number(path: Path, lineno: int, raw: str, what: str) -> float:
-    try:
-        x = float(raw)
-    except ValueError:
-        raise DataError(path, f"{what} must be a number, got {_clip(raw)!r}.", lineno) from None
-    if not math.isfinite(x):
-        raise DataError(path, f"{what} must be a finite number, got {_clip(raw)!r}.", lineno)
-    return x
-
-
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if lineno == 1 and raw.startswith(_BOM):
-                raw = raw[3:]
-            try:
-                yield lineno, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(path, f"not UTF-8 text (byte {exc.start + 1} of the line).", lineno) from None
-
-
-def _clip(text: str, n: int = 120) -> str:
-    text = text.rstrip("\r\n")
-    return text if len(text) <= n else text[: n - 3] + "..."
+                 np.asarray(rs, dtype=np.float64) if kind == RUN and want_rank else None, "trec")
 
 
 # --------------------------------------------------------------------------- named columns
 
 
-def _required_columns(kind: str, present: list[str], path: Path) -> tuple[str, str | None, str | None]:
-    """(value column, rank column) for the present column names."""
+def _required_columns(kind: str, present: list[str], path: Path, line: int = 1) -> tuple[str, str | None, None]:
+    """(value column, rank column) for the present column names; a needed name present twice is an error."""
+    needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
+    for name in needed:
+        if present.count(name) > 1:
+            raise DataError(path, f"column {name!r} appears {present.count(name)} times in the header; each "
+                                  f"column is named once.", line)
     missing = [c for c in ("query_id", "doc_id") if c not in present]
     if kind == QRELS:
         if "grade" not in present:
             missing.append("grade")
         if missing:
             raise DataError(path, f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
-                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}.", 1)
+                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}.", line)
         return "grade", None, None
     if "score" not in present and "rank" not in present:
         missing.append("score (or rank)")
     if missing:
         raise DataError(path, f"missing column(s) {', '.join(missing)}; a run file with named columns has "
-                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}.", 1)
+                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}.", line)
     return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
+
+
+def _csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
+    """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
+    line), each without surrounding ASCII spaces and tabs."""
+    try:
+        fields = next(csv.reader([text], delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        if "expected after" not in str(exc):  # an unterminated quote: a field may not span lines
+            if path is None:
+                return [f.strip(" \t") for f in text.split(delimiter)]
+            raise DataError(path, f"not readable as {fmt}: {exc} (a quoted field must end on its line).",
+                            lineno) from None
+        fields = next(csv.reader([text], delimiter=delimiter))  # '"a"b' is 'ab', as Arrow reads it
+    except StopIteration:
+        return []
+    return [f.strip(" \t") for f in fields]
 
 
 def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyarrow import csv as pacsv
 
     delimiter = "," if fmt == "csv" else "\t"
-    header = [c.strip() for c in _first_line(path).split(delimiter)]
-    value_col, rank_col, _ = _required_columns(kind, header, path) if kind == RUN else (
-        _required_columns(kind, header, path))
+    scan = _scan_text(path)  # refuses a lone CR, whichever reader runs
+    header_line, first = _first_line(path)
+    header = _csv_fields(first, delimiter, path, header_line, fmt.upper())
+    value_col, rank_col, _ = _required_columns(kind, header, path, header_line)
     include = ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]
     types = {"query_id": pa.string(), "doc_id": pa.string()}
     types.update({c: pa.float64() for c in (value_col, rank_col) if c})
-    with open(path, "rb") as fh:
+    with _open(path) as fh:
         bom = fh.read(3) == _BOM
     try:
-        if bom:
+        if bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
             raise _FastPathRefused()
         tbl = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True,
+                                              newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include, null_values=[],
                                                  strings_can_be_null=False),
         )
-        if not _valid_utf8(tbl, ("query_id", "doc_id")):
+        if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
             raise _FastPathRefused()
+        ids = {c: _trimmed(tbl.column(c)) for c in ("query_id", "doc_id")}
+        for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
+            if pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py() or \
+                    pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
+                raise _FastPathRefused()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
         return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt)
-    return _table_from_columns(path, kind, fmt, _trimmed(tbl.column("query_id")), _trimmed(tbl.column("doc_id")),
+    return _table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
                                tbl.column(value_col).to_numpy() if value_col else None,
                                tbl.column(rank_col).to_numpy() if rank_col else None, header_lines=1)
 
@@ -446,13 +634,9 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
     idx: dict[str, int] = {}
     qs, ds, vs, rs = [], [], [], []
     for lineno, text in _text_lines(path):
-        if not text.strip():
+        if _blank(text):
             continue
-        try:
-            fields = [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delimiter))]
-        except csv.Error as exc:
-            raise DataError(path, f"not readable as {fmt.upper()}: {exc} (line ends must be LF or CRLF).",
-                            lineno) from None
+        fields = _csv_fields(text, delimiter, path, lineno, fmt.upper())
         if header is None:
             header = fields
             idx = {name: header.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
@@ -461,8 +645,11 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
         if len(fields) != len(header):
             raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.",
                             lineno)
-        qs.append(fields[idx["query_id"]])
-        ds.append(fields[idx["doc_id"]])
+        for name, out in (("query_id", qs), ("doc_id", ds)):
+            value = fields[idx[name]]
+            if not value:
+                raise DataError(path, f"{name} is empty; every row needs a {name}.", lineno)
+            out.append(value)
         if value_col:
             vs.append(_number(path, lineno, fields[idx[value_col]], value_col))
         if rank_col:
@@ -474,38 +661,58 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
 
 
 def _trimmed(column):
-    """Ids without surrounding white space (``q1, d2`` in a CSV means ids 'q1' and 'd2')."""
+    """Ids without surrounding ASCII spaces and tabs (``q1, d2`` in a CSV means ids 'q1' and 'd2')."""
     import pyarrow.compute as pc
 
-    return pc.utf8_trim_whitespace(column)
+    return pc.utf8_trim(column, characters=" \t")
 
 
 def _read_jsonl(path: Path, kind: str) -> Table:
     import json
 
+    def unique_keys(pairs):
+        obj = {}
+        for k, v in pairs:
+            if k in obj:
+                raise _DuplicateKey(k)
+            obj[k] = v
+        return obj
+
     qs, ds, vs, rs = [], [], [], []
     value_col = rank_col = None
     for lineno, text in _text_lines(path):
-        if not text.strip():
+        if _blank(text):
             continue
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, object_pairs_hook=unique_keys)
         except json.JSONDecodeError as exc:
             raise DataError(path, f"not valid JSON: {exc.msg} (column {exc.colno}).", lineno) from None
         except RecursionError:
             raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
+        except _DuplicateKey as exc:
+            raise DataError(path, f"field {_clip(exc.args[0], 60)!r} appears twice in the object; each field is "
+                                  f"named once.", lineno) from None
         if not isinstance(obj, dict):
             raise DataError(path, "each line must be a JSON object.", lineno)
         if value_col is None and rank_col is None:
-            value_col, rank_col, _ = _required_columns(kind, list(obj), path)
+            value_col, rank_col, _ = _required_columns(kind, list(obj), path, lineno)
         for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
             if col not in obj:
                 raise DataError(path, f"missing field {col!r}.", lineno)
-        for col in ("query_id", "doc_id"):
-            if not isinstance(obj[col], (str, int)) or isinstance(obj[col], bool):
-                raise DataError(path, f"{col} must be a string (or an integer), got {obj[col]!r}.", lineno)
-        qs.append(str(obj["query_id"]))
-        ds.append(str(obj["doc_id"]))
+        for col, out in (("query_id", qs), ("doc_id", ds)):
+            v = obj[col]
+            if v is None or not isinstance(v, (str, int)) or isinstance(v, bool):
+                raise DataError(path, f"{col} must be a string (or an integer), got {_clip(json.dumps(v), 60)}.",
+                                lineno)
+            v = str(v)
+            if not v:
+                raise DataError(path, f"{col} is empty; every row needs a {col}.", lineno)
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise DataError(path, f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
+                                      f"a character: ids must be valid Unicode text.", lineno) from None
+            out.append(v)
         for col, out in ((value_col, vs), (rank_col, rs)):
             if col:
                 v = obj[col]
@@ -514,7 +721,8 @@ def _read_jsonl(path: Path, kind: str) -> Table:
                 except OverflowError:
                     ok = False
                 if not ok:
-                    raise DataError(path, f"{col} must be a finite number, got {_clip(str(v), 60)!r}.", lineno)
+                    raise DataError(path, f"{col} must be a finite number, got {_clip(json.dumps(v), 60)}.",
+                                    lineno)
                 out.append(float(v))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
@@ -522,34 +730,56 @@ def _read_jsonl(path: Path, kind: str) -> Table:
                                np.asarray(rs) if rank_col else None)
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
 def _read_parquet(path: Path, kind: str) -> Table:
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
-        tbl = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(path, f"not a readable Parquet file: {exc}") from None
-    value_col, rank_col, _ = _required_columns(kind, tbl.column_names, path)
+        with _open(path) as fh:
+            parquet = pq.ParquetFile(fh)
+            value_col, rank_col, _ = _required_columns(kind, parquet.schema_arrow.names, path, None)
+            tbl = parquet.read(columns=["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c])
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(path, f"not a readable Parquet file: {_clip(str(exc), 300)}") from None
     cols = {}
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
                 or pa.types.is_integer(col.type)):
             raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
-        cols[c] = col.cast(pa.string())
+        _refuse_nulls(path, col, c)
+        col = col.cast(pa.string())
+        empty = pc.equal(pc.utf8_length(col), 0)
+        if pc.any(empty).as_py():
+            row = int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0])
+            raise DataError(path, f"row {row + 1}: {c} is empty; every row needs a {c}.")
+        cols[c] = col
     nums = {}
     for c in (value_col, rank_col):
         if c:
             col = tbl.column(c)
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                raise DataError(path, f"column {c} must be numeric, found {col.type}.")
-            if col.null_count:
-                row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-                raise DataError(path, f"row {row + 1}: {c} is empty.")
-            nums[c] = col.cast(pa.float64()).to_numpy()
+                raise DataError(path, f"column {c} must be numeric (an integer or floating-point type), found "
+                                      f"{col.type}.")
+            _refuse_nulls(path, col, c)
+            # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
+            nums[c] = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(), dtype=np.float64)
     return _table_from_columns(path, kind, "parquet", cols["query_id"], cols["doc_id"], nums.get(value_col),
                                nums.get(rank_col))
+
+
+def _refuse_nulls(path: Path, col, name: str) -> None:
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataError(path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in "
+                              f"every format).")
 
 
 def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
@@ -567,47 +797,52 @@ def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank
 
 
 def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): white-space
-    separated, or CSV/TSV whose header names ``columns`` (a header is recognized by ``columns[0]``)."""
+    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): fields separated
+    by runs of ASCII spaces and tabs, or CSV/TSV whose header names ``columns`` (a header is recognized by
+    ``columns[0]``). Line ends, blank lines, quoting and field trimming are those of the data readers."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found.")
+    _check_file(path)
     csv.field_size_limit(sys.maxsize)
     lines = list(_text_lines(path))
-    first = next((t for _, t in lines if t.strip()), "")
+    first = next((t for _, t in lines if not _blank(t)), "")
     delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
 
     def split(lineno: int, text: str) -> list[str]:
         if delim is None:
-            return text.split()
-        try:
-            return [f.strip() for f in next(csv.reader([text.rstrip("\r\n")], delimiter=delim))]
-        except csv.Error as exc:
-            raise DataError(path, f"not readable: {exc} (line ends must be LF or CRLF).", lineno) from None
+            return _split_fields(text)
+        return _csv_fields(text, delim, path, lineno, "CSV" if delim == "," else "TSV")
 
     header: list[str] | None = None
     idx: list[int] | None = None
     for lineno, text in lines:
-        if not text.strip():
+        if _blank(text):
             continue
         fields = split(lineno, text)
         if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
             header = [f.lower() for f in fields]
+            for c in columns:
+                if header.count(c) > 1:
+                    raise DataError(path, f"column {c!r} appears {header.count(c)} times in the header; each "
+                                          f"column is named once.", lineno)
             missing = [c for c in columns if c not in header]
             if missing:
                 raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
             idx = [header.index(c) for c in columns]
             continue
         if idx is not None:
-            if len(fields) <= max(idx):
+            if len(fields) != len(header):
                 raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
-            yield lineno, [fields[i] for i in idx]
+            row = [fields[i] for i in idx]
         else:
             header = []  # the first line was data: no header in this file
             if len(fields) != len(columns):
                 raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
                                       f"{len(fields)}: {_clip(text)!r}.", lineno)
-            yield lineno, fields
+            row = fields
+        for c, value in zip(columns, row):
+            if not value:
+                raise DataError(path, f"{c} is empty.", lineno)
+        yield lineno, row
 
 
 # --------------------------------------------------------------------------- encoding and checks
@@ -709,6 +944,7 @@ def _chunk_hashes(chunk) -> np.ndarray:
     lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False).astype(np.int64)
     if lengths.max() <= 18 and lengths.min() >= 1:
         try:
+            pc.cast(chunk.slice(0, 64), pa.int64())  # a cheap look first: a failed cast of millions is slow
             ints = pc.cast(chunk, pa.int64()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             ints = None

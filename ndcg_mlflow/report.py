@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .format import md_text
+
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 
 
@@ -63,8 +65,11 @@ def load_bundle(folder: str | Path) -> Bundle:
         folder, summary, per_query,
         json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
         pd.read_csv(boot) if boot.is_file() else None,
-        pd.read_csv(sens, dtype={"cutoff": str, "system": str, "baseline": str, "rule": str, "alternative": str},
-                    keep_default_na=False) if sens.is_file() else None,
+        # ids stay strings ("" for a system row's baseline); an empty number is an undefined mean (NaN)
+        pd.read_csv(sens, dtype={"cutoff": str, "system": str, "baseline": str, "rule": str, "alternative": str,
+                                 "kind": str, "declared": float, "value": float, "change": float},
+                    keep_default_na=False, na_values={c: [""] for c in ("declared", "value", "change")})
+        if sens.is_file() else None,
         expl.read_text(encoding="utf-8") if expl.is_file() else "",
     )
 
@@ -124,7 +129,10 @@ def figures(bundle: Bundle) -> dict[str, Any]:
         hi = np.array([_nan(entry[k].get("ci_high")) for k in keys])
         off = (i - (len(systems) - 1) / 2) * 0.06
         if np.isfinite(lo).any():
-            ax.errorbar(xs + off, means, yerr=[means - lo, hi - means], marker="o", capsize=3, label=name)
+            # error lengths are never negative (an interval a rounding error off its mean draws no bar)
+            # and NaN where the interval is undefined (no bar either)
+            yerr = np.clip(np.vstack([means - lo, hi - means]), 0.0, None)
+            ax.errorbar(xs + off, means, yerr=yerr, marker="o", capsize=3, label=name)
         else:
             ax.plot(xs + off, means, marker="o", label=name)
     ax.set_xticks(xs, [_label(k) for k in keys])
@@ -393,8 +401,8 @@ def _section_sensitivity(bundle: Bundle) -> str:
     head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
     rows = [f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
             f"row changes one rule and keeps the others as declared; cells show the change from the declared "
-            f"value; FLIP marks a comparison whose sign changes.</p><table><tr><th class='l'>rule</th>"
-            f"<th class='l'>alternative</th>{head}</tr>"]
+            f"value; FLIP marks a comparison whose sign changes; – marks an undefined mean (no query left "
+            f"in it).</p><table><tr><th class='l'>rule</th><th class='l'>alternative</th>{head}</tr>"]
     for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
         cells = []
         for k, s_, b in cols:
@@ -428,16 +436,17 @@ def _section_files(bundle: Bundle) -> str:
 
 
 def render_markdown(bundle: Bundle) -> str:
+    """``report.md``: every string from the data or the spec goes through :func:`format.md_text`."""
     s = bundle.summary
     keys = bundle.keys
     lines = [f"# nDCG report — {_md(s['name'])}", "",
-             f"{int(s.get('n_queries', 0))} evaluated queries; spec sha256 `{s.get('spec_sha256', '')}`.", ""]
+             f"{int(s.get('n_queries', 0))} evaluated queries; spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
     spec = s.get("spec", {})
-    lines.append("Rules: " + "; ".join(f"{k.split('.', 1)[1]} {v}" for k, v in spec.items()
+    lines.append("Rules: " + "; ".join(f"{_md(k.split('.', 1)[1])} {_md(v)}" for k, v in spec.items()
                                         if k.startswith("metric.") and k != "metric.preset") + ".")
     lines.append("")
     ci = _has_ci(bundle)
-    lines.append("| system | " + " | ".join(_label(k) for k in keys) + " | evaluated | excluded | missing |")
+    lines.append("| system | " + " | ".join(_md_label(k) for k in keys) + " | evaluated | excluded | missing |")
     lines.append("| --- | " + " | ".join("---:" for _ in keys) + " | ---: | ---: | ---: |")
     for name, entry in s["systems"].items():
         cells = []
@@ -446,7 +455,7 @@ def render_markdown(bundle: Bundle) -> str:
             cells.append(_f(m["mean"]) + (f" [{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}]" if ci else ""))
         first = entry[keys[0]]
         lines.append(f"| {_md(name)} | " + " | ".join(cells)
-                     + f" | {first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']} |")
+                     + f" | {_md(first['n_evaluated'])} | {_md(first['n_excluded'])} | {_md(first['n_missing'])} |")
     comps = s.get("comparisons") or []
     if comps:
         lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", "",
@@ -456,15 +465,15 @@ def render_markdown(bundle: Bundle) -> str:
             p = c.get("p_randomization")
             if p is None or (isinstance(p, float) and math.isnan(p)):
                 p = c.get("p_t_test")
-            lines.append(f"| {_md(c['candidate'])} | {c['cutoff']} | {_f(c.get('delta'), signed=True)} | "
+            lines.append(f"| {_md(c['candidate'])} | {_md(c['cutoff'])} | {_f(c.get('delta'), signed=True)} | "
                          f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}] | {_p(p)} | "
-                         f"{_p(c.get('p_corrected'))} | {c['wins']}/{c['ties']}/{c['losses']} |")
+                         f"{_p(c.get('p_corrected'))} | {_md(c['wins'])}/{_md(c['ties'])}/{_md(c['losses'])} |")
     if bundle.wins_losses:
         head = bundle.headline
         for block in bundle.wins_losses.get("comparisons", []):
             if block["key"] != head:
                 continue
-            lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_label(head)}:"]
+            lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_md_label(head)}:"]
             for kind in ("wins", "losses"):
                 items = block.get(kind, [])[:3]
                 text = ", ".join(f"{_md(e['query_id'])} ({e['delta']:+.3f})" for e in items) or "none"
@@ -477,6 +486,8 @@ def render_markdown(bundle: Bundle) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(text: Any) -> str:
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\n", " "))
+_md = md_text  # every string from the data in markdown, the same way in report.md and wins_losses.md
+
+
+def _md_label(key: Any) -> str:
+    return "nDCG@" + _md(str(key).replace("ndcg_at_", ""))

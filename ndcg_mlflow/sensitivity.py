@@ -49,23 +49,28 @@ def sensitivity(result) -> Any:
 
     Columns: rule, alternative, kind (``system`` / ``comparison``), system, baseline,
     cutoff, declared, value, change, sign_flip (comparisons: the difference changes
-    sign), n_used (queries in the mean or pairs in the difference).
+    sign), n_used (queries in the mean or pairs in the difference). A mean with no query left in it
+    (every query excluded under that alternative) is NaN, and so is its change: undefined, never 0.
     """
     import pandas as pd
 
     from .evaluation import compute
+    from .kernel import NonFiniteError
 
     if not result.prepared:
         raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")
     spec = result.spec
-    w = result.weights
+    w = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
     baseline = spec.comparison.baseline if spec.comparison else None
     labels = [cutoff_label(k) for k in spec.metric.cutoffs]
     rows: list[dict[str, Any]] = []
     declared_sys: dict[tuple[str, str], float] = {}
     declared_cmp: dict[tuple[str, str], float] = {}
     for rule, alt, metric in alternatives(spec.metric):
-        ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
+        try:
+            ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
+        except NonFiniteError:  # this alternative's gains overflow a float (e.g. 2^g - 1 of a grade >= 1024)
+            ndcg = {name: np.full((len(w), len(labels)), np.nan) for name in result.prepared}  # undefined
         for name, x in ndcg.items():
             for j, label in enumerate(labels):
                 ok = ~np.isnan(x[:, j])
@@ -117,10 +122,10 @@ def format_sensitivity(table, cutoff: str) -> str:
                 continue
             r = r.iloc[0]
             if rule == "declared":
-                cells.append(f"{r['value']:+.4f}" if kind == "comparison" else f"{r['value']:.4f}")
+                cells.append(_number(r["value"], signed=kind == "comparison"))
             else:
                 mark = " FLIP" if r["sign_flip"] else ""
-                cells.append(f"{r['change']:+.4f}{mark}")
+                cells.append(_number(r["change"], signed=True) + mark)
         body.append(cells)
     widths = [max(len(row[i]) for row in body + [heads]) for i in range(len(heads))]
     for row in [heads] + body:
@@ -132,5 +137,14 @@ def format_sensitivity(table, cutoff: str) -> str:
         for _, r in flips.iterrows():
             lines.append(f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
                          f"{r['alternative']} ({r['declared']:+.4f} -> {r['value']:+.4f})")
-    lines.append("(rows after 'declared' show the change from the declared value)")
+    lines.append("(rows after 'declared' show the change from the declared value; 'undefined': no query is left "
+                 "in that mean)")
     return "\n".join(lines)
+
+
+def _number(x, *, signed: bool) -> str:
+    """A mean or change for the terminal; an undefined one (NaN: every query excluded) as 'undefined'."""
+    x = float(x)
+    if np.isnan(x):
+        return "undefined"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"

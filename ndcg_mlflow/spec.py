@@ -56,6 +56,9 @@ CI_METHODS = ("bca", "percentile", "studentized")
 TESTS = ("randomization", "t_test", "both")
 CORRECTIONS = ("holm", "bonferroni", "benjamini_hochberg", "none")
 MAX_RESAMPLES = 10_000_000
+# Largest cutoff (a cutoff beyond every list counts the whole list, as "all" does for the DCG) and largest
+# declared catalog size: bounded only so that metric names and parameters stay short.
+MAX_CUTOFF = 10 ** 30
 
 _SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
@@ -127,6 +130,7 @@ class MlflowSection:
     run_name: str | None = None
     timeout: float | None = None  # seconds per HTTP request to a tracking server
     max_retries: int | None = None  # HTTP retries per request
+    total_timeout: float | None = None  # seconds for the whole logging phase (default tracking.TOTAL_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,17 @@ class Spec:
     text: str = field(default="", repr=False)
 
     @property
+    def recorded_text(self) -> str:
+        """The spec text as recorded (``spec.yaml``, uploaded as an artifact): the text as given, except that
+        credentials in URIs are removed (:func:`ndcg_mlflow.uris.redact`)."""
+        from .uris import redact
+
+        return redact(self.text)
+
+    @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """sha256 of :attr:`recorded_text` (equal to the spec file's own sha256 when it holds no credentials)."""
+        return hashlib.sha256(self.recorded_text.encode("utf-8")).hexdigest()
 
     @property
     def sensitivity(self) -> bool:
@@ -267,7 +280,10 @@ def _short_repr(value: Any) -> str:
     r = reprlib.Repr()
     r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
     r.maxstring = r.maxother = r.maxlong = 70
-    text = r.repr(value)
+    try:
+        text = r.repr(value)
+    except ValueError:  # an integer too long to print (Python refuses more than 4300 digits)
+        text = f"<an integer of {value.bit_length()} bits>" if isinstance(value, int) else "<unprintable>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -317,9 +333,15 @@ def _text(ctx: _Ctx, value: Any, path: str) -> str:
 
 
 def _finite(ctx: _Ctx, value: Any, path: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ctx.fail(path, f"{what} must be a finite number. {_got(value)}")
-    return float(value)
+    try:
+        number = float(value)  # an integer beyond the largest float overflows here
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ctx.fail(path, f"{what} must be a finite number (at most 1.8e308 in size). {_got(value)}")
+    return number
 
 
 # --------------------------------------------------------------------------- sections
@@ -331,8 +353,9 @@ def _gain(ctx: _Ctx, value: Any, path: str) -> Gain:
             raise ctx.fail(path, "a gain table must map at least one grade to a gain.")
         pairs = []
         for grade, gain in value.items():
-            g = _finite(ctx, grade, f"{path}[{grade!r}]", "a grade (table key)")
-            v = _finite(ctx, gain, f"{path}[{grade!r}]", "a gain")
+            where = f"{path}[{_short_repr(grade)}]"
+            g = _finite(ctx, grade, where, "a grade (table key)")
+            v = _finite(ctx, gain, where, "a gain")
             pairs.append((g, v))
         pairs.sort()
         return Gain("table", tuple(pairs))
@@ -350,10 +373,10 @@ def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
     for i, item in enumerate(value):
         if item == "all" and isinstance(item, str):
             k = None
-        elif isinstance(item, int) and not isinstance(item, bool) and item >= 1:
+        elif isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= MAX_CUTOFF:
             k = item
         else:
-            raise ctx.fail(f"{path}[{i}]", f"must be a positive integer or 'all'. {_got(item)}")
+            raise ctx.fail(f"{path}[{i}]", f"must be a positive integer (at most 10^30) or 'all'. {_got(item)}")
         if k in out:
             raise ctx.fail(f"{path}[{i}]", f"cutoff {cutoff_label(k)} is listed twice.")
         out.append(k)
@@ -441,23 +464,54 @@ def _data(ctx: _Ctx, value: Any) -> tuple[Source, tuple[tuple[str, Source], ...]
     return qrels, tuple(out)
 
 
+MAX_EXPERIMENT_NAME = 500  # MLflow's limit on an experiment name (mlflow.utils.validation)
+
+
+def experiment_name_problem(experiment: str) -> str | None:
+    """Why MLflow would refuse ``experiment`` as an experiment name, or None."""
+    if len(experiment) > MAX_EXPERIMENT_NAME:
+        return (f"an MLflow experiment name has at most {MAX_EXPERIMENT_NAME} characters; this one has "
+                f"{len(experiment)}.")
+    return None
+
+
 def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     if value is None:
+        problem = experiment_name_problem(name)
+        if problem:  # the experiment defaults to the spec's name
+            raise ctx.fail("mlflow.experiment", f"not given, so it is the spec's name, but {problem} Give "
+                                                f"mlflow.experiment.")
         return MlflowSection(experiment=name)
-    m = _mapping(ctx, value, "mlflow", ("experiment",), ("tracking_uri", "run_name", "timeout", "max_retries"))
+    m = _mapping(ctx, value, "mlflow", ("experiment",),
+                 ("tracking_uri", "run_name", "timeout", "max_retries", "total_timeout"))
     uri = m.get("tracking_uri")
     run_name = m.get("run_name")
     timeout = m.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 < timeout <= 3600):
         raise ctx.fail("mlflow.timeout", f"must be a number of seconds in (0, 3600]. {_got(timeout)}")
+    total = m.get("total_timeout")
+    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float))
+                              or not 0 < total <= 86400):
+        raise ctx.fail("mlflow.total_timeout", f"must be a number of seconds in (0, 86400]. {_got(total)}")
     retries = m.get("max_retries")
+    experiment = _text(ctx, m["experiment"], "mlflow.experiment")
+    problem = experiment_name_problem(experiment)
+    if problem:
+        raise ctx.fail("mlflow.experiment", problem)
+    if uri is not None:
+        from .uris import store_problem
+
+        problem = store_problem(_text(ctx, uri, "mlflow.tracking_uri"))
+        if problem:
+            raise ctx.fail("mlflow.tracking_uri", problem)
     return MlflowSection(
-        experiment=_text(ctx, m["experiment"], "mlflow.experiment"),
+        experiment=experiment,
         tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
         run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
         timeout=None if timeout is None else float(timeout),
         max_retries=None if retries is None else _int(ctx, retries, "mlflow.max_retries", 0, 20),
+        total_timeout=None if total is None else float(total),
     )
 
 
@@ -499,7 +553,8 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
         raise ctx.fail("comparison", "needs the uncertainty section too: its resamples and seed drive the "
                                      "paired intervals and the randomization test.")
     tol = c["tie_tolerance"]
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0 or (
+            isinstance(tol, float) and not math.isfinite(tol)) or tol > 1e308:  # an int never overflows here
         raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {_got(tol)}")
     return Comparison(
         baseline=baseline,
@@ -529,7 +584,7 @@ def _companions(ctx: _Ctx, value: Any) -> Companions | None:
     if "catalog" in c:
         raw = c["catalog"]
         if isinstance(raw, int) and not isinstance(raw, bool):
-            size = _int(ctx, raw, "companions.catalog", 1)
+            size = _int(ctx, raw, "companions.catalog", 1, MAX_CUTOFF)
         else:
             catalog = _source(ctx, raw, "companions.catalog")
     return Companions(dup, size, catalog)
@@ -547,6 +602,7 @@ def _report(ctx: _Ctx, value: Any) -> Report | None:
 def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "") -> Spec:
     """Validate a spec already parsed from YAML (or given as a dict) and resolve it."""
     ctx = _Ctx(source, Path(base_dir))
+    _check_strings(ctx, raw)
     top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
     version = top["spec_version"]
     if version != SPEC_VERSION or isinstance(version, bool):
@@ -567,6 +623,48 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
                 report, companions, source=Path(source) if source else None, text=text)
 
 
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key as it appears in a key path (lone surrogates shown as escapes, so it can be printed)."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(key, str) else repr(key)
+
+
+def _check_strings(ctx: _Ctx, raw: Any) -> None:
+    """Refuse, with its key path, any string of the spec (key or value) that is not storable text.
+
+    A lone surrogate (YAML ``"\\udc80"``) cannot be written as UTF-8 to any output, parameter or
+    message, and a NUL character cannot be part of a path or an MLflow name. Each container is
+    visited once, so aliases that repeat a subtree cost nothing more.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            bad = _NOT_TEXT.search(value)
+            if bad:
+                what = "a NUL character (U+0000)" if bad.group() == "\x00" else \
+                    f"a lone surrogate U+{ord(bad.group()):04X}, which is not Unicode text"
+                raise ctx.fail(path, f"the string contains {what} (at character {bad.start() + 1}). Write the "
+                                     f"text itself (UTF-8), not an escape of half a character.")
+            continue
+        if not isinstance(value, (dict, list, tuple)) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        children: list[tuple[str, Any]] = []
+        if isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{path}.{_key_text(key)}" if path else _key_text(key)
+                if isinstance(key, str) and _NOT_TEXT.search(key):
+                    children.append((child, key))  # the key itself is reported at its own path
+                children.append((child, item))
+        else:
+            children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+        stack.extend(reversed(children))
+
+
 def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None) -> Spec:
     """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through."""
     if isinstance(spec, Spec):
@@ -574,9 +672,13 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
     if isinstance(spec, Mapping):
         return parse_spec(dict(spec), base_dir=Path(base_dir) if base_dir else Path.cwd())
     path = Path(spec)
-    if not path.is_file():
-        raise SpecError("", f"spec file not found: {path}")
-    data = path.read_bytes()
+    problem = file_problem(path)
+    if problem is not None:
+        raise SpecError("", f"cannot read the spec {shown_path(path)}: {problem}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SpecError("", f"cannot read the spec {shown_path(path)}: {os_error_problem(exc)}") from None
     if len(data) > MAX_SPEC_BYTES:
         raise SpecError("", f"spec file is {len(data)} bytes; a spec is at most {MAX_SPEC_BYTES} bytes.", str(path))
     try:
@@ -588,7 +690,7 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
                       source=str(path), text=text)
 
 
-MAX_ALIASES = 20
+MAX_ALIASES = 50
 
 
 def _loader():
@@ -609,7 +711,13 @@ def _loader():
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node, deep=False):
-            """Refuse a key written twice in one mapping (YAML would silently keep the last)."""
+            """Refuse merge keys, and a key written twice in one mapping (YAML would silently keep the last)."""
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "a merge key (<<) is not supported in a spec: write the keys out in full",
+                        key_node.start_mark)
+            self.flatten_mapping(node)  # only turns a '=' key into a plain string now
             seen: dict = {}
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=True)
@@ -669,8 +777,59 @@ def outside_paths(spec: Spec) -> list[str]:
     return out
 
 
+def shown_path(path: str | Path, limit: int = 240) -> str:
+    """A path for a message: in full, or its start and end around the number of characters left out."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 2, limit // 4
+    return f"{text[:head]}...({len(text) - head - tail} characters left out)...{text[-tail:]}"
+
+
+def os_error_problem(exc: OSError) -> str:
+    """What an OSError met while opening or reading a data file means, in words."""
+    import errno
+
+    reasons = {errno.ENOENT: "file not found", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+               errno.EISDIR: "is a directory, not a file", errno.ELOOP: "a symbolic link loop (too many "
+               "levels of symbolic links)", errno.ENAMETOOLONG: "file name too long",
+               errno.ENOTDIR: "a part of the path is not a directory"}
+    if exc.errno in reasons:
+        return reasons[exc.errno]
+    return f"cannot be read: {exc.strerror or type(exc).__name__}"
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be read as a data file (in words), or None when it is a readable regular file.
+
+    Told apart: not found, permission denied (on the file or on a folder of its path), a directory, a FIFO
+    or another non-regular file, a symbolic link loop, a name too long. A FIFO is never opened.
+    """
+    import os
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "file not found (a symbolic link to a missing file)" if os.path.islink(path) else "file not found"
+    except (OSError, ValueError) as exc:
+        return os_error_problem(exc) if isinstance(exc, OSError) else f"not a usable path: {exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a special file")
+        return f"not a regular file ({kind})"
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return os_error_problem(exc)
+    return None
+
+
 def check_files(spec: Spec) -> list[str]:
-    """Problems with the files a spec names (missing, not a file); empty when all exist."""
+    """Problems with the files a spec names (missing, unreadable, not a regular file); empty when all are fine."""
     problems = []
     named: list[tuple[str, Source | None]] = [("data.qrels", spec.qrels), ("queries.weights", spec.queries.weights),
                                               ("queries.set", spec.queries.set)]
@@ -678,7 +837,8 @@ def check_files(spec: Spec) -> list[str]:
     if spec.companions is not None:
         named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
-        if src is not None and not src.path.is_file():
-            problems.append(f"at key '{key}': file not found: {src.path}")
+        problem = file_problem(src.path) if src is not None else None
+        if problem is not None:
+            problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems
 

@@ -24,6 +24,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 DEFAULT_CHUNK = 512
+#: below this many queries the studentized (bootstrap-t) interval is undefined (NaN). With few queries
+#: many resamples draw only two or three distinct queries, whose tiny standard errors make the resampled
+#: t explode: even with an exact variance, intervals of nDCG means wider than 1 are common below about
+#: 8 queries (at n = 2 every resample's t is 0 or undefined, giving a zero-width interval).
+STUDENTIZED_MIN_N = 10
 
 
 # --------------------------------------------------------------------------- resampling
@@ -68,10 +73,12 @@ class BootstrapDistribution:
 
 def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted mean of each column of ``x`` (n x k) or of a vector, column by column (so that a
-    column's value never depends on which other columns are computed with it)."""
+    column's value never depends on which other columns are computed with it). Each column is summed
+    as a contiguous vector, exactly as the evaluation sums the reported mean (a strided dot product
+    rounds differently), so the bootstrap's point estimate is the reported mean bit for bit."""
     if x.ndim == 1:
-        return np.float64(w @ x) / w.sum()
-    return np.array([w @ x[:, c] for c in range(x.shape[1])]) / w.sum()
+        return np.float64(w @ np.ascontiguousarray(x)) / w.sum()
+    return np.array([w @ np.ascontiguousarray(x[:, c]) for c in range(x.shape[1])]) / w.sum()
 
 
 def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -106,10 +113,8 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     if x.ndim == 1:
         x = x[:, None]
     n, k = x.shape
-    cols = [w[:, None] * x, w[:, None]]
-    if studentized:
-        cols += [(w ** 2)[:, None] * x ** 2, (w ** 2)[:, None] * x, (w ** 2)[:, None]]
-    mat = np.ascontiguousarray(np.hstack(cols))
+    mat = np.ascontiguousarray(np.hstack([w[:, None] * x, w[:, None]]))
+    w2 = w ** 2
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
     source = (indices[i:i + chunk] for i in range(0, resamples, chunk)) if indices is not None else \
@@ -123,13 +128,43 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
         means = s[:, :k] / sw
         dist[row:row + c] = means
         if studentized:
-            s2 = s[:, k + 1:2 * k + 1]
-            s1 = s[:, 2 * k + 1:3 * k + 1]
-            s0 = s[:, 3 * k + 1:3 * k + 2]
-            ss = np.maximum(s2 - 2 * means * s1 + means ** 2 * s0, 0.0)
-            se[row:row + c] = np.sqrt(n / (n - 1) * ss) / sw if n > 1 else np.nan
+            se[row:row + c] = _resampled_se(x, w2, idx, means, sw[:, 0])
         row += c
-    return BootstrapDistribution(weighted_mean(x, w), dist, se)
+    theta = weighted_mean(x, w)
+    # a series whose values are all equal has a point distribution: every resampled mean is the mean
+    # itself (summed in another order it would differ from it in the last bits, and look like a spread)
+    constant = np.ptp(x, axis=0) == 0
+    if constant.any():
+        dist[:, constant] = theta[constant]
+        if se is not None:
+            se[:, constant] = 0.0
+    return BootstrapDistribution(theta, dist, se)
+
+
+def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndarray,
+                  sw: np.ndarray) -> np.ndarray:
+    """Weighted standard error of each resample's mean (``weighted_se`` of the drawn queries), two-pass:
+    the squared deviations from that resample's own mean, so no cancellation leaves a spurious variance.
+
+    A resample whose drawn values are all equal (one query drawn n times, say) has no within-resample
+    variance: its standard error is NaN and the studentized interval leaves it out (its t is 0 / 0).
+    """
+    c, n = idx.shape
+    out = np.full((c, x.shape[1]), np.nan)
+    if n < 2:
+        return out
+    step = max(1, (1 << 20) // n)  # rows at a time: a few MB of temporaries whatever the chunk
+    for a in range(0, c, step):
+        rows = slice(a, min(a + step, c))
+        part = idx[rows]
+        wv2 = w2[part]
+        for col in range(x.shape[1]):
+            xv = x[part, col]
+            dev = xv - means[rows, col:col + 1]
+            ss = np.sum(wv2 * dev * dev, axis=1)
+            spread = xv.max(axis=1) > xv.min(axis=1)
+            out[rows, col] = np.where(spread, np.sqrt(n / (n - 1) * ss) / sw[rows], np.nan)
+    return out
 
 
 # --------------------------------------------------------------------------- intervals
@@ -180,7 +215,9 @@ def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float,
              method: str) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided (low, high) per column; [theta, theta] where the distribution is degenerate."""
+    """Two-sided (low, high) per column; [theta, theta] where the distribution is degenerate (every value
+    equal). Studentized: undefined (NaN) below :data:`STUDENTIZED_MIN_N` queries; resamples without
+    within-resample variance (NaN standard error) are left out of the t quantiles."""
     x = x if x.ndim > 1 else x[:, None]
     alpha = (1 - confidence) / 2
     theta = boot.theta
@@ -206,7 +243,7 @@ def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confi
         lo = np.where(np.isnan(probs[0]), np.nan, lo)
         hi = np.where(np.isnan(probs[1]), np.nan, hi)
     elif method == "studentized":
-        se_hat = weighted_se(x, w)
+        se_hat = np.where(x.shape[0] >= STUDENTIZED_MIN_N, weighted_se(x, w), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (dist - theta) / boot.se_dist
         t = np.where(np.isfinite(t), t, np.nan)
@@ -217,10 +254,20 @@ def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confi
         hi = theta - tq[1] * se_hat
     else:  # pragma: no cover - the spec validates the method
         raise ValueError(method)
-    degenerate = np.ptp(dist, axis=0) == 0
-    lo = np.where(degenerate, theta, lo)
-    hi = np.where(degenerate, theta, hi)
+    lo = np.where(degenerate(boot, x), theta, lo)
+    hi = np.where(degenerate(boot, x), theta, hi)
     return lo, hi
+
+
+def degenerate(boot: BootstrapDistribution, x: np.ndarray) -> np.ndarray:
+    """Columns whose bootstrap distribution is a point: every value equal (or every resampled mean)."""
+    x = x if x.ndim > 1 else x[:, None]
+    return (np.ptp(x, axis=0) == 0) | (np.ptp(boot.dist, axis=0) == 0)
+
+
+def standard_error(boot: BootstrapDistribution, x: np.ndarray) -> np.ndarray:
+    """The standard deviation of the bootstrap distribution per column; exactly 0 where it is a point."""
+    return np.where(degenerate(boot, x), 0.0, boot.dist.std(axis=0, ddof=1))
 
 
 def effective_n(w: np.ndarray) -> float:
@@ -283,22 +330,65 @@ def randomization_tests(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np
     return (1 + count) / (resamples + 1), False
 
 
-def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
-    """Two-sided t-test of the weighted mean difference with df = n - 1.
+def _sum_of_others(w: np.ndarray) -> np.ndarray:
+    """sum(w) - w_i for each i, as a sum of the other weights (no cancellation when one weight dominates)."""
+    order = np.argsort(w, kind="stable")
+    ws = w[order]
+    before = np.concatenate([[0.0], np.cumsum(ws)[:-1]])
+    after = np.concatenate([np.cumsum(ws[::-1])[::-1][1:], [0.0]])
+    out = np.empty_like(w)
+    out[order] = before + after
+    return out
 
-    With equal weights it is exactly the paired t-test (scipy.stats.ttest_rel).
+
+def weighted_t(d: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
+    """(mean, standard error, degrees of freedom) of the weighted paired t-test.
+
+    Equal weights: the paired t-test (s / sqrt(n), n - 1). Unequal weights: the standard error of the
+    weighted mean m = sum(w d) / W is sqrt(sum lambda_i (d_i - m)^2) with lambda_i = h_i^2 / (1 - 2 h_i +
+    sum h^2), h = w / W: each squared residual divided by its expected share, so that its expectation is
+    exactly Var(m) = sigma^2 sum h^2 when the differences share one variance, whatever the weights (the
+    uncorrected sum_i h_i^2 (d_i - m)^2 underestimates it most where one weight dominates: its own residual
+    is then ~0). Degrees of freedom n_eff - 1 with n_eff = W^2 / sum w^2 (Kish), the number of queries the
+    weighted mean effectively rests on (n - 1 under equal weights). Both are computed from sums of positive
+    terms (the sum of the other weights), so a dominant weight leaves no cancellation.
+    """
+    n = d.size
+    m = float(weighted_mean(d, w))
+    if n < 2:
+        return m, float("nan"), float("nan")
+    if np.ptp(w) == 0:
+        return m, float(weighted_se(d, w)), float(n - 1)
+    others = _sum_of_others(w)
+    w2 = w ** 2
+    others2 = _sum_of_others(w2)
+    lam = w2 / (others ** 2 + others2)  # h_i^2 / (1 - 2 h_i + sum h^2), times W^2 / W^2
+    r = d - m
+    se = float(np.sqrt(np.sum(lam * r * r)))
+    df = float(np.sum(w * others) / w2.sum())  # (W^2 - sum w^2) / sum w^2 = n_eff - 1
+    return m, se, df
+
+
+def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
+    """Two-sided t-test of the weighted mean difference (see :func:`weighted_t`).
+
+    With equal weights it is exactly the paired t-test (scipy.stats.ttest_rel), except that differences
+    all 0 give p = 1 (no difference on any query; scipy gives NaN for its 0 / 0), and a constant non-zero
+    difference gives p = 0 (as scipy). Undefined (NaN) below 2 queries or, with weights, when fewer than
+    2 effective queries (n_eff < 2, so fewer than 1 degree of freedom) carry the mean.
     """
     from scipy import stats as st
 
     n = d.size
     if n < 2:
         return float("nan")
-    m = float(weighted_mean(d, w))
+    m, se, df = weighted_t(d, w)
     if np.ptp(d) == 0:  # every difference equal: no variance at all
         return 1.0 if m == 0 else 0.0
-    se = float(weighted_se(d, w))
+    if not df >= 1:
+        return float("nan")
     t = m / se
-    return float(2 * st.t.sf(abs(t), n - 1))
+    return float(2 * st.t.sf(abs(t), df))
 
 
 def correct(pvalues: Sequence[float], method: str) -> np.ndarray:
@@ -329,12 +419,20 @@ def correct(pvalues: Sequence[float], method: str) -> np.ndarray:
 
 
 def effect_size_dz(d: np.ndarray, w: np.ndarray) -> float:
-    """Standardized paired effect d_z = mean(d) / sd(d) (weighted; sd with the n/(n-1) correction)."""
+    """Standardized paired effect d_z = mean(d) / sd(d), both weighted.
+
+    sd^2 = sum w (d - m)^2 / (W - sum w^2 / W), W = sum w: the weighted variance that is unbiased for the
+    differences' variance whatever the weights ("reliability" weights); with equal weights the usual
+    sample variance (n - 1 in the denominator). Differences all equal: 0 when they are 0, else +-inf.
+    """
     n = d.size
     if n < 2:
         return float("nan")
     m = float(weighted_mean(d, w))
     if np.ptp(d) == 0:  # every difference equal: no variance at all
         return 0.0 if m == 0 else float(np.copysign(np.inf, m))
-    var = float(n / (n - 1) * (w @ (d - m) ** 2) / w.sum())
+    if np.ptp(w) == 0:
+        var = float(n / (n - 1) * (w @ (d - m) ** 2) / w.sum())
+    else:  # W sum w r^2 / (W^2 - sum w^2), the denominator as a sum of positive terms
+        var = float(w.sum() * (w @ (d - m) ** 2) / np.sum(w * _sum_of_others(w)))
     return m / np.sqrt(var)

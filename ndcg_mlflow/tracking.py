@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,8 +28,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import __version__
-from .errors import TrackingError
+from .errors import NdcgError, TrackingError
 from .evaluation import EvaluationResult
+from .uris import store_problem
 
 TAG_PREFIX = "ndcg_mlflow"
 ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
@@ -94,8 +94,8 @@ def configure_http(timeout: float | None = None, max_retries: int | None = None)
     variables when the user set them, then these defaults."""
     import os
 
-    if timeout is not None:
-        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout)
+    if timeout is not None:  # MLflow reads this variable as an integer: whole seconds, at least 1
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, math.ceil(timeout)))
     if max_retries is not None:
         os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(max_retries)
     for key, value in DEFAULT_HTTP.items():
@@ -106,6 +106,9 @@ def configure_http(timeout: float | None = None, max_retries: int | None = None)
 
     for name in ("mlflow.store.db.utils", "alembic"):  # schema-migration chatter of a new local store
         logging.getLogger(name).setLevel(logging.WARNING)
+    # a failing SQL statement is logged with its whole traceback before it is raised; the error that ends
+    # logging says what failed in one line (a full disk included)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 class Terminated(BaseException):
@@ -121,85 +124,100 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
 
 
 def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None) -> LoggedRuns:
-    """Log the output folder of a finished evaluation: everything logged is read from the folder.
+    """Log the output folder of a finished evaluation (see :func:`_log_folder`), holding the folder's lock
+    (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
+    folder, so a second upload of it waits and then finds the first one complete."""
+    from .outputs import folder_lock, refuse_non_folder
+
+    refuse_non_folder(Path(out_dir))
+    with folder_lock(out_dir):
+        return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name)
+
+
+def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None) -> LoggedRuns:
+    """Log the output folder of a finished evaluation: everything logged is read from the folder, which
+    must be complete and unchanged (its ``manifest.json``) with a valid run key, else a DataError.
 
     Idempotent: the folder's run key (``run_key.txt``) tags every run; a complete earlier upload is
     reused as it is, and the runs of an incomplete one are deleted before logging again, so one
     complete set of runs remains. On any failure (or SIGINT / SIGTERM) the runs created so far end
     FAILED (or KILLED) with a tag saying how far logging got, and a :class:`TrackingError` names the
-    server, what failed and where the local results are.
+    server, what failed and where the local results are. The time is bounded whatever the server does
+    (:class:`_Logging`, :class:`Bounds`); a store that does not persist is refused (NdcgError, exit 2).
     """
-    import json
-
     import mlflow
-    from mlflow.tracking import MlflowClient
+
+    from .outputs import read_result_folder
 
     out_dir = Path(out_dir)
-    summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
-    run_key = (out_dir / "run_key.txt").read_text(encoding="utf-8").strip()
+    folder = read_result_folder(out_dir)  # complete, unchanged, a valid run key and summary: else DataError
+    summary, run_key = folder.summary, folder.run_key
     settings = summary.get("mlflow", {})
     configure_http(settings.get("timeout"), settings.get("max_retries"))
     uri = tracking_uri or settings.get("tracking_uri") or mlflow.get_tracking_uri()
-    client = None
-    stage = "connecting"
-    created: list[str] = []
-    try:
-        with _store_lock(uri):
-            client = MlflowClient(tracking_uri=uri)  # opens (and on first use migrates) a local store
-            stage = "creating the experiment"
-            experiment_id = _experiment(client, settings.get("experiment") or summary["name"])
-            stage = "looking for an earlier upload of this result"
-            done = _previous_upload(client, experiment_id, run_key)
-            if done is not None:
-                return done._replace_uri(uri)
-            stage = "creating the evaluation run"
-            parent = client.create_run(experiment_id, run_name=run_name or settings.get("run_name")
-                                       or summary["name"], tags=_parent_tags(summary, out_dir, run_key))
-            pid = parent.info.run_id
-            created.append(pid)
-            logged = LoggedRuns(uri, experiment_id, pid)
+    problem = store_problem(uri)
+    if problem:
+        raise NdcgError(f"tracking URI: {problem}")
+    state = _Logging(uri, out_dir, summary, run_key, run_name, settings.get("total_timeout"))
+    with _store_lock(uri):
+        return state.run()
 
-            stage = "logging params, tags and metrics of the evaluation run"
-            params = {k: _param(v) for k, v in summary["spec"].items()}
-            parent_metrics = {f"{name}.{k}": v for name, means in summary["systems"].items()
-                              for k, v in system_metrics(means).items()}
-            parent_metrics.update(comparison_metrics(summary.get("comparisons") or []))
-            parent_metrics["n_queries"] = float(summary["n_queries"])
-            _log_batch(client, pid, parent_metrics, params, {})
 
-            for name, means in summary["systems"].items():
-                stage = f"logging the run of system '{name}'"
-                cid = _log_system(client, experiment_id, pid, summary, name, means, out_dir, run_key)
-                created.append(cid)
-                logged.system_run_ids[name] = cid
+def _log_body(state: "_Logging") -> LoggedRuns:
+    """The logging itself, in the worker thread of :meth:`_Logging.run` (which bounds its time)."""
+    from mlflow.tracking import MlflowClient
 
-            stage = "logging the artifacts of the evaluation run"
-            for fname in ARTIFACTS:
-                if (out_dir / fname).is_file():
-                    client.log_artifact(pid, str(out_dir / fname))
-            _log_tables(client, pid, out_dir)
-            stage = "logging the figures of the evaluation run"
-            _log_figures(client, pid, out_dir)
-            client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
-            client.set_terminated(pid, "FINISHED")
-            return logged
-    except (KeyboardInterrupt, Terminated):
-        _fail_runs(client, created, stage, status="KILLED")
-        _end_strays(client, run_key, stage, "KILLED")
-        raise
-    except Exception as exc:  # any failure of the tracking side: end what was started, keep local results
-        _fail_runs(client, created, stage)
-        _end_strays(client, run_key, stage, "FAILED")
-        raise TrackingError(
-            f"logging to MLflow at {_safe_uri(uri)} failed while {stage}: {type(exc).__name__}: "
-            f"{_first_line(exc)}. The complete local results are in {out_dir}; log them later with "
-            f"'ndcg-mlflow upload {out_dir}'.") from exc
+    summary, settings, out_dir, run_key = state.summary, state.summary.get("mlflow", {}), state.out_dir, state.run_key
+    state.raw_client = MlflowClient(tracking_uri=state.uri)  # opens (and on first use migrates) a local store
+    client = _Guarded(state.raw_client, state)
+    state.stage = "creating the experiment"
+    experiment_id = _experiment(client, settings.get("experiment") or summary["name"])
+    state.experiment_id = experiment_id
+    state.stage = "ending the runs of earlier uploads that died while logging"
+    _end_dead_runs(client, experiment_id, run_key)
+    state.stage = "looking for an earlier upload of this result"
+    done = _previous_upload(client, experiment_id, run_key)
+    if done is not None:
+        return done._replace_uri(state.uri)
+    state.stage = "creating the evaluation run"
+    parent = client.create_run(experiment_id, run_name=state.run_name or settings.get("run_name") or summary["name"],
+                               tags={**_parent_tags(summary, out_dir, run_key), **state.owner_tags})
+    pid = parent.info.run_id
+    state.created.append(pid)
+    logged = LoggedRuns(state.uri, experiment_id, pid)
+
+    state.stage = "logging params, tags and metrics of the evaluation run"
+    params = {k: _param(v) for k, v in summary["spec"].items()}
+    parent_metrics = {f"{name}.{k}": v for name, means in summary["systems"].items()
+                      for k, v in system_metrics(means).items()}
+    parent_metrics.update(comparison_metrics(summary.get("comparisons") or []))
+    parent_metrics["n_queries"] = float(summary["n_queries"])
+    _log_batch(client, pid, parent_metrics, params, {})
+
+    for name, means in summary["systems"].items():
+        state.stage = f"logging the run of system '{name}'"
+        cid = _log_system(client, experiment_id, pid, summary, name, means, out_dir, run_key,
+                          created=state.created, owner_tags=state.owner_tags)
+        logged.system_run_ids[name] = cid
+
+    state.stage = "logging the artifacts of the evaluation run"
+    for fname in ARTIFACTS:
+        if (out_dir / fname).is_file():
+            client.log_artifact(pid, str(out_dir / fname))
+    _log_tables(client, pid, out_dir)
+    state.stage = "logging the figures of the evaluation run"
+    _log_figures(client, pid, out_dir)
+    client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
+    client.set_terminated(pid, "FINISHED")
+    return logged
 
 
 def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
-                run_key: str) -> str:
+                run_key: str, *, created: list[str] | None = None, owner_tags: dict[str, str] | None = None) -> str:
+    """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure)."""
     files = summary.get("files", {})
     child = client.create_run(experiment_id, run_name=name, tags={
+        **(owner_tags or {}),
         "mlflow.parentRunId": pid,
         f"{TAG_PREFIX}.role": "system",
         f"{TAG_PREFIX}.system": name,
@@ -214,23 +232,20 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
         "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run {pid}).",
     })
     cid = child.info.run_id
-    try:
-        params = {k: _param(v) for k, v in summary["spec"].items()
-                  if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
-        params["system"] = name
-        params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
-        _log_batch(client, cid, system_metrics(means), params, {})
-        for suffix in ("per_query.csv", "top.csv"):
-            system_file = out_dir / "systems" / f"{name}.{suffix}"
-            if system_file.is_file():
-                client.log_artifact(cid, str(system_file))
-        client.log_artifact(cid, str(out_dir / "summary.json"))
-        client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
-        client.set_terminated(cid, "FINISHED")
-    except BaseException:
-        _fail_runs(client, [cid], f"logging the run of system '{name}'",
-                   status="KILLED" if not isinstance(sys.exc_info()[1], Exception) else "FAILED")
-        raise
+    if created is not None:
+        created.append(cid)
+    params = {k: _param(v) for k, v in summary["spec"].items()
+              if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
+    params["system"] = name
+    params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
+    _log_batch(client, cid, system_metrics(means), params, {})
+    for suffix in ("per_query.csv", "top.csv"):
+        system_file = out_dir / "systems" / f"{name}.{suffix}"
+        if system_file.is_file():
+            client.log_artifact(cid, str(system_file))
+    client.log_artifact(cid, str(out_dir / "summary.json"))
+    client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
+    client.set_terminated(cid, "FINISHED")
     return cid
 
 
@@ -248,9 +263,19 @@ def _log_tables(client, pid: str, out_dir: Path) -> None:
             client.log_table(pid, data=frame, artifact_file=table_name)
 
 
+def _literal(value: str) -> str:
+    """``value`` as a string literal of an MLflow search filter. MLflow strips the quotes without
+    unescaping anything, so the value is quoted with a quote character it does not contain; a value
+    holding both quote characters or a backslash cannot be written and is refused (run keys are hex)."""
+    for quote in ("'", '"'):
+        if quote not in value and "\\" not in value:
+            return f"{quote}{value}{quote}"
+    raise ValueError(f"{value!r} cannot be used in an MLflow search filter")
+
+
 def _previous_upload(client, experiment_id: str, run_key: str) -> "LoggedRuns | None":
     """A complete earlier upload of the same folder, or None after deleting the runs of an incomplete one."""
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = '{run_key}'",
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {_literal(run_key)}",
                               max_results=1000)
     parents = [r for r in runs if r.data.tags.get(f"{TAG_PREFIX}.role") == "evaluation"]
     complete = [r for r in parents if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
@@ -347,18 +372,21 @@ def _chunks(m: list, p: list, t: list) -> Iterable[tuple[list, list, list]]:
 
 
 def _fail_runs(client, run_ids: list[str], stage: str, status: str = "FAILED") -> None:
+    """End ``run_ids`` with ``status`` and the tag ``ndcg_mlflow.logging`` saying how far logging got (best
+    effort: stops at the first request that fails, as the ones after it would fail the same way)."""
     if client is None:
         return
+    from mlflow.entities import RunTag
+
     word = "killed" if status == "KILLED" else "failed"
     for rid in run_ids:
         try:
-            client.set_tag(rid, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
-        except Exception:
-            pass
-        try:
+            client.log_batch(rid, tags=[RunTag(f"{TAG_PREFIX}.logging", f"{word} while {stage}")])
             client.set_terminated(rid, status)
-        except Exception:
-            pass
+        except _Abandoned:
+            return
+        except Exception:  # noqa: BLE001 - cleanup must not hide the original error
+            continue
 
 
 @contextmanager
@@ -372,8 +400,13 @@ def _store_lock(uri: str):
         yield
         return
     lock = Path(str(path) + ".ndcg-mlflow.lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as fh:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+")
+    except OSError as exc:
+        raise TrackingError(f"cannot open the MLflow store {_safe_uri(uri)}: {exc.strerror or exc} "
+                            f"({lock}).") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -392,31 +425,381 @@ def _sqlite_path(uri: str) -> Path | None:
     return None
 
 
-def _end_strays(client, run_key: str, stage: str, status: str) -> None:
+def _end_strays(client, run_key: str, stage: str, status: str, experiment_id: str | None = None) -> None:
     """End runs of this upload that a request created but whose id never came back (an interrupted
     create_run): found by the run key, best effort (the server may be gone)."""
     if client is None:
         return
     try:
-        exps = [e.experiment_id for e in client.search_experiments()]
-        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = '{run_key}' and "
+        exps = [experiment_id] if experiment_id else [e.experiment_id for e in client.search_experiments()]
+        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = {_literal(run_key)} and "
                                                       f"attributes.status = 'RUNNING'", max_results=1000)
-    except BaseException:  # noqa: BLE001 - cleanup must not hide the original error
+    except Exception:  # noqa: BLE001 - cleanup must not hide the original error
         return
     _fail_runs(client, [r.info.run_id for r in runs], stage, status=status)
 
 
-_CREDENTIALS = None
+# --------------------------------------------------------------------------- bounded time
+
+TOTAL_TIMEOUT = 600.0  # default of mlflow.total_timeout: seconds for the whole logging phase
+CLEANUP_SECONDS = 5.0  # the best-effort ending of runs after a failure, on top of any bound
+SIGNAL_CLEANUP_SECONDS = 3.0  # the same after SIGINT / SIGTERM: the process ends within about this
+UPLOAD_RATE = 1 << 20  # bytes per second granted to a request for the body it uploads
+CLOCK_SKEW = 120.0  # seconds allowed between this machine's clock and another's (stray runs)
+_SLACK = 2.0
+
+
+class _Abandoned(RuntimeError):
+    """Logging was given up (a deadline, a signal): the abandoned thread makes no further request."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The time bounds of logging to a tracking server (seconds), from the spec's ``mlflow`` section and
+    MLflow's HTTP variables (:func:`configure_http` sets them)."""
+
+    timeout: float  # per attempt of a request (MLFLOW_HTTP_REQUEST_TIMEOUT)
+    retries: int  # MLFLOW_HTTP_REQUEST_MAX_RETRIES
+    backoff: float  # MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR
+    jitter: float  # MLFLOW_HTTP_REQUEST_BACKOFF_JITTER
+    total: float  # mlflow.total_timeout: the whole logging phase
+    cleanup: float = CLEANUP_SECONDS
+
+    @classmethod
+    def current(cls, total: float | None = None) -> "Bounds":
+        def number(name: str, default: float) -> float:
+            try:
+                value = float(os.environ.get(name, default))
+            except ValueError:
+                return default
+            return value if math.isfinite(value) and value >= 0 else default
+
+        return cls(timeout=number("MLFLOW_HTTP_REQUEST_TIMEOUT", 120) or 120.0,
+                   retries=int(number("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 7)),
+                   backoff=number("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", 2),
+                   jitter=number("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", 1),
+                   total=float(total) if total else TOTAL_TIMEOUT)
+
+    def request(self, upload_bytes: int = 0) -> float:
+        """Longest one request may take, all its attempts and backoff sleeps included, however the server
+        behaves (a silent, trickling or frozen server included): (retries + 1) x timeout + the backoff
+        sleeps + 2 s, plus 1 s per MiB it uploads."""
+        sleeps = sum(min(self.backoff * 2 ** i, 120.0) + self.jitter for i in range(self.retries))
+        return (self.retries + 1) * self.timeout + sleeps + _SLACK + upload_bytes / UPLOAD_RATE
+
+    def worst_failure(self) -> float:
+        """Longest a failing logging takes against a server that stops answering: one request's bound, then
+        the cleanup's budget."""
+        return self.request() + self.cleanup
+
+
+class _Ctx:
+    """What bounds the HTTP requests of one thread (the logging worker, or a cleanup)."""
+
+    def __init__(self, bounds: Bounds, deadline: float, cancelled, *, cleanup: bool = False):
+        self.bounds, self.deadline, self.cancelled, self.cleanup = bounds, deadline, cancelled, cleanup
+        self.request: tuple[float, float, str] | None = None  # (started, limit, what) of the request under way
+
+    def http(self, real, args, kwargs):
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise _Abandoned("logging was given up")
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no time left for another request")
+        timeout = kwargs.get("timeout") or self.bounds.timeout
+        kwargs["timeout"] = max(0.5, min(float(timeout), remaining))
+        if self.cleanup and kwargs.get("max_retries") is None:
+            kwargs["max_retries"] = 0
+        method = args[2] if len(args) > 2 else kwargs.get("method", "")
+        endpoint = args[1] if len(args) > 1 else kwargs.get("endpoint", "")
+        limit = self.bounds.request(_body_size(kwargs.get("data")))
+        self.request = (time.monotonic(), limit, f"{method} {endpoint}".strip())
+        try:
+            return real(*args, **kwargs)
+        finally:
+            self.request = None
+
+
+_LOCAL = __import__("threading").local()
+
+
+def _body_size(data) -> int:
+    if data is None:
+        return 0
+    if isinstance(data, (bytes, bytearray, str)):
+        return len(data)
+    try:
+        return os.fstat(data.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _install_http_bounds() -> None:
+    """Route MLflow's HTTP requests through :class:`_Ctx` in the threads that set one (elsewhere they pass
+    through unchanged): each request gets a timeout cut to the time left, and the watchdog of
+    :meth:`_Logging.run` knows which request is under way and since when."""
+    import importlib
+
+    for module_name in ("mlflow.utils.rest_utils", "mlflow.store.artifact.http_artifact_repo"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        real = getattr(module, "http_request", None)
+        if real is None or getattr(real, "_ndcg_bounded", False):
+            continue
+
+        def bounded(*args, _real=real, **kwargs):
+            ctx = getattr(_LOCAL, "ctx", None)
+            if ctx is None:
+                return _real(*args, **kwargs)
+            return ctx.http(_real, args, kwargs)
+
+        bounded._ndcg_bounded = True  # type: ignore[attr-defined]
+        setattr(module, "http_request", bounded)
+
+
+class _Guarded:
+    """An MlflowClient whose calls refuse to start once logging was given up."""
+
+    def __init__(self, client, state: "_Logging"):
+        self._client, self._state = client, state
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if self._state.cancelled.is_set():
+                raise _Abandoned("logging was given up")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+_ACTIVE_KEYS: set[str] = set()  # run keys being logged by this process
+
+
+class _Logging:
+    """One logging of an output folder, run in a worker thread that the calling thread can abandon.
+
+    The calling thread waits and watches: the whole logging within ``mlflow.total_timeout``, each HTTP
+    request within :meth:`Bounds.request`. When a bound is passed, or SIGINT / SIGTERM arrives (they are
+    handled in the calling thread, never blocked by the network), the worker is abandoned (it makes no
+    further request) and a cleanup with its own small budget ends the runs created so far.
+    """
+
+    def __init__(self, uri: str, out_dir: Path, summary: dict, run_key: str, run_name: str | None,
+                 total: float | None):
+        import threading
+
+        self.uri, self.out_dir, self.summary, self.run_key, self.run_name = uri, out_dir, summary, run_key, run_name
+        self.bounds = Bounds.current(total)
+        self.stage = "connecting"
+        self.created: list[str] = []
+        self.raw_client = None
+        self.experiment_id: str | None = None
+        self.cancelled = threading.Event()
+        self.done = threading.Event()
+        self.result: LoggedRuns | None = None
+        self.error: BaseException | None = None
+        deadline_epoch = int(time.time() + self.bounds.total + self.bounds.cleanup + 1)
+        self.owner_tags = {f"{TAG_PREFIX}.owner": _owner(), f"{TAG_PREFIX}.logging_deadline": str(deadline_epoch)}
+        self.ctx: _Ctx | None = None
+
+    def _work(self) -> None:
+        _LOCAL.ctx = self.ctx
+        try:
+            self.result = _log_body(self)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _overdue(self) -> str | None:
+        """Why the worker is to be abandoned now, or None."""
+        now = time.monotonic()
+        if now >= self.ctx.deadline:
+            return (f"logging did not finish within mlflow.total_timeout = {self.bounds.total:g} s (the server "
+                    f"answers too slowly, or not at all)")
+        request = self.ctx.request
+        if request is not None and now - request[0] > request[1]:
+            return (f"the server did not answer within {request[1]:.0f} s ({request[2]}; mlflow.timeout "
+                    f"{self.bounds.timeout:g} s per attempt, {self.bounds.retries} retries)")
+        return None
+
+    def run(self) -> LoggedRuns:
+        import threading
+
+        _install_http_bounds()
+        self.ctx = _Ctx(self.bounds, time.monotonic() + self.bounds.total, self.cancelled)
+        worker = threading.Thread(target=self._work, name="ndcg-mlflow-logging", daemon=True)
+        _ACTIVE_KEYS.add(self.run_key)
+        try:
+            worker.start()
+            overdue = None
+            while not self.done.wait(0.1):
+                overdue = self._overdue()
+                if overdue:
+                    break
+        except (KeyboardInterrupt, Terminated):
+            self._give_up("KILLED")
+            raise
+        finally:
+            _ACTIVE_KEYS.discard(self.run_key)
+        if overdue and not self.done.is_set():
+            self._give_up("FAILED")
+            raise TrackingError(self._message(overdue))
+        error = self.error
+        if error is None:
+            return self.result
+        if isinstance(error, (KeyboardInterrupt, Terminated)):
+            self._give_up("KILLED")
+            raise error
+        self._give_up("FAILED")
+        if isinstance(error, NdcgError):
+            raise error
+        if not isinstance(error, Exception):
+            raise error
+        raise TrackingError(self._message(_describe(error, self.uri))) from error
+
+    def _message(self, what: str) -> str:
+        return (f"logging to MLflow at {_safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
+                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}'.")
+
+    def _give_up(self, status: str) -> None:
+        """Abandon the worker, then end the runs it created (and any run of this key left RUNNING) within the
+        cleanup budget, in a thread of its own: the network cannot hold this thread longer."""
+        import threading
+
+        self.cancelled.set()
+        stage = self.stage
+        budget = self.bounds.cleanup if status == "FAILED" else min(self.bounds.cleanup, SIGNAL_CLEANUP_SECONDS)
+        ctx = _Ctx(self.bounds, time.monotonic() + budget, None, cleanup=True)
+
+        def cleanup() -> None:
+            _LOCAL.ctx = ctx
+            client = self.raw_client
+            try:
+                if client is None:
+                    from mlflow.tracking import MlflowClient
+
+                    client = MlflowClient(tracking_uri=self.uri)
+                _fail_runs(client, list(self.created), stage, status=status)
+                _end_strays(client, self.run_key, stage, status, self.experiment_id)
+            except BaseException:  # noqa: BLE001 - best effort
+                pass
+
+        helper = threading.Thread(target=cleanup, name="ndcg-mlflow-cleanup", daemon=True)
+        helper.start()
+        helper.join(budget)
+
+
+def _describe(exc: BaseException, uri: str) -> str:
+    """One line saying what went wrong; a full disk under a local store is named as such."""
+    import errno
+
+    seen, chain = set(), []
+    item: BaseException | None = exc
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        chain.append(item)
+        item = item.__cause__ or item.__context__
+    for item in chain:
+        text = str(item).lower()
+        if (getattr(item, "errno", None) == errno.ENOSPC or "no space left on device" in text
+                or "database or disk is full" in text):
+            return "no space left on device: the store (or its artifact folder) is full, nothing more can be written"
+    return f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def _owner() -> str:
+    """``host|pid-namespace|pid|process start``: tells whether the process logging a run is still alive."""
+    return f"{_this_machine()}|{os.getpid()}|{_process_start(os.getpid())}"
+
+
+def _this_machine() -> str:
+    """``host|pid-namespace``: the processes whose pids this process can check."""
+    import socket
+
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = "-"
+    return f"{socket.gethostname()}|{namespace}"
+
+
+def _process_start(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+        return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks since boot
+    except (OSError, IndexError):
+        return "-"
+
+
+def _owner_gone(owner: str | None, run_key: str | None, deadline: str | None, now: float) -> bool:
+    """Whether the process that logged a run can no longer end it (see :func:`_end_dead_runs`)."""
+    try:
+        if deadline is not None and now > float(deadline) + CLOCK_SKEW:
+            return True
+    except ValueError:
+        pass
+    parts = (owner or "").split("|")
+    if len(parts) != 4 or "|".join(parts[:2]) != _this_machine():
+        return False  # another machine, or not tagged: only its logging deadline tells
+    try:
+        pid = int(parts[2])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return parts[3] != _process_start(pid) or run_key not in _ACTIVE_KEYS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    started = _process_start(pid)
+    return started != "-" and parts[3] != "-" and started != parts[3]  # the pid now belongs to another process
+
+
+def _end_dead_runs(client, experiment_id: str, run_key: str) -> list[str]:
+    """End (FAILED) the runs of this experiment that an earlier logging left RUNNING and can no longer end.
+
+    A run is ended when it carries this tool's role tag, its ``ndcg_mlflow.logging`` is not ``complete``,
+    its status is RUNNING, it is not of the folder being logged now (its own upload handles those), and
+    either its logging deadline (tag ``ndcg_mlflow.logging_deadline``, the time by which its logging has
+    ended or given up) passed more than 2 minutes ago, or it was logged on this machine (same host name
+    and process namespace, tag ``ndcg_mlflow.owner``) by a process that is no longer running. A live
+    concurrent logging is never touched.
+    """
+    runs = client.search_runs([experiment_id], filter_string=f"attributes.status = 'RUNNING' and "
+                                                              f"tags.`{TAG_PREFIX}.logging` != 'complete'",
+                              max_results=1000)
+    now = time.time()
+    dead = [r.info.run_id for r in runs
+            if r.data.tags.get(f"{TAG_PREFIX}.role") in ("evaluation", "system")
+            and r.data.tags.get(f"{TAG_PREFIX}.run_key") != run_key
+            and _owner_gone(r.data.tags.get(f"{TAG_PREFIX}.owner"), r.data.tags.get(f"{TAG_PREFIX}.run_key"),
+                            r.data.tags.get(f"{TAG_PREFIX}.logging_deadline"), now)]
+    for rid in dead:
+        from mlflow.entities import RunTag
+
+        client.log_batch(rid, tags=[RunTag(f"{TAG_PREFIX}.logging", "abandoned: the process logging it ended "
+                                                                    "before it was complete")])
+        client.set_terminated(rid, "FAILED")
+    return dead
 
 
 def redact(text: str) -> str:
-    """Text without credentials embedded in URLs (``scheme://user:secret@host`` -> ``scheme://host``)."""
-    import re
+    """Text without credentials (see :func:`ndcg_mlflow.uris.redact`)."""
+    from .uris import redact as _redact
 
-    global _CREDENTIALS
-    if _CREDENTIALS is None:
-        _CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-    return _CREDENTIALS.sub(r"\1", text)
+    return _redact(text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -429,18 +812,7 @@ def _first_line(exc: BaseException) -> str:
 
 def _safe_uri(uri: str) -> str:
     """The tracking URI without any credentials embedded in it."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return uri
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    return uri
+    return redact(str(uri))
 
 
 def default_tracking_uri() -> str:

@@ -627,7 +627,14 @@ def test_weighted_queries(tmp_path):
     assert row["delta"] == pytest.approx(np.sum(wp * d) / wp.sum())
     assert row["baseline_mean"] == pytest.approx(np.sum(wp * b) / wp.sum())
     m = np.sum(wp * d) / wp.sum()
-    assert row["effect_size_dz"] == pytest.approx(m / math.sqrt(30 / 29 * np.sum(wp * (d - m) ** 2) / wp.sum()))
+    # d_z's weighted sd: sum w (d - m)^2 / (W - sum w^2 / W), unbiased whatever the weights
+    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp ** 2) / wp.sum()))
+    assert row["effect_size_dz"] == pytest.approx(m / sd, rel=1e-10)
+    # the t-test: weighted mean over its bias-corrected standard error, n_eff - 1 degrees of freedom
+    h = wp / wp.sum()
+    se_t = math.sqrt(np.sum(h ** 2 / (1 - 2 * h + np.sum(h ** 2)) * (d - m) ** 2))
+    n_eff = wp.sum() ** 2 / np.sum(wp ** 2)
+    assert row["p_t_test"] == pytest.approx(2 * ss.t.sf(abs(m / se_t), n_eff - 1), rel=1e-9)
     assert row["ci_low"] <= row["delta"] <= row["ci_high"]
     # the weighted SE is larger than the unweighted one would be for n_eff < n (roughly)
     se_w = math.sqrt(30 / 29 * np.sum(wp ** 2 * (d - m) ** 2)) / wp.sum()
@@ -799,3 +806,176 @@ def test_no_uncertainty_no_analysis(data40):
     res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], comparison=False, uncertainty=False), base_dir=folder)
     assert res.summary["comparisons"] == []
     assert "ci_low" not in res.summary["systems"]["bm25"][KEY]
+
+
+# --------------------------------------------------------------------------- edges: constant series, tiny n
+
+
+def _constant_case(folder, nq: int, weights: bool):
+    """Every query: two documents of grade 1, the run shows an unjudged one, then one of them: the same nDCG
+    (not a binary fraction) on every query; a second system varies, so the comparison is not constant."""
+    qrels = {f"q{i:02d}": {f"q{i:02d}-a": 1, f"q{i:02d}-b": 1} for i in range(nq)}
+    runs = {"flat": {q: [f"{q}-x", f"{q}-a"] for q in qrels},
+            "bm25": {q: ([f"{q}-a", f"{q}-x"] if i % 2 else [f"{q}-x", f"{q}-y", f"{q}-b"])
+                     for i, q in enumerate(qrels)}}
+    r = np.random.default_rng(11)
+    w = {q: float(np.round(r.uniform(0.1, 3.0), 3)) for q in qrels} if weights else None
+    write_data(folder, qrels, runs, weights=w)
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca", "studentized"])
+@pytest.mark.parametrize("nq, weights", [(3, False), (15, True)])
+def test_constant_series_has_a_point_interval_and_a_report(tmp_path, monkeypatch, method, nq, weights):
+    from ndcg_mlflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    _constant_case(tmp_path, nq, weights)
+    spec = make_spec(["bm25", "flat"], cutoffs=(10,), resamples=300, method=method,
+                     weights="weights.tsv" if weights else "uniform")
+    res = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    e = res.summary["systems"]["flat"][KEY]
+    assert e["n_evaluated"] == nq
+    # the interval is the mean itself, bit for bit, and the bootstrap spread is exactly 0
+    assert e["ci_low"] == e["mean"] and e["ci_high"] == e["mean"] and e["std_error"] == 0.0
+    assert res.analysis.intervals["flat"][KEY]["std_error"] == 0.0
+    # ... while the varying system keeps a real interval (below STUDENTIZED_MIN_N queries: undefined)
+    b = res.summary["systems"]["bm25"][KEY]
+    if method == "studentized" and nq < stats.STUDENTIZED_MIN_N:
+        assert math.isnan(b["ci_low"]) and math.isnan(b["ci_high"])
+    else:
+        assert b["ci_low"] < b["mean"] < b["ci_high"] and b["std_error"] > 0
+
+    import yaml
+
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "spec.yaml"), "--no-mlflow", "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    f = summary["systems"]["flat"][KEY]
+    assert f["ci_low"] == f["mean"] == f["ci_high"] and f["std_error"] == 0
+    assert (out / "report.html").is_file()
+
+
+def test_report_error_bars_tolerate_intervals_a_rounding_error_off(tmp_path, monkeypatch):
+    """figures() draws whatever the summary says: an interval one ulp inside its mean or undefined."""
+    from ndcg_mlflow.cli import main
+    from ndcg_mlflow.report import figures, load_bundle, write_reports
+
+    monkeypatch.chdir(tmp_path)
+    _constant_case(tmp_path, 6, False)
+    import yaml
+
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(make_spec(["bm25", "flat"], cutoffs=(5, 10), resamples=200)))
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "spec.yaml"), "--no-mlflow", "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    m = summary["systems"]["flat"]["ndcg_at_5"]
+    m["ci_low"] = math.nextafter(m["mean"], 1.0)  # as the old rounding produced
+    m["ci_high"] = math.nextafter(m["mean"], 0.0)
+    summary["systems"]["flat"][KEY]["ci_low"] = None  # undefined
+    summary["systems"]["flat"][KEY]["ci_high"] = None
+    (out / "summary.json").write_text(json.dumps(summary))
+    figs = figures(load_bundle(out))
+    assert "ndcg_by_cutoff" in figs
+    write_reports(out)
+
+
+def _small_scores(n: int, seed: int = 0):
+    r = np.random.default_rng(seed)
+    return r.beta(0.5, 0.5, n), r.uniform(0.5, 2.0, n)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 9])
+def test_studentized_is_undefined_below_its_minimum(n):
+    x, w = _small_scores(n, n)
+    boot = stats.bootstrap_means(x, w, resamples=500, rng=np.random.default_rng(1), studentized=True)
+    lo, hi = stats.interval(boot, x, w, confidence=0.95, method="studentized")
+    assert n < stats.STUDENTIZED_MIN_N
+    assert math.isnan(lo[0]) and math.isnan(hi[0])
+    # the other methods and the standard error stay defined
+    plo, phi = stats.interval(boot, x, w, confidence=0.95, method="percentile")
+    assert plo[0] < boot.theta[0] < phi[0] and stats.standard_error(boot, x)[0] > 0
+
+
+# --------------------------------------------------------------------------- what the README states at the edges
+
+
+def _edge_spec(metric: dict, weights="uniform") -> dict:
+    return {"spec_version": 1, "name": "edges", "metric": metric, "queries": {"weights": weights},
+            "data": {"qrels": "qrels.txt", "systems": {"a": "a.run"}}}
+
+
+def test_negative_ideal_dcg_counts_as_empty_ideal(tmp_path):
+    """A gain table may give negative gains: an ideal DCG below 0 is treated as an empty ideal (not divided)."""
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 0\nq2 0 e1 2\nq2 0 e2 1\n")
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2 a\nq1 Q0 d2 2 1 a\nq2 Q0 e2 1 2 a\nq2 Q0 e1 2 1 a\n")
+    metric = {"gain": {0: 0, 1: -1, 2: 3}, "cutoffs": [5], "discount": "log2", "ties": "displayed_order",
+              "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
+    res = ndcg_mlflow.evaluate(_edge_spec(metric), base_dir=tmp_path)
+    pq = res.per_query.set_index("query_id")
+    assert pq.loc["q1", "idcg"] == pytest.approx(-1 / math.log2(3))  # the best order (d2, d1) is below 0
+    assert pq.loc["q1", "status"] == "empty_ideal" and math.isnan(pq.loc["q1", "ndcg"])  # not -1 / -1 = 1
+    assert pq.loc["q2", "status"] == "ok"
+    e = res.summary["systems"]["a"]["ndcg_at_5"]
+    assert e["n_empty_ideal"] == 1 and e["n_evaluated"] == 1
+    metric["empty_ideal"] = "zero"
+    res0 = ndcg_mlflow.evaluate(_edge_spec(metric), base_dir=tmp_path)
+    assert res0.per_query.set_index("query_id").loc["q1", "ndcg"] == 0.0
+
+
+def test_missing_rows_carry_dcg_zero_and_coverage_is_an_unweighted_mean_over_returned_queries(tmp_path):
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 e1 1\nq3 0 f1 1\nq3 0 f2 1\n")
+    # q1: 1 of 2 shown judged; q3: 2 of 2 judged; q2 missing from the run
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2 a\nq1 Q0 x 2 1 a\nq3 Q0 f1 1 2 a\nq3 Q0 f2 2 1 a\n")
+    (tmp_path / "weights.tsv").write_text("query_id\tweight\nq1\t1\nq2\t5\nq3\t9\n")
+    for missing in ("zero", "exclude"):
+        metric = {"preset": "trec_eval", "cutoffs": [5], "missing_queries": missing}
+        res = ndcg_mlflow.evaluate(_edge_spec(metric, weights="weights.tsv"), base_dir=tmp_path)
+        pq = res.per_query.set_index("query_id")
+        assert pq.loc["q2", "status"] == "missing" and pq.loc["q2", "dcg"] == 0.0
+        assert math.isnan(pq.loc["q2", "judged_coverage"])
+        e = res.summary["systems"]["a"]["ndcg_at_5"]
+        assert e["judged_coverage"] == pytest.approx((0.5 + 1.0) / 2)  # not weighted (1, 9), not over q2
+
+
+def test_trec_eval_preset_equals_ir_measures_per_query_and_in_the_mean_only_with_missing_zero(tmp_path):
+    ir_measures = pytest.importorskip("ir_measures")
+    qrels = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 e1 1\nq3 0 f1 3\nq3 0 f2 1\n"
+    run = "q1 Q0 d2 1 3 a\nq1 Q0 x 2 2 a\nq1 Q0 d1 3 1 a\nq3 Q0 f2 1 2 a\nq3 Q0 f1 2 1 a\n"  # q2 missing
+    (tmp_path / "qrels.txt").write_text(qrels)
+    (tmp_path / "a.run").write_text(run)
+    measure = ir_measures.nDCG @ 10
+    q = list(ir_measures.read_trec_qrels(qrels))
+    r = list(ir_measures.read_trec_run(run))
+    theirs = {m.query_id: m.value for m in ir_measures.iter_calc([measure], q, r)}
+    assert theirs["q2"] == 0.0  # a judged query missing from the run scores 0
+    their_mean = ir_measures.calc_aggregate([measure], q, r)[measure]
+    means = {}
+    for missing in ("exclude", "zero"):  # the preset's default, and trec_eval -c
+        res = ndcg_mlflow.evaluate(_edge_spec({"preset": "trec_eval", "cutoffs": [10], "missing_queries": missing}),
+                                   base_dir=tmp_path)
+        ours = res.per_query.set_index("query_id")["ndcg"]
+        for qid in ("q1", "q3"):
+            assert ours[qid] == pytest.approx(theirs[qid], abs=1e-12)
+        means[missing] = res.mean("a", 10)
+    assert means["zero"] == pytest.approx(their_mean, abs=1e-12)
+    assert abs(means["exclude"] - their_mean) > 0.1
+
+
+def test_one_dominant_weight_gives_no_t_test_and_a_sane_effect_size(tmp_path):
+    """Weights [1e12, 1, 1, ...]: the weighted mean rests on one query (n_eff ~ 1), so the t-test is undefined
+    (NaN, was p ~ 1e-74) and d_z stays of the order of the differences' spread (was ~ -1.9e5)."""
+    qrels, runs = make_data(12, seed=3)
+    weights = {q: (1e12 if i == 5 else 1.0) for i, q in enumerate(sorted(qrels))}
+    write_data(tmp_path, qrels, runs, weights=weights)
+    res = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], weights="weights.tsv", cutoffs=(10,), test="t_test"),
+                               base_dir=tmp_path)
+    row = one_row(res, "noisy")
+    assert row["n_paired"] == 12 and math.isnan(row["p_t_test"]) and math.isnan(row["p_corrected"])
+    b, c, wp, _ = paired(res, "noisy")
+    d = c - b
+    assert np.ptp(d) > 0
+    m = np.sum(wp * d) / wp.sum()
+    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp ** 2) / wp.sum()))
+    assert row["effect_size_dz"] == pytest.approx(m / sd, rel=1e-4)  # W - sum w^2 / W loses digits here
+    assert abs(row["effect_size_dz"]) < 5

@@ -78,10 +78,10 @@ def store(tmp_path_factory, migrated_db):
     db = root / "mlflow.db"
     shutil.copy(migrated_db, db)
     uri = f"sqlite:///{db}"
-    client = _client(uri)
-    ns = SimpleNamespace(root=root, uri=uri, client=client, out={}, parent={}, child={})
+    ns = SimpleNamespace(root=root, uri=uri, client=None, out={}, parent={}, child={})
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
+        mp.chdir(root)  # before the client: a SQLite store puts new experiments' artifacts under ./mlruns
+        client = ns.client = _client(uri)
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         for key, spec in specs.items():
             path = configs / f"{key}.yaml"

@@ -465,3 +465,83 @@ def test_no_sensitivity_report_unless_asked(small, tmp_path, monkeypatch):
     out2 = tmp_path / "o2"
     assert main(["run", str(path), "--no-mlflow", "--out", str(out2), "--quiet"]) == 0
     assert (out2 / "sensitivity.csv").is_file()
+
+
+# --------------------------------------------------------------------------- undefined means under an alternative
+
+
+def _write_undefined_case(folder: Path) -> Path:
+    """Under ``ideal: candidates`` system a returns nothing relevant on its only valid query: every query is
+    empty-ideal and excluded, so a's mean (and a's comparison) is undefined under that alternative."""
+    (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\n")
+    (folder / "a.run").write_text("q1 Q0 x 1 3 a\n")
+    (folder / "b.run").write_text("q1 Q0 d2 1 3 b\n")
+    spec = full_spec({"preset": "trec_eval", "cutoffs": [5], "empty_ideal": "exclude"},
+                     {"a": "a.run", "b": "b.run"}, report=True, name="undefined")
+    path = folder / "undefined.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _check_undefined_rows(table: pd.DataFrame) -> None:
+    cand = table[(table["rule"] == "ideal") & (table["alternative"] == "candidates")]
+    a = cand[(cand["kind"] == "system") & (cand["system"] == "a")].iloc[0]
+    assert math.isnan(a["value"]) and math.isnan(a["change"]) and a["n_used"] == 0
+    cmp = cand[cand["kind"] == "comparison"].iloc[0]
+    assert math.isnan(cmp["value"]) and math.isnan(cmp["change"]) and not bool(cmp["sign_flip"])
+    b = cand[(cand["kind"] == "system") & (cand["system"] == "b")].iloc[0]
+    assert b["value"] == pytest.approx(1.0)  # the defined mean next to it is still a number
+
+
+def test_undefined_alternative_mean_flows_through_as_nan(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = _write_undefined_case(tmp_path)
+    result = ndcg_mlflow.evaluate(path)
+    _check_undefined_rows(result.sensitivity)
+
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--no-mlflow", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    lines = (out / "sensitivity.csv").read_text().splitlines()
+    row = next(ln for ln in lines if ln.startswith("ideal,candidates,system,a,"))
+    assert row.split(",")[7:9] == ["", ""]  # value and change: empty, not 0 and not "nan"
+
+    from ndcg_mlflow.report import load_bundle, render_markdown, write_reports
+
+    bundle = load_bundle(out)
+    _check_undefined_rows(bundle.sensitivity)
+    kinds = bundle.sensitivity["kind"]
+    assert (bundle.sensitivity.loc[kinds == "system", "baseline"] == "").all()  # strings stay strings
+    assert (bundle.sensitivity.loc[kinds == "comparison", "baseline"] == "a").all()
+    html_path, md_path = write_reports(out)  # renders again from the folder
+    page = html_path.read_text()
+    assert "<td class='l'>ideal</td><td class='l'>candidates</td><td>–</td>" in page
+    assert "nan" not in page.split("Sensitivity to the declared choices")[1].split("</table>")[0]
+    render_markdown(bundle)
+
+    assert main(["explain", str(path), "--sensitivity", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.startswith("ideal") and "candidates" in ln)
+    assert line.split()[2:] == ["undefined", "+0.6199", "undefined"]
+    assert "nan" not in text
+    assert format_sensitivity(result.sensitivity, "5").count("undefined") >= 2
+
+
+def test_undefined_alternative_mean_is_logged_to_mlflow(tracking_uri, tmp_path, capsys):
+    path = _write_undefined_case(tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name("undefined")
+    pid = next(r.info.run_id for r in client.search_runs([exp.experiment_id])
+               if "mlflow.parentRunId" not in r.data.tags)
+    logged = json.loads(Path(client.download_artifacts(pid, "sensitivity_table.json",
+                                                       str(tmp_path / "dl"))).read_text())
+    cols = logged["columns"]
+    row = next(r for r in logged["data"] if r[cols.index("rule")] == "ideal"
+               and r[cols.index("alternative")] == "candidates" and r[cols.index("system")] == "a"
+               and r[cols.index("kind")] == "system")
+    assert row[cols.index("value")] is None and row[cols.index("change")] is None  # JSON null, not 0
+    assert row[cols.index("declared")] == 0.0

@@ -221,18 +221,19 @@ def test_a_huge_field_in_a_csv_that_takes_the_line_by_line_path(case, capsys):
         assert "qrels.csv:3" in err
 
 
-@pytest.mark.parametrize("data", [
-    b"query_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1\r",  # a short row: Arrow refuses, the line reader runs
-    b"\xef\xbb\xbfquery_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1,y\r",  # a BOM: the line reader runs
-], ids=["short-row", "bom"])
-def test_csv_with_carriage_return_line_ends(case, capsys, data):
-    """Old Mac line ends (a lone CR): read, or a clear error, never csv.Error."""
-    case.write("qrels.csv", data)
-    code, _out, err = cli(capsys, "run", str(case.spec(qrels="qrels.csv")), "--no-mlflow", "--quiet", "--out",
-                         str(case.folder / "out"))
-    assert code in (0, 2) and "Traceback" not in err, err
-    if code == 2:
-        assert "qrels.csv" in err
+@pytest.mark.parametrize("name, data", [
+    ("qrels.csv", b"query_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1\r"),  # a short row
+    ("qrels.csv", b"\xef\xbb\xbfquery_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1,y\r"),  # a BOM
+    ("run.txt", RUN.replace("\n", "\r").encode()),  # a run read as one line lost every query after the first
+    ("qrels.txt", QRELS.replace("\n", "\r").encode()),
+], ids=["csv-short-row", "csv-bom", "trec-run", "trec-qrels"])
+def test_carriage_return_line_ends_are_refused_naming_the_line(case, capsys, name, data):
+    """Old Mac line ends (a lone CR) are refused the same way in every format, naming line 1, never read as one
+    line (whose other queries a run would have dropped as fields after the tag)."""
+    case.write(name, data)
+    spec = case.spec(**({"qrels": name} if name.startswith("qrels") else {"systems": {"sys": name}}))
+    err = run_error(capsys, case, spec)
+    assert f"{name}:1: " in err and "carriage return" in err and "LF or CRLF" in err, err
 
 
 # --------------------------------------------------------------------------- numbers
@@ -376,10 +377,105 @@ def test_bad_weights(case, capsys, bad):
     assert "weights.txt:2:" in err and "q2" in err
 
 
-def test_a_directory_as_data_file(case, capsys):
+def _directory(case):
     (case.folder / "adir").mkdir()
-    err = run_error(capsys, case, case.spec(qrels="adir"))
-    assert "data.qrels" in err and "file not found" in err
+    return "adir"
+
+
+def _fifo(case):
+    os.mkfifo(case.folder / "pipe")
+    return "pipe"
+
+
+def _symlink_loop(case):
+    os.symlink(case.folder / "loop_b", case.folder / "loop_a")
+    os.symlink(case.folder / "loop_a", case.folder / "loop_b")
+    return "loop_a"
+
+
+def _long_name(case):
+    return "x" * 5000
+
+
+def _dangling(case):
+    os.symlink(case.folder / "nowhere", case.folder / "dangling")
+    return "dangling"
+
+
+@pytest.mark.parametrize("make, expect", [
+    (_directory, "is a directory"), (_fifo, "not a regular file (a FIFO"), (_symlink_loop, "a symbolic link loop"),
+    (_long_name, "file name too long"), (_dangling, "file not found (a symbolic link to a missing file)"),
+], ids=["directory", "fifo", "symlink-loop", "name-too-long", "dangling-symlink"])
+@pytest.mark.parametrize("role", ["qrels", "run", "weights", "set"])
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_unusable_data_paths_are_named_precisely(case, capsys, make, expect, role, command):
+    """Each kind of unusable path gets its own message naming the key and the path, from run and validate alike
+    (exit 2, no traceback); none of them is "file not found" unless the file is missing."""
+    name = make(case)
+    spec = case.spec(**{"qrels": {"qrels": name}, "run": {"systems": {"sys": name}}, "weights": {"weights": name},
+                        "set": {"qset": name}}[role])
+    if command == "run":
+        err = run_error(capsys, case, spec)
+    else:
+        err = user_error(capsys, "validate", str(spec))
+    key = {"qrels": "data.qrels", "run": "data.systems.sys", "weights": "queries.weights", "set": "queries.set"}[role]
+    assert f"at key '{key}': {expect}" in err, err
+    assert name[-40:] in err and len(err) < 1000, err  # the path, shortened when very long
+
+
+@pytest.mark.parametrize("role", ["qrels", "run", "weights", "set"])
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_permission_denied_is_named_even_as_root(case, capsys, monkeypatch, role, command):
+    """A file whose opening fails with EACCES (as root cannot be made to happen with chmod, open is patched)."""
+    import builtins
+
+    case.write("weights.txt", "q1 1\nq2 2\n")
+    case.write("set.txt", "q1\nq2\n")
+    target = {"qrels": "qrels.txt", "run": "run.txt", "weights": "weights.txt", "set": "set.txt"}[role]
+    real_open = builtins.open
+
+    def guarded_open(file, *args, **kwargs):
+        if str(file).endswith(target):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    spec = case.spec(weights="weights.txt", qset="set.txt")
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    if command == "validate":  # a folder of the path that cannot be searched: stat itself fails
+        real_stat = os.stat
+
+        def guarded_stat(path, *args, **kwargs):
+            if str(path).endswith(target):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_stat(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", guarded_stat)
+    if command == "run":
+        err = run_error(capsys, case, spec)
+    else:
+        err = user_error(capsys, "validate", str(spec))
+    assert "permission denied" in err and target in err, err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_unreadable_file_or_folder_with_chmod(case, capsys, what):
+    sub = case.folder / "sub"
+    sub.mkdir()
+    (sub / "qrels.txt").write_text(QRELS)
+    (sub / "qrels.txt" if what == "file" else sub).chmod(0)
+    try:
+        spec = case.spec(qrels="sub/qrels.txt")
+        for err in (run_error(capsys, case, spec), user_error(capsys, "validate", str(spec))):
+            assert "at key 'data.qrels': permission denied" in err and "qrels.txt" in err, err
+    finally:
+        sub.chmod(0o755)
+        (sub / "qrels.txt").chmod(0o644)
+
+
+def test_missing_file_is_still_file_not_found(case, capsys):
+    err = user_error(capsys, "validate", str(case.spec(qrels="nope.txt")))
+    assert "at key 'data.qrels': file not found" in err and "nope.txt" in err
 
 
 # --------------------------------------------------------------------------- YAML
@@ -502,3 +598,73 @@ def test_paths_outside_the_spec_folder_are_allowed_and_recorded(tracking_uri, tm
     assert len(parents) == 1
     tag = parents[0].data.tags["ndcg_mlflow.paths_outside_spec_folder"]
     assert "../data/qrels.txt" in tag and "../data/run.txt" in tag
+
+
+# --------------------------------------------------------------------------- ids and weights at the extremes
+
+
+def test_one_very_long_query_id_does_not_allocate_per_query_copies_of_it(case):
+    """Fixed-width numpy strings (dtype '<U…') size every entry by the longest id: 1,001 queries with one id of
+    10^5 characters took 400 MB (5,001 queries and 10^6 characters, 18.6 GiB). Ids stay Python/Arrow strings."""
+    import tracemalloc
+
+    long_id = "L" * 100_000
+    lines = [f"q{i} 0 d1 1\n" for i in range(1000)] + [f"{long_id} 0 d1 2\n"]
+    case.write("qrels.txt", "".join(lines))
+    case.write("run.txt", "".join(f"q{i} Q0 d1 1 1.0 t\n" for i in range(0, 1000, 3)) + f"{long_id} Q0 d1 1 1 t\n")
+    spec = case.spec(extra="uncertainty: {resamples: 200, confidence: 0.9, method: percentile, seed: 1}\n")
+    ndcg_mlflow.evaluate(spec)  # imports and caches first: the peak below is the evaluation's own
+    tracemalloc.start()
+    try:
+        result = ndcg_mlflow.evaluate(spec)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert long_id in set(result.query_ids) and len(result.query_ids) == 1001
+    assert result.mean("sys", 2) == pytest.approx(335 / 1001)
+    assert peak < 25e6, f"peak {peak / 1e6:.0f} MB"  # about 5 MB here; a '<U100000' copy of the ids: 400 MB
+
+
+def _weights_case(case, weights: dict[str, str]) -> Path:
+    case.write("weights.txt", "".join(f"{q} {w}\n" for q, w in weights.items()))
+    return case.spec(weights="weights.txt", name="weighted.yaml", extra=(
+        "uncertainty: {resamples: 500, confidence: 0.9, method: bca, seed: 7}\n"))
+
+
+def test_tiny_equal_weights_give_the_uniform_numbers(case):
+    """All weights 5e-324 (the smallest subnormal) mean exactly what uniform weights mean; before, the weighted
+    mean underflowed (0.0 or a wrong value) and n_eff was null."""
+    uniform = ndcg_mlflow.evaluate(case.spec(extra="uncertainty: {resamples: 500, confidence: 0.9, method: bca, "
+                                                   "seed: 7}\n"))
+    tiny = ndcg_mlflow.evaluate(_weights_case(case, {"q1": "5e-324", "q2": "5e-324"}))
+    for key in ("ndcg_at_2", "ndcg_at_all"):
+        a, b = uniform.summary["systems"]["sys"][key], tiny.summary["systems"]["sys"][key]
+        for field in ("mean", "n_eff", "ci_low", "ci_high", "std_error"):
+            assert a[field] == b[field], (key, field)
+    assert tiny.per_query["weight"].tolist() == [5e-324] * len(tiny.per_query)  # the table keeps them as given
+
+
+def test_huge_weights_keep_their_ratios_and_go_through_the_report(case, capsys):
+    """Weights near the largest double: the same numbers as the same ratios at ordinary scale, and a complete
+    output folder with its report (before: n_eff null, then a TypeError in the report)."""
+    huge = _weights_case(case, {"q1": "1e308", "q2": "2.5e307"})
+    code, out, err = cli(capsys, "run", str(huge), "--no-mlflow", "--quiet", "--out", str(case.folder / "out"))
+    assert code == 0, err
+    summary = json.loads((case.folder / "out" / "summary.json").read_text())
+    assert (case.folder / "out" / "report.html").is_file() and (case.folder / "out" / "report.md").is_file()
+    small = ndcg_mlflow.evaluate(_weights_case(case, {"q1": "4", "q2": "1"}))
+    for key in ("ndcg_at_2", "ndcg_at_all"):
+        got, expect = summary["systems"]["sys"][key], small.summary["systems"]["sys"][key]
+        assert got["mean"] == pytest.approx(expect["mean"], rel=1e-15)
+        assert got["n_eff"] == pytest.approx(expect["n_eff"], rel=1e-15)
+        assert got["weight_sum"] == pytest.approx(1.25e308)
+
+
+@pytest.mark.parametrize("weights, line, expect", [
+    ({"q1": "1e308", "q2": "1"}, 2, "times the largest weight"),  # 1e-308: a subnormal ratio
+    ({"q1": "1", "q2": "5e-324"}, 2, "times the largest weight"),
+    ({"q1": "1e308", "q2": "1e308"}, None, "add up to more than the largest double"),
+])
+def test_weights_whose_ratios_or_sum_cannot_be_represented_are_refused(case, capsys, weights, line, expect):
+    err = run_error(capsys, case, _weights_case(case, weights))
+    assert ("weights.txt:2:" if line else "weights.txt:") in err and expect in err, err

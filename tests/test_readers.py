@@ -442,3 +442,272 @@ def test_csv_fields_padded_with_spaces_are_stripped(tmp_path):
     padded = write(tmp_path, "padded.csv", "query_id,doc_id,score\nq1, A, 1\nq1,B ,2\n")
     plain = write(tmp_path, "plain.csv", "query_id,doc_id,score\nq1,A,1\nq1,B,2\n")
     assert rows_of(read_run(padded)) == rows_of(read_run(plain))
+
+
+# --------------------------------------------------------------------------- line ends, separators, nulls, headers
+
+from ndcg_mlflow import readers as readers_module  # noqa: E402
+from ndcg_mlflow.readers import read_query_set, read_weights  # noqa: E402
+
+
+def force_line_reader(monkeypatch):
+    """Make the Arrow fast paths refuse every file, so the line-by-line readers run."""
+    monkeypatch.setattr(readers_module, "_trec_delimiter", lambda path: (readers_module._scan_text(path), None)[1])
+
+    def no_arrow(path, kind, fmt):
+        readers_module._scan_text(path)
+        header_line, first = readers_module._first_line(path)
+        header = readers_module._csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
+        value_col, rank_col, _ = readers_module._required_columns(kind, header, path, header_line)
+        return readers_module._delimited_python(path, kind, "," if fmt == "csv" else "\t", value_col, rank_col, fmt)
+
+    monkeypatch.setattr(readers_module, "_read_delimited", no_arrow)
+
+
+def small_file_readers():
+    from ndcg_mlflow.companions import read_catalog, read_duplicate_groups
+
+    return {"set": (read_query_set, "q1\nq2\nq3\n"), "weights": (read_weights, "q1 1\nq2 2\nq3 3\n"),
+            "groups": (read_duplicate_groups, "d1 g1\nd2 g1\nd3 g2\n"), "catalog": (read_catalog, "d1\nd2\nd3\n")}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["arrow", "line-by-line"])
+@pytest.mark.parametrize("name, text", [
+    ("run.txt", trec_run()), ("qrels.txt", trec_qrels()),
+    ("run.csv", "query_id,doc_id,score\nq1,d1,1\nq1,d2,0.5\nq2,d1,2\n"),
+    ("qrels.tsv", "query_id\tdoc_id\tgrade\nq1\td1\t1\nq2\td1\t2\nq3\td1\t2\n"),
+    ("qrels.jsonl", '{"query_id": "q1", "doc_id": "d1", "grade": 1}\n{"query_id": "q2", "doc_id": "d1", "grade": 2}\n'
+                    '{"query_id": "q3", "doc_id": "d1", "grade": 2}\n'),
+])
+def test_cr_only_line_ends_are_refused_in_every_format(tmp_path, monkeypatch, fast, name, text):
+    """CR-only line ends (and any CR not followed by LF) are refused with the line, by both readers: a run read
+    as one line would have taken the other queries as "fields after the tag" and scored them 0."""
+    if not fast:
+        force_line_reader(monkeypatch)
+    reader = read_qrels if name.startswith("qrels") else read_run
+    path = write(tmp_path, name, text, newline="\r")
+    expect_data_error(reader, path, 1, contains="carriage return")
+    # a stray CR far into an otherwise LF file names its own line
+    lines = text.splitlines(keepends=True)
+    lines[1] = lines[1].replace("\n", "\r\n")
+    lines[2] = lines[2].replace("1", "1\r", 1)
+    stray = write(tmp_path, "stray_" + name, "".join(lines))
+    expect_data_error(reader, stray, 3, contains="carriage return")
+
+
+@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog"])
+def test_cr_only_line_ends_are_refused_in_small_files(tmp_path, which):
+    reader, text = small_file_readers()[which]
+    path = write(tmp_path, f"{which}.txt", text, newline="\r")
+    expect_data_error(reader, path, 1, contains="carriage return")
+    crlf = write(tmp_path, f"{which}_crlf.txt", text, newline="\r\n")
+    lf = write(tmp_path, f"{which}_lf.txt", text)
+    assert plain(reader(crlf)) == plain(reader(lf))  # CRLF is a line end like LF
+
+
+def plain(value):
+    """A small file's reading as plain Python values, for comparisons."""
+    if hasattr(value, "group"):
+        return value.docs.to_pylist(), value.group.tolist()
+    if hasattr(value, "to_pylist"):
+        return value.to_pylist()
+    return value
+
+
+def test_run_with_cr_line_ends_does_not_lose_queries_through_evaluate(tmp_path):
+    qrels = write(tmp_path, "qrels.txt", trec_qrels())
+    run = write(tmp_path, "run.txt", trec_run(), newline="\r")
+    with pytest.raises(DataError, match=r"run\.txt:1: .*carriage return"):
+        ndcg_mlflow.evaluate(spec(str(qrels), str(run)))
+
+
+UNICODE_SPACES = ["\u00a0", "\u2003", "\u3000", "\u2028", "\x85", "\x0b", "\x0c", "\u200b", "\ufeff"]
+
+
+@pytest.mark.parametrize("space", UNICODE_SPACES, ids=[f"U+{ord(c):04X}" for c in UNICODE_SPACES])
+@pytest.mark.parametrize("sep", [" ", "\t"])
+def test_only_ascii_space_and_tab_separate_trec_fields(tmp_path, monkeypatch, space, sep):
+    """An id may hold any other (Unicode) space: both readers keep it inside the id, whatever other lines hold."""
+    run_rows = [("q1", f"d2{space}7", 1, 9.0), ("q1", "d3", 2, 8.0), ("q2", f"{space}x", 1, 1.0)]
+    qrels_rows = [("q1", f"d2{space}7", 1), ("q2", f"x{space}", 2)]
+    got = {}
+    for fast in (True, False):
+        if not fast:
+            force_line_reader(monkeypatch)
+        run = read_run(write(tmp_path, f"r{fast}.txt", trec_run(run_rows, sep=sep)))
+        qrels = read_qrels(write(tmp_path, f"q{fast}.txt", trec_qrels(qrels_rows, sep=sep)))
+        got[fast] = (rows_of(run), rows_of(qrels))
+    assert got[True] == got[False]
+    assert got[True][0] == [(q, d, s, float(r)) for q, d, r, s in run_rows]
+    assert got[True][1] == [(q, d, float(g), None) for q, d, g in qrels_rows]
+
+
+def test_unrelated_irregular_line_does_not_change_the_parse(tmp_path):
+    """Which reader runs depends on the whole file; the parse must not."""
+    rows = [("q1", f"d{i}\u00a0{i}", i + 1, 10.0 - i) for i in range(5)]
+    plain = trec_run(rows)
+    irregular = plain.replace("q1 Q0 d4", "q1  Q0\td4")  # several separators on one line only
+    assert rows_of(read_run(write(tmp_path, "a.run", plain))) == rows_of(read_run(write(tmp_path, "b.run", irregular)))
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["arrow", "line-by-line"])
+@pytest.mark.parametrize("text, line", [
+    ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\nq1 Q0  d3 3 0.5 t\n", None),  # several spaces: read, not shifted
+    ("q1 0 d1 1\nq1 0 \u00a0 1\n", None),  # an id that is a lone U+00A0
+])
+def test_trec_double_separators_never_make_empty_fields(tmp_path, monkeypatch, fast, text, line):
+    if not fast:
+        force_line_reader(monkeypatch)
+    reader = read_run if "Q0" in text else read_qrels
+    table = reader(write(tmp_path, "f.txt", text))
+    assert all(d for _, d, _, _ in rows_of(table))
+    if reader is read_run:
+        assert [d for _, d, _, _ in rows_of(table)] == ["d1", "d2", "d3"]
+
+
+def test_trec_numbers_follow_one_grammar_in_both_readers(tmp_path, monkeypatch):
+    """Python's float() also reads '1_0', '０' and ' 1'; the readers accept decimal numbers only, in both paths."""
+    for bad in ["1_0", "\uff11", "\u0661", "0x10", "1e", "1d3"]:
+        for fast in (True, False):
+            with monkeypatch.context() as m:
+                if not fast:
+                    force_line_reader(m)
+                path = write(tmp_path, f"bad{fast}.txt", f"q1 0 d1 1\nq1 0 d2 {bad}\n")
+                expect_data_error(read_qrels, path, 2, contains="grade must be a number")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "tsv", "jsonl"])
+@pytest.mark.parametrize("column", ["query_id", "doc_id", "score"])
+def test_nulls_and_empty_ids_are_refused_in_every_format(tmp_path, fmt, column):
+    """A null (Parquet) or empty (CSV/TSV/JSONL) id or score is refused naming the row or line; before, Parquet
+    dropped a null query_id's row and turned a null doc_id into an empty id ranked first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = {"query_id": ["q1", "q1", "q2"], "doc_id": ["d1", "d2", "d1"], "score": [3.0, 2.0, 1.0]}
+    rows[column] = list(rows[column])
+    rows[column][1] = None
+    path = tmp_path / f"run.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(pa.table(rows), path)
+        where = "row 2"
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps({k: rows[k][i] for k in rows}) + "\n" for i in range(3)))
+        where = f"{path}:2:"
+    else:
+        sep = "," if fmt == "csv" else "\t"
+        cells = lambda i: [("" if rows[k][i] is None else str(rows[k][i])) for k in rows]  # noqa: E731
+        path.write_text(sep.join(rows) + "\n" + "".join(sep.join(cells(i)) + "\n" for i in range(3)))
+        where = f"{path}:3:"
+    with pytest.raises(DataError) as info:
+        read_run(path)
+    assert where in str(info.value) and column in str(info.value), str(info.value)
+
+
+def test_parquet_nan_score_and_empty_string_id_are_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "run.parquet"
+    pq.write_table(pa.table({"query_id": ["q1", "q1"], "doc_id": ["d1", ""], "score": [1.0, 2.0]}), path)
+    with pytest.raises(DataError, match="row 2: doc_id is empty"):
+        read_run(path)
+    pq.write_table(pa.table({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "score": [1.0, float("nan")]}), path)
+    with pytest.raises(DataError, match="row 2"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("escape", ["\\udc80", "\\ud800", "\\udfff"])
+@pytest.mark.parametrize("column", ["query_id", "doc_id"])
+def test_lone_surrogates_in_jsonl_ids_are_refused_at_read_time(tmp_path, escape, column):
+    ids = {"query_id": '"q1"', "doc_id": '"d1"'}
+    ids[column] = f'"x{escape}"'
+    path = write(tmp_path, "run.jsonl", '{"query_id": "q1", "doc_id": "d0", "score": 2}\n'
+                                        f'{{"query_id": {ids["query_id"]}, "doc_id": {ids["doc_id"]}, "score": 1}}\n')
+    expect_data_error(read_run, path, 2, contains=f"{column} holds a lone surrogate")
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "int64", "uint32", "int8", "float16", "float32"])
+def test_any_numeric_parquet_type_is_read_as_the_nearest_double(tmp_path, dtype):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    info = np.iinfo(dtype) if dtype.startswith(("u", "i")) else np.finfo(dtype)
+    values = [info.max, 1, info.min if dtype != "float16" else -1]
+    path = tmp_path / "run.parquet"
+    pq.write_table(pa.table({"query_id": ["q1"] * 3, "doc_id": ["d1", "d2", "d3"],
+                             "score": pa.array(values, type=pa.from_numpy_dtype(np.dtype(dtype)))}), path)
+    table = read_run(path)
+    assert table.value.tolist() == [float(v) for v in values]  # 2^64-1 included: the double nearest to it
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_quoted_header_is_read_as_named_columns(tmp_path, fmt):
+    """R's write.csv quotes every name and string: the file is CSV with its columns, not TREC."""
+    sep = "," if fmt == "csv" else "\t"
+    text = (sep.join(['""', '"query_id"', '"doc_id"', '"score"']) + "\n"
+            + sep.join(['"1"', '"q1"', '"d1"', "2.5"]) + "\n" + sep.join(['"2"', '"q1"', '"d2"', "1"]) + "\n")
+    table = read_run(write(tmp_path, f"run.{fmt}", text))
+    assert table.format == fmt
+    assert rows_of(table) == [("q1", "d1", 2.5, None), ("q1", "d2", 1.0, None)]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_a_needed_column_named_twice_is_refused(tmp_path, fmt):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / f"run.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_arrays([pa.array(["q1"]), pa.array(["d1"]), pa.array([1.0]), pa.array([2.0])],
+                                            names=["query_id", "doc_id", "score", "score"]), path)
+    elif fmt == "jsonl":
+        path.write_text('{"query_id": "q1", "doc_id": "d1", "score": 1, "score": 2}\n')
+    else:
+        sep = "," if fmt == "csv" else "\t"
+        path.write_text(sep.join(["query_id", "doc_id", "score", "score"]) + "\n" + sep.join(["q1", "d1", "1", "2"])
+                        + "\n")
+    with pytest.raises(DataError, match="'score' appears (2 times|twice)"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog"])
+def test_small_files_refuse_a_needed_column_named_twice(tmp_path, which):
+    reader, _ = small_file_readers()[which]
+    header = {"set": "query_id,query_id", "weights": "query_id,weight,weight", "groups": "doc_id,group,group",
+              "catalog": "doc_id,doc_id"}[which]
+    path = write(tmp_path, f"{which}.csv", header + "\n" + ",".join(["a"] * (header.count(",") + 1)) + "\n")
+    expect_data_error(reader, path, 1, contains="appears 2 times")
+
+
+def test_unicode_spaces_are_part_of_small_file_ids(tmp_path):
+    path = write(tmp_path, "set.txt", "q\u00a01\nq2\n")
+    assert read_query_set(path) == ["q\u00a01", "q2"]
+    with pytest.raises(DataError, match="expected 1 field"):
+        read_query_set(write(tmp_path, "set2.txt", "q 1\n"))
+
+
+def test_crlf_across_the_scan_blocks_and_a_late_lone_cr(tmp_path):
+    """The one-pass scan reads 4 MiB blocks: a CRLF split between two blocks is a line end; a lone CR after the
+    first block is refused with its own line number (the line-by-line count)."""
+    block = 1 << 22
+    line = "q1 Q0 d{} {} 1.0 t\r\n"
+    lines, size, i = [], 0, 0
+    while size < block + 200:
+        text = line.format(i, i + 1)
+        lines.append(text)
+        size += len(text)
+        i += 1
+    data = "".join(lines)
+    # pad the first line so that some line's CR is the block's last byte and its LF the next block's first
+    cut = data.index("\r\n", block - 60)
+    pad = block - 1 - cut
+    lines[0] = lines[0].replace("t\r\n", "t" + "x" * pad + "\r\n")
+    data = "".join(lines)
+    assert data[block - 1:block + 1] == "\r\n"
+    ok = write(tmp_path, "ok.run", data)
+    assert len(read_run(ok, rank=False)) == len(lines)
+    late = len(lines) - 3
+    lines[late] = lines[late].replace(" t\r\n", " t\rx\r\n")
+    bad = write(tmp_path, "bad.run", "".join(lines))
+    expect_data_error(read_run, bad, late + 1, contains="carriage return")

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ndcg_mlflow.cli import main
+from ndcg_mlflow.format import md_text
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
@@ -318,18 +319,20 @@ def test_markdown_report(demo):
         first = entry["ndcg_at_5"]
         cells = " | ".join(f"{f4(entry[k]['mean'])} [{f4(entry[k]['ci_low'])}, {f4(entry[k]['ci_high'])}]"
                            for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"))
-        assert f"| {name} | {cells} | {first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']} |" in md
+        counts = f"{first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']}"
+        assert f"| {md_text(name)} | {cells} | {counts} |" in md
     for c in summary["comparisons"]:
-        line = (f"| {c['candidate']} | {c['cutoff']} | {s4(c['delta'])} | [{s4(c['ci_low'])}, {s4(c['ci_high'])}] "
+        line = (f"| {md_text(c['candidate'])} | {c['cutoff']} | {s4(c['delta'])} | "
+                f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}] "
                 f"| {pfmt(c['p_randomization'])} | {pfmt(c['p_corrected'])} | {c['wins']}/{c['ties']}/{c['losses']} |")
         assert line in md
     for b in demo.wins_losses["comparisons"]:
         if b["key"] != "ndcg_at_10":
             continue
         for kind in ("wins", "losses"):
-            text = ", ".join(f"{e['query_id']} ({e['delta']:+.3f})" for e in b[kind][:3])
+            text = ", ".join(f"{md_text(e['query_id'])} ({e['delta']:+.3f})" for e in b[kind][:3])
             assert f"- largest {kind}: {text}" in md
-    assert "<script" not in md.lower()
+    assert not re.search(r"(?<!\\)<", md)  # report.md has no raw HTML: every "<" is escaped
 
 
 def test_mlflow_has_reports_and_png_figures(demo, tmp_path):
@@ -436,11 +439,11 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
     name = "<script>alert('name')</script> \"q\" & co"
     assert len(doc.titles) == 2 and all(t.endswith(name) for t in doc.titles)  # <title> and <h1>, as text
 
-    # markdown: no raw tag, pipes cannot break a table
-    assert "<script" not in md.lower()
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    # markdown: no raw tag, pipes cannot break a table; every character from the data taken literally
+    assert not re.search(r"(?<!\\)<", md)  # no raw tag: every "<" is escaped
+    assert md_text("<script>alert(1)</script>") in md
     assert "\\|pipes\\|" in md
-    assert "&amp;amp;" in md
+    assert "\\&amp;" in md  # an entity from the data is shown as typed, not decoded
     for line in md.splitlines():
         if line.startswith("- largest"):
             assert "|" not in line.replace("\\|", "")

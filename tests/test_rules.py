@@ -591,3 +591,131 @@ def test_query_set_does_not_change_a_query(tmp_path):
     qset = write(tmp_path, "set.txt", "q2\n")
     sub = ndcg_mlflow.evaluate(spec(qrels, run, qset=qset), base_dir=tmp_path)
     assert row(sub, "q2").ndcg == row(full, "q2").ndcg == pytest.approx(1 / L3, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- numbers at the edges
+
+
+def test_exponential_gain_that_overflows_is_refused_at_its_line(tmp_path):
+    """2^1024 - 1 is inf: the old code made inf gains and a NaN nDCG marked ok, silently out of the mean."""
+    qrels = write(tmp_path, "qrels.txt", "q1 0 A 2\nq1 0 B 1\nq2 0 C 1023\nq2 0 D 1024\nq3 0 E 2000\n")
+    run = write_run(tmp_path, {"q1": ["A", "B"], "q2": ["D", "C"], "q3": ["E"]})
+    with pytest.raises(DataError, match=r"grade 1024: its exponential gain 2\^1024 - 1 overflows a float.*"
+                                        r"2 judgments in all.*gain: linear or a gain table") as info:
+        ndcg_mlflow.evaluate(spec(qrels, run, gain="exponential"), base_dir=tmp_path)
+    assert info.value.line == 4 and info.value.file.endswith("qrels.txt")
+    # the same grades are fine under a linear gain
+    r = ndcg_mlflow.evaluate(spec(qrels, run, gain="linear", cutoffs=("all",)), base_dir=tmp_path)
+    assert row(r, "q2", "all").ndcg == pytest.approx((1024 + 1023 / L3) / (1024 + 1023 / L3), rel=1e-12)
+
+
+@pytest.mark.parametrize("gain, grades", [
+    ("exponential", (1023, 1023)),          # each 2^1023 - 1 is finite; their DCG is not
+    ({0: 0, 1: 1, 2: 1e308}, (2, 2)),       # a table's huge finite gains
+    ({0: 0, 1: 1, 2: -1e308}, (2, 2)),      # ... or huge negative ones
+])
+def test_gains_whose_dcg_overflows_are_refused_naming_the_query(tmp_path, gain, grades):
+    judged = {"q1": {"A": 1, "B": 0}, "q2": {"C": grades[0], "D": grades[1], "E": 1}}
+    qrels = write_qrels(tmp_path, judged)
+    run = write_run(tmp_path, {"q1": ["A"], "q2": ["E", "D"]})
+    with pytest.raises(DataError, match=r"the gains of query 'q2' .* sum to more than the largest float") as info:
+        ndcg_mlflow.evaluate(spec(qrels, run, gain=gain, ties="average"), base_dir=tmp_path)
+    assert info.value.line == 3  # the first judgment of q2
+
+
+def test_kernel_never_returns_a_non_finite_number_marked_ok():
+    """The invariant behind the data checks: an inf or NaN DCG / ideal DCG stops the kernel."""
+    from ndcg_mlflow.kernel import NonFiniteError
+
+    for gain in ([np.inf, 1.0, 1.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 0.0]):
+        # tied scores: the tie average sums the group's gains first (1e308 + 1e308 = inf)
+        rows = RunRows(query=np.array([0, 0, 1]), score=np.array([2.0, 2.0, 1.0]), gain=np.array(gain),
+                       judged=np.ones(3, dtype=bool))
+        with pytest.raises(NonFiniteError, match="internal error: non-finite") as info:
+            evaluate_rows(rows, np.array([0, 0, 1]), np.array(gain), 2, cutoffs=(1, None), ties="average",
+                          unjudged="zero", ideal="judged_catalog", empty_ideal="exclude", missing_queries="zero")
+        assert info.value.queries.tolist() == [0]
+
+
+def test_sensitivity_alternative_whose_gains_overflow_is_undefined(tmp_path):
+    """Declared linear; grades of 1100 make the exponential alternative overflow: that row is undefined
+    (NaN), not a crash, not a number."""
+    qrels = write(tmp_path, "qrels.txt", "q1 0 A 1100\nq1 0 B 1\nq2 0 C 2\n")
+    run = write_run(tmp_path, {"q1": ["B", "A"], "q2": ["C"]})
+    raw = spec(qrels, run, gain="linear", cutoffs=(2,))
+    raw["report"] = {"sensitivity": True}
+    r = ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
+    t = r.sensitivity
+    exp = t[(t.rule == "gain") & (t.alternative == "exponential")]
+    assert len(exp) == 1 and np.isnan(exp.value.iloc[0]) and exp.n_used.iloc[0] == 0
+    declared = t[t.rule == "declared"].value.iloc[0]
+    assert declared == pytest.approx(((1 + 1100 / L3) / (1100 + 1 / L3) + 1) / 2, rel=1e-12)
+
+
+def test_cutoffs_beyond_int64_count_the_whole_list(tmp_path):
+    """2^63 and larger cutoffs crashed with an int64 OverflowError; beyond every list they are the list."""
+    judged = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0}, "q2": {"E": 1, "F": 2}}
+    ranking = {"q1": ["C", "A", "X", "B"], "q2": ["F", "Y"]}
+    huge = (2 ** 63 - 1, 2 ** 63, 2 ** 64, 10 ** 30)
+    r = run_eval(tmp_path, judged, ranking, cutoffs=huge + (4, "all"))
+    for q in ("q1", "q2"):
+        whole = row(r, q, "all")
+        for k in huge + (4,):
+            got = row(r, q, k)
+            assert (got.ndcg, got.dcg, got.idcg, got.judged_coverage) == \
+                (whole.ndcg, whole.dcg, whole.idcg, whole.judged_coverage), (q, k)
+    assert r.mean("sys", 2 ** 64) == r.mean("sys", "all")
+
+
+def test_huge_cutoffs_through_every_output(tmp_path):
+    """Companions, wins and losses, the reports: no int64 anywhere downstream of a huge cutoff."""
+    from ndcg_mlflow.cli import main
+
+    judged = {"q1": {"A": 3, "B": 2, "C": 1}, "q2": {"E": 1, "F": 2}, "q3": {"G": 1}}
+    qrels = write_qrels(tmp_path, judged)
+    a = write_run(tmp_path, {"q1": ["C", "A", "B"], "q2": ["F", "E"], "q3": ["G"]}, "a.run")
+    b = write_run(tmp_path, {"q1": ["A", "B", "C"], "q2": ["E", "F"], "q3": ["H", "G"]}, "b.run")
+    write(tmp_path, "dup.txt", "A g1\nB g1\n")
+    raw = spec(qrels, {"a": a, "b": b}, cutoffs=(2 ** 63, 10 ** 30, "all"))
+    raw["uncertainty"] = {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 3}
+    raw["comparison"] = {"baseline": "a", "test": "both", "correction": "holm", "wins_losses": 2 ** 13,
+                         "tie_tolerance": 0}
+    raw["companions"] = {"duplicates": "dup.txt", "catalog": 10 ** 30}
+    raw["report"] = {"sensitivity": True}
+    import yaml
+
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["systems"]["b"]["ndcg_at_9223372036854775808"] == summary["systems"]["b"]["ndcg_at_all"]
+    assert summary["systems"]["a"]["ndcg_at_1000000000000000000000000000000"]["catalog_coverage"] == 6 / 10 ** 30
+    assert "nDCG@9223372036854775808" in (out / "report.md").read_text()
+
+
+def test_catalog_smaller_than_the_documents_shown_is_refused(tmp_path):
+    """Coverage above 100% means the declared catalog size is wrong: a spec error with both numbers."""
+    from ndcg_mlflow import SpecError
+
+    qrels = write_qrels(tmp_path, {"q1": {"A": 1}, "q2": {"B": 1}})
+    run = write_run(tmp_path, {"q1": ["A", "X", "Y"], "q2": ["B", "Z"]})
+    raw = spec(qrels, run, cutoffs=(2, "all"))
+    raw["companions"] = {"catalog": 4}
+    with pytest.raises(SpecError, match=r"at key 'companions.catalog': declares a catalog of 4 documents, but "
+                                        r"system 'sys' shows 5 distinct documents in its whole lists"):
+        ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
+    raw["companions"] = {"catalog": 5}  # the boundary: every document of the catalog shown
+    r = ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
+    assert r.summary["systems"]["sys"]["ndcg_at_all"]["catalog_coverage"] == 1.0
+    assert r.summary["systems"]["sys"]["ndcg_at_2"]["catalog_coverage"] == 4 / 5
+
+
+def test_ndcg_ratio_that_overflows_is_a_data_error(tmp_path):
+    """Finite DCG and ideal DCG whose ratio overflows (a table with gains of very different sizes)."""
+    judged = {"q1": {"A": 1}, "q2": {"N": -1, "P": 2}}
+    qrels = write_qrels(tmp_path, judged)
+    run = write_run(tmp_path, {"q1": ["A"], "q2": ["N"]})
+    with pytest.raises(DataError, match=r"system 'sys': the nDCG of query 'q2' .* overflows a float"):
+        ndcg_mlflow.evaluate(spec(qrels, run, gain={-1: -1e300, 1: 1, 2: 1e-300}, cutoffs=(1,)), base_dir=tmp_path)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 
 import pytest
 
@@ -62,7 +64,8 @@ def test_gain_table_resolves_sorted(tmp_path):
     ("metric.gain", "exp", r"'metric.gain': must be exponential, linear, or a table"),
     ("metric.gain", {1: "high"}, r"'metric.gain\[1\]': a gain must be a finite number. Got 'high'"),
     ("metric.gain", {}, r"'metric.gain': a gain table must map at least one grade"),
-    ("metric.cutoffs", [10, 0], r"'metric.cutoffs\[1\]': must be a positive integer or 'all'. Got 0"),
+    ("metric.cutoffs", [10, 0],
+     r"'metric.cutoffs\[1\]': must be a positive integer \(at most 10\^30\) or 'all'. Got 0"),
     ("metric.cutoffs", [10, True], r"'metric.cutoffs\[1\]'.*Got True \(a boolean\)"),
     ("metric.cutoffs", [10, 10], r"'metric.cutoffs\[1\]': cutoff 10 is listed twice"),
     ("metric.cutoffs", "10", r"'metric.cutoffs': must be a non-empty list"),
@@ -124,3 +127,136 @@ def test_spec_not_a_mapping(tmp_path):
     p.write_text("- 1\n- 2\n")
     with pytest.raises(SpecError, match="expected a mapping"):
         load_spec(p)
+
+
+# --------------------------------------------------------------------------- numbers at the edges
+
+
+def test_cutoffs_beyond_int64_are_accepted_up_to_the_documented_bound(tmp_path):
+    spec = load_spec(spec_with("metric.cutoffs", [2 ** 63, 2 ** 64, 10 ** 30, "all"]), base_dir=tmp_path)
+    assert spec.metric.cutoffs == (2 ** 63, 2 ** 64, 10 ** 30, None)
+    assert spec.metric.keys[0] == "ndcg_at_9223372036854775808"
+    with pytest.raises(SpecError, match=r"at key 'metric.cutoffs\[1\]': must be a positive integer \(at most "
+                                        r"10\^30\)"):
+        load_spec(spec_with("metric.cutoffs", [5, 10 ** 30 + 1]), base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("path, value, match", [
+    ("metric.gain", {1: 1, 10 ** 400: 2}, r"'metric.gain\[1000.*\]': a grade \(table key\) must be a finite number"),
+    ("metric.gain", {1: 10 ** 400}, r"'metric.gain\[1\]': a gain must be a finite number"),
+    ("uncertainty.seed", 2 ** 64, r"'uncertainty.seed': must be an integer in \[0, 9223372036854775807\]"),
+    ("uncertainty.resamples", 10 ** 30, r"'uncertainty.resamples': must be an integer in \[100, 10000000\]"),
+    ("comparison.wins_losses", 2 ** 63, r"'comparison.wins_losses': must be an integer in \[0, 10000\]"),
+    ("comparison.tie_tolerance", 10 ** 400, r"'comparison.tie_tolerance': must be a finite number >= 0"),
+    ("companions.catalog", 10 ** 40, r"'companions.catalog': must be an integer in \[1, 10{30}\]"),
+    ("mlflow.max_retries", 2 ** 70, r"'mlflow.max_retries': must be an integer in \[0, 20\]"),
+    ("mlflow.timeout", 10 ** 400, r"'mlflow.timeout': must be a number of seconds"),
+])
+def test_huge_integers_are_spec_errors_not_overflows(tmp_path, path, value, match):
+    raw = spec_with(path, value) if not path.startswith(("uncertainty", "comparison", "companions")) else None
+    if raw is None:
+        raw = copy.deepcopy(BASE)
+        raw["uncertainty"] = {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1}
+        raw["comparison"] = {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 5,
+                             "tie_tolerance": 0}
+        raw["companions"] = {"catalog": 100}
+        section, key = path.split(".")
+        raw[section][key] = value
+    with pytest.raises(SpecError, match=match):
+        load_spec(raw, base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- strings and YAML
+
+
+@pytest.mark.parametrize("yaml_value, path", [
+    ('name: "a\\udc80b"', "name"),
+    ('name: "\\ud800"', "name"),
+    ('name: "nul \\x00 inside"', "name"),
+    ('name: t\nmlflow: {experiment: "e\\udfff"}', "mlflow.experiment"),
+    ('name: t\nqueries: {weights: uniform, set: "s\\udc80.txt"}', "queries.set"),
+])
+def test_strings_that_are_not_text_are_refused_at_load(tmp_path, yaml_value, path):
+    import yaml
+
+    raw = {k: v for k, v in BASE.items() if k not in ("name", "mlflow", "queries")}
+    text = yaml.safe_dump(raw) + yaml_value + "\n"
+    if "queries:" not in yaml_value:
+        text += "queries: {weights: uniform}\n"
+    p = tmp_path / "s.yaml"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError, match=rf"s.yaml: at key '{re.escape(path)}': the string contains (a lone "
+                                        rf"surrogate U\+D[89A-F]|a NUL)") as info:
+        load_spec(p)
+    str(info.value).encode("utf-8")  # the message itself is printable
+
+
+def test_a_key_that_is_not_text_is_refused_with_a_printable_path(tmp_path):
+    raw = copy.deepcopy(BASE)
+    raw["data"]["systems"] = {"bm25\udc80": "a.run"}
+    with pytest.raises(SpecError, match=r"at key 'data.systems.bm25\\udc80': the string contains a lone "
+                                        r"surrogate U\+DC80") as info:
+        load_spec(raw, base_dir=tmp_path)
+    str(info.value).encode("utf-8")
+
+
+def test_yaml_merge_keys_are_refused_naming_the_line(tmp_path):
+    import yaml
+
+    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "metric"})
+    text += ("base: &m {gain: exponential, cutoffs: [10], discount: log2}\n"
+             "metric:\n  <<: *m\n  ties: average\n")
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    line = text.splitlines().index("  <<: *m") + 1
+    with pytest.raises(SpecError, match=rf"s.yaml: not valid YAML at line {line}, column 3: a merge key \(<<\) "
+                                        r"is not supported in a spec"):
+        load_spec(p)
+
+
+def _with_aliases(n: int) -> str:
+    """A valid spec but for an unknown key, whose value uses exactly ``n`` aliases."""
+    import yaml
+
+    return yaml.safe_dump(BASE) + "x_anchor: &a 1\nx_uses: [" + ", ".join(["*a"] * n) + "]\n"
+
+
+def test_the_alias_limit_is_the_documented_one(tmp_path):
+    """README: YAML that uses more than 50 aliases is refused. 50 are read (the spec then fails on its unknown
+    key, after the YAML was read); 51 are refused while reading."""
+    from ndcg_mlflow.spec import MAX_ALIASES
+
+    assert MAX_ALIASES == 50
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"more than {MAX_ALIASES} aliases" in readme
+    p = tmp_path / "s.yaml"
+    p.write_text(_with_aliases(50))
+    with pytest.raises(SpecError, match="at key 'x_anchor': unknown key"):
+        load_spec(p)
+    p.write_text(_with_aliases(51))
+    with pytest.raises(SpecError, match=r"not valid YAML at line \d+, column \d+: more than 50 aliases"):
+        load_spec(p)
+
+
+@pytest.mark.parametrize("kind, match", [("missing", "file not found"), ("directory", "is a directory"),
+                                         ("fifo", "FIFO"), ("long", "name too long"),
+                                         ("loop", "symbolic link")])
+def test_a_spec_path_that_cannot_be_read_is_named_with_the_reason(tmp_path, kind, match):
+    import os
+
+    from ndcg_mlflow.cli import main
+
+    path = tmp_path / "spec.yaml"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "long":
+        path = tmp_path / ("s" * 5000)
+    elif kind == "loop":
+        os.symlink(tmp_path / "b.yaml", tmp_path / "a.yaml")
+        os.symlink(tmp_path / "a.yaml", tmp_path / "b.yaml")
+        path = tmp_path / "a.yaml"
+    with pytest.raises(SpecError, match=match):
+        load_spec(path)
+    assert main(["validate", str(path)]) == 2

@@ -10,6 +10,7 @@ claim so that a scipy change shows up as a clear failure rather than a mismatch.
 from __future__ import annotations
 
 import itertools
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -32,6 +33,21 @@ def _ours(x, w, idx, method, confidence=0.95):
 # --------------------------------------------------------------------------- bootstrap vs scipy
 
 
+def _assert_same_interval(boot, x, w, lo, hi, res, method, confidence):
+    """Ours equals scipy's to 1e-12; for BCa, where a resampled mean lies within rounding of the estimate,
+    both only have to lie in the band of that mean's two possible sides (see _bca_band)."""
+    theirs = (res.confidence_interval.low, res.confidence_interval.high)
+    if method.lower() == "bca":
+        band_lo, band_hi, near = _bca_band(boot.dist[:, 0], boot.theta[0], x, w, confidence, _rounding_tolerance(x))
+        if near:
+            for i, ours in enumerate((lo[0], hi[0])):
+                assert band_lo[i] - 1e-12 <= ours <= band_hi[i] + 1e-12
+                assert band_lo[i] - 1e-12 <= theirs[i] <= band_hi[i] + 1e-12
+            return
+    assert lo[0] == pytest.approx(theirs[0], abs=1e-12)
+    assert hi[0] == pytest.approx(theirs[1], abs=1e-12)
+
+
 def test_scipy_draws_the_indices_we_mirror():
     """scipy's bootstrap distribution of the mean is x[rng.integers(0, n, (B, n))].mean(1)."""
     x = np.random.default_rng(0).normal(size=17)
@@ -52,8 +68,7 @@ def test_interval_equals_scipy_uniform_weights(method, seed, n, confidence):
     idx = np.random.default_rng(seed).integers(0, n, (B, n))
     boot, lo, hi = _ours(x, np.ones(n), idx, method.lower(), confidence)
     np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
-    assert lo[0] == pytest.approx(res.confidence_interval.low, abs=1e-12)
-    assert hi[0] == pytest.approx(res.confidence_interval.high, abs=1e-12)
+    _assert_same_interval(boot, x, np.ones(n), lo, hi, res, method, confidence)
     assert boot.dist[:, 0].std(ddof=1) == pytest.approx(res.standard_error, abs=1e-13)
     assert boot.theta[0] == pytest.approx(x.mean(), abs=1e-15)
 
@@ -71,9 +86,70 @@ def test_interval_equals_scipy_weighted_paired(method, seed, n):
     idx = np.random.default_rng(seed).integers(0, n, (B, n))
     boot, lo, hi = _ours(x, w, idx, method.lower())
     np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
-    assert lo[0] == pytest.approx(res.confidence_interval.low, abs=1e-12)
-    assert hi[0] == pytest.approx(res.confidence_interval.high, abs=1e-12)
+    _assert_same_interval(boot, x, w, lo, hi, res, method, 0.95)
     assert boot.dist[:, 0].std(ddof=1) == pytest.approx(res.standard_error, abs=1e-13)
+
+
+def _bca_band(dist, theta, x, w, confidence, tol):
+    """The BCa endpoints over every way of placing the resampled means within ``tol`` of the estimate.
+
+    A resampled mean equal to the estimate in exact arithmetic (a permutation of the sample, or another
+    draw with the same weighted sum: common with tied nDCG values) lands on either side of it after
+    rounding, differently in scipy (np.mean over an axis) and here (a sparse product). BCa's bias
+    correction counts the means below the estimate, so such a mean moves z0 by up to 1 / B and the
+    endpoints with it. The endpoints rise with z0, so the two extreme placements bound them: all the
+    near-ties above (fewest below) and all below (most below).
+    """
+    from scipy.special import ndtr, ndtri
+
+    b = dist.size
+    alpha = (1 - confidence) / 2
+    a = stats.jackknife_acceleration(x, w)[0]
+    ends = []
+    for below in (np.count_nonzero(dist < theta - tol), np.count_nonzero(dist <= theta + tol)):
+        z0 = ndtri(below / b)
+        probs = []
+        for za in (ndtri(alpha), -ndtri(alpha)):
+            n1 = z0 + za
+            probs.append(ndtr(z0 + n1 / (1 - a * n1)))
+        ends.append(stats.quantiles(dist[:, None], np.array(probs)[:, None])[:, 0])
+    return np.minimum(*ends), np.maximum(*ends), np.count_nonzero(np.abs(dist - theta) <= tol)
+
+
+def _rounding_tolerance(x):
+    """Bound of the rounding error of one weighted mean of n values, for two tools, with a margin of 4:
+    each sum of n terms errs by at most about n * eps * max|x| (relative to the sum of weights)."""
+    return 8 * x.size * np.finfo(float).eps * float(np.max(np.abs(x)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bca_equals_scipy_up_to_near_ties_at_small_n(seed):
+    """n <= 10 with tied, nDCG-like values: ours and scipy's BCa both lie in the band of the tie placements
+    (exactly equal, up to 1e-12, where no resampled mean is within rounding of the estimate)."""
+    r = np.random.default_rng(seed)
+    n = int(r.integers(3, 11))
+    x = r.choice([0.0, 0.25, 0.5, 0.6309297535714575, 1.0], n)
+    if np.ptp(x) == 0:
+        x[0] = 0.125
+    weighted = seed % 2 == 1
+    w = r.choice([0.5, 1.0, 2.0], n) if weighted else np.ones(n)
+    B = 999
+    if weighted:
+        res = ss.bootstrap((x, w), _wmean, paired=True, method="BCa", n_resamples=B, vectorized=True,
+                           batch=None, rng=np.random.default_rng(seed))
+    else:
+        res = ss.bootstrap((x,), np.mean, method="BCa", n_resamples=B, vectorized=True, batch=None,
+                           rng=np.random.default_rng(seed))
+    idx = np.random.default_rng(seed).integers(0, n, (B, n))
+    boot, lo, hi = _ours(x, w, idx, "bca")
+    tol = _rounding_tolerance(x)
+    np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=tol)
+    band_lo, band_hi, near = _bca_band(boot.dist[:, 0], boot.theta[0], x, w, 0.95, tol)
+    for ours, theirs, i in ((lo[0], res.confidence_interval.low, 0), (hi[0], res.confidence_interval.high, 1)):
+        assert band_lo[i] - 1e-12 <= ours <= band_hi[i] + 1e-12
+        assert band_lo[i] - 1e-12 <= theirs <= band_hi[i] + 1e-12
+        if near == 0:
+            assert ours == pytest.approx(theirs, abs=1e-12)
 
 
 def test_several_columns_share_one_resampling_and_match_scipy_each():
@@ -230,6 +306,43 @@ def test_studentized_se_dist_matches_resampled_weighted_se():
         assert boot.se_dist[b, 0] == pytest.approx(float(stats.weighted_se(xb, wb)), rel=1e-9, abs=1e-13)
 
 
+def test_studentized_se_is_two_pass_and_skips_resamples_without_variance():
+    """n = 3: each resample's standard error equals weighted_se of its drawn queries computed directly; a
+    resample drawing one query three times has none (NaN), not the ~1e-9 a one-pass formula leaves."""
+    x = np.array([0.6131471927654584, 0.3868528072345416, 0.75])
+    w = np.array([1.0, 2.5, 0.7])
+    idx = np.array(list(itertools.product(range(3), repeat=3)))  # every ordered resample
+    boot = stats.bootstrap_means(x, w, resamples=idx.shape[0], rng=None, indices=idx, studentized=True)
+    for b, row in enumerate(idx):
+        if len(set(row)) == 1:
+            assert np.isnan(boot.se_dist[b, 0])
+        else:
+            xb, wb = x[row], w[row]
+            assert boot.se_dist[b, 0] == pytest.approx(float(stats.weighted_se(xb, wb)), rel=1e-12)
+    lo, hi = stats.interval(boot, x, w, confidence=0.9, method="studentized")
+    assert np.isnan(lo[0]) and np.isnan(hi[0])  # below STUDENTIZED_MIN_N: undefined, stated
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e6])
+def test_studentized_interval_moves_with_the_data(offset):
+    """Shifting every value shifts the interval: no cancellation in the resampled variances (a one-pass
+    sum of squares minus the squared sum loses the variance once the offset dwarfs the spread)."""
+    n, B = 20, 800
+    r = np.random.default_rng(8)
+    x = r.beta(0.6, 1.8, n)
+    w = r.uniform(0.3, 3, n)
+    idx = np.random.default_rng(9).integers(0, n, (B, n))
+    base = stats.bootstrap_means(x, w, resamples=B, rng=None, indices=idx, studentized=True)
+    lo0, hi0 = stats.interval(base, x, w, confidence=0.95, method="studentized")
+    shifted = stats.bootstrap_means(x + offset, w, resamples=B, rng=None, indices=idx, studentized=True)
+    lo1, hi1 = stats.interval(shifted, x + offset, w, confidence=0.95, method="studentized")
+    tol = 1e-9 + 1e-13 * offset * n
+    np.testing.assert_allclose(shifted.se_dist, base.se_dist, rtol=1e-6, atol=tol)
+    assert lo1[0] - offset == pytest.approx(lo0[0], abs=max(tol, 1e-6 * (hi0[0] - lo0[0])))
+    assert hi1[0] - offset == pytest.approx(hi0[0], abs=max(tol, 1e-6 * (hi0[0] - lo0[0])))
+    assert lo0[0] < base.theta[0] < hi0[0]
+
+
 # --------------------------------------------------------------------------- closed forms
 
 
@@ -306,6 +419,108 @@ def test_weighted_t_test_is_invariant_to_weight_scale():
     d = r.normal(0.05, 0.2, size=25)
     w = r.uniform(0.1, 2, size=25)
     assert stats.paired_t_test(d, w) == pytest.approx(stats.paired_t_test(d, 10 * w), rel=1e-12)
+
+
+def test_all_zero_differences_give_p_one_where_scipy_gives_nan():
+    """A deliberate difference from ttest_rel: identical systems on every paired query are no evidence of a
+    difference (p = 1, d_z = 0, as the randomization test's p = 1), where scipy's 0 / 0 gives NaN."""
+    a = np.random.default_rng(0).uniform(size=9)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = ss.ttest_rel(a, a).pvalue
+    assert np.isnan(theirs)
+    for w in (np.ones(9), np.random.default_rng(1).uniform(0.2, 3, 9)):
+        assert stats.paired_t_test(a - a, w) == 1.0
+        assert stats.effect_size_dz(a - a, w) == 0.0
+        assert stats.randomization_test(a - a, w, resamples=100, rng=np.random.default_rng(0))[0] == 1.0
+
+
+def _weighted_t_by_matrices(d, w):
+    """The weighted test written with n x n matrices, independently of stats.weighted_t."""
+    n = d.size
+    h = w / w.sum()
+    M = np.eye(n) - np.outer(np.ones(n), h)  # residuals r = M d
+    S = M @ M.T  # Cov(r) / sigma^2
+    lam = h ** 2 / np.diag(S)  # each squared residual over its expected share
+    r = M @ d
+    se = np.sqrt(np.sum(lam * r ** 2))
+    df = w.sum() ** 2 / np.sum(w ** 2) - 1
+    return float(h @ d), se, df, lam, S
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_weighted_t_test_closed_form_and_unbiased_standard_error(seed):
+    r = np.random.default_rng(seed)
+    n = int(r.integers(5, 40))
+    d = r.normal(0.02, 0.1, n)
+    w = np.exp(r.normal(0, 1.5, n))
+    m, se, df, lam, S = _weighted_t_by_matrices(d, w)
+    m2, se2, df2 = stats.weighted_t(d, w)
+    assert m2 == pytest.approx(m, rel=1e-12)
+    assert se2 == pytest.approx(se, rel=1e-9)
+    assert df2 == pytest.approx(df, rel=1e-9)
+    # E[se^2] = sigma^2 sum(lam_i S_ii) equals Var(m) = sigma^2 sum h^2 for equal-variance differences
+    h = w / w.sum()
+    assert np.sum(lam * np.diag(S)) == pytest.approx(np.sum(h ** 2), rel=1e-12)
+    # the uncorrected weighted standard error of the former test does not
+    assert np.sum(h ** 2 * np.diag(S)) < 0.999 * np.sum(h ** 2)
+    p = stats.paired_t_test(d, w)
+    if df >= 1:
+        assert p == pytest.approx(2 * ss.t.sf(abs(m / se), df), rel=1e-8)
+    else:
+        assert np.isnan(p)
+
+
+def test_weighted_t_test_with_uniform_weights_is_ttest_rel_bit_for_bit_with_any_scale():
+    r = np.random.default_rng(4)
+    a, b = r.uniform(size=23), r.uniform(size=23)
+    p = stats.paired_t_test(a - b, np.ones(23))
+    assert p == pytest.approx(ss.ttest_rel(a, b).pvalue, rel=1e-12)
+    assert stats.weighted_t(a - b, np.full(23, 0.37))[2] == 22.0  # n - 1 degrees of freedom, exactly
+    # continuous in the weights: almost-equal weights give almost the same p
+    assert stats.paired_t_test(a - b, 1 + 1e-9 * r.uniform(size=23)) == pytest.approx(p, rel=1e-6)
+
+
+def test_weighted_t_test_with_one_dominant_weight_is_undefined_and_d_z_sane():
+    """Weights [1e12, 1 x 7]: the mean rests on one query (n_eff = 1): no test (p NaN, not 3e-74), and d_z
+    uses the weighted sd sum w (d - m)^2 / (W - sum w^2 / W), which stays of the order of the spread."""
+    d = np.array([0.3, -0.1, 0.05, 0.2, -0.2, 0.0, 0.1, -0.05])
+    w = np.array([1e12] + [1.0] * 7)
+    assert stats.effective_n(w) == pytest.approx(1.0)
+    assert np.isnan(stats.paired_t_test(d, w))
+    dz = stats.effect_size_dz(d, w)
+    m = float(w @ d / w.sum())
+    # W sum w (d - m)^2 / (W^2 - sum w^2) with W^2 - sum w^2 = 2 * (1e12 * 7 + 21) written out exactly
+    var = w.sum() * np.sum(w * (d - m) ** 2) / (2 * (1e12 * 7 + 21))
+    assert dz == pytest.approx(m / np.sqrt(var), rel=1e-6)
+    assert 0.5 < abs(dz) < 5
+    # two effective queries: one degree of freedom, a defined p
+    w2 = np.array([1e12, 1e12] + [1.0] * 6)
+    assert stats.weighted_t(d, w2)[2] == pytest.approx(1.0, rel=1e-9)
+    assert 0 < stats.paired_t_test(d, w2) <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma, n", [(1.0, 30), (2.0, 30), (3.0, 10)])
+def test_weighted_t_test_keeps_its_level_under_skewed_weights(sigma, n):
+    """Under the null, lognormal weights exp(sigma z): the false-positive rate at 5% stays within the binomial
+    99.9% band's upper end (benchmarks/ttest_level_sim.py; fixed seed). The former test exceeded it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ttest_level_sim.py"
+    spec = importlib.util.spec_from_file_location("_ttest_level_sim", path)
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    reps = 2000
+    limit = sim.upper_limit(reps)
+    for kind in sim.DIFFERENCES:
+        r = sim.false_positive_rates(sigma, n, kind, reps, seed=11)
+        assert r["rate"] <= limit, (kind, r, limit)
+        defined = round(reps * (1 - r["undefined"]))
+        assert r["rate_defined"] <= sim.upper_limit(defined), (kind, r)  # also among the defined p-values
+        if kind == "normal":
+            assert r["former"] > limit, (kind, r)  # the check tells the former test apart
 
 
 # --------------------------------------------------------------------------- randomization test

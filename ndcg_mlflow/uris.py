@@ -1,0 +1,70 @@
+"""Credentials out of everything the tool writes or prints (no mlflow import: the core uses it too).
+
+:func:`redact` rewrites any text:
+
+* ``scheme://USERINFO@host...`` becomes ``scheme://host...``. USERINFO is everything between ``://`` and the
+  LAST ``@`` of the same whitespace- or quote-delimited token, so a password holding ``/``, ``#``, ``@``,
+  ``:``, ``?`` or percent-escapes is removed whole (a path containing ``@`` is cut too: over-redaction is
+  the safe side).
+* the value of a query or fragment parameter whose name is, or ends in the word, token, password, secret,
+  key, signature, sig, credential, auth or code (``?token=...``, ``access_token``, ``X-Amz-Signature``,
+  ``api_key`` ...) becomes ``REDACTED``;
+* ``Bearer`` / ``Basic`` authorization values become ``REDACTED``.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "REDACTED"
+
+# the token around a URI ends at whitespace, a quote, <, > or a backtick
+_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)"
+                       r"(?P<userinfo>[^\s/'\"<>`][^\s'\"<>`]*)@")
+# a parameter name whose last word (after _ - . or nothing) names a secret: token, access_token, X-Amz-Signature
+_SECRET_NAME = (r"(?:[A-Za-z0-9_.\-]*[_.\-])?(?:token|password|passwd|pwd|pass|secret|key|apikey|sig|signature|"
+                r"credential|credentials|auth|authorization|code)")
+_QUERY = re.compile(r"(?P<name>[?&;#]" + _SECRET_NAME + r"=)(?P<value>[^&;#\s'\"<>`]*)", re.IGNORECASE)
+_AUTH = re.compile(r"\b(?P<kind>Bearer|Basic)\s+(?P<value>[A-Za-z0-9._~+/=\-]{6,})")
+
+
+def redact(text: str) -> str:
+    """``text`` with URI credentials, secret query parameters and authorization values removed."""
+    if not text:
+        return text
+    text = _USERINFO.sub(r"\g<scheme>", text)
+    text = _QUERY.sub(lambda m: m.group("name") + (MASK if m.group("value") else ""), text)
+    return _AUTH.sub(lambda m: f"{m.group('kind')} {MASK}", text)
+
+
+def safe_uri(uri: str | None) -> str | None:
+    """A tracking or store URI as it may be shown or recorded."""
+    return None if uri is None else redact(str(uri))
+
+
+def has_secret(text: str) -> bool:
+    return bool(text) and redact(text) != text
+
+
+def store_problem(uri: str | None) -> str | None:
+    """Why a tracking URI cannot keep what is logged (an in-memory store), or None.
+
+    SQLite URIs are read as SQLAlchemy reads them: the database is what follows the first ``/`` after
+    ``sqlite://``; none, an empty one, ``:memory:``, ``file::memory:`` or ``mode=memory`` is a store in
+    memory that vanishes when the command ends, so the run ids printed would exist nowhere.
+    """
+    if not uri:
+        return None
+    text = str(uri).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, sep, rest = text.partition(":")
+    if not scheme.lower().startswith("sqlite"):
+        return None
+    database = rest.split("/", 1)[1] if "/" in rest else ""
+    path, _, query = database.partition("?")
+    if path in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in query.lower():
+        return (f"'{redact(text)}' is an in-memory SQLite store: nothing logged to it outlives the command, so "
+                f"the run ids printed would exist nowhere. Give a store that persists, such as "
+                f"sqlite:///mlflow.db (a file) or http://HOST:PORT (a tracking server).")
+    return None
