@@ -35,17 +35,19 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from _servers import HOST, MlflowServer, clean_env, cli_command  # noqa: E402 - beside this script
+
 DEMO = REPO / "configs" / "demo"
 DEMO_RUNS = ("bm25.run", "reranker_v2.run", "dense_ties.run")
 EXIT_MARGIN = 3.0  # seconds for the process to exit after it gave up
-HOST = "127.0.0.1"
 
 
 # --------------------------------------------------------------------------- servers that stop answering
@@ -138,100 +140,7 @@ class TrickleServer(FakeServer):
             self.stopped.wait(1.0)
 
 
-class RealServer:
-    """``mlflow server`` on 127.0.0.1 in its own process group (so that SIGSTOP freezes its worker too)."""
-
-    def __init__(self, root: Path, template_db: Path | None = None) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        if template_db is not None:  # an already migrated store: the server starts sooner
-            shutil.copy(template_db, root / "srv.db")
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            self.port = s.getsockname()[1]
-        self.log = root / "server.log"
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def start(self, timeout: float = 120) -> "RealServer":
-        cmd = [sys.executable, "-m", "mlflow", "server", "--host", HOST, "--port", str(self.port), "--workers", "1",
-               "--backend-store-uri", f"sqlite:///{self.root / 'srv.db'}", "--serve-artifacts",
-               "--artifacts-destination", str(self.root / "artifacts")]
-        env = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"mlflow server did not answer /health within {timeout} s")
-
-    def healthy(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        return True
-            except OSError:
-                time.sleep(0.2)
-        return False
-
-    def wait_for_log(self, needle: str, offset: int, timeout: float, proc: subprocess.Popen) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with open(self.log, "rb") as fh:
-                fh.seek(offset)
-                if needle.encode() in fh.read():
-                    return True
-            if proc.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return False
-
-    def signal(self, sig: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            self.proc.wait(timeout=15)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 # --------------------------------------------------------------------------- the CLI
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra)
-    return env
 
 
 def write_spec(folder: Path, name: str, *, timeout: float | None, retries: int | None, systems: int = 3) -> Path:
@@ -281,9 +190,9 @@ class Outcome:
 
 
 def start_cli(spec: Path, out: Path, uri: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ndcg_mlflow", "run", str(spec), "--out", str(out),
-                             "--tracking-uri", uri, "--quiet"], cwd=cwd, env=clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(cli_command("run", str(spec), "--out", str(out), "--tracking-uri", uri, "--quiet"),
+                            cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str, float]:
@@ -350,7 +259,7 @@ def run_frozen(workdir: Path, timeout: float | None, retries: int | None, *, sys
     name = "fault-frozen"
     spec = write_spec(folder, name, timeout=timeout, retries=retries, systems=systems)
     out = folder / "out"
-    server = RealServer(folder / "server", template_db).start()
+    server = MlflowServer(folder / "server", template_db).start()
     limit = bounds.worst_failure() + 120
     try:
         offset = server.log.stat().st_size
@@ -369,8 +278,8 @@ def run_frozen(workdir: Path, timeout: float | None, retries: int | None, *, sys
         server.healthy(60)  # answered after the connections queued while it was frozen were taken
         time.sleep(2.0)  # and their requests worked through
         outcome.running_after_resume = running_runs(server.uri, name)
-        up = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "upload", str(out), "--tracking-uri", server.uri,
-                             "--quiet"], cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=300)
+        up = subprocess.run(cli_command("upload", str(out), "--tracking-uri", server.uri, "--quiet"), cwd=folder,
+                            env=clean_env(), capture_output=True, text=True, timeout=300)
         if up.returncode != 0:
             outcome.notes.append(f"upload exited {up.returncode}: {up.stderr.strip()[-500:]}")
             outcome.code = None

@@ -165,13 +165,6 @@ def ideal_dcg(query: np.ndarray, gain: np.ndarray, n_queries: int, cutoffs: tupl
     return dcg_by_query(q, positions(q), gain[order], n_queries, cutoffs)
 
 
-def rank_rows(query: np.ndarray, score: np.ndarray,
-              tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
-    """The ranking: row indices grouped by query, by score descending, ties by ``tiebreak``
-    then file order; None when the rows already are in that order."""
-    return _rank(query, score, tiebreak).full_order()
-
-
 @dataclass
 class _Order:
     """A ranking permutation: a full one after a sort, or the identity with a few tied positions
@@ -181,15 +174,6 @@ class _Order:
     full: np.ndarray | None = None
     at: np.ndarray | None = None
     rows: np.ndarray | None = None
-
-    def full_order(self) -> np.ndarray | None:
-        if self.full is not None:
-            return self.full
-        if self.at is None:
-            return None
-        order = np.arange(self.n)
-        order[self.at] = self.rows
-        return order
 
     def apply(self, a: np.ndarray, *, same_within_ties: bool = False) -> np.ndarray:
         """``a`` in rank order. ``same_within_ties``: ``a`` is equal across each tied group (query, score)."""

@@ -813,9 +813,3 @@ def _first_line(exc: BaseException) -> str:
 def _safe_uri(uri: str) -> str:
     """The tracking URI without any credentials embedded in it."""
     return redact(str(uri))
-
-
-def default_tracking_uri() -> str:
-    import mlflow
-
-    return os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()

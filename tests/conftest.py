@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated MLflow store per test, made from one pre-migrated SQLite database."""
+"""Shared fixtures: an isolated MLflow store per test, made from one pre-migrated SQLite database, and one real
+``mlflow server`` for the session (helpers.py holds the functions the test modules share)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,13 @@ def demo_copy(tmp_path) -> Path:
     dest = tmp_path / "configs"
     shutil.copytree(CONFIGS, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, migrated_db):
+    """One ``mlflow server`` on 127.0.0.1 for every test that asks for it, stopped at the end of the session."""
+    from helpers import MlflowServer
+
+    srv = MlflowServer(tmp_path_factory.mktemp("mlflow_server"), migrated_db).start()
+    yield srv
+    srv.stop()

@@ -18,8 +18,11 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from helpers import client_for
 
 from ndcg_mlflow.cli import main
+
+pytestmark = pytest.mark.integration  # every test logs to or reads from an MLflow store
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
@@ -28,12 +31,6 @@ FLOATS = ("baseline_mean", "candidate_mean", "delta", "ci_low", "ci_high", "std_
 COUNTS = ("n_paired", "wins", "ties", "losses")
 # the joint evaluation's comparison settings, given to compare when run A's evaluation declared none
 SETTINGS = ["--test", "both", "--correction", "holm", "--wins-losses", "10", "--tie-tolerance", "1e-9"]
-
-
-def _client(uri):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
 
 
 def _spec(name: str, systems: dict[str, str], experiment: str, *, comparison: bool = False,
@@ -81,7 +78,7 @@ def store(tmp_path_factory, migrated_db):
     ns = SimpleNamespace(root=root, uri=uri, client=None, out={}, parent={}, child={})
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # before the client: a SQLite store puts new experiments' artifacts under ./mlruns
-        client = ns.client = _client(uri)
+        client = ns.client = client_for(uri)
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         for key, spec in specs.items():
             path = configs / f"{key}.yaml"
@@ -376,7 +373,7 @@ def test_compare_of_weighted_runs(tracking_uri, tmp_path, capsys):
     paths = _write_weighted_case(tmp_path / "w")
     for key, path in paths.items():
         assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0
-    client = _client(tracking_uri)
+    client = client_for(tracking_uri)
     exp = client.get_experiment_by_name("weighted")
     child = {r.data.tags["ndcg_mlflow.evaluation"]: r.info.run_id for r in client.search_runs([exp.experiment_id])
              if r.data.tags.get("ndcg_mlflow.role") == "system"}

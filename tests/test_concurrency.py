@@ -2,7 +2,7 @@
 
 * 4 ``ndcg-mlflow run`` processes started at once against ONE FRESH SQLite store (a path that does not exist
   yet, so the first-use migration races too; no pre-migrated template);
-* 3 at once against one tracking server (the session's shared server of test_faults).
+* 3 at once against one tracking server (the session's shared server, conftest.py).
 
 All of them use the same new experiment name, so its creation races as well.
 """
@@ -14,23 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
-from test_faults import (
+from helpers import (
     assert_one_complete_set,
     clean_env,
     cli_command,
     client_for,
     runs_of_experiment,
-    shared_server,
-    stop_shared_server,
     write_spec,
 )
 
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory, migrated_db):
-    srv = shared_server(tmp_path_factory, migrated_db)
-    yield srv
-    stop_shared_server()
+pytestmark = pytest.mark.integration  # every test starts CLI processes
 
 
 def _run_at_once(n: int, tmp_path: Path, uri: str, experiment: str, timeout: float = 180) -> list[Path]:

@@ -18,21 +18,20 @@ trec_eval's definitions (m_ndcg.c, m_ndcg_cut.c, form_res_rels.c, get_trec_resul
 from __future__ import annotations
 
 import math
-import re
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from helpers import TREC_EVAL_DATA, parse_trec_eval_output
 
 import ndcg_mlflow
 
-DATA = Path(__file__).resolve().parents[2] / "shared/conformance/trec_eval"
+DATA = TREC_EVAL_DATA
 
 if not DATA.is_dir():
     pytest.skip(f"trec_eval conformance data not found at {DATA}", allow_module_level=True)
 
 TREC_CUTOFFS = [5, 10, 15, 20, 30, 100, 200, 500, 1000, "all"]
-MEAS_PARAMS_GAIN = "1=3,2=9,4=4.5"
 # trec_eval: listed levels get the listed gain, levels <= 0 earn 0 (every grade present must be in our table)
 MEAS_PARAMS_TABLE = {-1: 0, 0: 0, 1: 3, 2: 9, 4: 4.5}
 
@@ -44,8 +43,6 @@ CASES = {
     "meas_params": ("out.test.meas_params", "qrels.test", "results.test", "exclude", MEAS_PARAMS_TABLE,
                     [10, 20, 23, "all"]),
 }
-
-_MEASURE = re.compile(r"^ndcg(?:_cut_(\d+)|_(.+))?$")
 
 
 def trec_spec(qrels: str | Path, run: str | Path, *, missing: str = "exclude", gain="linear",
@@ -69,29 +66,6 @@ def trec_spec(qrels: str | Path, run: str | Path, *, missing: str = "exclude", g
     }
 
 
-def parse_expected(name: str) -> dict[tuple[str, str], float]:
-    """``{(cutoff label, qid or 'all'): value}`` for every ndcg / ndcg_cut_K line of a trec_eval output.
-
-    ``ndcg`` and ``ndcg_<gain params>`` (as ``-mndcg.1=3,...`` prints it) are the no-cutoff value ('all');
-    ``ndcg_cut_K`` is cutoff K. Other measures (``ndcg_rel``, ``Rndcg``, ...) are ignored.
-    """
-    out: dict[tuple[str, str], float] = {}
-    for line in (DATA / name).read_text().splitlines():
-        if not line.strip():
-            continue
-        measure, qid, value = (part.strip() for part in line.split("\t"))
-        m = _MEASURE.match(measure)
-        if not m:
-            continue
-        if m.group(2) is not None and m.group(2) not in (MEAS_PARAMS_GAIN,):
-            continue  # ndcg_rel and any other ndcg_* variant
-        label = m.group(1) if m.group(1) else "all"
-        key = (label, qid)
-        assert key not in out, f"{name}: {measure} {qid} listed twice"
-        out[key] = float(value)
-    return out
-
-
 @lru_cache(maxsize=None)
 def evaluate_case(case: str, run_path: str | None = None):
     _, qrels, run, missing, gain, cutoffs = CASES[case]
@@ -106,7 +80,7 @@ def _per_query_values(result) -> dict[tuple[str, str], float]:
 
 
 def _check(result, expected_file: str, cutoffs) -> None:
-    expected = parse_expected(expected_file)
+    expected = parse_trec_eval_output(expected_file)
     labels = {str(k) for k in cutoffs}
     # every cutoff we evaluate is printed by trec_eval, per query and for all
     assert {c for c, _ in expected} == labels
@@ -130,11 +104,11 @@ def _check(result, expected_file: str, cutoffs) -> None:
 
 
 def test_parse_expected_reads_every_ndcg_line():
-    aq = parse_expected("out.test.aq")
+    aq = parse_trec_eval_output("out.test.aq")
     assert len(aq) == 4 * 10  # 3 queries + all, ndcg and 9 cutoffs
     assert aq[("all", "301")] == 0.1584
     assert aq[("5", "all")] == 0.2768
-    mp = parse_expected("out.test.meas_params")
+    mp = parse_trec_eval_output("out.test.meas_params")
     assert len(mp) == 4 * 4
     assert mp[("23", "302")] == 0.7964
     assert mp[("all", "all")] == 0.4021
@@ -194,7 +168,7 @@ def test_missing_query_is_left_out_of_all_without_c(tmp_path):
     lines = [ln for ln in (DATA / "results.test").read_text().splitlines() if ln.split()[:1] != ["302"]]
     run = tmp_path / "results.no302"
     run.write_text("\n".join(lines) + "\n")
-    expected = parse_expected("out.test.aq")
+    expected = parse_trec_eval_output("out.test.aq")
     result = evaluate_case("aq", str(run))
     for k in TREC_CUTOFFS:
         label = str(k)
@@ -215,8 +189,8 @@ def test_gain_table_scales_binary_grades_away():
 
 def test_graded_judgments_change_the_numbers():
     """qrels.rel_level (grades -1..4) gives other values than the binary qrels.test (sanity of the cases)."""
-    aq = parse_expected("out.test.aq")
-    aql = parse_expected("out.test.aql")
+    aq = parse_trec_eval_output("out.test.aq")
+    aql = parse_trec_eval_output("out.test.aql")
     assert aq[("all", "301")] != aql[("all", "301")]
     result = evaluate_case("aql")
     pq = result.per_query

@@ -416,6 +416,7 @@ def test_explain_sensitivity_without_comparison(small, capsys):
 # --------------------------------------------------------------------------- report.sensitivity in `run`
 
 
+@pytest.mark.integration
 def test_report_sensitivity_is_written_and_logged(tracking_uri, demo_copy, tmp_path, capsys):
     spec_path = demo_copy / "demo.yaml"
     text = spec_path.read_text()
@@ -527,6 +528,7 @@ def test_undefined_alternative_mean_flows_through_as_nan(tmp_path, monkeypatch, 
     assert format_sensitivity(result.sensitivity, "5").count("undefined") >= 2
 
 
+@pytest.mark.integration
 def test_undefined_alternative_mean_is_logged_to_mlflow(tracking_uri, tmp_path, capsys):
     path = _write_undefined_case(tmp_path)
     out = tmp_path / "out"

@@ -9,257 +9,38 @@
 * credentials (environment or embedded in the URI) never end up in params, tags, artifacts,
   the local folder or the CLI output.
 
-Only 127.0.0.1 is ever contacted. One server per session is shared (:func:`shared_server`); the test
-that kills a server starts its own. Every subprocess has a timeout; every server is stopped.
+Only 127.0.0.1 is ever contacted. One server per session is shared (the ``server`` fixture of conftest.py);
+the test that kills a server starts its own. Every subprocess has a timeout; every server is stopped. The tests
+that start a process or a server, or use an MLflow store, are marked ``integration``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "configs" / "demo"
-DEMO_RUNS = ("bm25.run", "reranker_v2.run", "dense_ties.run")
-
-
-# --------------------------------------------------------------------------- helpers shared with test_concurrency
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 with nothing listening on it (at the time of asking)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a subprocess: no MLFLOW_* setting of the caller leaks in; the package under test
-    is imported from this checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra)
-    return env
-
-
-def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ndcg_mlflow", *args]
-
-
-def run_cli(*args: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    """``ndcg-mlflow ARGS`` in a subprocess, with a timeout guard."""
-    return subprocess.run(cli_command(*args), cwd=cwd, env=clean_env(**env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-class MlflowServer:
-    """One ``mlflow server`` process (and its uvicorn worker) in its own process group on 127.0.0.1."""
-
-    def __init__(self, root: Path, template_db: Path | None = None, port: int | None = None):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
-        self.db = self.root / "srv.db"
-        if template_db is not None and not self.db.exists():
-            shutil.copy(template_db, self.db)  # pre-migrated: the server starts faster
-        self.artifacts = self.root / "artifacts"
-        self.log = self.root / "server.log"
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 120) -> MlflowServer:
-        cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-               "--workers", "1", "--backend-store-uri", f"sqlite:///{self.db}", "--serve-artifacts",
-               "--artifacts-destination", str(self.artifacts)]
-        env = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"mlflow server did not answer /health within {timeout} s:\n{self.tail()}")
-
-    def tail(self, n: int = 3000) -> str:
-        try:
-            return self.log.read_bytes()[-n:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def log_offset(self) -> int:
-        return self.log.stat().st_size if self.log.exists() else 0
-
-    def wait_for_log(self, needle: str, offset: int, timeout: float, proc: subprocess.Popen | None = None) -> bool:
-        """Wait until the server's access log shows ``needle`` after ``offset`` (False when ``proc`` ended or
-        the time ran out first)."""
-        deadline = time.monotonic() + timeout
-        data = needle.encode()
-        while time.monotonic() < deadline:
-            with open(self.log, "rb") as fh:
-                fh.seek(offset)
-                if data in fh.read():
-                    return True
-            if proc is not None and proc.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return False
-
-    def _signal_group(self, sig: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, sig)  # the group this fixture created (start_new_session)
-            except ProcessLookupError:
-                pass
-
-    def kill(self) -> None:
-        """A crash: SIGKILL to the server and its worker, no clean shutdown."""
-        self._signal_group(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self._signal_group(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._signal_group(signal.SIGKILL)
-            self.proc.wait(timeout=15)
-        # the worker may outlive the parent for a moment: make sure the group is gone
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-_SHARED: dict[str, MlflowServer] = {}
-
-
-def shared_server(tmp_path_factory, migrated_db: Path) -> MlflowServer:
-    """One server for the whole session, whichever module asks first (test_faults or test_concurrency)."""
-    server = _SHARED.get("server")
-    if server is None or server.proc is None or server.proc.poll() is not None:
-        server = MlflowServer(tmp_path_factory.mktemp("mlflow_server"), migrated_db).start()
-        _SHARED["server"] = server
-    return server
-
-
-def stop_shared_server() -> None:
-    server = _SHARED.pop("server", None)
-    if server is not None:
-        server.stop()
-
-
-def write_spec(folder: Path, name: str, *, systems: int = 3, experiment: str | None = None,
-               extra: str = "") -> Path:
-    """A quick spec on the demo data (no resampling) in ``folder``; ``systems`` names cycle the demo runs."""
-    data = folder / "demo"
-    if not data.exists():
-        shutil.copytree(DEMO, data)
-    lines = [f"    s{i:02d}: demo/{DEMO_RUNS[i % 3]}" for i in range(systems)]
-    text = (f"spec_version: 1\nname: {name}\n"
-            "metric: {gain: exponential, cutoffs: [5, 10, all], discount: log2, ties: displayed_order,\n"
-            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
-            "queries: {weights: uniform}\n"
-            "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
-            f"mlflow: {{experiment: {experiment or name}}}\n" + extra)
-    path = folder / f"{name}.yaml"
-    path.write_text(text)
-    return path
-
-
-def client_for(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def runs_of_key(client, run_key: str, deleted: bool = False) -> list:
-    """Every run tagged with ``run_key``, in any experiment (also deleted runs when ``deleted``)."""
-    from mlflow.entities import ViewType
-
-    exps = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(exps, filter_string=f"tags.`ndcg_mlflow.run_key` = '{run_key}'",
-                              run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY, max_results=1000)
-
-
-def runs_of_experiment(client, name: str) -> list:
-    from mlflow.entities import ViewType
-
-    exp = client.get_experiment_by_name(name)
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], run_view_type=ViewType.ALL, max_results=1000)
-
-
-def assert_one_complete_set(client, out: Path, tmp: Path) -> None:
-    """Exactly one evaluation run and one run per system carry the folder's run key, all complete,
-    with the metrics and artifacts of the folder."""
-    run_key = (out / "run_key.txt").read_text().strip()
-    summary = json.loads((out / "summary.json").read_text())
-    runs = runs_of_key(client, run_key)
-    parents = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
-    children = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "system"]
-    assert len(parents) == 1, [(r.info.run_id, r.info.status) for r in parents]
-    assert len(runs) == 1 + len(summary["systems"])
-    parent = parents[0]
-    assert sorted(r.data.tags["ndcg_mlflow.system"] for r in children) == sorted(summary["systems"])
-    for r in runs:
-        assert r.info.status == "FINISHED", (r.info.run_id, r.info.status, r.data.tags.get("ndcg_mlflow.logging"))
-        assert r.data.tags["ndcg_mlflow.logging"] == "complete"
-    for child in children:
-        name = child.data.tags["ndcg_mlflow.system"]
-        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        for key, entry in summary["systems"][name].items():
-            assert child.data.metrics[key] == pytest.approx(entry["mean"], rel=1e-12)
-            assert parent.data.metrics[f"{name}.{key}"] == pytest.approx(entry["mean"], rel=1e-12)
-        files = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {f"{name}.per_query.csv", "summary.json"} <= files
-    files = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "summary.json", "per_query.csv", "report.html", "per_query_table.json"} <= files
-    got = Path(client.download_artifacts(parent.info.run_id, "summary.json", str(tmp)))
-    assert got.read_bytes() == (out / "summary.json").read_bytes()
-
-
-def assert_local_results_complete(out: Path) -> None:
-    for name in ("summary.json", "per_query.csv", "report.html", "run_key.txt", "spec.yaml"):
-        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["systems"] and all(v["ndcg_at_10"]["mean"] == v["ndcg_at_10"]["mean"]
-                                      for v in summary["systems"].values())
+from helpers import (
+    REPO,
+    MlflowServer,
+    assert_local_results_complete,
+    assert_one_complete_set,
+    clean_env,
+    cli_command,
+    client_for,
+    free_port,
+    run_cli,
+    runs_of_experiment,
+    runs_of_key,
+    write_spec,
+)
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory, migrated_db):
-    srv = shared_server(tmp_path_factory, migrated_db)
-    yield srv
-    stop_shared_server()
 
 
 @pytest.fixture
@@ -275,6 +56,7 @@ def bounded_http(monkeypatch):
 # --------------------------------------------------------------------------- (a) server gone before the run
 
 
+@pytest.mark.integration
 def test_server_down_before_run_exits_3_quickly_and_keeps_local_results(tmp_path):
     """Nothing listens on the port any more (a stopped server): with the package's default HTTP settings
     (no MLFLOW_HTTP_* in the environment) the run ends with exit 3 well within the documented ~30 s."""
@@ -296,6 +78,7 @@ def test_server_down_before_run_exits_3_quickly_and_keeps_local_results(tmp_path
 # --------------------------------------------------------------------------- (b) the server dies while logging
 
 
+@pytest.mark.integration
 def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(tmp_path, migrated_db, bounded_http,
                                                                              monkeypatch, capsys):
     from ndcg_mlflow.cli import main
@@ -344,6 +127,7 @@ def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(tm
         srv.kill()
 
 
+@pytest.mark.integration
 def test_logging_failure_ends_created_runs_failed_with_stage_tag(tmp_path, server, bounded_http, monkeypatch, capsys):
     """A failure while logging the first system run (the server stays reachable): the evaluation run and
     that system's run end FAILED, tagged with how far logging got; upload then logs it completely, and
@@ -386,6 +170,7 @@ def test_logging_failure_ends_created_runs_failed_with_stage_tag(tmp_path, serve
 # --------------------------------------------------------------------------- (c) signals while logging
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
 def test_signal_while_logging_ends_runs_killed(tmp_path, server, bounded_http, sig, code, word):
     """The signal arrives while the evaluation run's artifacts, tables and figures are being logged (the
@@ -419,6 +204,7 @@ def test_signal_while_logging_ends_runs_killed(tmp_path, server, bounded_http, s
     assert parent[0].data.tags["ndcg_mlflow.logging"].startswith("killed while logging the "), statuses
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, "Terminated"])
 def test_signal_during_the_creation_of_a_system_run_leaves_no_run_running(tmp_path, server, bounded_http,
                                                                          monkeypatch, capsys, interrupt):
@@ -474,6 +260,7 @@ def _download_all(client, run_id: str, dest: Path) -> Path:
     return Path(client.download_artifacts(run_id, "", str(dest)))
 
 
+@pytest.mark.integration
 def test_credentials_from_environment_are_never_recorded(tmp_path, server, bounded_http):
     experiment = f"creds-env-{tmp_path.name}"
     spec = write_spec(tmp_path, "creds-env", experiment=experiment)
@@ -499,6 +286,7 @@ def test_credentials_from_environment_are_never_recorded(tmp_path, server, bound
         assert not _files_containing(local, needles)
 
 
+@pytest.mark.integration
 def test_credentials_in_the_tracking_uri_are_not_shown_by_a_run(tmp_path, server, bounded_http):
     secret = "pass-secret"
     experiment = f"creds-uri-{tmp_path.name}"
@@ -516,6 +304,7 @@ def test_credentials_in_the_tracking_uri_are_not_shown_by_a_run(tmp_path, server
     assert not leaked, leaked
 
 
+@pytest.mark.integration
 def test_credentials_in_the_tracking_uri_are_not_shown_in_errors(tmp_path):
     secret = "pass-secret"
     spec = write_spec(tmp_path, "creds-uri-down")
@@ -542,6 +331,7 @@ def _fault_times():
     return fault_times
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_servers_that_stop_answering_fail_within_the_documented_bound(tmp_path, migrated_db):
     """A silent server, a trickling one (a byte a second resets every per-read timeout), SIGTERM while
@@ -570,6 +360,7 @@ def test_servers_that_stop_answering_fail_within_the_documented_bound(tmp_path, 
     assert frozen.running_after_upload == 0, frozen
 
 
+@pytest.mark.integration
 def test_the_whole_logging_phase_is_bounded_by_total_timeout(tracking_uri, tmp_path, capsys, monkeypatch):
     """mlflow.total_timeout bounds the whole logging even when no single request is stuck: each batch is
     slow (simulated), the logging is abandoned at the deadline, the runs created so far end FAILED with the
@@ -612,6 +403,7 @@ def _stray(client, experiment_id: str, run_key: str, owner: str, deadline: float
     return run.info.run_id
 
 
+@pytest.mark.integration
 def test_the_next_run_ends_runs_left_running_by_dead_loggings_only(tracking_uri, tmp_path, capsys):
     """Runs left RUNNING by a logging process that died (a crash, a frozen server) are ended FAILED by the
     next run into the experiment when it can tell their process is gone: same machine and that pid no
@@ -697,6 +489,7 @@ def test_store_problem_reads_sqlite_uris_as_sqlalchemy_does():
 # --------------------------------------------------------------------------- (h) a full disk under the store
 
 
+@pytest.mark.integration
 def test_a_full_disk_under_the_sqlite_store_is_one_clear_error(tracking_uri, tmp_path, capfd):
     """SQLite's own limit on the database's size gives the error a full disk gives (SQLITE_FULL, "database
     or disk is full") in the middle of logging: one error line naming the store and "no space left on
@@ -756,6 +549,7 @@ def test_redact_removes_awkward_userinfo_and_secret_query_values():
     assert redact("https://h/x?q=1&token=abc") == "https://h/x?q=1&token=REDACTED"
 
 
+@pytest.mark.integration
 def test_awkward_credentials_in_the_spec_are_never_written_shown_or_logged(tmp_path, server, bounded_http,
                                                                          monkeypatch, capfd):
     """A spec whose mlflow.tracking_uri holds credentials (a password with / # @ : ? %): nothing of the

@@ -518,21 +518,34 @@ def _limited_memory():  # runs in the child before exec
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def test_yaml_alias_bomb_within_the_alias_limit(case):
-    """48 aliases (under the limit of 50) still describe 3**16 = 43 million strings of 100 characters. Shared
-    references cost nothing to load; a spec error must not expand them (say, to print the bad value)."""
-    bomb = '\n  - &l0 "' + "x" * 100 + '"\n'
-    for i in range(1, 17):
-        bomb += f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 3) + "]\n"
-    spec = case.spec()
-    spec.write_text(spec.read_text().replace("name: hostile\n", "name:" + bomb))
+def _validate_limited(spec: Path, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """``ndcg-mlflow validate SPEC`` in a process limited to 1 GiB of address space; its result and seconds."""
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "validate", str(spec)], capture_output=True,
-                          text=True, timeout=60, preexec_fn=_limited_memory, check=False, cwd=case.folder,
+                          text=True, timeout=60, preexec_fn=_limited_memory, check=False, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    elapsed = time.monotonic() - start
+    return proc, time.monotonic() - start
+
+
+@pytest.mark.integration
+def test_yaml_alias_bomb_within_the_alias_limit(case):
+    """Exactly 50 aliases (the limit: 50 are read) still describe 2 * 3**16 = 86 million strings of 100
+    characters. Shared references cost nothing to load; the spec then fails on its bad ``name``, and that
+    error must not expand them (say, to print the bad value). One alias more is refused while reading."""
+    bomb = '\n  - &l0 "' + "x" * 100 + '"\n'
+    for i in range(1, 17):
+        bomb += f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 3) + "]\n"  # 16 * 3 = 48 aliases
+    spec = case.spec()
+    text = spec.read_text()
+    spec.write_text(text.replace("name: hostile\n", "name:" + bomb + "  - [*l16, *l16]\n"))  # 50
+    proc, elapsed = _validate_limited(spec, case.folder)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
-    assert "name" in proc.stderr and elapsed < 20
+    assert "at key 'name'" in proc.stderr and "aliases" not in proc.stderr, proc.stderr[-800:]
+    assert elapsed < 20
+    spec.write_text(text.replace("name: hostile\n", "name:" + bomb + "  - [*l16, *l16, *l16]\n"))  # 51
+    proc, _ = _validate_limited(spec, case.folder)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
+    assert "more than 50 aliases" in proc.stderr and "at key 'name'" not in proc.stderr, proc.stderr[-800:]
 
 
 def test_deeply_nested_yaml_is_an_error(case, capsys):
@@ -574,6 +587,7 @@ def test_out_folder_that_is_a_file(case, capsys):
 # --------------------------------------------------------------------------- paths outside the spec folder
 
 
+@pytest.mark.integration
 def test_paths_outside_the_spec_folder_are_allowed_and_recorded(tracking_uri, tmp_path, capsys):
     data = Case(tmp_path / "data")
     specs = tmp_path / "specs"

@@ -20,14 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_faults import (
+from helpers import (
     assert_one_complete_set,
     clean_env,
     cli_command,
     client_for,
     runs_of_key,
-    shared_server,
-    stop_shared_server,
     write_spec,
 )
 
@@ -37,13 +35,6 @@ from ndcg_mlflow.outputs import MANIFEST, lock_path, read_result_folder, verify_
 COMPARISON = ("uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 7}\n"
               "comparison: {baseline: s00, test: randomization, correction: holm, wins_losses: 3,\n"
               "             tie_tolerance: 1.0e-9}\n")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, migrated_db):
-    srv = shared_server(tmp_path_factory, migrated_db)
-    yield srv
-    stop_shared_server()
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -75,6 +66,7 @@ def _forge_manifest(folder: Path) -> None:
 # --------------------------------------------------------------------------- rerunning into one --out
 
 
+@pytest.mark.integration
 def test_rerun_into_the_same_out_replaces_the_result_and_logs_it_under_a_new_key(tracking_uri, tmp_path, capsys):
     out = tmp_path / "out"
     first = write_spec(tmp_path, "first", experiment="rerun", extra=COMPARISON)
@@ -202,6 +194,7 @@ def test_a_full_disk_while_writing_keeps_the_previous_result_and_exits_2(tmp_pat
 # --------------------------------------------------------------------------- upload takes only a complete folder
 
 
+@pytest.mark.integration
 def test_upload_refuses_an_incomplete_changed_or_corrupt_folder(tracking_uri, tmp_path, capsys):
     import shutil
 
@@ -249,6 +242,7 @@ def test_upload_refuses_an_incomplete_changed_or_corrupt_folder(tracking_uri, tm
     assert_one_complete_set(client, good, tmp_path / "dl")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("text", ["abc' or tags.x = 'y", "0123456789abcdef0123456789abcdeF", "", "\u00e9" * 32])
 def test_upload_refuses_a_run_key_that_is_not_ours(tracking_uri, tmp_path, capsys, text):
     spec = write_spec(tmp_path, "bad-key", experiment="bad-key")
@@ -262,6 +256,7 @@ def test_upload_refuses_a_run_key_that_is_not_ours(tracking_uri, tmp_path, capsy
     assert client_for(tracking_uri).get_experiment_by_name("bad-key") is None
 
 
+@pytest.mark.integration
 def test_search_filters_quote_values_safely(tracking_uri):
     from ndcg_mlflow.tracking import _literal
 
@@ -279,6 +274,7 @@ def test_search_filters_quote_values_safely(tracking_uri):
 # --------------------------------------------------------------------------- report RUN --out
 
 
+@pytest.mark.integration
 def test_report_out_follows_the_folder_contract(tracking_uri, tmp_path, capsys):
     spec = write_spec(tmp_path, "reported", experiment="reported", extra=COMPARISON)
     out = tmp_path / "out"
@@ -332,6 +328,7 @@ def _finish(procs: list[subprocess.Popen], timeout: float = 240) -> list[tuple[i
     return results
 
 
+@pytest.mark.integration
 def test_a_second_writer_waits_for_the_folder_lock(tmp_path):
     from ndcg_mlflow.outputs import folder_lock
 
@@ -369,6 +366,7 @@ def _two_runs_into_one_out(tmp_path: Path, uri: str) -> tuple[Path, list[str]]:
     return out, [err for _, _, err in results]
 
 
+@pytest.mark.integration
 def test_two_runs_into_one_out_at_once_take_turns(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
@@ -405,12 +403,14 @@ def _two_uploads_at_once(tmp_path: Path, uri: str) -> Path:
     return out
 
 
+@pytest.mark.integration
 def test_two_uploads_of_one_folder_at_once_sqlite(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     _two_uploads_at_once(tmp_path, f"sqlite:///{tmp_path / 'store.db'}")
 
 
+@pytest.mark.integration
 def test_two_uploads_of_one_folder_at_once_server(tmp_path, server, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -431,6 +431,7 @@ for _ in range(25):
 """
 
 
+@pytest.mark.integration
 def test_the_folder_lock_excludes_other_processes_although_its_file_is_removed_on_release(tmp_path):
     """Each release removes the lock file while others wait on it: a waiter must notice and lock the new file,
     never hold a lock on the removed one at the same time as another process."""

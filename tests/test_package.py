@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import CONFIGS
+
+pytestmark = pytest.mark.integration  # every test starts a Python process
 
 
 def test_import_does_not_import_mlflow():

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +37,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from helpers import TREC_EVAL_DATA, parse_trec_eval_output
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
@@ -45,7 +45,7 @@ from ndcg_mlflow.errors import SpecError
 from ndcg_mlflow.presets import FIELDS, PRESETS, TOOLS
 from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 
-CONFORMANCE = Path(__file__).resolve().parents[2] / "shared/conformance/trec_eval"
+CONFORMANCE = TREC_EVAL_DATA
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -297,9 +297,6 @@ def test_without_a_preset_every_field_is_required():
 
 # --------------------------------------------------------------------------- trec_eval conformance (its own files)
 
-_MEASURE = re.compile(r"^ndcg(?:_cut_(\d+)|_(.+))?$")
-MEAS_PARAMS_GAIN = "1=3,2=9,4=4.5"  # as trec_eval prints `-mndcg.1=3,2=9,4=4.5` in the measure name
-
 needs_conformance = pytest.mark.skipif(not CONFORMANCE.is_dir(),
                                        reason=f"trec_eval conformance data not found at {CONFORMANCE}")
 
@@ -309,22 +306,6 @@ def trec_eval_gain_table(levels: dict, qrels_file: Path) -> dict:
     (grades <= 0 earn 0). Our table must name every grade present in the qrels."""
     grades = {int(line.split()[3]) for line in qrels_file.read_text().splitlines() if line.strip()}
     return {g: levels.get(g, max(g, 0)) for g in sorted(grades | set(levels))}
-
-
-def parse_trec_eval_output(name: str) -> dict[tuple[str, str], float]:
-    """``{(cutoff label, qid or 'all'): value}`` of every ndcg / ndcg_cut_K line (ndcg_rel, Rndcg, ... ignored)."""
-    out: dict[tuple[str, str], float] = {}
-    for line in (CONFORMANCE / name).read_text().splitlines():
-        if not line.strip():
-            continue
-        measure, qid, value = (part.strip() for part in line.split("\t"))
-        m = _MEASURE.match(measure)
-        if not m or (m.group(2) is not None and m.group(2) != MEAS_PARAMS_GAIN):
-            continue
-        key = (m.group(1) or "all", qid)
-        assert key not in out, (name, measure, qid)
-        out[key] = float(value)
-    return out
 
 
 CONFORMANCE_CASES = {
@@ -449,6 +430,7 @@ PYTREC_KEYS = {"ndcg": "all", "ndcg_cut_5": "5", "ndcg_cut_10": "10"}
 PYTREC_DATA = datasets(kinds=("graded", "graded", "graded", "zero", "nonpositive"))
 
 
+@pytest.mark.integration
 @SETTINGS
 @given(data=PYTREC_DATA)
 def test_trec_eval_preset_matches_pytrec_eval(pytrec_worker, data):
@@ -470,6 +452,7 @@ def test_trec_eval_preset_matches_pytrec_eval(pytrec_worker, data):
     assert {c for _, c in rows} == {str(k) for k in TREC_CUTOFFS}
 
 
+@pytest.mark.integration
 @SETTINGS
 @given(data=PYTREC_DATA)
 def test_trec_eval_preset_with_missing_zero_matches_trec_eval_c(pytrec_worker, data):
@@ -568,6 +551,7 @@ def run_gdeval(folder: Path, k: int) -> dict[str, float]:
 GDEVAL_DATA = datasets(qids=NUMERIC_QIDS, grades=st.integers(-1, 4), max_docs=30)
 
 
+@pytest.mark.integration
 @SETTINGS
 @given(GDEVAL_DATA)
 def test_gdeval_preset_matches_gdeval_pl(data):
@@ -594,6 +578,7 @@ def test_gdeval_preset_matches_gdeval_pl(data):
         assert same(res.mean("run", label), mean_of(list(gd.values())), 5e-6 + 1e-12)
 
 
+@pytest.mark.integration
 def test_gdeval_known_topic_by_hand(tmp_path):
     """One topic worked by hand and by gdeval.pl: exponential gain, ties by doc id descending, k = 20."""
     data = Data({"5": {"a": 2, "b": 0, "c": 1, "d": -1}, "6": {"a": 0}},

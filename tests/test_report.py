@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
+from helpers import client_for, runs_of_experiment
 
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.format import md_text
@@ -141,17 +142,6 @@ def _prepare_store(migrated_db: Path, folder: Path) -> str:
     return f"sqlite:///{db}"
 
 
-def _client(uri):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def _runs(client, experiment):
-    exp = client.get_experiment_by_name(experiment)
-    return client.search_runs([exp.experiment_id]) if exp is not None else []
-
-
 def demo_spec_text(resamples: int = 1000) -> str:
     text = (CONFIGS / "demo.yaml").read_text(encoding="utf-8")
     new = re.sub(r"(\n\s+resamples:\s*)\d+", rf"\g<1>{resamples}", text, count=1)
@@ -176,8 +166,8 @@ def demo(tmp_path_factory, migrated_db):
         mp.chdir(root)
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
-    client = _client(uri)
-    runs = _runs(client, "demo-product-search")
+    client = client_for(uri)
+    runs = runs_of_experiment(client, "demo-product-search", deleted=False)
     parent = next(r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
     children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs
                 if r.data.tags.get("ndcg_mlflow.role") == "system"}
@@ -192,6 +182,7 @@ def demo(tmp_path_factory, migrated_db):
     )
 
 
+@pytest.mark.integration
 def test_demo_writes_both_reports(demo):
     assert (demo.out / "report.html").is_file() and (demo.out / "report.md").is_file()
     assert demo.html.lstrip().lower().startswith("<!doctype html>")
@@ -199,6 +190,7 @@ def test_demo_writes_both_reports(demo):
     assert demo.summary["spec"]["uncertainty.resamples"] == 1000
 
 
+@pytest.mark.integration
 def test_html_results_and_coverage_tables_match_summary(demo):
     doc = HtmlDoc(demo.html)
     systems = demo.summary["systems"]
@@ -231,6 +223,7 @@ def test_html_results_and_coverage_tables_match_summary(demo):
     assert cov_rows["reranker-v2"][4] == "1"  # the demo's reranker misses one judged query
 
 
+@pytest.mark.integration
 def test_html_comparisons_table_matches_summary(demo):
     doc = HtmlDoc(demo.html)
     table = doc.table("candidate", "baseline")
@@ -247,6 +240,7 @@ def test_html_comparisons_table_matches_summary(demo):
     assert any(pfmt(c["p_randomization"]) != pfmt(c["p_corrected"]) for c in comps)
 
 
+@pytest.mark.integration
 def test_html_lists_the_largest_wins_and_losses(demo):
     doc = HtmlDoc(demo.html)
     blocks = demo.wins_losses["comparisons"]
@@ -268,6 +262,7 @@ def test_html_lists_the_largest_wins_and_losses(demo):
             assert d["doc_id"] in doc.cells
 
 
+@pytest.mark.integration
 def test_html_sensitivity_table(demo):
     doc = HtmlDoc(demo.html)
     table = doc.table("rule", "alternative")
@@ -297,6 +292,7 @@ def test_html_sensitivity_table(demo):
     assert flips >= 1  # the demo's tie rules flip dense-ties − bm25
 
 
+@pytest.mark.integration
 def test_html_figures_inline_svg(demo):
     for name in FIGURES:
         m = re.search(rf"<figure id='{name}'>(.*?)</figure>", demo.html, flags=re.S)
@@ -307,11 +303,13 @@ def test_html_figures_inline_svg(demo):
     assert demo.html.count("<svg") == 3
 
 
+@pytest.mark.integration
 def test_html_is_self_contained(demo):
     assert_self_contained(demo.html)
     assert "<style>" in demo.html  # inline CSS, not a stylesheet link
 
 
+@pytest.mark.integration
 def test_markdown_report(demo):
     md = demo.md
     summary = demo.summary
@@ -335,6 +333,7 @@ def test_markdown_report(demo):
     assert not re.search(r"(?<!\\)<", md)  # report.md has no raw HTML: every "<" is escaped
 
 
+@pytest.mark.integration
 def test_mlflow_has_reports_and_png_figures(demo, tmp_path):
     client, pid = demo.client, demo.parent.info.run_id
     root = {a.path for a in client.list_artifacts(pid)}
@@ -351,6 +350,7 @@ def test_mlflow_has_reports_and_png_figures(demo, tmp_path):
     assert md.read_bytes() == (demo.out / "report.md").read_bytes()
 
 
+@pytest.mark.integration
 def test_companion_metrics_on_demo_system_runs(demo):
     assert set(demo.children) == {"bm25", "reranker-v2", "dense-ties"}
     for name, child in demo.children.items():
@@ -412,6 +412,7 @@ def write_escaping_spec(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
     spec = write_escaping_spec(tmp_path / "esc")
     out = tmp_path / "out"
@@ -449,8 +450,9 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
             assert "|" not in line.replace("\\|", "")
 
     # the same files were logged (MLflow took the hostile ids without complaint)
-    client = _client(tracking_uri)
-    parent = next(r for r in _runs(client, "escaping") if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    client = client_for(tracking_uri)
+    parent = next(r for r in runs_of_experiment(client, "escaping", deleted=False)
+                  if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
     assert parent.info.status == "FINISHED"
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.html", "report.md"} <= names
@@ -487,6 +489,7 @@ def write_companion_case(folder: Path, catalog) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_duplicate_rate_and_catalog_size_by_hand(tracking_uri, tmp_path):
     spec = write_companion_case(tmp_path / "c", 100)
     out = tmp_path / "out"
@@ -511,8 +514,9 @@ def test_duplicate_rate_and_catalog_size_by_hand(tracking_uri, tmp_path):
     assert m["ndcg_at_3"]["catalog_coverage"] == pytest.approx(6 / 100)
     assert m["ndcg_at_10"]["catalog_coverage"] == pytest.approx(7 / 100)
 
-    client = _client(tracking_uri)
-    child = next(r for r in _runs(client, "companions") if r.data.tags.get("ndcg_mlflow.role") == "system")
+    client = client_for(tracking_uri)
+    child = next(r for r in runs_of_experiment(client, "companions", deleted=False)
+                 if r.data.tags.get("ndcg_mlflow.role") == "system")
     assert child.data.metrics["duplicate_rate_at_10"] == pytest.approx(0.25)
     assert child.data.metrics["catalog_coverage_at_10"] == pytest.approx(0.07)
     assert child.data.metrics["duplicate_rate_at_2"] == pytest.approx(1 / 6)
@@ -557,6 +561,7 @@ def test_catalog_coverage_with_a_csv_catalog_file(tmp_path):
 # --------------------------------------------------------------------------- rebuilt and odd names
 
 
+@pytest.mark.integration
 def test_report_command_rebuilds_the_demo_report(demo, tmp_path):
     out = tmp_path / "rebuilt"
     with pytest.MonkeyPatch.context() as mp:

@@ -25,7 +25,8 @@ CHROMIUM = "/usr/bin/chromium"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TIMEOUT = 60
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed")]
 
 CANARY = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>canary</title>
 <link rel="stylesheet" href="https://cdn.example.com/canary.css"></head><body><p>canary</p>

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import metric_spec, write_qrels, write_run
 
 import ndcg_mlflow
 from ndcg_mlflow import DataError, EvaluationError
@@ -26,38 +27,8 @@ def write(tmp_path, name, text):
     return name
 
 
-def write_qrels(tmp_path, judgments, name="qrels.txt"):
-    """judgments: {qid: {doc: grade}} -> TREC qrels."""
-    lines = [f"{q} 0 {d} {g}" for q, docs in judgments.items() for d, g in docs.items()]
-    return write(tmp_path, name, "\n".join(lines) + "\n")
-
-
-def write_run(tmp_path, ranking, name="sys.run"):
-    """ranking: {qid: [doc, ...]} (best first) or {qid: [(doc, score), ...]} -> TREC run, ranks 1..n."""
-    lines = []
-    for q, docs in ranking.items():
-        n = len(docs)
-        for i, item in enumerate(docs):
-            doc, score = item if isinstance(item, tuple) else (item, n - i)
-            lines.append(f"{q} Q0 {doc} {i + 1} {score} sys")
-    return write(tmp_path, name, "\n".join(lines) + "\n")
-
-
-def spec(qrels, systems, *, gain="exponential", cutoffs=(3,), ties="displayed_order", ideal="judged_catalog",
-         empty_ideal="exclude", unjudged="zero", missing_queries="zero", weights="uniform", qset=None):
-    if isinstance(systems, str):
-        systems = {"sys": systems}
-    queries = {"weights": weights}
-    if qset is not None:
-        queries["set"] = qset
-    return {
-        "spec_version": 1,
-        "name": "rules",
-        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
-                   "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
-        "queries": queries,
-        "data": {"qrels": qrels, "systems": systems},
-    }
+def spec(qrels, systems, **metric):
+    return metric_spec(qrels, systems, name="rules", **metric)
 
 
 def run_eval(tmp_path, judgments, ranking, **metric):

@@ -9,24 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import client_for, runs_of_experiment
 
 from ndcg_mlflow.cli import main
 
 
-def _client(uri):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
 def _runs(uri, experiment="demo-product-search"):
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id])
+    return runs_of_experiment(client_for(uri), experiment, deleted=False)
 
 
+@pytest.mark.integration
 def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
     out = tmp_path / "out"
     spec_path = demo_copy / "demo.yaml"
@@ -88,7 +80,7 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
             key = f"compare.{c['candidate']}.{c['key']}.{figure}"
             assert parent.data.metrics[key] == pytest.approx(c[figure], rel=1e-12), key
 
-    client = _client(tracking_uri)
+    client = client_for(tracking_uri)
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"spec.yaml", "summary.json", "per_query.csv", "per_query_table.json", "comparisons_table.json",
             "comparisons.csv", "wins_losses.json", "wins_losses.md"} <= names
@@ -109,6 +101,7 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
     assert bm25_10.ndcg.isna().sum() == summary["systems"]["bm25"]["ndcg_at_10"]["n_excluded"]
 
 
+@pytest.mark.integration
 def test_bad_spec_exits_without_traceback_or_run(tracking_uri, demo_copy, capsys):
     text = (demo_copy / "demo.yaml").read_text().replace("cutoffs:", "cuttoffs:")
     bad = demo_copy / "bad.yaml"
@@ -121,6 +114,7 @@ def test_bad_spec_exits_without_traceback_or_run(tracking_uri, demo_copy, capsys
     assert not Path("ndcg_reports").exists()
 
 
+@pytest.mark.integration
 def test_bad_data_file_exits_without_run(tracking_uri, demo_copy, capsys):
     run = demo_copy / "demo" / "bm25.run"
     lines = run.read_text().splitlines()
@@ -133,6 +127,7 @@ def test_bad_data_file_exits_without_run(tracking_uri, demo_copy, capsys):
     assert _runs(tracking_uri) == []
 
 
+@pytest.mark.integration
 def test_unreachable_server_keeps_local_results(demo_copy, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -163,6 +158,7 @@ def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.integration
 def test_runs_are_found_by_spec_digest_system_and_dataset_digest(tracking_uri, demo_copy, tmp_path):
     import mlflow
 

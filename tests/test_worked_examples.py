@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import metric_spec, write_qrels, write_run
 
 import ndcg_mlflow
 
@@ -25,35 +26,15 @@ EXP_DCG_BCD = 3 + 1 / LOG2_3  # A missed
 
 
 def _write_qrels(tmp_path, grades=GRADES, qid="q1", name="qrels.txt"):
-    lines = [f"{qid} 0 {doc} {g}" for doc, g in grades.items()]
-    (tmp_path / name).write_text("\n".join(lines) + "\n")
-    return name
+    return write_qrels(tmp_path, {qid: grades}, name)
 
 
 def _write_run(tmp_path, order, name, qid="q1"):
-    n = len(order)
-    lines = [f"{qid} Q0 {doc} {i + 1} {n - i} sys" for i, doc in enumerate(order)]
-    (tmp_path / name).write_text("\n".join(lines) + "\n")
-    return name
+    return write_run(tmp_path, {qid: order}, name)
 
 
 def _spec(qrels, systems, *, gain="exponential", ideal="judged_catalog", cutoffs=(3,)):
-    return {
-        "spec_version": 1,
-        "name": "worked-examples",
-        "metric": {
-            "gain": gain,
-            "cutoffs": list(cutoffs),
-            "discount": "log2",
-            "ties": "displayed_order",
-            "ideal": ideal,
-            "empty_ideal": "exclude",
-            "unjudged": "zero",
-            "missing_queries": "zero",
-        },
-        "queries": {"weights": "uniform"},
-        "data": {"qrels": qrels, "systems": dict(systems)},
-    }
+    return metric_spec(qrels, systems, name="worked-examples", gain=gain, ideal=ideal, cutoffs=cutoffs)
 
 
 def _evaluate(tmp_path, order, *, gain="exponential", ideal="judged_catalog", cutoffs=(3,)):

@@ -1,0 +1,189 @@
+"""What several test modules share: TREC writers and spec builders, the CLI in a subprocess, a real
+``mlflow server`` (benchmarks/_servers.py, which benchmarks/fault_times.py uses too) and the MLflow lookups
+of the tracking tests."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "configs" / "demo"
+DEMO_RUNS = ("bm25.run", "reranker_v2.run", "dense_ties.run")
+TREC_EVAL_DATA = REPO.parent / "shared" / "conformance" / "trec_eval"  # trec_eval's own test files and outputs
+MEAS_PARAMS_GAIN = "1=3,2=9,4=4.5"  # as trec_eval prints `-mndcg.1=3,2=9,4=4.5` in the measure name
+
+if str(REPO / "benchmarks") not in sys.path:
+    sys.path.append(str(REPO / "benchmarks"))
+
+from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E402
+
+__all__ = ["DEMO", "DEMO_RUNS", "REPO", "MlflowServer", "assert_local_results_complete", "assert_one_complete_set",
+           "clean_env", "cli_command", "client_for", "free_port", "metric_spec", "parse_trec_eval_output", "run_cli",
+           "runs_of_experiment", "runs_of_key", "write_qrels", "write_run", "write_spec"]
+
+
+# --------------------------------------------------------------------------- TREC files and specs
+
+
+def write_qrels(folder: Path, judgments: dict, name: str = "qrels.txt") -> str:
+    """``{qid: {doc: grade}}`` as TREC qrels ``folder/name``; returns ``name``."""
+    lines = [f"{q} 0 {d} {g}" for q, docs in judgments.items() for d, g in docs.items()]
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return name
+
+
+def write_run(folder: Path, ranking: dict, name: str = "sys.run") -> str:
+    """``{qid: [doc, ...]}`` (best first) or ``{qid: [(doc, score), ...]}`` as a TREC run ``folder/name`` with
+    ranks 1..n and, where no score is given, scores n..1; returns ``name``."""
+    lines = []
+    for q, docs in ranking.items():
+        n = len(docs)
+        for i, item in enumerate(docs):
+            doc, score = item if isinstance(item, tuple) else (item, n - i)
+            lines.append(f"{q} Q0 {doc} {i + 1} {score} sys")
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return name
+
+
+def metric_spec(qrels, systems, *, name: str, gain="exponential", cutoffs=(3,), ties="displayed_order",
+                ideal="judged_catalog", empty_ideal="exclude", unjudged="zero", missing_queries="zero",
+                weights="uniform", qset=None) -> dict:
+    """A spec (as a dict) with every metric field given; ``systems`` a path (system ``sys``) or ``{name: path}``."""
+    if isinstance(systems, str):
+        systems = {"sys": systems}
+    queries = {"weights": weights}
+    if qset is not None:
+        queries["set"] = qset
+    return {
+        "spec_version": 1,
+        "name": name,
+        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
+                   "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
+        "queries": queries,
+        "data": {"qrels": qrels, "systems": dict(systems)},
+    }
+
+
+def write_spec(folder: Path, name: str, *, systems: int = 3, experiment: str | None = None,
+               extra: str = "") -> Path:
+    """A quick spec on the demo data (no resampling) in ``folder``; ``systems`` names cycle the demo runs."""
+    data = folder / "demo"
+    if not data.exists():
+        shutil.copytree(DEMO, data)
+    lines = [f"    s{i:02d}: demo/{DEMO_RUNS[i % 3]}" for i in range(systems)]
+    text = (f"spec_version: 1\nname: {name}\n"
+            "metric: {gain: exponential, cutoffs: [5, 10, all], discount: log2, ties: displayed_order,\n"
+            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+            "queries: {weights: uniform}\n"
+            "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
+            f"mlflow: {{experiment: {experiment or name}}}\n" + extra)
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+_MEASURE = re.compile(r"^ndcg(?:_cut_(\d+)|_(.+))?$")
+
+
+def parse_trec_eval_output(name: str) -> dict[tuple[str, str], float]:
+    """``{(cutoff label, qid or 'all'): value}`` for every ndcg / ndcg_cut_K line of a trec_eval output in
+    TREC_EVAL_DATA.
+
+    ``ndcg`` and ``ndcg_<gain params>`` (as ``-mndcg.1=3,...`` prints it) are the no-cutoff value ('all');
+    ``ndcg_cut_K`` is cutoff K. Other measures (``ndcg_rel``, ``Rndcg``, ...) are ignored.
+    """
+    out: dict[tuple[str, str], float] = {}
+    for line in (TREC_EVAL_DATA / name).read_text().splitlines():
+        if not line.strip():
+            continue
+        measure, qid, value = (part.strip() for part in line.split("\t"))
+        m = _MEASURE.match(measure)
+        if not m or (m.group(2) is not None and m.group(2) != MEAS_PARAMS_GAIN):
+            continue  # ndcg_rel and any other ndcg_* variant
+        key = (m.group(1) or "all", qid)
+        assert key not in out, f"{name}: {measure} {qid} listed twice"
+        out[key] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------- the CLI in a subprocess
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """``ndcg-mlflow ARGS`` in a subprocess, with a timeout guard."""
+    return subprocess.run(cli_command(*args), cwd=cwd, env=clean_env(**env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+# --------------------------------------------------------------------------- runs in an MLflow store
+
+
+def client_for(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def runs_of_key(client, run_key: str, deleted: bool = False) -> list:
+    """Every run tagged with ``run_key``, in any experiment (also deleted runs when ``deleted``)."""
+    from mlflow.entities import ViewType
+
+    exps = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(exps, filter_string=f"tags.`ndcg_mlflow.run_key` = '{run_key}'",
+                              run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY, max_results=1000)
+
+
+def runs_of_experiment(client, name: str, deleted: bool = True) -> list:
+    """The runs of experiment ``name`` (none when it does not exist); deleted runs too unless ``deleted`` is
+    False."""
+    from mlflow.entities import ViewType
+
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY,
+                              max_results=1000)
+
+
+def assert_one_complete_set(client, out: Path, tmp: Path) -> None:
+    """Exactly one evaluation run and one run per system carry the folder's run key, all complete,
+    with the metrics and artifacts of the folder."""
+    run_key = (out / "run_key.txt").read_text().strip()
+    summary = json.loads((out / "summary.json").read_text())
+    runs = runs_of_key(client, run_key)
+    parents = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    children = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "system"]
+    assert len(parents) == 1, [(r.info.run_id, r.info.status) for r in parents]
+    assert len(runs) == 1 + len(summary["systems"])
+    parent = parents[0]
+    assert sorted(r.data.tags["ndcg_mlflow.system"] for r in children) == sorted(summary["systems"])
+    for r in runs:
+        assert r.info.status == "FINISHED", (r.info.run_id, r.info.status, r.data.tags.get("ndcg_mlflow.logging"))
+        assert r.data.tags["ndcg_mlflow.logging"] == "complete"
+    for child in children:
+        name = child.data.tags["ndcg_mlflow.system"]
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        for key, entry in summary["systems"][name].items():
+            assert child.data.metrics[key] == pytest.approx(entry["mean"], rel=1e-12)
+            assert parent.data.metrics[f"{name}.{key}"] == pytest.approx(entry["mean"], rel=1e-12)
+        files = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {f"{name}.per_query.csv", "summary.json"} <= files
+    files = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"spec.yaml", "summary.json", "per_query.csv", "report.html", "per_query_table.json"} <= files
+    got = Path(client.download_artifacts(parent.info.run_id, "summary.json", str(tmp)))
+    assert got.read_bytes() == (out / "summary.json").read_bytes()
+
+
+def assert_local_results_complete(out: Path) -> None:
+    for name in ("summary.json", "per_query.csv", "report.html", "run_key.txt", "spec.yaml"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["systems"] and all(v["ndcg_at_10"]["mean"] == v["ndcg_at_10"]["mean"]
+                                      for v in summary["systems"].values())
