@@ -45,7 +45,7 @@ WORDS = {
 
 
 def gain_credit(gain: Gain, grades: list[float]) -> str:
-    from .evaluation import map_gains
+    from .join import map_gains
 
     if gain.kind == "table":
         table = dict(gain.table)
