@@ -899,7 +899,7 @@ def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
         if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
+            col = _decoded(col)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
                 or _is_string_view(col.type) or pa.types.is_integer(col.type)):
             raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
@@ -921,6 +921,18 @@ def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
             nums[c] = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(), dtype=np.float64)
     return cols["query_id"], cols["doc_id"], nums.get(value_col), nums.get(rank_col)
+
+
+def _decoded(column):
+    """A dictionary-encoded column as its values (text dictionaries of any string type as plain strings)."""
+    import pyarrow as pa
+
+    def plain(values):
+        return values.cast(pa.string()) if pa.types.is_large_string(values.type) or \
+            _is_string_view(values.type) else values
+
+    chunks = [plain(c.dictionary).take(c.indices) for c in _chunks(column)]
+    return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
 
 
 def _is_string_view(t) -> bool:

@@ -508,7 +508,7 @@ def _data(ctx: _Ctx, value: Any, tables: "InMemory | None") -> tuple[Source, tup
     names = tables.systems if tables is not None else None
     if value is None:
         if not has_qrels or names is None:
-            given = "the systems' rows" if has_qrels else "the judgments" if names is not None else None
+            given = "the judgments" if has_qrels else "the systems' rows" if names is not None else None
             raise ctx.fail("data", "missing required key (no default is assumed: it changes the numbers)"
                            + (f"; only {given} were given as tables, so the files of the rest are needed."
                               if given else "."))
