@@ -378,3 +378,35 @@ def _joined(join, judgments, qrels, run, ids, spec):
     judged = judgments(qrels, ids, spec.metric)
     prep, _ = join("v3", run, judged)
     return prep, judged.catalog
+
+
+# --------------------------------------------------------------------------- tracking
+
+
+def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(tracking_uri, tmp_path):
+    from ndcg_mlflow.errors import NdcgError
+    from ndcg_mlflow.logged import compare_runs
+    from ndcg_mlflow.outputs import write_outputs
+    from ndcg_mlflow.tracking import log_evaluation
+
+    spec = {k: v for k, v in _spec().items() if k != "comparison"}
+    logged = {}
+    for label, qrels in (("all", QRELS), ("fewer", QRELS[:-1])):
+        result = ndcg_mlflow.evaluate(spec, qrels=_as("pandas", qrels, "grade"),
+                                      systems={n: _as("polars", rows, "score") for n, rows in RUNS.items()})
+        out = write_outputs(result, tmp_path / label, reports=False)
+        logged[label] = (result, log_evaluation(result, out, tracking_uri=tracking_uri))
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("tables").experiment_id],
+                              filter_string="tags.`ndcg_mlflow.role` = 'system'")
+    by_tag = {(r.data.tags["ndcg_mlflow.qrels_sha256"], r.data.tags["ndcg_mlflow.system"]): r for r in runs}
+    for result, _ in logged.values():
+        files = result.summary["files"]
+        run = by_tag[(files["qrels"]["sha256"], "v3")]
+        assert run.data.tags["ndcg_mlflow.run_file_sha256"] == files["system:v3"]["sha256"]
+    first, second = (by_tag[(logged[k][0].summary["files"]["qrels"]["sha256"], "v3")].info.run_id
+                     for k in ("all", "fewer"))
+    with pytest.raises(NdcgError, match=r"judgments \(qrels sha256\)"):
+        compare_runs(first, second, tracking_uri=tracking_uri, out=tmp_path / "cmp", log=False)
