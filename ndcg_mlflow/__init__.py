@@ -9,5 +9,5 @@ from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingEr
 from .spec import Spec, load_spec  # noqa: E402
 from .evaluation import EvaluationResult, evaluate, evaluate_tables  # noqa: E402
 
-__all__ = ["__version__", "evaluate", "evaluate_tables", "load_spec", "Spec", "EvaluationResult", "NdcgError", "SpecError",
-           "DataError", "EvaluationError", "TrackingError"]
+__all__ = ["__version__", "evaluate", "evaluate_tables", "load_spec", "Spec", "EvaluationResult", "NdcgError",
+           "SpecError", "DataError", "EvaluationError", "TrackingError"]

@@ -196,9 +196,9 @@ def _json_safe(obj: Any) -> Any:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None, systems: Mapping[str, Any] | None = None,
-             columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
-             keep_data: bool = False) -> EvaluationResult:
+def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
+             systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
+             base_dir: str | Path | None = None, progress=None, keep_data: bool = False) -> EvaluationResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
 
     The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
@@ -210,23 +210,11 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None, 
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
     for recomputing under other rules without reading the files again.
     """
-    if qrels is not None or systems is not None:
-        return evaluate_tables(spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress,
-                               keep_data=keep_data)
-    if columns is not None:
+    if columns is not None and qrels is None and systems is None:
         raise SpecError("columns", "a column mapping given to evaluate() applies to tables given in memory "
                                    "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).")
-    spec = load_spec(spec, base_dir=base_dir)
-    problems = check_files(spec)
-    if problems:
-        raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
-    keep_data = keep_data or spec.sensitivity
-    qrels_table = read_qrels(spec.qrels.path, spec.qrels.format, spec.qrels.columns)
-    qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
-                          len(qrels_table))
-    rank = keep_data or spec.metric.ties == "displayed_order"
-    runs = {name: _RunFile(name, src, rank) for name, src in spec.systems}
-    return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+    return evaluate_tables(spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress,
+                           keep_data=keep_data)
 
 
 def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None, *,
@@ -237,9 +225,11 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
 
     ``qrels`` holds ``query_id, doc_id, grade`` and each table of ``systems`` (name -> table)
     ``query_id, doc_id`` and ``score`` and/or ``rank``; either may be None to take that part from the spec's
-    data section. A table is anything with the Arrow C stream interface (a pyarrow Table or
-    RecordBatchReader, a pandas, polars or DuckDB frame), a :class:`~ndcg_mlflow.readers.Table`, or a nested
-    mapping ``{query_id: {doc_id: grade}}`` / ``{query_id: {doc_id: score}}`` (its order is the rows' order).
+    data section: :func:`evaluate` is this function with both None, its files read into the same tables
+    (runs one at a time, so that one run at most is held in memory). A table is anything with the Arrow C
+    stream interface (a pyarrow Table or RecordBatchReader, a pandas, polars or DuckDB frame), a
+    :class:`~ndcg_mlflow.readers.Table`, or a nested mapping ``{query_id: {doc_id: grade}}`` /
+    ``{query_id: {doc_id: score}}`` (its order is the rows' order).
     Integer ids are read as their decimal text. ``columns`` maps the tool's column names to the tables'
     (``{"query_id": "userID", "doc_id": "itemID", "grade": "rating", "score": "prediction"}``), for every
     table given; a ``(table, mapping)`` pair maps that table's columns alone. The rows are checked as a
@@ -252,7 +242,7 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     if systems is not None and not isinstance(systems, Mapping):
         raise SpecError("systems", f"must map each system name to its table, got {type(systems).__name__}.")
     names = tuple(systems) if systems is not None else None
-    given = InMemory(qrels is not None, names)
+    given = InMemory(qrels is not None, names) if qrels is not None or names is not None else None
     if isinstance(spec, Spec):  # a spec built earlier: its data entries are replaced by the tables given
         import dataclasses
 
@@ -293,6 +283,10 @@ def _table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
     if obj is None:
         raise DataError(label, "no table was given.")
     if isinstance(obj, Table):
+        if obj.digest is None:
+            from .readers import table_digest
+
+            obj.digest = table_digest(obj)
         return obj
     wanted = ("query_id", "doc_id", "grade") if kind == "qrels" else ("query_id", "doc_id", "score", "rank")
     usable = {k: v for k, v in mapping.items() if k in wanted}

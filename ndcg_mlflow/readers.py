@@ -6,7 +6,11 @@ Formats:
   fields separated by runs of ASCII spaces and tabs (no other character separates fields: an id
   may contain U+00A0 or any other Unicode space); grades may be floats.
 * CSV / TSV with a header naming the columns ``query_id``, ``doc_id`` and ``grade``
-  (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet.
+  (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet, also a folder or
+  glob of Parquet files read as one table (files in sorted order). A column mapping reads other names.
+* TREC, CSV, TSV and JSONL compressed with gzip (``.gz``) or zstd (``.zst``), decompressed as read.
+* Tables in memory (:func:`table_from_object`): anything with the Arrow C stream interface, or a nested
+  mapping ``{query_id: {doc_id: value}}``, checked as files are; errors name the table and the row.
 
 Ids are strings. The result is columnar: query ids are encoded into integer codes
 in order of first appearance (one ``int32`` per row and a small array of distinct
@@ -1311,5 +1315,5 @@ def _dedupe_qrels(table: Table) -> Table:
                  table.header_lines, np.flatnonzero(keep), table.digest)
 
 
-__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest", "read_query_set", "read_weights", "sha256_file",
-           "detect_format", "string_hashes", "duplicate_pairs", "preview"]
+__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest",
+           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs", "preview"]
