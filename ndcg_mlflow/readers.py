@@ -980,7 +980,9 @@ def table_from_object(obj, kind: str, label: str, columns: tuple[tuple[str, str]
     columns = tuple(dict(columns).items())
     if isinstance(obj, Table):
         return obj
-    if isinstance(obj, Mapping) and obj and all(isinstance(v, Mapping) for v in obj.values()):
+    if isinstance(obj, Mapping) and not obj:
+        raise DataError(label, "the table has no rows.")
+    if isinstance(obj, Mapping) and all(isinstance(v, Mapping) for v in obj.values()):
         if columns:
             raise DataError(label, "a column mapping is for tables with named columns, not for a nested mapping "
                                    "{query_id: {doc_id: value}}.")
@@ -989,6 +991,8 @@ def table_from_object(obj, kind: str, label: str, columns: tuple[tuple[str, str]
                                     pa.array(ds, type=pa.string()), np.asarray(vs, dtype=np.float64), None)
     else:
         tbl = _arrow_table(obj, label)
+        if tbl.num_rows == 0:
+            raise DataError(label, "the table has no rows.")
         value_col, rank_col, _ = _required_columns(kind, _canonical_names(tbl.column_names, columns), label, None)
         needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
         named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
@@ -1016,7 +1020,8 @@ def _arrow_table(obj, label: str):
     except DataError:
         raise
     except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {_clip(str(exc), 200)}. Give an "
+        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {_clip(str(exc), 200).rstrip('.')}. "
+                               f"Give an "
                                f"object with the Arrow C stream interface (pyarrow, pandas, polars, DuckDB) or "
                                f"a mapping {{query_id: {{doc_id: value}}}}.") from None
 

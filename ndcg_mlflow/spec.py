@@ -966,7 +966,8 @@ def check_files(spec: Spec) -> list[str]:
     if spec.companions is not None:
         named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
-        problem = source_problem(src.path) if src is not None and src.path is not None else None
+        check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
+        problem = check(src.path) if src is not None and src.path is not None else None
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems

@@ -184,7 +184,9 @@ def test_pandas_default_strings_and_polars_views(from_files):
     (lambda df: df.assign(doc_id=df["doc_id"].map(lambda d: 1.5)), r"systems\['v3'\]: column doc_id must hold "
                                                                     r"strings"),
     (lambda df: df.drop(columns=["score"]), r"systems\['v3'\]: missing column\(s\) score \(or rank\)"),
-], ids=["inf", "null", "empty-id", "duplicate", "text-score", "float-id", "missing-column"])
+    (lambda df: df.iloc[0:0], r"systems\['v3'\]: the table has no rows"),
+    (lambda df: {}, r"systems\['v3'\]: the table has no rows"),
+], ids=["inf", "null", "empty-id", "duplicate", "text-score", "float-id", "missing-column", "no-rows", "empty-dict"])
 def test_bad_rows_are_refused_naming_the_table_and_row(change, match):
     run = change(pd.DataFrame(_columns(RUNS["v3"], "score")))
     with pytest.raises(DataError, match=match):
