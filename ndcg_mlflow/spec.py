@@ -21,8 +21,9 @@ Version 1::
     queries:
       weights: uniform           # uniform | path to a (query_id, weight) file
       set: null                  # optional path to a list of query ids
-    data:
-      qrels: demo/qrels.tsv      # a path, or {path: ..., format: trec|csv|tsv|jsonl|parquet}
+    data:                        # may be left out when the data are given as tables (evaluate_tables)
+      qrels: demo/qrels.tsv      # a path (a Parquet folder or glob too), or
+                                 # {path: ..., format: trec|csv|tsv|jsonl|parquet, columns: {query_id: ...}}
       systems:
         bm25: demo/bm25.run
     mlflow:
