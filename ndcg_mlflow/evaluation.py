@@ -1,7 +1,10 @@
-"""From a spec to per-query and mean nDCG for every system: reading, joining, policies, means.
+"""The pipeline from a spec to per-query and mean nDCG for every system: read -> join -> kernel -> means ->
+statistics -> sensitivity.
 
-No MLflow here: :func:`evaluate` returns an :class:`EvaluationResult` that the
-logging layer, the CLI or a notebook can use.
+:func:`evaluate_tables` is the file-free core (the judgments and runs as tables in memory);
+:func:`evaluate` reads the spec's declared files into the same tables. The per-query join is
+:mod:`ndcg_mlflow.join`, the numbers :mod:`ndcg_mlflow.kernel`. No MLflow here: both return an
+:class:`EvaluationResult` that the logging layer, the CLI or a notebook can use.
 """
 
 from __future__ import annotations
