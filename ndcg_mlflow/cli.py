@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
+from .version import __version__
 from .errors import NdcgError
 
 log = logging.getLogger("ndcg_mlflow")

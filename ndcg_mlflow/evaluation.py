@@ -1,7 +1,10 @@
-"""From a spec to per-query and mean nDCG for every system: reading, joining, policies, means.
+"""The pipeline from a spec to per-query and mean nDCG for every system: read -> join -> kernel -> means ->
+statistics -> sensitivity.
 
-No MLflow here: :func:`evaluate` returns an :class:`EvaluationResult` that the
-logging layer, the CLI or a notebook can use.
+:func:`evaluate_tables` is the file-free core (the judgments and runs as tables in memory);
+:func:`evaluate` reads the spec's declared files into the same tables. The per-query join is
+:mod:`ndcg_mlflow.join`, the numbers :mod:`ndcg_mlflow.kernel`. No MLflow here: both return an
+:class:`EvaluationResult` that the logging layer, the CLI or a notebook can use.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import __version__
 from .errors import DataError, EvaluationError, SpecError, preview
-from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult, RunRows, evaluate_rows
+from .join import (Catalog, PreparedRun, check_unjudged, compute, judgments, join,  # noqa: F401 (re-exported)
+                   map_gains)
+from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
-from .spec import Gain, Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
+from .spec import Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
+from .version import __version__
 from .uris import safe_uri
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
@@ -191,162 +196,172 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-# --------------------------------------------------------------------------- gains
-
-
-def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:
-    """Grades to gains. Negative grades earn 0 under exponential and linear; a table must know every grade.
-
-    An exponential gain 2^g - 1 beyond the largest float (g >= 1024) is refused: a DataError at the
-    first such line of ``qrels`` when given, else :class:`~ndcg_mlflow.kernel.NonFiniteError`.
-    """
-    if gain.kind == "exponential":
-        with np.errstate(over="ignore"):
-            gains = np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
-        over = ~np.isfinite(gains)
-        if over.any():
-            row = int(np.flatnonzero(over)[0])
-            if qrels is None:
-                raise NonFiniteError("exponential gain", np.flatnonzero(over))
-            raise qrels.error(row, f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
-                                   f"float (metric.gain exponential takes grades below 1024; "
-                                   f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.")
-        return gains
-    if gain.kind == "linear":
-        return np.where(grades > 0, grades, 0.0)
-    keys = np.array([k for k, _ in gain.table])
-    vals = np.array([v for _, v in gain.table])
-    idx = np.searchsorted(keys, grades)
-    idx_c = np.minimum(idx, keys.size - 1)
-    known = keys[idx_c] == grades
-    if not known.all():
-        row = int(np.flatnonzero(~known)[0])
-        missing = sorted({float(g) for g in grades[~known]})
-        message = (f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
-                   f"{', '.join(f'{g:g}' for g in missing)}.")
-        raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
-    return vals[idx_c]
-
-
-def _check_gain_sums(metric: Metric, catalog: "Catalog", query_ids: np.ndarray, qrels: Table,
-                     keep: np.ndarray) -> None:
-    """Refuse gains whose DCG could overflow a float, naming the query and its first judgment's line.
-
-    Every DCG, ideal DCG and tie-averaged gain of a query is bounded by the sum of the query's
-    absolute gains (each discount is at most 1, and a run's judged documents are among the query's
-    judgments), so when that sum is finite for every query, no sum the kernel forms overflows.
-    """
-    gains = np.abs(map_gains(metric.gain, catalog.grade, None))
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = np.bincount(catalog.query, weights=gains, minlength=catalog.n_queries)
-    over = np.flatnonzero(~np.isfinite(sums))
-    if over.size:
-        q = int(over[0])
-        row = int(np.flatnonzero(keep)[np.flatnonzero(catalog.query == q)[0]])
-        raise qrels.error(row, f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
-                               f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-                               f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
-                               f"(gain: linear, or a gain table with smaller values).")
-
-
 # --------------------------------------------------------------------------- evaluation
 
 
-@dataclass
-class Catalog:
-    """The evaluated judgments: query code and grade of each judged document."""
-
-    query: np.ndarray
-    grade: np.ndarray
-    n_queries: int
-
-
-@dataclass
-class PreparedRun:
-    """One system's rows joined to the judgments, independent of every metric rule.
-
-    From it, :func:`compute` gives the per-query numbers under any :class:`Metric`
-    (``explain --sensitivity`` recomputes each rule's alternatives from it without
-    reading a file again).
-    """
-
-    name: str
-    run: Table
-    kept: np.ndarray | None  # run rows of evaluated queries (None: all)
-    query: np.ndarray
-    score: np.ndarray
-    grade: np.ndarray  # NaN where unjudged
-    judged: np.ndarray
-
-    def original(self, rows: np.ndarray) -> np.ndarray:
-        return rows if self.kept is None else self.kept[rows]
-
-
-def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
-    """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
-    gain = np.zeros(prep.query.size)
-    gain[prep.judged] = map_gains(metric.gain, prep.grade[prep.judged])
-    rows = RunRows(query=prep.query, score=prep.score, gain=gain, judged=prep.judged,
-                   tiebreak=_tiebreak(metric.ties, prep))
-    cat_gain = map_gains(metric.gain, catalog.grade)
-    return evaluate_rows(rows, catalog.query, cat_gain, catalog.n_queries, cutoffs=metric.cutoffs,
-                         ties=metric.ties, unjudged=metric.unjudged, ideal=metric.ideal,
-                         empty_ideal=metric.empty_ideal, missing_queries=metric.missing_queries)
-
-
-def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
-             progress=None, keep_data: bool = False) -> EvaluationResult:
+def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
+             systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
+             base_dir: str | Path | None = None, progress=None, keep_data: bool = False) -> EvaluationResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
+
+    The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
+    ``qrels`` and each value of ``systems`` (a name -> table mapping) may be anything with the Arrow C stream
+    interface (pyarrow, pandas, polars, DuckDB...) or a nested mapping ``{query_id: {doc_id: value}}``; see
+    :func:`evaluate_tables`. Given tables take the place of the data section's entries, which may then be left
+    out (only when both the judgments and the systems are given).
 
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
     for recomputing under other rules without reading the files again.
     """
-    spec = load_spec(spec, base_dir=base_dir)
+    if columns is not None and qrels is None and systems is None:
+        raise SpecError("columns", "a column mapping given to evaluate() applies to tables given in memory "
+                                   "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).")
+    return evaluate_tables(spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress,
+                           keep_data=keep_data)
+
+
+def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None, *,
+                    columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
+                    keep_data: bool = False) -> EvaluationResult:
+    """Evaluate tables held in memory: the file-free core, which gives the same :class:`EvaluationResult` as
+    files holding the same rows.
+
+    ``qrels`` holds ``query_id, doc_id, grade`` and each table of ``systems`` (name -> table)
+    ``query_id, doc_id`` and ``score`` and/or ``rank``; either may be None to take that part from the spec's
+    data section: :func:`evaluate` is this function with both None, its files read into the same tables
+    (runs one at a time, so that one run at most is held in memory). A table is anything with the Arrow C
+    stream interface (a pyarrow Table or RecordBatchReader, a pandas, polars or DuckDB frame), a
+    :class:`~ndcg_mlflow.readers.Table`, or a nested mapping ``{query_id: {doc_id: grade}}`` /
+    ``{query_id: {doc_id: score}}`` (its order is the rows' order).
+    Integer ids are read as their decimal text. ``columns`` maps the tool's column names to the tables'
+    (``{"query_id": "userID", "doc_id": "itemID", "grade": "rating", "score": "prediction"}``), for every
+    table given; a ``(table, mapping)`` pair maps that table's columns alone. The rows are checked as a
+    file's are (types, nulls, non-finite numbers, empty ids, a document twice for one query), each error
+    naming the table (``qrels``, ``systems['v3']``) and the row. Each table's content digest
+    (:func:`~ndcg_mlflow.readers.table_digest`) is recorded where a file's sha256 is.
+    """
+    from .spec import IN_MEMORY, InMemory, Source
+
+    if systems is not None and not isinstance(systems, Mapping):
+        raise SpecError("systems", f"must map each system name to its table, got {type(systems).__name__}.")
+    names = tuple(systems) if systems is not None else None
+    given = InMemory(qrels is not None, names) if qrels is not None or names is not None else None
+    if isinstance(spec, Spec):  # a spec built earlier: its data entries are replaced by the tables given
+        import dataclasses
+
+        memory = Source(None, IN_MEMORY, "table")
+        if names is not None and spec.comparison is not None and spec.comparison.baseline not in names:
+            raise SpecError("comparison.baseline", f"names {spec.comparison.baseline!r}, which is not among the "
+                                                   f"systems given ({', '.join(map(str, names))}).")
+        spec = dataclasses.replace(spec, qrels=memory if qrels is not None else spec.qrels,
+                                   systems=tuple((n, memory) for n in names) if names is not None else spec.systems)
+    else:
+        spec = load_spec(spec, base_dir=base_dir, tables=given)
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
-    metric = spec.metric
     keep_data = keep_data or spec.sensitivity
-    files: list[FileInfo] = []
+    shared = dict(columns or {})
+    if qrels is not None:
+        qrels_table = _table(qrels, "qrels", "qrels", shared)
+        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest, len(qrels_table))
+    else:
+        qrels_table = read_qrels(spec.qrels.path, spec.qrels.format, spec.qrels.columns)
+        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
+                              len(qrels_table))
+    rank = keep_data or spec.metric.ties == "displayed_order"
+    if systems is not None:
+        runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
+    else:
+        runs = {name: _RunFile(name, src, rank) for name, src in spec.systems}
+    return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
 
-    qrels = read_qrels(spec.qrels.path, spec.qrels.format)
-    files.append(FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
-                          len(qrels)))
+
+def _table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
+    from .readers import table_from_object
+
+    mapping = shared
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Mapping):
+        obj, mapping = obj[0], {**shared, **obj[1]}
+    if obj is None:
+        raise DataError(label, "no table was given.")
+    if isinstance(obj, Table):
+        if obj.digest is None:
+            from .readers import table_digest
+
+            obj.digest = table_digest(obj)
+        return obj
+    wanted = ("query_id", "doc_id", "grade") if kind == "qrels" else ("query_id", "doc_id", "score", "rank")
+    usable = {k: v for k, v in mapping.items() if k in wanted}
+    unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
+    if unknown:
+        raise SpecError("columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, "
+                                   f"grade, score or rank.")
+    return table_from_object(obj, kind, label, usable)
+
+
+class _RunFile:
+    """A system's run file, read when the pipeline reaches it (one run in memory at a time)."""
+
+    def __init__(self, name: str, src, rank: bool):
+        self.name, self.src, self.rank, self.declared = name, src, rank, src.declared
+
+    def load(self) -> tuple[Table, FileInfo]:
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
+            digest = pool.submit(sha256_file, self.src.path)
+            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns)
+            return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, digest.result(),
+                                 len(run))
+
+
+class _RunObject:
+    """A system's rows given in memory, converted when the pipeline reaches them."""
+
+    def __init__(self, name: str, obj: Any, shared: dict[str, str]):
+        from .spec import IN_MEMORY
+
+        self.name, self.obj, self.shared, self.declared = name, obj, shared, IN_MEMORY
+
+    def load(self) -> tuple[Table, FileInfo]:
+        from .spec import IN_MEMORY
+
+        run = _table(self.obj, "run", f"systems[{self.name!r}]", self.shared)
+        return run, FileInfo(f"system:{self.name}", "", IN_MEMORY, run.digest or "", len(run))
+
+
+def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, Any], progress,
+              keep_data: bool) -> EvaluationResult:
+    """read -> join -> kernel -> means, per system; then statistics and sensitivity on the per-query rows."""
+    metric = spec.metric
+    qrels, qrels_info = qrels_in
+    files: list[FileInfo] = [qrels_info]
     map_gains(metric.gain, qrels.value, qrels)  # a grade missing from a gain table stops here, before any run
 
     query_ids = _query_set(spec, qrels, files)
     weights = _weights(spec, query_ids, files)
     nq = len(query_ids)
-
-    # query codes of the qrels rows, in the evaluated order (-1: not evaluated)
-    q_of_value = _index_in(qrels.query.values, query_ids)
-    cat_q_all = q_of_value[qrels.query.codes]
-    keep = cat_q_all >= 0
-    catalog = Catalog(cat_q_all[keep], qrels.value[keep], nq)
-    _check_gain_sums(metric, catalog, query_ids, qrels, keep)
-    judged_keys = _pair_index(qrels, keep, catalog.query)
+    judged = judgments(qrels, query_ids, metric)
+    catalog = judged.catalog
 
     companions = _read_companions(spec, files)
     systems: dict[str, SystemResult] = {}
     prepared: dict[str, PreparedRun] = {}
     notes: list[str] = []
-    for name, src in spec.systems:
+    for name, source in runs.items():
         if progress:
-            progress(f"reading system '{name}' from {src.declared}")
-        with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
-            digest = pool.submit(sha256_file, src.path)
-            run = read_run(src.path, src.format, rank=keep_data or metric.ties == "displayed_order")
-            files.append(FileInfo(f"system:{name}", str(src.path), src.declared, digest.result(), len(run)))
-        prep, unknown_queries = _prepare_run(name, run, query_ids, judged_keys, catalog)
+            progress(f"reading system '{name}' from {source.declared}")
+        run, info = source.load()
+        files.append(info)
+        prep, unknown_queries = join(name, run, judged)
         if prep.query.size == 0:
             raise EvaluationError(
-                f"system '{name}' ({src.path}) returns none of the {nq} evaluated queries (its "
+                f"system '{name}' ({run.path}) returns none of the {nq} evaluated queries (its "
                 f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
                 f"is it the run of another collection?")
         if unknown_queries:
             notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
                          f"ignored")
-        _check_unjudged(metric, prep)
+        check_unjudged(metric, prep)
         if progress:
             progress(f"computing nDCG of '{name}'")
         try:
@@ -354,11 +369,11 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pat
         except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
             if exc.what != "ndcg":
                 raise
-            raise DataError(spec.qrels.path, f"system '{name}': the nDCG of query "
-                                             f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
-                                             f"overflows a float: the gains of metric.gain "
-                                             f"{metric.gain.describe()} differ too much in size.") from None
-        _apply_error_rules(name, src.path, metric, qr, query_ids)
+            raise DataError(qrels.path, f"system '{name}': the nDCG of query "
+                                        f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
+                                        f"overflows a float: the gains of metric.gain "
+                                        f"{metric.gain.describe()} differ too much in size.") from None
+        _apply_error_rules(name, run.path, metric, qr, query_ids)
         top = _top_lists(qr, prep, display_depth(metric))
         sr = SystemResult(name, qr, _means(metric, qr, weights), top)
         if companions is not None:
@@ -490,98 +505,6 @@ def relative(weights: np.ndarray) -> np.ndarray:
     return weights / weights.max() if weights.size else weights
 
 
-def _index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
-    """Position of each of ``values`` in ``universe`` (distinct ids), -1 where absent; a hash lookup, with no
-    fixed-width string copy of either array."""
-    position = {str(u): i for i, u in enumerate(universe)}
-    return np.fromiter((position.get(str(v), -1) for v in values), dtype=np.int64, count=len(values))
-
-
-@dataclass
-class _JudgedIndex:
-    """Sorted (query, doc) keys of the evaluated judgments, for joining run rows to their gains."""
-
-    doc_values: Any  # pyarrow array of the distinct judged doc ids
-    keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
-    gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
-    n_docs: int
-    grades: np.ndarray  # grade of each catalog row
-
-
-def _doc_codes(strings, value_set) -> np.ndarray:
-    """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
-    import pyarrow.compute as pc
-
-    idx = pc.index_in(strings, value_set=value_set)
-    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> _JudgedIndex:
-    """Index of the evaluated judgments (catalog rows are the qrels rows where ``keep``)."""
-    import pyarrow.compute as pc
-
-    doc_values = pc.unique(qrels.doc.array)
-    if hasattr(doc_values, "combine_chunks"):
-        doc_values = doc_values.combine_chunks()
-    d = _doc_codes(qrels.doc.array, doc_values)[keep]
-    n_docs = max(len(doc_values), 1)
-    keys = cat_q.astype(np.int64) * n_docs + d
-    order = np.argsort(keys, kind="stable")
-    return _JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep])
-
-
-def _prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: _JudgedIndex,
-                 catalog: Catalog) -> tuple[PreparedRun, int]:
-    """Join one run to the judgments: evaluated rows only, each with its grade and judged flag.
-
-    Returns the prepared rows and the number of the run's queries outside the evaluated set.
-    """
-    q_map = _index_in(run.query.values, query_ids)
-    unknown_queries = int(np.count_nonzero(q_map < 0))
-    q = q_map[run.query.codes]
-    kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
-    if kept is not None:
-        q = q[kept]
-
-    d = _doc_codes(run.doc.array, judged.doc_values)
-    if kept is not None:
-        d = d[kept]
-    cand = np.flatnonzero(d >= 0)
-    keys = q[cand].astype(np.int64) * judged.n_docs + d[cand]
-    at = np.minimum(np.searchsorted(judged.keys, keys), max(judged.keys.size - 1, 0))
-    hit = judged.keys[at] == keys if judged.keys.size else np.zeros(cand.size, dtype=bool)
-    is_judged = np.zeros(q.size, dtype=bool)
-    is_judged[cand[hit]] = True
-    grade = np.full(q.size, np.nan)
-    grade[cand[hit]] = catalog.grade[judged.gain_rows[at[hit]]]
-    score = run.value if kept is None else run.value[kept]
-    return PreparedRun(name, run, kept, q, score, grade, is_judged), unknown_queries
-
-
-def _check_unjudged(metric: Metric, prep: PreparedRun) -> None:
-    if metric.unjudged == "error" and not prep.judged.all():
-        bad = np.flatnonzero(~prep.judged)
-        first = int(prep.original(bad[:1])[0])
-        run = prep.run
-        raise EvaluationError(
-            f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
-            f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
-            f"({bad.size} unjudged returned documents in all).")
-
-
-def _tiebreak(ties: str, prep: PreparedRun):
-    """Keys ordering tied rows: the displayed rank, or the doc id (only tied rows are ever looked up)."""
-    if ties == "displayed_order":
-        if prep.run.rank is None:
-            return None
-        rank = prep.run.rank if prep.kept is None else prep.run.rank[prep.kept]
-        return lambda rows: rank[rows]
-    if ties in ("id_ascending", "id_descending"):
-        sign = 1 if ties == "id_ascending" else -1
-        return lambda rows: sign * _string_ranks(prep.run.doc.take(prep.original(rows)))
-    return None
-
-
 def display_depth(metric: Metric) -> int:
     """How many documents per query are kept for showing wins and losses."""
     finite = [k for k in metric.cutoffs if k is not None]
@@ -591,14 +514,6 @@ def display_depth(metric: Metric) -> int:
 def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     r, pos = qr.top(depth)
     return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade[r])
-
-
-def _string_ranks(values: list[str]) -> np.ndarray:
-    """Rank of each string in plain (code point) string order (Python's comparison; no fixed-width copy)."""
-    order = np.fromiter(sorted(range(len(values)), key=values.__getitem__), dtype=np.int64, count=len(values))
-    ranks = np.empty(len(values), dtype=np.int64)
-    ranks[order] = np.arange(len(values))
-    return ranks
 
 
 def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:

@@ -45,7 +45,7 @@ WORDS = {
 
 
 def gain_credit(gain: Gain, grades: list[float]) -> str:
-    from .evaluation import map_gains
+    from .join import map_gains
 
     if gain.kind == "table":
         table = dict(gain.table)
@@ -67,7 +67,7 @@ def _grades(spec: Spec) -> tuple[list[float], str]:
     from .readers import read_qrels
 
     try:
-        q = read_qrels(spec.qrels.path, spec.qrels.format)
+        q = read_qrels(spec.qrels.path, spec.qrels.format, spec.qrels.columns)
         return sorted({float(v) for v in np.unique(q.value)}), f"the grades found in {spec.qrels.declared}"
     except Exception:  # the explanation still works without readable data
         return [0.0, 1.0, 2.0, 3.0], "example grades (the qrels file could not be read)"

@@ -285,7 +285,7 @@ def _files_of(folder: Path) -> list[str]:
 
 def write_manifest(folder: Path, *, kind: str, run_key: str | None) -> Path:
     """``manifest.json``: every file of the folder with its size and sha256, written last and atomically."""
-    from . import __version__
+    from .version import __version__
 
     files = {}
     for rel in _files_of(folder):

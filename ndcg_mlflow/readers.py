@@ -6,7 +6,11 @@ Formats:
   fields separated by runs of ASCII spaces and tabs (no other character separates fields: an id
   may contain U+00A0 or any other Unicode space); grades may be floats.
 * CSV / TSV with a header naming the columns ``query_id``, ``doc_id`` and ``grade``
-  (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet.
+  (qrels) or ``score`` and/or ``rank`` (runs); JSONL with the same names; Parquet, also a folder or
+  glob of Parquet files read as one table (files in sorted order). A column mapping reads other names.
+* TREC, CSV, TSV and JSONL compressed with gzip (``.gz``) or zstd (``.zst``), decompressed as read.
+* Tables in memory (:func:`table_from_object`): anything with the Arrow C stream interface, or a nested
+  mapping ``{query_id: {doc_id: value}}``, checked as files are; errors name the table and the row.
 
 Ids are strings. The result is columnar: query ids are encoded into integer codes
 in order of first appearance (one ``int32`` per row and a small array of distinct
@@ -36,12 +40,12 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
 from .errors import DataError, preview
-from .spec import file_problem, os_error_problem, shown_path
+from .spec import dataset_files, file_problem, os_error_problem, shown_path, source_problem
 
 QRELS = "qrels"
 RUN = "run"
@@ -100,6 +104,7 @@ class Table:
     format: str
     header_lines: int = 0
     source_rows: np.ndarray | None = None  # original row of each row, when rows were merged away
+    digest: str | None = None  # sha256 of an in-memory table's content (readers.table_digest)
 
     def __len__(self) -> int:
         return len(self.value)
@@ -107,12 +112,12 @@ class Table:
     def line_of(self, row: int) -> int | None:
         """The 1-based file line of a row (None for Parquet), counting lines as the readers do:
         blank lines are skipped and the first ``header_lines`` non-blank lines are the header."""
-        if self.format == "parquet":
+        if self.format in ("parquet", "table"):
             return None
         if self.source_rows is not None:
             row = int(self.source_rows[row])
         seen = -1 - self.header_lines
-        with _open(Path(self.path)) as fh:
+        with _open_data(Path(self.path)) as fh:
             for lineno, raw in enumerate(fh, 1):
                 if lineno == 1 and raw.startswith(_BOM):
                     raw = raw[3:]
@@ -146,20 +151,29 @@ class Table:
 # --------------------------------------------------------------------------- public entry points
 
 
-def read_qrels(path: str | Path, format: str = "auto") -> Table:
-    """Read judgments. A document judged twice with different grades is an error; twice alike is merged."""
-    table = _read(Path(path), QRELS, format)
+def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    """Read judgments. A document judged twice with different grades is an error; twice alike is merged.
+
+    ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``)."""
+    return _checked_qrels(_read(Path(path), QRELS, format, columns=columns))
+
+
+def _checked_qrels(table: Table) -> Table:
     _check_finite(table, "grade")
     return _dedupe_qrels(table)
 
 
-def read_run(path: str | Path, format: str = "auto", *, rank: bool = True) -> Table:
+def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
+             columns: tuple[tuple[str, str], ...] = ()) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
     """
-    table = _read(Path(path), RUN, format, rank)
+    return _checked_run(_read(Path(path), RUN, format, rank, columns))
+
+
+def _checked_run(table: Table) -> Table:
     _check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
@@ -232,10 +246,13 @@ def read_weights(path: str | Path) -> dict[str, float]:
 
 
 def sha256_file(path: str | Path) -> str:
+    """sha256 of a file's bytes as stored (compressed files too); of a Parquet folder or glob, of its files'
+    bytes one after the other, in sorted file order."""
     h = hashlib.sha256()
-    with _open(Path(path)) as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
+    for part in dataset_files(path) or [Path(path)]:
+        with _open(Path(part)) as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
     return h.hexdigest()
 
 
@@ -250,6 +267,63 @@ def _open(path: Path):
         raise DataError(shown_path(path), os_error_problem(exc) + ".") from None
 
 
+_COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
+
+
+def _open_data(path: Path):
+    """A file's text bytes: ``.gz`` and ``.zst`` files decompressed as they are read (Arrow's codecs)."""
+    codec = _COMPRESSION.get(path.suffix.lower())
+    fh = _open(path)
+    if codec is None:
+        return fh
+    import io
+
+    import pyarrow as pa
+
+    return io.BufferedReader(_Decompressed(path, codec, fh, pa.CompressedInputStream(pa.PythonFile(fh, "r"), codec)),
+                             buffer_size=1 << 20)
+
+
+class _Decompressed:
+    """A raw stream over Arrow's decompressing stream; a corrupt or truncated file is a DataError."""
+
+    def __init__(self, path: Path, codec: str, fh, stream):
+        self.path, self.codec, self.fh, self.stream = path, codec, fh, stream
+        self.closed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self.stream.read(len(buffer))
+        except (OSError, ValueError, EOFError) as exc:
+            raise DataError(self.path, f"not readable as {self.codec} data: {_clip(str(exc), 200)}") from None
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.stream.close()
+            self.fh.close()
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError("no file descriptor")
+
+    def isatty(self) -> bool:
+        return False
+
+
 def _check_file(path: Path) -> None:
     problem = file_problem(path)
     if problem is not None:
@@ -259,12 +333,18 @@ def _check_file(path: Path) -> None:
 # --------------------------------------------------------------------------- format dispatch
 
 
-def detect_format(path: Path, declared: str = "auto") -> str:
+def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".bz2", ".xz"):
+        raise DataError(path, f"{suffix[1:]} files are not read; decompress it first, or compress it with gzip "
+                              f"(.gz) or zstd (.zst).")
+    if suffix in _COMPRESSION:
+        suffix = Path(path.stem).suffix.lower()
+        if suffix == ".parquet" or declared == "parquet":
+            raise DataError(path, "a compressed Parquet file is not read: Parquet compresses inside the file "
+                                  "(write it uncompressed, with the codec of your choice inside).")
     if declared != "auto":
         return declared
-    suffix = path.suffix.lower()
-    if suffix in (".gz", ".bz2", ".xz", ".zst"):
-        raise DataError(path, "compressed files are not read; decompress it first.")
     if suffix == ".parquet":
         return "parquet"
     if suffix in (".jsonl", ".ndjson"):
@@ -273,14 +353,29 @@ def detect_format(path: Path, declared: str = "auto") -> str:
         delim = "," if suffix == ".csv" else "\t"
         _, first = _first_line(path)
         names = [c.lower() for c in _csv_fields(first, delim)]
-        if "query_id" in names:
+        if _source_name(columns, "query_id").lower() in names:
             return suffix[1:]
     return "trec"
 
 
+def _source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
+    """The name a source uses for one of the tool's columns (``query_id``, ``doc_id``, ``grade``, ``score``,
+    ``rank``), under a column mapping."""
+    return dict(columns).get(name, name)
+
+
+def _canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
+    """A source's column names as the tool's names: mapped ones renamed, and a name the mapping replaces (a
+    ``score`` column when ``score`` is mapped to ``prediction``) hidden, so it is not taken by mistake."""
+    if not columns:
+        return list(present)
+    tool = {v: k for k, v in columns}
+    return [tool[h] if h in tool else ("\x00" + h if h in dict(columns) else h) for h in present]
+
+
 def _first_line(path: Path) -> tuple[int, str]:
     """(line number, text) of the first non-blank line (BOM and line end removed); (0, '') when none."""
-    with _open(path) as fh:
+    with _open_data(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             if lineno == 1 and raw.startswith(_BOM):
                 raw = raw[3:]
@@ -290,18 +385,53 @@ def _first_line(path: Path) -> tuple[int, str]:
     return 0, ""
 
 
-def _read(path: Path, kind: str, format: str, rank: bool = True) -> Table:
+def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    files = dataset_files(path)
+    if files is not None:
+        return _read_dataset(path, files, kind, format, columns)
     _check_file(path)
-    fmt = detect_format(path, format)
+    fmt = detect_format(path, format, columns)
     if path.stat().st_size == 0:
         raise DataError(path, f"the {kind} file is empty.")
     if fmt == "trec":
+        if columns:
+            raise DataError(path, f"the file is read as TREC (its first line names no column "
+                                  f"{_source_name(columns, 'query_id')!r}), which has no column names to map; a "
+                                  f"column mapping is for csv, tsv, jsonl and parquet sources.")
         return _read_trec(path, kind, rank)
+    mapped = (columns,) if columns else ()  # (the readers' plain signatures stay as they were)
     if fmt in ("csv", "tsv"):
-        return _read_delimited(path, kind, fmt)
+        return _read_delimited(path, kind, fmt, *mapped)
     if fmt == "jsonl":
-        return _read_jsonl(path, kind)
-    return _read_parquet(path, kind)
+        return _read_jsonl(path, kind, *mapped)
+    return _read_parquet(path, kind, *mapped)
+
+
+def _read_dataset(path: Path, files: list[Path], kind: str, format: str, columns) -> Table:
+    """A Parquet folder or glob: its files in sorted order, read as one table (errors name the file and row;
+    a (query, doc) pair repeated across files names the row of the whole dataset)."""
+    import pyarrow as pa
+
+    problem = source_problem(path)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+    if format not in ("auto", "parquet"):
+        raise DataError(path, f"a folder or glob is read as a Parquet dataset, not as {format}.")
+    parts = [_parquet_columns(f, kind, columns) for f in files]
+    shape = {(p[2] is None, p[3] is None) for p in parts}
+    if len(shape) > 1:
+        raise DataError(path, "the dataset's files do not all have the same value and rank columns.")
+    query = pa.chunked_array([c for p in parts for c in _chunks(p[0])], type=pa.string())
+    doc = pa.chunked_array([c for p in parts for c in _chunks(p[1])], type=pa.string())
+    value = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+    rank = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
+    return _table_from_columns(path, kind, "parquet", query, doc, value, rank)
+
+
+def _chunks(column) -> list:
+    import pyarrow as pa
+
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
 
 
 # --------------------------------------------------------------------------- text: lines, fields, numbers
@@ -354,7 +484,7 @@ def _strip_line_end(raw: bytes) -> bytes:
 def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its line end) of every line, LF or CRLF ended; a carriage return anywhere
     else (CR-only line ends, a stray CR inside a line) is an error naming the line, as is non-UTF-8 text."""
-    with _open(path) as fh:
+    with _open_data(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             if lineno == 1 and raw.startswith(_BOM):
                 raw = raw[3:]
@@ -396,7 +526,7 @@ def _scan_text(path: Path) -> _Scan:
     lines_before = 0
     carry = b""
     first = True
-    with _open(path) as fh:
+    with _open_data(path) as fh:
         while True:
             block = fh.read(1 << 22)
             if first and block.startswith(_BOM):
@@ -457,7 +587,7 @@ def _trec_delimiter(path: Path) -> str | None:
     is the line-by-line split on runs of spaces and tabs as long as no field comes out empty (two separators
     in a row, or one at a line's start or end), which :func:`_trec_arrow` checks."""
     scan = _scan_text(path)  # also refuses a lone CR, whichever reader runs
-    with _open(path) as fh:
+    with _open_data(path) as fh:
         if fh.read(3) == _BOM or not scan.utf8:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
@@ -586,7 +716,7 @@ def _csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int
     return [f.strip(" \t") for f in fields]
 
 
-def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
+def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyarrow import csv as pacsv
@@ -595,11 +725,12 @@ def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
     scan = _scan_text(path)  # refuses a lone CR, whichever reader runs
     header_line, first = _first_line(path)
     header = _csv_fields(first, delimiter, path, header_line, fmt.upper())
-    value_col, rank_col, _ = _required_columns(kind, header, path, header_line)
-    include = ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]
-    types = {"query_id": pa.string(), "doc_id": pa.string()}
-    types.update({c: pa.float64() for c in (value_col, rank_col) if c})
-    with _open(path) as fh:
+    value_col, rank_col, _ = _required_columns(kind, _canonical_names(header, columns), path, header_line)
+    src = {c: _source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
+    include = [src[c] for c in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]]
+    types = {src["query_id"]: pa.string(), src["doc_id"]: pa.string()}
+    types.update({src[c]: pa.float64() for c in (value_col, rank_col) if c})
+    with _open_data(path) as fh:
         bom = fh.read(3) == _BOM
     try:
         if bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
@@ -614,20 +745,20 @@ def _read_delimited(path: Path, kind: str, fmt: str) -> Table:
         )
         if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
             raise _FastPathRefused()
-        ids = {c: _trimmed(tbl.column(c)) for c in ("query_id", "doc_id")}
+        ids = {c: _trimmed(tbl.column(src[c])) for c in ("query_id", "doc_id")}
         for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
             if pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py() or \
                     pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
                 raise _FastPathRefused()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
-        return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt)
+        return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt, columns)
     return _table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
-                               tbl.column(value_col).to_numpy() if value_col else None,
-                               tbl.column(rank_col).to_numpy() if rank_col else None, header_lines=1)
+                               tbl.column(src[value_col]).to_numpy() if value_col else None,
+                               tbl.column(src[rank_col]).to_numpy() if rank_col else None, header_lines=1)
 
 
 def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
-                      fmt: str) -> Table:
+                      fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
     """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
     csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
     header = None
@@ -639,7 +770,8 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
         fields = _csv_fields(text, delimiter, path, lineno, fmt.upper())
         if header is None:
             header = fields
-            idx = {name: header.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
+            named = _canonical_names(header, columns)
+            idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
                                                                                     if c]}
             continue
         if len(fields) != len(header):
@@ -667,7 +799,7 @@ def _trimmed(column):
     return pc.utf8_trim(column, characters=" \t")
 
 
-def _read_jsonl(path: Path, kind: str) -> Table:
+def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
     import json
 
     def unique_keys(pairs):
@@ -694,6 +826,8 @@ def _read_jsonl(path: Path, kind: str) -> Table:
                                   f"named once.", lineno) from None
         if not isinstance(obj, dict):
             raise DataError(path, "each line must be a JSON object.", lineno)
+        if columns:
+            obj = dict(zip(_canonical_names(list(obj), columns), obj.values()))
         if value_col is None and rank_col is None:
             value_col, rank_col, _ = _required_columns(kind, list(obj), path, lineno)
         for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
@@ -734,25 +868,44 @@ class _DuplicateKey(Exception):
     pass
 
 
-def _read_parquet(path: Path, kind: str) -> Table:
+def _read_parquet(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    return _table_from_columns(path, kind, "parquet", *_parquet_columns(path, kind, columns))
+
+
+def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()):
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
         with _open(path) as fh:
             parquet = pq.ParquetFile(fh)
-            value_col, rank_col, _ = _required_columns(kind, parquet.schema_arrow.names, path, None)
-            tbl = parquet.read(columns=["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c])
+            value_col, rank_col, _ = _required_columns(kind, _canonical_names(parquet.schema_arrow.names, columns),
+                                                       path, None)
+            needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
+            tbl = parquet.read(columns=[_source_name(columns, c) for c in needed])
     except (pa.ArrowException, OSError) as exc:
         raise DataError(path, f"not a readable Parquet file: {_clip(str(exc), 300)}") from None
+    import pyarrow as pa
+
+    named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
+    return _arrow_columns(named, str(path), value_col, rank_col)
+
+
+def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
+    """(query ids, doc ids, values, ranks) of an Arrow table with the tool's column names, checked as every
+    format is: ids of a string type (dictionary-encoded, large or view strings alike) or an integer type (read
+    as their decimal text), non-empty; numbers of an integer or floating-point type, read as the nearest
+    double; no nulls. Errors name ``path`` and the row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     cols = {}
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
         if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
+            col = _decoded(col)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-                or pa.types.is_integer(col.type)):
+                or _is_string_view(col.type) or pa.types.is_integer(col.type)):
             raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
         _refuse_nulls(path, col, c)
         col = col.cast(pa.string())
@@ -771,11 +924,28 @@ def _read_parquet(path: Path, kind: str) -> Table:
             _refuse_nulls(path, col, c)
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
             nums[c] = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(), dtype=np.float64)
-    return _table_from_columns(path, kind, "parquet", cols["query_id"], cols["doc_id"], nums.get(value_col),
-                               nums.get(rank_col))
+    return cols["query_id"], cols["doc_id"], nums.get(value_col), nums.get(rank_col)
 
 
-def _refuse_nulls(path: Path, col, name: str) -> None:
+def _decoded(column):
+    """A dictionary-encoded column as its values (text dictionaries of any string type as plain strings)."""
+    import pyarrow as pa
+
+    def plain(values):
+        return values.cast(pa.string()) if pa.types.is_large_string(values.type) or \
+            _is_string_view(values.type) else values
+
+    chunks = [plain(c.dictionary).take(c.indices) for c in _chunks(column)]
+    return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
+
+
+def _is_string_view(t) -> bool:
+    import pyarrow as pa
+
+    return bool(getattr(pa.types, "is_string_view", lambda _: False)(t))
+
+
+def _refuse_nulls(path: Path | str, col, name: str) -> None:
     if col.null_count:
         row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
         raise DataError(path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in "
@@ -788,9 +958,131 @@ def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank
     q = _encode(query) if not isinstance(query, list) else _encode_list(query)
     d = Strings(doc) if not isinstance(doc, list) else _strings(doc)
     if len(q) == 0:
-        raise DataError(path, f"the {kind} file has no data lines.")
+        raise DataError(path, "the table has no rows." if fmt == "table" else f"the {kind} file has no data lines.")
     return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),
                  None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), fmt, header_lines)
+
+
+# --------------------------------------------------------------------------- in-memory tables
+
+
+def table_from_object(obj, kind: str, label: str, columns: tuple[tuple[str, str], ...] | dict = ()) -> Table:
+    """An in-memory table as the file readers' :class:`Table`, checked exactly as a file is.
+
+    ``obj`` is anything Arrow reads through the Arrow C stream interface (``__arrow_c_stream__``: a pyarrow
+    Table or RecordBatchReader, a pandas, polars or DuckDB frame...), or a nested mapping
+    ``{query_id: {doc_id: grade}}`` (judgments) / ``{query_id: {doc_id: score}}`` (a run). ``kind`` is
+    ``"qrels"`` or ``"run"``; ``label`` names the table in errors (``systems['v3']``); ``columns`` maps the
+    tool's column names to the table's. Integer ids are read as their decimal text.
+    """
+    import pyarrow as pa
+
+    columns = tuple(dict(columns).items())
+    if isinstance(obj, Table):
+        return obj
+    if isinstance(obj, Mapping) and not obj:
+        raise DataError(label, "the table has no rows.")
+    if isinstance(obj, Mapping) and all(isinstance(v, Mapping) for v in obj.values()):
+        if columns:
+            raise DataError(label, "a column mapping is for tables with named columns, not for a nested mapping "
+                                   "{query_id: {doc_id: value}}.")
+        qs, ds, vs = _nested_rows(obj, kind, label)
+        table = _table_from_columns(label, kind, "table", pa.array(qs, type=pa.string()),
+                                    pa.array(ds, type=pa.string()), np.asarray(vs, dtype=np.float64), None)
+    else:
+        tbl = _arrow_table(obj, label)
+        if tbl.num_rows == 0:
+            raise DataError(label, "the table has no rows.")
+        value_col, rank_col, _ = _required_columns(kind, _canonical_names(tbl.column_names, columns), label, None)
+        needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
+        named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
+        table = _table_from_columns(label, kind, "table", *_arrow_columns(named, label, value_col, rank_col))
+    table.digest = table_digest(table)
+    return _checked_qrels(table) if kind == QRELS else _checked_run(table)
+
+
+def _arrow_table(obj, label: str):
+    """Any Arrow-compatible object as a pyarrow Table (through the Arrow C stream interface when it has one)."""
+    import pyarrow as pa
+
+    try:
+        if isinstance(obj, pa.Table):
+            return obj
+        if isinstance(obj, pa.RecordBatchReader):
+            return obj.read_all()
+        if isinstance(obj, pa.RecordBatch):
+            return pa.Table.from_batches([obj])
+        if hasattr(obj, "__arrow_c_stream__"):
+            return pa.RecordBatchReader.from_stream(obj).read_all()
+        if hasattr(obj, "arrow") and callable(obj.arrow):  # DuckDB relations of versions without the interface
+            return _arrow_table(obj.arrow(), label)
+        return pa.table(obj)
+    except DataError:
+        raise
+    except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
+        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {_clip(str(exc), 200).rstrip('.')}. "
+                               f"Give an "
+                               f"object with the Arrow C stream interface (pyarrow, pandas, polars, DuckDB) or "
+                               f"a mapping {{query_id: {{doc_id: value}}}}.") from None
+
+
+def _nested_rows(obj, kind: str, label: str) -> tuple[list[str], list[str], list[float]]:
+    import numbers
+
+    what = "grade" if kind == QRELS else "score"
+    qs, ds, vs = [], [], []
+
+    def text(key, where: str) -> str:
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (str, numbers.Integral)):
+            raise DataError(label, f"{where}: ids must be strings (or integers), got {type(key).__name__} "
+                                   f"{_clip(repr(key), 60)}.")
+        key = str(key) if isinstance(key, str) else str(int(key))
+        if not key:
+            raise DataError(label, f"{where}: an id is empty; every row needs a query_id and a doc_id.")
+        return key
+
+    for q, docs in obj.items():
+        qid = text(q, f"[{q!r}]")
+        for d, v in docs.items():
+            where = f"[{q!r}][{d!r}]"
+            doc = text(d, where)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+                raise DataError(label, f"{where}: {what} must be a finite number, got {type(v).__name__} "
+                                       f"{_clip(repr(v), 60)}.")
+            try:
+                x = float(v)
+            except OverflowError:
+                x = math.inf
+            if not math.isfinite(x):
+                raise DataError(label, f"{where}: {what} must be a finite number, got {_clip(repr(v), 60)}.")
+            qs.append(qid)
+            ds.append(doc)
+            vs.append(x)
+    return qs, ds, vs
+
+
+def table_digest(table: Table) -> str:
+    """sha256 of a table's content, whatever library held it: the query ids, doc ids (UTF-8), values and ranks
+    (float64, -0.0 as 0.0) of its rows in row order, each column length-prefixed. Row order is part of the
+    content: under ``ties: displayed_order`` it orders tied rows."""
+    import pyarrow as pa
+
+    h = hashlib.sha256(b"ndcg-mlflow table v1\0" + table.kind.encode() + b"\0")
+    query = pa.array(table.query.values, type=pa.string()).take(pa.array(table.query.codes, type=pa.int32()))
+    doc = table.doc.array
+    doc = (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string())
+    for name, arr in (("query_id", query), ("doc_id", doc)):
+        n = len(arr)
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype("<i8")
+        data = arr.buffers()[2]
+        h.update(name.encode() + b"\0" + np.int64(n).astype("<i8").tobytes())
+        h.update(np.diff(offsets).astype("<i8").tobytes())
+        if data is not None and n:
+            h.update(memoryview(data)[int(offsets[0]):int(offsets[-1])])
+    for name, values in (("value", table.value), ("rank", table.rank)):
+        if values is not None:
+            h.update(name.encode() + b"\0" + (np.asarray(values, dtype=np.float64) + 0.0).astype("<f8").tobytes())
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- small files
@@ -1025,8 +1317,8 @@ def _dedupe_qrels(table: Table) -> Table:
     keep[b] = False
     return Table(table.path, table.kind, Ids(table.query.codes[keep], table.query.values),
                  table.doc.filter(keep), table.value[keep], None, table.format,
-                 table.header_lines, np.flatnonzero(keep))
+                 table.header_lines, np.flatnonzero(keep), table.digest)
 
 
-__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "read_query_set", "read_weights", "sha256_file",
-           "detect_format", "string_hashes", "duplicate_pairs", "preview"]
+__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest",
+           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs", "preview"]

@@ -3,7 +3,7 @@
 Each system's mean and each comparison's difference (candidate minus baseline,
 on the queries valid for both) are recomputed with one metric field changed and
 the others as declared. The joined columnar rows of each system are reused
-(:class:`~ndcg_mlflow.evaluation.PreparedRun`): no file is read again.
+(:class:`~ndcg_mlflow.join.PreparedRun`): no file is read again.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def sensitivity(result) -> Any:
     """
     import pandas as pd
 
-    from .evaluation import compute
+    from .join import compute
     from .kernel import NonFiniteError
 
     if not result.prepared:

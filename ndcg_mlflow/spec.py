@@ -21,8 +21,9 @@ Version 1::
     queries:
       weights: uniform           # uniform | path to a (query_id, weight) file
       set: null                  # optional path to a list of query ids
-    data:
-      qrels: demo/qrels.tsv      # a path, or {path: ..., format: trec|csv|tsv|jsonl|parquet}
+    data:                        # may be left out when the data are given as tables (evaluate_tables)
+      qrels: demo/qrels.tsv      # a path (a Parquet folder or glob too), or
+                                 # {path: ..., format: trec|csv|tsv|jsonl|parquet, columns: {query_id: ...}}
       systems:
         bm25: demo/bm25.run
     mlflow:
@@ -110,11 +111,23 @@ class Metric:
 
 @dataclass(frozen=True)
 class Source:
-    """A data file named in the spec: where it is and how it was written there."""
+    """A data source: a file (or a Parquet folder or glob) named in the spec, or a table given in memory
+    (``path`` None, ``format`` ``"table"``). ``columns`` maps the tool's column names (``query_id``,
+    ``doc_id``, ``grade``, ``score``, ``rank``) to the names the source uses."""
 
-    path: Path
+    path: Path | None
     declared: str
     format: str = "auto"
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def in_memory(self) -> bool:
+        return self.path is None
+
+
+IN_MEMORY = "in-memory table"
+QRELS_COLUMNS = ("query_id", "doc_id", "grade")
+RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
 
 
 @dataclass(frozen=True)
@@ -220,8 +233,12 @@ class Spec:
             "queries.set": self.queries.set.declared if self.queries.set else "null",
             "data.qrels": self.qrels.declared,
         }
+        if self.qrels.columns:
+            out["data.qrels.columns"] = _mapping_text(self.qrels.columns)
         for name, src in self.systems:
             out[f"data.systems.{name}"] = src.declared
+            if src.columns:
+                out[f"data.systems.{name}.columns"] = _mapping_text(src.columns)
         if self.uncertainty is not None:
             u = self.uncertainty
             out.update({"uncertainty.resamples": u.resamples, "uncertainty.confidence": u.confidence,
@@ -248,6 +265,10 @@ class Spec:
         keep = {k: v for k, v in resolved.items() if k.startswith("metric.") and k != "metric.preset"}
         blob = json.dumps(keep, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+def _mapping_text(columns: tuple[tuple[str, str], ...]) -> str:
+    return ",".join(f"{k}={v}" for k, v in columns)
 
 
 def cutoff_key(k: int | None) -> str:
@@ -421,11 +442,37 @@ def _metric(ctx: _Ctx, value: Any) -> Metric:
     )
 
 
-def _source(ctx: _Ctx, value: Any, path: str) -> Source:
+def _columns(ctx: _Ctx, value: Any, path: str, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """A column mapping ``{query_id: userID, ...}``: the tool's names to the source's names."""
+    if not isinstance(value, dict) or not value:
+        raise ctx.fail(path, f"must map some of {', '.join(names)} to the column names the source uses. "
+                             f"{_got(value)}")
+    out = []
+    for key, name in value.items():
+        if key not in names:
+            hint = did_you_mean(key, names) if isinstance(key, str) else ""
+            raise ctx.fail(f"{path}.{_key_text(key)}", f"unknown column{hint}; a column mapping here names "
+                                                       f"{', '.join(names)}.")
+        out.append((key, _text(ctx, name, f"{path}.{key}")))
+    given = [n for _, n in out]
+    for n in given:
+        if given.count(n) > 1:
+            raise ctx.fail(path, f"column {n!r} is mapped to {given.count(n)} names; each source column serves "
+                                 f"one purpose.")
+    return tuple(out)
+
+
+def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> Source:
+    mapping: tuple[tuple[str, str], ...] = ()
     if isinstance(value, dict):
-        m = _mapping(ctx, value, path, ("path",), ("format",))
+        m = _mapping(ctx, value, path, ("path",), ("format", "columns") if columns else ("format",))
         declared = _text(ctx, m["path"], f"{path}.path")
         fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS)
+        if "columns" in m:
+            mapping = _columns(ctx, m["columns"], f"{path}.columns", columns)
+            if fmt == "trec":
+                raise ctx.fail(f"{path}.columns", "TREC files have no column names to map; a column mapping is "
+                                                  "for csv, tsv, jsonl and parquet sources.")
     elif isinstance(value, str) and value.strip():
         declared, fmt = value, "auto"
     else:
@@ -436,7 +483,7 @@ def _source(ctx: _Ctx, value: Any, path: str) -> Source:
         raise ctx.fail(path, f"cannot expand the home directory in {declared!r}.") from None
     if not p.is_absolute():
         p = ctx.base_dir / p
-    return Source(path=p, declared=declared, format=fmt)
+    return Source(path=p, declared=declared, format=fmt, columns=mapping)
 
 
 def _queries(ctx: _Ctx, value: Any) -> Queries:
@@ -448,20 +495,59 @@ def _queries(ctx: _Ctx, value: Any) -> Queries:
     return Queries(weights=weights, set=qset)
 
 
-def _data(ctx: _Ctx, value: Any) -> tuple[Source, tuple[tuple[str, Source], ...]]:
-    d = _mapping(ctx, value, "data", ("qrels", "systems"))
-    qrels = _source(ctx, d["qrels"], "data.qrels")
+def _system_name(ctx: _Ctx, name: Any) -> None:
+    if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
+        raise ctx.fail(f"data.systems.{name}",
+                       "a system name must start with a letter or digit and contain only letters, digits, "
+                       "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
+
+
+def _data(ctx: _Ctx, value: Any, tables: "InMemory | None") -> tuple[Source, tuple[tuple[str, Source], ...]]:
+    """The data section; tables given in memory take the place of ``data.qrels`` and ``data.systems``, and the
+    section may then be left out (only when both are given)."""
+    has_qrels = tables is not None and tables.qrels
+    names = tables.systems if tables is not None else None
+    if value is None:
+        if not has_qrels or names is None:
+            given = "the judgments" if has_qrels else "the systems' rows" if names is not None else None
+            raise ctx.fail("data", "missing required key (no default is assumed: it changes the numbers)"
+                           + (f"; only {given} were given as tables, so the files of the rest are needed."
+                              if given else "."))
+        d: dict[str, Any] = {}
+    else:
+        d = _mapping(ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"),
+                     ("qrels", "systems"))
+        for key, given in (("qrels", has_qrels), ("systems", names is not None)):
+            if key not in d and not given:
+                raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the "
+                                              "numbers).")
+    if has_qrels:
+        qrels = Source(None, IN_MEMORY, "table")
+    else:
+        qrels = _source(ctx, d["qrels"], "data.qrels", QRELS_COLUMNS)
+    out = []
+    if names is not None:
+        if not names:
+            raise ctx.fail("data.systems", "must map at least one system name to its rows; no table was given.")
+        for name in names:
+            _system_name(ctx, name)
+            out.append((name, Source(None, IN_MEMORY, "table")))
+        return qrels, tuple(out)
     systems = d["systems"]
     if not isinstance(systems, dict) or not systems:
         raise ctx.fail("data.systems", f"must map at least one system name to its run file. {_got(systems)}")
-    out = []
     for name, src in systems.items():
-        if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
-            raise ctx.fail(f"data.systems.{name}",
-                           "a system name must start with a letter or digit and contain only letters, digits, "
-                           "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
-        out.append((name, _source(ctx, src, f"data.systems.{name}")))
+        _system_name(ctx, name)
+        out.append((name, _source(ctx, src, f"data.systems.{name}", RUN_COLUMNS)))
     return qrels, tuple(out)
+
+
+@dataclass(frozen=True)
+class InMemory:
+    """Which data are given as tables rather than declared in the spec's data section."""
+
+    qrels: bool = False
+    systems: tuple[str, ...] | None = None
 
 
 MAX_EXPERIMENT_NAME = 500  # MLflow's limit on an experiment name (mlflow.utils.validation)
@@ -568,8 +654,8 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
 # --------------------------------------------------------------------------- entry points
 
 
-TOP_REQUIRED = ("spec_version", "name", "metric", "queries", "data")
-TOP_OPTIONAL = ("uncertainty", "comparison", "report", "companions", "mlflow")
+TOP_REQUIRED = ("spec_version", "name", "metric", "queries")
+TOP_OPTIONAL = ("data", "uncertainty", "comparison", "report", "companions", "mlflow")
 
 
 def _companions(ctx: _Ctx, value: Any) -> Companions | None:
@@ -599,8 +685,12 @@ def _report(ctx: _Ctx, value: Any) -> Report | None:
     return Report(sensitivity=r["sensitivity"])
 
 
-def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "") -> Spec:
-    """Validate a spec already parsed from YAML (or given as a dict) and resolve it."""
+def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "",
+               tables: InMemory | None = None) -> Spec:
+    """Validate a spec already parsed from YAML (or given as a dict) and resolve it.
+
+    ``tables`` says which data are given as in-memory tables (they replace the data section's entries, which
+    may then be left out)."""
     ctx = _Ctx(source, Path(base_dir))
     _check_strings(ctx, raw)
     top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
@@ -611,7 +701,7 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     name = _text(ctx, top["name"], "name")
     metric = _metric(ctx, top["metric"])
     queries = _queries(ctx, top["queries"])
-    qrels, systems = _data(ctx, top["data"])
+    qrels, systems = _data(ctx, top.get("data"), tables)
     uncertainty = _uncertainty(ctx, top.get("uncertainty"))
     comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
     report = _report(ctx, top.get("report"))
@@ -665,12 +755,13 @@ def _check_strings(ctx: _Ctx, raw: Any) -> None:
         stack.extend(reversed(children))
 
 
-def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None) -> Spec:
+def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
+              tables: InMemory | None = None) -> Spec:
     """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through."""
     if isinstance(spec, Spec):
         return spec
     if isinstance(spec, Mapping):
-        return parse_spec(dict(spec), base_dir=Path(base_dir) if base_dir else Path.cwd())
+        return parse_spec(dict(spec), base_dir=Path(base_dir) if base_dir else Path.cwd(), tables=tables)
     path = Path(spec)
     problem = file_problem(path)
     if problem is not None:
@@ -687,7 +778,7 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
         raise SpecError("", f"spec is not UTF-8 text (byte {exc.start}).", str(path)) from None
     raw = _safe_yaml(text, str(path))
     return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
-                      source=str(path), text=text)
+                      source=str(path), text=text, tables=tables)
 
 
 MAX_ALIASES = 50
@@ -768,7 +859,7 @@ def outside_paths(spec: Spec) -> list[str]:
         sources += [spec.companions.duplicates, spec.companions.catalog]
     out = []
     for src in sources:
-        if src is None:
+        if src is None or src.path is None:
             continue
         try:
             src.path.resolve().relative_to(base)
@@ -828,6 +919,45 @@ def file_problem(path: str | Path) -> str | None:
     return None
 
 
+GLOB_CHARACTERS = "*?["
+
+
+def dataset_files(path: str | Path) -> list[Path] | None:
+    """The files of a Parquet dataset in sorted order: the ``.parquet`` files of a folder, or the files a glob
+    pattern (``runs/v3/*.parquet``) matches; None when ``path`` names one file (or nothing)."""
+    import glob
+    import os
+
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return sorted(p for p in path.iterdir() if p.suffix.lower() == ".parquet" and p.is_file())
+    except OSError:
+        return None
+    text = str(path)
+    if any(c in path.name for c in GLOB_CHARACTERS) and not os.path.lexists(path):
+        return sorted(Path(p) for p in glob.glob(text) if os.path.isfile(p))
+    return None
+
+
+def source_problem(path: str | Path) -> str | None:
+    """:func:`file_problem` for a data source, which may also be a folder or glob of Parquet files."""
+    files = dataset_files(path)
+    if files is None:
+        return file_problem(path)
+    if not files:
+        if Path(path).is_dir():
+            return "is a directory, not a file, and holds no .parquet files (a folder is read as a Parquet dataset)"
+        return "file not found (the pattern matches no file)"
+    for f in files:
+        if f.suffix.lower() != ".parquet":
+            return f"the pattern matches {f.name}, which is not a .parquet file (a glob is read as a Parquet dataset)"
+        problem = file_problem(f)
+        if problem is not None:
+            return f"{problem}: {shown_path(f)}"
+    return None
+
+
 def check_files(spec: Spec) -> list[str]:
     """Problems with the files a spec names (missing, unreadable, not a regular file); empty when all are fine."""
     problems = []
@@ -837,7 +967,8 @@ def check_files(spec: Spec) -> list[str]:
     if spec.companions is not None:
         named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
-        problem = file_problem(src.path) if src is not None else None
+        check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
+        problem = check(src.path) if src is not None and src.path is not None else None
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems

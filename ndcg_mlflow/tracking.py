@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import __version__
+from .version import __version__
 from .errors import NdcgError, TrackingError
 from .evaluation import EvaluationResult
 from .uris import store_problem

@@ -8,6 +8,11 @@
   to every score changes nothing, the order of the run file's lines changes nothing, and gain tables
   equal to the linear / exponential gains give the same numbers.
 
+The comparisons with pytrec_eval and scikit-learn give the data as Python mappings
+(``evaluate(spec, qrels={qid: {doc: grade}}, systems={"run": {qid: {doc: score}}})``), as those tools take
+them; the properties write files, and ``test_tables_in_memory_equal_the_files`` checks that both give
+the same per-query table.
+
 Random data: 1-8 queries (ids such as ``1`` / ``01`` / ``q9`` / ``q10``), up to 30 returned documents
 per query (doc ids whose string order differs from their numeric order: ``d9`` / ``d10`` / ``d09``),
 grades -1..4 with whole queries of grades <= 0, scores from a small set (many ties), unjudged returned
@@ -129,6 +134,12 @@ def evaluate(data: Data, *, shift: float = 0.0, lines=None, **metric):
     return result
 
 
+def evaluate_in_memory(data: Data, **metric):
+    """The same evaluation with the data given as mappings, as pytrec_eval takes them (no file written)."""
+    in_memory = {k: v for k, v in spec("", "", **metric).items() if k != "data"}
+    return ndcg_mlflow.evaluate(in_memory, qrels=data.qrels, systems={"run": data.run})
+
+
 def table(result) -> dict:
     """``{(qid, cutoff): row}`` of the per-query frame."""
     pq = result.per_query
@@ -169,7 +180,7 @@ def pytrec(data: Data) -> dict:
 @given(datasets())
 def test_matches_pytrec_eval_per_query(data):
     ref = pytrec(data)
-    result = evaluate(data, missing_queries="exclude", **TREC)
+    result = evaluate_in_memory(data, missing_queries="exclude", **TREC)
     rows = table(result)
     run = data.run
     # pytrec_eval scores the judged queries of the run (also those without a relevant document: 0)
@@ -199,7 +210,7 @@ def test_matches_pytrec_eval_per_query(data):
 def test_matches_pytrec_eval_with_c(data):
     """``trec_eval -c``: judged queries absent from the run score 0 and count in the mean."""
     ref = pytrec(data)
-    result = evaluate(data, missing_queries="zero", **TREC)
+    result = evaluate_in_memory(data, missing_queries="zero", **TREC)
     rows = table(result)
     for measure, label in PYTREC_KEYS.items():
         per_query = {q: ref.get(q, {}).get(measure, 0.0) for q in data.qrels}
@@ -225,8 +236,8 @@ def _sklearn(y_true: np.ndarray, y_score: np.ndarray, k) -> tuple[float, float, 
 @SETTINGS
 @given(datasets(), st.sampled_from(["linear", "exponential"]))
 def test_matches_sklearn_tie_averaged(data, gain):
-    result = evaluate(data, gain=gain, ties="average", ideal="candidates", empty_ideal="zero",
-                      unjudged="zero", missing_queries="exclude")
+    result = evaluate_in_memory(data, gain=gain, ties="average", ideal="candidates", empty_ideal="zero",
+                                unjudged="zero", missing_queries="exclude")
     rows = table(result)
     for qid, judged in data.qrels.items():
         returned = data.returned(qid)
@@ -277,6 +288,17 @@ def metrics(draw, ties=st.sampled_from(["displayed_order", "id_ascending", "id_d
 def _assert_same_per_query(a, b, context, drop=()) -> None:
     pd.testing.assert_frame_equal(a.per_query.drop(columns=list(drop)), b.per_query.drop(columns=list(drop)),
                                   check_exact=False, rtol=0, atol=1e-12, obj=str(context))
+
+
+@SETTINGS
+@given(datasets(), metrics())
+def test_tables_in_memory_equal_the_files(data, metric):
+    """The run's lines as a DataFrame (rank column included) and the judgments as a mapping give exactly the
+    per-query table of the files, whichever TREC reader read them."""
+    frame = pd.DataFrame(list(data.lines), columns=["query_id", "doc_id", "rank", "score"])
+    in_memory = {k: v for k, v in spec("", "", **metric).items() if k != "data"}
+    got = ndcg_mlflow.evaluate(in_memory, qrels=data.qrels, systems={"run": frame})
+    pd.testing.assert_frame_equal(got.per_query, evaluate(data, **metric).per_query, check_exact=True)
 
 
 @SETTINGS

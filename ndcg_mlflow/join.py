@@ -1,0 +1,246 @@
+"""The per-query join: judgments x run rows of whole queries -> prepared rows.
+
+Everything here is a function of its arguments (no module state): the judgments of a set of
+queries and the rows a system returned for them give, per row, the query code, the score, the
+grade (NaN where unjudged) and the keys that break score ties. Any partition of whole queries
+can be joined on its own and gives the rows the whole would give for those queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError, EvaluationError, preview
+from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
+from .readers import Table
+from .spec import Gain, Metric
+
+
+def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:
+    """Grades to gains. Negative grades earn 0 under exponential and linear; a table must know every grade.
+
+    An exponential gain 2^g - 1 beyond the largest float (g >= 1024) is refused: a DataError at the
+    first such line of ``qrels`` when given, else :class:`~ndcg_mlflow.kernel.NonFiniteError`.
+    """
+    if gain.kind == "exponential":
+        with np.errstate(over="ignore"):
+            gains = np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
+        over = ~np.isfinite(gains)
+        if over.any():
+            row = int(np.flatnonzero(over)[0])
+            if qrels is None:
+                raise NonFiniteError("exponential gain", np.flatnonzero(over))
+            raise qrels.error(row, f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
+                                   f"float (metric.gain exponential takes grades below 1024; "
+                                   f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.")
+        return gains
+    if gain.kind == "linear":
+        return np.where(grades > 0, grades, 0.0)
+    keys = np.array([k for k, _ in gain.table])
+    vals = np.array([v for _, v in gain.table])
+    idx = np.searchsorted(keys, grades)
+    idx_c = np.minimum(idx, keys.size - 1)
+    known = keys[idx_c] == grades
+    if not known.all():
+        row = int(np.flatnonzero(~known)[0])
+        missing = sorted({float(g) for g in grades[~known]})
+        message = (f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
+                   f"{', '.join(f'{g:g}' for g in missing)}.")
+        raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
+    return vals[idx_c]
+
+
+def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qrels: Table,
+                     keep: np.ndarray) -> None:
+    """Refuse gains whose DCG could overflow a float, naming the query and its first judgment's line.
+
+    Every DCG, ideal DCG and tie-averaged gain of a query is bounded by the sum of the query's
+    absolute gains (each discount is at most 1, and a run's judged documents are among the query's
+    judgments), so when that sum is finite for every query, no sum the kernel forms overflows.
+    """
+    gains = np.abs(map_gains(metric.gain, catalog.grade, None))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.bincount(catalog.query, weights=gains, minlength=catalog.n_queries)
+    over = np.flatnonzero(~np.isfinite(sums))
+    if over.size:
+        q = int(over[0])
+        row = int(np.flatnonzero(keep)[np.flatnonzero(catalog.query == q)[0]])
+        raise qrels.error(row, f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
+                               f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+                               f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
+                               f"(gain: linear, or a gain table with smaller values).")
+
+
+@dataclass
+class Catalog:
+    """The evaluated judgments: query code and grade of each judged document."""
+
+    query: np.ndarray
+    grade: np.ndarray
+    n_queries: int
+
+
+@dataclass
+class PreparedRun:
+    """One system's rows joined to the judgments, independent of every metric rule.
+
+    From it, :func:`compute` gives the per-query numbers under any :class:`Metric`
+    (``explain --sensitivity`` recomputes each rule's alternatives from it without
+    reading a file again).
+    """
+
+    name: str
+    run: Table
+    kept: np.ndarray | None  # run rows of evaluated queries (None: all)
+    query: np.ndarray
+    score: np.ndarray
+    grade: np.ndarray  # NaN where unjudged
+    judged: np.ndarray
+
+    def original(self, rows: np.ndarray) -> np.ndarray:
+        return rows if self.kept is None else self.kept[rows]
+
+
+def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
+    """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
+    gain = np.zeros(prep.query.size)
+    gain[prep.judged] = map_gains(metric.gain, prep.grade[prep.judged])
+    rows = RunRows(query=prep.query, score=prep.score, gain=gain, judged=prep.judged,
+                   tiebreak=tiebreak(metric.ties, prep))
+    cat_gain = map_gains(metric.gain, catalog.grade)
+    return evaluate_rows(rows, catalog.query, cat_gain, catalog.n_queries, cutoffs=metric.cutoffs,
+                         ties=metric.ties, unjudged=metric.unjudged, ideal=metric.ideal,
+                         empty_ideal=metric.empty_ideal, missing_queries=metric.missing_queries)
+
+
+def index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
+    """Position of each of ``values`` in ``universe`` (distinct ids), -1 where absent; a hash lookup, with no
+    fixed-width string copy of either array."""
+    position = {str(u): i for i, u in enumerate(universe)}
+    return np.fromiter((position.get(str(v), -1) for v in values), dtype=np.int64, count=len(values))
+
+
+@dataclass
+class JudgedIndex:
+    """Sorted (query, doc) keys of the evaluated judgments, for joining run rows to their gains."""
+
+    doc_values: Any  # pyarrow array of the distinct judged doc ids
+    keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
+    gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
+    n_docs: int
+    grades: np.ndarray  # grade of each catalog row
+
+
+def doc_codes(strings, value_set) -> np.ndarray:
+    """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
+    import pyarrow.compute as pc
+
+    idx = pc.index_in(strings, value_set=value_set)
+    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:
+    """Index of the evaluated judgments (catalog rows are the qrels rows where ``keep``)."""
+    import pyarrow.compute as pc
+
+    doc_values = pc.unique(qrels.doc.array)
+    if hasattr(doc_values, "combine_chunks"):
+        doc_values = doc_values.combine_chunks()
+    d = doc_codes(qrels.doc.array, doc_values)[keep]
+    n_docs = max(len(doc_values), 1)
+    keys = cat_q.astype(np.int64) * n_docs + d
+    order = np.argsort(keys, kind="stable")
+    return JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep])
+
+
+def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedIndex,
+                 catalog: Catalog) -> tuple[PreparedRun, int]:
+    """Join one run to the judgments: evaluated rows only, each with its grade and judged flag.
+
+    Returns the prepared rows and the number of the run's queries outside the evaluated set.
+    """
+    q_map = index_in(run.query.values, query_ids)
+    unknown_queries = int(np.count_nonzero(q_map < 0))
+    q = q_map[run.query.codes]
+    kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
+    if kept is not None:
+        q = q[kept]
+
+    d = doc_codes(run.doc.array, judged.doc_values)
+    if kept is not None:
+        d = d[kept]
+    cand = np.flatnonzero(d >= 0)
+    keys = q[cand].astype(np.int64) * judged.n_docs + d[cand]
+    at = np.minimum(np.searchsorted(judged.keys, keys), max(judged.keys.size - 1, 0))
+    hit = judged.keys[at] == keys if judged.keys.size else np.zeros(cand.size, dtype=bool)
+    is_judged = np.zeros(q.size, dtype=bool)
+    is_judged[cand[hit]] = True
+    grade = np.full(q.size, np.nan)
+    grade[cand[hit]] = catalog.grade[judged.gain_rows[at[hit]]]
+    score = run.value if kept is None else run.value[kept]
+    return PreparedRun(name, run, kept, q, score, grade, is_judged), unknown_queries
+
+
+def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
+    if metric.unjudged == "error" and not prep.judged.all():
+        bad = np.flatnonzero(~prep.judged)
+        first = int(prep.original(bad[:1])[0])
+        run = prep.run
+        raise EvaluationError(
+            f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
+            f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
+            f"({bad.size} unjudged returned documents in all).")
+
+
+def tiebreak(ties: str, prep: PreparedRun):
+    """Keys ordering tied rows: the displayed rank, or the doc id (only tied rows are ever looked up)."""
+    if ties == "displayed_order":
+        if prep.run.rank is None:
+            return None
+        rank = prep.run.rank if prep.kept is None else prep.run.rank[prep.kept]
+        return lambda rows: rank[rows]
+    if ties in ("id_ascending", "id_descending"):
+        sign = 1 if ties == "id_ascending" else -1
+        return lambda rows: sign * string_ranks(prep.run.doc.take(prep.original(rows)))
+    return None
+
+
+def string_ranks(values: list[str]) -> np.ndarray:
+    """Rank of each string in plain (code point) string order (Python's comparison; no fixed-width copy)."""
+    order = np.fromiter(sorted(range(len(values)), key=values.__getitem__), dtype=np.int64, count=len(values))
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.arange(len(values))
+    return ranks
+
+
+@dataclass
+class Judgments:
+    """The judgments of the evaluated queries, ready for joining runs to them."""
+
+    query_ids: np.ndarray  # evaluated query ids (object array), in evaluated order
+    catalog: Catalog
+    index: JudgedIndex
+
+
+def judgments(qrels: Table, query_ids: np.ndarray, metric: Metric) -> Judgments:
+    """Index the judgments of ``query_ids`` (every other query of ``qrels`` is left out).
+
+    Refuses gains whose DCG could overflow a float, naming the query and its first judgment.
+    """
+    q_of_value = index_in(qrels.query.values, query_ids)
+    cat_q_all = q_of_value[qrels.query.codes]
+    keep = cat_q_all >= 0
+    catalog = Catalog(cat_q_all[keep], qrels.value[keep], len(query_ids))
+    check_gain_sums(metric, catalog, query_ids, qrels, keep)
+    return Judgments(query_ids, catalog, pair_index(qrels, keep, catalog.query))
+
+
+def join(name: str, run: Table, judged: Judgments) -> tuple[PreparedRun, int]:
+    """One system's rows of the evaluated queries joined to their grades (rows of other queries are left out).
+
+    Returns the prepared rows and the number of the run's queries outside the evaluated set.
+    """
+    return prepare_run(name, run, judged.query_ids, judged.index, judged.catalog)
