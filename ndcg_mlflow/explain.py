@@ -5,43 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .presets import TOOLS
-from .spec import METRIC_FIELDS, Gain, Spec, cutoff_label
-
-WORDS = {
-    "discount": {"log2": "rank i counts 1 / log2(i + 1): rank 1 keeps all its gain, rank 2 about 0.631, rank 3 0.5"},
-    "ties": {
-        "displayed_order": "equal scores keep the order the run shows them in (its rank column, else its line "
-                           "order)",
-        "id_ascending": "equal scores are ordered by document id, ascending plain string order ('d10' before 'd9')",
-        "id_descending": "equal scores are ordered by document id, descending plain string order "
-                         "(as trec_eval does)",
-        "average": "each group of equal scores earns its mean gain at each of its positions (McSherry & Najork "
-                   "2008), also when a cutoff cuts the group",
-    },
-    "ideal": {
-        "judged_catalog": "the ideal is the best ordering of every judged document of the query: a relevant "
-                          "document the system never returned lowers the score",
-        "candidates": "the ideal is the best ordering of the documents the system returned: the score measures "
-                      "ordering only, not what retrieval missed",
-    },
-    "empty_ideal": {
-        "exclude": "a query whose ideal DCG is 0 has no nDCG: empty in the table, left out of the mean, counted",
-        "zero": "a query whose ideal DCG is 0 scores 0 and is averaged in",
-        "one": "a query whose ideal DCG is 0 scores 1 and is averaged in",
-        "error": "a query whose ideal DCG is 0 stops the evaluation, naming the queries",
-    },
-    "unjudged": {
-        "zero": "a returned document without a judgment earns 0 and keeps its position",
-        "condense": "a returned document without a judgment is removed before cutting at K (condensed lists, "
-                    "trec_eval -J)",
-        "error": "a returned document without a judgment stops the evaluation",
-    },
-    "missing_queries": {
-        "zero": "a query of the evaluated set that a run does not return at all scores 0",
-        "exclude": "a query of the evaluated set that a run does not return at all is left out and counted",
-        "error": "a query of the evaluated set that a run does not return at all stops the evaluation",
-    },
-}
+from .rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
+from .spec import Spec
 
 
 def gain_credit(gain: Gain, grades: list[float]) -> str:
@@ -73,13 +38,10 @@ def _grades(spec: Spec) -> tuple[list[float], str]:
         return [0.0, 1.0, 2.0, 3.0], "example grades (the qrels file could not be read)"
 
 
-def field_value(metric, field_name: str):
-    value = getattr(metric, field_name)
-    if field_name == "gain":
-        return value.describe()
-    if field_name == "cutoffs":
-        return ", ".join(cutoff_label(k) for k in value)
-    return value
+def field_value(metric, field_name: str) -> str:
+    """A metric field's value as ``explain`` shows it: the resolved form, cutoffs separated by ', '."""
+    text = RULES[f"metric.{field_name}"].resolve(getattr(metric, field_name))
+    return text.replace(",", ", ") if field_name == "cutoffs" else text
 
 
 def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True) -> str:
@@ -96,26 +58,15 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(f"- {field_name}: {field_value(m, field_name)}  [from {m.source_of(field_name)}]")
         lines.append(f"    {text}")
 
-    if m.gain.kind == "exponential":
-        gain_text = "a grade g earns 2^g - 1 (negative grades earn 0)"
-    elif m.gain.kind == "linear":
-        gain_text = "a grade g earns g (negative grades earn 0)"
-    else:
-        gain_text = "each grade earns the gain the table declares; a grade the table lacks is an error"
-    line("gain", f"{gain_text}; {grade_source}: {gain_credit(m.gain, grades)}")
-    cut_words = []
-    for k in m.cutoffs:
-        cut_words.append("all: DCG over the whole returned list against the ideal over every judged (or returned) "
-                         "document" if k is None else f"{k}: DCG of the top {k} against the ideal top {k}")
-    line("cutoffs", "; ".join(cut_words))
-    for f in ("discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries"):
-        line(f, WORDS[f][getattr(m, f)])
+    for rule in METRIC_RULES:
+        text = rule.words(getattr(m, rule.name))
+        if rule.name == "gain":
+            text += f"; {grade_source}: {gain_credit(m.gain, grades)}"
+        line(rule.name, text)
     lines.append("")
-    q = spec.queries
-    lines.append("- queries: " + (f"the declared set in {q.set.declared}" if q.set else "every judged query"))
-    lines.append("    weights: " + (f"from {q.weights.declared}; the mean is sum(w * nDCG) / sum(w) over the "
-                                    f"queries not excluded" if q.weights else
-                                    "uniform: the mean is the plain average over the queries not excluded"))
+    values = rule_values(spec)
+    lines.append("- queries: " + QUERY_SET.words(values[QUERY_SET.key]))
+    lines.append("    weights: " + WEIGHTS.words(values[WEIGHTS.key]))
     if spec.uncertainty:
         u = spec.uncertainty
         lines.append(f"- uncertainty: {u.confidence:.0%} {u.method} intervals from {u.resamples} bootstrap "

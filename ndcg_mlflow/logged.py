@@ -10,7 +10,6 @@ wins and losses and report as a fresh evaluation, logged as a new run that links
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from .errors import NdcgError, TrackingError
+from .rules import DEFINITION_KEYS, raw_definition
 from .tracking import TAG_PREFIX
-
-DEFINITION_PREFIXES = ("metric.", "queries.")
 
 
 class CompareError(NdcgError):
@@ -131,26 +129,16 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
 
 
 def definition_differences(a, b) -> list[str]:
-    """Each field whose value differs between two system runs' metric and query definitions."""
+    """Each field whose value differs between two system runs' metric and query definitions (the keys the
+    definition digest covers, :data:`~ndcg_mlflow.rules.DEFINITION_KEYS`), and the judgments."""
     pa, pb = a.data.params, b.data.params
-    keys = sorted({k for k in list(pa) + list(pb) if k.startswith(DEFINITION_PREFIXES) and k != "metric.preset"})
+    keys = sorted(k for k in DEFINITION_KEYS if k in pa or k in pb)
     out = [f"{k}: {pa.get(k, '(absent)')!r} vs {pb.get(k, '(absent)')!r}" for k in keys if pa.get(k) != pb.get(k)]
     ta, tb = a.data.tags, b.data.tags
     qa, qb = ta.get(f"{TAG_PREFIX}.qrels_sha256"), tb.get(f"{TAG_PREFIX}.qrels_sha256")
     if qa != qb:
         out.append(f"judgments (qrels sha256): {qa} vs {qb}")
     return out
-
-
-def _cutoffs(text: str) -> list:
-    return [c if c == "all" else int(c) for c in text.split(",")]
-
-
-def _gain(text: str):
-    if text in ("exponential", "linear"):
-        return text
-    table = json.loads(text)
-    return {float(k): v for k, v in table.items()}
 
 
 def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out: str | Path | None = None,
@@ -195,16 +183,12 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
     if missing:
         raise CompareError("run A's evaluation declared no uncertainty/comparison settings; give "
                            + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
-    metric = {"gain": _gain(params["metric.gain"]), "cutoffs": _cutoffs(params["metric.cutoffs"]),
-              "discount": params["metric.discount"], "ties": params["metric.ties"], "ideal": params["metric.ideal"],
-              "empty_ideal": params["metric.empty_ideal"], "unjudged": params["metric.unjudged"],
-              "missing_queries": params["metric.missing_queries"]}
+    definition = raw_definition(params)  # the metric and queries sections, from run A's logged params
     raw = {
         "spec_version": 1,
         "name": f"compare {name_b} vs {name_a}",
-        "metric": metric,
-        "queries": {"weights": params.get("queries.weights", "uniform"),
-                    "set": None if params.get("queries.set", "null") == "null" else params["queries.set"]},
+        "metric": definition["metric"],
+        "queries": definition["queries"],
         "data": {"qrels": params.get("data.qrels", "qrels"),
                  "systems": {name_a: b_or(params.get("run_file"), "a"),
                              name_b: b_or(b.run.data.params.get("run_file"), "b")}},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FIELDS = ("gain", "cutoffs", "discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries")
+from .rules import METRIC_FIELDS as FIELDS  # noqa: F401 - the metric rules, declared in ndcg_mlflow.rules
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .spec import EMPTY_IDEAL, IDEALS, MISSING, TIES, UNJUDGED, Gain, Metric, cutoff_label
+from .rules import METRIC_RULES, cutoff_label
+from .spec import Metric
 
 SIGN_TOLERANCE = 1e-12
 
@@ -20,27 +21,9 @@ SIGN_TOLERANCE = 1e-12
 def alternatives(metric: Metric) -> list[tuple[str, str, Metric]]:
     """(rule, alternative label, metric) for every alternative of every rule; the declared one first."""
     out: list[tuple[str, str, Metric]] = [("declared", "as declared", metric)]
-    gains = [Gain("exponential"), Gain("linear")]
-    if metric.gain.kind == "table":
-        gains.append(metric.gain)
-    for g in gains:
-        if g != metric.gain:
-            out.append(("gain", g.describe(), metric.replace(gain=g)))
-    for t in TIES:
-        if t != metric.ties:
-            out.append(("ties", t, metric.replace(ties=t)))
-    for i in IDEALS:
-        if i != metric.ideal:
-            out.append(("ideal", i, metric.replace(ideal=i)))
-    for e in EMPTY_IDEAL:
-        if e != metric.empty_ideal and e != "error":
-            out.append(("empty_ideal", e, metric.replace(empty_ideal=e)))
-    for u in UNJUDGED:
-        if u != metric.unjudged and u != "error":
-            out.append(("unjudged", u, metric.replace(unjudged=u)))
-    for m in MISSING:
-        if m != metric.missing_queries and m != "error":
-            out.append(("missing_queries", m, metric.replace(missing_queries=m)))
+    for rule in METRIC_RULES:  # the alternatives are declared in ndcg_mlflow.rules
+        for value in rule.alternatives(getattr(metric, rule.name)):
+            out.append((rule.name, rule.resolve(value), metric.replace(**{rule.name: value})))
     return out
 
 

@@ -41,17 +41,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SpecError, did_you_mean
+from .rules import DEFINITION_KEYS, METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
+from .rules import resolved as resolved_rules
 
 SPEC_VERSION = 1
 MAX_SPEC_BYTES = 1_000_000
 
-GAINS = ("exponential", "linear")
-DISCOUNTS = ("log2",)
-TIES = ("displayed_order", "id_ascending", "id_descending", "average")
-IDEALS = ("judged_catalog", "candidates")
-EMPTY_IDEAL = ("exclude", "zero", "one", "error")
-UNJUDGED = ("zero", "condense", "error")
-MISSING = ("zero", "exclude", "error")
+# each metric rule's choices, declared in :mod:`ndcg_mlflow.rules`
+GAINS = RULES["metric.gain"].choices
+DISCOUNTS = RULES["metric.discount"].choices
+TIES = RULES["metric.ties"].choices
+IDEALS = RULES["metric.ideal"].choices
+EMPTY_IDEAL = RULES["metric.empty_ideal"].choices
+UNJUDGED = RULES["metric.unjudged"].choices
+MISSING = RULES["metric.missing_queries"].choices
 FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet")
 CI_METHODS = ("bca", "percentile", "studentized")
 TESTS = ("randomization", "t_test", "both")
@@ -65,19 +68,6 @@ _SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
 
 # --------------------------------------------------------------------------- types
-
-
-@dataclass(frozen=True)
-class Gain:
-    """How a grade becomes a gain: ``exponential`` (2^g - 1), ``linear`` (g), or a table."""
-
-    kind: str
-    table: tuple[tuple[float, float], ...] = ()
-
-    def describe(self) -> str:
-        if self.kind == "table":
-            return json.dumps({_num(k): _num(v) for k, v in self.table})
-        return self.kind
 
 
 @dataclass(frozen=True)
@@ -221,16 +211,7 @@ class Spec:
             "spec_version": self.spec_version,
             "name": self.name,
             "metric.preset": m.preset or "none",
-            "metric.gain": m.gain.describe(),
-            "metric.cutoffs": ",".join(cutoff_label(k) for k in m.cutoffs),
-            "metric.discount": m.discount,
-            "metric.ties": m.ties,
-            "metric.ideal": m.ideal,
-            "metric.empty_ideal": m.empty_ideal,
-            "metric.unjudged": m.unjudged,
-            "metric.missing_queries": m.missing_queries,
-            "queries.weights": self.queries.weights.declared if self.queries.weights else "uniform",
-            "queries.set": self.queries.set.declared if self.queries.set else "null",
+            **resolved_rules(self),  # metric.gain ... metric.missing_queries, queries.weights, queries.set
             "data.qrels": self.qrels.declared,
         }
         if self.qrels.columns:
@@ -260,9 +241,10 @@ class Spec:
         return out
 
     def definition_digest(self) -> str:
-        """Digest of what defines the numbers (metric and query rules), not of the data paths."""
+        """Digest of what defines the numbers: the resolved metric and query rules
+        (:data:`~ndcg_mlflow.rules.DEFINITION_KEYS`, which ``compare`` also requires to be equal), not the data."""
         resolved = self.resolved()
-        keep = {k: v for k, v in resolved.items() if k.startswith("metric.") and k != "metric.preset"}
+        keep = {k: resolved[k] for k in DEFINITION_KEYS}
         blob = json.dumps(keep, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -274,14 +256,6 @@ def _mapping_text(columns: tuple[tuple[str, str], ...]) -> str:
 def cutoff_key(k: int | None) -> str:
     """The metric key of a cutoff: ``ndcg_at_10``, ``ndcg_at_all`` (MLflow forbids ``@``)."""
     return f"ndcg_at_{cutoff_label(k)}"
-
-
-def cutoff_label(k: int | None) -> str:
-    return "all" if k is None else str(k)
-
-
-def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else float(x)
 
 
 # --------------------------------------------------------------------------- schema helpers
@@ -404,9 +378,6 @@ def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
     return tuple(out)
 
 
-METRIC_FIELDS = ("gain", "cutoffs", "discount", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries")
-
-
 def _metric(ctx: _Ctx, value: Any) -> Metric:
     from .presets import PRESETS
 
@@ -433,12 +404,8 @@ def _metric(ctx: _Ctx, value: Any) -> Metric:
         origin=tuple(origin.items()),
         gain=_gain(ctx, m["gain"], "metric.gain"),
         cutoffs=_cutoffs(ctx, m["cutoffs"], "metric.cutoffs"),
-        discount=_choice(ctx, m["discount"], "metric.discount", DISCOUNTS),
-        ties=_choice(ctx, m["ties"], "metric.ties", TIES),
-        ideal=_choice(ctx, m["ideal"], "metric.ideal", IDEALS),
-        empty_ideal=_choice(ctx, m["empty_ideal"], "metric.empty_ideal", EMPTY_IDEAL),
-        unjudged=_choice(ctx, m["unjudged"], "metric.unjudged", UNJUDGED),
-        missing_queries=_choice(ctx, m["missing_queries"], "metric.missing_queries", MISSING),
+        **{r.name: _choice(ctx, m[r.name], r.key, r.choices) for r in METRIC_RULES  # the rules of named choices
+           if r.name not in ("gain", "cutoffs")},
     )
 
 

@@ -1,0 +1,234 @@
+"""Each metric rule declared once: its choices, their plain words, its alternatives, its resolved form.
+
+A rule is one field of the spec that changes an nDCG number: the eight ``metric`` fields (gain, cutoffs,
+discount, ties, ideal, empty_ideal, unjudged, missing_queries) and the two ``queries`` fields (weights, set).
+:data:`RULES` holds each one's
+
+- choices (the named values the spec accepts; gain also takes a table, cutoffs a list, queries a path),
+- the plain words ``explain`` prints for a value (:meth:`Rule.words`),
+- the alternatives ``sensitivity`` recomputes under (:meth:`Rule.alternatives`),
+- the resolved form, one text per rule: an MLflow parameter and a line of ``summary.json`` (:meth:`Rule.resolve`),
+- the parse of that form back to the value (:meth:`Rule.parse`) and to the spec's own (YAML) form
+  (:meth:`Rule.raw`), with which ``compare`` rebuilds the definition of a logged run.
+
+Validation (:mod:`ndcg_mlflow.spec`), ``explain``, ``sensitivity``, ``Spec.resolved()`` and ``compare`` read
+this table. :data:`DEFINITION_KEYS` (the resolved keys of every rule) is what the definition digest covers and
+what ``compare`` requires to be equal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Gain:
+    """How a grade becomes a gain: ``exponential`` (2^g - 1), ``linear`` (g), or a table."""
+
+    kind: str
+    table: tuple[tuple[float, float], ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "table":
+            return json.dumps({_num(k): _num(v) for k, v in self.table})
+        return self.kind
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def cutoff_label(k: int | None) -> str:
+    return "all" if k is None else str(k)
+
+
+STOPS = "error"  # a choice that stops the evaluation: never an alternative for sensitivity
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # the field name in its section
+    section: str  # "metric" or "queries"
+    choices: tuple[str, ...]  # the named values
+    # plain words of a value; a "{}" in them is filled with the declared path (queries) or the cutoff
+    words_of: Mapping[str, str]
+    resolve: Callable[[Any], str]  # value -> resolved text
+    parse: Callable[[str], Any]  # resolved text -> value
+    raw: Callable[[Any], Any] = lambda v: v  # value -> the spec's (YAML) form
+    alternatives_of: Callable[[Any], list] | None = None  # value -> other values (sensitivity)
+    key_of: Callable[[Any], str] = str  # value -> its entry in words_of
+    words_fn: Callable[[Any], str] | None = None  # the words of a value not given by one entry of words_of
+
+    @property
+    def key(self) -> str:
+        """The resolved key (MLflow parameter name): ``metric.ties``, ``queries.weights``."""
+        return f"{self.section}.{self.name}"
+
+    def words(self, value: Any) -> str:
+        if self.words_fn is not None:
+            return self.words_fn(value)
+        return self.words_of[self.key_of(value)].format(value)
+
+    def alternatives(self, value: Any) -> list:
+        """Every other value sensitivity recomputes under, in declaration order (never one that stops)."""
+        if self.alternatives_of is not None:
+            return self.alternatives_of(value)
+        return [c for c in self.choices if c != value and c != STOPS]
+
+
+def _choice_rule(name: str, words: dict[str, str]) -> Rule:
+    choices = tuple(words)
+
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"metric.{name} {text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return Rule(name, "metric", choices, words, resolve=str, parse=parse)
+
+
+# --------------------------------------------------------------------------- gain
+
+GAIN_NAMES = ("exponential", "linear")
+
+
+def _gain_parse(text: str) -> Gain:
+    if text in GAIN_NAMES:
+        return Gain(text)
+    table = json.loads(text)
+    if not isinstance(table, dict):
+        raise ValueError(f"metric.gain {text!r} is neither a named gain nor a table")
+    return Gain("table", tuple(sorted((float(k), float(v)) for k, v in table.items())))
+
+
+def _gain_raw(gain: Gain) -> Any:
+    return {g: v for g, v in gain.table} if gain.kind == "table" else gain.kind
+
+
+def _gain_alternatives(gain: Gain) -> list[Gain]:
+    return [Gain(k) for k in GAIN_NAMES if Gain(k) != gain]
+
+
+GAIN = Rule(
+    "gain", "metric", GAIN_NAMES,
+    {"exponential": "a grade g earns 2^g - 1 (negative grades earn 0)",
+     "linear": "a grade g earns g (negative grades earn 0)",
+     "table": "each grade earns the gain the table declares; a grade the table lacks is an error"},
+    resolve=lambda g: g.describe(), parse=_gain_parse, raw=_gain_raw, alternatives_of=_gain_alternatives,
+    key_of=lambda g: g.kind)
+
+# --------------------------------------------------------------------------- cutoffs
+
+
+def _cutoffs_parse(text: str) -> tuple[int | None, ...]:
+    return tuple(None if c == "all" else int(c) for c in text.split(","))
+
+
+def _cutoffs_words(cutoffs: tuple[int | None, ...]) -> str:
+    return "; ".join(CUTOFF_WORDS["all" if k is None else "k"].format(k) for k in cutoffs)
+
+
+CUTOFF_WORDS = {
+    "all": "all: DCG over the whole returned list against the ideal over every judged (or returned) document",
+    "k": "{0}: DCG of the top {0} against the ideal top {0}",
+}
+
+
+CUTOFFS = Rule(
+    "cutoffs", "metric", ("all",), CUTOFF_WORDS,
+    resolve=lambda cutoffs: ",".join(cutoff_label(k) for k in cutoffs), parse=_cutoffs_parse,
+    raw=lambda cutoffs: ["all" if k is None else k for k in cutoffs], alternatives_of=lambda cutoffs: [],
+    words_fn=_cutoffs_words)
+
+# --------------------------------------------------------------------------- the named choices
+
+DISCOUNT = _choice_rule("discount", {
+    "log2": "rank i counts 1 / log2(i + 1): rank 1 keeps all its gain, rank 2 about 0.631, rank 3 0.5",
+})
+TIES = _choice_rule("ties", {
+    "displayed_order": "equal scores keep the order the run shows them in (its rank column, else its line order)",
+    "id_ascending": "equal scores are ordered by document id, ascending plain string order ('d10' before 'd9')",
+    "id_descending": "equal scores are ordered by document id, descending plain string order (as trec_eval does)",
+    "average": "each group of equal scores earns its mean gain at each of its positions (McSherry & Najork 2008), "
+               "also when a cutoff cuts the group",
+})
+IDEAL = _choice_rule("ideal", {
+    "judged_catalog": "the ideal is the best ordering of every judged document of the query: a relevant document "
+                      "the system never returned lowers the score",
+    "candidates": "the ideal is the best ordering of the documents the system returned: the score measures "
+                  "ordering only, not what retrieval missed",
+})
+EMPTY_IDEAL = _choice_rule("empty_ideal", {
+    "exclude": "a query whose ideal DCG is 0 has no nDCG: empty in the table, left out of the mean, counted",
+    "zero": "a query whose ideal DCG is 0 scores 0 and is averaged in",
+    "one": "a query whose ideal DCG is 0 scores 1 and is averaged in",
+    "error": "a query whose ideal DCG is 0 stops the evaluation, naming the queries",
+})
+UNJUDGED = _choice_rule("unjudged", {
+    "zero": "a returned document without a judgment earns 0 and keeps its position",
+    "condense": "a returned document without a judgment is removed before cutting at K (condensed lists, "
+                "trec_eval -J)",
+    "error": "a returned document without a judgment stops the evaluation",
+})
+MISSING_QUERIES = _choice_rule("missing_queries", {
+    "zero": "a query of the evaluated set that a run does not return at all scores 0",
+    "exclude": "a query of the evaluated set that a run does not return at all is left out and counted",
+    "error": "a query of the evaluated set that a run does not return at all stops the evaluation",
+})
+
+# --------------------------------------------------------------------------- queries: a choice or a path
+
+
+def _path_rule(name: str, default: str, words: dict[str, str]) -> Rule:
+    """A ``queries`` rule whose value is ``None`` (the named default) or the declared path of a file."""
+    return Rule(name, "queries", (default,), words,
+                resolve=lambda declared: default if declared is None else declared,
+                parse=lambda text: None if text == default else text,
+                raw=lambda declared: (default if default != "null" else None) if declared is None else declared,
+                alternatives_of=lambda declared: [],
+                key_of=lambda declared: default if declared is None else "path")
+
+
+WEIGHTS = _path_rule("weights", "uniform", {
+    "uniform": "uniform: the mean is the plain average over the queries not excluded",
+    "path": "from {}; the mean is sum(w * nDCG) / sum(w) over the queries not excluded",
+})
+QUERY_SET = _path_rule("set", "null", {
+    "null": "every judged query",
+    "path": "the declared set in {}",
+})
+
+METRIC_RULES = (GAIN, CUTOFFS, DISCOUNT, TIES, IDEAL, EMPTY_IDEAL, UNJUDGED, MISSING_QUERIES)
+QUERY_RULES = (WEIGHTS, QUERY_SET)
+RULES: dict[str, Rule] = {r.key: r for r in METRIC_RULES + QUERY_RULES}
+METRIC_FIELDS = tuple(r.name for r in METRIC_RULES)
+# What defines the numbers: the definition digest covers these resolved keys, and ``compare`` refuses two runs
+# whose values of them differ. Not the data paths, the preset's name (its fields are here), or the statistics.
+DEFINITION_KEYS = tuple(RULES)
+
+
+def rule_values(spec) -> dict[str, Any]:
+    """Each rule's value in a spec, by resolved key."""
+    m, q = spec.metric, spec.queries
+    out = {r.key: getattr(m, r.name) for r in METRIC_RULES}
+    out[WEIGHTS.key] = q.weights.declared if q.weights else None
+    out[QUERY_SET.key] = q.set.declared if q.set else None
+    return out
+
+
+def resolved(spec) -> dict[str, str]:
+    """Each rule's resolved form, by resolved key."""
+    return {key: RULES[key].resolve(value) for key, value in rule_values(spec).items()}
+
+
+def raw_definition(params: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The ``metric`` and ``queries`` sections of a spec, rebuilt from resolved params (those logged to MLflow).
+    The metric fields are required; a query field absent from ``params`` takes its default."""
+    out: dict[str, dict[str, Any]] = {"metric": {}, "queries": {}}
+    for rule in METRIC_RULES:
+        out["metric"][rule.name] = rule.raw(rule.parse(params[rule.key]))
+    for rule in QUERY_RULES:
+        out["queries"][rule.name] = rule.raw(rule.parse(params.get(rule.key, rule.choices[0])))
+    return out
