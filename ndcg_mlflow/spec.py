@@ -3,7 +3,8 @@
 A spec fixes every choice that changes an nDCG number before any system is
 compared. Validation runs before any data is read: unknown keys are errors
 (with a "did you mean"), every ``metric`` field and ``queries.weights`` is
-required, and each error names the key path and what was expected.
+required, and each error names the key path and what was expected. Each metric and query rule (its
+choices, words, alternatives and resolved form) is declared in :mod:`ndcg_mlflow.rules`.
 
 Version 1::
 

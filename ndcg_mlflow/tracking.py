@@ -1,10 +1,10 @@
-"""Logging an evaluation to MLflow: the only module that imports mlflow (lazily).
+"""Logging an evaluation to MLflow: with :mod:`ndcg_mlflow.logged`, the only modules that import mlflow (lazily).
 
 Layout of what is logged:
 
 * one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec):
   every resolved spec field as a param; tags with the sha256 of the spec, of the
-  metric definition and of every data file, and the package version; per-system
+  metric and query definition and of every data file, and the package version; per-system
   means as ``<system>.ndcg_at_<K>`` metrics and each comparison as
   ``compare.<candidate>.ndcg_at_<K>.<figure>``; artifacts ``spec.yaml``,
   ``summary.json``, ``per_query.csv``, ``comparisons.csv``, ``wins_losses.json``,

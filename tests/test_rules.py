@@ -12,6 +12,9 @@ from helpers import metric_spec, write_qrels, write_run
 import ndcg_mlflow
 from ndcg_mlflow import DataError, EvaluationError
 from ndcg_mlflow.kernel import RunRows, evaluate_rows
+from ndcg_mlflow.presets import PRESETS
+from ndcg_mlflow.rules import DEFINITION_KEYS, RULES, Gain, raw_definition
+from ndcg_mlflow.spec import load_spec
 
 L3 = np.log2(3.0)  # discount of rank 2 is 1/L3; rank 3 is 1/2; rank 4 is 1/log2(5)
 L5 = np.log2(5.0)
@@ -690,3 +693,81 @@ def test_ndcg_ratio_that_overflows_is_a_data_error(tmp_path):
     run = write_run(tmp_path, {"q1": ["A"], "q2": ["N"]})
     with pytest.raises(DataError, match=r"system 'sys': the nDCG of query 'q2' .* overflows a float"):
         ndcg_mlflow.evaluate(spec(qrels, run, gain={-1: -1e300, 1: 1, 2: 1e-300}, cutoffs=(1,)), base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- each rule declared once (rules.py)
+
+ROUND_TRIP_VALUES = {
+    "metric.gain": [Gain("exponential"), Gain("linear"), Gain("table", ((-1.0, 0.0), (0.5, 1.25), (3.0, 7.0))),
+                    Gain("table", ((1.0, 1e300),))],
+    "metric.cutoffs": [(5, 10, None), (None,), (1,), (10 ** 30, 3)],
+    "queries.weights": [None, "weights.tsv", "data/w eights,1.csv"],
+    "queries.set": [None, "queries.txt"],
+}
+
+
+def test_every_rule_and_choice_parses_back_from_its_resolved_form():
+    for key, rule in RULES.items():
+        values = ROUND_TRIP_VALUES.get(key, list(rule.choices))
+        assert values, key
+        for value in values:
+            text = rule.resolve(value)
+            assert isinstance(text, str)
+            assert rule.parse(text) == value, (key, value, text)
+            assert rule.words(value), (key, value)  # explain has words for it
+            for alt in rule.alternatives(value):
+                assert alt != value and rule.parse(rule.resolve(alt)) == alt
+
+
+def _logged_params(spec) -> dict[str, str]:
+    """The params as MLflow keeps them: every resolved field as text."""
+    return {k: str(v) for k, v in spec.resolved().items()}
+
+
+@pytest.mark.parametrize("metric", [
+    {},
+    {"gain": {0: 0, 1: 1, 2: 3.5, -1: 0}, "cutoffs": ["all", 5, 10], "ties": "average", "ideal": "candidates",
+     "empty_ideal": "one", "unjudged": "condense", "missing_queries": "exclude"},
+    {"gain": "linear", "cutoffs": [10 ** 30], "ties": "id_descending", "empty_ideal": "error", "unjudged": "error",
+     "missing_queries": "error", "weights": "w.tsv", "qset": "set.txt"},
+])
+def test_compare_rebuilds_the_same_definition_from_logged_params(metric):
+    raw = metric_spec("qrels.tsv", "run.tsv", name="round-trip", **metric)
+    spec = load_spec(raw, base_dir=".")
+    rebuilt = raw_definition(_logged_params(spec))
+    again = load_spec({**raw, "metric": rebuilt["metric"], "queries": rebuilt["queries"]}, base_dir=".")
+    assert again.definition_digest() == spec.definition_digest()
+    assert again.metric == spec.metric
+    assert {k: again.resolved()[k] for k in DEFINITION_KEYS} == {k: spec.resolved()[k] for k in DEFINITION_KEYS}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_compare_rebuilds_a_preset_definition_from_logged_params(preset):
+    raw = {"spec_version": 1, "name": "p", "metric": {"preset": preset}, "queries": {"weights": "uniform"},
+           "data": {"qrels": "q.tsv", "systems": {"s": "r.tsv"}}}
+    spec = load_spec(raw, base_dir=".")
+    rebuilt = raw_definition(_logged_params(spec))
+    assert load_spec({**raw, **rebuilt}, base_dir=".").definition_digest() == spec.definition_digest()
+
+
+def test_the_digest_and_compare_use_one_list_of_definition_keys():
+    from types import SimpleNamespace
+
+    from ndcg_mlflow.logged import definition_differences
+
+    base = load_spec(metric_spec("qrels.tsv", "run.tsv", name="a"), base_dir=".")
+    assert set(DEFINITION_KEYS) == {k for k in base.resolved() if k.startswith(("metric.", "queries."))} - {
+        "metric.preset"}
+
+    def run(spec):
+        return SimpleNamespace(data=SimpleNamespace(params=_logged_params(spec), tags={}))
+
+    for key, change in [("queries.weights", {"weights": "w.tsv"}), ("queries.set", {"qset": "s.txt"}),
+                        ("metric.ties", {"ties": "average"}), ("metric.cutoffs", {"cutoffs": (3, 5)})]:
+        other = load_spec(metric_spec("qrels.tsv", "run.tsv", name="b", **change), base_dir=".")
+        assert other.definition_digest() != base.definition_digest(), key
+        assert [d.split(":")[0] for d in definition_differences(run(base), run(other))] == [key]
+    # what is not a rule changes neither: the data paths, the name, the preset's name
+    other = load_spec(metric_spec("elsewhere.tsv", "other.run", name="c"), base_dir=".")
+    assert other.definition_digest() == base.definition_digest()
+    assert definition_differences(run(base), run(other)) == []
