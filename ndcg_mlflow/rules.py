@@ -52,7 +52,7 @@ class Rule:
     name: str  # the field name in its section
     section: str  # "metric" or "queries"
     choices: tuple[str, ...]  # the named values
-    # plain words of a value; a "{}" in them is filled with the declared path (queries) or the cutoff
+    # plain words of each choice; a "{}" in them is filled with the value (the declared path of a queries rule)
     words_of: Mapping[str, str]
     resolve: Callable[[Any], str]  # value -> resolved text
     parse: Callable[[str], Any]  # resolved text -> value
@@ -79,14 +79,8 @@ class Rule:
 
 
 def _choice_rule(name: str, words: dict[str, str]) -> Rule:
-    choices = tuple(words)
-
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"metric.{name} {text!r} is not one of {', '.join(choices)}")
-        return text
-
-    return Rule(name, "metric", choices, words, resolve=str, parse=parse)
+    """A metric rule whose value is one of its named choices, resolved as itself (validation is the spec's)."""
+    return Rule(name, "metric", tuple(words), words, resolve=str, parse=str)
 
 
 # --------------------------------------------------------------------------- gain
@@ -181,21 +175,22 @@ MISSING_QUERIES = _choice_rule("missing_queries", {
 # --------------------------------------------------------------------------- queries: a choice or a path
 
 
-def _path_rule(name: str, default: str, words: dict[str, str]) -> Rule:
-    """A ``queries`` rule whose value is ``None`` (the named default) or the declared path of a file."""
+def _path_rule(name: str, default: str, raw_default: str | None, words: dict[str, str]) -> Rule:
+    """A ``queries`` rule whose value is ``None`` (the default: resolved as ``default``, written in a spec as
+    ``raw_default``) or the declared path of a file."""
     return Rule(name, "queries", (default,), words,
                 resolve=lambda declared: default if declared is None else declared,
                 parse=lambda text: None if text == default else text,
-                raw=lambda declared: (default if default != "null" else None) if declared is None else declared,
+                raw=lambda declared: raw_default if declared is None else declared,
                 alternatives_of=lambda declared: [],
                 key_of=lambda declared: default if declared is None else "path")
 
 
-WEIGHTS = _path_rule("weights", "uniform", {
+WEIGHTS = _path_rule("weights", "uniform", "uniform", {
     "uniform": "uniform: the mean is the plain average over the queries not excluded",
     "path": "from {}; the mean is sum(w * nDCG) / sum(w) over the queries not excluded",
 })
-QUERY_SET = _path_rule("set", "null", {
+QUERY_SET = _path_rule("set", "null", None, {
     "null": "every judged query",
     "path": "the declared set in {}",
 })
