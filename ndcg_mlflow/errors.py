@@ -7,7 +7,7 @@ traceback. Anything else escaping is a bug.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 class NdcgError(Exception):

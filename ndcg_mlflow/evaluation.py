@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from .errors import DataError, EvaluationError, SpecError, preview
-from .join import (Catalog, PreparedRun, check_unjudged, compute, judgments, join,  # noqa: F401 (re-exported)
-                   map_gains)
+from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .spec import Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
-from .version import __version__
 from .uris import safe_uri
+from .version import __version__
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
                      "judged_coverage", "n_returned", "weight", "status")

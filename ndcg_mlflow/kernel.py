@@ -21,8 +21,8 @@ Definitions (as in the nDCG explainer this tool follows):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class QueryResult:
     judged_coverage: np.ndarray  # NaN where nothing returned
     status: np.ndarray  # int8 codes, see STATUS_NAMES
     n_returned: np.ndarray  # (n_queries,)
-    ranking: "Ranking | None" = None
+    ranking: Ranking | None = None
     _view_rows: np.ndarray | None = None  # condensed lists: the judged rows in rank order
     _view_pos: np.ndarray | None = None
 

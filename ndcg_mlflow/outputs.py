@@ -37,10 +37,11 @@ import secrets
 import shutil
 import threading
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import DataError, NdcgError, preview
 from .evaluation import EvaluationResult

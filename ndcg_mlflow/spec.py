@@ -36,9 +36,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecError, did_you_mean
 
@@ -96,7 +97,7 @@ class Metric:
     def source_of(self, field_name: str) -> str:
         return dict(self.origin).get(field_name, "spec")
 
-    def replace(self, **changes) -> "Metric":
+    def replace(self, **changes) -> Metric:
         """A copy with some rules changed (marked as changed from the declared spec)."""
         import dataclasses
 
@@ -502,7 +503,7 @@ def _system_name(ctx: _Ctx, name: Any) -> None:
                        "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
 
 
-def _data(ctx: _Ctx, value: Any, tables: "InMemory | None") -> tuple[Source, tuple[tuple[str, Source], ...]]:
+def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple[tuple[str, Source], ...]]:
     """The data section; tables given in memory take the place of ``data.qrels`` and ``data.systems``, and the
     section may then be left out (only when both are given)."""
     has_qrels = tables is not None and tables.qrels
@@ -965,7 +966,8 @@ def check_files(spec: Spec) -> list[str]:
                                               ("queries.set", spec.queries.set)]
     named += [(f"data.systems.{n}", s) for n, s in spec.systems]
     if spec.companions is not None:
-        named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
+        named += [("companions.duplicates", spec.companions.duplicates),
+                  ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
         check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
         problem = check(src.path) if src is not None and src.path is not None else None

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
