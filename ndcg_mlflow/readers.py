@@ -38,9 +38,9 @@ import hashlib
 import math
 import re
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class Strings:
     def take(self, rows: np.ndarray) -> list[str]:
         return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
 
-    def filter(self, mask: np.ndarray) -> "Strings":
+    def filter(self, mask: np.ndarray) -> Strings:
         import pyarrow as pa
 
         return Strings(self.array.filter(pa.array(mask)))
@@ -598,9 +598,8 @@ def _trec_delimiter(path: Path) -> str | None:
 
 def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
     import pyarrow as pa
-    from pyarrow import csv as pacsv
-
     import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
 
     names = list(_TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
@@ -1321,4 +1320,5 @@ def _dedupe_qrels(table: Table) -> Table:
 
 
 __all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest",
-           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs", "preview"]
+           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs",
+           "preview"]
