@@ -81,10 +81,10 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ids))
         boot = stats.bootstrap_means(x, w, resamples=uncertainty.resamples, rng=rng,
                                      studentized=uncertainty.method == "studentized")
-        lo, hi = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
-        se = stats.standard_error(boot, x)
+        lows, highs = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
+        ses = stats.standard_error(boot, x)
         for c, (kind, key, _) in enumerate(series):
-            boot_results[(kind, key)] = (float(lo[c]), float(hi[c]), float(se[c]), boot.dist[:, c])
+            boot_results[(kind, key)] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
 
     for name in names:
         out.intervals[name] = {}

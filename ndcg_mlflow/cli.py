@@ -191,7 +191,7 @@ def _restore_sigterm(previous) -> None:
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of each record."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):
         return sys.stderr
 

@@ -97,7 +97,7 @@ class Metric:
     def source_of(self, field_name: str) -> str:
         return dict(self.origin).get(field_name, "spec")
 
-    def replace(self, **changes) -> Metric:
+    def replace(self, **changes: Any) -> Metric:
         """A copy with some rules changed (marked as changed from the declared spec)."""
         import dataclasses
 
@@ -124,6 +124,13 @@ class Source:
     @property
     def in_memory(self) -> bool:
         return self.path is None
+
+    @property
+    def file(self) -> Path:
+        """``path``, for a source read from a file (a ValueError for a table given in memory)."""
+        if self.path is None:
+            raise ValueError(f"{self.declared} is a table given in memory, not a file")
+        return self.path
 
 
 IN_MEMORY = "in-memory table"
@@ -252,11 +259,11 @@ class Spec:
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:
-            c = self.companions
-            if c.duplicates is not None:
-                out["companions.duplicates"] = c.duplicates.declared
-            if c.catalog is not None or c.catalog_size is not None:
-                out["companions.catalog"] = c.catalog.declared if c.catalog else c.catalog_size
+            comp = self.companions
+            if comp.duplicates is not None:
+                out["companions.duplicates"] = comp.duplicates.declared
+            if comp.catalog is not None or comp.catalog_size is not None:
+                out["companions.catalog"] = comp.catalog.declared if comp.catalog else comp.catalog_size
         out["mlflow.experiment"] = self.mlflow.experiment
         return out
 
@@ -518,8 +525,8 @@ def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple
     else:
         d = _mapping(ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"),
                      ("qrels", "systems"))
-        for key, given in (("qrels", has_qrels), ("systems", names is not None)):
-            if key not in d and not given:
+        for key, in_tables in (("qrels", has_qrels), ("systems", names is not None)):
+            if key not in d and not in_tables:
                 raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the "
                                               "numbers).")
     if has_qrels:
@@ -785,7 +792,7 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
 MAX_ALIASES = 50
 
 
-def _loader():
+def _loader() -> type:
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -793,7 +800,7 @@ def _loader():
 
         aliases = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_ALIASES:
@@ -802,7 +809,7 @@ def _loader():
                                                                   f"does not need them", mark)
             return super().compose_node(parent, index)
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             """Refuse merge keys, and a key written twice in one mapping (YAML would silently keep the last)."""
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
@@ -970,7 +977,9 @@ def check_files(spec: Spec) -> list[str]:
                   ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
         check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
-        problem = check(src.path) if src is not None and src.path is not None else None
+        if src is None or src.path is None:
+            continue
+        problem = check(src.path)
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems

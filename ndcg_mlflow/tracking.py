@@ -557,7 +557,7 @@ def _install_http_bounds() -> None:
             return ctx.http(_real, args, kwargs)
 
         bounded._ndcg_bounded = True  # type: ignore[attr-defined]
-        module.http_request = bounded
+        setattr(module, "http_request", bounded)  # noqa: B010 (mlflow's module, patched at run time)
 
 
 class _Guarded:
@@ -599,7 +599,7 @@ class _Logging:
         self.bounds = Bounds.current(total)
         self.stage = "connecting"
         self.created: list[str] = []
-        self.raw_client = None
+        self.raw_client: Any = None  # the MlflowClient, once created
         self.experiment_id: str | None = None
         self.cancelled = threading.Event()
         self.done = threading.Event()
@@ -620,6 +620,7 @@ class _Logging:
 
     def _overdue(self) -> str | None:
         """Why the worker is to be abandoned now, or None."""
+        assert self.ctx is not None  # set by run() before the worker starts
         now = time.monotonic()
         if now >= self.ctx.deadline:
             return (f"logging did not finish within mlflow.total_timeout = {self.bounds.total:g} s (the server "
@@ -654,6 +655,7 @@ class _Logging:
             raise TrackingError(self._message(overdue))
         error = self.error
         if error is None:
+            assert self.result is not None  # set by the worker when it raised nothing
             return self.result
         if isinstance(error, (KeyboardInterrupt, Terminated)):
             self._give_up("KILLED")
