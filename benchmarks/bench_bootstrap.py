@@ -146,6 +146,7 @@ def ours_analyze(x, w, ids, args) -> list[list[float]]:
 def ours_direct(x, w, ids, args) -> list[list[float]]:
     """The same calls analysis.analyze makes, without the stand-in result object."""
     import numpy as np
+
     from ndcg_mlflow import stats
 
     k = x.shape[1]

@@ -75,7 +75,7 @@ class FakeServer:
     def uri(self) -> str:
         return f"http://{HOST}:{self.port}"
 
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._accept.start()
         return self
 
@@ -83,7 +83,7 @@ class FakeServer:
         while not self.stopped.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             if self.first_connection is None:
                 self.first_connection = time.monotonic()
@@ -119,7 +119,7 @@ class SilentServer(FakeServer):
             try:
                 if conn.recv(65536) == b"":
                     return
-            except socket.timeout:
+            except TimeoutError:
                 continue
 
 
@@ -133,7 +133,7 @@ class TrickleServer(FakeServer):
         while not self.stopped.is_set() and time.monotonic() < until:
             try:
                 conn.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 pass
             conn.sendall(head[i:i + 1] if i < len(head) else b"a")
             i += 1
@@ -161,7 +161,7 @@ def write_spec(folder: Path, name: str, *, timeout: float | None, retries: int |
     return path
 
 
-def bound_of(timeout: float | None, retries: int | None) -> "object":
+def bound_of(timeout: float | None, retries: int | None) -> object:
     """The package's bounds for these settings (the defaults of ``configure_http`` where not given)."""
     from ndcg_mlflow.tracking import DEFAULT_HTTP, Bounds
 

@@ -81,10 +81,10 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ids))
         boot = stats.bootstrap_means(x, w, resamples=uncertainty.resamples, rng=rng,
                                      studentized=uncertainty.method == "studentized")
-        lo, hi = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
-        se = stats.standard_error(boot, x)
+        lows, highs = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
+        ses = stats.standard_error(boot, x)
         for c, (kind, key, _) in enumerate(series):
-            boot_results[(kind, key)] = (float(lo[c]), float(hi[c]), float(se[c]), boot.dist[:, c])
+            boot_results[(kind, key)] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
 
     for name in names:
         out.intervals[name] = {}
@@ -198,10 +198,11 @@ def _wins_losses(result, comparison: Comparison, pairs: list[tuple[str, str]]) -
         losses = [i for i in loss_order if d[i] < -comparison.tie_tolerance][:n]
         depth = base_sr.top.depth if k is None else min(k, base_sr.top.depth)
 
+        # entry() runs within this iteration only, so the loop's current values are the ones it means
         def entry(i: int) -> dict[str, Any]:
-            q = int(valid[i])
-            btop = base_sr.top.of(q, depth)
-            ctop = cand_sr.top.of(q, depth)
+            q = int(valid[i])  # noqa: B023
+            btop = base_sr.top.of(q, depth)  # noqa: B023
+            ctop = cand_sr.top.of(q, depth)  # noqa: B023
             brel = {e["doc_id"] for e in btop if (e["grade"] or 0) > 0}
             crel = {e["doc_id"] for e in ctop if (e["grade"] or 0) > 0}
             for e in btop:
@@ -209,8 +210,8 @@ def _wins_losses(result, comparison: Comparison, pairs: list[tuple[str, str]]) -
             for e in ctop:
                 e["entered_top_k"] = e["doc_id"] in crel - brel
             return {"query_id": str(result.query_ids[q]), "weight": float(result.weights[q]),
-                    "baseline_ndcg": float(b[q]), "candidate_ndcg": float(c[q]), "delta": float(d[i]),
-                    "shown": depth,
+                    "baseline_ndcg": float(b[q]), "candidate_ndcg": float(c[q]),  # noqa: B023
+                    "delta": float(d[i]), "shown": depth,  # noqa: B023
                     "baseline_top": btop, "candidate_top": ctop,
                     "relevant_entered": sorted(crel - brel), "relevant_left": sorted(brel - crel)}
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from .version import __version__
 from .errors import NdcgError
+from .version import __version__
 
 log = logging.getLogger("ndcg_mlflow")
 
@@ -191,7 +191,7 @@ def _restore_sigterm(previous) -> None:
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of each record."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):
         return sys.stderr
 

@@ -31,7 +31,8 @@ def read_duplicate_groups(path) -> DuplicateGroups:
     """``doc_id group`` per line: white space separated, or a CSV/TSV whose header names doc_id and group."""
     import pyarrow as pa
 
-    docs, groups, index = [], [], {}
+    docs, groups = [], []
+    index: dict[str, int] = {}
     seen: dict[str, int] = {}
     for line, (doc, group) in _small_rows(path, ("doc_id", "group")):
         if doc in seen:
@@ -100,6 +101,7 @@ def catalog_coverage(position: np.ndarray, docs, cutoffs: tuple, *, size: int | 
             present = np.unique(idx[idx >= 0])
             out.append(present.size / len(catalog))
         else:
+            assert size is not None  # a catalog file or a catalog size is given
             distinct = int(np.unique(string_hashes(shown)).size)
             if distinct > size:
                 raise SpecError("companions.catalog",

@@ -7,7 +7,8 @@ traceback. Anything else escaping is a bug.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import os
+from collections.abc import Iterable, Sequence
 
 
 class NdcgError(Exception):
@@ -35,7 +36,7 @@ class SpecError(NdcgError):
 class DataError(NdcgError):
     """A data file (qrels, run, query set, weights) that cannot be used as is."""
 
-    def __init__(self, file: str, message: str, line: int | None = None):
+    def __init__(self, file: str | os.PathLike[str], message: str, line: int | None = None):
         self.file = str(file)
         self.line = line
         self.message = message

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from .errors import DataError, EvaluationError, SpecError, preview
-from .join import (Catalog, PreparedRun, check_unjudged, compute, judgments, join,  # noqa: F401 (re-exported)
-                   map_gains)
+from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .spec import Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
-from .version import __version__
 from .uris import safe_uri
+from .version import __version__
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
                      "judged_coverage", "n_returned", "weight", "status")
@@ -133,7 +133,7 @@ class EvaluationResult:
         }
 
     def _system_summary(self) -> dict[str, Any]:
-        out = {}
+        out: dict[str, Any] = {}
         for name, sr in self.systems.items():
             out[name] = {}
             for key, m in sr.means.items():
@@ -264,10 +264,10 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     shared = dict(columns or {})
     if qrels is not None:
         qrels_table = _table(qrels, "qrels", "qrels", shared)
-        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest, len(qrels_table))
+        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
     else:
-        qrels_table = read_qrels(spec.qrels.path, spec.qrels.format, spec.qrels.columns)
-        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.path),
+        qrels_table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
+        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
                               len(qrels_table))
     rank = keep_data or spec.metric.ties == "displayed_order"
     if systems is not None:
@@ -411,13 +411,13 @@ def _read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None
 
     out: dict[str, Any] = {}
     if c.duplicates is not None:
-        out["duplicates"] = read_duplicate_groups(c.duplicates.path)
+        out["duplicates"] = read_duplicate_groups(c.duplicates.file)
         files.append(FileInfo("companions.duplicates", str(c.duplicates.path), c.duplicates.declared,
-                              sha256_file(c.duplicates.path), len(out["duplicates"].group)))
+                              sha256_file(c.duplicates.file), len(out["duplicates"].group)))
     if c.catalog is not None:
-        out["catalog"] = read_catalog(c.catalog.path)
+        out["catalog"] = read_catalog(c.catalog.file)
         files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared,
-                              sha256_file(c.catalog.path), len(out["catalog"])))
+                              sha256_file(c.catalog.file), len(out["catalog"])))
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
@@ -460,11 +460,11 @@ def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
     if spec.queries.set is None:
         return _object_array(judged)
     src = spec.queries.set
-    ids = read_query_set(src.path)
-    files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.path), len(ids)))
+    ids = read_query_set(src.file)
+    files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), len(ids)))
     unknown = sorted(set(ids) - set(judged))
     if unknown:
-        raise DataError(src.path, f"{len(unknown)} queries of the declared set have no judgments in "
+        raise DataError(src.file, f"{len(unknown)} queries of the declared set have no judgments in "
                                   f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
                                   f"the set.")
     return _object_array(sorted(ids))
@@ -482,18 +482,18 @@ def _weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.nda
     if spec.queries.weights is None:
         return np.ones(len(query_ids))
     src = spec.queries.weights
-    table = read_weights(src.path)
-    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.path), len(table)))
+    table = read_weights(src.file)
+    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), len(table)))
     missing = [q for q in query_ids if q not in table]
     if missing:
-        raise DataError(src.path, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")
+        raise DataError(src.file, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")
     weights = np.array([table[q] for q in query_ids], dtype=np.float64)
     try:
         total = math.fsum(weights)
     except OverflowError:
         total = math.inf
     if not math.isfinite(total):
-        raise DataError(src.path, f"the weights of the {weights.size} evaluated queries add up to more than the "
+        raise DataError(src.file, f"the weights of the {weights.size} evaluated queries add up to more than the "
                                   f"largest double ({np.finfo(np.float64).max:.4g}), so their sum cannot be "
                                   f"reported; only their ratios matter: divide them all by a common factor.")
     return weights

@@ -32,7 +32,7 @@ def _grades(spec: Spec) -> tuple[list[float], str]:
     from .readers import read_qrels
 
     try:
-        q = read_qrels(spec.qrels.path, spec.qrels.format, spec.qrels.columns)
+        q = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
         return sorted({float(v) for v in np.unique(q.value)}), f"the grades found in {spec.qrels.declared}"
     except Exception:  # the explanation still works without readable data
         return [0.0, 1.0, 2.0, 3.0], "example grades (the qrels file could not be read)"
@@ -77,12 +77,13 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
                      f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
                      f"losses; |difference| <= {c.tie_tolerance:g} is a tie")
     if spec.companions:
-        c = spec.companions
-        if c.duplicates:
+        comp = spec.companions
+        if comp.duplicates:
             lines.append(f"- companion: duplicate rate in the top K — the share of the shown top K taken by a "
-                         f"document whose duplicate group (from {c.duplicates.declared}) already appeared higher")
-        if c.catalog or c.catalog_size:
-            what = f"the documents listed in {c.catalog.declared}" if c.catalog else f"a catalog of {c.catalog_size}"
+                         f"document whose duplicate group (from {comp.duplicates.declared}) already appeared higher")
+        if comp.catalog or comp.catalog_size:
+            what = (f"the documents listed in {comp.catalog.declared}" if comp.catalog
+                    else f"a catalog of {comp.catalog_size}")
             lines.append(f"- companion: catalog coverage at K — distinct documents shown in the top K across the "
                          f"evaluated queries, over {what}")
     if not tools:
@@ -110,8 +111,8 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(f"{tool.name}: {tool.title}" + ("" if tool.reproducible else " — not reproducible, see ties"))
         for f in METRIC_FIELDS:
             lines.append(f"    {f}: {tool.notes[f]}")
-        for c in tool.caveats:
-            lines.append(f"    note: {c}")
+        for caveat in tool.caveats:
+            lines.append(f"    note: {caveat}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ can be joined on its own and gives the rows the whole would give for those queri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,7 @@ class JudgedIndex:
     grades: np.ndarray  # grade of each catalog row
 
 
-def doc_codes(strings, value_set) -> np.ndarray:
+def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
     """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
     import pyarrow.compute as pc
 
@@ -195,7 +196,7 @@ def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
             f"({bad.size} unjudged returned documents in all).")
 
 
-def tiebreak(ties: str, prep: PreparedRun):
+def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray] | None:
     """Keys ordering tied rows: the displayed rank, or the doc id (only tied rows are ever looked up)."""
     if ties == "displayed_order":
         if prep.run.rank is None:

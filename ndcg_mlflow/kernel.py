@@ -21,8 +21,9 @@ Definitions (as in the nDCG explainer this tool follows):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import overload
 
 import numpy as np
 
@@ -34,6 +35,10 @@ STATUS_NAMES = ("ok", "empty_ideal", "missing")
 MAX_DEPTH = int(np.iinfo(np.int64).max)
 
 
+@overload
+def depth_of(k: int) -> int: ...
+@overload
+def depth_of(k: None) -> None: ...
 def depth_of(k: int | None) -> int | None:
     """A cutoff as an int64-safe depth: ``None`` stays None, anything deeper than any list is clipped."""
     return None if k is None else min(int(k), MAX_DEPTH)
@@ -82,7 +87,7 @@ class QueryResult:
     judged_coverage: np.ndarray  # NaN where nothing returned
     status: np.ndarray  # int8 codes, see STATUS_NAMES
     n_returned: np.ndarray  # (n_queries,)
-    ranking: "Ranking | None" = None
+    ranking: Ranking | None = None
     _view_rows: np.ndarray | None = None  # condensed lists: the judged rows in rank order
     _view_pos: np.ndarray | None = None
 
@@ -91,6 +96,7 @@ class QueryResult:
         """The ranking the metric saw: row indices by query, then rank (judged rows only when condensed)."""
         if self._view_rows is not None:
             return self._view_rows
+        assert self.ranking is not None  # set whenever the lists are not condensed
         return self.ranking.rows(np.arange(self.ranking.n))
 
     @property
@@ -98,13 +104,16 @@ class QueryResult:
         """0-based rank of each row of :attr:`ranked` in its query."""
         if self._view_pos is not None:
             return self._view_pos
+        assert self.ranking is not None
         return self.ranking.position(np.arange(self.ranking.n))
 
     def top(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, positions) of each query's first ``depth`` ranked rows, without touching the others."""
         if self._view_rows is not None:
+            assert self._view_pos is not None  # set together with _view_rows
             sel = self._view_pos < depth
             return self._view_rows[sel], self._view_pos[sel]
+        assert self.ranking is not None
         at = self.ranking.top(depth)
         return self.ranking.rows(at), self.ranking.position(at)
 
@@ -193,6 +202,7 @@ class _Order:
         out = positions.copy()
         idx = np.minimum(np.searchsorted(self.at, positions), self.at.size - 1)
         hit = self.at[idx] == positions
+        assert self.rows is not None  # set together with at
         out[hit] = self.rows[idx[hit]]
         return out
 
@@ -303,6 +313,8 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     with np.errstate(divide="ignore", invalid="ignore"):
         coverage = np.where(shown > 0, coverage_count / np.maximum(shown, 1), np.nan)
 
+    view_rows: np.ndarray | None
+    view_pos: np.ndarray | None
     if unjudged == "condense":  # only judged rows remain; their ranks are counted among themselves
         rows = rk.rows(j_at)
         cq, cgain = run.query[rows], run.gain[rows]

@@ -283,9 +283,9 @@ def pd_to_float(series) -> np.ndarray:
 def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, differences: list[str]) -> str:
     import matplotlib.pyplot as plt
 
-    from .version import __version__
     from .report import figures, load_bundle
     from .tracking import ARTIFACTS, _experiment, _fail_runs, _log_batch, _log_tables, _param, comparison_metrics
+    from .version import __version__
 
     spec = result.spec
     stage = "creating the comparison run"

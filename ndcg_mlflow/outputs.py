@@ -37,10 +37,11 @@ import secrets
 import shutil
 import threading
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import DataError, NdcgError, preview
 from .evaluation import EvaluationResult
@@ -117,6 +118,7 @@ def top_table(result: EvaluationResult, name: str):
     import pandas as pd
 
     top = result.systems[name].top
+    assert top is not None  # called for the systems whose top lists were kept
     frame = pd.DataFrame({"query_id": result.query_ids[top.query], "rank": top.position + 1,
                           "doc_id": np.asarray(top.doc, dtype=object), "grade": top.grade})
     return frame.sort_values(["query_id", "rank"], kind="stable")

@@ -38,9 +38,10 @@ import hashlib
 import math
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class Ids:
 class Strings:
     """An Arrow string column (document ids), one entry per row."""
 
-    array: object  # pyarrow Array or ChunkedArray of strings
+    array: Any  # pyarrow Array or ChunkedArray of strings
 
     def __len__(self) -> int:
         return len(self.array)
@@ -85,7 +86,7 @@ class Strings:
     def take(self, rows: np.ndarray) -> list[str]:
         return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
 
-    def filter(self, mask: np.ndarray) -> "Strings":
+    def filter(self, mask: np.ndarray) -> Strings:
         import pyarrow as pa
 
         return Strings(self.array.filter(pa.array(mask)))
@@ -192,7 +193,8 @@ def read_query_set(path: str | Path) -> list[str]:
     """A declared query set: one query id a line (or a CSV/TSV with a ``query_id`` column)."""
     path = Path(path)
     rows = list(_small_rows(path, ("query_id",)))
-    ids, seen = [], {}
+    ids: list[str] = []
+    seen: dict[str, int] = {}
     for line, fields in rows:
         qid = fields[0]
         if qid in seen:
@@ -515,7 +517,7 @@ class _Scan:
     """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
 
     utf8: bool = True
-    has: dict = None  # byte -> present anywhere
+    has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
 
 
 def _scan_text(path: Path) -> _Scan:
@@ -598,9 +600,8 @@ def _trec_delimiter(path: Path) -> str | None:
 
 def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
     import pyarrow as pa
-    from pyarrow import csv as pacsv
-
     import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
 
     names = list(_TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
@@ -676,7 +677,8 @@ def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
 # --------------------------------------------------------------------------- named columns
 
 
-def _required_columns(kind: str, present: list[str], path: Path, line: int = 1) -> tuple[str, str | None, None]:
+def _required_columns(kind: str, present: list[str], path: str | Path,
+                      line: int | None = 1) -> tuple[str | None, str | None, None]:
     """(value column, rank column) for the present column names; a needed name present twice is an error."""
     needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
     for name in needed:
@@ -763,7 +765,10 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
     csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
     header = None
     idx: dict[str, int] = {}
-    qs, ds, vs, rs = [], [], [], []
+    qs: list[str] = []
+    ds: list[str] = []
+    vs: list[float] = []
+    rs: list[float] = []
     for lineno, text in _text_lines(path):
         if _blank(text):
             continue
@@ -810,7 +815,10 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
             obj[k] = v
         return obj
 
-    qs, ds, vs, rs = [], [], [], []
+    qs: list[str] = []
+    ds: list[str] = []
+    vs: list[float] = []
+    rs: list[float] = []
     value_col = rank_col = None
     for lineno, text in _text_lines(path):
         if _blank(text):
@@ -847,17 +855,17 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
                 raise DataError(path, f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
                                       f"a character: ids must be valid Unicode text.", lineno) from None
             out.append(v)
-        for col, out in ((value_col, vs), (rank_col, rs)):
-            if col:
-                v = obj[col]
+        for name, numbers in ((value_col, vs), (rank_col, rs)):
+            if name:
+                v = obj[name]
                 try:
                     ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(float(v))
                 except OverflowError:
                     ok = False
                 if not ok:
-                    raise DataError(path, f"{col} must be a finite number, got {_clip(json.dumps(v), 60)}.",
+                    raise DataError(path, f"{name} must be a finite number, got {_clip(json.dumps(v), 60)}.",
                                     lineno)
-                out.append(float(v))
+                numbers.append(float(v))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
     return _table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
@@ -900,6 +908,7 @@ def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
     import pyarrow.compute as pc
 
     cols = {}
+    c: str | None  # an id column's name, then a number column's (None when absent)
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
         if pa.types.is_dictionary(col.type):
@@ -914,7 +923,7 @@ def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
             row = int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0])
             raise DataError(path, f"row {row + 1}: {c} is empty; every row needs a {c}.")
         cols[c] = col
-    nums = {}
+    nums: dict[str | None, np.ndarray] = {}
     for c in (value_col, rank_col):
         if c:
             col = tbl.column(c)
@@ -952,7 +961,7 @@ def _refuse_nulls(path: Path | str, col, name: str) -> None:
                               f"every format).")
 
 
-def _table_from_columns(path: Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
+def _table_from_columns(path: str | Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
     if kind == RUN and value is None:
         value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
     q = _encode(query) if not isinstance(query, list) else _encode_list(query)
@@ -1122,6 +1131,7 @@ def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, lis
             idx = [header.index(c) for c in columns]
             continue
         if idx is not None:
+            assert header is not None  # read with idx
             if len(fields) != len(header):
                 raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
             row = [fields[i] for i in idx]
@@ -1147,7 +1157,8 @@ def _encode(column) -> Ids:
     import pyarrow.compute as pc
 
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    heads_at, heads = [], []
+    heads_at: list[np.ndarray] = []
+    heads: list[str] = []
     base = 0
     for chunk in chunks:
         n = len(chunk)
@@ -1321,4 +1332,5 @@ def _dedupe_qrels(table: Table) -> Table:
 
 
 __all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest",
-           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs", "preview"]
+           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs",
+           "preview"]

@@ -42,7 +42,7 @@ class Bundle:
 
     @property
     def keys(self) -> list[str]:
-        first = next(iter(self.summary["systems"].values()), {})
+        first: dict[str, Any] = next(iter(self.summary["systems"].values()), {})
         return list(first)
 
     @property
@@ -190,7 +190,7 @@ def _nan(x: Any) -> float:
 
 
 def _has_ci(bundle: Bundle) -> bool:
-    entry = next(iter(bundle.summary["systems"].values()), {})
+    entry: dict[str, Any] = next(iter(bundle.summary["systems"].values()), {})
     return any("ci_low" in v for v in entry.values())
 
 

@@ -37,9 +37,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecError, did_you_mean
 from .rules import DEFINITION_KEYS, METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
@@ -87,7 +88,7 @@ class Metric:
     def source_of(self, field_name: str) -> str:
         return dict(self.origin).get(field_name, "spec")
 
-    def replace(self, **changes) -> "Metric":
+    def replace(self, **changes: Any) -> Metric:
         """A copy with some rules changed (marked as changed from the declared spec)."""
         import dataclasses
 
@@ -114,6 +115,13 @@ class Source:
     @property
     def in_memory(self) -> bool:
         return self.path is None
+
+    @property
+    def file(self) -> Path:
+        """``path``, for a source read from a file (a ValueError for a table given in memory)."""
+        if self.path is None:
+            raise ValueError(f"{self.declared} is a table given in memory, not a file")
+        return self.path
 
 
 IN_MEMORY = "in-memory table"
@@ -233,11 +241,11 @@ class Spec:
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:
-            c = self.companions
-            if c.duplicates is not None:
-                out["companions.duplicates"] = c.duplicates.declared
-            if c.catalog is not None or c.catalog_size is not None:
-                out["companions.catalog"] = c.catalog.declared if c.catalog else c.catalog_size
+            comp = self.companions
+            if comp.duplicates is not None:
+                out["companions.duplicates"] = comp.duplicates.declared
+            if comp.catalog is not None or comp.catalog_size is not None:
+                out["companions.catalog"] = comp.catalog.declared if comp.catalog else comp.catalog_size
         out["mlflow.experiment"] = self.mlflow.experiment
         return out
 
@@ -470,7 +478,7 @@ def _system_name(ctx: _Ctx, name: Any) -> None:
                        "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
 
 
-def _data(ctx: _Ctx, value: Any, tables: "InMemory | None") -> tuple[Source, tuple[tuple[str, Source], ...]]:
+def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple[tuple[str, Source], ...]]:
     """The data section; tables given in memory take the place of ``data.qrels`` and ``data.systems``, and the
     section may then be left out (only when both are given)."""
     has_qrels = tables is not None and tables.qrels
@@ -485,8 +493,8 @@ def _data(ctx: _Ctx, value: Any, tables: "InMemory | None") -> tuple[Source, tup
     else:
         d = _mapping(ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"),
                      ("qrels", "systems"))
-        for key, given in (("qrels", has_qrels), ("systems", names is not None)):
-            if key not in d and not given:
+        for key, in_tables in (("qrels", has_qrels), ("systems", names is not None)):
+            if key not in d and not in_tables:
                 raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the "
                                               "numbers).")
     if has_qrels:
@@ -752,7 +760,7 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
 MAX_ALIASES = 50
 
 
-def _loader():
+def _loader() -> type:
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -760,7 +768,7 @@ def _loader():
 
         aliases = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_ALIASES:
@@ -769,7 +777,7 @@ def _loader():
                                                                   f"does not need them", mark)
             return super().compose_node(parent, index)
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             """Refuse merge keys, and a key written twice in one mapping (YAML would silently keep the last)."""
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
@@ -933,10 +941,13 @@ def check_files(spec: Spec) -> list[str]:
                                               ("queries.set", spec.queries.set)]
     named += [(f"data.systems.{n}", s) for n, s in spec.systems]
     if spec.companions is not None:
-        named += [("companions.duplicates", spec.companions.duplicates), ("companions.catalog", spec.companions.catalog)]
+        named += [("companions.duplicates", spec.companions.duplicates),
+                  ("companions.catalog", spec.companions.catalog)]
     for key, src in named:
         check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
-        problem = check(src.path) if src is not None and src.path is not None else None
+        if src is None or src.path is None:
+            continue
+        problem = check(src.path)
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems

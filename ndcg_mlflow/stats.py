@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,7 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
         sw = s[:, k:k + 1]
         means = s[:, :k] / sw
         dist[row:row + c] = means
-        if studentized:
+        if se is not None:  # studentized
             se[row:row + c] = _resampled_se(x, w2, idx, means, sw[:, 0])
         row += c
     theta = weighted_mean(x, w)
@@ -170,13 +171,13 @@ def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndar
 # --------------------------------------------------------------------------- intervals
 
 
-def _ndtri(p):
+def _ndtri(p: Any) -> Any:
     from scipy.special import ndtri
 
     return ndtri(p)
 
 
-def _ndtr(z):
+def _ndtr(z: Any) -> Any:
     from scipy.special import ndtr
 
     return ndtr(z)

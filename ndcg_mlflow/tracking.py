@@ -22,15 +22,16 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from .version import __version__
 from .errors import NdcgError, TrackingError
 from .evaluation import EvaluationResult
 from .uris import store_problem
+from .version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
 ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
@@ -46,7 +47,7 @@ class LoggedRuns:
     system_run_ids: dict[str, str] = field(default_factory=dict)
     reused: bool = False  # an earlier complete upload of the same result
 
-    def _replace_uri(self, uri: str) -> "LoggedRuns":
+    def _replace_uri(self, uri: str) -> LoggedRuns:
         self.tracking_uri = uri
         return self
 
@@ -163,7 +164,7 @@ def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_nam
         return state.run()
 
 
-def _log_body(state: "_Logging") -> LoggedRuns:
+def _log_body(state: _Logging) -> LoggedRuns:
     """The logging itself, in the worker thread of :meth:`_Logging.run` (which bounds its time)."""
     from mlflow.tracking import MlflowClient
 
@@ -273,7 +274,7 @@ def _literal(value: str) -> str:
     raise ValueError(f"{value!r} cannot be used in an MLflow search filter")
 
 
-def _previous_upload(client, experiment_id: str, run_key: str) -> "LoggedRuns | None":
+def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | None:
     """A complete earlier upload of the same folder, or None after deleting the runs of an incomplete one."""
     runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {_literal(run_key)}",
                               max_results=1000)
@@ -402,7 +403,7 @@ def _store_lock(uri: str):
     lock = Path(str(path) + ".ndcg-mlflow.lock")
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(lock, "a+")
+        fh = open(lock, "a+")  # noqa: SIM115 (entered below, once the open's error is reported)
     except OSError as exc:
         raise TrackingError(f"cannot open the MLflow store {_safe_uri(uri)}: {exc.strerror or exc} "
                             f"({lock}).") from None
@@ -466,7 +467,7 @@ class Bounds:
     cleanup: float = CLEANUP_SECONDS
 
     @classmethod
-    def current(cls, total: float | None = None) -> "Bounds":
+    def current(cls, total: float | None = None) -> Bounds:
         def number(name: str, default: float) -> float:
             try:
                 value = float(os.environ.get(name, default))
@@ -556,13 +557,13 @@ def _install_http_bounds() -> None:
             return ctx.http(_real, args, kwargs)
 
         bounded._ndcg_bounded = True  # type: ignore[attr-defined]
-        setattr(module, "http_request", bounded)
+        setattr(module, "http_request", bounded)  # noqa: B010 (mlflow's module, patched at run time)
 
 
 class _Guarded:
     """An MlflowClient whose calls refuse to start once logging was given up."""
 
-    def __init__(self, client, state: "_Logging"):
+    def __init__(self, client, state: _Logging):
         self._client, self._state = client, state
 
     def __getattr__(self, name: str):
@@ -598,7 +599,7 @@ class _Logging:
         self.bounds = Bounds.current(total)
         self.stage = "connecting"
         self.created: list[str] = []
-        self.raw_client = None
+        self.raw_client: Any = None  # the MlflowClient, once created
         self.experiment_id: str | None = None
         self.cancelled = threading.Event()
         self.done = threading.Event()
@@ -619,6 +620,7 @@ class _Logging:
 
     def _overdue(self) -> str | None:
         """Why the worker is to be abandoned now, or None."""
+        assert self.ctx is not None  # set by run() before the worker starts
         now = time.monotonic()
         if now >= self.ctx.deadline:
             return (f"logging did not finish within mlflow.total_timeout = {self.bounds.total:g} s (the server "
@@ -653,6 +655,7 @@ class _Logging:
             raise TrackingError(self._message(overdue))
         error = self.error
         if error is None:
+            assert self.result is not None  # set by the worker when it raised nothing
             return self.result
         if isinstance(error, (KeyboardInterrupt, Terminated)):
             self._give_up("KILLED")

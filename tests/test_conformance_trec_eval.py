@@ -18,7 +18,7 @@ trec_eval's definitions (m_ndcg.c, m_ndcg_cut.c, form_res_rels.c, get_trec_resul
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -66,7 +66,7 @@ def trec_spec(qrels: str | Path, run: str | Path, *, missing: str = "exclude", g
     }
 
 
-@lru_cache(maxsize=None)
+@cache
 def evaluate_case(case: str, run_path: str | None = None):
     _, qrels, run, missing, gain, cutoffs = CASES[case]
     g = dict(gain) if isinstance(gain, dict) else gain

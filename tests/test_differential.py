@@ -130,7 +130,7 @@ def evaluate(data: Data, *, shift: float = 0.0, lines=None, **metric):
         folder = Path(tmp)
         qrels, run = data.write(folder, shift=shift, lines=lines)
         result = ndcg_mlflow.evaluate(spec(qrels, run, **metric), base_dir=folder)
-        result.per_query  # build the table while the temporary folder exists
+        _ = result.per_query  # build the table while the temporary folder exists
     return result
 
 

@@ -54,7 +54,7 @@ def write_random_data(folder: Path, seed: int = 7) -> dict:
     (folder / "weights.tsv").write_text("query_id\tweight\n" + "".join(
         f"{q}\t{w:.3f}\n" for q, w in zip(qids, rng.uniform(0.2, 3.0, size=len(qids)))))
     systems = {}
-    for s, (name, levels) in enumerate((("base", 50), ("cand", 50), ("tied", 3))):
+    for name, levels in (("base", 50), ("cand", 50), ("tied", 3)):
         lines = []
         for q in qids:
             if rng.uniform() < 0.1:

@@ -25,7 +25,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
@@ -445,7 +444,8 @@ def delimited_text(draw) -> tuple[bytes, str]:
             else:
                 cell = draw(st.sampled_from(["1", "2", "3", "0.5", "-1", " 2", "+1", "1e1", ".5"]))
             if draw(st.integers(0, 4)) == 0 or (delim in cell) or '"' in cell:  # quoted as a CSV writer does
-                odd = draw(st.sampled_from(["", ",", "\t", '""', "\n", "\r"])) if draw(st.integers(0, 9)) < noise else ""
+                odd = (draw(st.sampled_from(["", ",", "\t", '""', "\n", "\r"])) if draw(st.integers(0, 9)) < noise
+                       else "")
                 cell = '"' + cell.replace('"', '""') + odd + '"'
             cells.append(cell)
         rows.append(delim.join(cells))

@@ -57,7 +57,7 @@ TEMPLATE_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "
                  "summary", "code"}
 
 
-def md() -> "markdown_it.MarkdownIt":
+def md() -> markdown_it.MarkdownIt:
     return markdown_it.MarkdownIt("gfm-like")
 
 

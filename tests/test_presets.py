@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import TREC_EVAL_DATA, parse_trec_eval_output
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from helpers import TREC_EVAL_DATA, parse_trec_eval_output
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
@@ -136,7 +136,7 @@ def evaluate_data(data: Data, metric: dict, *, with_folder=None):
         folder = Path(tmp)
         data.write(folder)
         result = ndcg_mlflow.evaluate(spec_dict(metric), base_dir=folder)
-        result.per_query
+        _ = result.per_query  # build the table while the temporary folder exists
         extra = with_folder(folder) if with_folder else None
     return result, extra
 

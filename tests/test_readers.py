@@ -261,7 +261,8 @@ def test_short_line_tsv_run(tmp_path):
 
 
 def test_jsonl_missing_field(tmp_path):
-    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B"}\n')
+    p = write(tmp_path, "sys.jsonl",
+              '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B"}\n')
     expect_data_error(read_run, p, 2, contains="score")
 
 
@@ -270,7 +271,8 @@ def test_jsonl_missing_field(tmp_path):
 
 @pytest.mark.parametrize("sep", [" ", "  "])
 def test_non_numeric_score_trec(tmp_path, sep):
-    p = write(tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 high t".split()) + "\n")
+    p = write(tmp_path, "sys.run",
+              sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 high t".split()) + "\n")
     expect_data_error(read_run, p, 2, contains=r"score.*'high'")
 
 

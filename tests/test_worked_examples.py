@@ -56,11 +56,11 @@ def _row(result, cutoff="3", system="sys", query="q1"):
 
 def test_closed_forms_match_explainer_numbers():
     assert EXP_DCG_BDA == 6.5
-    assert EXP_IDCG3 == pytest.approx(9.3928, abs=5e-5)
-    assert EXP_DCG_BDA / EXP_IDCG3 == pytest.approx(0.6920, abs=5e-5)
-    assert LIN_DCG_BDA / LIN_IDCG3 == pytest.approx(0.735, abs=5e-4)
-    assert EXP_DCG_BCD == pytest.approx(3.6309, abs=5e-5)
-    assert EXP_DCG_BCD / EXP_IDCG3 == pytest.approx(0.3866, abs=5e-5)
+    assert pytest.approx(9.3928, abs=5e-5) == EXP_IDCG3
+    assert pytest.approx(0.6920, abs=5e-5) == EXP_DCG_BDA / EXP_IDCG3
+    assert pytest.approx(0.735, abs=5e-4) == LIN_DCG_BDA / LIN_IDCG3
+    assert pytest.approx(3.6309, abs=5e-5) == EXP_DCG_BCD
+    assert pytest.approx(0.3866, abs=5e-5) == EXP_DCG_BCD / EXP_IDCG3
 
 
 # --------------------------------------------------------------------------- B, D, A, C
