@@ -19,8 +19,9 @@ what ``compare`` requires to be equal.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
