@@ -12,16 +12,7 @@ import numpy as np
 from ..errors import DataError
 from ..spec import dataset_files, shown_path, source_problem
 from .hashing import _dedupe_qrels, _first_duplicate
-from .table import (
-    QRELS,
-    RUN,
-    Strings,
-    Table,
-    _check_finite,
-    _encode,
-    _encode_list,
-    _strings,
-)
+from .table import QRELS, RUN, Strings, Table, _check_finite, _encode, _encode_list, _strings
 from .text import (
     _BOM,
     _COMPRESSION,

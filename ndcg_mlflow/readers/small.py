@@ -9,15 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import DataError
-from .text import (
-    _blank,
-    _check_file,
-    _clip,
-    _csv_fields,
-    _parse_number,
-    _split_fields,
-    _text_lines,
-)
+from .text import _blank, _check_file, _clip, _csv_fields, _parse_number, _split_fields, _text_lines
 
 
 def read_query_set(path: str | Path) -> list[str]:

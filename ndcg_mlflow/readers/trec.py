@@ -7,26 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .table import (
-    _TREC_COLUMNS,
-    _TREC_LAYOUT,
-    QRELS,
-    RUN,
-    Strings,
-    Table,
-    _encode,
-    _encode_list,
-    _strings,
-)
-from .text import (
-    _BOM,
-    _clip,
-    _number,
-    _open_data,
-    _scan_text,
-    _split_fields,
-    _text_lines,
-)
+from .table import _TREC_COLUMNS, _TREC_LAYOUT, QRELS, RUN, Strings, Table, _encode, _encode_list, _strings
+from .text import _BOM, _clip, _number, _open_data, _scan_text, _split_fields, _text_lines
 
 # --------------------------------------------------------------------------- TREC
 
