@@ -322,8 +322,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .logged import rebuild_report
     from .outputs import check_target
+    from .tracking import rebuild_report
 
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
     check_target(out)  # not a folder (/dev/null), or a non-empty folder that is not ours: exit 2 at once
@@ -334,7 +334,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .logged import compare_runs
+    from .tracking import compare_runs
 
     overrides = {"resamples": args.resamples, "confidence": args.confidence, "method": args.method,
                  "seed": args.seed, "test": args.test, "correction": args.correction,

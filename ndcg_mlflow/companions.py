@@ -18,7 +18,8 @@ import numpy as np
 
 from .errors import DataError, SpecError
 from .kernel import depth_of
-from .readers import _small_rows, string_hashes
+from .readers.hashing import string_hashes
+from .readers.small import _small_rows
 
 
 @dataclass

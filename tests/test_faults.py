@@ -131,13 +131,13 @@ def test_logging_failure_ends_created_runs_failed_with_stage_tag(tmp_path, serve
     """A failure while logging the first system run (the server stays reachable): the evaluation run and
     that system's run end FAILED, tagged with how far logging got; upload then logs it completely, and
     twice is still one set."""
-    from ndcg_mlflow import tracking
     from ndcg_mlflow.cli import main
+    from ndcg_mlflow.tracking import client as tracking_client
 
     monkeypatch.chdir(tmp_path)
     spec = write_spec(tmp_path, "fail-midway")
     out = tmp_path / "out"
-    real = tracking._log_batch
+    real = tracking_client.log_batch
     calls = []
 
     def flaky(client, run_id, metrics, params, tags):
@@ -146,11 +146,11 @@ def test_logging_failure_ends_created_runs_failed_with_stage_tag(tmp_path, serve
             raise ConnectionError("simulated: connection reset by peer")
         return real(client, run_id, metrics, params, tags)
 
-    monkeypatch.setattr(tracking, "_log_batch", flaky)
+    monkeypatch.setattr(tracking_client, "log_batch", flaky)
     assert main(["run", str(spec), "--out", str(out), "--tracking-uri", server.uri, "--quiet"]) == 3
     err = capsys.readouterr().err
     assert "logging the run of system 's00'" in err and str(out) in err and "ConnectionError" in err
-    monkeypatch.setattr(tracking, "_log_batch", real)
+    monkeypatch.setattr(tracking_client, "log_batch", real)
 
     client = client_for(server.uri)
     run_key = (out / "run_key.txt").read_text().strip()
@@ -364,20 +364,20 @@ def test_the_whole_logging_phase_is_bounded_by_total_timeout(tracking_uri, tmp_p
     """mlflow.total_timeout bounds the whole logging even when no single request is stuck: each batch is
     slow (simulated), the logging is abandoned at the deadline, the runs created so far end FAILED with the
     stage tag, and the error (exit 3) names the bound."""
-    from ndcg_mlflow import tracking
     from ndcg_mlflow.cli import main
+    from ndcg_mlflow.tracking import client as tracking_client
 
     spec = write_spec(tmp_path, "total-timeout", extra="")
     spec.write_text(spec.read_text().replace("mlflow: {experiment: total-timeout}",
                                              "mlflow: {experiment: total-timeout, total_timeout: 2}"))
-    real = tracking._log_batch
+    real = tracking_client.log_batch
     released = __import__("threading").Event()
 
     def slow(client, run_id, *args, **kwargs):
         released.wait(1.5)  # each batch is slow, none is stuck
         return real(client, run_id, *args, **kwargs)
 
-    monkeypatch.setattr(tracking, "_log_batch", slow)
+    monkeypatch.setattr(tracking_client, "log_batch", slow)
     start = time.monotonic()
     code = main(["run", str(spec), "--out", str(tmp_path / "out"), "--tracking-uri", tracking_uri, "--quiet"])
     elapsed = time.monotonic() - start

@@ -31,8 +31,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ndcg_mlflow import DataError, NdcgError, Spec, load_spec
-from ndcg_mlflow import readers as readers_module
+from ndcg_mlflow.readers import columns as readers_columns
 from ndcg_mlflow.readers import read_qrels, read_query_set, read_run, read_weights
+from ndcg_mlflow.readers import text as readers_text
+from ndcg_mlflow.readers import trec as readers_trec
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=120, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -297,21 +299,21 @@ def rows_of(table) -> list[tuple]:
 def line_by_line(monkeypatch) -> None:
     """Force the line-by-line readers (the Arrow fast paths refuse every file)."""
     def no_delimiter(path, *_):
-        getattr(readers_module, "_scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
+        getattr(readers_text, "_scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
         return None
 
-    monkeypatch.setattr(readers_module, "_trec_delimiter", no_delimiter)
-    real = readers_module._delimited_python
+    monkeypatch.setattr(readers_trec, "_trec_delimiter", no_delimiter)
+    real = readers_columns._delimited_python
 
     def no_arrow(path, kind, fmt):
         delim = "," if fmt == "csv" else "\t"
-        readers_module._scan_text(path)
-        header_line, first = readers_module._first_line(path)
-        header = readers_module._csv_fields(first, delim, path, header_line, fmt.upper())
-        value_col, rank_col, _ = readers_module._required_columns(kind, header, path, header_line)
+        readers_text._scan_text(path)
+        header_line, first = readers_text._first_line(path)
+        header = readers_text._csv_fields(first, delim, path, header_line, fmt.upper())
+        value_col, rank_col, _ = readers_columns._required_columns(kind, header, path, header_line)
         return real(path, kind, delim, value_col, rank_col, fmt)
 
-    monkeypatch.setattr(readers_module, "_read_delimited", no_arrow)
+    monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)
 
 
 def _names_a_line(exc: DataError, path: Path) -> bool:

@@ -448,22 +448,24 @@ def test_csv_fields_padded_with_spaces_are_stripped(tmp_path):
 
 # --------------------------------------------------------------------------- line ends, separators, nulls, headers
 
-from ndcg_mlflow import readers as readers_module  # noqa: E402
+from ndcg_mlflow.readers import columns as readers_columns  # noqa: E402
 from ndcg_mlflow.readers import read_query_set, read_weights  # noqa: E402
+from ndcg_mlflow.readers import text as readers_text  # noqa: E402
+from ndcg_mlflow.readers import trec as readers_trec  # noqa: E402
 
 
 def force_line_reader(monkeypatch):
     """Make the Arrow fast paths refuse every file, so the line-by-line readers run."""
-    monkeypatch.setattr(readers_module, "_trec_delimiter", lambda path: (readers_module._scan_text(path), None)[1])
+    monkeypatch.setattr(readers_trec, "_trec_delimiter", lambda path: (readers_text._scan_text(path), None)[1])
 
     def no_arrow(path, kind, fmt):
-        readers_module._scan_text(path)
-        header_line, first = readers_module._first_line(path)
-        header = readers_module._csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
-        value_col, rank_col, _ = readers_module._required_columns(kind, header, path, header_line)
-        return readers_module._delimited_python(path, kind, "," if fmt == "csv" else "\t", value_col, rank_col, fmt)
+        readers_text._scan_text(path)
+        header_line, first = readers_text._first_line(path)
+        header = readers_text._csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
+        value_col, rank_col, _ = readers_columns._required_columns(kind, header, path, header_line)
+        return readers_columns._delimited_python(path, kind, "," if fmt == "csv" else "\t", value_col, rank_col, fmt)
 
-    monkeypatch.setattr(readers_module, "_read_delimited", no_arrow)
+    monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)
 
 
 def small_file_readers():

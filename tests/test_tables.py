@@ -387,9 +387,8 @@ def _joined(join, judgments, qrels, run, ids, spec):
 
 def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(tracking_uri, tmp_path):
     from ndcg_mlflow.errors import NdcgError
-    from ndcg_mlflow.logged import compare_runs
     from ndcg_mlflow.outputs import write_outputs
-    from ndcg_mlflow.tracking import log_evaluation
+    from ndcg_mlflow.tracking import compare_runs, log_evaluation
 
     spec = {k: v for k, v in _spec().items() if k != "comparison"}
     logged = {}

@@ -1,21 +1,6 @@
-"""Logging an evaluation to MLflow: with :mod:`ndcg_mlflow.logged`, the only modules that import mlflow (lazily).
-
-Layout of what is logged:
-
-* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec):
-  every resolved spec field as a param; tags with the sha256 of the spec, of the
-  metric and query definition and of every data file, and the package version; per-system
-  means as ``<system>.ndcg_at_<K>`` metrics and each comparison as
-  ``compare.<candidate>.ndcg_at_<K>.<figure>``; artifacts ``spec.yaml``,
-  ``summary.json``, ``per_query.csv``, ``comparisons.csv``, ``wins_losses.json``,
-  ``wins_losses.md``, and the per-query and comparison tables through
-  ``mlflow.log_table`` (``per_query_table.json``, ``comparisons_table.json``).
-* one nested child run per system (tag ``mlflow.parentRunId``): metrics
-  ``ndcg_at_<K>`` with counts and interval (``ndcg_at_10_ci_low`` ...), the metric
-  params, and that system's per-query rows.
-
-Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
-"""
+"""Logging an output folder to MLflow: the store lock, bounded retries and time (a worker thread and its
+watchdog), the ending of runs left behind, and the helpers a comparison run shares (:func:`log_batch`,
+:func:`log_outputs`, :func:`log_figures`). mlflow is imported lazily, inside the functions."""
 
 from __future__ import annotations
 
@@ -28,14 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import NdcgError, TrackingError
-from .evaluation import EvaluationResult
-from .uris import store_problem
-from .version import __version__
+from ..errors import NdcgError, TrackingError
+from ..evaluation import EvaluationResult
+from ..uris import store_problem
+from ..version import __version__
+from .names import ARTIFACTS, TAG_PREFIX, comparison_metrics, param_value, parent_tags, system_metrics
 
-TAG_PREFIX = "ndcg_mlflow"
-ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
-             "wins_losses.json", "wins_losses.md", "bootstrap.csv", "sensitivity.csv", "report.html", "report.md")
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
 
@@ -50,37 +33,6 @@ class LoggedRuns:
     def _replace_uri(self, uri: str) -> LoggedRuns:
         self.tracking_uri = uri
         return self
-
-
-def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """The metrics of one system: ``ndcg_at_K`` with its counts and interval, keyed without ``@``."""
-    out: dict[str, float] = {}
-    for key, m in means.items():
-        out[key] = m["mean"]
-        for extra in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal", "weight_sum", "n_eff",
-                      "ci_low", "ci_high", "std_error"):
-            if extra in m:
-                out[f"{key}_{extra}"] = m[extra]
-        for companion in ("duplicate_rate", "catalog_coverage"):
-            if companion in m:
-                out[key.replace("ndcg_at_", f"{companion}_at_")] = m[companion]
-        out[key.replace("ndcg_at_", "judged_coverage_at_")] = m["judged_coverage"]
-    return out
-
-
-COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "std_error", "p_randomization", "p_t_test", "p_corrected",
-                      "relative_delta", "effect_size_dz", "wins", "ties", "losses", "n_paired")
-
-
-def comparison_metrics(comparisons: list[dict[str, Any]]) -> dict[str, float]:
-    """Parent-run metrics of each comparison: ``compare.<candidate>.ndcg_at_10.delta`` and so on."""
-    out: dict[str, float] = {}
-    for row in comparisons:
-        for field_name in COMPARISON_METRICS:
-            value = row.get(field_name)
-            if value is not None:
-                out[f"compare.{row['candidate']}.{row['key']}.{field_name}"] = value
-    return out
 
 
 DEFAULT_HTTP = {  # fail within about 30 s against an unreachable server (MLflow's own defaults take minutes)
@@ -128,7 +80,7 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
     """Log the output folder of a finished evaluation (see :func:`_log_folder`), holding the folder's lock
     (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
     folder, so a second upload of it waits and then finds the first one complete."""
-    from .outputs import folder_lock, refuse_non_folder
+    from ..outputs import folder_lock, refuse_non_folder
 
     refuse_non_folder(Path(out_dir))
     with folder_lock(out_dir):
@@ -148,7 +100,7 @@ def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_nam
     """
     import mlflow
 
-    from .outputs import read_result_folder
+    from ..outputs import read_result_folder
 
     out_dir = Path(out_dir)
     folder = read_result_folder(out_dir)  # complete, unchanged, a valid run key and summary: else DataError
@@ -172,7 +124,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
     state.raw_client = MlflowClient(tracking_uri=state.uri)  # opens (and on first use migrates) a local store
     client = _Guarded(state.raw_client, state)
     state.stage = "creating the experiment"
-    experiment_id = _experiment(client, settings.get("experiment") or summary["name"])
+    experiment_id = find_or_create_experiment(client, settings.get("experiment") or summary["name"])
     state.experiment_id = experiment_id
     state.stage = "ending the runs of earlier uploads that died while logging"
     _end_dead_runs(client, experiment_id, run_key)
@@ -182,18 +134,18 @@ def _log_body(state: _Logging) -> LoggedRuns:
         return done._replace_uri(state.uri)
     state.stage = "creating the evaluation run"
     parent = client.create_run(experiment_id, run_name=state.run_name or settings.get("run_name") or summary["name"],
-                               tags={**_parent_tags(summary, out_dir, run_key), **state.owner_tags})
+                               tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags})
     pid = parent.info.run_id
     state.created.append(pid)
     logged = LoggedRuns(state.uri, experiment_id, pid)
 
     state.stage = "logging params, tags and metrics of the evaluation run"
-    params = {k: _param(v) for k, v in summary["spec"].items()}
+    params = {k: param_value(v) for k, v in summary["spec"].items()}
     parent_metrics = {f"{name}.{k}": v for name, means in summary["systems"].items()
                       for k, v in system_metrics(means).items()}
     parent_metrics.update(comparison_metrics(summary.get("comparisons") or []))
     parent_metrics["n_queries"] = float(summary["n_queries"])
-    _log_batch(client, pid, parent_metrics, params, {})
+    log_batch(client, pid, parent_metrics, params, {})
 
     for name, means in summary["systems"].items():
         state.stage = f"logging the run of system '{name}'"
@@ -202,12 +154,9 @@ def _log_body(state: _Logging) -> LoggedRuns:
         logged.system_run_ids[name] = cid
 
     state.stage = "logging the artifacts of the evaluation run"
-    for fname in ARTIFACTS:
-        if (out_dir / fname).is_file():
-            client.log_artifact(pid, str(out_dir / fname))
-    _log_tables(client, pid, out_dir)
+    log_outputs(client, pid, out_dir)
     state.stage = "logging the figures of the evaluation run"
-    _log_figures(client, pid, out_dir)
+    log_figures(client, pid, out_dir)
     client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
     client.set_terminated(pid, "FINISHED")
     return logged
@@ -235,11 +184,11 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     cid = child.info.run_id
     if created is not None:
         created.append(cid)
-    params = {k: _param(v) for k, v in summary["spec"].items()
+    params = {k: param_value(v) for k, v in summary["spec"].items()
               if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
     params["system"] = name
     params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
-    _log_batch(client, cid, system_metrics(means), params, {})
+    log_batch(client, cid, system_metrics(means), params, {})
     for suffix in ("per_query.csv", "top.csv"):
         system_file = out_dir / "systems" / f"{name}.{suffix}"
         if system_file.is_file():
@@ -248,6 +197,15 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
     client.set_terminated(cid, "FINISHED")
     return cid
+
+
+def log_outputs(client, run_id: str, out_dir: Path) -> None:
+    """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, and its CSV tables as MLflow
+    tables: what an evaluation run and a comparison run both carry."""
+    for fname in ARTIFACTS:
+        if (out_dir / fname).is_file():
+            client.log_artifact(run_id, str(out_dir / fname))
+    _log_tables(client, run_id, out_dir)
 
 
 def _log_tables(client, pid: str, out_dir: Path) -> None:
@@ -296,11 +254,11 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | N
     return None
 
 
-def _log_figures(client, run_id: str, out_dir: Path) -> None:
+def log_figures(client, run_id: str, out_dir: Path) -> None:
     """The report's figures as PNG images (``figures/<name>.png``)."""
     import matplotlib.pyplot as plt
 
-    from .report import figures, load_bundle
+    from ..report import figures, load_bundle
 
     for name, fig in figures(load_bundle(out_dir)).items():
         try:
@@ -309,7 +267,7 @@ def _log_figures(client, run_id: str, out_dir: Path) -> None:
             plt.close(fig)
 
 
-def _experiment(client, name: str) -> str:
+def find_or_create_experiment(client, name: str) -> str:
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
@@ -324,37 +282,7 @@ def _experiment(client, name: str) -> str:
         return exp.experiment_id
 
 
-def _parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
-    systems = list(summary["systems"])
-    tags = {
-        f"{TAG_PREFIX}.role": "evaluation",
-        f"{TAG_PREFIX}.evaluation": summary["name"],
-        f"{TAG_PREFIX}.run_key": run_key,
-        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
-        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
-        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
-        f"{TAG_PREFIX}.systems": ",".join(systems),
-        f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),
-        f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": (f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
-                                f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
-                                f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
-                                f"the report report.html."),
-    }
-    for role, f in summary.get("files", {}).items():
-        tags[f"{TAG_PREFIX}.data.{role.replace('system:', 'system.')}.sha256"] = f["sha256"]
-    outside = summary.get("paths_outside_spec_folder") or []
-    if outside:
-        tags[f"{TAG_PREFIX}.paths_outside_spec_folder"] = _param(", ".join(outside))
-    return tags
-
-
-def _param(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 6000 else text[:5990] + "...[cut]"
-
-
-def _log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
+def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
                tags: dict[str, str]) -> None:
     from mlflow.entities import Metric, Param, RunTag
 
@@ -372,7 +300,7 @@ def _chunks(m: list, p: list, t: list) -> Iterable[tuple[list, list, list]]:
         m, p, t = m[MAX_METRICS:], p[MAX_PARAMS:], t[MAX_TAGS:]
 
 
-def _fail_runs(client, run_ids: list[str], stage: str, status: str = "FAILED") -> None:
+def fail_runs(client, run_ids: list[str], stage: str, status: str = "FAILED") -> None:
     """End ``run_ids`` with ``status`` and the tag ``ndcg_mlflow.logging`` saying how far logging got (best
     effort: stops at the first request that fails, as the ones after it would fail the same way)."""
     if client is None:
@@ -437,7 +365,7 @@ def _end_strays(client, run_key: str, stage: str, status: str, experiment_id: st
                                                       f"attributes.status = 'RUNNING'", max_results=1000)
     except Exception:  # noqa: BLE001 - cleanup must not hide the original error
         return
-    _fail_runs(client, [r.info.run_id for r in runs], stage, status=status)
+    fail_runs(client, [r.info.run_id for r in runs], stage, status=status)
 
 
 # --------------------------------------------------------------------------- bounded time
@@ -689,7 +617,7 @@ class _Logging:
                     from mlflow.tracking import MlflowClient
 
                     client = MlflowClient(tracking_uri=self.uri)
-                _fail_runs(client, list(self.created), stage, status=status)
+                fail_runs(client, list(self.created), stage, status=status)
                 _end_strays(client, self.run_key, stage, status, self.experiment_id)
             except BaseException:  # noqa: BLE001 - best effort
                 pass
@@ -714,7 +642,7 @@ def _describe(exc: BaseException, uri: str) -> str:
         if (getattr(item, "errno", None) == errno.ENOSPC or "no space left on device" in text
                 or "database or disk is full" in text):
             return "no space left on device: the store (or its artifact folder) is full, nothing more can be written"
-    return f"{type(exc).__name__}: {_first_line(exc)}"
+    return f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def _owner() -> str:
@@ -800,12 +728,12 @@ def _end_dead_runs(client, experiment_id: str, run_key: str) -> list[str]:
 
 def redact(text: str) -> str:
     """Text without credentials (see :func:`ndcg_mlflow.uris.redact`)."""
-    from .uris import redact as _redact
+    from ..uris import redact as _redact
 
     return _redact(text)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = redact(str(exc)).strip().splitlines()
     if not text:
         return ""

@@ -1,6 +1,6 @@
 """Working with evaluations already logged to MLflow: rebuild a report, compare two systems' runs.
 
-Part of the logging layer: imports mlflow lazily, like :mod:`ndcg_mlflow.tracking`.
+Part of the logging layer: imports mlflow lazily, like :mod:`.client`.
 
 ``compare`` reads two systems' child runs (possibly from different evaluations and
 experiments), refuses when their metric or query definitions differ (naming each
@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NdcgError, TrackingError
-from .rules import DEFINITION_KEYS, raw_definition
-from .tracking import TAG_PREFIX
+from ..errors import NdcgError, TrackingError
+from ..rules import DEFINITION_KEYS, raw_definition
+from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_figures, log_outputs
+from .names import TAG_PREFIX, comparison_metrics, param_value
 
 
 class CompareError(NdcgError):
@@ -43,9 +44,7 @@ def _get_run(client, run_id: str):
     try:
         return client.get_run(run_id)
     except Exception as exc:
-        from .tracking import _first_line
-
-        raise TrackingError(f"cannot read MLflow run {run_id!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TrackingError(f"cannot read MLflow run {run_id!r}: {type(exc).__name__}: {first_line(exc)}") from None
 
 
 def evaluation_run_id(client, run_id: str) -> str:
@@ -62,8 +61,6 @@ def evaluation_run_id(client, run_id: str) -> str:
 def download_folder(client, run_id: str, dest: Path) -> Path:
     """Download a logged evaluation's tables (top-level JSON, CSV, text, YAML and markdown artifacts) into
     ``dest``. A failure to reach the server is a :class:`TrackingError` naming the run."""
-    from .tracking import _first_line
-
     dest.mkdir(parents=True, exist_ok=True)
     try:
         names = [a.path for a in client.list_artifacts(run_id)]
@@ -74,7 +71,7 @@ def download_folder(client, run_id: str, dest: Path) -> Path:
         if isinstance(exc, OSError) and exc.errno is not None:  # the local disk (network errors carry no errno)
             raise
         raise TrackingError(f"cannot download the artifacts of MLflow run {run_id}: {type(exc).__name__}: "
-                            f"{_first_line(exc)}") from None
+                            f"{first_line(exc)}") from None
     return dest
 
 
@@ -84,8 +81,8 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
     The folder is built beside ``out`` and put in its place whole, with a manifest (kind ``report``), only
     once the report is rendered: ``out`` follows the output-folder contract of :mod:`ndcg_mlflow.outputs`
     (absent, empty or an earlier folder of ndcg-mlflow; anything else is refused; unchanged on failure)."""
-    from .outputs import staged_folder
-    from .report import write_reports
+    from ..outputs import staged_folder
+    from ..report import write_reports
 
     out = Path(out)
     client = _client(tracking_uri)
@@ -152,8 +149,8 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
     """
     import tempfile
 
-    from .outputs import new_output_dir, write_outputs
-    from .spec import parse_spec
+    from ..outputs import new_output_dir, write_outputs
+    from ..spec import parse_spec
 
     client = _client(tracking_uri)
     if run_a == run_b:
@@ -204,7 +201,7 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
-    from .analysis import analyze
+    from ..analysis import analyze
 
     result.analysis = analyze(result, spec.uncertainty, spec.comparison)
     out_dir = Path(out) if out else new_output_dir(spec.name.replace(" ", "_"))
@@ -228,8 +225,8 @@ def _experiment_name(client, run) -> str:
 
 def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
-    from .evaluation import EvaluationResult, SystemResult, TopLists, _means, display_depth
-    from .kernel import STATUS_NAMES, QueryResult
+    from ..evaluation import EvaluationResult, SystemResult, TopLists, _means, display_depth
+    from ..kernel import STATUS_NAMES, QueryResult
 
     labels = [("all" if k is None else str(k)) for k in spec.metric.cutoffs]
     ids = sorted(set().union(*[set(s.per_query["query_id"]) for _, s in systems]))
@@ -281,17 +278,13 @@ def pd_to_float(series) -> np.ndarray:
 
 
 def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, differences: list[str]) -> str:
-    import matplotlib.pyplot as plt
-
-    from .report import figures, load_bundle
-    from .tracking import ARTIFACTS, _experiment, _fail_runs, _log_batch, _log_tables, _param, comparison_metrics
-    from .version import __version__
+    from ..version import __version__
 
     spec = result.spec
     stage = "creating the comparison run"
     created = []
     try:
-        exp_id = _experiment(client, spec.mlflow.experiment)
+        exp_id = find_or_create_experiment(client, spec.mlflow.experiment)
         run = client.create_run(exp_id, run_name=spec.name, tags={
             f"{TAG_PREFIX}.role": "comparison",
             f"{TAG_PREFIX}.compared_runs": f"{run_a},{run_b}",
@@ -306,20 +299,13 @@ def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, diffe
         rid = run.info.run_id
         created.append(rid)
         stage = "logging the comparison"
-        params = {k: _param(v) for k, v in spec.resolved().items() if not k.startswith("data.")}
-        _log_batch(client, rid, comparison_metrics(result.analysis.comparisons), params, {})
-        for fname in ARTIFACTS:
-            if (out_dir / fname).is_file():
-                client.log_artifact(rid, str(out_dir / fname))
-        _log_tables(client, rid, out_dir)
-        for name, fig in figures(load_bundle(out_dir)).items():
-            client.log_figure(rid, fig, f"figures/{name}.png")
-            plt.close(fig)
+        params = {k: param_value(v) for k, v in spec.resolved().items() if not k.startswith("data.")}
+        log_batch(client, rid, comparison_metrics(result.analysis.comparisons), params, {})
+        log_outputs(client, rid, out_dir)
+        log_figures(client, rid, out_dir)
         client.set_terminated(rid, "FINISHED")
         return rid
     except Exception as exc:
-        _fail_runs(client, created, stage)
-        from .tracking import _first_line
-
-        raise TrackingError(f"logging the comparison failed while {stage}: {type(exc).__name__}: {_first_line(exc)}. "
+        fail_runs(client, created, stage)
+        raise TrackingError(f"logging the comparison failed while {stage}: {type(exc).__name__}: {first_line(exc)}. "
                             f"The local results are in {out_dir}.") from exc

@@ -1,0 +1,442 @@
+"""Qrels and runs from files: format detection, CSV/TSV, JSONL, Parquet and Parquet datasets (TREC in :mod:`.trec`)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..spec import dataset_files, shown_path, source_problem
+from .hashing import _dedupe_qrels, _first_duplicate
+from .table import QRELS, RUN, Strings, Table, _check_finite, _encode, _encode_list, _strings
+from .text import (
+    _BOM,
+    _COMPRESSION,
+    _blank,
+    _check_file,
+    _clip,
+    _csv_fields,
+    _first_line,
+    _number,
+    _open,
+    _open_data,
+    _scan_text,
+    _text_lines,
+)
+from .trec import _FastPathRefused, _read_trec, _valid_utf8
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    """Read judgments. A document judged twice with different grades is an error; twice alike is merged.
+
+    ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``)."""
+    return _checked_qrels(_read(Path(path), QRELS, format, columns=columns))
+
+
+def _checked_qrels(table: Table) -> Table:
+    _check_finite(table, "grade")
+    return _dedupe_qrels(table)
+
+
+def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
+             columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    """Read one system's ranking. A document listed twice for one query is an error.
+
+    ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
+    neither parsed nor checked, by either reader), which saves time on large files.
+    """
+    return _checked_run(_read(Path(path), RUN, format, rank, columns))
+
+
+def _checked_run(table: Table) -> Table:
+    _check_finite(table, "score")
+    if table.rank is not None:
+        bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
+        if bad.size:
+            raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
+    dup = _first_duplicate(table)
+    if dup is not None:
+        first, second = dup
+        raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
+                                  f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
+                                  f"holds each document once.")
+    return table
+
+
+# --------------------------------------------------------------------------- format dispatch
+
+
+def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".bz2", ".xz"):
+        raise DataError(path, f"{suffix[1:]} files are not read; decompress it first, or compress it with gzip "
+                              f"(.gz) or zstd (.zst).")
+    if suffix in _COMPRESSION:
+        suffix = Path(path.stem).suffix.lower()
+        if suffix == ".parquet" or declared == "parquet":
+            raise DataError(path, "a compressed Parquet file is not read: Parquet compresses inside the file "
+                                  "(write it uncompressed, with the codec of your choice inside).")
+    if declared != "auto":
+        return declared
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".csv", ".tsv"):
+        delim = "," if suffix == ".csv" else "\t"
+        _, first = _first_line(path)
+        names = [c.lower() for c in _csv_fields(first, delim)]
+        if _source_name(columns, "query_id").lower() in names:
+            return suffix[1:]
+    return "trec"
+
+
+def _source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
+    """The name a source uses for one of the tool's columns (``query_id``, ``doc_id``, ``grade``, ``score``,
+    ``rank``), under a column mapping."""
+    return dict(columns).get(name, name)
+
+
+def _canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
+    """A source's column names as the tool's names: mapped ones renamed, and a name the mapping replaces (a
+    ``score`` column when ``score`` is mapped to ``prediction``) hidden, so it is not taken by mistake."""
+    if not columns:
+        return list(present)
+    tool = {v: k for k, v in columns}
+    return [tool[h] if h in tool else ("\x00" + h if h in dict(columns) else h) for h in present]
+
+
+def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    files = dataset_files(path)
+    if files is not None:
+        return _read_dataset(path, files, kind, format, columns)
+    _check_file(path)
+    fmt = detect_format(path, format, columns)
+    if path.stat().st_size == 0:
+        raise DataError(path, f"the {kind} file is empty.")
+    if fmt == "trec":
+        if columns:
+            raise DataError(path, f"the file is read as TREC (its first line names no column "
+                                  f"{_source_name(columns, 'query_id')!r}), which has no column names to map; a "
+                                  f"column mapping is for csv, tsv, jsonl and parquet sources.")
+        return _read_trec(path, kind, rank)
+    mapped = (columns,) if columns else ()  # (the readers' plain signatures stay as they were)
+    if fmt in ("csv", "tsv"):
+        return _read_delimited(path, kind, fmt, *mapped)
+    if fmt == "jsonl":
+        return _read_jsonl(path, kind, *mapped)
+    return _read_parquet(path, kind, *mapped)
+
+
+def _read_dataset(path: Path, files: list[Path], kind: str, format: str, columns) -> Table:
+    """A Parquet folder or glob: its files in sorted order, read as one table (errors name the file and row;
+    a (query, doc) pair repeated across files names the row of the whole dataset)."""
+    import pyarrow as pa
+
+    problem = source_problem(path)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+    if format not in ("auto", "parquet"):
+        raise DataError(path, f"a folder or glob is read as a Parquet dataset, not as {format}.")
+    parts = [_parquet_columns(f, kind, columns) for f in files]
+    shape = {(p[2] is None, p[3] is None) for p in parts}
+    if len(shape) > 1:
+        raise DataError(path, "the dataset's files do not all have the same value and rank columns.")
+    query = pa.chunked_array([c for p in parts for c in _chunks(p[0])], type=pa.string())
+    doc = pa.chunked_array([c for p in parts for c in _chunks(p[1])], type=pa.string())
+    value = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+    rank = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
+    return _table_from_columns(path, kind, "parquet", query, doc, value, rank)
+
+
+def _chunks(column) -> list:
+    import pyarrow as pa
+
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+
+
+# --------------------------------------------------------------------------- named columns
+
+
+def _required_columns(kind: str, present: list[str], path: str | Path,
+                      line: int | None = 1) -> tuple[str | None, str | None, None]:
+    """(value column, rank column) for the present column names; a needed name present twice is an error."""
+    needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
+    for name in needed:
+        if present.count(name) > 1:
+            raise DataError(path, f"column {name!r} appears {present.count(name)} times in the header; each "
+                                  f"column is named once.", line)
+    missing = [c for c in ("query_id", "doc_id") if c not in present]
+    if kind == QRELS:
+        if "grade" not in present:
+            missing.append("grade")
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
+                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}.", line)
+        return "grade", None, None
+    if "score" not in present and "rank" not in present:
+        missing.append("score (or rank)")
+    if missing:
+        raise DataError(path, f"missing column(s) {', '.join(missing)}; a run file with named columns has "
+                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}.", line)
+    return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
+
+
+def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
+
+    delimiter = "," if fmt == "csv" else "\t"
+    scan = _scan_text(path)  # refuses a lone CR, whichever reader runs
+    header_line, first = _first_line(path)
+    header = _csv_fields(first, delimiter, path, header_line, fmt.upper())
+    value_col, rank_col, _ = _required_columns(kind, _canonical_names(header, columns), path, header_line)
+    src = {c: _source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
+    include = [src[c] for c in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]]
+    types = {src["query_id"]: pa.string(), src["doc_id"]: pa.string()}
+    types.update({src[c]: pa.float64() for c in (value_col, rank_col) if c})
+    with _open_data(path) as fh:
+        bom = fh.read(3) == _BOM
+    try:
+        if bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
+            raise _FastPathRefused()
+        tbl = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True,
+                                              newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include, null_values=[],
+                                                 strings_can_be_null=False),
+        )
+        if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
+            raise _FastPathRefused()
+        ids = {c: _trimmed(tbl.column(src[c])) for c in ("query_id", "doc_id")}
+        for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
+            if pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py() or \
+                    pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
+                raise _FastPathRefused()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
+        return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt, columns)
+    return _table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
+                               tbl.column(src[value_col]).to_numpy() if value_col else None,
+                               tbl.column(src[rank_col]).to_numpy() if rank_col else None, header_lines=1)
+
+
+def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
+                      fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
+    csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
+    header = None
+    idx: dict[str, int] = {}
+    qs: list[str] = []
+    ds: list[str] = []
+    vs: list[float] = []
+    rs: list[float] = []
+    for lineno, text in _text_lines(path):
+        if _blank(text):
+            continue
+        fields = _csv_fields(text, delimiter, path, lineno, fmt.upper())
+        if header is None:
+            header = fields
+            named = _canonical_names(header, columns)
+            idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
+                                                                                    if c]}
+            continue
+        if len(fields) != len(header):
+            raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.",
+                            lineno)
+        for name, out in (("query_id", qs), ("doc_id", ds)):
+            value = fields[idx[name]]
+            if not value:
+                raise DataError(path, f"{name} is empty; every row needs a {name}.", lineno)
+            out.append(value)
+        if value_col:
+            vs.append(_number(path, lineno, fields[idx[value_col]], value_col))
+        if rank_col:
+            rs.append(_number(path, lineno, fields[idx[rank_col]], rank_col))
+    if not qs:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return _table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
+                               np.asarray(rs) if rank_col else None, header_lines=1)
+
+
+def _trimmed(column):
+    """Ids without surrounding ASCII spaces and tabs (``q1, d2`` in a CSV means ids 'q1' and 'd2')."""
+    import pyarrow.compute as pc
+
+    return pc.utf8_trim(column, characters=" \t")
+
+
+def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    import json
+
+    def unique_keys(pairs):
+        obj = {}
+        for k, v in pairs:
+            if k in obj:
+                raise _DuplicateKey(k)
+            obj[k] = v
+        return obj
+
+    qs: list[str] = []
+    ds: list[str] = []
+    vs: list[float] = []
+    rs: list[float] = []
+    value_col = rank_col = None
+    for lineno, text in _text_lines(path):
+        if _blank(text):
+            continue
+        try:
+            obj = json.loads(text, object_pairs_hook=unique_keys)
+        except json.JSONDecodeError as exc:
+            raise DataError(path, f"not valid JSON: {exc.msg} (column {exc.colno}).", lineno) from None
+        except RecursionError:
+            raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
+        except _DuplicateKey as exc:
+            raise DataError(path, f"field {_clip(exc.args[0], 60)!r} appears twice in the object; each field is "
+                                  f"named once.", lineno) from None
+        if not isinstance(obj, dict):
+            raise DataError(path, "each line must be a JSON object.", lineno)
+        if columns:
+            obj = dict(zip(_canonical_names(list(obj), columns), obj.values()))
+        if value_col is None and rank_col is None:
+            value_col, rank_col, _ = _required_columns(kind, list(obj), path, lineno)
+        for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
+            if col not in obj:
+                raise DataError(path, f"missing field {col!r}.", lineno)
+        for col, out in (("query_id", qs), ("doc_id", ds)):
+            v = obj[col]
+            if v is None or not isinstance(v, (str, int)) or isinstance(v, bool):
+                raise DataError(path, f"{col} must be a string (or an integer), got {_clip(json.dumps(v), 60)}.",
+                                lineno)
+            v = str(v)
+            if not v:
+                raise DataError(path, f"{col} is empty; every row needs a {col}.", lineno)
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise DataError(path, f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
+                                      f"a character: ids must be valid Unicode text.", lineno) from None
+            out.append(v)
+        for name, numbers in ((value_col, vs), (rank_col, rs)):
+            if name:
+                v = obj[name]
+                try:
+                    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(float(v))
+                except OverflowError:
+                    ok = False
+                if not ok:
+                    raise DataError(path, f"{name} must be a finite number, got {_clip(json.dumps(v), 60)}.",
+                                    lineno)
+                numbers.append(float(v))
+    if not qs:
+        raise DataError(path, f"the {kind} file has no data lines.")
+    return _table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
+                               np.asarray(rs) if rank_col else None)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _read_parquet(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+    return _table_from_columns(path, kind, "parquet", *_parquet_columns(path, kind, columns))
+
+
+def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with _open(path) as fh:
+            parquet = pq.ParquetFile(fh)
+            value_col, rank_col, _ = _required_columns(kind, _canonical_names(parquet.schema_arrow.names, columns),
+                                                       path, None)
+            needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
+            tbl = parquet.read(columns=[_source_name(columns, c) for c in needed])
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(path, f"not a readable Parquet file: {_clip(str(exc), 300)}") from None
+    import pyarrow as pa
+
+    named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
+    return _arrow_columns(named, str(path), value_col, rank_col)
+
+
+def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
+    """(query ids, doc ids, values, ranks) of an Arrow table with the tool's column names, checked as every
+    format is: ids of a string type (dictionary-encoded, large or view strings alike) or an integer type (read
+    as their decimal text), non-empty; numbers of an integer or floating-point type, read as the nearest
+    double; no nulls. Errors name ``path`` and the row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = {}
+    c: str | None  # an id column's name, then a number column's (None when absent)
+    for c in ("query_id", "doc_id"):
+        col = tbl.column(c)
+        if pa.types.is_dictionary(col.type):
+            col = _decoded(col)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                or _is_string_view(col.type) or pa.types.is_integer(col.type)):
+            raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
+        _refuse_nulls(path, col, c)
+        col = col.cast(pa.string())
+        empty = pc.equal(pc.utf8_length(col), 0)
+        if pc.any(empty).as_py():
+            row = int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0])
+            raise DataError(path, f"row {row + 1}: {c} is empty; every row needs a {c}.")
+        cols[c] = col
+    nums: dict[str | None, np.ndarray] = {}
+    for c in (value_col, rank_col):
+        if c:
+            col = tbl.column(c)
+            if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                raise DataError(path, f"column {c} must be numeric (an integer or floating-point type), found "
+                                      f"{col.type}.")
+            _refuse_nulls(path, col, c)
+            # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
+            nums[c] = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(), dtype=np.float64)
+    return cols["query_id"], cols["doc_id"], nums.get(value_col), nums.get(rank_col)
+
+
+def _decoded(column):
+    """A dictionary-encoded column as its values (text dictionaries of any string type as plain strings)."""
+    import pyarrow as pa
+
+    def plain(values):
+        return values.cast(pa.string()) if pa.types.is_large_string(values.type) or \
+            _is_string_view(values.type) else values
+
+    chunks = [plain(c.dictionary).take(c.indices) for c in _chunks(column)]
+    return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
+
+
+def _is_string_view(t) -> bool:
+    import pyarrow as pa
+
+    return bool(getattr(pa.types, "is_string_view", lambda _: False)(t))
+
+
+def _refuse_nulls(path: Path | str, col, name: str) -> None:
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataError(path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in "
+                              f"every format).")
+
+
+def _table_from_columns(path: str | Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
+    if kind == RUN and value is None:
+        value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
+    q = _encode(query) if not isinstance(query, list) else _encode_list(query)
+    d = Strings(doc) if not isinstance(doc, list) else _strings(doc)
+    if len(q) == 0:
+        raise DataError(path, "the table has no rows." if fmt == "table" else f"the {kind} file has no data lines.")
+    return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),
+                 None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), fmt, header_lines)

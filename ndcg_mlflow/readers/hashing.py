@@ -1,0 +1,171 @@
+"""String hashes, duplicate (query, document) pairs and content digests."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from ..spec import dataset_files
+from .table import Ids, Table
+from .text import _open
+
+
+def sha256_file(path: str | Path) -> str:
+    """sha256 of a file's bytes as stored (compressed files too); of a Parquet folder or glob, of its files'
+    bytes one after the other, in sorted file order."""
+    h = hashlib.sha256()
+    for part in dataset_files(path) or [Path(path)]:
+        with _open(Path(part)) as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def table_digest(table: Table) -> str:
+    """sha256 of a table's content, whatever library held it: the query ids, doc ids (UTF-8), values and ranks
+    (float64, -0.0 as 0.0) of its rows in row order, each column length-prefixed. Row order is part of the
+    content: under ``ties: displayed_order`` it orders tied rows."""
+    import pyarrow as pa
+
+    h = hashlib.sha256(b"ndcg-mlflow table v1\0" + table.kind.encode() + b"\0")
+    query = pa.array(table.query.values, type=pa.string()).take(pa.array(table.query.codes, type=pa.int32()))
+    doc = table.doc.array
+    doc = (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string())
+    for name, arr in (("query_id", query), ("doc_id", doc)):
+        n = len(arr)
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype("<i8")
+        data = arr.buffers()[2]
+        h.update(name.encode() + b"\0" + np.int64(n).astype("<i8").tobytes())
+        h.update(np.diff(offsets).astype("<i8").tobytes())
+        if data is not None and n:
+            h.update(memoryview(data)[int(offsets[0]):int(offsets[-1])])
+    for name, values in (("value", table.value), ("rank", table.rank)):
+        if values is not None:
+            h.update(name.encode() + b"\0" + (np.asarray(values, dtype=np.float64) + 0.0).astype("<f8").tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- (query, doc) identity
+
+_U = np.uint64
+_VECTOR_HASH_MAX = 64  # ids longer than this are hashed individually
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: a bijection of uint64 that spreads every input bit."""
+    h = h ^ (h >> _U(30))
+    h = h * _U(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> _U(27))
+    h = h * _U(0x94D049BB133111EB)
+    return h ^ (h >> _U(31))
+
+
+def string_hashes(array) -> np.ndarray:
+    """A 64-bit hash of each string (equal strings hash equal; unequal ones rarely collide).
+
+    Canonical decimal ids (``7067032``; no sign, no leading zero) hash through their
+    integer value; other ids through FNV-1a over their UTF-8 bytes, one byte position
+    at a time across all strings of a chunk.
+    """
+    import pyarrow as pa
+
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    with np.errstate(over="ignore"):
+        return np.concatenate([_chunk_hashes(c) for c in chunks]) if chunks else np.zeros(0, dtype=_U)
+
+
+def _chunk_hashes(chunk) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(chunk)
+    if n == 0:
+        return np.zeros(0, dtype=_U)
+    lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False).astype(np.int64)
+    if lengths.max() <= 18 and lengths.min() >= 1:
+        try:
+            pc.cast(chunk.slice(0, 64), pa.int64())  # a cheap look first: a failed cast of millions is slow
+            ints = pc.cast(chunk, pa.int64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            ints = None
+        if ints is not None and (ints >= 0).all():
+            digits = np.searchsorted(_POW10, ints, side="right") + 1  # decimal digits of each value
+            if (digits == lengths).all():
+                return _mix(ints.astype(_U) + _U(0x9E3779B97F4A7C15))
+    chunk = pc.cast(chunk, pa.string()) if not pa.types.is_string(chunk.type) else chunk
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset:chunk.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
+        np.zeros(1, dtype=np.uint8)
+    starts = offsets[:-1]
+    h = np.full(n, 0xCBF29CE484222325, dtype=_U) ^ lengths.astype(_U)
+    prime = _U(0x100000001B3)
+    long_ids = np.flatnonzero(lengths > _VECTOR_HASH_MAX)
+    if long_ids.size:  # one numpy pass per byte position is for short ids; long ones are hashed one by one
+        for i in long_ids:
+            raw = data[offsets[i]:offsets[i + 1]].tobytes()
+            h[i] = np.frombuffer(hashlib.blake2b(raw, digest_size=8).digest(), dtype=_U)[0]
+        lengths = np.where(lengths > _VECTOR_HASH_MAX, 0, lengths)
+    for j in range(int(lengths.max()) if lengths.size else 0):
+        live = lengths > j
+        if live.all():
+            h = (h ^ data[starts + j].astype(_U)) * prime
+        else:
+            idx = np.flatnonzero(live)
+            h[idx] = (h[idx] ^ data[starts[idx] + j].astype(_U)) * prime
+    return _mix(h)
+
+
+def _pair_hashes(table: Table) -> np.ndarray:
+    """A 64-bit key per (query, doc) row: equal pairs give equal keys; the rare collisions of unequal
+    pairs are told apart by :func:`duplicate_pairs`, which compares the ids themselves."""
+    with np.errstate(over="ignore"):
+        query_mix = _mix(np.arange(1, len(table.query.values) + 1, dtype=_U))
+        return string_hashes(table.doc.array) ^ query_mix[table.query.codes]
+
+
+def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly."""
+    keys = _pair_hashes(table)
+    sk = np.sort(keys)
+    if not (sk[1:] == sk[:-1]).any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    same = np.flatnonzero(sk[1:] == sk[:-1])
+    # neighbours of equal hash (file order within a hash, as the sort is stable) are compared exactly
+    firsts_a, laters_a = order[same], order[same + 1]
+    q_equal = table.query.codes[firsts_a] == table.query.codes[laters_a]
+    d_a = table.doc.take(firsts_a)
+    d_b = table.doc.take(laters_a)
+    equal = q_equal & np.array([x == y for x, y in zip(d_a, d_b)], dtype=bool)
+    return firsts_a[equal], laters_a[equal]
+
+
+def _first_duplicate(table: Table) -> tuple[int, int] | None:
+    """(first row, later row) of the duplicate whose later row comes first in the file."""
+    a, b = duplicate_pairs(table)
+    if not b.size:
+        return None
+    i = int(np.argmin(b))
+    return int(a[i]), int(b[i])
+
+
+def _dedupe_qrels(table: Table) -> Table:
+    a, b = duplicate_pairs(table)
+    if not b.size:
+        return table
+    conflict = np.flatnonzero(table.value[a] != table.value[b])
+    if conflict.size:
+        i = conflict[np.argmin(b[conflict])]
+        first, second = int(a[i]), int(b[i])
+        raise table.error(second, f"document {table.doc.row(second)!r} of query {table.query.row(second)!r} "
+                                  f"is judged twice with different grades ({table.value[first]:g} at "
+                                  f"{table.locate(first)}, {table.value[second]:g} here).")
+    keep = np.ones(len(table), dtype=bool)
+    keep[b] = False
+    return Table(table.path, table.kind, Ids(table.query.codes[keep], table.query.values),
+                 table.doc.filter(keep), table.value[keep], None, table.format,
+                 table.header_lines, np.flatnonzero(keep), table.digest)

@@ -1,0 +1,123 @@
+"""Small files: query sets and weights, and the row reader they share with the companion files."""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import DataError
+from .text import _blank, _check_file, _clip, _csv_fields, _parse_number, _split_fields, _text_lines
+
+
+def read_query_set(path: str | Path) -> list[str]:
+    """A declared query set: one query id a line (or a CSV/TSV with a ``query_id`` column)."""
+    path = Path(path)
+    rows = list(_small_rows(path, ("query_id",)))
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for line, fields in rows:
+        qid = fields[0]
+        if qid in seen:
+            raise DataError(path, f"query {qid!r} is listed twice (first at line {seen[qid]}).", line)
+        seen[qid] = line
+        ids.append(qid)
+    if not ids:
+        raise DataError(path, "the query set is empty.")
+    return ids
+
+
+# the smallest ratio of a weight to the largest weight: below it, w / max(w) loses precision (subnormal)
+# and the weighted mean could not tell the query from one of weight 0
+MIN_WEIGHT_RATIO = sys.float_info.min
+
+
+def read_weights(path: str | Path) -> dict[str, float]:
+    """Query weights: ``query_id weight`` per line (spaces/tabs, or a CSV/TSV with those columns).
+
+    Every weight is a finite number > 0, and its ratio to the largest weight is a normal double
+    (at least about 2.2e-308), so that means computed with weights divided by the largest one keep
+    every query's share; weights of any magnitude (5e-324 alike, 1e308) are otherwise fine.
+    """
+    path = Path(path)
+    out: dict[str, float] = {}
+    lines: dict[str, int] = {}
+    for line, fields in _small_rows(path, ("query_id", "weight")):
+        qid, raw = fields
+        try:
+            w = _parse_number(raw)
+        except ValueError:
+            raise DataError(path, f"weight of query {qid!r} must be a number, got {_clip(raw)!r}.", line) from None
+        if not math.isfinite(w) or w <= 0:
+            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {_clip(raw)!r} "
+                                  f"(to leave a query out, declare a query set without it).", line)
+        if qid in out:
+            raise DataError(path, f"query {qid!r} has a weight twice (first at line {lines[qid]}).", line)
+        out[qid] = w
+        lines[qid] = line
+    if not out:
+        raise DataError(path, "the weights file is empty.")
+    top = max(out.values())
+    top_q = max(out, key=out.__getitem__)
+    for qid, w in out.items():
+        if w / top < MIN_WEIGHT_RATIO:
+            raise DataError(path, f"weight of query {qid!r} is {w!r}, {w / top:.3g} times the largest weight "
+                                  f"({top!r}, query {top_q!r} at line {lines[top_q]}): ratios below "
+                                  f"{MIN_WEIGHT_RATIO:.3g} cannot be represented in the weighted mean; "
+                                  f"leave the query out with a query set instead.", lines[qid])
+    return out
+
+
+# --------------------------------------------------------------------------- small files
+
+
+def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): fields separated
+    by runs of ASCII spaces and tabs, or CSV/TSV whose header names ``columns`` (a header is recognized by
+    ``columns[0]``). Line ends, blank lines, quoting and field trimming are those of the data readers."""
+    path = Path(path)
+    _check_file(path)
+    csv.field_size_limit(sys.maxsize)
+    lines = list(_text_lines(path))
+    first = next((t for _, t in lines if not _blank(t)), "")
+    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
+
+    def split(lineno: int, text: str) -> list[str]:
+        if delim is None:
+            return _split_fields(text)
+        return _csv_fields(text, delim, path, lineno, "CSV" if delim == "," else "TSV")
+
+    header: list[str] | None = None
+    idx: list[int] | None = None
+    for lineno, text in lines:
+        if _blank(text):
+            continue
+        fields = split(lineno, text)
+        if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
+            header = [f.lower() for f in fields]
+            for c in columns:
+                if header.count(c) > 1:
+                    raise DataError(path, f"column {c!r} appears {header.count(c)} times in the header; each "
+                                          f"column is named once.", lineno)
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
+            idx = [header.index(c) for c in columns]
+            continue
+        if idx is not None:
+            assert header is not None  # read with idx
+            if len(fields) != len(header):
+                raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
+            row = [fields[i] for i in idx]
+        else:
+            header = []  # the first line was data: no header in this file
+            if len(fields) != len(columns):
+                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
+                                      f"{len(fields)}: {_clip(text)!r}.", lineno)
+            row = fields
+        for c, value in zip(columns, row):
+            if not value:
+                raise DataError(path, f"{c} is empty.", lineno)
+        yield lineno, row

@@ -1,0 +1,171 @@
+"""The table every reader returns (:class:`Table`, :class:`Ids`, :class:`Strings`) and the id encoders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from .text import _BOM, _open_data
+
+QRELS = "qrels"
+RUN = "run"
+
+_TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
+                 RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag")}
+_TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
+
+
+@dataclass
+class Ids:
+    """Dictionary-encoded strings: ``values[codes[i]]`` is row i's id."""
+
+    codes: np.ndarray  # int32, one per row
+    values: np.ndarray  # object array of distinct str
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def row(self, i: int) -> str:
+        return str(self.values[self.codes[i]])
+
+
+@dataclass
+class Strings:
+    """An Arrow string column (document ids), one entry per row."""
+
+    array: Any  # pyarrow Array or ChunkedArray of strings
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def row(self, i: int) -> str:
+        return self.array[int(i)].as_py()
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+
+    def filter(self, mask: np.ndarray) -> Strings:
+        import pyarrow as pa
+
+        return Strings(self.array.filter(pa.array(mask)))
+
+
+@dataclass
+class Table:
+    """One file's rows: ``query``, ``doc`` and ``value`` (grade or score), plus ``rank`` for runs."""
+
+    path: str
+    kind: str
+    query: Ids
+    doc: Strings
+    value: np.ndarray  # float64
+    rank: np.ndarray | None  # float64, runs only, None when the file has no rank column
+    format: str
+    header_lines: int = 0
+    source_rows: np.ndarray | None = None  # original row of each row, when rows were merged away
+    digest: str | None = None  # sha256 of an in-memory table's content (readers.table_digest)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def line_of(self, row: int) -> int | None:
+        """The 1-based file line of a row (None for Parquet), counting lines as the readers do:
+        blank lines are skipped and the first ``header_lines`` non-blank lines are the header."""
+        if self.format in ("parquet", "table"):
+            return None
+        if self.source_rows is not None:
+            row = int(self.source_rows[row])
+        seen = -1 - self.header_lines
+        with _open_data(Path(self.path)) as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[3:]
+                if raw.strip(b" \t\r\n"):  # blank lines as the readers see them (line ends are LF or CRLF)
+                    seen += 1
+                    if seen == row:
+                        return lineno
+        return None
+
+    def locate(self, row: int) -> str:
+        """``line 12`` (or ``row 12`` for Parquet) of a row, for messages."""
+        line = self.line_of(row)
+        if line is not None:
+            return f"line {line}"
+        src = int(self.source_rows[row]) if self.source_rows is not None else row
+        return f"row {src + 1}"
+
+    def at(self, row: int) -> str:
+        """``path:line`` of a row (``path, row N`` for Parquet), as error messages start."""
+        line = self.line_of(row)
+        return f"{self.path}:{line}" if line is not None else f"{self.path}, {self.locate(row)}"
+
+    def error(self, row: int, message: str) -> DataError:
+        """A DataError pointing at a row: ``path:line: message`` (``path: row N: message`` for Parquet)."""
+        line = self.line_of(row)
+        if line is None:
+            return DataError(self.path, f"{self.locate(row)}: {message}")
+        return DataError(self.path, message, line)
+
+
+# --------------------------------------------------------------------------- encoding and checks
+
+
+def _encode(column) -> Ids:
+    """Codes in order of first appearance. Runs group their queries, so only the boundaries
+    between runs of equal ids are looked at; an ungrouped file falls back to a hash encoding."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    heads_at: list[np.ndarray] = []
+    heads: list[str] = []
+    base = 0
+    for chunk in chunks:
+        n = len(chunk)
+        if n:
+            change = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            at = np.flatnonzero(np.r_[True, change])
+            if len(heads) + at.size > 100_000 and at.size > n // 8:  # not grouped by query
+                return _encode_hashed(column)
+            heads_at.append(at + base)
+            heads.extend(chunk.take(pa.array(at)).to_pylist())
+        base += n
+    index: dict[str, int] = {}
+    head_codes = np.fromiter((index.setdefault(h, len(index)) for h in heads), dtype=np.int32, count=len(heads))
+    starts = np.concatenate(heads_at) if heads_at else np.zeros(0, dtype=np.int64)
+    codes = np.repeat(head_codes, np.diff(np.r_[starts, base]))
+    return Ids(codes, np.asarray(list(index), dtype=object))
+
+
+def _encode_hashed(column) -> Ids:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    enc = pc.dictionary_encode(column)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
+
+
+def _encode_list(items: list[str]) -> Ids:
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
+    return Ids(codes, np.asarray(list(index), dtype=object))
+
+
+def _strings(items: list[str]) -> Strings:
+    import pyarrow as pa
+
+    return Strings(pa.array(items, type=pa.string()))
+
+
+def _check_finite(table: Table, what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(table.value))
+    if bad.size:
+        raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "
+                                       f"(NaN, an infinity, or a value beyond the range of a double).")

@@ -1,0 +1,249 @@
+"""Opening data files (gzip, zstd) and the text every reader shares: lines, line ends, fields, numbers."""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError
+from ..spec import file_problem, os_error_problem, shown_path
+
+_BOM = b"\xef\xbb\xbf"
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _open(path: Path):
+    """``open(path, 'rb')`` for a file checked by :func:`_check_file`; an OSError becomes a DataError."""
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise DataError(shown_path(path), os_error_problem(exc) + ".") from None
+
+
+_COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
+
+
+def _open_data(path: Path):
+    """A file's text bytes: ``.gz`` and ``.zst`` files decompressed as they are read (Arrow's codecs)."""
+    codec = _COMPRESSION.get(path.suffix.lower())
+    fh = _open(path)
+    if codec is None:
+        return fh
+    import io
+
+    import pyarrow as pa
+
+    return io.BufferedReader(_Decompressed(path, codec, fh, pa.CompressedInputStream(pa.PythonFile(fh, "r"), codec)),
+                             buffer_size=1 << 20)
+
+
+class _Decompressed:
+    """A raw stream over Arrow's decompressing stream; a corrupt or truncated file is a DataError."""
+
+    def __init__(self, path: Path, codec: str, fh, stream):
+        self.path, self.codec, self.fh, self.stream = path, codec, fh, stream
+        self.closed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self.stream.read(len(buffer))
+        except (OSError, ValueError, EOFError) as exc:
+            raise DataError(self.path, f"not readable as {self.codec} data: {_clip(str(exc), 200)}") from None
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.stream.close()
+            self.fh.close()
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError("no file descriptor")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _check_file(path: Path) -> None:
+    problem = file_problem(path)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+
+
+def _first_line(path: Path) -> tuple[int, str]:
+    """(line number, text) of the first non-blank line (BOM and line end removed); (0, '') when none."""
+    with _open_data(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            text = _strip_line_end(raw).decode("utf-8", errors="replace")
+            if not _blank(text):
+                return lineno, text
+    return 0, ""
+
+
+# --------------------------------------------------------------------------- text: lines, fields, numbers
+
+_FIELD_SEP = re.compile(r"[ \t]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NON_FINITE_WORDS = {"nan", "inf", "infinity"}
+_LINE_ENDS = "line ends must be LF or CRLF"
+
+
+def _blank(text: str) -> bool:
+    """A line holding nothing but ASCII spaces and tabs (the only characters that separate fields)."""
+    return not text.strip(" \t")
+
+
+def _split_fields(text: str) -> list[str]:
+    """TREC and plain small-file fields: separated by runs of ASCII spaces and tabs, nothing else."""
+    text = text.strip(" \t")
+    return _FIELD_SEP.split(text) if text else []
+
+
+def _parse_number(raw: str) -> float:
+    """A decimal number (``-1``, ``2.5``, ``.5``, ``1e3``); NaN or an infinity for those words (refused by the
+    callers, as ``1e999`` is); ValueError for anything else (``0x10``, ``1_0``, non-ASCII digits)."""
+    if _DECIMAL.fullmatch(raw):
+        return float(raw)
+    if raw.lstrip("+-").lower() in _NON_FINITE_WORDS and len(raw) - len(raw.lstrip("+-")) <= 1:
+        return float(raw)
+    raise ValueError(raw)
+
+
+def _number(path: Path, lineno: int, raw: str, what: str) -> float:
+    try:
+        x = _parse_number(raw)
+    except ValueError:
+        raise DataError(path, f"{what} must be a number, got {_clip(raw)!r}.", lineno) from None
+    if not math.isfinite(x):
+        raise DataError(path, f"{what} must be a finite number, got {_clip(raw)!r}.", lineno)
+    return x
+
+
+def _strip_line_end(raw: bytes) -> bytes:
+    if raw.endswith(b"\r\n"):
+        return raw[:-2]
+    if raw.endswith(b"\n"):
+        return raw[:-1]
+    return raw
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line end) of every line, LF or CRLF ended; a carriage return anywhere
+    else (CR-only line ends, a stray CR inside a line) is an error naming the line, as is non-UTF-8 text."""
+    with _open_data(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            body = _strip_line_end(raw)
+            if b"\r" in body:
+                raise DataError(path, _lone_cr_message(body), lineno)
+            try:
+                yield lineno, body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(path, f"not UTF-8 text (byte {exc.start + 1} of the line).", lineno) from None
+
+
+def _lone_cr_message(body: bytes) -> str:
+    at = body.index(b"\r")
+    if at + 1 < len(body):
+        return (f"a carriage return (CR) not followed by a line feed, at byte {at + 1} of the line: {_LINE_ENDS} "
+                f"(a file with CR-only line ends, as old Mac editors wrote, must be converted).")
+    return f"the line ends with a carriage return (CR) alone: {_LINE_ENDS}."
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = text.rstrip("\r\n")
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@dataclass
+class _Scan:
+    """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
+
+    utf8: bool = True
+    has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
+
+
+def _scan_text(path: Path) -> _Scan:
+    """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
+    quote occur; checks UTF-8."""
+    scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines_before = 0
+    carry = b""
+    first = True
+    with _open_data(path) as fh:
+        while True:
+            block = fh.read(1 << 22)
+            if first and block.startswith(_BOM):
+                block = block[3:]
+            first = False
+            data = carry + block
+            if not block:
+                if data:  # a CR at the very end of the file
+                    raise DataError(path, _lone_cr_message(b"\r"), lines_before + 1)
+                break
+            carry = b""
+            if data.endswith(b"\r"):
+                carry, data = b"\r", data[:-1]
+            if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+                at = data.find(b"\r")
+                while data[at + 1:at + 2] == b"\n":
+                    at = data.find(b"\r", at + 1)
+                start = data.rfind(b"\n", 0, at) + 1
+                # (a trailing CR was carried over, so a byte follows this one)
+                raise DataError(path, _lone_cr_message(data[start:at + 2]), lines_before + data.count(b"\n", 0, at) + 1)
+            if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
+                try:
+                    decoder.decode(data)
+                except UnicodeDecodeError:
+                    scan.utf8 = False
+            for mark in scan.has:
+                if not scan.has[mark] and mark in data:
+                    scan.has[mark] = True
+            lines_before += data.count(b"\n")
+    if scan.utf8:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            scan.utf8 = False
+    return scan
+
+
+def _csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
+    """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
+    line), each without surrounding ASCII spaces and tabs."""
+    try:
+        fields = next(csv.reader([text], delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        if "expected after" not in str(exc):  # an unterminated quote: a field may not span lines
+            if path is None:
+                return [f.strip(" \t") for f in text.split(delimiter)]
+            raise DataError(path, f"not readable as {fmt}: {exc} (a quoted field must end on its line).",
+                            lineno) from None
+        fields = next(csv.reader([text], delimiter=delimiter))  # '"a"b' is 'ab', as Arrow reads it
+    except StopIteration:
+        return []
+    return [f.strip(" \t") for f in fields]
