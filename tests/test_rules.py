@@ -752,7 +752,7 @@ def test_compare_rebuilds_a_preset_definition_from_logged_params(preset):
 def test_the_digest_and_compare_use_one_list_of_definition_keys():
     from types import SimpleNamespace
 
-    from ndcg_mlflow.logged import definition_differences
+    from ndcg_mlflow.tracking.compare import definition_differences
 
     base = load_spec(metric_spec("qrels.tsv", "run.tsv", name="a"), base_dir=".")
     assert set(DEFINITION_KEYS) == {k for k in base.resolved() if k.startswith(("metric.", "queries."))} - {
