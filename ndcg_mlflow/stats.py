@@ -255,8 +255,9 @@ def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confi
         hi = theta - tq[1] * se_hat
     else:  # pragma: no cover - the spec validates the method
         raise ValueError(method)
-    lo = np.where(degenerate(boot, x), theta, lo)
-    hi = np.where(degenerate(boot, x), theta, hi)
+    point = degenerate(boot, x)
+    lo = np.where(point, theta, lo)
+    hi = np.where(point, theta, hi)
     return lo, hi
 
 
