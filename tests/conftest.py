@@ -1,5 +1,17 @@
 """Shared fixtures: an isolated MLflow store per test, made from one pre-migrated SQLite database, and one real
-``mlflow server`` for the session (helpers.py holds the functions the test modules share)."""
+``mlflow server`` for the session (helpers.py holds the functions the test modules share).
+
+Two loops:
+
+* ``python -m pytest`` (what CI runs): every test; the property and fuzz tests run the ``thorough`` Hypothesis
+  profile.
+* ``python -m pytest -m "not integration"`` (the edit loop): no process, server or MLflow store; the property and
+  fuzz tests run the ``quick`` profile (a tenth of the examples, at least 10, from the same strategies;
+  ``helpers.examples``).
+
+``HYPOTHESIS_PROFILE=thorough|quick`` chooses the profile explicitly. A test that uses an MLflow store or server
+fixture is marked ``integration`` whether or not its module says so.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +20,31 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+_PROPERTY = dict(deadline=None, derandomize=True, database=None, print_blob=True,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", **_PROPERTY)
+settings.register_profile("quick", **_PROPERTY)
+STORE_FIXTURES = {"migrated_db", "tracking_uri", "server"}
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 SHARED = REPO.parent / "shared"
+
+
+def pytest_configure(config) -> None:
+    profile = os.environ.get("HYPOTHESIS_PROFILE")
+    if profile is None:
+        quick = "not integration" in (config.getoption("markexpr", "") or "")
+        profile = "quick" if quick else "thorough"
+    settings.load_profile(profile)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if STORE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo"
@@ -25,8 +26,17 @@ if str(REPO / "benchmarks") not in sys.path:
 from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E402
 
 __all__ = ["DEMO", "DEMO_RUNS", "REPO", "MlflowServer", "assert_local_results_complete", "assert_one_complete_set",
-           "clean_env", "cli_command", "client_for", "free_port", "metric_spec", "parse_trec_eval_output", "run_cli",
-           "runs_of_experiment", "runs_of_key", "write_qrels", "write_run", "write_spec"]
+           "clean_env", "cli_command", "client_for", "examples", "free_port", "metric_spec", "parse_trec_eval_output",
+           "run_cli", "runs_of_experiment", "runs_of_key", "write_qrels", "write_run", "write_spec"]
+
+
+# --------------------------------------------------------------------------- Hypothesis
+
+
+def examples(thorough: int) -> int:
+    """How many examples a property or fuzz test runs: ``thorough`` under the ``thorough`` profile (the full run),
+    a tenth of it (at least 10) under ``quick`` (the edit loop); tests/conftest.py chooses the profile."""
+    return thorough if settings.get_current_profile_name() == "thorough" else max(10, thorough // 10)
 
 
 # --------------------------------------------------------------------------- TREC files and specs

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,7 @@ import ndcg_mlflow
 pytrec_eval = pytest.importorskip("pytrec_eval")
 sk_metrics = pytest.importorskip("sklearn.metrics")
 
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=examples(400), deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 QIDS = ["q1", "q2", "q9", "q10", "1", "01", "7", "Q3"]
@@ -125,13 +126,24 @@ def spec(qrels: str, run: str, *, gain="linear", ties="id_descending", ideal="ju
     }
 
 
-def evaluate(data: Data, *, shift: float = 0.0, lines=None, **metric):
+def evaluate_files(data: Data, *, shift: float = 0.0, lines=None, **metric):
+    """The evaluation of the data written as TREC files (the separator drawn by ``datasets``)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         qrels, run = data.write(folder, shift=shift, lines=lines)
         result = ndcg_mlflow.evaluate(spec(qrels, run, **metric), base_dir=folder)
         _ = result.per_query  # build the table while the temporary folder exists
     return result
+
+
+def evaluate(data: Data, *, shift: float = 0.0, lines=None, **metric):
+    """The evaluation of the run's lines as a DataFrame (rank column included, in line order) and the judgments
+    as a mapping: no file written, so the properties run many examples; ``test_tables_in_memory_equal_the_files``
+    shows this gives exactly the per-query table of the files."""
+    rows = [(q, d, rank, score + shift) for q, d, rank, score in (data.lines if lines is None else lines)]
+    frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "rank", "score"])
+    in_memory = {k: v for k, v in spec("", "", **metric).items() if k != "data"}
+    return ndcg_mlflow.evaluate(in_memory, qrels=data.qrels, systems={"run": frame})
 
 
 def evaluate_in_memory(data: Data, **metric):
@@ -295,10 +307,8 @@ def _assert_same_per_query(a, b, context, drop=()) -> None:
 def test_tables_in_memory_equal_the_files(data, metric):
     """The run's lines as a DataFrame (rank column included) and the judgments as a mapping give exactly the
     per-query table of the files, whichever TREC reader read them."""
-    frame = pd.DataFrame(list(data.lines), columns=["query_id", "doc_id", "rank", "score"])
-    in_memory = {k: v for k, v in spec("", "", **metric).items() if k != "data"}
-    got = ndcg_mlflow.evaluate(in_memory, qrels=data.qrels, systems={"run": frame})
-    pd.testing.assert_frame_equal(got.per_query, evaluate(data, **metric).per_query, check_exact=True)
+    pd.testing.assert_frame_equal(evaluate(data, **metric).per_query, evaluate_files(data, **metric).per_query,
+                                  check_exact=True)
 
 
 @SETTINGS

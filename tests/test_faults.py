@@ -617,6 +617,7 @@ def test_an_experiment_name_over_mlflows_limit_is_refused_up_front(tmp_path, mon
     assert main(["validate", str(write_spec(tmp_path, "ok-experiment", experiment="e" * 500))]) == 0
 
 
+@pytest.mark.integration  # imports mlflow (seconds)
 def test_spec_http_settings_are_ones_mlflow_can_read(monkeypatch):
     """mlflow.timeout may be fractional; MLflow reads MLFLOW_HTTP_REQUEST_TIMEOUT as an integer (a value
     such as '2.5' made every request fail with a ValueError): whole seconds, rounded up, at least 1."""

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ from ndcg_mlflow.readers import read_qrels, read_query_set, read_run, read_weigh
 from ndcg_mlflow.readers import text as readers_text
 from ndcg_mlflow.readers import trec as readers_trec
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=120, print_blob=True,
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=examples(120), print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _counter = itertools.count()

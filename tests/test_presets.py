@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import TREC_EVAL_DATA, parse_trec_eval_output
+from helpers import TREC_EVAL_DATA, examples, parse_trec_eval_output
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +47,7 @@ from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 
 CONFORMANCE = TREC_EVAL_DATA
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+SETTINGS = settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 QIDS = ["q1", "q2", "q9", "q10", "1", "01", "7", "Q3"]

@@ -153,6 +153,8 @@ def test_validate_command(demo_copy, capsys):
 
 def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    spec_path = demo_copy / "demo.yaml"
+    spec_path.write_text(spec_path.read_text().replace("resamples: 10000", "resamples: 200"))
     assert main(["run", str(demo_copy / "demo.yaml"), "--no-mlflow", "--out", "o", "--quiet"]) == 0
     assert (tmp_path / "o" / "summary.json").is_file()
     assert not (tmp_path / "mlflow.db").exists()
