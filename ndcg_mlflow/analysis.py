@@ -23,6 +23,7 @@ import numpy as np
 
 from . import stats
 from .format import md_html, md_text
+from .rules import key_label, metric_name
 from .spec import Comparison, Uncertainty, cutoff_label
 
 
@@ -111,7 +112,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         d = cand[mask, j] - base[mask, j]
         b = base[mask, j]
         row: dict[str, Any] = {"baseline": comparison.baseline, "candidate": name, "key": key,
-                               "cutoff": key.replace("ndcg_at_", ""), "n_paired": int(mask.sum())}
+                               "cutoff": key_label(key), "n_paired": int(mask.sum())}
         if mask.any():
             base_mean = float(stats.weighted_mean(b, w))
             delta = float(stats.weighted_mean(d, w))
@@ -229,7 +230,7 @@ def wins_losses_markdown(result, analysis: Analysis) -> str:
         lines.append("No comparison was declared (spec section `comparison`).")
         return "\n".join(lines) + "\n"
     for block in analysis.wins_losses:
-        title = f"## {_md(block['candidate'])} vs {_md(block['baseline'])}, nDCG@{_md(block['cutoff'])}"
+        title = f"## {_md(block['candidate'])} vs {_md(block['baseline'])}, {metric_name(block['key'], _md)}"
         lines += [title, ""]
         for kind in ("wins", "losses"):
             items = block[kind]

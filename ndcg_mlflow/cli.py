@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import NdcgError
+from .rules import headline_key, metric_name
 from .version import __version__
 
 log = logging.getLogger("ndcg_mlflow")
@@ -358,7 +359,7 @@ def format_summary(result) -> str:
     keys = spec.metric.keys
     summary = result.summary["systems"]
     with_ci = spec.uncertainty is not None
-    heads = ["system"] + [k.replace("ndcg_at_", "nDCG@") for k in keys] + ["evaluated", "excluded", "missing"]
+    heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
     rows = []
     for name in result.systems:
         cells = [name]
@@ -387,10 +388,10 @@ def format_summary(result) -> str:
                          f"{c['wins']}/{c['ties']}/{c['losses']}"])
         lines += _table(heads, rows)
         for block in result.analysis.wins_losses:
-            if block["key"] != _headline(keys):
+            if block["key"] != headline_key(keys):
                 continue
             lines.append("")
-            lines.append(f"{block['candidate']} vs {block['baseline']} at nDCG@{block['cutoff']}: "
+            lines.append(f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: "
                          f"largest wins / losses")
             for kind in ("wins", "losses"):
                 items = block[kind][:3]
@@ -399,11 +400,6 @@ def format_summary(result) -> str:
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
-
-
-def _headline(keys: Sequence[str]) -> str:
-    """The cutoff shown for wins and losses in the terminal: 10 if declared, else the first."""
-    return "ndcg_at_10" if "ndcg_at_10" in keys else keys[0]
 
 
 def _table(heads: list[str], rows: list[list[str]]) -> list[str]:

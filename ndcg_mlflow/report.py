@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .format import md_text
+from .rules import headline_key, key_label, metric_name
 
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 
@@ -47,7 +48,7 @@ class Bundle:
 
     @property
     def headline(self) -> str:
-        return "ndcg_at_10" if "ndcg_at_10" in self.keys else self.keys[0]
+        return headline_key(self.keys)
 
 
 def load_bundle(folder: str | Path) -> Bundle:
@@ -103,8 +104,7 @@ def _p(x: Any) -> str:
     return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
 
 
-def _label(key: str) -> str:
-    return "nDCG@" + key.replace("ndcg_at_", "")
+_label = metric_name
 
 
 # --------------------------------------------------------------------------- figures
@@ -147,7 +147,7 @@ def figures(bundle: Bundle) -> dict[str, Any]:
     if comps:
         head = bundle.headline
         pq = bundle.per_query
-        label = head.replace("ndcg_at_", "")
+        label = key_label(head)
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
         for c in (c for c in comps if c["key"] == head):
             d = _paired_differences(pq, c["baseline"], c["candidate"], label)
@@ -263,7 +263,7 @@ def _section_coverage(bundle: Bundle) -> str:
     keys = bundle.keys
     rows = ["<h2>Judgments, exclusions and missing queries</h2><table><tr><th class='l'>system</th>"
             "<th>evaluated</th><th>excluded</th><th>empty ideal</th><th>missing</th><th>weight sum</th>"
-            + "".join(f"<th>judged coverage @{_e(k.replace('ndcg_at_', ''))}</th>" for k in keys) + "</tr>"]
+            + "".join(f"<th>judged coverage @{_e(key_label(k))}</th>" for k in keys) + "</tr>"]
     for name, entry in bundle.summary["systems"].items():
         first = entry[keys[0]]
         rows.append(f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
@@ -395,7 +395,7 @@ def _section_sensitivity(bundle: Bundle) -> str:
     t = bundle.sensitivity
     if t is None or t.empty:
         return ""
-    label = bundle.headline.replace("ndcg_at_", "")
+    label = key_label(bundle.headline)
     t = t[t["cutoff"] == label]
     cols = list(dict.fromkeys(zip(t["kind"], t["system"], t["baseline"].fillna(""))))
     head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
@@ -489,5 +489,5 @@ def render_markdown(bundle: Bundle) -> str:
 _md = md_text  # every string from the data in markdown, the same way in report.md and wins_losses.md
 
 
-def _md_label(key: Any) -> str:
-    return "nDCG@" + _md(str(key).replace("ndcg_at_", ""))
+def _md_label(key: str) -> str:
+    return metric_name(key, _md)

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .rules import METRIC_RULES, cutoff_label
+from .rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
 from .spec import Metric
+from .stats import nan_weighted_mean
 
 SIGN_TOLERANCE = 1e-12
 
@@ -57,7 +58,7 @@ def sensitivity(result) -> Any:
         for name, x in ndcg.items():
             for j, label in enumerate(labels):
                 ok = ~np.isnan(x[:, j])
-                value = float(w[ok] @ x[ok, j] / w[ok].sum()) if ok.any() else float("nan")
+                value = nan_weighted_mean(x[:, j], w)
                 if rule == "declared":
                     declared_sys[(name, label)] = value
                 base_value = declared_sys[(name, label)]
@@ -71,9 +72,9 @@ def sensitivity(result) -> Any:
             if name == baseline:
                 continue
             for j, label in enumerate(labels):
-                ok = ~np.isnan(x[:, j]) & ~np.isnan(b[:, j])
-                d = x[ok, j] - b[ok, j]
-                value = float(w[ok] @ d / w[ok].sum()) if ok.any() else float("nan")
+                d = x[:, j] - b[:, j]  # NaN where either is undefined: the pairs valid for both are averaged
+                ok = ~np.isnan(d)
+                value = nan_weighted_mean(d, w)
                 if rule == "declared":
                     declared_cmp[(name, label)] = value
                 base_value = declared_cmp[(name, label)]
@@ -90,7 +91,8 @@ def format_sensitivity(table, cutoff: str) -> str:
     if table is None or table.empty:
         return "no sensitivity table"
     t = table[table["cutoff"] == cutoff]
-    lines = [f"sensitivity at nDCG@{cutoff} (one rule changed at a time; declared value first):"]
+    name = metric_name(cutoff_key(cutoff_of_label(cutoff)))
+    lines = [f"sensitivity at {name} (one rule changed at a time; declared value first):"]
     columns = []
     for (kind, system, baseline), _ in t.groupby(["kind", "system", "baseline"], sort=False):
         columns.append((kind, system, baseline))
