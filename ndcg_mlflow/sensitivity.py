@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .format import TERMINAL, number, text_table
 from .rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
 from .spec import Metric
 from .stats import nan_weighted_mean
@@ -112,16 +113,15 @@ def format_sensitivity(table, cutoff: str) -> str:
                 mark = " FLIP" if r["sign_flip"] else ""
                 cells.append(_number(r["change"], signed=True) + mark)
         body.append(cells)
-    widths = [max(len(row[i]) for row in body + [heads]) for i in range(len(heads))]
-    for row in [heads] + body:
-        lines.append("  ".join(c.ljust(wd) if i < 2 else c.rjust(wd) for i, (c, wd) in enumerate(zip(row, widths))))
+    lines += text_table(heads, body, left=2)
     flips = t[t["sign_flip"]]
     if flips.empty:
         lines.append("no alternative flips the sign of a comparison at this cutoff.")
     else:
         for _, r in flips.iterrows():
+            before, after = _number(r["declared"], signed=True), _number(r["value"], signed=True)
             lines.append(f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
-                         f"{r['alternative']} ({r['declared']:+.4f} -> {r['value']:+.4f})")
+                         f"{r['alternative']} ({before} -> {after})")
     lines.append("(rows after 'declared' show the change from the declared value; 'undefined': no query is left "
                  "in that mean)")
     return "\n".join(lines)
@@ -129,7 +129,4 @@ def format_sensitivity(table, cutoff: str) -> str:
 
 def _number(x, *, signed: bool) -> str:
     """A mean or change for the terminal; an undefined one (NaN: every query excluded) as 'undefined'."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
+    return number(float(x), signed=signed, missing=TERMINAL)

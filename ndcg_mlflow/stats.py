@@ -85,8 +85,8 @@ def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 def nan_weighted_mean(x: np.ndarray, w: np.ndarray) -> float:
     """The weighted mean of per-query values ``x`` (a vector) with weights ``w``, NaN meaning "no value".
 
-    The one rule for every mean over queries (a system's mean nDCG, a companion measure's mean, the means and
-    differences of ``sensitivity``):
+    The one rule for every weighted mean over queries (a system's mean nDCG, the mean duplicate rate, the means
+    and differences of ``sensitivity``):
 
     - a query whose value is NaN is left out together with its weight: ``sum(w x) / sum(w)`` over the others;
     - no value left (every value NaN, or no query at all): NaN;
