@@ -107,7 +107,8 @@ class EvaluationResult:
         return self._per_query
 
     def mean(self, system: str, cutoff: int | str | None) -> float:
-        key = cutoff_key(cutoff_of_label(cutoff) if isinstance(cutoff, str) else cutoff)
+        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
+        key = cutoff_key(k)
         return self.systems[system].means[key]["mean"]
 
     @property
@@ -531,13 +532,14 @@ def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, q
 
 def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
     out = {}
+    rel = relative(weights)  # weights over the largest: no overflow or underflow in the sums
     for j, key in enumerate(metric.keys):
         x = qr.ndcg[:, j]
         ok = ~np.isnan(x)
         w = weights[ok]
-        r = relative(weights)[ok]  # weights over the largest: no overflow or underflow in the sums
+        r = rel[ok]
         out[key] = {
-            "mean": nan_weighted_mean(x, relative(weights)),
+            "mean": nan_weighted_mean(x, rel),
             "n_evaluated": int(ok.sum()),
             "n_excluded": int((~ok).sum()),
             "n_missing": int((qr.status[:, j] == MISSING).sum()),
