@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .format import md_html, md_text
+from .format import listing, md_html, md_table, md_text, number
+from .rules import key_label, metric_name
 from .spec import Comparison, Uncertainty, cutoff_label
 
 
@@ -111,7 +112,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         d = cand[mask, j] - base[mask, j]
         b = base[mask, j]
         row: dict[str, Any] = {"baseline": comparison.baseline, "candidate": name, "key": key,
-                               "cutoff": key.replace("ndcg_at_", ""), "n_paired": int(mask.sum())}
+                               "cutoff": key_label(key), "n_paired": int(mask.sum())}
         if mask.any():
             base_mean = float(stats.weighted_mean(b, w))
             delta = float(stats.weighted_mean(d, w))
@@ -229,7 +230,7 @@ def wins_losses_markdown(result, analysis: Analysis) -> str:
         lines.append("No comparison was declared (spec section `comparison`).")
         return "\n".join(lines) + "\n"
     for block in analysis.wins_losses:
-        title = f"## {_md(block['candidate'])} vs {_md(block['baseline'])}, nDCG@{_md(block['cutoff'])}"
+        title = f"## {_md(block['candidate'])} vs {_md(block['baseline'])}, {metric_name(block['key'], _md)}"
         lines += [title, ""]
         for kind in ("wins", "losses"):
             items = block[kind]
@@ -238,25 +239,20 @@ def wins_losses_markdown(result, analysis: Analysis) -> str:
             if not items:
                 lines += ["(none)", ""]
                 continue
-            lines.append("| query | weight | baseline | candidate | delta | relevant entered top K | "
-                         "relevant left top K |")
-            lines.append("| --- | ---: | ---: | ---: | ---: | --- | --- |")
-            for e in items:
-                lines.append(f"| {_md(e['query_id'])} | {e['weight']:g} | {e['baseline_ndcg']:.4f} | "
-                             f"{e['candidate_ndcg']:.4f} | {e['delta']:+.4f} | "
-                             f"{', '.join(_md(d) for d in e['relevant_entered']) or '—'} | "
-                             f"{', '.join(_md(d) for d in e['relevant_left']) or '—'} |")
+            lines += md_table(
+                ["query", "weight", "baseline", "candidate", "delta", "relevant entered top K", "relevant left top K"],
+                [[_md(e["query_id"]), f"{e['weight']:g}", number(e["baseline_ndcg"]), number(e["candidate_ndcg"]),
+                  number(e["delta"], signed=True), listing([_md(d) for d in e["relevant_entered"]]),
+                  listing([_md(d) for d in e["relevant_left"]])] for e in items], "lrrrrll")
             lines.append("")
             for e in items:
                 lines.append(f"<details><summary>{md_html(e['query_id'])}: top {e['shown']} of both systems"
                              f"</summary>")
                 lines.append("")
-                lines.append("| rank | baseline doc (grade) | candidate doc (grade) |")
-                lines.append("| ---: | --- | --- |")
-                for r in range(max(len(e["baseline_top"]), len(e["candidate_top"]))):
-                    bd = _doc_cell(e["baseline_top"], r, "left_top_k", "⬇ left")
-                    cd = _doc_cell(e["candidate_top"], r, "entered_top_k", "⬆ entered")
-                    lines.append(f"| {r + 1} | {bd} | {cd} |")
+                lines += md_table(["rank", "baseline doc (grade)", "candidate doc (grade)"],
+                                  [[str(r + 1), _doc_cell(e["baseline_top"], r, "left_top_k", "⬇ left"),
+                                    _doc_cell(e["candidate_top"], r, "entered_top_k", "⬆ entered")]
+                                   for r in range(max(len(e["baseline_top"]), len(e["candidate_top"])))], "rll")
                 lines += ["", "</details>", ""]
     return "\n".join(lines) + "\n"
 

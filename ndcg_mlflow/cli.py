@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import NdcgError
+from .format import TERMINAL, listing, number, p_value, text_table
+from .rules import headline_key, metric_name
 from .version import __version__
 
 log = logging.getLogger("ndcg_mlflow")
@@ -358,7 +360,7 @@ def format_summary(result) -> str:
     keys = spec.metric.keys
     summary = result.summary["systems"]
     with_ci = spec.uncertainty is not None
-    heads = ["system"] + [k.replace("ndcg_at_", "nDCG@") for k in keys] + ["evaluated", "excluded", "missing"]
+    heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
     rows = []
     for name in result.systems:
         cells = [name]
@@ -366,7 +368,7 @@ def format_summary(result) -> str:
             m = summary[name][k]
             cell = _fmt(m["mean"])
             if with_ci:
-                cell += f" [{_fmt(m['ci_low'])}, {_fmt(m['ci_high'])}]"
+                cell += f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
             cells.append(cell)
         first = summary[name][keys[0]]
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
@@ -374,57 +376,44 @@ def format_summary(result) -> str:
     lines = [f"{spec.name}: {len(result.query_ids)} queries, weights {spec.resolved()['queries.weights']}"
              + (f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
                 f"{spec.uncertainty.resamples} resamples" if with_ci else "")]
-    lines += _table(heads, rows)
+    lines += text_table(heads, rows)
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
         lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
-        heads = ["candidate", "cutoff", "delta", "interval", "p_rand", "p_t", "p_corr", "d_z", "W/T/L"]
+        # the p-value of a test the spec does not declare is left out, not shown as undefined
+        tests = [(head, field) for head, field, test in (("p_rand", "p_randomization", "randomization"),
+                                                         ("p_t", "p_t_test", "t_test"))
+                 if spec.comparison.test in (test, "both")]
+        heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
         rows = []
         for c in result.analysis.comparisons:
-            rows.append([c["candidate"], c["cutoff"], _fmt(c["delta"], signed=True),
-                         f"[{_fmt(c['ci_low'], True)}, {_fmt(c['ci_high'], True)}]", _p(c["p_randomization"]),
-                         _p(c["p_t_test"]), _p(c["p_corrected"]), _fmt(c["effect_size_dz"], True),
-                         f"{c['wins']}/{c['ties']}/{c['losses']}"])
-        lines += _table(heads, rows)
+            rows.append([c["candidate"], c["cutoff"], _fmt(c.get("delta"), signed=True),
+                         f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]"]
+                        + [_p(c.get(field)) for _, field in tests]
+                        + [_p(c.get("p_corrected")), _fmt(c.get("effect_size_dz"), True),
+                           f"{c['wins']}/{c['ties']}/{c['losses']}"])
+        lines += text_table(heads, rows)
         for block in result.analysis.wins_losses:
-            if block["key"] != _headline(keys):
+            if block["key"] != headline_key(keys):
                 continue
             lines.append("")
-            lines.append(f"{block['candidate']} vs {block['baseline']} at nDCG@{block['cutoff']}: "
+            lines.append(f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: "
                          f"largest wins / losses")
             for kind in ("wins", "losses"):
                 items = block[kind][:3]
-                text = ", ".join(f"{e['query_id']} ({e['delta']:+.3f})" for e in items) or "none"
+                text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
                 lines.append(f"  {kind:<6} {text}")
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
-def _headline(keys: Sequence[str]) -> str:
-    """The cutoff shown for wins and losses in the terminal: 10 if declared, else the first."""
-    return "ndcg_at_10" if "ndcg_at_10" in keys else keys[0]
+def _p(x: float | None) -> str:
+    return p_value(x, missing=TERMINAL)
 
 
-def _table(heads: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
-
-    def fmt(cells):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return [fmt(heads)] + [fmt(r) for r in rows]
-
-
-def _p(x: float) -> str:
-    if x != x:
-        return "-"
-    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
-
-
-def _fmt(x: float, signed: bool = False) -> str:
-    if x != x:
-        return "undefined"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
+def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
+    return number(x, digits, signed=signed, missing=TERMINAL)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,9 @@ from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
-from .spec import Metric, Spec, check_files, cutoff_label, load_spec, outside_paths
+from .rules import cutoff_of_label
+from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
+from .stats import nan_weighted_mean
 from .uris import safe_uri
 from .version import __version__
 
@@ -105,7 +107,8 @@ class EvaluationResult:
         return self._per_query
 
     def mean(self, system: str, cutoff: int | str | None) -> float:
-        key = f"ndcg_at_{'all' if cutoff in (None, 'all') else int(cutoff)}"
+        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
+        key = cutoff_key(k)
         return self.systems[system].means[key]["mean"]
 
     @property
@@ -441,9 +444,7 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
         rate = duplicate_rate(query, qr.position, group, len(weights), metric.cutoffs, qr.n_returned)
         sr.duplicate_rate = rate
         for j, key in enumerate(metric.keys):
-            ok = ~np.isnan(rate[:, j])
-            sr.means[key]["duplicate_rate"] = (float(weights[ok] @ rate[ok, j] / weights[ok].sum())
-                                               if ok.any() else float("nan"))
+            sr.means[key]["duplicate_rate"] = nan_weighted_mean(rate[:, j], weights)
     if "catalog" in companions or "catalog_size" in companions:
         cov = catalog_coverage(qr.position, docs, metric.cutoffs, size=companions.get("catalog_size"),
                                catalog=companions.get("catalog"), system=sr.name,
@@ -531,14 +532,14 @@ def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, q
 
 def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
     out = {}
+    rel = relative(weights)  # weights over the largest: no overflow or underflow in the sums
     for j, key in enumerate(metric.keys):
         x = qr.ndcg[:, j]
         ok = ~np.isnan(x)
         w = weights[ok]
-        r = relative(weights)[ok]  # weights over the largest: no overflow or underflow in the sums
-        mean = float(np.dot(r, x[ok]) / r.sum()) if ok.any() else float("nan")
+        r = rel[ok]
         out[key] = {
-            "mean": mean,
+            "mean": nan_weighted_mean(x, rel),
             "n_evaluated": int(ok.sum()),
             "n_excluded": int((~ok).sum()),
             "n_missing": int((qr.status[:, j] == MISSING).sum()),

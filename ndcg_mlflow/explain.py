@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .format import text_table
 from .presets import TOOLS
 from .rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
 from .spec import Spec
@@ -103,9 +104,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
             text = _raw_text(f, theirs)
             row.append("=" if text == mine else text)
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
-    for r in [heads] + rows:
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    lines += text_table(heads, rows, left=len(heads), indent="  ")
     lines.append("")
     for tool in TOOLS:
         lines.append(f"{tool.name}: {tool.title}" + ("" if tool.reproducible else " — not reproducible, see ties"))

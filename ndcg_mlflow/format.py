@@ -1,4 +1,23 @@
-"""Escaping text from the data for the markdown files the tool writes (``report.md``, ``wins_losses.md``).
+"""How the tool writes numbers, missing values and tables for people: the terminal, ``report.html``,
+``report.md`` and ``wins_losses.md``.
+
+Numbers: means, differences and intervals with 4 decimals (signed where they are differences), p-values with 4
+decimals or, below 1e-4, one significant digit in e-notation (:func:`number`, :func:`p_value`, :func:`share`).
+
+Missing values, one rule per medium: a number that is absent (None) or undefined (NaN: no query left in a mean,
+a test with too few queries) is written
+
+- in the terminal as ``undefined`` (:data:`TERMINAL`),
+- in the HTML and markdown files as an en dash ``–`` (:data:`FILE`),
+
+and an empty list (no relevant document entered the top K) as ``none`` in both. The terminal's comparison
+table leaves out the column of a test the spec does not declare; the report shows it as missing. The CSV and
+JSON files are not formatted here: an undefined number is an empty CSV field and ``null`` in JSON.
+
+Tables: :func:`text_table` (columns padded with spaces, for the terminal) and :func:`md_table` (a markdown pipe
+table, whose cells the caller has already escaped with :func:`md_text`).
+
+Escaping, in the markdown files (``report.md``, ``wins_losses.md``):
 
 Every string that comes from the data or the spec — system names, query and document ids, the
 spec name, notes, file names — goes through :func:`md_text` wherever it lands in markdown (heading,
@@ -13,14 +32,22 @@ never starts a line (a heading, list item or table row) of its own. The one raw 
 files use (``<summary>``, whose content markdown does not process) takes :func:`md_html` instead:
 HTML escaping.
 
-A leaf module (nothing of the package imported), so both ``analysis`` and ``report`` use it.
+A leaf module (nothing of the package imported): ``cli``, ``explain``, ``sensitivity``, ``analysis`` and
+``report`` use it.
 """
 
 from __future__ import annotations
 
 import html
+import math
+import numbers
 import re
+from collections.abc import Sequence
 from typing import Any
+
+TERMINAL = "undefined"  # a missing number in the terminal
+FILE = "–"  # a missing number in report.html, report.md and wins_losses.md
+EMPTY = "none"  # an empty list, everywhere
 
 # every ASCII punctuation character (!"#$%&'()*+,-./ :;<=>?@ [\]^_` {|}~) but those inert inside a line
 _PUNCTUATION = re.compile(r"([!#$&()*.:<>@\[-^`{-~])")
@@ -43,3 +70,63 @@ def md_text(value: Any) -> str:
 def md_html(value: Any) -> str:
     """``value`` as literal text inside a raw HTML element of a markdown file (``<summary>``)."""
     return html.escape(_one_line(value), quote=True)
+
+
+# --------------------------------------------------------------------------- numbers and missing values
+
+
+def is_missing(x: Any) -> bool:
+    """None, or a NaN of any float type."""
+    return x is None or (isinstance(x, numbers.Real) and math.isnan(x))
+
+
+def number(x: Any, digits: int = 4, *, signed: bool = False, missing: str = FILE) -> str:
+    """``0.6181``; ``+0.0766`` when ``signed``; ``missing`` for None or NaN."""
+    if is_missing(x):
+        return missing
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def share(x: Any, digits: int = 1, *, signed: bool = False, missing: str = FILE) -> str:
+    """A ratio as a percentage: ``+12.4%``; ``missing`` for None or NaN."""
+    if is_missing(x):
+        return missing
+    return f"{x:+.{digits}%}" if signed else f"{x:.{digits}%}"
+
+
+def p_value(x: Any, *, missing: str = FILE) -> str:
+    """``0.0366``, and below 1e-4 one significant digit in e-notation (``2.0e-05``); ``missing`` for None or
+    NaN."""
+    if is_missing(x):
+        return missing
+    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def listing(items: Sequence[str]) -> str:
+    """Items joined with commas; :data:`EMPTY` for none."""
+    return ", ".join(items) or EMPTY
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def text_table(heads: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1, indent: str = "") -> list[str]:
+    """A terminal table, one line per row: each column as wide as its widest cell, two spaces apart; the first
+    ``left`` columns (labels) aligned left, the others (numbers) right."""
+    every = [list(heads)] + [list(r) for r in rows]
+    widths = [max(len(r[i]) for r in every) for i in range(len(heads))]
+    return [indent + "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in every]
+
+
+def md_table(heads: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    """A markdown pipe table: the heading, the alignment row and one line per row. ``align`` has one letter per
+    column: ``l`` (left) or ``r`` (right, for numbers). Cells are written as given: escape text from the data with
+    :func:`md_text` first."""
+    if len(align) != len(heads) or set(align) - {"l", "r"}:
+        raise ValueError(f"align {align!r} must be one 'l' or 'r' per column ({len(heads)})")
+    marks = ["---:" if a == "r" else "---" for a in align]
+    for i, r in enumerate(rows):
+        if len(r) != len(heads):
+            raise ValueError(f"row {i} has {len(r)} cells for {len(heads)} columns")
+    return ["| " + " | ".join(r) + " |" for r in [list(heads), marks, *[list(r) for r in rows]]]

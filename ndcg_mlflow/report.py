@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .format import md_text
+from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, share
+from .rules import headline_key, key_label, metric_name
 
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 
@@ -47,7 +48,7 @@ class Bundle:
 
     @property
     def headline(self) -> str:
-        return "ndcg_at_10" if "ndcg_at_10" in self.keys else self.keys[0]
+        return headline_key(self.keys)
 
 
 def load_bundle(folder: str | Path) -> Bundle:
@@ -92,19 +93,14 @@ def _e(text: Any) -> str:
 
 
 def _f(x: Any, digits: int = 4, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+    return number(x, digits, signed=signed, missing=FILE)
 
 
 def _p(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+    return p_value(x, missing=FILE)
 
 
-def _label(key: str) -> str:
-    return "nDCG@" + key.replace("ndcg_at_", "")
+_label = metric_name
 
 
 # --------------------------------------------------------------------------- figures
@@ -147,7 +143,7 @@ def figures(bundle: Bundle) -> dict[str, Any]:
     if comps:
         head = bundle.headline
         pq = bundle.per_query
-        label = head.replace("ndcg_at_", "")
+        label = key_label(head)
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
         for c in (c for c in comps if c["key"] == head):
             d = _paired_differences(pq, c["baseline"], c["candidate"], label)
@@ -263,7 +259,7 @@ def _section_coverage(bundle: Bundle) -> str:
     keys = bundle.keys
     rows = ["<h2>Judgments, exclusions and missing queries</h2><table><tr><th class='l'>system</th>"
             "<th>evaluated</th><th>excluded</th><th>empty ideal</th><th>missing</th><th>weight sum</th>"
-            + "".join(f"<th>judged coverage @{_e(k.replace('ndcg_at_', ''))}</th>" for k in keys) + "</tr>"]
+            + "".join(f"<th>judged coverage @{_e(key_label(k))}</th>" for k in keys) + "</tr>"]
     for name, entry in bundle.summary["systems"].items():
         first = entry[keys[0]]
         rows.append(f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
@@ -323,7 +319,7 @@ def _section_comparisons(bundle: Bundle) -> str:
             f"<td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td><td>{_f(c.get('baseline_mean'))}</td>"
             f"<td>{_f(c.get('candidate_mean'))}</td><td class='{cls}'>{_f(c.get('delta'), signed=True)}</td>"
             f"<td>[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]</td>"
-            f"<td>{'–' if rel is None else f'{rel:+.1%}'}</td><td>{_p(c.get('p_randomization'))}</td>"
+            f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{_p(c.get('p_randomization'))}</td>"
             f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
             f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
             f"<td>{c['wins']} / {c['ties']} / {c['losses']}</td></tr>")
@@ -381,8 +377,8 @@ def _section_wins_losses(bundle: Bundle) -> str:
             if not items:
                 continue
             for e in items:
-                entered = ", ".join(e.get("relevant_entered", [])) or "none"
-                left = ", ".join(e.get("relevant_left", [])) or "none"
+                entered = listing(e.get("relevant_entered", []))
+                left = listing(e.get("relevant_left", []))
                 parts.append(
                     f"<details><summary>query <b>{_e(e['query_id'])}</b> (weight {e['weight']:g}): "
                     f"{_f(e['baseline_ndcg'])} → {_f(e['candidate_ndcg'])} "
@@ -395,13 +391,13 @@ def _section_sensitivity(bundle: Bundle) -> str:
     t = bundle.sensitivity
     if t is None or t.empty:
         return ""
-    label = bundle.headline.replace("ndcg_at_", "")
+    label = key_label(bundle.headline)
     t = t[t["cutoff"] == label]
     cols = list(dict.fromkeys(zip(t["kind"], t["system"], t["baseline"].fillna(""))))
     head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
     rows = [f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
             f"row changes one rule and keeps the others as declared; cells show the change from the declared "
-            f"value; FLIP marks a comparison whose sign changes; – marks an undefined mean (no query left "
+            f"value; FLIP marks a comparison whose sign changes; {FILE} marks an undefined mean (no query left "
             f"in it).</p><table><tr><th class='l'>rule</th><th class='l'>alternative</th>{head}</tr>"]
     for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
         cells = []
@@ -446,28 +442,30 @@ def render_markdown(bundle: Bundle) -> str:
                                         if k.startswith("metric.") and k != "metric.preset") + ".")
     lines.append("")
     ci = _has_ci(bundle)
-    lines.append("| system | " + " | ".join(_md_label(k) for k in keys) + " | evaluated | excluded | missing |")
-    lines.append("| --- | " + " | ".join("---:" for _ in keys) + " | ---: | ---: | ---: |")
+    rows = []
     for name, entry in s["systems"].items():
-        cells = []
+        cells = [_md(name)]
         for k in keys:
             m = entry[k]
             cells.append(_f(m["mean"]) + (f" [{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}]" if ci else ""))
         first = entry[keys[0]]
-        lines.append(f"| {_md(name)} | " + " | ".join(cells)
-                     + f" | {_md(first['n_evaluated'])} | {_md(first['n_excluded'])} | {_md(first['n_missing'])} |")
+        cells += [_md(first["n_evaluated"]), _md(first["n_excluded"]), _md(first["n_missing"])]
+        rows.append(cells)
+    lines += md_table(["system", *(_md_label(k) for k in keys), "evaluated", "excluded", "missing"], rows,
+                      "l" + "r" * len(keys) + "rrr")
     comps = s.get("comparisons") or []
     if comps:
-        lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", "",
-                  "| candidate | cutoff | difference | interval | p | p corrected | W/T/L |",
-                  "| --- | --- | ---: | --- | ---: | ---: | --- |"]
+        lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", ""]
+        rows = []
         for c in comps:
             p = c.get("p_randomization")
-            if p is None or (isinstance(p, float) and math.isnan(p)):
+            if is_missing(p):
                 p = c.get("p_t_test")
-            lines.append(f"| {_md(c['candidate'])} | {_md(c['cutoff'])} | {_f(c.get('delta'), signed=True)} | "
-                         f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}] | {_p(p)} | "
-                         f"{_p(c.get('p_corrected'))} | {_md(c['wins'])}/{_md(c['ties'])}/{_md(c['losses'])} |")
+            rows.append([_md(c["candidate"]), _md(c["cutoff"]), _f(c.get("delta"), signed=True),
+                         f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]", _p(p),
+                         _p(c.get("p_corrected")), f"{_md(c['wins'])}/{_md(c['ties'])}/{_md(c['losses'])}"])
+        lines += md_table(["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows,
+                          "llrlrrl")
     if bundle.wins_losses:
         head = bundle.headline
         for block in bundle.wins_losses.get("comparisons", []):
@@ -476,7 +474,7 @@ def render_markdown(bundle: Bundle) -> str:
             lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_md_label(head)}:"]
             for kind in ("wins", "losses"):
                 items = block.get(kind, [])[:3]
-                text = ", ".join(f"{_md(e['query_id'])} ({e['delta']:+.3f})" for e in items) or "none"
+                text = listing([f"{_md(e['query_id'])} ({_f(e['delta'], 3, signed=True)})" for e in items])
                 lines.append(f"- largest {kind}: {text}")
     notes = s.get("notes") or []
     if notes:
@@ -489,5 +487,5 @@ def render_markdown(bundle: Bundle) -> str:
 _md = md_text  # every string from the data in markdown, the same way in report.md and wins_losses.md
 
 
-def _md_label(key: Any) -> str:
-    return "nDCG@" + _md(str(key).replace("ndcg_at_", ""))
+def _md_label(key: str) -> str:
+    return metric_name(key, _md)

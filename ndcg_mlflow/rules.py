@@ -19,7 +19,7 @@ what ``compare`` requires to be equal.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +41,64 @@ def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else float(x)
 
 
+# --------------------------------------------------------------------------- metric keys and labels
+# A cutoff has three names: the cutoff itself (``10``, ``None`` for the whole list), its metric key
+# (``ndcg_at_10``, ``ndcg_at_all``: MLflow forbids ``@`` in a metric name) and its label (``nDCG@10``). They are
+# built and parsed here only; ``cutoff_of_key(cutoff_key(k)) == k`` for every cutoff.
+
+KEY_PREFIX = "ndcg_at_"
+NAME = "nDCG"
+HEADLINE_CUTOFF = 10  # the cutoff shown first (wins and losses, figures) when declared; else the first cutoff
+
+
 def cutoff_label(k: int | None) -> str:
+    """The cutoff in text: ``10``, ``all``."""
     return "all" if k is None else str(k)
+
+
+def cutoff_of_label(label: str) -> int | None:
+    """The inverse of :func:`cutoff_label`: ``"10"`` -> 10, ``"all"`` -> None."""
+    if label == "all":
+        return None
+    if label.isascii() and label.isdigit() and label == str(int(label)) and int(label) > 0:
+        return int(label)
+    raise ValueError(f"{label!r} is not a cutoff (a positive integer or 'all')")
+
+
+def cutoff_key(k: int | None) -> str:
+    """The metric key of a cutoff: ``ndcg_at_10``, ``ndcg_at_all`` (MLflow forbids ``@``)."""
+    return KEY_PREFIX + cutoff_label(k)
+
+
+def key_label(key: str) -> str:
+    """The cutoff label of a metric key: ``ndcg_at_10`` -> ``10``; anything but a metric key is an error."""
+    if not key.startswith(KEY_PREFIX):
+        raise ValueError(f"{key!r} is not an nDCG metric key ({KEY_PREFIX}<K> or {KEY_PREFIX}all)")
+    label = key[len(KEY_PREFIX):]
+    cutoff_of_label(label)
+    return label
+
+
+def cutoff_of_key(key: str) -> int | None:
+    """The cutoff of a metric key: ``ndcg_at_10`` -> 10, ``ndcg_at_all`` -> None."""
+    return cutoff_of_label(key_label(key))
+
+
+def metric_name(key: str, escape: Callable[[str], str] = str) -> str:
+    """The label of a metric key for people: ``ndcg_at_10`` -> ``nDCG@10``; ``escape`` is applied to the cutoff
+    (markdown escaping would turn the ``@`` itself into ``\\@``)."""
+    return f"{NAME}@{escape(key_label(key))}"
+
+
+def companion_key(key: str, measure: str) -> str:
+    """The metric key of a measure reported beside nDCG at the same cutoff: ``judged_coverage_at_10``."""
+    return f"{measure}_at_{key_label(key)}"
+
+
+def headline_key(keys: Sequence[str]) -> str:
+    """The key shown first: nDCG@10 if declared, else the first cutoff."""
+    head = cutoff_key(HEADLINE_CUTOFF)
+    return head if head in keys else keys[0]
 
 
 STOPS = "error"  # a choice that stops the evaluation: never an alternative for sensitivity
@@ -118,7 +174,7 @@ GAIN = Rule(
 
 
 def _cutoffs_parse(text: str) -> tuple[int | None, ...]:
-    return tuple(None if c == "all" else int(c) for c in text.split(","))
+    return tuple(cutoff_of_label(c) for c in text.split(","))
 
 
 def _cutoffs_words(cutoffs: tuple[int | None, ...]) -> str:

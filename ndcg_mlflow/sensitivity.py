@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .rules import METRIC_RULES, cutoff_label
+from .format import TERMINAL, number, text_table
+from .rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
 from .spec import Metric
+from .stats import nan_weighted_mean
 
 SIGN_TOLERANCE = 1e-12
 
@@ -57,7 +59,7 @@ def sensitivity(result) -> Any:
         for name, x in ndcg.items():
             for j, label in enumerate(labels):
                 ok = ~np.isnan(x[:, j])
-                value = float(w[ok] @ x[ok, j] / w[ok].sum()) if ok.any() else float("nan")
+                value = nan_weighted_mean(x[:, j], w)
                 if rule == "declared":
                     declared_sys[(name, label)] = value
                 base_value = declared_sys[(name, label)]
@@ -71,9 +73,9 @@ def sensitivity(result) -> Any:
             if name == baseline:
                 continue
             for j, label in enumerate(labels):
-                ok = ~np.isnan(x[:, j]) & ~np.isnan(b[:, j])
-                d = x[ok, j] - b[ok, j]
-                value = float(w[ok] @ d / w[ok].sum()) if ok.any() else float("nan")
+                d = x[:, j] - b[:, j]  # NaN where either is undefined: the pairs valid for both are averaged
+                ok = ~np.isnan(d)
+                value = nan_weighted_mean(d, w)
                 if rule == "declared":
                     declared_cmp[(name, label)] = value
                 base_value = declared_cmp[(name, label)]
@@ -90,7 +92,8 @@ def format_sensitivity(table, cutoff: str) -> str:
     if table is None or table.empty:
         return "no sensitivity table"
     t = table[table["cutoff"] == cutoff]
-    lines = [f"sensitivity at nDCG@{cutoff} (one rule changed at a time; declared value first):"]
+    name = metric_name(cutoff_key(cutoff_of_label(cutoff)))
+    lines = [f"sensitivity at {name} (one rule changed at a time; declared value first):"]
     columns = []
     for (kind, system, baseline), _ in t.groupby(["kind", "system", "baseline"], sort=False):
         columns.append((kind, system, baseline))
@@ -110,16 +113,15 @@ def format_sensitivity(table, cutoff: str) -> str:
                 mark = " FLIP" if r["sign_flip"] else ""
                 cells.append(_number(r["change"], signed=True) + mark)
         body.append(cells)
-    widths = [max(len(row[i]) for row in body + [heads]) for i in range(len(heads))]
-    for row in [heads] + body:
-        lines.append("  ".join(c.ljust(wd) if i < 2 else c.rjust(wd) for i, (c, wd) in enumerate(zip(row, widths))))
+    lines += text_table(heads, body, left=2)
     flips = t[t["sign_flip"]]
     if flips.empty:
         lines.append("no alternative flips the sign of a comparison at this cutoff.")
     else:
         for _, r in flips.iterrows():
+            before, after = _number(r["declared"], signed=True), _number(r["value"], signed=True)
             lines.append(f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
-                         f"{r['alternative']} ({r['declared']:+.4f} -> {r['value']:+.4f})")
+                         f"{r['alternative']} ({before} -> {after})")
     lines.append("(rows after 'declared' show the change from the declared value; 'undefined': no query is left "
                  "in that mean)")
     return "\n".join(lines)
@@ -127,7 +129,4 @@ def format_sensitivity(table, cutoff: str) -> str:
 
 def _number(x, *, signed: bool) -> str:
     """A mean or change for the terminal; an undefined one (NaN: every query excluded) as 'undefined'."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
+    return number(float(x), signed=signed, missing=TERMINAL)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpecError, did_you_mean
-from .rules import DEFINITION_KEYS, METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
+from .rules import DEFINITION_KEYS, METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_key, cutoff_label
 from .rules import resolved as resolved_rules
 
 SPEC_VERSION = 1
@@ -260,11 +260,6 @@ class Spec:
 
 def _mapping_text(columns: tuple[tuple[str, str], ...]) -> str:
     return ",".join(f"{k}={v}" for k, v in columns)
-
-
-def cutoff_key(k: int | None) -> str:
-    """The metric key of a cutoff: ``ndcg_at_10``, ``ndcg_at_all`` (MLflow forbids ``@``)."""
-    return f"ndcg_at_{cutoff_label(k)}"
 
 
 # --------------------------------------------------------------------------- schema helpers

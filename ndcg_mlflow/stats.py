@@ -82,6 +82,33 @@ def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.array([w @ np.ascontiguousarray(x[:, c]) for c in range(x.shape[1])]) / w.sum()
 
 
+def nan_weighted_mean(x: np.ndarray, w: np.ndarray) -> float:
+    """The weighted mean of per-query values ``x`` (a vector) with weights ``w``, NaN meaning "no value".
+
+    The one rule for every weighted mean over queries (a system's mean nDCG, the mean duplicate rate, the means
+    and differences of ``sensitivity``):
+
+    - a query whose value is NaN is left out together with its weight: ``sum(w x) / sum(w)`` over the others;
+    - no value left (every value NaN, or no query at all): NaN;
+    - a total weight over the values left that is not positive (0 / 0): NaN, never a warning (weights are
+      positive, so only an empty selection meets it);
+    - otherwise :func:`weighted_mean` of the values left: one contiguous dot product over one sum, the same bits
+      as the bootstrap's point estimate.
+
+    The callers pass the weights over the largest one (the ratios; no overflow or underflow in the sums).
+
+    >>> nan_weighted_mean(np.array([1.0, np.nan, 0.0]), np.array([3.0, 100.0, 1.0]))
+    0.75
+    """
+    ok = ~np.isnan(x)
+    if not ok.any():
+        return float("nan")
+    wk = w[ok]
+    if not wk.sum() > 0:
+        return float("nan")
+    return float(weighted_mean(x[ok], wk))
+
+
 def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Standard error of a weighted mean: sqrt(n/(n-1) * sum w^2 (x - m)^2) / sum w.
 

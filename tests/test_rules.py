@@ -12,7 +12,20 @@ import ndcg_mlflow
 from ndcg_mlflow import DataError, EvaluationError
 from ndcg_mlflow.kernel import RunRows, evaluate_rows
 from ndcg_mlflow.presets import PRESETS
-from ndcg_mlflow.rules import DEFINITION_KEYS, RULES, Gain, raw_definition
+from ndcg_mlflow.rules import (
+    DEFINITION_KEYS,
+    RULES,
+    Gain,
+    companion_key,
+    cutoff_key,
+    cutoff_label,
+    cutoff_of_key,
+    cutoff_of_label,
+    headline_key,
+    key_label,
+    metric_name,
+    raw_definition,
+)
 from ndcg_mlflow.spec import load_spec
 
 L3 = np.log2(3.0)  # discount of rank 2 is 1/L3; rank 3 is 1/2; rank 4 is 1/log2(5)
@@ -770,3 +783,60 @@ def test_the_digest_and_compare_use_one_list_of_definition_keys():
     other = load_spec(metric_spec("elsewhere.tsv", "other.run", name="c"), base_dir=".")
     assert other.definition_digest() == base.definition_digest()
     assert definition_differences(run(base), run(other)) == []
+
+
+# --------------------------------------------------------------------------- metric keys and labels
+
+
+@pytest.mark.parametrize("cutoff, key, label, name", [
+    (1, "ndcg_at_1", "1", "nDCG@1"), (10, "ndcg_at_10", "10", "nDCG@10"), (None, "ndcg_at_all", "all", "nDCG@all"),
+    (10 ** 30, "ndcg_at_" + "1" + "0" * 30, "1" + "0" * 30, "nDCG@1" + "0" * 30),
+])
+def test_metric_key_label_and_cutoff_round_trip(cutoff, key, label, name):
+    assert cutoff_key(cutoff) == key and "@" not in key
+    assert cutoff_of_key(key) == cutoff and cutoff_key(cutoff_of_key(key)) == key
+    assert key_label(key) == label == cutoff_label(cutoff) and cutoff_of_label(label) == cutoff
+    assert metric_name(key) == name
+    assert metric_name(key, lambda s: f"<{s}>") == f"nDCG@<{label}>"  # the escape applies to the cutoff only
+    assert companion_key(key, "judged_coverage") == f"judged_coverage_at_{label}"
+
+
+@pytest.mark.parametrize("text", ["ndcg_at_", "ndcg_at_0", "ndcg_at_-1", "ndcg_at_010", "ndcg_at_ 10", "ndcg_at_All",
+                                  "ndcg_at_10x", "ndcg_at_1.5", "nDCG@10", "err_at_10", "10", "ndcg_at_١٠"])
+def test_what_is_not_a_metric_key_is_refused(text):
+    with pytest.raises(ValueError, match="not"):
+        cutoff_of_key(text)
+    with pytest.raises(ValueError):
+        metric_name(text)
+
+
+def test_headline_key_is_nDCG_at_10_when_declared_else_the_first():
+    assert headline_key(["ndcg_at_5", "ndcg_at_10", "ndcg_at_all"]) == "ndcg_at_10"
+    assert headline_key(["ndcg_at_all", "ndcg_at_5"]) == "ndcg_at_all"
+    assert headline_key(["ndcg_at_100", "ndcg_at_1"]) == "ndcg_at_100"
+
+
+def test_no_module_but_rules_builds_or_parses_a_metric_key():
+    """Every metric key, its cutoff and its ``nDCG@K`` label go through the helpers of ndcg_mlflow.rules: no other
+    module has a string (docstrings aside) containing ``ndcg_at_``, ``_at_`` or ``nDCG@``."""
+    import ast
+    from pathlib import Path
+
+    package = Path(ndcg_mlflow.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "rules.py" and path.parent == package:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and any(s in node.value for s in ("ndcg_at_", "_at_", "nDCG@"))):
+                found.append(f"{path.relative_to(package)}:{node.lineno}: {node.value!r}")
+    assert not found, "metric keys built outside ndcg_mlflow.rules:\n" + "\n".join(found)
+    # the test sees a hand-built key (it would fail on the code this replaced)
+    assert any(isinstance(n, ast.Constant) and "ndcg_at_" in n.value
+               for n in ast.walk(ast.parse('k.replace("ndcg_at_", "nDCG@")')))

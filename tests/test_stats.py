@@ -380,6 +380,39 @@ def test_weighted_mean():
     np.testing.assert_allclose(stats.weighted_mean(np.column_stack([x, 1 - x]), w), [0.5, 0.5])
 
 
+def test_nan_weighted_mean_closed_forms():
+    nan = np.nan
+    # a NaN value leaves out its weight: (3 * 1 + 1 * 0) / (3 + 1), not / (3 + 100 + 1)
+    assert stats.nan_weighted_mean(np.array([1.0, nan, 0.0]), np.array([3.0, 100.0, 1.0])) == 0.75
+    # exact fractions: (1/2 * 1/4 + 2 * 1/8) / (1/2 + 2) = (1/8 + 1/4) / (5/2) = 3/20
+    x, w = np.array([0.25, nan, 0.125]), np.array([0.5, 1.0, 2.0])
+    assert stats.nan_weighted_mean(x, w) == pytest.approx(float(Fraction(3, 20)), rel=1e-15)
+    # uniform weights: the plain mean of the values that are there
+    assert stats.nan_weighted_mean(np.array([nan, 0.2, 0.4, nan, 0.9]), np.ones(5)) == pytest.approx(0.5)
+    # a single value is its own mean, whatever its weight
+    assert stats.nan_weighted_mean(np.array([nan, 0.3]), np.array([7.0, 1e-300])) == 0.3
+    # nothing left, or nothing at all: NaN, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(stats.nan_weighted_mean(np.array([nan, nan]), np.array([1.0, 2.0])))
+        assert np.isnan(stats.nan_weighted_mean(np.zeros(0), np.zeros(0)))
+        assert np.isnan(stats.nan_weighted_mean(np.array([0.5, nan]), np.array([0.0, 1.0])))  # total weight 0
+    assert isinstance(stats.nan_weighted_mean(np.array([0.5]), np.ones(1)), float)
+
+
+def test_nan_weighted_mean_is_the_bootstrap_point_estimate_bit_for_bit():
+    rng = np.random.default_rng(7)
+    x = rng.random(501)
+    x[rng.random(501) < 0.2] = np.nan
+    w = rng.random(501) + 0.01
+    ok = ~np.isnan(x)
+    boot = stats.bootstrap_means(x[ok], w[ok], resamples=3, rng=np.random.default_rng(1))
+    assert stats.nan_weighted_mean(x, w) == float(boot.theta[0])
+    # a strided column (a cutoff of an (n x k) table) gives the same bits as a contiguous copy
+    table = np.column_stack([x, 1 - x, x])
+    assert stats.nan_weighted_mean(table[:, 2], w) == stats.nan_weighted_mean(x.copy(), w)
+
+
 def test_effect_size_dz():
     d = np.array([0.1, 0.3, -0.05, 0.2, 0.0])
     assert stats.effect_size_dz(d, np.ones(5)) == pytest.approx(d.mean() / d.std(ddof=1))

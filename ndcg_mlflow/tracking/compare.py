@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NdcgError, TrackingError
-from ..rules import DEFINITION_KEYS, raw_definition
+from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_figures, log_outputs
 from .names import TAG_PREFIX, comparison_metrics, param_value
 
@@ -228,7 +228,7 @@ def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     from ..evaluation import EvaluationResult, SystemResult, TopLists, _means, display_depth
     from ..kernel import STATUS_NAMES, QueryResult
 
-    labels = [("all" if k is None else str(k)) for k in spec.metric.cutoffs]
+    labels = [cutoff_label(k) for k in spec.metric.cutoffs]
     ids = sorted(set().union(*[set(s.per_query["query_id"]) for _, s in systems]))
     query_ids = np.asarray(ids, dtype=object)
     index = {q: i for i, q in enumerate(ids)}

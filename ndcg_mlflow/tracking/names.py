@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..rules import companion_key
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
@@ -24,8 +25,8 @@ def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
                 out[f"{key}_{extra}"] = m[extra]
         for companion in ("duplicate_rate", "catalog_coverage"):
             if companion in m:
-                out[key.replace("ndcg_at_", f"{companion}_at_")] = m[companion]
-        out[key.replace("ndcg_at_", "judged_coverage_at_")] = m["judged_coverage"]
+                out[companion_key(key, companion)] = m[companion]
+        out[companion_key(key, "judged_coverage")] = m["judged_coverage"]
     return out
 
 
