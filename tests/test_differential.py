@@ -41,7 +41,7 @@ import ndcg_mlflow
 pytrec_eval = pytest.importorskip("pytrec_eval")
 sk_metrics = pytest.importorskip("sklearn.metrics")
 
-SETTINGS = settings(max_examples=examples(400), deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=examples(250), deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 QIDS = ["q1", "q2", "q9", "q10", "1", "01", "7", "Q3"]
