@@ -29,6 +29,8 @@ Version 1::
         bm25: demo/bm25.run
     mlflow:
       experiment: demo-product-search
+      run_name: nightly            # optional: the evaluation run's name
+      tags: {team: search}         # optional: custom tags on every run logged
 """
 
 from __future__ import annotations
@@ -208,7 +210,8 @@ class Spec:
 
     @property
     def sha256(self) -> str:
-        """sha256 of :attr:`recorded_text` (equal to the spec file's own sha256 when it holds no credentials)."""
+        """sha256 of :attr:`recorded_text` (equal to the spec file's own sha256 when it holds no credentials and
+        no ``--set`` was applied)."""
         return hashlib.sha256(self.recorded_text.encode("utf-8")).hexdigest()
 
     @property

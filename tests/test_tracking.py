@@ -320,12 +320,15 @@ def test_reading_runs_without_a_store_creates_none(tmp_path, command):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("command", ["compare", "report"])
-def test_a_run_id_that_does_not_exist_is_a_user_error(tracking_uri, tmp_path, capsys, command):
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_a_run_id_that_does_not_exist_is_a_user_error(request, tmp_path, capsys, command, store):
+    uri = request.getfixturevalue("tracking_uri") if store == "sqlite" else request.getfixturevalue("server").uri
     args = ["compare", "0" * 32, "1" * 32] if command == "compare" else ["report", "0" * 32]
-    assert main([*args, "--out", str(tmp_path / "x")]) == 2
+    assert main([*args, "--out", str(tmp_path / "x"), "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err
-    assert f"run '{'0' * 32}' not found in the MLflow store {tracking_uri}" in err
+    assert f"run '{'0' * 32}' not found in the MLflow store {uri}" in err
     assert "Traceback" not in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
@@ -353,3 +356,21 @@ def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
     cli._progress(quiet=False)("computing nDCG")
     assert pipe.getvalue() == ""
     assert logging.getLogger("ndcg_mlflow").level == logging.INFO
+
+
+@pytest.mark.integration
+def test_upload_tags_and_tags_set_again_on_a_logged_folder(tracking_uri, demo_copy, tmp_path, capsys):
+    """--tag on upload reaches every run; an upload of a folder logged before reuses its runs and sets the new
+    tags on them; a --tag MLflow would refuse stops the command before any work."""
+    out = tmp_path / "o"
+    assert main(["run", str(demo_copy / "demo.yaml"), "--out", str(out), "--quiet", "--no-mlflow", "--set",
+                 "uncertainty.resamples=200", "--set", "report.sensitivity=false"]) == 0
+    assert main(["upload", str(out), "--quiet", "--tag", "team=search"]) == 0
+    assert main(["upload", str(out), "--quiet", "--tag", "ticket=SEARCH-123"]) == 0
+    runs = _runs(tracking_uri)
+    assert len(runs) == 4
+    assert all(r.data.tags["team"] == "search" and r.data.tags["ticket"] == "SEARCH-123" for r in runs)
+    capsys.readouterr()
+    assert main(["upload", str(out), "--tag", "v@1=x"]) == 2
+    assert "--tag 'v@1=x': not a usable MLflow tag key: MLflow refuses '@'" in capsys.readouterr().err
+    assert main(["upload", str(out), "--tag", "nokey"]) == 2
