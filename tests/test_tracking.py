@@ -268,15 +268,22 @@ def test_spec_run_name_names_the_runs(tracking_uri, demo_copy, tmp_path):
 
 
 @pytest.mark.integration
-def test_system_names_mlflow_accepts_are_logged_and_compared(tracking_uri, tmp_path):
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_system_names_mlflow_accepts_are_logged_and_compared(request, tmp_path, monkeypatch, store):
     """A '/' and a space in a system name: MLflow accepts them in keys, so the evaluation logs them, its files
-    are written, and compare reads the system's run back."""
+    are written, and compare reads the system's run back (its artifacts through a server too)."""
     from helpers import write_qrels, write_run
+
+    tracking_uri = request.getfixturevalue("tracking_uri")
+    if store == "server":
+        tracking_uri = request.getfixturevalue("server").uri
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    name = f"odd-names-{store}"
 
     write_qrels(tmp_path, {"q1": {"a": 2, "b": 1}, "q2": {"c": 1}, "q3": {"d": 3, "e": 1}})
     base = write_run(tmp_path, {"q1": ["b", "a"], "q2": ["x", "c"], "q3": ["e", "d"]}, "base.run")
     cand = write_run(tmp_path, {"q1": ["a", "b"], "q2": ["c"], "q3": ["d", "e"]}, "cand.run")
-    spec = {"spec_version": 1, "name": "odd-names",
+    spec = {"spec_version": 1, "name": name,
             "metric": {"preset": "trec_eval", "cutoffs": [2]}, "queries": {"weights": "uniform"},
             "data": {"qrels": "qrels.txt", "systems": {"team/base v1": base, "team/model v2": cand}},
             "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1},
@@ -287,7 +294,7 @@ def test_system_names_mlflow_accepts_are_logged_and_compared(tracking_uri, tmp_p
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     assert (tmp_path / "o" / "systems" / "team~model v2.per_query.csv").is_file()
-    runs = {r.data.tags.get("ndcg_mlflow.system"): r for r in _runs(tracking_uri, "odd-names")}
+    runs = {r.data.tags.get("ndcg_mlflow.system"): r for r in _runs(tracking_uri, name)}
     parent = runs[None]
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert parent.data.metrics["team/model v2.ndcg_at_2"] == pytest.approx(

@@ -142,8 +142,10 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
         "mlflow.note.content": (f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
                                 f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
                                 f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
-                                f"the report report.html, every figure summary.json and the tables "
-                                f"figures_table.json and comparisons_table.json."),
+                                f"the report report.html, every figure summary.json and the table "
+                                f"figures_table.json"
+                                + (", the comparisons comparisons_table.json and the metrics of each candidate's "
+                                   "run." if summary.get("comparisons") else ".")),
         **data_tags(summary.get("files", {})),
     }
     outside = summary.get("paths_outside_spec_folder") or []
