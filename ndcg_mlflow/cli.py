@@ -38,12 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "then MLflow's default local store ./mlflow.db)")
     run.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
     run.add_argument("--quiet", action="store_true", help="print only errors")
+    _set_option(run)
+    _tag_option(run)
 
     val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
+    _set_option(val)
 
     exp = sub.add_parser("explain", help="every resolved choice in plain words, and how other tools differ")
     exp.add_argument("spec", help="path to the YAML evaluation spec")
+    _set_option(exp)
     exp.add_argument("--sensitivity", action="store_true",
                      help="also evaluate and show how far each rule's alternatives move every mean and difference")
     exp.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -53,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
                                                           "then the spec's mlflow.tracking_uri, then ./mlflow.db)")
     up.add_argument("--quiet", action="store_true", help="print only errors")
+    _tag_option(up)
 
     rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
     rep.add_argument("run_id", help="the evaluation's MLflow run id (or one of its systems' runs)")
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--experiment", help="experiment of the new comparison run (default: run A's)")
     cmp_.add_argument("--no-mlflow", action="store_true", help="write the local results only")
     cmp_.add_argument("--quiet", action="store_true", help="print only errors")
+    _tag_option(cmp_)
     for flag, kind, what in (("resamples", int, "bootstrap resamples"), ("confidence", float, "interval level"),
                              ("method", str, "bca | percentile | studentized"), ("seed", int, "random seed"),
                              ("test", str, "randomization | t_test | both"),
@@ -78,6 +84,34 @@ def build_parser() -> argparse.ArgumentParser:
                              ("tie-tolerance", float, "a |difference| at or below this is a tie")):
         cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value)")
     return parser
+
+
+def _set_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a spec field (dotted key path; the value is read as YAML), e.g. "
+                             "--set metric.cutoffs=[5,10]; repeatable; validated like the file and recorded in the "
+                             "spec written with the results")
+
+
+def _tag_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="an MLflow tag set on every run logged (after the spec's mlflow.tags); repeatable")
+
+
+def _tags(args: argparse.Namespace) -> dict[str, str]:
+    """``--tag KEY=VALUE`` options, each checked as the spec's ``mlflow.tags`` are (exit 2 naming the option)."""
+    from .spec import tag_problem
+
+    tags: dict[str, str] = {}
+    for text in getattr(args, "tag", None) or []:
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise NdcgError(f"--tag {text!r}: expected KEY=VALUE, such as --tag team=search.")
+        problem = tag_problem(key, value)
+        if problem:
+            raise NdcgError(f"--tag {text!r}: {problem}")
+        tags[key] = value
+    return tags
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     streams = _redacting_streams()  # no credential in a URI reaches stdout or stderr, whoever prints it
     try:
         _check_overrides(args)
+        _tags(args)  # refused before any work
         commands = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain, "report": cmd_report,
                     "compare": cmd_compare, "upload": cmd_upload}
         return commands[args.command](args)
@@ -230,7 +265,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .errors import SpecError
     from .spec import check_files, load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, overrides=args.set)
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), args.spec)
@@ -248,7 +283,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain
     from .spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, overrides=args.set)
     print(explain(spec))
     if args.sensitivity:
         from .evaluation import evaluate
@@ -271,8 +306,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     quiet = args.quiet
     if args.out:
         check_target(Path(args.out))  # a file, or a non-empty folder that is not ours: refused before evaluating
+    from .spec import load_spec
+
     progress = _progress(quiet)
-    result = evaluate(args.spec, progress=progress)
+    result = evaluate(load_spec(args.spec, overrides=args.set), progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
     # one process at a time per folder, from writing until logging ends: what is logged is what was written
     with folder_lock(out_dir):
@@ -288,7 +325,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .tracking import log_evaluation
 
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
-        logged = log_evaluation(result, out_dir, tracking_uri=uri)
+        logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
     return EXIT_OK
@@ -317,7 +354,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
         from .tracking import log_folder
 
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        logged = log_folder(folder, tracking_uri=uri)
+        logged = log_folder(folder, tracking_uri=uri, tags=_tags(args))
     if not args.quiet:
         _print_logged(logged, summary.get("mlflow", {}).get("experiment") or summary["name"])
     return EXIT_OK
@@ -345,7 +382,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         log.info(f"comparing run {args.run_b} (candidate) with run {args.run_a} (baseline)")
     result, out_dir, new_run = compare_runs(args.run_a, args.run_b, tracking_uri=args.tracking_uri, out=args.out,
                                             allow_spec_mismatch=args.allow_spec_mismatch, overrides=overrides,
-                                            log=not args.no_mlflow, experiment=args.experiment)
+                                            log=not args.no_mlflow, experiment=args.experiment, tags=_tags(args))
     if not args.quiet:
         print(format_summary(result))
         print(f"\nlocal results: {out_dir}")

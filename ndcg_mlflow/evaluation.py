@@ -127,7 +127,8 @@ class EvaluationResult:
             "grades": list(self.grades),
             # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
             "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                       "run_name": spec.mlflow.run_name, "timeout": spec.mlflow.timeout,
+                       "run_name": spec.mlflow.run_name, "tags": dict(spec.mlflow.tags),
+                       "timeout": spec.mlflow.timeout,
                        "max_retries": spec.mlflow.max_retries, "total_timeout": spec.mlflow.total_timeout},
             "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],

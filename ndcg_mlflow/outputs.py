@@ -64,6 +64,13 @@ def new_output_dir(name: str, root: str | Path = DEFAULT_ROOT) -> Path:
     return Path(root) / f"{safe}-{stamp}-{secrets.token_hex(3)}"
 
 
+def system_file_stem(name: str) -> str:
+    """The file name stem of a system's files (``systems/<stem>.per_query.csv``, and the artifacts of its MLflow
+    run): its name, with each ``/`` (allowed in a system name, as MLflow allows it in keys) written as ``~``
+    (which a system name cannot hold, so two names never share a stem)."""
+    return name.replace("/", "~")
+
+
 def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: bool = True) -> Path:
     """Write every local output into a new folder that then replaces ``out_dir`` whole (see the module
     docstring); ``out_dir`` keeps its previous contents when anything fails.
@@ -90,9 +97,10 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
     _atomic_csv(out / "per_query.csv", result.per_query)
     table = result.per_query
     for name, sr in result.systems.items():
-        _atomic_csv(out / "systems" / f"{name}.per_query.csv", table[table["system"] == name])
+        stem = system_file_stem(name)
+        _atomic_csv(out / "systems" / f"{stem}.per_query.csv", table[table["system"] == name])
         if sr.top is not None:
-            _atomic_csv(out / "systems" / f"{name}.top.csv", top_table(result, name))
+            _atomic_csv(out / "systems" / f"{stem}.top.csv", top_table(result, name))
     from .explain import explain
 
     _atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))

@@ -29,6 +29,8 @@ Version 1::
         bm25: demo/bm25.run
     mlflow:
       experiment: demo-product-search
+      run_name: nightly            # optional: the evaluation run's name
+      tags: {team: search}         # optional: custom tags on every run logged
 """
 
 from __future__ import annotations
@@ -66,7 +68,12 @@ MAX_RESAMPLES = 10_000_000
 # declared catalog size: bounded only so that metric names and parameters stay short.
 MAX_CUTOFF = 10 ** 30
 
-_SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+# MLflow's rule for metric, param and tag keys (mlflow/utils/validation.py, outside Windows) and its key length
+_MLFLOW_KEY = re.compile(r"^[/\w.\- :]*$")
+MAX_MLFLOW_KEY = 250
+MAX_TAG_VALUE = 8000  # MLflow's limit on a tag value
+MAX_SYSTEM_NAME = 150  # the longest key built from a system name adds at most 100 characters to it
+RESERVED_TAG_PREFIXES = ("mlflow.", "ndcg_mlflow.")
 
 
 # --------------------------------------------------------------------------- types
@@ -140,6 +147,7 @@ class MlflowSection:
     experiment: str
     tracking_uri: str | None = None
     run_name: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()  # custom tags set on every run the evaluation logs
     timeout: float | None = None  # seconds per HTTP request to a tracking server
     max_retries: int | None = None  # HTTP retries per request
     total_timeout: float | None = None  # seconds for the whole logging phase (default tracking.TOTAL_TIMEOUT)
@@ -202,7 +210,8 @@ class Spec:
 
     @property
     def sha256(self) -> str:
-        """sha256 of :attr:`recorded_text` (equal to the spec file's own sha256 when it holds no credentials)."""
+        """sha256 of :attr:`recorded_text` (equal to the spec file's own sha256 when it holds no credentials and
+        no ``--set`` was applied)."""
         return hashlib.sha256(self.recorded_text.encode("utf-8")).hexdigest()
 
     @property
@@ -466,11 +475,69 @@ def _queries(ctx: _Ctx, value: Any) -> Queries:
     return Queries(weights=weights, set=qset)
 
 
+def mlflow_key_problem(key: str) -> str | None:
+    """Why MLflow refuses ``key`` as a metric, param or tag key, or None. MLflow's own rule
+    (``mlflow.utils.validation``): letters, digits (of any script), ``_ - . / :`` and spaces; not a name that
+    resolves to another one as a file path (``a//b``, ``a/``, ``./a``, ``/a``, ``../a``); at most 250
+    characters."""
+    import posixpath
+
+    if not key:
+        return "it is empty"
+    if not _MLFLOW_KEY.match(key):
+        bad = sorted({c for c in key if not _MLFLOW_KEY.match(c)})
+        return (f"MLflow refuses {', '.join(repr(c) for c in bad)} in metric, param and tag keys (they may hold "
+                f"letters, digits, '_', '-', '.', '/', ':' and spaces)")
+    norm = posixpath.normpath(key)
+    if norm != key:
+        return (f"MLflow reads keys as file paths and refuses one that resolves to another name ({key!r} "
+                f"resolves to {norm!r})")
+    if norm == "." or norm.startswith(("..", "/")):
+        return "MLflow reads keys as file paths and refuses one that is '.' or starts with '..' or '/'"
+    if len(key) > MAX_MLFLOW_KEY:
+        return f"MLflow keys hold at most {MAX_MLFLOW_KEY} characters; this one has {len(key)}"
+    return None
+
+
+def system_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a system, or None. A system name is part of MLflow param, metric and tag keys
+    (``data.systems.<name>``, ``<name>.ndcg_at_10`` on the evaluation's run, ``ndcg_mlflow.data.system.<name>.sha256``),
+    so it follows MLflow's rule for keys (:func:`mlflow_key_problem`) and nothing more."""
+    if not isinstance(name, str) or not name:
+        return f"a system name is a non-empty string. {_got(name)}"
+    if len(name) > MAX_SYSTEM_NAME:
+        return (f"a system name has at most {MAX_SYSTEM_NAME} characters (it is part of MLflow keys, which hold at "
+                f"most {MAX_MLFLOW_KEY}); this one has {len(name)}.")
+    for key in (f"data.systems.{name}", f"{name}.ndcg_at_all.ci_high", f"ndcg_mlflow.data.system.{name}.sha256"):
+        problem = mlflow_key_problem(key)
+        if problem:
+            return f"the system name becomes part of MLflow keys such as {key!r}, and {problem}."
+    return None
+
+
 def _system_name(ctx: _Ctx, name: Any) -> None:
-    if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
-        raise ctx.fail(f"data.systems.{name}",
-                       "a system name must start with a letter or digit and contain only letters, digits, "
-                       "'_', '.', '-' (at most 100 characters), as it becomes part of MLflow metric keys.")
+    problem = system_name_problem(name)
+    if problem:
+        raise ctx.fail(f"data.systems.{_key_text(name)}", problem)
+
+
+def tag_problem(key: Any, value: Any) -> str | None:
+    """Why a custom tag (``mlflow.tags`` of the spec, ``--tag``) cannot be set, or None: a string key that MLflow
+    accepts (:func:`mlflow_key_problem`) outside the reserved ``mlflow.`` and ``ndcg_mlflow.`` names, and a string
+    value of at most 8000 characters."""
+    if not isinstance(key, str):
+        return f"a tag key is a string. {_got(key)}"
+    problem = mlflow_key_problem(key)
+    if problem:
+        return f"not a usable MLflow tag key: {problem}."
+    if key.startswith(RESERVED_TAG_PREFIXES):
+        return (f"tag keys starting with {' or '.join(repr(p) for p in RESERVED_TAG_PREFIXES)} are reserved (MLflow's "
+                f"own tags and this tool's); choose another key.")
+    if not isinstance(value, str):
+        return f"a tag value is a string (in YAML, quote it: \"{value}\"). {_got(value)}"
+    if len(value) > MAX_TAG_VALUE:
+        return f"MLflow tag values hold at most {MAX_TAG_VALUE} characters; this one has {len(value)}."
+    return None
 
 
 def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple[tuple[str, Source], ...]]:
@@ -540,8 +607,16 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
                                                 f"mlflow.experiment.")
         return MlflowSection(experiment=name)
     m = _mapping(ctx, value, "mlflow", ("experiment",),
-                 ("tracking_uri", "run_name", "timeout", "max_retries", "total_timeout"))
+                 ("tracking_uri", "run_name", "tags", "timeout", "max_retries", "total_timeout"))
     uri = m.get("tracking_uri")
+    tags = m.get("tags")
+    if tags is not None and not isinstance(tags, dict):
+        raise ctx.fail("mlflow.tags", f"must be a mapping of tag keys to string values, such as {{team: search}}. "
+                                      f"{_got(tags)}")
+    for key, tag_value in (tags or {}).items():
+        problem = tag_problem(key, tag_value)
+        if problem:
+            raise ctx.fail(f"mlflow.tags.{_key_text(key)}", problem)
     run_name = m.get("run_name")
     timeout = m.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
@@ -566,6 +641,7 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
         experiment=experiment,
         tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
         run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
+        tags=tuple((tags or {}).items()),
         timeout=None if timeout is None else float(timeout),
         max_retries=None if retries is None else _int(ctx, retries, "mlflow.max_retries", 0, 20),
         total_timeout=None if total is None else float(total),
@@ -726,9 +802,68 @@ def _check_strings(ctx: _Ctx, raw: Any) -> None:
         stack.extend(reversed(children))
 
 
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--set``: a dotted key path into the spec and a value read as YAML (``[5, 10]`` is a
+    list, ``10`` a number, ``null`` empty)."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise SpecError("", f"--set {text!r}: expected KEY=VALUE with KEY a dotted key path of the spec, such as "
+                            f"metric.cutoffs=[5,10] or data.systems.candidate=runs/pr-123.run.")
+    return key, _safe_yaml(value, f"--set {key}")
+
+
+def apply_overrides(raw: Any, overrides: list[tuple[str, Any]]) -> Any:
+    """``raw`` (a spec parsed from YAML) with each ``(key path, value)`` of ``--set`` put in place. A path step
+    matches the longest existing key it can (a system name may hold dots: ``data.systems.v1.2``), else one
+    dot-separated part; missing mappings on the way are created."""
+    import copy
+
+    raw = copy.deepcopy(raw)
+    for key, value in overrides:
+        node, parts, done = raw, key.split("."), list[str]()
+        while True:
+            if not isinstance(node, dict):
+                where = ".".join(done) or "the spec"
+                raise SpecError(".".join(done), f"--set {key}: {where} is not a mapping, so it has no key "
+                                                f"'{'.'.join(parts)}'.")
+            step, n = _override_step(node, parts)
+            parts = parts[n:]
+            if not parts:
+                node[step] = value
+                break
+            if node.get(step) is None:
+                node[step] = {}
+            node = node[step]
+            done.append(str(step))
+    return raw
+
+
+def _override_step(node: dict, parts: list[str]) -> tuple[Any, int]:
+    for n in range(len(parts), 0, -1):
+        joined = ".".join(parts[:n])
+        if joined in node:
+            return joined, n
+        if re.fullmatch(r"-?\d+", joined) and int(joined) in node:  # a gain table's grades are numbers
+            return int(joined), n
+    return parts[0], 1
+
+
+def _from_override(exc: SpecError, overrides: list[tuple[str, Any]], texts: dict[str, str]) -> SpecError:
+    """``exc`` saying which ``--set`` gave the value at its key path (or above or below it)."""
+    for key, _ in overrides:
+        p = exc.path
+        if p == key or p.startswith((key + ".", key + "[")) or (p and key.startswith(p + ".")):
+            return SpecError(p, f"{exc.message} (the value at '{key}' came from --set {texts[key]})", exc.source)
+    return exc
+
+
 def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
-              tables: InMemory | None = None) -> Spec:
-    """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through."""
+              tables: InMemory | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Spec:
+    """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through.
+
+    ``overrides`` are ``--set KEY=VALUE`` texts applied to the file's content before validation; the spec then
+    recorded (``spec.yaml``, its sha256) is the spec with them applied, so it describes what ran."""
     if isinstance(spec, Spec):
         return spec
     if isinstance(spec, Mapping):
@@ -748,6 +883,17 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
     except UnicodeDecodeError as exc:
         raise SpecError("", f"spec is not UTF-8 text (byte {exc.start}).", str(path)) from None
     raw = _safe_yaml(text, str(path))
+    pairs = [parse_override(t) for t in overrides]
+    if pairs:
+        texts = {key: t.strip() for (key, _), t in zip(pairs, overrides)}
+        raw = apply_overrides(raw, pairs)
+        header = "".join(f"# --set {texts[key]}\n" for key, _ in pairs)
+        text = f"# {path.name} with these values set on the command line:\n{header}" + _dump(raw)
+        try:
+            return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
+                              source=str(path), text=text, tables=tables)
+        except SpecError as exc:
+            raise _from_override(exc, pairs, texts) from None
     return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
                       source=str(path), text=text, tables=tables)
 

@@ -5,6 +5,7 @@ of the tracking tests."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,7 +18,19 @@ from hypothesis import settings
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo"
 DEMO_RUNS = ("bm25.run", "reranker_v2.run", "dense_ties.run")
-TREC_EVAL_DATA = REPO.parent / "shared" / "conformance" / "trec_eval"  # trec_eval's own test files and outputs
+# trec_eval's own test files and expected outputs: the test/ folder of a trec_eval checkout, named by
+# NDCG_MLFLOW_TREC_EVAL_TESTS (default ../shared/conformance/trec_eval beside the repository)
+TREC_EVAL_ENV = "NDCG_MLFLOW_TREC_EVAL_TESTS"
+TREC_EVAL_DATA = Path(os.environ.get(TREC_EVAL_ENV) or REPO.parent / "shared" / "conformance" / "trec_eval")
+
+
+def trec_eval_missing() -> str | None:
+    """Why the trec_eval conformance tests skip (an actionable reason), or None when the data are there."""
+    if (TREC_EVAL_DATA / "out.test.aq").is_file():
+        return None
+    return (f"trec_eval conformance data not found at {TREC_EVAL_DATA} (no out.test.aq there): clone "
+            f"https://github.com/usnistgov/trec_eval and set {TREC_EVAL_ENV}=<checkout>/test "
+            f"(README: 'The conformance tests')")
 MEAS_PARAMS_GAIN = "1=3,2=9,4=4.5"  # as trec_eval prints `-mndcg.1=3,2=9,4=4.5` in the measure name
 
 if str(REPO / "benchmarks") not in sys.path:
@@ -25,9 +38,10 @@ if str(REPO / "benchmarks") not in sys.path:
 
 from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E402
 
-__all__ = ["DEMO", "DEMO_RUNS", "REPO", "MlflowServer", "assert_local_results_complete", "assert_one_complete_set",
-           "clean_env", "cli_command", "client_for", "examples", "free_port", "metric_spec", "parse_trec_eval_output",
-           "run_cli", "runs_of_experiment", "runs_of_key", "write_qrels", "write_run", "write_spec"]
+__all__ = ["DEMO", "DEMO_RUNS", "REPO", "TREC_EVAL_DATA", "MlflowServer", "assert_local_results_complete",
+           "assert_one_complete_set", "clean_env", "cli_command", "client_for", "examples", "free_port",
+           "metric_spec", "parse_trec_eval_output", "run_cli", "runs_of_experiment", "runs_of_key",
+           "trec_eval_missing", "write_qrels", "write_run", "write_spec"]
 
 
 # --------------------------------------------------------------------------- Hypothesis

@@ -209,10 +209,23 @@ def test_comparison_run_is_logged_and_names_both_runs(store):
     assert run.info.experiment_id == store.client.get_experiment_by_name("cmp-a").experiment_id
     joint = {c["key"]: c for c in _summary(store.out["both"])["comparisons"]}
     for key, c in joint.items():
-        for field in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "wins", "losses", "n_paired"):
-            assert run.data.metrics[f"compare.reranker-v2.{key}.{field}"] == pytest.approx(c[field], rel=1e-12)
+        for field in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test"):
+            assert run.data.metrics[f"compare.{key}.{field}"] == pytest.approx(c[field], rel=1e-12)
+    # the tags every run kind shares: found by run A's spec and by the judgments; names in tags, not keys
+    a_run, b_run = store.client.get_run(a), store.client.get_run(b)
+    assert tags["ndcg_mlflow.spec_sha256"] == a_run.data.tags["ndcg_mlflow.spec_sha256"]
+    assert tags["ndcg_mlflow.candidate.spec_sha256"] == b_run.data.tags["ndcg_mlflow.spec_sha256"]
+    assert tags["ndcg_mlflow.data.qrels.sha256"] == a_run.data.tags["ndcg_mlflow.data.qrels.sha256"] == \
+        b_run.data.tags["ndcg_mlflow.data.qrels.sha256"]
+    assert "ndcg_mlflow.candidate.data.qrels.sha256" not in tags  # the same judgments
+    assert tags["ndcg_mlflow.data.system.reranker-v2.sha256"] == \
+        b_run.data.tags["ndcg_mlflow.data.system.reranker-v2.sha256"]
+    assert tags["ndcg_mlflow.baseline"] == "bm25" and tags["ndcg_mlflow.candidate"] == "reranker-v2"
+    assert run.info.run_name.startswith("compare reranker-v2 vs bm25 · ")
+    assert not any("reranker" in key or "bm25" in key for key in run.data.metrics)
     names = {x.path for x in store.client.list_artifacts(run.info.run_id)}
-    assert {"summary.json", "report.html", "report.md", "comparisons.csv", "wins_losses.json"} <= names
+    assert {"summary.json", "report.html", "report.md", "comparisons.csv", "wins_losses.json", "figures_table.json",
+            "comparisons_table.json"} <= names
     figures = {x.path for x in store.client.list_artifacts(run.info.run_id, "figures")}
     assert figures == {f"figures/{n}.png" for n in FIGURES}
 

@@ -1,7 +1,8 @@
 """Conformance with NIST trec_eval: every ``ndcg`` / ``ndcg_cut_K`` value of its own test outputs.
 
-The inputs and expected outputs are trec_eval's ``test/`` files, kept outside the repository in
-``../shared/conformance/trec_eval/`` (see its README.md); the module is skipped when that folder is absent.
+The inputs and expected outputs are trec_eval's ``test/`` files, kept outside the repository: the folder named by
+the environment variable ``NDCG_MLFLOW_TREC_EVAL_TESTS`` (a trec_eval checkout's ``test/``), by default
+``../shared/conformance/trec_eval/``; the module is skipped, saying how to get them, when they are absent.
 They are read in place and never copied into the project.
 
 trec_eval's definitions (m_ndcg.c, m_ndcg_cut.c, form_res_rels.c, get_trec_results.c):
@@ -22,14 +23,14 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from helpers import TREC_EVAL_DATA, parse_trec_eval_output
+from helpers import TREC_EVAL_DATA, parse_trec_eval_output, trec_eval_missing
 
 import ndcg_mlflow
 
 DATA = TREC_EVAL_DATA
 
-if not DATA.is_dir():
-    pytest.skip(f"trec_eval conformance data not found at {DATA}", allow_module_level=True)
+if trec_eval_missing():
+    pytest.skip(trec_eval_missing(), allow_module_level=True)
 
 TREC_CUTOFFS = [5, 10, 15, 20, 30, 100, 200, 500, 1000, "all"]
 # trec_eval: listed levels get the listed gain, levels <= 0 earn 0 (every grade present must be in our table)

@@ -3,7 +3,8 @@
 * spec handling: a preset fills every metric field, fields beside it override it, ``validate`` / ``explain``
   say where each field came from, unknown preset names and unknown keys are errors;
 * conformance: every ``ndcg`` / ``ndcg_cut_K`` value of NIST trec_eval's own test outputs
-  (``../shared/conformance/trec_eval``, read in place, skipped when absent) through ``preset: trec_eval``;
+  (``NDCG_MLFLOW_TREC_EVAL_TESTS``, default ``../shared/conformance/trec_eval``, read in place, skipped when
+  absent) through ``preset: trec_eval``;
 * differential tests on random data (hypothesis, derandomized): ``preset: trec_eval`` against pytrec_eval,
   ``preset: sklearn`` against ``sklearn.metrics.ndcg_score(ignore_ties=False)``, ``preset: gdeval`` against a
   real run of ``gdeval.pl`` under perl; ``preset: torchmetrics`` against the values its documentation prints.
@@ -35,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import TREC_EVAL_DATA, examples, parse_trec_eval_output
+from helpers import TREC_EVAL_DATA, examples, parse_trec_eval_output, trec_eval_missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -297,8 +298,7 @@ def test_without_a_preset_every_field_is_required():
 
 # --------------------------------------------------------------------------- trec_eval conformance (its own files)
 
-needs_conformance = pytest.mark.skipif(not CONFORMANCE.is_dir(),
-                                       reason=f"trec_eval conformance data not found at {CONFORMANCE}")
+needs_conformance = pytest.mark.skipif(trec_eval_missing() is not None, reason=str(trec_eval_missing()))
 
 
 def trec_eval_gain_table(levels: dict, qrels_file: Path) -> dict:

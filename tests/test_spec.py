@@ -78,7 +78,19 @@ def test_gain_table_resolves_sorted(tmp_path):
     ("spec_version", 2, r"'spec_version': this version of ndcg-mlflow reads spec_version 1"),
     ("name", "", r"'name': must be a non-empty string"),
     ("data.systems", {}, r"'data.systems': must map at least one system"),
-    ("data.systems", {"bad name!": "x.run"}, r"'data.systems.bad name!': a system name must"),
+    ("data.systems", {"bad name!": "x.run"}, r"'data.systems.bad name!': the system name becomes part of MLflow "
+                                             r"keys .* MLflow refuses '!'"),
+    ("data.systems", {"v@2": "x.run"}, r"'data.systems.v@2': .*MLflow refuses '@' in metric, param and tag keys"),
+    ("data.systems", {"a//b": "x.run"}, r"'data.systems.a//b': .*resolves to another name"),
+    ("data.systems", {"x/": "x.run"}, r"'data.systems.x/': .*resolves to another name"),
+    ("data.systems", {"/x": "x.run"}, r"'data.systems./x': .*starts with '..' or '/'"),
+    ("data.systems", {"s" * 151: "x.run"}, r"at most 150 characters"),
+    ("mlflow.tags", ["team"], r"'mlflow.tags': must be a mapping of tag keys to string values"),
+    ("mlflow.tags", {"ticket": 123}, r"'mlflow.tags.ticket': a tag value is a string \(in YAML, quote it: \"123\"\)"),
+    ("mlflow.tags", {"a@b": "x"}, r"'mlflow.tags.a@b': not a usable MLflow tag key: MLflow refuses '@'"),
+    ("mlflow.tags", {"mlflow.runName": "x"}, r"'mlflow.tags.mlflow.runName': tag keys starting with 'mlflow.' or "
+                                             r"'ndcg_mlflow.' are reserved"),
+    ("mlflow.tags", {"t": "x" * 8001}, r"'mlflow.tags.t': MLflow tag values hold at most 8000 characters"),
     ("data.qrels", 5, r"'data.qrels': must be a file path"),
     ("data.qrels", {"path": "q", "format": "xml"}, r"'data.qrels.format': must be one of auto, trec"),
     ("queries.weight", "uniform", r"did you mean 'weights'"),
@@ -260,3 +272,72 @@ def test_a_spec_path_that_cannot_be_read_is_named_with_the_reason(tmp_path, kind
     with pytest.raises(SpecError, match=match):
         load_spec(path)
     assert main(["validate", str(path)]) == 2
+
+
+@pytest.mark.parametrize("name", ["team/model-v2", "model v2", "modèle-v2", "v1:2", "a.b_c-d", ".hidden", "x" * 150])
+def test_system_names_mlflow_accepts_are_accepted(tmp_path, name):
+    spec = load_spec(spec_with("data.systems", {name: "a.run"}), base_dir=tmp_path)
+    assert spec.system_names == (name,)
+
+
+@pytest.mark.integration  # imports mlflow
+@pytest.mark.parametrize("name", ["team/model-v2", "model v2", "modèle", "v1:2", ".x", "v@2", "a//b", "x/", "/x",
+                                  "..", "a/../b", "a/./b", "q?", "a,b", "tab\there", "ü/ß", "-", "~x", "a%2Fb"])
+def test_system_names_follow_mlflows_own_validation(name):
+    """Differential: a name is accepted exactly when MLflow's validation accepts every key it becomes part of."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_metric_name, _validate_param_name, _validate_tag_name
+
+    from ndcg_mlflow.spec import system_name_problem
+
+    try:
+        _validate_param_name(f"data.systems.{name}")
+        _validate_metric_name(f"{name}.ndcg_at_10.ci_high")
+        _validate_tag_name(f"ndcg_mlflow.data.system.{name}.sha256")
+        accepted = True
+    except MlflowException:
+        accepted = False
+    assert (system_name_problem(name) is None) == accepted, system_name_problem(name)
+
+
+def _spec_file(tmp_path: Path) -> Path:
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text("# the team's spec\n" + yaml.safe_dump(BASE, sort_keys=False))
+    return path
+
+
+def test_set_overrides_the_file_and_is_recorded(tmp_path):
+    path = _spec_file(tmp_path)
+    spec = load_spec(path, overrides=["metric.cutoffs=[5,10]", "data.systems.candidate=runs/pr-123.run",
+                                      "data.systems.dense-v2.1.format=tsv", "mlflow.tags={team: search}"])
+    assert spec.metric.cutoffs == (5, 10)
+    assert dict(spec.systems)["candidate"].declared == "runs/pr-123.run"
+    assert dict(spec.systems)["dense-v2.1"].format == "tsv"  # a key holding dots is matched whole
+    assert spec.mlflow.tags == (("team", "search"),)
+    # the recorded spec is what ran: it parses back to the same spec, and its digest differs from the file's
+    again = load_spec(_write(tmp_path / "again.yaml", spec.recorded_text))
+    assert again.resolved() == spec.resolved()
+    assert "--set metric.cutoffs=[5,10]" in spec.recorded_text
+    assert spec.sha256 != load_spec(path).sha256
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("override, match", [
+    ("metric.cutoffs=[5,x]", r"at key 'metric.cutoffs\[1\]': must be a positive integer.*\(the value at "
+                             r"'metric.cutoffs' came from --set metric.cutoffs=\[5,x\]\)"),
+    ("metric.gain.x=1", r"at key 'metric.gain': --set metric.gain.x: metric.gain is not a mapping"),
+    ("metric.tie=average", r"'metric.tie': unknown key \(did you mean 'ties'\?\).*came from --set"),
+    ("data.systems.v@2=a.run", r"'data.systems.v@2': .*MLflow refuses '@'.*came from --set"),
+    ("cutoffs", r"--set 'cutoffs': expected KEY=VALUE"),
+    ("metric..gain=linear", r"expected KEY=VALUE with KEY a dotted key path"),
+    ("metric.cutoffs=[5", r"--set metric.cutoffs: not valid YAML"),
+])
+def test_set_errors_name_the_key_path_and_the_option(tmp_path, override, match):
+    with pytest.raises(SpecError, match=match):
+        load_spec(_spec_file(tmp_path), overrides=[override])

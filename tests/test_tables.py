@@ -402,11 +402,11 @@ def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(trac
     client = mlflow.tracking.MlflowClient(tracking_uri)
     runs = client.search_runs([client.get_experiment_by_name("tables").experiment_id],
                               filter_string="tags.`ndcg_mlflow.role` = 'system'")
-    by_tag = {(r.data.tags["ndcg_mlflow.qrels_sha256"], r.data.tags["ndcg_mlflow.system"]): r for r in runs}
+    by_tag = {(r.data.tags["ndcg_mlflow.data.qrels.sha256"], r.data.tags["ndcg_mlflow.system"]): r for r in runs}
     for result, _ in logged.values():
         files = result.summary["files"]
         run = by_tag[(files["qrels"]["sha256"], "v3")]
-        assert run.data.tags["ndcg_mlflow.run_file_sha256"] == files["system:v3"]["sha256"]
+        assert run.data.tags["ndcg_mlflow.data.system.v3.sha256"] == files["system:v3"]["sha256"]
     first, second = (by_tag[(logged[k][0].summary["files"]["qrels"]["sha256"], "v3")].info.run_id
                      for k in ("all", "fewer"))
     with pytest.raises(NdcgError, match=r"judgments \(qrels sha256\)"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,15 @@ from ndcg_mlflow.cli import main
 
 def _runs(uri, experiment="demo-product-search"):
     return runs_of_experiment(client_for(uri), experiment, deleted=False)
+
+
+def _table(client, run_id: str, name: str, tmp: Path) -> list[dict]:
+    """The rows of an MLflow table logged with ``log_table``, as dicts."""
+    import uuid
+
+    path = Path(client.download_artifacts(run_id, name, str(tmp / uuid.uuid4().hex)))
+    table = json.loads(path.read_text())
+    return [dict(zip(table["columns"], row)) for row in table["data"]]
 
 
 @pytest.mark.integration
@@ -54,41 +64,59 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
     assert params["queries.weights"] == "uniform"
     assert params["data.systems.reranker-v2"] == "demo/reranker_v2.run"
 
+    client = client_for(tracking_uri)
     by_name = {c.data.tags["ndcg_mlflow.system"]: c for c in children}
     assert set(by_name) == {"bm25", "reranker-v2", "dense-ties"}
     for name, child in by_name.items():
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert child.info.status == "FINISHED"
+        figures = {row["key"]: row for row in _table(client, child.info.run_id, "figures_table.json", tmp_path)}
+        assert {row["system"] for row in figures.values()} == {name}
         for key in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"):
-            expected = summary["systems"][name][key]["mean"]
-            assert child.data.metrics[key] == pytest.approx(expected, rel=1e-12)
-            assert parent.data.metrics[f"{name}.{key}"] == pytest.approx(expected, rel=1e-12)
-            assert child.data.metrics[f"{key}_n_missing"] == summary["systems"][name][key]["n_missing"]
-    assert by_name["reranker-v2"].data.metrics["ndcg_at_10_n_missing"] == 1
-    for name, child in by_name.items():
+            entry = summary["systems"][name][key]
+            assert child.data.metrics[key] == pytest.approx(entry["mean"], rel=1e-12)
+            assert parent.data.metrics[f"{name}.{key}"] == pytest.approx(entry["mean"], rel=1e-12)
+            for bound in ("ci_low", "ci_high"):  # the interval: metrics of both runs
+                assert child.data.metrics[f"{key}.{bound}"] == pytest.approx(entry[bound], rel=1e-12)
+                assert parent.data.metrics[f"{name}.{key}.{bound}"] == pytest.approx(entry[bound], rel=1e-12)
+            for field in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal", "std_error", "n_eff",
+                          "weight_sum", "judged_coverage"):  # counts and the rest: the figures table, not metrics
+                # MLflow writes a table's numbers to 10 decimal places (pandas' to_json)
+                assert figures[key][field] == pytest.approx(entry[field], rel=1e-12, abs=1e-10), (name, key, field)
+                assert not any(field in metric for metric in child.data.metrics), field
+        # its own per-query table, as an MLflow table
+        rows = _table(client, child.info.run_id, "per_query_table.json", tmp_path)
+        assert len(rows) == 240 * 3 and {r["system"] for r in rows} == {name}
+    assert _table(client, by_name["reranker-v2"].info.run_id, "figures_table.json", tmp_path)[1]["n_missing"] == 1
+    for name in by_name:
         entry = summary["systems"][name]["ndcg_at_10"]
         assert entry["ci_low"] <= entry["mean"] <= entry["ci_high"]
-        for extra in ("ci_low", "ci_high", "std_error", "n_eff"):
-            assert child.data.metrics[f"ndcg_at_10_{extra}"] == pytest.approx(entry[extra], rel=1e-12)
+    assert len(parent.data.metrics) == 3 * 3 * 3 + 3 * 3 * 2  # means and intervals, companion measures
+    assert all(key.split(".")[0] in by_name for key in parent.data.metrics)
+    assert parent.data.params["n_queries"] == "240"
 
     comparisons = summary["comparisons"]
     assert {(c["candidate"], c["key"]) for c in comparisons} == {
         (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")}
+    assert not any(key.startswith("compare.") for key in by_name["bm25"].data.metrics)  # the baseline
     for c in comparisons:
-        for figure in ("delta", "ci_low", "ci_high", "p_randomization", "p_corrected", "effect_size_dz", "wins",
-                       "ties", "losses", "n_paired"):
-            key = f"compare.{c['candidate']}.{c['key']}.{figure}"
-            assert parent.data.metrics[key] == pytest.approx(c[figure], rel=1e-12), key
+        child = by_name[c["candidate"]]
+        assert child.data.tags["ndcg_mlflow.baseline"] == "bm25"
+        for figure in ("delta", "ci_low", "ci_high", "p_randomization", "p_corrected"):
+            key = f"compare.{c['key']}.{figure}"  # no system in the key: it charts across candidates' runs
+            assert child.data.metrics[key] == pytest.approx(c[figure], rel=1e-12), key
+        assert f"compare.{c['key']}.p_t_test" not in child.data.metrics  # test: randomization only
+        table = {r["key"]: r for r in _table(client, child.info.run_id, "comparisons_table.json", tmp_path)}
+        for figure in ("effect_size_dz", "relative_delta", "wins", "ties", "losses", "n_paired"):
+            assert table[c["key"]][figure] == pytest.approx(c[figure], rel=1e-12, abs=1e-10), figure
 
-    client = client_for(tracking_uri)
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"spec.yaml", "summary.json", "per_query.csv", "per_query_table.json", "comparisons_table.json",
-            "comparisons.csv", "wins_losses.json", "wins_losses.md"} <= names
+            "figures_table.json", "comparisons.csv", "wins_losses.json", "wins_losses.md"} <= names
     local = Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path / "dl")))
     assert local.read_bytes() == spec_path.read_bytes()
-    table_file = Path(client.download_artifacts(parent.info.run_id, "per_query_table.json", str(tmp_path / "dl2")))
-    table = json.loads(table_file.read_text())
-    assert len(table["data"]) == 3 * 240 * 3
+    assert len(_table(client, parent.info.run_id, "per_query_table.json", tmp_path)) == 3 * 240 * 3
+    assert len(_table(client, parent.info.run_id, "figures_table.json", tmp_path)) == 3 * 3
     child_files = {a.path for a in client.list_artifacts(by_name["bm25"].info.run_id)}
     assert "bm25.per_query.csv" in child_files
 
@@ -160,29 +188,154 @@ def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+README_SEARCHES = {  # the searches of the README's "What is logged to MLflow", with the values filled in
+    "spec": "tags.`ndcg_mlflow.spec_sha256` = '{spec}'",
+    "judgments": "tags.`ndcg_mlflow.data.qrels.sha256` = '{qrels}'",
+    "system": "tags.`ndcg_mlflow.data.system.reranker-v2.sha256` LIKE '%'",
+    "run_file": "tags.`ndcg_mlflow.data.system.reranker-v2.sha256` = '{run_file}'",
+    "custom": "tags.ticket = 'SEARCH-123'",
+}
+
+
 @pytest.mark.integration
-def test_runs_are_found_by_spec_digest_system_and_dataset_digest(tracking_uri, demo_copy, tmp_path):
+def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_path):
+    """An evaluation (with --set, spec tags and --tag) and a comparison of two of its system runs; each search
+    of the README finds the evaluation run, the system runs and the comparison run it should."""
     import mlflow
 
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for search in README_SEARCHES.values():
+        assert search.split(" = ")[0].split(" LIKE ")[0] in readme, search
     spec_path = demo_copy / "demo.yaml"
-    text = spec_path.read_text().replace("resamples: 10000", "resamples: 200").replace(
-        "sensitivity: true", "sensitivity: false")
-    spec_path.write_text(text)
-    assert main(["run", str(spec_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["run", str(spec_path), "--out", str(tmp_path / "o"), "--quiet", "--set", "uncertainty.resamples=200",
+                 "--set", "report.sensitivity=false", "--set", "mlflow.tags={team: search}",
+                 "--tag", "ticket=SEARCH-123"]) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    qrels_sha = summary["files"]["qrels"]["sha256"]
-    by_spec = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                 filter_string=f"tags.`ndcg_mlflow.spec_sha256` = '{summary['spec_sha256']}'")
-    assert len(by_spec) == 4  # the evaluation and its three systems
-    by_system = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                   filter_string="tags.`ndcg_mlflow.system` = 'reranker-v2'")
-    assert [r.data.tags["ndcg_mlflow.role"] for r in by_system] == ["system"]
-    by_data = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                 filter_string=f"tags.`ndcg_mlflow.qrels_sha256` = '{qrels_sha}'")
-    assert len(by_data) == 3
-    parent = [r for r in by_spec if r.data.tags["ndcg_mlflow.role"] == "evaluation"][0]
+    recorded = (tmp_path / "o" / "spec.yaml").read_text()
+    assert hashlib.sha256(recorded.encode()).hexdigest() == summary["spec_sha256"]  # the digest of what ran
+    assert "resamples: 200" in recorded and "--set uncertainty.resamples=200" in recorded
+    assert summary["spec_sha256"] != hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    child = {r.data.tags["ndcg_mlflow.system"]: r.info.run_id for r in _runs(tracking_uri)
+             if r.data.tags["ndcg_mlflow.role"] == "system"}
+    assert main(["compare", child["bm25"], child["reranker-v2"], "--out", str(tmp_path / "c"), "--quiet",
+                 "--tag", "ticket=SEARCH-123"]) == 0
+    values = {"spec": summary["spec_sha256"], "qrels": summary["files"]["qrels"]["sha256"],
+              "run_file": summary["files"]["system:reranker-v2"]["sha256"]}
+
+    def kinds(search: str) -> list[tuple[str, str]]:
+        found = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                   filter_string=README_SEARCHES[search].format(**values))
+        return sorted((r.data.tags["ndcg_mlflow.role"], r.data.tags.get("ndcg_mlflow.system", "")) for r in found)
+
+    every = [("comparison", ""), ("evaluation", ""), ("system", "bm25"), ("system", "dense-ties"),
+             ("system", "reranker-v2")]
+    assert kinds("spec") == every
+    assert kinds("judgments") == every
+    assert kinds("custom") == every
+    assert kinds("system") == kinds("run_file") == [("comparison", ""), ("evaluation", ""), ("system", "reranker-v2")]
+    runs = {r.data.tags["ndcg_mlflow.role"]: r for r in _runs(tracking_uri)}
+    comparison = runs["comparison"]
+    assert comparison.data.tags["ndcg_mlflow.baseline"] == "bm25"
+    assert comparison.data.tags["ndcg_mlflow.candidate"] == "reranker-v2"
+    assert "team" not in comparison.data.tags  # the spec's tags are the evaluation's; --tag is on every run
+    assert all(r.data.tags["team"] == "search" for r in _runs(tracking_uri)
+               if r.data.tags["ndcg_mlflow.role"] != "comparison")
+    # one key per figure across run kinds: the comparison run charts what the candidate's system run charts
+    candidate = next(r for r in _runs(tracking_uri) if r.data.tags.get("ndcg_mlflow.system") == "reranker-v2")
+    compare_keys = {k for k in candidate.data.metrics if k.startswith("compare.")}
+    assert compare_keys and compare_keys <= set(comparison.data.metrics)
+    for key in compare_keys - {k for k in compare_keys if k.endswith("p_corrected")}:  # another family
+        assert comparison.data.metrics[key] == pytest.approx(candidate.data.metrics[key], rel=1e-9), key
+    # run names a person tells apart: spec name, systems, data digest, time
+    parent = runs["evaluation"]
+    digest = parent.data.tags["ndcg_mlflow.data_sha256"]
+    assert re.fullmatch(rf"demo-product-search · bm25, reranker-v2, dense-ties · data {digest[:8]} · "
+                        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", parent.info.run_name), parent.info.run_name
+    assert candidate.info.run_name.startswith("reranker-v2 · demo-product-search · ")
+    assert comparison.info.run_name.startswith("compare reranker-v2 vs bm25 · ")
     assert "nDCG evaluation 'demo-product-search'" in parent.data.tags["mlflow.note.content"]
-    assert all(r.data.tags.get("mlflow.note.content") for r in by_spec)
+    assert all(r.data.tags.get("mlflow.note.content") for r in _runs(tracking_uri))
+
+
+@pytest.mark.integration
+def test_spec_run_name_names_the_runs(tracking_uri, demo_copy, tmp_path):
+    assert main(["run", str(demo_copy / "demo.yaml"), "--out", str(tmp_path / "o"), "--quiet", "--set",
+                 "uncertainty.resamples=200", "--set", "report.sensitivity=false", "--set",
+                 "mlflow.run_name=nightly 2026-12-01"]) == 0
+    names = sorted(r.info.run_name for r in _runs(tracking_uri))
+    assert names == ["bm25 · nightly 2026-12-01", "dense-ties · nightly 2026-12-01", "nightly 2026-12-01",
+                     "reranker-v2 · nightly 2026-12-01"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_system_names_mlflow_accepts_are_logged_and_compared(request, tmp_path, monkeypatch, store):
+    """A '/' and a space in a system name: MLflow accepts them in keys, so the evaluation logs them, its files
+    are written, and compare reads the system's run back (its artifacts through a server too)."""
+    from helpers import write_qrels, write_run
+
+    tracking_uri = request.getfixturevalue("tracking_uri")
+    if store == "server":
+        tracking_uri = request.getfixturevalue("server").uri
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    name = f"odd-names-{store}"
+
+    write_qrels(tmp_path, {"q1": {"a": 2, "b": 1}, "q2": {"c": 1}, "q3": {"d": 3, "e": 1}})
+    base = write_run(tmp_path, {"q1": ["b", "a"], "q2": ["x", "c"], "q3": ["e", "d"]}, "base.run")
+    cand = write_run(tmp_path, {"q1": ["a", "b"], "q2": ["c"], "q3": ["d", "e"]}, "cand.run")
+    spec = {"spec_version": 1, "name": name,
+            "metric": {"preset": "trec_eval", "cutoffs": [2]}, "queries": {"weights": "uniform"},
+            "data": {"qrels": "qrels.txt", "systems": {"team/base v1": base, "team/model v2": cand}},
+            "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1},
+            "comparison": {"baseline": "team/base v1", "test": "both", "correction": "none", "wins_losses": 2,
+                           "tie_tolerance": 1e-9}}
+    import yaml
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert (tmp_path / "o" / "systems" / "team~model v2.per_query.csv").is_file()
+    runs = {r.data.tags.get("ndcg_mlflow.system"): r for r in _runs(tracking_uri, name)}
+    parent = runs[None]
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert parent.data.metrics["team/model v2.ndcg_at_2"] == pytest.approx(
+        summary["systems"]["team/model v2"]["ndcg_at_2"]["mean"], rel=1e-12)
+    cand_run = runs["team/model v2"]
+    assert cand_run.data.metrics["compare.ndcg_at_2.delta"] == pytest.approx(summary["comparisons"][0]["delta"])
+    assert "compare.ndcg_at_2.p_t_test" in cand_run.data.metrics  # test: both
+    out = tmp_path / "c"
+    assert main(["compare", runs["team/base v1"].info.run_id, cand_run.info.run_id, "--out", str(out), "--quiet",
+                 "--no-mlflow"]) == 0
+    got = json.loads((out / "summary.json").read_text())["comparisons"][0]
+    assert got["delta"] == pytest.approx(summary["comparisons"][0]["delta"], rel=1e-12)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_reading_runs_without_a_store_creates_none(tmp_path, command):
+    """compare / report in a folder without the store: no mlflow.db is created, the message names the store
+    searched, exit 2 (a user error)."""
+    from helpers import run_cli
+
+    args = ["compare", "0" * 32, "1" * 32] if command == "compare" else ["report", "0" * 32]
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+    assert "Creating initial MLflow database tables" not in done.stderr + done.stdout
+    assert f"no MLflow store at {tmp_path / 'mlflow.db'}" in done.stderr and "--tracking-uri" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_a_run_id_that_does_not_exist_is_a_user_error(request, tmp_path, capsys, command, store):
+    uri = request.getfixturevalue("tracking_uri") if store == "sqlite" else request.getfixturevalue("server").uri
+    args = ["compare", "0" * 32, "1" * 32] if command == "compare" else ["report", "0" * 32]
+    assert main([*args, "--out", str(tmp_path / "x"), "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert f"run '{'0' * 32}' not found in the MLflow store {uri}" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
@@ -210,3 +363,21 @@ def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
     cli._progress(quiet=False)("computing nDCG")
     assert pipe.getvalue() == ""
     assert logging.getLogger("ndcg_mlflow").level == logging.INFO
+
+
+@pytest.mark.integration
+def test_upload_tags_and_tags_set_again_on_a_logged_folder(tracking_uri, demo_copy, tmp_path, capsys):
+    """--tag on upload reaches every run; an upload of a folder logged before reuses its runs and sets the new
+    tags on them; a --tag MLflow would refuse stops the command before any work."""
+    out = tmp_path / "o"
+    assert main(["run", str(demo_copy / "demo.yaml"), "--out", str(out), "--quiet", "--no-mlflow", "--set",
+                 "uncertainty.resamples=200", "--set", "report.sensitivity=false"]) == 0
+    assert main(["upload", str(out), "--quiet", "--tag", "team=search"]) == 0
+    assert main(["upload", str(out), "--quiet", "--tag", "ticket=SEARCH-123"]) == 0
+    runs = _runs(tracking_uri)
+    assert len(runs) == 4
+    assert all(r.data.tags["team"] == "search" and r.data.tags["ticket"] == "SEARCH-123" for r in runs)
+    capsys.readouterr()
+    assert main(["upload", str(out), "--tag", "v@1=x"]) == 2
+    assert "--tag 'v@1=x': not a usable MLflow tag key: MLflow refuses '@'" in capsys.readouterr().err
+    assert main(["upload", str(out), "--tag", "nokey"]) == 2

@@ -5,20 +5,18 @@
 folder (the store lock, bounded time, runs left behind) and :mod:`.compare` rebuilds reports from and
 compares logged runs.
 
-Layout of what is logged:
+Layout of what is logged (the README's "What is logged to MLflow" in full; :mod:`.names` names it):
 
-* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec):
-  every resolved spec field as a param; tags with the sha256 of the spec, of the
-  metric definition and of every data file, and the package version; per-system
-  means as ``<system>.ndcg_at_<K>`` metrics and each comparison as
-  ``compare.<candidate>.ndcg_at_<K>.<figure>``; artifacts ``spec.yaml``,
-  ``summary.json``, ``per_query.csv``, ``comparisons.csv``, ``wins_losses.json``,
-  ``wins_losses.md``, and the per-query and comparison tables through
-  ``mlflow.log_table`` (``per_query_table.json``, ``comparisons_table.json``).
-* one nested child run per system (tag ``mlflow.parentRunId``): metrics
-  ``ndcg_at_<K>`` with counts and interval (``ndcg_at_10_ci_low`` ...), the metric
-  params, and that system's per-query rows.
+* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means and
+  intervals as ``<system>.ndcg_at_<K>``, ``<system>.ndcg_at_<K>.ci_low`` / ``.ci_high`` metrics; every
+  resolved spec field as a param; the folder's files as artifacts and its tables as MLflow tables
+  (``per_query_table.json``, ``figures_table.json``, ``comparisons_table.json``).
+* one nested child run per system (tag ``mlflow.parentRunId``): ``ndcg_at_<K>`` and its interval, a candidate's
+  comparisons with the baseline as ``compare.ndcg_at_<K>.<figure>``, and its own rows of those tables.
+* a comparison run per ``ndcg-mlflow compare``: ``compare.ndcg_at_<K>.<figure>`` metrics, its tables.
 
+Every kind carries the same tags for the same meaning (role, spec, definition and judgments digests, each
+system's run-file digest, the version), and the custom tags of ``mlflow.tags`` and ``--tag``.
 Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
 """
 

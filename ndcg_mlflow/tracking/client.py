@@ -16,8 +16,18 @@ from typing import Any
 from ..errors import NdcgError, TrackingError
 from ..evaluation import EvaluationResult
 from ..uris import store_problem
-from ..version import __version__
-from .names import ARTIFACTS, TAG_PREFIX, comparison_metrics, param_value, parent_tags, system_metrics
+from .names import (
+    ARTIFACTS,
+    TAG_PREFIX,
+    comparison_metrics,
+    evaluation_run_name,
+    figure_rows,
+    param_value,
+    parent_tags,
+    system_metrics,
+    system_run_name,
+    system_tags,
+)
 
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
@@ -69,25 +79,28 @@ class Terminated(BaseException):
 
 
 def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_uri: str | None = None,
-                   run_name: str | None = None) -> LoggedRuns:
+                   run_name: str | None = None, tags: dict[str, str] | None = None) -> LoggedRuns:
     """Log a finished evaluation whose local outputs are already in ``out_dir`` (see :func:`log_folder`)."""
     spec = result.spec
     configure_http(spec.mlflow.timeout, spec.mlflow.max_retries)
-    return log_folder(out_dir, tracking_uri=tracking_uri or spec.mlflow.tracking_uri, run_name=run_name)
+    return log_folder(out_dir, tracking_uri=tracking_uri or spec.mlflow.tracking_uri, run_name=run_name, tags=tags)
 
 
-def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None) -> LoggedRuns:
+def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
+               tags: dict[str, str] | None = None) -> LoggedRuns:
     """Log the output folder of a finished evaluation (see :func:`_log_folder`), holding the folder's lock
     (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
-    folder, so a second upload of it waits and then finds the first one complete."""
+    folder, so a second upload of it waits and then finds the first one complete. ``tags`` (``--tag``) are set
+    on every run, after the spec's ``mlflow.tags``."""
     from ..outputs import folder_lock, refuse_non_folder
 
     refuse_non_folder(Path(out_dir))
     with folder_lock(out_dir):
-        return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name)
+        return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name, tags=tags)
 
 
-def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None) -> LoggedRuns:
+def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
+                tags: dict[str, str] | None = None) -> LoggedRuns:
     """Log the output folder of a finished evaluation: everything logged is read from the folder, which
     must be complete and unchanged (its ``manifest.json``) with a valid run key, else a DataError.
 
@@ -111,7 +124,8 @@ def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_nam
     problem = store_problem(uri)
     if problem:
         raise NdcgError(f"tracking URI: {problem}")
-    state = _Logging(uri, out_dir, summary, run_key, run_name, settings.get("total_timeout"))
+    custom = {**(settings.get("tags") or {}), **(tags or {})}
+    state = _Logging(uri, out_dir, summary, run_key, run_name, settings.get("total_timeout"), custom)
     with _store_lock(uri):
         return state.run()
 
@@ -131,9 +145,18 @@ def _log_body(state: _Logging) -> LoggedRuns:
     state.stage = "looking for an earlier upload of this result"
     done = _previous_upload(client, experiment_id, run_key)
     if done is not None:
+        if state.custom_tags:  # tags given now are set on the runs of the earlier upload too
+            state.stage = "setting the tags on the runs of the earlier upload"
+            for rid in (done.parent_run_id, *done.system_run_ids.values()):
+                log_batch(client, rid, {}, {}, state.custom_tags)
         return done._replace_uri(state.uri)
     state.stage = "creating the evaluation run"
-    parent = client.create_run(experiment_id, run_name=state.run_name or settings.get("run_name") or summary["name"],
+    import datetime as _dt
+
+    now = _dt.datetime.now(_dt.timezone.utc)
+    given_name = state.run_name or settings.get("run_name")
+    name = given_name or evaluation_run_name(summary, now)
+    parent = client.create_run(experiment_id, run_name=name,
                                tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags})
     pid = parent.info.run_id
     state.created.append(pid)
@@ -141,20 +164,20 @@ def _log_body(state: _Logging) -> LoggedRuns:
 
     state.stage = "logging params, tags and metrics of the evaluation run"
     params = {k: param_value(v) for k, v in summary["spec"].items()}
-    parent_metrics = {f"{name}.{k}": v for name, means in summary["systems"].items()
+    params["n_queries"] = str(summary["n_queries"])
+    parent_metrics = {f"{system}.{k}": v for system, means in summary["systems"].items()
                       for k, v in system_metrics(means).items()}
-    parent_metrics.update(comparison_metrics(summary.get("comparisons") or []))
-    parent_metrics["n_queries"] = float(summary["n_queries"])
-    log_batch(client, pid, parent_metrics, params, {})
+    log_batch(client, pid, parent_metrics, params, state.custom_tags)
 
-    for name, means in summary["systems"].items():
-        state.stage = f"logging the run of system '{name}'"
-        cid = _log_system(client, experiment_id, pid, summary, name, means, out_dir, run_key,
-                          created=state.created, owner_tags=state.owner_tags)
-        logged.system_run_ids[name] = cid
+    for system, means in summary["systems"].items():
+        state.stage = f"logging the run of system '{system}'"
+        cid = _log_system(client, experiment_id, pid, summary, system, means, out_dir, run_key,
+                          created=state.created, owner_tags=state.owner_tags,
+                          run_name=system_run_name(system, summary, now, given_name), custom_tags=state.custom_tags)
+        logged.system_run_ids[system] = cid
 
     state.stage = "logging the artifacts of the evaluation run"
-    log_outputs(client, pid, out_dir)
+    log_outputs(client, pid, out_dir, summary)
     state.stage = "logging the figures of the evaluation run"
     log_figures(client, pid, out_dir)
     client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
@@ -163,24 +186,17 @@ def _log_body(state: _Logging) -> LoggedRuns:
 
 
 def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
-                run_key: str, *, created: list[str] | None = None, owner_tags: dict[str, str] | None = None) -> str:
-    """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure)."""
+                run_key: str, *, created: list[str] | None = None, owner_tags: dict[str, str] | None = None,
+                run_name: str | None = None, custom_tags: dict[str, str] | None = None) -> str:
+    """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure).
+
+    Metrics: the system's means and intervals and, for a candidate, its comparisons with the baseline
+    (``compare.<key>.<figure>``); tables: its per-query rows, its figures and its comparisons."""
+    from ..outputs import system_file_stem
+
     files = summary.get("files", {})
-    child = client.create_run(experiment_id, run_name=name, tags={
-        **(owner_tags or {}),
-        "mlflow.parentRunId": pid,
-        f"{TAG_PREFIX}.role": "system",
-        f"{TAG_PREFIX}.system": name,
-        f"{TAG_PREFIX}.evaluation": summary["name"],
-        f"{TAG_PREFIX}.run_key": run_key,
-        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
-        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
-        f"{TAG_PREFIX}.run_file_sha256": files.get(f"system:{name}", {}).get("sha256", ""),
-        f"{TAG_PREFIX}.qrels_sha256": files.get("qrels", {}).get("sha256", ""),
-        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
-        f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run {pid}).",
-    })
+    child = client.create_run(experiment_id, run_name=run_name or name,
+                              tags={**(owner_tags or {}), **system_tags(summary, name, pid, run_key)})
     cid = child.info.run_id
     if created is not None:
         created.append(cid)
@@ -188,38 +204,62 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
               if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
     params["system"] = name
     params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
-    log_batch(client, cid, system_metrics(means), params, {})
+    params["n_queries"] = str(summary["n_queries"])
+    rows = [c for c in summary.get("comparisons") or [] if c.get("candidate") == name]
+    metrics = {**system_metrics(means), **comparison_metrics(rows, summary["spec"].get("comparison.test"))}
+    log_batch(client, cid, metrics, params, custom_tags or {})
+    stem = system_file_stem(name)
     for suffix in ("per_query.csv", "top.csv"):
-        system_file = out_dir / "systems" / f"{name}.{suffix}"
+        system_file = out_dir / "systems" / f"{stem}.{suffix}"
         if system_file.is_file():
             client.log_artifact(cid, str(system_file))
     client.log_artifact(cid, str(out_dir / "summary.json"))
+    _log_tables(client, cid, out_dir, summary, system=name)
     client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
     client.set_terminated(cid, "FINISHED")
     return cid
 
 
-def log_outputs(client, run_id: str, out_dir: Path) -> None:
-    """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, and its CSV tables as MLflow
+def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None) -> None:
+    """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, and its tables as MLflow
     tables: what an evaluation run and a comparison run both carry."""
     for fname in ARTIFACTS:
         if (out_dir / fname).is_file():
             client.log_artifact(run_id, str(out_dir / fname))
-    _log_tables(client, run_id, out_dir)
+    _log_tables(client, run_id, out_dir, summary)
 
 
-def _log_tables(client, pid: str, out_dir: Path) -> None:
-    """The CSV tables as MLflow tables (shown by the MLflow UI), through this client's tracking URI."""
+def _log_tables(client, run_id: str, out_dir: Path, summary: dict | None, system: str | None = None) -> None:
+    """The tables as MLflow tables (shown by the MLflow UI), through this client's tracking URI: the per-query
+    rows (``per_query_table.json``), every figure of ``summary.json`` (``figures_table.json``), the comparisons
+    (``comparisons_table.json``) and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
     import pandas as pd
 
-    for csv_name, table_name in (("per_query.csv", "per_query_table.json"),
-                                 ("comparisons.csv", "comparisons_table.json"),
-                                 ("sensitivity.csv", "sensitivity_table.json")):
+    tables: list[tuple[str, str, str | None]] = []
+    if system is None:
+        tables.append(("per_query.csv", "per_query_table.json", None))
+    else:
+        from ..outputs import system_file_stem
+
+        tables.append((f"systems/{system_file_stem(system)}.per_query.csv", "per_query_table.json", None))
+    tables += [("comparisons.csv", "comparisons_table.json", "candidate"), ("sensitivity.csv", "sensitivity_table.json",
+                                                                          "system")]
+    for csv_name, table_name, column in tables:
         path = out_dir / csv_name
-        if path.is_file():
-            frame = pd.read_csv(path, dtype={"query_id": str, "cutoff": str, "system": str},
-                                keep_default_na=False, na_values=[""])
-            client.log_table(pid, data=frame, artifact_file=table_name)
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path, dtype={"query_id": str, "cutoff": str, "system": str, "candidate": str,
+                                         "baseline": str}, keep_default_na=False, na_values=[""])
+        if system is not None and column is not None:
+            if column not in frame.columns:
+                continue
+            frame = frame[frame[column] == system]
+            if frame.empty:
+                continue
+        client.log_table(run_id, data=frame, artifact_file=table_name)
+    if summary is not None:
+        systems = summary["systems"] if system is None else {system: summary["systems"][system]}
+        client.log_table(run_id, data=pd.DataFrame(figure_rows(systems)), artifact_file="figures_table.json")
 
 
 def _literal(value: str) -> str:
@@ -520,10 +560,11 @@ class _Logging:
     """
 
     def __init__(self, uri: str, out_dir: Path, summary: dict, run_key: str, run_name: str | None,
-                 total: float | None):
+                 total: float | None, custom_tags: dict[str, str] | None = None):
         import threading
 
         self.uri, self.out_dir, self.summary, self.run_key, self.run_name = uri, out_dir, summary, run_key, run_name
+        self.custom_tags = dict(custom_tags or {})
         self.bounds = Bounds.current(total)
         self.stage = "connecting"
         self.created: list[str] = []

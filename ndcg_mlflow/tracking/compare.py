@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_figures, log_outputs
-from .names import TAG_PREFIX, comparison_metrics, param_value
+from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
 
 
 class CompareError(NdcgError):
@@ -35,16 +35,62 @@ class SystemRun:
 
 
 def _client(uri: str | None):
+    """A client of an existing store: reading logged runs never creates one. A local store (a SQLite file, a
+    folder of runs) that does not exist is a user error naming the store searched, before MLflow would create
+    it (an empty ``mlflow.db`` in the working folder)."""
+    import mlflow
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri) if uri else MlflowClient()
+    from .client import _safe_uri
+
+    uri = uri or mlflow.get_tracking_uri()
+    missing = _missing_local_store(uri)
+    if missing:
+        raise CompareError(f"no MLflow store at {missing} (tracking URI {_safe_uri(uri)}): nothing was logged there, "
+                           f"so no run can be read from it. Give the store that holds the runs with --tracking-uri "
+                           f"or MLFLOW_TRACKING_URI.")
+    return MlflowClient(tracking_uri=uri)
+
+
+def _missing_local_store(uri: str) -> str | None:
+    """The path of a local store named by ``uri`` that does not exist (or is an empty file), else None."""
+    from urllib.parse import unquote, urlparse
+
+    if uri.startswith("sqlite:"):
+        path = uri.split("?", 1)[0][len("sqlite:"):]
+        if path.startswith("///"):  # sqlite:///relative.db, sqlite:////absolute.db
+            path = unquote(path[3:])
+            if not path or path == ":memory:":
+                return None
+            p = Path(path)
+            if not p.is_file() or p.stat().st_size == 0:
+                return str(p.resolve()) if p.parent.exists() else str(p)
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        p = Path(unquote(parsed.path if parsed.scheme == "file" else uri))
+        if not p.is_dir():
+            return str(p)
+    return None
+
+
+def _store_name(client) -> str:
+    from .client import _safe_uri
+
+    return _safe_uri(str(getattr(client, "tracking_uri", None) or getattr(client, "_tracking_uri", "")))
 
 
 def _get_run(client, run_id: str):
     try:
         return client.get_run(run_id)
     except Exception as exc:
-        raise TrackingError(f"cannot read MLflow run {run_id!r}: {type(exc).__name__}: {first_line(exc)}") from None
+        code = getattr(exc, "error_code", None)
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise CompareError(f"run {run_id!r} not found in the MLflow store {_store_name(client)}: give the id of a "
+                               f"run logged there, or the store that holds it with --tracking-uri or "
+                               f"MLFLOW_TRACKING_URI.") from None
+        raise TrackingError(f"cannot read MLflow run {run_id!r} from {_store_name(client)}: {type(exc).__name__}: "
+                            f"{first_line(exc)}") from None
 
 
 def evaluation_run_id(client, run_id: str) -> str:
@@ -107,17 +153,20 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
         raise CompareError(f"run {run_id} is not a system's run of an ndcg-mlflow evaluation (expected the tag "
                            f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation).")
     system = tags[f"{TAG_PREFIX}.system"]
+    from ..outputs import system_file_stem
+
+    stem = system_file_stem(system)
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        pq_path = client.download_artifacts(run_id, f"{system}.per_query.csv", str(dest))
+        pq_path = client.download_artifacts(run_id, f"{stem}.per_query.csv", str(dest))
     except Exception as exc:
-        raise CompareError(f"run {run_id} has no per-query table artifact {system}.per_query.csv "
+        raise CompareError(f"run {run_id} has no per-query table artifact {stem}.per_query.csv "
                            f"({type(exc).__name__}).") from None
     per_query = pd.read_csv(pq_path, dtype={"query_id": str, "system": str, "cutoff": str},
                             keep_default_na=False, na_values=[""])
     top = None
     try:
-        top_path = client.download_artifacts(run_id, f"{system}.top.csv", str(dest))
+        top_path = client.download_artifacts(run_id, f"{stem}.top.csv", str(dest))
         top = pd.read_csv(top_path, dtype={"query_id": str, "doc_id": str}, keep_default_na=False,
                           na_values=[""])
     except Exception:
@@ -131,21 +180,28 @@ def definition_differences(a, b) -> list[str]:
     pa, pb = a.data.params, b.data.params
     keys = sorted(k for k in DEFINITION_KEYS if k in pa or k in pb)
     out = [f"{k}: {pa.get(k, '(absent)')!r} vs {pb.get(k, '(absent)')!r}" for k in keys if pa.get(k) != pb.get(k)]
-    ta, tb = a.data.tags, b.data.tags
-    qa, qb = ta.get(f"{TAG_PREFIX}.qrels_sha256"), tb.get(f"{TAG_PREFIX}.qrels_sha256")
+    qa, qb = qrels_digest(a), qrels_digest(b)
     if qa != qb:
         out.append(f"judgments (qrels sha256): {qa} vs {qb}")
     return out
 
 
+def qrels_digest(run) -> str | None:
+    """The judgments' sha256 of a logged run (tag ``ndcg_mlflow.data.qrels.sha256``; ``ndcg_mlflow.qrels_sha256``
+    on system runs logged by earlier versions)."""
+    tags = run.data.tags
+    return tags.get(f"{TAG_PREFIX}.data.qrels.sha256") or tags.get(f"{TAG_PREFIX}.qrels_sha256")
+
+
 def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out: str | Path | None = None,
                  allow_spec_mismatch: bool = False, overrides: dict | None = None, log: bool = True,
-                 experiment: str | None = None) -> tuple[Any, Path, str | None]:
+                 experiment: str | None = None, tags: dict[str, str] | None = None) -> tuple[Any, Path, str | None]:
     """Compare system run B (candidate) with system run A (baseline).
 
     Returns (result, output folder, new MLflow run id or None). ``overrides`` may set
     ``resamples``, ``confidence``, ``method``, ``seed``, ``test``, ``correction``,
-    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used.
+    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used. ``tags`` (``--tag``) are set
+    on the new run.
     """
     import tempfile
 
@@ -208,7 +264,7 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
     write_outputs(result, out_dir)
     new_run = None
     if log:
-        new_run = _log_comparison(client, result, out_dir, run_a, run_b, differences)
+        new_run = _log_comparison(client, result, out_dir, (run_a, a), (run_b, b), differences, tags or {})
     return result, out_dir, new_run
 
 
@@ -277,31 +333,68 @@ def pd_to_float(series) -> np.ndarray:
     return series.astype(float).to_numpy()
 
 
-def _log_comparison(client, result, out_dir: Path, run_a: str, run_b: str, differences: list[str]) -> str:
+def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRun], candidate: tuple[str, SystemRun],
+                    differences: list[str], custom_tags: dict[str, str]) -> str:
+    """The comparison run, with the tags an evaluation's runs carry (one meaning per key): the spec, definition
+    and judgments digests of run A's evaluation (whose definition and settings the comparison uses), the
+    candidate's spec digest, each system's run-file digest; and the candidate's comparisons as
+    ``compare.<key>.<figure>`` metrics (the keys of a candidate's system run)."""
+    import datetime as _dt
+    import json
+
     from ..version import __version__
 
     spec = result.spec
+    (run_a, a), (run_b, b) = baseline, candidate
+    names = list(result.systems)  # baseline, candidate
+    summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    tags = {
+        f"{TAG_PREFIX}.role": "comparison",
+        f"{TAG_PREFIX}.evaluation": spec.name,
+        f"{TAG_PREFIX}.run_key": (out_dir / "run_key.txt").read_text(encoding="utf-8").strip(),
+        f"{TAG_PREFIX}.definition_sha256": spec.definition_digest(),
+        f"{TAG_PREFIX}.version": __version__,
+        f"{TAG_PREFIX}.baseline": names[0],
+        f"{TAG_PREFIX}.candidate": names[1],
+        f"{TAG_PREFIX}.systems": param_value(",".join(names)),
+        f"{TAG_PREFIX}.compared_runs": f"{run_a},{run_b}",
+        f"{TAG_PREFIX}.baseline_run": run_a,
+        f"{TAG_PREFIX}.candidate_run": run_b,
+        f"{TAG_PREFIX}.spec_mismatch": "true" if differences else "false",
+        "mlflow.note.content": (f"Comparison of logged system runs: candidate {names[1]} (run {run_b}) against "
+                                f"baseline {names[0]} (run {run_a}). Every figure is in summary.json and the tables "
+                                f"figures_table.json and comparisons_table.json."
+                                + (" The definitions differ: " + "; ".join(differences) if differences else "")),
+    }
+    spec_a, spec_b = (r.run.data.tags.get(f"{TAG_PREFIX}.spec_sha256") for r in (a, b))
+    qrels_a, qrels_b = qrels_digest(a.run), qrels_digest(b.run)
+    for key, value, shown in ((f"{TAG_PREFIX}.spec_sha256", spec_a, True),
+                              (f"{TAG_PREFIX}.candidate.spec_sha256", spec_b, spec_b != spec_a),
+                              (f"{TAG_PREFIX}.data.qrels.sha256", qrels_a, True),
+                              (f"{TAG_PREFIX}.candidate.data.qrels.sha256", qrels_b, qrels_b != qrels_a)):
+        if value and shown:
+            tags[key] = value
+    for name, run in zip(names, (a, b)):
+        digest = run.run.data.tags.get(f"{TAG_PREFIX}.data.system.{run.system}.sha256") or \
+            run.run.data.tags.get(f"{TAG_PREFIX}.run_file_sha256")
+        if digest:
+            tags[f"{TAG_PREFIX}.data.system.{name}.sha256"] = digest
+    tags.update(custom_tags)
     stage = "creating the comparison run"
     created = []
     try:
         exp_id = find_or_create_experiment(client, spec.mlflow.experiment)
-        run = client.create_run(exp_id, run_name=spec.name, tags={
-            f"{TAG_PREFIX}.role": "comparison",
-            f"{TAG_PREFIX}.compared_runs": f"{run_a},{run_b}",
-            f"{TAG_PREFIX}.baseline_run": run_a,
-            f"{TAG_PREFIX}.candidate_run": run_b,
-            f"{TAG_PREFIX}.definition_sha256": spec.definition_digest(),
-            f"{TAG_PREFIX}.spec_mismatch": "true" if differences else "false",
-            f"{TAG_PREFIX}.version": __version__,
-            "mlflow.note.content": (f"Comparison of logged system runs: candidate {run_b} against baseline {run_a}."
-                                    + (" The definitions differ: " + "; ".join(differences) if differences else "")),
-        })
+        run = client.create_run(exp_id, run_name=comparison_run_name(names[1], names[0],
+                                                                     _dt.datetime.now(_dt.timezone.utc)), tags=tags)
         rid = run.info.run_id
         created.append(rid)
         stage = "logging the comparison"
         params = {k: param_value(v) for k, v in spec.resolved().items() if not k.startswith("data.")}
-        log_batch(client, rid, comparison_metrics(result.analysis.comparisons), params, {})
-        log_outputs(client, rid, out_dir)
+        params["n_queries"] = str(summary["n_queries"])
+        rows = [c for c in result.analysis.comparisons if c["candidate"] == names[1]]
+        log_batch(client, rid, comparison_metrics(rows, spec.comparison.test if spec.comparison else None), params,
+                  {})
+        log_outputs(client, rid, out_dir, summary)
         log_figures(client, rid, out_dir)
         client.set_terminated(rid, "FINISHED")
         return rid

@@ -1,73 +1,171 @@
-"""What is logged is named here: metric keys (never with ``@``: ``nDCG@10`` is ``ndcg_at_10``), params and
-tags, and the files logged as artifacts. Pure: no mlflow."""
+"""What is logged is named here: metric keys (never with ``@``: ``nDCG@10`` is ``ndcg_at_10``), params, tags,
+run names and the files logged as artifacts. Pure: no mlflow.
+
+One scheme for the three kinds of run (an evaluation, one run per system, a comparison): a tag key means the
+same thing on every run that carries it, and a metric key is the same figure on every run that carries it,
+so one key charts across runs. The layout is described in the README ("What is logged to MLflow")."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
-from ..rules import companion_key
+from ..rules import companion_key, key_label
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
 ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
              "wins_losses.json", "wins_losses.md", "bootstrap.csv", "sensitivity.csv", "report.html", "report.md")
+INTERVAL = ("ci_low", "ci_high")
+# the comparison figures charted as metrics; every other column of a comparison is in the comparisons table
+COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_corrected")
 
 
 def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """The metrics of one system: ``ndcg_at_K`` with its counts and interval, keyed without ``@``."""
+    """The metrics of one system: ``ndcg_at_K`` with its interval ``ndcg_at_K.ci_low`` / ``ndcg_at_K.ci_high``,
+    and the declared companion measures; keyed without ``@``. The counts, standard error, n_eff, weight sum and
+    judged coverage are in the figures table (:func:`figure_rows`) and ``summary.json``."""
     out: dict[str, float] = {}
     for key, m in means.items():
         out[key] = m["mean"]
-        for extra in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal", "weight_sum", "n_eff",
-                      "ci_low", "ci_high", "std_error"):
+        for extra in INTERVAL:
             if extra in m:
-                out[f"{key}_{extra}"] = m[extra]
+                out[f"{key}.{extra}"] = m[extra]
         for companion in ("duplicate_rate", "catalog_coverage"):
             if companion in m:
                 out[companion_key(key, companion)] = m[companion]
-        out[companion_key(key, "judged_coverage")] = m["judged_coverage"]
     return out
 
 
-COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "std_error", "p_randomization", "p_t_test", "p_corrected",
-                      "relative_delta", "effect_size_dz", "wins", "ties", "losses", "n_paired")
-
-
-def comparison_metrics(comparisons: list[dict[str, Any]]) -> dict[str, float]:
-    """Parent-run metrics of each comparison: ``compare.<candidate>.ndcg_at_10.delta`` and so on."""
+def comparison_metrics(comparisons: list[dict[str, Any]], test: str | None = None) -> dict[str, float]:
+    """The metrics of one candidate's comparisons with the baseline: ``compare.ndcg_at_10.delta`` and so on.
+    The key names no system (the run's tags do), so one key charts across runs; ``comparisons`` holds one
+    candidate's rows. p-values of a test that was not asked for (``test``) are left out."""
+    candidates = {row["candidate"] for row in comparisons}
+    if len(candidates) > 1:
+        raise ValueError(f"comparison metrics of one candidate at a time, not {sorted(candidates)}")
+    skip = {"randomization": {"p_t_test"}, "t_test": {"p_randomization"}}.get(test or "", set())
     out: dict[str, float] = {}
     for row in comparisons:
         for field_name in COMPARISON_METRICS:
             value = row.get(field_name)
-            if value is not None:
-                out[f"compare.{row['candidate']}.{row['key']}.{field_name}"] = value
+            if value is not None and field_name not in skip:
+                out[f"compare.{row['key']}.{field_name}"] = value
     return out
+
+
+def figure_rows(systems: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every figure of ``summary.json``'s systems, one row per system and cutoff (the MLflow table
+    ``figures_table.json``): mean, interval, standard error, n_eff, weight sum, counts, coverage."""
+    rows = []
+    for name, means in systems.items():
+        for key, m in means.items():
+            row: dict[str, Any] = {"system": name, "key": key, "cutoff": key_label(key)}
+            row.update({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()})
+            rows.append(row)
+    return rows
+
+
+def data_digest(summary: dict) -> str:
+    """sha256 over the sha256 of every data file of an evaluation (tag ``ndcg_mlflow.data_sha256``; its first 8
+    digits are in the run names)."""
+    files = summary.get("files", {})
+    blob = "\n".join(f"{role}\t{f['sha256']}" for role, f in sorted(files.items()))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def stamp(when: _dt.datetime) -> str:
+    return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _systems_text(systems: list[str], limit: int = 60) -> str:
+    text = ", ".join(systems)
+    if len(text) <= limit or len(systems) <= 1:
+        return text
+    shown = systems[:2]
+    return f"{', '.join(shown)} +{len(systems) - len(shown)} more"
+
+
+def evaluation_run_name(summary: dict, when: _dt.datetime) -> str:
+    """``<spec name> · <systems> · data <8 digits of data_sha256> · <UTC time>``: re-runs of a spec differ by
+    their time, and by their data digest when the data changed."""
+    return (f"{summary['name']} · {_systems_text(list(summary['systems']))} · data {data_digest(summary)[:8]} · "
+            f"{stamp(when)}")
+
+
+def system_run_name(system: str, summary: dict, when: _dt.datetime, run_name: str | None = None) -> str:
+    """``<system> · <spec name> · <UTC time>``, or ``<system> · <mlflow.run_name>`` when the spec names its runs."""
+    return f"{system} · {run_name}" if run_name else f"{system} · {summary['name']} · {stamp(when)}"
+
+
+def comparison_run_name(candidate: str, baseline: str, when: _dt.datetime) -> str:
+    return f"compare {candidate} vs {baseline} · {stamp(when)}"
+
+
+def common_tags(summary: dict, run_key: str) -> dict[str, str]:
+    """The tags every run of an evaluation carries, with one meaning on every kind of run."""
+    tags = {
+        f"{TAG_PREFIX}.evaluation": summary["name"],
+        f"{TAG_PREFIX}.run_key": run_key,
+        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
+        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
+        f"{TAG_PREFIX}.data_sha256": data_digest(summary),
+        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
+    }
+    baseline = summary.get("spec", {}).get("comparison.baseline")
+    if baseline:
+        tags[f"{TAG_PREFIX}.baseline"] = baseline
+    return tags
+
+
+def data_tags(files: dict[str, dict], systems: list[str] | None = None) -> dict[str, str]:
+    """``ndcg_mlflow.data.<role>.sha256`` of the data files (``qrels``, ``system.<name>``, ``queries.weights``
+    ...); ``systems``, when given, keeps only those systems' files."""
+    tags = {}
+    for role, f in files.items():
+        if role.startswith("system:") and systems is not None and role.split(":", 1)[1] not in systems:
+            continue
+        tags[f"{TAG_PREFIX}.data.{role.replace('system:', 'system.')}.sha256"] = f["sha256"]
+    return tags
 
 
 def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
     systems = list(summary["systems"])
     tags = {
         f"{TAG_PREFIX}.role": "evaluation",
-        f"{TAG_PREFIX}.evaluation": summary["name"],
-        f"{TAG_PREFIX}.run_key": run_key,
-        f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
-        f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
-        f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
-        f"{TAG_PREFIX}.systems": ",".join(systems),
-        f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),
+        **common_tags(summary, run_key),
+        f"{TAG_PREFIX}.systems": param_value(",".join(systems)),
+        f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),  # the one machine-local value logged
         f"{TAG_PREFIX}.logging": "started",
         "mlflow.note.content": (f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
                                 f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
                                 f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
-                                f"the report report.html."),
+                                f"the report report.html, every figure summary.json and the table "
+                                f"figures_table.json"
+                                + (", the comparisons comparisons_table.json and the metrics of each candidate's "
+                                   "run." if summary.get("comparisons") else ".")),
+        **data_tags(summary.get("files", {})),
     }
-    for role, f in summary.get("files", {}).items():
-        tags[f"{TAG_PREFIX}.data.{role.replace('system:', 'system.')}.sha256"] = f["sha256"]
     outside = summary.get("paths_outside_spec_folder") or []
     if outside:
         tags[f"{TAG_PREFIX}.paths_outside_spec_folder"] = param_value(", ".join(outside))
     return tags
+
+
+def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[str, str]:
+    return {
+        "mlflow.parentRunId": parent_id,
+        f"{TAG_PREFIX}.role": "system",
+        f"{TAG_PREFIX}.system": name,
+        **common_tags(summary, run_key),
+        **data_tags(summary.get("files", {}), [name]),
+        f"{TAG_PREFIX}.logging": "started",
+        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run "
+                              f"{parent_id}).",
+    }
 
 
 def param_value(value: Any) -> str:
