@@ -508,7 +508,7 @@ def system_name_problem(name: Any) -> str | None:
     if len(name) > MAX_SYSTEM_NAME:
         return (f"a system name has at most {MAX_SYSTEM_NAME} characters (it is part of MLflow keys, which hold at "
                 f"most {MAX_MLFLOW_KEY}); this one has {len(name)}.")
-    for key in (f"data.systems.{name}", f"{name}.ndcg_at_all.ci_high", f"ndcg_mlflow.data.system.{name}.sha256"):
+    for key in (f"data.systems.{name}", f"{name}.{cutoff_key(None)}.ci_high", f"ndcg_mlflow.data.system.{name}.sha256"):
         problem = mlflow_key_problem(key)
         if problem:
             return f"the system name becomes part of MLflow keys such as {key!r}, and {problem}."
