@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .text import _BOM, _open_data
+from .text import BOM, open_data
 
 QRELS = "qrels"
 RUN = "run"
 
-_TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
+TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
                  RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag")}
-_TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
+TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
 
 
 @dataclass
@@ -80,9 +80,9 @@ class Table:
         if self.source_rows is not None:
             row = int(self.source_rows[row])
         seen = -1 - self.header_lines
-        with _open_data(Path(self.path)) as fh:
+        with open_data(Path(self.path)) as fh:
             for lineno, raw in enumerate(fh, 1):
-                if lineno == 1 and raw.startswith(_BOM):
+                if lineno == 1 and raw.startswith(BOM):
                     raw = raw[3:]
                 if raw.strip(b" \t\r\n"):  # blank lines as the readers see them (line ends are LF or CRLF)
                     seen += 1
@@ -114,7 +114,7 @@ class Table:
 # --------------------------------------------------------------------------- encoding and checks
 
 
-def _encode(column) -> Ids:
+def encode_ids(column: Any) -> Ids:
     """Codes in order of first appearance. Runs group their queries, so only the boundaries
     between runs of equal ids are looked at; an ungrouped file falls back to a hash encoding."""
     import pyarrow as pa
@@ -141,7 +141,7 @@ def _encode(column) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def _encode_hashed(column) -> Ids:
+def _encode_hashed(column: Any) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -152,19 +152,48 @@ def _encode_hashed(column) -> Ids:
     return Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
 
 
-def _encode_list(items: list[str]) -> Ids:
+def encode_id_list(items: list[str]) -> Ids:
     index: dict[str, int] = {}
     codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def _strings(items: list[str]) -> Strings:
+def string_column(items: list[str]) -> Strings:
     import pyarrow as pa
 
     return Strings(pa.array(items, type=pa.string()))
 
 
-def _check_finite(table: Table, what: str) -> None:
+def has_empty(column: Any) -> bool:
+    """Whether a string column (chunked or not, no nulls) holds an empty string: two equal offsets, looked at
+    chunk by chunk."""
+    import pyarrow as pa
+
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        n = len(chunk)
+        if n:
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
+            if (offsets[1:] == offsets[:-1]).any():
+                return True
+    return False
+
+
+def numpy_column(column: Any) -> np.ndarray:
+    """A numeric Arrow column (chunked or not) as one contiguous float64 numpy array, chunk by chunk (a chunked
+    array's own ``to_numpy`` goes through pandas)."""
+    import pyarrow as pa
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = np.empty(len(column), dtype=np.float64)
+    at = 0
+    for chunk in chunks:
+        n = len(chunk)
+        out[at:at + n] = chunk.to_numpy(zero_copy_only=False)
+        at += n
+    return out
+
+
+def check_finite(table: Table, what: str) -> None:
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
         raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "
