@@ -17,6 +17,7 @@ import numpy as np
 from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
+from .readers.table import numpy_values
 from .spec import Gain, Metric
 
 
@@ -139,8 +140,8 @@ def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
     """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
     import pyarrow.compute as pc
 
-    idx = pc.index_in(strings, value_set=value_set)
-    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    idx = pc.fill_null(pc.index_in(strings, value_set=value_set), -1)
+    return numpy_values(idx, np.int32).astype(np.int64)
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:

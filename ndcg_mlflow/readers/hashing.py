@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table
+from .table import Ids, Table, arrow_values, numpy_values
 from .text import open_file
 
 
@@ -107,14 +107,21 @@ def _chunk_hashes(chunk: Any) -> np.ndarray:
         np.zeros(1, dtype=np.uint8)
     starts = offsets[:-1]
     lengths = (offsets[1:] - starts).astype(np.int64)
-    decimal = pc.ascii_is_decimal(chunk).to_numpy(zero_copy_only=False)
+    if lengths.max() <= 18 and lengths.min() >= 1:  # the common case first: a chunk of decimal ids
+        try:
+            ints = numpy_values(pc.cast(chunk, pa.int64()), np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            ints = None
+        # Arrow's cast also takes a sign and leading zeros: canonical means as many digits as bytes
+        if ints is not None and (ints >= 0).all() and \
+                (np.searchsorted(_POW10, ints, side="right") + 1 == lengths).all():
+            return _int_hashes(ints)
+    decimal = numpy_values(pc.ascii_is_decimal(chunk), np.bool_)
     first = data[np.minimum(starts, data.size - 1)]
     canonical = decimal & (lengths <= 18) & ((first != _ZERO) | (lengths == 1))
-    if canonical.all():
-        return _int_hashes(pc.cast(chunk, pa.int64()).to_numpy(zero_copy_only=False))
     h = _byte_hashes(data, starts.astype(np.int64), lengths)
     if canonical.any():
-        ints = pc.cast(chunk.filter(pa.array(canonical)), pa.int64()).to_numpy(zero_copy_only=False)
+        ints = numpy_values(pc.cast(chunk.filter(arrow_values(canonical)), pa.int64()), np.int64)
         h[canonical] = _int_hashes(ints)
     return h
 

@@ -46,12 +46,10 @@ class Strings:
         return self.array[int(i)].as_py()
 
     def take(self, rows: np.ndarray) -> list[str]:
-        return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+        return self.array.take(arrow_values(np.asarray(rows, dtype=np.int64))).to_pylist()
 
     def filter(self, mask: np.ndarray) -> Strings:
-        import pyarrow as pa
-
-        return Strings(self.array.filter(pa.array(mask)))
+        return Strings(self.array.filter(arrow_values(np.asarray(mask, dtype=bool))))
 
 
 @dataclass
@@ -127,12 +125,12 @@ def encode_ids(column: Any) -> Ids:
     for chunk in chunks:
         n = len(chunk)
         if n:
-            change = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
             at = np.flatnonzero(np.r_[True, change])
             if len(heads) + at.size > 100_000 and at.size > n // 8:  # not grouped by query
                 return _encode_hashed(column)
             heads_at.append(at + base)
-            heads.extend(chunk.take(pa.array(at)).to_pylist())
+            heads.extend(chunk.take(arrow_values(at)).to_pylist())
         base += n
     index: dict[str, int] = {}
     head_codes = np.fromiter((index.setdefault(h, len(index)) for h in heads), dtype=np.int32, count=len(heads))
@@ -148,7 +146,7 @@ def _encode_hashed(column: Any) -> Ids:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     enc = pc.dictionary_encode(column)
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    codes = numpy_values(enc.indices, np.int32)
     return Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
 
 
@@ -178,19 +176,61 @@ def has_empty(column: Any) -> bool:
     return False
 
 
-def numpy_column(column: Any) -> np.ndarray:
-    """A numeric Arrow column (chunked or not) as one contiguous float64 numpy array, chunk by chunk (a chunked
-    array's own ``to_numpy`` goes through pandas)."""
+# Arrow <-> numpy without pandas: pyarrow's own conversions (``to_numpy``, ``pa.array`` of an ndarray) import pandas
+# when it is installed, which costs more than reading a large file's ids takes; these read and wrap the buffers.
+
+
+def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
+    """A fixed-width Arrow column without nulls (chunked or not; numbers or booleans) as one numpy array of
+    ``dtype`` (the column's own width: float64, int64, int32 or bool)."""
     import pyarrow as pa
 
+    dtype = np.dtype(dtype)
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    out = np.empty(len(column), dtype=np.float64)
+    if len(chunks) == 1:
+        return _chunk_values(chunks[0], dtype)
+    out = np.empty(len(column), dtype=dtype)
     at = 0
     for chunk in chunks:
         n = len(chunk)
-        out[at:at + n] = chunk.to_numpy(zero_copy_only=False)
+        out[at:at + n] = _chunk_values(chunk, dtype)
         at += n
     return out
+
+
+def _chunk_values(chunk: Any, dtype: np.dtype) -> np.ndarray:
+    n = len(chunk)
+    if chunk.null_count:
+        raise ValueError("a column with nulls has no plain numpy values")
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    buf = chunk.buffers()[1]
+    if dtype == np.bool_:
+        bits = np.frombuffer(buf, dtype=np.uint8)
+        return np.unpackbits(bits, count=chunk.offset + n, bitorder="little")[chunk.offset:].view(np.bool_)
+    if chunk.type.bit_width != 8 * dtype.itemsize:
+        raise TypeError(f"a {chunk.type} column is not read as {dtype}")
+    return np.frombuffer(buf, dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
+
+
+def arrow_values(values: np.ndarray) -> Any:
+    """A numpy array of int32, int64, float64 or bool as an Arrow array over the same memory (packed bits for
+    booleans)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    types = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64(), np.dtype(np.float64): pa.float64()}
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), values.size, [None, pa.py_buffer(bits)])
+    if values.dtype not in types:
+        values = values.astype(np.int64)
+    return pa.Array.from_buffers(types[values.dtype], values.size, [None, pa.py_buffer(values)])
+
+
+def numpy_column(column: Any) -> np.ndarray:
+    """A float64 Arrow column without nulls (chunked or not) as one contiguous float64 numpy array."""
+    return numpy_values(column, np.float64)
 
 
 def check_finite(table: Table, what: str) -> None:
