@@ -137,11 +137,11 @@ class JudgedIndex:
 
 
 def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
-    """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
+    """Position of each id in ``value_set`` (a pyarrow array; int32), -1 where absent (Arrow's hash lookup)."""
     import pyarrow.compute as pc
 
     idx = pc.fill_null(pc.index_in(strings, value_set=value_set), -1)
-    return numpy_values(idx, np.int32).astype(np.int64)
+    return numpy_values(idx, np.int32)
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:

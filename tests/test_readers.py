@@ -738,3 +738,14 @@ def test_an_id_hashes_alike_in_every_chunk_and_a_duplicate_across_chunks_is_foun
                     "score": pa.chunked_array([[4.0, 3.0], [2.0, 1.0]])})
     with pytest.raises(DataError, match=r"row 4: document '1' is listed twice for query 'q' \(first at row 1\)"):
         table_from_object(run, "run", "systems['a']")
+
+
+@pytest.mark.parametrize("line", ["q1 Q0 d2 2 1.5 ", "q1  d2 2 1.5 t", "q1 Q0 d2  1.5 t", " q1 Q0 d2 2 1.5"],
+                         ids=["empty-tag", "empty-q0", "empty-rank", "leading-separator"])
+@pytest.mark.parametrize("rank", [True, False])
+def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path, line, rank):
+    """Six fields on the line when split at every separator, one of them empty (in a column that is not
+    otherwise used): split on runs of separators the line has five, and the error names it."""
+    p = write(tmp_path, "run.txt", f"q1 Q0 d1 1 2.5 t\n{line}\nq1 Q0 d3 3 0.5 t\n")
+    with pytest.raises(DataError, match=r"run\.txt:2: expected 6 fields .* found 5"):
+        read_run(p, rank=rank)

@@ -64,10 +64,12 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
 
     names = list(TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    # every column is read (the unused ones as strings) so that an empty field, which the line-by-line split
-    # on runs of separators would not see, sends the file to the line-by-line reader
-    types = {c: pa.string() for c in names}
-    types[value_col] = pa.float64()
+    # every column is read so that an empty field, which the line-by-line split on runs of separators would not
+    # see, sends the file to the line-by-line reader; the unused ones dictionary-encoded (a code per row, their few
+    # distinct values looked at once)
+    unused = pa.dictionary(pa.int32(), pa.string())
+    types = {c: unused for c in names}
+    types.update({"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()})
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
     try:
@@ -83,11 +85,23 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise FastPathRefused() from None
-    if tbl.num_rows == 0 or any(types[c] == pa.string() and has_empty(tbl.column(c)) for c in names):
+    if tbl.num_rows == 0 or any(has_empty(_strings_of(tbl.column(c))) for c in names if types[c] != pa.float64()):
         raise FastPathRefused()
     rank = numpy_column(tbl.column("rank")) if types.get("rank") == pa.float64() else None
-    return Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
-                 numpy_column(tbl.column(value_col)), rank, "trec")
+    table = Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
+                  numpy_column(tbl.column(value_col)), rank, "trec")
+    del tbl  # the other columns and the parser's buffers: handed back to the system, not kept by Arrow's pool
+    pa.default_memory_pool().release_unused()
+    return table
+
+
+def _strings_of(column: Any) -> Any:
+    """A string column, or the dictionaries of a dictionary-encoded one (every value a row holds is in them)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type):
+        return column
+    return pa.chunked_array([c.dictionary for c in column.chunks], type=column.type.value_type)
 
 
 def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:
