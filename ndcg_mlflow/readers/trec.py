@@ -28,13 +28,45 @@ from .text import BOM, checked_number, clip, open_data, scan_text, split_fields,
 
 
 def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
-    delimiter = _trec_delimiter(path)
-    if delimiter is not None:
+    """A TREC file through Arrow's reader when :func:`_trec_delimiter` clears it, else line by line.
+
+    The scan of the bytes that decides it runs beside Arrow's parse, which starts on the separator of the
+    file's first block; the parse is kept only when the scan then names the same separator (a lone CR the
+    scan finds is the error, whatever the parse gave)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guess = _first_block_delimiter(path)
+    table: Table | None = None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        decided = pool.submit(_trec_delimiter, path)
+        if guess is not None:
+            try:
+                table = _trec_arrow(path, kind, guess, rank)
+            except FastPathRefused:
+                table = None
+            except BaseException:
+                decided.result()  # the scan's error (a lone CR) comes first
+                raise
+        delimiter = decided.result()
+    if delimiter is not None and delimiter == guess:
+        if table is not None:
+            return table
+    elif delimiter is not None:
         try:
             return _trec_arrow(path, kind, delimiter, rank)
         except FastPathRefused:
             pass
     return _trec_python(path, kind, rank)
+
+
+def _first_block_delimiter(path: Path) -> str | None:
+    """The only one of space and tab in the file's first block (None when it has both, neither, or a BOM)."""
+    with open_data(path) as fh:
+        block = fh.read(1 << 16)
+    if block.startswith(BOM):
+        return None
+    space, tab = b" " in block, b"\t" in block
+    return " " if space and not tab else ("\t" if tab and not space else None)
 
 
 class FastPathRefused(Exception):
