@@ -17,7 +17,7 @@ import numpy as np
 from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
-from .readers.table import numpy_values
+from .readers.table import numpy_values_or
 from .spec import Gain, Metric
 
 
@@ -140,8 +140,7 @@ def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
     """Position of each id in ``value_set`` (a pyarrow array; int32), -1 where absent (Arrow's hash lookup)."""
     import pyarrow.compute as pc
 
-    idx = pc.fill_null(pc.index_in(strings, value_set=value_set), -1)
-    return numpy_values(idx, np.int32)
+    return numpy_values_or(pc.index_in(strings, value_set=value_set), np.int32, -1)
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:

@@ -198,6 +198,30 @@ def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
     return out
 
 
+def numpy_values_or(column: Any, dtype: Any, missing: Any) -> np.ndarray:
+    """A fixed-width Arrow column (chunked or not) as one numpy array of ``dtype``, ``missing`` where null."""
+    import pyarrow as pa
+
+    dtype = np.dtype(dtype)
+    out = np.empty(len(column), dtype=dtype)
+    at = 0
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        n = len(chunk)
+        if n:
+            bits = chunk.buffers()[0]
+            values = np.frombuffer(chunk.buffers()[1], dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
+            if chunk.null_count and bits is not None:
+                valid = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=chunk.offset + n,
+                                      bitorder="little")[chunk.offset:].view(np.bool_)
+                out[at:at + n] = np.where(valid, values, missing)
+            elif chunk.null_count:  # all null
+                out[at:at + n] = missing
+            else:
+                out[at:at + n] = values
+        at += n
+    return out
+
+
 def _chunk_values(chunk: Any, dtype: np.dtype) -> np.ndarray:
     n = len(chunk)
     if chunk.null_count:
