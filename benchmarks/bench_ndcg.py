@@ -658,6 +658,9 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         c = best["cli"]
         share = (c["report_s"] + c["logging_s"]) / c["seconds"]
         checks.append(("CLI: report + logging share of the run", share, REPORT_LOGGING_BUDGET))
+    parse = f["import_s"] + f["read_s"]
+    print(f"the TREC floor: import + parse {parse:.2f} s, dictionary encoding of the ids {f['compute_s']:.2f} s; "
+          f"ndcg_mlflow is {o['seconds'] / parse:.2f}x the parse alone (for information: no target)")
     print()
     ok_all = agree
     for name, value, target in checks:
