@@ -165,7 +165,7 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     """
     q_map = index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
-    q = q_map[run.query.codes]
+    q = q_map.astype(np.int32)[run.query.codes]  # (int32 codes: 4 bytes a row)
     kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
     if kept is not None:
         q = q[kept]
