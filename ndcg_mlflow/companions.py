@@ -19,7 +19,7 @@ import numpy as np
 from .errors import DataError, SpecError
 from .kernel import depth_of
 from .readers.hashing import string_hashes
-from .readers.small import _small_rows
+from .readers.small import small_rows
 
 
 @dataclass
@@ -35,7 +35,7 @@ def read_duplicate_groups(path) -> DuplicateGroups:
     docs, groups = [], []
     index: dict[str, int] = {}
     seen: dict[str, int] = {}
-    for line, (doc, group) in _small_rows(path, ("doc_id", "group")):
+    for line, (doc, group) in small_rows(path, ("doc_id", "group")):
         if doc in seen:
             raise DataError(path, f"document {doc!r} is listed twice (first at line {seen[doc]}).", line)
         seen[doc] = line
@@ -51,7 +51,7 @@ def read_catalog(path) -> object:
     import pyarrow as pa
 
     ids, seen = [], set()
-    for _, (doc,) in _small_rows(path, ("doc_id",)):
+    for _, (doc,) in small_rows(path, ("doc_id",)):
         if doc not in seen:
             seen.add(doc)
             ids.append(doc)

@@ -17,6 +17,7 @@ import numpy as np
 from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
+from .readers.table import numpy_values_or
 from .spec import Gain, Metric
 
 
@@ -136,11 +137,10 @@ class JudgedIndex:
 
 
 def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
-    """Position of each id in ``value_set`` (a pyarrow array), -1 where absent (Arrow's hash lookup)."""
+    """Position of each id in ``value_set`` (a pyarrow array; int32), -1 where absent (Arrow's hash lookup)."""
     import pyarrow.compute as pc
 
-    idx = pc.index_in(strings, value_set=value_set)
-    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return numpy_values_or(pc.index_in(strings, value_set=value_set), np.int32, -1)
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:
@@ -165,7 +165,7 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     """
     q_map = index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
-    q = q_map[run.query.codes]
+    q = q_map.astype(np.int32)[run.query.codes]  # (int32 codes: 4 bytes a row)
     kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
     if kept is not None:
         q = q[kept]

@@ -300,7 +300,7 @@ def rows_of(table) -> list[tuple]:
 def line_by_line(monkeypatch) -> None:
     """Force the line-by-line readers (the Arrow fast paths refuse every file)."""
     def no_delimiter(path, *_):
-        getattr(readers_text, "_scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
+        getattr(readers_text, "scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
         return None
 
     monkeypatch.setattr(readers_trec, "_trec_delimiter", no_delimiter)
@@ -308,10 +308,10 @@ def line_by_line(monkeypatch) -> None:
 
     def no_arrow(path, kind, fmt):
         delim = "," if fmt == "csv" else "\t"
-        readers_text._scan_text(path)
-        header_line, first = readers_text._first_line(path)
-        header = readers_text._csv_fields(first, delim, path, header_line, fmt.upper())
-        value_col, rank_col, _ = readers_columns._required_columns(kind, header, path, header_line)
+        readers_text.scan_text(path)
+        header_line, first = readers_text.first_line(path)
+        header = readers_text.csv_fields(first, delim, path, header_line, fmt.upper())
+        value_col, rank_col, _ = readers_columns.required_columns(kind, header, path, header_line)
         return real(path, kind, delim, value_col, rank_col, fmt)
 
     monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)

@@ -456,13 +456,13 @@ from ndcg_mlflow.readers import trec as readers_trec  # noqa: E402
 
 def force_line_reader(monkeypatch):
     """Make the Arrow fast paths refuse every file, so the line-by-line readers run."""
-    monkeypatch.setattr(readers_trec, "_trec_delimiter", lambda path: (readers_text._scan_text(path), None)[1])
+    monkeypatch.setattr(readers_trec, "_trec_delimiter", lambda path: (readers_text.scan_text(path), None)[1])
 
     def no_arrow(path, kind, fmt):
-        readers_text._scan_text(path)
-        header_line, first = readers_text._first_line(path)
-        header = readers_text._csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
-        value_col, rank_col, _ = readers_columns._required_columns(kind, header, path, header_line)
+        readers_text.scan_text(path)
+        header_line, first = readers_text.first_line(path)
+        header = readers_text.csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
+        value_col, rank_col, _ = readers_columns.required_columns(kind, header, path, header_line)
         return readers_columns._delimited_python(path, kind, "," if fmt == "csv" else "\t", value_col, rank_col, fmt)
 
     monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)
@@ -715,3 +715,37 @@ def test_crlf_across_the_scan_blocks_and_a_late_lone_cr(tmp_path):
     lines[late] = lines[late].replace(" t\r\n", " t\rx\r\n")
     bad = write(tmp_path, "bad.run", "".join(lines))
     expect_data_error(read_run, bad, late + 1, contains="carriage return")
+
+
+# --------------------------------------------------------------------------- id hashes across chunks
+
+
+def test_an_id_hashes_alike_in_every_chunk_and_a_duplicate_across_chunks_is_found():
+    """Decimal ids hash through their value, other ids through their bytes, decided id by id: a document
+    repeated in a chunk of decimal ids and in a chunk that also holds a non-decimal id is still a duplicate
+    (a block of a large file holds only decimal ids while a later block does not)."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.readers import string_hashes, table_from_object
+
+    docs = pa.chunked_array([["7", "12", "0", "5"], ["x", "12", "012", "+5", "5 ", "0"]])
+    h = string_hashes(docs)
+    assert h[1] == h[5] and h[2] == h[9]  # '12' and '0' in both chunks
+    assert len({int(v) for v in h}) == 8  # '012', '+5' and '5 ' are other ids than '12' and '5'
+    assert string_hashes(pa.array(["12"]))[0] == h[1]
+    run = pa.table({"query_id": pa.chunked_array([["q", "q"], ["q", "q"]]),
+                    "doc_id": pa.chunked_array([["1", "2"], ["x", "1"]]),
+                    "score": pa.chunked_array([[4.0, 3.0], [2.0, 1.0]])})
+    with pytest.raises(DataError, match=r"row 4: document '1' is listed twice for query 'q' \(first at row 1\)"):
+        table_from_object(run, "run", "systems['a']")
+
+
+@pytest.mark.parametrize("line", ["q1 Q0 d2 2 1.5 ", "q1  d2 2 1.5 t", "q1 Q0 d2  1.5 t", " q1 Q0 d2 2 1.5"],
+                         ids=["empty-tag", "empty-q0", "empty-rank", "leading-separator"])
+@pytest.mark.parametrize("rank", [True, False])
+def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path, line, rank):
+    """Six fields on the line when split at every separator, one of them empty (in a column that is not
+    otherwise used): split on runs of separators the line has five, and the error names it."""
+    p = write(tmp_path, "run.txt", f"q1 Q0 d1 1 2.5 t\n{line}\nq1 Q0 d3 3 0.5 t\n")
+    with pytest.raises(DataError, match=r"run\.txt:2: expected 6 fields .* found 5"):
+        read_run(p, rank=rank)

@@ -6,28 +6,32 @@ import csv
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
 from ..spec import dataset_files, shown_path, source_problem
-from .hashing import _dedupe_qrels, _first_duplicate
-from .table import QRELS, RUN, Strings, Table, _check_finite, _encode, _encode_list, _strings
+from .hashing import dedupe_qrels, first_duplicate
+from .table import QRELS, RUN, Strings, Table, check_finite, encode_id_list, encode_ids, numpy_column, string_column
 from .text import (
-    _BOM,
-    _COMPRESSION,
-    _blank,
-    _check_file,
-    _clip,
-    _csv_fields,
-    _first_line,
-    _number,
-    _open,
-    _open_data,
-    _scan_text,
-    _text_lines,
+    BOM,
+    COMPRESSION,
+    check_file,
+    checked_number,
+    clip,
+    csv_fields,
+    first_line,
+    is_blank,
+    open_data,
+    open_file,
+    scan_text,
+    text_lines,
 )
-from .trec import _FastPathRefused, _read_trec, _valid_utf8
+from .trec import FastPathRefused, read_trec, valid_utf8
+
+# (query ids, doc ids, values, ranks) of a columnar source: Arrow string columns and float64 arrays (or None)
+ArrowColumns = tuple[Any, Any, "np.ndarray | None", "np.ndarray | None"]
 
 # --------------------------------------------------------------------------- public entry points
 
@@ -36,12 +40,12 @@ def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str,
     """Read judgments. A document judged twice with different grades is an error; twice alike is merged.
 
     ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``)."""
-    return _checked_qrels(_read(Path(path), QRELS, format, columns=columns))
+    return checked_qrels(_read(Path(path), QRELS, format, columns=columns))
 
 
-def _checked_qrels(table: Table) -> Table:
-    _check_finite(table, "grade")
-    return _dedupe_qrels(table)
+def checked_qrels(table: Table) -> Table:
+    check_finite(table, "grade")
+    return dedupe_qrels(table)
 
 
 def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
@@ -51,16 +55,16 @@ def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
     """
-    return _checked_run(_read(Path(path), RUN, format, rank, columns))
+    return checked_run(_read(Path(path), RUN, format, rank, columns))
 
 
-def _checked_run(table: Table) -> Table:
-    _check_finite(table, "score")
+def checked_run(table: Table) -> Table:
+    check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
         if bad.size:
             raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
-    dup = _first_duplicate(table)
+    dup = first_duplicate(table)
     if dup is not None:
         first, second = dup
         raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
@@ -77,7 +81,7 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
     if suffix in (".bz2", ".xz"):
         raise DataError(path, f"{suffix[1:]} files are not read; decompress it first, or compress it with gzip "
                               f"(.gz) or zstd (.zst).")
-    if suffix in _COMPRESSION:
+    if suffix in COMPRESSION:
         suffix = Path(path.stem).suffix.lower()
         if suffix == ".parquet" or declared == "parquet":
             raise DataError(path, "a compressed Parquet file is not read: Parquet compresses inside the file "
@@ -90,20 +94,20 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
         return "jsonl"
     if suffix in (".csv", ".tsv"):
         delim = "," if suffix == ".csv" else "\t"
-        _, first = _first_line(path)
-        names = [c.lower() for c in _csv_fields(first, delim)]
-        if _source_name(columns, "query_id").lower() in names:
+        _, first = first_line(path)
+        names = [c.lower() for c in csv_fields(first, delim)]
+        if source_name(columns, "query_id").lower() in names:
             return suffix[1:]
     return "trec"
 
 
-def _source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
+def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
     """The name a source uses for one of the tool's columns (``query_id``, ``doc_id``, ``grade``, ``score``,
     ``rank``), under a column mapping."""
     return dict(columns).get(name, name)
 
 
-def _canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
+def canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
     """A source's column names as the tool's names: mapped ones renamed, and a name the mapping replaces (a
     ``score`` column when ``score`` is mapped to ``prediction``) hidden, so it is not taken by mistake."""
     if not columns:
@@ -116,16 +120,16 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
     files = dataset_files(path)
     if files is not None:
         return _read_dataset(path, files, kind, format, columns)
-    _check_file(path)
+    check_file(path)
     fmt = detect_format(path, format, columns)
     if path.stat().st_size == 0:
         raise DataError(path, f"the {kind} file is empty.")
     if fmt == "trec":
         if columns:
             raise DataError(path, f"the file is read as TREC (its first line names no column "
-                                  f"{_source_name(columns, 'query_id')!r}), which has no column names to map; a "
+                                  f"{source_name(columns, 'query_id')!r}), which has no column names to map; a "
                                   f"column mapping is for csv, tsv, jsonl and parquet sources.")
-        return _read_trec(path, kind, rank)
+        return read_trec(path, kind, rank)
     mapped = (columns,) if columns else ()  # (the readers' plain signatures stay as they were)
     if fmt in ("csv", "tsv"):
         return _read_delimited(path, kind, fmt, *mapped)
@@ -134,7 +138,8 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
     return _read_parquet(path, kind, *mapped)
 
 
-def _read_dataset(path: Path, files: list[Path], kind: str, format: str, columns) -> Table:
+def _read_dataset(path: Path, files: list[Path], kind: str, format: str,
+                  columns: tuple[tuple[str, str], ...]) -> Table:
     """A Parquet folder or glob: its files in sorted order, read as one table (errors name the file and row;
     a (query, doc) pair repeated across files names the row of the whole dataset)."""
     import pyarrow as pa
@@ -152,10 +157,10 @@ def _read_dataset(path: Path, files: list[Path], kind: str, format: str, columns
     doc = pa.chunked_array([c for p in parts for c in _chunks(p[1])], type=pa.string())
     value = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
     rank = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
-    return _table_from_columns(path, kind, "parquet", query, doc, value, rank)
+    return table_from_columns(path, kind, "parquet", query, doc, value, rank)
 
 
-def _chunks(column) -> list:
+def _chunks(column: Any) -> list[Any]:
     import pyarrow as pa
 
     return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
@@ -164,7 +169,7 @@ def _chunks(column) -> list:
 # --------------------------------------------------------------------------- named columns
 
 
-def _required_columns(kind: str, present: list[str], path: str | Path,
+def required_columns(kind: str, present: list[str], path: str | Path,
                       line: int | None = 1) -> tuple[str | None, str | None, None]:
     """(value column, rank column) for the present column names; a needed name present twice is an error."""
     needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
@@ -194,19 +199,19 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
     from pyarrow import csv as pacsv
 
     delimiter = "," if fmt == "csv" else "\t"
-    scan = _scan_text(path)  # refuses a lone CR, whichever reader runs
-    header_line, first = _first_line(path)
-    header = _csv_fields(first, delimiter, path, header_line, fmt.upper())
-    value_col, rank_col, _ = _required_columns(kind, _canonical_names(header, columns), path, header_line)
-    src = {c: _source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
+    scan = scan_text(path)  # refuses a lone CR, whichever reader runs
+    header_line, first = first_line(path)
+    header = csv_fields(first, delimiter, path, header_line, fmt.upper())
+    value_col, rank_col, _ = required_columns(kind, canonical_names(header, columns), path, header_line)
+    src = {c: source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
     include = [src[c] for c in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]]
     types = {src["query_id"]: pa.string(), src["doc_id"]: pa.string()}
     types.update({src[c]: pa.float64() for c in (value_col, rank_col) if c})
-    with _open_data(path) as fh:
-        bom = fh.read(3) == _BOM
+    with open_data(path) as fh:
+        bom = fh.read(3) == BOM
     try:
         if bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
-            raise _FastPathRefused()
+            raise FastPathRefused()
         tbl = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(block_size=1 << 24),
@@ -215,18 +220,18 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include, null_values=[],
                                                  strings_can_be_null=False),
         )
-        if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
-            raise _FastPathRefused()
+        if tbl.num_rows == 0 or not valid_utf8(tbl, ("query_id", "doc_id")):
+            raise FastPathRefused()
         ids = {c: _trimmed(tbl.column(src[c])) for c in ("query_id", "doc_id")}
         for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
             if pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py() or \
                     pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
-                raise _FastPathRefused()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, _FastPathRefused):
+                raise FastPathRefused()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, FastPathRefused):
         return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt, columns)
-    return _table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
-                               tbl.column(src[value_col]).to_numpy() if value_col else None,
-                               tbl.column(src[rank_col]).to_numpy() if rank_col else None, header_lines=1)
+    return table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
+                               numpy_column(tbl.column(src[value_col])) if value_col else None,
+                               numpy_column(tbl.column(src[rank_col])) if rank_col else None, header_lines=1)
 
 
 def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
@@ -239,13 +244,13 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
     ds: list[str] = []
     vs: list[float] = []
     rs: list[float] = []
-    for lineno, text in _text_lines(path):
-        if _blank(text):
+    for lineno, text in text_lines(path):
+        if is_blank(text):
             continue
-        fields = _csv_fields(text, delimiter, path, lineno, fmt.upper())
+        fields = csv_fields(text, delimiter, path, lineno, fmt.upper())
         if header is None:
             header = fields
-            named = _canonical_names(header, columns)
+            named = canonical_names(header, columns)
             idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
                                                                                     if c]}
             continue
@@ -258,16 +263,16 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
                 raise DataError(path, f"{name} is empty; every row needs a {name}.", lineno)
             out.append(value)
         if value_col:
-            vs.append(_number(path, lineno, fields[idx[value_col]], value_col))
+            vs.append(checked_number(path, lineno, fields[idx[value_col]], value_col))
         if rank_col:
-            rs.append(_number(path, lineno, fields[idx[rank_col]], rank_col))
+            rs.append(checked_number(path, lineno, fields[idx[rank_col]], rank_col))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return _table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
+    return table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
                                np.asarray(rs) if rank_col else None, header_lines=1)
 
 
-def _trimmed(column):
+def _trimmed(column: Any) -> Any:
     """Ids without surrounding ASCII spaces and tabs (``q1, d2`` in a CSV means ids 'q1' and 'd2')."""
     import pyarrow.compute as pc
 
@@ -277,7 +282,7 @@ def _trimmed(column):
 def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
     import json
 
-    def unique_keys(pairs):
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = {}
         for k, v in pairs:
             if k in obj:
@@ -290,8 +295,8 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
     vs: list[float] = []
     rs: list[float] = []
     value_col = rank_col = None
-    for lineno, text in _text_lines(path):
-        if _blank(text):
+    for lineno, text in text_lines(path):
+        if is_blank(text):
             continue
         try:
             obj = json.loads(text, object_pairs_hook=unique_keys)
@@ -300,21 +305,21 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
         except RecursionError:
             raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
         except _DuplicateKey as exc:
-            raise DataError(path, f"field {_clip(exc.args[0], 60)!r} appears twice in the object; each field is "
+            raise DataError(path, f"field {clip(exc.args[0], 60)!r} appears twice in the object; each field is "
                                   f"named once.", lineno) from None
         if not isinstance(obj, dict):
             raise DataError(path, "each line must be a JSON object.", lineno)
         if columns:
-            obj = dict(zip(_canonical_names(list(obj), columns), obj.values()))
+            obj = dict(zip(canonical_names(list(obj), columns), obj.values()))
         if value_col is None and rank_col is None:
-            value_col, rank_col, _ = _required_columns(kind, list(obj), path, lineno)
+            value_col, rank_col, _ = required_columns(kind, list(obj), path, lineno)
         for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
             if col not in obj:
                 raise DataError(path, f"missing field {col!r}.", lineno)
         for col, out in (("query_id", qs), ("doc_id", ds)):
             v = obj[col]
             if v is None or not isinstance(v, (str, int)) or isinstance(v, bool):
-                raise DataError(path, f"{col} must be a string (or an integer), got {_clip(json.dumps(v), 60)}.",
+                raise DataError(path, f"{col} must be a string (or an integer), got {clip(json.dumps(v), 60)}.",
                                 lineno)
             v = str(v)
             if not v:
@@ -333,12 +338,12 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
                 except OverflowError:
                     ok = False
                 if not ok:
-                    raise DataError(path, f"{name} must be a finite number, got {_clip(json.dumps(v), 60)}.",
+                    raise DataError(path, f"{name} must be a finite number, got {clip(json.dumps(v), 60)}.",
                                     lineno)
                 numbers.append(float(v))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return _table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
+    return table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
                                np.asarray(rs) if rank_col else None)
 
 
@@ -347,29 +352,29 @@ class _DuplicateKey(Exception):
 
 
 def _read_parquet(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
-    return _table_from_columns(path, kind, "parquet", *_parquet_columns(path, kind, columns))
+    return table_from_columns(path, kind, "parquet", *_parquet_columns(path, kind, columns))
 
 
-def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()):
+def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> ArrowColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        with _open(path) as fh:
+        with open_file(path) as fh:
             parquet = pq.ParquetFile(fh)
-            value_col, rank_col, _ = _required_columns(kind, _canonical_names(parquet.schema_arrow.names, columns),
+            value_col, rank_col, _ = required_columns(kind, canonical_names(parquet.schema_arrow.names, columns),
                                                        path, None)
             needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
-            tbl = parquet.read(columns=[_source_name(columns, c) for c in needed])
+            tbl = parquet.read(columns=[source_name(columns, c) for c in needed])
     except (pa.ArrowException, OSError) as exc:
-        raise DataError(path, f"not a readable Parquet file: {_clip(str(exc), 300)}") from None
+        raise DataError(path, f"not a readable Parquet file: {clip(str(exc), 300)}") from None
     import pyarrow as pa
 
-    named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
-    return _arrow_columns(named, str(path), value_col, rank_col)
+    named = pa.table({c: tbl.column(source_name(columns, c)) for c in needed})
+    return arrow_columns(named, str(path), value_col, rank_col)
 
 
-def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
+def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | None) -> ArrowColumns:
     """(query ids, doc ids, values, ranks) of an Arrow table with the tool's column names, checked as every
     format is: ids of a string type (dictionary-encoded, large or view strings alike) or an integer type (read
     as their decimal text), non-empty; numbers of an integer or floating-point type, read as the nearest
@@ -402,15 +407,15 @@ def _arrow_columns(tbl, path: str, value_col: str | None, rank_col: str | None):
                                       f"{col.type}.")
             _refuse_nulls(path, col, c)
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
-            nums[c] = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(), dtype=np.float64)
+            nums[c] = numpy_column(pc.cast(col, pa.float64(), safe=False))
     return cols["query_id"], cols["doc_id"], nums.get(value_col), nums.get(rank_col)
 
 
-def _decoded(column):
+def _decoded(column: Any) -> Any:
     """A dictionary-encoded column as its values (text dictionaries of any string type as plain strings)."""
     import pyarrow as pa
 
-    def plain(values):
+    def plain(values: Any) -> Any:
         return values.cast(pa.string()) if pa.types.is_large_string(values.type) or \
             _is_string_view(values.type) else values
 
@@ -418,24 +423,25 @@ def _decoded(column):
     return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
 
 
-def _is_string_view(t) -> bool:
+def _is_string_view(t: Any) -> bool:
     import pyarrow as pa
 
     return bool(getattr(pa.types, "is_string_view", lambda _: False)(t))
 
 
-def _refuse_nulls(path: Path | str, col, name: str) -> None:
+def _refuse_nulls(path: Path | str, col: Any, name: str) -> None:
     if col.null_count:
         row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
         raise DataError(path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in "
                               f"every format).")
 
 
-def _table_from_columns(path: str | Path, kind: str, fmt: str, query, doc, value, rank, header_lines: int = 0) -> Table:
+def table_from_columns(path: str | Path, kind: str, fmt: str, query: Any, doc: Any, value: Any, rank: Any,
+                       header_lines: int = 0) -> Table:
     if kind == RUN and value is None:
         value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
-    q = _encode(query) if not isinstance(query, list) else _encode_list(query)
-    d = Strings(doc) if not isinstance(doc, list) else _strings(doc)
+    q = encode_ids(query) if not isinstance(query, list) else encode_id_list(query)
+    d = Strings(doc) if not isinstance(doc, list) else string_column(doc)
     if len(q) == 0:
         raise DataError(path, "the table has no rows." if fmt == "table" else f"the {kind} file has no data lines.")
     return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),

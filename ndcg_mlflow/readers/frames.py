@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
 from .columns import (
-    _arrow_columns,
-    _canonical_names,
-    _checked_qrels,
-    _checked_run,
-    _required_columns,
-    _source_name,
-    _table_from_columns,
+    arrow_columns,
+    canonical_names,
+    checked_qrels,
+    checked_run,
+    required_columns,
+    source_name,
+    table_from_columns,
 )
 from .hashing import table_digest
 from .table import QRELS, Table
-from .text import _clip
+from .text import clip
 
 # --------------------------------------------------------------------------- in-memory tables
 
 
-def table_from_object(obj, kind: str, label: str, columns: tuple[tuple[str, str], ...] | dict = ()) -> Table:
+def table_from_object(obj: Any, kind: str, label: str, columns: tuple[tuple[str, str], ...] | dict = ()) -> Table:
     """An in-memory table as the file readers' :class:`Table`, checked exactly as a file is.
 
     ``obj`` is anything Arrow reads through the Arrow C stream interface (``__arrow_c_stream__``: a pyarrow
@@ -45,21 +46,21 @@ def table_from_object(obj, kind: str, label: str, columns: tuple[tuple[str, str]
             raise DataError(label, "a column mapping is for tables with named columns, not for a nested mapping "
                                    "{query_id: {doc_id: value}}.")
         qs, ds, vs = _nested_rows(obj, kind, label)
-        table = _table_from_columns(label, kind, "table", pa.array(qs, type=pa.string()),
+        table = table_from_columns(label, kind, "table", pa.array(qs, type=pa.string()),
                                     pa.array(ds, type=pa.string()), np.asarray(vs, dtype=np.float64), None)
     else:
         tbl = _arrow_table(obj, label)
         if tbl.num_rows == 0:
             raise DataError(label, "the table has no rows.")
-        value_col, rank_col, _ = _required_columns(kind, _canonical_names(tbl.column_names, columns), label, None)
+        value_col, rank_col, _ = required_columns(kind, canonical_names(tbl.column_names, columns), label, None)
         needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
-        named = pa.table({c: tbl.column(_source_name(columns, c)) for c in needed})
-        table = _table_from_columns(label, kind, "table", *_arrow_columns(named, label, value_col, rank_col))
+        named = pa.table({c: tbl.column(source_name(columns, c)) for c in needed})
+        table = table_from_columns(label, kind, "table", *arrow_columns(named, label, value_col, rank_col))
     table.digest = table_digest(table)
-    return _checked_qrels(table) if kind == QRELS else _checked_run(table)
+    return checked_qrels(table) if kind == QRELS else checked_run(table)
 
 
-def _arrow_table(obj, label: str):
+def _arrow_table(obj: Any, label: str) -> Any:
     """Any Arrow-compatible object as a pyarrow Table (through the Arrow C stream interface when it has one)."""
     import pyarrow as pa
 
@@ -78,22 +79,22 @@ def _arrow_table(obj, label: str):
     except DataError:
         raise
     except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {_clip(str(exc), 200).rstrip('.')}. "
+        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {clip(str(exc), 200).rstrip('.')}. "
                                f"Give an "
                                f"object with the Arrow C stream interface (pyarrow, pandas, polars, DuckDB) or "
                                f"a mapping {{query_id: {{doc_id: value}}}}.") from None
 
 
-def _nested_rows(obj, kind: str, label: str) -> tuple[list[str], list[str], list[float]]:
+def _nested_rows(obj: Any, kind: str, label: str) -> tuple[list[str], list[str], list[float]]:
     import numbers
 
     what = "grade" if kind == QRELS else "score"
     qs, ds, vs = [], [], []
 
-    def text(key, where: str) -> str:
+    def text(key: Any, where: str) -> str:
         if isinstance(key, (bool, np.bool_)) or not isinstance(key, (str, numbers.Integral)):
             raise DataError(label, f"{where}: ids must be strings (or integers), got {type(key).__name__} "
-                                   f"{_clip(repr(key), 60)}.")
+                                   f"{clip(repr(key), 60)}.")
         key = str(key) if isinstance(key, str) else str(int(key))
         if not key:
             raise DataError(label, f"{where}: an id is empty; every row needs a query_id and a doc_id.")
@@ -106,13 +107,13 @@ def _nested_rows(obj, kind: str, label: str) -> tuple[list[str], list[str], list
             doc = text(d, where)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
                 raise DataError(label, f"{where}: {what} must be a finite number, got {type(v).__name__} "
-                                       f"{_clip(repr(v), 60)}.")
+                                       f"{clip(repr(v), 60)}.")
             try:
                 x = float(v)
             except OverflowError:
                 x = math.inf
             if not math.isfinite(x):
-                raise DataError(label, f"{where}: {what} must be a finite number, got {_clip(repr(v), 60)}.")
+                raise DataError(label, f"{where}: {what} must be a finite number, got {clip(repr(v), 60)}.")
             qs.append(qid)
             ds.append(doc)
             vs.append(x)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table
-from .text import _open
+from .table import Ids, Table, arrow_values, numpy_values
+from .text import open_file
 
 
 def sha256_file(path: str | Path) -> str:
@@ -17,7 +18,7 @@ def sha256_file(path: str | Path) -> str:
     bytes one after the other, in sorted file order."""
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
-        with _open(Path(part)) as fh:
+        with open_file(Path(part)) as fh:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 h.update(block)
     return h.hexdigest()
@@ -55,57 +56,91 @@ _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer: a bijection of uint64 that spreads every input bit."""
-    h = h ^ (h >> _U(30))
-    h = h * _U(0xBF58476D1CE4E5B9)
-    h = h ^ (h >> _U(27))
-    h = h * _U(0x94D049BB133111EB)
-    return h ^ (h >> _U(31))
+    """splitmix64 finalizer: a bijection of uint64 that spreads every input bit (in place when ``h`` is a
+    uint64 array of its own)."""
+    h = np.asarray(h, dtype=_U)
+    t = h >> _U(30)
+    h ^= t
+    h *= _U(0xBF58476D1CE4E5B9)
+    np.right_shift(h, _U(27), out=t)
+    h ^= t
+    h *= _U(0x94D049BB133111EB)
+    np.right_shift(h, _U(31), out=t)
+    h ^= t
+    return h
 
 
-def string_hashes(array) -> np.ndarray:
+def string_hashes(array: Any) -> np.ndarray:
     """A 64-bit hash of each string (equal strings hash equal; unequal ones rarely collide).
 
-    Canonical decimal ids (``7067032``; no sign, no leading zero) hash through their
-    integer value; other ids through FNV-1a over their UTF-8 bytes, one byte position
-    at a time across all strings of a chunk.
+    Canonical decimal ids (``7067032``; ASCII digits, no sign, no leading zero, at most 18 digits) hash
+    through their integer value; other ids through FNV-1a over their UTF-8 bytes, one byte position at a
+    time across all strings of a chunk. The choice is made id by id, so that an id hashes alike whatever
+    chunk, table or file it is in.
     """
     import pyarrow as pa
 
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    out = np.empty(len(array), dtype=_U)
+    at = 0
     with np.errstate(over="ignore"):
-        return np.concatenate([_chunk_hashes(c) for c in chunks]) if chunks else np.zeros(0, dtype=_U)
+        for chunk in chunks:
+            n = len(chunk)
+            if n:
+                out[at:at + n] = _chunk_hashes(chunk)
+            at += n
+    return out
 
 
-def _chunk_hashes(chunk) -> np.ndarray:
+_ZERO = ord("0")
+
+
+def _chunk_hashes(chunk: Any) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = len(chunk)
-    if n == 0:
-        return np.zeros(0, dtype=_U)
-    lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False).astype(np.int64)
-    if lengths.max() <= 18 and lengths.min() >= 1:
-        try:
-            pc.cast(chunk.slice(0, 64), pa.int64())  # a cheap look first: a failed cast of millions is slow
-            ints = pc.cast(chunk, pa.int64()).to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            ints = None
-        if ints is not None and (ints >= 0).all():
-            digits = np.searchsorted(_POW10, ints, side="right") + 1  # decimal digits of each value
-            if (digits == lengths).all():
-                return _mix(ints.astype(_U) + _U(0x9E3779B97F4A7C15))
-    chunk = pc.cast(chunk, pa.string()) if not pa.types.is_string(chunk.type) else chunk
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset:chunk.offset + n + 1].astype(np.int64)
+    if not pa.types.is_string(chunk.type):
+        chunk = pc.cast(chunk, pa.string())
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
     data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
         np.zeros(1, dtype=np.uint8)
     starts = offsets[:-1]
+    lengths = (offsets[1:] - starts).astype(np.int64)
+    if lengths.max() <= 18 and lengths.min() >= 1:  # the common case first: a chunk of decimal ids
+        try:
+            ints = numpy_values(pc.cast(chunk, pa.int64()), np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            ints = None
+        # Arrow's cast also takes a sign and leading zeros: canonical means as many digits as bytes
+        if ints is not None and (ints >= 0).all() and \
+                (np.searchsorted(_POW10, ints, side="right") + 1 == lengths).all():
+            return _int_hashes(ints)
+    decimal = numpy_values(pc.ascii_is_decimal(chunk), np.bool_)
+    first = data[np.minimum(starts, data.size - 1)]
+    canonical = decimal & (lengths <= 18) & ((first != _ZERO) | (lengths == 1))
+    h = _byte_hashes(data, starts.astype(np.int64), lengths)
+    if canonical.any():
+        ints = numpy_values(pc.cast(chunk.filter(arrow_values(canonical)), pa.int64()), np.int64)
+        h[canonical] = _int_hashes(ints)
+    return h
+
+
+def _int_hashes(ints: np.ndarray) -> np.ndarray:
+    h = ints.astype(_U)
+    h += _U(0x9E3779B97F4A7C15)
+    return _mix(h)
+
+
+def _byte_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """FNV-1a over each string's bytes (ids longer than ``_VECTOR_HASH_MAX`` bytes through blake2b), mixed."""
+    n = lengths.size
     h = np.full(n, 0xCBF29CE484222325, dtype=_U) ^ lengths.astype(_U)
     prime = _U(0x100000001B3)
     long_ids = np.flatnonzero(lengths > _VECTOR_HASH_MAX)
     if long_ids.size:  # one numpy pass per byte position is for short ids; long ones are hashed one by one
         for i in long_ids:
-            raw = data[offsets[i]:offsets[i + 1]].tobytes()
+            raw = data[starts[i]:starts[i] + lengths[i]].tobytes()
             h[i] = np.frombuffer(hashlib.blake2b(raw, digest_size=8).digest(), dtype=_U)[0]
         lengths = np.where(lengths > _VECTOR_HASH_MAX, 0, lengths)
     for j in range(int(lengths.max()) if lengths.size else 0):
@@ -123,7 +158,11 @@ def _pair_hashes(table: Table) -> np.ndarray:
     pairs are told apart by :func:`duplicate_pairs`, which compares the ids themselves."""
     with np.errstate(over="ignore"):
         query_mix = _mix(np.arange(1, len(table.query.values) + 1, dtype=_U))
-        return string_hashes(table.doc.array) ^ query_mix[table.query.codes]
+        keys = string_hashes(table.doc.array)
+        step = 1 << 20  # a slice at a time: no whole-column temporary
+        for a in range(0, keys.size, step):
+            keys[a:a + step] ^= query_mix[table.query.codes[a:a + step]]
+        return keys
 
 
 def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +183,7 @@ def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
     return firsts_a[equal], laters_a[equal]
 
 
-def _first_duplicate(table: Table) -> tuple[int, int] | None:
+def first_duplicate(table: Table) -> tuple[int, int] | None:
     """(first row, later row) of the duplicate whose later row comes first in the file."""
     a, b = duplicate_pairs(table)
     if not b.size:
@@ -153,7 +192,7 @@ def _first_duplicate(table: Table) -> tuple[int, int] | None:
     return int(a[i]), int(b[i])
 
 
-def _dedupe_qrels(table: Table) -> Table:
+def dedupe_qrels(table: Table) -> Table:
     a, b = duplicate_pairs(table)
     if not b.size:
         return table

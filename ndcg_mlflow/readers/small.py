@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
-from .text import _blank, _check_file, _clip, _csv_fields, _parse_number, _split_fields, _text_lines
+from .text import check_file, clip, csv_fields, is_blank, parse_number, split_fields, text_lines
 
 
 def read_query_set(path: str | Path) -> list[str]:
     """A declared query set: one query id a line (or a CSV/TSV with a ``query_id`` column)."""
     path = Path(path)
-    rows = list(_small_rows(path, ("query_id",)))
+    rows = list(small_rows(path, ("query_id",)))
     ids: list[str] = []
     seen: dict[str, int] = {}
     for line, fields in rows:
@@ -44,14 +44,14 @@ def read_weights(path: str | Path) -> dict[str, float]:
     path = Path(path)
     out: dict[str, float] = {}
     lines: dict[str, int] = {}
-    for line, fields in _small_rows(path, ("query_id", "weight")):
+    for line, fields in small_rows(path, ("query_id", "weight")):
         qid, raw = fields
         try:
-            w = _parse_number(raw)
+            w = parse_number(raw)
         except ValueError:
-            raise DataError(path, f"weight of query {qid!r} must be a number, got {_clip(raw)!r}.", line) from None
+            raise DataError(path, f"weight of query {qid!r} must be a number, got {clip(raw)!r}.", line) from None
         if not math.isfinite(w) or w <= 0:
-            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {_clip(raw)!r} "
+            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {clip(raw)!r} "
                                   f"(to leave a query out, declare a query set without it).", line)
         if qid in out:
             raise DataError(path, f"query {qid!r} has a weight twice (first at line {lines[qid]}).", line)
@@ -73,26 +73,26 @@ def read_weights(path: str | Path) -> dict[str, float]:
 # --------------------------------------------------------------------------- small files
 
 
-def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
     """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): fields separated
     by runs of ASCII spaces and tabs, or CSV/TSV whose header names ``columns`` (a header is recognized by
     ``columns[0]``). Line ends, blank lines, quoting and field trimming are those of the data readers."""
     path = Path(path)
-    _check_file(path)
+    check_file(path)
     csv.field_size_limit(sys.maxsize)
-    lines = list(_text_lines(path))
-    first = next((t for _, t in lines if not _blank(t)), "")
+    lines = list(text_lines(path))
+    first = next((t for _, t in lines if not is_blank(t)), "")
     delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
 
     def split(lineno: int, text: str) -> list[str]:
         if delim is None:
-            return _split_fields(text)
-        return _csv_fields(text, delim, path, lineno, "CSV" if delim == "," else "TSV")
+            return split_fields(text)
+        return csv_fields(text, delim, path, lineno, "CSV" if delim == "," else "TSV")
 
     header: list[str] | None = None
     idx: list[int] | None = None
     for lineno, text in lines:
-        if _blank(text):
+        if is_blank(text):
             continue
         fields = split(lineno, text)
         if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
@@ -115,7 +115,7 @@ def _small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, lis
             header = []  # the first line was data: no header in this file
             if len(fields) != len(columns):
                 raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
-                                      f"{len(fields)}: {_clip(text)!r}.", lineno)
+                                      f"{len(fields)}: {clip(text)!r}.", lineno)
             row = fields
         for c, value in zip(columns, row):
             if not value:

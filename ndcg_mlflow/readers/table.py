@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .text import _BOM, _open_data
+from .text import BOM, open_data
 
 QRELS = "qrels"
 RUN = "run"
 
-_TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
+TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
                  RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag")}
-_TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
+TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
 
 
 @dataclass
@@ -46,12 +46,10 @@ class Strings:
         return self.array[int(i)].as_py()
 
     def take(self, rows: np.ndarray) -> list[str]:
-        return self.array.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+        return self.array.take(arrow_values(np.asarray(rows, dtype=np.int64))).to_pylist()
 
     def filter(self, mask: np.ndarray) -> Strings:
-        import pyarrow as pa
-
-        return Strings(self.array.filter(pa.array(mask)))
+        return Strings(self.array.filter(arrow_values(np.asarray(mask, dtype=bool))))
 
 
 @dataclass
@@ -80,9 +78,9 @@ class Table:
         if self.source_rows is not None:
             row = int(self.source_rows[row])
         seen = -1 - self.header_lines
-        with _open_data(Path(self.path)) as fh:
+        with open_data(Path(self.path)) as fh:
             for lineno, raw in enumerate(fh, 1):
-                if lineno == 1 and raw.startswith(_BOM):
+                if lineno == 1 and raw.startswith(BOM):
                     raw = raw[3:]
                 if raw.strip(b" \t\r\n"):  # blank lines as the readers see them (line ends are LF or CRLF)
                     seen += 1
@@ -114,7 +112,7 @@ class Table:
 # --------------------------------------------------------------------------- encoding and checks
 
 
-def _encode(column) -> Ids:
+def encode_ids(column: Any) -> Ids:
     """Codes in order of first appearance. Runs group their queries, so only the boundaries
     between runs of equal ids are looked at; an ungrouped file falls back to a hash encoding."""
     import pyarrow as pa
@@ -127,12 +125,12 @@ def _encode(column) -> Ids:
     for chunk in chunks:
         n = len(chunk)
         if n:
-            change = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
             at = np.flatnonzero(np.r_[True, change])
             if len(heads) + at.size > 100_000 and at.size > n // 8:  # not grouped by query
                 return _encode_hashed(column)
             heads_at.append(at + base)
-            heads.extend(chunk.take(pa.array(at)).to_pylist())
+            heads.extend(chunk.take(arrow_values(at)).to_pylist())
         base += n
     index: dict[str, int] = {}
     head_codes = np.fromiter((index.setdefault(h, len(index)) for h in heads), dtype=np.int32, count=len(heads))
@@ -141,30 +139,125 @@ def _encode(column) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def _encode_hashed(column) -> Ids:
+def _encode_hashed(column: Any) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     enc = pc.dictionary_encode(column)
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    codes = numpy_values(enc.indices, np.int32)
     return Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
 
 
-def _encode_list(items: list[str]) -> Ids:
+def encode_id_list(items: list[str]) -> Ids:
     index: dict[str, int] = {}
     codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int32, count=len(items))
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def _strings(items: list[str]) -> Strings:
+def string_column(items: list[str]) -> Strings:
     import pyarrow as pa
 
     return Strings(pa.array(items, type=pa.string()))
 
 
-def _check_finite(table: Table, what: str) -> None:
+def has_empty(column: Any) -> bool:
+    """Whether a string column (chunked or not, no nulls) holds an empty string: two equal offsets, looked at
+    chunk by chunk."""
+    import pyarrow as pa
+
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        n = len(chunk)
+        if n:
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
+            if (offsets[1:] == offsets[:-1]).any():
+                return True
+    return False
+
+
+# Arrow <-> numpy without pandas: pyarrow's own conversions (``to_numpy``, ``pa.array`` of an ndarray) import pandas
+# when it is installed, which costs more than reading a large file's ids takes; these read and wrap the buffers.
+
+
+def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
+    """A fixed-width Arrow column without nulls (chunked or not; numbers or booleans) as one numpy array of
+    ``dtype`` (the column's own width: float64, int64, int32 or bool)."""
+    import pyarrow as pa
+
+    dtype = np.dtype(dtype)
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if len(chunks) == 1:
+        return _chunk_values(chunks[0], dtype)
+    out = np.empty(len(column), dtype=dtype)
+    at = 0
+    for chunk in chunks:
+        n = len(chunk)
+        out[at:at + n] = _chunk_values(chunk, dtype)
+        at += n
+    return out
+
+
+def numpy_values_or(column: Any, dtype: Any, missing: Any) -> np.ndarray:
+    """A fixed-width Arrow column (chunked or not) as one numpy array of ``dtype``, ``missing`` where null."""
+    import pyarrow as pa
+
+    dtype = np.dtype(dtype)
+    out = np.empty(len(column), dtype=dtype)
+    at = 0
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        n = len(chunk)
+        if n:
+            bits = chunk.buffers()[0]
+            values = np.frombuffer(chunk.buffers()[1], dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
+            if chunk.null_count and bits is not None:
+                valid = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=chunk.offset + n,
+                                      bitorder="little")[chunk.offset:].view(np.bool_)
+                out[at:at + n] = np.where(valid, values, missing)
+            elif chunk.null_count:  # all null
+                out[at:at + n] = missing
+            else:
+                out[at:at + n] = values
+        at += n
+    return out
+
+
+def _chunk_values(chunk: Any, dtype: np.dtype) -> np.ndarray:
+    n = len(chunk)
+    if chunk.null_count:
+        raise ValueError("a column with nulls has no plain numpy values")
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    buf = chunk.buffers()[1]
+    if dtype == np.bool_:
+        bits = np.frombuffer(buf, dtype=np.uint8)
+        return np.unpackbits(bits, count=chunk.offset + n, bitorder="little")[chunk.offset:].view(np.bool_)
+    if chunk.type.bit_width != 8 * dtype.itemsize:
+        raise TypeError(f"a {chunk.type} column is not read as {dtype}")
+    return np.frombuffer(buf, dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
+
+
+def arrow_values(values: np.ndarray) -> Any:
+    """A numpy array of int32, int64, float64 or bool as an Arrow array over the same memory (packed bits for
+    booleans)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    types = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64(), np.dtype(np.float64): pa.float64()}
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), values.size, [None, pa.py_buffer(bits)])
+    if values.dtype not in types:
+        values = values.astype(np.int64)
+    return pa.Array.from_buffers(types[values.dtype], values.size, [None, pa.py_buffer(values)])
+
+
+def numpy_column(column: Any) -> np.ndarray:
+    """A float64 Arrow column without nulls (chunked or not) as one contiguous float64 numpy array."""
+    return numpy_values(column, np.float64)
+
+
+def check_finite(table: Table, what: str) -> None:
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
         raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "

@@ -9,45 +9,46 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from ..errors import DataError
 from ..spec import file_problem, os_error_problem, shown_path
 
-_BOM = b"\xef\xbb\xbf"
+BOM = b"\xef\xbb\xbf"
 
 
 # --------------------------------------------------------------------------- files
 
 
-def _open(path: Path):
-    """``open(path, 'rb')`` for a file checked by :func:`_check_file`; an OSError becomes a DataError."""
+def open_file(path: Path) -> BinaryIO:
+    """``open(path, 'rb')`` for a file checked by :func:`check_file`; an OSError becomes a DataError."""
     try:
         return open(path, "rb")
     except OSError as exc:
         raise DataError(shown_path(path), os_error_problem(exc) + ".") from None
 
 
-_COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
+COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
 
 
-def _open_data(path: Path):
+def open_data(path: Path) -> BinaryIO:
     """A file's text bytes: ``.gz`` and ``.zst`` files decompressed as they are read (Arrow's codecs)."""
-    codec = _COMPRESSION.get(path.suffix.lower())
-    fh = _open(path)
+    codec = COMPRESSION.get(path.suffix.lower())
+    fh = open_file(path)
     if codec is None:
         return fh
     import io
 
     import pyarrow as pa
 
-    return io.BufferedReader(_Decompressed(path, codec, fh, pa.CompressedInputStream(pa.PythonFile(fh, "r"), codec)),
-                             buffer_size=1 << 20)
+    raw: Any = _Decompressed(path, codec, fh, pa.CompressedInputStream(pa.PythonFile(fh, "r"), codec))
+    return io.BufferedReader(raw, buffer_size=1 << 20)  # (a raw stream by duck typing)
 
 
 class _Decompressed:
     """A raw stream over Arrow's decompressing stream; a corrupt or truncated file is a DataError."""
 
-    def __init__(self, path: Path, codec: str, fh, stream):
+    def __init__(self, path: Path, codec: str, fh: BinaryIO, stream: Any) -> None:
         self.path, self.codec, self.fh, self.stream = path, codec, fh, stream
         self.closed = False
 
@@ -60,11 +61,11 @@ class _Decompressed:
     def writable(self) -> bool:
         return False
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:
         try:
             data = self.stream.read(len(buffer))
         except (OSError, ValueError, EOFError) as exc:
-            raise DataError(self.path, f"not readable as {self.codec} data: {_clip(str(exc), 200)}") from None
+            raise DataError(self.path, f"not readable as {self.codec} data: {clip(str(exc), 200)}") from None
         buffer[:len(data)] = data
         return len(data)
 
@@ -84,20 +85,20 @@ class _Decompressed:
         return False
 
 
-def _check_file(path: Path) -> None:
+def check_file(path: Path) -> None:
     problem = file_problem(path)
     if problem is not None:
         raise DataError(shown_path(path), problem + ".")
 
 
-def _first_line(path: Path) -> tuple[int, str]:
+def first_line(path: Path) -> tuple[int, str]:
     """(line number, text) of the first non-blank line (BOM and line end removed); (0, '') when none."""
-    with _open_data(path) as fh:
+    with open_data(path) as fh:
         for lineno, raw in enumerate(fh, 1):
-            if lineno == 1 and raw.startswith(_BOM):
+            if lineno == 1 and raw.startswith(BOM):
                 raw = raw[3:]
             text = _strip_line_end(raw).decode("utf-8", errors="replace")
-            if not _blank(text):
+            if not is_blank(text):
                 return lineno, text
     return 0, ""
 
@@ -110,18 +111,18 @@ _NON_FINITE_WORDS = {"nan", "inf", "infinity"}
 _LINE_ENDS = "line ends must be LF or CRLF"
 
 
-def _blank(text: str) -> bool:
+def is_blank(text: str) -> bool:
     """A line holding nothing but ASCII spaces and tabs (the only characters that separate fields)."""
     return not text.strip(" \t")
 
 
-def _split_fields(text: str) -> list[str]:
+def split_fields(text: str) -> list[str]:
     """TREC and plain small-file fields: separated by runs of ASCII spaces and tabs, nothing else."""
     text = text.strip(" \t")
     return _FIELD_SEP.split(text) if text else []
 
 
-def _parse_number(raw: str) -> float:
+def parse_number(raw: str) -> float:
     """A decimal number (``-1``, ``2.5``, ``.5``, ``1e3``); NaN or an infinity for those words (refused by the
     callers, as ``1e999`` is); ValueError for anything else (``0x10``, ``1_0``, non-ASCII digits)."""
     if _DECIMAL.fullmatch(raw):
@@ -131,13 +132,13 @@ def _parse_number(raw: str) -> float:
     raise ValueError(raw)
 
 
-def _number(path: Path, lineno: int, raw: str, what: str) -> float:
+def checked_number(path: Path, lineno: int, raw: str, what: str) -> float:
     try:
-        x = _parse_number(raw)
+        x = parse_number(raw)
     except ValueError:
-        raise DataError(path, f"{what} must be a number, got {_clip(raw)!r}.", lineno) from None
+        raise DataError(path, f"{what} must be a number, got {clip(raw)!r}.", lineno) from None
     if not math.isfinite(x):
-        raise DataError(path, f"{what} must be a finite number, got {_clip(raw)!r}.", lineno)
+        raise DataError(path, f"{what} must be a finite number, got {clip(raw)!r}.", lineno)
     return x
 
 
@@ -149,12 +150,12 @@ def _strip_line_end(raw: bytes) -> bytes:
     return raw
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its line end) of every line, LF or CRLF ended; a carriage return anywhere
     else (CR-only line ends, a stray CR inside a line) is an error naming the line, as is non-UTF-8 text."""
-    with _open_data(path) as fh:
+    with open_data(path) as fh:
         for lineno, raw in enumerate(fh, 1):
-            if lineno == 1 and raw.startswith(_BOM):
+            if lineno == 1 and raw.startswith(BOM):
                 raw = raw[3:]
             body = _strip_line_end(raw)
             if b"\r" in body:
@@ -173,7 +174,7 @@ def _lone_cr_message(body: bytes) -> str:
     return f"the line ends with a carriage return (CR) alone: {_LINE_ENDS}."
 
 
-def _clip(text: str, n: int = 120) -> str:
+def clip(text: str, n: int = 120) -> str:
     text = text.rstrip("\r\n")
     return text if len(text) <= n else text[: n - 3] + "..."
 
@@ -186,7 +187,7 @@ class _Scan:
     has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
 
 
-def _scan_text(path: Path) -> _Scan:
+def scan_text(path: Path) -> _Scan:
     """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
     quote occur; checks UTF-8."""
     scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
@@ -194,10 +195,10 @@ def _scan_text(path: Path) -> _Scan:
     lines_before = 0
     carry = b""
     first = True
-    with _open_data(path) as fh:
+    with open_data(path) as fh:
         while True:
             block = fh.read(1 << 22)
-            if first and block.startswith(_BOM):
+            if first and block.startswith(BOM):
                 block = block[3:]
             first = False
             data = carry + block
@@ -232,7 +233,7 @@ def _scan_text(path: Path) -> _Scan:
     return scan
 
 
-def _csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
+def csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
     """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
     line), each without surrounding ASCII spaces and tabs."""
     try:

@@ -2,28 +2,74 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
-from .table import _TREC_COLUMNS, _TREC_LAYOUT, QRELS, RUN, Strings, Table, _encode, _encode_list, _strings
-from .text import _BOM, _clip, _number, _open_data, _scan_text, _split_fields, _text_lines
+from .table import (
+    QRELS,
+    RUN,
+    TREC_COLUMNS,
+    TREC_LAYOUT,
+    Strings,
+    Table,
+    encode_id_list,
+    encode_ids,
+    has_empty,
+    numpy_column,
+    string_column,
+)
+from .text import BOM, checked_number, clip, open_data, scan_text, split_fields, text_lines
 
 # --------------------------------------------------------------------------- TREC
 
 
-def _read_trec(path: Path, kind: str, rank: bool = True) -> Table:
-    delimiter = _trec_delimiter(path)
-    if delimiter is not None:
+def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
+    """A TREC file through Arrow's reader when :func:`_trec_delimiter` clears it, else line by line.
+
+    The scan of the bytes that decides it runs beside Arrow's parse, which starts on the separator of the
+    file's first block; the parse is kept only when the scan then names the same separator (a lone CR the
+    scan finds is the error, whatever the parse gave)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guess = _first_block_delimiter(path)
+    table: Table | None = None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        decided = pool.submit(_trec_delimiter, path)
+        if guess is not None:
+            try:
+                table = _trec_arrow(path, kind, guess, rank)
+            except FastPathRefused:
+                table = None
+            except BaseException:
+                decided.result()  # the scan's error (a lone CR) comes first
+                raise
+        delimiter = decided.result()
+    if delimiter is not None and delimiter == guess:
+        if table is not None:
+            return table
+    elif delimiter is not None:
         try:
             return _trec_arrow(path, kind, delimiter, rank)
-        except _FastPathRefused:
+        except FastPathRefused:
             pass
     return _trec_python(path, kind, rank)
 
 
-class _FastPathRefused(Exception):
+def _first_block_delimiter(path: Path) -> str | None:
+    """The only one of space and tab in the file's first block (None when it has both, neither, or a BOM)."""
+    with open_data(path) as fh:
+        block = fh.read(1 << 16)
+    if block.startswith(BOM):
+        return None
+    space, tab = b" " in block, b"\t" in block
+    return " " if space and not tab else ("\t" if tab and not space else None)
+
+
+class FastPathRefused(Exception):
     pass
 
 
@@ -32,9 +78,9 @@ def _trec_delimiter(path: Path) -> str | None:
     uses both or neither (the line-by-line reader then reads the file). Arrow's split on that one separator
     is the line-by-line split on runs of spaces and tabs as long as no field comes out empty (two separators
     in a row, or one at a line's start or end), which :func:`_trec_arrow` checks."""
-    scan = _scan_text(path)  # also refuses a lone CR, whichever reader runs
-    with _open_data(path) as fh:
-        if fh.read(3) == _BOM or not scan.utf8:
+    scan = scan_text(path)  # also refuses a lone CR, whichever reader runs
+    with open_data(path) as fh:
+        if fh.read(3) == BOM or not scan.utf8:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
         if scan.has[sep] and not scan.has[other]:
@@ -43,19 +89,21 @@ def _trec_delimiter(path: Path) -> str | None:
 
 
 def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
+    """Arrow's multi-threaded CSV reader on a UTF-8 file that :func:`_trec_delimiter` cleared (so every field
+    Arrow cuts at an ASCII separator is valid UTF-8 text)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     from pyarrow import csv as pacsv
 
-    names = list(_TREC_COLUMNS[kind])
+    names = list(TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    # every column is read (the unused ones as strings) so that an empty field, which the line-by-line split
-    # on runs of separators would not see, sends the file to the line-by-line reader
-    types = {c: pa.string() for c in names}
-    types[value_col] = pa.float64()
+    # every column is read so that an empty field, which the line-by-line split on runs of separators would not
+    # see, sends the file to the line-by-line reader; the unused ones dictionary-encoded (a code per row, their few
+    # distinct values looked at once)
+    unused = pa.dictionary(pa.int32(), pa.string())
+    types = {c: unused for c in names}
+    types.update({"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()})
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
-    include = names
     try:
         tbl = pacsv.read_csv(
             path,
@@ -63,25 +111,32 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False,
                                               ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include,
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=names,
                                                  null_values=[], strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
-        raise _FastPathRefused() from None
-    if tbl.num_rows == 0 or not _valid_utf8(tbl, ("query_id", "doc_id")):
-        raise _FastPathRefused()
-    for c in names:
-        if types[c] == pa.string() and pc.min(pc.utf8_length(tbl.column(c))).as_py() == 0:
-            raise _FastPathRefused()
-    value = tbl.column(value_col).to_numpy()
-    rank = tbl.column("rank").to_numpy() if types.get("rank") == pa.float64() else None
-    return Table(str(path), kind, _encode(tbl.column("query_id")), Strings(tbl.column("doc_id")),
-                 np.ascontiguousarray(value, dtype=np.float64),
-                 None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), "trec")
+        raise FastPathRefused() from None
+    if tbl.num_rows == 0 or any(has_empty(_strings_of(tbl.column(c))) for c in names if types[c] != pa.float64()):
+        raise FastPathRefused()
+    rank = numpy_column(tbl.column("rank")) if types.get("rank") == pa.float64() else None
+    table = Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
+                  numpy_column(tbl.column(value_col)), rank, "trec")
+    del tbl  # the other columns and the parser's buffers: handed back to the system, not kept by Arrow's pool
+    pa.default_memory_pool().release_unused()
+    return table
 
 
-def _valid_utf8(tbl, columns) -> bool:
+def _strings_of(column: Any) -> Any:
+    """A string column, or the dictionaries of a dictionary-encoded one (every value a row holds is in them)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type):
+        return column
+    return pa.chunked_array([c.dictionary for c in column.chunks], type=column.type.value_type)
+
+
+def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:
     try:
         for c in columns:
             tbl.column(c).validate(full=True)
@@ -92,27 +147,27 @@ def _valid_utf8(tbl, columns) -> bool:
 
 def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
     """Line-by-line reader: runs of ASCII spaces and tabs separate fields; errors name the exact line."""
-    ncols = len(_TREC_COLUMNS[kind])
-    layout = _TREC_LAYOUT[kind]
+    ncols = len(TREC_COLUMNS[kind])
+    layout = TREC_LAYOUT[kind]
     qs, ds, vs, rs = [], [], [], []
-    for lineno, text in _text_lines(path):
-        parts = _split_fields(text)
+    for lineno, text in text_lines(path):
+        parts = split_fields(text)
         if not parts:
             continue
         if len(parts) < ncols or (kind == QRELS and len(parts) > ncols):
             raise DataError(path, f"expected {ncols} fields ({layout}) separated by spaces or tabs, found "
-                                  f"{len(parts)}: {_clip(text)!r}.", lineno)
+                                  f"{len(parts)}: {clip(text)!r}.", lineno)
         if kind == QRELS:
             qid, _, doc, grade = parts
-            vs.append(_number(path, lineno, grade, "grade"))
+            vs.append(checked_number(path, lineno, grade, "grade"))
         else:
             qid, _, doc, rank, score = parts[:5]  # fields after the tag are ignored, as trec_eval does
             if want_rank:
-                rs.append(_number(path, lineno, rank, "rank"))
-            vs.append(_number(path, lineno, score, "score"))
+                rs.append(checked_number(path, lineno, rank, "rank"))
+            vs.append(checked_number(path, lineno, score, "score"))
         qs.append(qid)
         ds.append(doc)
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return Table(str(path), kind, _encode_list(qs), _strings(ds), np.asarray(vs, dtype=np.float64),
+    return Table(str(path), kind, encode_id_list(qs), string_column(ds), np.asarray(vs, dtype=np.float64),
                  np.asarray(rs, dtype=np.float64) if kind == RUN and want_rank else None, "trec")
