@@ -23,9 +23,11 @@ from .text import (
     csv_fields,
     first_line,
     is_blank,
+    is_number,
     open_data,
     open_file,
     scan_text,
+    split_fields,
     text_lines,
 )
 from .trec import FastPathRefused, read_trec, valid_utf8
@@ -95,10 +97,43 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
     if suffix in (".csv", ".tsv"):
         delim = "," if suffix == ".csv" else "\t"
         _, first = first_line(path)
-        names = [c.lower() for c in csv_fields(first, delim)]
-        if source_name(columns, "query_id").lower() in names:
-            return suffix[1:]
+        fields = csv_fields(first, delim)
+        names = [c.lower() for c in fields]
+        if source_name(columns, "query_id").lower() in names or looks_like_header(fields):
+            return suffix[1:]  # a header, with the expected names or not: the CSV reader names what is missing
     return "trec"
+
+
+def looks_like_header(fields: list[str]) -> bool:
+    """A line of column names: two or more fields, none empty, and no number anywhere in them, even between spaces
+    (every TREC line holds numbers)."""
+    return len(fields) >= 2 and all(f.strip(" \t") for f in fields) and \
+        not any(is_number(word) for f in fields for word in split_fields(f))
+
+
+# the names other tools give the tool's columns, for the mapping an error message suggests
+SYNONYMS = {
+    "query_id": ("qid", "query", "queryid", "q_id", "topic", "topic_id", "user", "userid", "user_id", "session_id"),
+    "doc_id": ("docid", "doc", "docno", "document", "document_id", "d_id", "pid", "passage_id", "item", "itemid",
+               "item_id", "product_id"),
+    "grade": ("rel", "relevance", "label", "rating", "judgment", "judgement", "qrel", "score"),
+    "score": ("prediction", "pred", "predicted", "sim", "similarity", "logit", "relevance_score"),
+    "rank": ("position", "pos", "rnk"),
+}
+
+
+def mapping_hint(missing: list[str], present: list[str]) -> str:
+    """A column mapping that would name the missing columns, guessed from usual names, as a spec would write it."""
+    guesses: dict[str, str] = {}
+    lowered = {p.lower(): p for p in present}
+    for name in missing:
+        for synonym in SYNONYMS.get(name, ()):
+            if synonym in lowered and lowered[synonym] not in guesses.values():
+                guesses[name] = lowered[synonym]
+                break
+    example = ", ".join(f"{k}: {v}" for k, v in guesses.items()) or "query_id: <your query column>, ..."
+    return (f" Map the file's own names under the source in the spec (`path: ...` and `columns: {{{example}}}`), "
+            f"or with `columns=` in evaluate(), or rename the columns.")
 
 
 def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
@@ -129,7 +164,17 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
             raise DataError(path, f"the file is read as TREC (its first line names no column "
                                   f"{source_name(columns, 'query_id')!r}), which has no column names to map; a "
                                   f"column mapping is for csv, tsv, jsonl and parquet sources.")
-        return read_trec(path, kind, rank)
+        try:
+            return read_trec(path, kind, rank)
+        except DataError as exc:
+            header_line, first = first_line(path)
+            if exc.line != header_line or not looks_like_header(split_fields(first) or [first]) and \
+                    not looks_like_header(csv_fields(first, ",")):
+                raise
+            raise DataError(path, f"{exc.message} The line looks like a header (column names, no number); a "
+                                  f"TREC file has none: remove the line, or name the file .csv / .tsv with the "
+                                  f"columns query_id, doc_id and {'grade' if kind == QRELS else 'score'} (a "
+                                  f"`columns:` mapping under the source reads other names).", exc.line) from None
     mapped = (columns,) if columns else ()  # (the readers' plain signatures stay as they were)
     if fmt in ("csv", "tsv"):
         return _read_delimited(path, kind, fmt, *mapped)
@@ -183,13 +228,16 @@ def required_columns(kind: str, present: list[str], path: str | Path,
             missing.append("grade")
         if missing:
             raise DataError(path, f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
-                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}.", line)
+                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}."
+                                  f"{mapping_hint(missing, present)}", line)
         return "grade", None, None
     if "score" not in present and "rank" not in present:
         missing.append("score (or rank)")
     if missing:
+        wanted = [m.split(" ")[0] for m in missing] + (["rank"] if "score (or rank)" in missing else [])
         raise DataError(path, f"missing column(s) {', '.join(missing)}; a run file with named columns has "
-                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}.", line)
+                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}."
+                              f"{mapping_hint(wanted, present)}", line)
     return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
 
 

@@ -132,6 +132,15 @@ def parse_number(raw: str) -> float:
     raise ValueError(raw)
 
 
+def is_number(raw: str) -> bool:
+    """Whether ``raw`` reads as a number (:func:`parse_number`)."""
+    try:
+        parse_number(raw)
+    except ValueError:
+        return False
+    return True
+
+
 def checked_number(path: Path, lineno: int, raw: str, what: str) -> float:
     try:
         x = parse_number(raw)
