@@ -489,6 +489,29 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
     assert {"report.html", "report.md"} <= names
 
 
+@pytest.mark.integration
+def test_terminal_says_where_the_report_is_and_how_to_open_mlflow(tracking_uri, tmp_path, capsys):
+    spec = write_escaping_spec(tmp_path / "esc")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert lines[0].endswith(": 5 queries in the evaluation (every judged query); every mean is over all 5 (none "
+                             "excluded).")
+    assert any(line.startswith("delta: candidate minus baseline mean; d_z: the mean per-query difference over its "
+                               "standard deviation") for line in lines)
+    assert f"report: {(out / 'report.html').resolve()}" in lines
+    assert f"local results: {out.resolve()}" in lines
+    client = client_for(tracking_uri)
+    parent = next(r for r in runs_of_experiment(client, "escaping", deleted=False)
+                  if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    db = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
+    i = lines.index(f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{db}")  # the store this run went to
+    assert lines[i + 1] == (f"  then open http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/"
+                            f"{parent.info.run_id}")
+    assert summary["n_queries"] == 5
+
+
 # --------------------------------------------------------------------------- companions, by hand
 
 COMPANION_METRIC = {"gain": "exponential", "cutoffs": [2, 3, 10], "discount": "log2", "ties": "displayed_order",
