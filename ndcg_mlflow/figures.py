@@ -230,7 +230,7 @@ class Svg:
 class LegendItem:
     label: str
     colour: str
-    kind: str  # "line", "point" (a line through a dot), "bar", "dashed"
+    kind: str  # "line", "point" (a line through a dot), "bar", "dashed", "interval" (an error bar)
 
 
 def legend(svg: Svg, items: Sequence[LegendItem], top: float, left: float, width: float) -> float:
@@ -259,6 +259,11 @@ def _swatch(item: LegendItem, x: float, cy: float, width: float) -> str:
     if item.kind == "bar":
         return (f'<rect class="swatch" x="{_n(x + 4)}" y="{_n(cy - 6)}" width="{_n(width - 8)}" height="12" '
                 f'fill="{item.colour}"/>')
+    if item.kind == "interval":  # an error bar: a vertical line with caps
+        mid = x + width / 2
+        return (f'<path class="swatch" d="M{_n(mid)} {_n(cy - 8)}V{_n(cy + 8)}M{_n(mid - 4)} {_n(cy - 8)}'
+                f'H{_n(mid + 4)}M{_n(mid - 4)} {_n(cy + 8)}H{_n(mid + 4)}" stroke="{item.colour}" '
+                f'stroke-width="1.5" fill="none"/>')
     dash = ' stroke-dasharray="5 3"' if item.kind == "dashed" else ""
     line = (f'<line class="swatch" x1="{_n(x)}" y1="{_n(cy)}" x2="{_n(x + width)}" y2="{_n(cy)}" '
             f'stroke="{item.colour}" stroke-width="2"{dash} fill="none"/>')
@@ -379,7 +384,7 @@ def ndcg_by_cutoff(summary: dict) -> str:
     top = _title(svg, svg.title)
     items = [LegendItem(name, *_style(i, "point")) for i, name in enumerate(systems)]
     if has_ci:
-        items.append(LegendItem(f"{level}confidence interval (vertical bar)".lstrip(), INK, "line"))
+        items.append(LegendItem(f"{level}confidence interval (in each system's colour)", INK, "interval"))
     top = legend(svg, items, top, 16, WIDTH - 32) + 8
 
     values = [v for entry in systems.values() for k in keys
@@ -483,11 +488,11 @@ def per_query_differences(summary: dict, per_query) -> str | None:
     y = Scale(yt.lo, yt.hi, box.bottom, box.top)
     axis_y(svg, box, [(y(v), t) for v, t in zip(yt.values, yt.labels)], f"difference in {label}")
     n_max = max((d.size for _, d in series), default=0)
-    xt = fit_ticks(1, max(n_max, 2), box.width, horizontal=True, most=12)
+    xt = fit_ticks(1, max(n_max, 2), box.width, horizontal=True, most=10)
     xt = _whole(xt, max(n_max, 2))
     x = Scale(xt.lo, xt.hi, box.left, box.right)
     axis_x(svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)],
-           "queries, sorted by difference (number of queries, from the largest loss to the largest win)")
+           "queries, sorted from the largest loss to the largest win (query count)")
     marks = [f'<line class="mark" x1="{_n(box.left)}" y1="{_n(y(0))}" x2="{_n(box.right)}" y2="{_n(y(0))}" '
              f'stroke="{ZERO}" stroke-width="1.2" fill="none"/>']
     for i, (_, d) in enumerate(series):

@@ -159,7 +159,7 @@ def test_ndcg_by_cutoff_structure_and_legend():
     root = check_structure(F.ndcg_by_cutoff(s))
     legend = next(g for g in root.iter(f"{SVG}g") if "legend" in classes(g))
     assert [all_text(i) for i in legend if "legend-item" in classes(i)] == \
-        ["bm25", "reranker", "95% confidence interval (vertical bar)"]
+        ["bm25", "reranker", "95% confidence interval (in each system's colour)"]
     x_axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "x")
     assert [all_text(t) for t in x_axis.iter(f"{SVG}text") if "tick-label" in classes(t)] == ["5", "10", "all"]
     points = [c for c in root.iter(f"{SVG}circle") if "mark" in classes(c)]
