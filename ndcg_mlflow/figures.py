@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .rules import headline_key, key_label, metric_name
+from .rules import NAME, headline_key, key_label, metric_name
 
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 
@@ -401,7 +401,7 @@ def ndcg_by_cutoff(summary: dict) -> str:
     band = box.width / max(len(keys), 1)
     xs = [box.left + band * (j + 0.5) for j in range(len(keys))]
     labels = _category_labels([key_label(k) for k in keys], band)
-    axis_x(svg, box, [(x, t) for x, t in zip(xs, labels) if t], "cutoff K of nDCG@K (all: the whole ranking)")
+    axis_x(svg, box, [(x, t) for x, t in zip(xs, labels) if t], f"cutoff K of {NAME}@K (all: the whole ranking)")
 
     n = len(systems)
     spread = min(14.0, band * 0.5 / max(n, 1))
