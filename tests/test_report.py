@@ -381,6 +381,25 @@ def test_mlflow_has_reports_and_svg_figures(demo, tmp_path):
 
 
 @pytest.mark.integration
+def test_log_figures_draws_them_for_a_folder_written_without_them(demo, tmp_path):
+    """A folder written before the figures were files of it: log_figures draws the same SVG from its tables."""
+    from ndcg_mlflow.tracking.client import log_figures
+
+    folder = tmp_path / "older"
+    shutil.copytree(demo.out, folder)
+    shutil.rmtree(folder / "figures")
+    logged = {}
+
+    class Client:
+        def log_artifact(self, run_id, local_path, artifact_path=None):
+            logged[f"{artifact_path}/{Path(local_path).name}"] = Path(local_path).read_bytes()
+
+    log_figures(Client(), "run", folder)
+    assert logged == {f"figures/{n}.svg": (demo.out / "figures" / f"{n}.svg").read_bytes() for n in FIGURES}
+    assert not (folder / "figures").exists()  # drawn elsewhere: the folder (and its manifest) untouched
+
+
+@pytest.mark.integration
 def test_companion_metrics_on_demo_system_runs(demo):
     assert set(demo.children) == {"bm25", "reranker-v2", "dense-ties"}
     for name, child in demo.children.items():
