@@ -40,7 +40,7 @@ FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 TITLE_SIZE, LABEL_SIZE, TICK_SIZE, LEGEND_SIZE = 16, 14, 13, 14
-EM = 0.66  # the width of a character in em: at least that of digits and most letters in common sans fonts
+EM = 0.66  # the width in em of a digit or a lowercase letter: at least that of common sans fonts (text_width)
 TICK_GAP = 10  # px between two tick labels at least
 MAX_POINTS = 1000  # a sorted series is drawn through at most this many of its values
 BINS = 40  # bins of each bootstrap histogram
@@ -64,18 +64,32 @@ def xml_text(value: Any) -> str:
     return html.escape(_NOT_XML.sub("\ufffd", str(value)), quote=True)
 
 
-def text_width(text: str, size: float) -> float:
-    """An upper estimate of the width of ``text`` at font ``size`` (px): wide characters count one em."""
-    ems = sum(1.0 if unicodedata.east_asian_width(c) in "WF" else EM for c in text)
-    return ems * size
+def text_width(text: str, size: float, *, bold: bool = False) -> float:
+    """An upper estimate of the width of ``text`` at font ``size`` (px), from the widths of DejaVu Sans (the
+    widest of the usual sans fonts): wide characters (``m``, ``W``, ``%``, the minus sign, East Asian ones) one
+    em, capitals 0.78, narrow ones (``i``, ``l``, punctuation) 0.45, anything else :data:`EM`; bold 12% more."""
+    ems = sum(_em(c) for c in text)
+    return ems * size * (1.12 if bold else 1.0)
 
 
-def fit_text(text: str, size: float, width: float) -> str:
-    """``text`` cut (with an ellipsis) to fit ``width`` pixels at font ``size``."""
+_WIDE = frozenset("mwMW@%−—…")
+_NARROW = frozenset("iljtfrI.,:;!|'\" ()[]")
+
+
+def _em(c: str) -> float:
+    if c in _WIDE or unicodedata.east_asian_width(c) in "WF":
+        return 1.0
+    if c in _NARROW:
+        return 0.45
+    return 0.78 if c.isupper() else EM
+
+
+def fit_text(text: str, size: float, width: float, *, bold: bool = False) -> str:
+    """``text`` on one line, cut (with an ellipsis) to fit ``width`` pixels at font ``size``."""
     text = " ".join(str(text).split())
-    if text_width(text, size) <= width:
+    if text_width(text, size, bold=bold) <= width:
         return text
-    while text and text_width(text + "…", size) > width:
+    while text and text_width(text + "…", size, bold=bold) > width:
         text = text[:-1]
     return text + "…"
 
@@ -365,7 +379,7 @@ def _colour(i: int) -> tuple[str, bool]:
 
 
 def _title(svg: Svg, text: str) -> float:
-    svg.text(16, 16 + TITLE_SIZE, fit_text(text, TITLE_SIZE, WIDTH - 32), size=TITLE_SIZE, weight="600",
+    svg.text(16, 16 + TITLE_SIZE, fit_text(text, TITLE_SIZE, WIDTH - 32, bold=True), size=TITLE_SIZE, weight="600",
              cls="figure-title", full=text)
     return 16 + TITLE_SIZE + 10
 
@@ -564,7 +578,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     y0 = top
     for (candidate, baseline), members in blocks.items():
         pair = f"{candidate} − {baseline}"
-        svg.text(16, y0 + LABEL_SIZE + 6, fit_text(pair, LABEL_SIZE + 1, WIDTH - 32), size=LABEL_SIZE + 1,
+        svg.text(16, y0 + LABEL_SIZE + 6, fit_text(pair, LABEL_SIZE + 1, WIDTH - 32, bold=True), size=LABEL_SIZE + 1,
                  weight="600", cls="block-title", full=pair)
         y0 += head_h
         for n, i in enumerate(members):
@@ -578,7 +592,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
             x = Scale(xt.lo, xt.hi, box.left, box.right)
             y = Scale(yt.lo, yt.hi, box.bottom, box.top)
             axis_y(svg, box, [(y(v), t) for v, t in zip(yt.values, yt.labels)], "share of resamples", panel=name)
-            axis_x(svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)], "difference of means",
+            axis_x(svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)], f"difference in mean {NAME}",
                    panel=name)
             marks = []
             for b in range(BINS):

@@ -270,3 +270,35 @@ def test_demo_figures_read_at_the_size_shown(reports, tmp_path, width):
 
 def test_hostile_report_figures_read_at_the_size_shown(reports, tmp_path):
     _check_figures(measure(reports.hostile, tmp_path, 1280), min_tick_px=12.0)
+
+
+def test_crowded_figures_read_at_the_size_shown(tmp_path):
+    """Many systems with long, wide-character and hostile names, many cutoffs, many panels: still nothing
+    touches, nothing is cut, every colour is explained."""
+    import numpy as np
+    import pandas as pd
+
+    from ndcg_mlflow.figures import draw
+    from ndcg_mlflow.report import CSS
+    from ndcg_mlflow.rules import cutoff_key, cutoff_of_label
+
+    cutoffs = ["1", "3", "5", "10", "20", "50", "100", "1000", "all"]
+    keys = [cutoff_key(cutoff_of_label(c)) for c in cutoffs]
+    names = ["bm25", "<script>alert(1)</script>", "検索システム・改良版" * 3, "a" * 150, "team/model-v2 & co",
+             "dense", "hybrid-rrf", "colbert-v2", "splade++", "t5-rerank"]
+    rng = np.random.default_rng(5)
+    systems = {n: {k: {"mean": 0.3 + 0.05 * i + 0.02 * j, "ci_low": 0.28 + 0.05 * i + 0.02 * j,
+                       "ci_high": 0.33 + 0.05 * i + 0.02 * j} for j, k in enumerate(keys)}
+               for i, n in enumerate(names)}
+    comps = [{"candidate": n, "baseline": "bm25", "key": k, "delta": 0.01, "ci_low": -0.02, "ci_high": 0.04}
+             for n in names[1:4] for k in keys]
+    summary = {"systems": systems, "spec": {"uncertainty.confidence": 0.9}, "comparisons": comps}
+    per_query = pd.DataFrame([{"system": n, "query_id": f"q{q}", "cutoff": "10", "ndcg": float(rng.uniform())}
+                              for n in names for q in range(400)])
+    boot = pd.DataFrame({f"{c['candidate']}:{c['key']}": rng.normal(0.01, 0.02, 300) for c in comps})
+    figs = draw(summary, per_query, boot)
+    page = tmp_path / "crowded.html"
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CSS}</style></head><body>"
+                    + "".join(f"<figure id='{n}'>{svg}</figure>" for n, svg in figs.items()) + "</body></html>",
+                    encoding="utf-8")
+    _check_figures(measure(page, tmp_path / "m", 1280), min_tick_px=12.0)
