@@ -367,8 +367,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
     check_target(out)  # not a folder (/dev/null), or a non-empty folder that is not ours: exit 2 at once
     html_path, md_path = rebuild_report(args.run_id, out, args.tracking_uri)
-    print(f"report: {html_path}")
-    print(f"summary: {md_path}")
+    print(f"report: {html_path.resolve()}")
+    print(f"summary: {md_path.resolve()}")
     return EXIT_OK
 
 
