@@ -476,7 +476,7 @@ def paired_differences(per_query, baseline: str, candidate: str, cutoff: str) ->
 
 def per_query_differences(summary: dict, per_query) -> str | None:
     """The per-query differences of each comparison at the headline cutoff, sorted; None without comparisons."""
-    comps = [c for c in summary.get("comparisons") or []]
+    comps = list(summary.get("comparisons") or [])
     if not comps:
         return None
     keys = list(next(iter(summary["systems"].values()), {}))
