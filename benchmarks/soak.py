@@ -11,7 +11,7 @@ generated deterministically into the work folder. After each iteration (and a ``
 the resident set size (VmRSS), the number of open file descriptors (``/proc/self/fd``) and of threads.
 
 Verdict: the mean of the last 10 iterations against the mean of iterations 10-20 (after warm-up: imports,
-the store's first use, matplotlib's font cache). RSS may grow by at most max(16 MB, 5 %) and file
+the store's first use). RSS may grow by at most max(16 MB, 5 %) and file
 descriptors and threads by at most 2; the exit status is 1 when any of them grows more.
 """
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import NdcgError
-from .format import TERMINAL, listing, number, p_value, text_table
+from .format import TERMINAL, listing, number, p_value, queries_line, text_table
 from .rules import headline_key, metric_name
 from .version import __version__
 
@@ -318,7 +318,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
         if not quiet:
             print(format_summary(result))
-            print(f"\nlocal results: {out_dir}")
+            print()
+            print(format_locations(out_dir))
         if args.no_mlflow:
             return EXIT_OK
 
@@ -340,6 +341,42 @@ def _print_logged(logged, experiment: str) -> None:
                                                            else ""))
     for name, rid in logged.system_run_ids.items():
         print(f"  system run {name}: {rid}")
+    print(mlflow_ui_hint(logged.tracking_uri, logged.experiment_id, logged.parent_run_id))
+
+
+def format_locations(out_dir: Path) -> str:
+    """Where the local results and the report are (absolute paths, to open or paste)."""
+    folder = Path(out_dir).resolve()
+    return f"local results: {folder}\nreport: {folder / 'report.html'}"
+
+
+def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:
+    """How to see a run in the MLflow UI: the command that serves a local store (SQLite or a folder) and the
+    run's page in it, or the run's page on a tracking server. Credentials are never shown."""
+    import shlex
+
+    from .uris import safe_uri
+
+    page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else ""
+    text = str(uri or "").strip()
+    scheme, sep, rest = text.partition("://")
+    scheme = scheme.lower() if sep else ""
+    if scheme in ("http", "https"):
+        return f"MLflow UI: {safe_uri(text.rstrip('/'))}/{page}" + ("" if page else f" (run {run_id})")
+    store = None
+    if scheme.startswith("sqlite"):
+        database, q, query = rest[1:].partition("?") if rest.startswith("/") else ("", "", "")
+        if database:
+            store = f"{scheme}:///{Path(database).resolve()}{q}{query}"
+    elif scheme == "file":
+        store = Path(rest).resolve().as_uri()
+    elif not sep and text and not text.lower().startswith("databricks"):
+        store = Path(text).resolve().as_uri()  # a folder of runs (MLflow's file store)
+    if store is None:
+        return f"MLflow UI: run {run_id}" + (f" in experiment {experiment_id}" if experiment_id else "") + \
+            (f" of {safe_uri(text)}" if text else "")
+    return (f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
+            f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})"))
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
@@ -367,8 +404,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
     check_target(out)  # not a folder (/dev/null), or a non-empty folder that is not ours: exit 2 at once
     html_path, md_path = rebuild_report(args.run_id, out, args.tracking_uri)
-    print(f"report: {html_path}")
-    print(f"summary: {md_path}")
+    print(f"report: {html_path.resolve()}")
+    print(f"summary: {md_path.resolve()}")
     return EXIT_OK
 
 
@@ -385,9 +422,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                             log=not args.no_mlflow, experiment=args.experiment, tags=_tags(args))
     if not args.quiet:
         print(format_summary(result))
-        print(f"\nlocal results: {out_dir}")
+        print()
+        print(format_locations(out_dir))
         if new_run:
+            import os
+
+            import mlflow
+
             print(f"comparison run: {new_run}")
+            uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
+            print(mlflow_ui_hint(uri, None, new_run))
     return EXIT_OK
 
 
@@ -410,9 +454,10 @@ def format_summary(result) -> str:
         first = summary[name][keys[0]]
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
         rows.append(cells)
-    lines = [f"{spec.name}: {len(result.query_ids)} queries, weights {spec.resolved()['queries.weights']}"
+    lines = [f"{spec.name}: {queries_line(result.summary)}",
+             f"weights {spec.resolved()['queries.weights']}"
              + (f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
-                f"{spec.uncertainty.resamples} resamples" if with_ci else "")]
+                f"{spec.uncertainty.resamples} bootstrap resamples of queries" if with_ci else "")]
     lines += text_table(heads, rows)
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
@@ -430,6 +475,9 @@ def format_summary(result) -> str:
                         + [_p(c.get("p_corrected")), _fmt(c.get("effect_size_dz"), True),
                            f"{c['wins']}/{c['ties']}/{c['losses']}"])
         lines += text_table(heads, rows)
+        lines.append("delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard "
+                     "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
+                     "candidate wins, ties, loses")
         for block in result.analysis.wins_losses:
             if block["key"] != headline_key(keys):
                 continue

@@ -107,6 +107,50 @@ def listing(items: Sequence[str]) -> str:
     return ", ".join(items) or EMPTY
 
 
+# --------------------------------------------------------------------------- query counts
+
+
+def queries_line(summary: dict) -> str:
+    """The query counts of an evaluation in one sentence, the same in the terminal, ``report.html`` and
+    ``report.md`` (plain text: escape it for the medium). It tells the query set (``n_queries`` of
+    ``summary.json``: every query the evaluation covers) from the queries each mean is over (``n_evaluated``, the
+    tables' "evaluated" column), and says why the others are excluded. Counts are those of the first cutoff, as
+    in the tables."""
+    n = int(summary.get("n_queries", 0))
+    spec = summary.get("spec") or {}
+    source = spec.get("queries.set")
+    where = "every judged query" if source in (None, "null", "") else f"the query set {source}"
+    firsts = [next(iter(entry.values())) for entry in summary.get("systems", {}).values() if entry]
+    text = f"{n} {_plural(n, 'query', 'queries')} in the evaluation ({where})"
+    if not firsts:
+        return text + "."
+    counts = {(int(m.get("n_evaluated", 0)), int(m.get("n_excluded", 0))) for m in firsts}
+    if len(counts) > 1:
+        spread = sorted(k for k, _ in counts)
+        return (text + f"; each system's means are over its evaluated queries, {spread[0]} to {spread[-1]} "
+                       f"of them (the evaluated and excluded columns give each system's counts).")
+    evaluated, excluded = next(iter(counts))
+    if not excluded:
+        return text + f"; every mean is over all {evaluated} (none excluded)."
+    reasons = []
+    empty = {int(m.get("n_empty_ideal", 0)) for m in firsts}
+    missing = {int(m.get("n_missing", 0)) for m in firsts}
+    if spec.get("metric.empty_ideal") == "exclude" and len(empty) == 1 and min(empty):
+        k = min(empty)
+        reasons.append((k, f"{k} with an empty ideal (ideal DCG 0: nothing relevant to find; "
+                           f"metric.empty_ideal: exclude)"))
+    if spec.get("metric.missing_queries") == "exclude" and len(missing) == 1 and min(missing):
+        k = min(missing)
+        reasons.append((k, f"{k} that the runs do not answer (metric.missing_queries: exclude)"))
+    why = (": " + " and ".join(r for _, r in reasons)) if sum(k for k, _ in reasons) == excluded else ""
+    return text + (f"; each mean is over the {evaluated} evaluated, {excluded} "
+                   f"{_plural(excluded, 'is', 'are')} excluded{why}.")
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
 # --------------------------------------------------------------------------- tables
 
 

@@ -7,26 +7,25 @@ MLflow (``ndcg-mlflow report RUN_ID``), or for a comparison of logged runs.
 
 ``report.html`` is one self-contained file: inline CSS, figures as inline SVG, no
 script and nothing fetched from anywhere; every id and string from the data is
-HTML-escaped. ``report.md`` is a short markdown summary. :func:`figures` gives the
-same figures as matplotlib figures (logged as PNG with ``mlflow.log_figure``).
+HTML-escaped. ``report.md`` is a short markdown summary. The figures
+(:mod:`ndcg_mlflow.figures`) are also written as ``figures/<name>.svg``, the files
+logged to MLflow.
 """
 
 from __future__ import annotations
 
 import html
-import io
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, share
+from .figures import FIGURES, draw
+from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, queries_line, share
 from .rules import headline_key, key_label, metric_name
 
-FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
+__all__ = ["FIGURES", "Bundle", "figures", "load_bundle", "render_html", "render_markdown", "write_figures",
+           "write_reports"]
 
 
 @dataclass
@@ -76,13 +75,32 @@ def load_bundle(folder: str | Path) -> Bundle:
 
 
 def write_reports(folder: str | Path) -> tuple[Path, Path]:
-    """Write ``report.html`` and ``report.md`` into an output folder; returns their paths."""
+    """Write ``report.html``, ``report.md`` and ``figures/<name>.svg`` into an output folder; returns the paths
+    of the two reports."""
     bundle = load_bundle(folder)
+    figs = figures(bundle)
+    write_figures(folder, figs)
     html_path = Path(folder) / "report.html"
     md_path = Path(folder) / "report.md"
-    html_path.write_text(render_html(bundle), encoding="utf-8")
+    html_path.write_text(render_html(bundle, figs), encoding="utf-8")
     md_path.write_text(render_markdown(bundle), encoding="utf-8")
     return html_path, md_path
+
+
+def write_figures(folder: str | Path, figs: dict[str, str]) -> list[Path]:
+    """``figures/<name>.svg`` for each figure (the same SVG text the HTML report holds); a figure of
+    :data:`FIGURES` not drawn leaves no file behind. Returns the paths written."""
+    target = Path(folder) / "figures"
+    target.mkdir(exist_ok=True)
+    for name in FIGURES:
+        if name not in figs:
+            (target / f"{name}.svg").unlink(missing_ok=True)
+    paths = []
+    for name, svg in figs.items():
+        path = target / f"{name}.svg"
+        path.write_text(svg + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 # --------------------------------------------------------------------------- formatting
@@ -106,106 +124,15 @@ _label = metric_name
 # --------------------------------------------------------------------------- figures
 
 
-def figures(bundle: Bundle) -> dict[str, Any]:
-    """The report's figures as matplotlib figures: nDCG by cutoff, sorted per-query differences and
-    bootstrap distributions of the differences (the last two only with a comparison)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    out = {}
-    systems = bundle.summary["systems"]
-    keys = bundle.keys
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    xs = np.arange(len(keys))
-    for i, (name, entry) in enumerate(systems.items()):
-        means = np.array([_nan(entry[k]["mean"]) for k in keys])
-        lo = np.array([_nan(entry[k].get("ci_low")) for k in keys])
-        hi = np.array([_nan(entry[k].get("ci_high")) for k in keys])
-        off = (i - (len(systems) - 1) / 2) * 0.06
-        if np.isfinite(lo).any():
-            # error lengths are never negative (an interval a rounding error off its mean draws no bar)
-            # and NaN where the interval is undefined (no bar either)
-            yerr = np.clip(np.vstack([means - lo, hi - means]), 0.0, None)
-            ax.errorbar(xs + off, means, yerr=yerr, marker="o", capsize=3, label=name)
-        else:
-            ax.plot(xs + off, means, marker="o", label=name)
-    ax.set_xticks(xs, [_label(k) for k in keys])
-    ax.set_ylabel("mean nDCG")
-    ax.set_title("nDCG by cutoff" + (" (bars: confidence interval)" if _has_ci(bundle) else ""))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    out["ndcg_by_cutoff"] = fig
-
-    comps = bundle.summary.get("comparisons") or []
-    if comps:
-        head = bundle.headline
-        pq = bundle.per_query
-        label = key_label(head)
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
-        for c in (c for c in comps if c["key"] == head):
-            d = _paired_differences(pq, c["baseline"], c["candidate"], label)
-            ax.plot(np.arange(1, d.size + 1), np.sort(d), label=f"{c['candidate']} − {c['baseline']}")
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xlabel("queries, sorted by difference")
-        ax.set_ylabel(f"per-query difference, {_label(head)}")
-        ax.set_title("Sorted per-query differences")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        out["per_query_differences"] = fig
-
-        if bundle.bootstrap is not None:
-            cols = [c for c in comps if f"{c['candidate']}:{c['key']}" in bundle.bootstrap.columns]
-            if cols:
-                n = len(cols)
-                ncol = min(3, n)
-                nrow = math.ceil(n / ncol)
-                fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 2.6 * nrow), squeeze=False)
-                for ax, c in zip(axes.ravel(), cols):
-                    dist = bundle.bootstrap[f"{c['candidate']}:{c['key']}"].to_numpy()
-                    ax.hist(dist[np.isfinite(dist)], bins=40, color="#4c72b0", alpha=0.8)
-                    ax.axvline(0, color="black", lw=0.8)
-                    for v in (c.get("ci_low"), c.get("ci_high")):
-                        if v is not None and np.isfinite(v):
-                            ax.axvline(v, color="#c44e52", ls="--", lw=1)
-                    ax.set_title(f"{c['candidate']}, {_label(c['key'])}", fontsize=8)
-                    ax.tick_params(labelsize=7)
-                for ax in axes.ravel()[n:]:
-                    ax.axis("off")
-                fig.suptitle("Bootstrap distributions of the differences (dashed: interval)", fontsize=9)
-                fig.tight_layout()
-                out["bootstrap_differences"] = fig
-    return out
-
-
-def _nan(x: Any) -> float:
-    return float("nan") if x is None else float(x)
+def figures(bundle: Bundle) -> dict[str, str]:
+    """The report's figures as SVG text (:mod:`ndcg_mlflow.figures`): nDCG by cutoff, sorted per-query
+    differences and bootstrap distributions of the differences (the last two only with a comparison)."""
+    return draw(bundle.summary, bundle.per_query, bundle.bootstrap)
 
 
 def _has_ci(bundle: Bundle) -> bool:
     entry: dict[str, Any] = next(iter(bundle.summary["systems"].values()), {})
     return any("ci_low" in v for v in entry.values())
-
-
-def _paired_differences(pq, baseline: str, candidate: str, cutoff: str) -> np.ndarray:
-    a = pq[(pq["system"] == baseline) & (pq["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
-    b = pq[(pq["system"] == candidate) & (pq["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
-    joined = a.to_frame("a").join(b.to_frame("b"), how="inner").dropna()
-    return (joined["b"] - joined["a"]).to_numpy(dtype=float)
-
-
-def _svg(fig) -> str:
-    import matplotlib
-
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "ndcg-mlflow"}):  # the same figure gives the same SVG
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    text = buf.getvalue()
-    start = text.find("<svg")
-    return text[start:] if start >= 0 else text
 
 
 # --------------------------------------------------------------------------- HTML
@@ -224,20 +151,21 @@ details{margin:.3rem 0}summary{cursor:pointer}
 """
 
 
-def render_html(bundle: Bundle) -> str:
+def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
+    """``report.html``; ``figs`` are the figures already drawn (else drawn here)."""
     s = bundle.summary
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
              f"<title>nDCG report — {_e(s['name'])}</title><style>{CSS}</style></head><body>"]
     parts.append(f"<h1>nDCG report — {_e(s['name'])}</h1>")
     parts.append(f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
-                 f"<code>{_e(s.get('spec_sha256', ''))}</code> · {int(s.get('n_queries', 0))} evaluated queries"
-                 f"</p>")
+                 f"<code>{_e(s.get('spec_sha256', ''))}</code></p>")
+    parts.append(f"<p>{_e(queries_line(s))}</p>")
     parts.append(_section_spec(bundle))
     parts.append(_section_coverage(bundle))
     parts.append(_section_results(bundle))
     parts.append(_section_comparisons(bundle))
-    parts.append(_section_figures(bundle))
+    parts.append(_section_figures(bundle, figures(bundle) if figs is None else figs))
     parts.append(_section_wins_losses(bundle))
     parts.append(_section_sensitivity(bundle))
     notes = s.get("notes") or []
@@ -323,25 +251,27 @@ def _section_comparisons(bundle: Bundle) -> str:
             f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
             f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
             f"<td>{c['wins']} / {c['ties']} / {c['losses']}</td></tr>")
-    rows.append("</table>")
+    rows.append("</table><p class='muted'>The difference is the candidate's mean minus the baseline's: "
+                "<span class='up'>green</span> where its whole interval is above 0 (the candidate is better), "
+                "<span class='down'>red</span> where it is below 0 (the candidate is worse), uncoloured where "
+                "the interval includes 0 or is undefined.</p>")
     return "".join(rows)
 
 
-def _section_figures(bundle: Bundle) -> str:
-    import matplotlib.pyplot as plt
-
-    figs = figures(bundle)
+def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
+    head = _label(bundle.headline)
     captions = {
-        "ndcg_by_cutoff": "Mean nDCG against cutoff for each system.",
-        "per_query_differences": f"Per-query differences at {_label(bundle.headline)}, sorted: the area above "
-                                 f"zero is where the candidate wins.",
-        "bootstrap_differences": "Bootstrap distribution of each difference of means, with its interval.",
+        "ndcg_by_cutoff": "Mean nDCG against cutoff for each system"
+                          + (", with its confidence interval." if _has_ci(bundle) else "."),
+        "per_query_differences": f"Per-query differences at {head} (candidate − baseline), sorted: the queries "
+                                 f"where the line is above zero are the candidate's wins.",
+        "bootstrap_differences": "Bootstrap distribution of each difference of means, with the observed "
+                                 "difference and its interval; every panel has the same scales.",
     }
     parts = ["<h2>Figures</h2>"]
-    for name, fig in figs.items():
-        parts.append(f"<figure id='{name}'>{_svg(fig)}<figcaption class='muted'>{_e(captions[name])}"
-                     f"</figcaption></figure>")
-        plt.close(fig)
+    for name, svg in figs.items():
+        parts.append(f"<figure id='{name}'>{svg}<figcaption class='muted'>{_e(captions[name])} "
+                     f"(<code>figures/{name}.svg</code>)</figcaption></figure>")
     return "".join(parts)
 
 
@@ -368,7 +298,9 @@ def _section_wins_losses(bundle: Bundle) -> str:
         return ""
     parts = ["<h2>Largest wins and losses</h2><p class='muted'>Per comparison and cutoff, the queries with the "
              "largest differences each way, with both systems' top documents; relevant documents (grade &gt; 0) "
-             "that entered or left the top K are marked.</p>"]
+             "that <span class='up'>entered</span> or <span class='down'>left</span> the top K are marked, and a "
+             "difference is <span class='up'>green</span> for a win of the candidate, <span class='down'>red</span> "
+             "for a loss.</p>"]
     for block in bundle.wins_losses["comparisons"]:
         parts.append(f"<h3>{_e(block['candidate'])} vs {_e(block['baseline'])}, {_e(_label(block['key']))}</h3>")
         for kind in ("wins", "losses"):
@@ -436,7 +368,7 @@ def render_markdown(bundle: Bundle) -> str:
     s = bundle.summary
     keys = bundle.keys
     lines = [f"# nDCG report — {_md(s['name'])}", "",
-             f"{int(s.get('n_queries', 0))} evaluated queries; spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
+             _md(queries_line(s)), "", f"Spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
     spec = s.get("spec", {})
     lines.append("Rules: " + "; ".join(f"{_md(k.split('.', 1)[1])} {_md(v)}" for k, v in spec.items()
                                         if k.startswith("metric.") and k != "metric.preset") + ".")
@@ -480,7 +412,7 @@ def render_markdown(bundle: Bundle) -> str:
     if notes:
         lines += ["", "Notes:"] + [f"- {_md(n)}" for n in notes]
     lines.append("")
-    lines.append("The full report is `report.html`.")
+    lines.append("The full report is `report.html`; its figures are also in `figures/` as SVG files.")
     return "\n".join(lines) + "\n"
 
 

@@ -857,7 +857,10 @@ def test_constant_series_has_a_point_interval_and_a_report(tmp_path, monkeypatch
 
 
 def test_report_error_bars_tolerate_intervals_a_rounding_error_off(tmp_path, monkeypatch):
-    """figures() draws whatever the summary says: an interval one ulp inside its mean or undefined."""
+    """figures() draws whatever the summary says: an interval one ulp inside its mean (a bar of length 0 through
+    the mean, never a negative one) or undefined (no bar, the mean still drawn)."""
+    import re
+
     from ndcg_mlflow.cli import main
     from ndcg_mlflow.report import figures, load_bundle, write_reports
 
@@ -876,8 +879,17 @@ def test_report_error_bars_tolerate_intervals_a_rounding_error_off(tmp_path, mon
     summary["systems"]["flat"][KEY]["ci_high"] = None
     (out / "summary.json").write_text(json.dumps(summary))
     figs = figures(load_bundle(out))
-    assert "ndcg_by_cutoff" in figs
+    svg = figs["ndcg_by_cutoff"]
+    bars = re.findall(r"<g class=\"error-bar\"><title>([^<]*)</title><line class=\"mark\" x1=\"[^\"]*\" "
+                      r"y1=\"([^\"]*)\" x2=\"[^\"]*\" y2=\"([^\"]*)\"", svg)
+    named = {t.split(":")[0]: (float(y1), float(y2)) for t, y1, y2 in bars}
+    assert set(named) == {"bm25, nDCG@5", "bm25, nDCG@10", "flat, nDCG@5"}  # flat's other: undefined
+    y1, y2 = named["flat, nDCG@5"]
+    assert y1 == y2  # the interval collapses onto the mean: a bar of length 0
+    assert all(a >= b for a, b in named.values())  # from the lower bound (larger y) up to the upper one
+    assert svg.count("<title>flat, nDCG@") == 2 + 1  # both means drawn as points, one bar
     write_reports(out)
+    assert (out / "figures" / "ndcg_by_cutoff.svg").read_text(encoding="utf-8") == svg + "\n"
 
 
 def _small_scores(n: int, seed: int = 0):

@@ -16,6 +16,7 @@ from ndcg_mlflow.format import (
     md_table,
     number,
     p_value,
+    queries_line,
     share,
     text_table,
 )
@@ -119,3 +120,60 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
     if "p_rand" in want:  # the exact randomization test of one difference: both signs give it, p = 1
         assert cell["p_rand"] == "1.0000"
     assert "-" not in cells
+
+
+# --------------------------------------------------------------------------- query counts and where to look
+
+
+def _counts(evaluated: int, excluded: int, empty: int, missing: int) -> dict:
+    return {"ndcg_at_10": {"n_evaluated": evaluated, "n_excluded": excluded, "n_empty_ideal": empty,
+                           "n_missing": missing}}
+
+
+def test_the_query_line_tells_the_set_from_the_evaluated():
+    spec = {"queries.set": "null", "metric.empty_ideal": "exclude", "metric.missing_queries": "zero"}
+    s = {"n_queries": 240, "spec": spec, "systems": {"a": _counts(233, 7, 7, 0), "b": _counts(233, 7, 7, 1)}}
+    assert queries_line(s) == ("240 queries in the evaluation (every judged query); each mean is over the 233 "
+                               "evaluated, 7 are excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant "
+                               "to find; metric.empty_ideal: exclude).")
+    # excluded for both reasons
+    spec2 = dict(spec, **{"metric.missing_queries": "exclude", "queries.set": "eval_queries.txt"})
+    s2 = {"n_queries": 10, "spec": spec2, "systems": {"a": _counts(6, 4, 1, 3)}}
+    assert queries_line(s2) == ("10 queries in the evaluation (the query set eval_queries.txt); each mean is over "
+                                "the 6 evaluated, 4 are excluded: 1 with an empty ideal (ideal DCG 0: nothing "
+                                "relevant to find; metric.empty_ideal: exclude) and 3 that the runs do not answer "
+                                "(metric.missing_queries: exclude).")
+    # counts that differ by system: a range, and the table's columns named
+    s3 = {"n_queries": 10, "spec": spec2, "systems": {"a": _counts(6, 4, 1, 3), "b": _counts(9, 1, 1, 0)}}
+    assert queries_line(s3).endswith("each system's means are over its evaluated queries, 6 to 9 of them (the "
+                                     "evaluated and excluded columns give each system's counts).")
+    # nothing excluded; one query
+    s4 = {"n_queries": 1, "spec": spec, "systems": {"a": _counts(1, 0, 0, 0)}}
+    assert queries_line(s4) == ("1 query in the evaluation (every judged query); every mean is over all 1 (none "
+                                "excluded).")
+    # reasons that do not add up to the excluded count are not given
+    s5 = {"n_queries": 10, "spec": spec, "systems": {"a": _counts(7, 3, 1, 0)}}
+    assert queries_line(s5).endswith("each mean is over the 7 evaluated, 3 are excluded.")
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("sqlite:///mlflow.db", "MLflow UI: mlflow ui --backend-store-uri sqlite:///{cwd}/mlflow.db\n"
+                            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
+    ("sqlite:////data/runs/mlflow.db", "MLflow UI: mlflow ui --backend-store-uri sqlite:////data/runs/mlflow.db\n"
+                                       "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
+    ("http://user:secret@mlflow.example:5000/", "MLflow UI: http://mlflow.example:5000/#/experiments/7/runs/abc"),
+    ("https://mlflow.example/ml", "MLflow UI: https://mlflow.example/ml/#/experiments/7/runs/abc"),
+    ("file:///srv/mlruns", "MLflow UI: mlflow ui --backend-store-uri file:///srv/mlruns\n"
+                           "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
+    ("my runs", "MLflow UI: mlflow ui --backend-store-uri file://{cwd}/my%20runs\n"
+                "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
+    ("sqlite:///my dir/mlflow.db", "MLflow UI: mlflow ui --backend-store-uri 'sqlite:///{cwd}/my dir/mlflow.db'\n"
+                                   "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
+    ("databricks", "MLflow UI: run abc in experiment 7 of databricks"),
+])
+def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
+    from ndcg_mlflow.cli import mlflow_ui_hint
+
+    monkeypatch.chdir(tmp_path)
+    cwd = str(tmp_path.resolve())
+    assert mlflow_ui_hint(uri, "7", "abc") == expected.format(cwd=cwd)

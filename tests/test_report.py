@@ -15,6 +15,7 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
+from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
@@ -105,8 +106,8 @@ class HtmlDoc(HTMLParser):
 
 
 def without_svg_boilerplate(text: str) -> str:
-    """The HTML without the parts of matplotlib's SVG that name URIs but fetch nothing: XML namespace
-    declarations and the ``<metadata>`` (RDF) block."""
+    """The HTML without the parts of an SVG that name URIs but fetch nothing: XML namespace declarations and a
+    ``<metadata>`` (RDF) block."""
     text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
     return re.sub(r"\sxmlns(:\w+)?\s*=\s*(\"[^\"]*\"|'[^']*')", "", text)
 
@@ -294,12 +295,41 @@ def test_html_sensitivity_table(demo):
 @pytest.mark.integration
 def test_html_figures_inline_svg(demo):
     for name in FIGURES:
-        m = re.search(rf"<figure id='{name}'>(.*?)</figure>", demo.html, flags=re.S)
+        m = re.search(rf"<figure id='{name}'>(<svg.*?</svg>)<figcaption", demo.html, flags=re.S)
         assert m, name
         body = m.group(1)
-        assert body.lstrip().startswith("<svg") and "</svg>" in body
         assert "<?xml" not in body and "<!DOCTYPE svg" not in body
+        # the figure file of the folder is the same SVG, a standalone XML document
+        assert (demo.out / "figures" / f"{name}.svg").read_text(encoding="utf-8") == body + "\n"
+        assert f"figures/{name}.svg" in demo.html  # the caption names the file
     assert demo.html.count("<svg") == 3
+    assert sorted(p.name for p in (demo.out / "figures").iterdir()) == sorted(f"{n}.svg" for n in FIGURES)
+    manifest = json.loads((demo.out / "manifest.json").read_text(encoding="utf-8"))
+    assert {f"figures/{n}.svg" for n in FIGURES} <= set(manifest["files"])
+
+
+@pytest.mark.integration
+def test_query_counts_tell_the_set_from_the_evaluated(demo):
+    """The header's count is the query set (240: every judged query); the tables' 'evaluated' (233) is what each
+    mean is over; the 7 excluded are the demo's queries with an empty ideal. The same words in HTML and markdown."""
+    n = demo.summary["n_queries"]
+    first = demo.summary["systems"]["bm25"]["ndcg_at_5"]
+    assert (n, first["n_evaluated"], first["n_excluded"], first["n_empty_ideal"]) == (240, 233, 7, 7)
+    line = ("240 queries in the evaluation (every judged query); each mean is over the 233 evaluated, 7 are "
+            "excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude).")
+    assert f"<p>{line}</p>" in demo.html
+    assert md_text(line) in demo.md.splitlines()
+    assert "240 evaluated queries" not in demo.html and "240 evaluated queries" not in demo.md
+
+
+@pytest.mark.integration
+def test_the_colours_of_the_tables_are_explained(demo):
+    doc = HtmlDoc(demo.html)
+    coloured = [c for c in demo.summary["comparisons"] if c["ci_low"] > 0 or c["ci_high"] < 0]
+    assert coloured  # the demo's reranker is better at every cutoff: its differences are green
+    assert "<span class='up'>green</span> where its whole interval is above 0" in demo.html
+    assert "<span class='down'>red</span> where it is below 0" in demo.html
+    assert len(doc.table("candidate", "baseline")) == len(demo.summary["comparisons"]) + 1
 
 
 @pytest.mark.integration
@@ -330,23 +360,43 @@ def test_markdown_report(demo):
             text = ", ".join(f"{md_text(e['query_id'])} ({e['delta']:+.3f})" for e in b[kind][:3])
             assert f"- largest {kind}: {text}" in md
     assert not re.search(r"(?<!\\)<", md)  # report.md has no raw HTML: every "<" is escaped
+    assert md.endswith(".\n") and not md.endswith("\n\n")  # one final newline
 
 
 @pytest.mark.integration
-def test_mlflow_has_reports_and_png_figures(demo, tmp_path):
+def test_mlflow_has_reports_and_svg_figures(demo, tmp_path):
     client, pid = demo.client, demo.parent.info.run_id
     root = {a.path for a in client.list_artifacts(pid)}
     assert {"report.html", "report.md", "figures"} <= root
     figures = {a.path for a in client.list_artifacts(pid, "figures")}
-    assert figures == {f"figures/{n}.png" for n in FIGURES}
+    assert figures == {f"figures/{n}.svg" for n in FIGURES}
     for name in FIGURES:
-        png = Path(client.download_artifacts(pid, f"figures/{name}.png", str(tmp_path / "dl")))
-        data = png.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+        svg = Path(client.download_artifacts(pid, f"figures/{name}.svg", str(tmp_path / "dl")))
+        assert svg.read_bytes() == (demo.out / "figures" / f"{name}.svg").read_bytes()
+        ElementTree.fromstring(svg.read_bytes())  # a well-formed XML document, as an image viewer needs
     html = Path(client.download_artifacts(pid, "report.html", str(tmp_path / "dl")))
     assert html.read_bytes() == (demo.out / "report.html").read_bytes()
     md = Path(client.download_artifacts(pid, "report.md", str(tmp_path / "dl")))
     assert md.read_bytes() == (demo.out / "report.md").read_bytes()
+
+
+@pytest.mark.integration
+def test_log_figures_draws_them_for_a_folder_written_without_them(demo, tmp_path):
+    """A folder written before the figures were files of it: log_figures draws the same SVG from its tables."""
+    from ndcg_mlflow.tracking.client import log_figures
+
+    folder = tmp_path / "older"
+    shutil.copytree(demo.out, folder)
+    shutil.rmtree(folder / "figures")
+    logged = {}
+
+    class Client:
+        def log_artifact(self, run_id, local_path, artifact_path=None):
+            logged[f"{artifact_path}/{Path(local_path).name}"] = Path(local_path).read_bytes()
+
+    log_figures(Client(), "run", folder)
+    assert logged == {f"figures/{n}.svg": (demo.out / "figures" / f"{n}.svg").read_bytes() for n in FIGURES}
+    assert not (folder / "figures").exists()  # drawn elsewhere: the folder (and its manifest) untouched
 
 
 @pytest.mark.integration
@@ -437,7 +487,8 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
         assert hostile in doc.bold, hostile
         assert hostile in doc.cells, hostile
     name = "<script>alert('name')</script> \"q\" & co"
-    assert len(doc.titles) == 2 and all(t.endswith(name) for t in doc.titles)  # <title> and <h1>, as text
+    # <title> and <h1>, as text (the figures' own SVG <title> elements follow)
+    assert [t for t in doc.titles if name in t] == [f"nDCG report — {name}"] * 2
 
     # markdown: no raw tag, pipes cannot break a table; every character from the data taken literally
     assert not re.search(r"(?<!\\)<", md)  # no raw tag: every "<" is escaped
@@ -455,6 +506,29 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
     assert parent.info.status == "FINISHED"
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.html", "report.md"} <= names
+
+
+@pytest.mark.integration
+def test_terminal_says_where_the_report_is_and_how_to_open_mlflow(tracking_uri, tmp_path, capsys):
+    spec = write_escaping_spec(tmp_path / "esc")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert lines[0].endswith(": 5 queries in the evaluation (every judged query); every mean is over all 5 (none "
+                             "excluded).")
+    assert any(line.startswith("delta: candidate minus baseline mean; d_z: the mean per-query difference over its "
+                               "standard deviation") for line in lines)
+    assert f"report: {(out / 'report.html').resolve()}" in lines
+    assert f"local results: {out.resolve()}" in lines
+    client = client_for(tracking_uri)
+    parent = next(r for r in runs_of_experiment(client, "escaping", deleted=False)
+                  if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    db = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
+    i = lines.index(f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{db}")  # the store this run went to
+    assert lines[i + 1] == (f"  then open http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/"
+                            f"{parent.info.run_id}")
+    assert summary["n_queries"] == 5
 
 
 # --------------------------------------------------------------------------- companions, by hand
@@ -567,13 +641,10 @@ def test_report_command_rebuilds_the_demo_report(demo, tmp_path):
         mp.chdir(demo.root)
         assert main(["report", demo.parent.info.run_id, "--out", str(out), "--tracking-uri", demo.uri]) == 0
     rebuilt = (out / "report.html").read_text(encoding="utf-8")
-
-    def strip(text):
-        return re.sub(r"<svg.*?</svg>", "<svg/>", text, flags=re.S)
-
     assert rebuilt.count("<svg") == 3
-    assert strip(rebuilt) == strip(demo.html)  # same tables, sensitivity and companions included
-    assert HtmlDoc(rebuilt).tables == HtmlDoc(demo.html).tables
+    assert rebuilt == demo.html  # same tables, sensitivity, companions and figures, to the byte
+    for name in FIGURES:
+        assert (out / "figures" / f"{name}.svg").read_bytes() == (demo.out / "figures" / f"{name}.svg").read_bytes()
 
 
 def test_system_names_that_look_like_numbers_are_kept(tmp_path):

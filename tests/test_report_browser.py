@@ -1,15 +1,21 @@
-"""``report.html`` in a real headless Chromium, offline: it renders, logs nothing, fetches nothing.
+"""``report.html`` in a real headless Chromium, offline: it renders, logs nothing, fetches nothing, and its
+figures read at the size they are shown.
 
 Chromium runs with a proxy that does not exist and a resolver that resolves nothing, so any request
 the page made would fail; its NetLog (``--log-net-log``) records every URL request, and the requests
 of the page (those in the ``file://`` network partition) must all be ``file:`` URLs. A canary page
 with a script error and external references checks that this harness does see such things.
 
+The figures are measured in a copy of the report with a measuring script appended (the report itself has
+none): the bounding box of every text of every figure, as laid out at a window width, from the DOM
+(``getBoundingClientRect``), and the colours of the data marks and legend swatches (``getComputedStyle``).
+
 Skipped when Debian's ``chromium`` is not installed (``.ci/run`` installs it).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -167,3 +173,132 @@ def test_hostile_ids_render_as_text(reports, tmp_path):
     assert re.search(r"<td class=\"l\">&lt;script&gt;alert\(1\)&lt;/script&gt;</td>", dom)
     assert _console_lines(seen.log) == []
     assert seen.page_requests == []
+
+
+# --------------------------------------------------------------------------- the figures as laid out
+
+MEASURE = """<script>
+(function () {
+  const box = (el) => { const b = el.getBoundingClientRect();
+    return {l: b.left, r: b.right, t: b.top, b: b.bottom, w: b.width, h: b.height}; };
+  const colour = (el) => { const s = getComputedStyle(el);
+    return ["line", "polyline", "path"].includes(el.tagName) ? s.stroke : s.fill; };
+  const text = (el) => Object.assign({text: el.textContent,
+                                      cls: el.getAttribute("class") || ""}, box(el));
+  const out = [];
+  for (const svg of document.querySelectorAll("figure > svg")) {
+    const legend = svg.querySelector("g.legend");
+    out.push({
+      name: svg.closest("figure").id, svg: box(svg),
+      axes: [...svg.querySelectorAll("g.axis")].map((g) => ({
+        axis: g.dataset.axis, panel: g.dataset.panel || "",
+        ticks: [...g.querySelectorAll("text.tick-label")].map(text),
+        labels: [...g.querySelectorAll("text.axis-label")].map(text)})),
+      legend: legend === null ? null : [...legend.querySelectorAll("g.legend-item")].map((i) => ({
+        text: i.textContent, colours: [...i.querySelectorAll(".swatch")].map(colour)})),
+      marks: [...new Set([...svg.querySelectorAll(".mark")].map(colour))],
+      texts: [...svg.querySelectorAll("text")].map(text)});
+  }
+  const pre = document.createElement("pre");
+  pre.id = "measured";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def measure(report: Path, work: Path, width: int) -> list[dict]:
+    """The figures of ``report`` laid out in a window ``width`` pixels wide: boxes, colours, texts."""
+    page = work / "measured.html"
+    work.mkdir(parents=True, exist_ok=True)
+    page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    seen = browse(page, work / "run", "--dump-dom", f"--window-size={width},2000")
+    assert _console_lines(seen.log) == [], _console_lines(seen.log)
+    m = re.search(r'<pre id="measured">(.*?)</pre>', seen.dom, flags=re.S)
+    assert m, "the measuring script did not run"
+    return json.loads(html.unescape(m.group(1)))
+
+
+def _overlap(a: dict, b: dict, gap: float = 1.0) -> bool:
+    """Do two boxes come closer than ``gap`` pixels on both axes?"""
+    return a["l"] < b["r"] + gap and b["l"] < a["r"] + gap and a["t"] < b["b"] + gap and b["t"] < a["b"] + gap
+
+
+def _check_figures(figures: list[dict], *, min_tick_px: float) -> None:
+    assert [f["name"] for f in figures] == ["ndcg_by_cutoff", "per_query_differences", "bootstrap_differences"]
+    for fig in figures:
+        where = fig["name"]
+        # every axis: at least two tick labels, apart from each other, and one label of its own
+        assert {a["axis"] for a in fig["axes"]} == {"x", "y"}, where
+        for axis in fig["axes"]:
+            at = f"{where} {axis['axis']} axis {axis['panel']}"
+            ticks = axis["ticks"]
+            assert len(ticks) >= 2, at
+            for i, a in enumerate(ticks):
+                for b in ticks[i + 1:]:
+                    assert not _overlap(a, b, gap=2.0), f"{at}: tick labels {a['text']!r} and {b['text']!r} touch"
+            assert len(axis["labels"]) == 1 and axis["labels"][0]["text"].strip(), f"{at}: no axis label"
+            # readable at this width: a tick label's box is about 1.2 times its font size high
+            assert min(t["h"] for t in ticks) >= min_tick_px * 1.1, f"{at}: tick labels {ticks[0]['h']:.1f} px"
+        # no text of the figure touches another, and all of it is inside the figure
+        texts = [t for t in fig["texts"] if t["w"] > 0]
+        for i, a in enumerate(texts):
+            assert fig["svg"]["l"] - 1 <= a["l"] and a["r"] <= fig["svg"]["r"] + 1, f"{where}: {a['text']!r} cut"
+            assert fig["svg"]["t"] - 1 <= a["t"] and a["b"] <= fig["svg"]["b"] + 1, f"{where}: {a['text']!r} cut"
+            for b in texts[i + 1:]:
+                assert not _overlap(a, b, gap=0.0), f"{where}: {a['text']!r} and {b['text']!r} overlap"
+        # a legend, and every colour the data are drawn in is explained in it
+        assert fig["legend"], f"{where}: no legend"
+        explained = {c for item in fig["legend"] for c in item["colours"]}
+        assert all(item["text"].strip() for item in fig["legend"])
+        assert fig["marks"] and set(fig["marks"]) <= explained, (where, set(fig["marks"]) - explained)
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_demo_figures_read_at_the_size_shown(reports, tmp_path, width):
+    """At 1280 pixels the report's column is at its widest (1100); at 800 it is about as wide as MLflow's
+    artifact viewer shows it. Scaling keeps the layout, so nothing may touch at either width; the text is
+    smaller at 800 but still legible."""
+    figures = measure(reports.demo, tmp_path, width)
+    _check_figures(figures, min_tick_px=12.0 if width == 1280 else 9.0)
+    shown = {f["name"]: f["svg"]["w"] for f in figures}
+    if width == 1280:
+        assert all(w == 960 for w in shown.values()), shown  # drawn at their own size, not scaled
+    else:
+        assert all(700 < w < 800 for w in shown.values()), shown  # scaled down to the column
+
+
+def test_hostile_report_figures_read_at_the_size_shown(reports, tmp_path):
+    _check_figures(measure(reports.hostile, tmp_path, 1280), min_tick_px=12.0)
+
+
+def test_crowded_figures_read_at_the_size_shown(tmp_path):
+    """Many systems with long, wide-character and hostile names, many cutoffs, many panels: still nothing
+    touches, nothing is cut, every colour is explained."""
+    import numpy as np
+    import pandas as pd
+
+    from ndcg_mlflow.figures import draw
+    from ndcg_mlflow.report import CSS
+    from ndcg_mlflow.rules import cutoff_key, cutoff_of_label
+
+    cutoffs = ["1", "3", "5", "10", "20", "50", "100", "1000", "all"]
+    keys = [cutoff_key(cutoff_of_label(c)) for c in cutoffs]
+    names = ["bm25", "<script>alert(1)</script>", "検索システム・改良版" * 3, "a" * 150, "team/model-v2 & co",
+             "dense", "hybrid-rrf", "colbert-v2", "splade++", "t5-rerank"]
+    rng = np.random.default_rng(5)
+    systems = {n: {k: {"mean": 0.3 + 0.05 * i + 0.02 * j, "ci_low": 0.28 + 0.05 * i + 0.02 * j,
+                       "ci_high": 0.33 + 0.05 * i + 0.02 * j} for j, k in enumerate(keys)}
+               for i, n in enumerate(names)}
+    comps = [{"candidate": n, "baseline": "bm25", "key": k, "delta": 0.01, "ci_low": -0.02, "ci_high": 0.04}
+             for n in names[1:4] for k in keys]
+    summary = {"systems": systems, "spec": {"uncertainty.confidence": 0.9}, "comparisons": comps}
+    per_query = pd.DataFrame([{"system": n, "query_id": f"q{q}", "cutoff": "10", "ndcg": float(rng.uniform())}
+                              for n in names for q in range(400)])
+    boot = pd.DataFrame({f"{c['candidate']}:{c['key']}": rng.normal(0.01, 0.02, 300) for c in comps})
+    figs = draw(summary, per_query, boot)
+    page = tmp_path / "crowded.html"
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CSS}</style></head><body>"
+                    + "".join(f"<figure id='{n}'>{svg}</figure>" for n, svg in figs.items()) + "</body></html>",
+                    encoding="utf-8")
+    _check_figures(measure(page, tmp_path / "m", 1280), min_tick_px=12.0)

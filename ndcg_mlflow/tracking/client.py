@@ -295,16 +295,21 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | N
 
 
 def log_figures(client, run_id: str, out_dir: Path) -> None:
-    """The report's figures as PNG images (``figures/<name>.png``)."""
-    import matplotlib.pyplot as plt
+    """The report's figures as SVG files (``figures/<name>.svg``; MLflow's artifact viewer shows them as
+    images): those of the output folder, or, for a folder written without them, drawn from its files."""
+    import tempfile
 
-    from ..report import figures, load_bundle
+    from ..report import figures, load_bundle, write_figures
 
-    for name, fig in figures(load_bundle(out_dir)).items():
-        try:
-            client.log_figure(run_id, fig, f"figures/{name}.png")
-        finally:
-            plt.close(fig)
+    folder = out_dir / "figures"
+    files = sorted(folder.glob("*.svg")) if folder.is_dir() else []
+    if files:
+        for path in files:
+            client.log_artifact(run_id, str(path), "figures")
+        return
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-figures-") as tmp:
+        for path in write_figures(tmp, figures(load_bundle(out_dir))):
+            client.log_artifact(run_id, str(path), "figures")
 
 
 def find_or_create_experiment(client, name: str) -> str:
