@@ -749,3 +749,50 @@ def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path,
     p = write(tmp_path, "run.txt", f"q1 Q0 d1 1 2.5 t\n{line}\nq1 Q0 d3 3 0.5 t\n")
     with pytest.raises(DataError, match=r"run\.txt:2: expected 6 fields .* found 5"):
         read_run(p, rank=rank)
+
+
+# --------------------------------------------------------------------------- headers that are not the expected ones
+
+
+@pytest.mark.parametrize(("name", "text", "reader"), [
+    ("run.csv", "qid,docid,score\nq1,d1,0.5\nq1,d2,0.25\n", read_run),
+    ("run.tsv", "userID\titemID\tprediction\nu1\ti1\t0.5\nu1\ti2\t0.25\n", read_run),
+    ("qrels.csv", "q_id,doc_id,rating\nq1,d1,2\nq1,d2,0\n", read_qrels),
+])
+def test_a_header_with_other_names_is_answered_with_the_mapping_that_reads_it(tmp_path, name, text, reader):
+    """A CSV/TSV header that names no query_id was read as TREC ("expected 6 fields, found 1"): it is a header,
+    the error names line 1, the columns expected, and a mapping, which read as given reads the file."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataError) as info:
+        reader(path)
+    err = info.value
+    assert err.line == 1 and "expected 6 fields" not in str(err)
+    assert "missing column(s)" in err.message and "query_id" in err.message
+    suggested = re.search(r"`columns: \{(.*?)\}`", err.message).group(1)
+    mapping = tuple(tuple(pair.split(": ")) for pair in suggested.split(", "))
+    table = reader(path, columns=mapping)
+    header, *rows = [line.split("," if name.endswith(".csv") else "\t") for line in text.splitlines()]
+    assert list(table.query.values[table.query.codes]) == [r[0] for r in rows]
+    assert table.doc.array.to_pylist() == [r[1] for r in rows]
+    assert table.value.tolist() == [float(r[2]) for r in rows]
+
+
+@pytest.mark.parametrize("header", ["qid Q0 docid rank score tag", "query_id,doc_id,score", "qid\titer\tdocno\trel"])
+def test_a_header_line_in_a_trec_file_is_named_as_one(tmp_path, header):
+    kind = read_qrels if "rel" in header else read_run
+    body = "q1 0 d1 1\n" if kind is read_qrels else "q1 Q0 d1 1 0.5 t\n"
+    path = tmp_path / "data.txt"
+    path.write_text(f"{header}\n{body}")
+    with pytest.raises(DataError) as info:
+        kind(path)
+    assert info.value.line == 1 and "looks like a header" in info.value.message
+    path.write_text(body)  # the same file without it reads
+    assert len(kind(path)) == 1
+
+
+def test_a_tsv_named_trec_file_without_a_header_stays_trec(tmp_path):
+    """Tab-separated TREC lines in a .tsv hold numbers: not a header, read as TREC as before."""
+    path = tmp_path / "run.tsv"
+    path.write_text("q1\tQ0\td1\t1\t0.5\tt\nq1\tQ0\td2\t2\t0.25\tt\n")
+    assert read_run(path).doc.array.to_pylist() == ["d1", "d2"]
