@@ -5,9 +5,9 @@ Two loops:
 
 * ``python -m pytest`` (what CI runs): every test; the property and fuzz tests run the ``thorough`` Hypothesis
   profile.
-* ``python -m pytest -m "not integration"`` (the edit loop): no process, server or MLflow store; the property and
-  fuzz tests run the ``quick`` profile (a tenth of the examples, at least 10, from the same strategies;
-  ``helpers.examples``).
+* ``python -m pytest -m "not integration and not slow"`` (the edit loop): no process, server, MLflow store or
+  Monte Carlo calibration; the property and fuzz tests run the ``quick`` profile (a tenth of the examples, at
+  least 10, from the same strategies; ``helpers.examples``).
 
 ``HYPOTHESIS_PROFILE=thorough|quick`` chooses the profile explicitly. A test that uses an MLflow store or server
 fixture is marked ``integration`` whether or not its module says so.
