@@ -54,6 +54,7 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
         f"{TAG_PREFIX}.spec_sha256": summary["spec_sha256"],
         f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
         f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
+        f"{TAG_PREFIX}.engine": summary.get("engine", "local"),
         f"{TAG_PREFIX}.systems": ",".join(systems),
         f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),
         f"{TAG_PREFIX}.logging": "started",
