@@ -290,3 +290,66 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
         pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "same numbers on Spark Connect" in out.stdout
+
+
+def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
+    """``run --engine spark`` (on the session already started) writes the local engine's per-query table and
+    summary; only the engine differs."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from ndcg_mlflow.cli import main
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    spec = yaml.safe_load((configs / "demo.yaml").read_text(encoding="utf-8"))
+    spec.pop("companions", None)  # neither is on the Spark engine yet
+    spec["report"]["sensitivity"] = False
+    data = spec["data"]
+    data["qrels"] = str(configs / data["qrels"])
+    data["systems"] = {name: str(configs / path) for name, path in data["systems"].items()}
+    demo = tmp_path / "demo.yaml"
+    demo.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert main(["run", str(demo), "--no-mlflow", "--quiet", "--out", str(tmp_path / "local")]) == 0
+    assert main(["run", str(demo), "--engine", "spark", "--no-mlflow", "--quiet",
+                 "--out", str(tmp_path / "spark")]) == 0
+    a, b = tmp_path / "local", tmp_path / "spark"
+    assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
+    sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
+    assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
+    assert sa == sb
+    from ndcg_mlflow.tracking.names import parent_tags
+
+    assert parent_tags({**sb, "engine": "spark"}, b, "key")["ndcg_mlflow.engine"] == "spark"
+
+
+def test_spark_remote_needs_the_spark_engine(tmp_path, capsys):
+    from pathlib import Path
+
+    from ndcg_mlflow.cli import main
+
+    demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    code = main(["run", str(demo), "--no-mlflow", "--spark-remote", "sc://localhost:15002",
+                 "--out", str(tmp_path / "o")])
+    assert code != 0 and "--engine spark" in capsys.readouterr().err
+
+
+def test_judgments_beyond_the_driver_limit_are_refused(spark, monkeypatch):
+    from ndcg_mlflow.engines import spark as engine
+
+    monkeypatch.setattr(engine, "MAX_JUDGMENTS", 2)
+    qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
+    with pytest.raises(DataError, match="more than 2 judgments"):
+        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                             systems={"s": {"q1": {"a": 1.0}}})
+
+
+def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\nq1 0 b 0\n", encoding="utf-8")
+    (tmp_path / "run.trec").write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 x0.25 t\n", encoding="utf-8")
+    spec = spec_of(ties="average")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"t": "run.trec"}}
+    with pytest.raises(DataError) as info:
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+    assert "run.trec" in str(info.value) and "'q1 Q0 b 2 x0.25 t'" in str(info.value)
