@@ -231,6 +231,17 @@ def test_non_finite_scores_nulls_and_empty_ids_are_refused(spark):
     assert "doc_id is empty in 1 rows" in _spark_error(spark, run)
 
 
+def test_ranks_that_are_null_or_not_integers_are_refused(spark):
+    qrels = pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["a", "b"], "grade": [1, 2]})
+    for rank, expected in ((None, "rank is null in 1 rows"), (1.5, "rank must be an integer")):
+        frame = spark.createDataFrame([("q1", "a", 1.0, 1.0), ("q1", "b", 2.0, rank)],
+                                      "query_id string, doc_id string, score double, rank double")
+        with pytest.raises(DataError, match=expected) as info:
+            ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=qrels,
+                                 systems={"v3": frame})
+        assert "document 'b'" in str(info.value)
+
+
 def test_a_run_of_another_collection_and_the_error_rules(spark):
     other = pd.DataFrame({"query_id": ["x1", "x2"], "doc_id": ["a", "b"], "score": [1.0, 2.0]})
     msg = _spark_error(spark, other, EvaluationError)

@@ -78,7 +78,7 @@ RESULT_SCHEMA = (
 those outside the evaluated set) and one per problem found (``error``)."""
 
 # the errors a bucket reports, in the order the local engine checks them
-_ERROR_ORDER = ("null:query_id", "null:doc_id", "null:score", "null:rank", "empty:query_id", "empty:doc_id",
+_ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empty:query_id", "empty:doc_id",
                 "nonfinite:score", "rank", "duplicate", "unjudged", "overflow")
 
 
@@ -113,12 +113,12 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     for name, source in sources.items():
         if progress:
             progress(f"reading system '{name}' on Spark")
-        run_df, label, info = _run_frame(spark, spec, name, source, shared)
+        run_df, label, info, has_rank = _run_frame(spark, spec, name, source, shared)
         files.append(info)
         n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
         if progress:
             progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
-        rows = _bucket_results(run_df, judged_df, n_buckets, name, label, metric)
+        rows = _bucket_results(run_df, judged_df, n_buckets, name, label, metric, has_rank)
         systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     return statistics(result, progress)
@@ -222,9 +222,10 @@ def _plain(array: Any) -> Any:
 # --------------------------------------------------------------------------- runs, in Spark
 
 
-def _run_frame(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str]) -> tuple[Any, str, FileInfo]:
-    """A system's rows as a DataFrame of query_id, doc_id (strings), score and rank (doubles, rank may be
-    absent), its label for errors and its file information."""
+def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
+               shared: dict[str, str]) -> tuple[Any, str, FileInfo, bool]:
+    """A system's rows as a DataFrame of query_id, doc_id (strings), score and rank (doubles; rank all NULL when
+    the source has none), its label for errors, its file information and whether it has ranks."""
     from pyspark.sql import functions as F
 
     from ..readers.columns import _required_columns
@@ -234,10 +235,12 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str,
     mapping = shared
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping):
         source, mapping = source[0], {**shared, **source[1]}
+    ranked = True  # the source's rank column, when it has one, is read
     if _is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
-        df, label = _read_run_file(spark, source, spec.metric.ties == "displayed_order"), str(source.path)
+        df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order")
+        label = str(source.path)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
     else:  # an in-memory table of another library: checked locally, then handed to Spark
         import pyarrow as pa
@@ -248,7 +251,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str,
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
         df = spark.createDataFrame(pa.table(cols))
-        return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t))
+        return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), t.rank is not None
 
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
@@ -284,7 +287,8 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str,
     digest = _digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
     sha = digest[0] if digest else sha256_file(path)
-    return df, label, FileInfo(f"system:{name}", path, declared, sha, rows)
+    has_rank = rank_col is not None and ranked
+    return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
 
 
 def _digest(df: Any) -> tuple[str, int]:
@@ -300,10 +304,11 @@ def _digest(df: Any) -> tuple[str, int]:
 _NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 
-def _read_run_file(spark: Any, source: Any, rank: bool) -> Any:
+def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     """A run file read by Spark: Parquet (file, folder or glob), TREC (``qid Q0 docid rank score tag``), CSV
     or TSV with a header; numbers written as the local readers accept them, else an error naming the line.
-    A TREC run's rank is read only when ``rank`` (as locally: only ``ties: displayed_order`` uses it)."""
+    A TREC run's rank is read only when ``rank`` (as locally: only ``ties: displayed_order`` uses it); the
+    second value says whether a rank column, if any, was read."""
     from pyspark.sql import functions as F
 
     from ..readers import detect_format
@@ -311,7 +316,7 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> Any:
     path = source.file
     fmt = detect_format(path, source.format, source.columns)
     if fmt == "parquet":
-        return spark.read.parquet(str(path))
+        return spark.read.parquet(str(path)), True
     if fmt == "trec":
         lines = spark.read.text(str(path))
         text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
@@ -328,7 +333,7 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> Any:
                                                "a decimal score" + (" and rank" if rank else ""))
         return parsed.select(field(0).alias("query_id"), field(2).alias("doc_id"),
                              (field(3).cast("double") if rank else F.lit(None).cast("double")).alias("rank"),
-                             field(4).cast("double").alias("score"))
+                             field(4).cast("double").alias("score")), rank
     if fmt in ("csv", "tsv"):
         df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
                             mode="FAILFAST", enforceSchema=False)
@@ -341,7 +346,7 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> Any:
                          path, f"{' and '.join(numeric)} must be decimal numbers")
             df = df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c in numeric else F.col(c)
                              for c in df.columns])
-        return df
+        return df, True
     raise DataError(path, f"the Spark engine reads runs in Parquet, TREC, CSV and TSV; this one is {fmt}: convert "
                           f"it to Parquet or evaluate with the local engine.")
 
@@ -355,7 +360,8 @@ def _refuse_line(bad: Any, path: Path, what: str) -> None:
 # --------------------------------------------------------------------------- per bucket, in the executors
 
 
-def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric) -> Any:
+def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
+                    has_rank: bool) -> Any:
     """Every evaluated query's numbers (one Arrow row per query), error and meta rows, collected."""
     from pyspark.sql import functions as F
 
@@ -365,7 +371,7 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     depth = display_depth(metric)
 
     def per_bucket(run, judged):
-        return bucket_rows(run, judged, name, label, metric, depth)
+        return bucket_rows(run, judged, name, label, metric, depth, has_rank)
 
     out = bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
         per_bucket, RESULT_SCHEMA)
@@ -395,14 +401,14 @@ def _error(code: str, query: str | None, doc: str | None, count: int, value: flo
     return {"kind": "error", "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
 
 
-def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int) -> Any:
+def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool) -> Any:
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
     each gets one row, computed by the local join and kernel."""
     import pyarrow.compute as pc
 
-    errors = _run_errors(run, metric)
+    errors = _run_errors(run, has_rank)
     if errors:
         return _rows(errors)
     q_col = _plain(run.column("query_id"))
@@ -417,8 +423,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     if not bucket_ids.size:
         return _rows([meta])
     qrels = _local_table("qrels", "qrels", jq, judged.column("grade"), None, judged.column("doc_id"))
-    rank = run.column("rank")
-    rank = None if rank.null_count == len(rank) else rank
+    rank = run.column("rank") if has_rank else None
     run_table = _local_table(label, "run", q_col, run.column("score"), rank, run.column("doc_id"))
     judged_index = judgments(qrels, bucket_ids, metric)
     prep, _ = join(name, run_table, judged_index)
@@ -470,7 +475,7 @@ def _local_table(label: str, kind: str, query: Any, value: Any, rank: Any, doc: 
     return Table(label, kind, ids, docs, numbers, ranks, "table")
 
 
-def _run_errors(run: Any, metric: Metric) -> list[dict[str, Any]]:
+def _run_errors(run: Any, has_rank: bool) -> list[dict[str, Any]]:
     """The first problem of a bucket's run rows, by the local engine's order of checks (none: empty list)."""
     import pyarrow.compute as pc
 
@@ -490,7 +495,8 @@ def _run_errors(run: Any, metric: Metric) -> list[dict[str, Any]]:
     def null(col):
         return col.is_null().to_numpy(zero_copy_only=False)
 
-    for c, col in (("query_id", q), ("doc_id", d), ("score", run.column("score"))):
+    checked = [("query_id", q), ("doc_id", d)] + ([("rank", run.column("rank"))] if has_rank else [])
+    for c, col in checked + [("score", run.column("score"))]:
         qq, dd, n = first(null(col))
         if n:
             return [_error(f"null:{c}", qq, dd, n)]
@@ -504,9 +510,8 @@ def _run_errors(run: Any, metric: Metric) -> list[dict[str, Any]]:
     if n:
         value = float(score[np.flatnonzero(bad)[0]])
         return [_error("nonfinite:score", qq, dd, n, value)]
-    rank_col = run.column("rank")
-    if rank_col.null_count < len(rank_col):
-        rank = np.asarray(pc.fill_null(rank_col, 1.0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if has_rank:
+        rank = np.asarray(run.column("rank").to_numpy(zero_copy_only=False), dtype=np.float64)
         qq, dd, n = first(~np.isfinite(rank) | (rank != np.round(rank)))
         if n:
             return [_error("rank", qq, dd, n)]
