@@ -364,3 +364,12 @@ def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
     with pytest.raises(DataError) as info:
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
     assert "run.trec" in str(info.value) and "'q1 Q0 b 2 x0.25 t'" in str(info.value)
+
+
+def test_importing_the_package_and_the_engine_imports_neither_pyspark_nor_mlflow():
+    import sys
+
+    code = ("import sys, ndcg_mlflow, ndcg_mlflow.engines.spark; "
+            "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
