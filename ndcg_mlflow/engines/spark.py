@@ -406,6 +406,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
     each gets one row, computed by the local join and kernel."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     errors = _run_errors(run, has_rank)
@@ -442,17 +443,34 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    records = [meta]
-    for i, qid in enumerate(bucket_ids):
-        a, b = bounds[i], bounds[i + 1]
-        records.append({
-            "kind": "query", "query_id": qid, "n_returned": int(qr.n_returned[i]),
-            "dcg": qr.dcg[i].tolist(), "idcg": qr.idcg[i].tolist(), "idcg_candidates": qr.idcg_candidates[i].tolist(),
-            "ndcg": qr.ndcg[i].tolist(), "judged_coverage": qr.judged_coverage[i].tolist(),
-            "status": qr.status[i].astype(int).tolist(), "top_doc": docs[a:b], "top_pos": tp[a:b].tolist(),
-            "top_grade": grades[a:b].tolist(),
-        })
-    return _rows(records)
+    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds)])
+
+
+def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
+                bounds: np.ndarray) -> Any:
+    """The ``query`` rows of a bucket, built column by column (no Python object per query)."""
+    import pyarrow as pa
+
+    n, nc = qr.ndcg.shape
+    per_cutoff = pa.array(np.arange(0, n * nc + 1, nc, dtype=np.int32))
+    top_at = pa.array(bounds.astype(np.int32))
+
+    def cut(values: np.ndarray, dtype: Any) -> Any:
+        return pa.ListArray.from_arrays(per_cutoff, pa.array(np.ascontiguousarray(values).ravel(), type=dtype))
+
+    columns = {
+        "kind": pa.array(np.full(n, "query", dtype=object), type=pa.string()),
+        "query_id": pa.array(list(ids), type=pa.string()),
+        "n_returned": pa.array(qr.n_returned.astype(np.int64)),
+        "dcg": cut(qr.dcg, pa.float64()), "idcg": cut(qr.idcg, pa.float64()),
+        "idcg_candidates": cut(qr.idcg_candidates, pa.float64()), "ndcg": cut(qr.ndcg, pa.float64()),
+        "judged_coverage": cut(qr.judged_coverage, pa.float64()), "status": cut(qr.status.astype(np.int8), pa.int8()),
+        "top_doc": pa.ListArray.from_arrays(top_at, pa.array(docs, type=pa.string())),
+        "top_pos": pa.ListArray.from_arrays(top_at, pa.array(pos.astype(np.int64))),
+        "top_grade": pa.ListArray.from_arrays(top_at, pa.array(grades.astype(np.float64))),
+    }
+    schema = _result_type()
+    return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
 
 def _local_table(label: str, kind: str, query: Any, value: Any, rank: Any, doc: Any = None) -> Table:
@@ -576,14 +594,16 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
         raise EvaluationError(f"internal error: the Spark buckets gave {len(got)} query rows for {nq} evaluated "
                               f"queries of system '{name}'.")
 
+    def flat(col: str, dtype: Any) -> np.ndarray:
+        return np.asarray(pc.list_flatten(rows.column(col)).to_numpy(zero_copy_only=False), dtype=dtype)
+
     def matrix(col: str, dtype: Any) -> np.ndarray:
-        values = np.asarray(rows.column(col).to_pylist(), dtype=dtype).reshape(len(got), nc)
         out = np.empty((nq, nc), dtype=dtype)
-        out[at] = values
+        out[at] = flat(col, dtype).reshape(len(got), nc)
         return out
 
     n_returned = np.empty(nq, dtype=np.int64)
-    n_returned[at] = np.asarray(rows.column("n_returned").to_pylist(), dtype=np.int64)
+    n_returned[at] = rows.column("n_returned").to_numpy(zero_copy_only=False)
     qr = QueryResult(dcg=matrix("dcg", np.float64), idcg=matrix("idcg", np.float64),
                      idcg_candidates=matrix("idcg_candidates", np.float64), ndcg=matrix("ndcg", np.float64),
                      judged_coverage=matrix("judged_coverage", np.float64), status=matrix("status", np.int8),
@@ -598,14 +618,12 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
     if unknown:
         notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
     _apply_error_rules(name, Path(label), metric, qr, query_ids)
-    top_q = [np.full(len(p), i, dtype=np.int64) for i, p in zip(at, rows.column("top_pos").to_pylist())]
-    q_all = np.concatenate(top_q) if top_q else np.zeros(0, dtype=np.int64)
-    pos_all = np.asarray([p for ps in rows.column("top_pos").to_pylist() for p in ps], dtype=np.int64)
-    docs = [d for ds in rows.column("top_doc").to_pylist() for d in ds]
-    grade = np.asarray([g if g is not None else np.nan for gs in rows.column("top_grade").to_pylist() for g in gs],
-                       dtype=np.float64)
+    lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
+    q_all = np.repeat(at, lengths)
+    pos_all = flat("top_pos", np.int64)
     order = np.lexsort((pos_all, q_all))
-    top = TopLists(display_depth(metric), q_all[order], pos_all[order], [docs[i] for i in order], grade[order])
+    docs = pc.list_flatten(rows.column("top_doc")).take(order).to_pylist()
+    top = TopLists(display_depth(metric), q_all[order], pos_all[order], docs, flat("top_grade", np.float64)[order])
     return SystemResult(name, qr, _means(metric, qr, weights), top)
 
 
