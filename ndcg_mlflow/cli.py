@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print only errors")
     _set_option(run)
     _tag_option(run)
+    run.add_argument("--engine", choices=("local", "spark"), default="local",
+                     help="what computes the per-query numbers (the same numbers): this process (local, the default) "
+                          "or Apache Spark (needs the spark extra and Java 17)")
+    run.add_argument("--spark-remote", metavar="URL", help="with --engine spark: a Spark Connect server "
+                                                           "(sc://host:15002; default: a classic session, as "
+                                                           "spark-submit or the environment configures it)")
 
     val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
@@ -309,7 +315,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .spec import load_spec
 
     progress = _progress(quiet)
-    result = evaluate(load_spec(args.spec, overrides=args.set), progress=progress)
+    if args.spark_remote and args.engine != "spark":
+        from .errors import SpecError
+
+        raise SpecError("--spark-remote", "applies to --engine spark.")
+    spec = load_spec(args.spec, overrides=args.set)
+    if args.engine == "spark":
+        from .engines.spark import session
+
+        result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
+    else:
+        result = evaluate(spec, progress=progress)
     out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
     # one process at a time per folder, from writing until logging ends: what is logged is what was written
     with folder_lock(out_dir):

@@ -92,6 +92,7 @@ class EvaluationResult:
     prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
     catalog: Any = None
     grades: list = field(default_factory=list)  # the distinct grades of the qrels
+    engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
     _per_query: Any = None
 
     @property
@@ -134,6 +135,7 @@ class EvaluationResult:
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
             "notes": list(self.notes),
+            "engine": self.engine,
         }
 
     def _system_summary(self) -> dict[str, Any]:
@@ -205,7 +207,8 @@ def _json_safe(obj: Any) -> Any:
 
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, keep_data: bool = False) -> EvaluationResult:
+             base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
+             spark: Any = None, buckets: int | None = None) -> EvaluationResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
 
     The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
@@ -216,7 +219,23 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
 
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
     for recomputing under other rules without reading the files again.
+
+    ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect; ``buckets``:
+    the number of query buckets), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
+    numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`).
     """
+    if engine not in ("local", "spark"):
+        raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
+    if engine == "spark":
+        if keep_data:
+            raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
+                                         "local engine to keep them.")
+        from .engines.spark import evaluate as evaluate_spark
+
+        return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
+                              progress=progress, buckets=buckets)
+    if spark is not None or buckets is not None:
+        raise SpecError("engine", "spark= and buckets= apply to engine='spark'.")
     if columns is not None and qrels is None and systems is None:
         raise SpecError("columns", "a column mapping given to evaluate() applies to tables given in memory "
                                    "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).")
@@ -244,6 +263,29 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     naming the table (``qrels``, ``systems['v3']``) and the row. Each table's content digest
     (:func:`~ndcg_mlflow.readers.table_digest`) is recorded where a file's sha256 is.
     """
+    from .spec import IN_MEMORY
+
+    spec = resolve_spec(spec, qrels, systems, base_dir)
+    keep_data = keep_data or spec.sensitivity
+    shared = dict(columns or {})
+    if qrels is not None:
+        qrels_table = _table(qrels, "qrels", "qrels", shared)
+        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
+    else:
+        qrels_table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
+        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
+                              len(qrels_table))
+    rank = keep_data or spec.metric.ties == "displayed_order"
+    if systems is not None:
+        runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
+    else:
+        runs = {name: _RunFile(name, src, rank) for name, src in spec.systems}
+    return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+
+
+def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None,
+                 base_dir: str | Path | None = None) -> Spec:
+    """The spec, its data entries replaced by the tables given (``qrels``, ``systems``), its files checked."""
     from .spec import IN_MEMORY, InMemory, Source
 
     if systems is not None and not isinstance(systems, Mapping):
@@ -264,21 +306,7 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
-    keep_data = keep_data or spec.sensitivity
-    shared = dict(columns or {})
-    if qrels is not None:
-        qrels_table = _table(qrels, "qrels", "qrels", shared)
-        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
-    else:
-        qrels_table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
-        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
-                              len(qrels_table))
-    rank = keep_data or spec.metric.ties == "displayed_order"
-    if systems is not None:
-        runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
-    else:
-        runs = {name: _RunFile(name, src, rank) for name, src in spec.systems}
-    return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+    return spec
 
 
 def _table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
@@ -385,13 +413,26 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
-    for path in outside_paths(spec):
-        notes.append(f"data path outside the spec's folder: {path}")
-    result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
-    result.grades = sorted({float(g) for g in np.unique(qrels.value)})
+    result = finish(spec, query_ids, weights, systems, files, notes, qrels)
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog
+    return statistics(result, progress)
+
+
+def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict[str, SystemResult],
+           files: list[FileInfo], notes: list[str], qrels: Table, engine: str = "local") -> EvaluationResult:
+    """The result of every system's per-query numbers (before the statistics), whatever engine computed them."""
+    for path in outside_paths(spec):
+        notes.append(f"data path outside the spec's folder: {path}")
+    result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine)
+    result.grades = sorted({float(g) for g in np.unique(qrels.value)})
+    return result
+
+
+def statistics(result: EvaluationResult, progress=None) -> EvaluationResult:
+    """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows."""
+    spec = result.spec
     if spec.uncertainty is not None:
         from .analysis import analyze
 

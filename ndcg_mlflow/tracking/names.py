@@ -114,6 +114,7 @@ def common_tags(summary: dict, run_key: str) -> dict[str, str]:
         f"{TAG_PREFIX}.definition_sha256": summary["definition_sha256"],
         f"{TAG_PREFIX}.data_sha256": data_digest(summary),
         f"{TAG_PREFIX}.version": summary.get("ndcg_mlflow_version", __version__),
+        f"{TAG_PREFIX}.engine": summary.get("engine", "local"),  # how the numbers were computed (not the spec)
     }
     baseline = summary.get("spec", {}).get("comparison.baseline")
     if baseline:

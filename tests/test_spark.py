@@ -1,0 +1,375 @@
+"""The Spark engine gives the local engine's numbers, exactly, and refuses what the local engine refuses.
+
+One SparkSession (``local[2]``, 1 GB driver, 4 shuffle partitions, no UI) for the module; small random data.
+Skipped when pyspark or Java is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ndcg_mlflow
+from ndcg_mlflow.errors import DataError, EvaluationError, SpecError
+
+pytestmark = pytest.mark.integration
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+
+
+def _java_problem() -> str | None:
+    java = shutil.which("java")
+    if java is None:
+        return "Java is not installed (the Spark engine needs Java 17: java -version)"
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
+
+
+if _java_problem():
+    pytest.skip(_java_problem() or "", allow_module_level=True)
+
+
+def _builder():
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
+            .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
+            .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC"))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = _builder().getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+# --------------------------------------------------------------------------- random data
+
+
+def make_data(seed: int, *, int_ids: bool = False, n_queries: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judgments and a run with everything the rules act on: queries with no relevant judgment (empty ideals),
+    judged queries the run leaves out (missing), run queries nobody judged, unjudged documents, tied scores."""
+    rng = np.random.default_rng(seed)
+    qrels, run = [], []
+    for q in range(n_queries):
+        qid = q * 7 + 3 if int_ids else f"q{q}" + ("é" if q % 5 == 0 else "")
+        docs = [f"d{j}" for j in rng.choice(60, size=int(rng.integers(1, 25)), replace=False)]
+        judged = docs[: int(rng.integers(0, len(docs) + 1))] + [f"j{j}" for j in range(int(rng.integers(0, 4)))]
+        empty = rng.random() < 0.15
+        for d in judged:
+            qrels.append((qid, d, 0 if empty else int(rng.integers(-1, 4))))
+        if not judged:
+            qrels.append((qid, "only", 0 if empty else 2))
+        if rng.random() < 0.15:  # a judged query the run leaves out
+            continue
+        scores = rng.integers(0, 6, size=len(docs)) / 2.0  # many ties
+        for rank, i in enumerate(rng.permutation(len(docs))):
+            run.append((qid, docs[i], float(scores[i]), rank + 1))
+    for q in range(3):  # queries nobody judged
+        qid = 10_000 + q if int_ids else f"unjudged-{q}"
+        run.append((qid, "dx", 1.0, 1))
+    qf = pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"])
+    rf = pd.DataFrame(run, columns=["query_id", "doc_id", "score", "rank"])
+    return qf, rf
+
+
+def spec_of(*, ties: str, cutoffs=(1, 3, 10, "all"), ideal="judged_catalog", unjudged="zero",
+            missing_queries="zero", empty_ideal="exclude", gain="exponential", queries=None) -> dict:
+    return {"spec_version": 1, "name": "spark-equality",
+            "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
+                       "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
+            "queries": queries or {"weights": "uniform"}}
+
+
+def assert_same(local, remote) -> None:
+    """Every per-query number, mean, count and top list of the two results is the same, exactly."""
+    pd.testing.assert_frame_equal(local.per_query, remote.per_query, check_exact=True)
+    assert list(local.query_ids) == list(remote.query_ids)
+    np.testing.assert_array_equal(local.weights, remote.weights)
+    for name, sr in local.systems.items():
+        other = remote.systems[name]
+        assert sr.means.keys() == other.means.keys()
+        for key, m in sr.means.items():
+            for field, value in m.items():
+                got = other.means[key][field]
+                assert (value == got) or (np.isnan(value) and np.isnan(got)), (name, key, field, value, got)
+        a, b = sr.top, other.top
+        np.testing.assert_array_equal(a.query, b.query)
+        np.testing.assert_array_equal(a.position, b.position)
+        assert a.doc == b.doc
+        np.testing.assert_array_equal(a.grade, b.grade)
+    assert local.notes == remote.notes
+    assert remote.engine == "spark" and local.engine == "local"
+
+
+def both(spark, spec, qrels, systems, *, buckets, base_dir=None):
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems, base_dir=base_dir)
+    frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                                  systems=frames, buckets=buckets, base_dir=base_dir)
+    return local, remote
+
+
+# --------------------------------------------------------------------------- the same numbers
+
+CASES = [
+    # (ties, buckets, other rules)
+    ("displayed_order", 1, {}),
+    ("id_ascending", 3, {"unjudged": "condense"}),
+    ("id_descending", 8, {"ideal": "candidates", "missing_queries": "exclude"}),
+    ("average", 3, {"empty_ideal": "zero", "gain": "linear"}),
+    ("average", 8, {"unjudged": "condense", "ideal": "candidates"}),
+    ("displayed_order", 3, {"missing_queries": "exclude", "empty_ideal": "one"}),
+    ("id_descending", 1, {"unjudged": "condense", "cutoffs": (5,)}),
+    ("id_ascending", 8, {"gain": {-1: 0, 0: 0, 1: 1, 2: 3, 3: 7.5}}),
+]
+
+
+@pytest.mark.parametrize("ties, buckets, rules", CASES, ids=[f"{t}-{b}-{i}" for i, (t, b, _) in enumerate(CASES)])
+def test_every_per_query_number_equals_the_local_engine(spark, ties, buckets, rules):
+    i = CASES.index((ties, buckets, rules))
+    qrels, run = make_data(seed=100 + i, int_ids=i % 2 == 1)
+    second = run.sample(frac=0.7, random_state=i).reset_index(drop=True)  # another system: more missing queries
+    second["score"] = second["score"][::-1].to_numpy()
+    spec = spec_of(ties=ties, **rules)
+    local, remote = both(spark, spec, qrels, {"a": run, "b": second}, buckets=buckets)
+    statuses = set(local.per_query["status"])
+    assert len(statuses) >= 2, statuses  # the data reach more than one rule
+    assert_same(local, remote)
+
+
+def test_weights_and_query_sets(spark, tmp_path):
+    qrels, run = make_data(seed=7)
+    ids = sorted(set(qrels["query_id"]))
+    rng = np.random.default_rng(7)
+    chosen = [q for q in ids if rng.random() < 0.6]
+    (tmp_path / "set.txt").write_text("\n".join(chosen) + "\n", encoding="utf-8")
+    (tmp_path / "w.txt").write_text("".join(f"{q} {rng.integers(1, 9) / 4}\n" for q in ids), encoding="utf-8")
+    spec = spec_of(ties="average", queries={"weights": "w.txt", "set": "set.txt"})
+    spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7}
+    spec["comparison"] = {"baseline": "a", "test": "both", "correction": "holm", "wins_losses": 5,
+                          "tie_tolerance": 1e-9}
+    other = run.copy()
+    other["score"] = np.random.default_rng(8).permutation(other["score"].to_numpy())
+    local, remote = both(spark, spec, qrels, {"a": run, "b": other}, buckets=3, base_dir=tmp_path)
+    assert len(local.query_ids) == len(chosen) < len(ids)
+    assert len(set(local.weights)) > 1
+    assert_same(local, remote)
+    assert local.summary["systems"] == remote.summary["systems"]  # the intervals too
+    pd.testing.assert_frame_equal(local.comparisons, remote.comparisons, check_exact=True)
+    assert local.wins_losses_json() == remote.wins_losses_json()
+
+
+def test_the_bucket_count_chosen_from_the_size(spark):
+    qrels, run = make_data(seed=11, n_queries=15)
+    spec = spec_of(ties="id_descending")
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,  # pandas judgments too
+                                  systems={"a": spark.createDataFrame(run)})
+    assert_same(local, remote)
+    assert remote.summary["engine"] == "spark" and local.summary["engine"] == "local"
+    assert remote.files[1].sha256.startswith("xxhash64-sum:")
+
+
+def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
+    qrels, run = make_data(seed=5)
+    lines = [f"{q} 0 {d} {g}" for q, d, g in qrels.itertuples(index=False)]
+    (tmp_path / "qrels.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    folder = tmp_path / "run.parquet"
+    folder.mkdir()
+    half = len(run) // 2
+    run.iloc[:half].to_parquet(folder / "part-0.parquet")
+    run.iloc[half:].to_parquet(folder / "part-1.parquet")
+    trec = [f"{q}\tQ0 {d}  {r} {s!r} tag" for q, d, s, r in run.itertuples(index=False)]
+    (tmp_path / "run.trec").write_text("\n".join(trec) + "\n\n", encoding="utf-8")
+    run.sample(frac=1.0, random_state=1).to_csv(tmp_path / "run.csv", index=False)
+    spec = spec_of(ties="displayed_order")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
+    assert_same(local, remote)
+    assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _spark_error(spark, run, exc=DataError, **rules):
+    """The error of a run (a pandas frame, or rows of query_id, doc_id, score) on the Spark engine."""
+    qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
+    spec = spec_of(ties=rules.pop("ties", "average"), **rules)
+    frame = spark.createDataFrame(run) if isinstance(run, pd.DataFrame) else \
+        spark.createDataFrame(run, "query_id string, doc_id string, score double")
+    with pytest.raises(exc) as info:
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"v3": frame}, buckets=2)
+    return str(info.value)
+
+
+def test_a_document_listed_twice_is_refused(spark):
+    run = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q1"], "doc_id": ["a", "b", "a", "a"],
+                        "score": [1.0, 2.0, 3.0, 0.5]})
+    msg = _spark_error(spark, run)
+    assert "systems['v3']" in msg and "document 'a' is listed twice for query 'q1'" in msg
+
+
+def test_non_finite_scores_nulls_and_empty_ids_are_refused(spark):
+    for bad in (float("nan"), float("inf")):
+        msg = _spark_error(spark, [("q1", "a", 1.0), ("q1", "b", bad), ("q2", "a", 3.0)])
+        assert f"score must be a finite number, got {bad}" in msg and "'q1', document 'b'" in msg
+    msg = _spark_error(spark, [("q1", "a", 1.0), ("q1", "b", None), ("q2", "a", 3.0)])
+    assert "score is null in 1 rows" in msg and "document 'b'" in msg
+    run = pd.DataFrame({"query_id": ["q1", None, "q2"], "doc_id": ["a", "b", "a"], "score": [1.0, 2.0, 3.0]})
+    msg = _spark_error(spark, run)
+    assert "query_id is null in 1 rows" in msg and "document 'b'" in msg
+    run = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "", "a"], "score": [1.0, 2.0, 3.0]})
+    assert "doc_id is empty in 1 rows" in _spark_error(spark, run)
+
+
+def test_ranks_that_are_null_or_not_integers_are_refused(spark):
+    qrels = pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["a", "b"], "grade": [1, 2]})
+    for rank, expected in ((None, "rank is null in 1 rows"), (1.5, "rank must be an integer")):
+        frame = spark.createDataFrame([("q1", "a", 1.0, 1.0), ("q1", "b", 2.0, rank)],
+                                      "query_id string, doc_id string, score double, rank double")
+        with pytest.raises(DataError, match=expected) as info:
+            ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=qrels,
+                                 systems={"v3": frame})
+        assert "document 'b'" in str(info.value)
+
+
+def test_a_run_of_another_collection_and_the_error_rules(spark):
+    other = pd.DataFrame({"query_id": ["x1", "x2"], "doc_id": ["a", "b"], "score": [1.0, 2.0]})
+    msg = _spark_error(spark, other, EvaluationError)
+    assert "returns none of the 2 evaluated queries" in msg and "'x1'" in msg
+    run = pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["a", "zz"], "score": [1.0, 2.0]})
+    msg = _spark_error(spark, run, EvaluationError, unjudged="error")
+    assert "document 'zz' returned for query 'q1' has no judgment" in msg
+    msg = _spark_error(spark, run, EvaluationError, missing_queries="error")
+    assert "returns nothing for 1 evaluated queries" in msg and "q2" in msg
+
+
+def test_unsupported_requests_are_refused_before_any_work(spark):
+    run = pd.DataFrame({"query_id": ["q1"], "doc_id": ["a"], "score": [1.0]})
+    msg = _spark_error(spark, run, SpecError, ties="displayed_order")
+    assert "no rank column" in msg
+    with pytest.raises(SpecError, match="keeps no joined rows"):
+        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, keep_data=True,
+                             qrels={"q": {"a": 1}}, systems={"s": {"q": {"a": 1.0}}})
+    with pytest.raises(SpecError, match="'local' or 'spark'"):
+        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="dask", qrels={"q": {"a": 1}},
+                             systems={"s": {"q": {"a": 1.0}}})
+
+
+CONNECT_SCRIPT = """
+import os, shutil, sys, tempfile
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.remote("local[2]").config("spark.driver.memory", "1g")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false").getOrCreate())
+# the executors import the package under test: shipped to the server as a Python artifact
+folder = tempfile.mkdtemp()
+spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", sys.argv[1], "ndcg_mlflow"), pyfile=True)
+import ndcg_mlflow
+from tests.test_spark import assert_same, make_data, spec_of
+qrels, run = make_data(seed=21, int_ids=True)
+spec = spec_of(ties="id_descending", unjudged="condense", missing_queries="exclude")
+local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
+remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                              systems={"a": spark.createDataFrame(run)}, buckets=3)
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+assert_same(local, remote)
+print("same numbers on Spark Connect")
+"""
+
+
+def test_the_same_numbers_through_spark_connect(tmp_path):
+    """Spark Connect (``remote("local[2]")``, the server jars ship inside pyspark 4), in its own process."""
+    import os
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo)], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path, env=env)
+    if out.returncode != 0 and "SparkConnect" in out.stderr and "same numbers" not in out.stdout \
+            and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower()):
+        pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "same numbers on Spark Connect" in out.stdout
+
+
+def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
+    """``run --engine spark`` (on the session already started) writes the local engine's per-query table and
+    summary; only the engine differs."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from ndcg_mlflow.cli import main
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    spec = yaml.safe_load((configs / "demo.yaml").read_text(encoding="utf-8"))
+    spec.pop("companions", None)  # neither is on the Spark engine yet
+    spec["report"]["sensitivity"] = False
+    data = spec["data"]
+    data["qrels"] = str(configs / data["qrels"])
+    data["systems"] = {name: str(configs / path) for name, path in data["systems"].items()}
+    demo = tmp_path / "demo.yaml"
+    demo.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert main(["run", str(demo), "--no-mlflow", "--quiet", "--out", str(tmp_path / "local")]) == 0
+    assert main(["run", str(demo), "--engine", "spark", "--no-mlflow", "--quiet",
+                 "--out", str(tmp_path / "spark")]) == 0
+    a, b = tmp_path / "local", tmp_path / "spark"
+    assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
+    sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
+    assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
+    assert sa == sb
+    from ndcg_mlflow.tracking.names import parent_tags
+
+    assert parent_tags({**sb, "engine": "spark"}, b, "key")["ndcg_mlflow.engine"] == "spark"
+
+
+def test_spark_remote_needs_the_spark_engine(tmp_path, capsys):
+    from pathlib import Path
+
+    from ndcg_mlflow.cli import main
+
+    demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    code = main(["run", str(demo), "--no-mlflow", "--spark-remote", "sc://localhost:15002",
+                 "--out", str(tmp_path / "o")])
+    assert code != 0 and "--engine spark" in capsys.readouterr().err
+
+
+def test_judgments_beyond_the_driver_limit_are_refused(spark, monkeypatch):
+    from ndcg_mlflow.engines import spark as engine
+
+    monkeypatch.setattr(engine, "MAX_JUDGMENTS", 2)
+    qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
+    with pytest.raises(DataError, match="more than 2 judgments"):
+        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                             systems={"s": {"q1": {"a": 1.0}}})
+
+
+def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\nq1 0 b 0\n", encoding="utf-8")
+    (tmp_path / "run.trec").write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 x0.25 t\n", encoding="utf-8")
+    spec = spec_of(ties="average")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"t": "run.trec"}}
+    with pytest.raises(DataError) as info:
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+    assert "run.trec" in str(info.value) and "'q1 Q0 b 2 x0.25 t'" in str(info.value)
+
+
+def test_importing_the_package_and_the_engine_imports_neither_pyspark_nor_mlflow():
+    import sys
+
+    code = ("import sys, ndcg_mlflow, ndcg_mlflow.engines.spark; "
+            "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
