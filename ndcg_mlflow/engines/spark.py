@@ -228,7 +228,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     the source has none), its label for errors, its file information and whether it has ranks."""
     from pyspark.sql import functions as F
 
-    from ..readers.columns import _required_columns
+    from ..readers.columns import required_columns
     from ..spec import IN_MEMORY
 
     label = f"systems[{name!r}]"
@@ -259,7 +259,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
                                    f"grade, score or rank.")
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
     present = [inverse.get(c, c) for c in df.columns]
-    value_col, rank_col, _ = _required_columns("run", present, label, None)
+    value_col, rank_col, _ = required_columns("run", present, label, None)
     types = dict(df.dtypes)
     selected = []
     for c in ("query_id", "doc_id", value_col, rank_col):
