@@ -349,9 +349,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_logged(logged, experiment: str) -> None:
-    from .tracking import _safe_uri
+    from .tracking import safe_uri
 
-    print(f"MLflow tracking URI: {_safe_uri(logged.tracking_uri)}")
+    print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
     print(f"  experiment {experiment!r} (id {logged.experiment_id})")
     print(f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused
                                                            else ""))

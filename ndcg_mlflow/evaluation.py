@@ -407,7 +407,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
                                         f"{metric.gain.describe()} differ too much in size.") from None
         _apply_error_rules(name, run.path, metric, qr, query_ids)
         top = _top_lists(qr, prep, display_depth(metric))
-        sr = SystemResult(name, qr, _means(metric, qr, weights), top)
+        sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
         if companions is not None:
             _companion_measures(spec, companions, prep, qr, sr, relative(weights))
         systems[name] = sr
@@ -572,7 +572,7 @@ def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, q
                                   f"ideal '{metric.ideal}': {preview(empty)}; metric.empty_ideal is 'error'.")
 
 
-def _means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
+def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
     out = {}
     rel = relative(weights)  # weights over the largest: no overflow or underflow in the sums
     for j, key in enumerate(metric.keys):

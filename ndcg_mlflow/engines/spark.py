@@ -48,7 +48,6 @@ from ..evaluation import (
     SystemResult,
     TopLists,
     _apply_error_rules,
-    _means,
     _query_set,
     _table,
     _weights,
@@ -56,6 +55,7 @@ from ..evaluation import (
     finish,
     resolve_spec,
     statistics,
+    system_means,
 )
 from ..join import compute, index_in, join, judgments, map_gains
 from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
@@ -624,7 +624,7 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
     order = np.lexsort((pos_all, q_all))
     docs = pc.list_flatten(rows.column("top_doc")).take(order).to_pylist()
     top = TopLists(display_depth(metric), q_all[order], pos_all[order], docs, flat("top_grade", np.float64)[order])
-    return SystemResult(name, qr, _means(metric, qr, weights), top)
+    return SystemResult(name, qr, system_means(metric, qr, weights), top)
 
 
 __all__ = ["evaluate", "bucket_rows", "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]

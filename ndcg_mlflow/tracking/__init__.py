@@ -31,11 +31,11 @@ from .client import (  # noqa: F401 - the CLI and the tests use these
                      _literal,
                      _owner,
                      _process_start,
-                     _safe_uri,
                      configure_http,
                      log_evaluation,
                      log_folder,
                      redact,
+                     safe_uri,
 )
 from .compare import CompareError, compare_runs, rebuild_report
 from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics

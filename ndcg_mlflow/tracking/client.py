@@ -378,7 +378,7 @@ def _store_lock(uri: str):
         lock.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lock, "a+")  # noqa: SIM115 (entered below, once the open's error is reported)
     except OSError as exc:
-        raise TrackingError(f"cannot open the MLflow store {_safe_uri(uri)}: {exc.strerror or exc} "
+        raise TrackingError(f"cannot open the MLflow store {safe_uri(uri)}: {exc.strerror or exc} "
                             f"({lock}).") from None
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -642,7 +642,7 @@ class _Logging:
         raise TrackingError(self._message(_describe(error, self.uri))) from error
 
     def _message(self, what: str) -> str:
-        return (f"logging to MLflow at {_safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
+        return (f"logging to MLflow at {safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
                 f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}'.")
 
     def _give_up(self, status: str) -> None:
@@ -787,6 +787,6 @@ def first_line(exc: BaseException) -> str:
     return line if len(line) <= 500 else line[:500].rsplit(" ", 1)[0] + " …"
 
 
-def _safe_uri(uri: str) -> str:
+def safe_uri(uri: str) -> str:
     """The tracking URI without any credentials embedded in it."""
     return redact(str(uri))

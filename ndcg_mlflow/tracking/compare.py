@@ -41,12 +41,12 @@ def _client(uri: str | None):
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from .client import _safe_uri
+    from .client import safe_uri
 
     uri = uri or mlflow.get_tracking_uri()
     missing = _missing_local_store(uri)
     if missing:
-        raise CompareError(f"no MLflow store at {missing} (tracking URI {_safe_uri(uri)}): nothing was logged there, "
+        raise CompareError(f"no MLflow store at {missing} (tracking URI {safe_uri(uri)}): nothing was logged there, "
                            f"so no run can be read from it. Give the store that holds the runs with --tracking-uri "
                            f"or MLFLOW_TRACKING_URI.")
     return MlflowClient(tracking_uri=uri)
@@ -75,9 +75,9 @@ def _missing_local_store(uri: str) -> str | None:
 
 
 def _store_name(client) -> str:
-    from .client import _safe_uri
+    from .client import safe_uri
 
-    return _safe_uri(str(getattr(client, "tracking_uri", None) or getattr(client, "_tracking_uri", "")))
+    return safe_uri(str(getattr(client, "tracking_uri", None) or getattr(client, "_tracking_uri", "")))
 
 
 def _get_run(client, run_id: str):
@@ -281,7 +281,7 @@ def _experiment_name(client, run) -> str:
 
 def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
-    from ..evaluation import EvaluationResult, SystemResult, TopLists, _means, display_depth
+    from ..evaluation import EvaluationResult, SystemResult, TopLists, display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
 
     labels = [cutoff_label(k) for k in spec.metric.cutoffs]
@@ -324,7 +324,7 @@ def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
                            [], np.zeros(0))
         out[name] = (qr, top)
     weights = np.where(np.isnan(weights), 1.0, weights)
-    systems_out = {name: SystemResult(name, qr, _means(spec.metric, qr, weights), top)
+    systems_out = {name: SystemResult(name, qr, system_means(spec.metric, qr, weights), top)
                    for name, (qr, top) in out.items()}
     return EvaluationResult(spec, query_ids, weights, systems_out, [], [])
 
