@@ -85,3 +85,21 @@ def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
             "print(sorted(m for m in ('mlflow', 'polars', 'duckdb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name with a leading underscore is private to its module: shared helpers have public names, so a change
+    inside a module cannot silently break another."""
+    import ast
+    from pathlib import Path
+
+    import ndcg_mlflow
+
+    root = Path(ndcg_mlflow.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("ndcg_mlflow")):
+                found += [f"{path.relative_to(root)}:{node.lineno}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
