@@ -269,7 +269,7 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     keep_data = keep_data or spec.sensitivity
     shared = dict(columns or {})
     if qrels is not None:
-        qrels_table = _table(qrels, "qrels", "qrels", shared)
+        qrels_table = input_table(qrels, "qrels", "qrels", shared)
         qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
     else:
         qrels_table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
@@ -309,7 +309,7 @@ def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, system
     return spec
 
 
-def _table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
+def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
     from .readers import table_from_object
 
     mapping = shared
@@ -357,7 +357,7 @@ class _RunObject:
     def load(self) -> tuple[Table, FileInfo]:
         from .spec import IN_MEMORY
 
-        run = _table(self.obj, "run", f"systems[{self.name!r}]", self.shared)
+        run = input_table(self.obj, "run", f"systems[{self.name!r}]", self.shared)
         return run, FileInfo(f"system:{self.name}", "", IN_MEMORY, run.digest or "", len(run))
 
 
@@ -369,8 +369,8 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
     files: list[FileInfo] = [qrels_info]
     map_gains(metric.gain, qrels.value, qrels)  # a grade missing from a gain table stops here, before any run
 
-    query_ids = _query_set(spec, qrels, files)
-    weights = _weights(spec, query_ids, files)
+    query_ids = evaluated_query_set(spec, qrels, files)
+    weights = query_weights(spec, query_ids, files)
     nq = len(query_ids)
     judged = judgments(qrels, query_ids, metric)
     catalog = judged.catalog
@@ -405,7 +405,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
                                         f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
                                         f"overflows a float: the gains of metric.gain "
                                         f"{metric.gain.describe()} differ too much in size.") from None
-        _apply_error_rules(name, run.path, metric, qr, query_ids)
+        apply_error_rules(name, run.path, metric, qr, query_ids)
         top = _top_lists(qr, prep, display_depth(metric))
         sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
         if companions is not None:
@@ -495,7 +495,7 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
             sr.means[key]["catalog_coverage"] = float(value)
 
 
-def _query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
+def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
     """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
     whose size would be the longest id times the number of queries)."""
     judged_values = qrels.query.values[np.unique(qrels.query.codes)]
@@ -519,7 +519,7 @@ def _object_array(items: list[str]) -> np.ndarray:
     return out
 
 
-def _weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.ndarray:
+def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.ndarray:
     """The evaluated queries' weights as given (the per-query table shows them); computations use
     :attr:`EvaluationResult.relative_weights`, the weights over the largest one."""
     if spec.queries.weights is None:
@@ -559,7 +559,7 @@ def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade[r])
 
 
-def _apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
+def apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
     if metric.missing_queries == "error":
         missing = query_ids[(qr.status == MISSING).any(axis=1)]
         if missing.size:

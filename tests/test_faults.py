@@ -409,18 +409,18 @@ def test_the_next_run_ends_runs_left_running_by_dead_loggings_only(tracking_uri,
     longer running (or now another process), or their logging deadline long past. A live logging on this
     machine, and another machine's logging whose deadline has not passed, are left alone."""
     from ndcg_mlflow.cli import main
-    from ndcg_mlflow.tracking import _owner, _process_start
+    from ndcg_mlflow.tracking import owner_id, process_start
 
     client = client_for(tracking_uri)
     exp = client.create_experiment("strays")
-    host, namespace = _owner().split("|")[:2]
+    host, namespace = owner_id().split("|")[:2]
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
     dead_pid = int(gone.stdout)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         deadline = time.time() + 3600
-        live_start = _process_start(live.pid)
+        live_start = process_start(live.pid)
         runs = {
             "dead": _stray(client, exp, "a" * 32, f"{host}|{namespace}|{dead_pid}|12345", deadline),
             "dead-child": _stray(client, exp, "a" * 32, f"{host}|{namespace}|{dead_pid}|12345", deadline, "system"),

@@ -258,17 +258,17 @@ def test_upload_refuses_a_run_key_that_is_not_ours(tracking_uri, tmp_path, capsy
 
 @pytest.mark.integration
 def test_search_filters_quote_values_safely(tracking_uri):
-    from ndcg_mlflow.tracking import _literal
+    from ndcg_mlflow.tracking import filter_literal
 
     client = client_for(tracking_uri)
     exp = client.create_experiment("quoting")
     for value in ("it's", 'say "hi"', "plain"):
         run = client.create_run(exp, tags={"k": value})
-        found = client.search_runs([exp], filter_string=f"tags.k = {_literal(value)}")
+        found = client.search_runs([exp], filter_string=f"tags.k = {filter_literal(value)}")
         assert [r.info.run_id for r in found] == [run.info.run_id], value
     for bad in ("both ' and \"", "back\\slash"):
         with pytest.raises(ValueError):
-            _literal(bad)
+            filter_literal(bad)
 
 
 # --------------------------------------------------------------------------- report RUN --out

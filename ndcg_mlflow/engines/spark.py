@@ -47,12 +47,12 @@ from ..evaluation import (
     FileInfo,
     SystemResult,
     TopLists,
-    _apply_error_rules,
-    _query_set,
-    _table,
-    _weights,
+    apply_error_rules,
     display_depth,
+    evaluated_query_set,
     finish,
+    input_table,
+    query_weights,
     resolve_spec,
     statistics,
     system_means,
@@ -103,8 +103,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
     files: list[FileInfo] = [qrels_info]
     map_gains(metric.gain, qrels_table.value, qrels_table)
-    query_ids = _query_set(spec, qrels_table, files)
-    weights = _weights(spec, query_ids, files)
+    query_ids = evaluated_query_set(spec, qrels_table, files)
+    weights = query_weights(spec, query_ids, files)
     judged_df = _evaluated_judgments(spark, qrels_table, query_ids, metric)
 
     systems_out: dict[str, SystemResult] = {}
@@ -183,7 +183,7 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
         n = obj.limit(MAX_JUDGMENTS + 1).count()
         _check_judgment_count(n, "qrels")
         obj = obj.toArrow()
-    table = _table((obj, mapping), "qrels", "qrels", {})
+    table = input_table((obj, mapping), "qrels", "qrels", {})
     _check_judgment_count(len(table), "qrels")
     return table, FileInfo("qrels", "", IN_MEMORY, table.digest or "", len(table))
 
@@ -245,7 +245,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     else:  # an in-memory table of another library: checked locally, then handed to Spark
         import pyarrow as pa
 
-        t = _table((source, mapping), "run", label, {})
+        t = input_table((source, mapping), "run", label, {})
         cols = {"query_id": pa.array(list(t.query.values), type=pa.string()).take(pa.array(t.query.codes)),
                 "doc_id": _plain(t.doc.array), "score": pa.array(t.value, type=pa.float64())}
         if t.rank is not None:
@@ -617,7 +617,7 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
             f"{preview(examples)}, are all outside the set): is it the run of another collection?")
     if unknown:
         notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
-    _apply_error_rules(name, Path(label), metric, qr, query_ids)
+    apply_error_rules(name, Path(label), metric, qr, query_ids)
     lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
     q_all = np.repeat(at, lengths)
     pos_all = flat("top_pos", np.int64)

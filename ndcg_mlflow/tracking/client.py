@@ -262,7 +262,7 @@ def _log_tables(client, run_id: str, out_dir: Path, summary: dict | None, system
         client.log_table(run_id, data=pd.DataFrame(figure_rows(systems)), artifact_file="figures_table.json")
 
 
-def _literal(value: str) -> str:
+def filter_literal(value: str) -> str:
     """``value`` as a string literal of an MLflow search filter. MLflow strips the quotes without
     unescaping anything, so the value is quoted with a quote character it does not contain; a value
     holding both quote characters or a backslash cannot be written and is refused (run keys are hex)."""
@@ -274,7 +274,7 @@ def _literal(value: str) -> str:
 
 def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | None:
     """A complete earlier upload of the same folder, or None after deleting the runs of an incomplete one."""
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {_literal(run_key)}",
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)}",
                               max_results=1000)
     parents = [r for r in runs if r.data.tags.get(f"{TAG_PREFIX}.role") == "evaluation"]
     complete = [r for r in parents if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
@@ -406,7 +406,7 @@ def _end_strays(client, run_key: str, stage: str, status: str, experiment_id: st
         return
     try:
         exps = [experiment_id] if experiment_id else [e.experiment_id for e in client.search_experiments()]
-        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = {_literal(run_key)} and "
+        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)} and "
                                                       f"attributes.status = 'RUNNING'", max_results=1000)
     except Exception:  # noqa: BLE001 - cleanup must not hide the original error
         return
@@ -580,7 +580,7 @@ class _Logging:
         self.result: LoggedRuns | None = None
         self.error: BaseException | None = None
         deadline_epoch = int(time.time() + self.bounds.total + self.bounds.cleanup + 1)
-        self.owner_tags = {f"{TAG_PREFIX}.owner": _owner(), f"{TAG_PREFIX}.logging_deadline": str(deadline_epoch)}
+        self.owner_tags = {f"{TAG_PREFIX}.owner": owner_id(), f"{TAG_PREFIX}.logging_deadline": str(deadline_epoch)}
         self.ctx: _Ctx | None = None
 
     def _work(self) -> None:
@@ -691,9 +691,9 @@ def _describe(exc: BaseException, uri: str) -> str:
     return f"{type(exc).__name__}: {first_line(exc)}"
 
 
-def _owner() -> str:
+def owner_id() -> str:
     """``host|pid-namespace|pid|process start``: tells whether the process logging a run is still alive."""
-    return f"{_this_machine()}|{os.getpid()}|{_process_start(os.getpid())}"
+    return f"{_this_machine()}|{os.getpid()}|{process_start(os.getpid())}"
 
 
 def _this_machine() -> str:
@@ -707,7 +707,7 @@ def _this_machine() -> str:
     return f"{socket.gethostname()}|{namespace}"
 
 
-def _process_start(pid: int) -> str:
+def process_start(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read().decode("ascii", "replace")
@@ -731,7 +731,7 @@ def _owner_gone(owner: str | None, run_key: str | None, deadline: str | None, no
     except ValueError:
         return False
     if pid == os.getpid():
-        return parts[3] != _process_start(pid) or run_key not in _ACTIVE_KEYS
+        return parts[3] != process_start(pid) or run_key not in _ACTIVE_KEYS
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -740,7 +740,7 @@ def _owner_gone(owner: str | None, run_key: str | None, deadline: str | None, no
         pass
     except OSError:
         return False
-    started = _process_start(pid)
+    started = process_start(pid)
     return started != "-" and parts[3] != "-" and started != parts[3]  # the pid now belongs to another process
 
 
