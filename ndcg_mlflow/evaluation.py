@@ -385,6 +385,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
+        del run, prep, qr  # one run in memory at a time: the next one is read without this one's rows
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes)
