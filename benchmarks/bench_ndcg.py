@@ -233,6 +233,18 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
         return wrapper
 
     cli._progress = lambda quiet: marks  # the same messages, timed instead of printed
+    import collections
+
+    from ndcg_mlflow.tracking import client as tracking_client
+
+    calls: collections.Counter[str] = collections.Counter()  # the store calls (every one goes through _Guarded)
+    guarded_getattr = tracking_client._Guarded.__getattr__
+
+    def counting_getattr(self, name: str):
+        calls[name] += 1
+        return guarded_getattr(self, name)
+
+    tracking_client._Guarded.__getattr__ = counting_getattr  # type: ignore[method-assign]
     outputs.write_outputs = timed("report", outputs.write_outputs)
     tracking.log_evaluation = timed("logging", tracking.log_evaluation)
     import contextlib
@@ -253,6 +265,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
             "statistics_s": stamps["report_start"] - t_stats,  # bootstrap intervals
             "report_s": stamps["report_end"] - stamps["report_start"],  # local outputs and the HTML report
             "logging_s": stamps["logging_end"] - stamps["logging_start"],  # MLflow (its import included)
+            "store_calls": dict(calls),
             "seconds": t_end - t0}
 
 
@@ -658,6 +671,9 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         c = best["cli"]
         share = (c["report_s"] + c["logging_s"]) / c["seconds"]
         checks.append(("CLI: report + logging share of the run", share, REPORT_LOGGING_BUDGET))
+    if "cli" in best and "store_calls" in best["cli"]:
+        sc = best["cli"]["store_calls"]
+        print(f"CLI: {sum(sc.values())} store calls ({', '.join(f'{k} {v}' for k, v in sorted(sc.items()))})")
     parse = f["import_s"] + f["read_s"]
     print(f"the TREC floor: import + parse {parse:.2f} s, dictionary encoding of the ids {f['compute_s']:.2f} s; "
           f"ndcg_mlflow is {o['seconds'] / parse:.2f}x the parse alone (for information: no target)")
