@@ -306,8 +306,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     quiet = args.quiet
     if args.out:
         check_target(Path(args.out))  # a file, or a non-empty folder that is not ours: refused before evaluating
-    if not args.no_mlflow:
-        _import_in_background("mlflow.tracking")
     from .spec import load_spec
 
     progress = _progress(quiet)
@@ -331,23 +329,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
     return EXIT_OK
-
-
-def _import_in_background(module: str) -> None:
-    """Start importing ``module`` in a daemon thread: importing mlflow takes seconds of CPU, which then
-    overlap the evaluation (whose parse, hashing and sorts run outside the GIL); the logging's own import
-    finds the module imported, or waits for the import under way. A failed import is left for that later
-    import to raise, where it is reported."""
-    import importlib
-    import threading
-
-    def work() -> None:
-        try:
-            importlib.import_module(module)
-        except BaseException:  # noqa: BLE001, S110 (raised again by the logging's import, and reported there)
-            pass
-
-    threading.Thread(target=work, name=f"import {module}", daemon=True).start()
 
 
 def _print_logged(logged, experiment: str) -> None:
