@@ -413,6 +413,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
+        del run, prep, qr  # one run in memory at a time: the next one is read without this one's rows
     result = finish(spec, query_ids, weights, systems, files, notes, qrels)
     if keep_data:
         result.prepared = prepared

@@ -108,10 +108,9 @@ class PreparedRun:
 
 def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
     """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
-    gain = np.zeros(prep.query.size)
-    gain[prep.judged] = map_gains(metric.gain, prep.grade[prep.judged])
-    rows = RunRows(query=prep.query, score=prep.score, gain=gain, judged=prep.judged,
-                   tiebreak=tiebreak(metric.ties, prep))
+    judged_gain = map_gains(metric.gain, prep.grade[prep.judged])  # the judged rows' gains only
+    rows = RunRows(query=prep.query, score=prep.score, gain=None, judged=prep.judged,
+                   tiebreak=tiebreak(metric.ties, prep), judged_gain=judged_gain)
     cat_gain = map_gains(metric.gain, catalog.grade)
     return evaluate_rows(rows, catalog.query, cat_gain, catalog.n_queries, cutoffs=metric.cutoffs,
                          ties=metric.ties, unjudged=metric.unjudged, ideal=metric.ideal,

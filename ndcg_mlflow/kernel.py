@@ -67,13 +67,38 @@ class RunRows:
     (0 where unjudged); ``judged``: bool. ``tiebreak``: given row indices (all in
     tied-score groups), returns keys ordering them ascending — the displayed rank,
     or the doc-id order; None keeps file order. It is only called for tied rows.
+
+    The gains may instead be given for the judged rows only: ``gain`` None and
+    ``judged_gain`` the gains of the rows where ``judged``, in row order (every other
+    row earns 0). The numbers are the same, bit for bit; a run of millions of rows
+    with a few judged ones then needs no row-length gain array.
     """
 
     query: np.ndarray
     score: np.ndarray
-    gain: np.ndarray
+    gain: np.ndarray | None
     judged: np.ndarray
     tiebreak: Callable[[np.ndarray], np.ndarray] | None = None
+    judged_gain: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if (self.gain is None) == (self.judged_gain is None):
+            raise ValueError("RunRows takes either gain (every row) or judged_gain (the judged rows)")
+
+    def full_gain(self) -> np.ndarray:
+        """The gain of every row (built from ``judged_gain`` when only that was given)."""
+        if self.gain is not None:
+            return self.gain
+        gain = np.zeros(self.query.size)
+        gain[self.judged] = self.judged_gain
+        return gain
+
+    def gain_of(self, rows: np.ndarray) -> np.ndarray:
+        """The gains of ``rows``, judged rows only when only ``judged_gain`` was given."""
+        if self.gain is not None:
+            return self.gain[rows]
+        assert self.judged_gain is not None  # one of the two is set (__post_init__)
+        return self.judged_gain[np.searchsorted(np.flatnonzero(self.judged), rows)]
 
 
 @dataclass
@@ -317,7 +342,7 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     view_pos: np.ndarray | None
     if unjudged == "condense":  # only judged rows remain; their ranks are counted among themselves
         rows = rk.rows(j_at)
-        cq, cgain = run.query[rows], run.gain[rows]
+        cq, cgain = run.query[rows], run.gain_of(rows)
         cpos = positions(cq)
         shown_gain = _tie_average(cq, run.score[rows], cgain) if ties == "average" and cq.size else cgain
         carry = shown_gain != 0
@@ -325,11 +350,20 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
         idcg_cand = ideal_dcg(cq, cgain, n_queries, cutoffs)
         view_rows, view_pos = rows, cpos
     else:
-        gain = ranked(run.gain)
-        shown_gain = _tie_average(q, score, gain) if ties == "average" and q.size else gain
-        carry = np.flatnonzero(shown_gain != 0)
-        dcg = dcg_by_query(q[carry], rk.position(carry), shown_gain[carry], n_queries, cutoffs)
-        idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
+        # unjudged rows earn 0: without tie averaging, only the judged rows' gains enter the sums, which
+        # then see the same nonzero terms in the same order (adding a 0 changes no float sum); a negative
+        # gain ranks after the zeros in the ideal list, so it takes every row's gain
+        j_gain = None if run.gain is not None or ties == "average" else run.gain_of(rk.rows(j_at))
+        if j_gain is not None and (j_gain.size == 0 or j_gain.min() >= 0):
+            carry = np.flatnonzero(j_gain != 0)
+            dcg = dcg_by_query(q[j_at[carry]], rk.position(j_at[carry]), j_gain[carry], n_queries, cutoffs)
+            idcg_cand = ideal_dcg(q[j_at], j_gain, n_queries, cutoffs)
+        else:
+            gain = ranked(run.full_gain())
+            shown_gain = _tie_average(q, score, gain) if ties == "average" and q.size else gain
+            carry = np.flatnonzero(shown_gain != 0)
+            dcg = dcg_by_query(q[carry], rk.position(carry), shown_gain[carry], n_queries, cutoffs)
+            idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
         view_rows = view_pos = None
     idcg_cat = ideal_dcg(catalog_query, catalog_gain, n_queries, cutoffs)
 

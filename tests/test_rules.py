@@ -609,6 +609,54 @@ def test_gains_whose_dcg_overflows_are_refused_naming_the_query(tmp_path, gain, 
     assert info.value.line == 3  # the first judgment of q2
 
 
+def test_kernel_gains_of_judged_rows_only_give_the_same_numbers_bit_for_bit():
+    """``RunRows(gain=None, judged_gain=...)`` (what the evaluation passes) against every row's gain: the same
+    arrays exactly, under each tie, unjudged and ideal rule, with fractional and negative gains (a negative gain
+    ranks after the unjudged rows' zeros in the candidates' ideal list), rows grouped by query in score order
+    (no sort) or shuffled, tied scores and queries returned by nothing."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for case in range(60):
+        n_queries = int(rng.integers(1, 9))
+        sizes = rng.integers(0, 30, n_queries)
+        qs = np.repeat(np.arange(n_queries), sizes)
+        scores = rng.integers(0, 6, qs.size).astype(float) if case % 2 else rng.random(qs.size).round(2)
+        judged = rng.random(qs.size) < 0.3
+        values = rng.random(qs.size) * 3 - (1.0 if case % 3 == 0 else 0.0)  # some cases with negative gains
+        values[rng.random(qs.size) < 0.2] = 0.0  # judged rows of gain 0 too
+        gains = np.where(judged, values, 0.0)
+        if case % 4 == 0:
+            order = rng.permutation(qs.size)
+        else:
+            order = np.lexsort((-scores, qs))  # the usual layout: no sort, ties reordered in place
+        qs, scores, judged, gains = qs[order], scores[order], judged[order], gains[order]
+        rank = rng.permutation(qs.size).astype(float)
+        cat_q = np.repeat(np.arange(n_queries), rng.integers(0, 6, n_queries))
+        cat_gain = rng.random(cat_q.size) * 3
+        for ties, unjudged, ideal in itertools.product(("average", "displayed_order"), ("zero", "condense"),
+                                                       ("judged_catalog", "candidates")):
+            args = dict(cutoffs=(1, 3, 10, None), ties=ties, unjudged=unjudged, ideal=ideal,
+                        empty_ideal="exclude", missing_queries="exclude")
+            full = evaluate_rows(RunRows(qs, scores, gains, judged, rank.__getitem__), cat_q, cat_gain,
+                                 n_queries, **args)
+            sparse = evaluate_rows(RunRows(qs, scores, None, judged, rank.__getitem__, judged_gain=gains[judged]),
+                                   cat_q, cat_gain, n_queries, **args)
+            for field in ("dcg", "idcg", "idcg_candidates", "ndcg", "judged_coverage", "status", "n_returned"):
+                a, b = getattr(full, field), getattr(sparse, field)
+                assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (case, ties, unjudged, field)
+                assert np.array_equal(np.signbit(a), np.signbit(b)), (case, field)  # not even a -0.0 differs
+            assert np.array_equal(full.ranked, sparse.ranked) and np.array_equal(full.position, sparse.position)
+            checked += int(np.isfinite(full.ndcg).sum())
+    assert checked > 1000  # the cases do define nDCG values
+
+
+def test_kernel_run_rows_take_one_form_of_gains():
+    with pytest.raises(ValueError, match="either gain"):
+        RunRows(np.zeros(2, int), np.zeros(2), None, np.ones(2, bool))
+    with pytest.raises(ValueError, match="either gain"):
+        RunRows(np.zeros(2, int), np.zeros(2), np.zeros(2), np.ones(2, bool), judged_gain=np.zeros(2))
+
+
 def test_kernel_never_returns_a_non_finite_number_marked_ok():
     """The invariant behind the data checks: an inf or NaN DCG / ideal DCG stops the kernel."""
     from ndcg_mlflow.kernel import NonFiniteError

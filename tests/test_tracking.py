@@ -118,7 +118,18 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
     assert len(_table(client, parent.info.run_id, "per_query_table.json", tmp_path)) == 3 * 240 * 3
     assert len(_table(client, parent.info.run_id, "figures_table.json", tmp_path)) == 3 * 3
     child_files = {a.path for a in client.list_artifacts(by_name["bm25"].info.run_id)}
-    assert "bm25.per_query.csv" in child_files
+    assert {"bm25.per_query.csv", "bm25.top.csv", "summary.json", "per_query_table.json",
+            "figures_table.json", "sensitivity_table.json"} <= child_files
+    # the MLflow UI finds a run's tables through this tag, which log_table would have set
+    for run_id, tables in ((parent.info.run_id, {"per_query_table.json", "figures_table.json", "comparisons_table.json",
+                                                 "sensitivity_table.json"}),
+                           (by_name["reranker-v2"].info.run_id, {"per_query_table.json", "figures_table.json",
+                                                                 "comparisons_table.json", "sensitivity_table.json"}),
+                           (by_name["bm25"].info.run_id, {"per_query_table.json", "figures_table.json",
+                                                          "sensitivity_table.json"})):
+        listed = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
+        assert {e["path"] for e in listed} == tables and {e["type"] for e in listed} == {"table"}
+        assert tables <= {a.path for a in client.list_artifacts(run_id)}
 
     per_query = pd.read_csv(out / "per_query.csv", dtype={"cutoff": str})
     for col in ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",

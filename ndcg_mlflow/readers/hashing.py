@@ -165,12 +165,23 @@ def _pair_hashes(table: Table) -> np.ndarray:
         return keys
 
 
+def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
+    """Whether two consecutive values are equal, a slice at a time (no row-length temporary)."""
+    step = 1 << 20
+    for a in range(0, max(sorted_keys.size - 1, 0), step):
+        b = min(a + step, sorted_keys.size - 1)
+        if (sorted_keys[a + 1:b + 1] == sorted_keys[a:b]).any():
+            return True
+    return False
+
+
 def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
     """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly."""
     keys = _pair_hashes(table)
-    sk = np.sort(keys)
-    if not (sk[1:] == sk[:-1]).any():
+    keys.sort()  # in place: one row-length array, not two
+    if not _any_equal_neighbours(keys):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = _pair_hashes(table)  # only when some hashes repeat: the keys again, for their rows
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     same = np.flatnonzero(sk[1:] == sk[:-1])

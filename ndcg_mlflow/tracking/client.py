@@ -209,13 +209,10 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     metrics = {**system_metrics(means), **comparison_metrics(rows, summary["spec"].get("comparison.test"))}
     log_batch(client, cid, metrics, params, custom_tags or {})
     stem = system_file_stem(name)
-    for suffix in ("per_query.csv", "top.csv"):
-        system_file = out_dir / "systems" / f"{stem}.{suffix}"
-        if system_file.is_file():
-            client.log_artifact(cid, str(system_file))
-    client.log_artifact(cid, str(out_dir / "summary.json"))
-    _log_tables(client, cid, out_dir, summary, system=name)
-    client.set_tag(cid, f"{TAG_PREFIX}.logging", "complete")
+    files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv")]
+    tables_tag = _upload(client, cid, [f for f in files if f.is_file()] + [out_dir / "summary.json"],
+                         _tables(out_dir, summary, system=name))
+    log_batch(client, cid, {}, {}, {**tables_tag, f"{TAG_PREFIX}.logging": "complete"})
     client.set_terminated(cid, "FINISHED")
     return cid
 
@@ -223,16 +220,41 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
 def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None) -> None:
     """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, and its tables as MLflow
     tables: what an evaluation run and a comparison run both carry."""
-    for fname in ARTIFACTS:
-        if (out_dir / fname).is_file():
-            client.log_artifact(run_id, str(out_dir / fname))
-    _log_tables(client, run_id, out_dir, summary)
+    files = [out_dir / fname for fname in ARTIFACTS if (out_dir / fname).is_file()]
+    log_batch(client, run_id, {}, {}, _upload(client, run_id, files, _tables(out_dir, summary)))
 
 
-def _log_tables(client, run_id: str, out_dir: Path, summary: dict | None, system: str | None = None) -> None:
-    """The tables as MLflow tables (shown by the MLflow UI), through this client's tracking URI: the per-query
-    rows (``per_query_table.json``), every figure of ``summary.json`` (``figures_table.json``), the comparisons
-    (``comparisons_table.json``) and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
+def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]]) -> dict[str, str]:
+    """``files`` (at the top of the run's artifacts, under their names) and ``tables`` (name, DataFrame) as
+    MLflow tables, in one ``log_artifacts`` of a staging folder: one call, where ``log_artifact`` per file
+    and ``log_table`` (four requests a table: a listing, the upload, reading the run, setting a tag) took
+    dozens. A table is written as ``log_table`` writes it (pandas' JSON, ``orient="split"``); the tag that
+    lists a run's tables for the MLflow UI is returned for the caller to set with the run's other tags."""
+    import json
+    import shutil
+    import tempfile
+
+    from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-artifacts-") as staging:
+        for path in files:
+            target = Path(staging) / path.name
+            try:
+                os.link(path, target)  # the file as it is in the folder, not copied where a link will do
+            except OSError:
+                shutil.copyfile(path, target)
+        for name, frame in tables:
+            frame.to_json(Path(staging) / name, orient="split", index=False, date_format="iso")
+        client.log_artifacts(run_id, staging)
+    if not tables:
+        return {}
+    return {MLFLOW_LOGGED_ARTIFACTS: json.dumps([{"path": name, "type": "table"} for name, _ in tables])}
+
+
+def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> list[tuple[str, Any]]:
+    """The tables as MLflow tables (shown by the MLflow UI): the per-query rows (``per_query_table.json``),
+    every figure of ``summary.json`` (``figures_table.json``), the comparisons (``comparisons_table.json``)
+    and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
     import pandas as pd
 
     tables: list[tuple[str, str, str | None]] = []
@@ -244,6 +266,7 @@ def _log_tables(client, run_id: str, out_dir: Path, summary: dict | None, system
         tables.append((f"systems/{system_file_stem(system)}.per_query.csv", "per_query_table.json", None))
     tables += [("comparisons.csv", "comparisons_table.json", "candidate"), ("sensitivity.csv", "sensitivity_table.json",
                                                                           "system")]
+    out: list[tuple[str, Any]] = []
     for csv_name, table_name, column in tables:
         path = out_dir / csv_name
         if not path.is_file():
@@ -256,10 +279,11 @@ def _log_tables(client, run_id: str, out_dir: Path, summary: dict | None, system
             frame = frame[frame[column] == system]
             if frame.empty:
                 continue
-        client.log_table(run_id, data=frame, artifact_file=table_name)
+        out.append((table_name, frame))
     if summary is not None:
         systems = summary["systems"] if system is None else {system: summary["systems"][system]}
-        client.log_table(run_id, data=pd.DataFrame(figure_rows(systems)), artifact_file="figures_table.json")
+        out.append(("figures_table.json", pd.DataFrame(figure_rows(systems))))
+    return out
 
 
 def filter_literal(value: str) -> str:
