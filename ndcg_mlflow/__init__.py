@@ -3,8 +3,9 @@
 ``import ndcg_mlflow`` does not import mlflow; only :mod:`ndcg_mlflow.tracking` does, lazily.
 """
 
+from .api import evaluate  # noqa: E402
 from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingError  # noqa: E402
-from .evaluation import EvaluationResult, evaluate, evaluate_tables  # noqa: E402
+from .evaluation import EvaluationResult, evaluate_tables  # noqa: E402
 from .spec import Spec, load_spec  # noqa: E402
 from .version import __version__  # noqa: E402
 

@@ -292,7 +292,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, overrides=args.set)
     print(explain(spec))
     if args.sensitivity:
-        from .evaluation import evaluate
+        from .api import evaluate
         from .sensitivity import format_sensitivity, sensitivity
 
         result = evaluate(spec, progress=_progress(args.quiet), keep_data=True)
@@ -306,7 +306,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import os
 
-    from .evaluation import evaluate
+    from .api import evaluate
     from .outputs import check_target, folder_lock, new_output_dir, write_outputs
 
     quiet = args.quiet

@@ -207,35 +207,9 @@ def _json_safe(obj: Any) -> Any:
 
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
-             spark: Any = None, buckets: int | None = None) -> EvaluationResult:
-    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
-
-    The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
-    ``qrels`` and each value of ``systems`` (a name -> table mapping) may be anything with the Arrow C stream
-    interface (pyarrow, pandas, polars, DuckDB...) or a nested mapping ``{query_id: {doc_id: value}}``; see
-    :func:`evaluate_tables`. Given tables take the place of the data section's entries, which may then be left
-    out (only when both the judgments and the systems are given).
-
-    ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
-    for recomputing under other rules without reading the files again.
-
-    ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect; ``buckets``:
-    the number of query buckets), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
-    numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`).
-    """
-    if engine not in ("local", "spark"):
-        raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
-    if engine == "spark":
-        if keep_data:
-            raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
-                                         "local engine to keep them.")
-        from .engines.spark import evaluate as evaluate_spark
-
-        return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
-                              progress=progress, buckets=buckets)
-    if spark is not None or buckets is not None:
-        raise SpecError("engine", "spark= and buckets= apply to engine='spark'.")
+             base_dir: str | Path | None = None, progress=None, keep_data: bool = False) -> EvaluationResult:
+    """Evaluate every system of a spec on this process (the local engine); :func:`ndcg_mlflow.evaluate`
+    (:mod:`ndcg_mlflow.api`) is the entry point that also offers the Spark engine, with the same arguments."""
     if columns is not None and qrels is None and systems is None:
         raise SpecError("columns", "a column mapping given to evaluate() applies to tables given in memory "
                                    "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).")
