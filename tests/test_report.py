@@ -391,8 +391,9 @@ def test_log_figures_draws_them_for_a_folder_written_without_them(demo, tmp_path
     logged = {}
 
     class Client:
-        def log_artifact(self, run_id, local_path, artifact_path=None):
-            logged[f"{artifact_path}/{Path(local_path).name}"] = Path(local_path).read_bytes()
+        def log_artifacts(self, run_id, local_dir, artifact_path=None):
+            for path in Path(local_dir).iterdir():
+                logged[f"{artifact_path}/{path.name}"] = path.read_bytes()
 
     log_figures(Client(), "run", folder)
     assert logged == {f"figures/{n}.svg": (demo.out / "figures" / f"{n}.svg").read_bytes() for n in FIGURES}

@@ -325,15 +325,13 @@ def log_figures(client, run_id: str, out_dir: Path) -> None:
 
     from ..report import figures, load_bundle, write_figures
 
-    folder = out_dir / "figures"
-    files = sorted(folder.glob("*.svg")) if folder.is_dir() else []
-    if files:
-        for path in files:
-            client.log_artifact(run_id, str(path), "figures")
+    folder = out_dir / "figures"  # holds the figures' SVG files only: one upload of the folder
+    if folder.is_dir() and any(folder.glob("*.svg")):
+        client.log_artifacts(run_id, str(folder), "figures")
         return
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-figures-") as tmp:
-        for path in write_figures(tmp, figures(load_bundle(out_dir))):
-            client.log_artifact(run_id, str(path), "figures")
+        write_figures(tmp, figures(load_bundle(out_dir)))
+        client.log_artifacts(run_id, str(Path(tmp) / "figures"), "figures")
 
 
 def find_or_create_experiment(client, name: str) -> str:
