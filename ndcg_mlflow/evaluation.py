@@ -93,6 +93,7 @@ class EvaluationResult:
     catalog: Any = None
     grades: list = field(default_factory=list)  # the distinct grades of the qrels
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
+    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
     _per_query: Any = None
 
     @property
@@ -134,6 +135,7 @@ class EvaluationResult:
             "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
+            "decision": self.decision,
             "notes": list(self.notes),
             "engine": self.engine,
         }
@@ -414,6 +416,10 @@ def statistics(result: EvaluationResult, progress=None) -> EvaluationResult:
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+        if spec.decision is not None:
+            from .decision import decide
+
+            result.decision = decide(spec.decision, result.analysis.comparisons, spec.uncertainty.confidence)
     if spec.sensitivity:
         from .sensitivity import sensitivity
 
