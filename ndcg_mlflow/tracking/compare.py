@@ -253,7 +253,7 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
     spec = parse_spec(raw, base_dir=".")
-    result = _result_from_tables(spec, [(name_a, a), (name_b, b)])
+    result = result_from_tables(spec, [(name_a, a), (name_b, b)])
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
@@ -279,7 +279,7 @@ def _experiment_name(client, run) -> str:
         return "ndcg-mlflow-comparisons"
 
 
-def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
+def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
     from ..evaluation import EvaluationResult, SystemResult, TopLists, display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
