@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import readme_block
 
 from ndcg_mlflow.api import evaluate
 from ndcg_mlflow.errors import SpecError
@@ -154,3 +155,29 @@ def test_tie_rules_a_trace_cannot_express_are_refused_when_the_scorer_is_made():
 def test_the_query_id_is_given_or_the_inputs_as_json():
     assert query_id_of({"question": "x"}, {"query_id": 7}) == "7"
     assert query_id_of({"b": 1, "a": "é"}, {"relevance": {}}) == '{"a": "é", "b": 1}'
+
+
+def test_readme_genai_section_runs(genai_store, tmp_path):
+    import yaml
+
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump({**_spec(**STATS), "metric": {**METRIC, "cutoffs": [10]}}))
+    shown = {"wool socks": (["sku-3", "sku-7", "sku-1"], ["sku-7", "sku-3"]), "rain jacket": (["sku-9"], ["sku-4"])}
+
+    def app(version: int):
+        import mlflow
+        from mlflow.entities import Document, SpanType
+
+        @mlflow.trace(span_type=SpanType.RETRIEVER)
+        def retrieve(question: str) -> list[Document]:
+            return [Document(page_content=d, metadata={"doc_uri": d}) for d in shown[question][version]]
+
+        return lambda question: {"documents": [d.page_content for d in retrieve(question)]}
+
+    namespace = {"app_v1": app(0), "app_v2": app(1)}
+    exec(readme_block("### `mlflow.genai.evaluate`: a retriever scorer"), namespace)
+    (row,) = namespace["result"].analysis.comparisons
+    ideal1 = 3 / math.log2(2) + 1 / math.log2(3)  # q1: sku-7 (grade 2, gain 3), sku-3 (grade 1, gain 1)
+    first = (1 / math.log2(2) + 3 / math.log2(3)) / ideal1  # v1: sku-3, sku-7, sku-1 (q2: sku-9 first, 1.0)
+    assert row["baseline_mean"] == pytest.approx((first + 1.0) / 2, rel=1e-12)
+    assert row["candidate_mean"] == pytest.approx((1.0 + 0.0) / 2, rel=1e-12)  # v2: q1 ideal, q2 sku-4 (grade 0)
+    assert (tmp_path / "rag-comparison" / "report.html").is_file()
