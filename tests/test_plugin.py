@@ -223,12 +223,18 @@ def test_entry_point_is_declared_and_loads():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     target = declared["mlflow.model_evaluator"][NAME]
     assert target == "ndcg_mlflow.integrations.evaluator:NdcgSpecEvaluator"
-    code = ("import importlib.metadata as m, sys; "
+    code = ("import importlib.metadata as m; "
             "eps = [e for e in m.entry_points(group='mlflow.model_evaluator') if e.name == 'ndcg_spec']; "
-            "print(eps[0].value if eps else '')")
+            "print(eps[0].value if eps else '')\n"
+            "if eps:\n"
+            "    from mlflow.models.evaluation import list_evaluators\n"
+            "    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry as r\n"
+            "    print('ndcg_spec' in list_evaluators(), r.get_evaluator('ndcg_spec').__class__.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    if out.stdout.strip():  # the installed metadata (after pip install -e .) names the same class
-        assert out.stdout.strip() == target
+    lines = out.stdout.split("\n")
+    if lines[0]:  # the installed metadata (pip install -e . after this entry point) names the class MLflow loads
+        assert lines[0] == target
+        assert lines[1] == "True NdcgSpecEvaluator"
 
 
 def _java_problem() -> str | None:
