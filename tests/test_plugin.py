@@ -287,3 +287,34 @@ def test_readme_evaluator_section_runs(registered, tmp_path):
     exec(readme_block("### `mlflow.models.evaluate`: the `ndcg_spec` evaluator"), namespace)
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert namespace["result"].metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
+
+
+def test_two_evaluator_runs_compare_as_one_evaluation_of_both(registered, tmp_path):
+    import mlflow
+
+    from ndcg_mlflow.api import evaluate
+    from ndcg_mlflow.tracking import compare_runs, rebuild_report
+
+    cands, qrels = _data(seed=31, n_queries=25)
+    spec = _spec(tmp_path, qrels, extra=UNCERTAINTY)
+    noise = np.random.default_rng(5).normal(0, 2, len(cands))
+    models = {"first": lambda f: f["x"], "second": lambda f: f["x"] + noise[: len(f)]}
+    runs = {}
+    for name, fn in models.items():
+        with mlflow.start_run() as run:
+            mlflow.models.evaluate(fn, data=cands, model_type="ranker", evaluators="ndcg_spec",
+                                   evaluator_config={"spec": str(spec), "system": name})
+        runs[name] = run.info.run_id
+    settings = {"test": "both", "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9}
+    result, _, _ = compare_runs(runs["first"], runs["second"], out=tmp_path / "cmp", log=False, overrides=settings)
+    raw = yaml.safe_load(spec.read_text())
+    raw["comparison"] = {"baseline": "first", **settings}
+    both = evaluate(raw, base_dir=tmp_path, systems={
+        "first": cands.assign(score=cands["x"]), "second": cands.assign(score=cands["x"] + noise)})
+    for got, want in zip(result.analysis.comparisons, both.analysis.comparisons, strict=True):
+        assert got["key"] == want["key"]
+        for key in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "n_paired", "wins", "losses"):
+            assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), (got["key"], key)
+    assert any(abs(c["delta"]) > 1e-3 for c in both.analysis.comparisons)  # the two models differ
+    html, _ = rebuild_report(runs["second"], tmp_path / "report")  # `ndcg-mlflow report RUN_ID` reads it too
+    assert "second" in html.read_text(encoding="utf-8")

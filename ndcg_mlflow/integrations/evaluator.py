@@ -294,7 +294,7 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     from mlflow.tracking import MlflowClient
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
-    from ..outputs import write_outputs
+    from ..outputs import system_file_stem, write_outputs
     from ..tracking.client import log_batch, log_figures, log_outputs
     from ..tracking.names import TAG_PREFIX, common_tags, data_tags, param_value, system_metrics
 
@@ -307,12 +307,16 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     params.update({"system": config.system, "n_queries": str(summary["n_queries"])})
     tags = {**common_tags(summary, run_key), **data_tags(summary.get("files", {})),
             f"{TAG_PREFIX}.role": "evaluation", f"{TAG_PREFIX}.systems": param_value(config.system),
-            f"{TAG_PREFIX}.evaluator": NAME, **dict(result.spec.mlflow.tags)}
+            f"{TAG_PREFIX}.system": config.system, f"{TAG_PREFIX}.evaluator": NAME, **dict(result.spec.mlflow.tags)}
     client = MlflowClient()
     earlier = client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS)
     log_batch(client, run_id, metrics, params, tags)
     log_outputs(client, run_id, out, summary)
     log_figures(client, run_id, out)
+    stem = system_file_stem(config.system)  # the system's own files, as a system run has them (for compare)
+    for suffix in ("per_query.csv", "top.csv"):
+        if (out / "systems" / f"{stem}.{suffix}").is_file():
+            client.log_artifact(run_id, str(out / "systems" / f"{stem}.{suffix}"))
     if earlier:  # the tables another evaluator logged to this run stay listed beside ours
         ours = json.loads(client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS) or "[]")
         listed = json.loads(earlier) + [t for t in ours if t not in json.loads(earlier)]

@@ -149,7 +149,8 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
 
     run = _get_run(client, run_id)
     tags = run.data.tags
-    if tags.get(f"{TAG_PREFIX}.role") != "system":
+    one_model = tags.get(f"{TAG_PREFIX}.role") == "evaluation" and f"{TAG_PREFIX}.evaluator" in tags
+    if tags.get(f"{TAG_PREFIX}.role") != "system" and not one_model:  # mlflow.models.evaluate's run: one system
         raise CompareError(f"run {run_id} is not a system's run of an ndcg-mlflow evaluation (expected the tag "
                            f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation).")
     system = tags[f"{TAG_PREFIX}.system"]
