@@ -15,8 +15,6 @@ from ndcg_mlflow.api import evaluate
 from ndcg_mlflow.errors import SpecError
 from ndcg_mlflow.integrations.genai import compare_genai_runs, genai_per_query, ndcg_scorer, query_id_of
 
-pytestmark = pytest.mark.integration  # mlflow stores
-
 METRIC = {"gain": "exponential", "cutoffs": [5], "discount": "log2", "ties": "displayed_order",
           "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
 STATS = {"uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 11},

@@ -47,7 +47,7 @@ RANKER, RETRIEVER = "ranker", "retriever"
 MODEL_TYPES = (RANKER, RETRIEVER)
 CONFIG_KEYS = ("spec", "system", "out")
 DEFAULT_SYSTEM = "model"
-SPARK_ROW_LIMIT = 10_000  # mlflow.data.evaluation_dataset.EvaluationDataset.SPARK_DATAFRAME_LIMIT
+SPARK_ROW_LIMIT = 10_000  # MLflow 3's EvaluationDataset.SPARK_DATAFRAME_LIMIT, read from MLflow where it has it
 PREDICTIONS = "the model's predictions"
 
 
@@ -151,8 +151,13 @@ def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
 
     from mlflow.tracking import MlflowClient
 
-    rows = len(dataset.features_data)
-    if rows < SPARK_ROW_LIMIT:
+    try:
+        from mlflow.data.evaluation_dataset import EvaluationDataset
+
+        limit = int(EvaluationDataset.SPARK_DATAFRAME_LIMIT)
+    except (ImportError, AttributeError):
+        limit = SPARK_ROW_LIMIT
+    if len(dataset.features_data) < limit:
         return
     digest = getattr(dataset, "digest", None)
     inputs = MlflowClient().get_run(run_id).inputs
@@ -168,7 +173,7 @@ def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
             count = profile.get("approx_count") if isinstance(profile, dict) else None
             size = f"about {count} rows" if isinstance(count, int) else "its size unknown"
             raise DataError(f"dataset '{ds.name}'", (
-                f"a Spark DataFrame ({size}): MLflow hands an evaluator only its first {SPARK_ROW_LIMIT} rows, "
+                f"a Spark DataFrame ({size}): MLflow hands an evaluator only its first {limit} rows, "
                 f"which cut through queries (their candidates beyond the cut would be missing, a wrong nDCG). "
                 f"Evaluate Spark data with the Spark engine: score the rows on Spark, then "
                 f"ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark), or "
