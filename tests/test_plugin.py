@@ -318,3 +318,13 @@ def test_two_evaluator_runs_compare_as_one_evaluation_of_both(registered, tmp_pa
     assert any(abs(c["delta"]) > 1e-3 for c in both.analysis.comparisons)  # the two models differ
     html, _ = rebuild_report(runs["second"], tmp_path / "report")  # `ndcg-mlflow report RUN_ID` reads it too
     assert "second" in html.read_text(encoding="utf-8")
+
+
+def test_a_retrievers_lists_become_ranked_rows():
+    from ndcg_mlflow.integrations.evaluator import system_table
+
+    table = system_table("retriever", pd.DataFrame({"query_id": [1, 2, 3]}), [[7, "8"], [], np.array(["x"])])
+    assert table["query_id"].tolist() == [1, 1, 3] and table["doc_id"].tolist() == ["7", "8", "x"]
+    assert table["rank"].tolist() == [1, 2, 1]
+    with pytest.raises(DataError, match="query_id '1' is on rows 0 and 1"):
+        system_table("retriever", pd.DataFrame({"query_id": [1, 1]}), [["a"], ["b"]])

@@ -239,7 +239,8 @@ def system_table(model_type: str, frame: Any, output: Any) -> Any:
     n = np.fromiter((len(docs) for docs in lists), dtype=np.int64, count=len(lists))
     if n.sum() == 0:
         raise DataError(PREDICTIONS, "the model retrieved no document for any query.")
-    docs = [d for row in lists for d in row]
+    docs = [str(d) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else d  # 7 and "7": one id
+            for row in lists for d in row]
     rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in n if k])
     return pd.DataFrame({"query_id": np.repeat(query.to_numpy(), n), "doc_id": pd.array(docs, dtype=object),
                          "rank": rank})

@@ -43,12 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..rules import cutoff_key, cutoff_label
+from ..rules import cutoff_key, cutoff_label, metric_name
 
 SYSTEM = "retriever"
 ERROR_CODE = "NDCG_UNDEFINED"
 META = "ndcg_mlflow."  # prefix of the Feedback metadata keys
 ROW_FIELDS = ("dcg", "idcg", "idcg_candidates", "judged_coverage")
+DEFAULT_NAME = cutoff_key(10)  # the scorer's name (and its assessments') at the default k
 
 
 def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None):
@@ -93,8 +94,8 @@ def ndcg_scorer(spec: Any, *, k: int | str = 10, name: str | None = None, releva
             raise SpecError(label, f"is a non-empty string, got {value!r}.")
     cls = scorer_class()
     scorer = cls(name=name or cutoff_key(one.metric.cutoffs[0]), relevance=relevance, doc_id=doc_id,
-                 span_name=span_name, description=f"nDCG@{cutoff_label(one.metric.cutoffs[0])} of the retriever "
-                                                  f"span's documents under the spec '{one.name}'")
+                 span_name=span_name, description=f"{metric_name(cutoff_key(one.metric.cutoffs[0]))} of the "
+                                                  f"retriever span's documents under the spec '{one.name}'")
     scorer.bind(one)
     return scorer
 
@@ -234,7 +235,7 @@ def _grades(expectations: Any, key: str) -> dict[Any, Any]:
 # --------------------------------------------------------------------------- two evaluation runs
 
 
-def genai_per_query(run_id: str, *, name: str = "ndcg_at_10", tracking_uri: str | None = None):
+def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str | None = None):
     """The per-query table (the columns of ``per_query.csv``) of a GenAI evaluation run: one row per trace of the
     run that carries the scorer's assessment ``name``, read from its metadata. A trace without that assessment,
     two traces of one query, or assessments of two cutoffs or definitions are refused (DataError)."""
@@ -286,7 +287,7 @@ def genai_per_query(run_id: str, *, name: str = "ndcg_at_10", tracking_uri: str 
     return table
 
 
-def compare_genai_runs(run_a: str, run_b: str, spec: Any, *, name: str = "ndcg_at_10", tracking_uri: str | None = None,
+def compare_genai_runs(run_a: str, run_b: str, spec: Any, *, name: str = DEFAULT_NAME, tracking_uri: str | None = None,
                        out: str | Path | None = None, base_dir: str | Path | None = None):
     """Compare GenAI evaluation run B (candidate) with run A (baseline) as ``ndcg-mlflow compare`` compares two
     systems: intervals, the paired tests, wins and losses, on the queries both runs scored, under ``spec``'s
