@@ -69,15 +69,9 @@ def _spec(**extra) -> dict:
 
 
 @pytest.fixture
-def genai_store(tracking_uri, monkeypatch):
-    import mlflow
-
-    monkeypatch.setenv("MLFLOW_GENAI_EVAL_SKIP_TRACE_VALIDATION", "true")
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_experiment("rag")
-    yield tracking_uri
-    while mlflow.active_run():
-        mlflow.end_run()
+def genai_store(fluent_store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_SKIP_TRACE_VALIDATION", "true")  # no trial call before the evaluation
+    return fluent_store
 
 
 def _evaluate(shift: int, scorer, run_name: str):

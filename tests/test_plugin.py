@@ -29,19 +29,14 @@ METRIC = {"gain": "exponential", "cutoffs": [3, 10, "all"], "discount": "log2", 
 
 
 @pytest.fixture
-def registered(tracking_uri):
+def registered(fluent_store):
     """The evaluator in MLflow's registry under its entry-point name (the editable install the tests run from may
     predate the entry point; ``test_entry_point_*`` check the declaration itself)."""
-    import mlflow
     from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry as registry
 
     before = registry._registry.get(NAME)
     registry.register(NAME, NdcgSpecEvaluator)
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_experiment("evals")  # this test's store: the active experiment is process-wide state
-    yield tracking_uri
-    while mlflow.active_run():
-        mlflow.end_run()
+    yield fluent_store
     if before is None:
         registry._registry.pop(NAME, None)
     else:
