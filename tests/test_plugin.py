@@ -56,7 +56,7 @@ def _data(seed: int = 7, n_queries: int = 30) -> tuple[pd.DataFrame, pd.DataFram
             if rng.random() < 0.7:
                 qrels.append((qid, f"{qid}-d{d}", int(rng.integers(0, 4)) if q != 3 else 0))
         qrels.append((qid, f"{qid}-extra", int(rng.integers(1, 4)) if q != 3 else 0))  # judged, never a candidate
-    qrels.append(("q99", "q99-d0", 2))  # judged, no candidates at all: a missing query
+    qrels.append(("unanswered", "unanswered-d0", 2))  # judged, no candidates at all: a missing query
     return (pd.DataFrame(cands, columns=["query_id", "doc_id", "x"]),
             pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]))
 
@@ -114,7 +114,7 @@ def test_ranker_from_the_registry_equals_the_cli_and_logs_the_folder(registered,
     assert cli["ndcg_at_10"]["n_empty_ideal"] == 1 and cli["ndcg_at_10"]["n_missing"] == 1  # the rules acted
     logged = mlflow.get_run(run.info.run_id)
     assert logged.data.metrics["ndcg_at_10"] == result.metrics["ndcg_at_10"]
-    assert logged.data.params["metric.ties"] == "displayed_order" and logged.data.params["system"] == "model"
+    assert logged.data.params["metric.ties"] == "displayed_order" and logged.data.tags["ndcg_mlflow.system"] == "model"
     assert logged.data.tags["ndcg_mlflow.role"] == "evaluation"
     assert logged.data.tags["ndcg_mlflow.logging"] == "complete"
     files = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
@@ -262,7 +262,7 @@ def test_a_spark_dataframe_cut_by_mlflow_is_refused(registered, tmp_path, spark)
     n = 12_000  # MLflow would pass the first 10,000 rows: query q1199's candidates (and more) cut off
     big = pd.DataFrame({"query_id": [f"q{i // 10}" for i in range(n)], "doc_id": [f"d{i}" for i in range(n)],
                         "x": np.arange(n, dtype=float)})
-    with mlflow.start_run(), pytest.raises(DataError, match="first 10000 rows.*Spark engine"):
+    with mlflow.start_run(), pytest.raises(DataError, match=r"about 12000 rows.*first 10000 rows.*Spark engine"):
         mlflow.models.evaluate(lambda f: f["x"], data=spark.createDataFrame(big), model_type="ranker",
                                evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
     cands, qrels = _data(seed=5, n_queries=8)
@@ -323,3 +323,16 @@ def test_a_retrievers_lists_become_ranked_rows():
     assert table["rank"].tolist() == [1, 2, 1]
     with pytest.raises(DataError, match="query_id '1' is on rows 0 and 1"):
         system_table("retriever", pd.DataFrame({"query_id": [1, 1]}), [["a"], ["b"]])
+
+
+def test_a_pandas_dataframe_beyond_the_spark_limit_is_evaluated_whole(registered, tmp_path):
+    import mlflow
+
+    cands, qrels = _data(seed=41, n_queries=1500)  # about 14,000 rows: more than MLflow passes of a Spark frame
+    assert len(cands) > 10_000
+    spec = _spec(tmp_path, qrels)
+    with mlflow.start_run():
+        result = mlflow.models.evaluate(lambda f: f["x"], data=cands, model_type="ranker", evaluators="ndcg_spec",
+                                        evaluator_config={"spec": str(spec)})
+    cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
+    assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]

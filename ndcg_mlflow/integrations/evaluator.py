@@ -144,9 +144,10 @@ class NdcgSpecEvaluator:
 
 def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
     """MLflow passes the evaluator the first 10,000 rows of a Spark DataFrame (``limit(10000).toPandas()``), which
-    cuts through queries and would give a wrong mean. The run's logged dataset input (matched by digest) says
-    whether the data came from Spark (its profile holds Spark's ``approx_count``); such data that reached the
-    limit are refused."""
+    cuts through queries and would give a wrong mean. Data of fewer rows arrived whole. Data of that many rows are
+    evaluated only when the run's logged dataset input (matched by digest) shows them whole: a pandas profile
+    whose ``num_rows`` is the number of rows received. A Spark profile (``approx_count``), a profile Spark Connect
+    could not compute, or no logged input at all is refused (a DataError pointing to the Spark engine)."""
     import json
 
     from mlflow.tracking import MlflowClient
@@ -157,27 +158,32 @@ def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
         limit = int(EvaluationDataset.SPARK_DATAFRAME_LIMIT)
     except (ImportError, AttributeError):
         limit = SPARK_ROW_LIMIT
-    if len(dataset.features_data) < limit:
+    rows = len(dataset.features_data)
+    if rows < limit:
         return
     digest = getattr(dataset, "digest", None)
     inputs = MlflowClient().get_run(run_id).inputs
+    name, count = getattr(dataset, "name", None) or "data", None
     for entry in (inputs.dataset_inputs if inputs is not None else None) or []:
         ds = entry.dataset
-        if digest is not None and ds.digest != digest:
+        if digest is None or ds.digest != digest:
             continue
+        name = ds.name
         try:
             profile = json.loads(ds.profile) if ds.profile else None
         except ValueError:
             profile = None
-        if (isinstance(profile, dict) and "approx_count" in profile) or ds.source_type in ("spark", "delta_table"):
-            count = profile.get("approx_count") if isinstance(profile, dict) else None
-            size = f"about {count} rows" if isinstance(count, int) else "its size unknown"
-            raise DataError(f"dataset '{ds.name}'", (
-                f"a Spark DataFrame ({size}): MLflow hands an evaluator only its first {limit} rows, "
-                f"which cut through queries (their candidates beyond the cut would be missing, a wrong nDCG). "
-                f"Evaluate Spark data with the Spark engine: score the rows on Spark, then "
-                f"ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark), or "
-                f"pass a pandas DataFrame of every row to mlflow.models.evaluate."))
+        if isinstance(profile, dict) and profile.get("num_rows") == rows and "approx_count" not in profile:
+            return  # a pandas DataFrame, every row of it
+        if isinstance(profile, dict) and isinstance(profile.get("approx_count"), int):
+            count = profile["approx_count"]
+    size = f"about {count} rows" if count is not None else "a size MLflow did not record"
+    raise DataError(f"dataset '{name}'", (
+        f"{rows} rows arrived, MLflow's limit for a Spark DataFrame, whose rows beyond it ({size}) MLflow does not "
+        f"hand to an evaluator (it passes the first {limit} rows): a cut through queries, whose candidates beyond "
+        f"it would be missing, a wrong nDCG. Evaluate Spark data with the Spark engine: score the rows on Spark, "
+        f"then ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark); or pass "
+        f"mlflow.models.evaluate a pandas DataFrame of every row."))
 
 
 def model_output(model: Any, frame: Any, dataset: Any, predictions: str | None) -> Any:
@@ -308,9 +314,10 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     run_key = (out / "run_key.txt").read_text(encoding="utf-8").strip()
     metrics = system_metrics(result.summary["systems"][config.system])  # means with their intervals
+    # the definition as a system run's params (what compare reads); the run is the user's, so no generic key
+    # (name, system) that the user's own params could hold: those are tags here
     params = {k: param_value(v) for k, v in summary["spec"].items()
-              if k.startswith(("metric.", "queries.", "uncertainty.")) or k in ("name", "data.qrels")}
-    params.update({"system": config.system, "n_queries": str(summary["n_queries"])})
+              if k.startswith(("metric.", "queries.", "uncertainty.")) or k == "data.qrels"}
     tags = {**common_tags(summary, run_key), **data_tags(summary.get("files", {})),
             f"{TAG_PREFIX}.role": "evaluation", f"{TAG_PREFIX}.systems": param_value(config.system),
             f"{TAG_PREFIX}.system": config.system, f"{TAG_PREFIX}.evaluator": NAME, **dict(result.spec.mlflow.tags)}
