@@ -114,6 +114,10 @@ def test_scorer_values_equal_the_engine_query_by_query(genai_store):
 
 
 def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
+    import mlflow
+
+    from ndcg_mlflow.tracking import log_folder
+
     spec = _spec(**STATS)
     scorer = ndcg_scorer(spec, k=5)
     first = _evaluate(0, scorer, "first")
@@ -129,6 +133,9 @@ def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
         assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
     assert result.mean("second", 5) == pytest.approx(both.mean("second", 5), rel=1e-12)
     assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "comparisons.csv").is_file()
+    logged = log_folder(tmp_path / "out", tracking_uri=genai_store)  # what `ndcg-mlflow upload OUT` does
+    candidate = mlflow.get_run(logged.system_run_ids["second"])
+    assert candidate.data.metrics["compare.ndcg_at_5.delta"] == pytest.approx(want["delta"], rel=1e-12)
     with pytest.raises(SpecError, match="other metric or query rules"):
         compare_genai_runs(first.run_id, second.run_id, {**spec, "metric": {**METRIC, "gain": "linear"}},
                            name="ndcg_at_5")
