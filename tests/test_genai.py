@@ -180,3 +180,30 @@ def test_readme_genai_section_runs(genai_store, tmp_path):
     assert row["baseline_mean"] == pytest.approx((first + 1.0) / 2, rel=1e-12)
     assert row["candidate_mean"] == pytest.approx((1.0 + 0.0) / 2, rel=1e-12)  # v2: q1 ideal, q2 sku-4 (grade 0)
     assert (tmp_path / "rag-comparison" / "report.html").is_file()
+
+
+@pytest.mark.integration  # imports mlflow (the Feedback)
+def test_bad_retrievals_give_feedback_errors_never_a_number():
+    from types import SimpleNamespace
+
+    from ndcg_mlflow.integrations.genai import load_scorer_spec, score_trace
+
+    def trace(*uris):
+        span = SimpleNamespace(name="retrieve", outputs=[{"metadata": {"doc_uri": u}} for u in uris])
+        return SimpleNamespace(info=SimpleNamespace(trace_id="tr-1"), search_spans=lambda span_type=None: [span])
+
+    scorer = SimpleNamespace(relevance="relevance", doc_id="doc_uri", span_name=None)
+    judged = {"query_id": "q", "relevance": {"a": 2, "b": 0}}
+
+    def score(metric=None, expectations=judged, *uris):
+        spec = load_scorer_spec(_spec(metric={**METRIC, **(metric or {})}), 5)
+        return score_trace(spec, scorer, {"question": "q"}, expectations, trace(*uris))
+
+    twice = score(None, judged, "a", "b", "a")
+    assert twice.value is None and "twice" in twice.error.error_message
+    assert score({"missing_queries": "exclude"}, judged).error is not None  # nothing retrieved, left out
+    assert score({"missing_queries": "zero"}, judged).value == 0.0
+    assert "unjudged" in score({"unjudged": "error"}, judged, "a", "x").error.error_message
+    assert score(None, {"query_id": "q", "relevance": {}}, "a").error is not None  # no judgments: undefined
+    assert score({"empty_ideal": "zero"}, {"relevance": {"a": 0}}, "a").value == 0.0  # the spec's rule: 0
+    assert score(None, judged, "b", "a").value == pytest.approx(3 / math.log2(3) / 3, rel=1e-12)
