@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -336,3 +337,11 @@ def test_a_pandas_dataframe_beyond_the_spark_limit_is_evaluated_whole(registered
                                         evaluator_config={"spec": str(spec)})
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
+
+
+def test_importing_the_integrations_imports_no_mlflow():
+    code = ("import sys, ndcg_mlflow.integrations.evaluator, ndcg_mlflow.integrations.genai; "
+            "print('mlflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "False"
