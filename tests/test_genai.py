@@ -207,3 +207,28 @@ def test_bad_retrievals_give_feedback_errors_never_a_number():
     assert score(None, {"query_id": "q", "relevance": {}}, "a").error is not None  # no judgments: undefined
     assert score({"empty_ideal": "zero"}, {"relevance": {"a": 0}}, "a").value == 0.0  # the spec's rule: 0
     assert score(None, judged, "b", "a").value == pytest.approx(3 / math.log2(3) / 3, rel=1e-12)
+
+
+def test_traces_logged_earlier_are_scored_with_their_logged_expectations(genai_store):
+    import mlflow
+    from mlflow.entities import Document, SpanType
+
+    @mlflow.trace(span_type=SpanType.RETRIEVER)
+    def retrieve(question: str) -> list[Document]:
+        return [Document(page_content=d, metadata={"doc_uri": d}) for d in ("a", "b", "c")]
+
+    @mlflow.trace
+    def app(question: str) -> list[str]:
+        return [d.page_content for d in retrieve(question)]
+
+    app("hello")
+    trace_id = mlflow.get_last_active_trace_id()
+    mlflow.flush_trace_async_logging()
+    mlflow.log_expectation(trace_id=trace_id, name="relevance", value={"a": 1, "b": 2, "z": 3})
+    mlflow.log_expectation(trace_id=trace_id, name="query_id", value="q-hello")
+    scorer = ndcg_scorer(_spec(metric={**METRIC, "gain": "linear"}), k=5)
+    result = mlflow.genai.evaluate(data=mlflow.search_traces(return_type="list"), scorers=[scorer])
+    dcg = 1 + 2 / math.log2(3)  # a (1), b (2), c unjudged
+    idcg = 3 + 2 / math.log2(3) + 1 / math.log2(4)
+    assert result.metrics["ndcg_at_5/mean"] == pytest.approx(dcg / idcg, rel=1e-12)
+    assert genai_per_query(result.run_id, name="ndcg_at_5")["query_id"].tolist() == ["q-hello"]
