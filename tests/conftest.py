@@ -75,6 +75,24 @@ def tracking_uri(migrated_db, tmp_path, monkeypatch) -> str:
 
 
 @pytest.fixture
+def fluent_store(tracking_uri, monkeypatch) -> str:
+    """``tracking_uri`` made the fluent API's store, with an active experiment ``evals`` (``mlflow.set_tracking_uri``
+    and ``mlflow.set_experiment``, which the MLflow entry points use); the process-wide state they set (the URI,
+    the tracer's destination, the active experiment and their environment variables) is undone afterwards."""
+    import mlflow
+    import mlflow.tracking.fluent as fluent
+
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # set_experiment sets it; restored afterwards
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_experiment("evals")
+    yield tracking_uri
+    while mlflow.active_run():
+        mlflow.end_run()
+    fluent._active_experiment_id = None
+    mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture
 def demo_copy(tmp_path) -> Path:
     """A copy of configs/ (demo spec and data) in a temporary folder."""
     dest = tmp_path / "configs"

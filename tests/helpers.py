@@ -40,7 +40,7 @@ from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E4
 
 __all__ = ["DEMO", "DEMO_RUNS", "REPO", "TREC_EVAL_DATA", "MlflowServer", "assert_local_results_complete",
            "assert_one_complete_set", "clean_env", "cli_command", "client_for", "examples", "free_port",
-           "metric_spec", "parse_trec_eval_output", "run_cli", "runs_of_experiment", "runs_of_key",
+           "metric_spec", "parse_trec_eval_output", "readme_block", "run_cli", "runs_of_experiment", "runs_of_key",
            "trec_eval_missing", "write_qrels", "write_run", "write_spec"]
 
 
@@ -135,6 +135,17 @@ def parse_trec_eval_output(name: str) -> dict[tuple[str, str], float]:
         assert key not in out, f"{name}: {measure} {qid} listed twice"
         out[key] = float(value)
     return out
+
+
+# --------------------------------------------------------------------------- the README
+
+
+def readme_block(heading: str) -> str:
+    """The first python block of README.md after ``heading``."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    after = text[text.index(heading):]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start:after.index("```", start)]
 
 
 # --------------------------------------------------------------------------- the CLI in a subprocess

@@ -149,7 +149,8 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
 
     run = _get_run(client, run_id)
     tags = run.data.tags
-    if tags.get(f"{TAG_PREFIX}.role") != "system":
+    one_model = tags.get(f"{TAG_PREFIX}.role") == "evaluation" and f"{TAG_PREFIX}.evaluator" in tags
+    if tags.get(f"{TAG_PREFIX}.role") != "system" and not one_model:  # mlflow.models.evaluate's run: one system
         raise CompareError(f"run {run_id} is not a system's run of an ndcg-mlflow evaluation (expected the tag "
                            f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation).")
     system = tags[f"{TAG_PREFIX}.system"]
@@ -253,7 +254,7 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
     spec = parse_spec(raw, base_dir=".")
-    result = _result_from_tables(spec, [(name_a, a), (name_b, b)])
+    result = result_from_tables(spec, [(name_a, a), (name_b, b)])
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
@@ -279,7 +280,7 @@ def _experiment_name(client, run) -> str:
         return "ndcg-mlflow-comparisons"
 
 
-def _result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
+def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
     from ..evaluation import EvaluationResult, SystemResult, TopLists, display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
