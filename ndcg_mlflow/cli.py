@@ -305,6 +305,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import os
+    import tempfile
 
     from .api import evaluate
     from .outputs import check_target, folder_lock, new_output_dir, write_outputs
@@ -320,29 +321,31 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         raise SpecError("--spark-remote", "applies to --engine spark.")
     spec = load_spec(args.spec, overrides=args.set)
-    if args.engine == "spark":
-        from .engines.spark import session
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec.mlflow.tracking_uri
+    # a model's scored rows wait here until write_outputs puts them in the output folder
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
+        if args.engine == "spark":
+            from .engines.spark import session
 
-        result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
-    else:
-        result = evaluate(spec, progress=progress)
-    out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
-    # one process at a time per folder, from writing until logging ends: what is logged is what was written
-    with folder_lock(out_dir):
-        if progress:
-            progress(f"writing the local results and the report to {out_dir}")
-        write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
-        if not quiet:
-            print(format_summary(result))
-            print()
-            print(format_locations(out_dir))
-        if args.no_mlflow:
-            return EXIT_OK
+            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
+        else:
+            result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
+        out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
+        # one process at a time per folder, from writing until logging ends: what is logged is what was written
+        with folder_lock(out_dir):
+            if progress:
+                progress(f"writing the local results and the report to {out_dir}")
+            write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            if not quiet:
+                print(format_summary(result))
+                print()
+                print(format_locations(out_dir))
+            if args.no_mlflow:
+                return EXIT_OK
 
-        from .tracking import log_evaluation
+            from .tracking import log_evaluation
 
-        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
-        logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
+            logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
     return EXIT_OK

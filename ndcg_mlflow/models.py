@@ -1,0 +1,331 @@
+"""Systems that are models: ``data.systems.<name>: {model: URI, candidates: SOURCE}``.
+
+Each model URI is resolved once, when the evaluation starts (an alias becomes the version it points to then,
+and that version is what is loaded and recorded); the model is loaded with ``mlflow.pyfunc.load_model`` and
+scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
+model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
+(:func:`score_model_systems` returns the spec with each model system pointing at it). mlflow is imported
+lazily, inside the functions: importing this module imports no mlflow.
+
+Two output shapes are accepted from ``predict``:
+
+* one score per candidate row (a 1-d array, a Series, or a one-column frame of finite numbers): a reranker;
+* one ranked list of document ids per input row (a retriever): each input row names a query (its
+  ``query_id``) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and the score
+  ``-rank`` (no two equal), whatever the spec's ``ties`` rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError, NdcgError, SpecError
+from .spec import Source, Spec
+
+BATCH_ROWS = 50_000  # candidate rows scored per predict call: bounds the memory of one batch
+PROGRESS_SECONDS = 2.0  # at most one progress line per this many seconds while scoring
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a model URI named when the evaluation started (recorded in ``summary.json`` ``models``)."""
+
+    uri: str  # as declared in the spec
+    loaded_uri: str  # what was loaded: the version an alias pointed to, never the alias itself
+    registered_model: str | None = None
+    version: str | None = None
+    alias: str | None = None
+    source: str | None = None  # the model version's source (models:/m-... or a run's artifact path)
+    run_id: str | None = None  # the run that logged the model
+    model_id: str | None = None  # the logged model's id (m-...), derived from the source when MLflow has none
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_id_of_source(source: str | None) -> str | None:
+    """The logged model id of a model version's source ``models:/m-<id>`` (open-source MLflow leaves
+    ``ModelVersion.model_id`` empty while its source names the logged model), else None."""
+    if source and source.startswith("models:/m-"):
+        return source[len("models:/"):].split("/", 1)[0]
+    return None
+
+
+def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
+    """Resolve a model URI once against the registry and tracking store of ``client``; a missing model, version,
+    alias or run is a SpecError naming ``key`` (the spec key of the URI)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        if uri.startswith("models:/m-"):
+            model_id = uri[len("models:/"):].rstrip("/")
+            lm = client.get_logged_model(model_id)
+            return ResolvedModel(uri, f"models:/{model_id}", source=lm.model_uri, run_id=lm.source_run_id,
+                                 model_id=model_id)
+        if uri.startswith("models:/"):
+            rest = uri[len("models:/"):].rstrip("/")
+            alias: str | None = None
+            if "@" in rest:
+                name, _, alias = rest.rpartition("@")
+                mv = _alias_version(client, name, alias, key, uri)
+            else:
+                name, _, version = rest.rpartition("/")
+                mv = client.get_model_version(name, version)
+            model_id = getattr(mv, "model_id", None) or model_id_of_source(mv.source)
+            run_id = mv.run_id
+            if run_id is None and model_id is not None:
+                run_id = client.get_logged_model(model_id).source_run_id
+            return ResolvedModel(uri, f"models:/{name}/{mv.version}", registered_model=name, version=str(mv.version),
+                                 alias=alias, source=mv.source, run_id=run_id, model_id=model_id)
+        run_id, _, path = uri[len("runs:/"):].partition("/")
+        run = client.get_run(run_id)
+        path = path.strip("/")
+        found = client.search_logged_models(experiment_ids=[run.info.experiment_id],
+                                            filter_string=f"source_run_id = '{run_id}' AND name = '{path}'"
+                                            if "'" not in path else f"source_run_id = '{run_id}'")
+        ids = [m.model_id for m in found if m.name == path]
+        return ResolvedModel(uri, uri, source=uri, run_id=run_id, model_id=ids[0] if len(ids) == 1 else None)
+    except SpecError:
+        raise
+    except MlflowException as exc:
+        code = getattr(exc, "error_code", "")
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            raise SpecError(key, f"{uri}: {_first_line(exc)}") from None
+        raise NdcgError(f"at key '{key}': the registry could not resolve {uri}: {_first_line(exc)}") from None
+
+
+def _alias_version(client: Any, name: str, alias: str, key: str, uri: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, alias)
+    except MlflowException as exc:
+        try:
+            aliases = sorted(client.get_registered_model(name).aliases)
+        except MlflowException:
+            raise SpecError(key, f"{uri}: registered model {name!r} does not exist ({_first_line(exc)}).") from None
+        known = f"its aliases are {', '.join(aliases)}" if aliases else "it has no aliases"
+        raise SpecError(key, f"{uri}: registered model {name!r} has no alias {alias!r} ({known}).") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    from .uris import redact
+
+    lines = redact(str(exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def input_columns(model: Any) -> list[str] | None:
+    """The model's input column names from its signature, or None when it has no signature (or no names)."""
+    try:
+        schema = model.metadata.get_input_schema()
+    except Exception:  # noqa: BLE001 - a model without metadata has no signature
+        return None
+    if schema is None or not getattr(schema, "has_input_names", lambda: False)():
+        return None
+    return list(schema.input_names())
+
+
+def _candidate_batches(src: Source, rows: int) -> tuple[list[str], Iterator[Any]]:
+    """The candidates' column names and their rows as pyarrow record batches of at most ``rows`` rows."""
+    import pyarrow.dataset as ds
+
+    from .readers.columns import detect_format
+    from .spec import dataset_files
+
+    path = src.file
+    fmt = src.format if src.format != "auto" else detect_format(path)
+    files = dataset_files(path)
+    if fmt == "parquet" or files:
+        dataset = ds.dataset([str(f) for f in files] if files else str(path), format="parquet")
+    elif fmt in ("csv", "tsv"):
+        import pyarrow.csv as pacsv
+
+        dataset = ds.dataset(str(path), format=ds.CsvFileFormat(
+            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",")))
+    elif fmt == "jsonl":
+        dataset = ds.dataset(str(path), format="json")
+    else:
+        raise DataError(path, f"candidates must be a table (parquet, csv, tsv or jsonl); read as {fmt}.")
+    return list(dataset.schema.names), dataset.to_batches(batch_size=rows)
+
+
+def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
+                     progress: Callable[[str], None] | None = None, batch_rows: int = BATCH_ROWS) -> int:
+    """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
+    ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the rows
+    written. Errors name the model, the candidates file and the rows: columns the model needs that the
+    candidates lack, output that is not one finite score per row (or one list per row), a model that fails."""
+    import mlflow.pyfunc
+    import pyarrow.parquet as pq
+
+    path = src.file
+    mapping = dict(src.columns)
+    qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
+    names, batches = _candidate_batches(src, batch_rows)
+    if progress:
+        progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
+    try:
+        model = mlflow.pyfunc.load_model(resolved.loaded_uri)
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
+        raise NdcgError(f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    wanted = input_columns(model)
+    missing = [c for c in (wanted or []) if c not in names]
+    if qcol not in names:
+        missing.insert(0, qcol)
+    if missing:
+        raise DataError(path, f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
+                              f" (query_id and {resolved.loaded_uri}'s input columns "
+                              f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
+                              f"{', '.join(names)}.")
+    written, start, last, shape = 0, 0, time.monotonic(), None
+    writer: Any = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            frame = batch.to_pandas()
+            features = frame[wanted] if wanted else frame
+            try:
+                output = model.predict(features)
+            except Exception as exc:  # noqa: BLE001 - the model's own failure, said with the rows it was given
+                raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
+                                f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
+                                f"{_first_line(exc)}") from None
+            table, shape = _scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
+            if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
+                writer = pq.ParquetWriter(str(out_path), table.schema)
+            writer.write_table(table)
+            written += table.num_rows
+            start += batch.num_rows
+            if progress and time.monotonic() - last >= PROGRESS_SECONDS:
+                progress(f"scoring '{name}' with {resolved.loaded_uri}: {start:,} candidate rows")
+                last = time.monotonic()
+    finally:
+        if writer is not None:
+            writer.close()
+    if start == 0:
+        raise DataError(path, f"the candidates of system '{name}' hold no rows.")
+    if progress:
+        progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
+    return written
+
+
+def _ids(values: Any) -> Any:
+    """Ids as text: integers as their decimal text, as the readers read them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(values) if not isinstance(values, (pa.Array, pa.ChunkedArray)) else values
+    return arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
+
+
+def _scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
+                 start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    n = len(frame)
+    where = f"rows {start + 1}-{start + n} of {path}"
+    if isinstance(output, pd.DataFrame):
+        if output.shape[1] != 1:
+            raise DataError(path, f"{resolved.loaded_uri} returned {output.shape[1]} columns for {where}; a ranker "
+                                  f"returns one score per row (or one ranked list of doc ids per query).")
+        output = output.iloc[:, 0]
+    values = list(output) if not isinstance(output, (np.ndarray, pd.Series)) else output
+    if len(values) != n:
+        raise DataError(path, f"{resolved.loaded_uri} returned {len(values)} values for the {n} rows {where}; "
+                              f"a ranker returns one score per row.")
+    first = values.iloc[0] if isinstance(values, pd.Series) else values[0]
+    listed = isinstance(first, (list, tuple, np.ndarray))
+    kind = "lists" if listed else "scores"
+    if shape is not None and kind != shape:
+        raise DataError(path, f"{resolved.loaded_uri} returned {kind} for {where} but {shape} before.")
+    if listed:
+        queries, docs, ranks = [], [], []
+        for q, docs_q in zip(frame[qcol].tolist(), values):
+            if not isinstance(docs_q, (list, tuple, np.ndarray)):
+                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {q!r} "
+                                      f"({where}) among ranked lists; every row's output is a list of doc ids.")
+            for i, d in enumerate(docs_q):
+                queries.append(str(q))
+                docs.append(str(d))
+                ranks.append(i + 1)
+        rank = np.asarray(ranks, dtype=np.int64)
+        return pa.table({"query_id": pa.array(queries, pa.string()), "doc_id": pa.array(docs, pa.string()),
+                         "score": pa.array(-rank.astype(np.float64)), "rank": pa.array(rank)}), kind
+    if dcol not in names:
+        raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
+                              f"scores (query_id, doc_id) rows.")
+    try:
+        scores = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(path, f"{resolved.loaded_uri} returned values that are not numbers for {where} (such as "
+                              f"{first!r}); a ranker returns one finite score per row.") from None
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(path, f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query "
+                              f"{frame[qcol].iloc[i]!r}, doc {frame[dcol].iloc[i]!r}) and {bad.size - 1} more "
+                              f"non-finite scores in {where}; every score must be a finite number.")
+    return pa.table({"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])),
+                     "score": pa.array(scores)}), kind
+
+
+# --------------------------------------------------------------------------- the spec's model systems
+
+
+def model_systems(spec: Spec) -> list[str]:
+    return [name for name, src in spec.systems if src.unscored]
+
+
+def scored_name(name: str) -> str:
+    """The scored rows' file inside an output folder: ``systems/<stem>.scored.parquet``."""
+    from .outputs import system_file_stem
+
+    return f"systems/{system_file_stem(name)}.scored.parquet"
+
+
+def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | None = None,
+                        progress: Callable[[str], None] | None = None,
+                        batch_rows: int = BATCH_ROWS) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
+    """Resolve every model URI of the spec (all of them first, so a missing alias stops the evaluation before any
+    scoring), then score each model's candidates into ``folder/systems/<stem>.scored.parquet``. Returns the spec
+    whose model systems read those files, what each URI resolved to, and the files."""
+    import dataclasses
+
+    from mlflow.tracking import MlflowClient
+
+    names = model_systems(spec)
+    if not names:
+        return spec, {}, {}
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    sources = dict(spec.systems)
+    resolved = {}
+    for name in names:
+        src = sources[name]
+        assert src.model is not None
+        resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    scored: dict[str, Path] = {}
+    folder = Path(folder)
+    for name in names:
+        src = sources[name]
+        assert src.candidates is not None
+        target = folder / scored_name(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
+                         progress=progress, batch_rows=batch_rows)
+        scored[name] = target
+        sources[name] = dataclasses.replace(src, path=target, declared=scored_name(name), format="parquet",
+                                            columns=())
+    spec = dataclasses.replace(spec, systems=tuple(sources.items()))
+    return spec, resolved, scored
