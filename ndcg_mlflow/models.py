@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,12 @@ def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
             else:
                 name, _, version = rest.rpartition("/")
                 mv = client.get_model_version(name, version)
-            model_id = getattr(mv, "model_id", None) or model_id_of_source(mv.source)
+            mid = getattr(mv, "model_id", None) or model_id_of_source(mv.source)
             run_id = mv.run_id
-            if run_id is None and model_id is not None:
-                run_id = client.get_logged_model(model_id).source_run_id
+            if run_id is None and mid is not None:
+                run_id = client.get_logged_model(mid).source_run_id
             return ResolvedModel(uri, f"models:/{name}/{mv.version}", registered_model=name, version=str(mv.version),
-                                 alias=alias, source=mv.source, run_id=run_id, model_id=model_id)
+                                 alias=alias, source=mv.source, run_id=run_id, model_id=mid)
         run_id, _, path = uri[len("runs:/"):].partition("/")
         run = client.get_run(run_id)
         path = path.strip("/")
@@ -157,8 +158,21 @@ def _candidate_batches(src: Source, rows: int) -> tuple[list[str], Iterator[Any]
     return list(dataset.schema.names), dataset.to_batches(batch_size=rows)
 
 
+@contextmanager
+def _store(uri: str | None) -> Iterator[None]:
+    """MLflow's global tracking URI (which also names the registry, unless one is set apart) set to ``uri`` for
+    the duration: ``mlflow.pyfunc.load_model`` has no argument for it."""
+    if uri is None:
+        yield
+        return
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with _use_tracking_uri(uri):
+        yield
+
+
 def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
-                     progress: Callable[[str], None] | None = None, batch_rows: int = BATCH_ROWS) -> int:
+                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None, batch_rows: int = BATCH_ROWS) -> int:
     """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
     ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the rows
     written. Errors name the model, the candidates file and the rows: columns the model needs that the
@@ -173,7 +187,8 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     if progress:
         progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
     try:
-        model = mlflow.pyfunc.load_model(resolved.loaded_uri)
+        with _store(tracking_uri):
+            model = mlflow.pyfunc.load_model(resolved.loaded_uri)
     except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
         raise NdcgError(f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: "
                         f"{_first_line(exc)}") from None
@@ -323,7 +338,7 @@ def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | N
         target = folder / scored_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
-                         progress=progress, batch_rows=batch_rows)
+                         tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
         scored[name] = target
         sources[name] = dataclasses.replace(src, path=target, declared=scored_name(name), format="parquet",
                                             columns=())

@@ -1,0 +1,191 @@
+"""Systems that are models: registered pyfunc rankers resolved, loaded and scoring candidates, their metrics
+linked to the logged model, the judgments and candidates logged as datasets, evaluations attached to the user's
+own runs, and the promotion of an alias on a passing decision. Every test uses a real SQLite store: the models
+are logged once per session into a copy of the pre-migrated store, which each test copies again."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ndcg_mlflow.cli import main
+
+pytestmark = pytest.mark.integration
+
+# a ranker logged from code: it scores a feature column (model_config "column"); with "mode" set it misbehaves
+# as the tests of bad output need
+MODEL_CODE = textwrap.dedent('''
+    import numpy as np
+    import mlflow
+
+
+    class FeatureRanker(mlflow.pyfunc.PythonModel):
+        def load_context(self, context):
+            self.column = context.model_config["column"]
+            self.mode = context.model_config.get("mode", "score")
+
+        def predict(self, context, model_input, params=None):
+            mode = self.mode
+            if mode == "by_row":  # the candidates say how to misbehave
+                mode = str(model_input["mode"].iloc[0])
+            if mode == "fail":
+                raise ValueError("feature store unavailable")
+            if mode == "short":
+                return model_input[self.column].to_numpy()[:-1]
+            if mode == "lists":  # a retriever: one ranked list of doc ids per query row
+                return [str(v).split(",") for v in model_input[self.column]]
+            return model_input[self.column].to_numpy(dtype=float)
+
+
+    mlflow.models.set_model(FeatureRanker())
+''')
+
+N_QUERIES, N_DOCS = 30, 8
+
+
+def candidates_frame(seed: int = 7) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judgments and candidates: ``good`` is the grade plus small noise (ranks nearly ideally), ``noise`` is
+    unrelated to the grade."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(N_QUERIES):
+        grades = rng.integers(0, 4, N_DOCS)
+        for d in range(N_DOCS):
+            rows.append({"query_id": f"q{q:02d}", "doc_id": f"d{d}", "grade": int(grades[d]),
+                         "good": float(grades[d] + rng.uniform(0, 0.5)), "noise": float(rng.uniform(0, 4))})
+    frame = pd.DataFrame(rows)
+    return frame[["query_id", "doc_id", "grade"]], frame[["query_id", "doc_id", "good", "noise"]]
+
+
+@pytest.fixture(scope="session")
+def model_store(migrated_db, tmp_path_factory) -> dict:
+    """A store holding registered model ``ranker`` (v1 scores ``noise``, v2 ``good``; aliases champion -> 1,
+    challenger -> 2) and ``odd`` (no signature; misbehaves as its candidates say), logged once."""
+    import os
+
+    import mlflow
+    from mlflow.models import infer_signature
+    from mlflow.tracking import MlflowClient
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    folder = tmp_path_factory.mktemp("model_store")
+    db = folder / "models.db"
+    shutil.copy(migrated_db, db)
+    code = folder / "feature_ranker.py"
+    code.write_text(MODEL_CODE)
+    uri = f"sqlite:///{db}"
+    old_cwd = os.getcwd()
+    os.chdir(folder)  # the artifacts go to folder/mlruns
+    try:
+        with _use_tracking_uri(uri):
+            _, cands = candidates_frame()
+            features = cands[["good", "noise"]]
+            signature = infer_signature(features, np.zeros(len(features)))
+            mlflow.set_experiment("training")
+            info = {}
+            with mlflow.start_run() as run:
+                for version, column in ((1, "noise"), (2, "good")):
+                    logged = mlflow.pyfunc.log_model(name=f"ranker_{column}", python_model=str(code),
+                                                     model_config={"column": column}, signature=signature,
+                                                     registered_model_name="ranker")
+                    info[version] = logged.model_id
+                odd = mlflow.pyfunc.log_model(name="odd", python_model=str(code),
+                                              model_config={"column": "good", "mode": "by_row"},
+                                              registered_model_name="odd")
+                retriever = mlflow.pyfunc.log_model(name="retriever", python_model=str(code),
+                                                    model_config={"column": "docs", "mode": "lists"})
+            client = MlflowClient(uri)
+            client.set_registered_model_alias("ranker", "champion", "1")
+            client.set_registered_model_alias("ranker", "challenger", "2")
+    finally:
+        os.chdir(old_cwd)
+    return {"db": db, "model_ids": info, "odd": odd.model_id, "retriever": retriever.model_id,
+            "training_run": run.info.run_id}
+
+
+@pytest.fixture
+def store(model_store, tmp_path, monkeypatch) -> str:
+    db = tmp_path / "mlflow.db"
+    shutil.copy(model_store["db"], db)
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def write_data(folder: Path) -> None:
+    qrels, cands = candidates_frame()
+    qrels.to_csv(folder / "qrels.csv", index=False)
+    cands.to_parquet(folder / "candidates.parquet", index=False)
+
+
+def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: bool = True) -> Path:
+    write_data(folder)
+    lines = []
+    for name, value in systems.items():
+        lines.append(f"    {name}: {json.dumps(value)}")
+    text = ("spec_version: 1\nname: rankers\n"
+            "metric: {gain: exponential, cutoffs: [5, 10], discount: log2, ties: displayed_order,\n"
+            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+            "queries: {weights: uniform}\n"
+            "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
+            "mlflow: {experiment: rankers}\n")
+    if comparison:
+        baseline = next(iter(systems))
+        text += ("uncertainty: {resamples: 1000, confidence: 0.95, method: percentile, seed: 3}\n"
+                 f"comparison: {{baseline: {baseline}, test: randomization, correction: holm, wins_losses: 3,\n"
+                 "             tie_tolerance: 1.0e-9}\n")
+    text += decision
+    path = folder / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def ndcg_at(frame: pd.DataFrame, qrels: pd.DataFrame, column: str, k: int) -> float:
+    """Mean nDCG@k (exponential gain, log2 discount) of ranking each query's candidates by ``column``, computed
+    here from the definition, independently of the tool."""
+    grades = qrels.set_index(["query_id", "doc_id"])["grade"]
+    values = []
+    for q, group in frame.groupby("query_id"):
+        order = group.sort_values(column, ascending=False, kind="stable")
+        gains = [2.0 ** grades[(q, d)] - 1 for d in order["doc_id"]]
+        ideal = sorted((2.0 ** g - 1 for g in grades[q]), reverse=True)
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
+        values.append(dcg / idcg if idcg > 0 else math.nan)
+    return float(np.nanmean(values))
+
+
+# --------------------------------------------------------------------------- scoring registered models
+
+
+def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    qrels, cands = candidates_frame()
+    for name, column in (("champion", "noise"), ("challenger", "good")):
+        for k in (5, 10):
+            assert summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
+                ndcg_at(cands, qrels, column, k), rel=1e-12)
+        scored = pd.read_parquet(out / "systems" / f"{name}.scored.parquet")
+        assert list(scored.columns) == ["query_id", "doc_id", "score"]
+        np.testing.assert_array_equal(scored["score"].to_numpy(), cands[column].to_numpy())
+        assert summary["files"][f"system:{name}"]["path"] == f"systems/{name}.scored.parquet"
+    champion = summary["models"]["champion"]
+    assert champion["alias"] == "champion" and champion["version"] == "1"
+    assert champion["loaded_uri"] == "models:/ranker/1"  # the alias resolved once: the version is what loaded
+    assert champion["model_id"] == model_store["model_ids"][1]  # derived from the source on SQLite
+    assert champion["source"] == f"models:/{model_store['model_ids'][1]}"
+    assert champion["run_id"] == model_store["training_run"]
+    assert summary["models"]["challenger"]["alias"] is None
+    assert summary["models"]["challenger"]["model_id"] == model_store["model_ids"][2]
