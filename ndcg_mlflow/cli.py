@@ -1,7 +1,8 @@
 """The ``ndcg-mlflow`` command.
 
 Exit codes: 0 success; 2 a user error (spec, data, a declared rule stopped the
-run); 3 the tracking server failed (local results are kept); 130 interrupted
+run); 3 the tracking server failed (local results are kept); 4 evaluated and
+logged, and the spec's decision rule failed (``run`` only); 130 interrupted
 (SIGINT), 143 terminated (SIGTERM); 1 an internal error (a bug: the traceback is
 printed).
 """
@@ -22,6 +23,7 @@ from .version import __version__
 log = logging.getLogger("ndcg_mlflow")
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
+EXIT_DECISION = 4  # everything evaluated, written and logged; the spec's decision rule says no
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -341,14 +343,26 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print()
                 print(format_locations(out_dir))
             if args.no_mlflow:
-                return EXIT_OK
+                return _decision_exit(result, quiet)
 
             from .tracking import log_evaluation
 
             logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
-    return EXIT_OK
+    return _decision_exit(result, quiet)
+
+
+def _decision_exit(result, quiet: bool) -> int:
+    """Exit code 4 when the spec declares a decision and it fails, 0 otherwise. The summary printed says why;
+    with --quiet the decision's line still goes to stderr, so a CI log shows why the job failed."""
+    if result.decision is None or result.decision["outcome"] == "pass":
+        return EXIT_OK
+    if quiet:
+        from .decision import summary_line
+
+        print(f"ndcg-mlflow: {summary_line(result.decision)}", file=sys.stderr)
+    return EXIT_DECISION
 
 
 def _print_logged(logged, experiment: str) -> None:
@@ -507,6 +521,11 @@ def format_summary(result) -> str:
                 items = block[kind][:3]
                 text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
                 lines.append(f"  {kind:<6} {text}")
+    if result.decision is not None:
+        from .decision import summary_line
+
+        lines.append("")
+        lines.append(summary_line(result.decision))
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

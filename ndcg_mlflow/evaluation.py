@@ -95,6 +95,7 @@ class EvaluationResult:
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
     models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
+    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
     _per_query: Any = None
 
     @property
@@ -136,6 +137,7 @@ class EvaluationResult:
             "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
+            "decision": self.decision,
             "notes": list(self.notes),
             "engine": self.engine,
             **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
@@ -421,6 +423,10 @@ def statistics(result: EvaluationResult, progress=None) -> EvaluationResult:
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+        if spec.decision is not None:
+            from .decision import decide
+
+            result.decision = decide(spec.decision, result.analysis.comparisons, spec.uncertainty.confidence)
     if spec.sensitivity:
         from .sensitivity import sensitivity
 

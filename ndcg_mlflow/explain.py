@@ -77,6 +77,11 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
                      f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
                      f"losses; |difference| <= {c.tie_tolerance:g} is a tie")
+    if spec.decision and spec.uncertainty:
+        from .decision import statement
+
+        lines.append(f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision "
+                     f"exits with code 4.")
     if spec.companions:
         comp = spec.companions
         if comp.duplicates:

@@ -172,7 +172,8 @@ def _store(uri: str | None) -> Iterator[None]:
 
 
 def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
-                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None, batch_rows: int = BATCH_ROWS) -> int:
+                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None,
+                     batch_rows: int = BATCH_ROWS) -> int:
     """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
     ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the rows
     written. Errors name the model, the candidates file and the rows: columns the model needs that the

@@ -148,6 +148,9 @@ th{background:#f5f5f7}td.l,th.l{text-align:left}.muted{color:#666;font-size:.85r
 pre{background:#f5f5f7;padding:.75rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
 figure{margin:1rem 0}figure svg{max-width:100%;height:auto}code{font-size:.85rem}
 details{margin:.3rem 0}summary{cursor:pointer}
+.decision{border:2px solid;border-radius:6px;padding:.5rem .8rem;margin:1rem 0}
+.decision.pass{border-color:#1a7f37;background:#eef8f0}.decision.fail{border-color:#c62828;background:#fdeeee}
+.decision ul{margin:.3rem 0}
 """
 
 
@@ -161,6 +164,7 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     parts.append(f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
                  f"<code>{_e(s.get('spec_sha256', ''))}</code></p>")
     parts.append(f"<p>{_e(queries_line(s))}</p>")
+    parts.append(_section_decision(bundle))
     parts.append(_section_spec(bundle))
     parts.append(_section_coverage(bundle))
     parts.append(_section_results(bundle))
@@ -174,6 +178,21 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     parts.append(_section_files(bundle))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _section_decision(bundle: Bundle) -> str:
+    """The decision first, when the spec declares one: the outcome, the rule, each candidate's numbers."""
+    d = bundle.summary.get("decision")
+    if not d:
+        return ""
+    items = "".join(
+        f"<li><b>{_e(r['candidate'])}</b>: {_e(r['outcome'].upper())} — difference "
+        f"{_f(r.get('delta'), signed=True)}, interval [{_f(r.get('ci_low'), signed=True)}, "
+        f"{_f(r.get('ci_high'), signed=True)}]" + (f", p corrected {_p(r.get('p_corrected'))}"
+                                                  if d.get("max_p") is not None else "")
+        + f" ({_e(r['reason'])})</li>" for r in d.get("candidates", []))
+    return (f"<div class='decision {_e(d['outcome'])}' id='decision'><b>Decision: {_e(d['outcome'].upper())}</b>"
+            f"<p class='muted'>{_e(d['statement'])}</p><ul>{items}</ul></div>")
 
 
 def _section_spec(bundle: Bundle) -> str:
@@ -369,6 +388,14 @@ def render_markdown(bundle: Bundle) -> str:
     keys = bundle.keys
     lines = [f"# nDCG report — {_md(s['name'])}", "",
              _md(queries_line(s)), "", f"Spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
+    d = s.get("decision")
+    if d:
+        lines += [f"**Decision: {d['outcome'].upper()}** — {_md(d['statement'])}", ""]
+        for r in d.get("candidates", []):
+            lines.append(f"- {_md(r['candidate'])}: {r['outcome'].upper()}, difference "
+                         f"{_f(r.get('delta'), signed=True)} [{_f(r.get('ci_low'), signed=True)}, "
+                         f"{_f(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})")
+        lines.append("")
     spec = s.get("spec", {})
     lines.append("Rules: " + "; ".join(f"{_md(k.split('.', 1)[1])} {_md(v)}" for k, v in spec.items()
                                         if k.startswith("metric.") and k != "metric.preset") + ".")

@@ -181,6 +181,16 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """The declared rule that turns a comparison into a pass or a fail (see :mod:`ndcg_mlflow.decision`)."""
+
+    key: str  # a compared metric key, such as ndcg_at_10
+    rule: str  # superiority | non_inferiority
+    margin: float  # >= 0
+    max_p: float | None = None  # optional bound on the corrected p-value
+
+
+@dataclass(frozen=True)
 class Report:
     sensitivity: bool
 
@@ -207,6 +217,7 @@ class Spec:
     comparison: Comparison | None = None
     report: Report | None = None
     companions: Companions | None = None
+    decision: Decision | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
 
@@ -263,6 +274,10 @@ class Spec:
             out.update({"comparison.baseline": c.baseline, "comparison.test": c.test,
                         "comparison.correction": c.correction, "comparison.wins_losses": c.wins_losses,
                         "comparison.tie_tolerance": c.tie_tolerance})
+        if self.decision is not None:
+            d = self.decision
+            out.update({"decision.key": d.key, "decision.rule": d.rule, "decision.margin": d.margin,
+                        "decision.max_p": "none" if d.max_p is None else d.max_p})
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:
@@ -738,7 +753,34 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
 
 
 TOP_REQUIRED = ("spec_version", "name", "metric", "queries")
-TOP_OPTIONAL = ("data", "uncertainty", "comparison", "report", "companions", "mlflow")
+TOP_OPTIONAL = ("data", "uncertainty", "comparison", "decision", "report", "companions", "mlflow")
+DECISION_RULES = ("superiority", "non_inferiority")
+
+
+def _decision(ctx: _Ctx, value: Any, comparison: Comparison | None, keys: tuple[str, ...]) -> Decision | None:
+    if value is None:
+        return None
+    d = _mapping(ctx, value, "decision", ("key", "rule", "margin"), ("max_p",))
+    if comparison is None:
+        raise ctx.fail("decision", "needs the comparison section: the decision is read off the paired interval of "
+                                   "each candidate against comparison.baseline.")
+    key = d["key"]
+    if not isinstance(key, str) or key not in keys:
+        hint = did_you_mean(key, keys) if isinstance(key, str) else ""
+        raise ctx.fail("decision.key", f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of "
+                                       f"metric.cutoffs){hint}. {_got(key)}")
+    rule = _choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
+    margin = d["margin"]
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) \
+            or not 0 <= margin < 1:
+        raise ctx.fail("decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. "
+                                          f"{_got(margin)}")
+    max_p = d.get("max_p")
+    if max_p is not None and (isinstance(max_p, bool) or not isinstance(max_p, (int, float))
+                              or not math.isfinite(max_p) or not 0 < max_p <= 1):
+        raise ctx.fail("decision.max_p", f"must be a number in (0, 1], such as 0.05 (a bound on the corrected "
+                                         f"p-value), or be left out. {_got(max_p)}")
+    return Decision(key, rule, float(margin), None if max_p is None else float(max_p))
 
 
 def _companions(ctx: _Ctx, value: Any) -> Companions | None:
@@ -787,13 +829,14 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     qrels, systems = _data(ctx, top.get("data"), tables)
     uncertainty = _uncertainty(ctx, top.get("uncertainty"))
     comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
+    decision = _decision(ctx, top.get("decision"), comparison, metric.keys)
     report = _report(ctx, top.get("report"))
     companions = _companions(ctx, top.get("companions"))
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
     if not text:
         text = _dump(raw)
     return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
-                report, companions, source=Path(source) if source else None, text=text)
+                report, companions, decision, source=Path(source) if source else None, text=text)
 
 
 _NOT_TEXT = re.compile("[\x00\ud800-\udfff]")

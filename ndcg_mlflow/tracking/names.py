@@ -153,11 +153,15 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
     outside = summary.get("paths_outside_spec_folder") or []
     if outside:
         tags[f"{TAG_PREFIX}.paths_outside_spec_folder"] = param_value(", ".join(outside))
+    decision = summary.get("decision")
+    if decision:  # pass | fail: the spec's decision rule over every candidate (summary.json "decision")
+        tags[f"{TAG_PREFIX}.decision"] = decision["outcome"]
+        tags[f"{TAG_PREFIX}.decision.rule"] = param_value(decision["statement"])
     return tags
 
 
 def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[str, str]:
-    return {
+    tags = {
         "mlflow.parentRunId": parent_id,
         f"{TAG_PREFIX}.role": "system",
         f"{TAG_PREFIX}.system": name,
@@ -167,6 +171,10 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
         "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run "
                               f"{parent_id}).",
     }
+    for row in (summary.get("decision") or {}).get("candidates", []):
+        if row["candidate"] == name:  # this candidate's own verdict under the decision rule
+            tags[f"{TAG_PREFIX}.decision"] = row["outcome"]
+    return tags
 
 
 def param_value(value: Any) -> str:
