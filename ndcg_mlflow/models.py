@@ -43,6 +43,10 @@ class ResolvedModel:
     source: str | None = None  # the model version's source (models:/m-... or a run's artifact path)
     run_id: str | None = None  # the run that logged the model
     model_id: str | None = None  # the logged model's id (m-...), derived from the source when MLflow has none
+    candidates: str | None = None  # the candidates as declared, their sha256 and rows; the scored rows
+    candidates_sha256: str | None = None
+    candidate_rows: int | None = None
+    scored_rows: int | None = None
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,11 +177,12 @@ def _store(uri: str | None) -> Iterator[None]:
 
 def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
                      tracking_uri: str | None = None, progress: Callable[[str], None] | None = None,
-                     batch_rows: int = BATCH_ROWS) -> int:
+                     batch_rows: int = BATCH_ROWS) -> tuple[int, int]:
     """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
-    ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the rows
-    written. Errors name the model, the candidates file and the rows: columns the model needs that the
-    candidates lack, output that is not one finite score per row (or one list per row), a model that fails."""
+    ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the candidate
+    rows read and the scored rows written. Errors name the model, the candidates file and the rows: columns
+    the model needs that the candidates lack, output that is not one finite score per row (or one list per
+    row), a model that fails."""
     import mlflow.pyfunc
     import pyarrow.parquet as pq
 
@@ -232,7 +237,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
         raise DataError(path, f"the candidates of system '{name}' hold no rows.")
     if progress:
         progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
-    return written
+    return start, written
 
 
 def _ids(values: Any) -> Any:
@@ -321,6 +326,8 @@ def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | N
 
     from mlflow.tracking import MlflowClient
 
+    from .readers import sha256_file
+
     names = model_systems(spec)
     if not names:
         return spec, {}, {}
@@ -338,8 +345,11 @@ def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | N
         assert src.candidates is not None
         target = folder / scored_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
-                         tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
+        rows, written = score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
+                                         tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
+        resolved[name] = dataclasses.replace(resolved[name], candidates=src.candidates.declared,
+                                             candidates_sha256=sha256_file(src.candidates.file), candidate_rows=rows,
+                                             scored_rows=written)
         scored[name] = target
         sources[name] = dataclasses.replace(src, path=target, declared=scored_name(name), format="parquet",
                                             columns=())

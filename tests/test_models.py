@@ -189,3 +189,47 @@ def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
     assert champion["run_id"] == model_store["training_run"]
     assert summary["models"]["challenger"]["alias"] is None
     assert summary["models"]["challenger"]["model_id"] == model_store["model_ids"][2]
+
+
+def _runs(uri: str, experiment: str = "rankers") -> tuple:
+    from helpers import client_for, runs_of_experiment
+
+    client = client_for(uri)
+    runs = runs_of_experiment(client, experiment, deleted=False)
+    parent = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "system"}
+    return client, parent, children
+
+
+def test_metrics_linked_to_the_logged_model_and_datasets_logged(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "cand": {"model": f"models:/{model_store['model_ids'][2]}",
+                                          "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    client, parents, children = _runs(store)
+    (parent,) = parents
+    for name, version in (("bm", 1), ("cand", 2)):
+        model_id = model_store["model_ids"][version]
+        run = children[name]
+        assert run.data.tags["ndcg_mlflow.model.model_id"] == model_id
+        assert parent.data.tags[f"ndcg_mlflow.model.{name}.model_id"] == model_id
+        assert run.data.params["model"] == summary["models"][name]["loaded_uri"]
+        # the metrics are on the logged model's page: its metrics, from this run, with the judgments dataset
+        model = client.get_logged_model(model_id)
+        mine = {m.key: m for m in model.metrics or [] if m.run_id == run.info.run_id}
+        assert mine["ndcg_at_10"].value == pytest.approx(summary["systems"][name]["ndcg_at_10"]["mean"], rel=1e-12)
+        assert mine["ndcg_at_10"].dataset_name == "judgments"
+        assert mine["ndcg_at_10"].dataset_digest == summary["files"]["qrels"]["sha256"][:16]
+        inputs = client.get_run(run.info.run_id).inputs
+        names = {d.dataset.name: d for d in inputs.dataset_inputs}
+        assert names["judgments"].dataset.digest == summary["files"]["qrels"]["sha256"][:16]
+        cand = names["candidates candidates.parquet"]
+        assert cand.dataset.digest == summary["models"][name]["candidates_sha256"][:16]
+        assert {t.key: t.value for t in cand.tags}["mlflow.data.context"] == "candidates"
+        assert [m.model_id for m in inputs.model_inputs] == [model_id]
+        files = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert f"{name}.scored.parquet" in files
+    assert summary["models"]["cand"]["registered_model"] is None  # a logged model, not a registry version
+    assert {d.dataset.name for d in parent.inputs.dataset_inputs} == {"judgments", "candidates candidates.parquet"}
