@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print only errors")
     _set_option(run)
     _tag_option(run)
+    run.add_argument("--run-id", metavar="RUN_ID",
+                     help="log into this existing MLflow run (a training run, say) instead of a new evaluation run: "
+                          "the system runs nest under it")
+    run.add_argument("--promote", metavar="ALIAS",
+                     help="when the spec's decision passes and logging completed, move this registry alias to the "
+                          "candidate's model version (one candidate, a registered model version)")
     run.add_argument("--engine", choices=("local", "spark"), default="local",
                      help="what computes the per-query numbers (the same numbers): this process (local, the default) "
                           "or Apache Spark (needs the spark extra and Java 17)")
@@ -318,11 +324,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .spec import load_spec
 
     progress = _progress(quiet)
-    if args.spark_remote and args.engine != "spark":
-        from .errors import SpecError
+    from .errors import SpecError
 
+    if args.spark_remote and args.engine != "spark":
         raise SpecError("--spark-remote", "applies to --engine spark.")
     spec = load_spec(args.spec, overrides=args.set)
+    for flag, value in (("--run-id", args.run_id), ("--promote", args.promote)):
+        if value is not None and args.no_mlflow:
+            raise SpecError(flag, "logs to MLflow, and --no-mlflow logs nothing.")
+    if args.promote is not None:
+        from .models import promotion_problem
+
+        problem = promotion_problem(spec, args.promote)
+        if problem:
+            raise SpecError("--promote", problem)
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec.mlflow.tracking_uri
     # a model's scored rows wait here until write_outputs puts them in the output folder
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
@@ -347,10 +362,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             from .tracking import log_evaluation
 
-            logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
+            logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not quiet:
         _print_logged(logged, result.spec.mlflow.experiment)
+    if args.promote is not None:
+        _promote(result, args.promote, logged, quiet)
     return _decision_exit(result, quiet)
+
+
+def _promote(result, alias: str, logged, quiet: bool) -> None:
+    """``--promote``: reached only when evaluating, writing and logging all completed; the alias moves only when
+    the decision passed. A registry failure is a tracking failure (exit 3)."""
+    from .errors import TrackingError
+    from .models import promote
+
+    if result.decision is None or result.decision["outcome"] != "pass":
+        print(f"not promoted: the decision failed, so @{alias} stays where it is", file=sys.stderr)
+        return
+    try:
+        done = promote(result.summary, alias, logged.parent_run_id, logged.tracking_uri)
+    except Exception as exc:  # noqa: BLE001 - any registry failure, said in one line
+        from .tracking.client import first_line
+
+        raise TrackingError(f"the evaluation passed and is logged (run {logged.parent_run_id}), but moving the alias "
+                            f"@{alias} failed: {type(exc).__name__}: {first_line(exc)}") from None
+    if not quiet:
+        before = done["previous_version"]
+        print(f"promoted: {done['registered_model']} version {done['version']} is now @{alias} "
+              f"(before: {'no version' if before is None else 'version ' + before})")
 
 
 def _decision_exit(result, quiet: bool) -> int:

@@ -355,3 +355,62 @@ def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | N
                                             columns=())
     spec = dataclasses.replace(spec, systems=tuple(sources.items()))
     return spec, resolved, scored
+
+
+# --------------------------------------------------------------------------- promotion
+
+ALIAS = r"[A-Za-z0-9_\-]+"  # MLflow's alias names: letters, digits, '_' and '-' (not 'latest', not 'v<digits>')
+
+
+def promotion_problem(spec: Spec, alias: str) -> str | None:
+    """Why ``--promote ALIAS`` cannot apply to this spec, or None: it needs the decision section, exactly one
+    candidate (a system other than the baseline), and that candidate a registered model version
+    (``models:/name/version`` or ``models:/name@alias``). Checked before any work."""
+    import re
+
+    if not re.fullmatch(ALIAS, alias) or alias.lower() == "latest" or re.fullmatch(r"[vV]\d+", alias):
+        return (f"--promote {alias!r}: an alias holds letters, digits, '_' and '-', and is neither 'latest' nor "
+                f"v<number>.")
+    if spec.decision is None or spec.comparison is None:
+        return ("--promote needs the spec's decision section: the alias moves only when the declared rule passes "
+                "(and the decision needs the comparison section).")
+    candidates = [(n, s) for n, s in spec.systems if n != spec.comparison.baseline]
+    if len(candidates) != 1:
+        return (f"--promote moves one alias to one model version, and the spec has {len(candidates)} candidates "
+                f"({', '.join(n for n, _ in candidates)}) besides the baseline '{spec.comparison.baseline}'.")
+    name, src = candidates[0]
+    uri = src.model
+    if uri is None or not uri.startswith("models:/") or uri.startswith("models:/m-"):
+        what = "a run file" if uri is None else uri
+        return (f"--promote: the candidate '{name}' is {what}, not a registered model version (data.systems."
+                f"{name}.model: models:/<name>/<version> or models:/<name>@<alias>); only a registry version "
+                f"can take an alias.")
+    return None
+
+
+def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None) -> dict[str, Any]:
+    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
+    evaluation started) and tag that version with the previous holder and the evaluation run. The caller calls
+    it only when the decision passed and logging completed. Returns what was done."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    baseline = summary["spec"]["comparison.baseline"]
+    candidate = next(n for n in summary["systems"] if n != baseline)
+    record = summary["models"][candidate]
+    name, version = record["registered_model"], record["version"]
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    try:
+        previous = client.get_model_version_by_alias(name, alias).version
+    except MlflowException:
+        previous = None
+    client.set_registered_model_alias(name, alias, version)
+    for key, value in (("ndcg_mlflow.promoted_alias", alias),
+                       ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
+                       ("ndcg_mlflow.evaluation_run", evaluation_run_id)):
+        client.set_model_version_tag(name, version, key, value)
+    client.set_tag(evaluation_run_id, "ndcg_mlflow.promoted",
+                   f"{name} version {version} is now @{alias} (before: "
+                   f"{'no version' if previous is None else 'version ' + str(previous)})")
+    return {"registered_model": name, "alias": alias, "version": str(version),
+            "previous_version": None if previous is None else str(previous), "evaluation_run": evaluation_run_id}

@@ -233,3 +233,237 @@ def test_metrics_linked_to_the_logged_model_and_datasets_logged(store, model_sto
         assert f"{name}.scored.parquet" in files
     assert summary["models"]["cand"]["registered_model"] is None  # a logged model, not a registry version
     assert {d.dataset.name for d in parent.inputs.dataset_inputs} == {"judgments", "candidates candidates.parquet"}
+
+
+# --------------------------------------------------------------------------- promotion on a passing decision
+
+DECISION = "decision: {key: ndcg_at_10, rule: superiority, margin: 0.005}\n"
+
+
+def test_promote_moves_the_alias_to_a_better_candidate(store, tmp_path):
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger",
+                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--promote", "champion"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["decision"]["outcome"] == "pass"
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "champion").version) == "2"
+    _, (parent,), _ = _runs(store)
+    tags = client.get_model_version("ranker", "2").tags
+    assert tags["ndcg_mlflow.previous_version"] == "1"
+    assert tags["ndcg_mlflow.evaluation_run"] == parent.info.run_id
+    assert tags["ndcg_mlflow.promoted_alias"] == "champion"
+    assert "version 2 is now @champion" in client.get_run(parent.info.run_id).data.tags["ndcg_mlflow.promoted"]
+
+
+def test_promote_leaves_the_alias_when_the_candidate_is_worse(store, tmp_path, capsys):
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"current": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+                                 "new": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
+                      decision=DECISION)
+    assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--promote", "challenger"]) == 4
+    assert "not promoted" in capsys.readouterr().err
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "challenger").version) == "2"
+    assert "ndcg_mlflow.evaluation_run" not in client.get_model_version("ranker", "1").tags
+    _, (parent,), _ = _runs(store)
+    assert parent.data.tags["ndcg_mlflow.decision"] == "fail"
+    assert "ndcg_mlflow.promoted" not in parent.data.tags
+
+
+@pytest.mark.parametrize("systems, decision, expected", [
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, "", "needs the spec's decision"),
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+      "c": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, DECISION, "has 2 candidates"),
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/m-0123abc", "candidates": "candidates.parquet"}}, DECISION,
+     "not a registered model version"),
+])
+def test_promote_refused_before_any_work(store, tmp_path, capsys, systems, decision, expected):
+    spec = model_spec(tmp_path, systems, decision=decision)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--promote", "champion"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "--promote" in err
+    assert not out.exists()
+
+
+def test_promote_refuses_a_run_file_candidate(store, tmp_path, capsys):
+    write_data(tmp_path)
+    (tmp_path / "b.run").write_text("q00 Q0 d1 1 2.0 x\n")
+    spec = model_spec(tmp_path, {"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                                 "b": "b.run"}, decision=DECISION)
+    assert main(["run", str(spec), "--quiet", "--promote", "champion"]) == 2
+    assert "candidate 'b' is a run file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the caller's own runs
+
+
+def test_run_id_nests_the_system_runs_under_the_callers_run(store, model_store, tmp_path):
+    from helpers import client_for
+
+    client = client_for(store)
+    experiment = client.create_experiment("training-2")
+    training = client.create_run(experiment, run_name="train", tags={"team": "search"})
+    client.log_param(training.info.run_id, "lr", "0.1")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--run-id", training.info.run_id]) == 0
+    run = client.get_run(training.info.run_id)
+    assert run.info.status == "RUNNING"  # the caller ends its own run
+    assert run.data.tags["ndcg_mlflow.role"] == "evaluation" and run.data.tags["ndcg_mlflow.attached"] == "true"
+    assert run.data.tags["ndcg_mlflow.logging"] == "complete" and run.data.params["lr"] == "0.1"
+    summary = json.loads((out / "summary.json").read_text())
+    assert run.data.metrics["challenger.ndcg_at_10"] == pytest.approx(summary["systems"]["challenger"]["ndcg_at_10"]
+                                                                      ["mean"], rel=1e-12)
+    assert {"spec.yaml", "summary.json", "report.html"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+    assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
+    assert client.get_experiment_by_name("rankers") is None  # no evaluation run of its own was created
+    # uploading the same folder again reuses the runs, and never deletes the caller's run
+    assert main(["upload", str(out), "--quiet"]) == 0
+    assert client.get_run(training.info.run_id).info.lifecycle_stage == "active"
+    assert len(client.search_runs([experiment], "")) == 3
+
+
+def test_active_run_is_the_parent_in_python(store, tmp_path):
+    import mlflow
+
+    import ndcg_mlflow
+    from ndcg_mlflow.outputs import write_outputs
+    from ndcg_mlflow.tracking import log_evaluation
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    mlflow.set_experiment("notebook")
+    with mlflow.start_run() as active:
+        result = ndcg_mlflow.evaluate(spec, scored_dir=tmp_path / "scored")
+        write_outputs(result, tmp_path / "out")
+        logged = log_evaluation(result, tmp_path / "out")
+    assert logged.parent_run_id == active.info.run_id
+    client = mlflow.MlflowClient()
+    assert client.get_run(active.info.run_id).info.status == "FINISHED"
+    children = client.search_runs([active.info.experiment_id], f"tags.`mlflow.parentRunId` = '{active.info.run_id}'")
+    assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
+    assert (tmp_path / "scored" / "systems" / "champion.scored.parquet").is_file()
+
+
+def test_run_id_refusals(store, tmp_path, capsys):
+    from helpers import client_for
+
+    client = client_for(store)
+    experiment = client.create_experiment("elsewhere")
+    clash = client.create_run(experiment)
+    client.log_param(clash.info.run_id, "name", "another")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    assert main(["run", str(spec), "--quiet", "--run-id", "0123456789abcdef0123456789abcdef"]) == 2
+    assert "no such run" in capsys.readouterr().err
+    assert main(["run", str(spec), "--quiet", "--run-id", clash.info.run_id]) == 2
+    assert "the run has the param 'name' = 'another'" in capsys.readouterr().err
+    assert client.get_run(clash.info.run_id).info.status == "RUNNING"
+    held = client.create_run(experiment)
+    assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 0
+    assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 2
+    assert "already holds another evaluation" in capsys.readouterr().err
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--run-id", held.info.run_id]) == 2
+
+
+# --------------------------------------------------------------------------- bad models, bad candidates
+
+
+def odd_spec(tmp_path: Path, frame: pd.DataFrame, model: str = "models:/odd/1") -> Path:
+    spec = model_spec(tmp_path, {"odd": {"model": model, "candidates": "odd.parquet"}}, comparison=False)
+    frame.to_parquet(tmp_path / "odd.parquet", index=False)
+    return spec
+
+
+def test_a_missing_alias_version_or_model_names_the_key(store, tmp_path, capsys):
+    for uri, expected in (("models:/ranker@gold", "registered model 'ranker' has no alias 'gold' (its aliases are "
+                                                   "challenger, champion)"),
+                          ("models:/ranker/9", "not found"), ("models:/nothing@x", "'nothing' does not exist"),
+                          ("models:/m-00000000000000000000000000000000", "not found")):
+        spec = model_spec(tmp_path, {"x": {"model": uri, "candidates": "candidates.parquet"}}, comparison=False)
+        assert main(["run", str(spec), "--quiet", "--no-mlflow"]) == 2
+        err = capsys.readouterr().err
+        assert "at key 'data.systems.x.model'" in err and expected in err, err
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("short", "returned 7 values for the 8 rows"),
+    ("fail", "failed on rows 1-8 of"),
+    ("nan", "returned nan for row 3"),
+])
+def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
+    _, cands = candidates_frame()
+    frame = cands[cands["query_id"] == "q00"].copy()
+    frame["mode"] = mode
+    if mode == "nan":
+        frame.loc[frame.index[2], "good"] = np.nan
+    spec = odd_spec(tmp_path, frame)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--set", "mlflow.experiment=odd"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "models:/odd/1" in err, err
+    assert "Traceback" not in err
+
+
+def test_candidates_missing_the_models_inputs(store, tmp_path, capsys):
+    _, cands = candidates_frame()
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "few.csv"}}, comparison=False)
+    cands.drop(columns=["noise"]).to_csv(tmp_path / "few.csv", index=False)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert "lack the column(s) 'noise'" in err and "few.csv" in err and "good, noise" in err, err
+
+
+def test_a_retriever_returning_ranked_lists(store, model_store, tmp_path):
+    qrels, cands = candidates_frame()
+    lists = {q: list(g.sort_values("good", ascending=False)["doc_id"])[::-1] for q, g in cands.groupby("query_id")}
+    frame = pd.DataFrame({"query_id": list(lists), "docs": [",".join(v) for v in lists.values()]})
+    spec = odd_spec(tmp_path, frame, model=f"models:/{model_store['retriever']}")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    scored = pd.read_parquet(out / "systems" / "odd.scored.parquet")
+    assert list(scored.columns) == ["query_id", "doc_id", "score", "rank"]
+    first = scored[scored["query_id"] == "q00"]
+    assert list(first["doc_id"]) == lists["q00"] and list(first["rank"]) == list(range(1, N_DOCS + 1))
+    summary = json.loads((out / "summary.json").read_text())
+    # the lists are the good ranking reversed: the same as ranking by -good
+    reversed_ = cands.assign(bad=-cands["good"])
+    assert summary["systems"]["odd"]["ndcg_at_5"]["mean"] == pytest.approx(ndcg_at(reversed_, qrels, "bad", 5),
+                                                                           rel=1e-12)
+
+
+def test_model_systems_shape_in_the_spec(tmp_path):
+    from ndcg_mlflow.errors import SpecError
+    from ndcg_mlflow.spec import load_spec
+
+    base = {"spec_version": 1, "name": "x", "metric": {"preset": "trec_eval", "cutoffs": [10]},
+            "queries": {"weights": "uniform"}, "data": {"qrels": "q.tsv", "systems": {}}}
+    for value, expected in (({"model": "models:/r/Production", "candidates": "c.parquet"}, "stages such as"),
+                            ({"model": "s3://bucket/model", "candidates": "c.parquet"}, "must be a model URI"),
+                            ({"model": "models:/r/1"}, "data.systems.a.candidates': missing required key"),
+                            ({"model": "models:/r/1", "candidates": "c", "cand": 1}, "unknown key"),
+                            ({"model": "models:/r/1", "candidates": {"path": "c", "format": "trec"}},
+                             "not TREC text")):
+        base["data"]["systems"] = {"a": value}
+        with pytest.raises(SpecError, match="data.systems.a") as info:
+            load_spec(base, base_dir=tmp_path)
+        assert expected in str(info.value), str(info.value)
+    base["data"]["systems"] = {"a": {"model": "models:/r@champion", "candidates": {"path": "c.csv", "columns":
+                                                                                   {"query_id": "user"}}}}
+    spec = load_spec(base, base_dir=tmp_path)
+    resolved = spec.resolved()
+    assert resolved["data.systems.a.model"] == "models:/r@champion"
+    assert resolved["data.systems.a.candidates"] == "c.csv"
+    assert resolved["data.systems.a.candidates.columns"] == "query_id=user"
