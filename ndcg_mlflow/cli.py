@@ -344,6 +344,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             from .engines.spark import session
 
+            models = [name for name, src in spec.systems if src.unscored]
+            if models:  # before a Spark session is started
+                raise SpecError(f"data.systems.{models[0]}", "a system that is a model is scored by the local engine "
+                                                             "only: run without --engine spark.")
+
             result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
@@ -364,7 +369,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not quiet:
-        _print_logged(logged, result.spec.mlflow.experiment)
+        _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
     if args.promote is not None:
         _promote(result, args.promote, logged, quiet)
     return _decision_exit(result, quiet)
@@ -404,11 +409,12 @@ def _decision_exit(result, quiet: bool) -> int:
     return EXIT_DECISION
 
 
-def _print_logged(logged, experiment: str) -> None:
+def _print_logged(logged, experiment: str | None) -> None:
     from .tracking import safe_uri
 
     print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
-    print(f"  experiment {experiment!r} (id {logged.experiment_id})")
+    print(f"  experiment {experiment!r} (id {logged.experiment_id})" if experiment is not None
+          else f"  experiment id {logged.experiment_id} (that of the run logged into)")
     print(f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused
                                                            else ""))
     for name, rid in logged.system_run_ids.items():

@@ -138,8 +138,11 @@ def input_columns(model: Any) -> list[str] | None:
     return list(schema.input_names())
 
 
-def _candidate_batches(src: Source, rows: int) -> tuple[list[str], Iterator[Any]]:
-    """The candidates' column names and their rows as pyarrow record batches of at most ``rows`` rows."""
+def _candidate_batches(src: Source, rows: int, id_columns: tuple[str, ...]) -> tuple[list[str], int | None,
+                                                                                      Iterator[Any]]:
+    """The candidates' column names, their number of rows when the format says it without reading them (Parquet),
+    and their rows as pyarrow record batches of at most ``rows`` rows."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from .readers.columns import detect_format
@@ -153,13 +156,16 @@ def _candidate_batches(src: Source, rows: int) -> tuple[list[str], Iterator[Any]
     elif fmt in ("csv", "tsv"):
         import pyarrow.csv as pacsv
 
+        ids = {c: pa.string() for c in id_columns}  # ids are text, as the readers read them ("007" stays "007")
         dataset = ds.dataset(str(path), format=ds.CsvFileFormat(
-            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",")))
+            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ","),
+            convert_options=pacsv.ConvertOptions(column_types=ids)))
     elif fmt == "jsonl":
         dataset = ds.dataset(str(path), format="json")
     else:
         raise DataError(path, f"candidates must be a table (parquet, csv, tsv or jsonl); read as {fmt}.")
-    return list(dataset.schema.names), dataset.to_batches(batch_size=rows)
+    total = dataset.count_rows() if fmt == "parquet" or files else None  # from the files' metadata
+    return list(dataset.schema.names), total, dataset.to_batches(batch_size=rows)
 
 
 @contextmanager
@@ -189,7 +195,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     path = src.file
     mapping = dict(src.columns)
     qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
-    names, batches = _candidate_batches(src, batch_rows)
+    names, total, batches = _candidate_batches(src, batch_rows, (qcol, dcol))
     if progress:
         progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
     try:
@@ -228,7 +234,8 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
             written += table.num_rows
             start += batch.num_rows
             if progress and time.monotonic() - last >= PROGRESS_SECONDS:
-                progress(f"scoring '{name}' with {resolved.loaded_uri}: {start:,} candidate rows")
+                of = f" of {total:,} ({start / total:.0%})" if total else ""
+                progress(f"scoring '{name}' with {resolved.loaded_uri}: {start:,}{of} candidate rows")
                 last = time.monotonic()
     finally:
         if writer is not None:

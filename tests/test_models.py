@@ -235,6 +235,28 @@ def test_metrics_linked_to_the_logged_model_and_datasets_logged(store, model_sto
     assert {d.dataset.name for d in parent.inputs.dataset_inputs} == {"judgments", "candidates candidates.parquet"}
 
 
+def test_upload_to_a_store_without_the_model(store, migrated_db, tmp_path):
+    """The folder is the result: uploaded where the model does not exist, it logs the same numbers and tags,
+    without the link to the model."""
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "cand": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    other = tmp_path / "other.db"
+    shutil.copy(migrated_db, other)
+    uri = f"sqlite:///{other}"
+    assert main(["upload", str(out), "--quiet", "--tracking-uri", uri]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    _, (parent,), children = _runs(uri)
+    assert children["cand"].data.metrics["ndcg_at_10"] == pytest.approx(summary["systems"]["cand"]["ndcg_at_10"]
+                                                                        ["mean"], rel=1e-12)
+    assert children["cand"].data.tags["ndcg_mlflow.model.version"] == "2"
+    assert parent.data.tags["ndcg_mlflow.model.bm.alias"] == "champion"
+    assert not client_for(uri).get_run(children["cand"].info.run_id).inputs.model_inputs
+
+
 # --------------------------------------------------------------------------- promotion on a passing decision
 
 DECISION = "decision: {key: ndcg_at_10, rule: superiority, margin: 0.005}\n"
@@ -467,3 +489,25 @@ def test_model_systems_shape_in_the_spec(tmp_path):
     assert resolved["data.systems.a.model"] == "models:/r@champion"
     assert resolved["data.systems.a.candidates"] == "c.csv"
     assert resolved["data.systems.a.candidates.columns"] == "query_id=user"
+
+
+def test_csv_candidates_keep_ids_as_text(store, tmp_path):
+    qrels = pd.DataFrame({"query_id": ["007"] * 3 + ["010"] * 3, "doc_id": ["01", "02", "03"] * 2,
+                          "grade": [0, 1, 3, 2, 0, 0]})
+    cands = qrels[["query_id", "doc_id"]].assign(good=[0.1, 0.2, 0.3, 0.3, 0.2, 0.1], noise=0.0)
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    cands.to_csv(tmp_path / "c.csv", index=False)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["systems"]["x"]["ndcg_at_5"]["mean"] == pytest.approx(1.0)  # "007" matched "007", not 7
+    assert summary["systems"]["x"]["ndcg_at_5"]["n_missing"] == 0
+    assert set(pd.read_parquet(out / "systems" / "x.scored.parquet")["query_id"]) == {"007", "010"}
+
+
+def test_model_systems_refused_on_spark_before_a_session(store, tmp_path, capsys):
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
+    assert "scored by the local engine only" in capsys.readouterr().err

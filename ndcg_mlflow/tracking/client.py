@@ -808,6 +808,9 @@ class _Logging:
 
                     client = MlflowClient(tracking_uri=self.uri)
                 fail_runs(client, list(self.created), stage, status=status)
+                if self.attach is not None:  # the caller's run says how far logging got, and stays as it was
+                    word = "killed" if status == "KILLED" else "failed"
+                    client.set_tag(self.attach, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
                 _end_strays(client, self.run_key, stage, status, self.experiment_id)
             except BaseException:  # noqa: BLE001 - best effort
                 pass
