@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
                                                           "then the spec's mlflow.tracking_uri, then ./mlflow.db)")
     up.add_argument("--quiet", action="store_true", help="print only errors")
+    up.add_argument("--run-id", metavar="RUN_ID", help="log into this existing MLflow run instead of a new evaluation "
+                                                       "run (as 'run --run-id')")
     _tag_option(up)
 
     rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
@@ -469,9 +471,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         from .tracking import log_folder
 
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        logged = log_folder(folder, tracking_uri=uri, tags=_tags(args))
+        logged = log_folder(folder, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not args.quiet:
-        _print_logged(logged, summary.get("mlflow", {}).get("experiment") or summary["name"])
+        _print_logged(logged, None if args.run_id else summary.get("mlflow", {}).get("experiment") or summary["name"])
     return EXIT_OK
 
 

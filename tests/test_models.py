@@ -398,6 +398,8 @@ def test_run_id_refusals(store, tmp_path, capsys):
     assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 0
     assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 2
     assert "already holds another evaluation" in capsys.readouterr().err
+    after = client.get_run(held.info.run_id)  # the first evaluation's run, untouched by the refused one
+    assert after.data.tags["ndcg_mlflow.logging"] == "complete" and after.info.status == "RUNNING"
     assert main(["run", str(spec), "--quiet", "--no-mlflow", "--run-id", held.info.run_id]) == 2
 
 
@@ -511,3 +513,40 @@ def test_model_systems_refused_on_spark_before_a_session(store, tmp_path, capsys
                       comparison=False)
     assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
     assert "scored by the local engine only" in capsys.readouterr().err
+
+
+def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypatch, capsys):
+    """The runs the tool created end FAILED; the caller's run stays RUNNING, tagged with how far logging got;
+    upload --run-id then logs the folder into it completely."""
+    from helpers import client_for
+
+    from ndcg_mlflow.tracking import client as tracking_client
+
+    client = client_for(store)
+    experiment = client.create_experiment("train")
+    rid = client.create_run(experiment).info.run_id
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    real, calls = tracking_client.log_batch, []
+
+    def flaky(client_, run_id, *args, **kwargs):
+        calls.append(run_id)
+        if len(calls) == 4:  # 1: tags of the caller's run; 2: its metrics and params; 3: the first system's
+            raise ConnectionError("simulated: connection reset by peer")
+        return real(client_, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(tracking_client, "log_batch", flaky)
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--run-id", rid]) == 3
+    assert f"--run-id {rid}" in capsys.readouterr().err
+    monkeypatch.setattr(tracking_client, "log_batch", real)
+    run = client.get_run(rid)
+    assert run.info.status == "RUNNING" and run.data.tags["ndcg_mlflow.logging"].startswith("failed while logging")
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{rid}'")
+    assert children and all(c.info.status == "FAILED" for c in children)
+    assert main(["upload", str(out), "--quiet", "--run-id", rid]) == 0
+    run = client.get_run(rid)
+    assert run.info.status == "RUNNING" and run.data.tags["ndcg_mlflow.logging"] == "complete"
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{rid}'")
+    assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
+    assert all(c.info.status == "FINISHED" for c in children)

@@ -94,7 +94,7 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
         active = mlflow.active_run()
         if active is not None:
             run_id = active.info.run_id
-            uri = uri or mlflow.get_tracking_uri()  # the store the active run lives in
+            uri = tracking_uri or mlflow.get_tracking_uri()  # the store the active run lives in
     return log_folder(out_dir, tracking_uri=uri, run_name=run_name, tags=tags, run_id=run_id)
 
 
@@ -153,7 +153,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
     attached = None
     if state.attach is not None:
         state.stage = f"reading the run {state.attach} to log into"
-        attached = _attachable(client, state.attach, run_key, summary, state.uri)
+        attached = _attachable(client, state.attach, run_key, state.uri)
         experiment_id = attached.info.experiment_id  # the system runs nest under it, in its experiment
     else:
         state.stage = "creating the experiment"
@@ -195,6 +195,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
                       for k, v in system_metrics(means).items()}
     if attached is not None:
         _check_params(attached, params)
+        state.logging_into = pid  # from here on, a failure is said on the caller's run too
     log_batch(client, pid, parent_metrics, params, state.custom_tags)
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).values()
@@ -221,7 +222,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
 ATTACHED_TAG = f"{TAG_PREFIX}.attached"  # "true" on a run the caller owns that an evaluation was logged into
 
 
-def _attachable(client, run_id: str, run_key: str, summary: dict, uri: str):
+def _attachable(client, run_id: str, run_key: str, uri: str):
     """The caller's run to log into (``--run-id``, or the active run), or an NdcgError (exit 2) saying why not:
     it does not exist, is deleted, or already holds another evaluation (a run holds one evaluation)."""
     from mlflow.exceptions import MlflowException
@@ -229,13 +230,15 @@ def _attachable(client, run_id: str, run_key: str, summary: dict, uri: str):
     try:
         run = client.get_run(run_id)
     except MlflowException as exc:
-        raise NdcgError(f"--run-id {run_id}: no such run in {safe_uri(uri)} ({first_line(exc)}).") from None
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): no such run in {safe_uri(uri)} "
+                        f"({first_line(exc)}).") from None
     if run.info.lifecycle_stage == "deleted":
-        raise NdcgError(f"--run-id {run_id}: the run is deleted; restore it or log into another run.")
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run is deleted; restore it "
+                        f"or log into another run.")
     held = run.data.tags.get(f"{TAG_PREFIX}.run_key")
     if held is not None and held != run_key:
-        raise NdcgError(f"--run-id {run_id}: the run already holds another evaluation (run key {held}); a run holds "
-                        f"one evaluation: log this one into a run of its own.")
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run already holds another "
+                        f"evaluation (run key {held}); a run holds one evaluation: log this one into a run of its own.")
     return run
 
 
@@ -245,9 +248,9 @@ def _check_params(run, params: dict[str, str]) -> None:
     clash = [k for k, v in params.items() if k in run.data.params and run.data.params[k] != v]
     if clash:
         k = clash[0]
-        raise NdcgError(f"--run-id {run.info.run_id}: the run has the param {k!r} = {run.data.params[k]!r}, and the "
-                        f"evaluation logs {k!r} = {params[k]!r}; MLflow does not change a param ({len(clash)} such "
-                        f"param(s)). Log the evaluation into another run.")
+        raise NdcgError(f"run {run.info.run_id} to log into (--run-id, or the active run): the run has the param "
+                        f"{k!r} = {run.data.params[k]!r}, and the evaluation logs {k!r} = {params[k]!r}; MLflow does "
+                        f"not change a param ({len(clash)} such param(s)). Log the evaluation into another run.")
 
 
 def _linked_models(client, summary: dict) -> dict[str, str]:
@@ -726,6 +729,7 @@ class _Logging:
         self.owner_tags = {f"{TAG_PREFIX}.owner": owner_id(), f"{TAG_PREFIX}.logging_deadline": str(deadline_epoch)}
         self.ctx: _Ctx | None = None
         self.attach: str | None = None  # the caller's run to log into, instead of a new evaluation run
+        self.logging_into: str | None = None  # that run, once it was checked and logging into it began
 
     def _work(self) -> None:
         _LOCAL.ctx = self.ctx
@@ -787,7 +791,8 @@ class _Logging:
 
     def _message(self, what: str) -> str:
         return (f"logging to MLflow at {safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
-                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}'.")
+                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}"
+                + (f" --run-id {self.attach}" if self.attach else "") + "'.")
 
     def _give_up(self, status: str) -> None:
         """Abandon the worker, then end the runs it created (and any run of this key left RUNNING) within the
@@ -808,9 +813,9 @@ class _Logging:
 
                     client = MlflowClient(tracking_uri=self.uri)
                 fail_runs(client, list(self.created), stage, status=status)
-                if self.attach is not None:  # the caller's run says how far logging got, and stays as it was
+                if self.logging_into is not None:  # the caller's run says how far logging got, and stays as it was
                     word = "killed" if status == "KILLED" else "failed"
-                    client.set_tag(self.attach, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
+                    client.set_tag(self.logging_into, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
                 _end_strays(client, self.run_key, stage, status, self.experiment_id)
             except BaseException:  # noqa: BLE001 - best effort
                 pass
