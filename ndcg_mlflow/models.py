@@ -227,7 +227,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
                 raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
                                 f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
                                 f"{_first_line(exc)}") from None
-            table, shape = _scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
+            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
             if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
                 writer = pq.ParquetWriter(str(out_path), table.schema)
             writer.write_table(table)
@@ -256,8 +256,11 @@ def _ids(values: Any) -> Any:
     return arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
 
 
-def _scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
-                 start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
+                start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+    """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
+    ``predict`` returned: ``("scores", query_id, doc_id, score)`` or ``("lists", ... score = -rank, rank)``; a
+    DataError for anything else, or for the other shape than the earlier batches' (``shape``)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -282,9 +285,12 @@ def _scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str]
         queries, docs, ranks = [], [], []
         for q, docs_q in zip(frame[qcol].tolist(), values):
             if not isinstance(docs_q, (list, tuple, np.ndarray)):
-                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {q!r} "
+                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {str(q)!r} "
                                       f"({where}) among ranked lists; every row's output is a list of doc ids.")
             for i, d in enumerate(docs_q):
+                if d is None or (isinstance(d, float) and d != d) or isinstance(d, (list, tuple, dict)):
+                    raise DataError(path, f"{resolved.loaded_uri} returned {d!r} at position {i + 1} of the list of "
+                                          f"query {str(q)!r} ({where}); a ranked list holds doc ids.")
                 queries.append(str(q))
                 docs.append(str(d))
                 ranks.append(i + 1)
@@ -294,17 +300,23 @@ def _scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str]
     if dcol not in names:
         raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
                               f"scores (query_id, doc_id) rows.")
-    try:
-        scores = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    raw = np.asarray(values)
+    numeric = raw.dtype.kind in "iuf" or (raw.dtype.kind == "O" and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw))
+    if not numeric:  # text, booleans, dates: not scores, even when they would convert
+        odd = next((v for v in raw if not isinstance(v, (int, float, np.integer, np.floating))
+                    or isinstance(v, (bool, np.bool_))), first)
+        shown = odd.item() if isinstance(odd, np.generic) else odd
         raise DataError(path, f"{resolved.loaded_uri} returned values that are not numbers for {where} (such as "
-                              f"{first!r}); a ranker returns one finite score per row.") from None
+                              f"{shown!r}, of type {type(odd).__name__}); a ranker returns one finite score per row.")
+    scores = raw.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(scores))
     if bad.size:
         i = int(bad[0])
-        raise DataError(path, f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query "
-                              f"{frame[qcol].iloc[i]!r}, doc {frame[dcol].iloc[i]!r}) and {bad.size - 1} more "
-                              f"non-finite scores in {where}; every score must be a finite number.")
+        query, doc = str(frame[qcol].iloc[i]), str(frame[dcol].iloc[i])
+        raise DataError(path, f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query {query!r}, "
+                              f"doc {doc!r}) and {bad.size - 1} more non-finite scores in {where}; every score must be "
+                              f"a finite number.")
     return pa.table({"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])),
                      "score": pa.array(scores)}), kind
 
