@@ -357,8 +357,9 @@ def test_run_id_nests_the_system_runs_under_the_callers_run(store, model_store, 
     assert len(client.search_runs([experiment], "")) == 3
 
 
-def test_active_run_is_the_parent_in_python(store, tmp_path):
+def test_active_run_is_the_parent_in_python(store, tmp_path, monkeypatch):
     import mlflow
+    import mlflow.tracking.fluent
 
     import ndcg_mlflow
     from ndcg_mlflow.outputs import write_outputs
@@ -367,6 +368,7 @@ def test_active_run_is_the_parent_in_python(store, tmp_path):
     spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
                                  "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
                       comparison=False)
+    monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)  # restored after the test
     mlflow.set_experiment("notebook")
     with mlflow.start_run() as active:
         result = ndcg_mlflow.evaluate(spec, scored_dir=tmp_path / "scored")
