@@ -395,7 +395,9 @@ def test_run_id_refusals(store, tmp_path, capsys):
     assert "no such run" in capsys.readouterr().err
     assert main(["run", str(spec), "--quiet", "--run-id", clash.info.run_id]) == 2
     assert "the run has the param 'name' = 'another'" in capsys.readouterr().err
-    assert client.get_run(clash.info.run_id).info.status == "RUNNING"
+    refused = client.get_run(clash.info.run_id)
+    assert refused.info.status == "RUNNING"
+    assert not [k for k in refused.data.tags if k.startswith("ndcg_mlflow.")]  # nothing was logged into it
     held = client.create_run(experiment)
     assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 0
     assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 2
@@ -534,7 +536,7 @@ def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypat
 
     def flaky(client_, run_id, *args, **kwargs):
         calls.append(run_id)
-        if len(calls) == 4:  # 1: tags of the caller's run; 2: its metrics and params; 3: the first system's
+        if len(calls) == 4:  # the caller's run: 1 tags, 2 metrics and params; the first system: 3 metrics, 4 tags
             raise ConnectionError("simulated: connection reset by peer")
         return real(client_, run_id, *args, **kwargs)
 
@@ -552,3 +554,18 @@ def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypat
     children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{rid}'")
     assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
     assert all(c.info.status == "FINISHED" for c in children)
+
+
+def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"x": {"model": f"runs:/{model_store['training_run']}/ranker_good",
+                                       "candidates": "candidates.parquet"}}, comparison=False)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    record = summary["models"]["x"]
+    assert record["model_id"] == model_store["model_ids"][2] and record["run_id"] == model_store["training_run"]
+    qrels, cands = candidates_frame()
+    assert summary["systems"]["x"]["ndcg_at_10"]["mean"] == pytest.approx(ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+    client, _, children = _runs(store)
+    linked = client.get_logged_model(record["model_id"]).metrics or []
+    assert any(m.run_id == children["x"].info.run_id and m.key == "ndcg_at_10" for m in linked)

@@ -154,6 +154,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
     if state.attach is not None:
         state.stage = f"reading the run {state.attach} to log into"
         attached = _attachable(client, state.attach, run_key, state.uri)
+        _check_params(attached, _evaluation_params(summary))  # before anything is logged into it
         experiment_id = attached.info.experiment_id  # the system runs nest under it, in its experiment
     else:
         state.stage = "creating the experiment"
@@ -178,6 +179,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
     if attached is not None:  # the caller's run: tagged, never renamed, ended or deleted by this tool
         pid = attached.info.run_id
         tags = {k: v for k, v in parent_tags(summary, out_dir, run_key).items() if k != "mlflow.note.content"}
+        state.logging_into = pid  # from here on, a failure is said on the caller's run too
         log_batch(client, pid, {}, {}, {**tags, ATTACHED_TAG: "true"})
     else:
         parent = client.create_run(experiment_id, run_name=name,
@@ -189,13 +191,9 @@ def _log_body(state: _Logging) -> LoggedRuns:
     judgments = judgments_dataset(summary)
 
     state.stage = "logging params, tags and metrics of the evaluation run"
-    params = {k: param_value(v) for k, v in summary["spec"].items()}
-    params["n_queries"] = str(summary["n_queries"])
+    params = _evaluation_params(summary)
     parent_metrics = {f"{system}.{k}": v for system, means in summary["systems"].items()
                       for k, v in system_metrics(means).items()}
-    if attached is not None:
-        _check_params(attached, params)
-        state.logging_into = pid  # from here on, a failure is said on the caller's run too
     log_batch(client, pid, parent_metrics, params, state.custom_tags)
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).values()
@@ -240,6 +238,13 @@ def _attachable(client, run_id: str, run_key: str, uri: str):
         raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run already holds another "
                         f"evaluation (run key {held}); a run holds one evaluation: log this one into a run of its own.")
     return run
+
+
+def _evaluation_params(summary: dict) -> dict[str, str]:
+    """The evaluation run's params: every resolved spec field, and the number of queries."""
+    params = {k: param_value(v) for k, v in summary["spec"].items()}
+    params["n_queries"] = str(summary["n_queries"])
+    return params
 
 
 def _check_params(run, params: dict[str, str]) -> None:
