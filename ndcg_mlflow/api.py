@@ -23,7 +23,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
              spark: Any = None, buckets: int | None = None, tracking_uri: str | None = None,
              scored_dir: str | Path | None = None) -> EvaluationResult:
-    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
+    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
+    model is looked up in the model registry and loaded, see below).
 
     The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
     ``qrels`` and each value of ``systems`` (a name -> table mapping) may be anything with the Arrow C stream
