@@ -21,8 +21,10 @@ from .spec import Spec
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
              base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
-             spark: Any = None, buckets: int | None = None) -> EvaluationResult:
-    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); touches no tracking server.
+             spark: Any = None, buckets: int | None = None, tracking_uri: str | None = None,
+             scored_dir: str | Path | None = None) -> EvaluationResult:
+    """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
+    model is looked up in the model registry and loaded, see below).
 
     The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
     ``qrels`` and each value of ``systems`` (a name -> table mapping) may be anything with the Arrow C stream
@@ -36,9 +38,27 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect; ``buckets``:
     the number of query buckets), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
     numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`).
+
+    A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
+    against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
+    default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
+    (default: a new temporary folder, left in place) and evaluated as its run (``result.scored``,
+    ``result.models``).
     """
     if engine not in ("local", "spark"):
         raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
+    if systems is None:
+        from .spec import InMemory, load_spec
+
+        given = InMemory(qrels=True) if qrels is not None else None
+        loaded = spec if isinstance(spec, Spec) else load_spec(spec, base_dir=base_dir, tables=given)
+        if any(src.unscored for _, src in loaded.systems):
+            if engine == "spark":
+                raise SpecError("engine", "systems that are models are scored by the local engine only; "
+                                          "evaluate them with engine='local' (or score them and give the "
+                                          "scored rows to the Spark engine).")
+            return _evaluate_models(loaded, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data,
+                                    tracking_uri=tracking_uri, scored_dir=scored_dir)
     if engine == "spark":
         if keep_data:
             raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
@@ -51,3 +71,19 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
         raise SpecError("engine", "spark= and buckets= apply to engine='spark'.")
     return evaluate_local(spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                           progress=progress, keep_data=keep_data)
+
+
+def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | None, progress, keep_data: bool,
+                     tracking_uri: str | None, scored_dir: str | Path | None) -> EvaluationResult:
+    import tempfile
+
+    from .evaluation import resolve_spec
+    from .models import score_model_systems
+
+    spec = resolve_spec(spec, None, None)  # the candidates files are checked before any model is loaded
+    folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
+    scored_spec, resolved, scored = score_model_systems(spec, folder, progress=progress,
+                                                        tracking_uri=tracking_uri or spec.mlflow.tracking_uri)
+    result = evaluate_local(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
+    result.models, result.scored = resolved, scored
+    return result

@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print only errors")
     _set_option(run)
     _tag_option(run)
+    run.add_argument("--run-id", metavar="RUN_ID",
+                     help="log into this existing MLflow run (a training run, say) instead of a new evaluation run: "
+                          "the system runs nest under it")
+    run.add_argument("--promote", metavar="ALIAS",
+                     help="when the spec's decision passes and logging completed, move this registry alias to the "
+                          "candidate's model version (one candidate, a registered model version)")
     run.add_argument("--engine", choices=("local", "spark"), default="local",
                      help="what computes the per-query numbers (the same numbers): this process (local, the default) "
                           "or Apache Spark (needs the spark extra and Java 17)")
@@ -65,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
                                                           "then the spec's mlflow.tracking_uri, then ./mlflow.db)")
     up.add_argument("--quiet", action="store_true", help="print only errors")
+    up.add_argument("--run-id", metavar="RUN_ID", help="log into this existing MLflow run instead of a new evaluation "
+                                                       "run (as 'run --run-id')")
     _tag_option(up)
 
     rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
@@ -307,6 +315,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import os
+    import tempfile
 
     from .api import evaluate
     from .outputs import check_target, folder_lock, new_output_dir, write_outputs
@@ -317,37 +326,77 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .spec import load_spec
 
     progress = _progress(quiet)
-    if args.spark_remote and args.engine != "spark":
-        from .errors import SpecError
+    from .errors import SpecError
 
+    if args.spark_remote and args.engine != "spark":
         raise SpecError("--spark-remote", "applies to --engine spark.")
     spec = load_spec(args.spec, overrides=args.set)
-    if args.engine == "spark":
-        from .engines.spark import session
+    for flag, value in (("--run-id", args.run_id), ("--promote", args.promote)):
+        if value is not None and args.no_mlflow:
+            raise SpecError(flag, "logs to MLflow, and --no-mlflow logs nothing.")
+    if args.promote is not None:
+        from .models import promotion_problem
 
-        result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
-    else:
-        result = evaluate(spec, progress=progress)
-    out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
-    # one process at a time per folder, from writing until logging ends: what is logged is what was written
-    with folder_lock(out_dir):
-        if progress:
-            progress(f"writing the local results and the report to {out_dir}")
-        write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
-        if not quiet:
-            print(format_summary(result))
-            print()
-            print(format_locations(out_dir))
-        if args.no_mlflow:
-            return _decision_exit(result, quiet)
+        problem = promotion_problem(spec, args.promote)
+        if problem:
+            raise SpecError("--promote", problem)
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec.mlflow.tracking_uri
+    # a model's scored rows wait here until write_outputs puts them in the output folder
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
+        if args.engine == "spark":
+            from .engines.spark import session
 
-        from .tracking import log_evaluation
+            models = [name for name, src in spec.systems if src.unscored]
+            if models:  # before a Spark session is started
+                raise SpecError(f"data.systems.{models[0]}", "a system that is a model is scored by the local engine "
+                                                             "only: run without --engine spark.")
 
-        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or result.spec.mlflow.tracking_uri
-        logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args))
+            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
+        else:
+            result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
+        out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
+        # one process at a time per folder, from writing until logging ends: what is logged is what was written
+        with folder_lock(out_dir):
+            if progress:
+                progress(f"writing the local results and the report to {out_dir}")
+            write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            if not quiet:
+                print(format_summary(result))
+                print()
+                print(format_locations(out_dir))
+            if args.no_mlflow:
+                return _decision_exit(result, quiet)
+
+            from .tracking import log_evaluation
+
+            logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not quiet:
-        _print_logged(logged, result.spec.mlflow.experiment)
+        _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
+    if args.promote is not None:
+        _promote(result, args.promote, logged, quiet)
     return _decision_exit(result, quiet)
+
+
+def _promote(result, alias: str, logged, quiet: bool) -> None:
+    """``--promote``: reached only when evaluating, writing and logging all completed; the alias moves only when
+    the decision passed. A registry failure is a tracking failure (exit 3)."""
+    from .errors import TrackingError
+    from .models import promote
+
+    if result.decision is None or result.decision["outcome"] != "pass":
+        print(f"not promoted: the decision failed, so @{alias} stays where it is", file=sys.stderr)
+        return
+    try:
+        done = promote(result.summary, alias, logged.parent_run_id, logged.tracking_uri)
+    except Exception as exc:  # noqa: BLE001 - any registry failure, said in one line
+        from .tracking.client import first_line
+
+        raise TrackingError(f"the evaluation passed and is logged (run {logged.parent_run_id}), but moving the alias "
+                            f"@{alias} failed: {type(exc).__name__}: {first_line(exc)}") from None
+    if not quiet:
+        before = done["previous_version"]
+        print(f"promoted: {done['registered_model']} version {done['version']} is now @{alias} "
+              f"(before: {'no version' if before is None else 'version ' + before})")
 
 
 def _decision_exit(result, quiet: bool) -> int:
@@ -362,11 +411,12 @@ def _decision_exit(result, quiet: bool) -> int:
     return EXIT_DECISION
 
 
-def _print_logged(logged, experiment: str) -> None:
+def _print_logged(logged, experiment: str | None) -> None:
     from .tracking import safe_uri
 
     print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
-    print(f"  experiment {experiment!r} (id {logged.experiment_id})")
+    print(f"  experiment {experiment!r} (id {logged.experiment_id})" if experiment is not None
+          else f"  experiment id {logged.experiment_id} (that of the run logged into)")
     print(f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused
                                                            else ""))
     for name, rid in logged.system_run_ids.items():
@@ -421,9 +471,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         from .tracking import log_folder
 
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        logged = log_folder(folder, tracking_uri=uri, tags=_tags(args))
+        logged = log_folder(folder, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not args.quiet:
-        _print_logged(logged, summary.get("mlflow", {}).get("experiment") or summary["name"])
+        _print_logged(logged, None if args.run_id else summary.get("mlflow", {}).get("experiment") or summary["name"])
     return EXIT_OK
 
 

@@ -93,6 +93,8 @@ class EvaluationResult:
     catalog: Any = None
     grades: list = field(default_factory=list)  # the distinct grades of the qrels
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
+    models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
+    scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
     decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
     _per_query: Any = None
 
@@ -138,6 +140,7 @@ class EvaluationResult:
             "decision": self.decision,
             "notes": list(self.notes),
             "engine": self.engine,
+            **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
         }
 
     def _system_summary(self) -> dict[str, Any]:
@@ -242,6 +245,10 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     from .spec import IN_MEMORY
 
     spec = resolve_spec(spec, qrels, systems, base_dir)
+    unscored = [name for name, src in spec.systems if src.unscored]
+    if unscored:
+        raise SpecError(f"data.systems.{unscored[0]}", "is a model: ndcg_mlflow.evaluate (or 'ndcg-mlflow run') "
+                                                       "scores its candidates first (ndcg_mlflow.models).")
     keep_data = keep_data or spec.sensitivity
     shared = dict(columns or {})
     if qrels is not None:

@@ -118,10 +118,19 @@ class Source:
     declared: str
     format: str = "auto"
     columns: tuple[tuple[str, str], ...] = ()
+    # a system that is a model (``{model: URI, candidates: ...}``): the model URI as declared and the candidates
+    # it scores; ``path`` is None until :mod:`ndcg_mlflow.models` has written its scored rows (then their file)
+    model: str | None = None
+    candidates: Source | None = None
 
     @property
     def in_memory(self) -> bool:
-        return self.path is None
+        return self.path is None and self.model is None
+
+    @property
+    def unscored(self) -> bool:
+        """A model system whose candidates have not been scored yet."""
+        return self.model is not None and self.path is None
 
     @property
     def file(self) -> Path:
@@ -134,6 +143,7 @@ class Source:
 IN_MEMORY = "in-memory table"
 QRELS_COLUMNS = ("query_id", "doc_id", "grade")
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
+CANDIDATE_COLUMNS = ("query_id", "doc_id")  # a model's inputs keep their own names
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,12 @@ class Spec:
         if self.qrels.columns:
             out["data.qrels.columns"] = _mapping_text(self.qrels.columns)
         for name, src in self.systems:
+            if src.model is not None and src.candidates is not None:
+                out[f"data.systems.{name}.model"] = src.model
+                out[f"data.systems.{name}.candidates"] = src.candidates.declared
+                if src.candidates.columns:
+                    out[f"data.systems.{name}.candidates.columns"] = _mapping_text(src.candidates.columns)
+                continue
             out[f"data.systems.{name}"] = src.declared
             if src.columns:
                 out[f"data.systems.{name}.columns"] = _mapping_text(src.columns)
@@ -591,8 +607,28 @@ def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple
         raise ctx.fail("data.systems", f"must map at least one system name to its run file. {_got(systems)}")
     for name, src in systems.items():
         _system_name(ctx, name)
-        out.append((name, _source(ctx, src, f"data.systems.{name}", RUN_COLUMNS)))
+        if isinstance(src, dict) and "model" in src:
+            out.append((name, _model_system(ctx, src, f"data.systems.{name}")))
+        else:
+            out.append((name, _source(ctx, src, f"data.systems.{name}", RUN_COLUMNS)))
     return qrels, tuple(out)
+
+
+def _model_system(ctx: _Ctx, value: dict, path: str) -> Source:
+    """``{model: URI, candidates: SOURCE}``: a model that scores the candidates (the shape only; the URI is
+    resolved, and the model loaded, by :mod:`ndcg_mlflow.models`)."""
+    from .uris import model_uri_problem
+
+    m = _mapping(ctx, value, path, ("model", "candidates"))
+    uri = _text(ctx, m["model"], f"{path}.model")
+    problem = model_uri_problem(uri)
+    if problem:
+        raise ctx.fail(f"{path}.model", problem)
+    candidates = _source(ctx, m["candidates"], f"{path}.candidates", CANDIDATE_COLUMNS)
+    if candidates.format == "trec":
+        raise ctx.fail(f"{path}.candidates.format", "candidates are a table (csv, tsv, jsonl or parquet) holding "
+                                                    "query_id, doc_id and the model's input columns, not TREC text.")
+    return Source(path=None, declared=uri, format="model", model=uri, candidates=candidates)
 
 
 @dataclass(frozen=True)
@@ -1014,7 +1050,7 @@ def outside_paths(spec: Spec) -> list[str]:
     if spec.source is None:
         return []
     base = spec.source.resolve().parent
-    sources = [spec.qrels, spec.queries.weights, spec.queries.set] + [s for _, s in spec.systems]
+    sources = [spec.qrels, spec.queries.weights, spec.queries.set] + [s.candidates or s for _, s in spec.systems]
     if spec.companions is not None:
         sources += [spec.companions.duplicates, spec.companions.catalog]
     out = []
@@ -1123,7 +1159,8 @@ def check_files(spec: Spec) -> list[str]:
     problems = []
     named: list[tuple[str, Source | None]] = [("data.qrels", spec.qrels), ("queries.weights", spec.queries.weights),
                                               ("queries.set", spec.queries.set)]
-    named += [(f"data.systems.{n}", s) for n, s in spec.systems]
+    named += [(f"data.systems.{n}.candidates", s.candidates) if s.model is not None and s.candidates is not None
+              else (f"data.systems.{n}", s) for n, s in spec.systems]
     if spec.companions is not None:
         named += [("companions.duplicates", spec.companions.duplicates),
                   ("companions.catalog", spec.companions.catalog)]

@@ -68,3 +68,33 @@ def store_problem(uri: str | None) -> str | None:
                 f"the run ids printed would exist nowhere. Give a store that persists, such as "
                 f"sqlite:///mlflow.db (a file) or http://HOST:PORT (a tracking server).")
     return None
+
+
+MODEL_URI_FORMS = ("models:/<name>/<version>", "models:/<name>@<alias>", "models:/m-<logged model id>",
+                   "runs:/<run id>/<path>")
+
+
+def model_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` is not a model URI this tool loads (:data:`MODEL_URI_FORMS`), or None. The shape only: whether
+    the model exists is asked of the registry when the evaluation starts."""
+    forms = ", ".join(MODEL_URI_FORMS)
+    if uri.startswith("models:/"):
+        rest = uri[len("models:/"):].rstrip("/")
+        if re.fullmatch(r"m-[0-9A-Za-z]+", rest):
+            return None
+        if "@" in rest:
+            name, _, alias = rest.rpartition("@")
+            if name and "/" not in name and re.fullmatch(r"[\w\-]+", alias):
+                return None
+        else:
+            name, _, version = rest.rpartition("/")
+            if name and "/" not in name and version.isdigit() and int(version) > 0:
+                return None
+            if name and "/" not in name and version and not version.isdigit():
+                return (f"a registered model is named by version or alias ({forms}); stages such as "
+                        f"{version!r} are not supported. Got {uri!r}.")
+    elif uri.startswith("runs:/"):
+        run_id, _, path = uri[len("runs:/"):].partition("/")
+        if run_id and path.strip("/"):
+            return None
+    return f"must be a model URI of the form {forms}. Got {uri!r}."

@@ -140,11 +140,11 @@ def test_logging_failure_ends_created_runs_failed_with_stage_tag(tmp_path, serve
     real = tracking_client.log_batch
     calls = []
 
-    def flaky(client, run_id, metrics, params, tags):
+    def flaky(client, run_id, metrics, params, tags, **links):
         calls.append(run_id)
         if len(calls) == 2:  # 1: the evaluation run's batch; 2: the first system's
             raise ConnectionError("simulated: connection reset by peer")
-        return real(client, run_id, metrics, params, tags)
+        return real(client, run_id, metrics, params, tags, **links)
 
     monkeypatch.setattr(tracking_client, "log_batch", flaky)
     assert main(["run", str(spec), "--out", str(out), "--tracking-uri", server.uri, "--quiet"]) == 3

@@ -79,15 +79,27 @@ class Terminated(BaseException):
 
 
 def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_uri: str | None = None,
-                   run_name: str | None = None, tags: dict[str, str] | None = None) -> LoggedRuns:
-    """Log a finished evaluation whose local outputs are already in ``out_dir`` (see :func:`log_folder`)."""
+                   run_name: str | None = None, tags: dict[str, str] | None = None,
+                   run_id: str | None = None) -> LoggedRuns:
+    """Log a finished evaluation whose local outputs are already in ``out_dir`` (see :func:`log_folder`).
+
+    Inside a run the caller already has open (``mlflow.active_run()``), or with ``run_id``, that run is the
+    evaluation's run: the system runs nest under it and no new evaluation run is created."""
     spec = result.spec
     configure_http(spec.mlflow.timeout, spec.mlflow.max_retries)
-    return log_folder(out_dir, tracking_uri=tracking_uri or spec.mlflow.tracking_uri, run_name=run_name, tags=tags)
+    uri = tracking_uri or spec.mlflow.tracking_uri
+    if run_id is None:
+        import mlflow
+
+        active = mlflow.active_run()
+        if active is not None:
+            run_id = active.info.run_id
+            uri = tracking_uri or mlflow.get_tracking_uri()  # the store the active run lives in
+    return log_folder(out_dir, tracking_uri=uri, run_name=run_name, tags=tags, run_id=run_id)
 
 
 def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
-               tags: dict[str, str] | None = None) -> LoggedRuns:
+               tags: dict[str, str] | None = None, run_id: str | None = None) -> LoggedRuns:
     """Log the output folder of a finished evaluation (see :func:`_log_folder`), holding the folder's lock
     (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
     folder, so a second upload of it waits and then finds the first one complete. ``tags`` (``--tag``) are set
@@ -96,11 +108,11 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
 
     refuse_non_folder(Path(out_dir))
     with folder_lock(out_dir):
-        return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name, tags=tags)
+        return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name, tags=tags, run_id=run_id)
 
 
 def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
-                tags: dict[str, str] | None = None) -> LoggedRuns:
+                tags: dict[str, str] | None = None, run_id: str | None = None) -> LoggedRuns:
     """Log the output folder of a finished evaluation: everything logged is read from the folder, which
     must be complete and unchanged (its ``manifest.json``) with a valid run key, else a DataError.
 
@@ -126,6 +138,7 @@ def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_nam
         raise NdcgError(f"tracking URI: {problem}")
     custom = {**(settings.get("tags") or {}), **(tags or {})}
     state = _Logging(uri, out_dir, summary, run_key, run_name, settings.get("total_timeout"), custom)
+    state.attach = run_id
     with _store_lock(uri):
         return state.run()
 
@@ -137,8 +150,15 @@ def _log_body(state: _Logging) -> LoggedRuns:
     summary, settings, out_dir, run_key = state.summary, state.summary.get("mlflow", {}), state.out_dir, state.run_key
     state.raw_client = MlflowClient(tracking_uri=state.uri)  # opens (and on first use migrates) a local store
     client = _Guarded(state.raw_client, state)
-    state.stage = "creating the experiment"
-    experiment_id = find_or_create_experiment(client, settings.get("experiment") or summary["name"])
+    attached = None
+    if state.attach is not None:
+        state.stage = f"reading the run {state.attach} to log into"
+        attached = _attachable(client, state.attach, run_key, state.uri)
+        _check_params(attached, _evaluation_params(summary))  # before anything is logged into it
+        experiment_id = attached.info.experiment_id  # the system runs nest under it, in its experiment
+    else:
+        state.stage = "creating the experiment"
+        experiment_id = find_or_create_experiment(client, settings.get("experiment") or summary["name"])
     state.experiment_id = experiment_id
     state.stage = "ending the runs of earlier uploads that died while logging"
     _end_dead_runs(client, experiment_id, run_key)
@@ -156,24 +176,35 @@ def _log_body(state: _Logging) -> LoggedRuns:
     now = _dt.datetime.now(_dt.timezone.utc)
     given_name = state.run_name or settings.get("run_name")
     name = given_name or evaluation_run_name(summary, now)
-    parent = client.create_run(experiment_id, run_name=name,
-                               tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags})
-    pid = parent.info.run_id
-    state.created.append(pid)
+    if attached is not None:  # the caller's run: tagged, never renamed, ended or deleted by this tool
+        pid = attached.info.run_id
+        tags = {k: v for k, v in parent_tags(summary, out_dir, run_key).items() if k != "mlflow.note.content"}
+        state.logging_into = pid  # from here on, a failure is said on the caller's run too
+        log_batch(client, pid, {}, {}, {**tags, ATTACHED_TAG: "true"})
+    else:
+        parent = client.create_run(experiment_id, run_name=name,
+                                   tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags})
+        pid = parent.info.run_id
+        state.created.append(pid)
     logged = LoggedRuns(state.uri, experiment_id, pid)
+    linked = _linked_models(client, summary)
+    judgments = judgments_dataset(summary)
 
     state.stage = "logging params, tags and metrics of the evaluation run"
-    params = {k: param_value(v) for k, v in summary["spec"].items()}
-    params["n_queries"] = str(summary["n_queries"])
+    params = _evaluation_params(summary)
     parent_metrics = {f"{system}.{k}": v for system, means in summary["systems"].items()
                       for k, v in system_metrics(means).items()}
     log_batch(client, pid, parent_metrics, params, state.custom_tags)
+    state.stage = "logging the datasets of the evaluation run"
+    models = (summary.get("models") or {}).values()
+    client.log_inputs(pid, datasets=[judgments] + [candidates_dataset(r) for r in models])
 
     for system, means in summary["systems"].items():
         state.stage = f"logging the run of system '{system}'"
         cid = _log_system(client, experiment_id, pid, summary, system, means, out_dir, run_key,
                           created=state.created, owner_tags=state.owner_tags,
-                          run_name=system_run_name(system, summary, now, given_name), custom_tags=state.custom_tags)
+                          run_name=system_run_name(system, summary, now, given_name), custom_tags=state.custom_tags,
+                          model_id=linked.get(system), judgments=judgments)
         logged.system_run_ids[system] = cid
 
     state.stage = "logging the artifacts of the evaluation run"
@@ -181,13 +212,96 @@ def _log_body(state: _Logging) -> LoggedRuns:
     state.stage = "logging the figures of the evaluation run"
     log_figures(client, pid, out_dir)
     client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
-    client.set_terminated(pid, "FINISHED")
+    if attached is None:
+        client.set_terminated(pid, "FINISHED")
     return logged
+
+
+ATTACHED_TAG = f"{TAG_PREFIX}.attached"  # "true" on a run the caller owns that an evaluation was logged into
+
+
+def _attachable(client, run_id: str, run_key: str, uri: str):
+    """The caller's run to log into (``--run-id``, or the active run), or an NdcgError (exit 2) saying why not:
+    it does not exist, is deleted, or already holds another evaluation (a run holds one evaluation)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as exc:
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): no such run in {safe_uri(uri)} "
+                        f"({first_line(exc)}).") from None
+    if run.info.lifecycle_stage == "deleted":
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run is deleted; restore it "
+                        f"or log into another run.")
+    held = run.data.tags.get(f"{TAG_PREFIX}.run_key")
+    if held is not None and held != run_key:
+        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run already holds another "
+                        f"evaluation (run key {held}); a run holds one evaluation: log this one into a run of its own.")
+    return run
+
+
+def _evaluation_params(summary: dict) -> dict[str, str]:
+    """The evaluation run's params: every resolved spec field, and the number of queries."""
+    params = {k: param_value(v) for k, v in summary["spec"].items()}
+    params["n_queries"] = str(summary["n_queries"])
+    return params
+
+
+def _check_params(run, params: dict[str, str]) -> None:
+    """MLflow refuses to change a param: a param of the caller's run that the evaluation would log with another
+    value is refused before anything is logged (exit 2)."""
+    clash = [k for k, v in params.items() if k in run.data.params and run.data.params[k] != v]
+    if clash:
+        k = clash[0]
+        raise NdcgError(f"run {run.info.run_id} to log into (--run-id, or the active run): the run has the param "
+                        f"{k!r} = {run.data.params[k]!r}, and the evaluation logs {k!r} = {params[k]!r}; MLflow does "
+                        f"not change a param ({len(clash)} such param(s)). Log the evaluation into another run.")
+
+
+def _linked_models(client, summary: dict) -> dict[str, str]:
+    """system -> the logged model id its metrics are linked to: the models of ``summary.json`` that the store
+    holds (a folder uploaded to another store keeps its numbers, without the link)."""
+    from mlflow.exceptions import MlflowException
+
+    out = {}
+    for system, record in (summary.get("models") or {}).items():
+        model_id = record.get("model_id")
+        if not model_id:
+            continue
+        try:
+            client.get_logged_model(model_id)
+        except MlflowException:
+            continue
+        out[system] = model_id
+    return out
+
+
+def _dataset(name: str, path: str, sha256: str, rows: int | None, context: str):
+    """An MLflow dataset input for a data file (the name, the first 16 hex digits of its sha256 as the digest,
+    its path as the source): fills the Dataset column of the run in the MLflow UI."""
+    import json
+
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    dataset = Dataset(name=name, digest=sha256[:16], source_type="local", source=json.dumps({"uri": path}),
+                      profile=json.dumps({"num_rows": rows}) if rows is not None else None)
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])
+
+
+def judgments_dataset(summary: dict):
+    f = summary.get("files", {}).get("qrels", {})
+    return _dataset("judgments", f.get("path", ""), f.get("sha256", ""), f.get("rows"), "evaluation")
+
+
+def candidates_dataset(record: dict):
+    return _dataset(f"candidates {record.get('candidates')}", record.get("candidates") or "",
+                    record.get("candidates_sha256") or "", record.get("candidate_rows"), "candidates")
 
 
 def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
                 run_key: str, *, created: list[str] | None = None, owner_tags: dict[str, str] | None = None,
-                run_name: str | None = None, custom_tags: dict[str, str] | None = None) -> str:
+                run_name: str | None = None, custom_tags: dict[str, str] | None = None, model_id: str | None = None,
+                judgments: Any = None) -> str:
     """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure).
 
     Metrics: the system's means and intervals and, for a candidate, its comparisons with the baseline
@@ -207,9 +321,18 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     params["n_queries"] = str(summary["n_queries"])
     rows = [c for c in summary.get("comparisons") or [] if c.get("candidate") == name]
     metrics = {**system_metrics(means), **comparison_metrics(rows, summary["spec"].get("comparison.test"))}
-    log_batch(client, cid, metrics, params, custom_tags or {})
+    record = (summary.get("models") or {}).get(name)
+    if record:
+        params["model"] = record["loaded_uri"]
+    dataset = (judgments.dataset.name, judgments.dataset.digest) if judgments is not None else None
+    log_batch(client, cid, metrics, params, custom_tags or {}, model_id=model_id, dataset=dataset)
+    inputs = ([judgments] if judgments is not None else []) + ([candidates_dataset(record)] if record else [])
+    if inputs or model_id:
+        from mlflow.entities import LoggedModelInput
+
+        client.log_inputs(cid, datasets=inputs or None, models=[LoggedModelInput(model_id)] if model_id else None)
     stem = system_file_stem(name)
-    files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv")]
+    files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv", "scored.parquet")]
     tables_tag = _upload(client, cid, [f for f in files if f.is_file()] + [out_dir / "summary.json"],
                          _tables(out_dir, summary, system=name))
     log_batch(client, cid, {}, {}, {**tables_tag, f"{TAG_PREFIX}.logging": "complete"})
@@ -302,7 +425,7 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | N
                               max_results=1000)
     parents = [r for r in runs if r.data.tags.get(f"{TAG_PREFIX}.role") == "evaluation"]
     complete = [r for r in parents if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
-                and r.info.status == "FINISHED"]
+                and (r.info.status == "FINISHED" or r.data.tags.get(ATTACHED_TAG) == "true")]
     if complete:
         parent = complete[0]
         children = {r.data.tags.get(f"{TAG_PREFIX}.system"): r.info.run_id for r in runs
@@ -310,7 +433,9 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | N
         logged = LoggedRuns("", experiment_id, parent.info.run_id, children)
         logged.reused = True
         return logged
-    for r in runs:  # an incomplete earlier upload: end its runs, then delete them
+    for r in runs:  # an incomplete earlier upload: end its runs, then delete them (never the caller's own run)
+        if r.data.tags.get(ATTACHED_TAG) == "true":
+            continue
         if r.info.status in ("RUNNING", "SCHEDULED"):
             client.set_tag(r.info.run_id, f"{TAG_PREFIX}.logging", "superseded by a later upload")
             client.set_terminated(r.info.run_id, "FAILED")
@@ -350,11 +475,15 @@ def find_or_create_experiment(client, name: str) -> str:
 
 
 def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
-               tags: dict[str, str]) -> None:
+              tags: dict[str, str], *, model_id: str | None = None, dataset: tuple[str, str] | None = None) -> None:
+    """Metrics, params and tags in batches of MLflow's limits; the metrics linked to the logged model
+    ``model_id`` (shown on its page) and to the dataset ``(name, digest)`` when given."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
-    m = [Metric(k, float(v) if v is not None else math.nan, now, 0) for k, v in metrics.items()]
+    name, digest = dataset if dataset is not None else (None, None)
+    m = [Metric(k, float(v) if v is not None else math.nan, now, 0, model_id=model_id, dataset_name=name,
+                dataset_digest=digest) for k, v in metrics.items()]
     p = [Param(k, v) for k, v in params.items()]
     t = [RunTag(k, v) for k, v in tags.items()]
     for chunk_m, chunk_p, chunk_t in _chunks(m, p, t):
@@ -432,7 +561,7 @@ def _end_strays(client, run_key: str, stage: str, status: str, experiment_id: st
                                                       f"attributes.status = 'RUNNING'", max_results=1000)
     except Exception:  # noqa: BLE001 - cleanup must not hide the original error
         return
-    fail_runs(client, [r.info.run_id for r in runs], stage, status=status)
+    fail_runs(client, [r.info.run_id for r in runs if r.data.tags.get(ATTACHED_TAG) != "true"], stage, status=status)
 
 
 # --------------------------------------------------------------------------- bounded time
@@ -604,6 +733,8 @@ class _Logging:
         deadline_epoch = int(time.time() + self.bounds.total + self.bounds.cleanup + 1)
         self.owner_tags = {f"{TAG_PREFIX}.owner": owner_id(), f"{TAG_PREFIX}.logging_deadline": str(deadline_epoch)}
         self.ctx: _Ctx | None = None
+        self.attach: str | None = None  # the caller's run to log into, instead of a new evaluation run
+        self.logging_into: str | None = None  # that run, once it was checked and logging into it began
 
     def _work(self) -> None:
         _LOCAL.ctx = self.ctx
@@ -665,7 +796,8 @@ class _Logging:
 
     def _message(self, what: str) -> str:
         return (f"logging to MLflow at {safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
-                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}'.")
+                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}"
+                + (f" --run-id {self.attach}" if self.attach else "") + "'.")
 
     def _give_up(self, status: str) -> None:
         """Abandon the worker, then end the runs it created (and any run of this key left RUNNING) within the
@@ -686,6 +818,9 @@ class _Logging:
 
                     client = MlflowClient(tracking_uri=self.uri)
                 fail_runs(client, list(self.created), stage, status=status)
+                if self.logging_into is not None:  # the caller's run says how far logging got, and stays as it was
+                    word = "killed" if status == "KILLED" else "failed"
+                    client.set_tag(self.logging_into, f"{TAG_PREFIX}.logging", f"{word} while {stage}")
                 _end_strays(client, self.run_key, stage, status, self.experiment_id)
             except BaseException:  # noqa: BLE001 - best effort
                 pass

@@ -153,6 +153,8 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
     outside = summary.get("paths_outside_spec_folder") or []
     if outside:
         tags[f"{TAG_PREFIX}.paths_outside_spec_folder"] = param_value(", ".join(outside))
+    for system, record in (summary.get("models") or {}).items():
+        tags.update(model_tags(record, f"{TAG_PREFIX}.model.{system}"))
     decision = summary.get("decision")
     if decision:  # pass | fail: the spec's decision rule over every candidate (summary.json "decision")
         tags[f"{TAG_PREFIX}.decision"] = decision["outcome"]
@@ -171,6 +173,9 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
         "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run "
                               f"{parent_id}).",
     }
+    record = (summary.get("models") or {}).get(name)
+    if record:
+        tags.update(model_tags(record, f"{TAG_PREFIX}.model"))
     for row in (summary.get("decision") or {}).get("candidates", []):
         if row["candidate"] == name:  # this candidate's own verdict under the decision rule
             tags[f"{TAG_PREFIX}.decision"] = row["outcome"]
@@ -180,3 +185,13 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
 def param_value(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 6000 else text[:5990] + "...[cut]"
+
+
+# what a model URI resolved to (summary.json "models"), as tags: ndcg_mlflow.model.<field> on a model's system run,
+# ndcg_mlflow.model.<system>.<field> on the evaluation run
+MODEL_FIELDS = ("uri", "loaded_uri", "registered_model", "version", "alias", "source", "run_id", "model_id",
+                "candidates", "candidates_sha256")
+
+
+def model_tags(record: dict[str, Any], prefix: str) -> dict[str, str]:
+    return {f"{prefix}.{f}": param_value(record[f]) for f in MODEL_FIELDS if record.get(f) is not None}

@@ -1,0 +1,435 @@
+"""Systems that are models: ``data.systems.<name>: {model: URI, candidates: SOURCE}``.
+
+Each model URI is resolved once, when the evaluation starts (an alias becomes the version it points to then,
+and that version is what is loaded and recorded); the model is loaded with ``mlflow.pyfunc.load_model`` and
+scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
+model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
+(:func:`score_model_systems` returns the spec with each model system pointing at it). mlflow is imported
+lazily, inside the functions: importing this module imports no mlflow.
+
+Two output shapes are accepted from ``predict``:
+
+* one score per candidate row (a 1-d array, a Series, or a one-column frame of finite numbers): a reranker;
+* one ranked list of document ids per input row (a retriever): each input row names a query (its
+  ``query_id``) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and the score
+  ``-rank`` (no two equal), whatever the spec's ``ties`` rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError, NdcgError, SpecError
+from .spec import Source, Spec
+
+BATCH_ROWS = 50_000  # candidate rows scored per predict call: bounds the memory of one batch
+PROGRESS_SECONDS = 2.0  # at most one progress line per this many seconds while scoring
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a model URI named when the evaluation started (recorded in ``summary.json`` ``models``)."""
+
+    uri: str  # as declared in the spec
+    loaded_uri: str  # what was loaded: the version an alias pointed to, never the alias itself
+    registered_model: str | None = None
+    version: str | None = None
+    alias: str | None = None
+    source: str | None = None  # the model version's source (models:/m-... or a run's artifact path)
+    run_id: str | None = None  # the run that logged the model
+    model_id: str | None = None  # the logged model's id (m-...), derived from the source when MLflow has none
+    candidates: str | None = None  # the candidates as declared, their sha256 and rows; the scored rows
+    candidates_sha256: str | None = None
+    candidate_rows: int | None = None
+    scored_rows: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_id_of_source(source: str | None) -> str | None:
+    """The logged model id of a model version's source ``models:/m-<id>`` (open-source MLflow leaves
+    ``ModelVersion.model_id`` empty while its source names the logged model), else None."""
+    if source and source.startswith("models:/m-"):
+        return source[len("models:/"):].split("/", 1)[0]
+    return None
+
+
+def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
+    """Resolve a model URI once against the registry and tracking store of ``client``; a missing model, version,
+    alias or run is a SpecError naming ``key`` (the spec key of the URI)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        if uri.startswith("models:/m-"):
+            model_id = uri[len("models:/"):].rstrip("/")
+            lm = client.get_logged_model(model_id)
+            return ResolvedModel(uri, f"models:/{model_id}", source=lm.model_uri, run_id=lm.source_run_id,
+                                 model_id=model_id)
+        if uri.startswith("models:/"):
+            rest = uri[len("models:/"):].rstrip("/")
+            alias: str | None = None
+            if "@" in rest:
+                name, _, alias = rest.rpartition("@")
+                mv = _alias_version(client, name, alias, key, uri)
+            else:
+                name, _, version = rest.rpartition("/")
+                mv = client.get_model_version(name, version)
+            mid = getattr(mv, "model_id", None) or model_id_of_source(mv.source)
+            run_id = mv.run_id
+            if run_id is None and mid is not None:
+                run_id = client.get_logged_model(mid).source_run_id
+            return ResolvedModel(uri, f"models:/{name}/{mv.version}", registered_model=name, version=str(mv.version),
+                                 alias=alias, source=mv.source, run_id=run_id, model_id=mid)
+        run_id, _, path = uri[len("runs:/"):].partition("/")
+        run = client.get_run(run_id)
+        path = path.strip("/")
+        found = client.search_logged_models(experiment_ids=[run.info.experiment_id],
+                                            filter_string=f"source_run_id = '{run_id}' AND name = '{path}'"
+                                            if "'" not in path else f"source_run_id = '{run_id}'")
+        ids = [m.model_id for m in found if m.name == path]
+        return ResolvedModel(uri, uri, source=uri, run_id=run_id, model_id=ids[0] if len(ids) == 1 else None)
+    except SpecError:
+        raise
+    except MlflowException as exc:
+        code = getattr(exc, "error_code", "")
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            raise SpecError(key, f"{uri}: {_first_line(exc)}") from None
+        raise NdcgError(f"at key '{key}': the registry could not resolve {uri}: {_first_line(exc)}") from None
+
+
+def _alias_version(client: Any, name: str, alias: str, key: str, uri: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, alias)
+    except MlflowException as exc:
+        try:
+            aliases = sorted(client.get_registered_model(name).aliases)
+        except MlflowException:
+            raise SpecError(key, f"{uri}: registered model {name!r} does not exist ({_first_line(exc)}).") from None
+        known = f"its aliases are {', '.join(aliases)}" if aliases else "it has no aliases"
+        raise SpecError(key, f"{uri}: registered model {name!r} has no alias {alias!r} ({known}).") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    from .uris import redact
+
+    lines = redact(str(exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def input_columns(model: Any) -> list[str] | None:
+    """The model's input column names from its signature, or None when it has no signature (or no names)."""
+    try:
+        schema = model.metadata.get_input_schema()
+    except Exception:  # noqa: BLE001 - a model without metadata has no signature
+        return None
+    if schema is None or not getattr(schema, "has_input_names", lambda: False)():
+        return None
+    return list(schema.input_names())
+
+
+def _candidate_batches(src: Source, rows: int, id_columns: tuple[str, ...]) -> tuple[list[str], int | None,
+                                                                                      Iterator[Any]]:
+    """The candidates' column names, their number of rows when the format says it without reading them (Parquet),
+    and their rows as pyarrow record batches of at most ``rows`` rows."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from .readers.columns import detect_format
+    from .spec import dataset_files
+
+    path = src.file
+    fmt = src.format if src.format != "auto" else detect_format(path)
+    files = dataset_files(path)
+    if fmt == "parquet" or files:
+        dataset = ds.dataset([str(f) for f in files] if files else str(path), format="parquet")
+    elif fmt in ("csv", "tsv"):
+        import pyarrow.csv as pacsv
+
+        ids = {c: pa.string() for c in id_columns}  # ids are text, as the readers read them ("007" stays "007")
+        dataset = ds.dataset(str(path), format=ds.CsvFileFormat(
+            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ","),
+            convert_options=pacsv.ConvertOptions(column_types=ids)))
+    elif fmt == "jsonl":
+        dataset = ds.dataset(str(path), format="json")
+    else:
+        raise DataError(path, f"candidates must be a table (parquet, csv, tsv or jsonl); read as {fmt}.")
+    total = dataset.count_rows() if fmt == "parquet" or files else None  # from the files' metadata
+    return list(dataset.schema.names), total, dataset.to_batches(batch_size=rows)
+
+
+@contextmanager
+def _store(uri: str | None) -> Iterator[None]:
+    """MLflow's global tracking URI (which also names the registry, unless one is set apart) set to ``uri`` for
+    the duration: ``mlflow.pyfunc.load_model`` has no argument for it."""
+    if uri is None:
+        yield
+        return
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with _use_tracking_uri(uri):
+        yield
+
+
+def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
+                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None,
+                     batch_rows: int = BATCH_ROWS) -> tuple[int, int]:
+    """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
+    ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the candidate
+    rows read and the scored rows written. Errors name the model, the candidates file and the rows: columns
+    the model needs that the candidates lack, output that is not one finite score per row (or one list per
+    row), a model that fails."""
+    import mlflow.pyfunc
+    import pyarrow.parquet as pq
+
+    path = src.file
+    mapping = dict(src.columns)
+    qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
+    names, total, batches = _candidate_batches(src, batch_rows, (qcol, dcol))
+    if progress:
+        progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
+    try:
+        with _store(tracking_uri):
+            model = mlflow.pyfunc.load_model(resolved.loaded_uri)
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
+        raise NdcgError(f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    wanted = input_columns(model)
+    missing = [c for c in (wanted or []) if c not in names]
+    if qcol not in names:
+        missing.insert(0, qcol)
+    if missing:
+        raise DataError(path, f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
+                              f" (query_id and {resolved.loaded_uri}'s input columns "
+                              f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
+                              f"{', '.join(names)}.")
+    written, start, last, shape = 0, 0, time.monotonic(), None
+    writer: Any = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            frame = batch.to_pandas()
+            features = frame[wanted] if wanted else frame
+            try:
+                output = model.predict(features)
+            except Exception as exc:  # noqa: BLE001 - the model's own failure, said with the rows it was given
+                raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
+                                f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
+                                f"{_first_line(exc)}") from None
+            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
+            if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
+                writer = pq.ParquetWriter(str(out_path), table.schema)
+            writer.write_table(table)
+            written += table.num_rows
+            start += batch.num_rows
+            if progress and time.monotonic() - last >= PROGRESS_SECONDS:
+                of = f" of {total:,} ({start / total:.0%})" if total else ""
+                progress(f"scoring '{name}' with {resolved.loaded_uri}: {start:,}{of} candidate rows")
+                last = time.monotonic()
+    finally:
+        if writer is not None:
+            writer.close()
+    if start == 0:
+        raise DataError(path, f"the candidates of system '{name}' hold no rows.")
+    if progress:
+        progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
+    return start, written
+
+
+def _ids(values: Any) -> Any:
+    """Ids as text: integers as their decimal text, as the readers read them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(values) if not isinstance(values, (pa.Array, pa.ChunkedArray)) else values
+    return arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
+
+
+def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
+                start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+    """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
+    ``predict`` returned: ``("scores", query_id, doc_id, score)`` or ``("lists", ... score = -rank, rank)``; a
+    DataError for anything else, or for the other shape than the earlier batches' (``shape``)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    n = len(frame)
+    where = f"rows {start + 1}-{start + n} of {path}"
+    if isinstance(output, pd.DataFrame):
+        if output.shape[1] != 1:
+            raise DataError(path, f"{resolved.loaded_uri} returned {output.shape[1]} columns for {where}; a ranker "
+                                  f"returns one score per row (or one ranked list of doc ids per query).")
+        output = output.iloc[:, 0]
+    values = list(output) if not isinstance(output, (np.ndarray, pd.Series)) else output
+    if len(values) != n:
+        raise DataError(path, f"{resolved.loaded_uri} returned {len(values)} values for the {n} rows {where}; "
+                              f"a ranker returns one score per row.")
+    first = values.iloc[0] if isinstance(values, pd.Series) else values[0]
+    listed = isinstance(first, (list, tuple, np.ndarray))
+    kind = "lists" if listed else "scores"
+    if shape is not None and kind != shape:
+        raise DataError(path, f"{resolved.loaded_uri} returned {kind} for {where} but {shape} before.")
+    if listed:
+        queries, docs, ranks = [], [], []
+        for q, docs_q in zip(frame[qcol].tolist(), values):
+            if not isinstance(docs_q, (list, tuple, np.ndarray)):
+                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {str(q)!r} "
+                                      f"({where}) among ranked lists; every row's output is a list of doc ids.")
+            for i, d in enumerate(docs_q):
+                if d is None or (isinstance(d, float) and d != d) or isinstance(d, (list, tuple, dict)):
+                    raise DataError(path, f"{resolved.loaded_uri} returned {d!r} at position {i + 1} of the list of "
+                                          f"query {str(q)!r} ({where}); a ranked list holds doc ids.")
+                queries.append(str(q))
+                docs.append(str(d))
+                ranks.append(i + 1)
+        rank = np.asarray(ranks, dtype=np.int64)
+        return pa.table({"query_id": pa.array(queries, pa.string()), "doc_id": pa.array(docs, pa.string()),
+                         "score": pa.array(-rank.astype(np.float64)), "rank": pa.array(rank)}), kind
+    if dcol not in names:
+        raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
+                              f"scores (query_id, doc_id) rows.")
+    raw = np.asarray(values)
+    numeric = raw.dtype.kind in "iuf" or (raw.dtype.kind == "O" and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw))
+    if not numeric:  # text, booleans, dates: not scores, even when they would convert
+        odd = next((v for v in raw if not isinstance(v, (int, float, np.integer, np.floating))
+                    or isinstance(v, (bool, np.bool_))), first)
+        shown = odd.item() if isinstance(odd, np.generic) else odd
+        raise DataError(path, f"{resolved.loaded_uri} returned values that are not numbers for {where} (such as "
+                              f"{shown!r}, of type {type(odd).__name__}); a ranker returns one finite score per row.")
+    scores = raw.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if bad.size:
+        i = int(bad[0])
+        query, doc = str(frame[qcol].iloc[i]), str(frame[dcol].iloc[i])
+        raise DataError(path, f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query {query!r}, "
+                              f"doc {doc!r}) and {bad.size - 1} more non-finite scores in {where}; every score must be "
+                              f"a finite number.")
+    return pa.table({"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])),
+                     "score": pa.array(scores)}), kind
+
+
+# --------------------------------------------------------------------------- the spec's model systems
+
+
+def model_systems(spec: Spec) -> list[str]:
+    return [name for name, src in spec.systems if src.unscored]
+
+
+def scored_name(name: str) -> str:
+    """The scored rows' file inside an output folder: ``systems/<stem>.scored.parquet``."""
+    from .outputs import system_file_stem
+
+    return f"systems/{system_file_stem(name)}.scored.parquet"
+
+
+def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | None = None,
+                        progress: Callable[[str], None] | None = None,
+                        batch_rows: int = BATCH_ROWS) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
+    """Resolve every model URI of the spec (all of them first, so a missing alias stops the evaluation before any
+    scoring), then score each model's candidates into ``folder/systems/<stem>.scored.parquet``. Returns the spec
+    whose model systems read those files, what each URI resolved to, and the files."""
+    import dataclasses
+
+    from mlflow.tracking import MlflowClient
+
+    from .readers import sha256_file
+
+    names = model_systems(spec)
+    if not names:
+        return spec, {}, {}
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    sources = dict(spec.systems)
+    resolved = {}
+    for name in names:
+        src = sources[name]
+        assert src.model is not None
+        resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    scored: dict[str, Path] = {}
+    folder = Path(folder)
+    for name in names:
+        src = sources[name]
+        assert src.candidates is not None
+        target = folder / scored_name(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        rows, written = score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
+                                         tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
+        resolved[name] = dataclasses.replace(resolved[name], candidates=src.candidates.declared,
+                                             candidates_sha256=sha256_file(src.candidates.file), candidate_rows=rows,
+                                             scored_rows=written)
+        scored[name] = target
+        sources[name] = dataclasses.replace(src, path=target, declared=scored_name(name), format="parquet",
+                                            columns=())
+    spec = dataclasses.replace(spec, systems=tuple(sources.items()))
+    return spec, resolved, scored
+
+
+# --------------------------------------------------------------------------- promotion
+
+ALIAS = r"[A-Za-z0-9_\-]+"  # MLflow's alias names: letters, digits, '_' and '-' (not 'latest', not 'v<digits>')
+
+
+def promotion_problem(spec: Spec, alias: str) -> str | None:
+    """Why ``--promote ALIAS`` cannot apply to this spec, or None: it needs the decision section, exactly one
+    candidate (a system other than the baseline), and that candidate a registered model version
+    (``models:/name/version`` or ``models:/name@alias``). Checked before any work."""
+    import re
+
+    if not re.fullmatch(ALIAS, alias) or alias.lower() == "latest" or re.fullmatch(r"[vV]\d+", alias):
+        return (f"--promote {alias!r}: an alias holds letters, digits, '_' and '-', and is neither 'latest' nor "
+                f"v<number>.")
+    if spec.decision is None or spec.comparison is None:
+        return ("--promote needs the spec's decision section: the alias moves only when the declared rule passes "
+                "(and the decision needs the comparison section).")
+    candidates = [(n, s) for n, s in spec.systems if n != spec.comparison.baseline]
+    if len(candidates) != 1:
+        return (f"--promote moves one alias to one model version, and the spec has {len(candidates)} candidates "
+                f"({', '.join(n for n, _ in candidates)}) besides the baseline '{spec.comparison.baseline}'.")
+    name, src = candidates[0]
+    uri = src.model
+    if uri is None or not uri.startswith("models:/") or uri.startswith("models:/m-"):
+        what = "a run file" if uri is None else uri
+        return (f"--promote: the candidate '{name}' is {what}, not a registered model version (data.systems."
+                f"{name}.model: models:/<name>/<version> or models:/<name>@<alias>); only a registry version "
+                f"can take an alias.")
+    return None
+
+
+def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None) -> dict[str, Any]:
+    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
+    evaluation started) and tag that version with the previous holder and the evaluation run. The caller calls
+    it only when the decision passed and logging completed. Returns what was done."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    baseline = summary["spec"]["comparison.baseline"]
+    candidate = next(n for n in summary["systems"] if n != baseline)
+    record = summary["models"][candidate]
+    name, version = record["registered_model"], record["version"]
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    try:
+        previous = client.get_model_version_by_alias(name, alias).version
+    except MlflowException:
+        previous = None
+    client.set_registered_model_alias(name, alias, version)
+    for key, value in (("ndcg_mlflow.promoted_alias", alias),
+                       ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
+                       ("ndcg_mlflow.evaluation_run", evaluation_run_id)):
+        client.set_model_version_tag(name, version, key, value)
+    client.set_tag(evaluation_run_id, "ndcg_mlflow.promoted",
+                   f"{name} version {version} is now @{alias} (before: "
+                   f"{'no version' if previous is None else 'version ' + str(previous)})")
+    return {"registered_model": name, "alias": alias, "version": str(version),
+            "previous_version": None if previous is None else str(previous), "evaluation_run": evaluation_run_id}

@@ -1,0 +1,571 @@
+"""Systems that are models: registered pyfunc rankers resolved, loaded and scoring candidates, their metrics
+linked to the logged model, the judgments and candidates logged as datasets, evaluations attached to the user's
+own runs, and the promotion of an alias on a passing decision. Every test uses a real SQLite store: the models
+are logged once per session into a copy of the pre-migrated store, which each test copies again."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ndcg_mlflow.cli import main
+
+pytestmark = pytest.mark.integration
+
+# a ranker logged from code: it scores a feature column (model_config "column"); with "mode" set it misbehaves
+# as the tests of bad output need
+MODEL_CODE = textwrap.dedent('''
+    import numpy as np
+    import mlflow
+
+
+    class FeatureRanker(mlflow.pyfunc.PythonModel):
+        def load_context(self, context):
+            self.column = context.model_config["column"]
+            self.mode = context.model_config.get("mode", "score")
+
+        def predict(self, context, model_input, params=None):
+            mode = self.mode
+            if mode == "by_row":  # the candidates say how to misbehave
+                mode = str(model_input["mode"].iloc[0])
+            if mode == "fail":
+                raise ValueError("feature store unavailable")
+            if mode == "short":
+                return model_input[self.column].to_numpy()[:-1]
+            if mode == "lists":  # a retriever: one ranked list of doc ids per query row
+                return [str(v).split(",") for v in model_input[self.column]]
+            return model_input[self.column].to_numpy(dtype=float)
+
+
+    mlflow.models.set_model(FeatureRanker())
+''')
+
+N_QUERIES, N_DOCS = 30, 8
+
+
+def candidates_frame(seed: int = 7) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judgments and candidates: ``good`` is the grade plus small noise (ranks nearly ideally), ``noise`` is
+    unrelated to the grade."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(N_QUERIES):
+        grades = rng.integers(0, 4, N_DOCS)
+        for d in range(N_DOCS):
+            rows.append({"query_id": f"q{q:02d}", "doc_id": f"d{d}", "grade": int(grades[d]),
+                         "good": float(grades[d] + rng.uniform(0, 0.5)), "noise": float(rng.uniform(0, 4))})
+    frame = pd.DataFrame(rows)
+    return frame[["query_id", "doc_id", "grade"]], frame[["query_id", "doc_id", "good", "noise"]]
+
+
+@pytest.fixture(scope="session")
+def model_store(migrated_db, tmp_path_factory) -> dict:
+    """A store holding registered model ``ranker`` (v1 scores ``noise``, v2 ``good``; aliases champion -> 1,
+    challenger -> 2) and ``odd`` (no signature; misbehaves as its candidates say), logged once."""
+    import os
+
+    import mlflow
+    from mlflow.models import infer_signature
+    from mlflow.tracking import MlflowClient
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    folder = tmp_path_factory.mktemp("model_store")
+    db = folder / "models.db"
+    shutil.copy(migrated_db, db)
+    code = folder / "feature_ranker.py"
+    code.write_text(MODEL_CODE)
+    uri = f"sqlite:///{db}"
+    old_cwd = os.getcwd()
+    os.chdir(folder)  # the artifacts go to folder/mlruns
+    try:
+        with _use_tracking_uri(uri):
+            _, cands = candidates_frame()
+            features = cands[["good", "noise"]]
+            signature = infer_signature(features, np.zeros(len(features)))
+            mlflow.set_experiment("training")
+            info = {}
+            with mlflow.start_run() as run:
+                for version, column in ((1, "noise"), (2, "good")):
+                    logged = mlflow.pyfunc.log_model(name=f"ranker_{column}", python_model=str(code),
+                                                     model_config={"column": column}, signature=signature,
+                                                     registered_model_name="ranker")
+                    info[version] = logged.model_id
+                odd = mlflow.pyfunc.log_model(name="odd", python_model=str(code),
+                                              model_config={"column": "good", "mode": "by_row"},
+                                              registered_model_name="odd")
+                retriever = mlflow.pyfunc.log_model(name="retriever", python_model=str(code),
+                                                    model_config={"column": "docs", "mode": "lists"})
+            client = MlflowClient(uri)
+            client.set_registered_model_alias("ranker", "champion", "1")
+            client.set_registered_model_alias("ranker", "challenger", "2")
+    finally:
+        os.chdir(old_cwd)
+    return {"db": db, "model_ids": info, "odd": odd.model_id, "retriever": retriever.model_id,
+            "training_run": run.info.run_id}
+
+
+@pytest.fixture
+def store(model_store, tmp_path, monkeypatch) -> str:
+    db = tmp_path / "mlflow.db"
+    shutil.copy(model_store["db"], db)
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def write_data(folder: Path) -> None:
+    qrels, cands = candidates_frame()
+    qrels.to_csv(folder / "qrels.csv", index=False)
+    cands.to_parquet(folder / "candidates.parquet", index=False)
+
+
+def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: bool = True) -> Path:
+    write_data(folder)
+    lines = []
+    for name, value in systems.items():
+        lines.append(f"    {name}: {json.dumps(value)}")
+    text = ("spec_version: 1\nname: rankers\n"
+            "metric: {gain: exponential, cutoffs: [5, 10], discount: log2, ties: displayed_order,\n"
+            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+            "queries: {weights: uniform}\n"
+            "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
+            "mlflow: {experiment: rankers}\n")
+    if comparison:
+        baseline = next(iter(systems))
+        text += ("uncertainty: {resamples: 1000, confidence: 0.95, method: percentile, seed: 3}\n"
+                 f"comparison: {{baseline: {baseline}, test: randomization, correction: holm, wins_losses: 3,\n"
+                 "             tie_tolerance: 1.0e-9}\n")
+    text += decision
+    path = folder / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def ndcg_at(frame: pd.DataFrame, qrels: pd.DataFrame, column: str, k: int) -> float:
+    """Mean nDCG@k (exponential gain, log2 discount) of ranking each query's candidates by ``column``, computed
+    here from the definition, independently of the tool."""
+    grades = qrels.set_index(["query_id", "doc_id"])["grade"]
+    values = []
+    for q, group in frame.groupby("query_id"):
+        order = group.sort_values(column, ascending=False, kind="stable")
+        gains = [2.0 ** grades[(q, d)] - 1 for d in order["doc_id"]]
+        ideal = sorted((2.0 ** g - 1 for g in grades[q]), reverse=True)
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
+        values.append(dcg / idcg if idcg > 0 else math.nan)
+    return float(np.nanmean(values))
+
+
+# --------------------------------------------------------------------------- scoring registered models
+
+
+def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    qrels, cands = candidates_frame()
+    for name, column in (("champion", "noise"), ("challenger", "good")):
+        for k in (5, 10):
+            assert summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
+                ndcg_at(cands, qrels, column, k), rel=1e-12)
+        scored = pd.read_parquet(out / "systems" / f"{name}.scored.parquet")
+        assert list(scored.columns) == ["query_id", "doc_id", "score"]
+        np.testing.assert_array_equal(scored["score"].to_numpy(), cands[column].to_numpy())
+        assert summary["files"][f"system:{name}"]["path"] == f"systems/{name}.scored.parquet"
+    champion = summary["models"]["champion"]
+    assert champion["alias"] == "champion" and champion["version"] == "1"
+    assert champion["loaded_uri"] == "models:/ranker/1"  # the alias resolved once: the version is what loaded
+    assert champion["model_id"] == model_store["model_ids"][1]  # derived from the source on SQLite
+    assert champion["source"] == f"models:/{model_store['model_ids'][1]}"
+    assert champion["run_id"] == model_store["training_run"]
+    assert summary["models"]["challenger"]["alias"] is None
+    assert summary["models"]["challenger"]["model_id"] == model_store["model_ids"][2]
+
+
+def _runs(uri: str, experiment: str = "rankers") -> tuple:
+    from helpers import client_for, runs_of_experiment
+
+    client = client_for(uri)
+    runs = runs_of_experiment(client, experiment, deleted=False)
+    parent = [r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "system"}
+    return client, parent, children
+
+
+def test_metrics_linked_to_the_logged_model_and_datasets_logged(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "cand": {"model": f"models:/{model_store['model_ids'][2]}",
+                                          "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    client, parents, children = _runs(store)
+    (parent,) = parents
+    for name, version in (("bm", 1), ("cand", 2)):
+        model_id = model_store["model_ids"][version]
+        run = children[name]
+        assert run.data.tags["ndcg_mlflow.model.model_id"] == model_id
+        assert parent.data.tags[f"ndcg_mlflow.model.{name}.model_id"] == model_id
+        assert run.data.params["model"] == summary["models"][name]["loaded_uri"]
+        # the metrics are on the logged model's page: its metrics, from this run, with the judgments dataset
+        model = client.get_logged_model(model_id)
+        mine = {m.key: m for m in model.metrics or [] if m.run_id == run.info.run_id}
+        assert mine["ndcg_at_10"].value == pytest.approx(summary["systems"][name]["ndcg_at_10"]["mean"], rel=1e-12)
+        assert mine["ndcg_at_10"].dataset_name == "judgments"
+        assert mine["ndcg_at_10"].dataset_digest == summary["files"]["qrels"]["sha256"][:16]
+        inputs = client.get_run(run.info.run_id).inputs
+        names = {d.dataset.name: d for d in inputs.dataset_inputs}
+        assert names["judgments"].dataset.digest == summary["files"]["qrels"]["sha256"][:16]
+        cand = names["candidates candidates.parquet"]
+        assert cand.dataset.digest == summary["models"][name]["candidates_sha256"][:16]
+        assert {t.key: t.value for t in cand.tags}["mlflow.data.context"] == "candidates"
+        assert [m.model_id for m in inputs.model_inputs] == [model_id]
+        files = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert f"{name}.scored.parquet" in files
+    assert summary["models"]["cand"]["registered_model"] is None  # a logged model, not a registry version
+    assert {d.dataset.name for d in parent.inputs.dataset_inputs} == {"judgments", "candidates candidates.parquet"}
+
+
+def test_upload_to_a_store_without_the_model(store, migrated_db, tmp_path):
+    """The folder is the result: uploaded where the model does not exist, it logs the same numbers and tags,
+    without the link to the model."""
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "cand": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    other = tmp_path / "other.db"
+    shutil.copy(migrated_db, other)
+    uri = f"sqlite:///{other}"
+    assert main(["upload", str(out), "--quiet", "--tracking-uri", uri]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    _, (parent,), children = _runs(uri)
+    assert children["cand"].data.metrics["ndcg_at_10"] == pytest.approx(summary["systems"]["cand"]["ndcg_at_10"]
+                                                                        ["mean"], rel=1e-12)
+    assert children["cand"].data.tags["ndcg_mlflow.model.version"] == "2"
+    assert parent.data.tags["ndcg_mlflow.model.bm.alias"] == "champion"
+    assert not client_for(uri).get_run(children["cand"].info.run_id).inputs.model_inputs
+
+
+# --------------------------------------------------------------------------- promotion on a passing decision
+
+DECISION = "decision: {key: ndcg_at_10, rule: superiority, margin: 0.005}\n"
+
+
+def test_promote_moves_the_alias_to_a_better_candidate(store, tmp_path):
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger",
+                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--promote", "champion"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["decision"]["outcome"] == "pass"
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "champion").version) == "2"
+    _, (parent,), _ = _runs(store)
+    tags = client.get_model_version("ranker", "2").tags
+    assert tags["ndcg_mlflow.previous_version"] == "1"
+    assert tags["ndcg_mlflow.evaluation_run"] == parent.info.run_id
+    assert tags["ndcg_mlflow.promoted_alias"] == "champion"
+    assert "version 2 is now @champion" in client.get_run(parent.info.run_id).data.tags["ndcg_mlflow.promoted"]
+
+
+def test_promote_leaves_the_alias_when_the_candidate_is_worse(store, tmp_path, capsys):
+    from helpers import client_for
+
+    spec = model_spec(tmp_path, {"current": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+                                 "new": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
+                      decision=DECISION)
+    assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--promote", "challenger"]) == 4
+    assert "not promoted" in capsys.readouterr().err
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "challenger").version) == "2"
+    assert "ndcg_mlflow.evaluation_run" not in client.get_model_version("ranker", "1").tags
+    _, (parent,), _ = _runs(store)
+    assert parent.data.tags["ndcg_mlflow.decision"] == "fail"
+    assert "ndcg_mlflow.promoted" not in parent.data.tags
+
+
+@pytest.mark.parametrize("systems, decision, expected", [
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, "", "needs the spec's decision"),
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+      "c": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, DECISION, "has 2 candidates"),
+    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+      "b": {"model": "models:/m-0123abc", "candidates": "candidates.parquet"}}, DECISION,
+     "not a registered model version"),
+])
+def test_promote_refused_before_any_work(store, tmp_path, capsys, systems, decision, expected):
+    spec = model_spec(tmp_path, systems, decision=decision)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--promote", "champion"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "--promote" in err
+    assert not out.exists()
+
+
+def test_promote_refuses_a_run_file_candidate(store, tmp_path, capsys):
+    write_data(tmp_path)
+    (tmp_path / "b.run").write_text("q00 Q0 d1 1 2.0 x\n")
+    spec = model_spec(tmp_path, {"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                                 "b": "b.run"}, decision=DECISION)
+    assert main(["run", str(spec), "--quiet", "--promote", "champion"]) == 2
+    assert "candidate 'b' is a run file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the caller's own runs
+
+
+def test_run_id_nests_the_system_runs_under_the_callers_run(store, model_store, tmp_path):
+    from helpers import client_for
+
+    client = client_for(store)
+    experiment = client.create_experiment("training-2")
+    training = client.create_run(experiment, run_name="train", tags={"team": "search"})
+    client.log_param(training.info.run_id, "lr", "0.1")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--run-id", training.info.run_id]) == 0
+    run = client.get_run(training.info.run_id)
+    assert run.info.status == "RUNNING"  # the caller ends its own run
+    assert run.data.tags["ndcg_mlflow.role"] == "evaluation" and run.data.tags["ndcg_mlflow.attached"] == "true"
+    assert run.data.tags["ndcg_mlflow.logging"] == "complete" and run.data.params["lr"] == "0.1"
+    summary = json.loads((out / "summary.json").read_text())
+    assert run.data.metrics["challenger.ndcg_at_10"] == pytest.approx(summary["systems"]["challenger"]["ndcg_at_10"]
+                                                                      ["mean"], rel=1e-12)
+    assert {"spec.yaml", "summary.json", "report.html"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+    assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
+    assert client.get_experiment_by_name("rankers") is None  # no evaluation run of its own was created
+    # uploading the same folder again reuses the runs, and never deletes the caller's run
+    assert main(["upload", str(out), "--quiet"]) == 0
+    assert client.get_run(training.info.run_id).info.lifecycle_stage == "active"
+    assert len(client.search_runs([experiment], "")) == 3
+
+
+def test_active_run_is_the_parent_in_python(store, tmp_path, monkeypatch):
+    import mlflow
+    import mlflow.tracking.fluent
+
+    import ndcg_mlflow
+    from ndcg_mlflow.outputs import write_outputs
+    from ndcg_mlflow.tracking import log_evaluation
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)  # restored after the test
+    mlflow.set_experiment("notebook")
+    with mlflow.start_run() as active:
+        result = ndcg_mlflow.evaluate(spec, scored_dir=tmp_path / "scored")
+        write_outputs(result, tmp_path / "out")
+        logged = log_evaluation(result, tmp_path / "out")
+    assert logged.parent_run_id == active.info.run_id
+    client = mlflow.MlflowClient()
+    assert client.get_run(active.info.run_id).info.status == "FINISHED"
+    children = client.search_runs([active.info.experiment_id], f"tags.`mlflow.parentRunId` = '{active.info.run_id}'")
+    assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
+    assert (tmp_path / "scored" / "systems" / "champion.scored.parquet").is_file()
+
+
+def test_run_id_refusals(store, tmp_path, capsys):
+    from helpers import client_for
+
+    client = client_for(store)
+    experiment = client.create_experiment("elsewhere")
+    clash = client.create_run(experiment)
+    client.log_param(clash.info.run_id, "name", "another")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    assert main(["run", str(spec), "--quiet", "--run-id", "0123456789abcdef0123456789abcdef"]) == 2
+    assert "no such run" in capsys.readouterr().err
+    assert main(["run", str(spec), "--quiet", "--run-id", clash.info.run_id]) == 2
+    assert "the run has the param 'name' = 'another'" in capsys.readouterr().err
+    refused = client.get_run(clash.info.run_id)
+    assert refused.info.status == "RUNNING"
+    assert not [k for k in refused.data.tags if k.startswith("ndcg_mlflow.")]  # nothing was logged into it
+    held = client.create_run(experiment)
+    assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 0
+    assert main(["run", str(spec), "--quiet", "--run-id", held.info.run_id]) == 2
+    assert "already holds another evaluation" in capsys.readouterr().err
+    after = client.get_run(held.info.run_id)  # the first evaluation's run, untouched by the refused one
+    assert after.data.tags["ndcg_mlflow.logging"] == "complete" and after.info.status == "RUNNING"
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--run-id", held.info.run_id]) == 2
+
+
+# --------------------------------------------------------------------------- bad models, bad candidates
+
+
+def odd_spec(tmp_path: Path, frame: pd.DataFrame, model: str = "models:/odd/1") -> Path:
+    spec = model_spec(tmp_path, {"odd": {"model": model, "candidates": "odd.parquet"}}, comparison=False)
+    frame.to_parquet(tmp_path / "odd.parquet", index=False)
+    return spec
+
+
+def test_a_missing_alias_version_or_model_names_the_key(store, tmp_path, capsys):
+    for uri, expected in (("models:/ranker@gold", "registered model 'ranker' has no alias 'gold' (its aliases are "
+                                                   "challenger, champion)"),
+                          ("models:/ranker/9", "not found"), ("models:/nothing@x", "'nothing' does not exist"),
+                          ("models:/m-00000000000000000000000000000000", "not found")):
+        spec = model_spec(tmp_path, {"x": {"model": uri, "candidates": "candidates.parquet"}}, comparison=False)
+        assert main(["run", str(spec), "--quiet", "--no-mlflow"]) == 2
+        err = capsys.readouterr().err
+        assert "at key 'data.systems.x.model'" in err and expected in err, err
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("short", "returned 7 values for the 8 rows"),
+    ("fail", "failed on rows 1-8 of"),
+    ("nan", "returned nan for row 3"),
+])
+def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
+    _, cands = candidates_frame()
+    frame = cands[cands["query_id"] == "q00"].copy()
+    frame["mode"] = mode
+    if mode == "nan":
+        frame.loc[frame.index[2], "good"] = np.nan
+    spec = odd_spec(tmp_path, frame)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--set", "mlflow.experiment=odd"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "models:/odd/1" in err, err
+    assert "Traceback" not in err
+
+
+def test_candidates_missing_the_models_inputs(store, tmp_path, capsys):
+    _, cands = candidates_frame()
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "few.csv"}}, comparison=False)
+    cands.drop(columns=["noise"]).to_csv(tmp_path / "few.csv", index=False)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert "lack the column(s) 'noise'" in err and "few.csv" in err and "good, noise" in err, err
+
+
+def test_a_retriever_returning_ranked_lists(store, model_store, tmp_path):
+    qrels, cands = candidates_frame()
+    lists = {q: list(g.sort_values("good", ascending=False)["doc_id"])[::-1] for q, g in cands.groupby("query_id")}
+    frame = pd.DataFrame({"query_id": list(lists), "docs": [",".join(v) for v in lists.values()]})
+    spec = odd_spec(tmp_path, frame, model=f"models:/{model_store['retriever']}")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    scored = pd.read_parquet(out / "systems" / "odd.scored.parquet")
+    assert list(scored.columns) == ["query_id", "doc_id", "score", "rank"]
+    first = scored[scored["query_id"] == "q00"]
+    assert list(first["doc_id"]) == lists["q00"] and list(first["rank"]) == list(range(1, N_DOCS + 1))
+    summary = json.loads((out / "summary.json").read_text())
+    # the lists are the good ranking reversed: the same as ranking by -good
+    reversed_ = cands.assign(bad=-cands["good"])
+    assert summary["systems"]["odd"]["ndcg_at_5"]["mean"] == pytest.approx(ndcg_at(reversed_, qrels, "bad", 5),
+                                                                           rel=1e-12)
+
+
+def test_model_systems_shape_in_the_spec(tmp_path):
+    from ndcg_mlflow.errors import SpecError
+    from ndcg_mlflow.spec import load_spec
+
+    base = {"spec_version": 1, "name": "x", "metric": {"preset": "trec_eval", "cutoffs": [10]},
+            "queries": {"weights": "uniform"}, "data": {"qrels": "q.tsv", "systems": {}}}
+    for value, expected in (({"model": "models:/r/Production", "candidates": "c.parquet"}, "stages such as"),
+                            ({"model": "s3://bucket/model", "candidates": "c.parquet"}, "must be a model URI"),
+                            ({"model": "models:/r/1"}, "data.systems.a.candidates': missing required key"),
+                            ({"model": "models:/r/1", "candidates": "c", "cand": 1}, "unknown key"),
+                            ({"model": "models:/r/1", "candidates": {"path": "c", "format": "trec"}},
+                             "not TREC text")):
+        base["data"]["systems"] = {"a": value}
+        with pytest.raises(SpecError, match="data.systems.a") as info:
+            load_spec(base, base_dir=tmp_path)
+        assert expected in str(info.value), str(info.value)
+    base["data"]["systems"] = {"a": {"model": "models:/r@champion", "candidates": {"path": "c.csv", "columns":
+                                                                                   {"query_id": "user"}}}}
+    spec = load_spec(base, base_dir=tmp_path)
+    resolved = spec.resolved()
+    assert resolved["data.systems.a.model"] == "models:/r@champion"
+    assert resolved["data.systems.a.candidates"] == "c.csv"
+    assert resolved["data.systems.a.candidates.columns"] == "query_id=user"
+
+
+def test_csv_candidates_keep_ids_as_text(store, tmp_path):
+    qrels = pd.DataFrame({"query_id": ["007"] * 3 + ["010"] * 3, "doc_id": ["01", "02", "03"] * 2,
+                          "grade": [0, 1, 3, 2, 0, 0]})
+    cands = qrels[["query_id", "doc_id"]].assign(good=[0.1, 0.2, 0.3, 0.3, 0.2, 0.1], noise=0.0)
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    cands.to_csv(tmp_path / "c.csv", index=False)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["systems"]["x"]["ndcg_at_5"]["mean"] == pytest.approx(1.0)  # "007" matched "007", not 7
+    assert summary["systems"]["x"]["ndcg_at_5"]["n_missing"] == 0
+    assert set(pd.read_parquet(out / "systems" / "x.scored.parquet")["query_id"]) == {"007", "010"}
+
+
+def test_model_systems_refused_on_spark_before_a_session(store, tmp_path, capsys):
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
+    assert "scored by the local engine only" in capsys.readouterr().err
+
+
+def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypatch, capsys):
+    """The runs the tool created end FAILED; the caller's run stays RUNNING, tagged with how far logging got;
+    upload --run-id then logs the folder into it completely."""
+    from helpers import client_for
+
+    from ndcg_mlflow.tracking import client as tracking_client
+
+    client = client_for(store)
+    experiment = client.create_experiment("train")
+    rid = client.create_run(experiment).info.run_id
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    out = tmp_path / "out"
+    real, calls = tracking_client.log_batch, []
+
+    def flaky(client_, run_id, *args, **kwargs):
+        calls.append(run_id)
+        if len(calls) == 4:  # the caller's run: 1 tags, 2 metrics and params; the first system: 3 metrics, 4 tags
+            raise ConnectionError("simulated: connection reset by peer")
+        return real(client_, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(tracking_client, "log_batch", flaky)
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--run-id", rid]) == 3
+    assert f"--run-id {rid}" in capsys.readouterr().err
+    monkeypatch.setattr(tracking_client, "log_batch", real)
+    run = client.get_run(rid)
+    assert run.info.status == "RUNNING" and run.data.tags["ndcg_mlflow.logging"].startswith("failed while logging")
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{rid}'")
+    assert children and all(c.info.status == "FAILED" for c in children)
+    assert main(["upload", str(out), "--quiet", "--run-id", rid]) == 0
+    run = client.get_run(rid)
+    assert run.info.status == "RUNNING" and run.data.tags["ndcg_mlflow.logging"] == "complete"
+    children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{rid}'")
+    assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
+    assert all(c.info.status == "FINISHED" for c in children)
+
+
+def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
+    spec = model_spec(tmp_path, {"x": {"model": f"runs:/{model_store['training_run']}/ranker_good",
+                                       "candidates": "candidates.parquet"}}, comparison=False)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    record = summary["models"]["x"]
+    assert record["model_id"] == model_store["model_ids"][2] and record["run_id"] == model_store["training_run"]
+    qrels, cands = candidates_frame()
+    assert summary["systems"]["x"]["ndcg_at_10"]["mean"] == pytest.approx(ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+    client, _, children = _runs(store)
+    linked = client.get_logged_model(record["model_id"]).metrics or []
+    assert any(m.run_id == children["x"].info.run_id and m.key == "ndcg_at_10" for m in linked)
