@@ -93,6 +93,7 @@ class EvaluationResult:
     catalog: Any = None
     grades: list = field(default_factory=list)  # the distinct grades of the qrels
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
+    engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     _per_query: Any = None
 
     @property
@@ -136,6 +137,7 @@ class EvaluationResult:
             "comparison_family": self.analysis.family if self.analysis else "",
             "notes": list(self.notes),
             "engine": self.engine,
+            "engine_info": self.engine_info,
         }
 
     def _system_summary(self) -> dict[str, Any]:

@@ -373,3 +373,127 @@ def test_importing_the_package_and_the_engine_imports_neither_pyspark_nor_mlflow
             "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the top-K pre-filter
+
+
+def long_lists(seed: int, *, n_queries: int = 30, gain_ties: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs of 20-120 documents a query, few judged, scores with many ties (ties straddle every cutoff); a
+    query's rows are together (as in a TREC run), in random order."""
+    rng = np.random.default_rng(seed)
+    qrels, run = [], []
+    for q in range(n_queries):
+        qid = f"q{q}"
+        n = int(rng.integers(20, 120))
+        docs = [f"d{j}" for j in rng.choice(400, size=n, replace=False)]
+        scores = rng.integers(0, 8, size=n) / 4.0
+        for d, s in zip(docs, scores):
+            run.append((qid, d, float(s)))
+        judged = [d for d in docs if rng.random() < 0.25] + [f"x{j}" for j in range(int(rng.integers(0, 3)))]
+        for d in judged or ["only"]:
+            qrels.append((qid, d, int(rng.integers(-1, 4)) if not gain_ties else 1))
+    qf = pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"])
+    rf = pd.DataFrame(run, columns=["query_id", "doc_id", "score"]).sample(frac=1.0, random_state=seed)
+    return qf, rf.sort_values("query_id", kind="stable").reset_index(drop=True)  # a query's rows together
+
+
+PREFILTER_CASES = [
+    ("average", {"cutoffs": (5, 10)}),
+    ("id_ascending", {"cutoffs": (3,), "unjudged": "condense"}),
+    ("id_descending", {"cutoffs": (1, 10), "ideal": "candidates"}),
+    ("average", {"cutoffs": (4,), "unjudged": "condense", "ideal": "candidates"}),
+    ("id_ascending", {"cutoffs": (2, 20), "gain": {-1: -2.5, 0: 0, 1: 1, 2: 3, 3: 7}}),  # negative gains
+    ("average", {"cutoffs": (5,), "gain": {-1: -1, 0: 0, 1: 0, 2: 3, 3: 7}, "ideal": "candidates"}),
+]
+
+
+@pytest.mark.parametrize("ties, rules", PREFILTER_CASES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(PREFILTER_CASES)])
+def test_the_prefilter_gives_the_local_numbers_and_shuffles_fewer_rows(spark, monkeypatch, ties, rules):
+    from ndcg_mlflow.engines import spark as engine
+
+    i = PREFILTER_CASES.index((ties, rules))
+    qrels, run = long_lists(seed=300 + i, gain_ties=i == 2)
+    spec = spec_of(ties=ties, **rules)
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
+    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)  # several chunks per partition
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        frame = spark.createDataFrame(run)  # 2 partitions of 100-row batches, filtered 300 rows at a time
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame},
+                                      buckets=3, prefilter=True)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert_same(local, remote)
+    info = remote.engine_info
+    depth = max([k for k in spec["metric"]["cutoffs"]] + [10])
+    assert info["prefilter"]["applied"] and info["prefilter"]["depth"] == depth
+    seen = info["systems"]["a"]
+    assert seen["rows"] == len(run) and seen["rows_shuffled"] < 0.75 * len(run), seen
+    assert remote.summary["engine_info"] == info
+    # n_returned counts the rows left out
+    assert (remote.per_query["n_returned"] >= 20).all()
+
+
+def test_prefilter_rows_keeps_every_row_that_decides_the_top():
+    """Without Spark: on random chunks of a run, the kept rows (with the counts of the rest) give the numbers of
+    the whole list, for each tie rule, both unjudged rules and both ideals."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.evaluation import resolve_spec
+
+    qrels, run = long_lists(seed=5)
+    grades = {(q, d): g for q, d, g in qrels.itertuples(index=False)}
+    run = run.assign(rank=np.nan, grade=[grades.get((q, d)) for q, d in zip(run["query_id"], run["doc_id"])])
+    for ties in ("average", "id_ascending"):
+        for rules in ({"unjudged": "condense"}, {"ideal": "candidates"}, {"unjudged": "error"}):
+            spec = spec_of(ties=ties, cutoffs=(3, 7), **rules)
+            metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+            cuts = [0, 333, 700, 1200, len(run)]
+            parts = [run.iloc[a:b] for a, b in zip(cuts, cuts[1:])]
+            kept = pd.concat([prefilter_rows(pa.Table.from_pandas(p, preserve_index=False), metric, 10, False)
+                              .to_pandas() for p in parts], ignore_index=True)
+            assert len(kept) < len(run)
+            if rules.get("unjudged") == "error":
+                assert kept["doc_id"].isin(run.loc[run["grade"].isna(), "doc_id"]).any()
+                continue
+            whole = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run[["query_id", "doc_id", "score"]]})
+            part = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": kept[["query_id", "doc_id", "score"]]})
+            extra = kept.groupby("query_id")["_extra"].sum()
+            a, b = whole.per_query, part.per_query.copy()
+            b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_with_the_prefilter_a_document_twice_is_still_refused(spark):
+    """The repeated rows fall below the cut (the pre-filter leaves them out); the check over every row finds
+    them, with the local engine's message."""
+    qrels, run = long_lists(seed=9, n_queries=6)
+    low = run.sort_values("score").groupby("query_id").head(2)  # the lowest rows of each query, twice
+    bad = pd.concat([run, low], ignore_index=True)
+    spec = spec_of(ties="average", cutoffs=(3,))
+    with pytest.raises(DataError, match="listed twice"):
+        ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": bad})
+    with pytest.raises(DataError) as remote:
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
+                             systems={"a": spark.createDataFrame(bad)}, buckets=2, prefilter=True)
+    q, d = min(zip(low["query_id"], low["doc_id"]))  # Spark names the smallest repeated (query, document)
+    assert f"systems['a']: document {d!r} is listed twice for query {q!r} ({len(low)} repeated rows in all)" \
+        in str(remote.value)
+
+
+def test_when_the_prefilter_applies(spark):
+    qrels, run = long_lists(seed=3, n_queries=5)
+    frame = spark.createDataFrame(run)
+    spec = spec_of(ties="average", cutoffs=(5, "all"))
+    result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame})
+    assert not result.engine_info["prefilter"]["applied"]
+    assert "'all'" in result.engine_info["prefilter"]["reason"]
+    assert result.engine_info["systems"]["a"]["rows_shuffled"] == len(run)
+    with pytest.raises(SpecError, match="cannot apply: the cutoff 'all'"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, prefilter=True)
+    off = ndcg_mlflow.evaluate(spec_of(ties="average", cutoffs=(5,)), engine="spark", spark=spark, qrels=qrels,
+                               systems={"a": frame}, prefilter=False)
+    assert off.engine_info["prefilter"] == {"applied": False, "depth": None,
+                                            "reason": "not asked for (prefilter=False)"}

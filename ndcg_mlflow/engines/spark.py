@@ -68,6 +68,17 @@ ROWS_PER_BUCKET = 1_000_000
 MAX_JUDGMENTS = 50_000_000
 """Judgments read on the driver at most (the judgments are assumed small next to the runs)."""
 
+PREFILTER_MAX_JUDGMENTS = 5_000_000
+"""The top-K pre-filter joins each run row to its grade before the shuffle by a broadcast join of the evaluated
+judgments; above this many evaluated judgments it is not applied."""
+
+PREFILTER_CHUNK_ROWS = 1_000_000
+"""Run rows filtered together before the shuffle (the Arrow batches of a partition, concatenated)."""
+
+RUN_SCHEMA = "query_id string, doc_id string, score double, rank double, _extra long"
+"""A run's rows as they enter the shuffle; ``_extra`` counts rows of the same query that the pre-filter left
+out (on one kept row of the query per chunk; 0 elsewhere)."""
+
 RESULT_SCHEMA = (
     "kind string, query_id string, n_returned long, dcg array<double>, idcg array<double>, "
     "idcg_candidates array<double>, ndcg array<double>, judged_coverage array<double>, status array<tinyint>, "
@@ -84,13 +95,16 @@ _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empt
 
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, buckets: int | None = None) -> EvaluationResult:
+             base_dir: str | Path | None = None, progress=None, buckets: int | None = None,
+             prefilter: bool | None = None) -> EvaluationResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
     globs, TREC, CSV and TSV). ``buckets`` fixes the number of query buckets (default: about
-    :data:`ROWS_PER_BUCKET` run rows per bucket).
+    :data:`ROWS_PER_BUCKET` run rows per bucket). ``prefilter``: the top-K pre-filter before the shuffle
+    (:func:`prefilter_plan`); ``None`` applies it whenever it can, ``True`` requires it (an error says why it
+    cannot apply), ``False`` never applies it.
     """
     if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
         raise SpecError("buckets", f"must be a positive integer, got {buckets!r}.")
@@ -105,7 +119,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     map_gains(metric.gain, qrels_table.value, qrels_table)
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
-    judged_df = _evaluated_judgments(spark, qrels_table, query_ids, metric)
+    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, metric)
+    depth, reason = prefilter_plan(metric, n_judged, prefilter)
+    engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
+                                   "systems": {}}
 
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
@@ -118,10 +135,41 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
         n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
         if progress:
             progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
-        rows = _bucket_results(run_df, judged_df, n_buckets, name, label, metric, has_rank)
-        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes)
+        shuffled = _prefiltered(run_df, judged_df, metric, depth, has_rank) if depth is not None else \
+            run_df.withColumn("_extra", _zero())
+        rows = _bucket_results(shuffled, judged_df, n_buckets, name, label, metric, has_rank)
+        duplicates = _duplicates(run_df) if depth is not None and not _early_error(rows) else None
+        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes, duplicates)
+        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
+    result.engine_info = engine_info
     return statistics(result, progress)
+
+
+def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
+    """The depth of the top-K pre-filter (``None``: not applied) and why.
+
+    It applies when every cutoff is finite (``all`` reads whole lists) and the evaluated judgments are few
+    enough to join to the run rows before the shuffle (:data:`PREFILTER_MAX_JUDGMENTS`). The depth L is the
+    largest cutoff, or the documents shown per query when more (:func:`~ndcg_mlflow.evaluation.display_depth`).
+    """
+    if wanted is not None and not isinstance(wanted, bool):
+        raise SpecError("prefilter", f"is True, False or None, got {wanted!r}.")
+    finite = [k for k in metric.cutoffs if k is not None]
+    why = None
+    if wanted is False:
+        why = "not asked for (prefilter=False)"
+    elif len(finite) < len(metric.cutoffs):
+        why = "the cutoff 'all' needs every returned row"
+    elif n_judgments > PREFILTER_MAX_JUDGMENTS:
+        why = (f"{n_judgments:,} evaluated judgments, more than the {PREFILTER_MAX_JUDGMENTS:,} joined to the run "
+               f"rows before the shuffle")
+    if why is not None:
+        if wanted:
+            raise SpecError("prefilter", f"the top-K pre-filter cannot apply: {why}.")
+        return None, why
+    depth = min(max(finite + [display_depth(metric)]), 1 << 62)
+    return depth, f"every cutoff is finite: each query's rows that can reach its top {depth} are shuffled"
 
 
 def session(remote: str | None = None) -> Any:
@@ -195,9 +243,9 @@ def _check_judgment_count(n: int, label: str) -> None:
                                f"that limit.")
 
 
-def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> Any:
-    """The judgments of the evaluated queries as a Spark DataFrame (query_id, doc_id, grade), after the local
-    checks of the whole (gains whose sums overflow stop here, naming the query and line)."""
+def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> tuple[Any, int]:
+    """The judgments of the evaluated queries as a Spark DataFrame (query_id, doc_id, grade) and their count,
+    after the local checks of the whole (gains whose sums overflow stop here, naming the query and line)."""
     import pyarrow as pa
 
     judgments(qrels, query_ids, metric)  # the checks of the local engine, on all the evaluated judgments
@@ -208,7 +256,7 @@ def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric
         "doc_id": _plain(qrels.doc.array.filter(pa.array(keep))),
         "grade": pa.array(qrels.value[keep], type=pa.float64()),
     })
-    return spark.createDataFrame(table)
+    return spark.createDataFrame(table), int(keep.sum())
 
 
 def _plain(array: Any) -> Any:
@@ -357,6 +405,163 @@ def _refuse_line(bad: Any, path: Path, what: str) -> None:
         raise DataError(path, f"{what}; found the line {first[0]['line'][:200]!r}.")
 
 
+# --------------------------------------------------------------------------- the top-K pre-filter, before the shuffle
+
+
+def _zero() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.lit(0).cast("long")
+
+
+def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool) -> Any:
+    """The run rows that can decide some query's top ``depth`` (:func:`prefilter_rows`), filtered where they
+    are read: each row gets its grade by a broadcast join of the evaluated judgments (no shuffle of the run)."""
+    from pyspark.sql import functions as F
+
+    graded = run_df.join(F.broadcast(judged_df), on=["query_id", "doc_id"], how="left")
+    graded = graded.select("query_id", "doc_id", "score", "rank", "grade")
+    chunk_rows = PREFILTER_CHUNK_ROWS
+
+    def chunks(batches):
+        import pyarrow as pa
+
+        buffered: list[Any] = []
+        n = 0
+        for batch in batches:
+            buffered.append(batch)
+            n += batch.num_rows
+            if n >= chunk_rows:
+                yield from prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank).to_batches()
+                buffered, n = [], 0
+        if buffered:
+            yield from prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank).to_batches()
+
+    return graded.mapInArrow(chunks, RUN_SCHEMA)
+
+
+def _run_type() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.float64()),
+                      ("rank", pa.float64()), ("_extra", pa.int64())])
+
+
+def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:
+    """Rows of ``mask`` with fewer than ``depth`` rows of ``mask`` of the same query holding a strictly larger
+    ``value`` (every row tied with the depth-th value is kept); with ``distinct``, the first ``depth`` rows of
+    each query by ``value`` (ties in any order)."""
+    keep = np.zeros(query.size, dtype=bool)
+    at = np.flatnonzero(mask)
+    if not at.size:
+        return keep
+    order = at[np.lexsort((-value[at], query[at]))]
+    q, v = query[order], value[order]
+    new_query = np.r_[True, q[1:] != q[:-1]]
+    pos = np.arange(q.size) - np.maximum.accumulate(np.where(new_query, np.arange(q.size), 0))
+    if not distinct:  # a row's count of larger values is the position of the first row of its tie
+        new_tie = new_query | np.r_[True, v[1:] != v[:-1]]
+        pos = pos[np.maximum.accumulate(np.where(new_tie, np.arange(q.size), 0))]
+    keep[order[pos < depth]] = True
+    return keep
+
+
+def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool) -> Any:
+    """A chunk of run rows (query_id, doc_id, score, rank, grade: null when unjudged) -> the rows that can decide
+    their query's numbers at every cutoff up to ``depth`` (:data:`RUN_SCHEMA`), whatever the other chunks hold.
+
+    Every rule decides a query's numbers from its top ``depth`` rows, so a row is kept when, in its query
+    within this chunk (and so in the whole, which has at least as many rows above it):
+
+    * fewer than ``depth`` rows score strictly higher (the top ``depth`` under every tie rule, with the whole
+      tied group at the cut, which ``average`` spreads; judged coverage is over these rows);
+    * under ``unjudged: condense``, it is judged and fewer than ``depth`` judged rows score higher;
+    * its gain is not 0 and fewer than ``depth`` rows have a larger gain (the ideal of the returned documents,
+      ``idcg_candidates``); among the rows of gain 0 (judged or not; judged only under ``condense``) the first
+      ``depth`` by score are kept, as the ideal list only counts them;
+    * under ``unjudged: error``, it is unjudged (the error counts them all).
+
+    The rows left out are counted on a kept row of their query (``_extra``), so that ``n_returned`` is the
+    whole list's length. A chunk with a row the checks refuse (null or empty ids, a score that is not finite,
+    a rank that is not an integer, a document twice) is passed whole, so that the checks after the shuffle
+    find every such row, as without the filter.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = rows.num_rows
+    passed = rows.select(["query_id", "doc_id", "score", "rank"])
+    if n == 0 or _run_errors(rows, has_rank):
+        return pa.table([*[_plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
+                         pa.array(np.zeros(n, dtype=np.int64))], schema=_run_type())
+    enc = pc.dictionary_encode(_plain(rows.column("query_id")))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    query = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    score = np.asarray(pc.cast(rows.column("score"), pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    grade = rows.column("grade")
+    judged = np.asarray(grade.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    gain = np.zeros(n, dtype=np.float64)
+    if judged.any():
+        grades = np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        gain[judged] = map_gains(metric.gain, grades[judged])
+    condense = metric.unjudged == "condense"
+    if condense:
+        gain[~judged] = 0.0
+    zero = gain == 0
+    keep = _within(query, score, np.ones(n, dtype=bool), depth)
+    keep |= _within(query, gain, ~zero & judged, depth)
+    keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
+    if condense:
+        keep |= _within(query, score, judged, depth)
+    if metric.unjudged == "error":
+        keep |= ~judged
+    dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))
+    extra = np.zeros(n, dtype=np.int64)
+    kept = np.flatnonzero(keep)
+    first = np.full(len(enc.dictionary), -1, dtype=np.int64)
+    first[query[kept[::-1]]] = kept[::-1]  # the first kept row of each query (every query keeps one)
+    has = dropped > 0
+    extra[first[has]] = dropped[has]
+    mask = pa.array(keep)
+    return pa.table([_plain(passed.column("query_id").filter(mask)), _plain(passed.column("doc_id").filter(mask)),
+                     pc.cast(passed.column("score").filter(mask), pa.float64()),
+                     pc.cast(passed.column("rank").filter(mask), pa.float64()), pa.array(extra[kept])],
+                    schema=_run_type())
+
+
+def _duplicates(run_df: Any) -> list[dict[str, Any]]:
+    """A document listed twice for a query, found in Spark over every row (the pre-filter leaves rows out):
+    rows grouped by a 64-bit hash of (query, document), the few hashes seen twice checked on the rows
+    themselves. The error of the smallest such (query, document), with the count of repeated rows."""
+    from pyspark.sql import functions as F
+
+    keyed = run_df.select("query_id", "doc_id", F.xxhash64("query_id", "doc_id").alias("_h"))
+    twice = keyed.groupBy("_h").count().where(F.col("count") > 1).select("_h")
+    pairs = keyed.join(F.broadcast(twice), on="_h").groupBy("query_id", "doc_id").count().where(F.col("count") > 1)
+    found = pairs.agg(F.min(F.struct("query_id", "doc_id")).alias("first"),
+                      F.sum(F.col("count") - 1).alias("repeated")).collect()[0]
+    if found["first"] is None:
+        return []
+    return [_error("duplicate", found["first"]["query_id"], found["first"]["doc_id"], int(found["repeated"]))]
+
+
+def _early_error(rows: Any) -> bool:
+    """Whether a bucket found a problem that the local engine reports before duplicates."""
+    import pyarrow.compute as pc
+
+    codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
+    return any(_ERROR_ORDER.index(c) < _ERROR_ORDER.index("duplicate") for c in codes)
+
+
+def _rows_seen(rows: Any) -> int:
+    """The run rows the buckets received (after the pre-filter, when it applies)."""
+    import pyarrow.compute as pc
+
+    meta = rows.filter(pc.equal(rows.column("kind"), "meta"))
+    return int(pc.sum(meta.column("n_returned")).as_py() or 0)
+
+
 # --------------------------------------------------------------------------- per bucket, in the executors
 
 
@@ -411,7 +616,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
 
     errors = _run_errors(run, has_rank)
     if errors:
-        return _rows(errors)
+        return _rows(errors + [{"kind": "meta", "count": 0, "value": 0.0, "n_returned": run.num_rows}])
     q_col = _plain(run.column("query_id"))
     run_queries = pc.unique(q_col)
     jq = _plain(judged.column("query_id"))
@@ -420,7 +625,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
     unknown = sorted(set(run_queries.to_pylist()) - set(bucket_ids.tolist()))
     meta = {"kind": "meta", "count": len(unknown), "value": float(len(run_queries)),
-            "examples": (unknown or sorted(run_queries.to_pylist()))[:3]}
+            "examples": (unknown or sorted(run_queries.to_pylist()))[:3], "n_returned": run.num_rows}
     if not bucket_ids.size:
         return _rows([meta])
     qrels = _local_table("qrels", "qrels", jq, judged.column("grade"), None, judged.column("doc_id"))
@@ -436,6 +641,12 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         qr = compute(metric, prep, judged_index.catalog)
     except NonFiniteError as exc:
         return _rows([_error("overflow", str(bucket_ids[exc.queries[0]]), None, int(exc.queries.size))])
+    if "_extra" in run.column_names:  # rows the pre-filter left out still count in the list's length
+        extra = np.asarray(run.column("_extra").to_numpy(zero_copy_only=False), dtype=np.int64)
+        some = np.flatnonzero(extra)
+        if some.size:
+            at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
+            np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
     rows_top, pos_top = qr.top(depth)
     tq = prep.query[rows_top]
     order = np.lexsort((pos_top, tq))
@@ -571,11 +782,14 @@ def _message(code: str, query: str | None, doc: str | None, count: int, value: f
 
 
 def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.ndarray, weights: np.ndarray,
-              notes: list[str]) -> SystemResult:
-    """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks."""
+              notes: list[str], duplicates: list[dict[str, Any]] | None = None) -> SystemResult:
+    """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks;
+    ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows."""
     import pyarrow.compute as pc
 
     errors = table.filter(pc.equal(table.column("kind"), "error")).to_pylist()
+    if duplicates is not None:
+        errors = [e for e in errors if e["code"] != "duplicate"] + duplicates
     if errors:
         errors.sort(key=lambda e: (_ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]
