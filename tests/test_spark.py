@@ -329,6 +329,7 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
     sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
     assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
+    assert sa.pop("engine_info") == {} and sb.pop("engine_info")["prefilter"]["applied"] is False  # cutoff 'all'
     assert sa == sb
     from ndcg_mlflow.tracking.names import parent_tags
 
@@ -497,3 +498,45 @@ def test_when_the_prefilter_applies(spark):
                                systems={"a": frame}, prefilter=False)
     assert off.engine_info["prefilter"] == {"applied": False, "depth": None,
                                             "reason": "not asked for (prefilter=False)"}
+
+
+# --------------------------------------------------------------------------- Delta tables and JSONL runs
+
+
+def test_delta_versions_and_jsonl_runs_read_by_spark(spark, tmp_path):
+    """A Delta table written twice (overwrite): version 0 and 1 each give their own rows' numbers on Spark (the
+    snapshot's files, resolved by deltalake), as on the local engine; a JSONL run (integer ids) too."""
+    deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
+    import pyarrow as pa
+
+    qrels, run = make_data(seed=31, int_ids=True)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    other = run.copy()
+    other["score"] = other["score"][::-1].to_numpy()
+    deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(run, preserve_index=False))
+    deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(other, preserve_index=False),
+                              mode="overwrite")
+    run.to_json(tmp_path / "run.jsonl", orient="records", lines=True)
+    spec = spec_of(ties="displayed_order")
+    spec["data"] = {"qrels": "qrels.csv", "systems": {
+        "v0": {"path": "runs", "format": "delta", "version": 0},
+        "v1": {"path": "runs", "format": "delta", "version": 1}, "j": "run.jsonl"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=2)
+    assert_same(local, remote)
+    assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
+    pq = local.per_query
+    assert not pq[pq.system == "v0"]["ndcg"].reset_index(drop=True).equals(
+        pq[pq.system == "v1"]["ndcg"].reset_index(drop=True))  # the two versions differ
+    pd.testing.assert_frame_equal(pq[pq.system == "v0"].drop(columns="system").reset_index(drop=True),
+                                  pq[pq.system == "j"].drop(columns="system").reset_index(drop=True))
+
+
+def test_a_malformed_jsonl_run_is_refused(spark, tmp_path):
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\n", encoding="utf-8")
+    (tmp_path / "run.jsonl").write_text('{"query_id": "q1", "doc_id": "a", "score": 1}\n{"query_id": "q1", "doc\n',
+                                        encoding="utf-8")
+    spec = spec_of(ties="average")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"j": "run.jsonl"}}
+    with pytest.raises(DataError, match="run.jsonl.*not a JSON object"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)

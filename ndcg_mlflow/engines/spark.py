@@ -220,10 +220,10 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
     from ..spec import IN_MEMORY
 
     if qrels is None:
-        table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
-        _check_judgment_count(len(table), spec.qrels.declared)
-        return table, FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
-                               len(table))
+        q = spec.qrels
+        table = read_qrels(q.file, q.format, q.columns, q.version)
+        _check_judgment_count(len(table), q.declared)
+        return table, FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), len(table))
     obj, mapping = qrels, shared
     if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
         obj, mapping = qrels[0], {**shared, **qrels[1]}
@@ -284,12 +284,14 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping):
         source, mapping = source[0], {**shared, **source[1]}
     ranked = True  # the source's rank column, when it has one, is read
+    version = None
     if _is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
         df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order")
         label = str(source.path)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
+        version = source.version
     else:  # an in-memory table of another library: checked locally, then handed to Spark
         import pyarrow as pa
 
@@ -334,7 +336,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         df = df.withColumn("rank", F.lit(None).cast("double"))
     digest = _digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
-    sha = digest[0] if digest else sha256_file(path)
+    sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None and ranked
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
 
@@ -365,6 +367,14 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     fmt = detect_format(path, source.format, source.columns)
     if fmt == "parquet":
         return spark.read.parquet(str(path)), True
+    if fmt == "delta":
+        return _read_delta(spark, path, source.version), True
+    if fmt == "jsonl":  # one JSON object a line; the schema is inferred (integer ids are read as their text)
+        try:
+            return spark.read.json(str(path), mode="FAILFAST"), True
+        except Exception as exc:
+            raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
+                                  f"{str(exc).strip().splitlines()[0][:300]}).") from None
     if fmt == "trec":
         lines = spark.read.text(str(path))
         text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
@@ -395,8 +405,31 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
             df = df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c in numeric else F.col(c)
                              for c in df.columns])
         return df, True
-    raise DataError(path, f"the Spark engine reads runs in Parquet, TREC, CSV and TSV; this one is {fmt}: convert "
-                          f"it to Parquet or evaluate with the local engine.")
+    raise DataError(path, f"the Spark engine reads runs in Parquet, Delta, TREC, CSV, TSV and JSONL; this one is "
+                          f"{fmt}: convert it to Parquet or evaluate with the local engine.")
+
+
+def _read_delta(spark: Any, path: Path, version: int) -> Any:
+    """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
+    ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
+    tables it cannot read that way) and read by ``spark.read.parquet``."""
+    from ..readers.delta import snapshot_files
+    from ..spec import shown_path, source_problem
+
+    problem = source_problem(path, delta=True)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+    try:
+        df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
+        df.schema  # noqa: B018 (resolves the data source now, on Spark Connect too)
+        return df
+    except Exception as exc:
+        if "DATA_SOURCE_NOT_FOUND" not in str(exc) and "delta" not in str(exc).lower():
+            raise
+    files = snapshot_files(path, version)
+    if not files:
+        raise DataError(path, f"version {version} of the Delta table holds no files (no rows).")
+    return spark.read.parquet(*[str(f) for f in files])
 
 
 def _refuse_line(bad: Any, path: Path, what: str) -> None:
