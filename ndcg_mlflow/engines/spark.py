@@ -362,8 +362,15 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     from pyspark.sql import functions as F
 
     from ..readers import detect_format
+    from ..spec import dataset_files, shown_path, source_problem
 
     path = source.file
+    files = dataset_files(path) if source.format in ("auto", "parquet") else None
+    if files is not None:  # a folder or glob: the files the local readers read, in their order
+        problem = source_problem(path)
+        if problem is not None:
+            raise DataError(shown_path(path), problem + ".")
+        return spark.read.parquet(*[str(f) for f in files]), True
     fmt = detect_format(path, source.format, source.columns)
     if fmt == "parquet":
         return spark.read.parquet(str(path)), True
