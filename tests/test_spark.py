@@ -467,12 +467,20 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
             pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
-def test_with_the_prefilter_a_document_twice_is_still_refused(spark):
-    """The repeated rows fall below the cut (the pre-filter leaves them out); the check over every row finds
-    them, with the local engine's message."""
+@pytest.mark.parametrize("where", ["other chunk", "same chunk"])
+def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch, where):
+    """Repeated rows below the cut (the pre-filter leaves them out): in another chunk than the query's other rows
+    (the query's rows are then checked in Spark), or next to them in the same chunk (the chunk is passed whole
+    and checked after the shuffle). The local engine's message, naming the smallest repeated pair."""
+    from ndcg_mlflow.engines import spark as engine
+
+    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 1_000_000 if where == "same chunk" else 300)
     qrels, run = long_lists(seed=9, n_queries=6)
     low = run.sort_values("score").groupby("query_id").head(2)  # the lowest rows of each query, twice
-    bad = pd.concat([run, low], ignore_index=True)
+    if where == "other chunk":
+        bad = pd.concat([run, low], ignore_index=True)
+    else:
+        bad = pd.concat([run, low]).sort_values("query_id", kind="stable").reset_index(drop=True)
     spec = spec_of(ties="average", cutoffs=(3,))
     with pytest.raises(DataError, match="listed twice"):
         ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": bad})
@@ -540,3 +548,83 @@ def test_a_malformed_jsonl_run_is_refused(spark, tmp_path):
     spec["data"] = {"qrels": "qrels.txt", "systems": {"j": "run.jsonl"}}
     with pytest.raises(DataError, match="run.jsonl.*not a JSON object"):
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- beyond the driver: per-group sums
+
+
+def grouped_data(seed: int, n: int = 3000) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """n queries of 10 documents; system b improves on a a little (p of a few percent), c only adds noise."""
+    rng = np.random.default_rng(seed)
+    q = np.repeat([f"q{i}" for i in range(n)], 10)
+    d = np.tile([f"d{j}" for j in range(10)], n)
+    g = rng.choice(4, size=n * 10, p=[0.5, 0.25, 0.15, 0.1])
+    a = rng.random(n * 10)
+    keep = rng.random(n * 10) < 0.9
+    runs = {"a": a, "b": a + 0.0006 * g * rng.random(n * 10) - 0.0006 * rng.random(n * 10),
+            "c": a + 0.003 * (rng.random(n * 10) - 0.5)}
+    qrels = pd.DataFrame({"query_id": q, "doc_id": d, "grade": g})
+    return qrels, {k: pd.DataFrame({"query_id": q[keep], "doc_id": d[keep], "score": v[keep]})
+                   for k, v in runs.items()}
+
+
+def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
+    """The same data through both paths: the per-query table written to Parquet holds the local engine's
+    numbers; the means agree to rounding; the group-bootstrap percentile intervals and the group sign-flip
+    p-values agree with the per-query ones within Monte-Carlo error.
+
+    Tolerances: with 4000 resamples an endpoint of a 95% percentile interval has a Monte-Carlo standard deviation
+    of about sqrt(0.025 * 0.975 / 4000) / phi(1.96) = 0.043 standard errors, so about 0.06 for the difference of
+    two independent ones; resampling G = 300 groups instead of 3000 queries estimates the variance with a
+    relative error of about sqrt(2 / 300) = 8%, moving the endpoints by about 0.08 standard errors: 0.4 standard
+    errors is more than 4 of those deviations combined. A p-value p has a Monte-Carlo deviation of
+    sqrt(p (1 - p) / 4000) <= 0.008 and the group test another of the order of the variance error: 0.05.
+    """
+    from ndcg_mlflow.engines.spark import evaluate_grouped
+
+    qrels, runs = grouped_data(seed=1)
+    spec = spec_of(ties="id_ascending", cutoffs=(5, 10), empty_ideal="exclude")
+    spec["uncertainty"] = {"resamples": 4000, "confidence": 0.95, "method": "percentile", "seed": 5}
+    spec["comparison"] = {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 3,
+                          "tie_tolerance": 1e-9}
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=runs)
+    frames = {k: spark.createDataFrame(v) for k, v in runs.items()}
+    out = tmp_path / "per_query"
+    grouped = evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300,
+                               buckets=2)
+    written = pd.read_parquet(out)
+    written["system"] = written["system"].astype(str)
+    cols = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
+            "n_returned", "weight", "status"]
+    a = local.per_query[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    b = written[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a.astype({"cutoff": str, "n_returned": "int64"}),
+                                  b.astype({"cutoff": str, "n_returned": "int64"}), check_exact=True,
+                                  check_dtype=False)
+    ls, gs = local.summary["systems"], grouped.summary["systems"]
+    for name in runs:
+        for key, m in ls[name].items():
+            g = gs[name][key]
+            for field in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal"):
+                assert g[field] == m[field], (name, key, field)
+            assert g["mean"] == pytest.approx(m["mean"], rel=1e-12, abs=1e-15)
+            assert g["weight_sum"] == pytest.approx(m["weight_sum"], rel=1e-12)
+            se = m["std_error"]
+            assert g["std_error"] == pytest.approx(se, rel=0.25)
+            assert abs(g["ci_low"] - m["ci_low"]) < 0.4 * se and abs(g["ci_high"] - m["ci_high"]) < 0.4 * se
+    lc = local.comparisons.set_index(["candidate", "cutoff"])
+    moderate = 0
+    for c in grouped.summary["comparisons"]:
+        row = lc.loc[(c["candidate"], c["cutoff"])]
+        se = (row["ci_high"] - row["ci_low"]) / (2 * 1.96)
+        assert c["delta"] == pytest.approx(row["delta"], rel=1e-9, abs=1e-15)
+        assert abs(c["ci_low"] - row["ci_low"]) < 0.4 * se and abs(c["ci_high"] - row["ci_high"]) < 0.4 * se
+        assert abs(c["p_randomization"] - row["p_randomization"]) < 0.05, (c, row["p_randomization"])
+        assert c["n_paired"] == row["n_paired"]
+        moderate += 0.01 < row["p_randomization"] < 0.9
+    assert moderate >= 2  # the p-values compared are not all at the floor or near 1
+    assert grouped.summary["engine_info"]["statistics"] == {"method": "grouped", "groups": 300}
+    with pytest.raises(SpecError, match="not an empty folder"):
+        evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames)
+    with pytest.raises(EvaluationError, match="evaluate_grouped"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=frames, driver_queries=100)
