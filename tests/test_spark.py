@@ -190,7 +190,12 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
     (tmp_path / "run.trec").write_text("\n".join(trec) + "\n\n", encoding="utf-8")
     run.sample(frac=1.0, random_state=1).to_csv(tmp_path / "run.csv", index=False)
     spec = spec_of(ties="displayed_order")
-    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv"}}
+    plain = tmp_path / "runs"  # a folder without the .parquet suffix; Spark reads its .parquet files only
+    shutil.copytree(folder, plain)
+    (plain / "_SUCCESS").write_text("", encoding="utf-8")
+    (plain / "notes.txt").write_text("not data\n", encoding="utf-8")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv",
+                                                      "f": "runs"}}
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
     assert_same(local, remote)

@@ -28,8 +28,14 @@ line numbers, so errors name the source and the offending query and document ids
 and Arrow UDFs are used (no ``sparkContext``, RDD or broadcast variable), so the engine runs on Spark Connect.
 The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 
-Not yet on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
-``keep_data``, ``ties: displayed_order`` without a rank column (Spark keeps no file order), JSONL runs.
+When every cutoff is finite, the run rows are filtered before the shuffle to those that can decide some
+query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evaluated queries,
+:func:`evaluate_grouped` keeps the per-query rows in Spark (Parquet) and computes the statistics from
+per-group sums (:mod:`ndcg_mlflow.engines.grouped`).
+
+Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
+``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
+(Spark keeps no file order).
 """
 
 from __future__ import annotations
