@@ -1077,11 +1077,17 @@ def dataset_files(path: str | Path) -> list[Path] | None:
 def source_problem(path: str | Path, delta: bool = False) -> str | None:
     """:func:`file_problem` for a data source, which may also be a folder or glob of Parquet files, or (``delta``)
     a Delta table's folder."""
+    def folder(p: Path) -> bool:
+        try:
+            return p.is_dir()
+        except OSError:  # a name too long, a loop: file_problem says which
+            return False
+
     log = Path(path) / "_delta_log"
     if delta:
-        problem = None if Path(path).is_dir() else file_problem(path) or "is a file, not a Delta table's folder"
-        return problem or (None if log.is_dir() else "is not a Delta table (it has no _delta_log folder)")
-    if log.is_dir():
+        problem = None if folder(Path(path)) else file_problem(path) or "is a file, not a Delta table's folder"
+        return problem or (None if folder(log) else "is not a Delta table (it has no _delta_log folder)")
+    if folder(log):
         return ("is a Delta table: its folder holds the Parquet files of every version; declare it as {path: ..., "
                 "format: delta, version: N} to read one version")
     files = dataset_files(path)

@@ -1008,6 +1008,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     from pyspark.sql import functions as F
 
     from ..evaluation import relative
+    from ..rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
     from ..stats import correct
     from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark
 
@@ -1032,7 +1033,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
                                                  "weight": pa.array(weights, type=pa.float64()),
                                                  "rw": pa.array(relative(weights), type=pa.float64())}))
-    labels = F.array(*[F.lit("all" if k is None else str(k)) for k in metric.cutoffs])
+    labels = F.array(*[F.lit(cutoff_label(k)) for k in metric.cutoffs])
     engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
                                    "systems": {}, "statistics": {"method": "grouped", "groups": groups}}
     notes: list[str] = []
@@ -1089,7 +1090,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
             F.avg("judged_coverage").alias("judged_coverage")).collect()
         summary_systems[name] = {}
         for c in counts:
-            key = _key_of(c["cutoff"])
+            key = cutoff_key(cutoff_of_label(c["cutoff"]))
             summary_systems[name][key] = {
                 "n_evaluated": int(c["n_evaluated"]), "n_excluded": int(c["n"] - c["n_evaluated"]),
                 "n_missing": int(c["n_missing"]), "n_empty_ideal": int(c["n_empty_ideal"]),
@@ -1115,7 +1116,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     sums = group_sums_spark(union, groups, seed)
     for name in sources:
         for key, entry in summary_systems[name].items():
-            s = sums.get(f"system\0{name}\0{_label_of(key)}")
+            s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
             entry["mean"] = s.mean if s is not None else float("nan")
     comparisons: list[dict[str, Any]] = []
     u = spec.uncertainty
@@ -1124,7 +1125,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
         counts_matrix = group_counts(groups, u.resamples, rng)
         for name in sources:
             for key, entry in summary_systems[name].items():
-                s = sums.get(f"system\0{name}\0{_label_of(key)}")
+                s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
                 if s is not None:
                     entry.update({k: v for k, v in group_interval(s, counts_matrix, u.confidence).items()
                                   if k != "mean"})
@@ -1134,7 +1135,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
                 if name == comparison.baseline:
                     continue
                 for k in metric.cutoffs:
-                    label = "all" if k is None else str(k)
+                    label = cutoff_label(k)
                     s = sums.get(f"compare\0{name}\0{label}")
                     if s is None:
                         continue
@@ -1158,14 +1159,6 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
 def _part(name: str) -> str:
     """A system name as a folder name (``/`` written as ``~``, as the per-system files are)."""
     return name.replace("/", "~")
-
-
-def _key_of(label: str) -> str:
-    return "ndcg_at_all" if label == "all" else f"ndcg_at_{label}"
-
-
-def _label_of(key: str) -> str:
-    return key[len("ndcg_at_"):]
 
 
 def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run_queries: int,
