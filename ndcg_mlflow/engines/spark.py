@@ -809,7 +809,7 @@ def _split_queries(run: Any) -> tuple[Any, Any]:
     import pyarrow.compute as pc
 
     n = run.num_rows
-    if "_chunk" not in run.column_names or n == 0:
+    if "_chunk" not in run.column_names or n == 0 or run.column("query_id").null_count:  # nulls: refused anyway
         return _rows([]), np.ones(n, dtype=bool)
     enc = pc.dictionary_encode(_plain(run.column("query_id")))
     if isinstance(enc, pa.ChunkedArray):
