@@ -21,7 +21,8 @@ from .spec import Spec
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
              base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
-             spark: Any = None, buckets: int | None = None, tracking_uri: str | None = None,
+             spark: Any = None, buckets: int | None = None, prefilter: bool | None = None,
+             driver_queries: int | None = None, tracking_uri: str | None = None,
              scored_dir: str | Path | None = None) -> EvaluationResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
     model is looked up in the model registry and loaded, see below).
@@ -36,7 +37,9 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     for recomputing under other rules without reading the files again.
 
     ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect; ``buckets``:
-    the number of query buckets), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
+    the number of query buckets; ``prefilter``: the top-K pre-filter before the shuffle, by default applied
+    whenever it can be; ``driver_queries``: the evaluated queries whose per-query rows may come back to the
+    driver), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
     numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`).
 
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
@@ -66,9 +69,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
         from .engines.spark import evaluate as evaluate_spark
 
         return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
-                              progress=progress, buckets=buckets)
-    if spark is not None or buckets is not None:
-        raise SpecError("engine", "spark= and buckets= apply to engine='spark'.")
+                              progress=progress, buckets=buckets, prefilter=prefilter,
+                              driver_queries=driver_queries)
+    if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None:
+        raise SpecError("engine", "spark=, buckets=, prefilter= and driver_queries= apply to engine='spark'.")
     return evaluate_local(spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                           progress=progress, keep_data=keep_data)
 

@@ -96,6 +96,7 @@ class EvaluationResult:
     models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
     decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+    engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     _per_query: Any = None
 
     @property
@@ -141,6 +142,7 @@ class EvaluationResult:
             "notes": list(self.notes),
             "engine": self.engine,
             **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
+            "engine_info": self.engine_info,
         }
 
     def _system_summary(self) -> dict[str, Any]:
@@ -255,9 +257,9 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
         qrels_table = input_table(qrels, "qrels", "qrels", shared)
         qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
     else:
-        qrels_table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
-        qrels_info = FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
-                              len(qrels_table))
+        q = spec.qrels
+        qrels_table = read_qrels(q.file, q.format, q.columns, q.version)
+        qrels_info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), len(qrels_table))
     rank = keep_data or spec.metric.ties == "displayed_order"
     if systems is not None:
         runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
@@ -323,8 +325,9 @@ class _RunFile:
 
     def load(self) -> tuple[Table, FileInfo]:
         with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
-            digest = pool.submit(sha256_file, self.src.path)
-            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns)
+            digest = pool.submit(sha256_file, self.src.path, self.src.version)
+            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
+                           version=self.src.version)
             return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, digest.result(),
                                  len(run))
 

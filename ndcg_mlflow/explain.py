@@ -33,7 +33,7 @@ def _grades(spec: Spec) -> tuple[list[float], str]:
     from .readers import read_qrels
 
     try:
-        q = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
+        q = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns, spec.qrels.version)
         return sorted({float(v) for v in np.unique(q.value)}), f"the grades found in {spec.qrels.declared}"
     except Exception:  # the explanation still works without readable data
         return [0.0, 1.0, 2.0, 3.0], "example grades (the qrels file could not be read)"

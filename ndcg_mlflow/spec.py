@@ -25,6 +25,7 @@ Version 1::
     data:                        # may be left out when the data are given as tables (evaluate_tables)
       qrels: demo/qrels.tsv      # a path (a Parquet folder or glob too), or
                                  # {path: ..., format: trec|csv|tsv|jsonl|parquet, columns: {query_id: ...}}
+                                 # or a Delta table: {path: ..., format: delta, version: N}
       systems:
         bm25: demo/bm25.run
     mlflow:
@@ -59,7 +60,7 @@ IDEALS = RULES["metric.ideal"].choices
 EMPTY_IDEAL = RULES["metric.empty_ideal"].choices
 UNJUDGED = RULES["metric.unjudged"].choices
 MISSING = RULES["metric.missing_queries"].choices
-FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet")
+FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet", "delta")
 CI_METHODS = ("bca", "percentile", "studentized")
 TESTS = ("randomization", "t_test", "both")
 CORRECTIONS = ("holm", "bonferroni", "benjamini_hochberg", "none")
@@ -112,7 +113,8 @@ class Metric:
 class Source:
     """A data source: a file (or a Parquet folder or glob) named in the spec, or a table given in memory
     (``path`` None, ``format`` ``"table"``). ``columns`` maps the tool's column names (``query_id``,
-    ``doc_id``, ``grade``, ``score``, ``rank``) to the names the source uses."""
+    ``doc_id``, ``grade``, ``score``, ``rank``) to the names the source uses. ``version``: the version of a
+    Delta table (``format: delta``) that is read."""
 
     path: Path | None
     declared: str
@@ -122,6 +124,7 @@ class Source:
     # it scores; ``path`` is None until :mod:`ndcg_mlflow.models` has written its scored rows (then their file)
     model: str | None = None
     candidates: Source | None = None
+    version: int | None = None  # a Delta table's version (format delta)
 
     @property
     def in_memory(self) -> bool:
@@ -255,6 +258,8 @@ class Spec:
         }
         if self.qrels.columns:
             out["data.qrels.columns"] = _mapping_text(self.qrels.columns)
+        if self.qrels.version is not None:
+            out["data.qrels.version"] = self.qrels.version
         for name, src in self.systems:
             if src.model is not None and src.candidates is not None:
                 out[f"data.systems.{name}.model"] = src.model
@@ -265,6 +270,8 @@ class Spec:
             out[f"data.systems.{name}"] = src.declared
             if src.columns:
                 out[f"data.systems.{name}.columns"] = _mapping_text(src.columns)
+            if src.version is not None:  # a Delta table: the version read is part of the data's identity
+                out[f"data.systems.{name}.version"] = src.version
         if self.uncertainty is not None:
             u = self.uncertainty
             out.update({"uncertainty.resamples": u.resamples, "uncertainty.confidence": u.confidence,
@@ -475,10 +482,20 @@ def _columns(ctx: _Ctx, value: Any, path: str, names: tuple[str, ...]) -> tuple[
 
 def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> Source:
     mapping: tuple[tuple[str, str], ...] = ()
+    version = None
     if isinstance(value, dict):
-        m = _mapping(ctx, value, path, ("path",), ("format", "columns") if columns else ("format",))
+        m = _mapping(ctx, value, path, ("path",), ("format", "columns", "version") if columns else ("format",))
         declared = _text(ctx, m["path"], f"{path}.path")
-        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS)
+        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS if columns else FORMATS[:-1])
+        if fmt == "delta":
+            if "version" not in m:
+                raise ctx.fail(f"{path}.version", "missing required key: the version of the Delta table to read "
+                                                  "(no default is assumed: the latest version changes with every "
+                                                  "write).")
+            version = _int(ctx, m["version"], f"{path}.version", 0)
+        elif "version" in m:
+            raise ctx.fail(f"{path}.version", f"a version is read from a Delta table (format: delta); this source's "
+                                              f"format is {fmt}.")
         if "columns" in m:
             mapping = _columns(ctx, m["columns"], f"{path}.columns", columns)
             if fmt == "trec":
@@ -494,7 +511,7 @@ def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> 
         raise ctx.fail(path, f"cannot expand the home directory in {declared!r}.") from None
     if not p.is_absolute():
         p = ctx.base_dir / p
-    return Source(path=p, declared=declared, format=fmt, columns=mapping)
+    return Source(path=p, declared=declared, format=fmt, columns=mapping, version=version)
 
 
 def _queries(ctx: _Ctx, value: Any) -> Queries:
@@ -1136,8 +1153,22 @@ def dataset_files(path: str | Path) -> list[Path] | None:
     return None
 
 
-def source_problem(path: str | Path) -> str | None:
-    """:func:`file_problem` for a data source, which may also be a folder or glob of Parquet files."""
+def source_problem(path: str | Path, delta: bool = False) -> str | None:
+    """:func:`file_problem` for a data source, which may also be a folder or glob of Parquet files, or (``delta``)
+    a Delta table's folder."""
+    def folder(p: Path) -> bool:
+        try:
+            return p.is_dir()
+        except OSError:  # a name too long, a loop: file_problem says which
+            return False
+
+    log = Path(path) / "_delta_log"
+    if delta:
+        problem = None if folder(Path(path)) else file_problem(path) or "is a file, not a Delta table's folder"
+        return problem or (None if folder(log) else "is not a Delta table (it has no _delta_log folder)")
+    if folder(log):
+        return ("is a Delta table: its folder holds the Parquet files of every version; declare it as {path: ..., "
+                "format: delta, version: N} to read one version")
     files = dataset_files(path)
     if files is None:
         return file_problem(path)
@@ -1168,7 +1199,7 @@ def check_files(spec: Spec) -> list[str]:
         check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
         if src is None or src.path is None:
             continue
-        problem = check(src.path)
+        problem = source_problem(src.path, True) if src.format == "delta" else check(src.path)
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems

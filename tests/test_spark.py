@@ -190,7 +190,12 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
     (tmp_path / "run.trec").write_text("\n".join(trec) + "\n\n", encoding="utf-8")
     run.sample(frac=1.0, random_state=1).to_csv(tmp_path / "run.csv", index=False)
     spec = spec_of(ties="displayed_order")
-    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv"}}
+    plain = tmp_path / "runs"  # a folder without the .parquet suffix; Spark reads its .parquet files only
+    shutil.copytree(folder, plain)
+    (plain / "_SUCCESS").write_text("", encoding="utf-8")
+    (plain / "notes.txt").write_text("not data\n", encoding="utf-8")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv",
+                                                      "f": "runs"}}
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
     assert_same(local, remote)
@@ -282,6 +287,12 @@ remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.cre
                               systems={"a": spark.createDataFrame(run)}, buckets=3)
 assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
 assert_same(local, remote)
+spec = spec_of(ties="id_ascending", cutoffs=(3, 10), unjudged="condense")  # the top-K pre-filter
+local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
+remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                              systems={"a": spark.createDataFrame(run)}, buckets=3, prefilter=True)
+assert_same(local, remote)
+assert remote.engine_info["prefilter"]["applied"]
 print("same numbers on Spark Connect")
 """
 
@@ -329,6 +340,7 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
     sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
     assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
+    assert sa.pop("engine_info") == {} and sb.pop("engine_info")["prefilter"]["applied"] is False  # cutoff 'all'
     assert sa == sb
     from ndcg_mlflow.tracking.names import parent_tags
 
@@ -373,3 +385,257 @@ def test_importing_the_package_and_the_engine_imports_neither_pyspark_nor_mlflow
             "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the top-K pre-filter
+
+
+def long_lists(seed: int, *, n_queries: int = 30, gain_ties: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs of 20-120 documents a query, few judged, scores with many ties (ties straddle every cutoff); a
+    query's rows are together (as in a TREC run), in random order."""
+    rng = np.random.default_rng(seed)
+    qrels, run = [], []
+    for q in range(n_queries):
+        qid = f"q{q}"
+        n = int(rng.integers(20, 120))
+        docs = [f"d{j}" for j in rng.choice(400, size=n, replace=False)]
+        scores = rng.integers(0, 8, size=n) / 4.0
+        for d, s in zip(docs, scores):
+            run.append((qid, d, float(s)))
+        judged = [d for d in docs if rng.random() < 0.25] + [f"x{j}" for j in range(int(rng.integers(0, 3)))]
+        for d in judged or ["only"]:
+            qrels.append((qid, d, int(rng.integers(-1, 4)) if not gain_ties else 1))
+    qf = pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"])
+    rf = pd.DataFrame(run, columns=["query_id", "doc_id", "score"]).sample(frac=1.0, random_state=seed)
+    return qf, rf.sort_values("query_id", kind="stable").reset_index(drop=True)  # a query's rows together
+
+
+PREFILTER_CASES = [
+    ("average", {"cutoffs": (5, 10)}),
+    ("id_ascending", {"cutoffs": (3,), "unjudged": "condense"}),
+    ("id_descending", {"cutoffs": (1, 10), "ideal": "candidates"}),
+    ("average", {"cutoffs": (4,), "unjudged": "condense", "ideal": "candidates"}),
+    ("id_ascending", {"cutoffs": (2, 20), "gain": {-1: -2.5, 0: 0, 1: 1, 2: 3, 3: 7}}),  # negative gains
+    ("average", {"cutoffs": (5,), "gain": {-1: -1, 0: 0, 1: 0, 2: 3, 3: 7}, "ideal": "candidates"}),
+]
+
+
+@pytest.mark.parametrize("ties, rules", PREFILTER_CASES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(PREFILTER_CASES)])
+def test_the_prefilter_gives_the_local_numbers_and_shuffles_fewer_rows(spark, monkeypatch, ties, rules):
+    from ndcg_mlflow.engines import spark as engine
+
+    i = PREFILTER_CASES.index((ties, rules))
+    qrels, run = long_lists(seed=300 + i, gain_ties=i == 2)
+    spec = spec_of(ties=ties, **rules)
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
+    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)  # several chunks per partition
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        frame = spark.createDataFrame(run)  # 2 partitions of 100-row batches, filtered 300 rows at a time
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame},
+                                      buckets=3, prefilter=True)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert_same(local, remote)
+    info = remote.engine_info
+    depth = max([k for k in spec["metric"]["cutoffs"]] + [10])
+    assert info["prefilter"]["applied"] and info["prefilter"]["depth"] == depth
+    seen = info["systems"]["a"]
+    assert seen["rows"] == len(run) and seen["rows_shuffled"] < 0.75 * len(run), seen
+    assert remote.summary["engine_info"] == info
+    # n_returned counts the rows left out
+    assert (remote.per_query["n_returned"] >= 20).all()
+
+
+def test_prefilter_rows_keeps_every_row_that_decides_the_top():
+    """Without Spark: on random chunks of a run, the kept rows (with the counts of the rest) give the numbers of
+    the whole list, for each tie rule, both unjudged rules and both ideals."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.evaluation import resolve_spec
+
+    qrels, run = long_lists(seed=5)
+    grades = {(q, d): g for q, d, g in qrels.itertuples(index=False)}
+    run = run.assign(rank=np.nan, grade=[grades.get((q, d)) for q, d in zip(run["query_id"], run["doc_id"])])
+    for ties in ("average", "id_ascending"):
+        for rules in ({"unjudged": "condense"}, {"ideal": "candidates"}, {"unjudged": "error"}):
+            spec = spec_of(ties=ties, cutoffs=(3, 7), **rules)
+            metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+            cuts = [0, 333, 700, 1200, len(run)]
+            parts = [run.iloc[a:b] for a, b in zip(cuts, cuts[1:])]
+            kept = pd.concat([prefilter_rows(pa.Table.from_pandas(p, preserve_index=False), metric, 10, False)
+                              .to_pandas() for p in parts], ignore_index=True)
+            assert len(kept) < len(run)
+            if rules.get("unjudged") == "error":
+                assert kept["doc_id"].isin(run.loc[run["grade"].isna(), "doc_id"]).any()
+                continue
+            whole = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run[["query_id", "doc_id", "score"]]})
+            part = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": kept[["query_id", "doc_id", "score"]]})
+            extra = kept.groupby("query_id")["_extra"].sum()
+            a, b = whole.per_query, part.per_query.copy()
+            b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@pytest.mark.parametrize("where", ["other chunk", "same chunk"])
+def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch, where):
+    """Repeated rows below the cut (the pre-filter leaves them out): in another chunk than the query's other rows
+    (the query's rows are then checked in Spark), or next to them in the same chunk (the chunk is passed whole
+    and checked after the shuffle). The local engine's message, naming the smallest repeated pair."""
+    from ndcg_mlflow.engines import spark as engine
+
+    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 1_000_000 if where == "same chunk" else 300)
+    qrels, run = long_lists(seed=9, n_queries=6)
+    low = run.sort_values("score").groupby("query_id").head(2)  # the lowest rows of each query, twice
+    if where == "other chunk":
+        bad = pd.concat([run, low], ignore_index=True)
+    else:
+        bad = pd.concat([run, low]).sort_values("query_id", kind="stable").reset_index(drop=True)
+    spec = spec_of(ties="average", cutoffs=(3,))
+    with pytest.raises(DataError, match="listed twice"):
+        ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": bad})
+    with pytest.raises(DataError) as remote:
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
+                             systems={"a": spark.createDataFrame(bad)}, buckets=2, prefilter=True)
+    q, d = min(zip(low["query_id"], low["doc_id"]))  # Spark names the smallest repeated (query, document)
+    assert f"systems['a']: document {d!r} is listed twice for query {q!r} ({len(low)} repeated rows in all)" \
+        in str(remote.value)
+
+
+def test_when_the_prefilter_applies(spark):
+    qrels, run = long_lists(seed=3, n_queries=5)
+    frame = spark.createDataFrame(run)
+    spec = spec_of(ties="average", cutoffs=(5, "all"))
+    result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame})
+    assert not result.engine_info["prefilter"]["applied"]
+    assert "'all'" in result.engine_info["prefilter"]["reason"]
+    assert result.engine_info["systems"]["a"]["rows_shuffled"] == len(run)
+    with pytest.raises(SpecError, match="cannot apply: the cutoff 'all'"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, prefilter=True)
+    off = ndcg_mlflow.evaluate(spec_of(ties="average", cutoffs=(5,)), engine="spark", spark=spark, qrels=qrels,
+                               systems={"a": frame}, prefilter=False)
+    assert off.engine_info["prefilter"] == {"applied": False, "depth": None,
+                                            "reason": "not asked for (prefilter=False)"}
+
+
+# --------------------------------------------------------------------------- Delta tables and JSONL runs
+
+
+def test_delta_versions_and_jsonl_runs_read_by_spark(spark, tmp_path):
+    """A Delta table written twice (overwrite): version 0 and 1 each give their own rows' numbers on Spark (the
+    snapshot's files, resolved by deltalake), as on the local engine; a JSONL run (integer ids) too."""
+    deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
+    import pyarrow as pa
+
+    qrels, run = make_data(seed=31, int_ids=True)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    other = run.copy()
+    other["score"] = other["score"][::-1].to_numpy()
+    deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(run, preserve_index=False))
+    deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(other, preserve_index=False),
+                              mode="overwrite")
+    run.to_json(tmp_path / "run.jsonl", orient="records", lines=True)
+    spec = spec_of(ties="displayed_order")
+    spec["data"] = {"qrels": "qrels.csv", "systems": {
+        "v0": {"path": "runs", "format": "delta", "version": 0},
+        "v1": {"path": "runs", "format": "delta", "version": 1}, "j": "run.jsonl"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=2)
+    assert_same(local, remote)
+    assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
+    pq = local.per_query
+    assert not pq[pq.system == "v0"]["ndcg"].reset_index(drop=True).equals(
+        pq[pq.system == "v1"]["ndcg"].reset_index(drop=True))  # the two versions differ
+    pd.testing.assert_frame_equal(pq[pq.system == "v0"].drop(columns="system").reset_index(drop=True),
+                                  pq[pq.system == "j"].drop(columns="system").reset_index(drop=True))
+
+
+def test_a_malformed_jsonl_run_is_refused(spark, tmp_path):
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\n", encoding="utf-8")
+    (tmp_path / "run.jsonl").write_text('{"query_id": "q1", "doc_id": "a", "score": 1}\n{"query_id": "q1", "doc\n',
+                                        encoding="utf-8")
+    spec = spec_of(ties="average")
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"j": "run.jsonl"}}
+    with pytest.raises(DataError, match="run.jsonl.*not a JSON object"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- beyond the driver: per-group sums
+
+
+def grouped_data(seed: int, n: int = 3000) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """n queries of 10 documents; system b improves on a a little (p of a few percent), c only adds noise."""
+    rng = np.random.default_rng(seed)
+    q = np.repeat([f"q{i}" for i in range(n)], 10)
+    d = np.tile([f"d{j}" for j in range(10)], n)
+    g = rng.choice(4, size=n * 10, p=[0.5, 0.25, 0.15, 0.1])
+    a = rng.random(n * 10)
+    keep = rng.random(n * 10) < 0.9
+    runs = {"a": a, "b": a + 0.0006 * g * rng.random(n * 10) - 0.0006 * rng.random(n * 10),
+            "c": a + 0.003 * (rng.random(n * 10) - 0.5)}
+    qrels = pd.DataFrame({"query_id": q, "doc_id": d, "grade": g})
+    return qrels, {k: pd.DataFrame({"query_id": q[keep], "doc_id": d[keep], "score": v[keep]})
+                   for k, v in runs.items()}
+
+
+def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
+    """The same data through both paths: the per-query table written to Parquet holds the local engine's
+    numbers; the means agree to rounding; the group-bootstrap percentile intervals and the group sign-flip
+    p-values agree with the per-query ones within Monte-Carlo error.
+
+    Tolerances: with 4000 resamples an endpoint of a 95% percentile interval has a Monte-Carlo standard deviation
+    of about sqrt(0.025 * 0.975 / 4000) / phi(1.96) = 0.043 standard errors, so about 0.06 for the difference of
+    two independent ones; resampling G = 300 groups instead of 3000 queries estimates the variance with a
+    relative error of about sqrt(2 / 300) = 8%, moving the endpoints by about 0.08 standard errors: 0.4 standard
+    errors is more than 4 of those deviations combined. A p-value p has a Monte-Carlo deviation of
+    sqrt(p (1 - p) / 4000) <= 0.008 and the group test another of the order of the variance error: 0.05.
+    """
+    from ndcg_mlflow.engines.spark import evaluate_grouped
+
+    qrels, runs = grouped_data(seed=1)
+    spec = spec_of(ties="id_ascending", cutoffs=(5, 10), empty_ideal="exclude")
+    spec["uncertainty"] = {"resamples": 4000, "confidence": 0.95, "method": "percentile", "seed": 5}
+    spec["comparison"] = {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 3,
+                          "tie_tolerance": 1e-9}
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=runs)
+    frames = {k: spark.createDataFrame(v) for k, v in runs.items()}
+    out = tmp_path / "per_query"
+    grouped = evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300,
+                               buckets=2)
+    written = pd.read_parquet(out)
+    written["system"] = written["system"].astype(str)
+    cols = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
+            "n_returned", "weight", "status"]
+    a = local.per_query[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    b = written[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a.astype({"cutoff": str, "n_returned": "int64"}),
+                                  b.astype({"cutoff": str, "n_returned": "int64"}), check_exact=True,
+                                  check_dtype=False)
+    ls, gs = local.summary["systems"], grouped.summary["systems"]
+    for name in runs:
+        for key, m in ls[name].items():
+            g = gs[name][key]
+            for field in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal"):
+                assert g[field] == m[field], (name, key, field)
+            assert g["mean"] == pytest.approx(m["mean"], rel=1e-12, abs=1e-15)
+            assert g["weight_sum"] == pytest.approx(m["weight_sum"], rel=1e-12)
+            se = m["std_error"]
+            assert g["std_error"] == pytest.approx(se, rel=0.25)
+            assert abs(g["ci_low"] - m["ci_low"]) < 0.4 * se and abs(g["ci_high"] - m["ci_high"]) < 0.4 * se
+    lc = local.comparisons.set_index(["candidate", "cutoff"])
+    moderate = 0
+    for c in grouped.summary["comparisons"]:
+        row = lc.loc[(c["candidate"], c["cutoff"])]
+        se = (row["ci_high"] - row["ci_low"]) / (2 * 1.96)
+        assert c["delta"] == pytest.approx(row["delta"], rel=1e-9, abs=1e-15)
+        assert abs(c["ci_low"] - row["ci_low"]) < 0.4 * se and abs(c["ci_high"] - row["ci_high"]) < 0.4 * se
+        assert abs(c["p_randomization"] - row["p_randomization"]) < 0.05, (c, row["p_randomization"])
+        assert c["n_paired"] == row["n_paired"]
+        moderate += 0.01 < row["p_randomization"] < 0.9
+    assert moderate >= 2  # the p-values compared are not all at the floor or near 1
+    assert grouped.summary["engine_info"]["statistics"] == {"method": "grouped", "groups": 300}
+    with pytest.raises(SpecError, match="not an empty folder"):
+        evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames)
+    with pytest.raises(EvaluationError, match="evaluate_grouped"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=frames, driver_queries=100)

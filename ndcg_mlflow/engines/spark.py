@@ -28,14 +28,21 @@ line numbers, so errors name the source and the offending query and document ids
 and Arrow UDFs are used (no ``sparkContext``, RDD or broadcast variable), so the engine runs on Spark Connect.
 The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 
-Not yet on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
-``keep_data``, ``ties: displayed_order`` without a rank column (Spark keeps no file order), JSONL runs.
+When every cutoff is finite, the run rows are filtered before the shuffle to those that can decide some
+query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evaluated queries,
+:func:`evaluate_grouped` keeps the per-query rows in Spark (Parquet) and computes the statistics from
+per-group sums (:mod:`ndcg_mlflow.engines.grouped`).
+
+Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
+``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
+(Spark keeps no file order).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +68,32 @@ from ..join import compute, index_in, join, judgments, map_gains
 from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
 from ..spec import Metric, Spec
+from .grouped import GROUPS
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
 
 MAX_JUDGMENTS = 50_000_000
 """Judgments read on the driver at most (the judgments are assumed small next to the runs)."""
+
+PREFILTER_MAX_JUDGMENTS = 5_000_000
+"""The top-K pre-filter joins each run row to its grade before the shuffle by a broadcast join of the evaluated
+judgments; above this many evaluated judgments it is not applied."""
+
+PREFILTER_CHUNK_ROWS = 1_000_000
+"""Run rows filtered together before the shuffle (the Arrow batches of a partition, concatenated)."""
+
+MAX_DRIVER_QUERIES = 5_000_000
+"""Evaluated queries whose per-query rows come back to the driver at most; beyond, :func:`evaluate_grouped`."""
+
+RUN_SCHEMA = "query_id string, doc_id string, score double, rank double, _extra long, _chunk long"
+"""A run's rows as they enter the shuffle; ``_extra`` counts rows of the same query that the pre-filter left
+out (on one kept row of the query per chunk; 0 elsewhere); ``_chunk`` names the chunk the row was filtered in
+(a random 63-bit number; 0 without the pre-filter)."""
+
+SPLIT_CHECK_MAX = 100_000
+"""Queries whose rows the pre-filter saw in more than one chunk, checked for duplicates by their rows (beyond
+this many, every row of the run is checked by hash)."""
 
 RESULT_SCHEMA = (
     "kind string, query_id string, n_returned long, dcg array<double>, idcg array<double>, "
@@ -84,13 +111,18 @@ _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empt
 
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, buckets: int | None = None) -> EvaluationResult:
+             base_dir: str | Path | None = None, progress=None, buckets: int | None = None,
+             prefilter: bool | None = None, driver_queries: int | None = None) -> EvaluationResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
     globs, TREC, CSV and TSV). ``buckets`` fixes the number of query buckets (default: about
-    :data:`ROWS_PER_BUCKET` run rows per bucket).
+    :data:`ROWS_PER_BUCKET` run rows per bucket). ``prefilter``: the top-K pre-filter before the shuffle
+    (:func:`prefilter_plan`); ``None`` applies it whenever it can, ``True`` requires it (an error says why it
+    cannot apply), ``False`` never applies it. ``driver_queries``: the evaluated queries whose per-query rows
+    may come back to the driver (default :data:`MAX_DRIVER_QUERIES`; beyond, an error points to
+    :func:`evaluate_grouped`).
     """
     if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
         raise SpecError("buckets", f"must be a positive integer, got {buckets!r}.")
@@ -105,23 +137,73 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     map_gains(metric.gain, qrels_table.value, qrels_table)
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
-    judged_df = _evaluated_judgments(spark, qrels_table, query_ids, metric)
+    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, metric)
+    depth, reason = prefilter_plan(metric, n_judged, prefilter)
+    engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
+                                   "systems": {}}
 
+    limit = MAX_DRIVER_QUERIES if driver_queries is None else driver_queries
+    if len(query_ids) > limit:
+        raise EvaluationError(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
+                              f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
+                              f"evaluate with ndcg_mlflow.engines.spark.evaluate_grouped, which writes the "
+                              f"per-query table to Parquet and computes the statistics from per-group sums.")
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     for name, source in sources.items():
-        if progress:
-            progress(f"reading system '{name}' on Spark")
-        run_df, label, info, has_rank = _run_frame(spark, spec, name, source, shared)
+        out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
+                                                              buckets, progress)
         files.append(info)
-        n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
-        if progress:
-            progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
-        rows = _bucket_results(run_df, judged_df, n_buckets, name, label, metric, has_rank)
-        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes)
+        rows = out_df.toArrow()
+        duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
+        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes, duplicates)
+        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
+    result.engine_info = engine_info
     return statistics(result, progress)
+
+
+def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
+                 depth: int | None, buckets: int | None, progress) -> tuple[Any, Any, str, FileInfo, int]:
+    """One system's bucket rows (:data:`RESULT_SCHEMA`) as a DataFrame, not yet computed; its run DataFrame,
+    label, file information and bucket count."""
+    if progress:
+        progress(f"reading system '{name}' on Spark")
+    run_df, label, info, has_rank = _run_frame(spark, spec, name, source, shared)
+    n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
+    if progress:
+        progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
+    shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank) if depth is not None else \
+        run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
+    return _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank), run_df, label, info, \
+        n_buckets
+
+
+def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
+    """The depth of the top-K pre-filter (``None``: not applied) and why.
+
+    It applies when every cutoff is finite (``all`` reads whole lists) and the evaluated judgments are few
+    enough to join to the run rows before the shuffle (:data:`PREFILTER_MAX_JUDGMENTS`). The depth L is the
+    largest cutoff, or the documents shown per query when more (:func:`~ndcg_mlflow.evaluation.display_depth`).
+    """
+    if wanted is not None and not isinstance(wanted, bool):
+        raise SpecError("prefilter", f"is True, False or None, got {wanted!r}.")
+    finite = [k for k in metric.cutoffs if k is not None]
+    why = None
+    if wanted is False:
+        why = "not asked for (prefilter=False)"
+    elif len(finite) < len(metric.cutoffs):
+        why = "the cutoff 'all' needs every returned row"
+    elif n_judgments > PREFILTER_MAX_JUDGMENTS:
+        why = (f"{n_judgments:,} evaluated judgments, more than the {PREFILTER_MAX_JUDGMENTS:,} joined to the run "
+               f"rows before the shuffle")
+    if why is not None:
+        if wanted:
+            raise SpecError("prefilter", f"the top-K pre-filter cannot apply: {why}.")
+        return None, why
+    depth = min(max(finite + [display_depth(metric)]), 1 << 62)
+    return depth, f"every cutoff is finite: each query's rows that can reach its top {depth} are shuffled"
 
 
 def session(remote: str | None = None) -> Any:
@@ -172,10 +254,10 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
     from ..spec import IN_MEMORY
 
     if qrels is None:
-        table = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns)
-        _check_judgment_count(len(table), spec.qrels.declared)
-        return table, FileInfo("qrels", str(spec.qrels.path), spec.qrels.declared, sha256_file(spec.qrels.file),
-                               len(table))
+        q = spec.qrels
+        table = read_qrels(q.file, q.format, q.columns, q.version)
+        _check_judgment_count(len(table), q.declared)
+        return table, FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), len(table))
     obj, mapping = qrels, shared
     if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
         obj, mapping = qrels[0], {**shared, **qrels[1]}
@@ -195,9 +277,9 @@ def _check_judgment_count(n: int, label: str) -> None:
                                f"that limit.")
 
 
-def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> Any:
-    """The judgments of the evaluated queries as a Spark DataFrame (query_id, doc_id, grade), after the local
-    checks of the whole (gains whose sums overflow stop here, naming the query and line)."""
+def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> tuple[Any, int]:
+    """The judgments of the evaluated queries as a Spark DataFrame (query_id, doc_id, grade) and their count,
+    after the local checks of the whole (gains whose sums overflow stop here, naming the query and line)."""
     import pyarrow as pa
 
     judgments(qrels, query_ids, metric)  # the checks of the local engine, on all the evaluated judgments
@@ -208,7 +290,7 @@ def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric
         "doc_id": _plain(qrels.doc.array.filter(pa.array(keep))),
         "grade": pa.array(qrels.value[keep], type=pa.float64()),
     })
-    return spark.createDataFrame(table)
+    return spark.createDataFrame(table), int(keep.sum())
 
 
 def _plain(array: Any) -> Any:
@@ -236,12 +318,14 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping):
         source, mapping = source[0], {**shared, **source[1]}
     ranked = True  # the source's rank column, when it has one, is read
+    version = None
     if _is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
         df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order")
         label = str(source.path)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
+        version = source.version
     else:  # an in-memory table of another library: checked locally, then handed to Spark
         import pyarrow as pa
 
@@ -286,7 +370,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         df = df.withColumn("rank", F.lit(None).cast("double"))
     digest = _digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
-    sha = digest[0] if digest else sha256_file(path)
+    sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None and ranked
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
 
@@ -312,11 +396,26 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     from pyspark.sql import functions as F
 
     from ..readers import detect_format
+    from ..spec import dataset_files, shown_path, source_problem
 
     path = source.file
+    files = dataset_files(path) if source.format in ("auto", "parquet") else None
+    if files is not None:  # a folder or glob: the files the local readers read, in their order
+        problem = source_problem(path)
+        if problem is not None:
+            raise DataError(shown_path(path), problem + ".")
+        return spark.read.parquet(*[str(f) for f in files]), True
     fmt = detect_format(path, source.format, source.columns)
     if fmt == "parquet":
         return spark.read.parquet(str(path)), True
+    if fmt == "delta":
+        return _read_delta(spark, path, source.version), True
+    if fmt == "jsonl":  # one JSON object a line; the schema is inferred (integer ids are read as their text)
+        try:
+            return spark.read.json(str(path), mode="FAILFAST"), True
+        except Exception as exc:
+            raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
+                                  f"{str(exc).strip().splitlines()[0][:300]}).") from None
     if fmt == "trec":
         lines = spark.read.text(str(path))
         text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
@@ -347,8 +446,31 @@ def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
             df = df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c in numeric else F.col(c)
                              for c in df.columns])
         return df, True
-    raise DataError(path, f"the Spark engine reads runs in Parquet, TREC, CSV and TSV; this one is {fmt}: convert "
-                          f"it to Parquet or evaluate with the local engine.")
+    raise DataError(path, f"the Spark engine reads runs in Parquet, Delta, TREC, CSV, TSV and JSONL; this one is "
+                          f"{fmt}: convert it to Parquet or evaluate with the local engine.")
+
+
+def _read_delta(spark: Any, path: Path, version: int) -> Any:
+    """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
+    ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
+    tables it cannot read that way) and read by ``spark.read.parquet``."""
+    from ..readers.delta import snapshot_files
+    from ..spec import shown_path, source_problem
+
+    problem = source_problem(path, delta=True)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+    try:
+        df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
+        df.schema  # noqa: B018 (resolves the data source now, on Spark Connect too)
+        return df
+    except Exception as exc:
+        if "DATA_SOURCE_NOT_FOUND" not in str(exc) and "delta" not in str(exc).lower():
+            raise
+    files = snapshot_files(path, version)
+    if not files:
+        raise DataError(path, f"version {version} of the Delta table holds no files (no rows).")
+    return spark.read.parquet(*[str(f) for f in files])
 
 
 def _refuse_line(bad: Any, path: Path, what: str) -> None:
@@ -357,12 +479,192 @@ def _refuse_line(bad: Any, path: Path, what: str) -> None:
         raise DataError(path, f"{what}; found the line {first[0]['line'][:200]!r}.")
 
 
+# --------------------------------------------------------------------------- the top-K pre-filter, before the shuffle
+
+
+def _zero() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.lit(0).cast("long")
+
+
+def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool) -> Any:
+    """The run rows that can decide some query's top ``depth`` (:func:`prefilter_rows`), filtered where they
+    are read: each row gets its grade by a broadcast join of the evaluated judgments (no shuffle of the run)."""
+    from pyspark.sql import functions as F
+
+    graded = run_df.join(F.broadcast(judged_df), on=["query_id", "doc_id"], how="left")
+    graded = graded.select("query_id", "doc_id", "score", "rank", "grade")
+    chunk_rows = PREFILTER_CHUNK_ROWS
+
+    def chunks(batches):
+        import os
+
+        import pyarrow as pa
+
+        def done(buffered):
+            chunk = int.from_bytes(os.urandom(8), "little") >> 1
+            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk).to_batches()
+
+        buffered: list[Any] = []
+        n = 0
+        for batch in batches:
+            buffered.append(batch)
+            n += batch.num_rows
+            if n >= chunk_rows:
+                yield from done(buffered)
+                buffered, n = [], 0
+        if buffered:
+            yield from done(buffered)
+
+    return graded.mapInArrow(chunks, RUN_SCHEMA)
+
+
+def _run_type() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.float64()),
+                      ("rank", pa.float64()), ("_extra", pa.int64()), ("_chunk", pa.int64())])
+
+
+def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:
+    """Rows of ``mask`` with fewer than ``depth`` rows of ``mask`` of the same query holding a strictly larger
+    ``value`` (every row tied with the depth-th value is kept); with ``distinct``, the first ``depth`` rows of
+    each query by ``value`` (ties in any order)."""
+    keep = np.zeros(query.size, dtype=bool)
+    at = np.flatnonzero(mask)
+    if not at.size:
+        return keep
+    order = at[np.lexsort((-value[at], query[at]))]
+    q, v = query[order], value[order]
+    new_query = np.r_[True, q[1:] != q[:-1]]
+    pos = np.arange(q.size) - np.maximum.accumulate(np.where(new_query, np.arange(q.size), 0))
+    if not distinct:  # a row's count of larger values is the position of the first row of its tie
+        new_tie = new_query | np.r_[True, v[1:] != v[:-1]]
+        pos = pos[np.maximum.accumulate(np.where(new_tie, np.arange(q.size), 0))]
+    keep[order[pos < depth]] = True
+    return keep
+
+
+def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0) -> Any:
+    """A chunk of run rows (query_id, doc_id, score, rank, grade: null when unjudged) -> the rows that can decide
+    their query's numbers at every cutoff up to ``depth`` (:data:`RUN_SCHEMA`), whatever the other chunks hold.
+
+    Every rule decides a query's numbers from its top ``depth`` rows, so a row is kept when, in its query
+    within this chunk (and so in the whole, which has at least as many rows above it):
+
+    * fewer than ``depth`` rows score strictly higher (the top ``depth`` under every tie rule, with the whole
+      tied group at the cut, which ``average`` spreads; judged coverage is over these rows);
+    * under ``unjudged: condense``, it is judged and fewer than ``depth`` judged rows score higher;
+    * its gain is not 0 and fewer than ``depth`` rows have a larger gain (the ideal of the returned documents,
+      ``idcg_candidates``); among the rows of gain 0 (judged or not; judged only under ``condense``) the first
+      ``depth`` by score are kept, as the ideal list only counts them;
+    * under ``unjudged: error``, it is unjudged (the error counts them all).
+
+    The rows left out are counted on a kept row of their query (``_extra``), so that ``n_returned`` is the
+    whole list's length. A chunk with a row the checks refuse (null or empty ids, a score that is not finite,
+    a rank that is not an integer, a document twice) is passed whole, so that the checks after the shuffle
+    find every such row, as without the filter. Every row carries ``chunk``: a query whose rows all come from
+    one chunk had all its rows checked for duplicates here; the others are checked in Spark
+    (:func:`_duplicates`).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = rows.num_rows
+    passed = rows.select(["query_id", "doc_id", "score", "rank"])
+    if n == 0 or _run_errors(rows, has_rank):
+        return pa.table([*[_plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
+                         pa.array(np.zeros(n, dtype=np.int64)), pa.array(np.full(n, chunk, dtype=np.int64))],
+                        schema=_run_type())
+    enc = pc.dictionary_encode(_plain(rows.column("query_id")))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    query = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    score = np.asarray(pc.cast(rows.column("score"), pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    grade = rows.column("grade")
+    judged = np.asarray(grade.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    gain = np.zeros(n, dtype=np.float64)
+    if judged.any():
+        grades = np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        gain[judged] = map_gains(metric.gain, grades[judged])
+    condense = metric.unjudged == "condense"
+    if condense:
+        gain[~judged] = 0.0
+    zero = gain == 0
+    keep = _within(query, score, np.ones(n, dtype=bool), depth)
+    keep |= _within(query, gain, ~zero & judged, depth)
+    keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
+    if condense:
+        keep |= _within(query, score, judged, depth)
+    if metric.unjudged == "error":
+        keep |= ~judged
+    dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))
+    extra = np.zeros(n, dtype=np.int64)
+    kept = np.flatnonzero(keep)
+    first = np.full(len(enc.dictionary), -1, dtype=np.int64)
+    first[query[kept[::-1]]] = kept[::-1]  # the first kept row of each query (every query keeps one)
+    has = dropped > 0
+    extra[first[has]] = dropped[has]
+    mask = pa.array(keep)
+    return pa.table([_plain(passed.column("query_id").filter(mask)), _plain(passed.column("doc_id").filter(mask)),
+                     pc.cast(passed.column("score").filter(mask), pa.float64()),
+                     pc.cast(passed.column("rank").filter(mask), pa.float64()), pa.array(extra[kept]),
+                     pa.array(np.full(kept.size, chunk, dtype=np.int64))], schema=_run_type())
+
+
+def _duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]], bool]:
+    """Documents listed twice for a query among the rows the buckets did not check (the pre-filter leaves
+    rows out): the queries whose rows were filtered in more than one chunk (the buckets' ``split`` rows; the
+    rest were checked whole, in their chunk and bucket), checked in Spark on their rows; beyond
+    :data:`SPLIT_CHECK_MAX` such queries, every row, grouped by a 64-bit hash of (query, document) with the few
+    hashes seen twice checked on the rows themselves. The error of the smallest such (query, document) with
+    the count of its repeated rows, and whether it replaces the buckets' own duplicate errors (every row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    split = rows.filter(pc.equal(rows.column("kind"), "split")).column("query_id")
+    if len(split) == 0:
+        return [], False
+    every = len(split) > SPLIT_CHECK_MAX
+    if every:
+        keyed = run_df.select("query_id", "doc_id", F.xxhash64("query_id", "doc_id").alias("_h"))
+        twice = keyed.groupBy("_h").count().where(F.col("count") > 1).select("_h")
+        pairs = keyed.join(F.broadcast(twice), on="_h")
+    else:
+        ids = spark.createDataFrame(pa.table({"query_id": _plain(split)}))
+        pairs = run_df.select("query_id", "doc_id").join(F.broadcast(ids), on="query_id")
+    pairs = pairs.groupBy("query_id", "doc_id").count().where(F.col("count") > 1)
+    found = pairs.agg(F.min(F.struct("query_id", "doc_id")).alias("first"),
+                      F.sum(F.col("count") - 1).alias("repeated")).collect()[0]
+    if found["first"] is None:
+        return [], every
+    return [_error("duplicate", found["first"]["query_id"], found["first"]["doc_id"], int(found["repeated"]))], every
+
+
+def _early_error(rows: Any) -> bool:
+    """Whether a bucket found a problem that the local engine reports before duplicates."""
+    import pyarrow.compute as pc
+
+    codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
+    return any(_ERROR_ORDER.index(c) < _ERROR_ORDER.index("duplicate") for c in codes)
+
+
+def _rows_seen(rows: Any) -> int:
+    """The run rows the buckets received (after the pre-filter, when it applies)."""
+    import pyarrow.compute as pc
+
+    meta = rows.filter(pc.equal(rows.column("kind"), "meta"))
+    return int(pc.sum(meta.column("n_returned")).as_py() or 0)
+
+
 # --------------------------------------------------------------------------- per bucket, in the executors
 
 
 def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
                     has_rank: bool) -> Any:
-    """Every evaluated query's numbers (one Arrow row per query), error and meta rows, collected."""
+    """Every evaluated query's numbers (one row per query), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
 
     def bucketed(df):
@@ -373,9 +675,8 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     def per_bucket(run, judged):
         return bucket_rows(run, judged, name, label, metric, depth, has_rank)
 
-    out = bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
+    return bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
         per_bucket, RESULT_SCHEMA)
-    return out.toArrow()
 
 
 def _result_type() -> Any:
@@ -409,9 +710,11 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    errors = _run_errors(run, has_rank)
+    split_rows, whole = _split_queries(run)
+    errors = _run_errors(run, has_rank, whole)
     if errors:
-        return _rows(errors)
+        return pa.concat_tables([_rows(errors + [{"kind": "meta", "count": 0, "value": 0.0,
+                                                  "n_returned": run.num_rows}]), split_rows])
     q_col = _plain(run.column("query_id"))
     run_queries = pc.unique(q_col)
     jq = _plain(judged.column("query_id"))
@@ -420,9 +723,9 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
     unknown = sorted(set(run_queries.to_pylist()) - set(bucket_ids.tolist()))
     meta = {"kind": "meta", "count": len(unknown), "value": float(len(run_queries)),
-            "examples": (unknown or sorted(run_queries.to_pylist()))[:3]}
+            "examples": (unknown or sorted(run_queries.to_pylist()))[:3], "n_returned": run.num_rows}
     if not bucket_ids.size:
-        return _rows([meta])
+        return pa.concat_tables([_rows([meta]), split_rows])
     qrels = _local_table("qrels", "qrels", jq, judged.column("grade"), None, judged.column("doc_id"))
     rank = run.column("rank") if has_rank else None
     run_table = _local_table(label, "run", q_col, run.column("score"), rank, run.column("doc_id"))
@@ -436,6 +739,12 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         qr = compute(metric, prep, judged_index.catalog)
     except NonFiniteError as exc:
         return _rows([_error("overflow", str(bucket_ids[exc.queries[0]]), None, int(exc.queries.size))])
+    if "_extra" in run.column_names:  # rows the pre-filter left out still count in the list's length
+        extra = np.asarray(run.column("_extra").to_numpy(zero_copy_only=False), dtype=np.int64)
+        some = np.flatnonzero(extra)
+        if some.size:
+            at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
+            np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
     rows_top, pos_top = qr.top(depth)
     tq = prep.query[rows_top]
     order = np.lexsort((pos_top, tq))
@@ -443,7 +752,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds)])
+    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds), split_rows])
 
 
 def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
@@ -493,8 +802,35 @@ def _local_table(label: str, kind: str, query: Any, value: Any, rank: Any, doc: 
     return Table(label, kind, ids, docs, numbers, ranks, "table")
 
 
-def _run_errors(run: Any, has_rank: bool) -> list[dict[str, Any]]:
-    """The first problem of a bucket's run rows, by the local engine's order of checks (none: empty list)."""
+def _split_queries(run: Any) -> tuple[Any, Any]:
+    """The ``split`` rows of the queries whose rows come from more than one pre-filter chunk, and the mask of
+    the rows of the other queries (all of whose rows are here, so their duplicates can be checked here)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = run.num_rows
+    if "_chunk" not in run.column_names or n == 0 or run.column("query_id").null_count:  # nulls: refused anyway
+        return _rows([]), np.ones(n, dtype=bool)
+    enc = pc.dictionary_encode(_plain(run.column("query_id")))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    q = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    chunk = np.asarray(run.column("_chunk").to_numpy(zero_copy_only=False), dtype=np.int64)
+    order = np.lexsort((chunk, q))
+    qs, cs = q[order], chunk[order]
+    new_pair = np.r_[True, (qs[1:] != qs[:-1]) | (cs[1:] != cs[:-1])]
+    chunks_per_query = np.bincount(qs[new_pair], minlength=len(enc.dictionary))
+    split = np.flatnonzero(chunks_per_query > 1)
+    if not split.size:
+        return _rows([]), np.ones(n, dtype=bool)
+    ids = enc.dictionary.take(pa.array(split))
+    rows = _rows([{"kind": "split", "query_id": x} for x in ids.to_pylist()])
+    return rows, chunks_per_query[q] <= 1
+
+
+def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dict[str, Any]]:
+    """The first problem of a bucket's run rows, by the local engine's order of checks (none: empty list);
+    documents twice are looked for among the rows of ``checked_twice`` (a mask; default every row)."""
     import pyarrow.compute as pc
 
     q = _plain(run.column("query_id"))
@@ -533,13 +869,18 @@ def _run_errors(run: Any, has_rank: bool) -> list[dict[str, Any]]:
         qq, dd, n = first(~np.isfinite(rank) | (rank != np.round(rank)))
         if n:
             return [_error("rank", qq, dd, n)]
+    import pyarrow as pa
+
     from ..readers import duplicate_pairs
 
-    table = _local_table("run", "run", q, run.column("score"), None, d)
-    _, later = duplicate_pairs(table)
-    if later.size:
-        qq, dd, n = first(np.isin(np.arange(len(q)), later))
-        return [_error("duplicate", qq, dd, n)]
+    rows = np.arange(len(q)) if checked_twice is None else np.flatnonzero(checked_twice)
+    if rows.size:
+        table = _local_table("run", "run", q.take(pa.array(rows)), run.column("score").take(pa.array(rows)), None,
+                             d.take(pa.array(rows)))
+        _, later = duplicate_pairs(table)
+        if later.size:
+            qq, dd, n = first(np.isin(np.arange(len(q)), rows[later]))
+            return [_error("duplicate", qq, dd, n)]
     return []
 
 
@@ -570,12 +911,16 @@ def _message(code: str, query: str | None, doc: str | None, count: int, value: f
             f"{metric.gain.describe()} differ too much in size.")
 
 
-def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.ndarray, weights: np.ndarray,
-              notes: list[str]) -> SystemResult:
-    """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks."""
+def check_buckets(name: str, label: str, metric: Metric, table: Any,
+                  duplicates: tuple[list[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """Raise the error the local engine would raise first, from the buckets' ``error`` rows (``duplicates``: the
+    duplicate check of the rows the buckets did not check, :func:`_duplicates`); the ``meta`` rows."""
     import pyarrow.compute as pc
 
     errors = table.filter(pc.equal(table.column("kind"), "error")).to_pylist()
+    if duplicates is not None:
+        found, every = duplicates
+        errors = [e for e in errors if not every or e["code"] != "duplicate"] + found
     if errors:
         errors.sort(key=lambda e: (_ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]
@@ -585,7 +930,16 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
             raise EvaluationError(f"{label}: {message}") if e["code"] == "unjudged" else \
                 DataError("qrels", f"system '{name}': {message}")
         raise DataError(label, message)
-    meta = table.filter(pc.equal(table.column("kind"), "meta")).to_pylist()
+    return table.filter(pc.equal(table.column("kind"), "meta")).to_pylist()
+
+
+def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.ndarray, weights: np.ndarray,
+              notes: list[str], duplicates: tuple[list[dict[str, Any]], bool] | None = None) -> SystemResult:
+    """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks;
+    ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows."""
+    import pyarrow.compute as pc
+
+    meta = check_buckets(name, label, metric, table, duplicates)
     rows = table.filter(pc.equal(table.column("kind"), "query"))
     nq, nc = len(query_ids), len(metric.cutoffs)
     got = rows.column("query_id").to_pylist()
@@ -627,4 +981,208 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
     return SystemResult(name, qr, system_means(metric, qr, weights), top)
 
 
-__all__ = ["evaluate", "bucket_rows", "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]
+# --------------------------------------------------------------------------- beyond the driver: per-group sums
+
+
+@dataclass
+class GroupedResult:
+    """What :func:`evaluate_grouped` computed: ``summary`` (the shape of ``summary.json``'s systems and
+    comparisons), the per-query table's Parquet folder, and how."""
+
+    summary: dict[str, Any]
+    per_query_path: Path
+    files: list[FileInfo]
+    notes: list[str]
+
+
+def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_path: str | Path, spark: Any = None,
+                     qrels: Any = None, systems: Mapping[str, Any] | None = None,
+                     columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
+                     buckets: int | None = None, prefilter: bool | None = None, groups: int = GROUPS) -> GroupedResult:
+    """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
+    ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
+    intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
+    random groups of queries; percentile intervals by resampling groups, sign-flip tests flipping groups).
+    The checks are those of :func:`evaluate`."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..evaluation import relative
+    from ..rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
+    from ..stats import correct
+    from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark
+
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+        raise SpecError("groups", f"must be an integer of at least 2, got {groups!r}.")
+    out_path = Path(per_query_path)
+    if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())):
+        raise SpecError("per_query_path", f"{out_path} exists and is not an empty folder; the per-query table is "
+                                          f"written into a new folder.")
+    spark = _session(spark)
+    spec = resolve_spec(spec, qrels, systems, base_dir)
+    _refuse_unsupported(spec)
+    metric = spec.metric
+    shared = dict(columns or {})
+    qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
+    files: list[FileInfo] = [qrels_info]
+    map_gains(metric.gain, qrels_table.value, qrels_table)
+    query_ids = evaluated_query_set(spec, qrels_table, files)
+    weights = query_weights(spec, query_ids, files)
+    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, metric)
+    depth, reason = prefilter_plan(metric, n_judged, prefilter)
+    weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
+                                                 "weight": pa.array(weights, type=pa.float64()),
+                                                 "rw": pa.array(relative(weights), type=pa.float64())}))
+    labels = F.array(*[F.lit(cutoff_label(k)) for k in metric.cutoffs])
+    engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
+                                   "systems": {}, "statistics": {"method": "grouped", "groups": groups}}
+    notes: list[str] = []
+    sources = dict(systems) if systems is not None else dict(spec.systems)
+    nq = len(query_ids)
+    for name, source in sources.items():
+        out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
+                                                              buckets, progress)
+        files.append(info)
+        out_df = out_df.persist()
+        try:
+            small = out_df.where(F.col("kind") != "query").toArrow()
+            duplicates = _duplicates(spark, run_df, small) if depth is not None and not _early_error(small) else None
+            meta = check_buckets(name, label, metric, small, duplicates)
+            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status")
+            rows = out_df.where(F.col("kind") == "query").join(weights_df, "query_id").select(
+                F.lit(name).alias("system"), "query_id", "n_returned", "weight", "rw",
+                F.posexplode(zipped).alias("_j", "_v"))
+            status = F.element_at(F.array(*[F.lit(x) for x in STATUS_NAMES]), F.col("_v.status").cast("int") + 1)
+            table = rows.select(
+                "system", "query_id", F.element_at(labels, F.col("_j") + 1).alias("cutoff"),
+                F.when(F.isnan("_v.ndcg"), None).otherwise(F.col("_v.ndcg")).alias("ndcg"),
+                F.col("_v.dcg").alias("dcg"), F.col("_v.idcg").alias("idcg"),
+                F.col("_v.idcg_candidates").alias("idcg_candidates"),
+                F.when(F.isnan("_v.judged_coverage"), None).otherwise(F.col("_v.judged_coverage"))
+                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"), "rw")
+            # Hive-style folders: readers of the whole folder get the system column from the folder names
+            table.drop("rw", "system").write.mode("append").parquet(str(out_path / f"system={_part(name)}"))
+        finally:
+            out_df.unpersist()
+        run_queries = int(sum(m["value"] or 0 for m in meta))
+        unknown = int(sum(m["count"] or 0 for m in meta))
+        per = spark.read.parquet(str(out_path / f"system={_part(name)}"))
+        _grouped_rules(name, label, metric, per, nq, run_queries, meta)
+        if unknown:
+            notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
+        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(small), "buckets": n_buckets}
+
+    def per_query(name: str) -> Any:
+        return spark.read.parquet(str(out_path / f"system={_part(name)}")).join(weights_df.select("query_id", "rw"),
+                                                                                  "query_id")
+
+    summary_systems: dict[str, Any] = {}
+    series = []
+    for name in sources:
+        p = per_query(name)
+        counts = p.groupBy("cutoff").agg(
+            F.count(F.col("ndcg")).alias("n_evaluated"), F.count(F.lit(1)).alias("n"),
+            F.count(F.when(F.col("status") == "missing", 1)).alias("n_missing"),
+            F.count(F.when(F.col("status") == "empty_ideal", 1)).alias("n_empty_ideal"),
+            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("weight"))).alias("weight_sum"),
+            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw"))).alias("r1"),
+            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw") * F.col("rw"))).alias("r2"),
+            F.avg("judged_coverage").alias("judged_coverage")).collect()
+        summary_systems[name] = {}
+        for c in counts:
+            key = cutoff_key(cutoff_of_label(c["cutoff"]))
+            summary_systems[name][key] = {
+                "n_evaluated": int(c["n_evaluated"]), "n_excluded": int(c["n"] - c["n_evaluated"]),
+                "n_missing": int(c["n_missing"]), "n_empty_ideal": int(c["n_empty_ideal"]),
+                "weight_sum": float(c["weight_sum"] or 0.0),
+                "n_eff": float(c["r1"] ** 2 / c["r2"]) if c["r2"] else 0.0,
+                "judged_coverage": float("nan") if c["judged_coverage"] is None else float(c["judged_coverage"])}
+        series.append(p.select(F.concat(F.lit(f"system\0{name}\0"), F.col("cutoff")).alias("key"), "query_id",
+                               F.col("rw").alias("weight"), F.col("ndcg").alias("x")))
+    comparison = spec.comparison
+    if comparison is not None:
+        base = per_query(comparison.baseline).select("query_id", "cutoff", F.col("ndcg").alias("b"), "rw")
+        for name in sources:
+            if name == comparison.baseline:
+                continue
+            cand = per_query(name).select("query_id", "cutoff", F.col("ndcg").alias("c"))
+            both = base.join(cand, ["query_id", "cutoff"])
+            series.append(both.select(F.concat(F.lit(f"compare\0{name}\0"), F.col("cutoff")).alias("key"),
+                                      "query_id", F.col("rw").alias("weight"), (F.col("c") - F.col("b")).alias("x")))
+    seed = spec.uncertainty.seed if spec.uncertainty is not None else 0
+    union = series[0]
+    for other in series[1:]:
+        union = union.unionByName(other)
+    sums = group_sums_spark(union, groups, seed)
+    for name in sources:
+        for key, entry in summary_systems[name].items():
+            s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
+            entry["mean"] = s.mean if s is not None else float("nan")
+    comparisons: list[dict[str, Any]] = []
+    u = spec.uncertainty
+    if u is not None:
+        rng = np.random.default_rng(u.seed)
+        counts_matrix = group_counts(groups, u.resamples, rng)
+        for name in sources:
+            for key, entry in summary_systems[name].items():
+                s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
+                if s is not None:
+                    entry.update({k: v for k, v in group_interval(s, counts_matrix, u.confidence).items()
+                                  if k != "mean"})
+        if comparison is not None:
+            flips = np.random.default_rng([u.seed, 1])
+            for name in sources:
+                if name == comparison.baseline:
+                    continue
+                for k in metric.cutoffs:
+                    label = cutoff_label(k)
+                    s = sums.get(f"compare\0{name}\0{label}")
+                    if s is None:
+                        continue
+                    ci = group_interval(s, counts_matrix, u.confidence)
+                    comparisons.append({"baseline": comparison.baseline, "candidate": name, "cutoff": label,
+                                        "delta": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+                                        "n_paired": int(s.count.sum()),
+                                        "p_randomization": group_sign_flip(s, u.resamples, flips)})
+            if comparisons:
+                corrected = correct([c["p_randomization"] for c in comparisons], comparison.correction)
+                for c, p in zip(comparisons, corrected):
+                    c["p_corrected"] = float(p)
+    summary = {"name": spec.name, "spec_sha256": spec.sha256, "definition_sha256": spec.definition_digest(),
+               "spec": spec.resolved(), "n_queries": nq, "weight_sum": float(weights.sum()),
+               "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
+               "systems": summary_systems, "comparisons": comparisons, "notes": notes, "engine": "spark",
+               "engine_info": engine_info, "per_query_path": str(out_path)}
+    return GroupedResult(summary, out_path, files, notes)
+
+
+def _part(name: str) -> str:
+    """A system name as a folder name (``/`` written as ``~``, as the per-system files are)."""
+    return name.replace("/", "~")
+
+
+def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run_queries: int,
+                   meta: list[dict[str, Any]]) -> None:
+    """The checks of :func:`_assemble` on the per-query table written by Spark."""
+    from pyspark.sql import functions as F
+
+    returned = per.where(F.col("n_returned") > 0).select("query_id").distinct().limit(1).count()
+    if not returned:
+        examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
+        raise EvaluationError(
+            f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
+            f"{preview(examples)}, are all outside the set): is it the run of another collection?")
+    for rule, status, text in (("missing_queries", "missing", "returns nothing for"),
+                               ("empty_ideal", "empty_ideal", "has an ideal DCG of 0 for")):
+        if getattr(metric, rule) != "error":
+            continue
+        bad = per.where(F.col("status") == status).select("query_id").distinct()
+        n = bad.count()
+        if n:
+            first = [r["query_id"] for r in bad.orderBy("query_id").limit(3).collect()]
+            raise EvaluationError(f"system '{name}' ({label}) {text} {n} evaluated queries: {preview(first)}; "
+                                  f"metric.{rule} is 'error'.")
+
+
+__all__ = ["evaluate", "evaluate_grouped", "GroupedResult", "check_buckets", "bucket_rows", "MAX_DRIVER_QUERIES",
+           "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]

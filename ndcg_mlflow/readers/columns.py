@@ -38,11 +38,13 @@ ArrowColumns = tuple[Any, Any, "np.ndarray | None", "np.ndarray | None"]
 # --------------------------------------------------------------------------- public entry points
 
 
-def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> Table:
+def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = (),
+               version: int | None = None) -> Table:
     """Read judgments. A document judged twice with different grades is an error; twice alike is merged.
 
-    ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``)."""
-    return checked_qrels(_read(Path(path), QRELS, format, columns=columns))
+    ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``); ``version``: the
+    version of a Delta table (``format="delta"``)."""
+    return checked_qrels(_read(Path(path), QRELS, format, columns=columns, version=version))
 
 
 def checked_qrels(table: Table) -> Table:
@@ -51,13 +53,13 @@ def checked_qrels(table: Table) -> Table:
 
 
 def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
-             columns: tuple[tuple[str, str], ...] = ()) -> Table:
+             columns: tuple[tuple[str, str], ...] = (), version: int | None = None) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
     """
-    return checked_run(_read(Path(path), RUN, format, rank, columns))
+    return checked_run(_read(Path(path), RUN, format, rank, columns, version))
 
 
 def checked_run(table: Table) -> Table:
@@ -151,7 +153,17 @@ def canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) ->
     return [tool[h] if h in tool else ("\x00" + h if h in dict(columns) else h) for h in present]
 
 
-def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[tuple[str, str], ...] = (),
+          version: int | None = None) -> Table:
+    if format == "delta":
+        from .delta import snapshot_files
+
+        if version is None:
+            raise DataError(path, "a Delta table is read at a version (format: delta, version: N).")
+        problem = source_problem(path, delta=True)
+        if problem is not None:
+            raise DataError(shown_path(path), problem + ".")
+        return _read_dataset(path, snapshot_files(path, version), kind, "parquet", columns, checked=True)
     files = dataset_files(path)
     if files is not None:
         return _read_dataset(path, files, kind, format, columns)
@@ -184,14 +196,17 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
 
 
 def _read_dataset(path: Path, files: list[Path], kind: str, format: str,
-                  columns: tuple[tuple[str, str], ...]) -> Table:
-    """A Parquet folder or glob: its files in sorted order, read as one table (errors name the file and row;
-    a (query, doc) pair repeated across files names the row of the whole dataset)."""
+                  columns: tuple[tuple[str, str], ...], checked: bool = False) -> Table:
+    """A Parquet folder or glob (or a Delta table's snapshot: ``checked``): its files in sorted order, read as
+    one table (errors name the file and row; a (query, doc) pair repeated across files names the row of the
+    whole dataset)."""
     import pyarrow as pa
 
-    problem = source_problem(path)
+    problem = None if checked else source_problem(path)
     if problem is not None:
         raise DataError(shown_path(path), problem + ".")
+    if not files:
+        raise DataError(path, f"the {kind} table holds no files (no rows).")
     if format not in ("auto", "parquet"):
         raise DataError(path, f"a folder or glob is read as a Parquet dataset, not as {format}.")
     parts = [_parquet_columns(f, kind, columns) for f in files]

@@ -13,9 +13,14 @@ from .table import Ids, Table, arrow_values, numpy_values
 from .text import open_file
 
 
-def sha256_file(path: str | Path) -> str:
+def sha256_file(path: str | Path, version: int | None = None) -> str:
     """sha256 of a file's bytes as stored (compressed files too); of a Parquet folder or glob, of its files'
-    bytes one after the other, in sorted file order."""
+    bytes one after the other, in sorted file order; of a Delta table at ``version``, see
+    :func:`~ndcg_mlflow.readers.delta.snapshot_digest`."""
+    if version is not None:
+        from .delta import snapshot_digest
+
+        return snapshot_digest(path, version)
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:

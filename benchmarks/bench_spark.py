@@ -1,0 +1,273 @@
+#!/usr/bin/env python
+"""Benchmark: the Spark engine on ``local[2]`` against the local engine, and a run beyond the local engine's budget.
+
+    python benchmarks/bench_spark.py [--case 7m|50m|all] [--workdir benchmarks/_data] [--driver-memory 1g]
+                                     [--queries-50m 100000] [--docs-50m 500] [--keep]
+
+* ``7m``: the 7M-line MS MARCO-like run of ``bench_ndcg.py`` (6,980 queries x 1,000 documents, generated once
+  into ``--workdir``, as Parquet): nDCG@10 by the local engine, then by the Spark engine on ``local[2]`` with
+  the top-K pre-filter and without it (``prefilter=False``), each in a fresh process. The numbers of the three
+  must be equal (the script stops otherwise).
+* ``50m``: a Parquet folder of ``queries x docs`` rows (default 100,000 x 500 = 50M rows) and its judgments,
+  generated on disk, evaluated by the Spark engine with ``spark.driver.memory`` bounded (``--driver-memory``);
+  deleted afterwards unless ``--keep``.
+
+For each measured process: wall time from the start of the process to the result in hand, and the peak resident
+memory of its process tree sampled every 0.2 s: the Python driver, the JVM (on ``local[2]`` the driver and the
+executors share it) and the Python workers the executors start (``pyspark.daemon``), each a peak of the sum over
+its processes. For Spark, the shuffle written (bytes and records, over every stage, from Spark's REST status
+API) and the run rows the query buckets received (``engine_info``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SPEC = {"spec_version": 1, "name": "bench-spark",
+        "metric": {"gain": "linear", "cutoffs": [10], "discount": "log2", "ties": "id_descending",
+                   "ideal": "judged_catalog", "empty_ideal": "zero", "unjudged": "zero", "missing_queries": "zero"},
+        "queries": {"weights": "uniform"}}
+
+
+# --------------------------------------------------------------------------- the measured process
+
+
+def child(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    sys.path.insert(0, str(REPO))
+    import ndcg_mlflow
+
+    spec = dict(SPEC, data={"qrels": args.qrels, "systems": {"bench": args.run}})
+    out: dict = {}
+    if args.child == "local":
+        result = ndcg_mlflow.evaluate(spec)
+    else:
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
+                 .config("spark.driver.memory", args.driver_memory).config("spark.ui.enabled", "true")
+                 .config("spark.ui.port", "4321").config("spark.port.maxRetries", "50")
+                 .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, prefilter=args.child == "spark")
+        out["engine_info"] = result.engine_info
+        out.update(_shuffle(spark))
+    out.update(seconds=time.perf_counter() - t0, mean=result.mean("bench", 10), n_queries=len(result.query_ids),
+               per_query_sha=_digest(result))
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def _digest(result) -> str:
+    import hashlib
+
+    pq = result.per_query
+    return hashlib.sha256(pq.to_csv(index=False).encode()).hexdigest()
+
+
+def _shuffle(spark) -> dict:
+    """Shuffle bytes and records written over every stage of the application (Spark's REST status API)."""
+    import urllib.request
+
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    stages = json.loads(urllib.request.urlopen(url, timeout=30).read())
+    return {"shuffle_write_bytes": sum(s.get("shuffleWriteBytes", 0) for s in stages),
+            "shuffle_write_records": sum(s.get("shuffleWriteRecords", 0) for s in stages)}
+
+
+# --------------------------------------------------------------------------- memory of a process tree
+
+
+def _tree(root: int) -> list[tuple[int, str, int]]:
+    """(pid, command line, resident kB) of ``root`` and its descendants, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        todo += parents.get(pid, [])
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            continue
+        out.append((pid, cmd, rss))
+    return out
+
+
+def measure(argv: list[str]) -> dict:
+    """Run this script's child mode with ``argv`` and sample its tree's memory; its RESULT line, with peaks."""
+    proc = subprocess.Popen([sys.executable, __file__, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    peaks = {"driver_python_mb": 0.0, "jvm_mb": 0.0, "python_workers_mb": 0.0, "total_mb": 0.0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            groups = {"driver_python_mb": 0, "jvm_mb": 0, "python_workers_mb": 0}
+            for pid, cmd, rss in _tree(proc.pid):
+                key = "driver_python_mb" if pid == proc.pid else "jvm_mb" if "java" in cmd.split(" ")[0] \
+                    else "python_workers_mb"
+                groups[key] += rss
+            for key, kb in groups.items():
+                peaks[key] = max(peaks[key], kb / 1024)
+            peaks["total_mb"] = max(peaks["total_mb"], sum(groups.values()) / 1024)
+            done.wait(0.2)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    stdout, stderr = proc.communicate()
+    done.set()
+    thread.join()
+    lines = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"the measured process failed ({proc.returncode}):\n{stderr[-3000:]}")
+    return {**json.loads(lines[-1][len("RESULT "):]), **peaks}
+
+
+def show(name: str, r: dict) -> None:
+    extra = ""
+    if "shuffle_write_bytes" in r:
+        info = r["engine_info"]["systems"]["bench"]
+        extra = (f"  shuffle {r['shuffle_write_bytes'] / 1e6:8.1f} MB, {r['shuffle_write_records']:,} records; "
+                 f"rows into the buckets {info['rows_shuffled']:,} of {info['rows']:,}")
+    print(f"  {name:<22} {r['seconds']:7.1f} s  peak: total {r['total_mb']:6.0f} MB (driver Python "
+          f"{r['driver_python_mb']:5.0f}, JVM {r['jvm_mb']:5.0f}, Python workers {r['python_workers_mb']:5.0f})"
+          f"{extra}", flush=True)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+def case_7m(workdir: Path, driver_memory: str) -> None:
+    sys.path.insert(0, str(HERE))
+    from bench_ndcg import ensure_data, ensure_parquet
+
+    run, qrels, _ = ensure_data(workdir, 6980, 1000, 42)
+    parquet = ensure_parquet(run)
+    print(f"7M-line run ({parquet.name}), nDCG@10; load average {load()}")
+    results = {}
+    for name, mode in (("local engine", "local"), ("spark local[2] prefilter", "spark"),
+                       ("spark local[2] full", "spark-full")):
+        results[name] = r = measure(["--child", mode, "--run", str(parquet), "--qrels", str(qrels),
+                                     "--driver-memory", driver_memory])
+        show(name, r)
+    digests = {r["per_query_sha"] for r in results.values()}
+    if len(digests) != 1:
+        raise SystemExit("the per-query tables differ between the engines")
+    print(f"  the same per-query table on the three (mean {results['local engine']['mean']:.12f}); "
+          f"load average {load()}")
+
+
+def generate_large(folder: Path, qrels: Path, n_queries: int, n_docs: int, seed: int = 7) -> int:
+    """A Parquet folder of n_queries x n_docs run rows (a query's rows together, 20 files) and judgments (about
+    12 per query, most among the run's top documents) as Parquet."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = 20
+    per_file = -(-n_queries // files)
+    jq, jd, jg = [], [], []
+    for f in range(files):
+        a, b = f * per_file, min((f + 1) * per_file, n_queries)
+        if a >= b:
+            break
+        n = b - a
+        q = np.repeat(np.arange(a, b, dtype=np.int64), n_docs)
+        docs = rng.integers(0, 50_000_000, size=(n, n_docs), dtype=np.int64)
+        docs = docs + (np.arange(n_docs, dtype=np.int64) * 50_000_000)[None, :]  # distinct within a query
+        score = np.round(30 - np.cumsum(rng.exponential(0.05, size=(n, n_docs)), axis=1), 3)
+        table = pa.table({"query_id": pc.cast(pa.array(q), pa.string()),
+                          "doc_id": pc.cast(pa.array(docs.ravel()), pa.string()),
+                          "score": pa.array(score.ravel())})
+        pq.write_table(table, folder / f"part-{f:03d}.parquet")
+        k = 12
+        pos = np.minimum(rng.exponential(40.0, size=(n, k)).astype(np.int64), n_docs - 1)
+        pos = np.sort(pos, axis=1)
+        keep = np.c_[np.ones(n, dtype=bool), pos[:, 1:] != pos[:, :-1]]
+        rows = np.repeat(np.arange(n), k)[keep.ravel()]
+        jq.append(rows + a)
+        jd.append(docs[rows, pos[keep]])
+        jg.append(rng.choice(4, size=rows.size, p=[0.3, 0.3, 0.25, 0.15]))
+    qt = pa.table({"query_id": pc.cast(pa.array(np.concatenate(jq)), pa.string()),
+                   "doc_id": pc.cast(pa.array(np.concatenate(jd)), pa.string()),
+                   "grade": pa.array(np.concatenate(jg).astype(np.int64))})
+    pq.write_table(qt, qrels)
+    return qt.num_rows
+
+
+def case_50m(workdir: Path, driver_memory: str, n_queries: int, n_docs: int, keep: bool) -> None:
+    folder = workdir / f"large_q{n_queries}_d{n_docs}"
+    qrels = workdir / f"large_q{n_queries}_d{n_docs}.qrels.parquet"
+    free = shutil.disk_usage(workdir if workdir.exists() else workdir.parent).free
+    print(f"{n_queries * n_docs:,} rows as Parquet; {free / 1e9:.0f} GB free; load average {load()}")
+    if not folder.is_dir() or not qrels.is_file():
+        t0 = time.perf_counter()
+        n_judged = generate_large(folder, qrels, n_queries, n_docs)
+        size = sum(p.stat().st_size for p in folder.iterdir())
+        print(f"  generated in {time.perf_counter() - t0:.0f} s: {size / 1e9:.2f} GB of Parquet, {n_judged:,} "
+              f"judgments")
+    try:
+        r = measure(["--child", "spark", "--run", str(folder), "--qrels", str(qrels), "--driver-memory",
+                     driver_memory])
+        show(f"spark local[2] ({driver_memory} driver)", r)
+        print(f"  {r['n_queries']:,} queries, mean nDCG@10 {r['mean']:.6f}; load average {load()}")
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+            qrels.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", choices=("7m", "50m", "all"), default="all")
+    ap.add_argument("--workdir", type=Path, default=HERE / "_data")
+    ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument("--queries-50m", type=int, default=100_000)
+    ap.add_argument("--docs-50m", type=int, default=500)
+    ap.add_argument("--keep", action="store_true", help="keep the generated 50M-row data")
+    ap.add_argument("--child", choices=("local", "spark", "spark-full"), help=argparse.SUPPRESS)
+    ap.add_argument("--run", help=argparse.SUPPRESS)
+    ap.add_argument("--qrels", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    workdir = args.workdir.resolve()
+    print(f"machine: {os.cpu_count()} cores, load average {load()}")
+    if args.case in ("7m", "all"):
+        case_7m(workdir, args.driver_memory)
+    if args.case in ("50m", "all"):
+        case_50m(workdir, args.driver_memory, args.queries_50m, args.docs_50m, args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
