@@ -45,8 +45,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
     default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
-    (default: a new temporary folder, left in place) and evaluated as its run (``result.scored``,
-    ``result.models``).
+    (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run
+    (``result.scored``, ``result.models``).
     """
     if engine not in ("local", "spark"):
         raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
@@ -90,4 +90,9 @@ def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | Non
                                                         tracking_uri=tracking_uri or spec.mlflow.tracking_uri)
     result = evaluate_local(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
     result.models, result.scored = resolved, scored
+    if scored_dir is None:  # a folder of our own: it lives as long as the result that names its files
+        import shutil
+        import weakref
+
+        weakref.finalize(result, shutil.rmtree, folder, True)
     return result

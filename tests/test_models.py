@@ -382,6 +382,25 @@ def test_active_run_is_the_parent_in_python(store, tmp_path, monkeypatch):
     assert (tmp_path / "scored" / "systems" / "champion.scored.parquet").is_file()
 
 
+def test_scored_rows_without_a_folder_live_as_long_as_the_result(store, tmp_path):
+    import gc
+
+    import ndcg_mlflow
+    from ndcg_mlflow.outputs import write_outputs
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"}},
+                      comparison=False)
+    result = ndcg_mlflow.evaluate(spec)
+    scored = Path(result.scored["champion"])
+    assert scored.is_file()
+    write_outputs(result, tmp_path / "out")  # the scored rows are copied into the output folder
+    kept = tmp_path / "out" / "systems" / "champion.scored.parquet"
+    assert kept.read_bytes() == scored.read_bytes()
+    del result
+    gc.collect()
+    assert not scored.exists() and kept.is_file()
+
+
 def test_run_id_refusals(store, tmp_path, capsys):
     from helpers import client_for
 
