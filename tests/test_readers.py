@@ -751,6 +751,44 @@ def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path,
         read_run(p, rank=rank)
 
 
+@pytest.mark.parametrize("text, line", [
+    ("q1 Q0 d1 1 2.5 t\r\nq1 Q0 d2 2 1.5 \r\n", 2),  # a separator before CRLF
+    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 ", 2),  # before the end of a file without a last line end
+    ("q1 Q0 d1 1 2.5 t\n\n\tq1 Q0 d2 2 1.5\n", 3),  # at a line's start, after a blank line
+])
+def test_an_empty_field_at_a_line_end_is_refused_in_both_readers(tmp_path, monkeypatch, text, line):
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            if not fast:
+                force_line_reader(m)
+            p = tmp_path / f"run{fast}.txt"
+            p.write_bytes(text.replace("\t", " ").encode())
+            expect_data_error(lambda path: read_run(path, rank=False), p, line, contains="expected 6 fields")
+    q = write(tmp_path, "qrels.txt", "q1 0 d1 1\nq1  d2 1\n")  # an empty iteration field
+    expect_data_error(read_qrels, q, 2, contains="expected 4 fields")
+
+
+@pytest.mark.parametrize("at", [-2, -1, 0, 1])
+@pytest.mark.parametrize("pattern", ["  ", "\n ", " \n"])
+def test_the_scan_sees_an_empty_field_across_its_block_boundary(tmp_path, at, pattern):
+    """The scan reads 4 MiB blocks: two separators (or a separator and a line end) on either side of a block's
+    end are seen, as anywhere else."""
+    from ndcg_mlflow.readers.text import SCAN_BLOCK, scan_text
+
+    line = "q1 Q0 d1 1 2.5 t\n"
+    boundary = SCAN_BLOCK
+    head = line * (boundary // len(line) - 1)
+    head += "q1 Q0 " + "x" * (boundary + at - len(head) - len("q1 Q0 ") - 1) + "1"  # the pattern: at boundary + at
+    tail = pattern + "2 2.5 t\n" + line
+    bad = tmp_path / "bad.run"
+    bad.write_bytes((head + tail).encode())
+    assert len(head) == boundary + at
+    assert scan_text(bad, fields=True).empty_field
+    good = tmp_path / "good.run"
+    good.write_bytes((head + " 2 2.5 t\n" + line).encode())
+    assert not scan_text(good, fields=True).empty_field
+
+
 # --------------------------------------------------------------------------- headers that are not the expected ones
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..spec import dataset_files, shown_path, source_problem
-from .hashing import dedupe_qrels, first_duplicate
+from .hashing import dedupe_qrels, first_duplicate, pair_hashes
 from .table import QRELS, RUN, Strings, Table, check_finite, encode_id_list, encode_ids, numpy_column, string_column
 from .text import (
     BOM,
@@ -66,12 +66,14 @@ def checked_run(table: Table) -> Table:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
         if bad.size:
             raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
-    dup = first_duplicate(table)
+    keys = pair_hashes(table)
+    dup = first_duplicate(table, keys)
     if dup is not None:
         first, second = dup
         raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
                                   f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
                                   f"holds each document once.")
+    table.pair_keys = keys
     return table
 
 

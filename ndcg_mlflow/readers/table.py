@@ -66,6 +66,9 @@ class Table:
     header_lines: int = 0
     source_rows: np.ndarray | None = None  # original row of each row, when rows were merged away
     digest: str | None = None  # sha256 of an in-memory table's content (readers.table_digest)
+    # a run's (query, doc) keys (readers.hashing.pair_hashes) as its duplicate check computed them, for the join
+    # to the judgments, which takes them (None: computed when needed)
+    pair_keys: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
@@ -160,6 +163,21 @@ def string_column(items: list[str]) -> Strings:
     import pyarrow as pa
 
     return Strings(pa.array(items, type=pa.string()))
+
+
+def string_array(items: Any) -> Any:
+    """An Arrow string array of Python strings, built from their UTF-8 bytes (``pa.array`` of a list imports
+    pandas, when installed, which costs more than the ids of a large file take to read)."""
+    import pyarrow as pa
+
+    encoded = [str(x).encode("utf-8") for x in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    wide = bool(offsets[-1] > np.iinfo(np.int32).max)
+    array = pa.Array.from_buffers(pa.large_string() if wide else pa.string(), len(encoded),
+                                  [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
+                                   pa.py_buffer(b"".join(encoded))])
+    return array
 
 
 def has_empty(column: Any) -> bool:

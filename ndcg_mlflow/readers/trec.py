@@ -75,12 +75,13 @@ class FastPathRefused(Exception):
 
 def _trec_delimiter(path: Path) -> str | None:
     """The separator for Arrow's reader: the file's only one of space and tab (UTF-8, no BOM); None when it
-    uses both or neither (the line-by-line reader then reads the file). Arrow's split on that one separator
-    is the line-by-line split on runs of spaces and tabs as long as no field comes out empty (two separators
-    in a row, or one at a line's start or end), which :func:`_trec_arrow` checks."""
-    scan = scan_text(path)  # also refuses a lone CR, whichever reader runs
+    uses both or neither, or when splitting a line at every single separator would give an empty field (two
+    separators in a row, or one at a line's start or end), which the line-by-line split on runs of spaces and
+    tabs would not see: the line-by-line reader then reads the file. Arrow's split on that one separator is
+    then the line-by-line split, in every column, also the ones Arrow is not asked to convert."""
+    scan = scan_text(path, fields=True)  # also refuses a lone CR, whichever reader runs
     with open_data(path) as fh:
-        if fh.read(3) == BOM or not scan.utf8:
+        if fh.read(3) == BOM or not scan.utf8 or scan.empty_field:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
         if scan.has[sep] and not scan.has[other]:
@@ -90,18 +91,14 @@ def _trec_delimiter(path: Path) -> str | None:
 
 def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
     """Arrow's multi-threaded CSV reader on a UTF-8 file that :func:`_trec_delimiter` cleared (so every field
-    Arrow cuts at an ASCII separator is valid UTF-8 text)."""
+    Arrow cuts at an ASCII separator is valid UTF-8 text, and none is empty). Only the columns used are
+    converted; Arrow still cuts every line into its fields and refuses a line with more or fewer of them."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
     names = list(TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    # every column is read so that an empty field, which the line-by-line split on runs of separators would not
-    # see, sends the file to the line-by-line reader; the unused ones dictionary-encoded (a code per row, their few
-    # distinct values looked at once)
-    unused = pa.dictionary(pa.int32(), pa.string())
-    types = {c: unused for c in names}
-    types.update({"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()})
+    types = {"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()}
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
     pool = parse_pool()
@@ -112,19 +109,19 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False,
                                               ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=names,
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=[c for c in names if c in types],
                                                  null_values=[], strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False),
             memory_pool=pool,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise FastPathRefused() from None
-    if tbl.num_rows == 0 or any(has_empty(_strings_of(tbl.column(c))) for c in names if types[c] != pa.float64()):
+    if tbl.num_rows == 0 or any(has_empty(tbl.column(c)) for c in ("query_id", "doc_id")):
         raise FastPathRefused()
-    rank = numpy_column(tbl.column("rank")) if types.get("rank") == pa.float64() else None
+    rank = numpy_column(tbl.column("rank")) if "rank" in types else None
     table = Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
                   numpy_column(tbl.column(value_col)), rank, "trec")
-    del tbl  # the other columns and the parser's buffers: handed back to the system, not kept by Arrow's pool
+    del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
 
@@ -139,15 +136,6 @@ def parse_pool() -> Any:
         return pa.jemalloc_memory_pool()
     except (NotImplementedError, pa.ArrowNotImplementedError):
         return pa.default_memory_pool()
-
-
-def _strings_of(column: Any) -> Any:
-    """A string column, or the dictionaries of a dictionary-encoded one (every value a row holds is in them)."""
-    import pyarrow as pa
-
-    if not pa.types.is_dictionary(column.type):
-        return column
-    return pa.chunked_array([c.dictionary for c in column.chunks], type=column.type.value_type)
 
 
 def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:

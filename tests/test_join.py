@@ -1,0 +1,108 @@
+"""The join of a run to its judgments through (query, doc) keys: a key shared by unequal pairs never gives a
+row another pair's grade, and never hides a duplicate or invents one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import metric_spec, write_qrels, write_run
+
+import ndcg_mlflow
+from ndcg_mlflow import DataError
+from ndcg_mlflow import join as join_module
+from ndcg_mlflow.readers import hashing
+
+COLUMNS = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
+           "n_returned", "status"]
+
+
+def weak_hashes(array):
+    """A hash under which every two ids of one length collide (the keys of unequal pairs are then often equal)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lengths = pc.binary_length(array.cast(pa.string()) if not pa.types.is_string(array.type) else array)
+    return np.asarray(lengths.to_pylist(), dtype=np.uint64)
+
+
+def evaluate(tmp_path, judgments, ranking, **metric):
+    qrels = write_qrels(tmp_path, judgments)
+    run = write_run(tmp_path, ranking)
+    spec = metric_spec(qrels, run, name="join", cutoffs=(1, 3, "all"), **metric)
+    return ndcg_mlflow.evaluate(spec, base_dir=tmp_path).per_query[COLUMNS].reset_index(drop=True)
+
+
+def count_exact_joins(monkeypatch) -> list:
+    """Record the calls of the exact join (Arrow's lookup of the run's doc ids among the judged ones)."""
+    calls: list = []
+    real = join_module.doc_codes
+
+    def counted(strings, value_set):
+        calls.append(len(strings))
+        return real(strings, value_set)
+
+    monkeypatch.setattr(join_module, "doc_codes", counted)
+    return calls
+
+
+def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_path, monkeypatch):
+    calls = count_exact_joins(monkeypatch)
+    got = evaluate(tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}},
+                   {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear")
+    assert calls == [3]  # the judgments' own doc ids only (their index); the run's rows went through the keys
+    q1 = got[(got.query_id == "q1") & (got.cutoff == "3")].iloc[0]
+    assert q1.dcg == pytest.approx(1 / np.log2(3) + 3 / 2)
+    assert q1.idcg == pytest.approx(3 + 1 / np.log2(3))
+    assert q1.judged_coverage == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("ranking", [
+    {"q1": ["X", "BB", "A", "CCC"], "q22": ["Z", "D"]},  # X shares A's key, Z D's: the keys find them, the ids not
+    {"q1": ["BB", "A"], "q22": ["D", "QQ"]},  # no run row shares a key it should not
+])
+def test_a_key_shared_by_unequal_pairs_gives_no_row_another_pairs_grade(tmp_path, monkeypatch, ranking):
+    judgments = {"q1": {"A": 3, "BB": 1}, "q22": {"D": 2}}  # (query ids of two lengths: keys of two queries)
+    expect = evaluate(tmp_path, judgments, ranking)
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    calls = count_exact_joins(monkeypatch)
+    got = evaluate(tmp_path, judgments, ranking)
+    assert got.equals(expect)
+    unjudged = "X" in ranking["q1"]
+    assert len(calls) == (2 if unjudged else 1)  # a false match sends the run to the exact join
+
+
+def test_judgments_sharing_keys_join_exactly(tmp_path, monkeypatch):
+    judgments = {"q1": {"A": 3, "B": 1, "C": 2}}  # one length: every judgment of q1 has the same weak key
+    ranking = {"q1": ["C", "D", "A", "B"]}
+    expect = evaluate(tmp_path, judgments, ranking)
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    got = evaluate(tmp_path, judgments, ranking)
+    assert got.equals(expect)
+    q1 = got[got.cutoff == "all"].iloc[0]
+    assert q1.dcg == pytest.approx(3 + 7 / 2 + 1 / np.log2(5))  # C (3), A (7) at rank 3, B (1) at rank 4
+
+
+def test_random_runs_under_a_weak_hash_give_the_same_numbers(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    pool = ["a", "b", "cc", "dd", "e", "ff", "ggg", "h", "ii", "jjj"]
+    judgments = {f"q{i}": {d: int(rng.integers(0, 4)) for d in rng.choice(pool, size=4, replace=False)}
+                 for i in range(12)}
+    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(pool, size=6, replace=False),
+                                                               rng.integers(0, 3, size=6))]
+               for i in range(14)}  # q12 and q13 are not judged
+    for ties in ("id_ascending", "average"):
+        monkeypatch.undo()
+        expect = evaluate(tmp_path, judgments, ranking, ties=ties)
+        monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+        assert evaluate(tmp_path, judgments, ranking, ties=ties).equals(expect)
+
+
+def test_the_duplicate_check_tells_shared_keys_from_repeated_documents(tmp_path, monkeypatch):
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    judgments = {"q1": {"A": 1}}
+    fine = evaluate(tmp_path, judgments, {"q1": ["A", "B", "C"]})  # one key, three documents
+    assert (fine.n_returned == 3).all()
+    write_qrels(tmp_path, judgments)
+    (tmp_path / "dup.run").write_text("q1 Q0 A 1 3 s\nq1 Q0 B 2 2 s\nq1 Q0 A 3 1 s\n")
+    with pytest.raises(DataError, match=r"dup\.run:3: document 'A' is listed twice for query 'q1' \(first at line 1\)"):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join"), base_dir=tmp_path)
