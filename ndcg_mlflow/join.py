@@ -18,7 +18,7 @@ from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
 from .readers.hashing import pair_hashes
-from .readers.table import arrow_values, numpy_values_or
+from .readers.table import arrow_values, numpy_values, numpy_values_or
 from .spec import Gain, Metric
 
 
@@ -186,7 +186,9 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
 
         if kept is not None:
             keys = keys[kept]
-        cand = np.flatnonzero(judged.pair_filter[keys >> np.uint64(64 - PAIR_FILTER_BITS)])
+        step = 1 << 20  # a slice at a time: no row-length temporary
+        cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> np.uint64(64 - PAIR_FILTER_BITS)])
+                               + a for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
         ck = keys[cand]
         at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
         hit = judged.pair_keys[at] == ck
@@ -252,13 +254,16 @@ def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray]
         return lambda rows: rank[rows]
     if ties in ("id_ascending", "id_descending"):
         sign = 1 if ties == "id_ascending" else -1
-        return lambda rows: sign * string_ranks(prep.run.doc.take(prep.original(rows)))
+        return lambda rows: sign * string_ranks(prep.run.doc.array.take(arrow_values(prep.original(rows))))
     return None
 
 
-def string_ranks(values: list[str]) -> np.ndarray:
-    """Rank of each string in plain (code point) string order (Python's comparison; no fixed-width copy)."""
-    order = np.fromiter(sorted(range(len(values)), key=values.__getitem__), dtype=np.int64, count=len(values))
+def string_ranks(values: Any) -> np.ndarray:
+    """Rank of each string of an Arrow string array in plain (code point) string order: Arrow's stable sort of
+    the UTF-8 bytes, whose order is the code points' (Python's comparison); no Python string is made."""
+    import pyarrow.compute as pc
+
+    order = numpy_values(pc.sort_indices(values), np.uint64).astype(np.int64)
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(len(values))
     return ranks

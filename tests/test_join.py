@@ -106,3 +106,15 @@ def test_the_duplicate_check_tells_shared_keys_from_repeated_documents(tmp_path,
     (tmp_path / "dup.run").write_text("q1 Q0 A 1 3 s\nq1 Q0 B 2 2 s\nq1 Q0 A 3 1 s\n")
     with pytest.raises(DataError, match=r"dup\.run:3: document 'A' is listed twice for query 'q1' \(first at line 1\)"):
         ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join"), base_dir=tmp_path)
+
+
+def test_doc_id_ranks_follow_pythons_string_order():
+    """Arrow sorts the UTF-8 bytes; their order is the code points' (Python's), astral characters and all."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    alphabet = ["a", "B", "z", "0", "é", "\u00a0", "\uffff", "\U0001F600", "\u4e2d", "~", " "]
+    words = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 5)))) for _ in range(400)})
+    shuffled = [words[i] for i in rng.permutation(len(words))]
+    ranks = join_module.string_ranks(pa.chunked_array([shuffled[:150], shuffled[150:]]))
+    assert [shuffled[i] for i in np.argsort(ranks)] == words

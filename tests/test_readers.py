@@ -789,6 +789,17 @@ def test_the_scan_sees_an_empty_field_across_its_block_boundary(tmp_path, at, pa
     assert not scan_text(good, fields=True).empty_field
 
 
+@pytest.mark.parametrize("bad", [b"q\xe91 Q0 d2 2 1.5 t", b"q1 Q0 d2 2 1.5 t\xff", b"q1 Q\xc3 d2 2 1.5 t"],
+                         ids=["query-id", "tag", "q0"])
+def test_bytes_that_are_not_utf8_name_their_line_in_any_column(tmp_path, bad):
+    """Also in the columns Arrow is not asked to convert, and in a query id (Arrow's parse does not check UTF-8:
+    the scan does)."""
+    p = tmp_path / "run.txt"
+    p.write_bytes(b"q1 Q0 d1 1 2.5 t\n" + bad + b"\nq1 Q0 d3 3 0.5 t\n")
+    for rank in (True, False):
+        expect_data_error(lambda path, rank=rank: read_run(path, rank=rank), p, 2, contains="not UTF-8")
+
+
 # --------------------------------------------------------------------------- headers that are not the expected ones
 
 

@@ -109,9 +109,10 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False,
                                               ignore_empty_lines=True),
+            # (UTF-8 is checked by the scan, whose verdict the parse waits for)
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=[c for c in names if c in types],
                                                  null_values=[], strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False),
+                                                 quoted_strings_can_be_null=False, check_utf8=False),
             memory_pool=pool,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
@@ -119,8 +120,12 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
     if tbl.num_rows == 0 or any(has_empty(tbl.column(c)) for c in ("query_id", "doc_id")):
         raise FastPathRefused()
     rank = numpy_column(tbl.column("rank")) if "rank" in types else None
-    table = Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
-                  numpy_column(tbl.column(value_col)), rank, "trec")
+    try:
+        query = encode_ids(tbl.column("query_id"))
+    except UnicodeDecodeError:  # (not UTF-8: the scan sends the file to the line-by-line reader, naming the line)
+        raise FastPathRefused() from None
+    table = Table(str(path), kind, query, Strings(tbl.column("doc_id")), numpy_column(tbl.column(value_col)), rank,
+                  "trec")
     del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
