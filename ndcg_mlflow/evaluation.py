@@ -531,7 +531,7 @@ def display_depth(metric: Metric) -> int:
 
 def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     r, pos = qr.top(depth)
-    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade[r])
+    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade_of(r))
 
 
 def apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:

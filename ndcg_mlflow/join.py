@@ -100,16 +100,33 @@ class PreparedRun:
     kept: np.ndarray | None  # run rows of evaluated queries (None: all)
     query: np.ndarray
     score: np.ndarray
-    grade: np.ndarray  # NaN where unjudged
+    judged_grade: np.ndarray  # the grade of each judged row, in row order (a few per query, not one per row)
     judged: np.ndarray
 
     def original(self, rows: np.ndarray) -> np.ndarray:
         return rows if self.kept is None else self.kept[rows]
 
+    def grade_of(self, rows: np.ndarray) -> np.ndarray:
+        """The grades of ``rows`` (NaN where unjudged)."""
+        judged_rows = np.flatnonzero(self.judged)
+        rows = np.asarray(rows, dtype=np.int64)
+        at = np.minimum(np.searchsorted(judged_rows, rows), max(judged_rows.size - 1, 0))
+        hit = judged_rows[at] == rows if judged_rows.size else np.zeros(rows.size, dtype=bool)
+        out = np.full(rows.size, np.nan)
+        out[hit] = self.judged_grade[at[hit]]
+        return out
+
+    @property
+    def grade(self) -> np.ndarray:
+        """Every row's grade (NaN where unjudged): a row-length array, made when asked for."""
+        out = np.full(self.query.size, np.nan)
+        out[self.judged] = self.judged_grade
+        return out
+
 
 def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
     """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
-    judged_gain = map_gains(metric.gain, prep.grade[prep.judged])  # the judged rows' gains only
+    judged_gain = map_gains(metric.gain, prep.judged_grade)  # the judged rows' gains only
     rows = RunRows(query=prep.query, score=prep.score, gain=None, judged=prep.judged,
                    tiebreak=tiebreak(metric.ties, prep), judged_gain=judged_gain)
     cat_gain = map_gains(metric.gain, catalog.grade)
@@ -228,10 +245,8 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     del keys
     is_judged = np.zeros(q.size, dtype=bool)
     is_judged[rows] = True
-    grade = np.full(q.size, np.nan)
-    grade[rows] = catalog.grade[cat_rows]
     score = run.value if kept is None else run.value[kept]
-    return PreparedRun(name, run, kept, q, score, grade, is_judged), unknown_queries
+    return PreparedRun(name, run, kept, q, score, catalog.grade[cat_rows], is_judged), unknown_queries
 
 
 def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
