@@ -800,6 +800,42 @@ def test_bytes_that_are_not_utf8_name_their_line_in_any_column(tmp_path, bad):
         expect_data_error(lambda path, rank=rank: read_run(path, rank=rank), p, 2, contains="not UTF-8")
 
 
+def test_dictionary_encoded_query_ids_get_the_codes_of_first_appearance():
+    """Whatever order Arrow's dictionaries list their values in, the codes are those of the plain strings."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.readers.table import encode_dictionary, encode_ids
+
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        ids = [f"q{i}" for i in rng.integers(0, 12, size=int(rng.integers(1, 60)))]
+        cuts = sorted({0, len(ids), *rng.integers(0, len(ids), size=3).tolist()})
+        chunks = []
+        for a, b in zip(cuts, cuts[1:]):
+            part = ids[a:b]
+            values = sorted(set(part), reverse=bool(rng.integers(0, 2))) + (["unused"] if rng.random() < 0.2 else [])
+            chunks.append(pa.DictionaryArray.from_arrays(pa.array([values.index(x) for x in part], type=pa.int32()),
+                                                         pa.array(values)))
+        column = pa.chunked_array(chunks, type=pa.dictionary(pa.int32(), pa.string()))
+        got, want = encode_dictionary(column), encode_ids(pa.array(ids))
+        assert got.values.tolist() == want.values.tolist()
+        np.testing.assert_array_equal(got.codes, want.codes)
+
+
+def test_query_codes_of_a_large_file_are_those_of_the_line_reader(tmp_path, monkeypatch):
+    """Queries interleaved across the Arrow reader's blocks (more than 4 MiB): the same ids in the same order."""
+    rng = np.random.default_rng(4)
+    queries = rng.integers(0, 3000, size=200_000)
+    text = "".join(f"q{q} Q0 d{i} 1 {i % 7}.5 t\n" for i, q in enumerate(queries.tolist()))
+    path = write(tmp_path, "big.run", text)
+    fast = read_run(path, rank=False)
+    force_line_reader(monkeypatch)
+    slow = read_run(path, rank=False)
+    assert fast.query.values.tolist() == slow.query.values.tolist()
+    np.testing.assert_array_equal(fast.query.codes, slow.query.codes)
+    assert fast.doc.array.to_pylist() == slow.doc.array.to_pylist()
+
+
 # --------------------------------------------------------------------------- headers that are not the expected ones
 
 

@@ -81,14 +81,27 @@ def string_hashes(array: Any) -> np.ndarray:
 
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
     out = np.empty(len(array), dtype=_U)
-    at = 0
-    with np.errstate(over="ignore"):
-        for chunk in chunks:
-            n = len(chunk)
-            if n:
-                out[at:at + n] = _chunk_hashes(chunk)
-            at += n
+    starts = np.cumsum([0] + [len(c) for c in chunks]).tolist()
+
+    def hash_chunks(which: range) -> None:
+        with np.errstate(over="ignore"):
+            for i in which:
+                if len(chunks[i]):
+                    out[starts[i]:starts[i + 1]] = _chunk_hashes(chunks[i])
+
+    workers = min(HASH_THREADS, len(chunks)) if len(array) >= 1 << 20 else 1
+    if workers <= 1:
+        hash_chunks(range(len(chunks)))
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # Arrow's casts and numpy's loops free the GIL
+        for done in [pool.submit(hash_chunks, range(k, len(chunks), workers)) for k in range(workers)]:
+            done.result()
     return out
+
+
+HASH_THREADS = 2  # threads hashing the chunks of a large column
 
 
 _ZERO = ord("0")

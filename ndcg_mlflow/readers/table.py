@@ -142,6 +142,49 @@ def encode_ids(column: Any) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
+def encode_dictionary(column: Any) -> Ids:
+    """:func:`encode_ids` of a dictionary-encoded string column (as Arrow's CSV reader gives one: a dictionary per
+    chunk), the same codes and values, from Arrow's unified dictionary; its order is checked to be the order of
+    first appearance (codes that first appear in increasing order, every value used), else the codes are renumbered
+    in that order."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries()
+        chunks = column.chunks
+    else:
+        chunks = [column]
+    if not chunks:
+        return Ids(np.zeros(0, dtype=np.int32), np.asarray([], dtype=object))
+    dictionary = chunks[0].dictionary
+    codes = numpy_values(pa.chunked_array([c.indices for c in chunks], type=pa.int32()), np.int32)
+    if codes.size and not _first_appearance_order(codes, len(dictionary)):
+        present, first = np.unique(codes, return_index=True)
+        in_order = present[np.argsort(first)]
+        renumber = np.zeros(len(dictionary), dtype=np.int32)
+        renumber[in_order] = np.arange(in_order.size, dtype=np.int32)
+        codes = renumber[codes]
+        dictionary = dictionary.take(arrow_values(in_order.astype(np.int64)))
+    return Ids(codes, np.asarray(dictionary.to_pylist(), dtype=object))
+
+
+def _first_appearance_order(codes: np.ndarray, n_values: int) -> bool:
+    """Whether codes 0, 1, 2, ... first appear in that order and all of ``n_values`` appear (each code at most one
+    above every code before it), a slice at a time."""
+    if codes[0] != 0:
+        return False
+    top = 0
+    step = 1 << 20
+    for a in range(0, codes.size, step):
+        part = codes[a:a + step]
+        running = np.maximum.accumulate(part)
+        np.maximum(running, top, out=running)
+        if part.size > 1 and (part[1:] > running[:-1] + 1).any() or part[0] > top + 1:
+            return False
+        top = int(running[-1])
+    return top + 1 == n_values
+
+
 def _encode_hashed(column: Any) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -16,8 +16,8 @@ from .table import (
     TREC_LAYOUT,
     Strings,
     Table,
+    encode_dictionary,
     encode_id_list,
-    encode_ids,
     has_empty,
     numpy_column,
     string_column,
@@ -98,7 +98,8 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
 
     names = list(TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    types = {"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()}
+    # query ids dictionary-encoded (a code per row and each block's few distinct ids), doc ids as strings
+    types = {"query_id": pa.dictionary(pa.int32(), pa.string()), "doc_id": pa.string(), value_col: pa.float64()}
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
     pool = parse_pool()
@@ -117,11 +118,12 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise FastPathRefused() from None
-    if tbl.num_rows == 0 or any(has_empty(tbl.column(c)) for c in ("query_id", "doc_id")):
+    if tbl.num_rows == 0 or has_empty(tbl.column("doc_id")) or \
+            any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks):
         raise FastPathRefused()
     rank = numpy_column(tbl.column("rank")) if "rank" in types else None
     try:
-        query = encode_ids(tbl.column("query_id"))
+        query = encode_dictionary(tbl.column("query_id"))
     except UnicodeDecodeError:  # (not UTF-8: the scan sends the file to the line-by-line reader, naming the line)
         raise FastPathRefused() from None
     table = Table(str(path), kind, query, Strings(tbl.column("doc_id")), numpy_column(tbl.column(value_col)), rank,
