@@ -118,3 +118,37 @@ def test_doc_id_ranks_follow_pythons_string_order():
     shuffled = [words[i] for i in rng.permutation(len(words))]
     ranks = join_module.string_ranks(pa.chunked_array([shuffled[:150], shuffled[150:]]))
     assert [shuffled[i] for i in np.argsort(ranks)] == words
+
+
+def test_the_key_join_gives_the_rows_of_the_exact_join(tmp_path, monkeypatch):
+    """Random runs with unjudged documents, judged documents never returned, queries outside the judgments and
+    judged queries the run misses: the same per-query numbers and top lists with the keys' join as with the
+    exact join alone."""
+    rng = np.random.default_rng(9)
+    docs = [f"d{i}" for i in range(60)] + ["0", "7", "07", "x\u00a0y", "é"]
+    judgments = {f"q{i}": {str(d): int(rng.integers(0, 4)) for d in rng.choice(docs, size=8, replace=False)}
+                 for i in range(30)}
+    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(docs, size=12, replace=False),
+                                                               rng.integers(0, 5, size=12))]
+               for i in range(5, 40)}
+    qrels, run = write_qrels(tmp_path, judgments), write_run(tmp_path, ranking)
+
+    def evaluate_all():
+        spec = metric_spec(qrels, run, name="join", cutoffs=(1, 5, "all"), ties="id_descending")
+        result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+        top = result.systems["sys"].top
+        return result.per_query[COLUMNS], (top.query.tolist(), top.position.tolist(), top.doc,
+                                           np.nan_to_num(top.grade, nan=-1).tolist())
+
+    keyed = evaluate_all()
+    real = join_module.pair_index
+
+    def exact_only(*args):
+        index = real(*args)
+        index.pair_keys = None
+        return index
+
+    monkeypatch.setattr(join_module, "pair_index", exact_only)
+    exact = evaluate_all()
+    assert keyed[0].equals(exact[0])
+    assert keyed[1] == exact[1]
