@@ -401,7 +401,7 @@ def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine)
-    result.grades = sorted({float(g) for g in np.unique(qrels.value)})
+    result.grades = sorted(set(qrels.value.tolist()))
     return result
 
 
@@ -473,7 +473,8 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
 def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
     """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
     whose size would be the longest id times the number of queries)."""
-    judged_values = qrels.query.values[np.unique(qrels.query.codes)]
+    judged_values = qrels.query.values[np.flatnonzero(np.bincount(qrels.query.codes,
+                                                                  minlength=len(qrels.query.values)))]
     judged = sorted(str(q) for q in judged_values)
     if spec.queries.set is None:
         return _object_array(judged)

@@ -240,7 +240,7 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
         return _Order(n)
     change = query[1:] != query[:-1]
     heads = query[np.r_[0, np.flatnonzero(change) + 1]]  # the query of each block of equal queries
-    contiguous = np.unique(heads).size == heads.size  # (each query in one block)
+    contiguous = bool((np.bincount(heads) <= 1).all())  # (each query in one block)
     if contiguous and not np.any(~change & (score[1:] > score[:-1])):
         full = None
         s = score
