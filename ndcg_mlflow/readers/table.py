@@ -169,20 +169,14 @@ def encode_dictionary(column: Any) -> Ids:
 
 
 def _first_appearance_order(codes: np.ndarray, n_values: int) -> bool:
-    """Whether codes 0, 1, 2, ... first appear in that order and all of ``n_values`` appear (each code at most one
-    above every code before it), a slice at a time."""
-    if codes[0] != 0:
+    """Whether codes 0, 1, 2, ... first appear in that order and all of ``n_values`` appear. A code first appears
+    where a run of equal codes starts, so only those starts are looked at: each at most one above every one
+    before it."""
+    starts = codes[np.r_[0, np.flatnonzero(codes[1:] != codes[:-1]) + 1]].astype(np.int64)
+    if starts[0] != 0:
         return False
-    top = 0
-    step = 1 << 20
-    for a in range(0, codes.size, step):
-        part = codes[a:a + step]
-        running = np.maximum.accumulate(part)
-        np.maximum(running, top, out=running)
-        if part.size > 1 and (part[1:] > running[:-1] + 1).any() or part[0] > top + 1:
-            return False
-        top = int(running[-1])
-    return top + 1 == n_values
+    running = np.maximum.accumulate(starts)
+    return bool((starts[1:] <= running[:-1] + 1).all()) and int(running[-1]) + 1 == n_values
 
 
 def _encode_hashed(column: Any) -> Ids:
