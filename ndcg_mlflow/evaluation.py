@@ -315,7 +315,7 @@ class _RunFile:
     def load(self) -> tuple[Table, FileInfo]:
         with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
             digest = pool.submit(sha256_file, self.src.path)
-            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns)
+            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns, pair_keys=True)
             return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, digest.result(),
                                  len(run))
 

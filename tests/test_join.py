@@ -152,3 +152,13 @@ def test_the_key_join_gives_the_rows_of_the_exact_join(tmp_path, monkeypatch):
     exact = evaluate_all()
     assert keyed[0].equals(exact[0])
     assert keyed[1] == exact[1]
+
+
+def test_a_run_read_for_the_join_carries_its_keys_and_the_join_takes_them(tmp_path):
+    from ndcg_mlflow.readers import read_run
+
+    path = tmp_path / write_run(tmp_path, {"q1": ["A", "B"], "q2": ["A"]})
+    assert read_run(path).pair_keys is None  # (8 bytes a row, kept only when asked for)
+    run = read_run(path, pair_keys=True)
+    np.testing.assert_array_equal(run.pair_keys, hashing.pair_hashes(run))
+    assert len(set(run.pair_keys.tolist())) == 3

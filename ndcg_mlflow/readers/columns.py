@@ -51,16 +51,18 @@ def checked_qrels(table: Table) -> Table:
 
 
 def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
-             columns: tuple[tuple[str, str], ...] = ()) -> Table:
+             columns: tuple[tuple[str, str], ...] = (), pair_keys: bool = False) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
+    ``pair_keys=True`` leaves the (query, doc) keys the duplicate check computed on the table
+    (``Table.pair_keys``, 8 bytes a row) for the join to the judgments, which takes them.
     """
-    return checked_run(_read(Path(path), RUN, format, rank, columns))
+    return checked_run(_read(Path(path), RUN, format, rank, columns), pair_keys)
 
 
-def checked_run(table: Table) -> Table:
+def checked_run(table: Table, pair_keys: bool = False) -> Table:
     check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
@@ -73,7 +75,8 @@ def checked_run(table: Table) -> Table:
         raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
                                   f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
                                   f"holds each document once.")
-    table.pair_keys = keys
+    if pair_keys:
+        table.pair_keys = keys
     return table
 
 
