@@ -142,7 +142,7 @@ def encode_ids(column: Any) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def encode_dictionary(column: Any) -> Ids:
+def encode_dictionary(column: Any, pool: Any = None) -> Ids:
     """:func:`encode_ids` of a dictionary-encoded string column (as Arrow's CSV reader gives one: a dictionary per
     chunk), the same codes and values, from Arrow's unified dictionary; its order is checked to be the order of
     first appearance (codes that first appear in increasing order, every value used), else the codes are renumbered
@@ -157,7 +157,7 @@ def encode_dictionary(column: Any) -> Ids:
     if not chunks:
         return Ids(np.zeros(0, dtype=np.int32), np.asarray([], dtype=object))
     dictionary = chunks[0].dictionary
-    codes = numpy_values(pa.chunked_array([c.indices for c in chunks], type=pa.int32()), np.int32)
+    codes = pooled_values(pa.chunked_array([c.indices for c in chunks], type=pa.int32()), np.int32, pool)
     if codes.size and not _first_appearance_order(codes, len(dictionary)):
         present, first = np.unique(codes, return_index=True)
         in_order = present[np.argsort(first)]
@@ -251,6 +251,16 @@ def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
         out[at:at + n] = _chunk_values(chunk, dtype)
         at += n
     return out
+
+
+def pooled_values(column: Any, dtype: Any, pool: Any = None) -> np.ndarray:
+    """:func:`numpy_values` of a chunked column combined into one buffer of Arrow's ``pool`` (read-only): after a
+    large parse, memory the parse has just freed in that pool, where a new numpy array would touch new pages."""
+    import pyarrow as pa
+
+    if pool is not None and isinstance(column, pa.ChunkedArray) and column.num_chunks > 1:
+        column = column.combine_chunks(memory_pool=pool)
+    return numpy_values(column, dtype)
 
 
 def numpy_values_or(column: Any, dtype: Any, missing: Any) -> np.ndarray:

@@ -19,7 +19,7 @@ from .table import (
     encode_dictionary,
     encode_id_list,
     has_empty,
-    numpy_column,
+    pooled_values,
     string_column,
 )
 from .text import BOM, checked_number, clip, open_data, scan_text, split_fields, text_lines
@@ -121,13 +121,14 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
     if tbl.num_rows == 0 or has_empty(tbl.column("doc_id")) or \
             any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks):
         raise FastPathRefused()
-    rank = numpy_column(tbl.column("rank")) if "rank" in types else None
+    # the numbers and codes in one buffer each, from the pages the parse has freed in its pool
+    rank = pooled_values(tbl.column("rank"), np.float64, pool) if "rank" in types else None
     try:
-        query = encode_dictionary(tbl.column("query_id"))
+        query = encode_dictionary(tbl.column("query_id"), pool)
     except UnicodeDecodeError:  # (not UTF-8: the scan sends the file to the line-by-line reader, naming the line)
         raise FastPathRefused() from None
-    table = Table(str(path), kind, query, Strings(tbl.column("doc_id")), numpy_column(tbl.column(value_col)), rank,
-                  "trec")
+    table = Table(str(path), kind, query, Strings(tbl.column("doc_id")),
+                  pooled_values(tbl.column(value_col), np.float64, pool), rank, "trec")
     del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
