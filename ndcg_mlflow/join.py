@@ -198,7 +198,8 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
     most rows are passed over at once); the ids of every match are then compared. A match of unequal ids (two
     pairs with one key), or judgments sharing keys, sends the run to the exact join of the doc ids to the
     judged ones (Arrow's hash lookup), which gives the same rows."""
-    if judged.pair_keys is not None and judged.pair_filter is not None and judged.pair_rows is not None:
+    if judged.pair_keys is not None and judged.pair_keys.size and judged.pair_filter is not None and \
+            judged.pair_rows is not None:
         import pyarrow.compute as pc
 
         if kept is not None:
