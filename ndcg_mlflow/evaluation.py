@@ -327,7 +327,7 @@ class _RunFile:
         with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
             digest = pool.submit(sha256_file, self.src.path, self.src.version)
             run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
-                           version=self.src.version)
+                           version=self.src.version, pair_keys=True)
             return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, digest.result(),
                                  len(run))
 
@@ -413,7 +413,7 @@ def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine)
-    result.grades = sorted({float(g) for g in np.unique(qrels.value)})
+    result.grades = sorted(set(qrels.value.tolist()))
     return result
 
 
@@ -489,7 +489,8 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
 def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
     """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
     whose size would be the longest id times the number of queries)."""
-    judged_values = qrels.query.values[np.unique(qrels.query.codes)]
+    judged_values = qrels.query.values[np.flatnonzero(np.bincount(qrels.query.codes,
+                                                                  minlength=len(qrels.query.values)))]
     judged = sorted(str(q) for q in judged_values)
     if spec.queries.set is None:
         return _object_array(judged)
@@ -547,7 +548,7 @@ def display_depth(metric: Metric) -> int:
 
 def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     r, pos = qr.top(depth)
-    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade[r])
+    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade_of(r))
 
 
 def apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:

@@ -17,7 +17,8 @@ import numpy as np
 from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
-from .readers.table import numpy_values_or
+from .readers.hashing import pair_hashes
+from .readers.table import arrow_values, numpy_values, numpy_values_or
 from .spec import Gain, Metric
 
 
@@ -99,16 +100,33 @@ class PreparedRun:
     kept: np.ndarray | None  # run rows of evaluated queries (None: all)
     query: np.ndarray
     score: np.ndarray
-    grade: np.ndarray  # NaN where unjudged
+    judged_grade: np.ndarray  # the grade of each judged row, in row order (a few per query, not one per row)
     judged: np.ndarray
 
     def original(self, rows: np.ndarray) -> np.ndarray:
         return rows if self.kept is None else self.kept[rows]
 
+    def grade_of(self, rows: np.ndarray) -> np.ndarray:
+        """The grades of ``rows`` (NaN where unjudged)."""
+        judged_rows = np.flatnonzero(self.judged)
+        rows = np.asarray(rows, dtype=np.int64)
+        at = np.minimum(np.searchsorted(judged_rows, rows), max(judged_rows.size - 1, 0))
+        hit = judged_rows[at] == rows if judged_rows.size else np.zeros(rows.size, dtype=bool)
+        out = np.full(rows.size, np.nan)
+        out[hit] = self.judged_grade[at[hit]]
+        return out
+
+    @property
+    def grade(self) -> np.ndarray:
+        """Every row's grade (NaN where unjudged): a row-length array, made when asked for."""
+        out = np.full(self.query.size, np.nan)
+        out[self.judged] = self.judged_grade
+        return out
+
 
 def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
     """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
-    judged_gain = map_gains(metric.gain, prep.grade[prep.judged])  # the judged rows' gains only
+    judged_gain = map_gains(metric.gain, prep.judged_grade)  # the judged rows' gains only
     rows = RunRows(query=prep.query, score=prep.score, gain=None, judged=prep.judged,
                    tiebreak=tiebreak(metric.ties, prep), judged_gain=judged_gain)
     cat_gain = map_gains(metric.gain, catalog.grade)
@@ -133,6 +151,10 @@ class JudgedIndex:
     gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
     n_docs: int
     grades: np.ndarray  # grade of each catalog row
+    doc: np.ndarray | None = None  # code (in doc_values) of each catalog row's doc id
+    pair_keys: np.ndarray | None = None  # sorted pair_hashes of the catalog rows (None: some are equal)
+    pair_rows: np.ndarray | None = None  # catalog row of each of pair_keys
+    pair_filter: np.ndarray | None = None  # bool by the top bits of a key: whether some catalog key has them
 
 
 def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
@@ -140,6 +162,9 @@ def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
     import pyarrow.compute as pc
 
     return numpy_values_or(pc.index_in(strings, value_set=value_set), np.int32, -1)
+
+
+PAIR_FILTER_BITS = 22  # 4 MB of flags: a few percent of a run's rows pass for ~60k judgments
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:
@@ -153,14 +178,61 @@ def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex
     n_docs = max(len(doc_values), 1)
     keys = cat_q.astype(np.int64) * n_docs + d
     order = np.argsort(keys, kind="stable")
-    return JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep])
+    index = JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep], d)
+    hashed = pair_hashes(qrels)[keep]
+    pair_order = np.argsort(hashed, kind="stable")
+    sorted_keys = hashed[pair_order]
+    if not (sorted_keys[1:] == sorted_keys[:-1]).any():  # (equal keys of unequal pairs: the exact join only)
+        flags = np.zeros(1 << PAIR_FILTER_BITS, dtype=bool)
+        flags[sorted_keys >> np.uint64(64 - PAIR_FILTER_BITS)] = True
+        index.pair_keys, index.pair_rows, index.pair_filter = sorted_keys, pair_order, flags
+    return index
+
+
+def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | None,
+                judged: JudgedIndex, catalog: Catalog) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, catalog rows) of the run rows (numbered as ``q``, the evaluated query code of each kept row) that
+    are judged, in row order, and their judgments.
+
+    Each row's (query, doc) key is looked up among the judgments' keys (a flag per key prefix first, so that
+    most rows are passed over at once); the ids of every match are then compared. A match of unequal ids (two
+    pairs with one key), or judgments sharing keys, sends the run to the exact join of the doc ids to the
+    judged ones (Arrow's hash lookup), which gives the same rows."""
+    if judged.pair_keys is not None and judged.pair_keys.size and judged.pair_filter is not None and \
+            judged.pair_rows is not None:
+        import pyarrow.compute as pc
+
+        if kept is not None:
+            keys = keys[kept]
+        step = 1 << 20  # a slice at a time: no row-length temporary
+        cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> np.uint64(64 - PAIR_FILTER_BITS)])
+                               + a for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
+        ck = keys[cand]
+        at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
+        hit = judged.pair_keys[at] == ck
+        rows, cat_rows = cand[hit], judged.pair_rows[at[hit]]
+        assert judged.doc is not None  # set with the pair keys
+        same_query = bool((catalog.query[cat_rows] == q[rows]).all())
+        docs = run.doc.array.take(arrow_values(rows if kept is None else kept[rows]))
+        if same_query and pc.all(pc.equal(docs, judged.doc_values.take(arrow_values(judged.doc[cat_rows])))) \
+                .as_py() is not False:
+            return rows, cat_rows
+    d = doc_codes(run.doc.array, judged.doc_values)
+    if kept is not None:
+        d = d[kept]
+    cand = np.flatnonzero(d >= 0)
+    exact = q[cand].astype(np.int64) * judged.n_docs + d[cand]
+    at = np.minimum(np.searchsorted(judged.keys, exact), max(judged.keys.size - 1, 0))
+    hit = judged.keys[at] == exact if judged.keys.size else np.zeros(cand.size, dtype=bool)
+    return cand[hit], judged.gain_rows[at[hit]]
 
 
 def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedIndex,
                  catalog: Catalog) -> tuple[PreparedRun, int]:
     """Join one run to the judgments: evaluated rows only, each with its grade and judged flag.
 
-    Returns the prepared rows and the number of the run's queries outside the evaluated set.
+    Returns the prepared rows and the number of the run's queries outside the evaluated set. Takes the run's
+    ``pair_keys`` (the table no longer holds them), or computes them.
     """
     q_map = index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
@@ -168,20 +240,14 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
     if kept is not None:
         q = q[kept]
-
-    d = doc_codes(run.doc.array, judged.doc_values)
-    if kept is not None:
-        d = d[kept]
-    cand = np.flatnonzero(d >= 0)
-    keys = q[cand].astype(np.int64) * judged.n_docs + d[cand]
-    at = np.minimum(np.searchsorted(judged.keys, keys), max(judged.keys.size - 1, 0))
-    hit = judged.keys[at] == keys if judged.keys.size else np.zeros(cand.size, dtype=bool)
+    keys = run.pair_keys if run.pair_keys is not None else pair_hashes(run)
+    run.pair_keys = None
+    rows, cat_rows = judged_rows(run, keys, q, kept, judged, catalog)
+    del keys
     is_judged = np.zeros(q.size, dtype=bool)
-    is_judged[cand[hit]] = True
-    grade = np.full(q.size, np.nan)
-    grade[cand[hit]] = catalog.grade[judged.gain_rows[at[hit]]]
+    is_judged[rows] = True
     score = run.value if kept is None else run.value[kept]
-    return PreparedRun(name, run, kept, q, score, grade, is_judged), unknown_queries
+    return PreparedRun(name, run, kept, q, score, catalog.grade[cat_rows], is_judged), unknown_queries
 
 
 def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
@@ -204,13 +270,16 @@ def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray]
         return lambda rows: rank[rows]
     if ties in ("id_ascending", "id_descending"):
         sign = 1 if ties == "id_ascending" else -1
-        return lambda rows: sign * string_ranks(prep.run.doc.take(prep.original(rows)))
+        return lambda rows: sign * string_ranks(prep.run.doc.array.take(arrow_values(prep.original(rows))))
     return None
 
 
-def string_ranks(values: list[str]) -> np.ndarray:
-    """Rank of each string in plain (code point) string order (Python's comparison; no fixed-width copy)."""
-    order = np.fromiter(sorted(range(len(values)), key=values.__getitem__), dtype=np.int64, count=len(values))
+def string_ranks(values: Any) -> np.ndarray:
+    """Rank of each string of an Arrow string array in plain (code point) string order: Arrow's stable sort of
+    the UTF-8 bytes, whose order is the code points' (Python's comparison); no Python string is made."""
+    import pyarrow.compute as pc
+
+    order = numpy_values(pc.sort_indices(values), np.uint64).astype(np.int64)
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(len(values))
     return ranks

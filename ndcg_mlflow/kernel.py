@@ -239,7 +239,8 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
     if n < 2:
         return _Order(n)
     change = query[1:] != query[:-1]
-    contiguous = np.count_nonzero(change) + 1 == np.count_nonzero(np.bincount(query))
+    heads = query[np.r_[0, np.flatnonzero(change) + 1]]  # the query of each block of equal queries
+    contiguous = bool((np.bincount(heads) <= 1).all())  # (each query in one block)
     if contiguous and not np.any(~change & (score[1:] > score[:-1])):
         full = None
         s = score

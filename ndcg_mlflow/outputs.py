@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import DataError, NdcgError, preview
 from .evaluation import EvaluationResult
 
@@ -94,11 +96,21 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
     _atomic_bytes(out / "spec.yaml", spec.recorded_text.encode("utf-8"))
     _atomic_bytes(out / "run_key.txt", (run_key + "\n").encode())
     _atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
-    _atomic_csv(out / "per_query.csv", result.per_query)
     table = result.per_query
+    lines = csv_lines(table)  # formatted once: the systems' files take their rows' lines
+    if lines is None:
+        _atomic_csv(out / "per_query.csv", table)
+    else:
+        _atomic_bytes(out / "per_query.csv", "".join(lines).encode("utf-8"))
+    system_column = table["system"].to_numpy(dtype=object)
     for name, sr in result.systems.items():
         stem = system_file_stem(name)
-        _atomic_csv(out / "systems" / f"{stem}.per_query.csv", table[table["system"] == name])
+        if lines is None:
+            _atomic_csv(out / "systems" / f"{stem}.per_query.csv", table[table["system"] == name])
+        else:
+            rows = np.flatnonzero(system_column == name) + 1
+            _atomic_bytes(out / "systems" / f"{stem}.per_query.csv",
+                          "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"))
         if sr.top is not None:
             _atomic_csv(out / "systems" / f"{stem}.top.csv", top_table(result, name))
         if name in result.scored:  # a model's scored rows: the system's run from now on
@@ -148,9 +160,58 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 
 def _atomic_csv(path: Path, frame) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    frame.to_csv(tmp, index=False, float_format="%.17g", na_rep="")
-    os.replace(tmp, path)
+    lines = csv_lines(frame)
+    if lines is None:
+        tmp = path.with_name(path.name + ".partial")
+        frame.to_csv(tmp, index=False, float_format=FLOAT_FORMAT, na_rep="")
+        os.replace(tmp, path)
+    else:
+        _atomic_bytes(path, "".join(lines).encode("utf-8"))
+
+
+FLOAT_FORMAT = "%.17g"  # every float of the CSV files: 17 significant digits, which read back as the same double
+
+
+class _Lines(list):
+    """A file for :func:`csv.writer` that keeps what each call writes (one row) as a list item."""
+
+    def write(self, text: str) -> None:
+        self.append(text)
+
+
+def csv_lines(frame) -> list[str] | None:
+    """The lines (header first, each with its line end) of ``frame.to_csv(index=False, float_format="%.17g",
+    na_rep="")``, the same text, formatted column by column: floats with :data:`FLOAT_FORMAT`, integers and
+    booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
+    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end). None for a column of
+    another type (pandas' extension types: left to pandas)."""
+    import csv
+
+    import pandas as pd
+
+    columns: list[list[str]] = []
+    for name in frame.columns:
+        column = frame[name]
+        numpy_type = isinstance(column.dtype, np.dtype)
+        if numpy_type and column.dtype.kind == "f":
+            values = column.to_numpy()
+            text = [FLOAT_FORMAT % v for v in values.tolist()]
+            for i in np.flatnonzero(np.isnan(values)).tolist():
+                text[i] = ""
+        elif numpy_type and column.dtype.kind in "iub":
+            text = [str(v) for v in column.to_numpy().tolist()]
+        elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
+            values = column.to_numpy(dtype=object)
+            missing = column.isna().to_numpy()
+            text = ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
+        else:
+            return None
+        columns.append(text)
+    lines = _Lines()
+    writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow([str(c) for c in frame.columns])
+    writer.writerows(zip(*columns))
+    return lines
 
 
 def _why(exc: OSError) -> str:

@@ -751,6 +751,91 @@ def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path,
         read_run(p, rank=rank)
 
 
+@pytest.mark.parametrize("text, line", [
+    ("q1 Q0 d1 1 2.5 t\r\nq1 Q0 d2 2 1.5 \r\n", 2),  # a separator before CRLF
+    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 ", 2),  # before the end of a file without a last line end
+    ("q1 Q0 d1 1 2.5 t\n\n\tq1 Q0 d2 2 1.5\n", 3),  # at a line's start, after a blank line
+])
+def test_an_empty_field_at_a_line_end_is_refused_in_both_readers(tmp_path, monkeypatch, text, line):
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            if not fast:
+                force_line_reader(m)
+            p = tmp_path / f"run{fast}.txt"
+            p.write_bytes(text.replace("\t", " ").encode())
+            expect_data_error(lambda path: read_run(path, rank=False), p, line, contains="expected 6 fields")
+    q = write(tmp_path, "qrels.txt", "q1 0 d1 1\nq1  d2 1\n")  # an empty iteration field
+    expect_data_error(read_qrels, q, 2, contains="expected 4 fields")
+
+
+@pytest.mark.parametrize("at", [-2, -1, 0, 1])
+@pytest.mark.parametrize("pattern", ["  ", "\n ", " \n"])
+def test_the_scan_sees_an_empty_field_across_its_block_boundary(tmp_path, at, pattern):
+    """The scan reads 4 MiB blocks: two separators (or a separator and a line end) on either side of a block's
+    end are seen, as anywhere else."""
+    from ndcg_mlflow.readers.text import SCAN_BLOCK, scan_text
+
+    line = "q1 Q0 d1 1 2.5 t\n"
+    boundary = SCAN_BLOCK
+    head = line * (boundary // len(line) - 1)
+    head += "q1 Q0 " + "x" * (boundary + at - len(head) - len("q1 Q0 ") - 1) + "1"  # the pattern: at boundary + at
+    tail = pattern + "2 2.5 t\n" + line
+    bad = tmp_path / "bad.run"
+    bad.write_bytes((head + tail).encode())
+    assert len(head) == boundary + at
+    assert scan_text(bad, fields=True).empty_field
+    good = tmp_path / "good.run"
+    good.write_bytes((head + " 2 2.5 t\n" + line).encode())
+    assert not scan_text(good, fields=True).empty_field
+
+
+@pytest.mark.parametrize("bad", [b"q\xe91 Q0 d2 2 1.5 t", b"q1 Q0 d2 2 1.5 t\xff", b"q1 Q\xc3 d2 2 1.5 t"],
+                         ids=["query-id", "tag", "q0"])
+def test_bytes_that_are_not_utf8_name_their_line_in_any_column(tmp_path, bad):
+    """Also in the columns Arrow is not asked to convert, and in a query id (Arrow's parse does not check UTF-8:
+    the scan does)."""
+    p = tmp_path / "run.txt"
+    p.write_bytes(b"q1 Q0 d1 1 2.5 t\n" + bad + b"\nq1 Q0 d3 3 0.5 t\n")
+    for rank in (True, False):
+        expect_data_error(lambda path, rank=rank: read_run(path, rank=rank), p, 2, contains="not UTF-8")
+
+
+def test_dictionary_encoded_query_ids_get_the_codes_of_first_appearance():
+    """Whatever order Arrow's dictionaries list their values in, the codes are those of the plain strings."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.readers.table import encode_dictionary, encode_ids
+
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        ids = [f"q{i}" for i in rng.integers(0, 12, size=int(rng.integers(1, 60)))]
+        cuts = sorted({0, len(ids), *rng.integers(0, len(ids), size=3).tolist()})
+        chunks = []
+        for a, b in zip(cuts, cuts[1:]):
+            part = ids[a:b]
+            values = sorted(set(part), reverse=bool(rng.integers(0, 2))) + (["unused"] if rng.random() < 0.2 else [])
+            chunks.append(pa.DictionaryArray.from_arrays(pa.array([values.index(x) for x in part], type=pa.int32()),
+                                                         pa.array(values)))
+        column = pa.chunked_array(chunks, type=pa.dictionary(pa.int32(), pa.string()))
+        got, want = encode_dictionary(column), encode_ids(pa.array(ids))
+        assert got.values.tolist() == want.values.tolist()
+        np.testing.assert_array_equal(got.codes, want.codes)
+
+
+def test_query_codes_of_a_large_file_are_those_of_the_line_reader(tmp_path, monkeypatch):
+    """Queries interleaved across the Arrow reader's blocks (more than 4 MiB): the same ids in the same order."""
+    rng = np.random.default_rng(4)
+    queries = rng.integers(0, 3000, size=200_000)
+    text = "".join(f"q{q} Q0 d{i} 1 {i % 7}.5 t\n" for i, q in enumerate(queries.tolist()))
+    path = write(tmp_path, "big.run", text)
+    fast = read_run(path, rank=False)
+    force_line_reader(monkeypatch)
+    slow = read_run(path, rank=False)
+    assert fast.query.values.tolist() == slow.query.values.tolist()
+    np.testing.assert_array_equal(fast.query.codes, slow.query.codes)
+    assert fast.doc.array.to_pylist() == slow.doc.array.to_pylist()
+
+
 # --------------------------------------------------------------------------- headers that are not the expected ones
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..spec import dataset_files, shown_path, source_problem
-from .hashing import dedupe_qrels, first_duplicate
+from .hashing import dedupe_qrels, first_duplicate, pair_hashes
 from .table import QRELS, RUN, Strings, Table, check_finite, encode_id_list, encode_ids, numpy_column, string_column
 from .text import (
     BOM,
@@ -53,27 +53,33 @@ def checked_qrels(table: Table) -> Table:
 
 
 def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
-             columns: tuple[tuple[str, str], ...] = (), version: int | None = None) -> Table:
+             columns: tuple[tuple[str, str], ...] = (), version: int | None = None,
+             pair_keys: bool = False) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
+    ``pair_keys=True`` leaves the (query, doc) keys the duplicate check computed on the table
+    (``Table.pair_keys``, 8 bytes a row) for the join to the judgments, which takes them.
     """
-    return checked_run(_read(Path(path), RUN, format, rank, columns, version))
+    return checked_run(_read(Path(path), RUN, format, rank, columns, version), pair_keys)
 
 
-def checked_run(table: Table) -> Table:
+def checked_run(table: Table, pair_keys: bool = False) -> Table:
     check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
         if bad.size:
             raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
-    dup = first_duplicate(table)
+    keys = pair_hashes(table)
+    dup = first_duplicate(table, keys)
     if dup is not None:
         first, second = dup
         raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
                                   f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
                                   f"holds each document once.")
+    if pair_keys:
+        table.pair_keys = keys
     return table
 
 

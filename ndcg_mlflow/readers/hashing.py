@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table, arrow_values, numpy_values
+from .table import Ids, Table, arrow_values, numpy_values, string_array
 from .text import open_file
 
 
@@ -57,7 +57,6 @@ def table_digest(table: Table) -> str:
 
 _U = np.uint64
 _VECTOR_HASH_MAX = 64  # ids longer than this are hashed individually
-_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -87,17 +86,31 @@ def string_hashes(array: Any) -> np.ndarray:
 
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
     out = np.empty(len(array), dtype=_U)
-    at = 0
-    with np.errstate(over="ignore"):
-        for chunk in chunks:
-            n = len(chunk)
-            if n:
-                out[at:at + n] = _chunk_hashes(chunk)
-            at += n
+    starts = np.cumsum([0] + [len(c) for c in chunks]).tolist()
+
+    def hash_chunks(which: range) -> None:
+        with np.errstate(over="ignore"):
+            for i in which:
+                if len(chunks[i]):
+                    out[starts[i]:starts[i + 1]] = _chunk_hashes(chunks[i])
+
+    workers = min(HASH_THREADS, len(chunks)) if len(array) >= 1 << 20 else 1
+    if workers <= 1:
+        hash_chunks(range(len(chunks)))
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # Arrow's casts and numpy's loops free the GIL
+        for done in [pool.submit(hash_chunks, range(k, len(chunks), workers)) for k in range(workers)]:
+            done.result()
     return out
 
 
+HASH_THREADS = 2  # threads hashing the chunks of a large column
+
+
 _ZERO = ord("0")
+_NINE = ord("9")
 
 
 def _chunk_hashes(chunk: Any) -> np.ndarray:
@@ -117,10 +130,12 @@ def _chunk_hashes(chunk: Any) -> np.ndarray:
             ints = numpy_values(pc.cast(chunk, pa.int64()), np.int64)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             ints = None
-        # Arrow's cast also takes a sign and leading zeros: canonical means as many digits as bytes
-        if ints is not None and (ints >= 0).all() and \
-                (np.searchsorted(_POW10, ints, side="right") + 1 == lengths).all():
-            return _int_hashes(ints)
+        # Arrow's cast also takes a sign, leading zeros and a 0x prefix: canonical means a first byte 1-9 (or a
+        # single digit), the rest digits as the cast found
+        if ints is not None:
+            first = data[starts]
+            if (((first > _ZERO) & (first <= _NINE)) | (lengths == 1)).all():
+                return _int_hashes(ints)
     decimal = numpy_values(pc.ascii_is_decimal(chunk), np.bool_)
     first = data[np.minimum(starts, data.size - 1)]
     canonical = decimal & (lengths <= 18) & ((first != _ZERO) | (lengths == 1))
@@ -158,11 +173,17 @@ def _byte_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     return _mix(h)
 
 
-def _pair_hashes(table: Table) -> np.ndarray:
-    """A 64-bit key per (query, doc) row: equal pairs give equal keys; the rare collisions of unequal
-    pairs are told apart by :func:`duplicate_pairs`, which compares the ids themselves."""
+_QUERY_SALT = _U(0xD6E8FEB86659FD93)
+
+
+def pair_hashes(table: Table) -> np.ndarray:
+    """A 64-bit key per (query, doc) row, a function of the two ids alone (the same pair gives the same key in
+    any table, so a run's keys can be looked up among the judgments'); unequal pairs rarely share a key, and
+    whoever relies on a match compares the ids themselves (:func:`duplicate_pairs`, the join)."""
     with np.errstate(over="ignore"):
-        query_mix = _mix(np.arange(1, len(table.query.values) + 1, dtype=_U))
+        query_hashes = string_hashes(string_array(table.query.values))
+        query_hashes ^= _QUERY_SALT  # (a pair of two equal ids must not hash to 0 for every id)
+        query_mix = _mix(query_hashes)
         keys = string_hashes(table.doc.array)
         step = 1 << 20  # a slice at a time: no whole-column temporary
         for a in range(0, keys.size, step):
@@ -180,28 +201,50 @@ def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
     return False
 
 
-def duplicate_pairs(table: Table) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly."""
-    keys = _pair_hashes(table)
-    keys.sort()  # in place: one row-length array, not two
-    if not _any_equal_neighbours(keys):
+def duplicate_pairs(table: Table, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly. ``keys``:
+    the table's :func:`pair_hashes` when already at hand (left as they are); else they are computed and sorted
+    in place (one row-length array, not two)."""
+    if keys is None:
+        sorted_keys = pair_hashes(table)
+        sorted_keys.sort()
+    else:
+        sorted_keys = np.sort(keys)
+    repeated = _any_equal_neighbours(sorted_keys)
+    del sorted_keys
+    if not repeated:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    keys = _pair_hashes(table)  # only when some hashes repeat: the keys again, for their rows
+    if keys is None:
+        keys = pair_hashes(table)  # only when some hashes repeat: the keys again, for their rows
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     same = np.flatnonzero(sk[1:] == sk[:-1])
-    # neighbours of equal hash (file order within a hash, as the sort is stable) are compared exactly
-    firsts_a, laters_a = order[same], order[same + 1]
-    q_equal = table.query.codes[firsts_a] == table.query.codes[laters_a]
-    d_a = table.doc.take(firsts_a)
-    d_b = table.doc.take(laters_a)
-    equal = q_equal & np.array([x == y for x, y in zip(d_a, d_b)], dtype=bool)
-    return firsts_a[equal], laters_a[equal]
+    # the rows of repeated keys (a duplicate's, or unequal pairs sharing a key) are ordered by their exact ids,
+    # then by row; neighbours of equal ids are the duplicates (first, later), each later row paired with the one
+    # before it
+    shared = np.zeros(sk.size, dtype=bool)
+    shared[same] = True
+    shared[same + 1] = True
+    rows = order[shared]
+    del order, sk
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    taken = table.doc.array.take(arrow_values(rows))
+    if isinstance(taken, pa.ChunkedArray):
+        taken = taken.combine_chunks()
+    docs = numpy_values(pc.dictionary_encode(taken).indices, np.int32)
+    queries = table.query.codes[rows]
+    exact = np.lexsort((rows, docs, queries))
+    rows, docs, queries = rows[exact], docs[exact], queries[exact]
+    again = np.flatnonzero((queries[1:] == queries[:-1]) & (docs[1:] == docs[:-1]))
+    return rows[again], rows[again + 1]
 
 
-def first_duplicate(table: Table) -> tuple[int, int] | None:
-    """(first row, later row) of the duplicate whose later row comes first in the file."""
-    a, b = duplicate_pairs(table)
+def first_duplicate(table: Table, keys: np.ndarray | None = None) -> tuple[int, int] | None:
+    """(first row, later row) of the duplicate whose later row comes first in the file (``keys``: the table's
+    :func:`pair_hashes`, when at hand)."""
+    a, b = duplicate_pairs(table, keys)
     if not b.size:
         return None
     i = int(np.argmin(b))

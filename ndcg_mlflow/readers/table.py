@@ -66,6 +66,9 @@ class Table:
     header_lines: int = 0
     source_rows: np.ndarray | None = None  # original row of each row, when rows were merged away
     digest: str | None = None  # sha256 of an in-memory table's content (readers.table_digest)
+    # a run's (query, doc) keys (readers.hashing.pair_hashes) as its duplicate check computed them, for the join
+    # to the judgments, which takes them (None: computed when needed)
+    pair_keys: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
@@ -139,6 +142,43 @@ def encode_ids(column: Any) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
+def encode_dictionary(column: Any, pool: Any = None) -> Ids:
+    """:func:`encode_ids` of a dictionary-encoded string column (as Arrow's CSV reader gives one: a dictionary per
+    chunk), the same codes and values, from Arrow's unified dictionary; its order is checked to be the order of
+    first appearance (codes that first appear in increasing order, every value used), else the codes are renumbered
+    in that order."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries()
+        chunks = column.chunks
+    else:
+        chunks = [column]
+    if not chunks:
+        return Ids(np.zeros(0, dtype=np.int32), np.asarray([], dtype=object))
+    dictionary = chunks[0].dictionary
+    codes = pooled_values(pa.chunked_array([c.indices for c in chunks], type=pa.int32()), np.int32, pool)
+    if codes.size and not _first_appearance_order(codes, len(dictionary)):
+        present, first = np.unique(codes, return_index=True)
+        in_order = present[np.argsort(first)]
+        renumber = np.zeros(len(dictionary), dtype=np.int32)
+        renumber[in_order] = np.arange(in_order.size, dtype=np.int32)
+        codes = renumber[codes]
+        dictionary = dictionary.take(arrow_values(in_order.astype(np.int64)))
+    return Ids(codes, np.asarray(dictionary.to_pylist(), dtype=object))
+
+
+def _first_appearance_order(codes: np.ndarray, n_values: int) -> bool:
+    """Whether codes 0, 1, 2, ... first appear in that order and all of ``n_values`` appear. A code first appears
+    where a run of equal codes starts, so only those starts are looked at: each at most one above every one
+    before it."""
+    starts = codes[np.r_[0, np.flatnonzero(codes[1:] != codes[:-1]) + 1]].astype(np.int64)
+    if starts[0] != 0:
+        return False
+    running = np.maximum.accumulate(starts)
+    return bool((starts[1:] <= running[:-1] + 1).all()) and int(running[-1]) + 1 == n_values
+
+
 def _encode_hashed(column: Any) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -160,6 +200,21 @@ def string_column(items: list[str]) -> Strings:
     import pyarrow as pa
 
     return Strings(pa.array(items, type=pa.string()))
+
+
+def string_array(items: Any) -> Any:
+    """An Arrow string array of Python strings, built from their UTF-8 bytes (``pa.array`` of a list imports
+    pandas, when installed, which costs more than the ids of a large file take to read)."""
+    import pyarrow as pa
+
+    encoded = [str(x).encode("utf-8") for x in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    wide = bool(offsets[-1] > np.iinfo(np.int32).max)
+    array = pa.Array.from_buffers(pa.large_string() if wide else pa.string(), len(encoded),
+                                  [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
+                                   pa.py_buffer(b"".join(encoded))])
+    return array
 
 
 def has_empty(column: Any) -> bool:
@@ -196,6 +251,16 @@ def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
         out[at:at + n] = _chunk_values(chunk, dtype)
         at += n
     return out
+
+
+def pooled_values(column: Any, dtype: Any, pool: Any = None) -> np.ndarray:
+    """:func:`numpy_values` of a chunked column combined into one buffer of Arrow's ``pool`` (read-only): after a
+    large parse, memory the parse has just freed in that pool, where a new numpy array would touch new pages."""
+    import pyarrow as pa
+
+    if pool is not None and isinstance(column, pa.ChunkedArray) and column.num_chunks > 1:
+        column = column.combine_chunks(memory_pool=pool)
+    return numpy_values(column, dtype)
 
 
 def numpy_values_or(column: Any, dtype: Any, missing: Any) -> np.ndarray:

@@ -188,32 +188,39 @@ def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
+
+
 @dataclass
 class _Scan:
     """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
 
     utf8: bool = True
     has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
+    empty_field: bool = False  # with ``fields``: a TREC field would be empty under a one-byte separator
 
 
-def scan_text(path: Path) -> _Scan:
+def scan_text(path: Path, fields: bool = False) -> _Scan:
     """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
-    quote occur; checks UTF-8."""
+    quote occur; checks UTF-8. With ``fields``, also records whether splitting each line at every single space
+    or tab would give an empty field (a separator at a line's start or end, or two in a row), which the split
+    at runs of spaces and tabs would not see. Lines are counted only to name the line of a lone CR."""
     scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
     decoder = codecs.getincrementaldecoder("utf-8")()
-    lines_before = 0
+    offset = 0  # bytes (after a BOM) before ``data``
     carry = b""
     first = True
+    before = -1  # the byte before ``data`` (-1: the start of the file, as a line start)
     with open_data(path) as fh:
         while True:
-            block = fh.read(1 << 22)
+            block = fh.read(SCAN_BLOCK)
             if first and block.startswith(BOM):
                 block = block[3:]
             first = False
-            data = carry + block
+            data = carry + block if carry else block
             if not block:
                 if data:  # a CR at the very end of the file
-                    raise DataError(path, _lone_cr_message(b"\r"), lines_before + 1)
+                    raise DataError(path, _lone_cr_message(b"\r"), _lines_in(path, offset) + 1)
                 break
             carry = b""
             if data.endswith(b"\r"):
@@ -224,7 +231,8 @@ def scan_text(path: Path) -> _Scan:
                     at = data.find(b"\r", at + 1)
                 start = data.rfind(b"\n", 0, at) + 1
                 # (a trailing CR was carried over, so a byte follows this one)
-                raise DataError(path, _lone_cr_message(data[start:at + 2]), lines_before + data.count(b"\n", 0, at) + 1)
+                raise DataError(path, _lone_cr_message(data[start:at + 2]),
+                                _lines_in(path, offset) + data.count(b"\n", 0, at) + 1)
             if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
                 try:
                     decoder.decode(data)
@@ -233,13 +241,61 @@ def scan_text(path: Path) -> _Scan:
             for mark in scan.has:
                 if not scan.has[mark] and mark in data:
                     scan.has[mark] = True
-            lines_before += data.count(b"\n")
+            if fields and data and not scan.empty_field:
+                scan.empty_field = _empty_field(data, before)
+                before = data[-1]
+            offset += len(data)
+    if fields and before in _SEPARATORS:  # the last line ends with a separator
+        scan.empty_field = True
     if scan.utf8:
         try:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             scan.utf8 = False
     return scan
+
+
+_SEPARATORS = (ord(" "), ord("\t"))
+_LINE_BREAKS = (ord("\n"), ord("\r"))
+
+
+def _empty_field(data: bytes, before: int) -> bool:
+    """Whether two neighbouring bytes of ``data`` (``before``, the byte preceding it, -1 for the start of the
+    file) are a separator (space or tab) and a separator or line break, in either order: an empty field where
+    lines are split at every single separator. Vectorized: the pairs of bytes both at most 32 (rare in text but
+    for CRLF line ends) are looked at one by one."""
+    import numpy as np
+
+    a = np.frombuffer(data, dtype=np.uint8)
+    low = a <= 32
+    pairs = np.flatnonzero(low[:-1] & low[1:])
+    x, y = a[pairs], a[pairs + 1]
+    sep_x = (x == 32) | (x == 9)
+    sep_y = (y == 32) | (y == 9)
+    if (sep_x & (sep_y | (y == 10) | (y == 13))).any() or ((x == 10) | (x == 13))[sep_y].any():
+        return True
+    head = int(a[0])
+    if head in _SEPARATORS:
+        return before < 0 or before in _SEPARATORS or before in _LINE_BREAKS
+    return head in _LINE_BREAKS and before in _SEPARATORS
+
+
+def _lines_in(path: Path, nbytes: int) -> int:
+    """The line breaks among a file's first ``nbytes`` bytes (after a BOM): a second pass, made only to name the
+    line of an error."""
+    count = 0
+    first = True
+    with open_data(path) as fh:
+        while nbytes > 0:
+            block = fh.read(min(1 << 22, nbytes + (3 if first else 0)))
+            if not block:
+                break
+            if first and block.startswith(BOM):
+                block = block[3:]
+            first = False
+            count += block.count(b"\n", 0, nbytes)
+            nbytes -= len(block)
+    return count
 
 
 def csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:

@@ -16,10 +16,10 @@ from .table import (
     TREC_LAYOUT,
     Strings,
     Table,
+    encode_dictionary,
     encode_id_list,
-    encode_ids,
     has_empty,
-    numpy_column,
+    pooled_values,
     string_column,
 )
 from .text import BOM, checked_number, clip, open_data, scan_text, split_fields, text_lines
@@ -75,12 +75,13 @@ class FastPathRefused(Exception):
 
 def _trec_delimiter(path: Path) -> str | None:
     """The separator for Arrow's reader: the file's only one of space and tab (UTF-8, no BOM); None when it
-    uses both or neither (the line-by-line reader then reads the file). Arrow's split on that one separator
-    is the line-by-line split on runs of spaces and tabs as long as no field comes out empty (two separators
-    in a row, or one at a line's start or end), which :func:`_trec_arrow` checks."""
-    scan = scan_text(path)  # also refuses a lone CR, whichever reader runs
+    uses both or neither, or when splitting a line at every single separator would give an empty field (two
+    separators in a row, or one at a line's start or end), which the line-by-line split on runs of spaces and
+    tabs would not see: the line-by-line reader then reads the file. Arrow's split on that one separator is
+    then the line-by-line split, in every column, also the ones Arrow is not asked to convert."""
+    scan = scan_text(path, fields=True)  # also refuses a lone CR, whichever reader runs
     with open_data(path) as fh:
-        if fh.read(3) == BOM or not scan.utf8:
+        if fh.read(3) == BOM or not scan.utf8 or scan.empty_field:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
         if scan.has[sep] and not scan.has[other]:
@@ -90,18 +91,15 @@ def _trec_delimiter(path: Path) -> str | None:
 
 def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -> Table:
     """Arrow's multi-threaded CSV reader on a UTF-8 file that :func:`_trec_delimiter` cleared (so every field
-    Arrow cuts at an ASCII separator is valid UTF-8 text)."""
+    Arrow cuts at an ASCII separator is valid UTF-8 text, and none is empty). Only the columns used are
+    converted; Arrow still cuts every line into its fields and refuses a line with more or fewer of them."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
     names = list(TREC_COLUMNS[kind])
     value_col = "grade" if kind == QRELS else "score"
-    # every column is read so that an empty field, which the line-by-line split on runs of separators would not
-    # see, sends the file to the line-by-line reader; the unused ones dictionary-encoded (a code per row, their few
-    # distinct values looked at once)
-    unused = pa.dictionary(pa.int32(), pa.string())
-    types = {c: unused for c in names}
-    types.update({"query_id": pa.string(), "doc_id": pa.string(), value_col: pa.float64()})
+    # query ids dictionary-encoded (a code per row and each block's few distinct ids), doc ids as strings
+    types = {"query_id": pa.dictionary(pa.int32(), pa.string()), "doc_id": pa.string(), value_col: pa.float64()}
     if kind == RUN and want_rank:
         types["rank"] = pa.float64()
     pool = parse_pool()
@@ -112,19 +110,26 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False,
                                               ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=names,
+            # (UTF-8 is checked by the scan, whose verdict the parse waits for)
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=[c for c in names if c in types],
                                                  null_values=[], strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False),
+                                                 quoted_strings_can_be_null=False, check_utf8=False),
             memory_pool=pool,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise FastPathRefused() from None
-    if tbl.num_rows == 0 or any(has_empty(_strings_of(tbl.column(c))) for c in names if types[c] != pa.float64()):
+    if tbl.num_rows == 0 or has_empty(tbl.column("doc_id")) or \
+            any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks):
         raise FastPathRefused()
-    rank = numpy_column(tbl.column("rank")) if types.get("rank") == pa.float64() else None
-    table = Table(str(path), kind, encode_ids(tbl.column("query_id")), Strings(tbl.column("doc_id")),
-                  numpy_column(tbl.column(value_col)), rank, "trec")
-    del tbl  # the other columns and the parser's buffers: handed back to the system, not kept by Arrow's pool
+    # the numbers and codes in one buffer each, from the pages the parse has freed in its pool
+    rank = pooled_values(tbl.column("rank"), np.float64, pool) if "rank" in types else None
+    try:
+        query = encode_dictionary(tbl.column("query_id"), pool)
+    except UnicodeDecodeError:  # (not UTF-8: the scan sends the file to the line-by-line reader, naming the line)
+        raise FastPathRefused() from None
+    table = Table(str(path), kind, query, Strings(tbl.column("doc_id")),
+                  pooled_values(tbl.column(value_col), np.float64, pool), rank, "trec")
+    del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
 
@@ -139,15 +144,6 @@ def parse_pool() -> Any:
         return pa.jemalloc_memory_pool()
     except (NotImplementedError, pa.ArrowNotImplementedError):
         return pa.default_memory_pool()
-
-
-def _strings_of(column: Any) -> Any:
-    """A string column, or the dictionaries of a dictionary-encoded one (every value a row holds is in them)."""
-    import pyarrow as pa
-
-    if not pa.types.is_dictionary(column.type):
-        return column
-    return pa.chunked_array([c.dictionary for c in column.chunks], type=column.type.value_type)
 
 
 def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:

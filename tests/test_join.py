@@ -1,0 +1,164 @@
+"""The join of a run to its judgments through (query, doc) keys: a key shared by unequal pairs never gives a
+row another pair's grade, and never hides a duplicate or invents one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import metric_spec, write_qrels, write_run
+
+import ndcg_mlflow
+from ndcg_mlflow import DataError
+from ndcg_mlflow import join as join_module
+from ndcg_mlflow.readers import hashing
+
+COLUMNS = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
+           "n_returned", "status"]
+
+
+def weak_hashes(array):
+    """A hash under which every two ids of one length collide (the keys of unequal pairs are then often equal)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lengths = pc.binary_length(array.cast(pa.string()) if not pa.types.is_string(array.type) else array)
+    return np.asarray(lengths.to_pylist(), dtype=np.uint64)
+
+
+def evaluate(tmp_path, judgments, ranking, **metric):
+    qrels = write_qrels(tmp_path, judgments)
+    run = write_run(tmp_path, ranking)
+    spec = metric_spec(qrels, run, name="join", cutoffs=(1, 3, "all"), **metric)
+    return ndcg_mlflow.evaluate(spec, base_dir=tmp_path).per_query[COLUMNS].reset_index(drop=True)
+
+
+def count_exact_joins(monkeypatch) -> list:
+    """Record the calls of the exact join (Arrow's lookup of the run's doc ids among the judged ones)."""
+    calls: list = []
+    real = join_module.doc_codes
+
+    def counted(strings, value_set):
+        calls.append(len(strings))
+        return real(strings, value_set)
+
+    monkeypatch.setattr(join_module, "doc_codes", counted)
+    return calls
+
+
+def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_path, monkeypatch):
+    calls = count_exact_joins(monkeypatch)
+    got = evaluate(tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}},
+                   {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear")
+    assert calls == [3]  # the judgments' own doc ids only (their index); the run's rows went through the keys
+    q1 = got[(got.query_id == "q1") & (got.cutoff == "3")].iloc[0]
+    assert q1.dcg == pytest.approx(1 / np.log2(3) + 3 / 2)
+    assert q1.idcg == pytest.approx(3 + 1 / np.log2(3))
+    assert q1.judged_coverage == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("ranking", [
+    {"q1": ["X", "BB", "A", "CCC"], "q22": ["Z", "D"]},  # X shares A's key, Z D's: the keys find them, the ids not
+    {"q1": ["BB", "A"], "q22": ["D", "QQ"]},  # no run row shares a key it should not
+])
+def test_a_key_shared_by_unequal_pairs_gives_no_row_another_pairs_grade(tmp_path, monkeypatch, ranking):
+    judgments = {"q1": {"A": 3, "BB": 1}, "q22": {"D": 2}}  # (query ids of two lengths: keys of two queries)
+    expect = evaluate(tmp_path, judgments, ranking)
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    calls = count_exact_joins(monkeypatch)
+    got = evaluate(tmp_path, judgments, ranking)
+    assert got.equals(expect)
+    unjudged = "X" in ranking["q1"]
+    assert len(calls) == (2 if unjudged else 1)  # a false match sends the run to the exact join
+
+
+def test_judgments_sharing_keys_join_exactly(tmp_path, monkeypatch):
+    judgments = {"q1": {"A": 3, "B": 1, "C": 2}}  # one length: every judgment of q1 has the same weak key
+    ranking = {"q1": ["C", "D", "A", "B"]}
+    expect = evaluate(tmp_path, judgments, ranking)
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    got = evaluate(tmp_path, judgments, ranking)
+    assert got.equals(expect)
+    q1 = got[got.cutoff == "all"].iloc[0]
+    assert q1.dcg == pytest.approx(3 + 7 / 2 + 1 / np.log2(5))  # C (3), A (7) at rank 3, B (1) at rank 4
+
+
+def test_random_runs_under_a_weak_hash_give_the_same_numbers(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    pool = ["a", "b", "cc", "dd", "e", "ff", "ggg", "h", "ii", "jjj"]
+    judgments = {f"q{i}": {d: int(rng.integers(0, 4)) for d in rng.choice(pool, size=4, replace=False)}
+                 for i in range(12)}
+    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(pool, size=6, replace=False),
+                                                               rng.integers(0, 3, size=6))]
+               for i in range(14)}  # q12 and q13 are not judged
+    for ties in ("id_ascending", "average"):
+        monkeypatch.undo()
+        expect = evaluate(tmp_path, judgments, ranking, ties=ties)
+        monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+        assert evaluate(tmp_path, judgments, ranking, ties=ties).equals(expect)
+
+
+def test_the_duplicate_check_tells_shared_keys_from_repeated_documents(tmp_path, monkeypatch):
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    judgments = {"q1": {"A": 1}}
+    fine = evaluate(tmp_path, judgments, {"q1": ["A", "B", "C"]})  # one key, three documents
+    assert (fine.n_returned == 3).all()
+    write_qrels(tmp_path, judgments)
+    (tmp_path / "dup.run").write_text("q1 Q0 A 1 3 s\nq1 Q0 B 2 2 s\nq1 Q0 A 3 1 s\n")
+    with pytest.raises(DataError, match=r"dup\.run:3: document 'A' is listed twice for query 'q1' \(first at line 1\)"):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join"), base_dir=tmp_path)
+
+
+def test_doc_id_ranks_follow_pythons_string_order():
+    """Arrow sorts the UTF-8 bytes; their order is the code points' (Python's), astral characters and all."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    alphabet = ["a", "B", "z", "0", "é", "\u00a0", "\uffff", "\U0001F600", "\u4e2d", "~", " "]
+    words = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 5)))) for _ in range(400)})
+    shuffled = [words[i] for i in rng.permutation(len(words))]
+    ranks = join_module.string_ranks(pa.chunked_array([shuffled[:150], shuffled[150:]]))
+    assert [shuffled[i] for i in np.argsort(ranks)] == words
+
+
+def test_the_key_join_gives_the_rows_of_the_exact_join(tmp_path, monkeypatch):
+    """Random runs with unjudged documents, judged documents never returned, queries outside the judgments and
+    judged queries the run misses: the same per-query numbers and top lists with the keys' join as with the
+    exact join alone."""
+    rng = np.random.default_rng(9)
+    docs = [f"d{i}" for i in range(60)] + ["0", "7", "07", "x\u00a0y", "é"]
+    judgments = {f"q{i}": {str(d): int(rng.integers(0, 4)) for d in rng.choice(docs, size=8, replace=False)}
+                 for i in range(30)}
+    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(docs, size=12, replace=False),
+                                                               rng.integers(0, 5, size=12))]
+               for i in range(5, 40)}
+    qrels, run = write_qrels(tmp_path, judgments), write_run(tmp_path, ranking)
+
+    def evaluate_all():
+        spec = metric_spec(qrels, run, name="join", cutoffs=(1, 5, "all"), ties="id_descending")
+        result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+        top = result.systems["sys"].top
+        return result.per_query[COLUMNS], (top.query.tolist(), top.position.tolist(), top.doc,
+                                           np.nan_to_num(top.grade, nan=-1).tolist())
+
+    keyed = evaluate_all()
+    real = join_module.pair_index
+
+    def exact_only(*args):
+        index = real(*args)
+        index.pair_keys = None
+        return index
+
+    monkeypatch.setattr(join_module, "pair_index", exact_only)
+    exact = evaluate_all()
+    assert keyed[0].equals(exact[0])
+    assert keyed[1] == exact[1]
+
+
+def test_a_run_read_for_the_join_carries_its_keys_and_the_join_takes_them(tmp_path):
+    from ndcg_mlflow.readers import read_run
+
+    path = tmp_path / write_run(tmp_path, {"q1": ["A", "B"], "q2": ["A"]})
+    assert read_run(path).pair_keys is None  # (8 bytes a row, kept only when asked for)
+    run = read_run(path, pair_keys=True)
+    np.testing.assert_array_equal(run.pair_keys, hashing.pair_hashes(run))
+    assert len(set(run.pair_keys.tolist())) == 3

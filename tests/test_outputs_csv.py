@@ -1,0 +1,75 @@
+"""The CSV files of an output folder: written column by column, the same bytes as pandas' ``to_csv`` with the
+folder's options (``float_format="%.17g"``, ``na_rep=""``, no index)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import write_spec
+
+import ndcg_mlflow
+from ndcg_mlflow.outputs import csv_lines, write_outputs
+
+
+def pandas_text(frame: pd.DataFrame) -> str:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.17g", na_rep="")
+    return buf.getvalue()
+
+
+def test_random_frames_are_written_as_pandas_writes_them():
+    rng = np.random.default_rng(11)
+    words = ["q1", "a,b", 'say "x"', "line\nbreak", "cr\rhere", "", " padded ", "é中😀", "1e5", "nan", "None"]
+    specials = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-300, 5e-324, 1.7976931348623157e308, 0.1, 1 / 3, 2.0]
+    for _ in range(30):
+        n = int(rng.integers(0, 40))
+        floats = rng.choice(specials + list(rng.normal(size=5)), size=n)
+        texts = np.asarray(rng.choice(words, size=n), dtype=object)
+        texts[rng.random(n) < 0.2] = None
+        frame = pd.DataFrame({
+            "f": floats.astype(np.float64),
+            "i": rng.integers(-5, 10 ** 12, size=n),
+            "b": rng.random(n) < 0.5,
+            "o": texts,
+            "s": pd.array(rng.choice(words, size=n), dtype="str"),
+            "w,eird \"name\"": rng.random(n).astype(np.float32),
+        })
+        lines = csv_lines(frame)
+        assert lines is not None
+        assert "".join(lines) == pandas_text(frame)
+        assert len(lines) == n + 1
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"only": ["", "x", None]}),  # a row of one empty field
+    pd.DataFrame({"a": pd.Series([], dtype=np.float64), "b": pd.Series([], dtype=object)}),
+])
+def test_edge_frames(frame):
+    assert "".join(csv_lines(frame)) == pandas_text(frame)
+
+
+def test_a_column_of_another_type_is_left_to_pandas(tmp_path):
+    frame = pd.DataFrame({"x": pd.array([1, None], dtype="Int64"), "t": pd.to_datetime(["2026-01-01", None])})
+    assert csv_lines(frame) is None
+
+
+def test_the_folder_files_are_pandas_text(tmp_path):
+    """Every CSV of a folder with comparisons, sensitivity and bootstrap distributions, and each system's rows."""
+    spec = write_spec(tmp_path, "csv", systems=3, extra=(
+        "uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 3}\n"
+        "comparison: {baseline: s00, test: both, correction: holm, wins_losses: 3, tie_tolerance: 1.0e-9}\n"
+        "report: {sensitivity: true}\n"))
+    result = ndcg_mlflow.evaluate(spec)
+    out = write_outputs(result, tmp_path / "out", reports=False)
+    table = result.per_query
+    assert (out / "per_query.csv").read_text() == pandas_text(table)
+    for name in result.systems:
+        assert (out / "systems" / f"{name}.per_query.csv").read_text() == pandas_text(table[table.system == name])
+    assert (out / "comparisons.csv").read_text() == pandas_text(result.comparisons)
+    assert (out / "sensitivity.csv").read_text() == pandas_text(result.sensitivity)
+    written = sorted(p.name for p in out.rglob("*.csv"))
+    assert "bootstrap.csv" in written and "s00.top.csv" in written
