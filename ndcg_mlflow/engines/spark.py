@@ -31,7 +31,8 @@ The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 When every cutoff is finite, the run rows are filtered before the shuffle to those that can decide some
 query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evaluated queries,
 :func:`evaluate_grouped` keeps the per-query rows in Spark (Parquet) and computes the statistics from
-per-group sums (:mod:`ndcg_mlflow.engines.grouped`).
+per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches to it when given a
+``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
 Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
 ``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
