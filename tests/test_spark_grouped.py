@@ -158,6 +158,11 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     assert main(["upload", str(out), "--quiet"]) == 0
     assert len(client.search_runs([parent.info.experiment_id], f"tags.ndcg_mlflow.run_key = '{run_key}'")) \
         == len(runs)
+    # the report rebuilt from the logged artifacts says the same, without per-query sections
+    rebuilt = tmp_path / "rebuilt"
+    assert main(["report", parent.info.run_id, "--out", str(rebuilt)]) == 0
+    again = (rebuilt / "report.html").read_text(encoding="utf-8")
+    assert "per-query rows are not in this folder" in again and "Decision: FAIL" in again
 
 
 def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
