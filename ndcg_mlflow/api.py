@@ -10,20 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SpecError
 from .evaluation import EvaluationResult
 from .evaluation import evaluate as evaluate_local
 from .spec import Spec
 
+if TYPE_CHECKING:
+    from .engines.spark import GroupedResult
+
 
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
              base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
              spark: Any = None, buckets: int | None = None, prefilter: bool | None = None,
-             driver_queries: int | None = None, tracking_uri: str | None = None,
-             scored_dir: str | Path | None = None) -> EvaluationResult:
+             driver_queries: int | None = None, per_query_path: str | Path | None = None,
+             groups: int | None = None, tracking_uri: str | None = None,
+             scored_dir: str | Path | None = None) -> EvaluationResult | GroupedResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
     model is looked up in the model registry and loaded, see below).
 
@@ -40,7 +44,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     the number of query buckets; ``prefilter``: the top-K pre-filter before the shuffle, by default applied
     whenever it can be; ``driver_queries``: the evaluated queries whose per-query rows may come back to the
     driver), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query
-    numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`).
+    numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`). Beyond ``driver_queries`` evaluated
+    queries, with ``per_query_path`` (a new folder) the per-query table is written there as Parquet and the
+    statistics come from ``groups`` random groups of queries: the result is then a
+    :class:`~ndcg_mlflow.engines.spark.GroupedResult` (a summary, no per-query table on the driver).
 
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
@@ -70,9 +77,12 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
 
         return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                               progress=progress, buckets=buckets, prefilter=prefilter,
-                              driver_queries=driver_queries)
-    if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None:
-        raise SpecError("engine", "spark=, buckets=, prefilter= and driver_queries= apply to engine='spark'.")
+                              driver_queries=driver_queries, per_query_path=per_query_path,
+                              **({} if groups is None else {"groups": groups}))
+    if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None \
+            or per_query_path is not None or groups is not None:
+        raise SpecError("engine", "spark=, buckets=, prefilter=, driver_queries=, per_query_path= and groups= apply "
+                                  "to engine='spark'.")
     return evaluate_local(spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                           progress=progress, keep_data=keep_data)
 

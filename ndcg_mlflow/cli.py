@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spark-remote", metavar="URL", help="with --engine spark: a Spark Connect server "
                                                            "(sc://host:15002; default: a classic session, as "
                                                            "spark-submit or the environment configures it)")
+    run.add_argument("--driver-queries", metavar="N", type=int,
+                     help="with --engine spark: beyond N evaluated queries (default 5,000,000) the per-query rows "
+                          "stay in Spark, written as Parquet next to the output folder (OUT.per_query/), and the "
+                          "statistics come from random groups of queries")
 
     val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
@@ -303,9 +307,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
+        from .evaluation import EvaluationResult
         from .sensitivity import format_sensitivity, sensitivity
 
         result = evaluate(spec, progress=_progress(args.quiet), keep_data=True)
+        assert isinstance(result, EvaluationResult)  # the local engine's
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
         for label in table["cutoff"].drop_duplicates():
             print()
@@ -316,8 +322,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import os
     import tempfile
+    import uuid
 
     from .api import evaluate
+    from .evaluation import EvaluationResult
     from .outputs import check_target, folder_lock, new_output_dir, write_outputs
 
     quiet = args.quiet
@@ -330,6 +338,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.spark_remote and args.engine != "spark":
         raise SpecError("--spark-remote", "applies to --engine spark.")
+    if args.driver_queries is not None and (args.engine != "spark" or args.driver_queries < 0):
+        raise SpecError("--driver-queries", "applies to --engine spark and is a number of queries (0 or more).")
     spec = load_spec(args.spec, overrides=args.set)
     for flag, value in (("--run-id", args.run_id), ("--promote", args.promote)):
         if value is not None and args.no_mlflow:
@@ -351,10 +361,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise SpecError(f"data.systems.{models[0]}", "a system that is a model is scored by the local engine "
                                                              "only: run without --engine spark.")
 
-            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
+            out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
+            # beyond the driver limit the per-query table goes to a new folder next to the output folder
+            pq_path = Path(f"{out_dir}.per_query") / uuid.uuid4().hex[:12]
+            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                              driver_queries=args.driver_queries, per_query_path=pq_path)
+            if not isinstance(result, EvaluationResult):
+                return _run_grouped(result, out_dir, args, uri)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
-        out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
+            assert isinstance(result, EvaluationResult)  # the local engine's
+            out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
         # one process at a time per folder, from writing until logging ends: what is logged is what was written
         with folder_lock(out_dir):
             if progress:
@@ -375,6 +392,51 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.promote is not None:
         _promote(result, args.promote, logged, quiet)
     return _decision_exit(result, quiet)
+
+
+def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None) -> int:
+    """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
+    in Parquet at ``summary.json``'s ``per_query_path``), logged as any other (``--promote`` is refused: it
+    needs the per-query path of a model system, which the Spark engine does not score)."""
+    from .outputs import folder_lock, write_grouped_outputs
+
+    quiet = args.quiet
+    with folder_lock(out_dir):
+        write_grouped_outputs(result, out_dir)
+        if not quiet:
+            print(format_grouped_summary(result.summary))
+            print()
+            print(format_locations(out_dir))
+            print(f"per-query table (Parquet): {result.per_query_path}")
+        if args.no_mlflow:
+            return _decision_exit(result, quiet)
+        from .tracking import log_folder
+
+        logged = log_folder(out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
+    if not quiet:
+        _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
+    if args.promote is not None:
+        _promote(result, args.promote, logged, quiet)
+    return _decision_exit(result, quiet)
+
+
+def format_grouped_summary(summary: dict) -> str:
+    """The terminal summary of a run whose per-query rows stayed in Spark: means, intervals, comparisons."""
+    lines = [f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
+             f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"]
+    for name, means in summary["systems"].items():
+        cells = [f"{key}={_fmt(m.get('mean'))}" + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
+                                                   if "ci_low" in m else "") for key, m in means.items()]
+        lines.append(f"  {name}: " + "  ".join(cells))
+    for c in summary["comparisons"]:
+        lines.append(f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
+                     f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
+                     f"p corrected {_p(c.get('p_corrected'))}")
+    if summary.get("decision"):
+        from .decision import summary_line
+
+        lines.append(summary_line(summary["decision"]))
+    return "\n".join(lines)
 
 
 def _promote(result, alias: str, logged, quiet: bool) -> None:

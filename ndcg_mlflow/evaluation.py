@@ -197,6 +197,11 @@ class EvaluationResult:
         return pd.concat(frames, ignore_index=True)
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None and numpy scalars as Python numbers (for ``summary.json``)."""
+    return _json_safe(obj)
+
+
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _json_safe(v) for k, v in obj.items()}

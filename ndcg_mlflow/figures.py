@@ -617,7 +617,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
 def draw(summary: dict, per_query, bootstrap) -> dict[str, str]:
     """Every figure the folder's data allow, in the order of :data:`FIGURES`: name -> SVG text."""
     out = {"ndcg_by_cutoff": ndcg_by_cutoff(summary)}
-    diff = per_query_differences(summary, per_query)
+    diff = per_query_differences(summary, per_query) if per_query is not None else None
     if diff is not None:
         out["per_query_differences"] = diff
     boot = bootstrap_differences(summary, bootstrap)

@@ -89,6 +89,36 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: boo
     return out
 
 
+def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
+    """The output folder of an evaluation whose per-query rows stayed in Spark (``result``: a
+    :class:`~ndcg_mlflow.engines.spark.GroupedResult`): ``spec.yaml``, ``run_key.txt``, ``summary.json`` (its
+    ``per_query_path`` says where the per-query Parquet table is), ``explanation.txt``, ``comparisons.csv`` and
+    the reports; no ``per_query.csv`` nor ``systems/`` files. Replaces ``out_dir`` whole, as :func:`write_outputs`."""
+    import pandas as pd
+
+    from .evaluation import json_safe
+    from .explain import explain
+
+    out = Path(out_dir)
+    run_key = uuid.uuid4().hex
+    summary = result.summary
+    try:
+        with staged_folder(out, kind="evaluation", run_key=run_key) as tmp:
+            _atomic_bytes(tmp / "spec.yaml", result.spec.recorded_text.encode("utf-8"))
+            _atomic_bytes(tmp / "run_key.txt", (run_key + "\n").encode())
+            text = json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n"
+            _atomic_bytes(tmp / "summary.json", text.encode("utf-8"))
+            _atomic_bytes(tmp / "explanation.txt", (explain(result.spec, summary["grades"]) + "\n").encode("utf-8"))
+            if summary["comparisons"]:
+                _atomic_csv(tmp / "comparisons.csv", pd.DataFrame(summary["comparisons"]))
+            from .report import write_reports
+
+            write_reports(tmp)
+    except OSError as exc:
+        raise NdcgError(f"cannot write the local results to {out}: {_why(exc)}; {out} is unchanged.") from None
+    return out
+
+
 def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool) -> None:
     (out / "systems").mkdir(parents=True, exist_ok=True)
     spec = result.spec
@@ -466,7 +496,7 @@ def read_result_folder(folder: str | Path) -> ResultFolder:
     if manifest.get("kind") != "evaluation":
         raise DataError(folder / MANIFEST, f"this folder holds a {manifest.get('kind')!r}, not the output of an "
                                            f"evaluation: there is nothing to upload.")
-    for needed in ("run_key.txt", "summary.json", "per_query.csv", "spec.yaml"):
+    for needed in ("run_key.txt", "summary.json", "spec.yaml"):
         if needed not in manifest["files"]:
             raise DataError(folder / needed, "not found: give the output folder of a finished evaluation "
                                              "(ndcg-mlflow run writes it).")
@@ -484,6 +514,9 @@ def read_result_folder(folder: str | Path) -> ResultFolder:
         if not isinstance(summary.get(key), kind):
             raise DataError(path, f"expected the key '{key}' holding a {kind.__name__} (the summary of an "
                                   f"evaluation written by ndcg-mlflow run).")
+    if "per_query.csv" not in manifest["files"] and not isinstance(summary.get("per_query_path"), str):
+        raise DataError(folder / "per_query.csv", "not found: give the output folder of a finished evaluation "
+                                                  "(ndcg-mlflow run writes it).")
     for name, means in summary["systems"].items():
         if not isinstance(means, dict) or not all(isinstance(m, dict) and "mean" in m for m in means.values()):
             raise DataError(path, f"expected 'systems.{name}' to map each cutoff to its mean and counts.")

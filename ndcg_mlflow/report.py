@@ -24,8 +24,8 @@ from .figures import FIGURES, draw
 from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, queries_line, share
 from .rules import headline_key, key_label, metric_name
 
-__all__ = ["FIGURES", "Bundle", "figures", "load_bundle", "render_html", "render_markdown", "write_figures",
-           "write_reports"]
+__all__ = ["FIGURES", "Bundle", "figures", "load_bundle", "per_query_elsewhere", "render_html", "render_markdown",
+           "write_figures", "write_reports"]
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Bundle:
 
     folder: Path
     summary: dict
-    per_query: Any  # DataFrame
+    per_query: Any  # DataFrame; None when the per-query rows stayed in Spark
     wins_losses: dict | None
     bootstrap: Any | None  # DataFrame
     sensitivity: Any | None  # DataFrame
@@ -55,8 +55,10 @@ def load_bundle(folder: str | Path) -> Bundle:
 
     folder = Path(folder)
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    per_query = pd.read_csv(folder / "per_query.csv", dtype={"query_id": str, "system": str, "cutoff": str},
-                            keep_default_na=False, na_values=[""])
+    pq = folder / "per_query.csv"
+    # absent when the per-query rows stayed in Spark (summary.json's per_query_path says where they are)
+    per_query = pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False,
+                            na_values=[""]) if pq.is_file() else None
     wl = folder / "wins_losses.json"
     boot = folder / "bootstrap.csv"
     sens = folder / "sensitivity.csv"
@@ -164,6 +166,8 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     parts.append(f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
                  f"<code>{_e(s.get('spec_sha256', ''))}</code></p>")
     parts.append(f"<p>{_e(queries_line(s))}</p>")
+    if bundle.per_query is None:
+        parts.append(f"<p class='muted' id='per-query'>{_e(per_query_elsewhere(s))}</p>")
     parts.append(_section_decision(bundle))
     parts.append(_section_spec(bundle))
     parts.append(_section_coverage(bundle))
@@ -178,6 +182,22 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     parts.append(_section_files(bundle))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def per_query_elsewhere(summary: dict) -> str:
+    """What a report says when the folder holds no per-query rows (they stayed in Spark)."""
+    stats = (summary.get("engine_info") or {}).get("statistics") or {}
+    return (f"The per-query rows are not in this folder: Spark wrote them as Parquet to "
+            f"{summary.get('per_query_path')}. The intervals and tests come from {stats.get('groups', '?')} random "
+            f"groups of queries (percentile bootstrap over groups, sign flips of groups); per-query figures, "
+            f"t-tests, effect sizes and wins, ties and losses are not computed.")
+
+
+def _wtl(c: dict, sep: str = " / ") -> str:
+    """A comparison's wins, ties and losses, or why there are none."""
+    if "wins" not in c:
+        return "not computed"
+    return sep.join(str(c[k]) for k in ("wins", "ties", "losses"))
 
 
 def _section_decision(bundle: Bundle) -> str:
@@ -269,7 +289,7 @@ def _section_comparisons(bundle: Bundle) -> str:
             f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{_p(c.get('p_randomization'))}</td>"
             f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
             f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
-            f"<td>{c['wins']} / {c['ties']} / {c['losses']}</td></tr>")
+            f"<td>{_wtl(c)}</td></tr>")
     rows.append("</table><p class='muted'>The difference is the candidate's mean minus the baseline's: "
                 "<span class='up'>green</span> where its whole interval is above 0 (the candidate is better), "
                 "<span class='down'>red</span> where it is below 0 (the candidate is worse), uncoloured where "
@@ -388,6 +408,8 @@ def render_markdown(bundle: Bundle) -> str:
     keys = bundle.keys
     lines = [f"# nDCG report — {_md(s['name'])}", "",
              _md(queries_line(s)), "", f"Spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
+    if bundle.per_query is None:
+        lines += [_md(per_query_elsewhere(s)), ""]
     d = s.get("decision")
     if d:
         lines += [f"**Decision: {d['outcome'].upper()}** — {_md(d['statement'])}", ""]
@@ -422,7 +444,7 @@ def render_markdown(bundle: Bundle) -> str:
                 p = c.get("p_t_test")
             rows.append([_md(c["candidate"]), _md(c["cutoff"]), _f(c.get("delta"), signed=True),
                          f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]", _p(p),
-                         _p(c.get("p_corrected")), f"{_md(c['wins'])}/{_md(c['ties'])}/{_md(c['losses'])}"])
+                         _p(c.get("p_corrected")), _md(_wtl(c, "/"))])
         lines += md_table(["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows,
                           "llrlrrl")
     if bundle.wins_losses:

@@ -18,8 +18,8 @@ the (ratio) mean as resampling queries, with ``G`` draws instead of ``n``: the i
 percentile interval when ``G`` is large (hundreds; the relative error of the variance is about sqrt(2 / G)).
 Under the null hypothesis of the sign-flip test (each query's difference symmetric about 0), a group's sum of
 independent symmetric differences is symmetric too, so flipping groups is an exact test; its power nears the
-per-query test's as ``G`` grows. BCa and studentized intervals need per-query values; this path gives the
-percentile interval whatever ``uncertainty.method`` says (it is recorded as such).
+per-query test's as ``G`` grows. BCa and studentized intervals, t-tests and the largest wins and losses need
+per-query values: a spec declaring them is refused on this path (``engines.spark.check_grouped``).
 """
 
 from __future__ import annotations

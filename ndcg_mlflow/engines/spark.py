@@ -31,7 +31,8 @@ The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 When every cutoff is finite, the run rows are filtered before the shuffle to those that can decide some
 query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evaluated queries,
 :func:`evaluate_grouped` keeps the per-query rows in Spark (Parquet) and computes the statistics from
-per-group sums (:mod:`ndcg_mlflow.engines.grouped`).
+per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches to it when given a
+``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
 Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
 ``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
@@ -67,7 +68,9 @@ from ..evaluation import (
 from ..join import compute, index_in, join, judgments, map_gains
 from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
-from ..spec import Metric, Spec
+from ..spec import Metric, Spec, outside_paths
+from ..uris import safe_uri
+from ..version import __version__
 from .grouped import GROUPS
 
 ROWS_PER_BUCKET = 1_000_000
@@ -112,7 +115,8 @@ _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empt
 def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, qrels: Any = None,
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
              base_dir: str | Path | None = None, progress=None, buckets: int | None = None,
-             prefilter: bool | None = None, driver_queries: int | None = None) -> EvaluationResult:
+             prefilter: bool | None = None, driver_queries: int | None = None,
+             per_query_path: str | Path | None = None, groups: int = GROUPS) -> EvaluationResult | GroupedResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
@@ -121,8 +125,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     :data:`ROWS_PER_BUCKET` run rows per bucket). ``prefilter``: the top-K pre-filter before the shuffle
     (:func:`prefilter_plan`); ``None`` applies it whenever it can, ``True`` requires it (an error says why it
     cannot apply), ``False`` never applies it. ``driver_queries``: the evaluated queries whose per-query rows
-    may come back to the driver (default :data:`MAX_DRIVER_QUERIES`; beyond, an error points to
-    :func:`evaluate_grouped`).
+    may come back to the driver (default :data:`MAX_DRIVER_QUERIES`). Beyond it, with ``per_query_path`` (a new
+    folder) the evaluation continues as :func:`evaluate_grouped` (``groups`` random groups) and returns its
+    :class:`GroupedResult`, after :func:`check_grouped` found nothing the grouped statistics cannot give; without
+    ``per_query_path`` an error points to :func:`evaluate_grouped`.
     """
     if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
         raise SpecError("buckets", f"must be a positive integer, got {buckets!r}.")
@@ -143,6 +149,14 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
                                    "systems": {}}
 
     limit = MAX_DRIVER_QUERIES if driver_queries is None else driver_queries
+    if len(query_ids) > limit and per_query_path is not None:
+        check_grouped(spec)  # before any Spark job
+        if progress:
+            progress(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows come back "
+                     f"to the driver: per-query table to {per_query_path}, statistics from {groups} groups")
+        return evaluate_grouped(spec, per_query_path=per_query_path, spark=spark, qrels=qrels, systems=systems,
+                                columns=columns, base_dir=base_dir, progress=progress, buckets=buckets,
+                                prefilter=prefilter, groups=groups)
     if len(query_ids) > limit:
         raise EvaluationError(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
                               f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
@@ -993,6 +1007,29 @@ class GroupedResult:
     per_query_path: Path
     files: list[FileInfo]
     notes: list[str]
+    spec: Spec
+    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+
+
+GROUPED_NOT_COMPUTED = ("BCa and studentized intervals", "t-tests", "effect sizes", "relative differences",
+                        "wins, ties and losses", "the per-query figures")
+"""What the grouped statistics do not give (they need every query's value on the driver)."""
+
+
+def check_grouped(spec: Spec) -> None:
+    """Refuse (SpecError naming the key) a spec asking for what the grouped statistics cannot give: a declared
+    choice is never replaced by another."""
+    u, c = spec.uncertainty, spec.comparison
+    beyond = "the per-query rows stay in Spark (more evaluated queries than the driver limit), where"
+    if u is not None and u.method != "percentile":
+        raise SpecError("uncertainty.method", f"is {u.method!r}, but {beyond} the intervals come from a bootstrap "
+                                              f"over groups of queries: only 'percentile' is computed there.")
+    if c is not None and c.test != "randomization":
+        raise SpecError("comparison.test", f"is {c.test!r}, but {beyond} the paired test is a sign-flip test over "
+                                           f"groups of queries: only 'randomization' is computed there.")
+    if c is not None and c.wins_losses > 0:
+        raise SpecError("comparison.wins_losses", f"is {c.wins_losses}, but {beyond} the largest wins and losses "
+                                                  f"are not listed: set it to 0.")
 
 
 def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_path: str | Path, spark: Any = None,
@@ -1021,6 +1058,7 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     _refuse_unsupported(spec)
+    check_grouped(spec)
     metric = spec.metric
     shared = dict(columns or {})
     qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
@@ -1140,20 +1178,39 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
                     if s is None:
                         continue
                     ci = group_interval(s, counts_matrix, u.confidence)
-                    comparisons.append({"baseline": comparison.baseline, "candidate": name, "cutoff": label,
+                    comparisons.append({"baseline": comparison.baseline, "candidate": name,
+                                        "key": cutoff_key(k), "cutoff": label,
                                         "delta": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
                                         "n_paired": int(s.count.sum()),
                                         "p_randomization": group_sign_flip(s, u.resamples, flips)})
             if comparisons:
                 corrected = correct([c["p_randomization"] for c in comparisons], comparison.correction)
                 for c, p in zip(comparisons, corrected):
-                    c["p_corrected"] = float(p)
+                    c.update({"p_corrected": float(p), "corrected_test": "randomization",
+                              "correction": comparison.correction})
+    decision = None
+    if spec.decision is not None and u is not None:
+        from ..decision import decide
+
+        decision = decide(spec.decision, comparisons, u.confidence)
+    notes.append(f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
+                 f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
+                 f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}")
     summary = {"name": spec.name, "spec_sha256": spec.sha256, "definition_sha256": spec.definition_digest(),
-               "spec": spec.resolved(), "n_queries": nq, "weight_sum": float(weights.sum()),
+               "ndcg_mlflow_version": __version__, "spec": spec.resolved(), "n_queries": nq,
+               "weight_sum": float(weights.sum()),
                "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
-               "systems": summary_systems, "comparisons": comparisons, "notes": notes, "engine": "spark",
-               "engine_info": engine_info, "per_query_path": str(out_path)}
-    return GroupedResult(summary, out_path, files, notes)
+               "systems": summary_systems, "grades": sorted({float(g) for g in np.unique(qrels_table.value)}),
+               "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
+                          "run_name": spec.mlflow.run_name, "tags": dict(spec.mlflow.tags),
+                          "timeout": spec.mlflow.timeout, "max_retries": spec.mlflow.max_retries,
+                          "total_timeout": spec.mlflow.total_timeout},
+               "paths_outside_spec_folder": outside_paths(spec), "comparisons": comparisons,
+               "comparison_family": (f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; "
+                                     f"correction {comparison.correction}") if comparison is not None else "",
+               "decision": decision, "notes": notes, "engine": "spark", "engine_info": engine_info,
+               "per_query_path": str(out_path)}
+    return GroupedResult(summary, out_path, files, notes, spec, decision)
 
 
 def _part(name: str) -> str:
@@ -1184,5 +1241,6 @@ def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run
                                   f"metric.{rule} is 'error'.")
 
 
-__all__ = ["evaluate", "evaluate_grouped", "GroupedResult", "check_buckets", "bucket_rows", "MAX_DRIVER_QUERIES",
+__all__ = ["evaluate", "evaluate_grouped", "GroupedResult", "GROUPED_NOT_COMPUTED", "check_grouped",
+           "check_buckets", "bucket_rows", "MAX_DRIVER_QUERIES",
            "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]

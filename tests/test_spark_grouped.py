@@ -1,0 +1,212 @@
+"""``run --engine spark`` and ``ndcg_mlflow.evaluate(engine="spark")`` beyond the driver limit: the per-query
+rows stay in Spark (Parquet next to the output folder), the statistics come from random groups of queries, and
+the output folder, the decision, the reports and the MLflow runs are complete. The limit is forced small here
+(``--driver-queries``); the statistics themselves are checked against the per-query method in
+``tests/test_spark.py`` (test_grouped_statistics_agree_with_the_per_query_method)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+import ndcg_mlflow
+from ndcg_mlflow.errors import SpecError
+
+pytestmark = pytest.mark.integration
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+
+
+def _java_problem() -> str | None:
+    java = shutil.which("java")
+    if java is None:
+        return "Java is not installed (the Spark engine needs Java 17: java -version)"
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
+
+
+if _java_problem():
+    pytest.skip(_java_problem() or "", allow_module_level=True)
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
+               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def demo_spec(tmp_path: Path, **changes) -> Path:
+    """The demo spec with what the grouped path computes (percentile intervals, the randomization test, no wins
+    and losses), without what the Spark engine refuses (companions, sensitivity), its paths made absolute."""
+    spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text(encoding="utf-8"))
+    spec.pop("companions", None)
+    spec["report"]["sensitivity"] = False
+    spec["uncertainty"].update({"method": "percentile", "resamples": 2000})
+    spec["comparison"]["wins_losses"] = 0
+    data = spec["data"]
+    data["qrels"] = str(CONFIGS / data["qrels"])
+    data["systems"] = {name: str(CONFIGS / path) for name, path in data["systems"].items()}
+    for path, value in changes.items():
+        section, key = path.split(".")
+        spec.setdefault(section, {})[key] = value
+    out = tmp_path / "spec.yaml"
+    out.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return out
+
+
+def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark, tmp_path, tracking_uri, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from ndcg_mlflow.cli import main
+    from ndcg_mlflow.decision import decide
+    from ndcg_mlflow.spec import Decision
+
+    # a decision that fails: no candidate is better by 0.5 (exit 4, as for run on the local engine)
+    spec = demo_spec(tmp_path, **{"decision.key": "ndcg_at_10", "decision.rule": "superiority",
+                                  "decision.margin": 0.5})
+    local, out = tmp_path / "local", tmp_path / "grouped"
+    assert main(["run", str(spec), "--no-mlflow", "--quiet", "--out", str(local)]) == 4
+    capsys.readouterr()
+    code = main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 4
+    assert "random groups" in printed and "decision: FAIL" in printed
+
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    for name in ("summary.json", "spec.yaml", "run_key.txt", "manifest.json", "explanation.txt", "comparisons.csv",
+                 "report.html", "report.md", "figures/ndcg_by_cutoff.svg"):
+        assert name in files, name
+    assert "per_query.csv" not in files and "figures/per_query_differences.svg" not in files
+
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    ref = json.loads((local / "summary.json").read_text(encoding="utf-8"))
+    groups = summary["engine_info"]["statistics"]["groups"]
+    assert summary["engine_info"]["statistics"]["method"] == "grouped" and groups == 1000
+    # the per-query table, in Parquet next to the folder, is the local engine's
+    pq = Path(summary["per_query_path"])
+    assert pq.parent == Path(f"{out}.per_query") and pq.is_dir()
+    written = pd.read_parquet(pq)
+    written["system"] = written["system"].astype(str)
+    expected = pd.read_csv(local / "per_query.csv", dtype={"query_id": str, "system": str, "cutoff": str},
+                           keep_default_na=False, na_values=[""])
+    cols = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "n_returned", "weight", "status"]
+    a = expected[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    b = written[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a.astype({"n_returned": "int64"}), b.astype({"n_returned": "int64"}),
+                                  check_dtype=False, rtol=1e-12)
+    # means and counts as on the local engine; intervals of the same width order (the statistics are checked
+    # against the per-query method in tests/test_spark.py)
+    for name, means in ref["systems"].items():
+        for key, m in means.items():
+            g = summary["systems"][name][key]
+            assert g["mean"] == pytest.approx(m["mean"], rel=1e-12)
+            assert (g["n_evaluated"], g["n_missing"]) == (m["n_evaluated"], m["n_missing"])
+            assert g["ci_low"] < g["mean"] < g["ci_high"]
+            assert 0.5 < (g["ci_high"] - g["ci_low"]) / (m["ci_high"] - m["ci_low"]) < 2.0
+    # the decision, applied to the grouped comparisons, fails for each candidate as declared
+    d = summary["decision"]
+    assert d["outcome"] == "fail" and {r["candidate"] for r in d["candidates"]} == {"reranker-v2", "dense-ties"}
+    assert d == json.loads(json.dumps(decide(Decision("ndcg_at_10", "superiority", 0.5), summary["comparisons"],
+                                             0.95)))
+    for c in summary["comparisons"]:
+        lc = next(x for x in ref["comparisons"] if (x["candidate"], x["key"]) == (c["candidate"], c["key"]))
+        assert c["delta"] == pytest.approx(lc["delta"], rel=1e-9) and c["n_paired"] == lc["n_paired"]
+        assert 0 < c["p_randomization"] <= c["p_corrected"] <= 1 and "wins" not in c
+    assert any("random groups" in n and "not computed" in n for n in summary["notes"])
+
+    html = (out / "report.html").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for text in (html, md):
+        assert "per-query rows are not in this folder" in text and pq.name in text and "not computed" in text
+    assert str(pq) in html
+    assert "Decision: FAIL" in html and "per_query_differences" not in html
+
+    # logged: the same numbers as summary.json, the folder's files, the per-query table by path only
+    client = MlflowClient(tracking_uri)
+    run_key = (out / "run_key.txt").read_text().strip()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              f"tags.ndcg_mlflow.run_key = '{run_key}'")
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert len(runs) == 1 + len(summary["systems"])
+    for name, means in summary["systems"].items():
+        for key, m in means.items():
+            for field, metric in (("mean", f"{name}.{key}"), ("ci_low", f"{name}.{key}.ci_low"),
+                                  ("ci_high", f"{name}.{key}.ci_high")):
+                assert parent.data.metrics[metric] == pytest.approx(m[field], rel=1e-12), metric
+    child = next(r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+                 and r.data.metrics.get("compare.ndcg_at_10.delta") is not None)
+    cand = next(c for c in summary["comparisons"] if c["key"] == "ndcg_at_10"
+                and child.data.metrics["compare.ndcg_at_10.delta"] == pytest.approx(c["delta"], rel=1e-12))
+    assert child.data.metrics["compare.ndcg_at_10.p_corrected"] == pytest.approx(cand["p_corrected"])
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"summary.json", "report.html", "comparisons.csv"} <= artifacts and "per_query.csv" not in artifacts
+    # the folder is a finished evaluation for upload and report: a second upload finds the first one
+    assert main(["upload", str(out), "--quiet"]) == 0
+    assert len(client.search_runs([parent.info.experiment_id], f"tags.ndcg_mlflow.run_key = '{run_key}'")) \
+        == len(runs)
+    # the report rebuilt from the logged artifacts says the same, without per-query sections
+    rebuilt = tmp_path / "rebuilt"
+    assert main(["report", parent.info.run_id, "--out", str(rebuilt)]) == 0
+    again = (rebuilt / "report.html").read_text(encoding="utf-8")
+    assert "per-query rows are not in this folder" in again and "Decision: FAIL" in again
+
+
+def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
+    spec = demo_spec(tmp_path)
+    pq = tmp_path / "pq"
+    result = ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq,
+                                  groups=50)
+    assert result.per_query_path == pq and result.summary["engine_info"]["statistics"]["groups"] == 50
+    assert set(pd.read_parquet(pq)["system"].astype(str)) == {"bm25", "reranker-v2", "dense-ties"}
+    assert result.decision is None
+    # within the limit the same call gives the per-query result and writes nothing
+    below = ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, per_query_path=tmp_path / "unused")
+    assert len(below.per_query) > 0 and not (tmp_path / "unused").exists()
+    with pytest.raises(SpecError, match="engine='spark'"):
+        ndcg_mlflow.evaluate(str(spec), per_query_path=pq)
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("uncertainty.method", "bca", "only 'percentile'"),
+    ("uncertainty.method", "studentized", "only 'percentile'"),
+    ("comparison.test", "t_test", "only 'randomization'"),
+    ("comparison.test", "both", "only 'randomization'"),
+    ("comparison.wins_losses", 3, "set it to 0"),
+])
+def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark, tmp_path, key, value, says,
+                                                                           capsys):
+    from ndcg_mlflow.cli import main
+
+    spec = demo_spec(tmp_path, **{key: value})
+    pq = tmp_path / "pq"
+    with pytest.raises(SpecError, match=rf"{key}.*{says}"):
+        ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq)
+    assert not pq.exists()
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--no-mlflow", "--quiet",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert key in err and says in err and "Traceback" not in err
+    assert not out.exists() and not Path(f"{out}.per_query").exists()
+
+
+def test_driver_queries_needs_the_spark_engine(tmp_path, capsys):
+    from ndcg_mlflow.cli import main
+
+    spec = demo_spec(tmp_path)
+    assert main(["run", str(spec), "--driver-queries", "10", "--no-mlflow", "--out", str(tmp_path / "o")]) == 2
+    assert "--driver-queries" in capsys.readouterr().err
