@@ -346,12 +346,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             from .engines.spark import session
 
-            models = [name for name, src in spec.systems if src.unscored]
-            if models:  # before a Spark session is started
-                raise SpecError(f"data.systems.{models[0]}", "a system that is a model is scored by the local engine "
-                                                             "only: run without --engine spark.")
+            if any(src.unscored for _, src in spec.systems):  # a missing alias or model, before Spark starts
+                from .models import resolve_model_systems
 
-            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote))
+                resolve_model_systems(spec, uri)
+            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                              tracking_uri=uri, scored_dir=scoring)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
         out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
