@@ -134,7 +134,7 @@ def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: b
         lines.append(f"    {name}: {json.dumps(value)}")
     text = ("spec_version: 1\nname: rankers\n"
             f"metric: {{gain: exponential, cutoffs: [5, 10], discount: log2, ties: {ties},\n"
-            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}}\n"
+            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
             "queries: {weights: uniform}\n"
             "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
             "mlflow: {experiment: rankers}\n")
@@ -648,12 +648,10 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     for part in parts:
         h.update(part.read_bytes())
     assert summary["files"]["system:challenger"]["sha256"] == h.hexdigest() == sha256_file(folder)
-    _, children = _runs(store)
+    client, _, children = _runs(store)
     run = children["challenger"]
     assert run.data.params["model"] == "models:/ranker/2"
-    from helpers import client_for
-
-    names = {f.path for f in client_for(store).list_artifacts(run.info.run_id, "challenger.scored.parquet")}
+    names = {f.path for f in client.list_artifacts(run.info.run_id, "challenger.scored.parquet")}
     assert names and all(n.endswith(".parquet") or n.endswith("_SUCCESS") for n in names), names
 
 

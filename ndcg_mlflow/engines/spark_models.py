@@ -122,9 +122,11 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
         raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
                         f"{_first_line(str(exc))}") from None
-    features = wanted or list(df.columns)
+    # with a signature, its input columns in its order; without one, every column by name (as one struct: the
+    # model gets a frame with the candidates' column names, as locally)
+    score = udf(*[F.col(c) for c in wanted]) if wanted else udf(F.struct(*[F.col(c) for c in df.columns]))
     scored = df.select(F.col(qcol).cast("string").alias("query_id"), F.col(dcol).cast("string").alias("doc_id"),
-                       udf(*[F.col(c) for c in features]).alias("score"))
+                       score.alias("score"))
     try:
         scored.write.mode("overwrite").parquet(str(target))
     except Exception as exc:  # noqa: BLE001 - the model's failure inside a Spark task, said in one line
@@ -132,8 +134,8 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
                         f"{python_error(str(exc))} (a ranker returns one finite score per row; a retriever's "
                         f"ranked lists are scored by the local engine only).") from None
     written = spark.read.parquet(str(target))
-    score = F.col("score")
-    bad = written.where(score.isNull() | F.isnan(score) | (F.abs(score) == float("inf")))
+    value = F.col("score")
+    bad = written.where(value.isNull() | F.isnan(value) | (F.abs(value) == float("inf")))
     first = bad.limit(1).collect()
     if first:
         count = bad.count()
