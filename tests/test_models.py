@@ -719,3 +719,52 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
                      ties="average")
     with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
         ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
+
+
+CONNECT_SCRIPT = """
+import os, shutil, sys, tempfile
+from pyspark.sql import SparkSession
+repo, spec, uri, out = sys.argv[1:5]
+spark = (SparkSession.builder.remote("local[2]").config("spark.driver.memory", "1g")
+         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+folder = tempfile.mkdtemp()  # the executors import the package under test: shipped as a Python artifact
+spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", repo, "ndcg_mlflow"), pyfile=True)
+import json
+import ndcg_mlflow
+result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=uri, scored_dir=os.path.join(out, "s"))
+result.per_query.to_parquet(os.path.join(out, "per_query.parquet"))
+with open(os.path.join(out, "models.json"), "w") as fh:
+    json.dump(result.summary["models"], fh)
+print("scored on Spark Connect")
+"""
+
+
+def test_spark_connect_scores_model_systems_with_the_local_numbers(store, tmp_path):
+    """Spark Connect (``remote("local[2]")``, in its own process): ``spark_udf`` scores there too, with the
+    local engine's per-query numbers."""
+    import os
+    import subprocess
+    import sys
+
+    import ndcg_mlflow
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("Java 17 is not available (the Spark engine needs it: java -version)")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      ties="average")
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo), str(spec), store, str(tmp_path)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    if out.returncode != 0 and "SparkConnect" in out.stderr and "scored on Spark Connect" not in out.stdout \
+            and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower()):
+        pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    remote = pd.read_parquet(tmp_path / "per_query.parquet")
+    pd.testing.assert_frame_equal(_sorted(remote), _sorted(local.per_query), check_exact=True)
+    models = json.loads((tmp_path / "models.json").read_text())
+    assert models["champion"]["loaded_uri"] == "models:/ranker/1" and models["champion"]["alias"] == "champion"
