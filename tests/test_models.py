@@ -630,17 +630,26 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     model link), the scored rows a Parquet folder in the output folder, its digest that of its part files."""
     import hashlib
 
+    import ndcg_mlflow
     from ndcg_mlflow.readers import sha256_file
 
+    deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
+    qrels, cands = candidates_frame()
+    deltalake.write_deltalake(str(tmp_path / "cands"), cands)  # version 0: the candidates
+    deltalake.write_deltalake(str(tmp_path / "cands"), cands.assign(good=-cands["good"]), mode="overwrite")
+    delta = {"path": "cands", "format": "delta", "version": 0}
     spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker@challenger",
-                                                "candidates": "candidates.parquet"}}, ties="average")
+                                 "challenger": {"model": "models:/ranker@challenger", "candidates": delta}},
+                      ties="average")
     out = tmp_path / "out"
     assert main(["run", str(spec), "--engine", "spark", "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine"] == "spark"
     assert summary["models"]["challenger"]["version"] == "2"
     assert summary["models"]["challenger"]["loaded_uri"] == "models:/ranker/2"
+    assert summary["models"]["challenger"]["candidate_rows"] == len(cands)
+    assert summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == pytest.approx(  # version 0 was read
+        ndcg_at(cands, qrels, "good", 10), rel=1e-12)
     folder = out / "systems" / "challenger.scored.parquet"
     parts = sorted(folder.glob("*.parquet"))
     assert folder.is_dir() and parts and not list(folder.glob(".*.crc"))
@@ -653,6 +662,13 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     assert run.data.params["model"] == "models:/ranker/2"
     names = {f.path for f in client.list_artifacts(run.info.run_id, "challenger.scored.parquet")}
     assert names and all(n.endswith(".parquet") or n.endswith("_SUCCESS") for n in names), names
+    assert run.data.tags["ndcg_mlflow.model.version"] == "2"
+    # the folder is a run for the local engine too: the same numbers without the model
+    again = tmp_path / "again"
+    again.mkdir()
+    rerun = ndcg_mlflow.evaluate(model_spec(again, {"challenger": str(folder)}, comparison=False, ties="average"))
+    assert rerun.summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == \
+        summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
 
 
 def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, monkeypatch):
