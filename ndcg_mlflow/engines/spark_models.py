@@ -140,8 +140,8 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     if first:
         count = bad.count()
         row = first[0]
-        value = "NULL" if row["score"] is None else repr(row["score"])
-        raise DataError(path, f"{uri} returned {value} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
+        shown = "NULL" if row["score"] is None else repr(row["score"])
+        raise DataError(path, f"{uri} returned {shown} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
                               f"{count - 1} more non-finite scores (scored on Spark); every score must be a finite "
                               f"number.")
     rows = int(written.count())
