@@ -4,7 +4,9 @@ Each model URI is resolved once, when the evaluation starts (an alias becomes th
 and that version is what is loaded and recorded); the model is loaded with ``mlflow.pyfunc.load_model`` and
 scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
 model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
-(:func:`score_model_systems` returns the spec with each model system pointing at it). mlflow is imported
+(:func:`score_model_systems` returns the spec with each model system pointing at it). With the Spark engine,
+:mod:`ndcg_mlflow.engines.spark_models` scores with ``mlflow.pyfunc.spark_udf`` instead, after the same
+resolution (:func:`resolve_model_systems`) and with the same records (:func:`with_scored`). mlflow is imported
 lazily, inside the functions: importing this module imports no mlflow.
 
 Two output shapes are accepted from ``predict``:
