@@ -53,7 +53,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
     default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
     (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run
-    (``result.scored``, ``result.models``).
+    (``result.scored``, ``result.models``). With ``engine="spark"`` the candidates are scored by
+    ``mlflow.pyfunc.spark_udf`` and the scored rows are a Parquet folder written by Spark
+    (:mod:`ndcg_mlflow.engines.spark_models`); beyond the driver's limit of queries (``per_query_path``), model
+    systems are not evaluated yet: score them, then evaluate the scored rows.
     """
     if engine not in ("local", "spark"):
         raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
@@ -64,15 +67,14 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
         loaded = spec if isinstance(spec, Spec) else load_spec(spec, base_dir=base_dir, tables=given)
         if any(src.unscored for _, src in loaded.systems):
             if engine == "spark":
-                raise SpecError("engine", "systems that are models are scored by the local engine only; "
-                                          "evaluate them with engine='local' (or score them and give the "
-                                          "scored rows to the Spark engine).")
+                _refuse_keep_data(keep_data)
+                return _evaluate_models_spark(loaded, spark=spark, qrels=qrels, columns=columns, progress=progress,
+                                              tracking_uri=tracking_uri, scored_dir=scored_dir, buckets=buckets,
+                                              prefilter=prefilter, driver_queries=driver_queries)
             return _evaluate_models(loaded, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data,
                                     tracking_uri=tracking_uri, scored_dir=scored_dir)
     if engine == "spark":
-        if keep_data:
-            raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
-                                         "local engine to keep them.")
+        _refuse_keep_data(keep_data)
         from .engines.spark import evaluate as evaluate_spark
 
         return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
@@ -100,9 +102,48 @@ def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | Non
                                                         tracking_uri=tracking_uri or spec.mlflow.tracking_uri)
     result = evaluate_local(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
     result.models, result.scored = resolved, scored
-    if scored_dir is None:  # a folder of our own: it lives as long as the result that names its files
-        import shutil
-        import weakref
+    if scored_dir is None:
+        _remove_with(result, folder)
+    return result
 
-        weakref.finalize(result, shutil.rmtree, folder, True)
+
+def _remove_with(result: EvaluationResult, folder: Path) -> None:
+    """A scoring folder of our own lives as long as the result that names its files."""
+    import shutil
+    import weakref
+
+    weakref.finalize(result, shutil.rmtree, folder, True)
+
+
+def _refuse_keep_data(keep_data: bool) -> None:
+    if keep_data:
+        raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
+                                     "local engine to keep them.")
+
+
+def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mapping[str, str] | None, progress,
+                           tracking_uri: str | None, scored_dir: str | Path | None, buckets: int | None,
+                           prefilter: bool | None, driver_queries: int | None) -> EvaluationResult:
+    import tempfile
+
+    from .engines.spark import active_session
+    from .engines.spark import evaluate as evaluate_spark
+    from .engines.spark_models import score_model_systems
+    from .evaluation import resolve_spec
+    from .models import resolve_model_systems
+
+    spec = resolve_spec(spec, None, None)  # the candidates sources are checked before any model is resolved
+    uri = tracking_uri or spec.mlflow.tracking_uri
+    resolved = resolve_model_systems(spec, uri)  # on the driver, before any Spark job: a missing alias stops here
+    spark = active_session(spark)
+    folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
+    scored_spec, resolved, scored = score_model_systems(spark, spec, folder, tracking_uri=uri, progress=progress,
+                                                        resolved=resolved)
+    result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
+                            buckets=buckets, prefilter=prefilter, driver_queries=driver_queries)
+    if not isinstance(result, EvaluationResult):  # pragma: no cover - evaluate_spark returns one without a path
+        raise SpecError("driver_queries", "systems that are models are evaluated within the driver's limit only.")
+    result.models, result.scored = resolved, scored
+    if scored_dir is None:
+        _remove_with(result, folder)
     return result

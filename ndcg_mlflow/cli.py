@@ -356,18 +356,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             from .engines.spark import session
 
-            models = [name for name, src in spec.systems if src.unscored]
-            if models:  # before a Spark session is started
-                raise SpecError(f"data.systems.{models[0]}", "a system that is a model is scored by the local engine "
-                                                             "only: run without --engine spark.")
+            if any(src.unscored for _, src in spec.systems):  # a missing alias or model, before Spark starts
+                from .models import resolve_model_systems
 
+                resolve_model_systems(spec, uri)
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
-            # beyond the driver limit the per-query table goes to a new folder next to the output folder
-            pq_path = Path(f"{out_dir}.per_query") / uuid.uuid4().hex[:12]
-            result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
-                              driver_queries=args.driver_queries, per_query_path=pq_path)
-            if not isinstance(result, EvaluationResult):
-                return _run_grouped(result, out_dir, args, uri)
+            if any(src.unscored for _, src in spec.systems):
+                # scored on Spark, then evaluated within the driver's limit (beyond it: score, then evaluate)
+                result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                                  tracking_uri=uri, scored_dir=scoring, driver_queries=args.driver_queries)
+                assert isinstance(result, EvaluationResult)  # no per-query path given: never the grouped result
+            else:
+                # beyond the driver limit the per-query table goes to a new folder next to the output folder
+                pq_path = Path(f"{out_dir}.per_query") / uuid.uuid4().hex[:12]
+                result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                                  driver_queries=args.driver_queries, per_query_path=pq_path)
+                if not isinstance(result, EvaluationResult):
+                    return _run_grouped(result, out_dir, args, uri)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
             assert isinstance(result, EvaluationResult)  # the local engine's

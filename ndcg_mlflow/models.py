@@ -4,7 +4,9 @@ Each model URI is resolved once, when the evaluation starts (an alias becomes th
 and that version is what is loaded and recorded); the model is loaded with ``mlflow.pyfunc.load_model`` and
 scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
 model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
-(:func:`score_model_systems` returns the spec with each model system pointing at it). mlflow is imported
+(:func:`score_model_systems` returns the spec with each model system pointing at it). With the Spark engine,
+:mod:`ndcg_mlflow.engines.spark_models` scores with ``mlflow.pyfunc.spark_udf`` instead, after the same
+resolution (:func:`resolve_model_systems`) and with the same records (:func:`with_scored`). mlflow is imported
 lazily, inside the functions: importing this module imports no mlflow.
 
 Two output shapes are accepted from ``predict``:
@@ -169,7 +171,7 @@ def _candidate_batches(src: Source, rows: int, id_columns: tuple[str, ...]) -> t
 
 
 @contextmanager
-def _store(uri: str | None) -> Iterator[None]:
+def using_store(uri: str | None) -> Iterator[None]:
     """MLflow's global tracking URI (which also names the registry, unless one is set apart) set to ``uri`` for
     the duration: ``mlflow.pyfunc.load_model`` has no argument for it."""
     if uri is None:
@@ -199,20 +201,13 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     if progress:
         progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
     try:
-        with _store(tracking_uri):
+        with using_store(tracking_uri):
             model = mlflow.pyfunc.load_model(resolved.loaded_uri)
     except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
         raise NdcgError(f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: "
                         f"{_first_line(exc)}") from None
     wanted = input_columns(model)
-    missing = [c for c in (wanted or []) if c not in names]
-    if qcol not in names:
-        missing.insert(0, qcol)
-    if missing:
-        raise DataError(path, f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
-                              f" (query_id and {resolved.loaded_uri}'s input columns "
-                              f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
-                              f"{', '.join(names)}.")
+    check_input_columns(name, resolved, path, names, wanted, qcol)
     written, start, last, shape = 0, 0, time.monotonic(), None
     writer: Any = None
     try:
@@ -245,6 +240,20 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     if progress:
         progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
     return start, written
+
+
+def check_input_columns(name: str, resolved: ResolvedModel, path: Any, names: list[str], wanted: list[str] | None,
+                        qcol: str) -> None:
+    """A DataError naming the candidates ``path`` when they lack the query id column ``qcol`` or one of the
+    model's input columns ``wanted`` (from its signature; None without one); ``names`` are their columns."""
+    missing = [c for c in (wanted or []) if c not in names]
+    if qcol not in names:
+        missing.insert(0, qcol)
+    if missing:
+        raise DataError(path, f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
+                              f" (query_id and {resolved.loaded_uri}'s input columns "
+                              f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
+                              f"{', '.join(names)}.")
 
 
 def _ids(values: Any) -> Any:
@@ -335,44 +344,60 @@ def scored_name(name: str) -> str:
     return f"systems/{system_file_stem(name)}.scored.parquet"
 
 
+def resolve_model_systems(spec: Spec, tracking_uri: str | None) -> dict[str, ResolvedModel]:
+    """Every model URI of the spec resolved once against the registry of ``tracking_uri`` (all of them before any
+    scoring, so a missing alias stops the evaluation first), by system name."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    resolved = {}
+    for name, src in spec.systems:
+        if src.unscored:
+            assert src.model is not None
+            resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    return resolved
+
+
+def with_scored(spec: Spec, name: str, resolved: ResolvedModel, *, candidate_rows: int, scored_rows: int,
+                target: Path) -> tuple[Spec, ResolvedModel]:
+    """The spec whose model system ``name`` reads its scored rows at ``target`` (Parquet: a file, or a folder of
+    part files), and the resolution with the candidates' declared source, digest and rows recorded."""
+    import dataclasses
+
+    from .readers import sha256_file
+
+    src = dict(spec.systems)[name]
+    assert src.candidates is not None
+    record = dataclasses.replace(resolved, candidates=src.candidates.declared,
+                                 candidates_sha256=sha256_file(src.candidates.file, src.candidates.version),
+                                 candidate_rows=candidate_rows, scored_rows=scored_rows)
+    systems = tuple((n, dataclasses.replace(s, path=target, declared=scored_name(name), format="parquet", columns=(),
+                                            version=None) if n == name else s) for n, s in spec.systems)
+    return dataclasses.replace(spec, systems=systems), record
+
+
 def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | None = None,
                         progress: Callable[[str], None] | None = None,
                         batch_rows: int = BATCH_ROWS) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
     """Resolve every model URI of the spec (all of them first, so a missing alias stops the evaluation before any
     scoring), then score each model's candidates into ``folder/systems/<stem>.scored.parquet``. Returns the spec
     whose model systems read those files, what each URI resolved to, and the files."""
-    import dataclasses
-
-    from mlflow.tracking import MlflowClient
-
-    from .readers import sha256_file
-
     names = model_systems(spec)
     if not names:
         return spec, {}, {}
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    sources = dict(spec.systems)
-    resolved = {}
-    for name in names:
-        src = sources[name]
-        assert src.model is not None
-        resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    resolved = resolve_model_systems(spec, tracking_uri)
     scored: dict[str, Path] = {}
     folder = Path(folder)
     for name in names:
-        src = sources[name]
+        src = dict(spec.systems)[name]
         assert src.candidates is not None
         target = folder / scored_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         rows, written = score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
                                          tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
-        resolved[name] = dataclasses.replace(resolved[name], candidates=src.candidates.declared,
-                                             candidates_sha256=sha256_file(src.candidates.file), candidate_rows=rows,
-                                             scored_rows=written)
+        spec, resolved[name] = with_scored(spec, name, resolved[name], candidate_rows=rows, scored_rows=written,
+                                           target=target)
         scored[name] = target
-        sources[name] = dataclasses.replace(src, path=target, declared=scored_name(name), format="parquet",
-                                            columns=())
-    spec = dataclasses.replace(spec, systems=tuple(sources.items()))
     return spec, resolved, scored
 
 

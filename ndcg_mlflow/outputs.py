@@ -144,7 +144,12 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
         if sr.top is not None:
             _atomic_csv(out / "systems" / f"{stem}.top.csv", top_table(result, name))
         if name in result.scored:  # a model's scored rows: the system's run from now on
-            shutil.copyfile(result.scored[name], out / "systems" / f"{stem}.scored.parquet")
+            scored = Path(result.scored[name])  # a file (local engine) or a folder of part files (Spark)
+            if scored.is_dir():
+                shutil.copytree(scored, out / "systems" / f"{stem}.scored.parquet",
+                                ignore=shutil.ignore_patterns(".*.crc"))
+            else:
+                shutil.copyfile(scored, out / "systems" / f"{stem}.scored.parquet")
     from .explain import explain
 
     _atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))

@@ -126,13 +126,14 @@ def write_data(folder: Path) -> None:
     cands.to_parquet(folder / "candidates.parquet", index=False)
 
 
-def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: bool = True) -> Path:
+def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: bool = True,
+               ties: str = "displayed_order") -> Path:
     write_data(folder)
     lines = []
     for name, value in systems.items():
         lines.append(f"    {name}: {json.dumps(value)}")
     text = ("spec_version: 1\nname: rankers\n"
-            "metric: {gain: exponential, cutoffs: [5, 10], discount: log2, ties: displayed_order,\n"
+            f"metric: {{gain: exponential, cutoffs: [5, 10], discount: log2, ties: {ties},\n"
             "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
             "queries: {weights: uniform}\n"
             "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
@@ -531,13 +532,6 @@ def test_csv_candidates_keep_ids_as_text(store, tmp_path):
     assert set(pd.read_parquet(out / "systems" / "x.scored.parquet")["query_id"]) == {"007", "010"}
 
 
-def test_model_systems_refused_on_spark_before_a_session(store, tmp_path, capsys):
-    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
-                      comparison=False)
-    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
-    assert "scored by the local engine only" in capsys.readouterr().err
-
-
 def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypatch, capsys):
     """The runs the tool created end FAILED; the caller's run stays RUNNING, tagged with how far logging got;
     upload --run-id then logs the folder into it completely."""
@@ -588,3 +582,224 @@ def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
     client, _, children = _runs(store)
     linked = client.get_logged_model(record["model_id"]).metrics or []
     assert any(m.run_id == children["x"].info.run_id and m.key == "ndcg_at_10" for m in linked)
+
+
+# --------------------------------------------------------------------------- scored on Spark (mlflow.pyfunc.spark_udf)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One classic ``local[2]`` session for the module's Spark tests; skipped without pyspark or Java."""
+    import subprocess
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    java = shutil.which("java")
+    if java is None or subprocess.run([java, "-version"], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("Java 17 is not available (the Spark engine needs it: java -version)")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-model-tests")
+               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.enabled", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
+
+
+def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_store, tmp_path, spark):
+    """The same model versions and candidates (a Parquet folder of two files): every per-query number of the
+    Spark engine equals the local engine's exactly, and both equal the definition computed here."""
+    import ndcg_mlflow
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "cands"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "cands"}}, ties="average")
+    qrels, cands = candidates_frame()
+    (tmp_path / "cands").mkdir()
+    half = len(cands) // 2 + 3  # a query split across the two files
+    cands.iloc[:half].to_parquet(tmp_path / "cands" / "a.parquet", index=False)
+    cands.iloc[half:].to_parquet(tmp_path / "cands" / "b.parquet", index=False)
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
+                                    scored_dir=tmp_path / "spark")
+    assert on_spark.summary["engine"] == "spark"
+    pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
+    for name, column, version in (("champion", "noise", "1"), ("challenger", "good", "2")):
+        for k in (5, 10):
+            assert on_spark.summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
+                ndcg_at(cands, qrels, column, k), rel=1e-12)
+        folder = on_spark.scored[name]
+        assert folder == tmp_path / "spark" / "systems" / f"{name}.scored.parquet" and folder.is_dir()
+        scored = pd.read_parquet(folder).merge(cands, on=["query_id", "doc_id"])
+        assert len(scored) == len(cands)
+        np.testing.assert_array_equal(scored["score"].to_numpy(), scored[column].to_numpy())
+        record = on_spark.summary["models"][name]
+        assert record["version"] == version and record["loaded_uri"] == f"models:/ranker/{version}"
+        assert record["candidate_rows"] == record["scored_rows"] == len(cands)
+        assert record["candidates_sha256"] == local.summary["models"][name]["candidates_sha256"]
+        assert record["model_id"] == model_store["model_ids"][int(version)]
+    assert on_spark.summary["models"]["champion"]["alias"] == "champion"
+
+
+def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_store, tmp_path, spark):
+    """``run --engine spark``: the alias resolved once and recorded (summary.json, the system run's param and
+    model link), the scored rows a Parquet folder in the output folder, its digest that of its part files."""
+    import hashlib
+
+    import ndcg_mlflow
+    from ndcg_mlflow.readers import sha256_file
+
+    deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
+    qrels, cands = candidates_frame()
+    deltalake.write_deltalake(str(tmp_path / "cands"), cands)  # version 0: the candidates
+    deltalake.write_deltalake(str(tmp_path / "cands"), cands.assign(good=-cands["good"]), mode="overwrite")
+    delta = {"path": "cands", "format": "delta", "version": 0}
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger", "candidates": delta}},
+                      ties="average")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--engine", "spark", "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "spark"
+    assert summary["models"]["challenger"]["version"] == "2"
+    assert summary["models"]["challenger"]["loaded_uri"] == "models:/ranker/2"
+    assert summary["models"]["challenger"]["candidate_rows"] == len(cands)
+    assert summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == pytest.approx(  # version 0 was read
+        ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+    folder = out / "systems" / "challenger.scored.parquet"
+    parts = sorted(folder.glob("*.parquet"))
+    assert folder.is_dir() and parts and not list(folder.glob(".*.crc"))
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.read_bytes())
+    assert summary["files"]["system:challenger"]["sha256"] == h.hexdigest() == sha256_file(folder)
+    client, _, children = _runs(store)
+    run = children["challenger"]
+    assert run.data.params["model"] == "models:/ranker/2"
+    names = {f.path for f in client.list_artifacts(run.info.run_id, "challenger.scored.parquet")}
+    assert names and all(n.endswith(".parquet") or n.endswith("_SUCCESS") for n in names), names
+    assert run.data.tags["ndcg_mlflow.model.version"] == "2"
+    # the folder is a run for the local engine too: the same numbers without the model
+    again = tmp_path / "again"
+    again.mkdir()
+    rerun = ndcg_mlflow.evaluate(model_spec(again, {"challenger": str(folder)}, comparison=False, ties="average"))
+    assert rerun.summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == \
+        summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
+
+
+def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, monkeypatch):
+    """Resolution comes first: with a session that fails on any use, and in the CLI before a session starts."""
+    import ndcg_mlflow
+    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.errors import SpecError
+
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}},
+                      comparison=False, ties="average")
+
+    class NoSpark:
+        def __getattr__(self, name):
+            raise AssertionError(f"Spark used: {name}")
+
+    with pytest.raises(SpecError, match="has no alias 'gold'"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=NoSpark(), tracking_uri=store)
+
+    def no_session(remote=None):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(engine, "session", no_session)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert "at key 'data.systems.x.model'" in err and "has no alias 'gold'" in err, err
+
+
+def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_path, spark):
+    """Missing input columns (the local engine's message), a non-finite score (naming query and doc), a model
+    that fails inside a task, a retriever, and CSV candidates: each a clear error, nothing scored silently."""
+    import ndcg_mlflow
+    from ndcg_mlflow.errors import DataError, NdcgError
+
+    _, cands = candidates_frame()
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "few.parquet"}}, comparison=False,
+                      ties="average")
+    cands.drop(columns=["noise"]).to_parquet(tmp_path / "few.parquet", index=False)
+    with pytest.raises(DataError, match=r"lack the column\(s\) 'noise'.*good, noise"):
+        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s1")
+
+    frame = cands[cands["query_id"].isin(["q00", "q01"])].copy()
+    frame["mode"] = "score"
+    frame.loc[frame.index[9], "good"] = np.inf
+    frame.loc[frame.index[11], "good"] = np.nan
+    odd = odd_spec(tmp_path, frame)
+    odd.write_text(odd.read_text().replace("ties: displayed_order", "ties: average"))
+    with pytest.raises(DataError, match=r"returned .* for query 'q01', doc 'd[0-9]' and 1 more non-finite scores"):
+        ndcg_mlflow.evaluate(odd, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s2")
+
+    frame["good"] = 1.0
+    frame["mode"] = "fail"
+    frame.to_parquet(tmp_path / "odd.parquet", index=False)
+    with pytest.raises(NdcgError, match="models:/odd/1 failed on Spark .*ValueError: feature store unavailable"):
+        ndcg_mlflow.evaluate(odd, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s3")
+
+    lists = pd.DataFrame({"query_id": ["q00"], "doc_id": ["-"], "docs": ["d1,d2"]})
+    retriever = odd_spec(tmp_path, lists, model=f"models:/{model_store['retriever']}")
+    retriever.write_text(retriever.read_text().replace("ties: displayed_order", "ties: average"))
+    with pytest.raises(NdcgError, match="failed on Spark.*retriever's ranked lists are scored by the local engine"):
+        ndcg_mlflow.evaluate(retriever, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s4")
+
+    cands.to_csv(tmp_path / "c.csv", index=False)
+    csv = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False,
+                     ties="average")
+    with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
+        ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
+
+
+CONNECT_SCRIPT = """
+import os, shutil, sys, tempfile
+from pyspark.sql import SparkSession
+repo, spec, uri, out = sys.argv[1:5]
+spark = (SparkSession.builder.remote("local[2]").config("spark.driver.memory", "1g")
+         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+folder = tempfile.mkdtemp()  # the executors import the package under test: shipped as a Python artifact
+spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", repo, "ndcg_mlflow"), pyfile=True)
+import json
+import ndcg_mlflow
+result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=uri, scored_dir=os.path.join(out, "s"))
+result.per_query.to_parquet(os.path.join(out, "per_query.parquet"))
+with open(os.path.join(out, "models.json"), "w") as fh:
+    json.dump(result.summary["models"], fh)
+print("scored on Spark Connect")
+"""
+
+
+def test_spark_connect_scores_model_systems_with_the_local_numbers(store, tmp_path):
+    """Spark Connect (``remote("local[2]")``, in its own process): ``spark_udf`` scores there too, with the
+    local engine's per-query numbers."""
+    import os
+    import subprocess
+    import sys
+
+    import ndcg_mlflow
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("Java 17 is not available (the Spark engine needs it: java -version)")
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
+                      ties="average")
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo), str(spec), store, str(tmp_path)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    if out.returncode != 0 and "SparkConnect" in out.stderr and "scored on Spark Connect" not in out.stdout \
+            and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower()):
+        pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    remote = pd.read_parquet(tmp_path / "per_query.parquet")
+    pd.testing.assert_frame_equal(_sorted(remote), _sorted(local.per_query), check_exact=True)
+    models = json.loads((tmp_path / "models.json").read_text())
+    assert models["champion"]["loaded_uri"] == "models:/ranker/1" and models["champion"]["alias"] == "champion"

@@ -256,6 +256,17 @@ def _refuse_unsupported(spec: Spec) -> None:
                                               "spec with the local engine.")
 
 
+def active_session(spark: Any = None) -> Any:
+    """``spark``, or the active SparkSession; an error saying what is missing when pyspark or a session is."""
+    return _session(spark)
+
+
+def read_source(spark: Any, source: Any) -> Any:
+    """A data source of the spec read by Spark as a run is (a Parquet file, folder or glob, a Delta table at its
+    version, JSONL), its columns as stored: the candidates of a model system scored on Spark."""
+    return _read_run_file(spark, source, True)[0]
+
+
 def _is_spark_frame(obj: Any) -> bool:
     mod = type(obj).__module__ or ""
     return mod.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"

@@ -333,7 +333,7 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
         client.log_inputs(cid, datasets=inputs or None, models=[LoggedModelInput(model_id)] if model_id else None)
     stem = system_file_stem(name)
     files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv", "scored.parquet")]
-    tables_tag = _upload(client, cid, [f for f in files if f.is_file()] + [out_dir / "summary.json"],
+    tables_tag = _upload(client, cid, [f for f in files if f.exists()] + [out_dir / "summary.json"],
                          _tables(out_dir, summary, system=name))
     log_batch(client, cid, {}, {}, {**tables_tag, f"{TAG_PREFIX}.logging": "complete"})
     client.set_terminated(cid, "FINISHED")
@@ -362,6 +362,9 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-artifacts-") as staging:
         for path in files:
             target = Path(staging) / path.name
+            if path.is_dir():  # a model's scored rows written by Spark: a folder of Parquet part files
+                shutil.copytree(path, target)
+                continue
             try:
                 os.link(path, target)  # the file as it is in the folder, not copied where a link will do
             except OSError:
