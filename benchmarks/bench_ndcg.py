@@ -660,6 +660,11 @@ def run_cli_child(spec: Path, workdir: Path, *, one_core: bool = False) -> dict:
                      prefix=["taskset", "-c", "0"] if one_core else None)
 
 
+def _parse(floor: dict) -> float:
+    """The bare parse of a floor case: Arrow's import and the read of the needed columns, no encoding."""
+    return floor["import_s"] + floor["read_s"]
+
+
 def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> int:
     p, o, f = best["pytrec"], best["ours"], best["floor"]
     print(f"read + nDCG@10, {args.queries:,} queries x {args.docs:,} docs (best of {args.repeat}; seconds = "
@@ -694,11 +699,16 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
     checks: list[tuple[str, float, float, bool]] = [
         ("time vs pytrec_eval", o["seconds"] / p["seconds"], 0.25, True),
         ("peak memory vs pytrec_eval", o["peak_rss_mb"] / p["peak_rss_mb"], 0.5, True),
-        ("time vs Arrow floor (TREC)", o["seconds"] / f["seconds"], 1.5, True),
+        # the bare parse of the needed columns is the floor the target names; with the dictionary encoding of the
+        # 4.8M distinct doc ids (seconds in pyarrow 25, which the engine does not need) it is for information
+        ("time vs bare Arrow parse (TREC)", o["seconds"] / _parse(f), 1.5, True),
+        ("time vs Arrow parse + id encoding (TREC)", o["seconds"] / f["seconds"], 1.5, False),
     ]
     if "ours-parquet" in best:
-        checks.append(("time vs Arrow floor (Parquet)", best["ours-parquet"]["seconds"] /
-                       best["floor-parquet"]["seconds"], 1.5, True))
+        checks.append(("time vs bare Arrow parse (Parquet)", best["ours-parquet"]["seconds"] /
+                       _parse(best["floor-parquet"]), 1.5, True))
+        checks.append(("time vs Arrow parse + id encoding (Parquet)", best["ours-parquet"]["seconds"] /
+                       best["floor-parquet"]["seconds"], 1.5, False))
     if "ours-3" in best:
         three = best["ours-3"]
         single = o["read_s"] + o["compute_s"]
@@ -723,17 +733,16 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
     if "ours-1core" in best:
         checks.append(("1 core: time vs pytrec_eval", best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],
                        0.25, False))
-        checks.append(("1 core: time vs Arrow floor (TREC)", best["ours-1core"]["seconds"] /
-                       best["floor-1core"]["seconds"], 1.5, True))
+        checks.append(("1 core: time vs bare Arrow parse (TREC)", best["ours-1core"]["seconds"] /
+                       _parse(best["floor-1core"]), 1.5, True))
     if "ours-parquet-1core" in best:
-        checks.append(("1 core: time vs Arrow floor (Parquet)", best["ours-parquet-1core"]["seconds"] /
-                       best["floor-parquet-1core"]["seconds"], 1.5, True))
+        checks.append(("1 core: time vs bare Arrow parse (Parquet)", best["ours-parquet-1core"]["seconds"] /
+                       _parse(best["floor-parquet-1core"]), 1.5, True))
     if "cpu_s" in o and "cpu_s" in p:
         print(f"CPU time (every thread): ndcg_mlflow {o['cpu_s']:.2f} s, pytrec_eval {p['cpu_s']:.2f} s "
               f"({o['cpu_s'] / p['cpu_s']:.2f}x; on a loaded machine the wall-time ratio drifts toward this one)")
-    parse = f["import_s"] + f["read_s"]
-    print(f"the TREC floor: import + parse {parse:.2f} s, dictionary encoding of the ids {f['compute_s']:.2f} s; "
-          f"ndcg_mlflow is {o['seconds'] / parse:.2f}x the parse alone (for information: no target)")
+    print(f"the TREC floor: import + parse {_parse(f):.2f} s (the floor of the targets), dictionary encoding of "
+          f"the ids {f['compute_s']:.2f} s (for information)")
     print()
     ok_all = agree
     for name, value, target, counts in checks:
