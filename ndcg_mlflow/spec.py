@@ -266,6 +266,8 @@ class Spec:
                 out[f"data.systems.{name}.candidates"] = src.candidates.declared
                 if src.candidates.columns:
                     out[f"data.systems.{name}.candidates.columns"] = _mapping_text(src.candidates.columns)
+                if src.candidates.version is not None:
+                    out[f"data.systems.{name}.candidates.version"] = src.candidates.version
                 continue
             out[f"data.systems.{name}"] = src.declared
             if src.columns:

@@ -102,3 +102,29 @@ def test_delta_judgments(table):
     want = ndcg_mlflow.evaluate(spec_for("run.csv"), base_dir=table)
     pd.testing.assert_frame_equal(got.per_query, want.per_query, check_exact=True)
     assert got.spec.resolved()["data.qrels.version"] == 0
+
+
+def test_the_judgments_dataset_names_the_delta_version(table, tracking_uri):
+    """The evaluation run's Dataset input for Delta judgments carries the version read, beside its path."""
+    import json
+
+    import yaml
+    from helpers import client_for, runs_of_key
+
+    from ndcg_mlflow.cli import main
+
+    qrels = pa.Table.from_pandas(QRELS, preserve_index=False)
+    deltalake.write_deltalake(str(table / "qrels"), qrels)
+    deltalake.write_deltalake(str(table / "qrels"), qrels.slice(0, 3), mode="overwrite")  # version 1: fewer rows
+    V0.to_csv(table / "run.csv", index=False)
+    spec = spec_for("run.csv")
+    spec["data"]["qrels"] = {"path": "qrels", "format": "delta", "version": 0}
+    spec["mlflow"] = {"experiment": "delta"}
+    (table / "delta.yaml").write_text(yaml.safe_dump(spec))
+    out = table / "out"
+    assert main(["run", str(table / "delta.yaml"), "--out", str(out), "--quiet"]) == 0
+    (run,) = [r for r in runs_of_key(client_for(tracking_uri), (out / "run_key.txt").read_text().strip())
+              if r.data.tags["ndcg_mlflow.role"] == "evaluation"]
+    (judgments,) = [d.dataset for d in run.inputs.dataset_inputs if d.dataset.name == "judgments"]
+    assert json.loads(judgments.source) == {"uri": "qrels", "delta_version": 0}
+    assert json.loads(judgments.profile) == {"num_rows": len(QRELS)}  # version 0's rows, not version 1's

@@ -196,8 +196,8 @@ def _log_body(state: _Logging) -> LoggedRuns:
                       for k, v in system_metrics(means).items()}
     log_batch(client, pid, parent_metrics, params, state.custom_tags)
     state.stage = "logging the datasets of the evaluation run"
-    models = (summary.get("models") or {}).values()
-    client.log_inputs(pid, datasets=[judgments] + [candidates_dataset(r) for r in models])
+    models = (summary.get("models") or {}).items()
+    client.log_inputs(pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
 
     for system, means in summary["systems"].items():
         state.stage = f"logging the run of system '{system}'"
@@ -276,26 +276,30 @@ def _linked_models(client, summary: dict) -> dict[str, str]:
     return out
 
 
-def _dataset(name: str, path: str, sha256: str, rows: int | None, context: str):
+def _dataset(name: str, path: str, sha256: str, rows: int | None, context: str, version: Any = None):
     """An MLflow dataset input for a data file (the name, the first 16 hex digits of its sha256 as the digest,
-    its path as the source): fills the Dataset column of the run in the MLflow UI."""
+    its path as the source, with the version read when it is a Delta table): fills the Dataset column of the run
+    in the MLflow UI."""
     import json
 
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    dataset = Dataset(name=name, digest=sha256[:16], source_type="local", source=json.dumps({"uri": path}),
+    source = {"uri": path} if version is None else {"uri": path, "delta_version": version}
+    dataset = Dataset(name=name, digest=sha256[:16], source_type="local", source=json.dumps(source),
                       profile=json.dumps({"num_rows": rows}) if rows is not None else None)
     return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])
 
 
 def judgments_dataset(summary: dict):
     f = summary.get("files", {}).get("qrels", {})
-    return _dataset("judgments", f.get("path", ""), f.get("sha256", ""), f.get("rows"), "evaluation")
+    return _dataset("judgments", f.get("path", ""), f.get("sha256", ""), f.get("rows"), "evaluation",
+                    summary.get("spec", {}).get("data.qrels.version"))
 
 
-def candidates_dataset(record: dict):
+def candidates_dataset(system: str, record: dict, summary: dict):
+    version = summary.get("spec", {}).get(f"data.systems.{system}.candidates.version")
     return _dataset(f"candidates {record.get('candidates')}", record.get("candidates") or "",
-                    record.get("candidates_sha256") or "", record.get("candidate_rows"), "candidates")
+                    record.get("candidates_sha256") or "", record.get("candidate_rows"), "candidates", version)
 
 
 def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
@@ -326,7 +330,8 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
         params["model"] = record["loaded_uri"]
     dataset = (judgments.dataset.name, judgments.dataset.digest) if judgments is not None else None
     log_batch(client, cid, metrics, params, custom_tags or {}, model_id=model_id, dataset=dataset)
-    inputs = ([judgments] if judgments is not None else []) + ([candidates_dataset(record)] if record else [])
+    inputs = ([judgments] if judgments is not None else []) + \
+        ([candidates_dataset(name, record, summary)] if record else [])
     if inputs or model_id:
         from mlflow.entities import LoggedModelInput
 
