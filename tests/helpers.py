@@ -47,6 +47,15 @@ __all__ = ["DEMO", "DEMO_RUNS", "REPO", "TREC_EVAL_DATA", "MlflowServer", "asser
 # --------------------------------------------------------------------------- Hypothesis
 
 
+def java_problem() -> str | None:
+    """Why Spark cannot start here (no Java, or ``java -version`` failing), else None."""
+    java = shutil.which("java")
+    if java is None:
+        return "Java is not installed (the Spark engine needs Java 17: java -version)"
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
+
+
 def examples(thorough: int) -> int:
     """How many examples a property or fuzz test runs: ``thorough`` under the ``thorough`` profile (the full run),
     a tenth of it (at least 10) under ``quick`` (the edit loop); tests/conftest.py chooses the profile."""

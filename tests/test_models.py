@@ -590,12 +590,12 @@ def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
 @pytest.fixture(scope="module")
 def spark():
     """One classic ``local[2]`` session for the module's Spark tests; skipped without pyspark or Java."""
-    import subprocess
 
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    java = shutil.which("java")
-    if java is None or subprocess.run([java, "-version"], capture_output=True, timeout=60).returncode != 0:
-        pytest.skip("Java 17 is not available (the Spark engine needs it: java -version)")
+    from helpers import java_problem
+
+    if java_problem():
+        pytest.skip(java_problem() or "")
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-model-tests")

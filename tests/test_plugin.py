@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from helpers import readme_block, run_cli
+from helpers import java_problem, readme_block, run_cli
 
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.integrations.evaluator import NAME, NdcgSpecEvaluator, read_config
@@ -233,19 +233,11 @@ def test_entry_point_is_declared_and_loads():
         assert lines[1] == "True NdcgSpecEvaluator"
 
 
-def _java_problem() -> str | None:
-    java = shutil.which("java")
-    if java is None:
-        return "Java is not installed (Spark needs Java 17)"
-    done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    return None if done.returncode == 0 else f"java -version fails: {done.stderr.strip()[:200]}"
-
-
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    if _java_problem():
-        pytest.skip(_java_problem() or "")
+    if java_problem():
+        pytest.skip(java_problem() or "")
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[1]").appName("ndcg-mlflow-plugin-tests")

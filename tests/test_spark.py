@@ -12,6 +12,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import DataError, EvaluationError, SpecError
@@ -21,16 +22,8 @@ pytestmark = pytest.mark.integration
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
 
 
-def _java_problem() -> str | None:
-    java = shutil.which("java")
-    if java is None:
-        return "Java is not installed (the Spark engine needs Java 17: java -version)"
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
-
-
-if _java_problem():
-    pytest.skip(_java_problem() or "", allow_module_level=True)
+if java_problem():
+    pytest.skip(java_problem() or "", allow_module_level=True)
 
 
 def _builder():

@@ -7,13 +7,12 @@ the output folder, the decision, the reports and the MLflow runs are complete. T
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import SpecError
@@ -23,16 +22,8 @@ pytestmark = pytest.mark.integration
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
 
 
-def _java_problem() -> str | None:
-    java = shutil.which("java")
-    if java is None:
-        return "Java is not installed (the Spark engine needs Java 17: java -version)"
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
-
-
-if _java_problem():
-    pytest.skip(_java_problem() or "", allow_module_level=True)
+if java_problem():
+    pytest.skip(java_problem() or "", allow_module_level=True)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -135,18 +135,10 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     _refuse_unsupported(spec)
-    metric = spec.metric
-    shared = dict(columns or {})
-
-    qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
-    files: list[FileInfo] = [qrels_info]
-    map_gains(metric.gain, qrels_table.value, qrels_table)
-    query_ids = evaluated_query_set(spec, qrels_table, files)
-    weights = query_weights(spec, query_ids, files)
-    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, metric)
-    depth, reason = prefilter_plan(metric, n_judged, prefilter)
-    engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
-                                   "systems": {}}
+    judged = _judged(spark, spec, qrels, columns, prefilter)
+    metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
+    query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "systems": {}}
 
     limit = MAX_DRIVER_QUERIES if driver_queries is None else driver_queries
     if len(query_ids) > limit and per_query_path is not None:
@@ -154,9 +146,9 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
         if progress:
             progress(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows come back "
                      f"to the driver: per-query table to {per_query_path}, statistics from {groups} groups")
-        return evaluate_grouped(spec, per_query_path=per_query_path, spark=spark, qrels=qrels, systems=systems,
-                                columns=columns, base_dir=base_dir, progress=progress, buckets=buckets,
-                                prefilter=prefilter, groups=groups)
+        # the judgments already read and prepared go on to the grouped path (read once)
+        return _evaluate_grouped(spark, spec, judged, systems, _grouped_target(per_query_path, groups), progress,
+                                 buckets, groups)
     if len(query_ids) > limit:
         raise EvaluationError(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
                               f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
@@ -176,6 +168,37 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
     return statistics(result, progress)
+
+
+@dataclass
+class _Judged:
+    """The judgments as both Spark paths use them: read, gains mapped, the evaluated queries and their weights, the
+    evaluated judgments as a DataFrame, and the pre-filter's depth (``None``: not applied) and why."""
+
+    shared: dict[str, str]  # column names given for every source
+    qrels_table: Table
+    files: list[FileInfo]
+    query_ids: np.ndarray
+    weights: np.ndarray
+    judged_df: Any
+    depth: int | None
+    reason: str
+
+    def prefilter_info(self) -> dict[str, Any]:
+        return {"applied": self.depth is not None, "depth": self.depth, "reason": self.reason}
+
+
+def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
+            prefilter: bool | None) -> _Judged:
+    shared = dict(columns or {})
+    qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
+    files: list[FileInfo] = [qrels_info]
+    map_gains(spec.metric.gain, qrels_table.value, qrels_table)
+    query_ids = evaluated_query_set(spec, qrels_table, files)
+    weights = query_weights(spec, query_ids, files)
+    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, spec.metric)
+    depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
+    return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason)
 
 
 def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
@@ -1052,6 +1075,29 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
     random groups of queries; percentile intervals by resampling groups, sign-flip tests flipping groups).
     The checks are those of :func:`evaluate`."""
+    out_path = _grouped_target(per_query_path, groups)
+    spark = _session(spark)
+    spec = resolve_spec(spec, qrels, systems, base_dir)
+    _refuse_unsupported(spec)
+    check_grouped(spec)
+    return _evaluate_grouped(spark, spec, _judged(spark, spec, qrels, columns, prefilter), systems, out_path,
+                             progress, buckets, groups)
+
+
+def _grouped_target(per_query_path: str | Path, groups: int) -> Path:
+    """The folder the grouped path writes the per-query table into (new or empty), ``groups`` checked."""
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+        raise SpecError("groups", f"must be an integer of at least 2, got {groups!r}.")
+    out_path = Path(per_query_path)
+    if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())):
+        raise SpecError("per_query_path", f"{out_path} exists and is not an empty folder; the per-query table is "
+                                          f"written into a new folder.")
+    return out_path
+
+
+def _evaluate_grouped(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[str, Any] | None,
+                      out_path: Path, progress, buckets: int | None, groups: int) -> GroupedResult:
+    """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -1060,31 +1106,14 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     from ..stats import correct
     from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark
 
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
-        raise SpecError("groups", f"must be an integer of at least 2, got {groups!r}.")
-    out_path = Path(per_query_path)
-    if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())):
-        raise SpecError("per_query_path", f"{out_path} exists and is not an empty folder; the per-query table is "
-                                          f"written into a new folder.")
-    spark = _session(spark)
-    spec = resolve_spec(spec, qrels, systems, base_dir)
-    _refuse_unsupported(spec)
-    check_grouped(spec)
-    metric = spec.metric
-    shared = dict(columns or {})
-    qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
-    files: list[FileInfo] = [qrels_info]
-    map_gains(metric.gain, qrels_table.value, qrels_table)
-    query_ids = evaluated_query_set(spec, qrels_table, files)
-    weights = query_weights(spec, query_ids, files)
-    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, metric)
-    depth, reason = prefilter_plan(metric, n_judged, prefilter)
+    metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
+    query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
     weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
                                                  "weight": pa.array(weights, type=pa.float64()),
                                                  "rw": pa.array(relative(weights), type=pa.float64())}))
     labels = F.array(*[F.lit(cutoff_label(k)) for k in metric.cutoffs])
-    engine_info: dict[str, Any] = {"prefilter": {"applied": depth is not None, "depth": depth, "reason": reason},
-                                   "systems": {}, "statistics": {"method": "grouped", "groups": groups}}
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "systems": {},
+                                   "statistics": {"method": "grouped", "groups": groups}}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     nq = len(query_ids)
