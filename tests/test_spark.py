@@ -297,7 +297,9 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    # the script imports this module, which imports tests/helpers.py
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"),
+                                                        os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo)], capture_output=True, text=True,
                          timeout=600, cwd=tmp_path, env=env)
     if out.returncode != 0 and "SparkConnect" in out.stderr and "same numbers" not in out.stdout \
