@@ -197,7 +197,7 @@ def _log_body(state: _Logging) -> LoggedRuns:
     log_batch(client, pid, parent_metrics, params, state.custom_tags)
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).items()
-    client.log_inputs(pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
+    log_inputs(client, pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
 
     for system, means in summary["systems"].items():
         state.stage = f"logging the run of system '{system}'"
@@ -335,7 +335,7 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     if inputs or model_id:
         from mlflow.entities import LoggedModelInput
 
-        client.log_inputs(cid, datasets=inputs or None, models=[LoggedModelInput(model_id)] if model_id else None)
+        log_inputs(client, cid, datasets=inputs or None, models=[LoggedModelInput(model_id)] if model_id else None)
     stem = system_file_stem(name)
     files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv", "scored.parquet")]
     tables_tag = _upload(client, cid, [f for f in files if f.exists()] + [out_dir / "summary.json"],
@@ -480,6 +480,21 @@ def find_or_create_experiment(client, name: str) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def log_inputs(client, run_id: str, **inputs: Any) -> None:
+    """``client.log_inputs``, once more when the store refuses it: a store creates an experiment's dataset by
+    looking it up, then inserting it, so two evaluations logging the same judgments at once can collide on the
+    insert; the second try finds the dataset the other one made (an input already on the run is not added twice)."""
+    import time
+
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.log_inputs(run_id, **inputs)
+    except MlflowException:
+        time.sleep(0.2)
+        client.log_inputs(run_id, **inputs)
 
 
 def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
