@@ -162,3 +162,60 @@ def test_a_run_read_for_the_join_carries_its_keys_and_the_join_takes_them(tmp_pa
     run = read_run(path, pair_keys=True)
     np.testing.assert_array_equal(run.pair_keys, hashing.pair_hashes(run))
     assert len(set(run.pair_keys.tolist())) == 3
+
+
+def _naive_duplicates(queries: list[str], docs: list[str]) -> list[tuple[int, int]]:
+    """(first row, later row) of every repeated (query, doc) pair, each later row with the row before it."""
+    last: dict[tuple[str, str], int] = {}
+    out = []
+    for row, pair in enumerate(zip(queries, docs)):
+        if pair in last:
+            out.append((last[pair], row))
+        last[pair] = row
+    return sorted(out, key=lambda p: p[1])
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+@pytest.mark.parametrize("weak", [False, True])
+def test_the_duplicate_check_finds_every_repeat_a_set_finds(monkeypatch, grouped, weak):
+    """Segments of whole queries (tiny here, so a table has many and queries straddle their target) or one sort
+    of a shuffled table, under the real hash and one where every two ids of a length collide: the duplicates found
+    are those a set of (query, doc) pairs finds, and a table without repeats has none."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.readers.table import Strings, Table, encode_id_list
+
+    monkeypatch.setattr(hashing, "SEGMENT_ROWS", 7)
+    if weak:
+        monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    rng = np.random.default_rng(11 + grouped + 2 * weak)
+    for trial in range(60):
+        n_queries = int(rng.integers(1, 12))
+        repeat_in = int(rng.integers(0, n_queries)) if trial % 2 else -1  # one repeated pair in half the tables
+        queries, docs = [], []
+        for q in range(n_queries):
+            size = int(rng.integers(2, 20))
+            pool = [f"d{j}" for j in range(int(rng.integers(size, size + 5)))]
+            chosen = list(rng.choice(pool, size=size, replace=False))
+            if q == repeat_in:  # the last document repeats the first: both ends of the query's rows
+                chosen[-1] = chosen[0]
+            queries += [f"q{q}"] * size
+            docs += chosen
+        if not grouped:
+            order = rng.permutation(len(queries))
+            queries, docs = [queries[i] for i in order], [docs[i] for i in order]
+        table = Table("t", "run", encode_id_list(queries), Strings(pa.array(docs)),
+                      np.zeros(len(docs)), None, "table")
+        if grouped:
+            assert hashing.query_segments(table.query.codes) is not None
+        first, later = hashing.duplicate_pairs(table)
+        got = sorted(zip(first.tolist(), later.tolist()), key=lambda p: p[1])
+        assert got == _naive_duplicates(queries, docs)
+
+
+def test_query_segments_cut_only_between_queries():
+    codes = np.repeat(np.arange(6, dtype=np.int32), [3, 9, 1, 1, 5, 2])
+    bounds = hashing.query_segments(codes, target=4)
+    assert bounds.tolist() == [0, 12, 19, 21]  # cuts at the first query start at or after 4, 8, 12, 16, 20
+    assert hashing.query_segments(codes[::-1].copy(), target=4) is not None
+    assert hashing.query_segments(np.array([0, 0, 1, 0], dtype=np.int32)) is None  # query 0 in two places

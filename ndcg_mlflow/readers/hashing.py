@@ -201,21 +201,74 @@ def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
     return False
 
 
+SEGMENT_ROWS = 1 << 12  # rows of whole queries sorted together by the duplicate check of a grouped table
+
+
+def query_segments(codes: np.ndarray, target: int | None = None) -> np.ndarray | None:
+    """Row bounds ``[0, b1, ..., n]`` cutting a table into segments of whole queries, about ``target`` rows each
+    (a query of more rows is a segment of its own), when every query's rows are contiguous (a run file lists a
+    query's documents together); None when some query's rows are split (its code occurs in two runs of equal
+    codes), and then no segment holds all of a query's rows."""
+    n = codes.size
+    target = target or SEGMENT_ROWS
+    if n == 0:
+        return None
+    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if starts.size + 1 != np.unique(codes[np.r_[0, starts]]).size:
+        return None  # a code starts two runs: that query's rows are not contiguous
+    if n <= target:
+        return np.array([0, n], dtype=np.int64)
+    # the first query start at or after each multiple of the target
+    at = np.searchsorted(starts, np.arange(target, n, target, dtype=np.int64))
+    cuts = np.unique(starts[at[at < starts.size]])
+    return np.concatenate(([0], cuts, [n])).astype(np.int64)
+
+
+def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray) -> bool:
+    """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice: each segment sorted on its own
+    (small sorts stay in the cache: several times faster than one sort of the column), in two threads (numpy's
+    sort frees the GIL)."""
+    def check(which: range) -> bool:
+        for i in which:
+            s = np.sort(keys[bounds[i]:bounds[i + 1]])
+            if (s[1:] == s[:-1]).any():
+                return True
+        return False
+
+    segments = bounds.size - 1
+    if segments < 2 * HASH_THREADS or keys.size < 1 << 16:
+        return check(range(segments))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        found = [pool.submit(check, range(k, segments, HASH_THREADS)) for k in range(HASH_THREADS)]
+        return any([f.result() for f in found])
+
+
 def duplicate_pairs(table: Table, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows (first, later) of every (query, doc) pair that occurs more than once, verified exactly. ``keys``:
-    the table's :func:`pair_hashes` when already at hand (left as they are); else they are computed and sorted
-    in place (one row-length array, not two)."""
+    the table's :func:`pair_hashes` when already at hand (left as they are); else they are computed.
+
+    Equal pairs have equal keys, so a table whose keys are all distinct has no duplicate: that is checked within
+    segments of whole queries when each query's rows are contiguous (a duplicate's two rows share a query, so a
+    segment), else over the whole column sorted (one row-length array, sorted in place). Only when some keys
+    repeat are their rows compared by their exact ids."""
+    given = keys is not None
     if keys is None:
-        sorted_keys = pair_hashes(table)
-        sorted_keys.sort()
+        keys = pair_hashes(table)
+    bounds = query_segments(table.query.codes)
+    if bounds is not None:
+        repeated = _repeats_in_segments(keys, bounds)
     else:
-        sorted_keys = np.sort(keys)
-    repeated = _any_equal_neighbours(sorted_keys)
-    del sorted_keys
+        if given:
+            repeated = _any_equal_neighbours(np.sort(keys))
+        else:
+            keys.sort()  # keys of our own: sorted in place (one row-length array, not two)
+            repeated = _any_equal_neighbours(keys)
+            if repeated:
+                keys = pair_hashes(table)  # only when some keys repeat: the keys again, in row order
     if not repeated:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if keys is None:
-        keys = pair_hashes(table)  # only when some hashes repeat: the keys again, for their rows
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     same = np.flatnonzero(sk[1:] == sk[:-1])
