@@ -144,28 +144,36 @@ def encode_ids(column: Any) -> Ids:
 
 def encode_dictionary(column: Any, pool: Any = None) -> Ids:
     """:func:`encode_ids` of a dictionary-encoded string column (as Arrow's CSV reader gives one: a dictionary per
-    chunk), the same codes and values, from Arrow's unified dictionary; its order is checked to be the order of
-    first appearance (codes that first appear in increasing order, every value used), else the codes are renumbered
-    in that order."""
+    chunk, a few of a large file's queries each), the same codes and values: each chunk's dictionary is mapped to
+    codes in order of first appearance and its indices through that map, into one array. The order is checked to
+    be the order of first appearance (codes that first appear in increasing order, every value used), else the
+    codes are renumbered in that order. ``pool``: an Arrow memory pool the codes are allocated from (after a large
+    parse, pages the parse has just freed there)."""
     import pyarrow as pa
 
-    if isinstance(column, pa.ChunkedArray):
-        column = column.unify_dictionaries()
-        chunks = column.chunks
-    else:
-        chunks = [column]
-    if not chunks:
-        return Ids(np.zeros(0, dtype=np.int32), np.asarray([], dtype=object))
-    dictionary = chunks[0].dictionary
-    codes = pooled_values(pa.chunked_array([c.indices for c in chunks], type=pa.int32()), np.int32, pool)
-    if codes.size and not _first_appearance_order(codes, len(dictionary)):
+    chunks = [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]) if len(c)]
+    index: dict[str, int] = {}
+    n_rows = sum(len(c) for c in chunks)
+    codes = np.frombuffer(pa.allocate_buffer(4 * n_rows, memory_pool=pool), dtype=np.int32) if pool is not None \
+        else np.empty(n_rows, dtype=np.int32)
+    at = 0
+    for chunk in chunks:
+        n = len(chunk)
+        mapping = np.fromiter((index.setdefault(v, len(index)) for v in chunk.dictionary.to_pylist()),
+                              dtype=np.int32, count=len(chunk.dictionary))
+        indices = chunk.indices
+        local = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=n, offset=4 * indices.offset)
+        np.take(mapping, local, out=codes[at:at + n])
+        at += n
+    values = np.asarray(list(index), dtype=object)
+    if codes.size and not _first_appearance_order(codes, len(values)):
         present, first = np.unique(codes, return_index=True)
         in_order = present[np.argsort(first)]
-        renumber = np.zeros(len(dictionary), dtype=np.int32)
+        renumber = np.zeros(len(values), dtype=np.int32)
         renumber[in_order] = np.arange(in_order.size, dtype=np.int32)
         codes = renumber[codes]
-        dictionary = dictionary.take(arrow_values(in_order.astype(np.int64)))
-    return Ids(codes, np.asarray(dictionary.to_pylist(), dtype=object))
+        values = values[in_order]
+    return Ids(codes, values)
 
 
 def _first_appearance_order(codes: np.ndarray, n_values: int) -> bool:
