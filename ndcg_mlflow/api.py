@@ -40,7 +40,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
     for recomputing under other rules without reading the files again.
 
-    ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect; ``buckets``:
+    ``engine="spark"`` evaluates on Apache Spark (``spark``: the SparkSession, classic or Connect, or a function
+    returning one, called only once Spark is needed: after model URIs resolve; ``buckets``:
     the number of query buckets; ``prefilter``: the top-K pre-filter before the shuffle, by default applied
     whenever it can be; ``driver_queries``: the evaluated queries whose per-query rows may come back to the
     driver), where ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query

@@ -356,14 +356,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             from .engines.spark import session
 
-            if any(src.unscored for _, src in spec.systems):  # a missing alias or model, before Spark starts
-                from .models import resolve_model_systems
-
-                resolve_model_systems(spec, uri)
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
             if any(src.unscored for _, src in spec.systems):
-                # scored on Spark, then evaluated within the driver's limit (beyond it: score, then evaluate)
-                result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                # scored on Spark, then evaluated within the driver's limit (beyond it: score, then evaluate); the
+                # session starts once the model URIs resolve (a missing alias or model stops before Spark starts)
+                result = evaluate(spec, progress=progress, engine="spark", spark=lambda: session(args.spark_remote),
                                   tracking_uri=uri, scored_dir=scoring, driver_queries=args.driver_queries)
                 assert isinstance(result, EvaluationResult)  # no per-query path given: never the grouped result
             else:

@@ -644,13 +644,19 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
     assert on_spark.summary["models"]["champion"]["alias"] == "champion"
 
 
-def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_store, tmp_path, spark):
+def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_store, tmp_path, spark, monkeypatch):
     """``run --engine spark``: the alias resolved once and recorded (summary.json, the system run's param and
     model link), the scored rows a Parquet folder in the output folder, its digest that of its part files."""
     import hashlib
 
     import ndcg_mlflow
+    from ndcg_mlflow import models
     from ndcg_mlflow.readers import sha256_file
+
+    resolutions = []
+    real_resolve = models.resolve_model_systems
+    monkeypatch.setattr(models, "resolve_model_systems",
+                        lambda *a, **k: resolutions.append(1) or real_resolve(*a, **k))
 
     deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
     qrels, cands = candidates_frame()
@@ -662,6 +668,7 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
                       ties="average")
     out = tmp_path / "out"
     assert main(["run", str(spec), "--engine", "spark", "--out", str(out), "--quiet"]) == 0
+    assert len(resolutions) == 1  # the registry asked once: what is scored and recorded is that answer
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine"] == "spark"
     assert summary["models"]["challenger"]["version"] == "2"

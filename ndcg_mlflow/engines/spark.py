@@ -262,6 +262,8 @@ def _session(spark: Any) -> Any:
                               "check with java -version).") from None
     if spark is False:  # only checking that pyspark is there
         return None
+    if callable(spark):  # a function making the session, called once Spark is needed (a session is not callable)
+        spark = spark()
     if spark is None:
         spark = SparkSession.getActiveSession()
         if spark is None:
