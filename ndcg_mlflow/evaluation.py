@@ -258,19 +258,48 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
                                                        "scores its candidates first (ndcg_mlflow.models).")
     keep_data = keep_data or spec.sensitivity
     shared = dict(columns or {})
-    if qrels is not None:
-        qrels_table = input_table(qrels, "qrels", "qrels", shared)
-        qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
-    else:
-        q = spec.qrels
-        qrels_table = read_qrels(q.file, q.format, q.columns, q.version)
-        qrels_info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), len(qrels_table))
-    rank = keep_data or spec.metric.ties == "displayed_order"
-    if systems is not None:
-        runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
-    else:
-        runs = {name: _RunFile(name, src, rank) for name, src in spec.systems}
-    return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+    files = [("qrels", spec.qrels)] if qrels is None else []
+    files += [(name, src) for name, src in spec.systems] if systems is None else []
+    with _Digests(files) as digests:
+        if qrels is not None:
+            qrels_table = input_table(qrels, "qrels", "qrels", shared)
+            qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
+        else:
+            q = spec.qrels
+            qrels_table = read_qrels(q.file, q.format, q.columns, q.version)
+            qrels_info = FileInfo("qrels", str(q.path), q.declared, digests.sha256("qrels"), len(qrels_table))
+        rank = keep_data or spec.metric.ties == "displayed_order"
+        if systems is not None:
+            runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
+        else:
+            runs = {name: _RunFile(name, src, rank, digests) for name, src in spec.systems}
+        return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+
+
+class _Digests:
+    """The sha256 of the judgments' and runs' files, computed one file after another by one background thread
+    from the start of an evaluation: the digests of the runs are ready or under way while the judgments are read
+    (one core would otherwise idle there) and while earlier runs are computed. On leaving (an error included),
+    digests not yet begun are dropped and the one being read stops at its next block."""
+
+    def __init__(self, files: list[tuple[str, Any]]):
+        import threading
+
+        self.stop = threading.Event()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-sha256") if files else None
+        self.futures = {key: self.pool.submit(sha256_file, src.file, src.version, self.stop)
+                        for key, src in files} if self.pool is not None else {}
+
+    def sha256(self, key: str) -> str:
+        return self.futures[key].result()
+
+    def __enter__(self) -> _Digests:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.stop.set()
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None,
@@ -323,18 +352,17 @@ def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Tabl
 
 
 class _RunFile:
-    """A system's run file, read when the pipeline reaches it (one run in memory at a time)."""
+    """A system's run file, read when the pipeline reaches it (one run in memory at a time); its sha256 comes from
+    the evaluation's background digests."""
 
-    def __init__(self, name: str, src, rank: bool):
-        self.name, self.src, self.rank, self.declared = name, src, rank, src.declared
+    def __init__(self, name: str, src, rank: bool, digests: _Digests):
+        self.name, self.src, self.rank, self.declared, self.digests = name, src, rank, src.declared, digests
 
     def load(self) -> tuple[Table, FileInfo]:
-        with ThreadPoolExecutor(max_workers=1) as pool:  # the digest reads the file while it is parsed
-            digest = pool.submit(sha256_file, self.src.path, self.src.version)
-            run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
-                           version=self.src.version, pair_keys=True)
-            return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, digest.result(),
-                                 len(run))
+        run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
+                       version=self.src.version, pair_keys=True)
+        return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared,
+                             self.digests.sha256(self.name), len(run))
 
 
 class _RunObject:

@@ -13,10 +13,11 @@ from .table import Ids, Table, arrow_values, numpy_values, string_array
 from .text import open_file
 
 
-def sha256_file(path: str | Path, version: int | None = None) -> str:
+def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) -> str:
     """sha256 of a file's bytes as stored (compressed files too); of a Parquet folder or glob, of its files'
     bytes one after the other, in sorted file order; of a Delta table at ``version``, see
-    :func:`~ndcg_mlflow.readers.delta.snapshot_digest`."""
+    :func:`~ndcg_mlflow.readers.delta.snapshot_digest`. ``stop``: a ``threading.Event`` that, once set, ends the
+    reading early (the result is then meaningless: a digest nobody waits for any more)."""
     if version is not None:
         from .delta import snapshot_digest
 
@@ -25,7 +26,9 @@ def sha256_file(path: str | Path, version: int | None = None) -> str:
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
             for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
+                h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
+                if stop is not None and stop.is_set():
+                    return ""
     return h.hexdigest()
 
 
