@@ -881,3 +881,25 @@ def test_a_tsv_named_trec_file_without_a_header_stays_trec(tmp_path):
     path = tmp_path / "run.tsv"
     path.write_text("q1\tQ0\td1\t1\t0.5\tt\nq1\tQ0\td2\t2\t0.25\tt\n")
     assert read_run(path).doc.array.to_pylist() == ["d1", "d2"]
+
+
+def test_an_empty_id_is_named_by_its_row_across_row_groups_and_string_widths(tmp_path):
+    """The row of the first empty id counts the rows of earlier row groups (chunks), sliced or not, for
+    string and large_string columns alike."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ndcg_mlflow.readers.table import first_empty
+
+    docs = [f"d{i}" for i in range(10)]
+    docs[7] = ""
+    for kind in (pa.string(), pa.large_string()):
+        path = tmp_path / f"run_{kind}.parquet"
+        table = pa.table({"query_id": pa.array(["q1"] * 10, kind), "doc_id": pa.array(docs, kind),
+                          "score": [float(i) for i in range(10)]})
+        pq.write_table(table, path, row_group_size=3)  # rows 7 is the second of the third row group
+        with pytest.raises(DataError, match="row 8: doc_id is empty"):
+            read_run(path)
+        column = pa.chunked_array([pa.array(docs[:4], kind).slice(1), pa.array(docs[4:], kind).slice(2)])
+        assert first_empty(column) == 4  # docs[1:4] + docs[6:]: the empty docs[7] is the fifth
+        assert first_empty(pa.array(docs[:7], kind)) is None

@@ -13,7 +13,18 @@ import numpy as np
 from ..errors import DataError
 from ..spec import dataset_files, shown_path, source_problem
 from .hashing import dedupe_qrels, first_duplicate, pair_hashes
-from .table import QRELS, RUN, Strings, Table, check_finite, encode_id_list, encode_ids, numpy_column, string_column
+from .table import (
+    QRELS,
+    RUN,
+    Strings,
+    Table,
+    check_finite,
+    encode_id_list,
+    encode_ids,
+    first_empty,
+    numpy_column,
+    string_column,
+)
 from .text import (
     BOM,
     COMPRESSION,
@@ -462,9 +473,8 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
             raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
         _refuse_nulls(path, col, c)
         col = col.cast(pa.string())
-        empty = pc.equal(pc.utf8_length(col), 0)
-        if pc.any(empty).as_py():
-            row = int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0])
+        row = first_empty(col)
+        if row is not None:
             raise DataError(path, f"row {row + 1}: {c} is empty; every row needs a {c}.")
         cols[c] = col
     nums: dict[str | None, np.ndarray] = {}

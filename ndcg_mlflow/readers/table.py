@@ -226,17 +226,27 @@ def string_array(items: Any) -> Any:
 
 
 def has_empty(column: Any) -> bool:
-    """Whether a string column (chunked or not, no nulls) holds an empty string: two equal offsets, looked at
-    chunk by chunk."""
+    """Whether a string column (chunked or not, no nulls) holds an empty string."""
+    return first_empty(column) is not None
+
+
+def first_empty(column: Any) -> int | None:
+    """The first row of a string column (chunked or not, no nulls; ``string`` or ``large_string``) holding an
+    empty string: two equal offsets, looked at chunk by chunk (the strings' bytes are not read); None if none."""
     import pyarrow as pa
 
+    base = 0
     for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
         n = len(chunk)
         if n:
-            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
-            if (offsets[1:] == offsets[:-1]).any():
-                return True
-    return False
+            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=width, count=n + 1,
+                                    offset=np.dtype(width).itemsize * chunk.offset)
+            same = np.flatnonzero(offsets[1:] == offsets[:-1])
+            if same.size:
+                return base + int(same[0])
+        base += n
+    return None
 
 
 # Arrow <-> numpy without pandas: pyarrow's own conversions (``to_numpy``, ``pa.array`` of an ndarray) import pandas
