@@ -326,7 +326,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .api import evaluate
     from .evaluation import EvaluationResult
-    from .outputs import check_target, folder_lock, new_output_dir, write_outputs
+    from .outputs import (
+        check_target,
+        folder_lock,
+        new_output_dir,
+        per_query_home,
+        previous_per_query,
+        remove_per_query,
+        write_outputs,
+    )
 
     quiet = args.quiet
     if args.out:
@@ -365,9 +373,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 assert isinstance(result, EvaluationResult)  # no per-query path given: never the grouped result
             else:
                 # beyond the driver limit the per-query table goes to a new folder next to the output folder
-                pq_path = Path(f"{out_dir}.per_query") / uuid.uuid4().hex[:12]
-                result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
-                                  driver_queries=args.driver_queries, per_query_path=pq_path)
+                pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
+                try:
+                    result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
+                                      driver_queries=args.driver_queries, per_query_path=pq_path)
+                except BaseException:  # the engine removed its own folder; the home goes when left empty
+                    remove_per_query(out_dir, pq_path)
+                    raise
                 if not isinstance(result, EvaluationResult):
                     return _run_grouped(result, out_dir, args, uri)
         else:
@@ -378,7 +390,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         with folder_lock(out_dir):
             if progress:
                 progress(f"writing the local results and the report to {out_dir}")
+            replaced = previous_per_query(out_dir)
             write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            remove_per_query(out_dir, replaced)
             if not quiet:
                 print(format_summary(result))
                 print()
@@ -400,11 +414,17 @@ def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | Non
     """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
     in Parquet at ``summary.json``'s ``per_query_path``), logged as any other (``--promote`` is refused: it
     needs the per-query path of a model system, which the Spark engine does not score)."""
-    from .outputs import folder_lock, write_grouped_outputs
+    from .outputs import folder_lock, previous_per_query, remove_per_query, write_grouped_outputs
 
     quiet = args.quiet
     with folder_lock(out_dir):
-        write_grouped_outputs(result, out_dir)
+        replaced = previous_per_query(out_dir)
+        try:
+            write_grouped_outputs(result, out_dir)
+        except BaseException:  # no folder refers to the new per-query table: it goes too
+            remove_per_query(out_dir, result.per_query_path)
+            raise
+        remove_per_query(out_dir, replaced)
         if not quiet:
             print(format_grouped_summary(result.summary))
             print()

@@ -119,6 +119,41 @@ def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
     return out
 
 
+def per_query_home(out_dir: str | Path) -> Path:
+    """Where ``ndcg-mlflow run`` puts per-query tables that stay in Spark: ``OUT.per_query/``, one new folder
+    per evaluation inside it."""
+    return Path(f"{os.path.abspath(out_dir)}.per_query")
+
+
+def previous_per_query(out_dir: str | Path) -> Path | None:
+    """The per-query table the result now in ``out_dir`` refers to (``summary.json``'s ``per_query_path``), when
+    it is one ``ndcg-mlflow run`` put in :func:`per_query_home`; None otherwise (no result, a result with its
+    per-query rows in the folder, or a table the user placed elsewhere, which is never removed)."""
+    try:
+        summary = json.loads((Path(out_dir) / "summary.json").read_text(encoding="utf-8"))
+        path = Path(os.path.abspath(summary["per_query_path"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path if path.parent == per_query_home(out_dir) else None
+
+
+def remove_per_query(out_dir: str | Path, path: str | Path | None) -> None:
+    """Remove a per-query table of :func:`per_query_home` that no result refers to any more (the result that
+    referred to it was replaced, or the new result was not written), and the home when it is left empty.
+    Tables another result in ``out_dir`` refers to are kept (the caller holds the folder lock)."""
+    if path is None:
+        return
+    path = Path(os.path.abspath(path))
+    home = per_query_home(out_dir)
+    if path.parent != home or path == previous_per_query(out_dir):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        home.rmdir()  # only when empty: another evaluation may be writing its table there
+    except OSError:
+        pass
+
+
 def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool) -> None:
     (out / "systems").mkdir(parents=True, exist_ok=True)
     spec = result.spec

@@ -201,3 +201,49 @@ def test_driver_queries_needs_the_spark_engine(tmp_path, capsys):
     spec = demo_spec(tmp_path)
     assert main(["run", str(spec), "--driver-queries", "10", "--no-mlflow", "--out", str(tmp_path / "o")]) == 2
     assert "--driver-queries" in capsys.readouterr().err
+
+
+def test_a_replaced_result_takes_its_per_query_table_with_it(spark, tmp_path, capsys):
+    """``OUT.per_query/`` holds the tables results refer to and nothing else: a table goes when the result
+    that refers to it is replaced (by a grouped or a local result), and when its evaluation fails."""
+    from ndcg_mlflow.cli import main
+
+    spec, out = demo_spec(tmp_path), tmp_path / "out"
+    home = Path(f"{out}.per_query")
+    grouped = ["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--no-mlflow", "--quiet",
+               "--out", str(out)]
+
+    def referred() -> Path:
+        return Path(json.loads((out / "summary.json").read_text(encoding="utf-8"))["per_query_path"])
+
+    assert main(grouped) == 0
+    first = referred()
+    assert first.parent == home and first.is_dir()
+    kept = home / "placed-by-someone"  # not a table of a replaced result: left alone
+    kept.mkdir()
+    assert main(grouped) == 0
+    second = referred()
+    assert second != first and second.is_dir() and not first.exists() and kept.is_dir()
+    kept.rmdir()
+    # a local result in place of the grouped one: the grouped one's table goes, and the home with it
+    assert main(["run", str(spec), "--no-mlflow", "--quiet", "--out", str(out)]) == 0
+    assert (out / "per_query.csv").is_file() and not second.exists() and not home.exists()
+
+    # an evaluation that fails on its second system (a document listed twice) leaves no table behind
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    names = list(data["data"]["systems"])
+    lines = Path(data["data"]["systems"][names[1]]).read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "twice.run"
+    bad.write_text("\n".join(lines + lines[:1]) + "\n", encoding="utf-8")
+    data["data"]["systems"][names[1]] = str(bad)
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+    failed = tmp_path / "failed"
+    capsys.readouterr()
+    assert main(grouped[:-1] + [str(failed)]) == 2
+    assert "twice" in capsys.readouterr().err
+    assert not failed.exists() and not Path(f"{failed}.per_query").exists()
+    # through the API too: the folder the engine made for the table is removed again
+    pq = tmp_path / "api-table"
+    with pytest.raises(ndcg_mlflow.DataError, match="twice"):
+        ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq)
+    assert not pq.exists()

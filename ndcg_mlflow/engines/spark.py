@@ -42,6 +42,7 @@ Not on this engine (refused with an error): companions (duplicates, catalog cove
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -1099,7 +1100,26 @@ def _grouped_target(per_query_path: str | Path, groups: int) -> Path:
 
 def _evaluate_grouped(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[str, Any] | None,
                       out_path: Path, progress, buckets: int | None, groups: int) -> GroupedResult:
-    """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared."""
+    """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared. The
+    folder ``out_path`` (new or empty: :func:`_grouped_target`) is removed again when the evaluation fails: a
+    per-query table of some systems, no result refers to, is not left behind."""
+    existed = out_path.exists()
+    try:
+        return _evaluate_grouped_into(spark, spec, judged, systems, out_path, progress, buckets, groups)
+    except BaseException:
+        if existed:  # an empty folder the caller made: emptied again
+            for child in list(out_path.iterdir()) if out_path.is_dir() else []:
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(out_path, ignore_errors=True)
+        raise
+
+
+def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[str, Any] | None,
+                           out_path: Path, progress, buckets: int | None, groups: int) -> GroupedResult:
     import pyarrow as pa
     from pyspark.sql import functions as F
 
