@@ -56,8 +56,9 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run
     (``result.scored``, ``result.models``). With ``engine="spark"`` the candidates are scored by
     ``mlflow.pyfunc.spark_udf`` and the scored rows are a Parquet folder written by Spark
-    (:mod:`ndcg_mlflow.engines.spark_models`); beyond the driver's limit of queries (``per_query_path``), model
-    systems are not evaluated yet: score them, then evaluate the scored rows.
+    (:mod:`ndcg_mlflow.engines.spark_models`); beyond the driver's limit of queries, with ``per_query_path``, the
+    scored rows are evaluated on the grouped path and the :class:`~ndcg_mlflow.engines.spark.GroupedResult`
+    carries the models and the scored folders as an :class:`~ndcg_mlflow.evaluation.EvaluationResult` does.
     """
     if engine not in ("local", "spark"):
         raise SpecError("engine", f"is 'local' or 'spark', got {engine!r}.")
@@ -71,7 +72,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
                 _refuse_keep_data(keep_data)
                 return _evaluate_models_spark(loaded, spark=spark, qrels=qrels, columns=columns, progress=progress,
                                               tracking_uri=tracking_uri, scored_dir=scored_dir, buckets=buckets,
-                                              prefilter=prefilter, driver_queries=driver_queries)
+                                              prefilter=prefilter, driver_queries=driver_queries,
+                                              per_query_path=per_query_path, groups=groups)
             return _evaluate_models(loaded, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data,
                                     tracking_uri=tracking_uri, scored_dir=scored_dir)
     if engine == "spark":
@@ -108,7 +110,7 @@ def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | Non
     return result
 
 
-def _remove_with(result: EvaluationResult, folder: Path) -> None:
+def _remove_with(result: Any, folder: Path) -> None:
     """A scoring folder of our own lives as long as the result that names its files."""
     import shutil
     import weakref
@@ -124,7 +126,12 @@ def _refuse_keep_data(keep_data: bool) -> None:
 
 def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mapping[str, str] | None, progress,
                            tracking_uri: str | None, scored_dir: str | Path | None, buckets: int | None,
-                           prefilter: bool | None, driver_queries: int | None) -> EvaluationResult:
+                           prefilter: bool | None, driver_queries: int | None,
+                           per_query_path: str | Path | None = None,
+                           groups: int | None = None) -> EvaluationResult | GroupedResult:
+    """Model systems scored on Spark, then evaluated there: within the driver's limit an
+    :class:`~ndcg_mlflow.evaluation.EvaluationResult`; beyond it, with ``per_query_path``, a
+    :class:`~ndcg_mlflow.engines.spark.GroupedResult` whose summary records the models as ``summary.json`` does."""
     import tempfile
 
     from .engines.spark import active_session
@@ -140,11 +147,21 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
     folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
     scored_spec, resolved, scored = score_model_systems(spark, spec, folder, tracking_uri=uri, progress=progress,
                                                         resolved=resolved)
-    result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
-                            buckets=buckets, prefilter=prefilter, driver_queries=driver_queries)
-    if not isinstance(result, EvaluationResult):  # pragma: no cover - evaluate_spark returns one without a path
-        raise SpecError("driver_queries", "systems that are models are evaluated within the driver's limit only.")
+    from .engines.grouped import GROUPS
+
+    try:
+        result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
+                                buckets=buckets, prefilter=prefilter, driver_queries=driver_queries,
+                                per_query_path=per_query_path, groups=GROUPS if groups is None else groups)
+    except BaseException:
+        if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     result.models, result.scored = resolved, scored
+    if not isinstance(result, EvaluationResult):  # the grouped path: its summary is summary.json's
+        result.summary["models"] = {name: m.record() for name, m in resolved.items()}
     if scored_dir is None:
         _remove_with(result, folder)
     return result

@@ -365,23 +365,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             from .engines.spark import session
 
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
-            if any(src.unscored for _, src in spec.systems):
-                # scored on Spark, then evaluated within the driver's limit (beyond it: score, then evaluate); the
-                # session starts once the model URIs resolve (a missing alias or model stops before Spark starts)
-                result = evaluate(spec, progress=progress, engine="spark", spark=lambda: session(args.spark_remote),
-                                  tracking_uri=uri, scored_dir=scoring, driver_queries=args.driver_queries)
-                assert isinstance(result, EvaluationResult)  # no per-query path given: never the grouped result
-            else:
-                # beyond the driver limit the per-query table goes to a new folder next to the output folder
-                pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
-                try:
-                    result = evaluate(spec, progress=progress, engine="spark", spark=session(args.spark_remote),
-                                      driver_queries=args.driver_queries, per_query_path=pq_path)
-                except BaseException:  # the engine removed its own folder; the home goes when left empty
-                    remove_per_query(out_dir, pq_path)
-                    raise
-                if not isinstance(result, EvaluationResult):
-                    return _run_grouped(result, out_dir, args, uri)
+            # models are scored on Spark first; the session starts once their URIs resolve (a missing alias or
+            # model stops before Spark starts)
+            models = any(src.unscored for _, src in spec.systems)
+            spark = (lambda: session(args.spark_remote)) if models else session(args.spark_remote)
+            # beyond the driver limit the per-query table goes to a new folder next to the output folder
+            pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
+            try:
+                result = evaluate(spec, progress=progress, engine="spark", spark=spark, tracking_uri=uri,
+                                  scored_dir=scoring if models else None, driver_queries=args.driver_queries,
+                                  per_query_path=pq_path)
+            except BaseException:  # the engine removed its own folder; the home goes when left empty
+                remove_per_query(out_dir, pq_path)
+                raise
+            if not isinstance(result, EvaluationResult):
+                return _run_grouped(result, out_dir, args, uri)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
             assert isinstance(result, EvaluationResult)  # the local engine's
@@ -412,8 +410,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None) -> int:
     """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
-    in Parquet at ``summary.json``'s ``per_query_path``), logged as any other (``--promote`` is refused: it
-    needs the per-query path of a model system, which the Spark engine does not score)."""
+    in Parquet at ``summary.json``'s ``per_query_path``; models' scored rows in ``systems/``), logged as any other,
+    ``--promote`` included."""
     from .outputs import folder_lock, previous_per_query, remove_per_query, write_grouped_outputs
 
     quiet = args.quiet

@@ -92,8 +92,9 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: boo
 def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
     """The output folder of an evaluation whose per-query rows stayed in Spark (``result``: a
     :class:`~ndcg_mlflow.engines.spark.GroupedResult`): ``spec.yaml``, ``run_key.txt``, ``summary.json`` (its
-    ``per_query_path`` says where the per-query Parquet table is), ``explanation.txt``, ``comparisons.csv`` and
-    the reports; no ``per_query.csv`` nor ``systems/`` files. Replaces ``out_dir`` whole, as :func:`write_outputs`."""
+    ``per_query_path`` says where the per-query Parquet table is), ``explanation.txt``, ``comparisons.csv``, the
+    models' scored rows (``systems/<name>.scored.parquet``) and the reports; no ``per_query.csv`` nor per-system
+    tables. Replaces ``out_dir`` whole, as :func:`write_outputs`."""
     import pandas as pd
 
     from .evaluation import json_safe
@@ -111,6 +112,7 @@ def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
             _atomic_bytes(tmp / "explanation.txt", (explain(result.spec, summary["grades"]) + "\n").encode("utf-8"))
             if summary["comparisons"]:
                 _atomic_csv(tmp / "comparisons.csv", pd.DataFrame(summary["comparisons"]))
+            _copy_scored(getattr(result, "scored", {}), tmp)
             from .report import write_reports
 
             write_reports(tmp)
@@ -154,6 +156,18 @@ def remove_per_query(out_dir: str | Path, path: str | Path | None) -> None:
         pass
 
 
+def _copy_scored(scored: dict, out: Path) -> None:
+    """Models' scored rows into ``systems/<name>.scored.parquet``: each system's run from now on (a file from the
+    local engine, a folder of part files from Spark)."""
+    for name, path in scored.items():
+        source, target = Path(path), out / "systems" / f"{system_file_stem(name)}.scored.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.crc"))
+        else:
+            shutil.copyfile(source, target)
+
+
 def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool) -> None:
     (out / "systems").mkdir(parents=True, exist_ok=True)
     spec = result.spec
@@ -178,13 +192,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
                           "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"))
         if sr.top is not None:
             _atomic_csv(out / "systems" / f"{stem}.top.csv", top_table(result, name))
-        if name in result.scored:  # a model's scored rows: the system's run from now on
-            scored = Path(result.scored[name])  # a file (local engine) or a folder of part files (Spark)
-            if scored.is_dir():
-                shutil.copytree(scored, out / "systems" / f"{stem}.scored.parquet",
-                                ignore=shutil.ignore_patterns(".*.crc"))
-            else:
-                shutil.copyfile(scored, out / "systems" / f"{stem}.scored.parquet")
+    _copy_scored(result.scored, out)
     from .explain import explain
 
     _atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))

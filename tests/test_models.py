@@ -697,6 +697,58 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
         summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
 
 
+def test_spark_model_systems_beyond_the_driver_limit(store, model_store, tmp_path, spark):
+    """Beyond ``--driver-queries``, model systems are scored on Spark and evaluated on the grouped path: the output
+    folder holds their scored rows and records the versions resolved, every per-query number is the local
+    engine's, the decision applies and ``--promote`` moves the alias."""
+    from helpers import client_for
+
+    import ndcg_mlflow
+    from ndcg_mlflow.readers import sha256_file
+
+    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger",
+                                                "candidates": "candidates.parquet"}}, decision=DECISION,
+                      ties="average")
+    spec.write_text(spec.read_text().replace("wins_losses: 3", "wins_losses: 0"))  # (not computed when grouped)
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--out", str(out), "--quiet",
+                 "--promote", "champion"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine_info"]["statistics"]["method"] == "grouped"
+    table = Path(summary["per_query_path"])
+    assert table.is_dir() and table.parent == Path(f"{out}.per_query")
+    assert not (out / "per_query.csv").exists()
+    for name, version, column in (("champion", "1", "noise"), ("challenger", "2", "good")):
+        record = summary["models"][name]
+        assert record["version"] == version and record["loaded_uri"] == f"models:/ranker/{version}"
+        assert record["model_id"] == model_store["model_ids"][int(version)]
+        for k in (5, 10):
+            assert summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
+                local.summary["systems"][name][f"ndcg_at_{k}"]["mean"], rel=1e-12)
+        folder = out / "systems" / f"{name}.scored.parquet"
+        assert folder.is_dir() and summary["files"][f"system:{name}"]["sha256"] == sha256_file(folder)
+        scored = pd.read_parquet(folder).merge(candidates_frame()[1], on=["query_id", "doc_id"])
+        np.testing.assert_array_equal(scored["score"].to_numpy(), scored[column].to_numpy())
+    grouped = pd.read_parquet(table)
+    grouped["system"] = grouped["system"].astype(str)
+    mine = local.per_query[["system", "query_id", "cutoff", "ndcg"]].astype({"cutoff": str})
+    both = mine.merge(grouped.astype({"cutoff": str}), on=["system", "query_id", "cutoff"], suffixes=("", "_g"))
+    assert len(both) == len(mine) == len(grouped)
+    np.testing.assert_array_equal(both["ndcg"].to_numpy(dtype=float), both["ndcg_g"].to_numpy(dtype=float))
+    assert summary["decision"]["outcome"] == "pass"
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "champion").version) == "2"
+    _, (parent,), children = _runs(store)
+    assert client.get_model_version("ranker", "2").tags["ndcg_mlflow.evaluation_run"] == parent.info.run_id
+    run = children["challenger"]
+    assert run.data.tags["ndcg_mlflow.model.version"] == "2" and run.data.params["model"] == "models:/ranker/2"
+    assert client.list_artifacts(run.info.run_id, "challenger.scored.parquet")
+    linked = client.get_logged_model(model_store["model_ids"][2]).metrics or []
+    assert any(m.run_id == run.info.run_id and m.key == "ndcg_at_10" for m in linked)
+
+
 def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, monkeypatch):
     """Resolution comes first: with a session that fails on any use, and in the CLI before a session starts."""
     import ndcg_mlflow

@@ -195,6 +195,62 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
     assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
 
 
+def _reversed_within_queries(run: pd.DataFrame) -> pd.DataFrame:
+    """The same rows, each query's rows in the reverse order (the queries in their order)."""
+    return run.assign(_i=np.arange(len(run))).sort_values(["query_id", "_i"], ascending=[True, False],
+                                                          kind="stable").drop(columns="_i").reset_index(drop=True)
+
+
+def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path):
+    """A run without a rank column under ``ties: displayed_order``: tied rows keep the order of the files' rows
+    (Parquet files in the folder's order, CSV and JSONL lines), as the local engine reads them, also when Spark
+    cuts the files into many blocks and packs several into one task; and an in-memory table keeps its rows'
+    order. The data decide: the same rows in another order give other numbers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    qrels, run = make_data(seed=41)
+    run = run.drop(columns="rank")
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    folder = tmp_path / "run.parquet"
+    folder.mkdir()
+    cut = len(run) // 3 + 2  # a query's rows split across the two files
+    pq.write_table(pa.Table.from_pandas(run.iloc[cut:], preserve_index=False), folder / "b.parquet",
+                   row_group_size=16)
+    pq.write_table(pa.Table.from_pandas(run.iloc[:cut], preserve_index=False), folder / "a.parquet",
+                   row_group_size=16)
+    run.to_csv(tmp_path / "run.csv", index=False)
+    _reversed_within_queries(run).to_json(tmp_path / "run.jsonl", orient="records", lines=True)
+    spec = spec_of(ties="displayed_order")
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet", "c": "run.csv", "j": "run.jsonl"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    pqt = local.per_query
+    assert not np.array_equal(pqt[pqt.system == "c"]["ndcg"].to_numpy(), pqt[pqt.system == "j"]["ndcg"].to_numpy(),
+                              equal_nan=True)  # the order decides some queries' numbers
+    conf = {"spark.sql.files.maxPartitionBytes": "2048", "spark.sql.files.openCostInBytes": "0"}
+    before = {k: spark.conf.get(k) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3,
+                                      prefilter=False)
+        filtered = ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, engine="spark",
+                                        spark=spark, base_dir=tmp_path, buckets=2)
+    finally:
+        for k, v in before.items():
+            spark.conf.set(k, v)
+    assert_same(local, remote)
+    assert filtered.engine_info["prefilter"]["applied"]
+    assert_same(ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, base_dir=tmp_path),
+                filtered)
+    # in memory: the rows' order of the pandas frame
+    flipped = _reversed_within_queries(run)
+    local = ndcg_mlflow.evaluate(spec_of(ties="displayed_order"), qrels=qrels, systems={"a": run, "b": flipped})
+    remote = ndcg_mlflow.evaluate(spec_of(ties="displayed_order"), engine="spark", spark=spark, qrels=qrels,
+                                  systems={"a": run, "b": flipped}, buckets=3)
+    assert_same(local, remote)
+
+
 # --------------------------------------------------------------------------- errors
 
 

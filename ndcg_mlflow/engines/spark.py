@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -385,8 +385,10 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
                 "doc_id": _plain(t.doc.array), "score": pa.array(t.value, type=pa.float64())}
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
+        elif spec.metric.ties == "displayed_order":  # the rows' order, which the shuffle does not keep, as a rank
+            cols["rank"] = pa.array(np.arange(len(t), dtype=np.float64))
         df = spark.createDataFrame(pa.table(cols))
-        return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), t.rank is not None
+        return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols
 
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
@@ -410,20 +412,80 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
             if t not in ("tinyint", "smallint", "int", "bigint", "float", "double") and not t.startswith("decimal"):
                 raise DataError(label, f"column {c} must be numeric (an integer or floating-point type), found {t}.")
             selected.append(F.col(src).cast("double").alias(c))
-    df = df.select(*selected)
-    if value_col is None:
-        df = df.withColumn("score", -F.col("rank"))
     if spec.metric.ties == "displayed_order" and rank_col is None:
-        raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
-                                       f"rows' order, which Spark does not keep; give a rank column or another "
-                                       f"tie rule.")
-    if rank_col is None:
-        df = df.withColumn("rank", F.lit(None).cast("double"))
+        # the rows' order in the files is the displayed order: a key of that order stands in for the rank
+        if version is not None or declared == IN_MEMORY:
+            raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
+                                           f"rows' order, which Spark keeps only for the files it reads itself "
+                                           f"(not for a DataFrame or a Delta table); give a rank column or "
+                                           f"another tie rule.")
+        df = _in_file_order(spark, df, selected, _source_files(source), label)
+        rank_col = "rank"
+    else:
+        df = df.select(*selected)
+        if value_col is None:
+            df = df.withColumn("score", -F.col("rank"))
+        if rank_col is None:
+            df = df.withColumn("rank", F.lit(None).cast("double"))
     digest = _digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None and ranked
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
+
+
+def _source_files(source: Any) -> list[Path]:
+    """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
+    sorted; else the one file)."""
+    from ..spec import dataset_files
+
+    files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
+    return files or [Path(source.file)]
+
+
+ORDER_ROW_BITS = 33  # monotonically_increasing_id: a task's row count in its lower 33 bits
+ORDER_MAX_BLOCKS = 1 << 20  # blocks of a source ordered exactly (block place * 2^33 + row < 2^53)
+
+
+def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], label: str) -> Any:
+    """``df.select(*selected)`` with a column ``rank``: each row's place in the rows' order in the files (the
+    files in the local readers' order, each one's rows in their order), the displayed order of a run without a
+    rank column, as the local engine reads it.
+
+    Spark splits each file into blocks (at most ``spark.sql.files.maxPartitionBytes``; Parquet at row groups)
+    and reads each block whole, in order, in one task, so a row's place is (its block's place among the
+    blocks, its place in its task's rows): the blocks' places from their files and starts
+    (``_metadata.file_path``, ``_metadata.file_block_start``: one small job), the rows' from
+    ``monotonically_increasing_id``, whose lower 33 bits count the task's rows. Both in one double, exactly."""
+    import os
+    from urllib.parse import unquote, urlparse
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    names = [c for c in df.select(*selected).columns]
+    meta = df.select(*selected, F.col("_metadata.file_path").alias("_file"),
+                     F.col("_metadata.file_block_start").alias("_block"),
+                     F.monotonically_increasing_id().alias("_seq"))
+    place_of = {os.path.realpath(f): i for i, f in enumerate(files)}
+    keyed = []
+    for r in meta.select("_file", "_block").distinct().collect():
+        where = place_of.get(os.path.realpath(unquote(urlparse(r["_file"]).path)))
+        if where is None:  # pragma: no cover - Spark reads the files it was given
+            raise EvaluationError(f"{label}: Spark read {r['_file']}, which is not one of the source's files.")
+        keyed.append((where, int(r["_block"]), r["_file"]))
+    keyed.sort()
+    if len(keyed) >= ORDER_MAX_BLOCKS:
+        raise EvaluationError(f"{label} is read by Spark in {len(keyed):,} blocks, more than the "
+                              f"{ORDER_MAX_BLOCKS:,} whose rows' order stands in for the missing rank column "
+                              f"(ties: displayed_order): give a rank column, or larger blocks "
+                              f"(spark.sql.files.maxPartitionBytes).")
+    places = spark.createDataFrame(pa.table({"_file": pa.array([k[2] for k in keyed], type=pa.string()),
+                                             "_block": pa.array([k[1] for k in keyed], type=pa.int64()),
+                                             "_place": pa.array(range(len(keyed)), type=pa.int64())}))
+    row = F.col("_seq").bitwiseAND(F.lit((1 << ORDER_ROW_BITS) - 1))
+    rank = (F.col("_place") * F.lit(1 << ORDER_ROW_BITS) + row).cast("double")
+    return meta.join(F.broadcast(places), ["_file", "_block"]).select(*names, rank.alias("rank"))
 
 
 def _digest(df: Any) -> tuple[str, int]:
@@ -1046,6 +1108,8 @@ class GroupedResult:
     notes: list[str]
     spec: Spec
     decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+    models: dict[str, Any] = field(default_factory=dict)  # system -> what its model URI resolved to
+    scored: dict[str, Path] = field(default_factory=dict)  # system -> its scored rows (a Parquet folder)
 
 
 GROUPED_NOT_COMPUTED = ("BCa and studentized intervals", "t-tests", "effect sizes", "relative differences",
