@@ -141,6 +141,10 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
     from .models import resolve_model_systems
 
     spec = resolve_spec(spec, None, None)  # the candidates sources are checked before any model is resolved
+    if spec.metric.ties == "displayed_order":
+        raise SpecError("metric.ties", "is displayed_order, but the rows a model scores on Spark have no displayed "
+                                       "order (Spark's tasks write them in no fixed order); choose another tie "
+                                       "rule, or evaluate with the local engine, which keeps the candidates' order.")
     uri = tracking_uri or spec.mlflow.tracking_uri
     resolved = resolve_model_systems(spec, uri)  # on the driver, before any Spark job: a missing alias stops here
     spark = active_session(spark)

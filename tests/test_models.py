@@ -772,6 +772,11 @@ def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, mon
     assert main(["run", str(spec), "--quiet", "--no-mlflow", "--engine", "spark"]) == 2
     err = capsys.readouterr().err
     assert "at key 'data.systems.x.model'" in err and "has no alias 'gold'" in err, err
+    # scored rows have no displayed order on Spark: refused before the registry or Spark is asked
+    ordered = model_spec(tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}},
+                         comparison=False)
+    with pytest.raises(SpecError, match="metric.ties.*no displayed order"):
+        ndcg_mlflow.evaluate(ordered, engine="spark", spark=NoSpark(), tracking_uri=store)
 
 
 def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_path, spark):

@@ -214,11 +214,11 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
     qrels.to_csv(tmp_path / "qrels.csv", index=False)
     folder = tmp_path / "run.parquet"
     folder.mkdir()
-    cut = len(run) // 3 + 2  # a query's rows split across the two files
-    pq.write_table(pa.Table.from_pandas(run.iloc[cut:], preserve_index=False), folder / "b.parquet",
-                   row_group_size=16)
-    pq.write_table(pa.Table.from_pandas(run.iloc[:cut], preserve_index=False), folder / "a.parquet",
-                   row_group_size=16)
+    cuts = np.linspace(0, len(run), 11).astype(int) + 1  # queries' rows split across files
+    cuts[0], cuts[-1] = 0, len(run)
+    for i in reversed(range(10)):  # written last to first: the folder's order is the names'
+        pq.write_table(pa.Table.from_pandas(run.iloc[cuts[i]:cuts[i + 1]], preserve_index=False),
+                       folder / f"part-{i}.parquet", row_group_size=16)
     run.to_csv(tmp_path / "run.csv", index=False)
     _reversed_within_queries(run).to_json(tmp_path / "run.jsonl", orient="records", lines=True)
     spec = spec_of(ties="displayed_order")
@@ -227,7 +227,8 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
     pqt = local.per_query
     assert not np.array_equal(pqt[pqt.system == "c"]["ndcg"].to_numpy(), pqt[pqt.system == "j"]["ndcg"].to_numpy(),
                               equal_nan=True)  # the order decides some queries' numbers
-    conf = {"spark.sql.files.maxPartitionBytes": "2048", "spark.sql.files.openCostInBytes": "0"}
+    # blocks of at most 8 kB: the CSV and JSONL files are cut into several, the small Parquet files packed
+    conf = {"spark.sql.files.maxPartitionBytes": "8000", "spark.sql.files.openCostInBytes": "0"}
     before = {k: spark.conf.get(k) for k in conf}
     for k, v in conf.items():
         spark.conf.set(k, v)
@@ -236,9 +237,33 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
                                       prefilter=False)
         filtered = ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, engine="spark",
                                         spark=spark, base_dir=tmp_path, buckets=2)
+        # the key itself: the rows sorted by it are the files' rows in their order, every key distinct
+        from pyspark.sql import functions as F
+
+        from ndcg_mlflow.engines import spark as engine
+        from ndcg_mlflow.spec import load_spec
+
+        loaded = load_spec(spec, base_dir=tmp_path)
+        expected = {"p": run, "c": run, "j": _reversed_within_queries(run)}
+        for name, source in loaded.systems:
+            df, _ = engine._read_run_file(spark, source, True)
+            cols = [F.col(c).cast("string" if c.endswith("_id") else "double").alias(c)
+                    for c in ("query_id", "doc_id", "score")]
+            keyed = engine._in_file_order(spark, df, cols, engine._source_files(source), name).toPandas()
+            per_task = df.select(F.spark_partition_id().alias("task"), F.col("_metadata.file_path").alias("f"),
+                                 F.col("_metadata.file_block_start").alias("b")).distinct().groupBy("task").count()
+            counts = [r["count"] for r in per_task.collect()]
+            sizes = sorted(p.stat().st_size for p in tmp_path.rglob("run*") if p.is_file())
+            assert sum(counts) > 1, (counts, sizes)  # several blocks
+            if name == "p":
+                assert max(counts) > 1, counts  # some read by one task together
+            assert keyed["rank"].is_unique
+            got = keyed.sort_values("rank")[["query_id", "doc_id"]].reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(
+                drop=True))
     finally:
         for k, v in before.items():
-            spark.conf.set(k, v)
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
     assert_same(local, remote)
     assert filtered.engine_info["prefilter"]["applied"]
     assert_same(ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, base_dir=tmp_path),
