@@ -281,11 +281,14 @@ remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.cre
 assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
 assert_same(local, remote)
 spec = spec_of(ties="id_ascending", cutoffs=(3, 10), unjudged="condense")  # the top-K pre-filter
+spec["report"] = {"sensitivity": True}  # and the alternatives computed in the buckets
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
 remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
                               systems={"a": spark.createDataFrame(run)}, buckets=3, prefilter=True)
 assert_same(local, remote)
 assert remote.engine_info["prefilter"]["applied"]
+import pandas as pd
+pd.testing.assert_frame_equal(local.sensitivity, remote.sensitivity, check_exact=True)
 print("same numbers on Spark Connect")
 """
 

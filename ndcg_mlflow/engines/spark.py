@@ -17,7 +17,11 @@ How it works:
   (:func:`ndcg_mlflow.join.judgments`, :func:`~ndcg_mlflow.join.join`, :func:`~ndcg_mlflow.join.compute`)
   on the bucket's rows; both are query-local, so a bucket's queries get the numbers the whole would give.
   The call returns one row per evaluated query of the bucket (every number, per cutoff, and the first
-  documents of its list) with explicit Arrow types.
+  documents of its list) with explicit Arrow types. With ``report.sensitivity`` the same call computes each
+  query's nDCG under every alternative of every rule (:func:`ndcg_mlflow.sensitivity.alternatives`) on the
+  bucket's joined rows, returned in the query rows (``alt_ndcg``); the driver builds the sensitivity table from
+  them in the evaluated-query order (:func:`ndcg_mlflow.sensitivity.sensitivity_table`), as the local engine
+  does from its kept rows.
 * The per-query rows (one per evaluated query, not per run row) come back to the driver as Arrow and are
   assembled into the same :class:`~ndcg_mlflow.evaluation.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine.
@@ -34,9 +38,15 @@ query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evalua
 per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches to it when given a
 ``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
-Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
-``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
-(Spark keeps no file order).
+Sensitivity: an alternative whose numbers overflow a float in some bucket is NaN for every query and system
+(as locally). With sensitivity a TREC run's rank is read (the local engine then reads it too); for a run without a
+rank column the ``ties: displayed_order`` alternative (the rows' line order) is not computed: its rows are left
+out of the table and a note names the runs (:func:`computable`). The top-K pre-filter keeps the rows any
+alternative needs (:func:`prefilter_rows`).
+
+Not on this engine (refused with an error): companions (duplicates, catalog coverage), ``keep_data`` (they need
+every joined row on the driver), ``ties: displayed_order`` without a rank column (Spark keeps no file order),
+and sensitivity beyond :data:`MAX_DRIVER_QUERIES` (the grouped path: :func:`check_grouped`).
 """
 
 from __future__ import annotations
@@ -1126,7 +1136,7 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
         na = len(alternatives)
         values = np.empty((nq, na, nc), dtype=np.float64)
         values[at] = flat("alt_ndcg", np.float64).reshape(len(got), na, nc)
-        by_alt = {key: np.ascontiguousarray(values[:, i, :]) for i, key in enumerate(alternatives)}
+        by_alt = {key: values[:, i, :] for i, key in enumerate(alternatives)}  # views: no copy
         overflowed = {alternatives[i] for m in meta for i in (m["alt_overflow"] or [])}
     return SystemResult(name, qr, system_means(metric, qr, weights), top), (by_alt, overflowed)
 
