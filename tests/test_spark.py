@@ -479,6 +479,41 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
             pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
+def test_prefilter_rows_with_alternatives_keeps_what_each_alternative_needs():
+    """Without Spark: the rows kept for the declared rules and sensitivity's alternatives give every
+    alternative's numbers of the whole list (the local sensitivity table of the kept rows is that of all rows);
+    the declared rules alone keep too few for some alternative."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.evaluation import resolve_spec
+    from ndcg_mlflow.sensitivity import alternatives
+
+    qrels, run = long_lists(seed=8)
+    grades = {(q, d): g for q, d, g in qrels.itertuples(index=False)}
+    run = run.assign(rank=np.nan, grade=[grades.get((q, d)) for q, d in zip(run["query_id"], run["doc_id"])])
+    spec = spec_of(ties="average", cutoffs=(3, 7), gain={-1: 0, 0: 0, 1: 0, 2: 3, 3: 7})
+    spec["report"] = {"sensitivity": True}
+    metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+    others = [m for _, _, m in alternatives(metric)[1:]]
+    cuts = [0, 333, 700, 1200, len(run)]
+    parts = [pa.Table.from_pandas(run.iloc[a:b], preserve_index=False) for a, b in zip(cuts, cuts[1:])]
+
+    def table(rows):
+        return ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": rows[["query_id", "doc_id", "score"]]}) \
+            .sensitivity
+
+    whole = table(run)
+    kept = pd.concat([prefilter_rows(p, metric, 10, False, alternatives=others).to_pandas() for p in parts],
+                     ignore_index=True)
+    assert len(kept) < len(run)
+    pd.testing.assert_frame_equal(whole, table(kept), check_exact=True)
+    declared_only = pd.concat([prefilter_rows(p, metric, 10, False).to_pandas() for p in parts], ignore_index=True)
+    assert len(declared_only) < len(kept)
+    with pytest.raises(AssertionError):
+        pd.testing.assert_frame_equal(whole, table(declared_only), check_exact=True)
+
+
 @pytest.mark.parametrize("where", ["other chunk", "same chunk"])
 def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch, where):
     """Repeated rows below the cut (the pre-filter leaves them out): in another chunk than the query's other rows
