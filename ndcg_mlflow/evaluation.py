@@ -450,8 +450,10 @@ def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict
     return result
 
 
-def statistics(result: EvaluationResult, progress=None) -> EvaluationResult:
-    """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows."""
+def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = None) -> EvaluationResult:
+    """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows;
+    ``alternative_ndcg``: the per-query numbers of sensitivity's alternatives as the engine computed them
+    (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`; default: recomputed from the kept rows)."""
     spec = result.spec
     if spec.uncertainty is not None:
         from .analysis import analyze
@@ -468,7 +470,7 @@ def statistics(result: EvaluationResult, progress=None) -> EvaluationResult:
 
         if progress:
             progress("recomputing under each rule's alternatives (sensitivity)")
-        result.sensitivity = sensitivity(result)
+        result.sensitivity = sensitivity(result, alternative_ndcg)
     return result
 
 

@@ -2,19 +2,24 @@
 
 Each system's mean and each comparison's difference (candidate minus baseline,
 on the queries valid for both) are recomputed with one metric field changed and
-the others as declared. The joined columnar rows of each system are reused
-(:class:`~ndcg_mlflow.join.PreparedRun`): no file is read again.
+the others as declared. The table is built from each system's per-query nDCG under
+each alternative (:data:`AlternativeNdcg`): the local engine recomputes them from the
+joined columnar rows it kept (:class:`~ndcg_mlflow.join.PreparedRun`; no file is read
+again), the Spark engine computes them in its query buckets next to the declared
+numbers (:mod:`ndcg_mlflow.engines.spark`). Either way the means and differences are
+formed here, on the driver, from the same arrays.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .format import TERMINAL, number, text_table
 from .rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
-from .spec import Metric
+from .spec import Metric, Spec
 from .stats import nan_weighted_mean
 
 SIGN_TOLERANCE = 1e-12
@@ -29,33 +34,67 @@ def alternatives(metric: Metric) -> list[tuple[str, str, Metric]]:
     return out
 
 
-def sensitivity(result) -> Any:
+AlternativeNdcg = Mapping[tuple[str, str], Mapping[str, np.ndarray]]
+"""Per-query nDCG under each alternative: ``{(rule, alternative label): {system: array}}``, each array of shape
+(evaluated queries, cutoffs) in the evaluated-query order, NaN where a query has no value (and everywhere when
+the alternative's numbers overflow a float)."""
+
+
+def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """Each system's per-query nDCG under every alternative (:func:`alternatives`), recomputed from the joined
+    rows the evaluation kept (``result.prepared``, ``keep_data``). An alternative whose gains or ratios overflow a
+    float (:class:`~ndcg_mlflow.kernel.NonFiniteError`, e.g. 2^g - 1 of a grade >= 1024) is NaN for every system:
+    undefined."""
+    from .join import compute
+    from .kernel import NonFiniteError
+
+    if not result.prepared:
+        raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")
+    nq, nc = len(result.query_ids), len(result.spec.metric.cutoffs)
+    out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for rule, alt, metric in alternatives(result.spec.metric):
+        try:
+            ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
+        except NonFiniteError:  # this alternative's gains overflow a float
+            ndcg = {name: np.full((nq, nc), np.nan) for name in result.prepared}  # undefined
+        out[(rule, alt)] = ndcg
+    return out
+
+
+def sensitivity(result, ndcg_by_alternative: AlternativeNdcg | None = None) -> Any:
     """A DataFrame: one row per (rule, alternative, system or comparison, cutoff).
 
     Columns: rule, alternative, kind (``system`` / ``comparison``), system, baseline,
     cutoff, declared, value, change, sign_flip (comparisons: the difference changes
     sign), n_used (queries in the mean or pairs in the difference). A mean with no query left in it
     (every query excluded under that alternative) is NaN, and so is its change: undefined, never 0.
+
+    ``ndcg_by_alternative`` (:data:`AlternativeNdcg`) gives the per-query numbers of every alternative, as an
+    engine computed them; by default they are recomputed from the kept rows (:func:`alternative_ndcg`). An
+    alternative absent from it (one the engine could not compute) has no row; the declared one must be there.
     """
+    if ndcg_by_alternative is None:
+        ndcg_by_alternative = alternative_ndcg(result)
+    return sensitivity_table(result.spec, result.relative_weights, ndcg_by_alternative)
+
+
+def sensitivity_table(spec: Spec, weights: np.ndarray, ndcg_by_alternative: AlternativeNdcg) -> Any:
+    """The table of :func:`sensitivity` from the per-query numbers of each alternative and the weights (over
+    the largest one: same ratios, no overflow or underflow)."""
     import pandas as pd
 
-    from .join import compute
-    from .kernel import NonFiniteError
-
-    if not result.prepared:
-        raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")
-    spec = result.spec
-    w = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
+    w = weights
     baseline = spec.comparison.baseline if spec.comparison else None
     labels = [cutoff_label(k) for k in spec.metric.cutoffs]
     rows: list[dict[str, Any]] = []
     declared_sys: dict[tuple[str, str], float] = {}
     declared_cmp: dict[tuple[str, str], float] = {}
-    for rule, alt, metric in alternatives(spec.metric):
-        try:
-            ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
-        except NonFiniteError:  # this alternative's gains overflow a float (e.g. 2^g - 1 of a grade >= 1024)
-            ndcg = {name: np.full((len(w), len(labels)), np.nan) for name in result.prepared}  # undefined
+    if ("declared", "as declared") not in ndcg_by_alternative:
+        raise ValueError("sensitivity needs the per-query numbers as declared")
+    for rule, alt, _ in alternatives(spec.metric):
+        ndcg = ndcg_by_alternative.get((rule, alt))
+        if ndcg is None:  # not computed by the engine (said in the result's notes)
+            continue
         for name, x in ndcg.items():
             for j, label in enumerate(labels):
                 ok = ~np.isnan(x[:, j])

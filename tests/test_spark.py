@@ -362,11 +362,14 @@ remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.cre
 assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
 assert_same(local, remote)
 spec = spec_of(ties="id_ascending", cutoffs=(3, 10), unjudged="condense")  # the top-K pre-filter
+spec["report"] = {"sensitivity": True}  # and the alternatives computed in the buckets
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
 remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
                               systems={"a": spark.createDataFrame(run)}, buckets=3, prefilter=True)
 assert_same(local, remote)
 assert remote.engine_info["prefilter"]["applied"]
+import pandas as pd
+pd.testing.assert_frame_equal(local.sensitivity, remote.sensitivity, check_exact=True)
 print("same numbers on Spark Connect")
 """
 
@@ -391,8 +394,8 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
 
 
 def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
-    """``run --engine spark`` (on the session already started) writes the local engine's per-query table and
-    summary; only the engine differs."""
+    """``run --engine spark`` (on the session already started) writes the local engine's per-query table,
+    sensitivity table (``report.sensitivity``) and summary; only the engine differs."""
     import json
     from pathlib import Path
 
@@ -402,8 +405,9 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     spec = yaml.safe_load((configs / "demo.yaml").read_text(encoding="utf-8"))
-    spec.pop("companions", None)  # neither is on the Spark engine yet
-    spec["report"]["sensitivity"] = False
+    spec.pop("companions", None)  # not on the Spark engine yet
+    assert spec["report"]["sensitivity"] is True  # the sensitivity table is computed by both engines
+    spec["uncertainty"]["resamples"] = 2000
     data = spec["data"]
     data["qrels"] = str(configs / data["qrels"])
     data["systems"] = {name: str(configs / path) for name, path in data["systems"].items()}
@@ -414,6 +418,8 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
                  "--out", str(tmp_path / "spark")]) == 0
     a, b = tmp_path / "local", tmp_path / "spark"
     assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
+    assert (a / "sensitivity.csv").read_bytes() == (b / "sensitivity.csv").read_bytes()
+    assert len(pd.read_csv(b / "sensitivity.csv")) > 50
     sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
     assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
     assert sa.pop("engine_info") == {} and sb.pop("engine_info")["prefilter"]["applied"] is False  # cutoff 'all'
@@ -552,6 +558,41 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
             a, b = whole.per_query, part.per_query.copy()
             b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
             pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_prefilter_rows_with_alternatives_keeps_what_each_alternative_needs():
+    """Without Spark: the rows kept for the declared rules and sensitivity's alternatives give every
+    alternative's numbers of the whole list (the local sensitivity table of the kept rows is that of all rows);
+    the declared rules alone keep too few for some alternative."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.evaluation import resolve_spec
+    from ndcg_mlflow.sensitivity import alternatives
+
+    qrels, run = long_lists(seed=8)
+    grades = {(q, d): g for q, d, g in qrels.itertuples(index=False)}
+    run = run.assign(rank=np.nan, grade=[grades.get((q, d)) for q, d in zip(run["query_id"], run["doc_id"])])
+    spec = spec_of(ties="average", cutoffs=(3, 7), gain={-1: 0, 0: 0, 1: 0, 2: 3, 3: 7})
+    spec["report"] = {"sensitivity": True}
+    metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+    others = [m for _, _, m in alternatives(metric)[1:]]
+    cuts = [0, 333, 700, 1200, len(run)]
+    parts = [pa.Table.from_pandas(run.iloc[a:b], preserve_index=False) for a, b in zip(cuts, cuts[1:])]
+
+    def table(rows):
+        return ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": rows[["query_id", "doc_id", "score"]]}) \
+            .sensitivity
+
+    whole = table(run)
+    kept = pd.concat([prefilter_rows(p, metric, 10, False, alternatives=others).to_pandas() for p in parts],
+                     ignore_index=True)
+    assert len(kept) < len(run)
+    pd.testing.assert_frame_equal(whole, table(kept), check_exact=True)
+    declared_only = pd.concat([prefilter_rows(p, metric, 10, False).to_pandas() for p in parts], ignore_index=True)
+    assert len(declared_only) < len(kept)
+    with pytest.raises(AssertionError):
+        pd.testing.assert_frame_equal(whole, table(declared_only), check_exact=True)
 
 
 @pytest.mark.parametrize("where", ["other chunk", "same chunk"])
@@ -715,3 +756,142 @@ def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
         evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames)
     with pytest.raises(EvaluationError, match="evaluate_grouped"):
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=frames, driver_queries=100)
+
+
+# --------------------------------------------------------------------------- sensitivity (report.sensitivity)
+
+
+def sensitivity_spec(*, comparison: bool, **rules) -> dict:
+    spec = spec_of(**rules)
+    spec["report"] = {"sensitivity": True}
+    if comparison:
+        spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 3}
+        spec["comparison"] = {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 3,
+                              "tie_tolerance": 1e-9}
+    return spec
+
+
+def sensitivity_systems(run: pd.DataFrame, seed: int, n: int) -> dict[str, pd.DataFrame]:
+    """``a``; ``b``: 70% of its rows, scores reversed (more missing queries); ``c``: its scores shuffled."""
+    b = run.sample(frac=0.7, random_state=seed).reset_index(drop=True)
+    b["score"] = b["score"][::-1].to_numpy()
+    c = run.copy()
+    c["score"] = np.random.default_rng(seed).permutation(c["score"].to_numpy())
+    return dict(list({"a": run, "b": b, "c": c}.items())[:n])
+
+
+def assert_same_sensitivity(local, remote) -> None:
+    """The two engines' sensitivity tables, exactly: every row, value, count and flag (NaN where NaN)."""
+    assert local.engine == "local" and remote.engine == "spark"
+    assert local.sensitivity is not None and remote.sensitivity is not None
+    pd.testing.assert_frame_equal(local.sensitivity, remote.sensitivity, check_exact=True)
+
+
+SENSITIVITY_CASES = [
+    # (id, buckets, prefilter, comparison, systems, rules)
+    ("average-all", 3, None, True, 3, {"ties": "average", "cutoffs": (1, 3, 10, "all")}),
+    ("table-condense-candidates-topk", 1, True, True, 2,
+     {"ties": "id_descending", "cutoffs": (3, 5), "gain": {-1: 0, 0: 0, 1: 1, 2: 3, 3: 7.5}, "unjudged": "condense",
+      "ideal": "candidates"}),
+    ("displayed-linear-topk", 3, True, False, 2,
+     {"ties": "displayed_order", "cutoffs": (2, 10), "gain": "linear", "missing_queries": "exclude",
+      "empty_ideal": "one"}),
+    ("ascending-all-empty-zero", 1, None, True, 3,
+     {"ties": "id_ascending", "cutoffs": (5, "all"), "empty_ideal": "zero", "missing_queries": "exclude"}),
+]
+
+
+@pytest.mark.parametrize("case", SENSITIVITY_CASES, ids=[c[0] for c in SENSITIVITY_CASES])
+def test_the_sensitivity_table_equals_the_local_engine(spark, case):
+    """On the random data (ties, empty ideals, missing queries, unjudged documents), with and without a
+    comparison, with the cutoff 'all' (no pre-filter) and with finite cutoffs (the pre-filter keeps what every
+    alternative needs), in 1 and 3 buckets."""
+    i = SENSITIVITY_CASES.index(case)
+    _, buckets, prefilter, comparison, n_systems, rules = case
+    qrels, run = make_data(seed=500 + i, int_ids=i % 2 == 1)
+    systems = sensitivity_systems(run, seed=i, n=n_systems)
+    spec = sensitivity_spec(comparison=comparison, **rules)
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
+    frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
+                                  systems=frames, buckets=buckets, prefilter=prefilter)
+    assert_same(local, remote)
+    assert_same_sensitivity(local, remote)
+    table = remote.sensitivity
+    assert set(table["kind"]) == ({"system", "comparison"} if comparison else {"system"})
+    assert set(table["rule"]) >= {"declared", "ties", "ideal", "empty_ideal", "unjudged", "missing_queries"}
+    assert (table["change"].abs() > 1e-6).sum() > 10  # the alternatives move the numbers on this data
+    assert remote.engine_info["prefilter"]["applied"] is bool(prefilter)
+    if prefilter:
+        seen = remote.engine_info["systems"]["a"]
+        assert seen["rows_shuffled"] < seen["rows"], seen
+
+
+def test_the_prefilter_keeps_the_rows_every_alternative_needs(spark, monkeypatch):
+    """Long lists, a small cutoff, several chunks: the declared rules (linear gain, unjudged zero, the judged
+    catalog) keep fewer rows than unjudged: condense, the exponential gain or the candidates' ideal need; the
+    table is still the local engine's."""
+    from ndcg_mlflow.engines import spark as engine
+
+    qrels, run = long_lists(seed=41, n_queries=30)
+    run["rank"] = run.groupby("query_id").cumcount() + 1  # every alternative computed (displayed_order too)
+    second = run.copy()
+    second["score"] = np.random.default_rng(2).permutation(second["score"].to_numpy())
+    systems = {"a": run, "b": second}
+    spec = sensitivity_spec(comparison=True, ties="id_ascending", cutoffs=(3,), gain="linear")
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
+    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
+                                      systems={k: spark.createDataFrame(v) for k, v in systems.items()},
+                                      buckets=3, prefilter=True)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert_same(local, remote)
+    assert_same_sensitivity(local, remote)
+    seen = remote.engine_info["systems"]["a"]
+    assert seen["rows_shuffled"] < 0.75 * seen["rows"], seen
+    condensed = remote.sensitivity[remote.sensitivity["alternative"] == "condense"]
+    assert (condensed["change"].abs() > 1e-6).any()
+
+
+def test_an_alternative_whose_gains_overflow_is_undefined_as_locally(spark):
+    """Declared linear gain with a grade of 1100: the exponential alternative's gain 2^1100 - 1 overflows in the
+    bucket holding that query; every system's numbers under it are NaN (undefined), as locally."""
+    qrels, run = make_data(seed=61)
+    q = run["query_id"].iloc[0]
+    qrels = pd.concat([qrels, pd.DataFrame({"query_id": [q], "doc_id": ["huge"], "grade": [1100]})],
+                      ignore_index=True)
+    systems = sensitivity_systems(run, seed=1, n=2)
+    spec = sensitivity_spec(comparison=True, ties="average", cutoffs=(3, 10), gain="linear")
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
+                                  systems={k: spark.createDataFrame(v) for k, v in systems.items()}, buckets=3)
+    assert_same_sensitivity(local, remote)
+    t = remote.sensitivity
+    over = t[t["rule"] == "gain"]
+    assert len(over) and over["value"].isna().all() and (over["n_used"] == 0).all()
+    assert t.loc[t["rule"] != "gain", "value"].notna().any()
+
+
+def test_without_a_rank_column_the_displayed_order_alternative_is_left_out_and_said(spark):
+    """A run without a rank column: ``ties: displayed_order`` means its line order, which Spark does not keep.
+    Its rows are left out of the table, with a note; every other row is the local engine's."""
+    qrels, run = make_data(seed=71)
+    systems = {k: v.drop(columns="rank") for k, v in sensitivity_systems(run, seed=2, n=2).items()}
+    spec = sensitivity_spec(comparison=True, ties="average", cutoffs=(5, "all"))
+    local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
+                                  systems={k: spark.createDataFrame(v) for k, v in systems.items()}, buckets=3)
+    lt = local.sensitivity
+    displayed = (lt["rule"] == "ties") & (lt["alternative"] == "displayed_order")
+    assert displayed.any()
+    pd.testing.assert_frame_equal(lt[~displayed].reset_index(drop=True), remote.sensitivity, check_exact=True)
+    notes = [n for n in remote.notes if n.startswith("sensitivity:")]
+    assert len(notes) == 1 and "ties = displayed_order" in notes[0] and "a, b have no rank column" in notes[0]
+    assert not any(n.startswith("sensitivity:") for n in local.notes)
+    # tables of another library keep their rows' order (their row numbers stand in for the rank): the whole table
+    ordered = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=systems, buckets=3)
+    pd.testing.assert_frame_equal(lt, ordered.sensitivity, check_exact=True)
+    assert not any(n.startswith("sensitivity:") for n in ordered.notes)

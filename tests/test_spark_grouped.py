@@ -42,7 +42,8 @@ def spark():
 
 def demo_spec(tmp_path: Path, **changes) -> Path:
     """The demo spec with what the grouped path computes (percentile intervals, the randomization test, no wins
-    and losses), without what the Spark engine refuses (companions, sensitivity), its paths made absolute."""
+    and losses), without what the Spark engine refuses (companions; sensitivity beyond the driver limit), its paths
+    made absolute."""
     spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text(encoding="utf-8"))
     spec.pop("companions", None)
     spec["report"]["sensitivity"] = False
@@ -177,6 +178,7 @@ def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
     ("comparison.test", "t_test", "only 'randomization'"),
     ("comparison.test", "both", "only 'randomization'"),
     ("comparison.wins_losses", 3, "set it to 0"),
+    ("report.sensitivity", True, "sensitivity table is not computed"),
 ])
 def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark, tmp_path, key, value, says,
                                                                            capsys):

@@ -17,7 +17,11 @@ How it works:
   (:func:`ndcg_mlflow.join.judgments`, :func:`~ndcg_mlflow.join.join`, :func:`~ndcg_mlflow.join.compute`)
   on the bucket's rows; both are query-local, so a bucket's queries get the numbers the whole would give.
   The call returns one row per evaluated query of the bucket (every number, per cutoff, and the first
-  documents of its list) with explicit Arrow types.
+  documents of its list) with explicit Arrow types. With ``report.sensitivity`` the same call computes each
+  query's nDCG under every alternative of every rule (:func:`ndcg_mlflow.sensitivity.alternatives`) on the
+  bucket's joined rows, returned in the query rows (``alt_ndcg``); the driver builds the sensitivity table from
+  them in the evaluated-query order (:func:`ndcg_mlflow.sensitivity.sensitivity_table`), as the local engine
+  does from its kept rows.
 * The per-query rows (one per evaluated query, not per run row) come back to the driver as Arrow and are
   assembled into the same :class:`~ndcg_mlflow.evaluation.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine.
@@ -34,16 +38,27 @@ query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evalua
 per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches to it when given a
 ``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
-Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
-``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
-(Spark keeps no file order).
+A run without a rank column under ``ties: displayed_order`` (or sensitivity, whose alternatives include it) is
+ordered as the local engine reads it: a file Spark reads gets a key of its rows' order (:func:`_in_file_order`:
+its block's place among the blocks, its place in its task's rows), an in-memory table its row numbers.
+
+Sensitivity: an alternative whose numbers overflow a float in some bucket is NaN for every query and system
+(as locally). With sensitivity a TREC run's rank is read (the local engine then reads it too); for a run that has
+no order (a Spark DataFrame or a Delta table without a rank column, a model's scored rows) the
+``ties: displayed_order`` alternative is not computed: its rows are left out of the table and a note names the
+runs (:func:`computable`). The top-K pre-filter keeps the rows any alternative needs (:func:`prefilter_rows`).
+
+Not on this engine (refused with an error): companions (duplicates, catalog coverage), ``keep_data`` (they need
+every joined row on the driver), ``ties: displayed_order`` for a Spark DataFrame or a Delta table without a rank
+column and for model systems (no rows' order to follow), and sensitivity beyond :data:`MAX_DRIVER_QUERIES` (the
+grouped path: :func:`check_grouped`).
 """
 
 from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +84,7 @@ from ..evaluation import (
 from ..join import compute, index_in, join, judgments, map_gains
 from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
+from ..sensitivity import alternatives as sensitivity_alternatives
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
 from ..version import __version__
@@ -103,10 +119,14 @@ RESULT_SCHEMA = (
     "kind string, query_id string, n_returned long, dcg array<double>, idcg array<double>, "
     "idcg_candidates array<double>, ndcg array<double>, judged_coverage array<double>, status array<tinyint>, "
     "top_doc array<string>, top_pos array<long>, top_grade array<double>, "
-    "code string, doc_id string, value double, count long, examples array<string>"
+    "code string, doc_id string, value double, count long, examples array<string>, "
+    "alt_ndcg array<double>, alt_overflow array<int>"
 )
 """One row per evaluated query of a bucket (kind ``query``), one per bucket (``meta``: the run's queries and
-those outside the evaluated set) and one per problem found (``error``)."""
+those outside the evaluated set) and one per problem found (``error``). With sensitivity (``report.sensitivity``)
+a query row's ``alt_ndcg`` holds its nDCG under each alternative computed (alternative by alternative, each at
+every cutoff) and the meta row's ``alt_overflow`` the alternatives whose numbers overflow a float in the bucket
+(:class:`~ndcg_mlflow.kernel.NonFiniteError`); both are null otherwise."""
 
 # the errors a bucket reports, in the order the local engine checks them
 _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empty:query_id", "empty:doc_id",
@@ -158,17 +178,48 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
+    alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the engine's own
+    alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
-                                                              buckets, progress)
+        out_df, run_df, label, info, n_buckets, computed = _system_rows(spark, spec, name, source, shared,
+                                                                        judged_df, depth, buckets, progress, alts)
         files.append(info)
         rows = out_df.toArrow()
         duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
-        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes, duplicates)
+        systems_out[name], alt_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes,
+                                                     duplicates, [(r, a) for r, a, _ in computed])
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
+    by_alternative = _alternative_ndcg(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
-    return statistics(result, progress)
+    return statistics(result, progress, by_alternative)
+
+
+def _alternative_ndcg(alts: Sequence[tuple[str, str, Metric]], systems: dict[str, SystemResult],
+                      computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
+                      notes: list[str]) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """Every system's per-query nDCG under each alternative (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`),
+    from the buckets' rows (``computed``: per system, the arrays and the alternatives that overflowed in some
+    bucket). The declared numbers are the systems' own. An alternative that overflowed for some system is NaN
+    for every system (as locally: undefined); one some system's rows could not give (:func:`computable`) is
+    left out of the table, and a note says so."""
+    out: dict[tuple[str, str], dict[str, np.ndarray]] = {
+        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}}
+    overflowed = set().union(*(over for _, over in computed.values()))
+    for rule, alt, _ in alts:
+        key = (rule, alt)
+        lacking = [name for name in systems if key not in computed[name][0]]
+        if lacking:
+            notes.append(f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
+                         f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
+                         f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
+                         f"see this alternative")
+            continue
+        if key in overflowed:
+            out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
+        else:
+            out[key] = {name: computed[name][0][key] for name in systems}
+    return out
 
 
 @dataclass
@@ -203,19 +254,30 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
 
 
 def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
-                 depth: int | None, buckets: int | None, progress) -> tuple[Any, Any, str, FileInfo, int]:
+                 depth: int | None, buckets: int | None, progress,
+                 alternatives: Sequence[tuple[str, str, Metric]] = ()) -> tuple[Any, Any, str, FileInfo, int, list]:
     """One system's bucket rows (:data:`RESULT_SCHEMA`) as a DataFrame, not yet computed; its run DataFrame,
-    label, file information and bucket count."""
+    label, file information, bucket count and which of ``alternatives`` (sensitivity's, without the declared
+    metric) the rows hold (:func:`computable`)."""
     if progress:
         progress(f"reading system '{name}' on Spark")
     run_df, label, info, has_rank = _run_frame(spark, spec, name, source, shared)
     n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
     if progress:
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
-    shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank) if depth is not None else \
+    alts = computable(alternatives, has_rank)
+    metrics = [m for _, _, m in alts]
+    shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank, metrics) if depth is not None else \
         run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
-    return _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank), run_df, label, info, \
-        n_buckets
+    out = _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank, metrics)
+    return out, run_df, label, info, n_buckets, alts
+
+
+def computable(alternatives: Sequence[tuple[str, str, Metric]], has_rank: bool) -> list[tuple[str, str, Metric]]:
+    """The alternatives (rule, label, metric) the Spark engine computes for a run: all of them, except, for a run
+    without a rank column, those ordering ties as displayed (``ties: displayed_order`` then means the rows' line
+    order, which Spark does not keep; the local engine would use it)."""
+    return [a for a in alternatives if has_rank or a[2].ties != "displayed_order"]
 
 
 def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
@@ -277,9 +339,6 @@ def _refuse_unsupported(spec: Spec) -> None:
     if spec.companions is not None:
         raise SpecError("companions", "companions (duplicates, catalog coverage) are not computed by the Spark "
                                       "engine yet; evaluate this spec with the local engine.")
-    if spec.sensitivity:
-        raise SpecError("report.sensitivity", "sensitivity is not computed by the Spark engine yet; evaluate this "
-                                              "spec with the local engine.")
 
 
 def active_session(spark: Any = None) -> Any:
@@ -373,7 +432,8 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     if _is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
-        df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order")
+        # the rank is read when some numbers order ties by it (as locally: sensitivity keeps every column)
+        df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order" or spec.sensitivity)
         label = str(source.path)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
         version = source.version
@@ -385,7 +445,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
                 "doc_id": _plain(t.doc.array), "score": pa.array(t.value, type=pa.float64())}
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
-        elif spec.metric.ties == "displayed_order":  # the rows' order, which the shuffle does not keep, as a rank
+        elif spec.metric.ties == "displayed_order" or spec.sensitivity:  # the rows' order (the shuffle's is not)
             cols["rank"] = pa.array(np.arange(len(t), dtype=np.float64))
         df = spark.createDataFrame(pa.table(cols))
         return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols
@@ -412,16 +472,19 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
             if t not in ("tinyint", "smallint", "int", "bigint", "float", "double") and not t.startswith("decimal"):
                 raise DataError(label, f"column {c} must be numeric (an integer or floating-point type), found {t}.")
             selected.append(F.col(src).cast("double").alias(c))
-    if spec.metric.ties == "displayed_order" and rank_col is None:
-        # the rows' order in the files is the displayed order: a key of that order stands in for the rank
-        if version is not None or declared == IN_MEMORY:
+    # the rows' order in the files is the displayed order: a key of that order stands in for a missing rank, under
+    # ties: displayed_order and for sensitivity's displayed_order alternative (a model's scored rows have no order:
+    # Spark's tasks wrote them)
+    ordered = version is None and declared != IN_MEMORY and getattr(source, "model", None) is None
+    if rank_col is None and ordered and (spec.metric.ties == "displayed_order" or spec.sensitivity):
+        df = _in_file_order(spark, df, selected, _source_files(source), label)
+        rank_col = "rank"
+    else:
+        if spec.metric.ties == "displayed_order" and rank_col is None:
             raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
                                            f"rows' order, which Spark keeps only for the files it reads itself "
                                            f"(not for a DataFrame or a Delta table); give a rank column or "
                                            f"another tie rule.")
-        df = _in_file_order(spark, df, selected, _source_files(source), label)
-        rank_col = "rank"
-    else:
         df = df.select(*selected)
         if value_col is None:
             df = df.withColumn("score", -F.col("rank"))
@@ -601,9 +664,11 @@ def _zero() -> Any:
     return F.lit(0).cast("long")
 
 
-def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool) -> Any:
-    """The run rows that can decide some query's top ``depth`` (:func:`prefilter_rows`), filtered where they
-    are read: each row gets its grade by a broadcast join of the evaluated judgments (no shuffle of the run)."""
+def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool,
+                 alternatives: Sequence[Metric] = ()) -> Any:
+    """The run rows that can decide some query's top ``depth`` under ``metric`` or any of ``alternatives``
+    (:func:`prefilter_rows`), filtered where they are read: each row gets its grade by a broadcast join of the
+    evaluated judgments (no shuffle of the run)."""
     from pyspark.sql import functions as F
 
     graded = run_df.join(F.broadcast(judged_df), on=["query_id", "doc_id"], how="left")
@@ -617,7 +682,8 @@ def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_ra
 
         def done(buffered):
             chunk = int.from_bytes(os.urandom(8), "little") >> 1
-            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk).to_batches()
+            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk,
+                                  alternatives).to_batches()
 
         buffered: list[Any] = []
         n = 0
@@ -659,7 +725,8 @@ def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, 
     return keep
 
 
-def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0) -> Any:
+def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0,
+                   alternatives: Sequence[Metric] = ()) -> Any:
     """A chunk of run rows (query_id, doc_id, score, rank, grade: null when unjudged) -> the rows that can decide
     their query's numbers at every cutoff up to ``depth`` (:data:`RUN_SCHEMA`), whatever the other chunks hold.
 
@@ -680,6 +747,11 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     find every such row, as without the filter. Every row carries ``chunk``: a query whose rows all come from
     one chunk had all its rows checked for duplicates here; the others are checked in Spark
     (:func:`_duplicates`).
+
+    ``alternatives``: other metrics whose numbers are computed from the same rows (sensitivity's alternatives);
+    a row is kept when any of them, or ``metric``, needs it by the rules above (the tie rules, the ideals and
+    the rules of excluded queries need no other rows; the gain and the unjudged rule pick them). Keeping more
+    rows than one metric needs changes none of its numbers, as the rows kept by other chunks do not.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -697,19 +769,28 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     score = np.asarray(pc.cast(rows.column("score"), pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
     grade = rows.column("grade")
     judged = np.asarray(grade.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    gain = np.zeros(n, dtype=np.float64)
-    if judged.any():
-        grades = np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-        gain[judged] = map_gains(metric.gain, grades[judged])
-    condense = metric.unjudged == "condense"
-    if condense:
-        gain[~judged] = 0.0
-    zero = gain == 0
+    grades = np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64) \
+        if judged.any() else np.zeros(n, dtype=np.float64)
     keep = _within(query, score, np.ones(n, dtype=bool), depth)
-    keep |= _within(query, gain, ~zero & judged, depth)
-    keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
-    if condense:
-        keep |= _within(query, score, judged, depth)
+    seen: list[tuple[Any, str]] = []
+    for i, m in enumerate([metric, *alternatives]):
+        if (m.gain, m.unjudged) in seen:  # the rows kept depend on these two rules only
+            continue
+        seen.append((m.gain, m.unjudged))
+        gain = np.zeros(n, dtype=np.float64)
+        if judged.any():
+            try:
+                gain[judged] = map_gains(m.gain, grades[judged])
+            except NonFiniteError:
+                if i == 0:
+                    raise
+                continue  # an alternative whose gains overflow: undefined everywhere, whatever the rows
+        condense = m.unjudged == "condense"
+        zero = gain == 0
+        keep |= _within(query, gain, ~zero & judged, depth)
+        keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
+        if condense:
+            keep |= _within(query, score, judged, depth)
     if metric.unjudged == "error":
         keep |= ~judged
     dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))
@@ -776,8 +857,9 @@ def _rows_seen(rows: Any) -> int:
 
 
 def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
-                    has_rank: bool) -> Any:
-    """Every evaluated query's numbers (one row per query), error and meta rows: a DataFrame."""
+                    has_rank: bool, alternatives: Sequence[Metric] = ()) -> Any:
+    """Every evaluated query's numbers (one row per query; with ``alternatives``, its nDCG under each of them
+    too), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
 
     def bucketed(df):
@@ -786,7 +868,7 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     depth = display_depth(metric)
 
     def per_bucket(run, judged):
-        return bucket_rows(run, judged, name, label, metric, depth, has_rank)
+        return bucket_rows(run, judged, name, label, metric, depth, has_rank, alternatives)
 
     return bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
         per_bucket, RESULT_SCHEMA)
@@ -801,7 +883,7 @@ def _result_type() -> Any:
                       ("status", pa.list_(pa.int8())), ("top_doc", pa.list_(pa.string())),
                       ("top_pos", pa.list_(pa.int64())), ("top_grade", d), ("code", pa.string()),
                       ("doc_id", pa.string()), ("value", pa.float64()), ("count", pa.int64()),
-                      ("examples", pa.list_(pa.string()))])
+                      ("examples", pa.list_(pa.string())), ("alt_ndcg", d), ("alt_overflow", pa.list_(pa.int32()))])
 
 
 def _rows(records: list[dict[str, Any]]) -> Any:
@@ -815,11 +897,16 @@ def _error(code: str, query: str | None, doc: str | None, count: int, value: flo
     return {"kind": "error", "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
 
 
-def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool) -> Any:
+def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool,
+                alternatives: Sequence[Metric] = ()) -> Any:
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
-    each gets one row, computed by the local join and kernel."""
+    each gets one row, computed by the local join and kernel. Each of ``alternatives`` (sensitivity's other
+    metrics) is computed by the same kernel on the same joined rows: its nDCG per query and cutoff goes in
+    ``alt_ndcg``; one whose numbers overflow a float is NaN there and listed in the meta row's
+    ``alt_overflow`` (the driver then makes it undefined for every query and system, as the local engine
+    does)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -858,6 +945,17 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         if some.size:
             at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
             np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
+    alt_ndcg = None
+    if alternatives:
+        shape = qr.ndcg.shape
+        alt_values = []
+        for i, alt in enumerate(alternatives):
+            try:
+                alt_values.append(compute(alt, prep, judged_index.catalog).ndcg)
+            except NonFiniteError:  # this alternative's gains overflow a float (e.g. 2^g - 1 of a grade >= 1024)
+                alt_values.append(np.full(shape, np.nan))
+                meta.setdefault("alt_overflow", []).append(i)
+        alt_ndcg = np.concatenate(alt_values, axis=1)  # (queries, alternatives x cutoffs)
     rows_top, pos_top = qr.top(depth)
     tq = prep.query[rows_top]
     order = np.lexsort((pos_top, tq))
@@ -865,12 +963,14 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds), split_rows])
+    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg),
+                             split_rows])
 
 
 def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
-                bounds: np.ndarray) -> Any:
-    """The ``query`` rows of a bucket, built column by column (no Python object per query)."""
+                bounds: np.ndarray, alt_ndcg: np.ndarray | None = None) -> Any:
+    """The ``query`` rows of a bucket, built column by column (no Python object per query); ``alt_ndcg``: each
+    query's nDCG under the alternatives, (queries, alternatives x cutoffs)."""
     import pyarrow as pa
 
     n, nc = qr.ndcg.shape
@@ -891,6 +991,11 @@ def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarr
         "top_pos": pa.ListArray.from_arrays(top_at, pa.array(pos.astype(np.int64))),
         "top_grade": pa.ListArray.from_arrays(top_at, pa.array(grades.astype(np.float64))),
     }
+    if alt_ndcg is not None:
+        width = alt_ndcg.shape[1]
+        columns["alt_ndcg"] = pa.ListArray.from_arrays(pa.array(np.arange(0, n * width + 1, width, dtype=np.int32)),
+                                                       pa.array(np.ascontiguousarray(alt_ndcg).ravel(),
+                                                                type=pa.float64()))
     schema = _result_type()
     return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
@@ -1047,9 +1152,13 @@ def check_buckets(name: str, label: str, metric: Metric, table: Any,
 
 
 def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.ndarray, weights: np.ndarray,
-              notes: list[str], duplicates: tuple[list[dict[str, Any]], bool] | None = None) -> SystemResult:
+              notes: list[str], duplicates: tuple[list[dict[str, Any]], bool] | None = None,
+              alternatives: Sequence[tuple[str, str]] = ()
+              ) -> tuple[SystemResult, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]]:
     """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks;
-    ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows."""
+    ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows. With
+    ``alternatives`` (the (rule, label) of each alternative the buckets computed, in their order), also each
+    one's per-query nDCG in the evaluated-query order, and those that overflowed a float in some bucket."""
     import pyarrow.compute as pc
 
     meta = check_buckets(name, label, metric, table, duplicates)
@@ -1091,7 +1200,15 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
     order = np.lexsort((pos_all, q_all))
     docs = pc.list_flatten(rows.column("top_doc")).take(order).to_pylist()
     top = TopLists(display_depth(metric), q_all[order], pos_all[order], docs, flat("top_grade", np.float64)[order])
-    return SystemResult(name, qr, system_means(metric, qr, weights), top)
+    by_alt: dict[tuple[str, str], np.ndarray] = {}
+    overflowed: set[tuple[str, str]] = set()
+    if alternatives:
+        na = len(alternatives)
+        values = np.empty((nq, na, nc), dtype=np.float64)
+        values[at] = flat("alt_ndcg", np.float64).reshape(len(got), na, nc)
+        by_alt = {key: values[:, i, :] for i, key in enumerate(alternatives)}  # views: no copy
+        overflowed = {alternatives[i] for m in meta for i in (m["alt_overflow"] or [])}
+    return SystemResult(name, qr, system_means(metric, qr, weights), top), (by_alt, overflowed)
 
 
 # --------------------------------------------------------------------------- beyond the driver: per-group sums
@@ -1131,6 +1248,9 @@ def check_grouped(spec: Spec) -> None:
     if c is not None and c.wins_losses > 0:
         raise SpecError("comparison.wins_losses", f"is {c.wins_losses}, but {beyond} the largest wins and losses "
                                                   f"are not listed: set it to 0.")
+    if spec.sensitivity:
+        raise SpecError("report.sensitivity", f"is true, but {beyond} the sensitivity table is not computed: set it "
+                                              f"to false, or evaluate within the driver limit.")
 
 
 def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_path: str | Path, spark: Any = None,
@@ -1204,8 +1324,8 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
     sources = dict(systems) if systems is not None else dict(spec.systems)
     nq = len(query_ids)
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
-                                                              buckets, progress)
+        out_df, run_df, label, info, n_buckets, _ = _system_rows(spark, spec, name, source, shared, judged_df,
+                                                                 depth, buckets, progress)
         files.append(info)
         out_df = out_df.persist()
         try:
