@@ -56,6 +56,7 @@ from ..evaluation import (
     FileInfo,
     SystemResult,
     TopLists,
+    _read_companions,
     apply_error_rules,
     display_depth,
     evaluated_query_set,
@@ -72,6 +73,7 @@ from ..readers import Ids, Strings, Table, read_qrels, sha256_file
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
 from ..version import __version__
+from . import spark_companions as comps
 from .grouped import GROUPS
 
 ROWS_PER_BUCKET = 1_000_000
@@ -103,10 +105,11 @@ RESULT_SCHEMA = (
     "kind string, query_id string, n_returned long, dcg array<double>, idcg array<double>, "
     "idcg_candidates array<double>, ndcg array<double>, judged_coverage array<double>, status array<tinyint>, "
     "top_doc array<string>, top_pos array<long>, top_grade array<double>, "
-    "code string, doc_id string, value double, count long, examples array<string>"
+    "code string, doc_id string, value double, count long, examples array<string>, duplicate_rate array<double>"
 )
 """One row per evaluated query of a bucket (kind ``query``), one per bucket (``meta``: the run's queries and
-those outside the evaluated set) and one per problem found (``error``)."""
+those outside the evaluated set) and one per problem found (``error``); with companions, the ``query`` rows'
+``duplicate_rate`` and one ``shown`` row per document shown in the bucket (:mod:`.spark_companions`)."""
 
 # the errors a bucket reports, in the order the local engine checks them
 _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empty:query_id", "empty:doc_id",
@@ -160,11 +163,14 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     sources = dict(systems) if systems is not None else dict(spec.systems)
     for name, source in sources.items():
         out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
-                                                              buckets, progress)
+                                                              buckets, progress, judged.companions)
         files.append(info)
-        rows = out_df.toArrow()
-        duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
-        systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes, duplicates)
+        with comps.kept(out_df, judged.companions) as (out_df, rows_df):
+            rows = rows_df.toArrow()
+            duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
+            systems_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes, duplicates)
+            if judged.companions is not None:
+                comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
@@ -184,6 +190,7 @@ class _Judged:
     judged_df: Any
     depth: int | None
     reason: str
+    companions: comps.CompanionFrames | None = None  # the companion files, as Spark DataFrames
 
     def prefilter_info(self) -> dict[str, Any]:
         return {"applied": self.depth is not None, "depth": self.depth, "reason": self.reason}
@@ -198,12 +205,14 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
     judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, spec.metric)
+    companions = comps.frames(spark, spec, _read_companions(spec, files))  # read as locally, after the judgments
     depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
-    return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason)
+    return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
 
 
 def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
-                 depth: int | None, buckets: int | None, progress) -> tuple[Any, Any, str, FileInfo, int]:
+                 depth: int | None, buckets: int | None, progress,
+                 companions: comps.CompanionFrames | None = None) -> tuple[Any, Any, str, FileInfo, int]:
     """One system's bucket rows (:data:`RESULT_SCHEMA`) as a DataFrame, not yet computed; its run DataFrame,
     label, file information and bucket count."""
     if progress:
@@ -214,8 +223,10 @@ def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[st
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
     shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank) if depth is not None else \
         run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
-    return _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank), run_df, label, info, \
-        n_buckets
+    shuffled = comps.with_groups(shuffled, companions)
+    plan = companions.plan if companions is not None else None
+    return _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank, plan), run_df, label, \
+        info, n_buckets
 
 
 def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
@@ -274,9 +285,6 @@ def _session(spark: Any) -> Any:
 
 
 def _refuse_unsupported(spec: Spec) -> None:
-    if spec.companions is not None:
-        raise SpecError("companions", "companions (duplicates, catalog coverage) are not computed by the Spark "
-                                      "engine yet; evaluate this spec with the local engine.")
     if spec.sensitivity:
         raise SpecError("report.sensitivity", "sensitivity is not computed by the Spark engine yet; evaluate this "
                                               "spec with the local engine.")
@@ -714,7 +722,7 @@ def _rows_seen(rows: Any) -> int:
 
 
 def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
-                    has_rank: bool) -> Any:
+                    has_rank: bool, companions: comps.CompanionPlan | None = None) -> Any:
     """Every evaluated query's numbers (one row per query), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
 
@@ -724,7 +732,7 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     depth = display_depth(metric)
 
     def per_bucket(run, judged):
-        return bucket_rows(run, judged, name, label, metric, depth, has_rank)
+        return bucket_rows(run, judged, name, label, metric, depth, has_rank, companions)
 
     return bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
         per_bucket, RESULT_SCHEMA)
@@ -739,7 +747,7 @@ def _result_type() -> Any:
                       ("status", pa.list_(pa.int8())), ("top_doc", pa.list_(pa.string())),
                       ("top_pos", pa.list_(pa.int64())), ("top_grade", d), ("code", pa.string()),
                       ("doc_id", pa.string()), ("value", pa.float64()), ("count", pa.int64()),
-                      ("examples", pa.list_(pa.string()))])
+                      ("examples", pa.list_(pa.string())), ("duplicate_rate", d)])
 
 
 def _rows(records: list[dict[str, Any]]) -> Any:
@@ -753,11 +761,13 @@ def _error(code: str, query: str | None, doc: str | None, count: int, value: flo
     return {"kind": "error", "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
 
 
-def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool) -> Any:
+def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool,
+                companions: comps.CompanionPlan | None = None) -> Any:
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
-    each gets one row, computed by the local join and kernel."""
+    each gets one row, computed by the local join and kernel (and the companion measures of ``companions``,
+    :func:`.spark_companions.bucket_measures`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -796,6 +806,11 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
         if some.size:
             at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
             np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
+    rate, shown = None, _rows([])
+    if companions is not None:
+        rate, shown_docs, shown_pos = comps.bucket_measures(companions, run, prep, qr, bucket_ids.size)
+        if shown_docs is not None and shown_pos is not None:
+            shown = _shown_rows(shown_docs, shown_pos)
     rows_top, pos_top = qr.top(depth)
     tq = prep.query[rows_top]
     order = np.lexsort((pos_top, tq))
@@ -803,11 +818,23 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds), split_rows])
+    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, rate), split_rows,
+                             shown])
+
+
+def _shown_rows(docs: Any, best: np.ndarray) -> Any:
+    """The ``shown`` rows of a bucket: each document shown (``doc_id``) and its best position (``count``)."""
+    import pyarrow as pa
+
+    n = len(docs)
+    columns = {"kind": pa.array(np.full(n, "shown", dtype=object), type=pa.string()), "doc_id": _plain(docs),
+               "count": pa.array(best, type=pa.int64())}
+    schema = _result_type()
+    return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
 
 def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
-                bounds: np.ndarray) -> Any:
+                bounds: np.ndarray, duplicate_rate: np.ndarray | None = None) -> Any:
     """The ``query`` rows of a bucket, built column by column (no Python object per query)."""
     import pyarrow as pa
 
@@ -829,6 +856,8 @@ def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarr
         "top_pos": pa.ListArray.from_arrays(top_at, pa.array(pos.astype(np.int64))),
         "top_grade": pa.ListArray.from_arrays(top_at, pa.array(grades.astype(np.float64))),
     }
+    if duplicate_rate is not None:
+        columns["duplicate_rate"] = cut(duplicate_rate, pa.float64())
     schema = _result_type()
     return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
