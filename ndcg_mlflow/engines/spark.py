@@ -1168,16 +1168,21 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     nq = len(query_ids)
+    comp = judged.companions
+    duplicate_rates = comp is not None and comp.plan.duplicates
+    coverages: dict[str, list[float]] = {}
     for name, source in sources.items():
         out_df, run_df, label, info, n_buckets = _system_rows(spark, spec, name, source, shared, judged_df, depth,
-                                                              buckets, progress)
+                                                              buckets, progress, comp)
         files.append(info)
         out_df = out_df.persist()
+        counts = None
         try:
-            small = out_df.where(F.col("kind") != "query").toArrow()
+            small = out_df.where(~F.col("kind").isin("query", "shown")).toArrow()
             duplicates = _duplicates(spark, run_df, small) if depth is not None and not _early_error(small) else None
             meta = check_buckets(name, label, metric, small, duplicates)
-            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status")
+            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status",
+                                  *(["duplicate_rate"] if duplicate_rates else []))
             rows = out_df.where(F.col("kind") == "query").join(weights_df, "query_id").select(
                 F.lit(name).alias("system"), "query_id", "n_returned", "weight", "rw",
                 F.posexplode(zipped).alias("_j", "_v"))
@@ -1188,15 +1193,21 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                 F.col("_v.dcg").alias("dcg"), F.col("_v.idcg").alias("idcg"),
                 F.col("_v.idcg_candidates").alias("idcg_candidates"),
                 F.when(F.isnan("_v.judged_coverage"), None).otherwise(F.col("_v.judged_coverage"))
-                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"), "rw")
+                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"),
+                *([F.when(F.isnan("_v.duplicate_rate"), None).otherwise(F.col("_v.duplicate_rate"))
+                   .alias("duplicate_rate")] if duplicate_rates else []), "rw")
             # Hive-style folders: readers of the whole folder get the system column from the folder names
             table.drop("rw", "system").write.mode("append").parquet(str(out_path / f"system={_part(name)}"))
+            if comp is not None and comp.plan.coverage:
+                counts = comps.shown_counts(comp, out_df)
         finally:
             out_df.unpersist()
         run_queries = int(sum(m["value"] or 0 for m in meta))
         unknown = int(sum(m["count"] or 0 for m in meta))
         per = spark.read.parquet(str(out_path / f"system={_part(name)}"))
         _grouped_rules(name, label, metric, per, nq, run_queries, meta)
+        if counts is not None and comp is not None:  # refused as locally, after the system's other checks
+            coverages[name] = comps.coverage(comp, counts, name, spec)
         if unknown:
             notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(small), "buckets": n_buckets}
@@ -1228,6 +1239,9 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                 "judged_coverage": float("nan") if c["judged_coverage"] is None else float(c["judged_coverage"])}
         series.append(p.select(F.concat(F.lit(f"system\0{name}\0"), F.col("cutoff")).alias("key"), "query_id",
                                F.col("rw").alias("weight"), F.col("ndcg").alias("x")))
+        if duplicate_rates:  # the weighted mean of the per-query duplicate rates, from the same per-group sums
+            series.append(p.select(F.concat(F.lit(f"duplicates\0{name}\0"), F.col("cutoff")).alias("key"),
+                                   "query_id", F.col("rw").alias("weight"), F.col("duplicate_rate").alias("x")))
     comparison = spec.comparison
     if comparison is not None:
         base = per_query(comparison.baseline).select("query_id", "cutoff", F.col("ndcg").alias("b"), "rw")
@@ -1247,6 +1261,11 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
         for key, entry in summary_systems[name].items():
             s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
             entry["mean"] = s.mean if s is not None else float("nan")
+            if duplicate_rates:
+                d = sums.get(f"duplicates\0{name}\0{cutoff_label(cutoff_of_key(key))}")
+                entry["duplicate_rate"] = d.mean if d is not None else float("nan")
+            if name in coverages:
+                entry["catalog_coverage"] = float(coverages[name][list(metric.keys).index(key)])
     comparisons: list[dict[str, Any]] = []
     u = spec.uncertainty
     if u is not None:

@@ -118,12 +118,11 @@ def bucket_measures(plan: CompanionPlan, run: Any, prep: Any, qr: Any,
     return rate, enc.dictionary, best
 
 
-def coverage(comp: CompanionFrames, out_df: Any, name: str, source: str | None) -> list[float]:
-    """A system's catalog coverage at each cutoff, from the buckets' ``shown`` rows of ``out_df`` (a DataFrame,
-    persisted by the caller: this is one more Spark job over it)."""
+def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
+    """Per cutoff, the documents a system shows in its top K across the evaluated queries (of the catalog file,
+    when one is declared), from the buckets' ``shown`` rows of ``out_df`` (a DataFrame, persisted by the caller:
+    this is one more Spark job over it)."""
     from pyspark.sql import functions as F
-
-    from ..companions import coverage_of_counts
 
     plan = comp.plan
     shown = out_df.where(F.col("kind") == "shown").groupBy("doc_id").agg(F.min("count").alias("_pos"))
@@ -131,10 +130,18 @@ def coverage(comp: CompanionFrames, out_df: Any, name: str, source: str | None) 
         shown = shown.join(comp.catalog, on="doc_id", how="inner")
     counts = shown.agg(*[(F.count(F.lit(1)) if k is None else F.count(F.when(F.col("_pos") < depth_of(k), 1)))
                          .alias(f"c{j}") for j, k in enumerate(plan.cutoffs)]).collect()[0]
+    return [int(counts[f"c{j}"]) for j in range(len(plan.cutoffs))]
+
+
+def coverage(comp: CompanionFrames, counts: list[int], name: str, spec: Any) -> list[float]:
+    """A system's catalog coverage at each cutoff from :func:`shown_counts`, divided as locally (a declared size
+    below the documents shown is the local engine's :class:`~ndcg_mlflow.errors.SpecError`)."""
+    from ..companions import coverage_of_counts
+
     catalog = comp.companions.get("catalog")
-    return coverage_of_counts([int(counts[f"c{j}"]) for j in range(len(plan.cutoffs))], plan.cutoffs,
-                              size=comp.companions.get("catalog_size"),
-                              catalog_size=None if catalog is None else len(catalog), system=name, source=source)
+    return coverage_of_counts(counts, comp.plan.cutoffs, size=comp.companions.get("catalog_size"),
+                              catalog_size=None if catalog is None else len(catalog), system=name,
+                              source=str(spec.source) if spec.source else None)
 
 
 def fill(comp: CompanionFrames, sr: Any, rows: Any, query_ids: np.ndarray, weights: np.ndarray, metric: Any,
@@ -185,10 +192,9 @@ def measure(comp: CompanionFrames, sr: Any, rows: Any, out_df: Any, spec: Any, q
             weights: np.ndarray) -> None:
     """A system's companion measures into its result ``sr`` (after its checks, as locally): ``rows`` are the
     buckets' rows on the driver, ``out_df`` all of them in Spark (:func:`kept`)."""
-    source = str(spec.source) if spec.source else None
-    cover = coverage(comp, out_df, sr.name, source) if comp.plan.coverage else None
+    cover = coverage(comp, shown_counts(comp, out_df), sr.name, spec) if comp.plan.coverage else None
     fill(comp, sr, rows, query_ids, weights, spec.metric, cover)
 
 
-__all__ = ["CompanionPlan", "CompanionFrames", "frames", "with_groups", "bucket_measures", "kept", "coverage", "fill",
-           "measure"]
+__all__ = ["CompanionPlan", "CompanionFrames", "frames", "with_groups", "bucket_measures", "kept", "shown_counts",
+           "coverage", "fill", "measure"]
