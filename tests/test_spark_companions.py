@@ -305,3 +305,54 @@ def test_beyond_the_driver_limit_the_per_query_rates_are_the_local_ones(spark, t
                 assert g["duplicate_rate"] == pytest.approx(m["duplicate_rate"], rel=1e-12, abs=1e-15)
         assert [r for r in grouped.summary["files"] if r.startswith("companions")] == \
             [r for r in local.summary["files"] if r.startswith("companions")]
+
+
+# --------------------------------------------------------------------------- tied rows in the input's order
+
+
+def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_in(tmp_path):
+    """Under ``ties: average`` a cutoff cutting a tied group shows the group's first rows in the input's order
+    (the local engine's stable sort keeps the file's): a bucket receiving its rows in another order (as a shuffle
+    may deliver them) puts them back in their ``_order`` first, so its duplicate rates are the local ones."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.companions import read_duplicate_groups
+    from ndcg_mlflow.engines import spark_companions as comps
+    from ndcg_mlflow.engines.spark import bucket_rows
+    from ndcg_mlflow.evaluation import display_depth
+
+    qrels, run = make_data(seed=71)
+    write_companion_files(tmp_path, seed=71)
+    spec_dict = spec_of(ties="average", cutoffs=(1, 3), catalog=500)
+    local = ndcg_mlflow.evaluate(spec_dict, qrels=qrels, systems={"a": run}, base_dir=tmp_path)
+    metric = local.spec.metric
+
+    dup = read_duplicate_groups(tmp_path / "groups.tsv")
+    group = dict(zip(dup.docs.to_pylist(), dup.group.tolist()))
+    plan = comps.CompanionPlan(True, False, (1, 3), 3)
+    evaluated = qrels[qrels["query_id"].isin(set(local.query_ids))]
+    judged = pa.table({"query_id": pa.array(evaluated["query_id"], pa.string()),
+                       "doc_id": pa.array(evaluated["doc_id"], pa.string()),
+                       "grade": pa.array(evaluated["grade"].astype(float), pa.float64())})
+    shuffled = run.sample(frac=1.0, random_state=3).reset_index()  # "index": the row's place in the input
+
+    def rates(with_order: bool) -> np.ndarray:
+        table = pa.table({"query_id": pa.array(shuffled["query_id"], pa.string()),
+                          "doc_id": pa.array(shuffled["doc_id"], pa.string()),
+                          "score": pa.array(shuffled["score"], pa.float64()),
+                          "rank": pa.array(shuffled["rank"].astype(float), pa.float64()),
+                          "_extra": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
+                          "_chunk": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
+                          "_group": pa.array([group.get(d) for d in shuffled["doc_id"]], pa.int64())})
+        if with_order:
+            table = table.append_column("_order", pa.array(shuffled["index"].to_numpy(dtype=np.int64)))
+        out = bucket_rows(table, judged, "a", "a", metric, display_depth(metric), False, plan)
+        rows = out.filter(pa.compute.equal(out.column("kind"), "query"))
+        at = {q: i for i, q in enumerate(local.query_ids)}
+        result = np.empty((len(local.query_ids), 2))
+        for q, r in zip(rows.column("query_id").to_pylist(), rows.column("duplicate_rate").to_pylist()):
+            result[at[q]] = r
+        return result
+
+    np.testing.assert_array_equal(rates(True), local.systems["a"].duplicate_rate)
+    assert not np.array_equal(rates(False), local.systems["a"].duplicate_rate, equal_nan=True)  # the order matters

@@ -34,9 +34,12 @@ query's top K (:func:`prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evalua
 per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches to it when given a
 ``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
-Not on this engine (refused with an error): companions (duplicates, catalog coverage), sensitivity,
-``keep_data`` (they need every joined row on the driver), ``ties: displayed_order`` without a rank column
-(Spark keeps no file order).
+The companion measures (duplicate rate, catalog coverage) are computed by :mod:`.spark_companions`: the
+per-query duplicate rates in the buckets (the duplicate groups joined to the run rows before the shuffle), the
+coverage from the documents the buckets show, counted in Spark; on both paths.
+
+Not on this engine (refused with an error): sensitivity, ``keep_data`` (they need every joined row on the
+driver), ``ties: displayed_order`` without a rank column (Spark keeps no file order).
 """
 
 from __future__ import annotations
@@ -771,6 +774,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    run = comps.in_source_order(run)  # with companions: tied rows in the input's order (spark_companions)
     split_rows, whole = _split_queries(run)
     errors = _run_errors(run, has_rank, whole)
     if errors:

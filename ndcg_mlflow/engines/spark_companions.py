@@ -79,13 +79,36 @@ def frames(spark: Any, spec: Any, companions: dict[str, Any] | None) -> Companio
 
 
 def with_groups(rows: Any, comp: CompanionFrames | None) -> Any:
-    """The run rows (after the pre-filter) with each document's duplicate group (``_group``, null when the mapping
-    does not list it), by a broadcast join: the rows keep their partitions and their order."""
-    if comp is None or not comp.plan.duplicates:
+    """The run rows as they enter the shuffle (after the pre-filter), with what the companion measures need:
+
+    * ``_order``: the rows' order where they are read (``monotonically_increasing_id``: the partition, then the
+      row within it; the pre-filter keeps the rows' order within a partition). The buckets put their rows back in
+      this order before ranking (:func:`in_source_order`), so that tied rows keep the order they have in the
+      input, as the local engine's stable sort keeps the file's, whatever order the shuffle delivers them in:
+      under ``ties: average`` it decides which documents of a tied group a cutoff shows.
+    * ``_group``: each document's duplicate group (null when the mapping does not list it), by a broadcast join
+      (no shuffle of the run; the rows keep their partitions and their order).
+    """
+    if comp is None:
         return rows
     from pyspark.sql import functions as F
 
+    rows = rows.withColumn("_order", F.monotonically_increasing_id())
+    if not comp.plan.duplicates:
+        return rows
     return rows.join(F.broadcast(comp.groups), on="doc_id", how="left").select(*rows.columns, "_group")
+
+
+def in_source_order(run: Any) -> Any:
+    """A bucket's run rows (a pyarrow Table) in their ``_order`` (:func:`with_groups`); as given without it."""
+    import pyarrow as pa
+
+    if "_order" not in run.column_names or run.num_rows < 2:
+        return run
+    order = np.asarray(run.column("_order").to_numpy(zero_copy_only=False), dtype=np.int64)
+    if (order[1:] >= order[:-1]).all():
+        return run
+    return run.take(pa.array(np.argsort(order, kind="stable"), type=pa.int64()))
 
 
 def bucket_measures(plan: CompanionPlan, run: Any, prep: Any, qr: Any,
@@ -196,5 +219,6 @@ def measure(comp: CompanionFrames, sr: Any, rows: Any, out_df: Any, spec: Any, q
     fill(comp, sr, rows, query_ids, weights, spec.metric, cover)
 
 
-__all__ = ["CompanionPlan", "CompanionFrames", "frames", "with_groups", "bucket_measures", "kept", "shown_counts",
+__all__ = ["CompanionPlan", "CompanionFrames", "frames", "with_groups", "in_source_order",
+           "bucket_measures", "kept", "shown_counts",
            "coverage", "fill", "measure"]
