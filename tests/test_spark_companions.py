@@ -315,6 +315,7 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
     (the local engine's stable sort keeps the file's): a bucket receiving its rows in another order (as a shuffle
     may deliver them) puts them back in their ``_order`` first, so its duplicate rates are the local ones."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from ndcg_mlflow.companions import read_duplicate_groups
     from ndcg_mlflow.engines import spark_companions as comps
@@ -347,7 +348,7 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
         if with_order:
             table = table.append_column("_order", pa.array(shuffled["index"].to_numpy(dtype=np.int64)))
         out = bucket_rows(table, judged, "a", "a", metric, display_depth(metric), False, plan)
-        rows = out.filter(pa.compute.equal(out.column("kind"), "query"))
+        rows = out.filter(pc.equal(out.column("kind"), "query"))
         at = {q: i for i, q in enumerate(local.query_ids)}
         result = np.empty((len(local.query_ids), 2))
         for q, r in zip(rows.column("query_id").to_pylist(), rows.column("duplicate_rate").to_pylist()):
