@@ -93,23 +93,37 @@ def catalog_coverage(position: np.ndarray, docs, cutoffs: tuple, *, size: int | 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = []
+    counts = []
     for k in cutoffs:
         sel = np.flatnonzero(position < depth_of(k)) if k is not None else np.arange(position.size)
         shown = docs.take(pa.array(sel, type=pa.int64()))
         if catalog is not None:
             idx = pc.fill_null(pc.index_in(shown, value_set=catalog), -1).to_numpy(zero_copy_only=False)
-            present = np.unique(idx[idx >= 0])
-            out.append(present.size / len(catalog))
+            counts.append(int(np.unique(idx[idx >= 0]).size))
         else:
-            assert size is not None  # a catalog file or a catalog size is given
-            distinct = int(np.unique(string_hashes(shown)).size)
-            if distinct > size:
-                raise SpecError("companions.catalog",
-                                f"declares a catalog of {size} documents, but system '{system}' shows {distinct} "
-                                f"distinct documents in its {'whole lists' if k is None else f'top {k}'} across the "
-                                f"evaluated queries: "
-                                f"the catalog size must be at least the number of distinct documents shown "
-                                f"(or give a file of the catalog's doc ids).", source)
-            out.append(distinct / size)
+            counts.append(int(np.unique(string_hashes(shown)).size))
+    return coverage_of_counts(counts, cutoffs, size=size, catalog_size=None if catalog is None else len(catalog),
+                              system=system, source=source)
+
+
+def coverage_of_counts(counts: list[int], cutoffs: tuple, *, size: int | None = None, catalog_size: int | None = None,
+                       system: str = "", source: str | None = None) -> list[float]:
+    """Catalog coverage per cutoff from the counts of shown documents: ``counts[j]`` is, at cutoff ``cutoffs[j]``,
+    the number of the catalog file's documents shown (``catalog_size``: the file's distinct documents), else the
+    number of distinct documents shown (over the declared ``size``; refused as :func:`catalog_coverage` says).
+    Every engine divides here, so that the numbers and the refusal are the same."""
+    out = []
+    for k, n in zip(cutoffs, counts):
+        if catalog_size is not None:
+            out.append(n / catalog_size)
+            continue
+        assert size is not None  # a catalog file or a catalog size is given
+        if n > size:
+            raise SpecError("companions.catalog",
+                            f"declares a catalog of {size} documents, but system '{system}' shows {n} "
+                            f"distinct documents in its {'whole lists' if k is None else f'top {k}'} across the "
+                            f"evaluated queries: "
+                            f"the catalog size must be at least the number of distinct documents shown "
+                            f"(or give a file of the catalog's doc ids).", source)
+        out.append(n / size)
     return out

@@ -48,10 +48,14 @@ no order (a Spark DataFrame or a Delta table without a rank column, a model's sc
 ``ties: displayed_order`` alternative is not computed: its rows are left out of the table and a note names the
 runs (:func:`computable`). The top-K pre-filter keeps the rows any alternative needs (:func:`prefilter_rows`).
 
-Not on this engine (refused with an error): companions (duplicates, catalog coverage), ``keep_data`` (they need
-every joined row on the driver), ``ties: displayed_order`` for a Spark DataFrame or a Delta table without a rank
-column and for model systems (no rows' order to follow), and sensitivity beyond :data:`MAX_DRIVER_QUERIES` (the
-grouped path: :func:`check_grouped`).
+The companion measures (duplicate rate, catalog coverage) are computed by :mod:`.spark_companions`: the
+per-query duplicate rates in the buckets (the duplicate groups joined to the run rows before the shuffle), the
+coverage from the documents the buckets show, counted in Spark; on both paths.
+
+Not on this engine (refused with an error): ``keep_data`` (it needs every joined row on the driver),
+``ties: displayed_order`` for a Spark DataFrame or a Delta table without a rank column and for model systems (no
+rows' order to follow), and sensitivity beyond :data:`MAX_DRIVER_QUERIES` (the grouped path:
+:func:`check_grouped`).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from ..evaluation import (
     FileInfo,
     SystemResult,
     TopLists,
+    _read_companions,
     apply_error_rules,
     display_depth,
     evaluated_query_set,
@@ -88,6 +93,7 @@ from ..sensitivity import alternatives as sensitivity_alternatives
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
 from ..version import __version__
+from . import spark_companions as comps
 from .grouped import GROUPS
 
 ROWS_PER_BUCKET = 1_000_000
@@ -120,13 +126,14 @@ RESULT_SCHEMA = (
     "idcg_candidates array<double>, ndcg array<double>, judged_coverage array<double>, status array<tinyint>, "
     "top_doc array<string>, top_pos array<long>, top_grade array<double>, "
     "code string, doc_id string, value double, count long, examples array<string>, "
-    "alt_ndcg array<double>, alt_overflow array<int>"
+    "alt_ndcg array<double>, alt_overflow array<int>, duplicate_rate array<double>"
 )
 """One row per evaluated query of a bucket (kind ``query``), one per bucket (``meta``: the run's queries and
 those outside the evaluated set) and one per problem found (``error``). With sensitivity (``report.sensitivity``)
 a query row's ``alt_ndcg`` holds its nDCG under each alternative computed (alternative by alternative, each at
 every cutoff) and the meta row's ``alt_overflow`` the alternatives whose numbers overflow a float in the bucket
-(:class:`~ndcg_mlflow.kernel.NonFiniteError`); both are null otherwise."""
+(:class:`~ndcg_mlflow.kernel.NonFiniteError`); both are null otherwise. With companions, the ``query`` rows'
+``duplicate_rate`` and one ``shown`` row per document shown in the bucket (:mod:`.spark_companions`)."""
 
 # the errors a bucket reports, in the order the local engine checks them
 _ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empty:query_id", "empty:doc_id",
@@ -155,7 +162,6 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
         raise SpecError("buckets", f"must be a positive integer, got {buckets!r}.")
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
-    _refuse_unsupported(spec)
     judged = _judged(spark, spec, qrels, columns, prefilter)
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
     query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
@@ -182,12 +188,16 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
         out_df, run_df, label, info, n_buckets, computed = _system_rows(spark, spec, name, source, shared,
-                                                                        judged_df, depth, buckets, progress, alts)
+                                                                        judged_df, depth, buckets, progress, alts,
+                                                                        judged.companions)
         files.append(info)
-        rows = out_df.toArrow()
-        duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
-        systems_out[name], alt_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes,
-                                                     duplicates, [(r, a) for r, a, _ in computed])
+        with comps.kept(out_df, judged.companions) as (out_df, rows_df):
+            rows = rows_df.toArrow()
+            duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
+            systems_out[name], alt_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes,
+                                                         duplicates, [(r, a) for r, a, _ in computed])
+            if judged.companions is not None:
+                comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
     by_alternative = _alternative_ndcg(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
@@ -235,6 +245,7 @@ class _Judged:
     judged_df: Any
     depth: int | None
     reason: str
+    companions: comps.CompanionFrames | None = None  # the companion files, as Spark DataFrames
 
     def prefilter_info(self) -> dict[str, Any]:
         return {"applied": self.depth is not None, "depth": self.depth, "reason": self.reason}
@@ -249,13 +260,15 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
     judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, spec.metric)
+    companions = comps.frames(spark, spec, _read_companions(spec, files))  # read as locally, after the judgments
     depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
-    return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason)
+    return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
 
 
 def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
                  depth: int | None, buckets: int | None, progress,
-                 alternatives: Sequence[tuple[str, str, Metric]] = ()) -> tuple[Any, Any, str, FileInfo, int, list]:
+                 alternatives: Sequence[tuple[str, str, Metric]] = (),
+                 companions: comps.CompanionFrames | None = None) -> tuple[Any, Any, str, FileInfo, int, list]:
     """One system's bucket rows (:data:`RESULT_SCHEMA`) as a DataFrame, not yet computed; its run DataFrame,
     label, file information, bucket count and which of ``alternatives`` (sensitivity's, without the declared
     metric) the rows hold (:func:`computable`)."""
@@ -269,7 +282,9 @@ def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[st
     metrics = [m for _, _, m in alts]
     shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank, metrics) if depth is not None else \
         run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
-    out = _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank, metrics)
+    shuffled = comps.with_groups(shuffled, companions)
+    plan = companions.plan if companions is not None else None
+    out = _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)
     return out, run_df, label, info, n_buckets, alts
 
 
@@ -333,12 +348,6 @@ def _session(spark: Any) -> Any:
             raise EvaluationError("the Spark engine needs a SparkSession: pass spark=session (or start one "
                                   "before evaluating).")
     return spark
-
-
-def _refuse_unsupported(spec: Spec) -> None:
-    if spec.companions is not None:
-        raise SpecError("companions", "companions (duplicates, catalog coverage) are not computed by the Spark "
-                                      "engine yet; evaluate this spec with the local engine.")
 
 
 def active_session(spark: Any = None) -> Any:
@@ -857,7 +866,8 @@ def _rows_seen(rows: Any) -> int:
 
 
 def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
-                    has_rank: bool, alternatives: Sequence[Metric] = ()) -> Any:
+                    has_rank: bool, alternatives: Sequence[Metric] = (),
+                    companions: comps.CompanionPlan | None = None) -> Any:
     """Every evaluated query's numbers (one row per query; with ``alternatives``, its nDCG under each of them
     too), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
@@ -868,7 +878,7 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     depth = display_depth(metric)
 
     def per_bucket(run, judged):
-        return bucket_rows(run, judged, name, label, metric, depth, has_rank, alternatives)
+        return bucket_rows(run, judged, name, label, metric, depth, has_rank, alternatives, companions)
 
     return bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
         per_bucket, RESULT_SCHEMA)
@@ -883,7 +893,8 @@ def _result_type() -> Any:
                       ("status", pa.list_(pa.int8())), ("top_doc", pa.list_(pa.string())),
                       ("top_pos", pa.list_(pa.int64())), ("top_grade", d), ("code", pa.string()),
                       ("doc_id", pa.string()), ("value", pa.float64()), ("count", pa.int64()),
-                      ("examples", pa.list_(pa.string())), ("alt_ndcg", d), ("alt_overflow", pa.list_(pa.int32()))])
+                      ("examples", pa.list_(pa.string())), ("alt_ndcg", d), ("alt_overflow", pa.list_(pa.int32())),
+                      ("duplicate_rate", d)])
 
 
 def _rows(records: list[dict[str, Any]]) -> Any:
@@ -898,11 +909,12 @@ def _error(code: str, query: str | None, doc: str | None, count: int, value: flo
 
 
 def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool,
-                alternatives: Sequence[Metric] = ()) -> Any:
+                alternatives: Sequence[Metric] = (), companions: comps.CompanionPlan | None = None) -> Any:
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
-    each gets one row, computed by the local join and kernel. Each of ``alternatives`` (sensitivity's other
+    each gets one row, computed by the local join and kernel (and the companion measures of ``companions``,
+    :func:`.spark_companions.bucket_measures`). Each of ``alternatives`` (sensitivity's other
     metrics) is computed by the same kernel on the same joined rows: its nDCG per query and cutoff goes in
     ``alt_ndcg``; one whose numbers overflow a float is NaN there and listed in the meta row's
     ``alt_overflow`` (the driver then makes it undefined for every query and system, as the local engine
@@ -910,6 +922,7 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    run = comps.in_source_order(run)  # with companions: tied rows in the input's order (spark_companions)
     split_rows, whole = _split_queries(run)
     errors = _run_errors(run, has_rank, whole)
     if errors:
@@ -956,6 +969,11 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
                 alt_values.append(np.full(shape, np.nan))
                 meta.setdefault("alt_overflow", []).append(i)
         alt_ndcg = np.concatenate(alt_values, axis=1)  # (queries, alternatives x cutoffs)
+    rate, shown = None, _rows([])
+    if companions is not None:
+        rate, shown_docs, shown_pos = comps.bucket_measures(companions, run, prep, qr, bucket_ids.size)
+        if shown_docs is not None and shown_pos is not None:
+            shown = _shown_rows(shown_docs, shown_pos)
     rows_top, pos_top = qr.top(depth)
     tq = prep.query[rows_top]
     order = np.lexsort((pos_top, tq))
@@ -963,12 +981,24 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg),
-                             split_rows])
+    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg, rate),
+                             split_rows, shown])
+
+
+def _shown_rows(docs: Any, best: np.ndarray) -> Any:
+    """The ``shown`` rows of a bucket: each document shown (``doc_id``) and its best position (``count``)."""
+    import pyarrow as pa
+
+    n = len(docs)
+    columns = {"kind": pa.array(np.full(n, "shown", dtype=object), type=pa.string()), "doc_id": _plain(docs),
+               "count": pa.array(best, type=pa.int64())}
+    schema = _result_type()
+    return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
 
 def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
-                bounds: np.ndarray, alt_ndcg: np.ndarray | None = None) -> Any:
+                bounds: np.ndarray, alt_ndcg: np.ndarray | None = None,
+                duplicate_rate: np.ndarray | None = None) -> Any:
     """The ``query`` rows of a bucket, built column by column (no Python object per query); ``alt_ndcg``: each
     query's nDCG under the alternatives, (queries, alternatives x cutoffs)."""
     import pyarrow as pa
@@ -996,6 +1026,8 @@ def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarr
         columns["alt_ndcg"] = pa.ListArray.from_arrays(pa.array(np.arange(0, n * width + 1, width, dtype=np.int32)),
                                                        pa.array(np.ascontiguousarray(alt_ndcg).ravel(),
                                                                 type=pa.float64()))
+    if duplicate_rate is not None:
+        columns["duplicate_rate"] = cut(duplicate_rate, pa.float64())
     schema = _result_type()
     return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
@@ -1265,7 +1297,6 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     out_path = _grouped_target(per_query_path, groups)
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
-    _refuse_unsupported(spec)
     check_grouped(spec)
     return _evaluate_grouped(spark, spec, _judged(spark, spec, qrels, columns, prefilter), systems, out_path,
                              progress, buckets, groups)
@@ -1323,16 +1354,21 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     nq = len(query_ids)
+    comp = judged.companions
+    duplicate_rates = comp is not None and comp.plan.duplicates
+    coverages: dict[str, list[float]] = {}
     for name, source in sources.items():
         out_df, run_df, label, info, n_buckets, _ = _system_rows(spark, spec, name, source, shared, judged_df,
-                                                                 depth, buckets, progress)
+                                                                 depth, buckets, progress, (), comp)
         files.append(info)
         out_df = out_df.persist()
+        counts = None
         try:
-            small = out_df.where(F.col("kind") != "query").toArrow()
+            small = out_df.where(~F.col("kind").isin("query", "shown")).toArrow()
             duplicates = _duplicates(spark, run_df, small) if depth is not None and not _early_error(small) else None
             meta = check_buckets(name, label, metric, small, duplicates)
-            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status")
+            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status",
+                                  *(["duplicate_rate"] if duplicate_rates else []))
             rows = out_df.where(F.col("kind") == "query").join(weights_df, "query_id").select(
                 F.lit(name).alias("system"), "query_id", "n_returned", "weight", "rw",
                 F.posexplode(zipped).alias("_j", "_v"))
@@ -1343,15 +1379,21 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                 F.col("_v.dcg").alias("dcg"), F.col("_v.idcg").alias("idcg"),
                 F.col("_v.idcg_candidates").alias("idcg_candidates"),
                 F.when(F.isnan("_v.judged_coverage"), None).otherwise(F.col("_v.judged_coverage"))
-                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"), "rw")
+                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"),
+                *([F.when(F.isnan("_v.duplicate_rate"), None).otherwise(F.col("_v.duplicate_rate"))
+                   .alias("duplicate_rate")] if duplicate_rates else []), "rw")
             # Hive-style folders: readers of the whole folder get the system column from the folder names
             table.drop("rw", "system").write.mode("append").parquet(str(out_path / f"system={_part(name)}"))
+            if comp is not None and comp.plan.coverage:
+                counts = comps.shown_counts(comp, out_df)
         finally:
             out_df.unpersist()
         run_queries = int(sum(m["value"] or 0 for m in meta))
         unknown = int(sum(m["count"] or 0 for m in meta))
         per = spark.read.parquet(str(out_path / f"system={_part(name)}"))
         _grouped_rules(name, label, metric, per, nq, run_queries, meta)
+        if counts is not None and comp is not None:  # refused as locally, after the system's other checks
+            coverages[name] = comps.coverage(comp, counts, name, spec)
         if unknown:
             notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(small), "buckets": n_buckets}
@@ -1383,6 +1425,9 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                 "judged_coverage": float("nan") if c["judged_coverage"] is None else float(c["judged_coverage"])}
         series.append(p.select(F.concat(F.lit(f"system\0{name}\0"), F.col("cutoff")).alias("key"), "query_id",
                                F.col("rw").alias("weight"), F.col("ndcg").alias("x")))
+        if duplicate_rates:  # the weighted mean of the per-query duplicate rates, from the same per-group sums
+            series.append(p.select(F.concat(F.lit(f"duplicates\0{name}\0"), F.col("cutoff")).alias("key"),
+                                   "query_id", F.col("rw").alias("weight"), F.col("duplicate_rate").alias("x")))
     comparison = spec.comparison
     if comparison is not None:
         base = per_query(comparison.baseline).select("query_id", "cutoff", F.col("ndcg").alias("b"), "rw")
@@ -1402,6 +1447,11 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
         for key, entry in summary_systems[name].items():
             s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
             entry["mean"] = s.mean if s is not None else float("nan")
+            if duplicate_rates:
+                d = sums.get(f"duplicates\0{name}\0{cutoff_label(cutoff_of_key(key))}")
+                entry["duplicate_rate"] = d.mean if d is not None else float("nan")
+            if name in coverages:
+                entry["catalog_coverage"] = float(coverages[name][list(metric.keys).index(key)])
     comparisons: list[dict[str, Any]] = []
     u = spec.uncertainty
     if u is not None:
