@@ -395,7 +395,8 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
 
 def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     """``run --engine spark`` (on the session already started) writes the local engine's per-query table,
-    sensitivity table (``report.sensitivity``) and summary; only the engine differs."""
+    sensitivity table (``report.sensitivity``) and summary, companion measures included; only the engine
+    differs."""
     import json
     from pathlib import Path
 
@@ -405,8 +406,9 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     spec = yaml.safe_load((configs / "demo.yaml").read_text(encoding="utf-8"))
-    spec.pop("companions", None)  # not on the Spark engine yet
     assert spec["report"]["sensitivity"] is True  # the sensitivity table is computed by both engines
+    assert spec["companions"]["duplicates"] and spec["companions"]["catalog"]  # and the companion measures
+    spec["companions"]["duplicates"] = str(configs / spec["companions"]["duplicates"])
     spec["uncertainty"]["resamples"] = 2000
     data = spec["data"]
     data["qrels"] = str(configs / data["qrels"])
@@ -424,6 +426,7 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
     assert sa.pop("engine_info") == {} and sb.pop("engine_info")["prefilter"]["applied"] is False  # cutoff 'all'
     assert sa == sb
+    assert pd.read_csv(b / "per_query.csv")["duplicate_rate"].notna().any()  # the companions were computed
     from ndcg_mlflow.tracking.names import parent_tags
 
     assert parent_tags({**sb, "engine": "spark"}, b, "key")["ndcg_mlflow.engine"] == "spark"

@@ -347,7 +347,7 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
                           "_group": pa.array([group.get(d) for d in shuffled["doc_id"]], pa.int64())})
         if with_order:
             table = table.append_column("_order", pa.array(shuffled["index"].to_numpy(dtype=np.int64)))
-        out = bucket_rows(table, judged, "a", "a", metric, display_depth(metric), False, plan)
+        out = bucket_rows(table, judged, "a", "a", metric, display_depth(metric), False, companions=plan)
         rows = out.filter(pc.equal(out.column("kind"), "query"))
         at = {q: i for i, q in enumerate(local.query_ids)}
         result = np.empty((len(local.query_ids), 2))

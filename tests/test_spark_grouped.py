@@ -42,10 +42,9 @@ def spark():
 
 def demo_spec(tmp_path: Path, **changes) -> Path:
     """The demo spec with what the grouped path computes (percentile intervals, the randomization test, no wins
-    and losses), without what the Spark engine refuses (companions; sensitivity beyond the driver limit), its paths
-    made absolute."""
+    and losses, no sensitivity), its paths made absolute."""
     spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text(encoding="utf-8"))
-    spec.pop("companions", None)
+    spec["companions"]["duplicates"] = str(CONFIGS / spec["companions"]["duplicates"])
     spec["report"]["sensitivity"] = False
     spec["uncertainty"].update({"method": "percentile", "resamples": 2000})
     spec["comparison"]["wins_losses"] = 0
