@@ -357,3 +357,47 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
 
     np.testing.assert_array_equal(rates(True), local.systems["a"].duplicate_rate)
     assert not np.array_equal(rates(False), local.systems["a"].duplicate_rate, equal_nan=True)  # the order matters
+
+
+@pytest.mark.parametrize("cutoffs", [(1, 3, 10), (2, 5, "all")])
+def test_tied_rows_in_the_files_order_across_files_and_blocks(spark, tmp_path, cutoffs):
+    """Under ``ties: average`` the order of tied rows decides which documents of a tied group cut by a cutoff the
+    top lists and the companion measures show. A run of many small Parquet files (packed several to a task, in
+    no name order) and a CSV file: every number, duplicate rate, coverage and top list is the
+    local engine's, which reads the files' rows in order (with and without the pre-filter)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    qrels, run = make_data(seed=91)
+    write_companion_files(tmp_path, 91)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    folder = tmp_path / "run.parquet"
+    folder.mkdir()
+    cuts = np.linspace(0, len(run), 13).astype(int) + 1  # queries' rows split across files
+    cuts[0], cuts[-1] = 0, len(run)
+    for i in reversed(range(12)):
+        pq.write_table(pa.Table.from_pandas(run.iloc[cuts[i]:cuts[i + 1]], preserve_index=False),
+                       folder / f"part-{i:02d}.parquet", row_group_size=16)
+    run.sample(frac=1.0, random_state=3).to_csv(tmp_path / "run.csv", index=False)
+    spec = spec_of(ties="average", cutoffs=cutoffs, catalog="catalog.txt")
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet", "c": "run.csv"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    conf = {"spark.sql.files.maxPartitionBytes": "20000", "spark.sql.files.openCostInBytes": "0"}
+    before = {k: spark.conf.get(k) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        from pyspark.sql import functions as F
+
+        per_task = spark.read.parquet(str(folder)).select(F.spark_partition_id().alias("t"),
+                                                          F.input_file_name().alias("f")).distinct()
+        assert per_task.groupBy("t").count().agg(F.max("count")).collect()[0][0] > 1  # files packed
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
+    finally:
+        for k, v in before.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+    assert_same_companions(local, remote)
+    for name, sr in local.systems.items():
+        a, b = sr.top, remote.systems[name].top
+        np.testing.assert_array_equal(a.query, b.query)
+        assert a.doc == b.doc  # the documents shown, in the order shown

@@ -113,6 +113,7 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, :func:`evaluate_grouped`."""
 
 RUN_SCHEMA = "query_id string, doc_id string, score double, rank double, _extra long, _chunk long"
+ORDERED_RUN_SCHEMA = RUN_SCHEMA + ", _order long"  # with the rows' order in the input (:func:`_in_file_order`)
 """A run's rows as they enter the shuffle; ``_extra`` counts rows of the same query that the pre-filter left
 out (on one kept row of the query per chunk; 0 elsewhere); ``_chunk`` names the chunk the row was filtered in
 (a random 63-bit number; 0 without the pre-filter)."""
@@ -456,6 +457,8 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
             cols["rank"] = pa.array(t.rank, type=pa.float64())
         elif spec.metric.ties == "displayed_order" or spec.sensitivity:  # the rows' order (the shuffle's is not)
             cols["rank"] = pa.array(np.arange(len(t), dtype=np.float64))
+        if _keeps_ties_in_order(spec):  # tied rows in the table's order, as locally
+            cols["_order"] = pa.array(np.arange(len(t), dtype=np.int64))
         df = spark.createDataFrame(pa.table(cols))
         return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols
 
@@ -481,13 +484,19 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
             if t not in ("tinyint", "smallint", "int", "bigint", "float", "double") and not t.startswith("decimal"):
                 raise DataError(label, f"column {c} must be numeric (an integer or floating-point type), found {t}.")
             selected.append(F.col(src).cast("double").alias(c))
-    # the rows' order in the files is the displayed order: a key of that order stands in for a missing rank, under
-    # ties: displayed_order and for sensitivity's displayed_order alternative (a model's scored rows have no order:
-    # Spark's tasks wrote them)
+    # the rows' order in the files: the displayed order, whose key stands in for a missing rank (under ties:
+    # displayed_order and for sensitivity's displayed_order alternative), and the order of tied rows (a model's
+    # scored rows have no order: Spark's tasks wrote them)
     ordered = version is None and declared != IN_MEMORY and getattr(source, "model", None) is None
-    if rank_col is None and ordered and (spec.metric.ties == "displayed_order" or spec.sensitivity):
+    wants_rank = rank_col is None and (spec.metric.ties == "displayed_order" or spec.sensitivity)
+    if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = _in_file_order(spark, df, selected, _source_files(source), label)
-        rank_col = "rank"
+        if value_col is None:
+            df = df.withColumn("score", -F.col("rank"))
+        if wants_rank:
+            df, rank_col = df.withColumn("rank", F.col("_order").cast("double")), "rank"
+        elif rank_col is None:
+            df = df.withColumn("rank", F.lit(None).cast("double"))
     else:
         if spec.metric.ties == "displayed_order" and rank_col is None:
             raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
@@ -506,6 +515,12 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
 
 
+def _keeps_ties_in_order(spec: Spec) -> bool:
+    """Whether the order of tied rows shows in the results beyond the tie rule's own order: under ``ties:
+    average`` it decides which documents of a tied group a top list shows (and so the companion measures)."""
+    return spec.metric.ties == "average"
+
+
 def _source_files(source: Any) -> list[Path]:
     """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
     sorted; else the one file)."""
@@ -520,15 +535,17 @@ ORDER_MAX_BLOCKS = 1 << 20  # blocks of a source ordered exactly (block place * 
 
 
 def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], label: str) -> Any:
-    """``df.select(*selected)`` with a column ``rank``: each row's place in the rows' order in the files (the
-    files in the local readers' order, each one's rows in their order), the displayed order of a run without a
-    rank column, as the local engine reads it.
+    """``df.select(*selected)`` with a column ``_order``: each row's place in the rows' order in the files (the
+    files in the local readers' order, each one's rows in their order), as the local engine reads them: the
+    displayed order of a run without a rank column, and the order of tied rows under ``ties: average`` (which of
+    a tied group's documents the top lists and the companion measures show).
 
     Spark splits each file into blocks (at most ``spark.sql.files.maxPartitionBytes``; Parquet at row groups)
     and reads each block whole, in order, in one task, so a row's place is (its block's place among the
     blocks, its place in its task's rows): the blocks' places from their files and starts
     (``_metadata.file_path``, ``_metadata.file_block_start``: one small job), the rows' from
-    ``monotonically_increasing_id``, whose lower 33 bits count the task's rows. Both in one double, exactly."""
+    ``monotonically_increasing_id``, whose lower 33 bits count the task's rows. Both in one integer below 2^53
+    (a double holds it exactly, as a rank)."""
     import os
     from urllib.parse import unquote, urlparse
 
@@ -556,8 +573,8 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
                                              "_block": pa.array([k[1] for k in keyed], type=pa.int64()),
                                              "_place": pa.array(range(len(keyed)), type=pa.int64())}))
     row = F.col("_seq").bitwiseAND(F.lit((1 << ORDER_ROW_BITS) - 1))
-    rank = (F.col("_place") * F.lit(1 << ORDER_ROW_BITS) + row).cast("double")
-    return meta.join(F.broadcast(places), ["_file", "_block"]).select(*names, rank.alias("rank"))
+    order = F.col("_place") * F.lit(1 << ORDER_ROW_BITS) + row
+    return meta.join(F.broadcast(places), ["_file", "_block"]).select(*names, order.alias("_order"))
 
 
 def _digest(df: Any) -> tuple[str, int]:
@@ -680,8 +697,9 @@ def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_ra
     evaluated judgments (no shuffle of the run)."""
     from pyspark.sql import functions as F
 
+    ordered = "_order" in run_df.columns
     graded = run_df.join(F.broadcast(judged_df), on=["query_id", "doc_id"], how="left")
-    graded = graded.select("query_id", "doc_id", "score", "rank", "grade")
+    graded = graded.select("query_id", "doc_id", "score", "rank", "grade", *(["_order"] if ordered else []))
     chunk_rows = PREFILTER_CHUNK_ROWS
 
     def chunks(batches):
@@ -705,14 +723,15 @@ def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_ra
         if buffered:
             yield from done(buffered)
 
-    return graded.mapInArrow(chunks, RUN_SCHEMA)
+    return graded.mapInArrow(chunks, ORDERED_RUN_SCHEMA if ordered else RUN_SCHEMA)
 
 
-def _run_type() -> Any:
+def _run_type(ordered: bool = False) -> Any:
     import pyarrow as pa
 
     return pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.float64()),
-                      ("rank", pa.float64()), ("_extra", pa.int64()), ("_chunk", pa.int64())])
+                      ("rank", pa.float64()), ("_extra", pa.int64()), ("_chunk", pa.int64()),
+                      *([("_order", pa.int64())] if ordered else [])])
 
 
 def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:
@@ -767,10 +786,12 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
 
     n = rows.num_rows
     passed = rows.select(["query_id", "doc_id", "score", "rank"])
+    ordered = "_order" in rows.column_names  # the rows' order in the input, passed on
+    order = [rows.column("_order").cast(pa.int64())] if ordered else []
     if n == 0 or _run_errors(rows, has_rank):
         return pa.table([*[_plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
-                         pa.array(np.zeros(n, dtype=np.int64)), pa.array(np.full(n, chunk, dtype=np.int64))],
-                        schema=_run_type())
+                         pa.array(np.zeros(n, dtype=np.int64)), pa.array(np.full(n, chunk, dtype=np.int64)),
+                         *order], schema=_run_type(ordered))
     enc = pc.dictionary_encode(_plain(rows.column("query_id")))
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
@@ -813,7 +834,8 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     return pa.table([_plain(passed.column("query_id").filter(mask)), _plain(passed.column("doc_id").filter(mask)),
                      pc.cast(passed.column("score").filter(mask), pa.float64()),
                      pc.cast(passed.column("rank").filter(mask), pa.float64()), pa.array(extra[kept]),
-                     pa.array(np.full(kept.size, chunk, dtype=np.int64))], schema=_run_type())
+                     pa.array(np.full(kept.size, chunk, dtype=np.int64)), *[c.filter(mask) for c in order]],
+                    schema=_run_type(ordered))
 
 
 def _duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]], bool]:

@@ -93,7 +93,8 @@ def with_groups(rows: Any, comp: CompanionFrames | None) -> Any:
         return rows
     from pyspark.sql import functions as F
 
-    rows = rows.withColumn("_order", F.monotonically_increasing_id())
+    if "_order" not in rows.columns:  # (a file's or a table's rows carry their order: spark._in_file_order)
+        rows = rows.withColumn("_order", F.monotonically_increasing_id())
     if not comp.plan.duplicates:
         return rows
     return rows.join(F.broadcast(comp.groups), on="doc_id", how="left").select(*rows.columns, "_group")
