@@ -23,6 +23,7 @@ from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
+from .readers.table import take_rows
 from .rules import cutoff_of_label
 from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
 from .stats import nan_weighted_mean
@@ -496,14 +497,13 @@ def _read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None
 
 def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRun, qr: QueryResult,
                         sr: SystemResult, weights: np.ndarray) -> None:
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from .companions import catalog_coverage, duplicate_rate
 
     metric = spec.metric
     ranked = qr.ranked
-    docs = prep.run.doc.array.take(pa.array(prep.original(ranked), type=pa.int64()))
+    docs = take_rows(prep.run.doc.array, prep.original(ranked))
     query = prep.query[ranked]
     if "duplicates" in companions:
         dup = companions["duplicates"]

@@ -18,7 +18,7 @@ from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
 from .readers import Table
 from .readers.hashing import pair_hashes
-from .readers.table import arrow_values, numpy_values, numpy_values_or
+from .readers.table import arrow_values, numpy_values, numpy_values_or, take_rows
 from .spec import Gain, Metric
 
 
@@ -213,7 +213,7 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
         rows, cat_rows = cand[hit], judged.pair_rows[at[hit]]
         assert judged.doc is not None  # set with the pair keys
         same_query = bool((catalog.query[cat_rows] == q[rows]).all())
-        docs = run.doc.array.take(arrow_values(rows if kept is None else kept[rows]))
+        docs = take_rows(run.doc.array, rows if kept is None else kept[rows])
         if same_query and pc.all(pc.equal(docs, judged.doc_values.take(arrow_values(judged.doc[cat_rows])))) \
                 .as_py() is not False:
             return rows, cat_rows
@@ -270,7 +270,7 @@ def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray]
         return lambda rows: rank[rows]
     if ties in ("id_ascending", "id_descending"):
         sign = 1 if ties == "id_ascending" else -1
-        return lambda rows: sign * string_ranks(prep.run.doc.array.take(arrow_values(prep.original(rows))))
+        return lambda rows: sign * string_ranks(take_rows(prep.run.doc.array, prep.original(rows)))
     return None
 
 

@@ -411,3 +411,24 @@ def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(trac
                      for k in ("all", "fewer"))
     with pytest.raises(NdcgError, match=r"judgments \(qrels sha256\)"):
         compare_runs(first, second, tracking_uri=tracking_uri, out=tmp_path / "cmp", log=False)
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.lists(st.text(max_size=3), max_size=6), min_size=1, max_size=6), st.data())
+def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data):
+    """``take_rows`` (a chunked column's rows taken chunk by chunk) gives what Arrow's take of the column made one
+    array gives, for rows in any order, repeated, across empty chunks; an out-of-range row is an IndexError."""
+    from ndcg_mlflow.readers.table import take_rows
+
+    column = pa.chunked_array([pa.array(c, type=pa.string()) for c in chunks], type=pa.string())
+    n = len(column)
+    rows = data.draw(st.lists(st.integers(0, n - 1), max_size=20)) if n else []
+    expected = pa.array([column[i].as_py() for i in rows], type=pa.string())
+    got = take_rows(column, np.array(rows, dtype=np.int64))
+    assert got.equals(expected)
+    assert take_rows(column.combine_chunks(), np.array(rows, dtype=np.int64)).equals(expected)
+    with pytest.raises(IndexError):
+        take_rows(column, np.array([n], dtype=np.int64))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table, arrow_values, numpy_values, string_array
+from .table import Ids, Table, arrow_values, numpy_values, string_array, take_rows
 from .text import open_file
 
 
@@ -287,12 +287,9 @@ def duplicate_pairs(table: Table, keys: np.ndarray | None = None) -> tuple[np.nd
     shared[same + 1] = True
     rows = order[shared]
     del order, sk
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    taken = table.doc.array.take(arrow_values(rows))
-    if isinstance(taken, pa.ChunkedArray):
-        taken = taken.combine_chunks()
+    taken = take_rows(table.doc.array, rows)
     docs = numpy_values(pc.dictionary_encode(taken).indices, np.int32)
     queries = table.query.codes[rows]
     exact = np.lexsort((rows, docs, queries))
