@@ -257,8 +257,8 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
             assert sum(counts) > 1, (counts, sizes)  # several blocks
             if name == "p":
                 assert max(counts) > 1, counts  # some read by one task together
-            assert keyed["rank"].is_unique
-            got = keyed.sort_values("rank")[["query_id", "doc_id"]].reset_index(drop=True)
+            assert keyed["_order"].is_unique
+            got = keyed.sort_values("_order")[["query_id", "doc_id"]].reset_index(drop=True)
             pd.testing.assert_frame_equal(got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(
                 drop=True))
     finally:
