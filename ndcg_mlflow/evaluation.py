@@ -361,7 +361,7 @@ class _RunFile:
 
     def load(self) -> tuple[Table, FileInfo]:
         run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
-                       version=self.src.version, pair_keys=True)
+                       version=self.src.version, pair_keys=True, background=True)
         return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared,
                              self.digests.sha256(self.name), len(run))
 
@@ -391,7 +391,6 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
 
     query_ids = evaluated_query_set(spec, qrels, files)
     weights = query_weights(spec, query_ids, files)
-    nq = len(query_ids)
     judged = judgments(qrels, query_ids, metric)
     catalog = judged.catalog
 
@@ -404,41 +403,55 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
             progress(f"reading system '{name}' from {source.declared}")
         run, info = source.load()
         files.append(info)
-        prep, unknown_queries = join(name, run, judged)
-        if prep.query.size == 0:
-            raise EvaluationError(
-                f"system '{name}' ({run.path}) returns none of the {nq} evaluated queries (its "
-                f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
-                f"is it the run of another collection?")
-        if unknown_queries:
-            notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
-                         f"ignored")
-        check_unjudged(metric, prep)
-        if progress:
-            progress(f"computing nDCG of '{name}'")
         try:
-            qr = compute(metric, prep, catalog)
-        except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
-            if exc.what != "ndcg":
-                raise
-            raise DataError(qrels.path, f"system '{name}': the nDCG of query "
-                                        f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
-                                        f"overflows a float: the gains of metric.gain "
-                                        f"{metric.gain.describe()} differ too much in size.") from None
-        apply_error_rules(name, run.path, metric, qr, query_ids)
-        top = _top_lists(qr, prep, display_depth(metric))
-        sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
-        if companions is not None:
-            _companion_measures(spec, companions, prep, qr, sr, relative(weights))
+            sr, prep = _system(spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress)
+        except BaseException:
+            run.checked()  # a duplicate found by the check still under way is the error, before the join's
+            raise
+        run.checked()  # (the run's duplicate check ran in a thread beside the join and the kernel)
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
-        del run, prep, qr  # one run in memory at a time: the next one is read without this one's rows
+        del run, prep  # one run in memory at a time: the next one is read without this one's rows
     result = finish(spec, query_ids, weights, systems, files, notes, qrels)
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog
     return statistics(result, progress)
+
+
+def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarray, weights: np.ndarray,
+            companions: Any, notes: list[str], qrels: Table, progress) -> tuple[SystemResult, PreparedRun]:
+    """One system's run joined to the judgments: its per-query numbers, means, top lists and companion measures,
+    and its prepared rows."""
+    metric, catalog, nq = spec.metric, judged.catalog, len(query_ids)
+    prep, unknown_queries = join(name, run, judged)
+    if prep.query.size == 0:
+        raise EvaluationError(
+            f"system '{name}' ({run.path}) returns none of the {nq} evaluated queries (its "
+            f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
+            f"is it the run of another collection?")
+    if unknown_queries:
+        notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
+                     f"ignored")
+    check_unjudged(metric, prep)
+    if progress:
+        progress(f"computing nDCG of '{name}'")
+    try:
+        qr = compute(metric, prep, catalog)
+    except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
+        if exc.what != "ndcg":
+            raise
+        raise DataError(qrels.path, f"system '{name}': the nDCG of query "
+                                    f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
+                                    f"overflows a float: the gains of metric.gain "
+                                    f"{metric.gain.describe()} differ too much in size.") from None
+    apply_error_rules(name, run.path, metric, qr, query_ids)
+    top = _top_lists(qr, prep, display_depth(metric))
+    sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
+    if companions is not None:
+        _companion_measures(spec, companions, prep, qr, sr, relative(weights))
+    return sr, prep
 
 
 def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict[str, SystemResult],
@@ -586,7 +599,7 @@ def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
     return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade_of(r))
 
 
-def apply_error_rules(name: str, path: Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
+def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
     if metric.missing_queries == "error":
         missing = query_ids[(qr.status == MISSING).any(axis=1)]
         if missing.size:

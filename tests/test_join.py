@@ -219,3 +219,24 @@ def test_query_segments_cut_only_between_queries():
     assert bounds.tolist() == [0, 12, 19, 21]  # cuts at the first query start at or after 4, 8, 12, 16, 20
     assert hashing.query_segments(codes[::-1].copy(), target=4) is not None
     assert hashing.query_segments(np.array([0, 0, 1, 0], dtype=np.int32)) is None  # query 0 in two places
+
+
+@pytest.mark.parametrize("rules, other", [
+    ({"unjudged": "error"}, "has no judgment"),
+    ({"missing_queries": "error"}, "returns nothing for"),
+    ({}, "returns none of the"),
+])
+def test_a_duplicate_comes_before_the_joins_errors(tmp_path, rules, other):
+    """The duplicate check of a run file goes on beside the join and the kernel: a document listed twice is the
+    error even when the join or the kernel would stop the run too (an unjudged document under unjudged: error, a
+    judged query left out under missing_queries: error, no evaluated query returned), as when the check came
+    first; without the duplicate those are the errors."""
+    write_qrels(tmp_path, {"q1": {"A": 1}, "q2": {"B": 1}})
+    query = "zz" if not rules else "q1"  # (no rule: the run answers no evaluated query)
+    clean = f"{query} Q0 A 1 3 s\n{query} Q0 X 2 2 s\n"
+    (tmp_path / "clean.run").write_text(clean)
+    (tmp_path / "dup.run").write_text(clean + f"{query} Q0 A 3 1 s\n")
+    with pytest.raises(ndcg_mlflow.NdcgError, match=other):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "clean.run", name="join", **rules), base_dir=tmp_path)
+    with pytest.raises(DataError, match=rf"dup\.run:3: document 'A' is listed twice for query '{query}'"):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join", **rules), base_dir=tmp_path)

@@ -65,33 +65,53 @@ def checked_qrels(table: Table) -> Table:
 
 def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
              columns: tuple[tuple[str, str], ...] = (), version: int | None = None,
-             pair_keys: bool = False) -> Table:
+             pair_keys: bool = False, background: bool = False) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
     neither parsed nor checked, by either reader), which saves time on large files.
     ``pair_keys=True`` leaves the (query, doc) keys the duplicate check computed on the table
-    (``Table.pair_keys``, 8 bytes a row) for the join to the judgments, which takes them.
+    (``Table.pair_keys``, 8 bytes a row) for the join to the judgments, which takes them. ``background=True``
+    (with ``pair_keys``) returns before the duplicate check ends: it goes on in a thread, and
+    :meth:`Table.checked` waits for it and raises its error.
     """
-    return checked_run(_read(Path(path), RUN, format, rank, columns, version), pair_keys)
+    return checked_run(_read(Path(path), RUN, format, rank, columns, version), pair_keys, background)
 
 
-def checked_run(table: Table, pair_keys: bool = False) -> Table:
+def checked_run(table: Table, pair_keys: bool = False, background: bool = False) -> Table:
+    """Refuse scores that are not finite, ranks that are not integers and a document listed twice for a query.
+    ``background``: the duplicate check runs in a thread (the table is returned with its ``pending`` check; the
+    caller joins it to the judgments meanwhile and then calls :meth:`Table.checked`)."""
     check_finite(table, "score")
     if table.rank is not None:
         bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
         if bad.size:
             raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
     keys = pair_hashes(table)
-    dup = first_duplicate(table, keys)
-    if dup is not None:
-        first, second = dup
-        raise table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
-                                  f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking "
-                                  f"holds each document once.")
     if pair_keys:
         table.pair_keys = keys
+    if background and pair_keys:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-duplicates")
+        found = pool.submit(_duplicate_error, table, keys)  # (the keys are only read, by both)
+        pool.shutdown(wait=False)
+        table.pending = found.result
+        return table
+    error = _duplicate_error(table, keys)
+    if error is not None:
+        raise error
     return table
+
+
+def _duplicate_error(table: Table, keys: np.ndarray) -> DataError | None:
+    dup = first_duplicate(table, keys)
+    if dup is None:
+        return None
+    first, second = dup
+    return table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
+                               f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking holds each "
+                               f"document once.")
 
 
 # --------------------------------------------------------------------------- format dispatch

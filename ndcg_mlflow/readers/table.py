@@ -69,9 +69,20 @@ class Table:
     # a run's (query, doc) keys (readers.hashing.pair_hashes) as its duplicate check computed them, for the join
     # to the judgments, which takes them (None: computed when needed)
     pair_keys: np.ndarray | None = None
+    # a check of the rows still under way in a thread (readers.columns.checked_run(background=True)): a function
+    # returning its error, or None; :meth:`checked` waits for it
+    pending: Any = None
 
     def __len__(self) -> int:
         return len(self.value)
+
+    def checked(self) -> None:
+        """Wait for the check still under way, if any, and raise the error it found."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            error = pending()
+            if error is not None:
+                raise error
 
     def line_of(self, row: int) -> int | None:
         """The 1-based file line of a row (None for Parquet), counting lines as the readers do:
