@@ -41,7 +41,7 @@ from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E4
 __all__ = ["DEMO", "DEMO_RUNS", "REPO", "TREC_EVAL_DATA", "MlflowServer", "assert_local_results_complete",
            "assert_one_complete_set", "clean_env", "cli_command", "client_for", "examples", "free_port",
            "metric_spec", "parse_trec_eval_output", "readme_block", "run_cli", "runs_of_experiment", "runs_of_key",
-           "trec_eval_missing", "write_qrels", "write_run", "write_spec"]
+           "trec_eval_missing", "write_qrels", "write_run", "write_spec", "local_spark"]
 
 
 # --------------------------------------------------------------------------- Hypothesis
@@ -54,6 +54,19 @@ def java_problem() -> str | None:
         return "Java is not installed (the Spark engine needs Java 17: java -version)"
     out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
     return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
+
+
+def local_spark():
+    """A module's SparkSession for the Spark tests (a generator for a module-scoped fixture): ``local[2]``, a 1 GB
+    driver, 4 shuffle partitions, no UI, UTC; stopped after the module."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
+               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
 
 
 def examples(thorough: int) -> int:

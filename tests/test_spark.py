@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem
+from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import DataError, EvaluationError, SpecError
@@ -26,20 +26,9 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 
-def _builder():
-    from pyspark.sql import SparkSession
-
-    return (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
-            .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-            .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC"))
-
-
 @pytest.fixture(scope="module")
 def spark():
-    session = _builder().getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 # --------------------------------------------------------------------------- random data
@@ -427,6 +416,9 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     assert sa.pop("engine_info") == {} and sb.pop("engine_info")["prefilter"]["applied"] is False  # cutoff 'all'
     assert sa == sb
     assert pd.read_csv(b / "per_query.csv")["duplicate_rate"].notna().any()  # the companions were computed
+    assert "companions.duplicates" in sb["files"]
+    assert all("duplicate_rate" in m and "catalog_coverage" in m for means in sb["systems"].values()
+               for m in means.values())
     from ndcg_mlflow.tracking.names import parent_tags
 
     assert parent_tags({**sb, "engine": "spark"}, b, "key")["ndcg_mlflow.engine"] == "spark"

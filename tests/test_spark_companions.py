@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem
+from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import DataError, SpecError
@@ -35,14 +35,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 # --------------------------------------------------------------------------- random data
@@ -239,40 +232,6 @@ def test_malformed_companion_files_are_refused_as_locally(spark, tmp_path):
     spec = spec_of(ties="average", cutoffs=(3,), catalog="catalog.txt")
     a, b = _errors(spark, spec, qrels, {"a": run}, tmp_path, DataError)
     assert a == b and "empty" in a
-
-
-# --------------------------------------------------------------------------- the CLI
-
-
-def test_the_cli_writes_the_local_companion_fields_on_spark(spark, tmp_path):
-    """``run --engine spark`` on the demo (duplicates and a catalog size declared; TREC runs read by Spark) writes
-    the local engine's per-query table (with its duplicate_rate column) and summary.json."""
-    import yaml
-
-    from ndcg_mlflow.cli import main
-
-    spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text(encoding="utf-8"))
-    spec["report"]["sensitivity"] = False  # not on the Spark engine
-    spec["uncertainty"]["resamples"] = 500
-    data = spec["data"]
-    data["qrels"] = str(CONFIGS / data["qrels"])
-    data["systems"] = {name: str(CONFIGS / path) for name, path in data["systems"].items()}
-    spec["companions"]["duplicates"] = str(CONFIGS / spec["companions"]["duplicates"])
-    demo = tmp_path / "demo.yaml"
-    demo.write_text(yaml.safe_dump(spec), encoding="utf-8")
-    assert main(["run", str(demo), "--no-mlflow", "--quiet", "--out", str(tmp_path / "local")]) == 0
-    assert main(["run", str(demo), "--engine", "spark", "--no-mlflow", "--quiet",
-                 "--out", str(tmp_path / "spark")]) == 0
-    a, b = tmp_path / "local", tmp_path / "spark"
-    assert "duplicate_rate" in (a / "per_query.csv").read_text(encoding="utf-8").splitlines()[0]
-    assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
-    sa, sb = json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text())
-    assert (sa.pop("engine"), sb.pop("engine")) == ("local", "spark")
-    sa.pop("engine_info"), sb.pop("engine_info")
-    assert "companions.duplicates" in sb["files"]
-    assert all("duplicate_rate" in m and "catalog_coverage" in m for means in sa["systems"].values()
-               for m in means.values())
-    assert sa == sb
 
 
 # --------------------------------------------------------------------------- beyond the driver limit

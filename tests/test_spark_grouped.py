@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers import java_problem
+from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import SpecError
@@ -30,14 +30,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 def demo_spec(tmp_path: Path, **changes) -> Path:
