@@ -23,6 +23,15 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 from ndcg_mlflow.engines import spark as spark_engine  # noqa: E402
+from ndcg_mlflow.engines import spark_judgments  # noqa: E402
+
+
+@pytest.fixture(params=["driver", "spark"])
+def small_files(request, monkeypatch):
+    """The query set and weights files read on the driver (local readers), or by Spark (as large ones are)."""
+    if request.param == "spark":
+        monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +97,8 @@ def write_inputs(tmp: Path, qrels: pd.DataFrame, runs, query_set, weights, qrels
         df.to_parquet(run_path, index=False)
         systems[name] = str(run_path)
     (tmp / "set.txt").write_text("".join(f"{q}\n" for q in query_set), encoding="utf-8")
-    (tmp / "weights.tsv").write_text("".join(f"{q}\t{w!r}\n" for q, w in weights.items()), encoding="utf-8")
+    text = "".join(f"{q}\t{w if isinstance(w, str) else repr(w)}\n" for q, w in weights.items())
+    (tmp / "weights.tsv").write_text(text, encoding="utf-8")
     return {"qrels": str(path), "systems": systems}
 
 
@@ -244,19 +254,19 @@ def test_refuses_gain_sums_that_overflow(spark, tmp_path):
     assert "gains of query 'q1'" in mine and "sum to more than the largest float" in mine
 
 
-def test_refuses_a_query_of_the_set_without_judgments(spark, tmp_path):
+def test_refuses_a_query_of_the_set_without_judgments(spark, tmp_path, small_files):
     local, mine = refusal(spark, tmp_path, base_qrels(), query_set=["q1", "q2", "q9"])
     assert "have no judgments" in local
     assert "1 queries of the declared set have no judgments" in mine and "'q9'" in mine and "set.txt" in mine
 
 
-def test_refuses_a_missing_weight(spark, tmp_path):
+def test_refuses_a_missing_weight(spark, tmp_path, small_files):
     local, mine = refusal(spark, tmp_path, base_qrels(), weights={"q1": 1.0, "q2": 2.0})
     assert "have no weight" in local
     assert "1 evaluated queries have no weight: 'q3'" in mine and "weights.tsv" in mine
 
 
-def test_refuses_a_bad_weight(spark, tmp_path):
+def test_refuses_a_bad_weight(spark, tmp_path, small_files):
     local, mine = refusal(spark, tmp_path, base_qrels(), weights={"q1": 1.0, "q2": -2.0, "q3": 1.0})
     assert "must be a finite number > 0" in local
     assert "weight of query 'q2' must be a finite number > 0" in mine and "weights.tsv" in mine
@@ -272,3 +282,24 @@ def test_within_the_judgment_limit_nothing_changes(spark, tmp_path):
         spark_engine.evaluate_grouped(spec, per_query_path=tmp_path / "pq3", spark=spark, groups=4,
                                       qrels=spark.createDataFrame(qrels.assign(grade=float("nan"))),
                                       driver_judgments=0)
+
+
+def test_refuses_a_query_listed_twice_in_the_set(spark, tmp_path, small_files):
+    local, mine = refusal(spark, tmp_path, base_qrels(), query_set=["q1", "q2", "q1"])
+    assert "listed twice" in local
+    assert "query 'q1' is listed twice" in mine and "set.txt" in mine
+
+
+def test_refuses_a_weight_that_is_not_a_number(spark, tmp_path, small_files):
+    local, mine = refusal(spark, tmp_path, base_qrels(), weights={"q1": 1.0, "q2": "0x10", "q3": 1.0})
+    assert "must be a number" in local
+    assert "weight of query 'q2' must be a number, got '0x10'" in mine and "weights.tsv" in mine
+
+
+def test_query_set_and_weights_read_by_spark_match_the_local_engine(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+    qrels, runs, query_set, weights = random_data(21)
+    data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "parquet")
+    spec = make_spec(data, tmp_path / "in")
+    local = ndcg_mlflow.evaluate(spec)
+    check_same(local, grouped(spark, spec, tmp_path))

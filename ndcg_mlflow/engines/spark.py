@@ -8,7 +8,19 @@ How it works:
   the evaluated query set (the judged queries, or the spec's ``queries.set``), the weights and the judgments
   of the evaluated queries. This assumes the judgments are small next to the runs (judgments are made by
   people or sampled; runs list every returned document): at most :data:`MAX_JUDGMENTS` rows are accepted,
-  above that the evaluation stops with an error saying so.
+  above that the evaluation stops with an error saying so. On the grouped path (:func:`evaluate_grouped`, and
+  :func:`evaluate` beyond :data:`MAX_DRIVER_QUERIES`) judgments beyond :data:`DRIVER_JUDGMENTS` rows
+  (``driver_judgments=``; 0: always) stay in Spark instead (:mod:`.spark_judgments`): a file of the spec is read
+  by Spark (TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL; its sha256 still computed on the driver, a
+  streaming read), a DataFrame is used as given (an order-independent digest recorded); they are checked there
+  as locally (null or empty ids, grades that are not finite, a document judged twice with different grades,
+  identical duplicates merged, the gain of every distinct grade, the per-query gain sums), and the evaluated
+  query set, the weights (``weight`` and ``rw``, the weight over the largest), the number of evaluated queries,
+  the weight sum and the grades are Spark DataFrames and aggregates; errors name the source and the offending
+  ids. :func:`evaluate` then counts the evaluated queries in Spark to choose its path (within
+  ``driver_queries`` the judgments are read on the driver as above). A query set or weights file larger than
+  :data:`~.spark_judgments.DRIVER_SMALL_FILE_BYTES` is read by Spark too, with the local readers' checks.
+  ``engine_info.judgments`` records where the judgments were (``driver`` or ``spark``).
 * Each run stays in Spark. Its rows and the evaluated judgments are grouped by a bucket of the query id
   (Spark's ``xxhash64`` of the id's UTF-8 text, modulo the bucket count; integer ids are read as their
   decimal text, as locally), so that every query's rows, run and judged, meet in one bucket. The bucket

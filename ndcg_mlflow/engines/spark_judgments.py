@@ -30,6 +30,10 @@ from ..spec import Spec
 MAX_GRADES = 100_000
 """Distinct grades collected to the driver for the gain mapping at most."""
 
+DRIVER_SMALL_FILE_BYTES = 256 << 20
+"""A query set or weights file of at most this many bytes is read on the driver by the local readers (line
+numbers in their errors); a larger one is read by Spark (:func:`read_small_file`)."""
+
 
 @dataclass
 class SparkJudgments:
@@ -252,9 +256,15 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
         evaluated = judged_queries
     else:
         src = spec.queries.set
-        ids = read_query_set(src.file)
-        files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), len(ids)))
-        evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+        if _large(src.file):
+            evaluated = read_small_file(spark, src.file, ("query_id",)).persist()
+            frames.append(evaluated)
+            n_set = _check_set(evaluated, src.file)
+        else:
+            ids = read_query_set(src.file)
+            n_set = len(ids)
+            evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+        files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
         unknown = evaluated.join(judged_queries, "query_id", "left_anti")
         n = unknown.count()
         if n:
@@ -267,10 +277,16 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
         weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
     else:
         src = spec.queries.weights
-        table = read_weights(src.file)
-        files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), len(table)))
-        given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
-                                      "weight": pa.array(list(table.values()), type=pa.float64())})
+        if _large(src.file):
+            given = _check_weights(read_small_file(spark, src.file, ("query_id", "weight")), src.file)
+            frames.append(given)
+            n_weights = given.count()
+        else:
+            table = read_weights(src.file)
+            n_weights = len(table)
+            given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
+                                          "weight": pa.array(list(table.values()), type=pa.float64())})
+        files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
         missing = evaluated.join(given, "query_id", "left_anti")
         n = missing.count()
         if n:
@@ -312,3 +328,124 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
 def _more(first: list[str], n: int) -> str:
     text = preview(first)
     return text + (f" and {n - len(first)} more" if n > len(first) else "")
+
+
+def _large(path: Any) -> bool:
+    from pathlib import Path
+
+    return Path(path).stat().st_size > DRIVER_SMALL_FILE_BYTES
+
+
+def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
+    """A query set or weights file read by Spark, with the local readers' layout (:func:`~ndcg_mlflow.readers.
+    small.small_rows`): fields separated by runs of spaces and tabs, or CSV/TSV (a ``.csv`` file, or tabs in the
+    first line) with a header when its first line names ``columns[0]``; a DataFrame of ``columns`` (strings).
+    Quoting in CSV/TSV follows Spark's CSV reader; errors name the file and the offending line's text."""
+    from pathlib import Path
+
+    from pyspark.sql import functions as F
+
+    from ..readers.small import check_file
+    from ..readers.text import is_blank, text_lines
+    from .spark import _refuse_line
+
+    path = Path(path)
+    check_file(path)
+    first = ""
+    for _, text in text_lines(path):  # streams: only up to the first line that is not blank
+        if not is_blank(text):
+            first = text
+            break
+    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
+    if delim is None:
+        header = columns[0] in [f.lower() for f in first.split()]
+        lines = spark.read.text(str(path))
+        trimmed = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
+        lines = lines.select(F.col("value").alias("line"), trimmed.alias("t")).where(F.col("t") != "")
+        parsed = lines.select("line", "t", F.split(F.col("t"), "[ \t]+").alias("f"))
+        if header:
+            names = [f.lower() for f in first.split()]
+            parsed = parsed.where(F.col("t") != F.lit(first.strip(" \t\r")))
+        else:
+            names = list(columns)
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
+        _refuse_line(parsed.where(F.size("f") != len(names)), path,
+                     f"expected {len(names)} field(s) ({' '.join(names)})")
+        df = parsed.select("line", *[F.get(F.col("f"), names.index(c)).alias(c) for c in columns])
+    else:
+        header_names = [f.strip().lower() for f in first.split(delim)]
+        header = columns[0] in header_names
+        raw = spark.read.csv(str(path), header=header, sep=delim, inferSchema=False, mode="FAILFAST",
+                             ignoreLeadingWhiteSpace=True, ignoreTrailingWhiteSpace=True)
+        if header:
+            missing = [c for c in columns if c not in header_names]
+            if missing:
+                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
+            raw = raw.toDF(*header_names)
+            picked = list(columns)
+        else:
+            if len(raw.columns) != len(columns):
+                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
+                                      f"{len(raw.columns)}.")
+            picked = raw.columns
+        line = F.concat_ws(delim, *[F.coalesce(F.col(c), F.lit("")) for c in raw.columns])
+        df = raw.select(line.alias("line"), *[F.coalesce(F.col(p), F.lit("")).alias(c)
+                                               for p, c in zip(picked, columns)])
+    for c in columns:
+        _refuse_line(df.where(F.length(F.col(c)) == 0), path, f"{c} is empty")
+    return df.select(*columns)
+
+
+def _check_set(df: Any, path: Any) -> int:
+    """The checks of :func:`~ndcg_mlflow.readers.read_query_set` on a set read by Spark; its size."""
+    from pyspark.sql import functions as F
+
+    twice = df.groupBy("query_id").count().where(F.col("count") > 1)
+    first = twice.orderBy("query_id").limit(1).collect()
+    if first:
+        raise DataError(path, f"query {first[0]['query_id']!r} is listed twice ({first[0]['count']} times).")
+    n = df.count()
+    if not n:
+        raise DataError(path, "the query set is empty.")
+    return int(n)
+
+
+def _check_weights(df: Any, path: Any) -> Any:
+    """The checks of :func:`~ndcg_mlflow.readers.read_weights` on weights read by Spark: numbers in the local
+    grammar, finite and > 0, one per query, ratios to the largest one that are normal doubles. A DataFrame of
+    query_id and weight (persisted)."""
+    from pyspark.sql import functions as F
+
+    from ..readers.small import MIN_WEIGHT_RATIO
+    from .spark import _NUMBER
+
+    word = F.lower(F.regexp_replace(F.col("weight"), r"^[+-]", "")).isin("nan", "inf", "infinity")
+    bad = df.where(~F.col("weight").rlike(_NUMBER) & ~word).orderBy("query_id").limit(1).collect()
+    if bad:
+        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a number, got "
+                              f"{bad[0]['weight'][:60]!r}.")
+    typed = df.select("query_id", F.col("weight").alias("raw"), F.col("weight").cast("double").alias("weight"))
+    bad = typed.where(F.isnan("weight") | F.col("weight").isin(float("inf"), float("-inf")) | (F.col("weight") <= 0)) \
+        .orderBy("query_id").limit(1).collect()
+    if bad:
+        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a finite number > 0, got "
+                              f"{bad[0]['raw'][:60]!r} (to leave a query out, declare a query set without it).")
+    twice = typed.groupBy("query_id").count().where(F.col("count") > 1).orderBy("query_id").limit(1).collect()
+    if twice:
+        raise DataError(path, f"query {twice[0]['query_id']!r} has a weight twice ({twice[0]['count']} times).")
+    typed = typed.select("query_id", "weight").persist()
+    top_row = typed.orderBy(F.col("weight").desc(), "query_id").limit(1).collect()
+    if not top_row:
+        typed.unpersist()
+        raise DataError(path, "the weights file is empty.")
+    top, top_q = float(top_row[0]["weight"]), top_row[0]["query_id"]
+    small = typed.where(F.col("weight") / F.lit(top) < F.lit(MIN_WEIGHT_RATIO)).orderBy("query_id").limit(1).collect()
+    if small:
+        w = float(small[0]["weight"])
+        typed.unpersist()
+        raise DataError(path, f"weight of query {small[0]['query_id']!r} is {w!r}, {w / top:.3g} times the largest "
+                              f"weight ({top!r}, query {top_q!r}): ratios below {MIN_WEIGHT_RATIO:.3g} cannot be "
+                              f"represented in the weighted mean; leave the query out with a query set instead.")
+    return typed
