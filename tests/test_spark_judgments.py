@@ -146,6 +146,10 @@ def check_same(local, result) -> None:
     assert summary["n_queries"] == len(local.query_ids)
     assert math.isclose(summary["weight_sum"], float(local.weights.sum()), rel_tol=1e-12)
     assert summary["grades"] == list(local.grades)
+    for f in local.files:  # the files' sha256 (a streaming read on the driver) and rows, as locally
+        if f.role in ("qrels", "queries.set", "queries.weights") and f.sha256 and \
+                not summary["files"][f.role]["sha256"].startswith("xxhash64-sum:"):
+            assert summary["files"][f.role] == {"path": f.declared, "sha256": f.sha256, "rows": f.rows}, f.role
     for name, sr in local.systems.items():
         for key_, entry in sr.means.items():
             got = summary["systems"][name][key_]["mean"]
@@ -303,3 +307,34 @@ def test_query_set_and_weights_read_by_spark_match_the_local_engine(spark, tmp_p
     spec = make_spec(data, tmp_path / "in")
     local = ndcg_mlflow.evaluate(spec)
     check_same(local, grouped(spark, spec, tmp_path))
+
+
+def test_an_in_memory_table_of_another_library_stays_on_the_driver(spark, tmp_path):
+    qrels, runs, query_set, weights = random_data(4)
+    data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "trec")
+    spec = make_spec(data, tmp_path / "in")
+    result = grouped(spark, spec, tmp_path, qrels=qrels)
+    assert result.summary["engine_info"]["judgments"] == "driver"
+
+
+def test_run_with_driver_judgments_records_them_in_spark(spark, tmp_path):
+    import json
+
+    import yaml
+
+    from ndcg_mlflow.cli import main
+
+    qrels, runs, query_set, weights = random_data(8)
+    data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "trec")
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(make_spec(data, tmp_path / "in")), encoding="utf-8")
+    local = ndcg_mlflow.evaluate(str(spec_path))
+    out = tmp_path / "out"
+    code = main(["run", str(spec_path), "--engine", "spark", "--driver-queries", "3", "--driver-judgments", "0",
+                 "--no-mlflow", "--quiet", "--out", str(out)])
+    assert code in (0, 4)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["engine_info"]["judgments"] == "spark"
+    for name, sr in local.systems.items():
+        for key, entry in sr.means.items():
+            assert math.isclose(summary["systems"][name][key]["mean"], entry["mean"], rel_tol=0, abs_tol=1e-12)

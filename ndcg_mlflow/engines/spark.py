@@ -331,17 +331,18 @@ def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, 
                       driver_judgments: int | None) -> bool:
     """Whether the judgments are more than ``driver_judgments`` (default :data:`DRIVER_JUDGMENTS`) rows: they are
     then kept in Spark on the grouped path. A text file of at most that many bytes is within (each judgment
-    takes a line); a Parquet file's rows are in its footer; else Spark counts them (up to the limit)."""
+    takes a line); a Parquet file's rows are in its footer; else Spark counts them (up to the limit). An in-memory
+    table of another library (pandas, pyarrow...) is on the driver already: never beyond."""
     limit = DRIVER_JUDGMENTS if driver_judgments is None else driver_judgments
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise SpecError("driver_judgments", f"must be a non-negative integer, got {driver_judgments!r}.")
+    obj = qrels[0] if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping) else qrels
+    if obj is not None and not _is_spark_frame(obj):
+        return False  # an in-memory table of another library is on the driver already
     if limit == 0:
         return True
-    obj = qrels[0] if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping) else qrels
     if obj is not None:
-        if _is_spark_frame(obj):
-            return bool(obj.limit(limit + 1).count() > limit)
-        return False  # an in-memory table of another library is on the driver already
+        return bool(obj.limit(limit + 1).count() > limit)
     from ..readers import detect_format
     from ..spec import dataset_files
 

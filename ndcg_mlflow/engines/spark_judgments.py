@@ -15,6 +15,7 @@ duplicates and positive finite weights are theirs), then checked against the jud
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,7 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
         info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), 0)
     else:
         obj, mapping = qrels, dict(shared)
-        if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], dict):
+        if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
             obj, mapping = qrels[0], {**shared, **qrels[1]}
         if not _is_spark_frame(obj):
             raise SpecError("qrels", "judgments kept in Spark are a file of the spec or a Spark DataFrame; "
