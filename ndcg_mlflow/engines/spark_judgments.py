@@ -248,82 +248,81 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
     raw, label, info = judgment_frame(spark, spec, qrels, shared)
     deduped, n_rows, grades = check_judgments(spark, raw, label, spec)
     frames = [deduped]
-    if not info.sha256:  # a DataFrame: an order-independent digest of its (deduplicated) judgments
-        info.sha256 = _digest_columns(deduped, ("query_id", "doc_id", "grade"))[0]
-    info.rows = n_rows
-    files.append(info)
-    judged_queries = deduped.select("query_id").distinct()
-    if spec.queries.set is None:
-        evaluated = judged_queries
-    else:
-        src = spec.queries.set
-        if _large(src.file):
-            evaluated = read_small_file(spark, src.file, ("query_id",)).persist()
-            frames.append(evaluated)
-            n_set = _check_set(evaluated, src.file)
+    try:
+        if not info.sha256:  # a DataFrame: an order-independent digest of its (deduplicated) judgments
+            info.sha256 = _digest_columns(deduped, ("query_id", "doc_id", "grade"))[0]
+        info.rows = n_rows
+        files.append(info)
+        judged_queries = deduped.select("query_id").distinct()
+        if spec.queries.set is None:
+            evaluated = judged_queries
         else:
-            ids = read_query_set(src.file)
-            n_set = len(ids)
-            evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
-        files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
-        unknown = evaluated.join(judged_queries, "query_id", "left_anti")
-        n = unknown.count()
-        if n:
-            first = [r["query_id"] for r in unknown.orderBy("query_id").limit(5).collect()]
-            deduped.unpersist()
-            qrels_name = spec.qrels.declared if spec.qrels is not None else "qrels"
-            raise DataError(src.file, f"{n} queries of the declared set have no judgments in {qrels_name}: "
-                                      f"{_more(first, n)}. Judge them or remove them from the set.")
-    if spec.queries.weights is None:
-        weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
-    else:
-        src = spec.queries.weights
-        if _large(src.file):
-            given = _check_weights(read_small_file(spark, src.file, ("query_id", "weight")), src.file)
-            frames.append(given)
-            n_weights = given.count()
+            src = spec.queries.set
+            if _large(src.file):
+                evaluated = read_small_file(spark, src.file, ("query_id",)).persist()
+                frames.append(evaluated)
+                n_set = _check_set(evaluated, src.file)
+            else:
+                ids = read_query_set(src.file)
+                n_set = len(ids)
+                evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+            files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
+            unknown = evaluated.join(judged_queries, "query_id", "left_anti")
+            n = unknown.count()
+            if n:
+                first = [r["query_id"] for r in unknown.orderBy("query_id").limit(5).collect()]
+                qrels_name = spec.qrels.declared if spec.qrels is not None else "qrels"
+                raise DataError(src.file, f"{n} queries of the declared set have no judgments in {qrels_name}: "
+                                          f"{_more(first, n)}. Judge them or remove them from the set.")
+        if spec.queries.weights is None:
+            weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
         else:
-            table = read_weights(src.file)
-            n_weights = len(table)
-            given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
-                                          "weight": pa.array(list(table.values()), type=pa.float64())})
-        files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
-        missing = evaluated.join(given, "query_id", "left_anti")
-        n = missing.count()
+            src = spec.queries.weights
+            if _large(src.file):
+                given = _check_weights(read_small_file(spark, src.file, ("query_id", "weight")), src.file)
+                frames.append(given)
+                n_weights = given.count()
+            else:
+                table = read_weights(src.file)
+                n_weights = len(table)
+                given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
+                                              "weight": pa.array(list(table.values()), type=pa.float64())})
+            files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
+            missing = evaluated.join(given, "query_id", "left_anti")
+            n = missing.count()
+            if n:
+                first = [r["query_id"] for r in missing.orderBy("query_id").limit(5).collect()]
+                raise DataError(src.file, f"{n} evaluated queries have no weight: {_more(first, n)}.")
+            weights_df = evaluated.join(given, "query_id")
+        agg = weights_df.agg(F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"),
+                             F.max("weight").alias("m")).collect()[0]
+        n_queries, weight_sum, top = int(agg["n"]), float(agg["s"] or 0.0), float(agg["m"] or 1.0)
+        if not math.isfinite(weight_sum):
+            raise DataError(spec.queries.weights.file if spec.queries.weights is not None else label,
+                            f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
+                            f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
+                            f"matter: divide them all by a common factor.")
+        weights_df = weights_df.select("query_id", "weight", (F.col("weight") / F.lit(top)).alias("rw")).persist()
+        frames.append(weights_df)
+        judged_df = deduped.join(weights_df.select("query_id"), "query_id").select("query_id", "doc_id", "grade")
+        judged_df = judged_df.persist()
+        frames.append(judged_df)
+        n_judged = judged_df.count()
+        # the gains of a query could sum beyond a float (join.check_gain_sums): every DCG would then overflow
+        gains = _gain_column(spark, spec, grades)
+        sums = judged_df.join(F.broadcast(gains), "grade").groupBy("query_id").agg(F.sum(F.abs("gain")).alias("s"))
+        over = sums.where(F.col("s").isin(float("inf")) | F.isnan("s"))
+        n = over.count()
         if n:
-            first = [r["query_id"] for r in missing.orderBy("query_id").limit(5).collect()]
-            deduped.unpersist()
-            raise DataError(src.file, f"{n} evaluated queries have no weight: {_more(first, n)}.")
-        weights_df = evaluated.join(given, "query_id")
-    agg = weights_df.agg(F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"),
-                         F.max("weight").alias("m")).collect()[0]
-    n_queries, weight_sum, top = int(agg["n"]), float(agg["s"] or 0.0), float(agg["m"] or 1.0)
-    if not math.isfinite(weight_sum):
-        deduped.unpersist()
-        raise DataError(spec.queries.weights.file if spec.queries.weights is not None else label,
-                        f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
-                        f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
-                        f"matter: divide them all by a common factor.")
-    weights_df = weights_df.select("query_id", "weight", (F.col("weight") / F.lit(top)).alias("rw")).persist()
-    frames.append(weights_df)
-    judged_df = deduped.join(weights_df.select("query_id"), "query_id").select("query_id", "doc_id", "grade")
-    judged_df = judged_df.persist()
-    frames.append(judged_df)
-    n_judged = judged_df.count()
-    # the gains of a query could sum beyond a float (join.check_gain_sums): every DCG would then overflow
-    gains = _gain_column(spark, spec, grades)
-    sums = judged_df.join(F.broadcast(gains), "grade").groupBy("query_id").agg(F.sum(F.abs("gain")).alias("s"))
-    over = sums.where(F.col("s").isin(float("inf")) | F.isnan("s"))
-    n = over.count()
-    if n:
-        first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
-        for df in frames:
-            df.unpersist()
-        raise DataError(label, f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
-                               f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-                               f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
-                               f"or a gain table with smaller values).")
-    return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
+            first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
+            raise DataError(label, f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
+                                   f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+                                   f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
+                                   f"or a gain table with smaller values).")
+        return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
+    except BaseException:  # nothing refers to the cached frames: they go
+        SparkJudgments(None, None, 0, 0.0, [], 0, frames).release()
+        raise
 
 
 def _more(first: list[str], n: int) -> str:
