@@ -27,7 +27,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
              spark: Any = None, buckets: int | None = None, prefilter: bool | None = None,
              driver_queries: int | None = None, per_query_path: str | Path | None = None,
              groups: int | None = None, tracking_uri: str | None = None,
-             scored_dir: str | Path | None = None) -> EvaluationResult | GroupedResult:
+             scored_dir: str | Path | None = None,
+             driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
     model is looked up in the model registry and loaded, see below).
 
@@ -48,7 +49,9 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`). Beyond ``driver_queries`` evaluated
     queries, with ``per_query_path`` (a new folder) the per-query table is written there as Parquet and the
     statistics come from ``groups`` random groups of queries: the result is then a
-    :class:`~ndcg_mlflow.engines.spark.GroupedResult` (a summary, no per-query table on the driver).
+    :class:`~ndcg_mlflow.engines.spark.GroupedResult` (a summary, no per-query table on the driver); there, beyond
+    ``driver_judgments`` judgments (default ``engines.spark.DRIVER_JUDGMENTS``; 0: always) the judgments, the
+    evaluated query set and the weights are read, checked and kept in Spark.
 
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
@@ -73,7 +76,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
                 return _evaluate_models_spark(loaded, spark=spark, qrels=qrels, columns=columns, progress=progress,
                                               tracking_uri=tracking_uri, scored_dir=scored_dir, buckets=buckets,
                                               prefilter=prefilter, driver_queries=driver_queries,
-                                              per_query_path=per_query_path, groups=groups)
+                                              per_query_path=per_query_path, groups=groups,
+                                              driver_judgments=driver_judgments)
             return _evaluate_models(loaded, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data,
                                     tracking_uri=tracking_uri, scored_dir=scored_dir)
     if engine == "spark":
@@ -83,11 +87,11 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
         return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                               progress=progress, buckets=buckets, prefilter=prefilter,
                               driver_queries=driver_queries, per_query_path=per_query_path,
-                              **({} if groups is None else {"groups": groups}))
+                              driver_judgments=driver_judgments, **({} if groups is None else {"groups": groups}))
     if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None \
-            or per_query_path is not None or groups is not None:
-        raise SpecError("engine", "spark=, buckets=, prefilter=, driver_queries=, per_query_path= and groups= apply "
-                                  "to engine='spark'.")
+            or per_query_path is not None or groups is not None or driver_judgments is not None:
+        raise SpecError("engine", "spark=, buckets=, prefilter=, driver_queries=, per_query_path=, groups= and "
+                                  "driver_judgments= apply to engine='spark'.")
     return evaluate_local(spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                           progress=progress, keep_data=keep_data)
 
@@ -128,7 +132,8 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
                            tracking_uri: str | None, scored_dir: str | Path | None, buckets: int | None,
                            prefilter: bool | None, driver_queries: int | None,
                            per_query_path: str | Path | None = None,
-                           groups: int | None = None) -> EvaluationResult | GroupedResult:
+                           groups: int | None = None,
+                           driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
     """Model systems scored on Spark, then evaluated there: within the driver's limit an
     :class:`~ndcg_mlflow.evaluation.EvaluationResult`; beyond it, with ``per_query_path``, a
     :class:`~ndcg_mlflow.engines.spark.GroupedResult` whose summary records the models as ``summary.json`` does."""
@@ -156,7 +161,8 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
     try:
         result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
                                 buckets=buckets, prefilter=prefilter, driver_queries=driver_queries,
-                                per_query_path=per_query_path, groups=GROUPS if groups is None else groups)
+                                per_query_path=per_query_path, groups=GROUPS if groups is None else groups,
+                                driver_judgments=driver_judgments)
     except BaseException:
         if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
             import shutil

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --engine spark: beyond N evaluated queries (default 5,000,000) the per-query rows "
                           "stay in Spark, written as Parquet next to the output folder (OUT.per_query/), and the "
                           "statistics come from random groups of queries")
+    run.add_argument("--driver-judgments", metavar="N", type=int,
+                     help="with --engine spark, beyond --driver-queries: beyond N judgments (default 50,000,000) "
+                          "the judgments, the evaluated query set and the weights are read and checked in Spark "
+                          "and stay there (0: always)")
 
     val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
@@ -348,6 +352,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--spark-remote", "applies to --engine spark.")
     if args.driver_queries is not None and (args.engine != "spark" or args.driver_queries < 0):
         raise SpecError("--driver-queries", "applies to --engine spark and is a number of queries (0 or more).")
+    if args.driver_judgments is not None and (args.engine != "spark" or args.driver_judgments < 0):
+        raise SpecError("--driver-judgments", "applies to --engine spark and is a number of judgments (0 or more).")
     spec = load_spec(args.spec, overrides=args.set)
     for flag, value in (("--run-id", args.run_id), ("--promote", args.promote)):
         if value is not None and args.no_mlflow:
@@ -374,7 +380,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 result = evaluate(spec, progress=progress, engine="spark", spark=spark, tracking_uri=uri,
                                   scored_dir=scoring if models else None, driver_queries=args.driver_queries,
-                                  per_query_path=pq_path)
+                                  per_query_path=pq_path, driver_judgments=args.driver_judgments)
             except BaseException:  # the engine removed its own folder; the home goes when left empty
                 remove_per_query(out_dir, pq_path)
                 raise

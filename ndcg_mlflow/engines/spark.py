@@ -8,7 +8,19 @@ How it works:
   the evaluated query set (the judged queries, or the spec's ``queries.set``), the weights and the judgments
   of the evaluated queries. This assumes the judgments are small next to the runs (judgments are made by
   people or sampled; runs list every returned document): at most :data:`MAX_JUDGMENTS` rows are accepted,
-  above that the evaluation stops with an error saying so.
+  above that the evaluation stops with an error saying so. On the grouped path (:func:`evaluate_grouped`, and
+  :func:`evaluate` beyond :data:`MAX_DRIVER_QUERIES`) judgments beyond :data:`DRIVER_JUDGMENTS` rows
+  (``driver_judgments=``; 0: always) stay in Spark instead (:mod:`.spark_judgments`): a file of the spec is read
+  by Spark (TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL; its sha256 still computed on the driver, a
+  streaming read), a DataFrame is used as given (an order-independent digest recorded); they are checked there
+  as locally (null or empty ids, grades that are not finite, a document judged twice with different grades,
+  identical duplicates merged, the gain of every distinct grade, the per-query gain sums), and the evaluated
+  query set, the weights (``weight`` and ``rw``, the weight over the largest), the number of evaluated queries,
+  the weight sum and the grades are Spark DataFrames and aggregates; errors name the source and the offending
+  ids. :func:`evaluate` then counts the evaluated queries in Spark to choose its path (within
+  ``driver_queries`` the judgments are read on the driver as above). A query set or weights file larger than
+  :data:`~.spark_judgments.DRIVER_SMALL_FILE_BYTES` is read by Spark too, with the local readers' checks.
+  ``engine_info.judgments`` records where the judgments were (``driver`` or ``spark``).
 * Each run stays in Spark. Its rows and the evaluated judgments are grouped by a bucket of the query id
   (Spark's ``xxhash64`` of the id's UTF-8 text, modulo the bucket count; integer ids are read as their
   decimal text, as locally), so that every query's rows, run and judged, meet in one bucket. The bucket
@@ -95,12 +107,18 @@ from ..uris import safe_uri
 from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
+from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
 
 MAX_JUDGMENTS = 50_000_000
 """Judgments read on the driver at most (the judgments are assumed small next to the runs)."""
+
+DRIVER_JUDGMENTS = MAX_JUDGMENTS
+"""Judgments read on the driver at most on the grouped path (:func:`evaluate_grouped`, and :func:`evaluate` beyond
+:data:`MAX_DRIVER_QUERIES`); beyond, the judgments, the evaluated query set and the weights stay in Spark
+(:mod:`.spark_judgments`). ``driver_judgments=`` overrides it (0: always in Spark)."""
 
 PREFILTER_MAX_JUDGMENTS = 5_000_000
 """The top-K pre-filter joins each run row to its grade before the shuffle by a broadcast join of the evaluated
@@ -145,7 +163,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
              systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
              base_dir: str | Path | None = None, progress=None, buckets: int | None = None,
              prefilter: bool | None = None, driver_queries: int | None = None,
-             per_query_path: str | Path | None = None, groups: int = GROUPS) -> EvaluationResult | GroupedResult:
+             per_query_path: str | Path | None = None, groups: int = GROUPS,
+             driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
@@ -157,18 +176,35 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     may come back to the driver (default :data:`MAX_DRIVER_QUERIES`). Beyond it, with ``per_query_path`` (a new
     folder) the evaluation continues as :func:`evaluate_grouped` (``groups`` random groups) and returns its
     :class:`GroupedResult`, after :func:`check_grouped` found nothing the grouped statistics cannot give; without
-    ``per_query_path`` an error points to :func:`evaluate_grouped`.
+    ``per_query_path`` an error points to :func:`evaluate_grouped`. ``driver_judgments``: with ``per_query_path``,
+    the judgments read on the driver at most (default :data:`DRIVER_JUDGMENTS`); beyond, they are read and
+    checked in Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses
+    them from Spark (within it, the judgments are read on the driver as always, up to :data:`MAX_JUDGMENTS`).
     """
     if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
         raise SpecError("buckets", f"must be a positive integer, got {buckets!r}.")
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
+    limit = MAX_DRIVER_QUERIES if driver_queries is None else driver_queries
+    if per_query_path is not None and _judgments_beyond(spark, spec, qrels, columns, driver_judgments):
+        in_spark = _judged_in_spark(spark, spec, qrels, columns, prefilter)
+        assert in_spark.spark_side is not None
+        n_evaluated = in_spark.spark_side.n_queries
+        if n_evaluated > limit:
+            check_grouped(spec)
+            if progress:
+                progress(f"{n_evaluated:,} evaluated queries (counted in Spark, where the judgments are), more "
+                         f"than the {limit:,} whose per-query rows come back to the driver: per-query table to "
+                         f"{per_query_path}, statistics from {groups} groups")
+            return _evaluate_grouped(spark, spec, in_spark, systems, _grouped_target(per_query_path, groups),
+                                     progress, buckets, groups)
+        in_spark.release()  # within the limit: the per-query rows come to the driver, the judgments too
     judged = _judged(spark, spec, qrels, columns, prefilter)
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
     query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
-    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "systems": {}}
+    assert query_ids is not None and weights is not None and qrels_table is not None
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": "driver", "systems": {}}
 
-    limit = MAX_DRIVER_QUERIES if driver_queries is None else driver_queries
     if len(query_ids) > limit and per_query_path is not None:
         check_grouped(spec)  # before any Spark job
         if progress:
@@ -239,17 +275,27 @@ class _Judged:
     evaluated judgments as a DataFrame, and the pre-filter's depth (``None``: not applied) and why."""
 
     shared: dict[str, str]  # column names given for every source
-    qrels_table: Table
+    qrels_table: Table | None  # None: the judgments are in Spark (spark_side)
     files: list[FileInfo]
-    query_ids: np.ndarray
-    weights: np.ndarray
+    query_ids: np.ndarray | None  # None: the evaluated queries are in Spark (spark_side.weights_df)
+    weights: np.ndarray | None
     judged_df: Any
     depth: int | None
     reason: str
     companions: comps.CompanionFrames | None = None  # the companion files, as Spark DataFrames
+    spark_side: SparkJudgments | None = None  # the judgments, evaluated queries and weights kept in Spark
 
     def prefilter_info(self) -> dict[str, Any]:
         return {"applied": self.depth is not None, "depth": self.depth, "reason": self.reason}
+
+    @property
+    def where(self) -> str:
+        """Where the judgments were read and checked: ``driver`` or ``spark``."""
+        return "driver" if self.spark_side is None else "spark"
+
+    def release(self) -> None:
+        if self.spark_side is not None:
+            self.spark_side.release()
 
 
 def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
@@ -264,6 +310,55 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
     companions = comps.frames(spark, spec, _read_companions(spec, files))  # read as locally, after the judgments
     depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
     return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
+
+
+def _judged_in_spark(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
+                     prefilter: bool | None) -> _Judged:
+    """:func:`_judged` with the judgments, the evaluated query set and the weights read, checked and kept in Spark
+    (:func:`.spark_judgments.spark_judgments`)."""
+    shared = dict(columns or {})
+    files: list[FileInfo] = []
+    side = spark_judgments(spark, spec, qrels, shared, files)
+    try:
+        companions = comps.frames(spark, spec, _read_companions(spec, files))
+        depth, reason = prefilter_plan(spec.metric, side.n_judged, prefilter)
+    except BaseException:
+        side.release()
+        raise
+    return _Judged(shared, None, files, None, None, side.judged_df, depth, reason, companions, side)
+
+
+def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
+                      driver_judgments: int | None) -> bool:
+    """Whether the judgments are more than ``driver_judgments`` (default :data:`DRIVER_JUDGMENTS`) rows: they are
+    then kept in Spark on the grouped path. A text file of at most that many bytes is within (each judgment
+    takes a line); a Parquet file's rows are in its footer; else Spark counts them (up to the limit). An in-memory
+    table of another library (pandas, pyarrow...) is on the driver already: never beyond."""
+    limit = DRIVER_JUDGMENTS if driver_judgments is None else driver_judgments
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise SpecError("driver_judgments", f"must be a non-negative integer, got {driver_judgments!r}.")
+    obj = qrels[0] if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping) else qrels
+    if obj is not None and not _is_spark_frame(obj):
+        return False  # an in-memory table of another library is on the driver already
+    if limit == 0:
+        return True
+    if obj is not None:
+        return bool(obj.limit(limit + 1).count() > limit)
+    from ..readers import detect_format
+    from ..spec import dataset_files
+
+    q = spec.qrels
+    files = dataset_files(q.file) if q.format in ("auto", "parquet") else None
+    fmt = "parquet" if files is not None else detect_format(q.file, q.format, q.columns)
+    if fmt in ("trec", "csv", "tsv", "jsonl"):
+        if Path(q.file).stat().st_size <= limit:
+            return False
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(str(f)).metadata.num_rows for f in (files or [Path(q.file)])) > limit
+    frame = judgment_frame(spark, spec, None, dict(columns or {}))[0]
+    return bool(frame.limit(limit + 1).count() > limit)
 
 
 def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
@@ -579,9 +674,15 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
 
 def _digest(df: Any) -> tuple[str, int]:
     """An order-independent content digest of a run DataFrame (the sum of its rows' xxhash64) and its rows."""
+    return _digest_columns(df, ("query_id", "doc_id", "score", "rank"))
+
+
+def _digest_columns(df: Any, columns: Sequence[str]) -> tuple[str, int]:
+    """An order-independent content digest of ``columns`` of a DataFrame (the sum of its rows' xxhash64) and its
+    rows."""
     from pyspark.sql import functions as F
 
-    h = F.xxhash64("query_id", "doc_id", "score", "rank").cast("decimal(38,0)")
+    h = F.xxhash64(*columns).cast("decimal(38,0)")
     row = df.agg(F.sum(h).alias("h"), F.count(F.lit(1)).alias("n")).collect()[0]
     total = int(row["h"] or 0) % (1 << 64)
     return f"xxhash64-sum:{total:016x}", int(row["n"])
@@ -1310,18 +1411,23 @@ def check_grouped(spec: Spec) -> None:
 def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_path: str | Path, spark: Any = None,
                      qrels: Any = None, systems: Mapping[str, Any] | None = None,
                      columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
-                     buckets: int | None = None, prefilter: bool | None = None, groups: int = GROUPS) -> GroupedResult:
+                     buckets: int | None = None, prefilter: bool | None = None, groups: int = GROUPS,
+                     driver_judgments: int | None = None) -> GroupedResult:
     """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
     random groups of queries; percentile intervals by resampling groups, sign-flip tests flipping groups).
-    The checks are those of :func:`evaluate`."""
+    The checks are those of :func:`evaluate`. Beyond ``driver_judgments`` judgments (default
+    :data:`DRIVER_JUDGMENTS`; 0: always) the judgments, the evaluated query set and the weights are read, checked
+    and kept in Spark (:mod:`.spark_judgments`), with the local engine's checks and numbers."""
     out_path = _grouped_target(per_query_path, groups)
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     check_grouped(spec)
-    return _evaluate_grouped(spark, spec, _judged(spark, spec, qrels, columns, prefilter), systems, out_path,
-                             progress, buckets, groups)
+    judged = _judged_in_spark(spark, spec, qrels, columns, prefilter) \
+        if _judgments_beyond(spark, spec, qrels, columns, driver_judgments) else \
+        _judged(spark, spec, qrels, columns, prefilter)
+    return _evaluate_grouped(spark, spec, judged, systems, out_path, progress, buckets, groups)
 
 
 def _grouped_target(per_query_path: str | Path, groups: int) -> Path:
@@ -1342,8 +1448,11 @@ def _evaluate_grouped(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[
     per-query table of some systems, no result refers to, is not left behind."""
     existed = out_path.exists()
     try:
-        return _evaluate_grouped_into(spark, spec, judged, systems, out_path, progress, buckets, groups)
+        result = _evaluate_grouped_into(spark, spec, judged, systems, out_path, progress, buckets, groups)
+        judged.release()
+        return result
     except BaseException:
+        judged.release()
         if existed:  # an empty folder the caller made: emptied again
             for child in list(out_path.iterdir()) if out_path.is_dir() else []:
                 if child.is_dir() and not child.is_symlink():
@@ -1367,15 +1476,21 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
 
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
     query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
-    weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
-                                                 "weight": pa.array(weights, type=pa.float64()),
-                                                 "rw": pa.array(relative(weights), type=pa.float64())}))
+    side = judged.spark_side
+    if side is not None:  # the judgments, evaluated queries and weights are in Spark
+        weights_df, nq, weight_sum, grades = side.weights_df, side.n_queries, side.weight_sum, side.grades
+    else:
+        assert query_ids is not None and weights is not None and qrels_table is not None
+        weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
+                                                     "weight": pa.array(weights, type=pa.float64()),
+                                                     "rw": pa.array(relative(weights), type=pa.float64())}))
+        nq, weight_sum = len(query_ids), float(weights.sum())
+        grades = sorted({float(g) for g in np.unique(qrels_table.value)})
     labels = F.array(*[F.lit(cutoff_label(k)) for k in metric.cutoffs])
-    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "systems": {},
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": judged.where, "systems": {},
                                    "statistics": {"method": "grouped", "groups": groups}}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
-    nq = len(query_ids)
     comp = judged.companions
     duplicate_rates = comp is not None and comp.plan.duplicates
     coverages: dict[str, list[float]] = {}
@@ -1516,9 +1631,9 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                  f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}")
     summary = {"name": spec.name, "spec_sha256": spec.sha256, "definition_sha256": spec.definition_digest(),
                "ndcg_mlflow_version": __version__, "spec": spec.resolved(), "n_queries": nq,
-               "weight_sum": float(weights.sum()),
+               "weight_sum": weight_sum,
                "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
-               "systems": summary_systems, "grades": sorted({float(g) for g in np.unique(qrels_table.value)}),
+               "systems": summary_systems, "grades": grades,
                "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
                           "run_name": spec.mlflow.run_name, "tags": dict(spec.mlflow.tags),
                           "timeout": spec.mlflow.timeout, "max_retries": spec.mlflow.max_retries,
@@ -1561,4 +1676,4 @@ def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run
 
 __all__ = ["evaluate", "evaluate_grouped", "GroupedResult", "GROUPED_NOT_COMPUTED", "check_grouped",
            "check_buckets", "bucket_rows", "MAX_DRIVER_QUERIES",
-           "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]
+           "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "DRIVER_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]

@@ -1,0 +1,451 @@
+"""The judgments, the evaluated query set and the weights kept in Spark (the grouped path, beyond the driver's
+limit of judgments: :data:`ndcg_mlflow.engines.spark.DRIVER_JUDGMENTS`).
+
+The judgments are read by Spark (a file of the spec: TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL;
+or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in the same
+order: null or empty ids, null or non-finite grades, a document judged twice with different grades (identical
+duplicates are merged), the gain mapping of every grade (the distinct grades are collected: they are few),
+the evaluated query set (the judged queries, or the spec's ``queries.set``, each of whose queries must be
+judged), the weights (``queries.weights``: every evaluated query needs one) and the per-query sums of the
+gains that could overflow a float. Spark has no line numbers: the errors name the source and the offending
+query and document ids. The query set and the weights files are read by the local readers (their grammar,
+duplicates and positive finite weights are theirs), then checked against the judgments in Spark.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, SpecError, preview
+from ..evaluation import FileInfo
+from ..join import map_gains
+from ..kernel import NonFiniteError
+from ..readers import read_query_set, read_weights, sha256_file
+from ..spec import Spec
+
+MAX_GRADES = 100_000
+"""Distinct grades collected to the driver for the gain mapping at most."""
+
+DRIVER_SMALL_FILE_BYTES = 256 << 20
+"""A query set or weights file of at most this many bytes is read on the driver by the local readers (line
+numbers in their errors); a larger one is read by Spark (:func:`read_small_file`)."""
+
+
+@dataclass
+class SparkJudgments:
+    """The judgments of the evaluated queries (``judged_df``: query_id, doc_id, grade), the evaluated queries with
+    their weights (``weights_df``: query_id, weight, rw), and their aggregates, all computed in Spark."""
+
+    judged_df: Any
+    weights_df: Any
+    n_queries: int
+    weight_sum: float
+    grades: list[float]
+    n_judged: int
+    frames: list[Any]  # persisted DataFrames, unpersisted by release()
+
+    def release(self) -> None:
+        for df in self.frames:
+            try:
+                df.unpersist()
+            except Exception:  # pragma: no cover - the session may be gone
+                pass
+
+
+def _type_ok(t: str, numeric: bool) -> bool:
+    if numeric:
+        return t in ("tinyint", "smallint", "int", "bigint", "float", "double") or t.startswith("decimal")
+    return t in ("string", "tinyint", "smallint", "int", "bigint") or t.startswith("varchar")
+
+
+def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tuple[Any, str, FileInfo]:
+    """The judgments as a DataFrame of query_id, doc_id (strings) and grade (double), unchecked, its label for
+    errors and its file information (rows filled in later)."""
+    from pyspark.sql import functions as F
+
+    from ..spec import IN_MEMORY
+    from .spark import _is_spark_frame
+
+    if qrels is None:
+        q = spec.qrels
+        df, mapping = _read_qrels_file(spark, q), dict(q.columns)
+        label: str = str(q.file)
+        info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), 0)
+    else:
+        obj, mapping = qrels, dict(shared)
+        if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
+            obj, mapping = qrels[0], {**shared, **qrels[1]}
+        if not _is_spark_frame(obj):
+            raise SpecError("qrels", "judgments kept in Spark are a file of the spec or a Spark DataFrame; "
+                                     f"got {type(obj).__name__}.")
+        df, label, info = obj, "qrels", FileInfo("qrels", "", IN_MEMORY, "", 0)
+    unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
+    if unknown:
+        raise SpecError("columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, "
+                                   f"grade, score or rank.")
+    types = dict(df.dtypes)
+    selected = []
+    for c in ("query_id", "doc_id", "grade"):
+        src = mapping.get(c, c)
+        if src not in types:
+            raise DataError(label, f"missing column(s) {src}; judgments have the columns query_id, doc_id and "
+                                   f"grade (or a column mapping naming them).")
+        if not _type_ok(types[src], c == "grade"):
+            kind = "be numeric (an integer or floating-point type)" if c == "grade" else \
+                "hold strings (or integers)"
+            raise DataError(label, f"column {c} must {kind}, found {types[src]}.")
+        selected.append(F.col(src).cast("double" if c == "grade" else "string").alias(c))
+    return df.select(*selected), label, info
+
+
+def _read_qrels_file(spark: Any, q: Any) -> Any:
+    """A judgments file of the spec read by Spark: TREC qrels (``qid iter docid grade``), CSV/TSV with a header
+    (numbers in the local readers' grammar, an empty field read as empty), else as a run is read (Parquet,
+    Delta, JSONL)."""
+    from pyspark.sql import functions as F
+
+    from ..readers import detect_format
+    from ..spec import dataset_files
+    from .spark import _NUMBER, _read_run_file, _refuse_line
+
+    path = q.file
+    files = dataset_files(path) if q.format in ("auto", "parquet") else None
+    fmt = "parquet" if files is not None else detect_format(path, q.format, q.columns)
+    if fmt == "trec":
+        lines = spark.read.text(str(path))
+        text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
+        lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
+        parsed = lines.select("line", F.split(F.col("t"), "[ \t]+").alias("f"))
+        bad = (F.size("f") != 4) | ~F.get(F.col("f"), 3).rlike(_NUMBER)
+        _refuse_line(parsed.where(bad), path, "a TREC qrels line has 4 fields: qid iter docid grade, with a "
+                                              "decimal grade")
+        return parsed.select(F.get(F.col("f"), 0).alias("query_id"), F.get(F.col("f"), 2).alias("doc_id"),
+                             F.get(F.col("f"), 3).cast("double").alias("grade"))
+    if fmt in ("csv", "tsv"):
+        df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
+                            mode="FAILFAST", enforceSchema=False)
+        mapping = dict(q.columns)
+        grade = mapping.get("grade", "grade")
+        if grade in df.columns:
+            bad = F.col(grade).isNull() | ~F.trim(F.col(grade)).rlike(_NUMBER)
+            _refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t",
+                                                          *[F.coalesce(F.col(c), F.lit("")) for c in df.columns])
+                                              .alias("line")), path, "grade must be a decimal number")
+        ids = (mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id"))
+        # Spark reads an empty field as null; the local readers read it as empty (and refuse it as such)
+        return df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c == grade else
+                           F.coalesce(F.col(c), F.lit("")).alias(c) if c in ids else F.col(c) for c in df.columns])
+    return _read_run_file(spark, q, True)[0]
+
+
+def _ids(rows: list[Any]) -> str:
+    return ", ".join(f"query {r['query_id']!r}, document {r['doc_id']!r}" for r in rows)
+
+
+def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, int, list[float]]:
+    """The local readers' and gain checks in Spark; the deduplicated judgments (persisted), their count and
+    their distinct grades."""
+    from pyspark.sql import functions as F
+
+    finite = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
+    checks = {f"null:{c}": F.col(c).isNull() for c in ("query_id", "doc_id", "grade")}
+    checks.update({f"empty:{c}": F.length(F.col(c)) == 0 for c in ("query_id", "doc_id")})
+    checks["finite"] = finite
+    # one pass over the source counts every problem; the rows of the first one found are looked up then
+    counts = df.agg(*[F.count(F.when(cond, 1)).alias(k.replace(":", "_")) for k, cond in checks.items()]).collect()[0]
+
+    def first(cond: Any) -> tuple[int, list[Any]]:
+        key = next(k for k, v in checks.items() if v is cond)
+        n = int(counts[key.replace(":", "_")])
+        return n, (df.where(cond).orderBy("query_id", "doc_id").limit(1).collect() if n else [])
+
+    for c in ("query_id", "doc_id", "grade"):
+        n, rows = first(checks[f"null:{c}"])
+        if n:
+            raise DataError(label, f"{c} is null in {n} judgments (e.g. {_ids(rows)}); every row needs a {c} "
+                                   f"(nulls are refused in every format).")
+    for c in ("query_id", "doc_id"):
+        n, rows = first(checks[f"empty:{c}"])
+        if n:
+            raise DataError(label, f"{c} is empty in {n} judgments (e.g. {_ids(rows)}); every row needs a {c}.")
+    n, rows = first(finite)
+    if n:
+        raise DataError(label, f"grade must be a finite number, got {rows[0]['grade']} for {_ids(rows)} (NaN, an "
+                               f"infinity, or a value beyond the range of a double; {n} judgments in all).")
+    pairs = df.groupBy("query_id", "doc_id").agg(F.min("grade").alias("lo"), F.max("grade").alias("hi"))
+    conflicts = pairs.where(F.col("lo") != F.col("hi"))
+    n = conflicts.count()
+    if n:
+        r = conflicts.orderBy("query_id", "doc_id").limit(1).collect()[0]
+        raise DataError(label, f"document {r['doc_id']!r} of query {r['query_id']!r} is judged twice with "
+                               f"different grades ({r['lo']:g} and {r['hi']:g}; {n} documents judged with "
+                               f"different grades in all).")
+    deduped = pairs.select("query_id", "doc_id", F.col("lo").alias("grade")).persist()
+    n_rows = deduped.count()
+    if not n_rows:
+        raise DataError(label, "the qrels file has no data lines." if label != "qrels" else "the table has no rows.")
+    distinct = deduped.select("grade").distinct().limit(MAX_GRADES + 1).collect()
+    if len(distinct) > MAX_GRADES:
+        deduped.unpersist()
+        raise DataError(label, f"more than {MAX_GRADES:,} distinct grades: the gain mapping collects them to the "
+                               f"driver; round the grades.")
+    grades = sorted(float(r["grade"]) for r in distinct)
+    gain = spec.metric.gain
+    try:
+        map_gains(gain, np.asarray(grades, dtype=np.float64))
+    except NonFiniteError as exc:
+        over = [grades[int(i)] for i in exc.queries]
+        bad_rows = deduped.where(F.col("grade").isin(over))
+        n = bad_rows.count()
+        rows = bad_rows.orderBy("query_id", "doc_id").limit(1).collect()
+        deduped.unpersist()
+        g = rows[0]["grade"]
+        raise DataError(label, f"grade {g:g} ({_ids(rows)}): its exponential gain 2^{g:g} - 1 overflows a float "
+                               f"(metric.gain exponential takes grades below 1024; {n} judgments in all). Use "
+                               f"gain: linear or a gain table.") from None
+    except DataError:
+        keys = {k for k, _ in gain.table}
+        missing = [g for g in grades if g not in keys]
+        rows = deduped.where(F.col("grade").isin(missing)).orderBy("query_id", "doc_id").limit(1).collect()
+        deduped.unpersist()
+        raise DataError(label, f"grade {rows[0]['grade']:g} ({_ids(rows)}) is not in "
+                               f"the gain table (metric.gain); grades missing from it: "
+                               f"{', '.join(f'{g:g}' for g in missing)}.") from None
+    return deduped, n_rows, grades
+
+
+def _gain_column(spark: Any, spec: Spec, grades: list[float]) -> Any:
+    """A DataFrame of grade -> gain for the distinct grades (the local mapping)."""
+    import pyarrow as pa
+
+    gains = map_gains(spec.metric.gain, np.asarray(grades, dtype=np.float64))
+    return spark.createDataFrame(pa.table({"grade": pa.array(grades, type=pa.float64()),
+                                           "gain": pa.array(np.asarray(gains, dtype=np.float64),
+                                                            type=pa.float64())}))
+
+
+def _string_frame(spark: Any, columns: dict[str, Any]) -> Any:
+    import pyarrow as pa
+
+    return spark.createDataFrame(pa.table(columns))
+
+
+def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
+                    files: list[FileInfo]) -> SparkJudgments:
+    """The judgments read and checked in Spark, the evaluated query set, the weights and the checks of the gain
+    sums, as :func:`~ndcg_mlflow.engines.spark._judged` does on the driver (``files`` gets the qrels', query
+    set's and weights' information)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from .spark import _digest_columns
+
+    raw, label, info = judgment_frame(spark, spec, qrels, shared)
+    deduped, n_rows, grades = check_judgments(spark, raw, label, spec)
+    frames = [deduped]
+    try:
+        if not info.sha256:  # a DataFrame: an order-independent digest of its (deduplicated) judgments
+            info.sha256 = _digest_columns(deduped, ("query_id", "doc_id", "grade"))[0]
+        info.rows = n_rows
+        files.append(info)
+        judged_queries = deduped.select("query_id").distinct()
+        if spec.queries.set is None:
+            evaluated = judged_queries
+        else:
+            src = spec.queries.set
+            if _large(src.file):
+                evaluated = read_small_file(spark, src.file, ("query_id",)).persist()
+                frames.append(evaluated)
+                n_set = _check_set(evaluated, src.file)
+            else:
+                ids = read_query_set(src.file)
+                n_set = len(ids)
+                evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+            files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
+            unknown = evaluated.join(judged_queries, "query_id", "left_anti")
+            n = unknown.count()
+            if n:
+                first = [r["query_id"] for r in unknown.orderBy("query_id").limit(5).collect()]
+                qrels_name = spec.qrels.declared if spec.qrels is not None else "qrels"
+                raise DataError(src.file, f"{n} queries of the declared set have no judgments in {qrels_name}: "
+                                          f"{_more(first, n)}. Judge them or remove them from the set.")
+        if spec.queries.weights is None:
+            weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
+        else:
+            src = spec.queries.weights
+            if _large(src.file):
+                given = _check_weights(read_small_file(spark, src.file, ("query_id", "weight")), src.file)
+                frames.append(given)
+                n_weights = given.count()
+            else:
+                table = read_weights(src.file)
+                n_weights = len(table)
+                given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
+                                              "weight": pa.array(list(table.values()), type=pa.float64())})
+            files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
+            missing = evaluated.join(given, "query_id", "left_anti")
+            n = missing.count()
+            if n:
+                first = [r["query_id"] for r in missing.orderBy("query_id").limit(5).collect()]
+                raise DataError(src.file, f"{n} evaluated queries have no weight: {_more(first, n)}.")
+            weights_df = evaluated.join(given, "query_id")
+        agg = weights_df.agg(F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"),
+                             F.max("weight").alias("m")).collect()[0]
+        n_queries, weight_sum, top = int(agg["n"]), float(agg["s"] or 0.0), float(agg["m"] or 1.0)
+        if not math.isfinite(weight_sum):
+            raise DataError(spec.queries.weights.file if spec.queries.weights is not None else label,
+                            f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
+                            f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
+                            f"matter: divide them all by a common factor.")
+        weights_df = weights_df.select("query_id", "weight", (F.col("weight") / F.lit(top)).alias("rw")).persist()
+        frames.append(weights_df)
+        judged_df = deduped.join(weights_df.select("query_id"), "query_id").select("query_id", "doc_id", "grade")
+        judged_df = judged_df.persist()
+        frames.append(judged_df)
+        n_judged = judged_df.count()
+        # the gains of a query could sum beyond a float (join.check_gain_sums): every DCG would then overflow
+        gains = _gain_column(spark, spec, grades)
+        sums = judged_df.join(F.broadcast(gains), "grade").groupBy("query_id").agg(F.sum(F.abs("gain")).alias("s"))
+        over = sums.where(F.col("s").isin(float("inf")) | F.isnan("s"))
+        n = over.count()
+        if n:
+            first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
+            raise DataError(label, f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
+                                   f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+                                   f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
+                                   f"or a gain table with smaller values).")
+        return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
+    except BaseException:  # nothing refers to the cached frames: they go
+        SparkJudgments(None, None, 0, 0.0, [], 0, frames).release()
+        raise
+
+
+def _more(first: list[str], n: int) -> str:
+    text = preview(first)
+    return text + (f" and {n - len(first)} more" if n > len(first) else "")
+
+
+def _large(path: Any) -> bool:
+    from pathlib import Path
+
+    return Path(path).stat().st_size > DRIVER_SMALL_FILE_BYTES
+
+
+def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
+    """A query set or weights file read by Spark, with the local readers' layout (:func:`~ndcg_mlflow.readers.
+    small.small_rows`): fields separated by runs of spaces and tabs, or CSV/TSV (a ``.csv`` file, or tabs in the
+    first line) with a header when its first line names ``columns[0]``; a DataFrame of ``columns`` (strings).
+    Quoting in CSV/TSV follows Spark's CSV reader; errors name the file and the offending line's text."""
+    from pathlib import Path
+
+    from pyspark.sql import functions as F
+
+    from ..readers.small import check_file
+    from ..readers.text import is_blank, text_lines
+    from .spark import _refuse_line
+
+    path = Path(path)
+    check_file(path)
+    first = ""
+    for _, text in text_lines(path):  # streams: only up to the first line that is not blank
+        if not is_blank(text):
+            first = text
+            break
+    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
+    if delim is None:
+        header = columns[0] in [f.lower() for f in first.split()]
+        lines = spark.read.text(str(path))
+        trimmed = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
+        lines = lines.select(F.col("value").alias("line"), trimmed.alias("t")).where(F.col("t") != "")
+        parsed = lines.select("line", "t", F.split(F.col("t"), "[ \t]+").alias("f"))
+        if header:
+            names = [f.lower() for f in first.split()]
+            parsed = parsed.where(F.col("t") != F.lit(first.strip(" \t\r")))
+        else:
+            names = list(columns)
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
+        _refuse_line(parsed.where(F.size("f") != len(names)), path,
+                     f"expected {len(names)} field(s) ({' '.join(names)})")
+        df = parsed.select("line", *[F.get(F.col("f"), names.index(c)).alias(c) for c in columns])
+    else:
+        header_names = [f.strip().lower() for f in first.split(delim)]
+        header = columns[0] in header_names
+        raw = spark.read.csv(str(path), header=header, sep=delim, inferSchema=False, mode="FAILFAST",
+                             ignoreLeadingWhiteSpace=True, ignoreTrailingWhiteSpace=True)
+        if header:
+            missing = [c for c in columns if c not in header_names]
+            if missing:
+                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
+            raw = raw.toDF(*header_names)
+            picked = list(columns)
+        else:
+            if len(raw.columns) != len(columns):
+                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
+                                      f"{len(raw.columns)}.")
+            picked = raw.columns
+        line = F.concat_ws(delim, *[F.coalesce(F.col(c), F.lit("")) for c in raw.columns])
+        df = raw.select(line.alias("line"), *[F.coalesce(F.col(p), F.lit("")).alias(c)
+                                               for p, c in zip(picked, columns)])
+    for c in columns:
+        _refuse_line(df.where(F.length(F.col(c)) == 0), path, f"{c} is empty")
+    return df.select(*columns)
+
+
+def _check_set(df: Any, path: Any) -> int:
+    """The checks of :func:`~ndcg_mlflow.readers.read_query_set` on a set read by Spark; its size."""
+    from pyspark.sql import functions as F
+
+    twice = df.groupBy("query_id").count().where(F.col("count") > 1)
+    first = twice.orderBy("query_id").limit(1).collect()
+    if first:
+        raise DataError(path, f"query {first[0]['query_id']!r} is listed twice ({first[0]['count']} times).")
+    n = df.count()
+    if not n:
+        raise DataError(path, "the query set is empty.")
+    return int(n)
+
+
+def _check_weights(df: Any, path: Any) -> Any:
+    """The checks of :func:`~ndcg_mlflow.readers.read_weights` on weights read by Spark: numbers in the local
+    grammar, finite and > 0, one per query, ratios to the largest one that are normal doubles. A DataFrame of
+    query_id and weight (persisted)."""
+    from pyspark.sql import functions as F
+
+    from ..readers.small import MIN_WEIGHT_RATIO
+    from .spark import _NUMBER
+
+    word = F.lower(F.regexp_replace(F.col("weight"), r"^[+-]", "")).isin("nan", "inf", "infinity")
+    bad = df.where(~F.col("weight").rlike(_NUMBER) & ~word).orderBy("query_id").limit(1).collect()
+    if bad:
+        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a number, got "
+                              f"{bad[0]['weight'][:60]!r}.")
+    typed = df.select("query_id", F.col("weight").alias("raw"), F.col("weight").cast("double").alias("weight"))
+    bad = typed.where(F.isnan("weight") | F.col("weight").isin(float("inf"), float("-inf")) | (F.col("weight") <= 0)) \
+        .orderBy("query_id").limit(1).collect()
+    if bad:
+        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a finite number > 0, got "
+                              f"{bad[0]['raw'][:60]!r} (to leave a query out, declare a query set without it).")
+    twice = typed.groupBy("query_id").count().where(F.col("count") > 1).orderBy("query_id").limit(1).collect()
+    if twice:
+        raise DataError(path, f"query {twice[0]['query_id']!r} has a weight twice ({twice[0]['count']} times).")
+    typed = typed.select("query_id", "weight").persist()
+    top_row = typed.orderBy(F.col("weight").desc(), "query_id").limit(1).collect()
+    if not top_row:
+        typed.unpersist()
+        raise DataError(path, "the weights file is empty.")
+    top, top_q = float(top_row[0]["weight"]), top_row[0]["query_id"]
+    small = typed.where(F.col("weight") / F.lit(top) < F.lit(MIN_WEIGHT_RATIO)).orderBy("query_id").limit(1).collect()
+    if small:
+        w = float(small[0]["weight"])
+        typed.unpersist()
+        raise DataError(path, f"weight of query {small[0]['query_id']!r} is {w!r}, {w / top:.3g} times the largest "
+                              f"weight ({top!r}, query {top_q!r}): ratios below {MIN_WEIGHT_RATIO:.3g} cannot be "
+                              f"represented in the weighted mean; leave the query out with a query set instead.")
+    return typed
