@@ -359,6 +359,35 @@ assert_same(local, remote)
 assert remote.engine_info["prefilter"]["applied"]
 import pandas as pd
 pd.testing.assert_frame_equal(local.sensitivity, remote.sensitivity, check_exact=True)
+# files Spark reads: a Parquet folder without a rank column (its rows' order: the file-order key), companions under
+# ties: average (tied rows in that order), judgments read and checked in Spark on the grouped path
+import numpy as np
+from pathlib import Path
+qrels, run = make_data(seed=22)
+run = run.drop(columns="rank")
+Path("run.parquet").mkdir()
+for i, part in enumerate(np.array_split(np.arange(len(run)), 3)):
+    run.iloc[part].to_parquet(f"run.parquet/part-{i}.parquet", index=False)
+qrels.to_csv("qrels.csv", index=False)
+Path("groups.tsv").write_text("doc_id\\tgroup\\n" + "".join(f"d{j}\\tG{j % 4}\\n" for j in range(0, 60, 2)))
+for ties in ("displayed_order", "average"):
+    spec = spec_of(ties=ties, cutoffs=(1, 3, 10))
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet"}}
+    spec["companions"] = {"duplicates": "groups.tsv", "catalog": 500}
+    local = ndcg_mlflow.evaluate(spec, base_dir=".")
+    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=".", buckets=3)
+    assert_same(local, remote)
+    np.testing.assert_array_equal(local.systems["p"].duplicate_rate, remote.systems["p"].duplicate_rate)
+spec = spec_of(ties="average", cutoffs=(3, 10))
+spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet"}}
+from ndcg_mlflow.engines.spark import evaluate_grouped
+local = ndcg_mlflow.evaluate(spec, base_dir=".")
+grouped = evaluate_grouped(spec, per_query_path="per_query", spark=spark, base_dir=".", driver_judgments=0)
+assert grouped.summary["engine_info"]["judgments"] == "spark"
+table = pd.read_parquet("per_query").astype({"cutoff": str}).sort_values(["query_id", "cutoff"])
+mine = local.per_query.astype({"cutoff": str}).sort_values(["query_id", "cutoff"])
+assert len(table) == len(mine)
+np.testing.assert_array_equal(table["ndcg"].to_numpy(dtype=float), mine["ndcg"].to_numpy(dtype=float))
 print("same numbers on Spark Connect")
 """
 
