@@ -394,7 +394,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
     judged = judgments(qrels, query_ids, metric)
     catalog = judged.catalog
 
-    companions = _read_companions(spec, files)
+    companions = read_companions(spec, files)
     systems: dict[str, SystemResult] = {}
     prepared: dict[str, PreparedRun] = {}
     notes: list[str] = []
@@ -488,7 +488,7 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
     return result
 
 
-def _read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
+def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
     c = spec.companions
     if c is None:
         return None

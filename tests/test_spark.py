@@ -230,12 +230,13 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
         from pyspark.sql import functions as F
 
         from ndcg_mlflow.engines import spark as engine
+        from ndcg_mlflow.engines.spark_sources import read_run_file
         from ndcg_mlflow.spec import load_spec
 
         loaded = load_spec(spec, base_dir=tmp_path)
         expected = {"p": run, "c": run, "j": _reversed_within_queries(run)}
         for name, source in loaded.systems:
-            df, _ = engine._read_run_file(spark, source, True)
+            df, _ = read_run_file(spark, source, True)
             cols = [F.col(c).cast("string" if c.endswith("_id") else "double").alias(c)
                     for c in ("query_id", "doc_id", "score")]
             keyed = engine._in_file_order(spark, df, cols, engine._source_files(source), name).toPandas()

@@ -87,13 +87,13 @@ from ..evaluation import (
     FileInfo,
     SystemResult,
     TopLists,
-    _read_companions,
     apply_error_rules,
     display_depth,
     evaluated_query_set,
     finish,
     input_table,
     query_weights,
+    read_companions,
     resolve_spec,
     statistics,
     system_means,
@@ -108,6 +108,7 @@ from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
+from .spark_sources import frame_digest, is_spark_frame, read_run_file
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
@@ -307,7 +308,7 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
     judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, spec.metric)
-    companions = comps.frames(spark, spec, _read_companions(spec, files))  # read as locally, after the judgments
+    companions = comps.frames(spark, spec, read_companions(spec, files))  # read as locally, after the judgments
     depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
     return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
 
@@ -320,7 +321,7 @@ def _judged_in_spark(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, s
     files: list[FileInfo] = []
     side = spark_judgments(spark, spec, qrels, shared, files)
     try:
-        companions = comps.frames(spark, spec, _read_companions(spec, files))
+        companions = comps.frames(spark, spec, read_companions(spec, files))
         depth, reason = prefilter_plan(spec.metric, side.n_judged, prefilter)
     except BaseException:
         side.release()
@@ -338,7 +339,7 @@ def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise SpecError("driver_judgments", f"must be a non-negative integer, got {driver_judgments!r}.")
     obj = qrels[0] if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping) else qrels
-    if obj is not None and not _is_spark_frame(obj):
+    if obj is not None and not is_spark_frame(obj):
         return False  # an in-memory table of another library is on the driver already
     if limit == 0:
         return True
@@ -454,12 +455,7 @@ def active_session(spark: Any = None) -> Any:
 def read_source(spark: Any, source: Any) -> Any:
     """A data source of the spec read by Spark as a run is (a Parquet file, folder or glob, a Delta table at its
     version, JSONL), its columns as stored: the candidates of a model system scored on Spark."""
-    return _read_run_file(spark, source, True)[0]
-
-
-def _is_spark_frame(obj: Any) -> bool:
-    mod = type(obj).__module__ or ""
-    return mod.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
+    return read_run_file(spark, source, True)[0]
 
 
 # --------------------------------------------------------------------------- judgments, on the driver
@@ -476,7 +472,7 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
     obj, mapping = qrels, shared
     if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
         obj, mapping = qrels[0], {**shared, **qrels[1]}
-    if _is_spark_frame(obj):
+    if is_spark_frame(obj):
         n = obj.limit(MAX_JUDGMENTS + 1).count()
         _check_judgment_count(n, "qrels")
         obj = obj.toArrow()
@@ -534,11 +530,11 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         source, mapping = source[0], {**shared, **source[1]}
     ranked = True  # the source's rank column, when it has one, is read
     version = None
-    if _is_spark_frame(source):
+    if is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
         # the rank is read when some numbers order ties by it (as locally: sensitivity keeps every column)
-        df, ranked = _read_run_file(spark, source, spec.metric.ties == "displayed_order" or spec.sensitivity)
+        df, ranked = read_run_file(spark, source, spec.metric.ties == "displayed_order" or spec.sensitivity)
         label = str(source.path)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
         version = source.version
@@ -603,7 +599,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
             df = df.withColumn("score", -F.col("rank"))
         if rank_col is None:
             df = df.withColumn("rank", F.lit(None).cast("double"))
-    digest = _digest(df) if declared == IN_MEMORY else None
+    digest = frame_digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None and ranked
@@ -670,116 +666,6 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
     row = F.col("_seq").bitwiseAND(F.lit((1 << ORDER_ROW_BITS) - 1))
     order = F.col("_place") * F.lit(1 << ORDER_ROW_BITS) + row
     return meta.join(F.broadcast(places), ["_file", "_block"]).select(*names, order.alias("_order"))
-
-
-def _digest(df: Any) -> tuple[str, int]:
-    """An order-independent content digest of a run DataFrame (the sum of its rows' xxhash64) and its rows."""
-    return _digest_columns(df, ("query_id", "doc_id", "score", "rank"))
-
-
-def _digest_columns(df: Any, columns: Sequence[str]) -> tuple[str, int]:
-    """An order-independent content digest of ``columns`` of a DataFrame (the sum of its rows' xxhash64) and its
-    rows."""
-    from pyspark.sql import functions as F
-
-    h = F.xxhash64(*columns).cast("decimal(38,0)")
-    row = df.agg(F.sum(h).alias("h"), F.count(F.lit(1)).alias("n")).collect()[0]
-    total = int(row["h"] or 0) % (1 << 64)
-    return f"xxhash64-sum:{total:016x}", int(row["n"])
-
-
-_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-
-
-def _read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
-    """A run file read by Spark: Parquet (file, folder or glob), TREC (``qid Q0 docid rank score tag``), CSV
-    or TSV with a header; numbers written as the local readers accept them, else an error naming the line.
-    A TREC run's rank is read only when ``rank`` (as locally: only ``ties: displayed_order`` uses it); the
-    second value says whether a rank column, if any, was read."""
-    from pyspark.sql import functions as F
-
-    from ..readers import detect_format
-    from ..spec import dataset_files, shown_path, source_problem
-
-    path = source.file
-    files = dataset_files(path) if source.format in ("auto", "parquet") else None
-    if files is not None:  # a folder or glob: the files the local readers read, in their order
-        problem = source_problem(path)
-        if problem is not None:
-            raise DataError(shown_path(path), problem + ".")
-        return spark.read.parquet(*[str(f) for f in files]), True
-    fmt = detect_format(path, source.format, source.columns)
-    if fmt == "parquet":
-        return spark.read.parquet(str(path)), True
-    if fmt == "delta":
-        return _read_delta(spark, path, source.version), True
-    if fmt == "jsonl":  # one JSON object a line; the schema is inferred (integer ids are read as their text)
-        try:
-            return spark.read.json(str(path), mode="FAILFAST"), True
-        except Exception as exc:
-            raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
-                                  f"{str(exc).strip().splitlines()[0][:300]}).") from None
-    if fmt == "trec":
-        lines = spark.read.text(str(path))
-        text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
-        lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
-        fields = F.split(F.col("t"), "[ \t]+")
-        parsed = lines.select("line", fields.alias("f"))
-        def field(i):  # NULL beyond the end (ANSI mode refuses an index out of bounds)
-            return F.get(F.col("f"), i)
-
-        bad = (F.size("f") != 6) | ~field(4).rlike(_NUMBER)
-        if rank:
-            bad = bad | ~field(3).rlike(_NUMBER)
-        _refuse_line(parsed.where(bad), path, "a TREC run line has 6 fields: qid Q0 docid rank score tag, with "
-                                               "a decimal score" + (" and rank" if rank else ""))
-        return parsed.select(field(0).alias("query_id"), field(2).alias("doc_id"),
-                             (field(3).cast("double") if rank else F.lit(None).cast("double")).alias("rank"),
-                             field(4).cast("double").alias("score")), rank
-    if fmt in ("csv", "tsv"):
-        df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
-                            mode="FAILFAST", enforceSchema=False)
-        numeric = [c for c in df.columns if dict(source.columns).get("score", "score") == c
-                   or dict(source.columns).get("rank", "rank") == c]
-        if numeric:
-            conds = [F.col(c).isNull() | ~F.trim(F.col(c)).rlike(_NUMBER) for c in numeric]
-            bad = conds[0] if len(conds) == 1 else conds[0] | conds[1]
-            _refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t", *df.columns).alias("line")),
-                         path, f"{' and '.join(numeric)} must be decimal numbers")
-            df = df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c in numeric else F.col(c)
-                             for c in df.columns])
-        return df, True
-    raise DataError(path, f"the Spark engine reads runs in Parquet, Delta, TREC, CSV, TSV and JSONL; this one is "
-                          f"{fmt}: convert it to Parquet or evaluate with the local engine.")
-
-
-def _read_delta(spark: Any, path: Path, version: int) -> Any:
-    """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
-    ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
-    tables it cannot read that way) and read by ``spark.read.parquet``."""
-    from ..readers.delta import snapshot_files
-    from ..spec import shown_path, source_problem
-
-    problem = source_problem(path, delta=True)
-    if problem is not None:
-        raise DataError(shown_path(path), problem + ".")
-    try:
-        df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
-        df.schema  # noqa: B018 (resolves the data source now, on Spark Connect too)
-        return df
-    except Exception as exc:
-        if "DATA_SOURCE_NOT_FOUND" not in str(exc) and "delta" not in str(exc).lower():
-            raise
-    files = snapshot_files(path, version)
-    if not files:
-        raise DataError(path, f"version {version} of the Delta table holds no files (no rows).")
-    return spark.read.parquet(*[str(f) for f in files])
-
-
-def _refuse_line(bad: Any, path: Path, what: str) -> None:
-    first = bad.select("line").limit(1).collect()
-    if first:
-        raise DataError(path, f"{what}; found the line {first[0]['line'][:200]!r}.")
 
 
 # --------------------------------------------------------------------------- the top-K pre-filter, before the shuffle

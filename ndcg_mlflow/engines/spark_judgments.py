@@ -69,7 +69,7 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
     from pyspark.sql import functions as F
 
     from ..spec import IN_MEMORY
-    from .spark import _is_spark_frame
+    from .spark_sources import is_spark_frame
 
     if qrels is None:
         q = spec.qrels
@@ -80,7 +80,7 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
         obj, mapping = qrels, dict(shared)
         if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
             obj, mapping = qrels[0], {**shared, **qrels[1]}
-        if not _is_spark_frame(obj):
+        if not is_spark_frame(obj):
             raise SpecError("qrels", "judgments kept in Spark are a file of the spec or a Spark DataFrame; "
                                      f"got {type(obj).__name__}.")
         df, label, info = obj, "qrels", FileInfo("qrels", "", IN_MEMORY, "", 0)
@@ -111,7 +111,7 @@ def _read_qrels_file(spark: Any, q: Any) -> Any:
 
     from ..readers import detect_format
     from ..spec import dataset_files
-    from .spark import _NUMBER, _read_run_file, _refuse_line
+    from .spark_sources import NUMBER, read_run_file, refuse_line
 
     path = q.file
     files = dataset_files(path) if q.format in ("auto", "parquet") else None
@@ -121,8 +121,8 @@ def _read_qrels_file(spark: Any, q: Any) -> Any:
         text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
         lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
         parsed = lines.select("line", F.split(F.col("t"), "[ \t]+").alias("f"))
-        bad = (F.size("f") != 4) | ~F.get(F.col("f"), 3).rlike(_NUMBER)
-        _refuse_line(parsed.where(bad), path, "a TREC qrels line has 4 fields: qid iter docid grade, with a "
+        bad = (F.size("f") != 4) | ~F.get(F.col("f"), 3).rlike(NUMBER)
+        refuse_line(parsed.where(bad), path, "a TREC qrels line has 4 fields: qid iter docid grade, with a "
                                               "decimal grade")
         return parsed.select(F.get(F.col("f"), 0).alias("query_id"), F.get(F.col("f"), 2).alias("doc_id"),
                              F.get(F.col("f"), 3).cast("double").alias("grade"))
@@ -132,15 +132,15 @@ def _read_qrels_file(spark: Any, q: Any) -> Any:
         mapping = dict(q.columns)
         grade = mapping.get("grade", "grade")
         if grade in df.columns:
-            bad = F.col(grade).isNull() | ~F.trim(F.col(grade)).rlike(_NUMBER)
-            _refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t",
+            bad = F.col(grade).isNull() | ~F.trim(F.col(grade)).rlike(NUMBER)
+            refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t",
                                                           *[F.coalesce(F.col(c), F.lit("")) for c in df.columns])
                                               .alias("line")), path, "grade must be a decimal number")
         ids = (mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id"))
         # Spark reads an empty field as null; the local readers read it as empty (and refuse it as such)
         return df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c == grade else
                            F.coalesce(F.col(c), F.lit("")).alias(c) if c in ids else F.col(c) for c in df.columns])
-    return _read_run_file(spark, q, True)[0]
+    return read_run_file(spark, q, True)[0]
 
 
 def _ids(rows: list[Any]) -> str:
@@ -243,14 +243,14 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from .spark import _digest_columns
+    from .spark_sources import digest_columns
 
     raw, label, info = judgment_frame(spark, spec, qrels, shared)
     deduped, n_rows, grades = check_judgments(spark, raw, label, spec)
     frames = [deduped]
     try:
         if not info.sha256:  # a DataFrame: an order-independent digest of its (deduplicated) judgments
-            info.sha256 = _digest_columns(deduped, ("query_id", "doc_id", "grade"))[0]
+            info.sha256 = digest_columns(deduped, ("query_id", "doc_id", "grade"))[0]
         info.rows = n_rows
         files.append(info)
         judged_queries = deduped.select("query_id").distinct()
@@ -347,7 +347,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
 
     from ..readers.small import check_file
     from ..readers.text import is_blank, text_lines
-    from .spark import _refuse_line
+    from .spark_sources import refuse_line
 
     path = Path(path)
     check_file(path)
@@ -371,7 +371,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
         missing = [c for c in columns if c not in names]
         if missing:
             raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
-        _refuse_line(parsed.where(F.size("f") != len(names)), path,
+        refuse_line(parsed.where(F.size("f") != len(names)), path,
                      f"expected {len(names)} field(s) ({' '.join(names)})")
         df = parsed.select("line", *[F.get(F.col("f"), names.index(c)).alias(c) for c in columns])
     else:
@@ -394,7 +394,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
         df = raw.select(line.alias("line"), *[F.coalesce(F.col(p), F.lit("")).alias(c)
                                                for p, c in zip(picked, columns)])
     for c in columns:
-        _refuse_line(df.where(F.length(F.col(c)) == 0), path, f"{c} is empty")
+        refuse_line(df.where(F.length(F.col(c)) == 0), path, f"{c} is empty")
     return df.select(*columns)
 
 
@@ -419,10 +419,10 @@ def _check_weights(df: Any, path: Any) -> Any:
     from pyspark.sql import functions as F
 
     from ..readers.small import MIN_WEIGHT_RATIO
-    from .spark import _NUMBER
+    from .spark_sources import NUMBER
 
     word = F.lower(F.regexp_replace(F.col("weight"), r"^[+-]", "")).isin("nan", "inf", "infinity")
-    bad = df.where(~F.col("weight").rlike(_NUMBER) & ~word).orderBy("query_id").limit(1).collect()
+    bad = df.where(~F.col("weight").rlike(NUMBER) & ~word).orderBy("query_id").limit(1).collect()
     if bad:
         raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a number, got "
                               f"{bad[0]['weight'][:60]!r}.")
