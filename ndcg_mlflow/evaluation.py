@@ -262,6 +262,13 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     files = [("qrels", spec.qrels)] if qrels is None else []
     files += [(name, src) for name, src in spec.systems] if systems is None else []
     with _Digests(files) as digests:
+        rank = keep_data or spec.metric.ties == "displayed_order"
+        if systems is not None:
+            runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
+        else:
+            runs = {name: _RunFile(name, src, rank, digests) for name, src in spec.systems}
+            if runs:  # the first run is read while the judgments are (its errors wait for theirs)
+                next(iter(runs.values())).prefetch()
         if qrels is not None:
             qrels_table = input_table(qrels, "qrels", "qrels", shared)
             qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
@@ -269,11 +276,6 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
             q = spec.qrels
             qrels_table = read_qrels(q.file, q.format, q.columns, q.version)
             qrels_info = FileInfo("qrels", str(q.path), q.declared, digests.sha256("qrels"), len(qrels_table))
-        rank = keep_data or spec.metric.ties == "displayed_order"
-        if systems is not None:
-            runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
-        else:
-            runs = {name: _RunFile(name, src, rank, digests) for name, src in spec.systems}
         return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
 
 
@@ -358,10 +360,22 @@ class _RunFile:
 
     def __init__(self, name: str, src, rank: bool, digests: _Digests):
         self.name, self.src, self.rank, self.declared, self.digests = name, src, rank, src.declared, digests
+        self.pending: Any = None
+
+    def prefetch(self) -> None:
+        """Start reading the file in a thread (:meth:`load` then takes what it read, or raises its error): the
+        first run is read while the judgments are."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-read")
+        self.pending = pool.submit(self._read)
+        pool.shutdown(wait=False)
+
+    def _read(self) -> Table:
+        return read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
+                        version=self.src.version, pair_keys=True, background=True)
 
     def load(self) -> tuple[Table, FileInfo]:
-        run = read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
-                       version=self.src.version, pair_keys=True, background=True)
+        pending, self.pending = self.pending, None
+        run = pending.result() if pending is not None else self._read()
         return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared,
                              self.digests.sha256(self.name), len(run))
 

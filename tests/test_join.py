@@ -240,3 +240,18 @@ def test_a_duplicate_comes_before_the_joins_errors(tmp_path, rules, other):
         ndcg_mlflow.evaluate(metric_spec("qrels.txt", "clean.run", name="join", **rules), base_dir=tmp_path)
     with pytest.raises(DataError, match=rf"dup\.run:3: document 'A' is listed twice for query '{query}'"):
         ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join", **rules), base_dir=tmp_path)
+
+
+def test_the_judgments_errors_come_before_the_first_runs(tmp_path):
+    """The first run is read while the judgments are: an error of the judgments (or of the query set, found after
+    them) is still the error when the run has one of its own, as when the run was read after them."""
+    (tmp_path / "bad.qrels").write_text("q1 0 A 1\nq1 0 B x\n")
+    write_qrels(tmp_path, {"q1": {"A": 1}})
+    (tmp_path / "set.txt").write_text("q1\nq9\n")
+    (tmp_path / "dup.run").write_text("q1 Q0 A 1 3 s\nq1 Q0 A 2 2 s\n")
+    with pytest.raises(DataError, match=r"bad\.qrels:2"):
+        ndcg_mlflow.evaluate(metric_spec("bad.qrels", "dup.run", name="join"), base_dir=tmp_path)
+    with pytest.raises(ndcg_mlflow.NdcgError, match="q9"):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join", qset="set.txt"), base_dir=tmp_path)
+    with pytest.raises(DataError, match=r"dup\.run:2: document 'A' is listed twice"):
+        ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join"), base_dir=tmp_path)
