@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem
+from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import DataError
@@ -36,14 +36,7 @@ def small_files(request, monkeypatch):
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 def random_data(seed: int, int_ids: bool = False):
