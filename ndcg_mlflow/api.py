@@ -82,12 +82,13 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
                                     tracking_uri=tracking_uri, scored_dir=scored_dir)
     if engine == "spark":
         _refuse_keep_data(keep_data)
+        from .engines.grouped import GROUPS
         from .engines.spark import evaluate as evaluate_spark
 
         return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
                               progress=progress, buckets=buckets, prefilter=prefilter,
                               driver_queries=driver_queries, per_query_path=per_query_path,
-                              driver_judgments=driver_judgments, **({} if groups is None else {"groups": groups}))
+                              driver_judgments=driver_judgments, groups=GROUPS if groups is None else groups)
     if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None \
             or per_query_path is not None or groups is not None or driver_judgments is not None:
         raise SpecError("engine", "spark=, buckets=, prefilter=, driver_queries=, per_query_path=, groups= and "

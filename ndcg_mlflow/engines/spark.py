@@ -108,7 +108,7 @@ from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
-from .spark_sources import frame_digest, is_spark_frame, read_run_file
+from .spark_sources import column_type_ok, frame_digest, is_spark_frame, read_run_file, source_format
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
@@ -132,10 +132,12 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, :func:`evaluate_grouped`."""
 
 RUN_SCHEMA = "query_id string, doc_id string, score double, rank double, _extra long, _chunk long"
-ORDERED_RUN_SCHEMA = RUN_SCHEMA + ", _order long"  # with the rows' order in the input (:func:`_in_file_order`)
 """A run's rows as they enter the shuffle; ``_extra`` counts rows of the same query that the pre-filter left
 out (on one kept row of the query per chunk; 0 elsewhere); ``_chunk`` names the chunk the row was filtered in
 (a random 63-bit number; 0 without the pre-filter)."""
+
+ORDERED_RUN_SCHEMA = RUN_SCHEMA + ", _order long"
+""":data:`RUN_SCHEMA` with the rows' order in the input (:func:`_in_file_order`)."""
 
 SPLIT_CHECK_MAX = 100_000
 """Queries whose rows the pre-filter saw in more than one chunk, checked for duplicates by their rows (beyond
@@ -345,12 +347,8 @@ def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, 
         return True
     if obj is not None:
         return bool(obj.limit(limit + 1).count() > limit)
-    from ..readers import detect_format
-    from ..spec import dataset_files
-
     q = spec.qrels
-    files = dataset_files(q.file) if q.format in ("auto", "parquet") else None
-    fmt = "parquet" if files is not None else detect_format(q.file, q.format, q.columns)
+    fmt, files = source_format(q)
     if fmt in ("trec", "csv", "tsv", "jsonl"):
         if Path(q.file).stat().st_size <= limit:
             return False
@@ -568,11 +566,11 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         src = mapping.get(c, c)
         t = types[src]
         if c in ("query_id", "doc_id"):
-            if t not in ("string", "tinyint", "smallint", "int", "bigint") and not t.startswith("varchar"):
+            if not column_type_ok(t, numeric=False):
                 raise DataError(label, f"column {c} must hold strings (or integers), found {t}.")
             selected.append(F.col(src).cast("string").alias(c))
         else:
-            if t not in ("tinyint", "smallint", "int", "bigint", "float", "double") and not t.startswith("decimal"):
+            if not column_type_ok(t, numeric=True):
                 raise DataError(label, f"column {c} must be numeric (an integer or floating-point type), found {t}.")
             selected.append(F.col(src).cast("double").alias(c))
     # the rows' order in the files: the displayed order, whose key stands in for a missing rank (under ties:
@@ -582,23 +580,19 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     wants_rank = rank_col is None and (spec.metric.ties == "displayed_order" or spec.sensitivity)
     if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = _in_file_order(spark, df, selected, _source_files(source), label)
-        if value_col is None:
-            df = df.withColumn("score", -F.col("rank"))
         if wants_rank:
             df, rank_col = df.withColumn("rank", F.col("_order").cast("double")), "rank"
-        elif rank_col is None:
-            df = df.withColumn("rank", F.lit(None).cast("double"))
+    elif spec.metric.ties == "displayed_order" and rank_col is None:
+        raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
+                                       f"rows' order, which Spark keeps only for the files it reads itself "
+                                       f"(not for a DataFrame or a Delta table); give a rank column or "
+                                       f"another tie rule.")
     else:
-        if spec.metric.ties == "displayed_order" and rank_col is None:
-            raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
-                                           f"rows' order, which Spark keeps only for the files it reads itself "
-                                           f"(not for a DataFrame or a Delta table); give a rank column or "
-                                           f"another tie rule.")
         df = df.select(*selected)
-        if value_col is None:
-            df = df.withColumn("score", -F.col("rank"))
-        if rank_col is None:
-            df = df.withColumn("rank", F.lit(None).cast("double"))
+    if value_col is None:
+        df = df.withColumn("score", -F.col("rank"))
+    if rank_col is None:
+        df = df.withColumn("rank", F.lit(None).cast("double"))
     digest = frame_digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
@@ -643,7 +637,7 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    names = [c for c in df.select(*selected).columns]
+    names = df.select(*selected).columns
     meta = df.select(*selected, F.col("_metadata.file_path").alias("_file"),
                      F.col("_metadata.file_block_start").alias("_block"),
                      F.monotonically_increasing_id().alias("_seq"))

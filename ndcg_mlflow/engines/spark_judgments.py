@@ -57,19 +57,13 @@ class SparkJudgments:
                 pass
 
 
-def _type_ok(t: str, numeric: bool) -> bool:
-    if numeric:
-        return t in ("tinyint", "smallint", "int", "bigint", "float", "double") or t.startswith("decimal")
-    return t in ("string", "tinyint", "smallint", "int", "bigint") or t.startswith("varchar")
-
-
 def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tuple[Any, str, FileInfo]:
     """The judgments as a DataFrame of query_id, doc_id (strings) and grade (double), unchecked, its label for
     errors and its file information (rows filled in later)."""
     from pyspark.sql import functions as F
 
     from ..spec import IN_MEMORY
-    from .spark_sources import is_spark_frame
+    from .spark_sources import column_type_ok, is_spark_frame
 
     if qrels is None:
         q = spec.qrels
@@ -95,7 +89,7 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
         if src not in types:
             raise DataError(label, f"missing column(s) {src}; judgments have the columns query_id, doc_id and "
                                    f"grade (or a column mapping naming them).")
-        if not _type_ok(types[src], c == "grade"):
+        if not column_type_ok(types[src], c == "grade"):
             kind = "be numeric (an integer or floating-point type)" if c == "grade" else \
                 "hold strings (or integers)"
             raise DataError(label, f"column {c} must {kind}, found {types[src]}.")
@@ -109,23 +103,17 @@ def _read_qrels_file(spark: Any, q: Any) -> Any:
     Delta, JSONL)."""
     from pyspark.sql import functions as F
 
-    from ..readers import detect_format
-    from ..spec import dataset_files
-    from .spark_sources import NUMBER, read_run_file, refuse_line
+    from .spark_sources import NUMBER, field, read_run_file, refuse_line, source_format, whitespace_fields
 
     path = q.file
-    files = dataset_files(path) if q.format in ("auto", "parquet") else None
-    fmt = "parquet" if files is not None else detect_format(path, q.format, q.columns)
+    fmt, _ = source_format(q)
     if fmt == "trec":
-        lines = spark.read.text(str(path))
-        text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
-        lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
-        parsed = lines.select("line", F.split(F.col("t"), "[ \t]+").alias("f"))
-        bad = (F.size("f") != 4) | ~F.get(F.col("f"), 3).rlike(NUMBER)
+        parsed = whitespace_fields(spark, path)
+        bad = (F.size("f") != 4) | ~field(3).rlike(NUMBER)
         refuse_line(parsed.where(bad), path, "a TREC qrels line has 4 fields: qid iter docid grade, with a "
                                               "decimal grade")
-        return parsed.select(F.get(F.col("f"), 0).alias("query_id"), F.get(F.col("f"), 2).alias("doc_id"),
-                             F.get(F.col("f"), 3).cast("double").alias("grade"))
+        return parsed.select(field(0).alias("query_id"), field(2).alias("doc_id"),
+                             field(3).cast("double").alias("grade"))
     if fmt in ("csv", "tsv"):
         df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
                             mode="FAILFAST", enforceSchema=False)
@@ -347,7 +335,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
 
     from ..readers.small import check_file
     from ..readers.text import is_blank, text_lines
-    from .spark_sources import refuse_line
+    from .spark_sources import field, refuse_line, whitespace_fields
 
     path = Path(path)
     check_file(path)
@@ -359,10 +347,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
     delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
     if delim is None:
         header = columns[0] in [f.lower() for f in first.split()]
-        lines = spark.read.text(str(path))
-        trimmed = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
-        lines = lines.select(F.col("value").alias("line"), trimmed.alias("t")).where(F.col("t") != "")
-        parsed = lines.select("line", "t", F.split(F.col("t"), "[ \t]+").alias("f"))
+        parsed = whitespace_fields(spark, path)
         if header:
             names = [f.lower() for f in first.split()]
             parsed = parsed.where(F.col("t") != F.lit(first.strip(" \t\r")))
@@ -373,7 +358,7 @@ def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
             raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
         refuse_line(parsed.where(F.size("f") != len(names)), path,
                      f"expected {len(names)} field(s) ({' '.join(names)})")
-        df = parsed.select("line", *[F.get(F.col("f"), names.index(c)).alias(c) for c in columns])
+        df = parsed.select("line", *[field(names.index(c)).alias(c) for c in columns])
     else:
         header_names = [f.strip().lower() for f in first.split(delim)]
         header = columns[0] in header_names

@@ -36,6 +36,47 @@ def digest_columns(df: Any, columns: Sequence[str]) -> tuple[str, int]:
 NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 
+def column_type_ok(spark_type: str, numeric: bool) -> bool:
+    """Whether a column of this Spark type can be read as a number (``numeric``) or as an id (strings or
+    integers, read as their decimal text)."""
+    if numeric:
+        return spark_type in ("tinyint", "smallint", "int", "bigint", "float", "double") or \
+            spark_type.startswith("decimal")
+    return spark_type in ("string", "tinyint", "smallint", "int", "bigint") or spark_type.startswith("varchar")
+
+
+def source_format(source: Any) -> tuple[str, list[Path] | None]:
+    """A spec source's format as the local readers decide it, and the files of a Parquet folder or glob (None for
+    one file)."""
+    from ..readers import detect_format
+    from ..spec import dataset_files
+
+    files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
+    if files is not None:
+        return "parquet", files
+    return detect_format(source.file, source.format, source.columns), None
+
+
+def whitespace_fields(spark: Any, path: Path) -> Any:
+    """The non-blank lines of a text file as ``line``, ``t`` (the line without the spaces and tabs around it) and
+    ``f``, its fields split at runs of spaces and tabs (as the local readers split TREC files); :func:`field`
+    takes one of them."""
+    from pyspark.sql import functions as F
+
+    lines = spark.read.text(str(path))
+    text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
+    lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
+    return lines.select("line", "t", F.split(F.col("t"), "[ \t]+").alias("f"))
+
+
+def field(i: int) -> Any:
+    """Field ``i`` of :func:`whitespace_fields`' lines (NULL beyond the end: ANSI mode refuses an index out of
+    bounds)."""
+    from pyspark.sql import functions as F
+
+    return F.get(F.col("f"), i)
+
+
 def read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     """A run file read by Spark: Parquet (file, folder or glob), TREC (``qid Q0 docid rank score tag``), CSV
     or TSV with a header; numbers written as the local readers accept them, else an error naming the line.
@@ -43,17 +84,15 @@ def read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
     second value says whether a rank column, if any, was read."""
     from pyspark.sql import functions as F
 
-    from ..readers import detect_format
-    from ..spec import dataset_files, shown_path, source_problem
+    from ..spec import shown_path, source_problem
 
     path = source.file
-    files = dataset_files(path) if source.format in ("auto", "parquet") else None
+    fmt, files = source_format(source)
     if files is not None:  # a folder or glob: the files the local readers read, in their order
         problem = source_problem(path)
         if problem is not None:
             raise DataError(shown_path(path), problem + ".")
         return spark.read.parquet(*[str(f) for f in files]), True
-    fmt = detect_format(path, source.format, source.columns)
     if fmt == "parquet":
         return spark.read.parquet(str(path)), True
     if fmt == "delta":
@@ -65,14 +104,7 @@ def read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
             raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
                                   f"{str(exc).strip().splitlines()[0][:300]}).") from None
     if fmt == "trec":
-        lines = spark.read.text(str(path))
-        text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
-        lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
-        fields = F.split(F.col("t"), "[ \t]+")
-        parsed = lines.select("line", fields.alias("f"))
-        def field(i):  # NULL beyond the end (ANSI mode refuses an index out of bounds)
-            return F.get(F.col("f"), i)
-
+        parsed = whitespace_fields(spark, path)
         bad = (F.size("f") != 6) | ~field(4).rlike(NUMBER)
         if rank:
             bad = bad | ~field(3).rlike(NUMBER)
