@@ -108,3 +108,18 @@ def server(tmp_path_factory, migrated_db):
     srv = MlflowServer(tmp_path_factory.mktemp("mlflow_server"), migrated_db).start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="module", params=["native", "pure"])
+def reader_mode(request):
+    """A module's tests with the readers as built (the C TREC reader, where the install compiled it) and in
+    pure Python (Arrow's readers and the line reader, as where no compiler is): ``NDCG_MLFLOW_PURE_PYTHON``."""
+    from ndcg_mlflow.readers.trec import native_reader
+
+    patch = pytest.MonkeyPatch()
+    if request.param == "pure":
+        patch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+    elif native_reader() is None:
+        pytest.skip("the C reader is not built (no C compiler where the package was installed)")
+    yield request.param
+    patch.undo()

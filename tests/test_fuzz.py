@@ -37,6 +37,8 @@ from ndcg_mlflow.readers import read_qrels, read_query_set, read_run, read_weigh
 from ndcg_mlflow.readers import text as readers_text
 from ndcg_mlflow.readers import trec as readers_trec
 
+pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C reader and without
+
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=examples(120), print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -22,6 +22,8 @@ import pytest
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
 
+pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C reader and without
+
 REPO = Path(__file__).resolve().parents[1]
 
 QRELS = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d1 1\nq2 0 d4 3\n"

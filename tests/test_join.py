@@ -25,6 +25,13 @@ def weak_hashes(array):
     return np.asarray(lengths.to_pylist(), dtype=np.uint64)
 
 
+def use_weak_hashes(monkeypatch):
+    """Every id hashed by :func:`weak_hashes`: also the files' document ids, which the C reader would otherwise
+    hash as it parses them (with the real hash)."""
+    monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+
+
 def evaluate(tmp_path, judgments, ranking, **metric):
     qrels = write_qrels(tmp_path, judgments)
     run = write_run(tmp_path, ranking)
@@ -63,7 +70,7 @@ def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_p
 def test_a_key_shared_by_unequal_pairs_gives_no_row_another_pairs_grade(tmp_path, monkeypatch, ranking):
     judgments = {"q1": {"A": 3, "BB": 1}, "q22": {"D": 2}}  # (query ids of two lengths: keys of two queries)
     expect = evaluate(tmp_path, judgments, ranking)
-    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    use_weak_hashes(monkeypatch)
     calls = count_exact_joins(monkeypatch)
     got = evaluate(tmp_path, judgments, ranking)
     assert got.equals(expect)
@@ -75,7 +82,7 @@ def test_judgments_sharing_keys_join_exactly(tmp_path, monkeypatch):
     judgments = {"q1": {"A": 3, "B": 1, "C": 2}}  # one length: every judgment of q1 has the same weak key
     ranking = {"q1": ["C", "D", "A", "B"]}
     expect = evaluate(tmp_path, judgments, ranking)
-    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    use_weak_hashes(monkeypatch)
     got = evaluate(tmp_path, judgments, ranking)
     assert got.equals(expect)
     q1 = got[got.cutoff == "all"].iloc[0]
@@ -93,12 +100,12 @@ def test_random_runs_under_a_weak_hash_give_the_same_numbers(tmp_path, monkeypat
     for ties in ("id_ascending", "average"):
         monkeypatch.undo()
         expect = evaluate(tmp_path, judgments, ranking, ties=ties)
-        monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+        use_weak_hashes(monkeypatch)
         assert evaluate(tmp_path, judgments, ranking, ties=ties).equals(expect)
 
 
 def test_the_duplicate_check_tells_shared_keys_from_repeated_documents(tmp_path, monkeypatch):
-    monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+    use_weak_hashes(monkeypatch)
     judgments = {"q1": {"A": 1}}
     fine = evaluate(tmp_path, judgments, {"q1": ["A", "B", "C"]})  # one key, three documents
     assert (fine.n_returned == 3).all()
@@ -187,7 +194,7 @@ def test_the_duplicate_check_finds_every_repeat_a_set_finds(monkeypatch, grouped
 
     monkeypatch.setattr(hashing, "SEGMENT_ROWS", 7)
     if weak:
-        monkeypatch.setattr(hashing, "string_hashes", weak_hashes)
+        use_weak_hashes(monkeypatch)
     rng = np.random.default_rng(11 + grouped + 2 * weak)
     for trial in range(60):
         n_queries = int(rng.integers(1, 12))

@@ -113,3 +113,15 @@ def test_no_module_imports_a_private_name_of_another():
                 found += [f"{path.relative_to(root)}:{node.lineno}: {a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_c_reader_is_built_where_a_compiler_is():
+    """``pip install`` builds the C part (``readers/cparse.c``) where a C compiler is: a failed build would only
+    show as a slower read, so it is checked here."""
+    import shutil
+
+    from ndcg_mlflow.readers.trec import native_reader
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here: the readers are Arrow's and the line reader")
+    assert native_reader() is not None, "readers/cparse.c was not built: run pip install -e . again"

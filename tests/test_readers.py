@@ -12,6 +12,8 @@ import ndcg_mlflow
 from ndcg_mlflow import DataError
 from ndcg_mlflow.readers import read_qrels, read_run
 
+pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C reader and without
+
 # --------------------------------------------------------------------------- data and helpers
 
 # (query, doc, grade); includes a float grade and a zero
@@ -456,6 +458,7 @@ from ndcg_mlflow.readers import trec as readers_trec  # noqa: E402
 
 def force_line_reader(monkeypatch):
     """Make the Arrow fast paths refuse every file, so the line-by-line readers run."""
+    monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")  # (no C reader either)
     monkeypatch.setattr(readers_trec, "_trec_delimiter", lambda path: (readers_text.scan_text(path), None)[1])
 
     def no_arrow(path, kind, fmt):

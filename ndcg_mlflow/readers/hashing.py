@@ -10,7 +10,7 @@ import numpy as np
 
 from ..spec import dataset_files
 from .table import Ids, Table, arrow_values, numpy_values, string_array, take_rows
-from .text import open_file
+from .text import blocks, native_reader, open_file
 
 
 def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) -> str:
@@ -25,7 +25,7 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
+            for block in blocks(fh):
                 h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
                 if stop is not None and stop.is_set():
                     return ""
@@ -130,6 +130,27 @@ def _chunk_hashes(chunk: Any) -> np.ndarray:
     offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
     data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
         np.zeros(1, dtype=np.uint8)
+    fast = native_reader()
+    if fast is not None:  # the same hashes, in C
+        out = np.empty(n, dtype=_U)
+        if fast.string_hashes(offsets, data, out):  # ids longer than _VECTOR_HASH_MAX bytes: hashed below
+            long_ids = np.flatnonzero(np.diff(offsets) > _VECTOR_HASH_MAX)
+            out[long_ids] = _numpy_hashes(chunk.take(pa.array(long_ids)))
+        return out
+    return _numpy_hashes(chunk)
+
+
+def _numpy_hashes(chunk: Any) -> np.ndarray:
+    """:func:`string_hashes` of one chunk of Arrow strings, in numpy."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(chunk)
+    if not pa.types.is_string(chunk.type):
+        chunk = pc.cast(chunk, pa.string())
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
+    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
+        np.zeros(1, dtype=np.uint8)
     starts = offsets[:-1]
     lengths = (offsets[1:] - starts).astype(np.int64)
     if lengths.max() <= 18 and lengths.min() >= 1:  # the common case first: a chunk of decimal ids
@@ -191,7 +212,9 @@ def pair_hashes(table: Table) -> np.ndarray:
         query_hashes = string_hashes(string_array(table.query.values))
         query_hashes ^= _QUERY_SALT  # (a pair of two equal ids must not hash to 0 for every id)
         query_mix = _mix(query_hashes)
-        keys = string_hashes(table.doc.array)
+        keys, table.doc_hashes = table.doc_hashes, None  # (the C reader's, when it read the file)
+        if keys is None or keys.size != len(table):
+            keys = string_hashes(table.doc.array)
         step = 1 << 20  # a slice at a time: no whole-column temporary
         for a in range(0, keys.size, step):
             keys[a:a + step] ^= query_mix[table.query.codes[a:a + step]]

@@ -69,6 +69,9 @@ class Table:
     # a run's (query, doc) keys (readers.hashing.pair_hashes) as its duplicate check computed them, for the join
     # to the judgments, which takes them (None: computed when needed)
     pair_keys: np.ndarray | None = None
+    # the document ids' hashes (readers.hashing.string_hashes) as the C reader computed them while parsing, for
+    # the first pair_hashes, which takes them (None: computed from the ids when needed)
+    doc_hashes: np.ndarray | None = None
     # a check of the rows still under way in a thread (readers.columns.checked_run(background=True)): a function
     # returning its error, or None; :meth:`checked` waits for it
     pending: Any = None

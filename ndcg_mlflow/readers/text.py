@@ -188,6 +188,28 @@ def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def native_reader() -> Any:
+    """The C part's functions (``readers/cparse.c``: the TREC reader's inner loop, the id hashes), built when the
+    package is installed where a C compiler is; None when it is not built, or turned off by
+    ``NDCG_MLFLOW_PURE_PYTHON=1`` (the readers are then Arrow's and the line reader: the same numbers)."""
+    import os
+
+    if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from .cparse import count_lines, parse_trec, string_hashes
+    except ImportError:
+        return None
+    return NativeReader(count_lines, parse_trec, string_hashes)
+
+
+@dataclass(frozen=True)
+class NativeReader:
+    count_lines: Any  # (data, start, stop) -> the LF bytes in data[start:stop]
+    parse_trec: Any  # whole TREC lines of a range of bytes into the caller's arrays (see cparse.c)
+    string_hashes: Any  # (offsets, data, out) -> hashing.string_hashes of an Arrow string array's buffers
+
+
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
 
 
@@ -200,6 +222,43 @@ class _Scan:
     empty_field: bool = False  # with ``fields``: a TREC field would be empty under a one-byte separator
 
 
+def read_full(fh: Any, view: memoryview) -> int:
+    """Fill ``view`` from ``fh`` (short reads, as from a decompressing stream, are read on); the bytes read, fewer
+    than ``len(view)`` only at the end of the file."""
+    n = 0
+    while n < len(view):
+        got = fh.readinto(view[n:])
+        if not got:
+            break
+        n += got
+    return n
+
+
+def blocks(fh: Any, size: int = SCAN_BLOCK) -> Iterator[bytearray]:
+    """A file's bytes, ``size`` at a time, in one buffer filled again for each block (a block is valid until the
+    next is asked for): a pass over a large file touches ``size`` bytes of fresh memory, not the file's size. The
+    last, shorter block is a copy. A file smaller than ``size`` gets a buffer of its size."""
+    import os
+
+    try:
+        size = max(1, min(size, os.fstat(fh.fileno()).st_size + 1))
+    except (OSError, AttributeError, ValueError):
+        pass  # (a decompressing stream: its size is not known)
+    buf = bytearray(size)
+    view = memoryview(buf)
+    try:
+        while True:
+            n = read_full(fh, view)
+            if n == size:
+                yield buf
+            else:
+                if n:
+                    yield buf[:n]
+                return
+    finally:
+        view.release()
+
+
 def scan_text(path: Path, fields: bool = False) -> _Scan:
     """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
     quote occur; checks UTF-8. With ``fields``, also records whether splitting each line at every single space
@@ -208,30 +267,26 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
     scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0  # bytes (after a BOM) before ``data``
-    carry = b""
-    first = True
+    cr_before = False  # the byte before ``data`` is a CR (whose LF, if any, opens ``data``)
     before = -1  # the byte before ``data`` (-1: the start of the file, as a line start)
+    scratch: _FieldScratch | None = None
     with open_data(path) as fh:
-        while True:
-            block = fh.read(SCAN_BLOCK)
-            if first and block.startswith(BOM):
-                block = block[3:]
-            first = False
-            data = carry + block if carry else block
-            if not block:
-                if data:  # a CR at the very end of the file
-                    raise DataError(path, _lone_cr_message(b"\r"), _lines_in(path, offset) + 1)
-                break
-            carry = b""
-            if data.endswith(b"\r"):
-                carry, data = b"\r", data[:-1]
-            if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        for i, block in enumerate(blocks(fh)):
+            if fields and scratch is None:
+                scratch = _FieldScratch(len(block))
+            data: bytes | bytearray = block[3:] if i == 0 and block.startswith(BOM) else block
+            if not data:
+                continue
+            if cr_before and data[0] != _LF:  # a block's last byte, a CR, not followed by a LF
+                raise DataError(path, _lone_cr_message(b"\r" + data[:1]), _lines_in(path, offset - 1) + 1)
+            cr_before = data[-1] == _CR
+            if b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
                 at = data.find(b"\r")
                 while data[at + 1:at + 2] == b"\n":
                     at = data.find(b"\r", at + 1)
                 start = data.rfind(b"\n", 0, at) + 1
-                # (a trailing CR was carried over, so a byte follows this one)
-                raise DataError(path, _lone_cr_message(data[start:at + 2]),
+                # (a CR in the block's last byte is its next block's concern: this one has a byte after it)
+                raise DataError(path, _lone_cr_message(bytes(data[start:at + 2])),
                                 _lines_in(path, offset) + data.count(b"\n", 0, at) + 1)
             if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
                 try:
@@ -241,10 +296,12 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             for mark in scan.has:
                 if not scan.has[mark] and mark in data:
                     scan.has[mark] = True
-            if fields and data and not scan.empty_field:
-                scan.empty_field = _empty_field(data, before)
-                before = data[-1]
+            if scratch is not None and not scan.empty_field:
+                scan.empty_field = _empty_field(data, before, scratch)
+            before = data[-1]
             offset += len(data)
+    if cr_before:  # a CR at the very end of the file
+        raise DataError(path, _lone_cr_message(b"\r"), _lines_in(path, offset - 1) + 1)
     if fields and before in _SEPARATORS:  # the last line ends with a separator
         scan.empty_field = True
     if scan.utf8:
@@ -255,11 +312,24 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
     return scan
 
 
+_CR, _LF = ord("\r"), ord("\n")
+
+
+class _FieldScratch:
+    """The flag arrays :func:`_empty_field` fills for each block, made once per scan."""
+
+    def __init__(self, size: int) -> None:
+        import numpy as np
+
+        self.low = np.empty(size, dtype=np.bool_)
+        self.pair = np.empty(size, dtype=np.bool_)
+
+
 _SEPARATORS = (ord(" "), ord("\t"))
 _LINE_BREAKS = (ord("\n"), ord("\r"))
 
 
-def _empty_field(data: bytes, before: int) -> bool:
+def _empty_field(data: bytes | bytearray, before: int, scratch: _FieldScratch) -> bool:
     """Whether two neighbouring bytes of ``data`` (``before``, the byte preceding it, -1 for the start of the
     file) are a separator (space or tab) and a separator or line break, in either order: an empty field where
     lines are split at every single separator. Vectorized: the pairs of bytes both at most 32 (rare in text but
@@ -267,8 +337,9 @@ def _empty_field(data: bytes, before: int) -> bool:
     import numpy as np
 
     a = np.frombuffer(data, dtype=np.uint8)
-    low = a <= 32
-    pairs = np.flatnonzero(low[:-1] & low[1:])
+    n = a.size
+    low = np.less_equal(a, 32, out=scratch.low[:n])
+    pairs = np.flatnonzero(np.logical_and(low[:-1], low[1:], out=scratch.pair[:max(n - 1, 0)]))
     x, y = a[pairs], a[pairs + 1]
     sep_x = (x == 32) | (x == 9)
     sep_y = (y == 32) | (y == 9)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from .table import (
     RUN,
     TREC_COLUMNS,
     TREC_LAYOUT,
+    Ids,
     Strings,
     Table,
     encode_dictionary,
@@ -22,19 +24,35 @@ from .table import (
     pooled_values,
     string_column,
 )
-from .text import BOM, checked_number, clip, open_data, scan_text, split_fields, text_lines
+from .text import (
+    BOM,
+    COMPRESSION,
+    checked_number,
+    clip,
+    native_reader,
+    open_data,
+    open_file,
+    scan_text,
+    split_fields,
+    text_lines,
+)
 
 # --------------------------------------------------------------------------- TREC
 
 
 def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
-    """A TREC file through Arrow's reader when :func:`_trec_delimiter` clears it, else line by line.
+    """A TREC file: through the C reader (:func:`_trec_native`) when it is built and the file is not compressed;
+    else through Arrow's reader when :func:`_trec_delimiter` clears it; else (and whenever the C reader is not
+    sure of a line) line by line, which names the line of an error.
 
     The scan of the bytes that decides it runs beside Arrow's parse, which starts on the separator of the
     file's first block; the parse is kept only when the scan then names the same separator (a lone CR the
     scan finds is the error, whatever the parse gave)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if native_reader() is not None and path.suffix.lower() not in COMPRESSION:
+        native = _trec_native(path, kind, rank)
+        return native if native is not None else _trec_python(path, kind, rank)
     guess = _first_block_delimiter(path)
     table: Table | None = None
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -57,6 +75,119 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
         except FastPathRefused:
             pass
     return _trec_python(path, kind, rank)
+
+
+NATIVE_PART = 1 << 26  # bytes of a file the C reader parses in one call (one Arrow chunk of document ids)
+
+
+def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int = NATIVE_PART) -> Table | None:
+    """The file's rows as the line-by-line reader reads them, parsed in C (``readers/cparse.c``), the file's parts
+    (whole lines, about ``part_size`` bytes each) on Arrow's CPU threads; None when the C reader is not sure of a
+    line (a field count, a number, a line end, bytes that are not UTF-8) or finds no data line: the line reader
+    then reads the file, naming the line. The document ids' 64-bit hashes (``hashing.string_hashes``) come with
+    the table (``doc_hashes``), for the duplicate check and the join."""
+    import mmap
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    fast = native_reader()
+    with open_file(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return None
+        mm = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                       prot=mmap.PROT_READ)  # (populate: the file's pages mapped at once, not one fault at a time)
+    try:
+        start = 3 if mm[:3] == BOM else 0
+        cuts = [start]
+        while cuts[-1] < size:
+            at = mm.find(b"\n", min(cuts[-1] + part_size, size) - 1)
+            cuts.append(size if at < 0 else at + 1)
+        parts = list(zip(cuts[:-1], cuts[1:]))
+        workers = max(1, min(pa.cpu_count(), len(parts)))
+        pool = parse_pool()
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ndcg-mlflow-parse") if workers > 1 \
+                else _Inline() as ex:
+            # each part's lines (the last one may have no line end): its most rows
+            counts = list(ex.map(lambda r: fast.count_lines(mm, r[0], r[1]) + (mm[r[1] - 1] != 10), parts))
+            first = np.cumsum([0] + counts)
+            n_max = int(first[-1])
+            codes = _pooled(n_max, np.int32, pool)
+            values = _pooled(n_max, np.float64, pool)
+            ranks = _pooled(n_max, np.float64, pool) if kind == RUN and want_rank else None
+            hashes = _pooled(n_max, np.uint64, pool)
+
+            def parse(k: int) -> tuple:
+                a, b = parts[k]
+                lo, hi = int(first[k]), int(first[k + 1])
+                offsets = pa.allocate_buffer(4 * (hi - lo + 1), memory_pool=pool)
+                data = pa.allocate_buffer(b - a, memory_pool=pool)
+                out = fast.parse_trec(mm, a, b, kind == QRELS, bool(want_rank), codes[lo:hi], offsets, data,
+                                      values[lo:hi], None if ranks is None else ranks[lo:hi], hashes[lo:hi])
+                return out, offsets, data
+
+            results = list(ex.map(parse, range(len(parts))))
+        if any(r[0][0] != 0 for r in results) or sum(r[0][1] for r in results) == 0:
+            return None
+        query_values: dict[bytes, int] = {}
+        chunks = []
+        kept = []
+        for k, ((_, rows, doc_bytes, long_ids, spans), offsets, data) in enumerate(results):
+            lo = int(first[k])
+            local = np.fromiter((query_values.setdefault(bytes(mm[s:s + n]), len(query_values)) for s, n in spans),
+                                dtype=np.int32, count=len(spans))
+            if not np.array_equal(local, np.arange(local.size)):  # the part's codes, as the whole file's
+                part = codes[lo:lo + rows]
+                part[:] = local[part]
+            chunks.append(pa.Array.from_buffers(pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)),
+                                                                    data.slice(0, doc_bytes)]))
+            kept.append((lo, lo + rows))
+            if long_ids:
+                from .hashing import string_hashes
+
+                long_rows = np.flatnonzero(np.diff(np.frombuffer(offsets, dtype=np.int32, count=rows + 1)) > _LONG_ID)
+                hashes[lo + long_rows] = string_hashes(chunks[-1].take(pa.array(long_rows)))
+    finally:
+        mm.close()
+    if any(b - a != int(first[k + 1] - first[k]) for k, (a, b) in enumerate(kept)):  # blank lines: close the gaps
+        keep = np.concatenate([np.arange(a, b) for a, b in kept])
+        codes, values, hashes = codes[keep], values[keep], hashes[keep]
+        ranks = None if ranks is None else ranks[keep]
+    else:
+        n = kept[-1][1]
+        codes, values, hashes = codes[:n], values[:n], hashes[:n]
+        ranks = None if ranks is None else ranks[:n]
+    strings = np.empty(len(query_values), dtype=object)
+    strings[:] = [v.decode() for v in query_values]
+    table = Table(str(path), kind, Ids(codes, strings), Strings(pa.chunked_array(chunks, type=pa.string())),
+                  values, ranks, "trec")
+    table.doc_hashes = hashes
+    return table
+
+
+_LONG_ID = 64  # (hashing._VECTOR_HASH_MAX) ids longer than this are hashed in Python
+
+
+class _Inline:
+    """``ThreadPoolExecutor``'s ``map`` in the calling thread (one part, or one CPU)."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def map(self, fn: Any, items: Iterable[Any]) -> Iterable[Any]:
+        return map(fn, items)
+
+
+def _pooled(n: int, dtype: Any, pool: Any) -> np.ndarray:
+    """An uninitialized array from Arrow's memory pool (the parse's: pages it keeps, in small pages)."""
+    import pyarrow as pa
+
+    dt = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(n, 1) * dt.itemsize, memory_pool=pool), dtype=dt, count=n)
 
 
 def _first_block_delimiter(path: Path) -> str | None:

@@ -1,0 +1,9 @@
+"""The C part (cparse.c): the TREC reader's inner loop and the id hashes."""
+
+from typing import Any
+
+def count_lines(data: Any, start: int, stop: int) -> int: ...
+def parse_trec(data: Any, start: int, stop: int, qrels: bool, want_rank: bool, codes: Any, doc_offsets: Any,
+               doc_data: Any, values: Any, ranks: Any,
+               doc_hash: Any) -> tuple[int, int, int, int, list[tuple[int, int]]]: ...
+def string_hashes(offsets: Any, data: Any, out: Any) -> int: ...

@@ -1,0 +1,219 @@
+"""The C TREC reader and id hashes (``readers/cparse.c``) against the Python readings of the same bytes.
+
+Every property compares what the C reader accepted with the line-by-line reader's reading of the same file (ids,
+codes, numbers bit for bit, ranks), or with ``float()`` and the numpy hashes; and where the C reader is not sure
+of a file (it returns None, and the line reader then reads it), the line reader must refuse the file too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from helpers import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ndcg_mlflow import DataError
+from ndcg_mlflow.readers import hashing
+from ndcg_mlflow.readers import trec as readers_trec
+
+FAST = readers_trec.native_reader()
+pytestmark = pytest.mark.skipif(FAST is None, reason="the C reader is not built")
+PROPERTY = settings(derandomize=True, database=None, deadline=None, max_examples=examples(300), print_blob=True)
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("native")
+
+
+def _write(folder: Path, data: bytes) -> Path:
+    path = folder / f"f{next(_counter)}.run"
+    path.write_bytes(data)
+    return path
+
+
+def bits(a: np.ndarray) -> list[int]:
+    """Each float's bits (so that -0.0 and 0.0, or two NaNs, are told apart)."""
+    return np.asarray(a, dtype=np.float64).view(np.uint64).tolist()
+
+
+def reading(table) -> dict:
+    return {"queries": [str(table.query.values[c]) for c in table.query.codes],
+            "codes": table.query.codes.tolist(), "values_": list(table.query.values),
+            "docs": table.doc.array.to_pylist(), "value": bits(table.value),
+            "rank": None if table.rank is None else bits(table.rank)}
+
+
+def line_reading(path: Path, kind: str, rank: bool):
+    """The line-by-line reader's table, or the DataError it raises."""
+    try:
+        return readers_trec._trec_python(path, kind, rank)
+    except DataError as exc:
+        return exc
+
+
+def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIVE_PART) -> None:
+    got = readers_trec._trec_native(path, kind, rank, part_size=part_size)
+    expect = line_reading(path, kind, rank)
+    if got is None:  # the C reader was not sure: the line reader refuses the file (and names the line)
+        assert isinstance(expect, DataError), (
+            f"the C reader refused a file the line reader reads: {path.read_bytes()!r}")
+        return
+    assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
+    assert reading(got) == reading(expect)
+    assert got.doc_hashes is not None
+    assert got.doc_hashes.tolist() == hashing._numpy_hashes(got.doc.array.combine_chunks()).tolist()
+
+
+# --------------------------------------------------------------------------- strategies
+
+NUMBER_TEXT = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
+    st.tuples(st.floats(-1e6, 1e6), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}f}"),
+    st.tuples(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}e}"),
+    st.integers(-10**20, 10**20).map(str),
+    st.sampled_from(["0", "-0", "+0", "-0.0", ".5", "5.", "+.5e-3", "1E5", "1e+5", "00012.5000", "9007199254740993",
+                     "0.1000000000000000055511151231257827", "123456789012345678901234567890", "1e22", "1e23",
+                     "4.9e-324", "2.4e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623159e308",
+                     "1e999", "-1e999", "nan", "NaN", "inf", "-Infinity", "0x10", "1_0", "1e", "e5", ".", "-",
+                     "+", "1.2.3", "1e5.5", "١٢", "1,5", "12a", "--1", "+-1"]),
+)
+IDS = st.one_of(
+    st.sampled_from(["q1", "7067032", "0", "007", "12345678901234567890", "123456789012345678", "d-1", "Q0",
+                     "é", "doc\u00a0x", "x" * 65, "9" * 70, "\ufeffd", "d\x00"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n"), min_size=1, max_size=8),
+    st.integers(0, 10**19).map(str),
+)
+SEPS = st.sampled_from([" ", " ", "\t", "  ", " \t", "\t\t "])
+
+
+@st.composite
+def trec_file(draw, kind: str) -> bytes:
+    lines = []
+    queries = draw(st.lists(IDS, min_size=1, max_size=4, unique=True))
+    for _ in range(draw(st.integers(0, 12))):
+        if draw(st.integers(0, 12)) == 0:
+            lines.append(draw(st.sampled_from(["", " ", "\t", " \t "])))  # a blank line
+            continue
+        q, d = draw(st.sampled_from(queries)), draw(IDS)
+        rank = draw(st.one_of(st.integers(-3, 2000).map(str), NUMBER_TEXT))
+        value = draw(NUMBER_TEXT) if draw(st.integers(0, 3)) else draw(st.integers(0, 4).map(str))
+        fields = [q, "0", d, value] if kind == "qrels" else [q, "Q0", d, rank, value, "tag"]
+        if draw(st.integers(0, 8)) == 0:
+            fields = fields[:draw(st.integers(1, len(fields) - 1))]  # too few fields
+        elif draw(st.integers(0, 5)) == 0:
+            fields += draw(st.lists(IDS, min_size=1, max_size=2))  # more (after the tag, or too many)
+        line = draw(SEPS).join(fields)
+        lead, trail = draw(st.sampled_from(["", "", "", " ", "\t"])), draw(st.sampled_from(["", "", "", " ", "\t"]))
+        lines.append(lead + line + trail)
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    text = "".join(line + (newline if draw(st.integers(0, 30)) else draw(st.sampled_from(["\r", "\r\r\n"])))
+                   for line in lines)
+    if draw(st.booleans()):
+        text = text.rstrip("\r\n")  # no final line end
+    data = text.encode("utf-8")
+    if draw(st.integers(0, 20)) == 0 and data:  # bytes that are not UTF-8
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80"])) + data[at:]
+    if draw(st.integers(0, 6)) == 0:
+        data = b"\xef\xbb\xbf" + data
+    return data
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@PROPERTY
+@given(data=trec_file("run"), rank=st.booleans())
+def test_runs_read_as_the_line_reader_reads_them(folder, data, rank):
+    check(_write(folder, data), "run", rank)
+
+
+@PROPERTY
+@given(data=trec_file("qrels"))
+def test_qrels_read_as_the_line_reader_reads_them(folder, data):
+    check(_write(folder, data), "qrels", True)
+
+
+@PROPERTY
+@given(data=trec_file("run"), part_size=st.integers(1, 200))
+def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
+    """Parts of a few bytes: a query's rows across parts keep one code, blank lines between parts leave no gap,
+    each part's document ids are one Arrow chunk."""
+    check(_write(folder, data), "run", True, part_size=part_size)
+
+
+@PROPERTY
+@given(text=NUMBER_TEXT)
+def test_numbers_are_python_floats_bit_for_bit(folder, text):
+    path = _write(folder, f"q Q0 d 1 {text} t\n".encode())
+    got = readers_trec._trec_native(path, "run", False)
+    try:
+        expect = readers_trec._trec_python(path, "run", False).value[0]
+    except DataError:
+        assert got is None
+        return
+    assert got is not None and bits(got.value) == bits([expect])
+
+
+@PROPERTY
+@given(x=st.floats(allow_nan=False, allow_infinity=False))
+def test_every_double_reads_back_as_itself(folder, x):
+    """repr and %.17g of any double (subnormals and the largest included) read back to the same bits."""
+    path = _write(folder, f"q Q0 a 1 {x!r} t\nq Q0 b 2 {x:.17g} t\nq Q0 c 3 {x:.25e} t\n".encode())
+    got = readers_trec._trec_native(path, "run", False)
+    assert got is not None
+    assert bits(got.value) == bits([x, x, float(f"{x:.25e}")])
+
+
+@PROPERTY
+@given(ids=st.lists(IDS, min_size=1, max_size=30))
+def test_id_hashes_are_the_numpy_hashes(ids):
+    array = pa.array(ids, type=pa.string())
+    sliced = pa.array(["pad"] + ids, type=pa.string()).slice(1)  # (an array with an offset)
+    assert hashing._chunk_hashes(array).tolist() == hashing._numpy_hashes(array).tolist()
+    assert hashing._chunk_hashes(sliced).tolist() == hashing._numpy_hashes(array).tolist()
+
+
+def test_a_lone_cr_at_a_part_boundary_and_at_the_end_is_refused(folder):
+    for data in (b"q Q0 d1 1 2 t\r\nq Q0 d2 2 1 t\r", b"q Q0 d1 1 2 t\rq Q0 d2 2 1 t\n", b"q Q0 d1 1 2 t\r"):
+        for part_size in (1, 5, 14, 15, 16, 1 << 20):
+            check(_write(folder, data), "run", True, part_size=part_size)
+            assert readers_trec._trec_native(_write(folder, data), "run", True, part_size=part_size) is None
+
+
+def test_many_queries_grow_the_query_table(folder):
+    """Thousands of distinct query ids (the C reader's id table grows), first seen in every part."""
+    lines = [f"q{(i * 7919) % 5000} Q0 d{i} 1 {i / 7} t\n" for i in range(20000)]
+    path = _write(folder, "".join(lines).encode())
+    for part_size in (1 << 20, 4096):
+        check(path, "run", True, part_size=part_size)
+
+
+def test_a_number_that_needs_strtod_reads_as_python_reads_it(folder):
+    """Beyond 15 digits or 10^22 the C reader leaves the fast path; the halfway cases must still round to even."""
+    cases = ["9007199254740993", "9007199254740995", "1.00000000000000011102230246251565404236316680908203125",
+             "1e23", "8.98846567431158e307", "2.2250738585072011e-308", "2.2250738585072012e-308",
+             "0." + "0" * 400 + "1", "1" * 300, "1" * 30 + "e-30"]
+    path = _write(folder, "".join(f"q Q0 d{i} 1 {c} t\n" for i, c in enumerate(cases)).encode())
+    got = readers_trec._trec_native(path, "run", False)
+    assert got is not None
+    assert bits(got.value) == bits([float(c) for c in cases])
+    assert all(math.isfinite(v) for v in got.value)
+
+
+def test_the_table_carries_the_hashes_once(folder):
+    """The first pair_hashes takes the C reader's hashes; a second one computes them again, alike."""
+    path = _write(folder, b"q1 Q0 7 1 2 t\nq1 Q0 x 2 1 t\nq2 Q0 7 1 2 t\n")
+    table = readers_trec._trec_native(path, "run", True)
+    first = hashing.pair_hashes(table)
+    assert table.doc_hashes is None
+    assert hashing.pair_hashes(table).tolist() == first.tolist()
