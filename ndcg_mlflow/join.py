@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError, EvaluationError, preview
-from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows
+from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_kernel
 from .readers import Table
 from .readers.hashing import pair_hashes
 from .readers.table import arrow_values, numpy_values, numpy_values_or, take_rows
@@ -204,9 +204,16 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
 
         if kept is not None:
             keys = keys[kept]
-        step = 1 << 20  # a slice at a time: no row-length temporary
-        cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> np.uint64(64 - PAIR_FILTER_BITS)])
-                               + a for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
+        fast = native_kernel()
+        if fast is not None and keys.dtype == np.uint64:  # the same rows, in one pass
+            found = np.empty(keys.size, dtype=np.int64)  # (pages touched only where a row passes)
+            cand = found[:fast.probe(np.ascontiguousarray(keys), judged.pair_filter.view(np.uint8),
+                                     64 - PAIR_FILTER_BITS, found)].copy()
+            del found
+        else:
+            step, shift = 1 << 20, np.uint64(64 - PAIR_FILTER_BITS)  # a slice at a time: no row-length temporary
+            cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> shift]) + a
+                                   for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
         ck = keys[cand]
         at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
         hit = judged.pair_keys[at] == ck
@@ -236,7 +243,12 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     """
     q_map = index_in(run.query.values, query_ids)
     unknown_queries = int(np.count_nonzero(q_map < 0))
-    q = q_map.astype(np.int32)[run.query.codes]  # (int32 codes: 4 bytes a row)
+    fast = native_kernel()
+    if fast is not None:  # the same gather, in one pass
+        q = np.empty(len(run.query.codes), dtype=np.int32)
+        fast.map_codes(np.ascontiguousarray(run.query.codes, dtype=np.int32), q_map.astype(np.int32), q)
+    else:
+        q = q_map.astype(np.int32)[run.query.codes]  # (int32 codes: 4 bytes a row)
     kept = None if unknown_queries == 0 else np.flatnonzero(q >= 0)
     if kept is not None:
         q = q[kept]
@@ -269,9 +281,39 @@ def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray]
         rank = prep.run.rank if prep.kept is None else prep.run.rank[prep.kept]
         return lambda rows: rank[rows]
     if ties in ("id_ascending", "id_descending"):
-        sign = 1 if ties == "id_ascending" else -1
-        return lambda rows: sign * string_ranks(take_rows(prep.run.doc.array, prep.original(rows)))
+        return IdOrder(prep, descending=ties == "id_descending")
     return None
+
+
+class IdOrder:
+    """Tied rows ordered by document id (code point order), ascending or descending: keys for any rows, or
+    (in C, where built) each row's place within its tied group."""
+
+    def __init__(self, prep: PreparedRun, descending: bool):
+        self.prep, self.descending = prep, descending
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        ranks = string_ranks(take_rows(self.prep.run.doc.array, self.prep.original(rows)))
+        return -ranks if self.descending else ranks
+
+    def within_groups(self, rows: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:
+        """Each row's place in its group (``sizes``: the lengths of the consecutive groups of ``rows``), as
+        ``numpy.lexsort((self(rows), group))`` orders them; None where the C part is not built."""
+        import pyarrow as pa
+
+        fast = native_kernel()
+        if fast is None:
+            return None
+        values = take_rows(self.prep.run.doc.array, self.prep.original(rows))
+        if not pa.types.is_string(values.type):
+            values = values.cast(pa.string())
+        n = len(values)
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset)
+        data = values.buffers()[2]
+        place = np.empty(n, dtype=np.int64)
+        fast.group_order(offsets, data if data is not None else b"", np.ascontiguousarray(sizes, dtype=np.int64),
+                         self.descending, place)
+        return place
 
 
 def string_ranks(values: Any) -> np.ndarray:

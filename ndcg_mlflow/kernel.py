@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import overload
+from types import SimpleNamespace
+from typing import Any, overload
 
 import numpy as np
 
@@ -232,12 +233,36 @@ class _Order:
         return out
 
 
-def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray], np.ndarray] | None) -> _Order:
+def native_kernel() -> Any:
+    """The C passes (``ckernel.c``: the code mapping and key probe of the join, the ranking's order check), built
+    when the package is installed where a C compiler is; None when not built or turned off by
+    ``NDCG_MLFLOW_PURE_PYTHON=1`` (numpy then makes the same passes)."""
+    import os
+
+    if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from .ckernel import group_order, map_codes, probe, rank_check
+    except ImportError:
+        return None
+    return SimpleNamespace(map_codes=map_codes, probe=probe, rank_check=rank_check, group_order=group_order)
+
+
+def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray], np.ndarray] | None,
+          n_queries: int | None = None) -> _Order:
     """Only rows in tied-score groups are passed to ``tiebreak``; a run file that lists each query's
     rows together by descending score (the usual layout) is not sorted at all."""
     n = query.size
     if n < 2:
         return _Order(n)
+    fast = native_kernel() if n_queries is not None else None
+    if fast is not None and query.dtype == np.int32 and score.dtype == np.float64 and \
+            query.flags.c_contiguous and score.flags.c_contiguous:
+        tied = np.empty(n, dtype=np.int64)  # (pages are touched only where a tie is written)
+        n_tied = fast.rank_check(query, score, n_queries, tied)
+        if n_tied >= 0:  # in order: only the ties are ranked (the same rows as below, in one pass)
+            return _Order(n) if tiebreak is None or n_tied == 0 else \
+                _order_ties(tied[:n_tied].copy(), n, tiebreak, None)
     change = query[1:] != query[:-1]
     heads = query[np.r_[0, np.flatnonzero(change) + 1]]  # the query of each block of equal queries
     contiguous = bool((np.bincount(heads) <= 1).all())  # (each query in one block)
@@ -251,19 +276,32 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
         change = q[1:] != q[:-1]
     if tiebreak is None:
         return _Order(n, full)
-    tied_next = ~change & (s[1:] == s[:-1])
-    if not tied_next.any():
+    tied_next = np.flatnonzero(~change & (s[1:] == s[:-1]))
+    if not tied_next.size:
         return _Order(n, full)
-    in_tie = np.zeros(n, dtype=bool)
-    in_tie[:-1] |= tied_next
-    in_tie[1:] |= tied_next
-    at = np.flatnonzero(in_tie)
-    first = np.ones(at.size, dtype=bool)  # a tied position opens a group unless tied to the one before
-    first[1:] = ~tied_next[at[1:] - 1]
-    group = np.cumsum(first)
+    return _order_ties(tied_next, n, tiebreak, full)
+
+
+def _order_ties(tied_next: np.ndarray, n: int, tiebreak: Callable[[np.ndarray], np.ndarray],
+                full: np.ndarray | None) -> _Order:
+    """The ranking of ``n`` rows with each tied group (``tied_next``: the ranked positions i tied with i + 1,
+    ascending) in ``tiebreak`` order; ``full``: the rows by ranked position (None: the identity), changed in
+    place."""
+    # a tied group is a run of consecutive positions i tied with i + 1, and the position after the run's last
+    opens = np.r_[True, tied_next[1:] != tied_next[:-1] + 1]
+    heads = tied_next[opens]
+    sizes = np.diff(np.r_[np.flatnonzero(opens), tied_next.size]) + 1
+    group = np.repeat(np.arange(heads.size), sizes)
+    at = np.repeat(heads, sizes) + (np.arange(group.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))
     rows = at if full is None else full[at]
-    keys = np.asarray(tiebreak(rows))
-    reordered = rows[np.lexsort((keys, group))]
+    within = getattr(tiebreak, "within_groups", None)  # each row's place in its group, when it can say so
+    place = within(rows, sizes) if within is not None else None
+    if place is not None:
+        reordered = np.empty_like(rows)
+        reordered[np.repeat(np.cumsum(sizes) - sizes, sizes) + place] = rows
+    else:
+        keys = np.asarray(tiebreak(rows))
+        reordered = rows[np.lexsort((keys, group))]
     if full is None:
         return _Order(n, None, at, reordered)
     full[at] = reordered
@@ -315,7 +353,7 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     few rows that carry gain (judged rows, for coverage): millions of returned rows
     cost one ranking pass, and positions are only computed for the rows that count.
     """
-    order = _rank(run.query, run.score, None if ties == "average" else run.tiebreak)
+    order = _rank(run.query, run.score, None if ties == "average" else run.tiebreak, n_queries)
     ranked = order.apply
     q = ranked(run.query, same_within_ties=True)
     rk = Ranking(order, q)

@@ -217,3 +217,120 @@ def test_the_table_carries_the_hashes_once(folder):
     first = hashing.pair_hashes(table)
     assert table.doc_hashes is None
     assert hashing.pair_hashes(table).tolist() == first.tolist()
+
+
+# --------------------------------------------------------------------------- the join's and the kernel's C passes
+
+from ndcg_mlflow import kernel as kernel_module  # noqa: E402
+from ndcg_mlflow.join import string_ranks  # noqa: E402
+
+CK = kernel_module.native_kernel()
+needs_ckernel = pytest.mark.skipif(CK is None, reason="ckernel.c is not built")
+
+
+@needs_ckernel
+@PROPERTY
+@given(codes=st.lists(st.integers(0, 6), max_size=60), q_map=st.lists(st.integers(-1, 5), min_size=7, max_size=7))
+def test_map_codes_is_numpys_gather(codes, q_map):
+    codes_a, map_a = np.array(codes, dtype=np.int32), np.array(q_map, dtype=np.int32)
+    out = np.empty(len(codes), dtype=np.int32)
+    unmapped = CK.map_codes(codes_a, map_a, out)
+    assert out.tolist() == map_a[codes_a].tolist() and unmapped == int((map_a[codes_a] < 0).sum())
+
+
+@needs_ckernel
+@PROPERTY
+@given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=60), flagged=st.sets(st.integers(0, 15), max_size=16))
+def test_probe_is_numpys_filter(keys, flagged):
+    keys_a = np.array(keys, dtype=np.uint64)
+    flags = np.zeros(16, dtype=bool)
+    flags[list(flagged)] = True
+    out = np.empty(len(keys), dtype=np.int64)
+    n = CK.probe(keys_a, flags.view(np.uint8), 60, out)
+    assert out[:n].tolist() == np.flatnonzero(flags[keys_a >> np.uint64(60)]).tolist()
+
+
+def _numpy_rank_check(query, score):
+    change = query[1:] != query[:-1]
+    heads = query[np.r_[0, np.flatnonzero(change) + 1]]
+    if not ((np.bincount(heads) <= 1).all() and not np.any(~change & (score[1:] > score[:-1]))):
+        return None
+    return np.flatnonzero(~change & (score[1:] == score[:-1])).tolist()
+
+
+@needs_ckernel
+@PROPERTY
+@given(blocks=st.lists(st.tuples(st.integers(0, 5), st.lists(st.sampled_from([3.0, 2.0, 2.0, 1.0, -0.0, 0.0]),
+                                                                min_size=1, max_size=6)), min_size=1, max_size=6),
+       descending=st.booleans())
+def test_rank_check_is_numpys(blocks, descending):
+    """Queries in blocks (repeated or not), scores sorted descending (or as drawn): the same verdict and ties."""
+    query = np.array([q for q, s in blocks for _ in s], dtype=np.int32)
+    score = np.array([x for _, s in blocks for x in (sorted(s, reverse=True) if descending else s)])
+    tied = np.empty(query.size, dtype=np.int64)
+    n = CK.rank_check(query, score, 6, tied)
+    expect = _numpy_rank_check(query, score)
+    assert (n < 0 and expect is None) or tied[:n].tolist() == expect
+
+
+@needs_ckernel
+@PROPERTY
+@given(groups=st.lists(st.lists(st.sampled_from(["a", "b", "ab", "", "é", "z", "a\x00", "10", "9", "ä"]),
+                                min_size=1, max_size=40), min_size=1, max_size=8), descending=st.booleans())
+def test_group_order_is_lexsort_of_string_ranks(groups, descending):
+    """Groups of up to 40 strings (the merge sort beyond 16), equal strings included."""
+    values = pa.array([s for g in groups for s in g], type=pa.string())
+    sizes = np.array([len(g) for g in groups], dtype=np.int64)
+    group = np.repeat(np.arange(sizes.size), sizes)
+    ranks = string_ranks(values)
+    order = np.lexsort((-ranks if descending else ranks, group))
+    place = np.empty(len(values), dtype=np.int64)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1)
+    CK.group_order(offsets, values.buffers()[2] or b"", sizes, descending, place)
+    got = np.empty_like(order)
+    got[np.repeat(np.cumsum(sizes) - sizes, sizes) + place] = np.arange(len(values))
+    assert got.tolist() == order.tolist()
+
+
+@st.composite
+def scored_runs(draw) -> tuple[dict, dict]:
+    queries = [f"q{i}" for i in range(draw(st.integers(1, 4)))]
+    docs = [f"d{i}" for i in range(8)] + ["D", "é", "10", "9"]
+    ranking = {}
+    for q in queries:
+        picked = draw(st.lists(st.sampled_from(docs), unique=True, min_size=1, max_size=10))
+        scores = draw(st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0]), min_size=len(picked), max_size=len(picked)))
+        if draw(st.booleans()):
+            scores = sorted(scores, reverse=True)  # (in order: the kernel's pass without a sort)
+        ranking[q] = list(zip(picked, scores))
+    judgments = {q: {d: draw(st.integers(0, 3)) for d in draw(st.lists(st.sampled_from(docs), unique=True,
+                                                                          min_size=1, max_size=6))} for q in queries}
+    return judgments, ranking
+
+
+@PROPERTY
+@given(case=scored_runs(), ties=st.sampled_from(["displayed_order", "id_ascending", "id_descending", "average"]),
+       unjudged=st.sampled_from(["zero", "condense"]))
+def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_path_factory, case, ties, unjudged):
+    """Bit for bit, every per-query number and status, under every tie rule."""
+    from helpers import metric_spec, write_qrels, write_run
+
+    import ndcg_mlflow
+
+    judgments, ranking = case
+    folder = tmp_path_factory.mktemp("both")
+    qrels, run = write_qrels(folder, judgments), write_run(folder, ranking)
+    spec = metric_spec(qrels, run, name="both", cutoffs=(1, 3, "all"), ties=ties, unjudged=unjudged,
+                       gain="linear")
+    tables = []
+    for pure in ("", "1"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("NDCG_MLFLOW_PURE_PYTHON", pure)
+            table = ndcg_mlflow.evaluate(spec, base_dir=folder).per_query
+        tables.append(table.to_dict("list"))
+    for column in tables[0]:
+        a, b = tables[0][column], tables[1][column]
+        if isinstance(a[0], float):
+            assert bits(np.array(a, dtype=float)) == bits(np.array(b, dtype=float)), column
+        else:
+            assert a == b, column

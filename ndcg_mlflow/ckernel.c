@@ -1,0 +1,318 @@
+/* Three passes over a run's rows in C, each the same as a few numpy expressions in join.py and kernel.py, made
+   in one pass with no row-length temporaries (the numpy forms stay, where this module is not built):
+
+   map_codes(codes, q_map, out)            out = q_map[codes]; -> the rows whose q_map entry is negative
+   probe(keys, flags, shift, out)          the rows i with flags[keys[i] >> shift], in order -> their number
+   rank_check(query, score, n_q, tied)     -> -1 unless each query's rows are one block in non-increasing score
+                                           order; else the positions i with query[i] == query[i + 1] and
+                                           score[i] == score[i + 1], written to tied, and their number
+   group_order(offsets, data, sizes, desc, out)   each string's place in its group, in byte order (see below)
+
+   group_order sorts each group on its own (a stable merge sort; insertion sort for its runs of 16 rows): tied
+   groups are mostly a few rows, and no sort of every tied row at once is needed.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int get(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t itemsize, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0)
+        return 0;
+    if (view->len % itemsize != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items", what, itemsize);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *map_codes(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *codes_obj, *map_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &codes_obj, &map_obj, &out_obj))
+        return NULL;
+    Py_buffer codes, map, out;
+    if (!get(codes_obj, &codes, 0, 4, "codes"))
+        return NULL;
+    if (!get(map_obj, &map, 0, 4, "q_map")) {
+        PyBuffer_Release(&codes);
+        return NULL;
+    }
+    if (!get(out_obj, &out, 1, 4, "out")) {
+        PyBuffer_Release(&map);
+        PyBuffer_Release(&codes);
+        return NULL;
+    }
+    Py_ssize_t n = codes.len / 4, m = map.len / 4, unmapped = 0;
+    const int32_t *c = codes.buf, *q = map.buf;
+    int32_t *o = out.buf;
+    int bad = out.len < codes.len;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t k = c[i];
+            if (k < 0 || k >= m) {
+                bad = 1;
+                break;
+            }
+            o[i] = q[k];
+            unmapped += q[k] < 0;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&map);
+    PyBuffer_Release(&codes);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a code outside q_map, or an output too small");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(unmapped);
+}
+
+static PyObject *probe(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *flags_obj, *out_obj;
+    int shift;
+    if (!PyArg_ParseTuple(args, "OOiO", &keys_obj, &flags_obj, &shift, &out_obj))
+        return NULL;
+    Py_buffer keys, flags, out;
+    if (!get(keys_obj, &keys, 0, 8, "keys"))
+        return NULL;
+    if (!get(flags_obj, &flags, 0, 1, "flags")) {
+        PyBuffer_Release(&keys);
+        return NULL;
+    }
+    if (!get(out_obj, &out, 1, 8, "out")) {
+        PyBuffer_Release(&flags);
+        PyBuffer_Release(&keys);
+        return NULL;
+    }
+    Py_ssize_t n = keys.len / 8, found = 0;
+    int bad = shift < 1 || shift > 63 || out.len < keys.len || flags.len < ((Py_ssize_t)1 << (64 - shift));
+    if (!bad) {
+        const uint64_t *k = keys.buf;
+        const unsigned char *f = flags.buf;
+        int64_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            o[found] = i;
+            found += f[k[i] >> shift] != 0;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&keys);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a shift outside 1-63, flags too few for it, or an output too small");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(found);
+}
+
+static PyObject *rank_check(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *query_obj, *score_obj, *tied_obj;
+    Py_ssize_t n_queries;
+    if (!PyArg_ParseTuple(args, "OOnO", &query_obj, &score_obj, &n_queries, &tied_obj))
+        return NULL;
+    Py_buffer query, score, tied;
+    if (!get(query_obj, &query, 0, 4, "query"))
+        return NULL;
+    if (!get(score_obj, &score, 0, 8, "score")) {
+        PyBuffer_Release(&query);
+        return NULL;
+    }
+    if (!get(tied_obj, &tied, 1, 8, "tied")) {
+        PyBuffer_Release(&score);
+        PyBuffer_Release(&query);
+        return NULL;
+    }
+    Py_ssize_t n = query.len / 4, n_tied = 0;
+    int bad = score.len != n * 8 || tied.len < n * 8 || n_queries < 0;
+    unsigned char *seen = bad ? NULL : calloc((size_t)n_queries + 1, 1);
+    if (!bad && seen == NULL) {
+        PyBuffer_Release(&tied);
+        PyBuffer_Release(&score);
+        PyBuffer_Release(&query);
+        return PyErr_NoMemory();
+    }
+    if (!bad) {
+        const int32_t *q = query.buf;
+        const double *s = score.buf;
+        int64_t *t = tied.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n && n_tied >= 0; i++) {
+            int32_t c = q[i];
+            if (c < 0 || c >= n_queries) {
+                bad = 1;
+                break;
+            }
+            if (i == 0 || c != q[i - 1]) { /* a block of rows of one query starts */
+                if (seen[c]) {
+                    n_tied = -1; /* the query's rows are in two blocks */
+                    break;
+                }
+                seen[c] = 1;
+            } else if (s[i] > s[i - 1]) {
+                n_tied = -1; /* a row scored above the one before it */
+                break;
+            } else if (s[i] == s[i - 1]) {
+                t[n_tied++] = i - 1;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(seen);
+    PyBuffer_Release(&tied);
+    PyBuffer_Release(&score);
+    PyBuffer_Release(&query);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a query code outside 0-n_queries, or arrays of unequal lengths");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(n_tied);
+}
+
+/* group_order(offsets, data, sizes, descending, out): for each run of ``sizes[g]`` consecutive strings (an Arrow
+   string array's int32 offsets and bytes), out[j] = j's place in its group in byte order (code point order for
+   UTF-8), equal strings in their order; ``descending``: the reverse of that order. The same as numpy's lexsort
+   by (group, sign * the strings' stable ranks), for groups of a few strings. */
+static int less_than(const unsigned char *d, const int32_t *off, int64_t a, int64_t b)
+{
+    int32_t la = off[a + 1] - off[a], lb = off[b + 1] - off[b];
+    int c = memcmp(d + off[a], d + off[b], (size_t)(la < lb ? la : lb));
+    return c < 0 || (c == 0 && la < lb);
+}
+
+/* rows start .. start + m - 1 into p in stable string order: insertion sort for a few, merge sort beyond (tmp: m
+   free slots) */
+static void sort_rows(const unsigned char *d, const int32_t *off, int64_t *p, int64_t *tmp, int64_t start,
+                      int64_t m)
+{
+    for (int64_t j = 0; j < m; j++)
+        p[j] = start + j;
+    const int64_t run = 16;
+    for (int64_t lo = 0; lo < m; lo += run) { /* sorted runs of 16 */
+        int64_t hi = lo + run < m ? lo + run : m;
+        for (int64_t j = lo + 1; j < hi; j++) {
+            int64_t row = p[j], at = j;
+            while (at > lo && less_than(d, off, row, p[at - 1])) {
+                p[at] = p[at - 1];
+                at--;
+            }
+            p[at] = row;
+        }
+    }
+    for (int64_t width = run; width < m; width *= 2) { /* merged pairwise, the left run first on equal strings */
+        for (int64_t lo = 0; lo < m; lo += 2 * width) {
+            int64_t mid = lo + width < m ? lo + width : m, hi = lo + 2 * width < m ? lo + 2 * width : m;
+            int64_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                tmp[k++] = less_than(d, off, p[b], p[a]) ? p[b++] : p[a++];
+            while (a < mid)
+                tmp[k++] = p[a++];
+            while (b < hi)
+                tmp[k++] = p[b++];
+            memcpy(p + lo, tmp + lo, sizeof(int64_t) * (size_t)(hi - lo));
+        }
+    }
+}
+
+static PyObject *group_order(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *offsets_obj, *data_obj, *sizes_obj, *out_obj;
+    int descending;
+    if (!PyArg_ParseTuple(args, "OOOpO", &offsets_obj, &data_obj, &sizes_obj, &descending, &out_obj))
+        return NULL;
+    Py_buffer offsets, data, sizes, out;
+    if (!get(offsets_obj, &offsets, 0, 4, "offsets"))
+        return NULL;
+    if (!get(data_obj, &data, 0, 1, "data")) {
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    if (!get(sizes_obj, &sizes, 0, 8, "sizes")) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    if (!get(out_obj, &out, 1, 8, "out")) {
+        PyBuffer_Release(&sizes);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    const int32_t *off = offsets.buf;
+    const int64_t *sz = sizes.buf;
+    int64_t *o = out.buf;
+    Py_ssize_t n = offsets.len / 4 - 1, g = sizes.len / 8, total = 0;
+    int bad = n < 0 || out.len < n * 8;
+    for (Py_ssize_t k = 0; !bad && k < g; k++) {
+        bad = sz[k] < 1;
+        total += sz[k];
+    }
+    bad = bad || total != n;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data.len;
+    int64_t *perm = bad ? NULL : malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    int64_t *tmp = bad ? NULL : malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!bad && (perm == NULL || tmp == NULL)) {
+        free(perm);
+        free(tmp);
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&sizes);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        return PyErr_NoMemory();
+    }
+    if (!bad) {
+        const unsigned char *d = data.buf;
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t start = 0;
+        for (Py_ssize_t k = 0; k < g; k++) {
+            int64_t m = sz[k];
+            int64_t *p = perm + start;
+            sort_rows(d, off, p, tmp + start, start, m);
+            for (int64_t j = 0; j < m; j++)
+                o[p[j]] = descending ? m - 1 - j : j;
+            start += m;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(perm);
+    free(tmp);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "group sizes that do not add up to the strings, or bad offsets");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"group_order", group_order, METH_VARARGS, "Each string's place in its group of consecutive strings."},
+    {"map_codes", map_codes, METH_VARARGS, "out = q_map[codes]; the number of negative entries met."},
+    {"probe", probe, METH_VARARGS, "The rows whose key's top bits are flagged, in order; their number."},
+    {"rank_check", rank_check, METH_VARARGS, "-1, or the tied positions of rows in query blocks by score."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ckernel", "Passes over a run's rows for the join and the kernel, in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_ckernel(void) { return PyModule_Create(&module); }
