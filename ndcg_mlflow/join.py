@@ -18,7 +18,7 @@ from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_kernel
 from .readers import Table
 from .readers.hashing import pair_hashes
-from .readers.table import arrow_values, numpy_values, numpy_values_or, take_rows
+from .readers.table import arrow_values, numpy_values, numpy_values_or, pool_array, take_rows
 from .spec import Gain, Metric
 
 
@@ -245,7 +245,7 @@ def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedInde
     unknown_queries = int(np.count_nonzero(q_map < 0))
     fast = native_kernel()
     if fast is not None:  # the same gather, in one pass
-        q = np.empty(len(run.query.codes), dtype=np.int32)
+        q = pool_array(len(run.query.codes), np.int32)
         fast.map_codes(np.ascontiguousarray(run.query.codes, dtype=np.int32), q_map.astype(np.int32), q)
     else:
         q = q_map.astype(np.int32)[run.query.codes]  # (int32 codes: 4 bytes a row)

@@ -320,6 +320,25 @@ static void init_classes(void)
     CLASS['\r'] = CR;
 }
 
+/* the first byte at or after q that is not printable ASCII (below 0x21 or above 0x7E... or 0x7F: a field byte
+   all the same), eight bytes at a time: the lowest flagged byte of a word is exact (a borrow only runs upward) */
+static inline const unsigned char *skip_plain(const unsigned char *q, const unsigned char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - q >= 8) {
+        uint64_t w;
+        memcpy(&w, q, 8);
+        uint64_t special = (((w - 0x2121212121212121ULL) & ~w) | w) & 0x8080808080808080ULL;
+        if (special)
+            return q + (__builtin_ctzll(special) >> 3);
+        q += 8;
+    }
+#endif
+    while (q < end && *q > 0x20 && *q < 0x80)
+        q++;
+    return q;
+}
+
 static int parse_range(Job *j)
 {
     const unsigned char *p = j->data, *end = j->data + j->size;
@@ -353,13 +372,16 @@ static int parse_range(Job *j)
                 return REFUSED;
             }
             const unsigned char *f = q;
-            while (q < end && (cls = CLASS[*q]) == FIELD)
+            for (;;) {
+                q = skip_plain(q, end);
+                if (q >= end)
+                    break;
+                cls = CLASS[*q];
+                if (cls == HIGH) /* (bytes above 0x7F: checked as UTF-8 at the end) */
+                    high = 1;
+                else if (cls != FIELD)
+                    break;
                 q++;
-            while (q < end && cls == HIGH) { /* (bytes above 0x7F: checked as UTF-8 at the end) */
-                high = 1;
-                q++;
-                while (q < end && (cls = CLASS[*q]) == FIELD)
-                    q++;
             }
             if (nf < 6) {
                 fs[nf] = f;

@@ -21,6 +21,8 @@ from .table import (
     encode_dictionary,
     encode_id_list,
     has_empty,
+    parse_pool,
+    pool_array,
     pooled_values,
     string_column,
 )
@@ -113,10 +115,10 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
             counts = list(ex.map(lambda r: fast.count_lines(mm, r[0], r[1]) + (mm[r[1] - 1] != 10), parts))
             first = np.cumsum([0] + counts)
             n_max = int(first[-1])
-            codes = _pooled(n_max, np.int32, pool)
-            values = _pooled(n_max, np.float64, pool)
-            ranks = _pooled(n_max, np.float64, pool) if kind == RUN and want_rank else None
-            hashes = _pooled(n_max, np.uint64, pool)
+            codes = pool_array(n_max, np.int32, pool)
+            values = pool_array(n_max, np.float64, pool)
+            ranks = pool_array(n_max, np.float64, pool) if kind == RUN and want_rank else None
+            hashes = pool_array(n_max, np.uint64, pool)
 
             def parse(k: int) -> tuple:
                 a, b = parts[k]
@@ -180,14 +182,6 @@ class _Inline:
 
     def map(self, fn: Any, items: Iterable[Any]) -> Iterable[Any]:
         return map(fn, items)
-
-
-def _pooled(n: int, dtype: Any, pool: Any) -> np.ndarray:
-    """An uninitialized array from Arrow's memory pool (the parse's: pages it keeps, in small pages)."""
-    import pyarrow as pa
-
-    dt = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(max(n, 1) * dt.itemsize, memory_pool=pool), dtype=dt, count=n)
 
 
 def _first_block_delimiter(path: Path) -> str | None:
@@ -263,18 +257,6 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
     del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
-
-
-def parse_pool() -> Any:
-    """The memory pool for a large parse: jemalloc where pyarrow has it. Arrow's default pool (mimalloc) keeps
-    the pages its reader threads freed (~150 MB after a 7M-line run), which the kernel's arrays would then come
-    on top of; jemalloc hands them back when asked (``release_unused``)."""
-    import pyarrow as pa
-
-    try:
-        return pa.jemalloc_memory_pool()
-    except (NotImplementedError, pa.ArrowNotImplementedError):
-        return pa.default_memory_pool()
 
 
 def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:
