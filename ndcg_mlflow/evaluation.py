@@ -9,6 +9,7 @@ statistics -> sensitivity.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -387,10 +388,14 @@ class _RunFile:
                         version=self.src.version, pair_keys=True, background=True)
 
     def load(self) -> tuple[Table, FileInfo]:
+        """The run's rows and its file's record, whose sha256 is filled in from :meth:`digest` once the run is
+        joined and ranked (a digest slower than the read then delays nothing)."""
         pending, self.pending = self.pending, None
         run = pending.result() if pending is not None else self._read()
-        return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared,
-                             self.digests.sha256(self.name), len(run))
+        return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, "", len(run))
+
+    def digest(self) -> str:
+        return self.digests.sha256(self.name)
 
 
 class _RunObject:
@@ -406,6 +411,9 @@ class _RunObject:
 
         run = input_table(self.obj, "run", f"systems[{self.name!r}]", self.shared)
         return run, FileInfo(f"system:{self.name}", "", IN_MEMORY, run.digest or "", len(run))
+
+    def digest(self) -> str | None:
+        return None  # (recorded by load)
 
 
 def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, Any], progress,
@@ -436,6 +444,9 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
             run.checked()  # a duplicate found by the check still under way is the error, before the join's
             raise
         run.checked()  # (the run's duplicate check ran in a thread beside the join and the kernel)
+        sha = source.digest()
+        if sha is not None:
+            files[-1] = dataclasses.replace(info, sha256=sha)
         systems[name] = sr
         if keep_data:
             prepared[name] = prep
