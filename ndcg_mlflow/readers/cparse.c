@@ -451,8 +451,8 @@ static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t need, const char 
 }
 
 /* parse_trec(data, start, end, qrels, want_rank, codes, doc_offsets, doc_data, values, ranks_or_None, doc_hash)
-   -> (status, rows, doc_bytes, long_ids, query_spans) with query_spans a list of (start, length) in ``data``
-   (absolute offsets), one per query code; status 0 ok, 1 refused (read the file line by line) */
+   -> (status, rows, doc_bytes, long_ids, query_ids) with query_ids the bytes of each query code's id, in code
+   order; status 0 ok, 1 refused (read the file line by line) */
 static PyObject *parse_trec(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -531,7 +531,8 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
     }
     if (status == OK) {
         for (Py_ssize_t c = 0; c < j.queries.n; c++) {
-            PyObject *t = Py_BuildValue("(nn)", j.queries.ids[c].start + start, j.queries.ids[c].len);
+            PyObject *t = PyBytes_FromStringAndSize((const char *)j.data + j.queries.ids[c].start,
+                                                    j.queries.ids[c].len);
             if (t == NULL) {
                 Py_DECREF(spans);
                 interner_free(&j.queries);

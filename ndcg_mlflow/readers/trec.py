@@ -79,7 +79,7 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
     return _trec_python(path, kind, rank)
 
 
-NATIVE_PART = 1 << 26  # bytes of a file the C reader parses in one call (one Arrow chunk of document ids)
+NATIVE_PART = 1 << 24  # bytes of a file the C reader parses in one call (one Arrow chunk of document ids)
 
 
 def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int = NATIVE_PART) -> Table | None:
@@ -98,8 +98,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             return None
-        mm = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                       prot=mmap.PROT_READ)  # (populate: the file's pages mapped at once, not one fault at a time)
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         start = 3 if mm[:3] == BOM else 0
         cuts = [start]
@@ -111,8 +110,14 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         pool = parse_pool()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ndcg-mlflow-parse") if workers > 1 \
                 else _Inline() as ex:
-            # each part's lines (the last one may have no line end): its most rows
-            counts = list(ex.map(lambda r: fast.count_lines(mm, r[0], r[1]) + (mm[r[1] - 1] != 10), parts))
+            def lines(part: tuple[int, int]) -> int:  # a part's lines (the last may have no line end): its most rows
+                a, b = part
+                _advise(mm, a, b, _POPULATE_READ)
+                n = fast.count_lines(mm, a, b) + (mm[b - 1] != 10)
+                _advise(mm, a, b, getattr(mmap, "MADV_DONTNEED", None))  # (the file's pages are not held)
+                return n
+
+            counts = list(ex.map(lines, parts))
             first = np.cumsum([0] + counts)
             n_max = int(first[-1])
             codes = pool_array(n_max, np.int32, pool)
@@ -125,8 +130,10 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
                 lo, hi = int(first[k]), int(first[k + 1])
                 offsets = pa.allocate_buffer(4 * (hi - lo + 1), memory_pool=pool)
                 data = pa.allocate_buffer(b - a, memory_pool=pool)
+                _advise(mm, a, b, _POPULATE_READ)  # the part's pages mapped at once, not a fault at a time
                 out = fast.parse_trec(mm, a, b, kind == QRELS, bool(want_rank), codes[lo:hi], offsets, data,
                                       values[lo:hi], None if ranks is None else ranks[lo:hi], hashes[lo:hi])
+                _advise(mm, a, b, getattr(mmap, "MADV_DONTNEED", None))  # and let go (they stay in the page cache)
                 return out, offsets, data
 
             results = list(ex.map(parse, range(len(parts))))
@@ -135,10 +142,10 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         query_values: dict[bytes, int] = {}
         chunks = []
         kept = []
-        for k, ((_, rows, doc_bytes, long_ids, spans), offsets, data) in enumerate(results):
+        for k, ((_, rows, doc_bytes, long_ids, query_ids), offsets, data) in enumerate(results):
             lo = int(first[k])
-            local = np.fromiter((query_values.setdefault(bytes(mm[s:s + n]), len(query_values)) for s, n in spans),
-                                dtype=np.int32, count=len(spans))
+            local = np.fromiter((query_values.setdefault(q, len(query_values)) for q in query_ids), dtype=np.int32,
+                                count=len(query_ids))
             if not np.array_equal(local, np.arange(local.size)):  # the part's codes, as the whole file's
                 part = codes[lo:lo + rows]
                 part[:] = local[part]
@@ -169,6 +176,20 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
 
 
 _LONG_ID = 64  # (hashing._VECTOR_HASH_MAX) ids longer than this are hashed in Python
+_POPULATE_READ = 22  # Linux's MADV_POPULATE_READ (5.14 and later; refused by older kernels, then skipped)
+
+
+def _advise(mm: Any, start: int, stop: int, advice: int | None) -> None:
+    """``madvise`` of the whole pages of ``mm[start:stop]``, where the system takes the advice."""
+    import mmap
+
+    if advice is None or not hasattr(mm, "madvise"):
+        return
+    start -= start % mmap.PAGESIZE
+    try:
+        mm.madvise(advice, start, stop - start)
+    except (OSError, ValueError):
+        pass
 
 
 class _Inline:
