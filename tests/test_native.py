@@ -334,3 +334,36 @@ def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_p
             assert bits(np.array(a, dtype=float)) == bits(np.array(b, dtype=float)), column
         else:
             assert a == b, column
+
+
+@PROPERTY
+@given(ids=st.lists(st.sampled_from(["q1", "q2", "", "q10", "é", "q1\x00"]), min_size=1, max_size=40),
+       cut=st.integers(0, 5))
+def test_run_starts_and_fill_runs_encode_ids_as_numpy_does(ids, cut):
+    """A (sliced) Arrow string column's run starts and codes, in C and in numpy: the same Ids."""
+    from ndcg_mlflow.readers.table import encode_ids, string_offsets
+
+    column = pa.array(["pad"] * cut + ids, type=pa.string()).slice(cut)
+    found = np.empty(len(ids), dtype=np.int64)
+    data = column.buffers()[2]
+    k = FAST.run_starts(string_offsets(column), data if data is not None else b"", found)
+    expect = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]]
+    assert found[:k].tolist() == expect
+    native = encode_ids(column)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+        pure = encode_ids(column)
+    assert native.codes.tolist() == pure.codes.tolist() and list(native.values) == list(pure.values)
+    assert [native.values[c] for c in native.codes] == ids
+
+
+@PROPERTY
+@given(codes=st.lists(st.integers(0, 4), max_size=50), seed=st.integers(0, 2**32 - 1))
+def test_mix_pairs_is_numpys_xor(codes, seed):
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**63, size=len(codes), dtype=np.uint64)
+    mix = rng.integers(0, 2**63, size=5, dtype=np.uint64)
+    codes_a = np.array(codes, dtype=np.int32)
+    expect = keys ^ mix[codes_a]
+    FAST.mix_pairs(keys, codes_a, mix)
+    assert keys.tolist() == expect.tolist()

@@ -649,7 +649,141 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
+/* run_starts(offsets(int32, n + 1), data, out(int64, n)) -> k: out[:k] the rows i where string i differs from
+   string i - 1 (row 0 included) of an Arrow string array's buffers */
+static PyObject *run_starts(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *offsets_obj, *data_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &offsets_obj, &data_obj, &out_obj))
+        return NULL;
+    Py_buffer offsets, data, out;
+    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    Py_ssize_t n = offsets.len / 4 - 1, k = 0;
+    const int32_t *off = offsets.buf;
+    const unsigned char *d = data.buf;
+    int64_t *o = out.buf;
+    int bad = n < 0 || out.len < n * 8;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data.len;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t len = off[i + 1] - off[i];
+            if (i == 0 || len != off[i] - off[i - 1] || memcmp(d + off[i], d + off[i - 1], (size_t)len) != 0)
+                o[k++] = i;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "offsets outside the data, or an output too small");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(k);
+}
+
+/* fill_runs(values(int32, k), starts(int64, k + 1), out(int32)): out[starts[j]:starts[j + 1]] = values[j] */
+static PyObject *fill_runs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *values_obj, *starts_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &values_obj, &starts_obj, &out_obj))
+        return NULL;
+    Py_buffer values, starts, out;
+    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(starts_obj, &starts, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&starts);
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    Py_ssize_t k = values.len / 4, n = out.len / 4;
+    const int32_t *v = values.buf;
+    const int64_t *st = starts.buf;
+    int32_t *o = out.buf;
+    int bad = starts.len != (k + 1) * 8;
+    for (Py_ssize_t j = 0; !bad && j < k; j++)
+        bad = st[j] < 0 || st[j] > st[j + 1] || st[j + 1] > n;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t j = 0; j < k; j++)
+            for (int64_t i = st[j]; i < st[j + 1]; i++)
+                o[i] = v[j];
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&values);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "run starts outside the output");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* mix_pairs(keys(uint64, n), codes(int32, n), query_mix(uint64, m)): keys[i] ^= query_mix[codes[i]] */
+static PyObject *mix_pairs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *codes_obj, *mix_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &keys_obj, &codes_obj, &mix_obj))
+        return NULL;
+    Py_buffer keys, codes, mix;
+    if (PyObject_GetBuffer(keys_obj, &keys, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&keys);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(mix_obj, &mix, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&codes);
+        PyBuffer_Release(&keys);
+        return NULL;
+    }
+    Py_ssize_t n = keys.len / 8, m = mix.len / 8;
+    uint64_t *k = keys.buf;
+    const int32_t *c = codes.buf;
+    const uint64_t *x = mix.buf;
+    int bad = codes.len != n * 4;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = c[i] < 0 || c[i] >= m;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            k[i] ^= x[c[i]];
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&mix);
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&keys);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a code outside query_mix, or arrays of unequal lengths");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"run_starts", run_starts, METH_VARARGS, "The rows where a string differs from the one before."},
+    {"fill_runs", fill_runs, METH_VARARGS, "Each run of rows set to its value."},
+    {"mix_pairs", mix_pairs, METH_VARARGS, "keys ^= query_mix[codes], in place."},
     {"count_lines", count_lines, METH_VARARGS, "The LF bytes in a range of bytes."},
     {"parse_trec", parse_trec, METH_VARARGS, "Parse whole TREC lines of a range of bytes (see the module's source)."},
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},

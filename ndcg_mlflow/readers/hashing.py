@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table, arrow_values, numpy_values, string_array, take_rows
+from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, take_rows
 from .text import blocks, native_reader, open_file
 
 
@@ -91,7 +91,7 @@ def string_hashes(array: Any) -> np.ndarray:
     # evenly (a Parquet row group is a million rows)
     chunks = [c.slice(a, HASH_SLICE) for c in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])
               for a in range(0, len(c), HASH_SLICE)]
-    out = np.empty(len(array), dtype=_U)
+    out = pool_array(len(array), _U)
     starts = np.cumsum([0] + [len(c) for c in chunks]).tolist()
 
     def hash_chunks(which: range) -> None:
@@ -215,9 +215,14 @@ def pair_hashes(table: Table) -> np.ndarray:
         keys, table.doc_hashes = table.doc_hashes, None  # (the C reader's, when it read the file)
         if keys is None or keys.size != len(table):
             keys = string_hashes(table.doc.array)
+        fast = native_reader()
+        codes = table.query.codes
+        if fast is not None and keys.flags.writeable and keys.flags.c_contiguous and codes.dtype == np.int32:
+            fast.mix_pairs(keys, np.ascontiguousarray(codes), np.ascontiguousarray(query_mix, dtype=_U))
+            return keys
         step = 1 << 20  # a slice at a time: no whole-column temporary
         for a in range(0, keys.size, step):
-            keys[a:a + step] ^= query_mix[table.query.codes[a:a + step]]
+            keys[a:a + step] ^= query_mix[codes[a:a + step]]
         return keys
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .text import BOM, open_data
+from .text import BOM, native_reader, open_data
 
 QRELS = "qrels"
 RUN = "run"
@@ -139,11 +139,18 @@ def encode_ids(column: Any) -> Ids:
     heads_at: list[np.ndarray] = []
     heads: list[str] = []
     base = 0
+    fast = native_reader()
     for chunk in chunks:
         n = len(chunk)
         if n:
-            change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
-            at = np.flatnonzero(np.r_[True, change])
+            if fast is not None and pa.types.is_string(chunk.type) and chunk.null_count == 0:  # the same, in C
+                found = np.empty(n, dtype=np.int64)  # (pages touched only where a run starts)
+                data = chunk.buffers()[2]
+                at = found[:fast.run_starts(string_offsets(chunk), data if data is not None else b"", found)].copy()
+                del found
+            else:
+                change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
+                at = np.flatnonzero(np.r_[True, change])
             if len(heads) + at.size > 100_000 and at.size > n // 8:  # not grouped by query
                 return _encode_hashed(column)
             heads_at.append(at + base)
@@ -152,8 +159,17 @@ def encode_ids(column: Any) -> Ids:
     index: dict[str, int] = {}
     head_codes = np.fromiter((index.setdefault(h, len(index)) for h in heads), dtype=np.int32, count=len(heads))
     starts = np.concatenate(heads_at) if heads_at else np.zeros(0, dtype=np.int64)
-    codes = np.repeat(head_codes, np.diff(np.r_[starts, base]))
+    if fast is not None:
+        codes = pool_array(base, np.int32)
+        fast.fill_runs(head_codes, np.ascontiguousarray(np.r_[starts, base], dtype=np.int64), codes)
+    else:
+        codes = np.repeat(head_codes, np.diff(np.r_[starts, base]))
     return Ids(codes, np.asarray(list(index), dtype=object))
+
+
+def string_offsets(chunk: Any) -> np.ndarray:
+    """The int32 offsets (length + 1) of an Arrow string array, its slice offset applied."""
+    return np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=4 * chunk.offset)
 
 
 def encode_dictionary(column: Any, pool: Any = None) -> Ids:

@@ -197,10 +197,10 @@ def native_reader() -> Any:
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .cparse import count_lines, parse_trec, string_hashes
+        from .cparse import count_lines, fill_runs, mix_pairs, parse_trec, run_starts, string_hashes
     except ImportError:
         return None
-    return NativeReader(count_lines, parse_trec, string_hashes)
+    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs)
 
 
 @dataclass(frozen=True)
@@ -208,6 +208,9 @@ class NativeReader:
     count_lines: Any  # (data, start, stop) -> the LF bytes in data[start:stop]
     parse_trec: Any  # whole TREC lines of a range of bytes into the caller's arrays (see cparse.c)
     string_hashes: Any  # (offsets, data, out) -> hashing.string_hashes of an Arrow string array's buffers
+    run_starts: Any  # (offsets, data, out) -> k: out[:k] the rows whose string differs from the one before
+    fill_runs: Any  # (values, starts, out): out[starts[j]:starts[j + 1]] = values[j]
+    mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
 
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
