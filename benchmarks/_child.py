@@ -13,15 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_child(script: str, args: list[str], tool: str, profile: Path | None = None, *,
-              prefix: list[str] | None = None, cwd: Path | None = None) -> dict:
+              prefix: list[str] | None = None, cwd: Path | None = None, env: dict[str, str] | None = None) -> dict:
     """Run ``script`` with ``args`` in a new interpreter (optionally under cProfile, after a ``prefix`` command
     such as ``taskset -c 0``, in ``cwd``: the repository by default) and return the JSON it printed on its
-    ``BENCH_RESULT`` line, with the whole process's wall time as ``process_s``."""
+    ``BENCH_RESULT`` line, with the whole process's wall time as ``process_s``; ``env``: variables set for the
+    child."""
     cmd = list(prefix or []) + [sys.executable]
     if profile is not None:
         cmd += ["-m", "cProfile", "-o", str(profile)]
     cmd += [str(Path(script).resolve()), *args]
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(cwd or REPO))

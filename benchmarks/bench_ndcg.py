@@ -212,6 +212,9 @@ def child_floor(path: str, fmt: str) -> dict:
             "seconds": t_end - t0}
 
 
+PARSE_STEP = "parse + ids to codes (C reader; else Arrow's)"
+
+
 def child_work(run: str, qrels: str) -> dict:
     """The engine's work on one TREC run, step by step, each timed on its own (CPU seconds of every thread, one
     step after the other, no overlap): where the read + nDCG spends its CPU beyond the bare parse."""
@@ -221,7 +224,7 @@ def child_work(run: str, qrels: str) -> dict:
     from ndcg_mlflow.join import compute, join, judgments
     from ndcg_mlflow.readers import hashing, trec
     from ndcg_mlflow.readers.columns import read_qrels
-    from ndcg_mlflow.readers.text import scan_text
+    from ndcg_mlflow.readers.text import native_reader, scan_text
     from ndcg_mlflow.spec import load_spec
 
     steps: dict[str, float] = {"import (package, pyarrow, numpy)": time.process_time() - c0}
@@ -239,8 +242,11 @@ def child_work(run: str, qrels: str) -> dict:
     step("judgments: spec, read, index", query_weights, spec, ids, files)
     judged = step("judgments: spec, read, index", judgments, table, ids, spec.metric)
     step("sha256 of the run (the recorded digest)", hashing.sha256_file, run)
-    step("byte scan (line ends, UTF-8, empty fields)", scan_text, Path(run), fields=True)
-    parsed = step("Arrow parse + ids to codes", trec._trec_arrow, Path(run), "run", " ", False)
+    if native_reader() is not None:  # what the engine does where its C parts are built
+        parsed = step(PARSE_STEP, trec._trec_native, Path(run), "run", False)
+    else:
+        step("byte scan (line ends, UTF-8, empty fields)", scan_text, Path(run), fields=True)
+        parsed = step(PARSE_STEP, trec._trec_arrow, Path(run), "run", " ", False)
     keys = step("(query, doc) keys", hashing.pair_hashes, parsed)
     step("duplicate check", hashing.first_duplicate, parsed, keys)
     parsed.pair_keys = keys
@@ -560,7 +566,8 @@ def cli_spec(workdir: Path, run: Path, qrels: Path) -> Path:
 
 
 def run_child(tool: str, runs: list[Path], qrels: Path, *, fmt: str = "trec", one_core: bool = False,
-              profile: bool = False) -> dict:
+              profile: bool = False, pure: bool = False) -> dict:
+    """One case in a fresh interpreter; ``pure``: the package without its C parts (``NDCG_MLFLOW_PURE_PYTHON``)."""
     from _child import run_child as run_fresh
 
     args = ["--child", tool, "--qrels", str(qrels), "--format", fmt]
@@ -568,9 +575,10 @@ def run_child(tool: str, runs: list[Path], qrels: Path, *, fmt: str = "trec", on
         args += ["--run", str(r)]
     if one_core:
         args += ["--threads", "1"]
-    label = f"{tool}-{fmt}-{len(runs)}{'-1core' if one_core else ''}"
+    label = f"{tool}-{fmt}-{len(runs)}{'-1core' if one_core else ''}{'-pure' if pure else ''}"
     return run_fresh(__file__, args, label, runs[0].parent / f"profile_{tool}.pstats" if profile else None,
-                     prefix=["taskset", "-c", "0"] if one_core else None)
+                     prefix=["taskset", "-c", "0"] if one_core else None,
+                     env={"NDCG_MLFLOW_PURE_PYTHON": "1"} if pure else None)
 
 
 def _compile_package() -> None:
@@ -660,6 +668,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         cases += [("ours-parquet", "ours", [parquet], "parquet", False),
                   ("floor-parquet", "floor", [parquet], "parquet", False),
+                  ("ours-pure", "ours", [run], "trec", False),
+                  ("ours-parquet-pure", "ours", [parquet], "parquet", False),
                   ("ours-3", "ours", runs3, "trec", False),
                   ("cli", "cli", [spec], "trec", False),
                   ("pytrec-1core", "pytrec", [run], "trec", True), ("ours-1core", "ours", [run], "trec", True),
@@ -681,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(workdir / "cli_out", ignore_errors=True)
                 r = run_cli_child(spec, workdir, one_core=one_core)
             else:
-                r = run_child(tool, paths, qrels, fmt=fmt, one_core=one_core)
+                r = run_child(tool, paths, qrels, fmt=fmt, one_core=one_core, pure=key.endswith("-pure"))
             mean = f"mean={r['mean']:.12f}" if r["n_queries"] else ""
             print(f"  [{i + 1}/{args.repeat}] {key:<14} {r['seconds']:7.2f} s {r['peak_rss_mb']:7.0f} MB  {mean}",
                   flush=True)
@@ -705,7 +715,7 @@ def work_budget(work: dict, floor: dict, ours: dict) -> None:
     """The engine's steps, each one's CPU seconds measured alone (best run), beside the engine's and the floor's."""
     steps = work["steps"]
     total = sum(steps.values())
-    parse = steps.get("Arrow parse + ids to codes", float("nan"))
+    parse = steps.get(PARSE_STEP, float("nan"))
     print("where the engine's CPU goes, step by step (CPU seconds of every thread, each step alone, in one process; "
           "a step alone pays cold memory the engine's overlapped steps share):")
     for name, cpu in steps.items():
@@ -730,6 +740,7 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
               "ours-parquet": "ndcg_mlflow parquet", "floor-parquet": "Arrow floor parquet",
               "ours-3": "ndcg_mlflow 3 systems", "cli": "CLI run (SQLite)"}
     labels.update({f"{k}-1core": f"{v} 1 core" for k, v in list(labels.items()) if k != "ours-3"})
+    labels.update({"ours-pure": "ndcg_mlflow, no C", "ours-parquet-pure": "ndcg_mlflow parquet, no C"})
     for key, r in best.items():
         if key == "work":
             continue
@@ -738,7 +749,7 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
     print()
     diff = abs(o["mean"] - p["mean"])
     agree = diff <= 1e-9 and p["n_queries"] == o["n_queries"]
-    for key in ("ours-parquet", "ours-1core", "ours-parquet-1core", "ours-3"):
+    for key in ("ours-parquet", "ours-1core", "ours-parquet-1core", "ours-3", "ours-pure", "ours-parquet-pure"):
         if key in best:
             means = best[key].get("means", [best[key]["mean"]])
             agree = agree and all(abs(m - p["mean"]) <= 1e-9 for m in means) and \
@@ -750,8 +761,9 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         print("!!! MISMATCH: the means (or query counts) do NOT agree to 1e-9 !!!")
         print("!" * 78)
 
-    # (name, value, target, counts in the verdict): the targets are those of two cores; the one-core ratios to
-    # pytrec_eval and the CLI's share with mlflow's imports are printed for information (benchmarks/README.md)
+    # (name, value, target, counts in the verdict): the targets are those of two cores, with the C parts; the
+    # one-core ratios, the CLI's share with mlflow's imports and the engine without its C parts are printed for
+    # information (benchmarks/README.md)
     checks: list[tuple[str, float, float, bool]] = [
         ("time vs pytrec_eval", o["seconds"] / p["seconds"], 0.25, True),
         ("peak memory vs pytrec_eval", o["peak_rss_mb"] / p["peak_rss_mb"], 0.5, True),
@@ -790,10 +802,14 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         checks.append(("1 core: time vs pytrec_eval", best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],
                        0.25, False))
         checks.append(("1 core: time vs bare Arrow parse (TREC)", best["ours-1core"]["seconds"] /
-                       _parse(best["floor-1core"]), 1.5, True))
+                       _parse(best["floor-1core"]), 1.5, False))
     if "ours-parquet-1core" in best:
         checks.append(("1 core: time vs bare Arrow parse (Parquet)", best["ours-parquet-1core"]["seconds"] /
-                       _parse(best["floor-parquet-1core"]), 1.5, True))
+                       _parse(best["floor-parquet-1core"]), 1.5, False))
+    for key, floor, label in (("ours-pure", f, "TREC"), ("ours-parquet-pure", best.get("floor-parquet"), "Parquet")):
+        if key in best and floor is not None:
+            checks.append((f"no C parts: time vs bare Arrow parse ({label})", best[key]["seconds"] / _parse(floor),
+                           1.5, False))
     if "cpu_s" in o and "cpu_s" in p:
         print(f"CPU time (every thread): ndcg_mlflow {o['cpu_s']:.2f} s, pytrec_eval {p['cpu_s']:.2f} s "
               f"({o['cpu_s'] / p['cpu_s']:.2f}x; on a loaded machine the wall-time ratio drifts toward this one)")
