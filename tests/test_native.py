@@ -367,3 +367,17 @@ def test_mix_pairs_is_numpys_xor(codes, seed):
     expect = keys ^ mix[codes_a]
     FAST.mix_pairs(keys, codes_a, mix)
     assert keys.tolist() == expect.tolist()
+
+
+def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypatch):
+    import mmap
+
+    path = _write(folder, b"q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n")
+
+    def refuse(*args, **kwargs):
+        raise OSError("no mmap here")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    table = readers_trec.read_trec(path, "run", True)
+    assert table.doc.array.to_pylist() == ["d1", "d2"] and table.value.tolist() == [2.5, 1.5]
+    assert table.doc_hashes is None  # (not the C reader's table)

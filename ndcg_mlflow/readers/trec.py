@@ -53,8 +53,12 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
     from concurrent.futures import ThreadPoolExecutor
 
     if native_reader() is not None and path.suffix.lower() not in COMPRESSION:
-        native = _trec_native(path, kind, rank)
-        return native if native is not None else _trec_python(path, kind, rank)
+        try:
+            native = _trec_native(path, kind, rank)
+        except NotMappable:
+            pass  # (Arrow's reader, below)
+        else:
+            return native if native is not None else _trec_python(path, kind, rank)
     guess = _first_block_delimiter(path)
     table: Table | None = None
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -79,6 +83,10 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
     return _trec_python(path, kind, rank)
 
 
+class NotMappable(Exception):
+    """The file cannot be memory-mapped (the C reader then leaves it to Arrow's reader)."""
+
+
 NATIVE_PART = 1 << 24  # bytes of a file the C reader parses in one call (one Arrow chunk of document ids)
 
 
@@ -98,7 +106,10 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             return None
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system or special file that cannot be mapped
+            raise NotMappable() from None
     try:
         start = 3 if mm[:3] == BOM else 0
         cuts = [start]
