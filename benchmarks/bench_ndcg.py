@@ -290,7 +290,15 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
         return guarded_getattr(self, name)
 
     tracking_client._Guarded.__getattr__ = counting_getattr  # type: ignore[method-assign]
-    outputs.write_outputs = timed("report", outputs.write_outputs)
+    write_outputs = outputs.write_outputs
+
+    def report_with_its_import(*args, **kwargs):
+        import pandas  # noqa: F401 (the report's tables; mlflow imports it too: a fixed cost of using mlflow)
+
+        stamps["pandas_import_end"] = time.perf_counter()
+        return write_outputs(*args, **kwargs)
+
+    outputs.write_outputs = timed("report", report_with_its_import)
     log_evaluation = tracking.log_evaluation
 
     def logging_with_its_import(*args, **kwargs):
@@ -323,6 +331,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
             "statistics_s": stamps["report_start"] - t_stats,  # bootstrap intervals
             "report_s": stamps["report_end"] - stamps["report_start"],  # local outputs and the HTML report
             "logging_s": stamps["logging_end"] - stamps["logging_start"],  # MLflow (its import included)
+            "pandas_import_s": stamps["pandas_import_end"] - stamps["report_start"],  # within report_s
             "mlflow_import_s": stamps["mlflow_import_end"] - stamps["logging_start"],  # within logging_s
             "store_import_s": stamps["store_import_end"] - stamps["mlflow_import_end"],  # within logging_s
             "store_calls": dict(calls),
@@ -619,14 +628,15 @@ def _stages(r: dict) -> str:
     names = ("import", "qrels", "read", "compute", "statistics", "report", "logging")
     text = " / ".join(f"{n} {r[n + '_s']:.2f}" for n in names if n + "_s" in r)
     if "mlflow_import_s" in r:
-        text += (f" (of which importing mlflow {r['mlflow_import_s']:.2f} and its SQL store "
-                 f"{r.get('store_import_s', 0.0):.2f})")
+        text += (f" (importing pandas {r.get('pandas_import_s', 0.0):.2f} of the report, mlflow "
+                 f"{r['mlflow_import_s']:.2f} and its SQL store {r.get('store_import_s', 0.0):.2f} of the logging)")
     return text
 
 
 def imports_of(r: dict) -> float:
-    """The CLI's fixed cost of using mlflow: importing it and the module of its SQL store (seconds)."""
-    return r.get("mlflow_import_s", 0.0) + r.get("store_import_s", 0.0)
+    """The CLI's fixed cost of using mlflow: importing it (and pandas, which ``import mlflow`` imports, and which
+    the report, coming first, imports before it) and the module of its SQL store (seconds)."""
+    return r.get("pandas_import_s", 0.0) + r.get("mlflow_import_s", 0.0) + r.get("store_import_s", 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -790,14 +800,15 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
             continue
         fixed = imports_of(c)
         own = (c["report_s"] + c["logging_s"] - fixed) / (c["seconds"] - fixed)
-        checks.append((f"{label}CLI: report + logging share, mlflow imports apart", own, REPORT_LOGGING_BUDGET,
+        checks.append((f"{label}CLI: report + logging share, imports apart", own, REPORT_LOGGING_BUDGET,
                        not suffix))
-        checks.append((f"{label}CLI: report + logging share, mlflow imports in", (c["report_s"] + c["logging_s"]) /
+        checks.append((f"{label}CLI: report + logging share, imports in", (c["report_s"] + c["logging_s"]) /
                        c["seconds"], REPORT_LOGGING_BUDGET, False))
         if "store_calls" in c and not suffix:
             sc = c["store_calls"]
             print(f"CLI: {sum(sc.values())} store calls ({', '.join(f'{k} {v}' for k, v in sorted(sc.items()))}); "
-                  f"importing mlflow and its SQL store {fixed:.2f} s of the logging's {c['logging_s']:.2f} s")
+                  f"importing pandas, mlflow and its SQL store {fixed:.2f} s of the report's and logging's "
+                  f"{c['report_s'] + c['logging_s']:.2f} s")
     if "ours-1core" in best:
         checks.append(("1 core: time vs pytrec_eval", best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],
                        0.25, False))
