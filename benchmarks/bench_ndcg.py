@@ -789,11 +789,15 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
                        best["floor-parquet"]["seconds"], 1.5, False))
     if "ours-3" in best:
         three = best["ours-3"]
-        single = o["read_s"] + o["compute_s"]
+        # the first run is read while the judgments are (in both cases): its read starts with the judgments' stage,
+        # which is counted with it; the other two runs are read after the first one's kernel
+        single = o["qrels_s"] + o["read_s"] + o["compute_s"]
         per = [s["read_s"] + s["compute_s"] for s in three["per_system"]]
-        print(f"three systems: judgments read once ({three['qrels_s']:.2f} s); per system "
-              f"{' / '.join(f'{x:.2f}' for x in per)} s against {single:.2f} s for the single run")
-        checks.append(("3 systems vs 3 x one system (read + compute)", sum(per) / (3 * single), 1.15, True))
+        per[0] += three["qrels_s"]
+        print(f"three systems: judgments read once ({three['qrels_s']:.2f} s, with the first run's read beside "
+              f"them); per system {' / '.join(f'{x:.2f}' for x in per)} s against {single:.2f} s for the single "
+              f"run (judgments, read, compute)")
+        checks.append(("3 systems vs 3 x one system", sum(per) / (3 * single), 1.15, True))
     for suffix, label in (("", ""), ("-1core", "1 core: ")):
         c = best.get("cli" + suffix)
         if c is None:

@@ -73,3 +73,27 @@ def test_the_folder_files_are_pandas_text(tmp_path):
     assert (out / "sensitivity.csv").read_text() == pandas_text(result.sensitivity)
     written = sorted(p.name for p in out.rglob("*.csv"))
     assert "bootstrap.csv" in written and "s00.top.csv" in written
+
+
+def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
+    """``tracking.client.table_json`` against pandas' ``to_json(orient="split", index=False)`` (what
+    ``mlflow.log_table`` writes): the same columns, rows and missing values; numbers equal to pandas' 10 places."""
+    import json
+
+    import pandas as pd
+
+    from ndcg_mlflow.tracking.client import table_json
+
+    frame = pd.DataFrame({"system": ["a", "b,c", 'q"x', "é"], "ndcg": [0.1234567890123, np.nan, 1.0, -0.0],
+                          "n": np.array([1, 2, 3, 4], dtype=np.int64), "ok": [True, False, True, True],
+                          "status": pd.array(["ok", None, "missing", "ok"], dtype="string"),
+                          "any": [None, "x", 3, np.nan]})
+    ours, theirs = json.loads(table_json(frame)), json.loads(frame.to_json(orient="split", index=False))
+    assert ours["columns"] == theirs["columns"] and len(ours["data"]) == len(theirs["data"])
+    for mine, pandas_row in zip(ours["data"], theirs["data"]):
+        for a, b in zip(mine, pandas_row):
+            if isinstance(b, float):
+                assert a == pytest.approx(b, abs=1e-10)
+            else:
+                assert a == b
+    assert ours["data"][0][1] == 0.1234567890123  # (in full)
