@@ -84,10 +84,10 @@ def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
 
     from ndcg_mlflow.tracking.client import table_json
 
-    frame = pd.DataFrame({"system": ["a", "b,c", 'q"x', "é"], "ndcg": [0.1234567890123, np.nan, 1.0, -0.0],
+    frame = pd.DataFrame({"system": ["a", "b,c", 'q"x', "é"], "ndcg": [0.1234567890123, np.nan, np.inf, -0.0],
                           "n": np.array([1, 2, 3, 4], dtype=np.int64), "ok": [True, False, True, True],
                           "status": pd.array(["ok", None, "missing", "ok"], dtype="string"),
-                          "any": [None, "x", 3, np.nan]})
+                          "any": [None, "x", -np.inf, np.nan]})
     ours, theirs = json.loads(table_json(frame)), json.loads(frame.to_json(orient="split", index=False))
     assert ours["columns"] == theirs["columns"] and len(ours["data"]) == len(theirs["data"])
     for mine, pandas_row in zip(ours["data"], theirs["data"]):

@@ -384,8 +384,8 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
 
 def table_json(frame: Any) -> str:
     """A DataFrame as an MLflow table's JSON (pandas' ``orient="split"`` without the index: ``{"columns": [...],
-    "data": [[...], ...]}``), written column by column: a missing value (NaN, None, NA) is null, a number is
-    written in full (pandas' writer rounds to 10 decimal places) and takes a tenth of pandas' time."""
+    "data": [[...], ...]}``), written column by column: a missing value (NaN, None, NA) and an infinity are
+    null, as pandas writes them; a number is written in full (pandas' writer rounds to 10 decimal places)."""
     import json
     import math
 
@@ -393,9 +393,9 @@ def table_json(frame: Any) -> str:
     for name in frame.columns:
         values = frame[name].to_numpy(dtype=object if frame[name].dtype.kind not in "fiub" else None).tolist()
         if frame[name].dtype.kind == "f":
-            values = [None if math.isnan(v) else v for v in values]
+            values = [v if math.isfinite(v) else None for v in values]
         elif frame[name].dtype.kind not in "iub":
-            values = [None if v is None or (isinstance(v, float) and math.isnan(v)) or _is_na(v) else v
+            values = [None if v is None or (isinstance(v, float) and not math.isfinite(v)) or _is_na(v) else v
                       for v in values]
         columns.append(values)
     return json.dumps({"columns": [str(c) for c in frame.columns], "data": [list(row) for row in zip(*columns)]},
