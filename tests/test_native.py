@@ -381,3 +381,10 @@ def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypat
     table = readers_trec.read_trec(path, "run", True)
     assert table.doc.array.to_pylist() == ["d1", "d2"] and table.value.tolist() == [2.5, 1.5]
     assert table.doc_hashes is None  # (not the C reader's table)
+
+
+@PROPERTY
+@given(data=st.binary(max_size=200), start=st.integers(0, 200), stop=st.integers(0, 200))
+def test_count_lines_counts_the_line_feeds(data, start, stop):
+    start, stop = min(start, len(data)), min(max(start, stop), len(data))
+    assert FAST.count_lines(data, start, stop) == data[start:stop].count(b"\n")

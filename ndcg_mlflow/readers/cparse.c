@@ -25,6 +25,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ------------------------------------------------------------------------------------------------ hashes */
 
@@ -637,13 +640,14 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
     Py_ssize_t count = 0;
     const unsigned char *p = (const unsigned char *)data.buf + start, *end = (const unsigned char *)data.buf + stop;
     Py_BEGIN_ALLOW_THREADS
-    while (p < end) {
-        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (nl == NULL)
-            break;
-        count++;
-        p = nl + 1;
-    }
+#if defined(__SSE2__)
+    const __m128i lf = _mm_set1_epi8('\n'); /* sixteen bytes at a time, where SSE2 is (every x86-64) */
+    for (; end - p >= 16; p += 16)
+        count += __builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p),
+                                                                               lf)));
+#endif
+    for (; p < end; p++)
+        count += *p == '\n';
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     return PyLong_FromSsize_t(count);
