@@ -11,24 +11,11 @@
    group_order sorts each group on its own (a stable merge sort; insertion sort for its runs of 16 rows): tied
    groups are mostly a few rows, and no sort of every tied row at once is needed.
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cbuffers.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int get(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t itemsize, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0)
-        return 0;
-    if (view->len % itemsize != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items", what, itemsize);
-        PyBuffer_Release(view);
-        return 0;
-    }
-    return 1;
-}
 
 static PyObject *map_codes(PyObject *self, PyObject *args)
 {
@@ -36,22 +23,18 @@ static PyObject *map_codes(PyObject *self, PyObject *args)
     PyObject *codes_obj, *map_obj, *out_obj;
     if (!PyArg_ParseTuple(args, "OOO", &codes_obj, &map_obj, &out_obj))
         return NULL;
-    Py_buffer codes, map, out;
-    if (!get(codes_obj, &codes, 0, 4, "codes"))
-        return NULL;
-    if (!get(map_obj, &map, 0, 4, "q_map")) {
-        PyBuffer_Release(&codes);
-        return NULL;
-    }
-    if (!get(out_obj, &out, 1, 4, "out")) {
-        PyBuffer_Release(&map);
-        PyBuffer_Release(&codes);
+    Views vs = {.n = 0};
+    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
+    Py_buffer *map = view_of(&vs, map_obj, 0, 4, "q_map");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 4, "out");
+    if (out == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = codes.len / 4, m = map.len / 4, unmapped = 0;
-    const int32_t *c = codes.buf, *q = map.buf;
-    int32_t *o = out.buf;
-    int bad = out.len < codes.len;
+    Py_ssize_t n = codes->len / 4, m = map->len / 4, unmapped = 0;
+    const int32_t *c = codes->buf, *q = map->buf;
+    int32_t *o = out->buf;
+    int bad = out->len < codes->len;
     if (!bad) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -65,9 +48,7 @@ static PyObject *map_codes(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&map);
-    PyBuffer_Release(&codes);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "a code outside q_map, or an output too small");
         return NULL;
@@ -82,24 +63,20 @@ static PyObject *probe(PyObject *self, PyObject *args)
     int shift;
     if (!PyArg_ParseTuple(args, "OOiO", &keys_obj, &flags_obj, &shift, &out_obj))
         return NULL;
-    Py_buffer keys, flags, out;
-    if (!get(keys_obj, &keys, 0, 8, "keys"))
-        return NULL;
-    if (!get(flags_obj, &flags, 0, 1, "flags")) {
-        PyBuffer_Release(&keys);
-        return NULL;
-    }
-    if (!get(out_obj, &out, 1, 8, "out")) {
-        PyBuffer_Release(&flags);
-        PyBuffer_Release(&keys);
+    Views vs = {.n = 0};
+    Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
+    Py_buffer *flags = view_of(&vs, flags_obj, 0, 1, "flags");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 8, "out");
+    if (out == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = keys.len / 8, found = 0;
-    int bad = shift < 1 || shift > 63 || out.len < keys.len || flags.len < ((Py_ssize_t)1 << (64 - shift));
+    Py_ssize_t n = keys->len / 8, found = 0;
+    int bad = shift < 1 || shift > 63 || out->len < keys->len || flags->len < ((Py_ssize_t)1 << (64 - shift));
     if (!bad) {
-        const uint64_t *k = keys.buf;
-        const unsigned char *f = flags.buf;
-        int64_t *o = out.buf;
+        const uint64_t *k = keys->buf;
+        const unsigned char *f = flags->buf;
+        int64_t *o = out->buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             o[found] = i;
@@ -107,9 +84,7 @@ static PyObject *probe(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&flags);
-    PyBuffer_Release(&keys);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "a shift outside 1-63, flags too few for it, or an output too small");
         return NULL;
@@ -124,31 +99,25 @@ static PyObject *rank_check(PyObject *self, PyObject *args)
     Py_ssize_t n_queries;
     if (!PyArg_ParseTuple(args, "OOnO", &query_obj, &score_obj, &n_queries, &tied_obj))
         return NULL;
-    Py_buffer query, score, tied;
-    if (!get(query_obj, &query, 0, 4, "query"))
-        return NULL;
-    if (!get(score_obj, &score, 0, 8, "score")) {
-        PyBuffer_Release(&query);
-        return NULL;
-    }
-    if (!get(tied_obj, &tied, 1, 8, "tied")) {
-        PyBuffer_Release(&score);
-        PyBuffer_Release(&query);
+    Views vs = {.n = 0};
+    Py_buffer *query = view_of(&vs, query_obj, 0, 4, "query");
+    Py_buffer *score = view_of(&vs, score_obj, 0, 8, "score");
+    Py_buffer *tied = view_of(&vs, tied_obj, 1, 8, "tied");
+    if (tied == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = query.len / 4, n_tied = 0;
-    int bad = score.len != n * 8 || tied.len < n * 8 || n_queries < 0;
+    Py_ssize_t n = query->len / 4, n_tied = 0;
+    int bad = score->len != n * 8 || tied->len < n * 8 || n_queries < 0;
     unsigned char *seen = bad ? NULL : calloc((size_t)n_queries + 1, 1);
     if (!bad && seen == NULL) {
-        PyBuffer_Release(&tied);
-        PyBuffer_Release(&score);
-        PyBuffer_Release(&query);
+        release_views(&vs);
         return PyErr_NoMemory();
     }
     if (!bad) {
-        const int32_t *q = query.buf;
-        const double *s = score.buf;
-        int64_t *t = tied.buf;
+        const int32_t *q = query->buf;
+        const double *s = score->buf;
+        int64_t *t = tied->buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n && n_tied >= 0; i++) {
             int32_t c = q[i];
@@ -172,9 +141,7 @@ static PyObject *rank_check(PyObject *self, PyObject *args)
         Py_END_ALLOW_THREADS
     }
     free(seen);
-    PyBuffer_Release(&tied);
-    PyBuffer_Release(&score);
-    PyBuffer_Release(&query);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "a query code outside 0-n_queries, or arrays of unequal lengths");
         return NULL;
@@ -234,49 +201,37 @@ static PyObject *group_order(PyObject *self, PyObject *args)
     int descending;
     if (!PyArg_ParseTuple(args, "OOOpO", &offsets_obj, &data_obj, &sizes_obj, &descending, &out_obj))
         return NULL;
-    Py_buffer offsets, data, sizes, out;
-    if (!get(offsets_obj, &offsets, 0, 4, "offsets"))
-        return NULL;
-    if (!get(data_obj, &data, 0, 1, "data")) {
-        PyBuffer_Release(&offsets);
-        return NULL;
-    }
-    if (!get(sizes_obj, &sizes, 0, 8, "sizes")) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
+    Views vs = {.n = 0};
+    Py_buffer *offsets = view_of(&vs, offsets_obj, 0, 4, "offsets");
+    Py_buffer *data = view_of(&vs, data_obj, 0, 1, "data");
+    Py_buffer *sizes = view_of(&vs, sizes_obj, 0, 8, "sizes");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 8, "out");
+    if (out == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    if (!get(out_obj, &out, 1, 8, "out")) {
-        PyBuffer_Release(&sizes);
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
-        return NULL;
-    }
-    const int32_t *off = offsets.buf;
-    const int64_t *sz = sizes.buf;
-    int64_t *o = out.buf;
-    Py_ssize_t n = offsets.len / 4 - 1, g = sizes.len / 8, total = 0;
-    int bad = n < 0 || out.len < n * 8;
+    const int32_t *off = offsets->buf;
+    const int64_t *sz = sizes->buf;
+    int64_t *o = out->buf;
+    Py_ssize_t n = offsets->len / 4 - 1, g = sizes->len / 8, total = 0;
+    int bad = n < 0 || out->len < n * 8;
     for (Py_ssize_t k = 0; !bad && k < g; k++) {
         bad = sz[k] < 1;
         total += sz[k];
     }
     bad = bad || total != n;
     for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data.len;
+        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data->len;
     int64_t *perm = bad ? NULL : malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
     int64_t *tmp = bad ? NULL : malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
     if (!bad && (perm == NULL || tmp == NULL)) {
         free(perm);
         free(tmp);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&sizes);
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
+        release_views(&vs);
         return PyErr_NoMemory();
     }
     if (!bad) {
-        const unsigned char *d = data.buf;
+        const unsigned char *d = data->buf;
         Py_BEGIN_ALLOW_THREADS
         Py_ssize_t start = 0;
         for (Py_ssize_t k = 0; k < g; k++) {
@@ -291,10 +246,7 @@ static PyObject *group_order(PyObject *self, PyObject *args)
     }
     free(perm);
     free(tmp);
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&sizes);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "group sizes that do not add up to the strings, or bad offsets");
         return NULL;

@@ -16,8 +16,7 @@
    multiplication or division of two exactly represented doubles (Clinger's fast path); every other number goes
    through strtod in the C locale. Both round correctly, as Python's float() does, so the doubles are the same.
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../cbuffers.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -439,15 +438,33 @@ static int parse_range(Job *j)
     return OK;
 }
 
+/* whether an Arrow string array's n + 1 offsets are ascending and within its data's len bytes */
+static int offsets_within(const int32_t *off, Py_ssize_t n, Py_ssize_t len)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > len)
+            return 0;
+    return 1;
+}
+
 /* ------------------------------------------------------------------------------------------------ Python */
 
-static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t need, const char *what)
+/* the (offsets(int32, n + 1), data, out) arguments of a pass over an Arrow string array's buffers, ``out`` of
+   ``out_item``-byte items for each string: its views taken and checked, n set; 0 (an error set) otherwise */
+static int string_args(PyObject *args, Views *vs, Py_buffer **offsets, Py_buffer **data, Py_buffer **out,
+                       Py_ssize_t out_item, Py_ssize_t *n)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+    PyObject *offsets_obj, *data_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &offsets_obj, &data_obj, &out_obj))
         return 0;
-    if (view->len < need) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, view->len, need);
-        PyBuffer_Release(view);
+    *offsets = view_of(vs, offsets_obj, 0, 4, "offsets");
+    *data = view_of(vs, data_obj, 0, 1, "data");
+    *out = view_of(vs, out_obj, 1, out_item, "out");
+    if (*out == NULL)
+        return 0;
+    *n = (*offsets)->len / 4 - 1;
+    if (*n < 0 || (*out)->len < *n * out_item || !offsets_within((*offsets)->buf, *n, (*data)->len)) {
+        PyErr_SetString(PyExc_ValueError, "offsets outside the data, or an output too small");
         return 0;
     }
     return 1;
@@ -465,112 +482,59 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnppOOOOOO", &data_obj, &start, &stop, &qrels, &want_rank, &codes_obj,
                           &offsets_obj, &docs_obj, &values_obj, &ranks_obj, &hash_obj))
         return NULL;
-    Py_buffer data, codes, offsets, docs, values, ranks, hash;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (start < 0 || stop > data.len || start > stop) {
-        PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_ValueError, "range outside the data");
+    int have_ranks = ranks_obj != Py_None;
+    Views vs = {.n = 0};
+    Py_buffer *data = view_of(&vs, data_obj, 0, 1, "data");
+    Py_buffer *codes = view_of(&vs, codes_obj, 1, 4, "codes");
+    Py_buffer *offsets = view_of(&vs, offsets_obj, 1, 4, "doc_offsets");
+    Py_buffer *docs = view_of(&vs, docs_obj, 1, 1, "doc_data");
+    Py_buffer *values = view_of(&vs, values_obj, 1, 8, "values");
+    Py_buffer *ranks = have_ranks ? view_of(&vs, ranks_obj, 1, 8, "ranks") : values;
+    Py_buffer *hash = view_of(&vs, hash_obj, 1, 8, "doc_hash");
+    if (hash == NULL || ranks == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t size = stop - start;
-    int have_ranks = ranks_obj != Py_None;
-    int got = 0;
-    Py_ssize_t max_rows = 0;
-    if (!writable(codes_obj, &codes, 0, "codes"))
-        goto fail0;
-    max_rows = codes.len / 4;
-    got = 1;
-    if (!writable(offsets_obj, &offsets, (max_rows + 1) * 4, "doc_offsets"))
-        goto fail;
-    got = 2;
-    if (!writable(docs_obj, &docs, size, "doc_data"))
-        goto fail;
-    got = 3;
-    if (!writable(values_obj, &values, max_rows * 8, "values"))
-        goto fail;
-    got = 4;
-    if (have_ranks && !writable(ranks_obj, &ranks, max_rows * 8, "ranks"))
-        goto fail;
-    got = 5;
-    if (!writable(hash_obj, &hash, max_rows * 8, "doc_hash"))
-        goto fail;
-    got = 6;
-    if (size > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "a range of at most 2 GiB");
-        goto fail;
+    Py_ssize_t size = stop - start, max_rows = codes->len / 4;
+    if (start < 0 || stop > data->len || start > stop || size > INT32_MAX || offsets->len < (max_rows + 1) * 4 ||
+        docs->len < size || values->len < max_rows * 8 || ranks->len < max_rows * 8 || hash->len < max_rows * 8) {
+        release_views(&vs);
+        PyErr_SetString(PyExc_ValueError, "a range outside the data (or over 2 GiB), or outputs too small");
+        return NULL;
     }
     Job j;
     memset(&j, 0, sizeof(j));
-    j.data = (const unsigned char *)data.buf + start;
+    j.data = (const unsigned char *)data->buf + start;
     j.size = size;
     j.qrels = qrels;
     j.want_rank = want_rank;
     j.max_rows = max_rows;
-    j.codes = codes.buf;
-    j.doc_offsets = offsets.buf;
-    j.doc_data = docs.buf;
-    j.values = values.buf;
-    j.ranks = have_ranks ? ranks.buf : NULL;
-    j.doc_hash = hash.buf;
+    j.codes = codes->buf;
+    j.doc_offsets = offsets->buf;
+    j.doc_data = docs->buf;
+    j.values = values->buf;
+    j.ranks = have_ranks ? ranks->buf : NULL;
+    j.doc_hash = hash->buf;
     if (!interner_init(&j.queries)) {
         interner_free(&j.queries);
-        PyErr_NoMemory();
-        goto fail;
+        release_views(&vs);
+        return PyErr_NoMemory();
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = parse_range(&j);
     Py_END_ALLOW_THREADS
-    if (status == NO_MEMORY) {
-        interner_free(&j.queries);
-        PyErr_NoMemory();
-        goto fail;
-    }
-    PyObject *spans = PyList_New(status == OK ? j.queries.n : 0);
-    if (spans == NULL) {
-        interner_free(&j.queries);
-        goto fail;
-    }
-    if (status == OK) {
-        for (Py_ssize_t c = 0; c < j.queries.n; c++) {
-            PyObject *t = PyBytes_FromStringAndSize((const char *)j.data + j.queries.ids[c].start,
-                                                    j.queries.ids[c].len);
-            if (t == NULL) {
-                Py_DECREF(spans);
-                interner_free(&j.queries);
-                goto fail;
-            }
-            PyList_SET_ITEM(spans, c, t);
-        }
+    PyObject *ids = status == NO_MEMORY ? PyErr_NoMemory() : PyList_New(status == OK ? j.queries.n : 0);
+    for (Py_ssize_t c = 0; ids != NULL && status == OK && c < j.queries.n; c++) {
+        PyObject *id = PyBytes_FromStringAndSize((const char *)j.data + j.queries.ids[c].start, j.queries.ids[c].len);
+        if (id == NULL)
+            Py_CLEAR(ids);
+        else
+            PyList_SET_ITEM(ids, c, id);
     }
     interner_free(&j.queries);
-    PyObject *result = Py_BuildValue("(innnN)", status, j.rows, j.doc_bytes, j.long_ids, spans);
-    PyBuffer_Release(&hash);
-    if (have_ranks)
-        PyBuffer_Release(&ranks);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&docs);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&data);
-    return result;
-fail:
-    if (got >= 6)
-        PyBuffer_Release(&hash);
-    if (got >= 5 && have_ranks)
-        PyBuffer_Release(&ranks);
-    if (got >= 4)
-        PyBuffer_Release(&values);
-    if (got >= 3)
-        PyBuffer_Release(&docs);
-    if (got >= 2)
-        PyBuffer_Release(&offsets);
-    if (got >= 1)
-        PyBuffer_Release(&codes);
-fail0:
-    PyBuffer_Release(&data);
-    return NULL;
+    release_views(&vs);
+    return ids == NULL ? NULL : Py_BuildValue("(innnN)", status, j.rows, j.doc_bytes, j.long_ids, ids);
 }
 
 /* string_hashes(offsets(int32, n + 1), data(uint8), out(uint64, n)) -> the number of ids longer than
@@ -579,45 +543,24 @@ fail0:
 static PyObject *string_hashes(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *offsets_obj, *data_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &offsets_obj, &data_obj, &out_obj))
-        return NULL;
-    Py_buffer offsets, data, out;
-    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&offsets);
+    Views vs = {.n = 0};
+    Py_buffer *offsets, *data, *out;
+    Py_ssize_t n, long_ids = 0;
+    if (!string_args(args, &vs, &offsets, &data, &out, 8, &n)) {
+        release_views(&vs);
         return NULL;
     }
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
-        return NULL;
+    const int32_t *off = offsets->buf;
+    const unsigned char *d = data->buf;
+    uint64_t *h = out->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int is_long = 0;
+        h[i] = id_hash(d + off[i], off[i + 1] - off[i], &is_long);
+        long_ids += is_long;
     }
-    Py_ssize_t n = offsets.len / 4 - 1;
-    const int32_t *off = offsets.buf;
-    const unsigned char *d = data.buf;
-    uint64_t *h = out.buf;
-    Py_ssize_t long_ids = 0;
-    int bad = n < 0 || out.len < n * 8;
-    for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data.len;
-    if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int is_long = 0;
-            h[i] = id_hash(d + off[i], off[i + 1] - off[i], &is_long);
-            long_ids += is_long;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets outside the data, or an output too small");
-        return NULL;
-    }
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
     return PyLong_FromSsize_t(long_ids);
 }
 
@@ -629,16 +572,19 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
     Py_ssize_t start, stop;
     if (!PyArg_ParseTuple(args, "Onn", &data_obj, &start, &stop))
         return NULL;
-    Py_buffer data;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
+    Views vs = {.n = 0};
+    Py_buffer *data = view_of(&vs, data_obj, 0, 1, "data");
+    if (data == NULL) {
+        release_views(&vs);
         return NULL;
-    if (start < 0 || stop > data.len || start > stop) {
-        PyBuffer_Release(&data);
+    }
+    if (start < 0 || stop > data->len || start > stop) {
+        release_views(&vs);
         PyErr_SetString(PyExc_ValueError, "range outside the data");
         return NULL;
     }
     Py_ssize_t count = 0;
-    const unsigned char *p = (const unsigned char *)data.buf + start, *end = (const unsigned char *)data.buf + stop;
+    const unsigned char *p = (const unsigned char *)data->buf + start, *end = (const unsigned char *)data->buf + stop;
     Py_BEGIN_ALLOW_THREADS
 #if defined(__SSE2__)
     const __m128i lf = _mm_set1_epi8('\n'); /* sixteen bytes at a time, where SSE2 is (every x86-64) */
@@ -649,7 +595,7 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
     for (; p < end; p++)
         count += *p == '\n';
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&data);
+    release_views(&vs);
     return PyLong_FromSsize_t(count);
 }
 
@@ -658,44 +604,24 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
 static PyObject *run_starts(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *offsets_obj, *data_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &offsets_obj, &data_obj, &out_obj))
-        return NULL;
-    Py_buffer offsets, data, out;
-    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&offsets);
+    Views vs = {.n = 0};
+    Py_buffer *offsets, *data, *out;
+    Py_ssize_t n, k = 0;
+    if (!string_args(args, &vs, &offsets, &data, &out, 8, &n)) {
+        release_views(&vs);
         return NULL;
     }
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
-        return NULL;
+    const int32_t *off = offsets->buf;
+    const unsigned char *d = data->buf;
+    int64_t *o = out->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t len = off[i + 1] - off[i];
+        if (i == 0 || len != off[i] - off[i - 1] || memcmp(d + off[i], d + off[i - 1], (size_t)len) != 0)
+            o[k++] = i;
     }
-    Py_ssize_t n = offsets.len / 4 - 1, k = 0;
-    const int32_t *off = offsets.buf;
-    const unsigned char *d = data.buf;
-    int64_t *o = out.buf;
-    int bad = n < 0 || out.len < n * 8;
-    for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > data.len;
-    if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int32_t len = off[i + 1] - off[i];
-            if (i == 0 || len != off[i] - off[i - 1] || memcmp(d + off[i], d + off[i - 1], (size_t)len) != 0)
-                o[k++] = i;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets outside the data, or an output too small");
-        return NULL;
-    }
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
     return PyLong_FromSsize_t(k);
 }
 
@@ -706,23 +632,19 @@ static PyObject *fill_runs(PyObject *self, PyObject *args)
     PyObject *values_obj, *starts_obj, *out_obj;
     if (!PyArg_ParseTuple(args, "OOO", &values_obj, &starts_obj, &out_obj))
         return NULL;
-    Py_buffer values, starts, out;
-    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(starts_obj, &starts, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&values);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&starts);
-        PyBuffer_Release(&values);
+    Views vs = {.n = 0};
+    Py_buffer *values = view_of(&vs, values_obj, 0, 4, "values");
+    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 4, "out");
+    if (out == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t k = values.len / 4, n = out.len / 4;
-    const int32_t *v = values.buf;
-    const int64_t *st = starts.buf;
-    int32_t *o = out.buf;
-    int bad = starts.len != (k + 1) * 8;
+    Py_ssize_t k = values->len / 4, n = out->len / 4;
+    const int32_t *v = values->buf;
+    const int64_t *st = starts->buf;
+    int32_t *o = out->buf;
+    int bad = starts->len != (k + 1) * 8;
     for (Py_ssize_t j = 0; !bad && j < k; j++)
         bad = st[j] < 0 || st[j] > st[j + 1] || st[j + 1] > n;
     if (!bad) {
@@ -732,9 +654,7 @@ static PyObject *fill_runs(PyObject *self, PyObject *args)
                 o[i] = v[j];
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&values);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "run starts outside the output");
         return NULL;
@@ -749,23 +669,19 @@ static PyObject *mix_pairs(PyObject *self, PyObject *args)
     PyObject *keys_obj, *codes_obj, *mix_obj;
     if (!PyArg_ParseTuple(args, "OOO", &keys_obj, &codes_obj, &mix_obj))
         return NULL;
-    Py_buffer keys, codes, mix;
-    if (PyObject_GetBuffer(keys_obj, &keys, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&keys);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(mix_obj, &mix, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&codes);
-        PyBuffer_Release(&keys);
+    Views vs = {.n = 0};
+    Py_buffer *keys = view_of(&vs, keys_obj, 1, 8, "keys");
+    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
+    Py_buffer *mix = view_of(&vs, mix_obj, 0, 8, "query_mix");
+    if (mix == NULL) {
+        release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = keys.len / 8, m = mix.len / 8;
-    uint64_t *k = keys.buf;
-    const int32_t *c = codes.buf;
-    const uint64_t *x = mix.buf;
-    int bad = codes.len != n * 4;
+    Py_ssize_t n = keys->len / 8, m = mix->len / 8;
+    uint64_t *k = keys->buf;
+    const int32_t *c = codes->buf;
+    const uint64_t *x = mix->buf;
+    int bad = codes->len != n * 4;
     for (Py_ssize_t i = 0; !bad && i < n; i++)
         bad = c[i] < 0 || c[i] >= m;
     if (!bad) {
@@ -774,9 +690,7 @@ static PyObject *mix_pairs(PyObject *self, PyObject *args)
             k[i] ^= x[c[i]];
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&mix);
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&keys);
+    release_views(&vs);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "a code outside query_mix, or arrays of unequal lengths");
         return NULL;

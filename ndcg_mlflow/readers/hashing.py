@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, take_rows
+from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_offsets, take_rows
 from .text import blocks, native_reader, open_file
 
 
@@ -120,19 +120,26 @@ _ZERO = ord("0")
 _NINE = ord("9")
 
 
-def _chunk_hashes(chunk: Any) -> np.ndarray:
+def _string_buffers(chunk: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(the chunk as Arrow strings, its int32 offsets, its bytes) of an Arrow array of string ids."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    n = len(chunk)
     if not pa.types.is_string(chunk.type):
+        import pyarrow.compute as pc
+
         chunk = pc.cast(chunk, pa.string())
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
     data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
         np.zeros(1, dtype=np.uint8)
+    return chunk, string_offsets(chunk), data
+
+
+def _chunk_hashes(chunk: Any) -> np.ndarray:
+    import pyarrow as pa
+
+    chunk, offsets, data = _string_buffers(chunk)
     fast = native_reader()
     if fast is not None:  # the same hashes, in C
-        out = np.empty(n, dtype=_U)
+        out = np.empty(len(chunk), dtype=_U)
         if fast.string_hashes(offsets, data, out):  # ids longer than _VECTOR_HASH_MAX bytes: hashed below
             long_ids = np.flatnonzero(np.diff(offsets) > _VECTOR_HASH_MAX)
             out[long_ids] = _numpy_hashes(chunk.take(pa.array(long_ids)))
@@ -145,12 +152,7 @@ def _numpy_hashes(chunk: Any) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n = len(chunk)
-    if not pa.types.is_string(chunk.type):
-        chunk = pc.cast(chunk, pa.string())
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * chunk.offset)
-    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
-        np.zeros(1, dtype=np.uint8)
+    chunk, offsets, data = _string_buffers(chunk)
     starts = offsets[:-1]
     lengths = (offsets[1:] - starts).astype(np.int64)
     if lengths.max() <= 18 and lengths.min() >= 1:  # the common case first: a chunk of decimal ids
