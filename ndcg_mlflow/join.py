@@ -18,7 +18,7 @@ from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_kernel
 from .readers import Table
 from .readers.hashing import pair_hashes
-from .readers.table import arrow_values, numpy_values, numpy_values_or, pool_array, take_rows
+from .readers.table import arrow_values, numpy_values, numpy_values_or, pool_array, string_buffers, take_rows
 from .spec import Gain, Metric
 
 
@@ -299,20 +299,12 @@ class IdOrder:
     def within_groups(self, rows: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:
         """Each row's place in its group (``sizes``: the lengths of the consecutive groups of ``rows``), as
         ``numpy.lexsort((self(rows), group))`` orders them; None where the C part is not built."""
-        import pyarrow as pa
-
         fast = native_kernel()
         if fast is None:
             return None
-        values = take_rows(self.prep.run.doc.array, self.prep.original(rows))
-        if not pa.types.is_string(values.type):
-            values = values.cast(pa.string())
-        n = len(values)
-        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset)
-        data = values.buffers()[2]
-        place = np.empty(n, dtype=np.int64)
-        fast.group_order(offsets, data if data is not None else b"", np.ascontiguousarray(sizes, dtype=np.int64),
-                         self.descending, place)
+        _, offsets, data = string_buffers(take_rows(self.prep.run.doc.array, self.prep.original(rows)))
+        place = np.empty(offsets.size - 1, dtype=np.int64)
+        fast.group_order(offsets, data, np.ascontiguousarray(sizes, dtype=np.int64), self.descending, place)
         return place
 
 

@@ -341,12 +341,12 @@ def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_p
        cut=st.integers(0, 5))
 def test_run_starts_and_fill_runs_encode_ids_as_numpy_does(ids, cut):
     """A (sliced) Arrow string column's run starts and codes, in C and in numpy: the same Ids."""
-    from ndcg_mlflow.readers.table import encode_ids, string_offsets
+    from ndcg_mlflow.readers.table import encode_ids, string_buffers
 
     column = pa.array(["pad"] * cut + ids, type=pa.string()).slice(cut)
     found = np.empty(len(ids), dtype=np.int64)
-    data = column.buffers()[2]
-    k = FAST.run_starts(string_offsets(column), data if data is not None else b"", found)
+    _, offsets, data = string_buffers(column)
+    k = FAST.run_starts(offsets, data, found)
     expect = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]]
     assert found[:k].tolist() == expect
     native = encode_ids(column)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import dataset_files
-from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_offsets, take_rows
+from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
 from .text import blocks, native_reader, open_file
 
 
@@ -98,7 +98,7 @@ def string_hashes(array: Any) -> np.ndarray:
         with np.errstate(over="ignore"):
             for i in which:
                 if len(chunks[i]):
-                    out[starts[i]:starts[i + 1]] = _chunk_hashes(chunks[i])
+                    _chunk_hashes(chunks[i], out[starts[i]:starts[i + 1]])
 
     workers = min(HASH_THREADS, len(chunks)) if len(array) >= 1 << 20 else 1
     if workers <= 1:
@@ -120,31 +120,29 @@ _ZERO = ord("0")
 _NINE = ord("9")
 
 
-def _string_buffers(chunk: Any) -> tuple[Any, np.ndarray, np.ndarray]:
-    """(the chunk as Arrow strings, its int32 offsets, its bytes) of an Arrow array of string ids."""
-    import pyarrow as pa
-
-    if not pa.types.is_string(chunk.type):
-        import pyarrow.compute as pc
-
-        chunk = pc.cast(chunk, pa.string())
-    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
-        np.zeros(1, dtype=np.uint8)
-    return chunk, string_offsets(chunk), data
-
-
-def _chunk_hashes(chunk: Any) -> np.ndarray:
-    import pyarrow as pa
-
-    chunk, offsets, data = _string_buffers(chunk)
+def _chunk_hashes(chunk: Any, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`string_hashes` of one chunk, written into ``out`` when given (else a new array)."""
+    chunk, offsets, data = string_buffers(chunk)
     fast = native_reader()
-    if fast is not None:  # the same hashes, in C
-        out = np.empty(len(chunk), dtype=_U)
-        if fast.string_hashes(offsets, data, out):  # ids longer than _VECTOR_HASH_MAX bytes: hashed below
-            long_ids = np.flatnonzero(np.diff(offsets) > _VECTOR_HASH_MAX)
-            out[long_ids] = _numpy_hashes(chunk.take(pa.array(long_ids)))
+    if fast is None:
+        hashes = _numpy_hashes(chunk)
+        if out is None:
+            return hashes
+        out[:] = hashes
         return out
-    return _numpy_hashes(chunk)
+    out = np.empty(len(chunk), dtype=_U) if out is None else out
+    if fast.string_hashes(offsets, data, out):  # the same hashes, in C; ids longer than _VECTOR_HASH_MAX bytes:
+        long_hashes(chunk, offsets, out)
+    return out
+
+
+def long_hashes(chunk: Any, offsets: np.ndarray, out: np.ndarray) -> None:
+    """The hashes of a chunk's ids longer than ``_VECTOR_HASH_MAX`` bytes (``offsets``: the chunk's), written into
+    ``out`` (the C hashes leave them to this)."""
+    import pyarrow as pa
+
+    at = np.flatnonzero(np.diff(offsets) > _VECTOR_HASH_MAX)
+    out[at] = _numpy_hashes(chunk.take(pa.array(at)))
 
 
 def _numpy_hashes(chunk: Any) -> np.ndarray:
@@ -152,7 +150,7 @@ def _numpy_hashes(chunk: Any) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    chunk, offsets, data = _string_buffers(chunk)
+    chunk, offsets, data = string_buffers(chunk)
     starts = offsets[:-1]
     lengths = (offsets[1:] - starts).astype(np.int64)
     if lengths.max() <= 18 and lengths.min() >= 1:  # the common case first: a chunk of decimal ids

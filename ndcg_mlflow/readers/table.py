@@ -145,8 +145,8 @@ def encode_ids(column: Any) -> Ids:
         if n:
             if fast is not None and pa.types.is_string(chunk.type) and chunk.null_count == 0:  # the same, in C
                 found = np.empty(n, dtype=np.int64)  # (pages touched only where a run starts)
-                data = chunk.buffers()[2]
-                at = found[:fast.run_starts(string_offsets(chunk), data if data is not None else b"", found)].copy()
+                _, offsets, data = string_buffers(chunk)
+                at = found[:fast.run_starts(offsets, data, found)].copy()
                 del found
             else:
                 change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
@@ -167,9 +167,17 @@ def encode_ids(column: Any) -> Ids:
     return Ids(codes, np.asarray(list(index), dtype=object))
 
 
-def string_offsets(chunk: Any) -> np.ndarray:
-    """The int32 offsets (length + 1) of an Arrow string array, its slice offset applied."""
-    return np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=4 * chunk.offset)
+def string_buffers(chunk: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(the chunk as Arrow strings, its int32 offsets (length + 1, its slice offset applied), its bytes) of an
+    Arrow array of string ids: what the C passes over a string column take."""
+    import pyarrow as pa
+
+    if not pa.types.is_string(chunk.type):
+        chunk = chunk.cast(pa.string())
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=4 * chunk.offset)
+    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
+        np.zeros(1, dtype=np.uint8)
+    return chunk, offsets, data
 
 
 def encode_dictionary(column: Any, pool: Any = None) -> Ids:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
+from .hashing import long_hashes
 from .table import (
     QRELS,
     RUN,
@@ -110,6 +111,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):  # a file system or special file that cannot be mapped
             raise NotMappable() from None
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
     try:
         start = 3 if mm[:3] == BOM else 0
         cuts = [start]
@@ -125,7 +127,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
                 a, b = part
                 _advise(mm, a, b, _POPULATE_READ)
                 n = fast.count_lines(mm, a, b) + (mm[b - 1] != 10)
-                _advise(mm, a, b, getattr(mmap, "MADV_DONTNEED", None))  # (the file's pages are not held)
+                _advise(mm, a, b, dontneed)  # (the file's pages are not held)
                 return n
 
             counts = list(ex.map(lines, parts))
@@ -144,7 +146,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
                 _advise(mm, a, b, _POPULATE_READ)  # the part's pages mapped at once, not a fault at a time
                 out = fast.parse_trec(mm, a, b, kind == QRELS, bool(want_rank), codes[lo:hi], offsets, data,
                                       values[lo:hi], None if ranks is None else ranks[lo:hi], hashes[lo:hi])
-                _advise(mm, a, b, getattr(mmap, "MADV_DONTNEED", None))  # and let go (they stay in the page cache)
+                _advise(mm, a, b, dontneed)  # and let go (they stay in the page cache)
                 return out, offsets, data
 
             results = list(ex.map(parse, range(len(parts))))
@@ -163,11 +165,8 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
             chunks.append(pa.Array.from_buffers(pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)),
                                                                     data.slice(0, doc_bytes)]))
             kept.append((lo, lo + rows))
-            if long_ids:
-                from .hashing import string_hashes
-
-                long_rows = np.flatnonzero(np.diff(np.frombuffer(offsets, dtype=np.int32, count=rows + 1)) > _LONG_ID)
-                hashes[lo + long_rows] = string_hashes(chunks[-1].take(pa.array(long_rows)))
+            if long_ids:  # (the C reader leaves the longest ids' hashes to Python)
+                long_hashes(chunks[-1], np.frombuffer(offsets, dtype=np.int32, count=rows + 1), hashes[lo:lo + rows])
     finally:
         mm.close()
     if any(b - a != int(first[k + 1] - first[k]) for k, (a, b) in enumerate(kept)):  # blank lines: close the gaps
@@ -186,7 +185,6 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
     return table
 
 
-_LONG_ID = 64  # (hashing._VECTOR_HASH_MAX) ids longer than this are hashed in Python
 _POPULATE_READ = 22  # Linux's MADV_POPULATE_READ (5.14 and later; refused by older kernels, then skipped)
 
 

@@ -389,23 +389,21 @@ def table_json(frame: Any) -> str:
     import json
     import math
 
+    import pandas as pd
+
+    missing = (None, pd.NA, pd.NaT)
     columns = []
     for name in frame.columns:
-        values = frame[name].to_numpy(dtype=object if frame[name].dtype.kind not in "fiub" else None).tolist()
-        if frame[name].dtype.kind == "f":
+        kind = frame[name].dtype.kind
+        values = frame[name].to_numpy(dtype=None if kind in "fiub" else object).tolist()
+        if kind == "f":
             values = [v if math.isfinite(v) else None for v in values]
-        elif frame[name].dtype.kind not in "iub":
-            values = [None if v is None or (isinstance(v, float) and not math.isfinite(v)) or _is_na(v) else v
+        elif kind not in "iub":
+            values = [None if any(v is m for m in missing) or (isinstance(v, float) and not math.isfinite(v)) else v
                       for v in values]
         columns.append(values)
     return json.dumps({"columns": [str(c) for c in frame.columns], "data": [list(row) for row in zip(*columns)]},
                       allow_nan=False, default=str)
-
-
-def _is_na(value: Any) -> bool:
-    import pandas as pd
-
-    return value is pd.NA or value is pd.NaT
 
 
 def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> list[tuple[str, Any]]:
