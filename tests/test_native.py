@@ -59,7 +59,35 @@ def line_reading(path: Path, kind: str, rank: bool):
         return exc
 
 
-def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIVE_PART) -> None:
+# Lines after the ones a test is about: with 64 bytes after a line's start, the C reader cuts the line into fields
+# by the bit masks of its bytes' classes, and with 32 after a number's, or 16 after an id's, it reads them a word
+# at a time (the last bytes of a range go the byte-by-byte way)
+PAD = {"run": b"zz Q0 pad 1 0 tag\n" * 6, "qrels": b"zz 0 pad 1\n" * 10}
+
+
+@pytest.fixture(scope="module", params=[256, 128])
+def vector_width(request):
+    """Every test with the line reader's 256-bit vectors (AVX2) and its 128-bit ones (SSE2, every x86-64)."""
+    if FAST is None or FAST.vector_width(None) == 0:
+        pytest.skip("the C reader has no vector path on this CPU")
+    before = FAST.vector_width(None)
+    if FAST.vector_width(request.param) != request.param:
+        FAST.vector_width(before)
+        pytest.skip(f"this CPU has no {request.param}-bit vectors")
+    yield request.param
+    FAST.vector_width(before)
+
+
+widths = pytest.mark.usefixtures("vector_width")
+
+
+def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIVE_PART, padded: bool = True) -> None:
+    """The C reader's table of the file against the line reader's, and (``padded``) of the file with lines after
+    it (PAD), so that every line of its own is read the vector way."""
+    if padded:
+        check(path, kind, rank, part_size, padded=False)
+        data = path.read_bytes()
+        path = _write(path.parent, data + (b"\n" if data and not data.endswith(b"\n") else b"") + PAD[kind])
     got = readers_trec._trec_native(path, kind, rank, part_size=part_size)
     expect = line_reading(path, kind, rank)
     if got is None:  # the C reader was not sure: the line reader refuses the file (and names the line)
@@ -80,10 +108,14 @@ NUMBER_TEXT = st.one_of(
     st.tuples(st.floats(-1e6, 1e6), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}f}"),
     st.tuples(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}e}"),
     st.integers(-10**20, 10**20).map(str),
+    # 15 and 16 digits, up to 8 on either side of the dot: m / 10^k is exact only for up to 15 digits
+    st.tuples(st.integers(0, 10**8 - 1), st.integers(0, 8), st.integers(0, 10**8 - 1), st.sampled_from(["", "-"]))
+      .map(lambda t: f"{t[3]}{t[0]}.{t[2] % 10 ** t[1]:0{t[1]}d}"),
     st.sampled_from(["0", "-0", "+0", "-0.0", ".5", "5.", "+.5e-3", "1E5", "1e+5", "00012.5000", "9007199254740993",
                      "0.1000000000000000055511151231257827", "123456789012345678901234567890", "1e22", "1e23",
                      "4.9e-324", "2.4e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623159e308",
-                     "1e999", "-1e999", "nan", "NaN", "inf", "-Infinity", "0x10", "1_0", "1e", "e5", ".", "-",
+                     "1e999", "-1e999", "91528947.00282669", "-96207290.13421809", "1234567.12345678",
+                     "12345678.1234567", "123456789.1", "1.123456789", "nan", "NaN", "inf", "-Infinity", "0x10", "1_0", "1e", "e5", ".", "-",
                      "+", "1.2.3", "1e5.5", "١٢", "1,5", "12a", "--1", "+-1"]),
 )
 IDS = st.one_of(
@@ -131,18 +163,21 @@ def trec_file(draw, kind: str) -> bytes:
 # --------------------------------------------------------------------------- properties
 
 
+@widths
 @PROPERTY
 @given(data=trec_file("run"), rank=st.booleans())
 def test_runs_read_as_the_line_reader_reads_them(folder, data, rank):
     check(_write(folder, data), "run", rank)
 
 
+@widths
 @PROPERTY
 @given(data=trec_file("qrels"))
 def test_qrels_read_as_the_line_reader_reads_them(folder, data):
     check(_write(folder, data), "qrels", True)
 
 
+@widths
 @PROPERTY
 @given(data=trec_file("run"), part_size=st.integers(1, 200))
 def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
@@ -151,27 +186,31 @@ def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
     check(_write(folder, data), "run", True, part_size=part_size)
 
 
+@widths
 @PROPERTY
 @given(text=NUMBER_TEXT)
 def test_numbers_are_python_floats_bit_for_bit(folder, text):
-    path = _write(folder, f"q Q0 d 1 {text} t\n".encode())
-    got = readers_trec._trec_native(path, "run", False)
-    try:
-        expect = readers_trec._trec_python(path, "run", False).value[0]
-    except DataError:
-        assert got is None
-        return
-    assert got is not None and bits(got.value) == bits([expect])
+    for pad in (b"", PAD["run"]):  # (the last bytes of a file byte by byte; the others a word at a time)
+        path = _write(folder, f"q Q0 d 1 {text} t\n".encode() + pad)
+        got = readers_trec._trec_native(path, "run", False)
+        try:
+            expect = readers_trec._trec_python(path, "run", False).value[0]
+        except DataError:
+            assert got is None
+            continue
+        assert got is not None and bits(got.value[:1]) == bits([expect])
 
 
+@widths
 @PROPERTY
 @given(x=st.floats(allow_nan=False, allow_infinity=False))
 def test_every_double_reads_back_as_itself(folder, x):
     """repr and %.17g of any double (subnormals and the largest included) read back to the same bits."""
-    path = _write(folder, f"q Q0 a 1 {x!r} t\nq Q0 b 2 {x:.17g} t\nq Q0 c 3 {x:.25e} t\n".encode())
-    got = readers_trec._trec_native(path, "run", False)
-    assert got is not None
-    assert bits(got.value) == bits([x, x, float(f"{x:.25e}")])
+    for pad in (b"", PAD["run"]):
+        path = _write(folder, f"q Q0 a 1 {x!r} t\nq Q0 b 2 {x:.17g} t\nq Q0 c 3 {x:.25e} t\n".encode() + pad)
+        got = readers_trec._trec_native(path, "run", False)
+        assert got is not None
+        assert bits(got.value[:3]) == bits([x, x, float(f"{x:.25e}")])
 
 
 @PROPERTY
@@ -183,6 +222,23 @@ def test_id_hashes_are_the_numpy_hashes(ids):
     assert hashing._chunk_hashes(sliced).tolist() == hashing._numpy_hashes(array).tolist()
 
 
+@widths
+@PROPERTY
+@given(lines=st.lists(st.tuples(st.integers(0, 10**8), st.one_of(st.integers(0, 10**18).map(str), IDS),
+                                NUMBER_TEXT, st.integers(50, 72), SEPS, st.sampled_from(["\n", "\r\n", "\r"])),
+                      min_size=1, max_size=6))
+def test_lines_about_the_windows_length_read_as_the_line_reader_reads_them(folder, lines):
+    """Lines of 50 to 72 bytes (the tag made as long as it takes), LF or CRLF (a lone CR now and then): line ends
+    at, before and past the 64 bytes the C reader looks at for a line, numbers and ids of 1 to 20 bytes about the
+    lengths it reads a word at a time."""
+    text = []
+    for q, doc, value, length, sep, end in lines:
+        head = sep.join([str(q), "Q0", doc, "1", value, ""])
+        text.append(head + "t" * max(1, length - len(head) - len(end)) + end)
+    check(_write(folder, "".join(text).encode()), "run", True)
+
+
+@widths
 def test_a_lone_cr_at_a_part_boundary_and_at_the_end_is_refused(folder):
     for data in (b"q Q0 d1 1 2 t\r\nq Q0 d2 2 1 t\r", b"q Q0 d1 1 2 t\rq Q0 d2 2 1 t\n", b"q Q0 d1 1 2 t\r"):
         for part_size in (1, 5, 14, 15, 16, 1 << 20):
@@ -190,6 +246,7 @@ def test_a_lone_cr_at_a_part_boundary_and_at_the_end_is_refused(folder):
             assert readers_trec._trec_native(_write(folder, data), "run", True, part_size=part_size) is None
 
 
+@widths
 def test_many_queries_grow_the_query_table(folder):
     """Thousands of distinct query ids (the C reader's id table grows), first seen in every part."""
     lines = [f"q{(i * 7919) % 5000} Q0 d{i} 1 {i / 7} t\n" for i in range(20000)]
@@ -198,6 +255,7 @@ def test_many_queries_grow_the_query_table(folder):
         check(path, "run", True, part_size=part_size)
 
 
+@widths
 def test_a_number_that_needs_strtod_reads_as_python_reads_it(folder):
     """Beyond 15 digits or 10^22 the C reader leaves the fast path; the halfway cases must still round to even."""
     cases = ["9007199254740993", "9007199254740995", "1.00000000000000011102230246251565404236316680908203125",

@@ -197,10 +197,10 @@ def native_reader() -> Any:
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .cparse import count_lines, fill_runs, mix_pairs, parse_trec, run_starts, string_hashes
+        from .cparse import count_lines, fill_runs, mix_pairs, parse_trec, run_starts, string_hashes, vector_width
     except ImportError:
         return None
-    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs)
+    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs, vector_width)
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,7 @@ class NativeReader:
     run_starts: Any  # (offsets, data, out) -> k: out[:k] the rows whose string differs from the one before
     fill_runs: Any  # (values, starts, out): out[starts[j]:starts[j + 1]] = values[j]
     mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
+    vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
 
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
