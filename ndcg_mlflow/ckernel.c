@@ -2,10 +2,15 @@
    in one pass with no row-length temporaries (the numpy forms stay, where this module is not built):
 
    map_codes(codes, q_map, out)            out = q_map[codes]; -> the rows whose q_map entry is negative
-   probe(keys, flags, shift, out)          the rows i with flags[keys[i] >> shift], in order -> their number
-   rank_check(query, score, n_q, tied)     -> -1 unless each query's rows are one block in non-increasing score
-                                           order; else the positions i with query[i] == query[i + 1] and
-                                           score[i] == score[i + 1], written to tied, and their number
+   probe(keys, bits, shift, sorted, starts, rows, at)
+                                           the rows i whose key is one of the sorted keys, in order, each with
+                                           its position there -> their number (a bit per key prefix first, then
+                                           the keys of its 16-bit prefix: sorted[starts[p]:starts[p + 1]])
+   rank_check(query, score, n_q, tied, starts)
+                                           -> (-1, 0) unless each query's rows are one block in non-increasing
+                                           score order; else (k, b): tied[:k] the positions i with
+                                           query[i] == query[i + 1] and score[i] == score[i + 1], starts[:b] the
+                                           blocks' first rows
    group_order(offsets, data, sizes, desc, out)   each string's place in its group, in byte order (see below)
 
    group_order sorts each group on its own (a stable merge sort; insertion sort for its runs of 16 rows): tied
@@ -16,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PREFIX_BITS 16 /* join.py's PROBE_PREFIX_BITS */
 
 static PyObject *map_codes(PyObject *self, PyObject *args)
 {
@@ -59,34 +66,53 @@ static PyObject *map_codes(PyObject *self, PyObject *args)
 static PyObject *probe(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *keys_obj, *flags_obj, *out_obj;
+    PyObject *keys_obj, *bits_obj, *sorted_obj, *starts_obj, *rows_obj, *at_obj;
     int shift;
-    if (!PyArg_ParseTuple(args, "OOiO", &keys_obj, &flags_obj, &shift, &out_obj))
+    if (!PyArg_ParseTuple(args, "OOiOOOO", &keys_obj, &bits_obj, &shift, &sorted_obj, &starts_obj, &rows_obj,
+                          &at_obj))
         return NULL;
     Views vs = {.n = 0};
     Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
-    Py_buffer *flags = view_of(&vs, flags_obj, 0, 1, "flags");
-    Py_buffer *out = view_of(&vs, out_obj, 1, 8, "out");
-    if (out == NULL) {
+    Py_buffer *bits = view_of(&vs, bits_obj, 0, 1, "bits");
+    Py_buffer *sorted = view_of(&vs, sorted_obj, 0, 8, "sorted");
+    Py_buffer *starts = view_of(&vs, starts_obj, 0, 4, "starts");
+    Py_buffer *rows = view_of(&vs, rows_obj, 1, 8, "rows");
+    Py_buffer *at = view_of(&vs, at_obj, 1, 8, "at");
+    if (at == NULL) {
         release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = keys->len / 8, found = 0;
-    int bad = shift < 1 || shift > 63 || out->len < keys->len || flags->len < ((Py_ssize_t)1 << (64 - shift));
+    Py_ssize_t n = keys->len / 8, m = sorted->len / 8, found = 0;
+    const int32_t *st = starts->buf;
+    int bad = shift < 1 || shift > 64 - PREFIX_BITS || bits->len < ((Py_ssize_t)1 << (64 - shift)) / 8 ||
+              starts->len != ((Py_ssize_t)1 << PREFIX_BITS) * 4 + 4 || rows->len < keys->len || at->len < keys->len;
+    for (Py_ssize_t p = 0; !bad && p < ((Py_ssize_t)1 << PREFIX_BITS); p++)
+        bad = st[p] < 0 || st[p] > st[p + 1] || st[p + 1] > m;
     if (!bad) {
-        const uint64_t *k = keys->buf;
-        const unsigned char *f = flags->buf;
-        int64_t *o = out->buf;
+        const uint64_t *k = keys->buf, *sk = sorted->buf;
+        const unsigned char *f = bits->buf;
+        int64_t *r = rows->buf, *a = at->buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
-            o[found] = i;
-            found += f[k[i] >> shift] != 0;
+            uint64_t key = k[i], b = key >> shift;
+            if (!((f[b >> 3] >> (b & 7)) & 1))
+                continue; /* (most rows: no judged key has these top bits) */
+            uint64_t p = key >> (64 - PREFIX_BITS);
+            for (int32_t j = st[p]; j < st[p + 1]; j++) {
+                if (sk[j] == key) {
+                    r[found] = i;
+                    a[found] = j;
+                    found++;
+                    break;
+                }
+            }
         }
         Py_END_ALLOW_THREADS
     }
     release_views(&vs);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "a shift outside 1-63, flags too few for it, or an output too small");
+        PyErr_SetString(PyExc_ValueError, "a shift outside 1-48, bits or starts not of their sizes, starts outside "
+                                          "the sorted keys, or outputs too small");
         return NULL;
     }
     return PyLong_FromSsize_t(found);
@@ -95,20 +121,21 @@ static PyObject *probe(PyObject *self, PyObject *args)
 static PyObject *rank_check(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *query_obj, *score_obj, *tied_obj;
+    PyObject *query_obj, *score_obj, *tied_obj, *starts_obj;
     Py_ssize_t n_queries;
-    if (!PyArg_ParseTuple(args, "OOnO", &query_obj, &score_obj, &n_queries, &tied_obj))
+    if (!PyArg_ParseTuple(args, "OOnOO", &query_obj, &score_obj, &n_queries, &tied_obj, &starts_obj))
         return NULL;
     Views vs = {.n = 0};
     Py_buffer *query = view_of(&vs, query_obj, 0, 4, "query");
     Py_buffer *score = view_of(&vs, score_obj, 0, 8, "score");
     Py_buffer *tied = view_of(&vs, tied_obj, 1, 8, "tied");
-    if (tied == NULL) {
+    Py_buffer *starts = view_of(&vs, starts_obj, 1, 8, "starts");
+    if (starts == NULL) {
         release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = query->len / 4, n_tied = 0;
-    int bad = score->len != n * 8 || tied->len < n * 8 || n_queries < 0;
+    Py_ssize_t n = query->len / 4, n_tied = 0, n_blocks = 0;
+    int bad = score->len != n * 8 || tied->len < n * 8 || n_queries < 0 || starts->len < n_queries * 8;
     unsigned char *seen = bad ? NULL : calloc((size_t)n_queries + 1, 1);
     if (!bad && seen == NULL) {
         release_views(&vs);
@@ -117,36 +144,47 @@ static PyObject *rank_check(PyObject *self, PyObject *args)
     if (!bad) {
         const int32_t *q = query->buf;
         const double *s = score->buf;
-        int64_t *t = tied->buf;
+        int64_t *t = tied->buf, *st = starts->buf;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n && n_tied >= 0; i++) {
+        Py_ssize_t i = 0;
+        while (i < n) { /* a block of rows of one query */
             int32_t c = q[i];
             if (c < 0 || c >= n_queries) {
                 bad = 1;
                 break;
             }
-            if (i == 0 || c != q[i - 1]) { /* a block of rows of one query starts */
-                if (seen[c]) {
-                    n_tied = -1; /* the query's rows are in two blocks */
+            if (seen[c]) {
+                n_tied = -1; /* the query's rows are in two blocks */
+                break;
+            }
+            seen[c] = 1;
+            st[n_blocks++] = i; /* (at most n_queries blocks: each query's one) */
+            double before = s[i];
+            Py_ssize_t j = i + 1;
+            for (; j < n && q[j] == c; j++) {
+                double x = s[j];
+                if (x > before) {
+                    n_tied = -1; /* a row scored above the one before it */
                     break;
                 }
-                seen[c] = 1;
-            } else if (s[i] > s[i - 1]) {
-                n_tied = -1; /* a row scored above the one before it */
-                break;
-            } else if (s[i] == s[i - 1]) {
-                t[n_tied++] = i - 1;
+                if (x == before)
+                    t[n_tied++] = j - 1;
+                before = x;
             }
+            if (n_tied < 0)
+                break;
+            i = j;
         }
         Py_END_ALLOW_THREADS
     }
     free(seen);
     release_views(&vs);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "a query code outside 0-n_queries, or arrays of unequal lengths");
+        PyErr_SetString(PyExc_ValueError, "a query code outside 0-n_queries, arrays of unequal lengths, or outputs "
+                                          "too small");
         return NULL;
     }
-    return PyLong_FromSsize_t(n_tied);
+    return Py_BuildValue("(nn)", n_tied, n_tied < 0 ? (Py_ssize_t)0 : n_blocks);
 }
 
 /* group_order(offsets, data, sizes, descending, out): for each run of ``sizes[g]`` consecutive strings (an Arrow

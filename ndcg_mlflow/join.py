@@ -18,7 +18,7 @@ from .errors import DataError, EvaluationError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_kernel
 from .readers import Table
 from .readers.hashing import pair_hashes
-from .readers.table import arrow_values, numpy_values, numpy_values_or, pool_array, string_buffers, take_rows
+from .readers.table import numpy_values, numpy_values_or, pool_array, same_strings, string_buffers, take_rows
 from .spec import Gain, Metric
 
 
@@ -143,18 +143,45 @@ def index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class JudgedIndex:
-    """Sorted (query, doc) keys of the evaluated judgments, for joining run rows to their gains."""
+class ExactIndex:
+    """The evaluated judgments' (query, doc) pairs as exact integer keys, for the join that compares ids."""
 
     doc_values: Any  # pyarrow array of the distinct judged doc ids
     keys: np.ndarray  # sorted int64 keys: query * n_docs + doc
     gain_rows: np.ndarray  # position in the catalog arrays, aligned with keys
     n_docs: int
-    grades: np.ndarray  # grade of each catalog row
-    doc: np.ndarray | None = None  # code (in doc_values) of each catalog row's doc id
+
+
+@dataclass
+class JudgedIndex:
+    """The evaluated judgments, for joining run rows to their gains: their (query, doc) pair hashes, sorted, and
+    (made when first needed) their exact keys."""
+
+    qrels_doc: Any  # the judgments' doc ids (Arrow strings), every qrels row
+    catalog_rows: np.ndarray  # the qrels row of each catalog row
+    catalog_query: np.ndarray  # the evaluated query code of each catalog row
     pair_keys: np.ndarray | None = None  # sorted pair_hashes of the catalog rows (None: some are equal)
     pair_rows: np.ndarray | None = None  # catalog row of each of pair_keys
     pair_filter: np.ndarray | None = None  # bool by the top bits of a key: whether some catalog key has them
+    pair_bits: np.ndarray | None = None  # pair_filter packed, a bit a key prefix (uint8, bit order little)
+    pair_starts: np.ndarray | None = None  # int32: pair_keys[s[p]:s[p + 1]] the keys of 16-bit prefix p
+    _exact: ExactIndex | None = None
+
+    def exact(self) -> ExactIndex:
+        """The exact keys (Arrow's hash of the doc ids): made once, by the first join the pair hashes do not
+        settle (judgments sharing a hash, or a run row whose hash matches a judgment of other ids)."""
+        if self._exact is None:
+            import pyarrow.compute as pc
+
+            doc_values = pc.unique(self.qrels_doc)
+            if hasattr(doc_values, "combine_chunks"):
+                doc_values = doc_values.combine_chunks()
+            d = doc_codes(self.qrels_doc, doc_values)[self.catalog_rows]
+            n_docs = max(len(doc_values), 1)
+            keys = self.catalog_query.astype(np.int64) * n_docs + d
+            order = np.argsort(keys, kind="stable")
+            self._exact = ExactIndex(doc_values, keys[order], order, n_docs)
+        return self._exact
 
 
 def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
@@ -164,21 +191,13 @@ def doc_codes(strings: Any, value_set: Any) -> np.ndarray:
     return numpy_values_or(pc.index_in(strings, value_set=value_set), np.int32, -1)
 
 
-PAIR_FILTER_BITS = 22  # 4 MB of flags: a few percent of a run's rows pass for ~60k judgments
+PAIR_FILTER_BITS = 22  # 4 MB of flags (512 KB as bits): a few percent of a run's rows pass for ~60k judgments
+PROBE_PREFIX_BITS = 16  # (ckernel.c's PREFIX_BITS) the C probe's table of where each 16-bit prefix's keys start
 
 
 def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex:
     """Index of the evaluated judgments (catalog rows are the qrels rows where ``keep``)."""
-    import pyarrow.compute as pc
-
-    doc_values = pc.unique(qrels.doc.array)
-    if hasattr(doc_values, "combine_chunks"):
-        doc_values = doc_values.combine_chunks()
-    d = doc_codes(qrels.doc.array, doc_values)[keep]
-    n_docs = max(len(doc_values), 1)
-    keys = cat_q.astype(np.int64) * n_docs + d
-    order = np.argsort(keys, kind="stable")
-    index = JudgedIndex(doc_values, keys[order], order, n_docs, qrels.value[keep], d)
+    index = JudgedIndex(qrels.doc.array, np.flatnonzero(keep), cat_q)
     hashed = pair_hashes(qrels)[keep]
     pair_order = np.argsort(hashed, kind="stable")
     sorted_keys = hashed[pair_order]
@@ -186,7 +205,18 @@ def pair_index(qrels: Table, keep: np.ndarray, cat_q: np.ndarray) -> JudgedIndex
         flags = np.zeros(1 << PAIR_FILTER_BITS, dtype=bool)
         flags[sorted_keys >> np.uint64(64 - PAIR_FILTER_BITS)] = True
         index.pair_keys, index.pair_rows, index.pair_filter = sorted_keys, pair_order, flags
+        if native_kernel() is not None:
+            index.pair_bits, index.pair_starts = probe_tables(sorted_keys, flags)
     return index
+
+
+def probe_tables(sorted_keys: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The C probe's tables (``ckernel.probe``) of ascending distinct keys and their prefix flags (a bool per
+    value of a key's top bits, at least 16 of them): the flags as bits (uint8, bit order little), and where each
+    16-bit prefix's keys start (int32, 2^16 + 1: ``sorted_keys[s[p]:s[p + 1]]`` have prefix p)."""
+    prefixes = np.arange(1 << PROBE_PREFIX_BITS, dtype=np.uint64) << np.uint64(64 - PROBE_PREFIX_BITS)
+    starts = np.append(np.searchsorted(sorted_keys, prefixes), sorted_keys.size).astype(np.int32)
+    return np.packbits(flags, bitorder="little"), starts
 
 
 def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | None,
@@ -200,38 +230,37 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
     judged ones (Arrow's hash lookup), which gives the same rows."""
     if judged.pair_keys is not None and judged.pair_keys.size and judged.pair_filter is not None and \
             judged.pair_rows is not None:
-        import pyarrow.compute as pc
-
         if kept is not None:
             keys = keys[kept]
         fast = native_kernel()
-        if fast is not None and keys.dtype == np.uint64:  # the same rows, in one pass
-            found = np.empty(keys.size, dtype=np.int64)  # (pages touched only where a row passes)
-            cand = found[:fast.probe(np.ascontiguousarray(keys), judged.pair_filter.view(np.uint8),
-                                     64 - PAIR_FILTER_BITS, found)].copy()
-            del found
+        if fast is not None and keys.dtype == np.uint64 and judged.pair_bits is not None and \
+                judged.pair_starts is not None:  # the same rows, in one pass
+            found, at = np.empty(keys.size, dtype=np.int64), np.empty(keys.size, dtype=np.int64)  # (pages touched
+            k = fast.probe(np.ascontiguousarray(keys), judged.pair_bits, 64 - PAIR_FILTER_BITS,  # only where a key
+                           judged.pair_keys, judged.pair_starts, found, at)  # matched)
+            rows, cat_rows = found[:k].copy(), judged.pair_rows[at[:k]]
+            del found, at
         else:
             step, shift = 1 << 20, np.uint64(64 - PAIR_FILTER_BITS)  # a slice at a time: no row-length temporary
             cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> shift]) + a
                                    for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
-        ck = keys[cand]
-        at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
-        hit = judged.pair_keys[at] == ck
-        rows, cat_rows = cand[hit], judged.pair_rows[at[hit]]
-        assert judged.doc is not None  # set with the pair keys
+            ck = keys[cand]
+            at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
+            hit = judged.pair_keys[at] == ck
+            rows, cat_rows = cand[hit], judged.pair_rows[at[hit]]
         same_query = bool((catalog.query[cat_rows] == q[rows]).all())
-        docs = take_rows(run.doc.array, rows if kept is None else kept[rows])
-        if same_query and pc.all(pc.equal(docs, judged.doc_values.take(arrow_values(judged.doc[cat_rows])))) \
-                .as_py() is not False:
+        if same_query and same_strings(take_rows(run.doc.array, rows if kept is None else kept[rows]),
+                                       take_rows(judged.qrels_doc, judged.catalog_rows[cat_rows])):
             return rows, cat_rows
-    d = doc_codes(run.doc.array, judged.doc_values)
+    exact = judged.exact()
+    d = doc_codes(run.doc.array, exact.doc_values)
     if kept is not None:
         d = d[kept]
     cand = np.flatnonzero(d >= 0)
-    exact = q[cand].astype(np.int64) * judged.n_docs + d[cand]
-    at = np.minimum(np.searchsorted(judged.keys, exact), max(judged.keys.size - 1, 0))
-    hit = judged.keys[at] == exact if judged.keys.size else np.zeros(cand.size, dtype=bool)
-    return cand[hit], judged.gain_rows[at[hit]]
+    pairs = q[cand].astype(np.int64) * exact.n_docs + d[cand]
+    at = np.minimum(np.searchsorted(exact.keys, pairs), max(exact.keys.size - 1, 0))
+    hit = exact.keys[at] == pairs if exact.keys.size else np.zeros(cand.size, dtype=bool)
+    return cand[hit], exact.gain_rows[at[hit]]
 
 
 def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedIndex,

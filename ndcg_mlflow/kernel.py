@@ -209,6 +209,7 @@ class _Order:
     full: np.ndarray | None = None
     at: np.ndarray | None = None
     rows: np.ndarray | None = None
+    block_starts: np.ndarray | None = None  # the first position of each query's block, where already known
 
     def apply(self, a: np.ndarray, *, same_within_ties: bool = False) -> np.ndarray:
         """``a`` in rank order. ``same_within_ties``: ``a`` is equal across each tied group (query, score)."""
@@ -259,10 +260,13 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
     if fast is not None and query.dtype == np.int32 and score.dtype == np.float64 and \
             query.flags.c_contiguous and score.flags.c_contiguous:
         tied = np.empty(n, dtype=np.int64)  # (pages are touched only where a tie is written)
-        n_tied = fast.rank_check(query, score, n_queries, tied)
+        starts = np.empty(max(n_queries, 1), dtype=np.int64)
+        n_tied, n_blocks = fast.rank_check(query, score, n_queries, tied, starts)
         if n_tied >= 0:  # in order: only the ties are ranked (the same rows as below, in one pass)
-            return _Order(n) if tiebreak is None or n_tied == 0 else \
+            order = _Order(n) if tiebreak is None or n_tied == 0 else \
                 _order_ties(tied[:n_tied].copy(), n, tiebreak, None)
+            order.block_starts = starts[:n_blocks].copy()  # (ties are reordered within a query's block)
+            return order
     change = query[1:] != query[:-1]
     heads = query[np.r_[0, np.flatnonzero(change) + 1]]  # the query of each block of equal queries
     contiguous = bool((np.bincount(heads) <= 1).all())  # (each query in one block)
@@ -315,8 +319,15 @@ class Ranking:
         self.order = order
         n = query_sorted.size
         self.n = n
-        self.starts = np.flatnonzero(np.r_[True, query_sorted[1:] != query_sorted[:-1]]) if n else \
-            np.zeros(0, dtype=np.int64)
+        if n and order.block_starts is not None and order.full is None:  # (positions keep their queries)
+            self.starts = order.block_starts
+        elif n:  # (no row-length concatenation: a fresh array that size costs more than the comparison)
+            change = np.flatnonzero(query_sorted[1:] != query_sorted[:-1])
+            self.starts = np.empty(change.size + 1, dtype=np.int64)
+            self.starts[0] = 0
+            np.add(change, 1, out=self.starts[1:])
+        else:
+            self.starts = np.zeros(0, dtype=np.int64)
         self.block_query = query_sorted[self.starts] if n else np.zeros(0, dtype=np.int64)
         self.lengths = np.diff(np.r_[self.starts, n]) if n else np.zeros(0, dtype=np.int64)
 

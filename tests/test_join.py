@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import metric_spec, write_qrels, write_run
+from helpers import examples, metric_spec, write_qrels, write_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ndcg_mlflow
 from ndcg_mlflow import DataError
@@ -56,7 +58,7 @@ def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_p
     calls = count_exact_joins(monkeypatch)
     got = evaluate(tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}},
                    {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear")
-    assert calls == [3]  # the judgments' own doc ids only (their index); the run's rows went through the keys
+    assert calls == []  # the run's rows went through the keys, and no exact keys of the judgments were made
     q1 = got[(got.query_id == "q1") & (got.cutoff == "3")].iloc[0]
     assert q1.dcg == pytest.approx(1 / np.log2(3) + 3 / 2)
     assert q1.idcg == pytest.approx(3 + 1 / np.log2(3))
@@ -75,7 +77,9 @@ def test_a_key_shared_by_unequal_pairs_gives_no_row_another_pairs_grade(tmp_path
     got = evaluate(tmp_path, judgments, ranking)
     assert got.equals(expect)
     unjudged = "X" in ranking["q1"]
-    assert len(calls) == (2 if unjudged else 1)  # a false match sends the run to the exact join
+    # a false match sends the run to the exact join: the judgments' exact keys are made then (one lookup), and the
+    # run's doc ids are looked up among them (another)
+    assert len(calls) == (2 if unjudged else 0)
 
 
 def test_judgments_sharing_keys_join_exactly(tmp_path, monkeypatch):
@@ -262,3 +266,22 @@ def test_the_judgments_errors_come_before_the_first_runs(tmp_path):
         ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join", qset="set.txt"), base_dir=tmp_path)
     with pytest.raises(DataError, match=r"dup\.run:2: document 'A' is listed twice"):
         ndcg_mlflow.evaluate(metric_spec("qrels.txt", "dup.run", name="join"), base_dir=tmp_path)
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=examples(200))
+@given(pairs=st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)) | st.text(max_size=4).map(lambda x: (x, x)),
+                     max_size=12),
+       cut=st.integers(0, 3), wide=st.booleans())
+def test_same_strings_is_python_equality_row_by_row(pairs, cut, wide):
+    """Both arrays sliced (offsets not at 0), of either width of Arrow string: ``["ab", "c"]`` and ``["a",
+    "bc"]`` hold the same bytes and are not the same strings."""
+    import pyarrow as pa
+
+    from ndcg_mlflow.readers.table import same_strings
+
+    kind = pa.large_string() if wide else pa.string()
+    a = pa.array(["pad"] * cut + [x for x, _ in pairs], type=kind).slice(cut)
+    b = pa.array(["x"] + [y for _, y in pairs], type=kind).slice(1)
+    assert same_strings(a, b) == ([x for x, _ in pairs] == [y for _, y in pairs])
+    assert same_strings(a, a)
+    assert not same_strings(a, b.slice(1)) or not pairs

@@ -115,8 +115,8 @@ NUMBER_TEXT = st.one_of(
                      "0.1000000000000000055511151231257827", "123456789012345678901234567890", "1e22", "1e23",
                      "4.9e-324", "2.4e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623159e308",
                      "1e999", "-1e999", "91528947.00282669", "-96207290.13421809", "1234567.12345678",
-                     "12345678.1234567", "123456789.1", "1.123456789", "nan", "NaN", "inf", "-Infinity", "0x10", "1_0", "1e", "e5", ".", "-",
-                     "+", "1.2.3", "1e5.5", "١٢", "1,5", "12a", "--1", "+-1"]),
+                     "12345678.1234567", "123456789.1", "1.123456789", "nan", "NaN", "inf", "-Infinity", "0x10",
+                     "1_0", "1e", "e5", ".", "-", "+", "1.2.3", "1e5.5", "١٢", "1,5", "12a", "--1", "+-1"]),
 )
 IDS = st.one_of(
     st.sampled_from(["q1", "7067032", "0", "007", "12345678901234567890", "123456789012345678", "d-1", "Q0",
@@ -279,6 +279,7 @@ def test_the_table_carries_the_hashes_once(folder):
 
 # --------------------------------------------------------------------------- the join's and the kernel's C passes
 
+from ndcg_mlflow import join as join_module  # noqa: E402
 from ndcg_mlflow import kernel as kernel_module  # noqa: E402
 from ndcg_mlflow.join import string_ranks  # noqa: E402
 
@@ -296,16 +297,40 @@ def test_map_codes_is_numpys_gather(codes, q_map):
     assert out.tolist() == map_a[codes_a].tolist() and unmapped == int((map_a[codes_a] < 0).sum())
 
 
+# keys from a few top 16-bit prefixes and a few low bits: run keys equal to judged ones, sharing their prefixes
+# (top 22 bits, or only the top 16) without being equal, and elsewhere
+PROBE_KEYS = st.builds(lambda top, mid, low: (top << 48) | (mid << 42) | low, st.sampled_from([0, 1, 7, 0xFFFF]),
+                       st.integers(0, 2), st.sampled_from([0, 1, 2, 2**42 - 1])) | st.integers(0, 2**64 - 1)
+
+
 @needs_ckernel
 @PROPERTY
-@given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=60), flagged=st.sets(st.integers(0, 15), max_size=16))
-def test_probe_is_numpys_filter(keys, flagged):
+@given(judged=st.sets(PROBE_KEYS, max_size=12), keys=st.lists(PROBE_KEYS, max_size=60))
+def test_probe_finds_the_keys_numpy_finds(judged, keys):
+    """The rows whose key is a judged key, and where it is among them: numpy's isin and searchsorted."""
+    sorted_keys = np.array(sorted(judged), dtype=np.uint64)
     keys_a = np.array(keys, dtype=np.uint64)
-    flags = np.zeros(16, dtype=bool)
-    flags[list(flagged)] = True
-    out = np.empty(len(keys), dtype=np.int64)
-    n = CK.probe(keys_a, flags.view(np.uint8), 60, out)
-    assert out[:n].tolist() == np.flatnonzero(flags[keys_a >> np.uint64(60)]).tolist()
+    shift = np.uint64(64 - join_module.PAIR_FILTER_BITS)
+    flags = np.zeros(1 << join_module.PAIR_FILTER_BITS, dtype=bool)
+    flags[sorted_keys >> shift] = True
+    bits, starts = join_module.probe_tables(sorted_keys, flags)
+    rows, at = np.empty(len(keys), dtype=np.int64), np.empty(len(keys), dtype=np.int64)
+    n = CK.probe(keys_a, bits, int(shift), sorted_keys, starts, rows, at)
+    expect = np.flatnonzero(np.isin(keys_a, sorted_keys))
+    assert rows[:n].tolist() == expect.tolist()
+    assert at[:n].tolist() == np.searchsorted(sorted_keys, keys_a[expect]).tolist()
+
+
+def test_probe_refuses_tables_of_the_wrong_size():
+    keys = np.zeros(3, dtype=np.uint64)
+    sorted_keys = np.array([5], dtype=np.uint64)
+    flags = np.zeros(1 << join_module.PAIR_FILTER_BITS, dtype=bool)
+    bits, starts = join_module.probe_tables(sorted_keys, flags)
+    out = np.empty(3, dtype=np.int64)
+    for args in ((bits[:-1], 42, sorted_keys, starts), (bits, 42, sorted_keys, starts[:-1]),
+                 (bits, 49, sorted_keys, starts), (bits, 42, sorted_keys[:0], starts)):
+        with pytest.raises(ValueError):
+            CK.probe(keys, *args, out, out.copy())
 
 
 def _numpy_rank_check(query, score):
@@ -325,10 +350,12 @@ def test_rank_check_is_numpys(blocks, descending):
     """Queries in blocks (repeated or not), scores sorted descending (or as drawn): the same verdict and ties."""
     query = np.array([q for q, s in blocks for _ in s], dtype=np.int32)
     score = np.array([x for _, s in blocks for x in (sorted(s, reverse=True) if descending else s)])
-    tied = np.empty(query.size, dtype=np.int64)
-    n = CK.rank_check(query, score, 6, tied)
+    tied, starts = np.empty(query.size, dtype=np.int64), np.empty(6, dtype=np.int64)
+    n, n_blocks = CK.rank_check(query, score, 6, tied, starts)
     expect = _numpy_rank_check(query, score)
     assert (n < 0 and expect is None) or tied[:n].tolist() == expect
+    if n >= 0:
+        assert starts[:n_blocks].tolist() == np.flatnonzero(np.r_[True, query[1:] != query[:-1]]).tolist()
 
 
 @needs_ckernel

@@ -180,6 +180,19 @@ def string_buffers(chunk: Any) -> tuple[Any, np.ndarray, np.ndarray]:
     return chunk, offsets, data
 
 
+def same_strings(a: Any, b: Any) -> bool:
+    """Whether two Arrow string arrays hold the same strings, row by row: the same lengths, and the same bytes
+    end to end (the lengths then cut both alike)."""
+    if len(a) != len(b):
+        return False
+    if a.null_count or b.null_count:
+        return a.equals(b)
+    _, off_a, data_a = string_buffers(a)
+    _, off_b, data_b = string_buffers(b)
+    return bool(np.array_equal(np.diff(off_a), np.diff(off_b)) and
+                np.array_equal(data_a[off_a[0]:off_a[-1]], data_b[off_b[0]:off_b[-1]]))
+
+
 def encode_dictionary(column: Any, pool: Any = None) -> Ids:
     """:func:`encode_ids` of a dictionary-encoded string column (as Arrow's CSV reader gives one: a dictionary per
     chunk, a few of a large file's queries each), the same codes and values: each chunk's dictionary is mapped to
