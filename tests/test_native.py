@@ -96,8 +96,15 @@ def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIV
         return
     assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
     assert reading(got) == reading(expect)
-    assert got.doc_hashes is not None
-    assert got.doc_hashes.tolist() == hashing._numpy_hashes(got.doc.array.combine_chunks()).tolist()
+    assert got.read_pair_keys is not None and got.doc_hashes is None
+    assert got.read_pair_keys.tolist() == numpy_pair_keys(got).tolist()
+
+
+def numpy_pair_keys(table) -> np.ndarray:
+    """pair_hashes' keys by their definition, in numpy alone: the query id's mix XOR the doc id's hash."""
+    with np.errstate(over="ignore"):
+        query = hashing._numpy_hashes(pa.array(list(table.query.values), type=pa.string())) ^ hashing._QUERY_SALT
+        return hashing._mix(query)[table.query.codes] ^ hashing._numpy_hashes(table.doc.array.combine_chunks())
 
 
 # --------------------------------------------------------------------------- strategies
@@ -269,12 +276,13 @@ def test_a_number_that_needs_strtod_reads_as_python_reads_it(folder):
 
 
 def test_the_table_carries_the_hashes_once(folder):
-    """The first pair_hashes takes the C reader's hashes; a second one computes them again, alike."""
+    """The first pair_hashes takes the C reader's keys; a second one computes them again, alike."""
     path = _write(folder, b"q1 Q0 7 1 2 t\nq1 Q0 x 2 1 t\nq2 Q0 7 1 2 t\n")
     table = readers_trec._trec_native(path, "run", True)
+    made = table.read_pair_keys
     first = hashing.pair_hashes(table)
-    assert table.doc_hashes is None
-    assert hashing.pair_hashes(table).tolist() == first.tolist()
+    assert first is made and table.read_pair_keys is None and table.doc_hashes is None
+    assert hashing.pair_hashes(table).tolist() == first.tolist() == numpy_pair_keys(table).tolist()
 
 
 # --------------------------------------------------------------------------- the join's and the kernel's C passes
@@ -450,8 +458,19 @@ def test_mix_pairs_is_numpys_xor(codes, seed):
     mix = rng.integers(0, 2**63, size=5, dtype=np.uint64)
     codes_a = np.array(codes, dtype=np.int32)
     expect = keys ^ mix[codes_a]
+    before = keys.copy()
     FAST.mix_pairs(keys, codes_a, mix)
     assert keys.tolist() == expect.tolist()
+    # with a map of the codes: the codes mapped in place first, then the keys mixed by the mapped codes
+    q_map = rng.permutation(5).astype(np.int32)
+    FAST.mix_pairs(before, codes_a, mix, q_map)
+    assert codes_a.tolist() == q_map[np.array(codes, dtype=np.int32)].tolist()
+    assert before.tolist() == (keys ^ mix[np.array(codes, dtype=np.int32)] ^ mix[codes_a]).tolist()
+    one = np.zeros(1, dtype=np.uint64)
+    with pytest.raises(ValueError):  # a code outside the map
+        FAST.mix_pairs(one, np.array([5], dtype=np.int32), mix, q_map)
+    with pytest.raises(ValueError):  # a mapped code outside the mix
+        FAST.mix_pairs(one, np.array([0], dtype=np.int32), mix, np.array([7], dtype=np.int32))
 
 
 def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypatch):
@@ -465,7 +484,7 @@ def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypat
     monkeypatch.setattr(mmap, "mmap", refuse)
     table = readers_trec.read_trec(path, "run", True)
     assert table.doc.array.to_pylist() == ["d1", "d2"] and table.value.tolist() == [2.5, 1.5]
-    assert table.doc_hashes is None  # (not the C reader's table)
+    assert table.doc_hashes is None and table.read_pair_keys is None  # (not the C reader's table)
 
 
 @PROPERTY

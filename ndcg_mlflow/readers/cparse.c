@@ -916,37 +916,48 @@ static PyObject *fill_runs(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* mix_pairs(keys(uint64, n), codes(int32, n), query_mix(uint64, m)): keys[i] ^= query_mix[codes[i]] */
+/* mix_pairs(keys(uint64, n), codes(int32, n), query_mix(uint64, m)[, q_map(int32)]): keys[i] ^= query_mix[codes[i]];
+   with q_map, codes[i] = q_map[codes[i]] first (in place): a part's codes made the whole file's */
 static PyObject *mix_pairs(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *keys_obj, *codes_obj, *mix_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &keys_obj, &codes_obj, &mix_obj))
+    PyObject *keys_obj, *codes_obj, *mix_obj, *map_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO|O", &keys_obj, &codes_obj, &mix_obj, &map_obj))
         return NULL;
     Views vs = {.n = 0};
     Py_buffer *keys = view_of(&vs, keys_obj, 1, 8, "keys");
-    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
+    Py_buffer *codes = view_of(&vs, codes_obj, map_obj != Py_None, 4, "codes");
     Py_buffer *mix = view_of(&vs, mix_obj, 0, 8, "query_mix");
-    if (mix == NULL) {
+    Py_buffer *map = map_obj != Py_None ? view_of(&vs, map_obj, 0, 4, "q_map") : mix;
+    if (map == NULL) {
         release_views(&vs);
         return NULL;
     }
-    Py_ssize_t n = keys->len / 8, m = mix->len / 8;
-    uint64_t *k = keys->buf;
-    const int32_t *c = codes->buf;
+    Py_ssize_t n = keys->len / 8, m = mix->len / 8, k = map_obj != Py_None ? map->len / 4 : 0;
+    uint64_t *key = keys->buf;
+    int32_t *c = codes->buf;
     const uint64_t *x = mix->buf;
+    const int32_t *q = map_obj != Py_None ? map->buf : NULL;
     int bad = codes->len != n * 4;
     for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = c[i] < 0 || c[i] >= m;
+        bad = q != NULL ? c[i] < 0 || c[i] >= k || q[c[i]] < 0 || q[c[i]] >= m : c[i] < 0 || c[i] >= m;
     if (!bad) {
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++)
-            k[i] ^= x[c[i]];
+        if (q != NULL) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int32_t g = q[c[i]];
+                c[i] = g;
+                key[i] ^= x[g];
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++)
+                key[i] ^= x[c[i]];
+        }
         Py_END_ALLOW_THREADS
     }
     release_views(&vs);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "a code outside query_mix, or arrays of unequal lengths");
+        PyErr_SetString(PyExc_ValueError, "a code outside q_map or query_mix, or arrays of unequal lengths");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -983,7 +994,7 @@ static PyObject *vector_width(PyObject *self, PyObject *arg)
 static PyMethodDef methods[] = {
     {"run_starts", run_starts, METH_VARARGS, "The rows where a string differs from the one before."},
     {"fill_runs", fill_runs, METH_VARARGS, "Each run of rows set to its value."},
-    {"mix_pairs", mix_pairs, METH_VARARGS, "keys ^= query_mix[codes], in place."},
+    {"mix_pairs", mix_pairs, METH_VARARGS, "keys ^= query_mix[codes], in place (codes = q_map[codes] first)."},
     {"count_lines", count_lines, METH_VARARGS, "The LF bytes in a range of bytes."},
     {"parse_trec", parse_trec, METH_VARARGS, "Parse whole TREC lines of a range of bytes (see the module's source)."},
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},

@@ -204,14 +204,23 @@ def _byte_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
 _QUERY_SALT = _U(0xD6E8FEB86659FD93)
 
 
+def query_mixes(values: np.ndarray) -> np.ndarray:
+    """The part of a pair's key that comes from its query id: one uint64 per id of ``values``."""
+    with np.errstate(over="ignore"):
+        query_hashes = string_hashes(string_array(values))
+        query_hashes ^= _QUERY_SALT  # (a pair of two equal ids must not hash to 0 for every id)
+        return _mix(query_hashes)
+
+
 def pair_hashes(table: Table) -> np.ndarray:
     """A 64-bit key per (query, doc) row, a function of the two ids alone (the same pair gives the same key in
     any table, so a run's keys can be looked up among the judgments'); unequal pairs rarely share a key, and
     whoever relies on a match compares the ids themselves (:func:`duplicate_pairs`, the join)."""
+    made, table.read_pair_keys = table.read_pair_keys, None  # (the C reader's, when it read the file)
+    if made is not None and made.size == len(table):
+        return made
     with np.errstate(over="ignore"):
-        query_hashes = string_hashes(string_array(table.query.values))
-        query_hashes ^= _QUERY_SALT  # (a pair of two equal ids must not hash to 0 for every id)
-        query_mix = _mix(query_hashes)
+        query_mix = query_mixes(table.query.values)
         keys, table.doc_hashes = table.doc_hashes, None  # (the C reader's, when it read the file)
         if keys is None or keys.size != len(table):
             keys = string_hashes(table.doc.array)

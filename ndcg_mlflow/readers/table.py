@@ -72,6 +72,9 @@ class Table:
     # the document ids' hashes (readers.hashing.string_hashes) as the C reader computed them while parsing, for
     # the first pair_hashes, which takes them (None: computed from the ids when needed)
     doc_hashes: np.ndarray | None = None
+    # the (query, doc) keys themselves (readers.hashing.pair_hashes) as the C reader made them, for the first
+    # pair_hashes, which takes them
+    read_pair_keys: np.ndarray | None = None
     # a check of the rows still under way in a thread (readers.columns.checked_run(background=True)): a function
     # returning its error, or None; :meth:`checked` waits for it
     pending: Any = None

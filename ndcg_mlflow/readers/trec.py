@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .hashing import long_hashes
+from .hashing import long_hashes, query_mixes
 from .table import (
     QRELS,
     RUN,
@@ -95,8 +95,8 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
     """The file's rows as the line-by-line reader reads them, parsed in C (``readers/cparse.c``), the file's parts
     (whole lines, about ``part_size`` bytes each) on Arrow's CPU threads; None when the C reader is not sure of a
     line (a field count, a number, a line end, bytes that are not UTF-8) or finds no data line: the line reader
-    then reads the file, naming the line. The document ids' 64-bit hashes (``hashing.string_hashes``) come with
-    the table (``doc_hashes``), for the duplicate check and the join."""
+    then reads the file, naming the line. The rows' (query, doc) keys (``hashing.pair_hashes``) come with the
+    table (``read_pair_keys``), for the duplicate check and the join."""
     import mmap
     from concurrent.futures import ThreadPoolExecutor
 
@@ -150,23 +150,31 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
                 return out, offsets, data
 
             results = list(ex.map(parse, range(len(parts))))
-        if any(r[0][0] != 0 for r in results) or sum(r[0][1] for r in results) == 0:
-            return None
-        query_values: dict[bytes, int] = {}
-        chunks = []
-        kept = []
-        for k, ((_, rows, doc_bytes, long_ids, query_ids), offsets, data) in enumerate(results):
-            lo = int(first[k])
-            local = np.fromiter((query_values.setdefault(q, len(query_values)) for q in query_ids), dtype=np.int32,
-                                count=len(query_ids))
-            if not np.array_equal(local, np.arange(local.size)):  # the part's codes, as the whole file's
-                part = codes[lo:lo + rows]
-                part[:] = local[part]
-            chunks.append(pa.Array.from_buffers(pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)),
-                                                                    data.slice(0, doc_bytes)]))
-            kept.append((lo, lo + rows))
-            if long_ids:  # (the C reader leaves the longest ids' hashes to Python)
-                long_hashes(chunks[-1], np.frombuffer(offsets, dtype=np.int32, count=rows + 1), hashes[lo:lo + rows])
+            if any(r[0][0] != 0 for r in results) or sum(r[0][1] for r in results) == 0:
+                return None
+            query_values: dict[bytes, int] = {}
+            chunks, kept, maps = [], [], []
+            for k, ((_, rows, doc_bytes, long_ids, query_ids), offsets, data) in enumerate(results):
+                lo = int(first[k])
+                local = np.fromiter((query_values.setdefault(q, len(query_values)) for q in query_ids),
+                                    dtype=np.int32, count=len(query_ids))
+                # (the part's codes, as the whole file's: below, with the keys)
+                maps.append(None if np.array_equal(local, np.arange(local.size)) else local)
+                chunks.append(pa.Array.from_buffers(pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)),
+                                                                        data.slice(0, doc_bytes)]))
+                kept.append((lo, lo + rows))
+                if long_ids:  # (the C reader leaves the longest ids' hashes to Python)
+                    long_hashes(chunks[-1], np.frombuffer(offsets, dtype=np.int32, count=rows + 1),
+                                hashes[lo:lo + rows])
+            strings = np.empty(len(query_values), dtype=object)
+            strings[:] = [v.decode() for v in query_values]
+            query_mix = query_mixes(strings)
+
+            def finish(k: int) -> None:  # the part's codes made the file's, its hashes the (query, doc) keys
+                lo, hi = kept[k]
+                fast.mix_pairs(hashes[lo:hi], codes[lo:hi], query_mix, maps[k])
+
+            list(ex.map(finish, range(len(parts))))
     finally:
         mm.close()
     if any(b - a != int(first[k + 1] - first[k]) for k, (a, b) in enumerate(kept)):  # blank lines: close the gaps
@@ -177,11 +185,9 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         n = kept[-1][1]
         codes, values, hashes = codes[:n], values[:n], hashes[:n]
         ranks = None if ranks is None else ranks[:n]
-    strings = np.empty(len(query_values), dtype=object)
-    strings[:] = [v.decode() for v in query_values]
     table = Table(str(path), kind, Ids(codes, strings), Strings(pa.chunked_array(chunks, type=pa.string())),
                   values, ranks, "trec")
-    table.doc_hashes = hashes
+    table.read_pair_keys = hashes
     return table
 
 
