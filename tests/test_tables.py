@@ -12,6 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ndcg_mlflow
 from ndcg_mlflow import DataError, SpecError
@@ -413,9 +416,6 @@ def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(trac
         compare_runs(first, second, tracking_uri=tracking_uri, out=tmp_path / "cmp", log=False)
 
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 
 @given(st.lists(st.lists(st.text(max_size=3), max_size=6), min_size=1, max_size=6), st.data())
 def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data):
@@ -432,3 +432,65 @@ def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data):
     assert take_rows(column.combine_chunks(), np.array(rows, dtype=np.int64)).equals(expected)
     with pytest.raises(IndexError):
         take_rows(column, np.array([n], dtype=np.int64))
+
+
+# --------------------------------------------------------------------------- Parquet query ids as dictionaries
+
+def _rows_of(table) -> dict:
+    return {"query": [str(table.query.values[c]) for c in table.query.codes], "codes": table.query.codes.tolist(),
+            "values": list(table.query.values), "doc": table.doc.array.to_pylist(), "score": table.value.tolist()}
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=examples(60))
+@given(queries=st.lists(st.sampled_from(["q1", "q2", "10", "é", "q 3", "x" * 70]), min_size=1, max_size=40),
+       group=st.integers(1, 9), kind=st.sampled_from(["string", "large_string", "categorical", "int"]))
+def test_parquet_query_ids_read_as_dictionaries_are_the_text_files_rows(tmp_path_factory, queries, group, kind):
+    """Row groups of a few rows (a dictionary each, the same ids in several, in any order), query ids stored as
+    strings, large strings, a pandas categorical (unused and empty categories included) or integers: the rows,
+    codes and values of the same rows read from a CSV file."""
+    from ndcg_mlflow.readers import read_run
+
+    folder = tmp_path_factory.mktemp("dictionary")
+    if kind == "int":
+        queries = [str(len(q)) for q in queries]
+    docs = [f"d{i}" for i in range(len(queries))]
+    scores = [float(len(queries) - i) for i in range(len(queries))]
+    if kind == "categorical":
+        query_col = pa.array(pd.Categorical(queries, categories=sorted(set(queries)) + ["", "unused"]))
+    elif kind == "int":
+        query_col = pa.array([int(q) for q in queries], type=pa.int64())
+    else:
+        query_col = pa.array(queries, type=getattr(pa, kind)())
+    path = folder / "run.parquet"
+    pq.write_table(pa.table({"query_id": query_col, "doc_id": docs, "score": scores}), path, row_group_size=group)
+    text = folder / "run.csv"
+    pd.DataFrame({"query_id": queries, "doc_id": docs, "score": scores}).to_csv(text, index=False)
+    got = read_run(path, rank=False)
+    assert _rows_of(got) == _rows_of(read_run(text, rank=False))
+
+
+@pytest.mark.parametrize("bad, message", [(None, "row 3: query_id is null"), ("", "row 3: query_id is empty")])
+def test_a_null_or_empty_query_id_in_a_parquet_dictionary_is_refused_naming_the_row(tmp_path, bad, message):
+    from ndcg_mlflow.readers import read_run
+
+    path = tmp_path / "run.parquet"
+    table = pa.table({"query_id": pa.array(["q1", "q1", bad, "q2"]), "doc_id": ["a", "b", "c", "d"],
+                      "score": [4.0, 3.0, 2.0, 1.0]})
+    pq.write_table(table, path, row_group_size=2)
+    with pytest.raises(DataError, match=message):
+        read_run(path, rank=False)
+
+
+def test_a_parquet_folder_of_dictionary_and_integer_query_ids_reads_as_one_table(tmp_path):
+    """One file's query ids are strings (read as dictionaries), another's integers (read as their text)."""
+    from ndcg_mlflow.readers import read_run
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    pq.write_table(pa.table({"query_id": ["7", "7", "8"], "doc_id": ["a", "b", "a"], "score": [3.0, 2.0, 1.0]}),
+                   folder / "part-0.parquet")
+    pq.write_table(pa.table({"query_id": pa.array([9, 7], type=pa.int64()), "doc_id": ["c", "c"],
+                             "score": [2.0, 1.0]}), folder / "part-1.parquet")
+    got = read_run(folder, rank=False)
+    assert _rows_of(got)["query"] == ["7", "7", "8", "9", "7"]
+    assert list(got.query.values) == ["7", "8", "9"] and got.query.codes.tolist() == [0, 0, 1, 2, 0]

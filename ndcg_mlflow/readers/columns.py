@@ -250,7 +250,12 @@ def _read_dataset(path: Path, files: list[Path], kind: str, format: str,
     shape = {(p[2] is None, p[3] is None) for p in parts}
     if len(shape) > 1:
         raise DataError(path, "the dataset's files do not all have the same value and rank columns.")
-    query = pa.chunked_array([c for p in parts for c in _chunks(p[0])], type=pa.string())
+    queries = [p[0] for p in parts]
+    if all(pa.types.is_dictionary(q.type) for q in queries):  # (each file's dictionaries, as encode_ids takes them)
+        query = pa.chunked_array([c for q in queries for c in _chunks(q)], type=queries[0].type)
+    else:
+        query = pa.chunked_array([c for q in queries for c in _chunks(_decoded(q) if pa.types.is_dictionary(q.type)
+                                                                    else q)], type=pa.string())
     doc = pa.chunked_array([c for p in parts for c in _chunks(p[1])], type=pa.string())
     value = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
     rank = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
@@ -465,6 +470,12 @@ def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...]
             value_col, rank_col, _ = required_columns(kind, canonical_names(parquet.schema_arrow.names, columns),
                                                        path, None)
             needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
+            query_name = source_name(columns, "query_id")
+            query_type = parquet.schema_arrow.field(query_name).type
+            if pa.types.is_string(query_type) or pa.types.is_large_string(query_type):
+                # the query ids as each row group's dictionary and its indices (a run's few distinct ids are not
+                # made into a string a row); arrow_columns checks them as it checks strings
+                parquet = pq.ParquetFile(fh, metadata=parquet.metadata, read_dictionary=[query_name])
             tbl = parquet.read(columns=[source_name(columns, c) for c in needed])
     except (pa.ArrowException, OSError) as exc:
         raise DataError(path, f"not a readable Parquet file: {clip(str(exc), 300)}") from None
@@ -486,6 +497,9 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
     c: str | None  # an id column's name, then a number column's (None when absent)
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
+        if c == "query_id" and _plain_dictionary(col):  # (encode_ids maps each chunk's dictionary)
+            cols[c] = col
+            continue
         if pa.types.is_dictionary(col.type):
             col = _decoded(col)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
@@ -520,6 +534,19 @@ def _decoded(column: Any) -> Any:
 
     chunks = [plain(c.dictionary).take(c.indices) for c in _chunks(column)]
     return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
+
+
+def _plain_dictionary(column: Any) -> bool:
+    """Whether a column is dictionary-encoded strings that need no check beyond their dictionaries: int32
+    indices, none null, and dictionaries of non-empty strings without nulls (an empty or null value, used or not,
+    sends the column to :func:`_decoded` and the checks of every string column, which name the row)."""
+    import pyarrow as pa
+
+    t = column.type
+    if not (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type) and t.index_type == pa.int32()) or \
+            column.null_count:
+        return False
+    return all(c.dictionary.null_count == 0 and first_empty(c.dictionary) is None for c in _chunks(column))
 
 
 def _is_string_view(t: Any) -> bool:

@@ -138,6 +138,8 @@ def encode_ids(column: Any) -> Ids:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_dictionary(column.type):
+        return encode_dictionary(column)
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     heads_at: list[np.ndarray] = []
     heads: list[str] = []
