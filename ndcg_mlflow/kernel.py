@@ -257,7 +257,7 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
     if n < 2:
         return _Order(n)
     fast = native_kernel() if n_queries is not None else None
-    if fast is not None and query.dtype == np.int32 and score.dtype == np.float64 and \
+    if fast is not None and n_queries is not None and query.dtype == np.int32 and score.dtype == np.float64 and \
             query.flags.c_contiguous and score.flags.c_contiguous:
         tied = np.empty(n, dtype=np.int64)  # (pages are touched only where a tie is written)
         starts = np.empty(max(n_queries, 1), dtype=np.int64)
