@@ -188,14 +188,17 @@ def _naive_duplicates(queries: list[str], docs: list[str]) -> list[tuple[int, in
 
 @pytest.mark.parametrize("grouped", [True, False])
 @pytest.mark.parametrize("weak", [False, True])
-def test_the_duplicate_check_finds_every_repeat_a_set_finds(monkeypatch, grouped, weak):
+@pytest.mark.parametrize("pure", ["", "1"])
+def test_the_duplicate_check_finds_every_repeat_a_set_finds(monkeypatch, grouped, weak, pure):
     """Segments of whole queries (tiny here, so a table has many and queries straddle their target) or one sort
-    of a shuffled table, under the real hash and one where every two ids of a length collide: the duplicates found
-    are those a set of (query, doc) pairs finds, and a table without repeats has none."""
+    of a shuffled table, under the real hash and one where every two ids of a length collide, each query's keys
+    in the C pass's hash table or sorted (``pure``): the duplicates found are those a set of (query, doc) pairs
+    finds, and a table without repeats has none."""
     import pyarrow as pa
 
     from ndcg_mlflow.readers.table import Strings, Table, encode_id_list
 
+    monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", pure)
     monkeypatch.setattr(hashing, "SEGMENT_ROWS", 7)
     if weak:
         use_weak_hashes(monkeypatch)

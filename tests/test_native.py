@@ -96,6 +96,7 @@ def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIV
         return
     assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
     assert reading(got) == reading(expect)
+    assert got.finite and np.isfinite(got.value).all()  # (check_finite then skips the values)
     assert got.read_pair_keys is not None and got.doc_hashes is None
     assert got.read_pair_keys.tolist() == numpy_pair_keys(got).tolist()
 
@@ -492,3 +493,48 @@ def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypat
 def test_count_lines_counts_the_line_feeds(data, start, stop):
     start, stop = min(start, len(data)), min(max(start, stop), len(data))
     assert FAST.count_lines(data, start, stop) == data[start:stop].count(b"\n")
+
+
+def _python_repeats(keys: list[int], codes: list[int], start: int, stop: int) -> bool:
+    """Whether some key occurs twice among the rows of one run of equal codes in rows [start, stop)."""
+    seen: set[tuple[int, int]] = set()  # (run, key)
+    run = 0
+    for i in range(start, stop):
+        if i > start and codes[i] != codes[i - 1]:
+            run += 1
+        if (run, keys[i]) in seen:
+            return True
+        seen.add((run, keys[i]))
+    return False
+
+
+@PROPERTY
+@given(runs=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 6), min_size=1, max_size=40)),
+                     max_size=12),
+       spread=st.booleans(), start=st.integers(0, 300), stop=st.integers(0, 300))
+def test_repeats_finds_a_key_twice_in_a_run_of_equal_codes_as_a_set_does(runs, spread, start, stop):
+    """Keys from a small alphabet (0 among them: the table's empty mark), or spread over 64 bits so that they
+    share the table's slots only by probing; codes that come back after other codes are other runs."""
+    codes = [c for c, ks in runs for _ in ks]
+    small = [k for _, ks in runs for k in ks]
+    keys = [k * 0x9E3779B97F4A7C15 % 2**64 if spread and k else k for k in small]
+    start, stop = min(start, len(keys)), min(max(start, stop), len(keys))
+    a, c = np.array(keys, dtype=np.uint64), np.array(codes, dtype=np.int32)
+    assert FAST.repeats(a, c, start, stop) == int(_python_repeats(keys, codes, start, stop))
+
+
+def test_repeats_leaves_a_run_beyond_its_table_to_the_caller():
+    n = (1 << 20) + 1
+    keys = np.arange(1, n + 2, dtype=np.uint64)
+    codes = np.zeros(n + 1, dtype=np.int32)
+    codes[-1] = 1
+    assert FAST.repeats(keys, codes, 0, n + 1) == -1
+    assert FAST.repeats(keys, codes, n, n + 1) == 0  # the run of one row after it
+    keys[3] = keys[2]
+    assert FAST.repeats(keys, codes, 0, n - 1) == 1  # a run within the limit
+    with pytest.raises(ValueError):
+        FAST.repeats(keys, codes[:-1], 0, 1)
+    with pytest.raises(ValueError):
+        FAST.repeats(keys, codes, 2, 1)
+    with pytest.raises(ValueError):
+        FAST.repeats(keys, codes, 0, n + 2)

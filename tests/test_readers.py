@@ -906,3 +906,25 @@ def test_an_empty_id_is_named_by_its_row_across_row_groups_and_string_widths(tmp
         column = pa.chunked_array([pa.array(docs[:4], kind).slice(1), pa.array(docs[4:], kind).slice(2)])
         assert first_empty(column) == 4  # docs[1:4] + docs[6:]: the empty docs[7] is the fifth
         assert first_empty(pa.array(docs[:7], kind)) is None
+
+
+@pytest.mark.parametrize("size", [0, 10, (1 << 20) - 1, 1 << 20, (1 << 20) + 4095, 3 * (1 << 20) + 7])
+def test_a_files_sha256_is_hashlibs_of_its_bytes_read_or_mapped(tmp_path, monkeypatch, size):
+    """Small files are read, large ones hashed from a mapping a step at a time (steps made small here, so that a
+    file has several and its last is short): the digest is that of the file's bytes either way."""
+    import hashlib
+    import threading
+
+    from ndcg_mlflow.readers import hashing
+
+    monkeypatch.setattr(hashing, "MAPPED_HASH_STEP", 1 << 18)
+    data = np.random.default_rng(size).integers(0, 256, size=size, dtype=np.uint8).tobytes()
+    path = tmp_path / "f.run"
+    path.write_bytes(data)
+    assert hashing.sha256_file(path) == hashlib.sha256(data).hexdigest()
+    stop = threading.Event()
+    stop.set()
+    assert hashing.sha256_file(path, stop=stop) == ("" if size else hashlib.sha256(b"").hexdigest())
+    with open(path, "rb") as fh:  # which way each size goes
+        h = hashlib.sha256()
+        assert hashing._hash_mapped(fh, h, None) is (None if size < hashing.MAPPED_HASH_BYTES else True)

@@ -973,6 +973,90 @@ static PyObject *mix_pairs(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+#define REPEAT_ROWS_MAX (1 << 20) /* the longest run of equal codes repeats() looks into (a 16 MB table) */
+
+/* repeats(keys, codes, start, stop) -> 1 when, within some run of equal codes in rows [start, stop), a key occurs
+   twice; 0 when none does; -1 when a run is longer than REPEAT_ROWS_MAX rows (the caller sorts those rows) and no
+   repeat was found before it. Each run's keys go into an open-addressing table of at least twice its rows (linear
+   probing; 0 marks an empty slot, a key 0 is flagged apart), cleared for the next run: a query's table stays in
+   the cache, and no sort is made. */
+static PyObject *repeats(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *codes_obj;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "OOnn", &keys_obj, &codes_obj, &start, &stop))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
+    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
+    if (codes == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t n = keys->len / 8;
+    if (codes->len != n * 4 || start < 0 || start > stop || stop > n) {
+        release_views(&vs);
+        PyErr_SetString(PyExc_ValueError, "keys and codes of unequal lengths, or a range outside them");
+        return NULL;
+    }
+    const uint64_t *key = keys->buf;
+    const int32_t *c = codes->buf;
+    int found = 0, memory = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *table = NULL;
+    Py_ssize_t capacity = 0;
+    for (Py_ssize_t lo = start, hi; lo < stop && !found; lo = hi) {
+        for (hi = lo + 1; hi < stop && c[hi] == c[lo]; hi++)
+            ;
+        Py_ssize_t rows = hi - lo;
+        if (rows > REPEAT_ROWS_MAX) {
+            found = -1;
+            break;
+        }
+        int bits = 4;
+        while (((Py_ssize_t)1 << bits) < 2 * rows)
+            bits++;
+        Py_ssize_t size = (Py_ssize_t)1 << bits;
+        if (size > capacity) {
+            free(table);
+            capacity = size;
+            table = malloc((size_t)capacity * 8);
+            if (table == NULL) {
+                memory = 1;
+                break;
+            }
+        }
+        memset(table, 0, (size_t)size * 8);
+        uint64_t mask = (uint64_t)size - 1;
+        int zero = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            uint64_t k = key[i];
+            if (k == 0) {
+                found = zero;
+                zero = 1;
+                if (found)
+                    break;
+                continue;
+            }
+            uint64_t s = (k * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
+            while (table[s] != 0 && table[s] != k)
+                s = (s + 1) & mask;
+            if (table[s] == k) {
+                found = 1;
+                break;
+            }
+            table[s] = k;
+        }
+    }
+    free(table);
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
+    if (memory)
+        return PyErr_NoMemory();
+    return PyLong_FromLong(found);
+}
+
 /* vector_width(wanted or None) -> the width of the line reader's vectors in bits (256 with AVX2, 128 with SSE2, 0
    without either): ``wanted`` (256 or 128) switches to it where the CPU has it; for the tests of both paths */
 static PyObject *vector_width(PyObject *self, PyObject *arg)
@@ -1008,6 +1092,7 @@ static PyMethodDef methods[] = {
     {"count_lines", count_lines, METH_VARARGS, "The LF bytes in a range of bytes."},
     {"parse_trec", parse_trec, METH_VARARGS, "Parse whole TREC lines of a range of bytes (see the module's source)."},
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},
+    {"repeats", repeats, METH_VARARGS, "1 when a key occurs twice in a run of equal codes of a range of rows."},
     {"vector_width", vector_width, METH_O, "The line reader's vector width in bits; switched by a width given."},
     {NULL, NULL, 0, NULL},
 };

@@ -25,11 +25,56 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
-            for block in blocks(fh):
-                h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
-                if stop is not None and stop.is_set():
-                    return ""
+            done = _hash_mapped(fh, h, stop)
+            if done is None:
+                for block in blocks(fh):
+                    h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
+                    if stop is not None and stop.is_set():
+                        return ""
+            elif not done:
+                return ""
     return h.hexdigest()
+
+
+MAPPED_HASH_BYTES = 1 << 20  # files from this size are hashed from a mapping of their pages (no copy)
+MAPPED_HASH_STEP = 1 << 23  # bytes of the mapping hashed, then let go, at a time
+
+
+def _hash_mapped(fh: Any, h: Any, stop: Any) -> bool | None:
+    """``h`` updated with the bytes of a large regular file read through a memory map, ``MAPPED_HASH_STEP`` at a
+    time, each step's pages let go once hashed (they stay in the page cache, and out of the process's memory):
+    no copy of the file's bytes, as a read makes. True when done; False when ``stop`` was set; None when the
+    file is small, not a regular file, or cannot be mapped (then it is read)."""
+    import mmap
+    import os
+    import stat
+
+    try:
+        st = os.fstat(fh.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size < MAPPED_HASH_BYTES:
+        return None
+    try:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
+    try:
+        view = memoryview(mm)
+        try:
+            for a in range(0, len(mm), MAPPED_HASH_STEP):
+                b = min(len(mm), a + MAPPED_HASH_STEP)
+                h.update(view[a:b])  # (hashlib frees the GIL)
+                if dontneed is not None:
+                    mm.madvise(dontneed, a, b - a)
+                if stop is not None and stop.is_set():
+                    return False
+        finally:
+            view.release()
+    finally:
+        mm.close()
+    return True
 
 
 def table_digest(table: Table) -> str:
@@ -270,13 +315,26 @@ def query_segments(codes: np.ndarray, target: int | None = None) -> np.ndarray |
     return np.concatenate(([0], cuts, [n])).astype(np.int64)
 
 
-def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray) -> bool:
-    """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice: each segment sorted on its own
-    (small sorts stay in the cache: several times faster than one sort of the column), in two threads (numpy's
-    sort frees the GIL)."""
+def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None) -> bool:
+    """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice, in two threads (numpy's sort and
+    the C pass free the GIL). Given the rows' query ``codes``, the C pass (``cparse.repeats``) puts each query's
+    keys in a small hash table; else, and for a query of more rows than it takes, each segment is sorted on its
+    own (small sorts stay in the cache: several times faster than one sort of the column)."""
+    fast = native_reader() if codes is not None else None
+    if fast is not None and not (keys.dtype == np.uint64 and keys.flags.c_contiguous and codes is not None
+                                 and codes.dtype == np.int32 and codes.flags.c_contiguous):
+        fast = None
+
     def check(which: range) -> bool:
         for i in which:
-            s = np.sort(keys[bounds[i]:bounds[i + 1]])
+            lo, hi = int(bounds[i]), int(bounds[i + 1])
+            if fast is not None:
+                found = fast.repeats(keys, codes, lo, hi)
+                if found >= 0:
+                    if found:
+                        return True
+                    continue
+            s = np.sort(keys[lo:hi])
             if (s[1:] == s[:-1]).any():
                 return True
         return False
@@ -304,7 +362,7 @@ def duplicate_pairs(table: Table, keys: np.ndarray | None = None) -> tuple[np.nd
         keys = pair_hashes(table)
     bounds = query_segments(table.query.codes)
     if bounds is not None:
-        repeated = _repeats_in_segments(keys, bounds)
+        repeated = _repeats_in_segments(keys, bounds, table.query.codes)
     else:
         if given:
             repeated = _any_equal_neighbours(np.sort(keys))

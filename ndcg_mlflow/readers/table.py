@@ -75,6 +75,9 @@ class Table:
     # the (query, doc) keys themselves (readers.hashing.pair_hashes) as the C reader made them, for the first
     # pair_hashes, which takes them
     read_pair_keys: np.ndarray | None = None
+    # the values are known to be finite numbers (the C reader refuses a line with any other), so check_finite
+    # need not look at them again
+    finite: bool = False
     # a check of the rows still under way in a thread (readers.columns.checked_run(background=True)): a function
     # returning its error, or None; :meth:`checked` waits for it
     pending: Any = None
@@ -427,6 +430,8 @@ def numpy_column(column: Any) -> np.ndarray:
 
 
 def check_finite(table: Table, what: str) -> None:
+    if table.finite:
+        return
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
         raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "

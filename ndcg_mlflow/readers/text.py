@@ -197,10 +197,12 @@ def native_reader() -> Any:
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .cparse import count_lines, fill_runs, mix_pairs, parse_trec, run_starts, string_hashes, vector_width
+        from . import cparse
     except ImportError:
         return None
-    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs, vector_width)
+    c = cparse
+    return NativeReader(c.count_lines, c.parse_trec, c.string_hashes, c.run_starts, c.fill_runs, c.mix_pairs,
+                        c.vector_width, c.repeats)
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,7 @@ class NativeReader:
     fill_runs: Any  # (values, starts, out): out[starts[j]:starts[j + 1]] = values[j]
     mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
     vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
+    repeats: Any  # (keys, codes, start, stop) -> 1 if a key repeats within a run of equal codes, 0 if not, -1: too long
 
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time

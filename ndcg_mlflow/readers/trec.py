@@ -188,6 +188,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
     table = Table(str(path), kind, Ids(codes, strings), Strings(pa.chunked_array(chunks, type=pa.string())),
                   values, ranks, "trec")
     table.read_pair_keys = hashes
+    table.finite = True  # (parse_trec refuses a number that is not finite)
     return table
 
 
