@@ -417,21 +417,28 @@ def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(trac
 
 
 
-@given(st.lists(st.lists(st.text(max_size=3), max_size=6), min_size=1, max_size=6), st.data())
-def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data):
-    """``take_rows`` (a chunked column's rows taken chunk by chunk) gives what Arrow's take of the column made one
-    array gives, for rows in any order, repeated, across empty chunks; an out-of-range row is an IndexError."""
+@given(st.lists(st.lists(st.one_of(st.text(max_size=3), st.just("é" * 3)), max_size=6), min_size=1, max_size=6),
+       st.data(), st.booleans(), st.integers(0, 2), st.booleans())
+def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data, wide, cut, nulls):
+    """``take_rows`` (a chunked column's rows gathered chunk by chunk from their buffers) gives what Arrow's take of
+    the column made one array gives, for rows in any order, repeated, across empty chunks, from chunks that are
+    slices (their offsets not at 0), of strings or large strings, and with nulls (Arrow's take then); an
+    out-of-range row is an IndexError."""
     from ndcg_mlflow.readers.table import take_rows
 
-    column = pa.chunked_array([pa.array(c, type=pa.string()) for c in chunks], type=pa.string())
+    kind = pa.large_string() if wide else pa.string()
+    if nulls:
+        chunks = [c + [None] for c in chunks]
+    column = pa.chunked_array([pa.array(["pad"] * cut + c, type=kind).slice(cut) for c in chunks], type=kind)
     n = len(column)
     rows = data.draw(st.lists(st.integers(0, n - 1), max_size=20)) if n else []
-    expected = pa.array([column[i].as_py() for i in rows], type=pa.string())
+    expected = pa.array([column[i].as_py() for i in rows], type=kind)
     got = take_rows(column, np.array(rows, dtype=np.int64))
-    assert got.equals(expected)
+    assert got.type == kind and got.equals(expected)
     assert take_rows(column.combine_chunks(), np.array(rows, dtype=np.int64)).equals(expected)
-    with pytest.raises(IndexError):
-        take_rows(column, np.array([n], dtype=np.int64))
+    for bad in (n, -1):
+        with pytest.raises(IndexError):
+            take_rows(column, np.array([bad], dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- Parquet query ids as dictionaries
