@@ -250,6 +250,9 @@ def _atomic_csv(path: Path, frame) -> None:
 FLOAT_FORMAT = "%.17g"  # every float of the CSV files: 17 significant digits, which read back as the same double
 
 
+_NEEDS_QUOTES = re.compile('[,"\r\n]')  # what csv.writer (QUOTE_MINIMAL, comma, double quote) quotes a field for
+
+
 class _Lines(list):
     """A file for :func:`csv.writer` that keeps what each call writes (one row) as a list item."""
 
@@ -268,6 +271,7 @@ def csv_lines(frame) -> list[str] | None:
     import pandas as pd
 
     columns: list[list[str]] = []
+    plain = len(frame.columns) > 1  # (one field alone, empty, is quoted: left to the writer)
     for name in frame.columns:
         column = frame[name]
         numpy_type = isinstance(column.dtype, np.dtype)
@@ -282,12 +286,18 @@ def csv_lines(frame) -> list[str] | None:
             values = column.to_numpy(dtype=object)
             missing = column.isna().to_numpy()
             text = ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
+            plain = plain and not _NEEDS_QUOTES.search("".join(text))
         else:
             return None
         columns.append(text)
+    header = [str(c) for c in frame.columns]
+    if plain and not _NEEDS_QUOTES.search("".join(header)):
+        # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end):
+        # each row is its fields joined by commas, as the writer would write it
+        return [",".join(header) + "\n", *(row + "\n" for row in map(",".join, zip(*columns)))]
     lines = _Lines()
     writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow([str(c) for c in frame.columns])
+    writer.writerow(header)
     writer.writerows(zip(*columns))
     return lines
 

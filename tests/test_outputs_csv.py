@@ -44,6 +44,38 @@ def test_random_frames_are_written_as_pandas_writes_them():
         assert len(lines) == n + 1
 
 
+@pytest.mark.parametrize("special", [None, ",", '"', "\n", "\r"])
+def test_frames_with_nothing_to_quote_are_joined_and_others_written(monkeypatch, special):
+    """Frames whose fields hold no comma, quote or line end are joined without the CSV writer (made to fail here),
+    the same text as pandas'; one such character anywhere (a value, a column name) sends the frame to the writer."""
+    import csv
+
+    rng = np.random.default_rng(5)
+    words = ["q1", "", " padded ", "é中😀", "1e5", "nan", "None", "a;b", "tab\there", "'single'"]
+    writer = csv.writer
+
+    def refuse(*args, **kwargs):
+        if special is None:
+            raise AssertionError("the writer was used for a frame with nothing to quote")
+        return writer(*args, **kwargs)
+
+    for _ in range(20):
+        n = int(rng.integers(0, 30))
+        texts = np.asarray(rng.choice(words, size=n), dtype=object)
+        texts[rng.random(n) < 0.2] = None
+        names = ["f", "o", "i"]
+        if special is not None and n:
+            texts[int(rng.integers(0, n))] = f"x{special}y"
+        elif special is not None:
+            names[1] = f"o{special}"
+        frame = pd.DataFrame({names[0]: rng.normal(size=n), names[1]: texts,
+                              names[2]: rng.integers(-5, 5, size=n)})
+        with monkeypatch.context() as patch:
+            patch.setattr(csv, "writer", refuse)
+            got = "".join(csv_lines(frame))
+        assert got == pandas_text(frame)
+
+
 @pytest.mark.parametrize("frame", [
     pd.DataFrame({"only": ["", "x", None]}),  # a row of one empty field
     pd.DataFrame({"a": pd.Series([], dtype=np.float64), "b": pd.Series([], dtype=object)}),

@@ -391,15 +391,15 @@ def table_json(frame: Any) -> str:
 
     import pandas as pd
 
-    missing = (None, pd.NA, pd.NaT)
+    na, nat, isfinite = pd.NA, pd.NaT, math.isfinite
     columns = []
     for name in frame.columns:
         kind = frame[name].dtype.kind
         values = frame[name].to_numpy(dtype=None if kind in "fiub" else object).tolist()
         if kind == "f":
-            values = [v if math.isfinite(v) else None for v in values]
+            values = [v if isfinite(v) else None for v in values]
         elif kind not in "iub":
-            values = [None if any(v is m for m in missing) or (isinstance(v, float) and not math.isfinite(v)) else v
+            values = [None if v is None or v is na or v is nat or (isinstance(v, float) and not isfinite(v)) else v
                       for v in values]
         columns.append(values)
     return json.dumps({"columns": [str(c) for c in frame.columns], "data": [list(row) for row in zip(*columns)]},
