@@ -24,7 +24,7 @@ from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
-from .readers.table import take_rows
+from .readers.table import take_rows, yield_cpu
 from .rules import cutoff_of_label
 from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
 from .stats import nan_weighted_mean
@@ -291,7 +291,7 @@ class _Digests:
 
         self.stop = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-sha256",
-                                       initializer=_yield_cpu) if files else None
+                                       initializer=yield_cpu) if files else None
         self.futures = {key: self.pool.submit(sha256_file, src.file, src.version, self.stop)
                         for key, src in files} if self.pool is not None else {}
 
@@ -305,18 +305,6 @@ class _Digests:
         if self.pool is not None:
             self.stop.set()
             self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _yield_cpu() -> None:
-    """Lower the calling thread's CPU priority (Linux: a thread's own nice value), so that the digests take the
-    cores the parse and the join leave idle rather than slowing them; nothing where threads have no priority."""
-    import os
-    import threading
-
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    except (AttributeError, OSError):
-        pass
 
 
 def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None,

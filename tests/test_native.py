@@ -538,3 +538,12 @@ def test_repeats_leaves_a_run_beyond_its_table_to_the_caller():
         FAST.repeats(keys, codes, 2, 1)
     with pytest.raises(ValueError):
         FAST.repeats(keys, codes, 0, n + 2)
+
+
+def test_repeats_takes_a_smaller_limit_of_rows():
+    keys = np.arange(1, 11, dtype=np.uint64)
+    codes = np.repeat(np.array([0, 1], dtype=np.int32), [4, 6])
+    assert FAST.repeats(keys, codes, 0, 10, 6) == 0
+    assert FAST.repeats(keys, codes, 0, 10, 5) == -1  # the second query's 6 rows
+    keys[1] = keys[0]
+    assert FAST.repeats(keys, codes, 0, 10, 5) == 1  # (found in the first query, before the long one)

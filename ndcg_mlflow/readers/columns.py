@@ -24,6 +24,7 @@ from .table import (
     first_empty,
     numpy_column,
     string_column,
+    yield_cpu,
 )
 from .text import (
     BOM,
@@ -93,7 +94,8 @@ def checked_run(table: Table, pair_keys: bool = False, background: bool = False)
     if background and pair_keys:
         from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-duplicates")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-duplicates",
+                                  initializer=yield_cpu)  # (the join and the kernel come first)
         found = pool.submit(_duplicate_error, table, keys)  # (the keys are only read, by both)
         pool.shutdown(wait=False)
         table.pending = found.result

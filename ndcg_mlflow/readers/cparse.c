@@ -975,18 +975,20 @@ static PyObject *mix_pairs(PyObject *self, PyObject *args)
 
 #define REPEAT_ROWS_MAX (1 << 20) /* the longest run of equal codes repeats() looks into (a 16 MB table) */
 
-/* repeats(keys, codes, start, stop) -> 1 when, within some run of equal codes in rows [start, stop), a key occurs
-   twice; 0 when none does; -1 when a run is longer than REPEAT_ROWS_MAX rows (the caller sorts those rows) and no
-   repeat was found before it. Each run's keys go into an open-addressing table of at least twice its rows (linear
+/* repeats(keys, codes, start, stop[, max_rows]) -> 1 when, within some run of equal codes in rows [start, stop), a
+   key occurs twice; 0 when none does; -1 when a run is longer than max_rows (at most, and by default,
+   REPEAT_ROWS_MAX) rows and no repeat was found before it (the caller sorts those rows). Each run's keys go into an open-addressing table of at least twice its rows (linear
    probing; 0 marks an empty slot, a key 0 is flagged apart), cleared for the next run: a query's table stays in
    the cache, and no sort is made. */
 static PyObject *repeats(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *keys_obj, *codes_obj;
-    Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "OOnn", &keys_obj, &codes_obj, &start, &stop))
+    Py_ssize_t start, stop, max_rows = REPEAT_ROWS_MAX;
+    if (!PyArg_ParseTuple(args, "OOnn|n", &keys_obj, &codes_obj, &start, &stop, &max_rows))
         return NULL;
+    if (max_rows < 0 || max_rows > REPEAT_ROWS_MAX)
+        max_rows = REPEAT_ROWS_MAX;
     Views vs = {.n = 0};
     Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
     Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
@@ -1010,7 +1012,7 @@ static PyObject *repeats(PyObject *self, PyObject *args)
         for (hi = lo + 1; hi < stop && c[hi] == c[lo]; hi++)
             ;
         Py_ssize_t rows = hi - lo;
-        if (rows > REPEAT_ROWS_MAX) {
+        if (rows > max_rows) {
             found = -1;
             break;
         }

@@ -290,6 +290,7 @@ def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
     return False
 
 
+REPEAT_ROWS = 1 << 20  # the most rows of one query the C duplicate check takes (cparse.c's REPEAT_ROWS_MAX)
 SEGMENT_ROWS = 1 << 12  # rows of whole queries sorted together by the duplicate check of a grouped table
 
 
@@ -316,10 +317,11 @@ def query_segments(codes: np.ndarray, target: int | None = None) -> np.ndarray |
 
 
 def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None) -> bool:
-    """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice, in two threads (numpy's sort and
-    the C pass free the GIL). Given the rows' query ``codes``, the C pass (``cparse.repeats``) puts each query's
-    keys in a small hash table; else, and for a query of more rows than it takes, each segment is sorted on its
-    own (small sorts stay in the cache: several times faster than one sort of the column)."""
+    """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice. Given the rows' query ``codes``,
+    the C pass (``cparse.repeats``) puts each query's keys in a small hash table, in one pass over the rows in
+    this thread; else, and for a query of more rows than it takes, each segment is sorted on its own (small sorts
+    stay in the cache: several times faster than one sort of the column), in two threads (numpy's sort and the C
+    pass free the GIL)."""
     fast = native_reader() if codes is not None else None
     if fast is not None and not (keys.dtype == np.uint64 and keys.flags.c_contiguous and codes is not None
                                  and codes.dtype == np.int32 and codes.flags.c_contiguous):
@@ -329,7 +331,7 @@ def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray
         for i in which:
             lo, hi = int(bounds[i]), int(bounds[i + 1])
             if fast is not None:
-                found = fast.repeats(keys, codes, lo, hi)
+                found = fast.repeats(keys, codes, lo, hi, REPEAT_ROWS)
                 if found >= 0:
                     if found:
                         return True
@@ -339,6 +341,11 @@ def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray
                 return True
         return False
 
+    if fast is not None:  # one pass over every query, in this thread
+        found = fast.repeats(keys, codes, 0, keys.size, REPEAT_ROWS)
+        if found >= 0:
+            return bool(found)
+        # (a query of more rows than the C table takes: segment by segment below, that one sorted)
     segments = bounds.size - 1
     if segments < 2 * HASH_THREADS or keys.size < 1 << 16:
         return check(range(segments))

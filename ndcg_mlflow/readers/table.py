@@ -492,6 +492,19 @@ def check_finite(table: Table, what: str) -> None:
                                        f"(NaN, an infinity, or a value beyond the range of a double).")
 
 
+def yield_cpu() -> None:
+    """Lower the calling thread's CPU priority (Linux: a thread's own nice value), for a background thread whose
+    result is waited for last (the digests, the duplicate check): it takes the cores the parse, the join and the
+    kernel leave idle rather than slowing them. Nothing where threads have no priority of their own."""
+    import os
+    import threading
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 def parse_pool() -> Any:
     """The memory pool for a large parse: jemalloc where pyarrow has it. Arrow's default pool (mimalloc) keeps
     the pages its reader threads freed (~150 MB after a 7M-line run), which the kernel's arrays would then come
