@@ -547,3 +547,24 @@ def test_repeats_takes_a_smaller_limit_of_rows():
     assert FAST.repeats(keys, codes, 0, 10, 5) == -1  # the second query's 6 rows
     keys[1] = keys[0]
     assert FAST.repeats(keys, codes, 0, 10, 5) == 1  # (found in the first query, before the long one)
+
+
+@PROPERTY
+@given(source=st.binary(max_size=40), ranges=st.lists(st.tuples(st.integers(0, 45), st.integers(0, 10)), max_size=8))
+def test_copy_ranges_copies_each_range_or_refuses_one_outside(source, ranges):
+    """Each range's bytes land where they are asked to, as Python's slicing copies them; a range beyond the source
+    or the destination is refused before anything is copied."""
+    starts = np.array([s for s, _ in ranges], dtype=np.int64)
+    lengths = np.array([n for _, n in ranges], dtype=np.int64)
+    at = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64) if ranges else np.zeros(0, np.int64)
+    dest = bytearray(b"\xff" * int(lengths.sum()))
+    if any(s + n > len(source) for s, n in ranges):
+        with pytest.raises(ValueError):
+            FAST.copy_ranges(source, starts, lengths, dest, at)
+        assert dest == bytearray(b"\xff" * len(dest))
+        return
+    FAST.copy_ranges(source, starts, lengths, dest, at)
+    assert bytes(dest) == b"".join(source[s:s + n] for s, n in ranges)
+    if ranges and lengths[-1]:
+        with pytest.raises(ValueError):  # the last range one byte further than the destination holds
+            FAST.copy_ranges(source, starts, lengths, dest, at + 1)

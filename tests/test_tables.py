@@ -418,12 +418,13 @@ def test_in_memory_digests_are_the_tags_and_compare_refuses_other_judgments(trac
 
 
 @given(st.lists(st.lists(st.one_of(st.text(max_size=3), st.just("é" * 3)), max_size=6), min_size=1, max_size=6),
-       st.data(), st.booleans(), st.integers(0, 2), st.booleans())
-def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data, wide, cut, nulls):
+       st.data(), st.booleans(), st.integers(0, 2), st.booleans(), st.sampled_from([1, 4, 1 << 20]), st.booleans())
+def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data, wide, cut, nulls, step, pure):
     """``take_rows`` (a chunked column's rows gathered chunk by chunk from their buffers) gives what Arrow's take of
     the column made one array gives, for rows in any order, repeated, across empty chunks, from chunks that are
-    slices (their offsets not at 0), of strings or large strings, and with nulls (Arrow's take then); an
-    out-of-range row is an IndexError."""
+    slices (their offsets not at 0), of strings or large strings, and with nulls (Arrow's take then), the ids
+    copied by C or in numpy slices of any size, or taken by Arrow; an out-of-range row is an IndexError."""
+    from ndcg_mlflow.readers import table as readers_table
     from ndcg_mlflow.readers.table import take_rows
 
     kind = pa.large_string() if wide else pa.string()
@@ -433,7 +434,13 @@ def test_take_rows_is_arrows_take_of_the_whole_column(chunks, data, wide, cut, n
     n = len(column)
     rows = data.draw(st.lists(st.integers(0, n - 1), max_size=20)) if n else []
     expected = pa.array([column[i].as_py() for i in rows], type=kind)
-    got = take_rows(column, np.array(rows, dtype=np.int64))
+    with pytest.MonkeyPatch.context() as patch:  # (ids copied a few bytes at a time: rows across the slices)
+        patch.setattr(readers_table, "GATHER_BYTES", step)
+        if pure:  # (the copy in numpy, where C copies a row at a time)
+            patch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+        if step == 4:  # (Arrow's take, for more rows than take_rows gathers itself)
+            patch.setattr(readers_table, "GATHER_ROWS", 0)
+        got = take_rows(column, np.array(rows, dtype=np.int64))
     assert got.type == kind and got.equals(expected)
     assert take_rows(column.combine_chunks(), np.array(rows, dtype=np.int64)).equals(expected)
     for bad in (n, -1):

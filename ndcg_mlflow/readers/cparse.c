@@ -1059,6 +1059,46 @@ static PyObject *repeats(PyObject *self, PyObject *args)
     return PyLong_FromLong(found);
 }
 
+/* copy_ranges(source, starts, lengths, dest, at): dest[at[i]:at[i] + lengths[i]] = source[starts[i]:starts[i] +
+   lengths[i]] for every i (int64 arrays of one length), each range checked to lie within its buffer first: the
+   bytes of a few rows of a string column, gathered (readers.table.gather_strings) */
+static PyObject *copy_ranges(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *source_obj, *starts_obj, *lengths_obj, *dest_obj, *at_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO", &source_obj, &starts_obj, &lengths_obj, &dest_obj, &at_obj))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *source = view_of(&vs, source_obj, 0, 1, "source");
+    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
+    Py_buffer *lengths = view_of(&vs, lengths_obj, 0, 8, "lengths");
+    Py_buffer *dest = view_of(&vs, dest_obj, 1, 1, "dest");
+    Py_buffer *at = view_of(&vs, at_obj, 0, 8, "at");
+    if (at == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t n = starts->len / 8;
+    const int64_t *s = starts->buf, *l = lengths->buf, *a = at->buf;
+    int bad = lengths->len != starts->len || at->len != starts->len;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = s[i] < 0 || l[i] < 0 || a[i] < 0 || s[i] > source->len - l[i] || a[i] > dest->len - l[i];
+    if (!bad) {
+        const unsigned char *src = source->buf;
+        unsigned char *dst = dest->buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(dst + a[i], src + s[i], (size_t)l[i]);
+        Py_END_ALLOW_THREADS
+    }
+    release_views(&vs);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "arrays of unequal lengths, or a range outside its buffer");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* vector_width(wanted or None) -> the width of the line reader's vectors in bits (256 with AVX2, 128 with SSE2, 0
    without either): ``wanted`` (256 or 128) switches to it where the CPU has it; for the tests of both paths */
 static PyObject *vector_width(PyObject *self, PyObject *arg)
@@ -1094,6 +1134,7 @@ static PyMethodDef methods[] = {
     {"count_lines", count_lines, METH_VARARGS, "The LF bytes in a range of bytes."},
     {"parse_trec", parse_trec, METH_VARARGS, "Parse whole TREC lines of a range of bytes (see the module's source)."},
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},
+    {"copy_ranges", copy_ranges, METH_VARARGS, "dest[at[i]:at[i] + lengths[i]] = source[starts[i]:...], each i."},
     {"repeats", repeats, METH_VARARGS, "1 when a key occurs twice in a run of equal codes of a range of rows."},
     {"vector_width", vector_width, METH_O, "The line reader's vector width in bits; switched by a width given."},
     {NULL, NULL, 0, NULL},

@@ -228,14 +228,30 @@ def gather_strings(array: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
     offsets = np.zeros(rows.size + 1, dtype=np.int64)
     np.cumsum(n, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    fast = native_reader()
     for c, sel in zip(chunks, picked):
-        m = n[sel]
-        count = int(m.sum())
-        if count:
-            step = np.arange(count, dtype=np.int64) - np.repeat(np.cumsum(m) - m, m)  # 0, 1, .. within each row
-            source = np.frombuffer(c.buffers()[2], dtype=np.uint8)
-            data[np.repeat(offsets[sel], m) + step] = source[np.repeat(start[sel], m) + step]
+        m, to, at = n[sel], offsets[sel], start[sel]
+        total = np.cumsum(m)
+        if not total.size or not total[-1]:
+            continue
+        source = np.frombuffer(c.buffers()[2], dtype=np.uint8)
+        if fast is not None:  # a memcpy a row
+            fast.copy_ranges(source, at, m, data, to)
+            continue
+        # rows a slice at a time, about GATHER_BYTES of ids each: the byte indices below are 8 bytes a byte
+        cuts = np.searchsorted(total, np.arange(GATHER_BYTES, total[-1], GATHER_BYTES), side="right")
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, m.size]):
+            k = m[lo:hi]
+            count = int(k.sum())
+            if count:
+                step = np.arange(count, dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)  # 0, 1, .. within a row
+                data[np.repeat(to[lo:hi], k) + step] = source[np.repeat(at[lo:hi], k) + step]
     return offsets, data
+
+
+GATHER_BYTES = 1 << 20  # bytes of ids gather_strings copies at a time without C (its index arrays: 24 bytes a byte)
+GATHER_ROWS = 1 << 18  # take_rows gathers at most this many rows itself (a few ids each query shows, tied or
+# matched); more go through Arrow's take, whose compute module's import is then small beside the work
 
 
 def _offsets(chunk: Any) -> np.ndarray:
@@ -431,7 +447,7 @@ def take_rows(array: Any, rows: np.ndarray) -> Any:
     import pyarrow as pa
 
     rows = np.asarray(rows, dtype=np.int64)
-    gathered = gather_strings(array, rows)
+    gathered = gather_strings(array, rows) if rows.size <= GATHER_ROWS else None  # (more: Arrow's take)
     if gathered is not None:
         offsets, data = gathered
         wide = pa.types.is_large_string(array.type)

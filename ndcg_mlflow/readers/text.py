@@ -202,7 +202,7 @@ def native_reader() -> Any:
         return None
     c = cparse
     return NativeReader(c.count_lines, c.parse_trec, c.string_hashes, c.run_starts, c.fill_runs, c.mix_pairs,
-                        c.vector_width, c.repeats)
+                        c.vector_width, c.repeats, c.copy_ranges)
 
 
 @dataclass(frozen=True)
@@ -215,6 +215,7 @@ class NativeReader:
     mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
     vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
     repeats: Any  # (keys, codes, start, stop) -> 1 if a key repeats within a run of equal codes, 0 if not, -1: too long
+    copy_ranges: Any  # (source, starts, lengths, dest, at): each range of bytes of source copied to dest at at[i]
 
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
