@@ -375,11 +375,32 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
             except OSError:
                 shutil.copyfile(path, target)
         for name, frame in tables:
-            (Path(staging) / name).write_text(table_json(frame), encoding="utf-8")
+            (Path(staging) / name).write_text(_table_text(frame), encoding="utf-8")
         client.log_artifacts(run_id, staging)
     if not tables:
         return {}
     return {MLFLOW_LOGGED_ARTIFACTS: json.dumps([{"path": name, "type": "table"} for name, _ in tables])}
+
+
+_TABLE_TEXTS: dict[Any, str] = {}  # the last few tables' JSON by the content of the CSV file they were read from
+
+
+def _table_text(frame: Any) -> str:
+    """:func:`table_json` of a table, the JSON of a table read from the same bytes (``_tables``: one system's
+    rows are the evaluation's, logged to both runs) made once."""
+    key = frame.attrs.get(_TABLE_KEY)
+    if key is None:
+        return table_json(frame)
+    text = _TABLE_TEXTS.get(key)
+    if text is None:
+        text = table_json(frame)
+        if len(_TABLE_TEXTS) >= 4:
+            _TABLE_TEXTS.pop(next(iter(_TABLE_TEXTS)))
+        _TABLE_TEXTS[key] = text
+    return text
+
+
+_TABLE_KEY = "ndcg_mlflow.table_key"
 
 
 def table_json(frame: Any) -> str:
@@ -410,6 +431,9 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
     """The tables as MLflow tables (shown by the MLflow UI): the per-query rows (``per_query_table.json``),
     every figure of ``summary.json`` (``figures_table.json``), the comparisons (``comparisons_table.json``)
     and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
+    import hashlib
+    import io
+
     import pandas as pd
 
     tables: list[tuple[str, str, str | None]] = []
@@ -426,14 +450,17 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
         path = out_dir / csv_name
         if not path.is_file():
             continue
-        frame = pd.read_csv(path, dtype={"query_id": str, "cutoff": str, "system": str, "candidate": str,
-                                         "baseline": str}, keep_default_na=False, na_values=[""])
+        data = path.read_bytes()
+        frame = pd.read_csv(io.BytesIO(data), dtype={"query_id": str, "cutoff": str, "system": str,
+                                                     "candidate": str, "baseline": str},
+                            keep_default_na=False, na_values=[""])
         if system is not None and column is not None:
             if column not in frame.columns:
                 continue
             frame = frame[frame[column] == system]
             if frame.empty:
                 continue
+        frame.attrs[_TABLE_KEY] = (hashlib.sha256(data).hexdigest(), column, system if column else None)
         out.append((table_name, frame))
     if summary is not None:
         systems = summary["systems"] if system is None else {system: summary["systems"][system]}
