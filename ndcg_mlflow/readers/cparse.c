@@ -23,6 +23,11 @@
    A number of at most 16 bytes, [+-]?digits.digits, and a decimal id of at most 16 digits are read eight
    digits at a time from one 64-bit word (three multiplications). Each pass is tested against the line reader
    and float() with both vector widths (tests/test_native.py).
+
+   Beside the reader, passes over a table's columns, each with its numpy form in the Python module that calls it:
+   string_hashes, run_starts and fill_runs (an id column's hashes and codes), mix_pairs (the (query, doc) keys),
+   repeats (the duplicate check: a key twice within a query, by a small hash table a query) and copy_ranges (the
+   bytes of a few rows of a string column, for readers.table.take_rows).
 */
 #include "../cbuffers.h"
 
@@ -977,9 +982,9 @@ static PyObject *mix_pairs(PyObject *self, PyObject *args)
 
 /* repeats(keys, codes, start, stop[, max_rows]) -> 1 when, within some run of equal codes in rows [start, stop), a
    key occurs twice; 0 when none does; -1 when a run is longer than max_rows (at most, and by default,
-   REPEAT_ROWS_MAX) rows and no repeat was found before it (the caller sorts those rows). Each run's keys go into an open-addressing table of at least twice its rows (linear
-   probing; 0 marks an empty slot, a key 0 is flagged apart), cleared for the next run: a query's table stays in
-   the cache, and no sort is made. */
+   REPEAT_ROWS_MAX) rows and no repeat was found before it (the caller sorts those rows). Each run's keys go into
+   an open-addressing table of at least twice its rows (linear probing; 0 marks an empty slot, a key 0 is flagged
+   apart), cleared for the next run: a query's table stays in the cache, and no sort is made. */
 static PyObject *repeats(PyObject *self, PyObject *args)
 {
     (void)self;

@@ -203,9 +203,10 @@ def same_strings(a: Any, b: Any) -> bool:
 
 def gather_strings(array: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The strings of ``rows`` of an Arrow string or large_string array (chunked or not, without nulls) as
-    (int64 offsets, length + 1; their UTF-8 bytes end to end), gathered from each chunk's buffers by numpy, for
-    :func:`take_rows`: no Arrow take, whose compute module's import alone costs ~45 ms, and no Python string.
-    None for an array of another type or with nulls."""
+    (int64 offsets, length + 1; their UTF-8 bytes end to end), gathered from each chunk's buffers (a memcpy a row
+    in C, ``cparse.copy_ranges``; else numpy, a slice of rows at a time), for :func:`take_rows`: no Arrow take,
+    whose compute module's import alone costs ~45 ms, and no Python string. None for an array of another type or
+    with nulls."""
     import pyarrow as pa
 
     rows = np.asarray(rows, dtype=np.int64)
@@ -442,8 +443,9 @@ def _chunk_values(chunk: Any, dtype: np.dtype) -> np.ndarray:
 
 
 def take_rows(array: Any, rows: np.ndarray) -> Any:
-    """``array.take(rows)`` as one Arrow array, chunk by chunk: Arrow's take of a chunked array concatenates every
-    chunk first (a copy of the whole column, ~80 MB of new memory for 7M doc ids), when a few rows are wanted."""
+    """``array.take(rows)`` as one Arrow array: up to :data:`GATHER_ROWS` rows of a string column gathered by
+    :func:`gather_strings`; else Arrow's take chunk by chunk (Arrow's take of a chunked array concatenates every
+    chunk first: a copy of the whole column, ~80 MB of new memory for 7M doc ids, when a few rows are wanted)."""
     import pyarrow as pa
 
     rows = np.asarray(rows, dtype=np.int64)

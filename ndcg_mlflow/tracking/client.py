@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -383,6 +384,7 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
 
 
 _TABLE_TEXTS: dict[Any, str] = {}  # the last few tables' JSON by the content of the CSV file they were read from
+_TABLE_TEXTS_LOCK = threading.Lock()  # (evaluations may be logged from several threads at once)
 
 
 def _table_text(frame: Any) -> str:
@@ -391,12 +393,14 @@ def _table_text(frame: Any) -> str:
     key = frame.attrs.get(_TABLE_KEY)
     if key is None:
         return table_json(frame)
-    text = _TABLE_TEXTS.get(key)
+    with _TABLE_TEXTS_LOCK:
+        text = _TABLE_TEXTS.get(key)
     if text is None:
         text = table_json(frame)
-        if len(_TABLE_TEXTS) >= 4:
-            _TABLE_TEXTS.pop(next(iter(_TABLE_TEXTS)))
-        _TABLE_TEXTS[key] = text
+        with _TABLE_TEXTS_LOCK:
+            while len(_TABLE_TEXTS) >= 4:
+                _TABLE_TEXTS.pop(next(iter(_TABLE_TEXTS)))
+            _TABLE_TEXTS[key] = text
     return text
 
 
