@@ -307,7 +307,7 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
     from ..outputs import system_file_stem, write_outputs
-    from ..tracking.client import log_batch, log_figures, log_outputs
+    from ..tracking.client import log_batch, log_outputs
     from ..tracking.names import TAG_PREFIX, common_tags, data_tags, param_value, system_metrics
 
     write_outputs(result, out)
@@ -324,8 +324,7 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     client = MlflowClient()
     earlier = client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS)
     log_batch(client, run_id, metrics, params, tags)
-    log_outputs(client, run_id, out, summary)
-    log_figures(client, run_id, out)
+    log_outputs(client, run_id, out, summary)  # (the figures with the folder's other files)
     stem = system_file_stem(config.system)  # the system's own files, as a system run has them (for compare)
     for suffix in ("per_query.csv", "top.csv"):
         if (out / "systems" / f"{stem}.{suffix}").is_file():

@@ -208,11 +208,8 @@ def _log_body(state: _Logging) -> LoggedRuns:
                           model_id=linked.get(system), judgments=judgments)
         logged.system_run_ids[system] = cid
 
-    state.stage = "logging the artifacts of the evaluation run"
-    log_outputs(client, pid, out_dir, summary)
-    state.stage = "logging the figures of the evaluation run"
-    log_figures(client, pid, out_dir)
-    client.set_tag(pid, f"{TAG_PREFIX}.logging", "complete")
+    state.stage = "logging the artifacts and figures of the evaluation run"
+    log_outputs(client, pid, out_dir, summary, tags={f"{TAG_PREFIX}.logging": "complete"})
     if attached is None:
         client.set_terminated(pid, "FINISHED")
     return logged
@@ -346,19 +343,24 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     return cid
 
 
-def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None) -> None:
-    """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, and its tables as MLflow
-    tables: what an evaluation run and a comparison run both carry."""
+def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None,
+                tags: dict[str, str] | None = None) -> None:
+    """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, its tables as MLflow tables
+    and its figures (:func:`log_figures`), in one upload; then the tag listing the tables, with ``tags`` (set
+    once everything is uploaded), in one batch: what an evaluation run and a comparison run both carry."""
     files = [out_dir / fname for fname in ARTIFACTS if (out_dir / fname).is_file()]
-    log_batch(client, run_id, {}, {}, _upload(client, run_id, files, _tables(out_dir, summary)))
+    listed = _upload(client, run_id, files, _tables(out_dir, summary), figures_of=out_dir)
+    log_batch(client, run_id, {}, {}, {**listed, **(tags or {})})
 
 
-def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]]) -> dict[str, str]:
+def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]],
+            figures_of: Path | None = None) -> dict[str, str]:
     """``files`` (at the top of the run's artifacts, under their names) and ``tables`` (name, DataFrame) as
     MLflow tables, in one ``log_artifacts`` of a staging folder: one call, where ``log_artifact`` per file
     and ``log_table`` (four requests a table: a listing, the upload, reading the run, setting a tag) took
     dozens. A table is written as ``log_table`` writes it (pandas' JSON, ``orient="split"``); the tag that
-    lists a run's tables for the MLflow UI is returned for the caller to set with the run's other tags."""
+    lists a run's tables for the MLflow UI is returned for the caller to set with the run's other tags.
+    ``figures_of``: an output folder whose figures go under ``figures/`` in the same upload."""
     import json
     import shutil
     import tempfile
@@ -377,6 +379,8 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
                 shutil.copyfile(path, target)
         for name, frame in tables:
             (Path(staging) / name).write_text(_table_text(frame), encoding="utf-8")
+        if figures_of is not None:
+            _stage_figures(figures_of, Path(staging))
         client.log_artifacts(run_id, staging)
     if not tables:
         return {}
@@ -508,18 +512,33 @@ def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | N
 
 def log_figures(client, run_id: str, out_dir: Path) -> None:
     """The report's figures as SVG files (``figures/<name>.svg``; MLflow's artifact viewer shows them as
-    images): those of the output folder, or, for a folder written without them, drawn from its files."""
+    images): those of the output folder, or, for a folder written without them, drawn from its files
+    (:func:`log_outputs` uploads them with the folder's other files)."""
     import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-figures-") as tmp:
+        _stage_figures(out_dir, Path(tmp))
+        client.log_artifacts(run_id, str(Path(tmp) / "figures"), "figures")
+
+
+def _stage_figures(out_dir: Path, staging: Path) -> None:
+    """``staging/figures/<name>.svg``: the output folder's figures (linked where a link will do), or, for a
+    folder written without them, drawn from its files."""
+    import shutil
 
     from ..report import figures, load_bundle, write_figures
 
-    folder = out_dir / "figures"  # holds the figures' SVG files only: one upload of the folder
-    if folder.is_dir() and any(folder.glob("*.svg")):
-        client.log_artifacts(run_id, str(folder), "figures")
+    folder = out_dir / "figures"  # holds the figures' SVG files only
+    drawn = sorted(folder.glob("*.svg")) if folder.is_dir() else []
+    if not drawn:
+        write_figures(str(staging), figures(load_bundle(out_dir)))
         return
-    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-figures-") as tmp:
-        write_figures(tmp, figures(load_bundle(out_dir)))
-        client.log_artifacts(run_id, str(Path(tmp) / "figures"), "figures")
+    (staging / "figures").mkdir()
+    for path in drawn:
+        try:
+            os.link(path, staging / "figures" / path.name)
+        except OSError:
+            shutil.copyfile(path, staging / "figures" / path.name)
 
 
 def find_or_create_experiment(client, name: str) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
-from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_figures, log_outputs
+from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_outputs
 from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
 
 
@@ -395,8 +395,7 @@ def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRu
         rows = [c for c in result.analysis.comparisons if c["candidate"] == names[1]]
         log_batch(client, rid, comparison_metrics(rows, spec.comparison.test if spec.comparison else None), params,
                   {})
-        log_outputs(client, rid, out_dir, summary)
-        log_figures(client, rid, out_dir)
+        log_outputs(client, rid, out_dir, summary)  # (the figures with the folder's other files)
         client.set_terminated(rid, "FINISHED")
         return rid
     except Exception as exc:
