@@ -197,12 +197,21 @@ def native_reader() -> Any:
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from . import cparse
+        from .cparse import (
+            copy_ranges,
+            count_lines,
+            fill_runs,
+            mix_pairs,
+            parse_trec,
+            repeats,
+            run_starts,
+            string_hashes,
+            vector_width,
+        )
     except ImportError:
         return None
-    c = cparse
-    return NativeReader(c.count_lines, c.parse_trec, c.string_hashes, c.run_starts, c.fill_runs, c.mix_pairs,
-                        c.vector_width, c.repeats, c.copy_ranges)
+    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs, vector_width,
+                        repeats, copy_ranges)
 
 
 @dataclass(frozen=True)
