@@ -232,14 +232,14 @@ def gather_strings(array: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
     fast = native_reader()
     for c, sel in zip(chunks, picked):
         m, to, at = n[sel], offsets[sel], start[sel]
-        total = np.cumsum(m)
-        if not total.size or not total[-1]:
+        if not m.sum():
             continue
         source = np.frombuffer(c.buffers()[2], dtype=np.uint8)
         if fast is not None:  # a memcpy a row
             fast.copy_ranges(source, at, m, data, to)
             continue
         # rows a slice at a time, about GATHER_BYTES of ids each: the byte indices below are 8 bytes a byte
+        total = np.cumsum(m)
         cuts = np.searchsorted(total, np.arange(GATHER_BYTES, total[-1], GATHER_BYTES), side="right")
         for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, m.size]):
             k = m[lo:hi]

@@ -373,10 +373,7 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
             if path.is_dir():  # a model's scored rows written by Spark: a folder of Parquet part files
                 shutil.copytree(path, target)
                 continue
-            try:
-                os.link(path, target)  # the file as it is in the folder, not copied where a link will do
-            except OSError:
-                shutil.copyfile(path, target)
+            _link_or_copy(path, target)
         for name, frame in tables:
             (Path(staging) / name).write_text(_table_text(frame), encoding="utf-8")
         if figures_of is not None:
@@ -387,6 +384,7 @@ def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]
     return {MLFLOW_LOGGED_ARTIFACTS: json.dumps([{"path": name, "type": "table"} for name, _ in tables])}
 
 
+_TABLE_KEY = "ndcg_mlflow.table_key"  # a table's frame.attrs entry: (sha256 of its CSV's bytes, filter column, system)
 _TABLE_TEXTS: dict[Any, str] = {}  # the last few tables' JSON by the content of the CSV file they were read from
 _TABLE_TEXTS_LOCK = threading.Lock()  # (evaluations may be logged from several threads at once)
 
@@ -407,8 +405,6 @@ def _table_text(frame: Any) -> str:
             _TABLE_TEXTS[key] = text
     return text
 
-
-_TABLE_KEY = "ndcg_mlflow.table_key"
 
 
 def table_json(frame: Any) -> str:
@@ -524,8 +520,6 @@ def log_figures(client, run_id: str, out_dir: Path) -> None:
 def _stage_figures(out_dir: Path, staging: Path) -> None:
     """``staging/figures/<name>.svg``: the output folder's figures (linked where a link will do), or, for a
     folder written without them, drawn from its files."""
-    import shutil
-
     from ..report import figures, load_bundle, write_figures
 
     folder = out_dir / "figures"  # holds the figures' SVG files only
@@ -535,10 +529,17 @@ def _stage_figures(out_dir: Path, staging: Path) -> None:
         return
     (staging / "figures").mkdir()
     for path in drawn:
-        try:
-            os.link(path, staging / "figures" / path.name)
-        except OSError:
-            shutil.copyfile(path, staging / "figures" / path.name)
+        _link_or_copy(path, staging / "figures" / path.name)
+
+
+def _link_or_copy(path: Path, target: Path) -> None:
+    """``target``: the file as it is at ``path``, not copied where a link will do (a staging folder's entry)."""
+    import shutil
+
+    try:
+        os.link(path, target)
+    except OSError:
+        shutil.copyfile(path, target)
 
 
 def find_or_create_experiment(client, name: str) -> str:
