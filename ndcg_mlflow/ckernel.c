@@ -1,5 +1,5 @@
-/* Three passes over a run's rows in C, each the same as a few numpy expressions in join.py and kernel.py, made
-   in one pass with no row-length temporaries (the numpy forms stay, where this module is not built):
+/* Passes over a run's rows in C, each the same as a few numpy (or scipy) expressions in join.py, kernel.py or
+   stats.py, made in one pass with no row-length temporaries (those forms stay, where this module is not built):
 
    map_codes(codes, q_map, out)            out = q_map[codes]; -> the rows whose q_map entry is negative
    probe(keys, bits, shift, sorted, starts, rows, at)
@@ -12,6 +12,9 @@
                                            query[i] == query[i + 1] and score[i] == score[i + 1], starts[:b] the
                                            blocks' first rows
    group_order(offsets, data, sizes, desc, out)   each string's place in its group, in byte order (see below)
+   resampled_sums(draws, indices, n, mat, out)
+                                           out[r] = the rows of mat drawn by resample r, added in draw order (the
+                                           bootstrap's sums: stats.py's sparse product, with no sparse matrix)
 
    group_order sorts each group on its own (a stable merge sort; insertion sort for its runs of 16 rows): tied
    groups are mostly a few rows, and no sort of every tied row at once is needed.
@@ -292,10 +295,72 @@ static PyObject *group_order(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *resampled_sums(PyObject *self, PyObject *args)
+/* out[r, :] = the sum of mat[j, :] over the n draws j of resample r, added in draw order from 0.0 (the rows of a
+   sparse matrix of ones times mat, as scipy's CSR product adds them). The draws are (c x n) indices (int64), or
+   (c x n) uniforms u in [0, 1) (float64), each meaning the index min((int64)(u * n), n - 1). */
+{
+    (void)self;
+    PyObject *draws_obj, *mat_obj, *out_obj;
+    int indices;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OpnOO", &draws_obj, &indices, &n, &mat_obj, &out_obj))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *draws = view_of(&vs, draws_obj, 0, 8, "draws");
+    Py_buffer *mat = view_of(&vs, mat_obj, 0, 8, "mat");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 8, "out");
+    if (out == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t cells = draws->len / 8, width = n > 0 ? mat->len / 8 / n : 0, c = n > 0 ? cells / n : 0;
+    int bad = n < 1 || width < 1 || cells % n != 0 || mat->len / 8 != n * width || out->len / 8 != c * width;
+    if (!bad) {
+        const int64_t *idx = draws->buf;
+        const double *u = draws->buf, *x = mat->buf;
+        double *o = out->buf, scale = (double)n;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < c && !bad; r++) {
+            double *y = o + r * width;
+            for (Py_ssize_t q = 0; q < width; q++)
+                y[q] = 0.0;
+            for (Py_ssize_t t = r * n; t < (r + 1) * n; t++) {
+                int64_t j;
+                if (indices) {
+                    j = idx[t];
+                    if (j < 0 || j >= n) {
+                        bad = 1;
+                        break;
+                    }
+                } else {
+                    double v = u[t] * scale;
+                    if (!(v >= 0.0)) { /* (a negative or NaN draw) */
+                        bad = 1;
+                        break;
+                    }
+                    j = v < scale ? (int64_t)v : (int64_t)n - 1;
+                }
+                const double *row = x + j * width;
+                for (Py_ssize_t q = 0; q < width; q++)
+                    y[q] += row[q];
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release_views(&vs);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "draws outside [0, n), or buffers whose sizes do not agree");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"group_order", group_order, METH_VARARGS, "Each string's place in its group of consecutive strings."},
     {"map_codes", map_codes, METH_VARARGS, "out = q_map[codes]; the number of negative entries met."},
     {"probe", probe, METH_VARARGS, "The rows whose key's top bits are flagged, in order; their number."},
+    {"resampled_sums", resampled_sums, METH_VARARGS, "Each resample's sums of the drawn rows, in draw order."},
     {"rank_check", rank_check, METH_VARARGS, "-1, or the tied positions of rows in query blocks by score."},
     {NULL, NULL, 0, NULL},
 };

@@ -235,18 +235,19 @@ class _Order:
 
 
 def native_kernel() -> Any:
-    """The C passes (``ckernel.c``: the code mapping and key probe of the join, the ranking's order check), built
-    when the package is installed where a C compiler is; None when not built or turned off by
-    ``NDCG_MLFLOW_PURE_PYTHON=1`` (numpy then makes the same passes)."""
+    """The C passes (``ckernel.c``: the code mapping and key probe of the join, the ranking's order check, the
+    bootstrap's sums), built when the package is installed where a C compiler is; None when not built or turned
+    off by ``NDCG_MLFLOW_PURE_PYTHON=1`` (numpy and scipy then make the same passes)."""
     import os
 
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .ckernel import group_order, map_codes, probe, rank_check
+        from .ckernel import group_order, map_codes, probe, rank_check, resampled_sums
     except ImportError:
         return None
-    return SimpleNamespace(map_codes=map_codes, probe=probe, rank_check=rank_check, group_order=group_order)
+    return SimpleNamespace(map_codes=map_codes, probe=probe, rank_check=rank_check, group_order=group_order,
+                           resampled_sums=resampled_sums)
 
 
 def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray], np.ndarray] | None,

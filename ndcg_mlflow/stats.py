@@ -5,9 +5,10 @@ uses global random state.
 
 Bootstrap: queries are resampled with replacement, each keeping its weight, so
 a resampled weighted mean is ``sum(c_i w_i x_i) / sum(c_i w_i)`` with ``c`` the
-resample counts. Each chunk of resamples is a sparse matrix of ones at the drawn
-indices, multiplied with a few (n x k) columns at once — one product per chunk for
-every system and comparison sharing the queries.
+resample counts. Each resample's sums add the drawn rows of a few (n x k) columns
+at once, in draw order — one pass per chunk for every system and comparison sharing
+the queries (in C where the package's C parts are built; else a sparse matrix of ones
+at the drawn indices times those columns, which adds the same numbers in the same order).
 
 The index stream depends only on the seed and on the ordered list of query ids
 being resampled (:func:`resample_seed`): the same seed gives the same numbers
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 DEFAULT_CHUNK = 512
+UNIFORM_BYTES = 1 << 22  # the bootstrap's uniform draws, at most this many bytes at a time (but one resample)
 #: below this many queries the studentized (bootstrap-t) interval is undefined (NaN). With few queries
 #: many resamples draw only two or three distinct queries, whose tiny standard errors make the resampled
 #: t explode: even with an exact variance, intervals of nDCG means wider than 1 are common below about
@@ -42,6 +44,24 @@ def resample_seed(seed: int, query_ids: Sequence[str]) -> np.random.SeedSequence
     return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(seed) >> 32 & 0xFFFFFFFF] + words)
 
 
+def resample_uniforms(rng: np.random.Generator, n: int, resamples: int, chunk: int = DEFAULT_CHUNK, *,
+                      reuse: bool = False) -> Iterator[np.ndarray]:
+    """Chunks of (rows x n) uniform draws in [0, 1), one per resampled query: :func:`index_of` makes each an
+    index. The stream does not depend on ``chunk``. ``reuse``: each chunk is drawn into the same buffer (a chunk
+    is then valid until the next one is drawn), whose pages are touched once."""
+    done = 0
+    buffer = np.empty((min(chunk, resamples), n)) if reuse else None
+    while done < resamples:
+        c = min(chunk, resamples - done)
+        yield rng.random((c, n)) if buffer is None else rng.random((c, n), out=buffer[:c])
+        done += c
+
+
+def index_of(u: np.ndarray, n: int) -> np.ndarray:
+    """The indices ``floor(u * n)`` (at most ``n - 1``) of uniform draws ``u`` in [0, 1)."""
+    return np.minimum((u * n).astype(np.int64), n - 1)
+
+
 def resample_indices(rng: np.random.Generator, n: int, resamples: int,
                      chunk: int = DEFAULT_CHUNK) -> Iterator[np.ndarray]:
     """Chunks of (rows x n) indices drawn with replacement; the stream does not depend on ``chunk``.
@@ -49,11 +69,8 @@ def resample_indices(rng: np.random.Generator, n: int, resamples: int,
     Each index comes from one 64-bit uniform draw (``floor(u * n)``): bounded-integer
     draws buffer half-words across a call, so their stream would change with the chunk size.
     """
-    done = 0
-    while done < resamples:
-        c = min(chunk, resamples - done)
-        yield np.minimum((rng.random((c, n)) * n).astype(np.int64), n - 1)
-        done += c
+    for u in resample_uniforms(rng, n, resamples, chunk):
+        yield index_of(u, n)
 
 
 def counts_from_indices(idx: np.ndarray, n: int) -> np.ndarray:
@@ -130,13 +147,11 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
 
     ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
-    Each chunk of resamples is a sparse (chunk x n) matrix of ones at the drawn indices, multiplied
-    with the few (n x k) columns of weighted values: every resampled sum adds that resample's own
-    values in draw order, so the numbers are bit-for-bit the same whatever ``chunk`` (how many
-    resamples are drawn at a time) and whatever other columns are resampled alongside.
+    Every resampled sum adds that resample's own drawn rows of the few (n x k) columns of weighted
+    values in draw order (:func:`resampled_sums`), so the numbers are bit-for-bit the same whatever
+    ``chunk`` (how many resamples are drawn at a time) and whatever other columns are resampled
+    alongside.
     """
-    from scipy import sparse
-
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
@@ -145,17 +160,23 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     w2 = w ** 2
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
-    source = (indices[i:i + chunk] for i in range(0, resamples, chunk)) if indices is not None else \
-        resample_indices(rng, n, resamples, chunk)
+    if indices is not None:
+        source: Iterator[tuple[np.ndarray, bool]] = ((indices[i:i + chunk], True) for i in range(0, resamples, chunk))
+    elif studentized:  # (the standard errors take the indices)
+        source = ((idx, True) for idx in resample_indices(rng, n, resamples, chunk))
+    else:  # (a few MB at a time, drawn into one buffer: the sums read each chunk before the next is drawn)
+        rows = max(1, min(chunk, UNIFORM_BYTES // (8 * n)))
+        source = ((u, False) for u in resample_uniforms(rng, n, resamples, rows, reuse=True))
     row = 0
-    for idx in source:
-        c = idx.shape[0]
-        counts = sparse.csr_matrix((np.ones(c * n), idx.ravel(), np.arange(0, c * n + 1, n)), shape=(c, n))
-        s = counts @ mat
+    for draws, are_indices in source:
+        c = draws.shape[0]
+        s = resampled_sums(draws, are_indices, n, mat)
+        idx = draws if are_indices else None
         sw = s[:, k:k + 1]
         means = s[:, :k] / sw
         dist[row:row + c] = means
         if se is not None:  # studentized
+            assert idx is not None  # (drawn as indices)
             se[row:row + c] = _resampled_se(x, w2, idx, means, sw[:, 0])
         row += c
     theta = weighted_mean(x, w)
@@ -167,6 +188,30 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
         if se is not None:
             se[:, constant] = 0.0
     return BootstrapDistribution(theta, dist, se)
+
+
+def resampled_sums(draws: np.ndarray, indices: bool, n: int, mat: np.ndarray) -> np.ndarray:
+    """(c x m): row r is the sum of the rows ``mat[j]`` (``mat`` is (n x m), C-contiguous float64) over the n
+    draws j of resample r (``draws[r]``: indices, or uniforms that :func:`index_of` makes indices), added in draw
+    order from 0.0.
+
+    In C where the package's C parts are built (``ckernel.resampled_sums``); else a sparse matrix of ones at the
+    drawn indices times ``mat``, whose product (scipy's CSR times a dense matrix) adds each row's entries in
+    their order: the same numbers, bit for bit (``tests/test_stats.py``)."""
+    from .kernel import native_kernel
+
+    c = draws.shape[0]
+    fast = native_kernel()
+    if fast is not None:
+        out = np.empty((c, mat.shape[1]))
+        fast.resampled_sums(np.ascontiguousarray(draws, dtype=np.int64 if indices else np.float64), indices, n,
+                            mat, out)
+        return out
+    from scipy import sparse
+
+    idx = draws if indices else index_of(draws, n)
+    counts = sparse.csr_matrix((np.ones(c * n), idx.ravel(), np.arange(0, c * n + 1, n)), shape=(c, n))
+    return np.asarray(counts @ mat)
 
 
 def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndarray,

@@ -251,6 +251,108 @@ def test_counts_from_indices():
                                   [[2, 0, 1], [0, 2, 1], [0, 0, 3]])
 
 
+def _sequential_sums(idx, mat):
+    """Each resample's drawn rows added one after another in draw order, from 0.0, in Python floats."""
+    out = np.zeros((idx.shape[0], mat.shape[1]))
+    for r, row in enumerate(idx.tolist()):
+        for q in range(mat.shape[1]):
+            total = 0.0
+            for j in row:
+                total += float(mat[j, q])
+            out[r, q] = total
+    return out
+
+
+def _sparse_sums(idx, mat):
+    from scipy import sparse
+
+    c, n = idx.shape
+    counts = sparse.csr_matrix((np.ones(c * n), idx.ravel(), np.arange(0, c * n + 1, n)), shape=(c, n))
+    return np.asarray(counts @ mat)
+
+
+try:
+    from ndcg_mlflow.ckernel import resampled_sums as C_SUMS
+except ImportError:  # (the package's C parts are not built)
+    C_SUMS = None
+needs_c = pytest.mark.skipif(C_SUMS is None, reason="ckernel.c is not built")
+
+
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_resampled_sums_add_the_drawn_rows_in_draw_order(seed, pure, monkeypatch):
+    """The bootstrap's sums, from indices or from uniforms, in C or through scipy's sparse product: bit for bit
+    the drawn rows added in draw order (values over 16 orders of magnitude, so another order would show), and the
+    same as scipy's CSR product of a matrix of ones at the drawn indices."""
+    if pure:
+        monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+    elif C_SUMS is None:
+        pytest.skip("ckernel.c is not built")
+    r = np.random.default_rng(seed)
+    n, m, c = int(r.integers(1, 60)), int(r.integers(2, 5)), int(r.integers(1, 9))
+    mat = r.standard_normal((n, m)) * 10.0 ** r.integers(-8, 9, (n, m))
+    u = r.random((c, n))
+    u[0, 0] = np.nextafter(1.0, 0.0)  # the largest draw: index n - 1
+    idx = np.minimum(np.floor(u * n).astype(np.int64), n - 1)
+    want = _sequential_sums(idx, mat)
+    assert _sparse_sums(idx, mat).tobytes() == want.tobytes()
+    assert stats.resampled_sums(idx, True, n, mat).tobytes() == want.tobytes()
+    assert stats.resampled_sums(u, False, n, mat).tobytes() == want.tobytes()
+    np.testing.assert_array_equal(stats.index_of(u, n), idx)
+
+
+def test_index_of_the_largest_draws():
+    """floor(u * n) stays below n for every u below 1; the bound at n - 1 (u = 1, which the generator does not
+    draw) holds in both readings of a uniform, numpy's and the C sums'."""
+    n = 5
+    u = np.array([[0.0, 0.5, np.nextafter(1.0, 0.0), 1.0, 0.999]])
+    assert stats.index_of(u, n).tolist() == [[0, 2, 4, 4, 4]]
+    mat = 10.0 ** np.arange(n, dtype=np.float64)[:, None] * np.ones((1, 2))
+    assert stats.resampled_sums(u, False, n, mat).tolist() == [[1 + 100 + 3 * 10_000] * 2]
+
+
+@needs_c
+def test_native_resampled_sums_refuse_draws_out_of_range():
+    mat = np.arange(6, dtype=np.float64).reshape(3, 2)
+    out = np.empty((1, 2))
+    C_SUMS(np.array([[0, 1, 2]]), True, 3, mat, out)
+    assert out.tolist() == [[6.0, 9.0]]
+    for bad in ([[0, 3, 1]], [[0, -1, 1]]):
+        with pytest.raises(ValueError, match="draws outside"):
+            C_SUMS(np.array(bad, dtype=np.int64), True, 3, mat, out)
+    for bad_u in (-0.25, np.nan):
+        with pytest.raises(ValueError, match="draws outside"):
+            C_SUMS(np.array([[0.1, bad_u, 0.2]]), False, 3, mat, out)
+    with pytest.raises(ValueError, match="do not agree"):  # 4 draws are not whole resamples of 3
+        C_SUMS(np.zeros(4, dtype=np.int64), True, 3, mat, out)
+    with pytest.raises(ValueError, match="do not agree"):  # an output of the wrong size
+        C_SUMS(np.zeros((2, 3), dtype=np.int64), True, 3, mat, out)
+    with pytest.raises(ValueError, match="do not agree"):
+        C_SUMS(np.zeros((1, 3), dtype=np.int64), True, 0, mat, out)
+
+
+@pytest.mark.parametrize("studentized", [False, True])
+def test_bootstrap_means_are_the_same_in_c_and_without_it(studentized, monkeypatch):
+    """The distribution is the same bit for bit with the C sums, drawn into a reused buffer a resample at a
+    time, and without the C parts (scipy's sparse product of freshly drawn chunks)."""
+    n, B = 57, 700
+    r = np.random.default_rng(21)
+    x = np.column_stack([r.uniform(size=n), r.exponential(size=n)])
+    w = r.uniform(0.1, 3, size=n)
+    with_c = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(5), studentized=studentized)
+    monkeypatch.setattr(stats, "UNIFORM_BYTES", 1)  # one resample per chunk
+    small = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(5), studentized=studentized)
+    monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
+    pure = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(5), studentized=studentized)
+    idx = np.vstack(list(stats.resample_indices(np.random.default_rng(5), n, B)))
+    want = _sequential_sums(idx, np.column_stack([w[:, None] * x, w]))
+    np.testing.assert_array_equal(pure.dist, want[:, :2] / want[:, 2:])
+    np.testing.assert_array_equal(with_c.dist, pure.dist)
+    np.testing.assert_array_equal(small.dist, pure.dist)
+    if studentized:
+        np.testing.assert_array_equal(with_c.se_dist, pure.se_dist)
+
+
 def test_resample_seed_depends_on_seed_and_query_list():
     def draw(seed, ids):
         return np.random.default_rng(stats.resample_seed(seed, ids)).integers(0, 1000, 20)
