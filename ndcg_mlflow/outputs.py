@@ -191,7 +191,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
             _atomic_bytes(out / "systems" / f"{stem}.per_query.csv",
                           "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"))
         if sr.top is not None:
-            _atomic_csv(out / "systems" / f"{stem}.top.csv", top_table(result, name))
+            _atomic_bytes(out / "systems" / f"{stem}.top.csv", "".join(top_lines(result, name)).encode("utf-8"))
     _copy_scored(result.scored, out)
     from .explain import explain
 
@@ -222,6 +222,27 @@ def top_table(result: EvaluationResult, name: str):
     frame = pd.DataFrame({"query_id": result.query_ids[top.query], "rank": top.position + 1,
                           "doc_id": np.asarray(top.doc, dtype=object), "grade": top.grade})
     return frame.sort_values(["query_id", "rank"], kind="stable")
+
+
+def top_lines(result: EvaluationResult, name: str) -> list[str]:
+    """The lines of ``csv_lines(top_table(result, name))``, the same text, without the frame: the rows in
+    (query_id, rank) order (the query ids are distinct, and so are a query's ranks), formatted as
+    :func:`csv_lines` formats them."""
+    top = result.systems[name].top
+    assert top is not None  # called for the systems whose top lists were kept
+    ids = np.asarray(result.query_ids, dtype=object)
+    place = np.empty(len(ids), dtype=np.int64)
+    place[np.argsort(ids, kind="stable")] = np.arange(len(ids))  # each query's place in query_id order
+    key = place[top.query] * (int(top.position.max(initial=0)) + 1) + top.position
+    order = None if bool(np.all(key[1:] > key[:-1])) else np.argsort(key, kind="stable")
+    query, position, grade = top.query, top.position, np.asarray(top.grade)
+    doc = np.asarray(top.doc, dtype=object)
+    if order is not None:
+        query, position, grade, doc = query[order], position[order], grade[order], doc[order]
+    docs = doc.tolist()
+    return _csv_join(["query_id", "rank", "doc_id", "grade"],
+                     [ids[query].tolist(), _number_text(position + 1),
+                      ["" if v is None else str(v) for v in docs], _number_text(grade)])
 
 
 def bootstrap_table(analysis):
@@ -266,34 +287,57 @@ def csv_lines(frame) -> list[str] | None:
     booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
     CSV writer quoting as pandas does (a field holding a comma, a quote or a line end). None for a column of
     another type (pandas' extension types: left to pandas)."""
-    import csv
-
     import pandas as pd
 
     columns: list[list[str]] = []
-    plain = len(frame.columns) > 1  # (one field alone, empty, is quoted: left to the writer)
     for name in frame.columns:
         column = frame[name]
         numpy_type = isinstance(column.dtype, np.dtype)
-        if numpy_type and column.dtype.kind == "f":
-            values = column.to_numpy()
-            text = [FLOAT_FORMAT % v for v in values.tolist()]
-            for i in np.flatnonzero(np.isnan(values)).tolist():
-                text[i] = ""
-        elif numpy_type and column.dtype.kind in "iub":
-            text = [str(v) for v in column.to_numpy().tolist()]
+        if numpy_type and column.dtype.kind in "fiub":
+            columns.append(_number_text(column.to_numpy()))
         elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
-            values = column.to_numpy(dtype=object)
-            missing = column.isna().to_numpy()
-            text = ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
-            plain = plain and not _NEEDS_QUOTES.search("".join(text))
+            columns.append(_object_text(column.to_numpy(dtype=object), column.isna().to_numpy()))
         else:
             return None
-        columns.append(text)
-    header = [str(c) for c in frame.columns]
-    if plain and not _NEEDS_QUOTES.search("".join(header)):
-        # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end):
-        # each row is its fields joined by commas, as the writer would write it
+    return _csv_join([str(c) for c in frame.columns], columns)
+
+
+def _number_text(values: np.ndarray) -> list[str]:
+    """A float column's fields (:data:`FLOAT_FORMAT`, NaN empty), or an integer or boolean one's (``str``).
+
+    A long column of few distinct values (grades, ranks) formats each distinct value once: distinct by their bits,
+    so that -0.0 and 0.0 keep their own text."""
+    if values.size >= FEW_VALUES_MIN_ROWS and values.dtype.itemsize in (1, 2, 4, 8):
+        bits = np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}")
+        few = np.unique(bits[:FEW_VALUES_MIN_ROWS]).size * 8 <= FEW_VALUES_MIN_ROWS  # (from the first rows)
+        distinct, where = np.unique(bits, return_inverse=True) if few else (bits, None)
+        if where is not None and distinct.size * 8 <= values.size:
+            text = _number_text(distinct.view(values.dtype))
+            return [text[i] for i in where.ravel().tolist()]
+    if values.dtype.kind != "f":
+        return [str(v) for v in values.tolist()]
+    text = [FLOAT_FORMAT % v for v in values.tolist()]
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        text[i] = ""
+    return text
+
+
+FEW_VALUES_MIN_ROWS = 4096  # a column at least this long is formatted by its distinct values when they are few
+
+
+def _object_text(values: np.ndarray, missing: np.ndarray) -> list[str]:
+    """A text column's fields: each value's ``str``, a missing one empty."""
+    return ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
+
+
+def _csv_join(header: list[str], columns: list[list[str]]) -> list[str]:
+    """The CSV lines of a header and its columns' fields, quoted as Python's CSV writer quotes them."""
+    import csv
+
+    # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end): each
+    # row is its fields joined by commas, as the writer would write it (one field alone, empty, is quoted: left
+    # to the writer)
+    if len(header) > 1 and not any(_NEEDS_QUOTES.search("".join(fields)) for fields in (header, *columns)):
         return [",".join(header) + "\n", *(row + "\n" for row in map(",".join, zip(*columns)))]
     lines = _Lines()
     writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)

@@ -12,7 +12,8 @@ import pytest
 from helpers import write_spec
 
 import ndcg_mlflow
-from ndcg_mlflow.outputs import csv_lines, write_outputs
+from ndcg_mlflow.evaluation import TopLists
+from ndcg_mlflow.outputs import csv_lines, top_lines, top_table, write_outputs
 
 
 def pandas_text(frame: pd.DataFrame) -> str:
@@ -74,6 +75,55 @@ def test_frames_with_nothing_to_quote_are_joined_and_others_written(monkeypatch,
             patch.setattr(csv, "writer", refuse)
             got = "".join(csv_lines(frame))
         assert got == pandas_text(frame)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_columns_of_few_values_are_written_as_pandas_writes_them(seed):
+    """Columns long enough to be formatted by their distinct values (grades, ranks): the same text as pandas',
+    -0.0 apart from 0.0, NaN empty, and columns whose values are many in the first rows or only later."""
+    from ndcg_mlflow import outputs
+
+    rng = np.random.default_rng(seed)
+    n = outputs.FEW_VALUES_MIN_ROWS * 2 + int(rng.integers(0, 100))
+    few = np.array([0.0, -0.0, 1.0, 2.5, math.nan, math.inf, -math.inf, 1e17, 3.0, 1 / 3])
+    late = rng.choice(few, size=n)
+    late[n - n // 3:] = rng.normal(size=n // 3)  # many values after the first rows
+    frame = pd.DataFrame({
+        "grade": rng.choice(few, size=n),
+        "rank": rng.integers(1, 11, size=n),
+        "big": rng.choice(np.array([-(2**63), 2**63 - 1, 0, 7], dtype=np.int64), size=n),
+        "flag": rng.random(n) < 0.3,
+        "small": rng.choice(few, size=n).astype(np.float32),
+        "u8": rng.integers(0, 4, size=n).astype(np.uint8),
+        "late": late,
+        "many": rng.normal(size=n),
+    })
+    assert "".join(csv_lines(frame)) == pandas_text(frame)
+
+
+def _top_result(rng, words):
+    n_q, depth = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+    ids = np.asarray([f"q{int(v)}" for v in rng.choice(10**6, size=n_q, replace=False)] + ["é", "Z", "a,b"],
+                     dtype=object)[:n_q]
+    rows = [(q, p) for q in range(n_q) for p in range(int(rng.integers(0, depth + 1)))]
+    if rng.random() < 0.5:
+        rows = [rows[i] for i in rng.permutation(len(rows))]  # (not in query order)
+    grade = rng.choice(np.array([0.0, 1.0, 2.0, math.nan, -0.0, 0.5]), size=len(rows))
+    top = TopLists(depth, np.array([q for q, _ in rows], dtype=np.int64), np.array([p for _, p in rows],
+                   dtype=np.int64), list(rng.choice(words, size=len(rows))), grade)
+    from types import SimpleNamespace
+
+    return SimpleNamespace(query_ids=ids, systems={"s": SimpleNamespace(top=top)})
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_top_lines_are_the_top_table_as_pandas_writes_it(seed):
+    """``systems/<name>.top.csv`` is written from the top lists without a frame: the same text as pandas' CSV of
+    ``top_table`` (sorted by query id and rank), with ids that need quoting and rows out of order."""
+    rng = np.random.default_rng(seed)
+    words = ["d1", "d,2", 'd"3', "", "é中", "nan", "None", "d 4"] if seed % 2 else ["d1", "d2", "é中", "x"]
+    result = _top_result(rng, words)
+    assert "".join(top_lines(result, "s")) == pandas_text(top_table(result, "s"))
 
 
 @pytest.mark.parametrize("frame", [
