@@ -392,3 +392,37 @@ def test_upload_tags_and_tags_set_again_on_a_logged_folder(tracking_uri, demo_co
     assert main(["upload", str(out), "--tag", "v@1=x"]) == 2
     assert "--tag 'v@1=x': not a usable MLflow tag key: MLflow refuses '@'" in capsys.readouterr().err
     assert main(["upload", str(out), "--tag", "nokey"]) == 2
+
+
+@pytest.mark.parametrize(("n_metrics", "n_params", "n_tags"), [(3, 2, 1), (0, 0, 0), (2500, 7, 3), (5, 250, 99),
+                                                                (1, 1, 100)])
+def test_a_batch_splits_at_mlflow_limits_and_sets_the_final_tags_last(n_metrics, n_params, n_tags):
+    """``log_batch`` sends every metric, param and tag once, each request within MLflow's limits, and the final
+    tags (logging complete) in the last request only, alone or with the last part: in one request when all fits."""
+    from ndcg_mlflow.tracking import client as tc
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def log_batch(self, run_id, metrics, params, tags):
+            self.calls.append((metrics, params, tags))
+
+    rec = Recorder()
+    metrics = {f"m{i}": float(i) for i in range(n_metrics)}
+    params = {f"p{i}": str(i) for i in range(n_params)}
+    tags = {f"t{i}": str(i) for i in range(n_tags)}
+    tc.log_batch(rec, "run", metrics, params, tags, final_tags={"ndcg_mlflow.logging": "complete"})
+    assert all(len(m) <= tc.MAX_METRICS and len(p) <= tc.MAX_PARAMS and len(t) <= tc.MAX_TAGS
+               for m, p, t in rec.calls)
+    assert sorted(x.key for m, _, _ in rec.calls for x in m) == sorted(metrics)
+    assert sorted(x.key for _, p, _ in rec.calls for x in p) == sorted(params)
+    sent_tags = [x.key for _, _, t in rec.calls for x in t]
+    assert sorted(sent_tags) == sorted([*tags, "ndcg_mlflow.logging"])
+    assert [x.key for x in rec.calls[-1][2]][-1] == "ndcg_mlflow.logging"
+    assert all("ndcg_mlflow.logging" not in [x.key for x in t] for _, _, t in rec.calls[:-1])
+    parts = max(-(-n_metrics // tc.MAX_METRICS), -(-n_params // tc.MAX_PARAMS), -(-n_tags // tc.MAX_TAGS))
+    fits = parts >= 1 and len(rec.calls) == parts  # (the final tag went into the last part)
+    assert fits or len(rec.calls) == parts + 1
+    if n_metrics + n_params + n_tags and n_tags < tc.MAX_TAGS and parts == 1:
+        assert len(rec.calls) == 1

@@ -191,11 +191,9 @@ def _log_body(state: _Logging) -> LoggedRuns:
     linked = _linked_models(client, summary)
     judgments = judgments_dataset(summary)
 
-    state.stage = "logging params, tags and metrics of the evaluation run"
     params = _evaluation_params(summary)
     parent_metrics = {f"{system}.{k}": v for system, means in summary["systems"].items()
                       for k, v in system_metrics(means).items()}
-    log_batch(client, pid, parent_metrics, params, state.custom_tags)
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).items()
     log_inputs(client, pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
@@ -208,8 +206,9 @@ def _log_body(state: _Logging) -> LoggedRuns:
                           model_id=linked.get(system), judgments=judgments)
         logged.system_run_ids[system] = cid
 
-    state.stage = "logging the artifacts and figures of the evaluation run"
-    log_outputs(client, pid, out_dir, summary, tags={f"{TAG_PREFIX}.logging": "complete"})
+    state.stage = "logging the artifacts, figures, params, tags and metrics of the evaluation run"
+    log_outputs(client, pid, out_dir, summary, metrics=parent_metrics, params=params, tags=state.custom_tags,
+                final_tags={f"{TAG_PREFIX}.logging": "complete"})
     if attached is None:
         client.set_terminated(pid, "FINISHED")
     return logged
@@ -327,7 +326,6 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     if record:
         params["model"] = record["loaded_uri"]
     dataset = (judgments.dataset.name, judgments.dataset.digest) if judgments is not None else None
-    log_batch(client, cid, metrics, params, custom_tags or {}, model_id=model_id, dataset=dataset)
     inputs = ([judgments] if judgments is not None else []) + \
         ([candidates_dataset(name, record, summary)] if record else [])
     if inputs or model_id:
@@ -338,19 +336,23 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv", "scored.parquet")]
     tables_tag = _upload(client, cid, [f for f in files if f.exists()] + [out_dir / "summary.json"],
                          _tables(out_dir, summary, system=name))
-    log_batch(client, cid, {}, {}, {**tables_tag, f"{TAG_PREFIX}.logging": "complete"})
+    # the metrics, params and tags with the tag saying the run is complete: one batch, after the artifacts
+    log_batch(client, cid, metrics, params, {**(custom_tags or {}), **tables_tag}, model_id=model_id,
+              dataset=dataset, final_tags={f"{TAG_PREFIX}.logging": "complete"})
     client.set_terminated(cid, "FINISHED")
     return cid
 
 
-def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None,
-                tags: dict[str, str] | None = None) -> None:
+def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None, *,
+                metrics: dict[str, float] | None = None, params: dict[str, str] | None = None,
+                tags: dict[str, str] | None = None, final_tags: dict[str, str] | None = None) -> None:
     """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, its tables as MLflow tables
-    and its figures (:func:`log_figures`), in one upload; then the tag listing the tables, with ``tags`` (set
-    once everything is uploaded), in one batch: what an evaluation run and a comparison run both carry."""
+    and its figures (:func:`log_figures`), in one upload; then the tag listing the tables, with ``metrics``,
+    ``params`` and ``tags``, in one batch, ``final_tags`` in its last part: what an evaluation run and a
+    comparison run both carry."""
     files = [out_dir / fname for fname in ARTIFACTS if (out_dir / fname).is_file()]
     listed = _upload(client, run_id, files, _tables(out_dir, summary), figures_of=out_dir)
-    log_batch(client, run_id, {}, {}, {**listed, **(tags or {})})
+    log_batch(client, run_id, metrics or {}, params or {}, {**listed, **(tags or {})}, final_tags=final_tags)
 
 
 def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]],
@@ -573,9 +575,12 @@ def log_inputs(client, run_id: str, **inputs: Any) -> None:
 
 
 def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
-              tags: dict[str, str], *, model_id: str | None = None, dataset: tuple[str, str] | None = None) -> None:
+              tags: dict[str, str], *, model_id: str | None = None, dataset: tuple[str, str] | None = None,
+              final_tags: dict[str, str] | None = None) -> None:
     """Metrics, params and tags in batches of MLflow's limits; the metrics linked to the logged model
-    ``model_id`` (shown on its page) and to the dataset ``(name, digest)`` when given."""
+    ``model_id`` (shown on its page) and to the dataset ``(name, digest)`` when given. ``final_tags`` (the tag
+    saying logging is complete) go in the last batch, once everything else is logged: in the one batch when all
+    fits in one."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -584,7 +589,13 @@ def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, 
                 dataset_digest=digest) for k, v in metrics.items()]
     p = [Param(k, v) for k, v in params.items()]
     t = [RunTag(k, v) for k, v in tags.items()]
-    for chunk_m, chunk_p, chunk_t in _chunks(m, p, t):
+    last = [RunTag(k, v) for k, v in (final_tags or {}).items()]
+    chunks = list(_chunks(m, p, t))
+    if last and chunks and len(chunks[-1][2]) + len(last) <= MAX_TAGS:
+        chunks[-1] = (chunks[-1][0], chunks[-1][1], chunks[-1][2] + last)
+    elif last:
+        chunks.append(([], [], last))
+    for chunk_m, chunk_p, chunk_t in chunks:
         client.log_batch(run_id, metrics=chunk_m, params=chunk_p, tags=chunk_t)
 
 
