@@ -10,6 +10,7 @@ printed).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -147,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(quiet=getattr(args, "quiet", False))
     previous = _on_sigterm()
     streams = _redacting_streams()  # no credential in a URI reaches stdout or stderr, whoever prints it
+    thresholds = _fewer_collections()
     try:
         _check_overrides(args)
         _tags(args)  # refused before any work
@@ -165,6 +167,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         _restore_sigterm(previous)
         _restore_streams(streams)
+        gc.set_threshold(*thresholds)
+
+
+#: the young generation of Python's cycle collector during a command (Python's default: 700 allocations)
+YOUNG_GENERATION = 10_000
+
+
+def _fewer_collections() -> tuple[int, ...]:
+    """Raise the collector's first threshold for the command; the thresholds before, to restore.
+
+    A ``run`` imports pandas, mlflow and its SQL store (SQLAlchemy, alembic): hundreds of thousands of objects
+    that live as long as the process. With the default threshold the collector ran about 740 times in the CLI
+    run of the 7M-line benchmark, passes over all of them among those, 0.5 s of CPU in a 3 s run; with 10,000
+    it runs about 50 times, 0.1-0.2 s. Nothing the command computes depends on when cycles are collected."""
+    before = gc.get_threshold()
+    if before[0] > 0:  # (0: automatic collection turned off, and left so)
+        gc.set_threshold(max(before[0], YOUNG_GENERATION), *before[1:])
+    return before
 
 
 def _check_overrides(args: argparse.Namespace) -> None:

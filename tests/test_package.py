@@ -129,3 +129,32 @@ def test_the_c_reader_is_built_where_a_compiler_is():
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
         pytest.skip("no Python headers here (Python.h): the C parts cannot be built")
     assert native_reader() is not None, "readers/cparse.c was not built: run pip install -e . again"
+
+
+@pytest.mark.parametrize("given", [(700, 10, 10), (50_000, 3, 4), (0, 10, 10)])
+def test_a_command_raises_the_collectors_first_threshold_and_restores_it(given, monkeypatch, tmp_path):
+    """During a command the young generation is at least YOUNG_GENERATION (fewer collections while mlflow's
+    modules are imported), never turned back on when it was off (0), and every threshold is restored after, on
+    success and on an error."""
+    import gc
+
+    from ndcg_mlflow import cli
+
+    seen = []
+
+    def fake_validate(args):
+        seen.append(gc.get_threshold())
+        raise cli.NdcgError("stop here")
+
+    monkeypatch.setattr(cli, "cmd_validate", fake_validate)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(*given)
+        spec = tmp_path / "s.yaml"
+        spec.write_text("spec_version: 1\n")
+        assert cli.main(["validate", str(spec)]) == 2
+        assert gc.get_threshold() == given
+    finally:
+        gc.set_threshold(*before)
+    want = given if given[0] == 0 else (max(given[0], cli.YOUNG_GENERATION), *given[1:])
+    assert seen == [want]
