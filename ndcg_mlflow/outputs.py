@@ -338,7 +338,8 @@ def _csv_join(header: list[str], columns: list[list[str]]) -> list[str]:
     # row is its fields joined by commas, as the writer would write it (one field alone, empty, is quoted: left
     # to the writer)
     if len(header) > 1 and not any(_NEEDS_QUOTES.search("".join(fields)) for fields in (header, *columns)):
-        return [",".join(header) + "\n", *(row + "\n" for row in map(",".join, zip(*columns)))]
+        ends = [field + "\n" for field in columns[-1]]  # (each row's last field with the line end)
+        return [",".join(header) + "\n", *map(",".join, zip(*columns[:-1], ends))]
     lines = _Lines()
     writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(header)
