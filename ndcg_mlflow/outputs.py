@@ -309,11 +309,11 @@ def _number_text(values: np.ndarray) -> list[str]:
     so that -0.0 and 0.0 keep their own text."""
     if values.size >= FEW_VALUES_MIN_ROWS and values.dtype.itemsize in (1, 2, 4, 8):
         bits = np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}")
-        few = np.unique(bits[:FEW_VALUES_MIN_ROWS]).size * 8 <= FEW_VALUES_MIN_ROWS  # (from the first rows)
-        distinct, where = np.unique(bits, return_inverse=True) if few else (bits, None)
-        if where is not None and distinct.size * 8 <= values.size:
-            text = _number_text(distinct.view(values.dtype))
-            return [text[i] for i in where.ravel().tolist()]
+        if np.unique(bits[:FEW_VALUES_MIN_ROWS]).size * 8 <= FEW_VALUES_MIN_ROWS:  # (few in the first rows)
+            distinct, where = np.unique(bits, return_inverse=True)
+            if distinct.size * 8 <= values.size:
+                text = _number_text(distinct.view(values.dtype))
+                return [text[i] for i in where.ravel().tolist()]
     if values.dtype.kind != "f":
         return [str(v) for v in values.tolist()]
     text = [FLOAT_FORMAT % v for v in values.tolist()]

@@ -171,13 +171,11 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     for draws, are_indices in source:
         c = draws.shape[0]
         s = resampled_sums(draws, are_indices, n, mat)
-        idx = draws if are_indices else None
         sw = s[:, k:k + 1]
         means = s[:, :k] / sw
         dist[row:row + c] = means
-        if se is not None:  # studentized
-            assert idx is not None  # (drawn as indices)
-            se[row:row + c] = _resampled_se(x, w2, idx, means, sw[:, 0])
+        if se is not None:  # studentized: the draws are indices
+            se[row:row + c] = _resampled_se(x, w2, draws, means, sw[:, 0])
         row += c
     theta = weighted_mean(x, w)
     # a series whose values are all equal has a point distribution: every resampled mean is the mean

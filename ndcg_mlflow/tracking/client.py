@@ -408,7 +408,6 @@ def _table_text(frame: Any) -> str:
     return text
 
 
-
 def table_json(frame: Any) -> str:
     """A DataFrame as an MLflow table's JSON (pandas' ``orient="split"`` without the index: ``{"columns": [...],
     "data": [[...], ...]}``), written column by column: a missing value (NaN, None, NA) and an infinity are
