@@ -307,10 +307,26 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
         stamps["mlflow_import_end"] = time.perf_counter()
         # opening a SQLite store imports MLflow's SQL store (SQLAlchemy, alembic, the ORM models): the same fixed
         # cost for any store of that kind, timed apart too
-        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+        import mlflow.store.tracking.sqlalchemy_store as sql_store
 
         stamps["store_import_end"] = time.perf_counter()
-        return log_evaluation(*args, **kwargs)
+        # opening the store (MLflow's SqlAlchemyStore: the engine, the SQLite dialect's modules, the database's
+        # schema version checked against alembic's revision scripts, all loaded from disk) costs the same for
+        # every run of every tool that logs into such a store: timed apart too, where MLflow builds the store
+        store_init = sql_store.SqlAlchemyStore.__init__
+
+        def timed_store_init(self, *a, **k):
+            t = time.perf_counter()
+            try:
+                store_init(self, *a, **k)
+            finally:
+                stamps["store_open_s"] = stamps.get("store_open_s", 0.0) + time.perf_counter() - t
+
+        sql_store.SqlAlchemyStore.__init__ = timed_store_init  # type: ignore[method-assign]
+        try:
+            return log_evaluation(*args, **kwargs)
+        finally:
+            sql_store.SqlAlchemyStore.__init__ = store_init  # type: ignore[method-assign]
 
     tracking.log_evaluation = timed("logging", logging_with_its_import)
     import contextlib
@@ -334,6 +350,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
             "pandas_import_s": stamps["pandas_import_end"] - stamps["report_start"],  # within report_s
             "mlflow_import_s": stamps["mlflow_import_end"] - stamps["logging_start"],  # within logging_s
             "store_import_s": stamps["store_import_end"] - stamps["mlflow_import_end"],  # within logging_s
+            "store_open_s": stamps.get("store_open_s", 0.0),  # within logging_s
             "store_calls": dict(calls),
             "seconds": t_end - t0}
 
@@ -629,14 +646,17 @@ def _stages(r: dict) -> str:
     text = " / ".join(f"{n} {r[n + '_s']:.2f}" for n in names if n + "_s" in r)
     if "mlflow_import_s" in r:
         text += (f" (importing pandas {r.get('pandas_import_s', 0.0):.2f} of the report, mlflow "
-                 f"{r['mlflow_import_s']:.2f} and its SQL store {r.get('store_import_s', 0.0):.2f} of the logging)")
+                 f"{r['mlflow_import_s']:.2f} and its SQL store {r.get('store_import_s', 0.0):.2f}, opening the "
+                 f"store {r.get('store_open_s', 0.0):.2f} of the logging)")
     return text
 
 
-def imports_of(r: dict) -> float:
-    """The CLI's fixed cost of using mlflow: importing it (and pandas, which ``import mlflow`` imports, and which
-    the report, coming first, imports before it) and the module of its SQL store (seconds)."""
-    return r.get("pandas_import_s", 0.0) + r.get("mlflow_import_s", 0.0) + r.get("store_import_s", 0.0)
+def fixed_costs_of(r: dict) -> float:
+    """The CLI's fixed cost of using mlflow (seconds): importing it (and pandas, which ``import mlflow`` imports,
+    and which the report, coming first, imports before it) and the module of its SQL store, and opening the
+    store."""
+    return r.get("pandas_import_s", 0.0) + r.get("mlflow_import_s", 0.0) + r.get("store_import_s", 0.0) + \
+        r.get("store_open_s", 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -802,16 +822,17 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         c = best.get("cli" + suffix)
         if c is None:
             continue
-        fixed = imports_of(c)
+        fixed = fixed_costs_of(c)
         own = (c["report_s"] + c["logging_s"] - fixed) / (c["seconds"] - fixed)
-        checks.append((f"{label}CLI: report + logging share, imports apart", own, REPORT_LOGGING_BUDGET,
+        checks.append((f"{label}CLI: report + logging share, mlflow's fixed costs apart", own, REPORT_LOGGING_BUDGET,
                        not suffix))
-        checks.append((f"{label}CLI: report + logging share, imports in", (c["report_s"] + c["logging_s"]) /
-                       c["seconds"], REPORT_LOGGING_BUDGET, False))
+        checks.append((f"{label}CLI: report + logging share, mlflow's fixed costs in",
+                       (c["report_s"] + c["logging_s"]) / c["seconds"], REPORT_LOGGING_BUDGET, False))
         if "store_calls" in c and not suffix:
             sc = c["store_calls"]
             print(f"CLI: {sum(sc.values())} store calls ({', '.join(f'{k} {v}' for k, v in sorted(sc.items()))}); "
-                  f"importing pandas, mlflow and its SQL store {fixed:.2f} s of the report's and logging's "
+                  f"importing pandas, mlflow and its SQL store and opening the store {fixed:.2f} s of the "
+                  f"report's and logging's "
                   f"{c['report_s'] + c['logging_s']:.2f} s")
     if "ours-1core" in best:
         checks.append(("1 core: time vs pytrec_eval", best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],

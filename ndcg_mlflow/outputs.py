@@ -177,10 +177,12 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
     _atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
     table = result.per_query
     lines = csv_lines(table)  # formatted once: the systems' files take their rows' lines
+    whole = b""  # the file's bytes, when its lines were formatted here
     if lines is None:
         _atomic_csv(out / "per_query.csv", table)
     else:
-        _atomic_bytes(out / "per_query.csv", "".join(lines).encode("utf-8"))
+        whole = "".join(lines).encode("utf-8")
+        _atomic_bytes(out / "per_query.csv", whole)
     system_column = table["system"].to_numpy(dtype=object)
     for name, sr in result.systems.items():
         stem = system_file_stem(name)
@@ -189,6 +191,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
         else:
             rows = np.flatnonzero(system_column == name) + 1
             _atomic_bytes(out / "systems" / f"{stem}.per_query.csv",
+                          whole if len(rows) == len(lines) - 1 else  # (one system's rows: the whole file's bytes)
                           "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"))
         if sr.top is not None:
             _atomic_bytes(out / "systems" / f"{stem}.top.csv", "".join(top_lines(result, name)).encode("utf-8"))

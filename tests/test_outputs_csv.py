@@ -157,6 +157,15 @@ def test_the_folder_files_are_pandas_text(tmp_path):
     assert "bootstrap.csv" in written and "s00.top.csv" in written
 
 
+def test_one_systems_rows_file_is_the_whole_tables_text(tmp_path):
+    """With one system its rows are the table's: its file has the whole file's bytes, which are pandas' text."""
+    result = ndcg_mlflow.evaluate(write_spec(tmp_path, "csv", systems=1))
+    out = write_outputs(result, tmp_path / "out", reports=False)
+    text = pandas_text(result.per_query)
+    assert (out / "per_query.csv").read_text() == text
+    assert (out / "systems" / "s00.per_query.csv").read_text() == text and len(result.per_query) > 1
+
+
 def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
     """``tracking.client.table_json`` against pandas' ``to_json(orient="split", index=False)`` (what
     ``mlflow.log_table`` writes): the same columns, rows and missing values; numbers equal to pandas' 10 places."""
@@ -167,6 +176,7 @@ def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
     from ndcg_mlflow.tracking.client import table_json
 
     frame = pd.DataFrame({"system": ["a", "b,c", 'q"x', "é"], "ndcg": [0.1234567890123, np.nan, np.inf, -0.0],
+                          "dcg": [1.5, 2.0, 1e-300, -3.25], "label": pd.array(["x", "y", "z", ""], dtype="string"),
                           "n": np.array([1, 2, 3, 4], dtype=np.int64), "ok": [True, False, True, True],
                           "status": pd.array(["ok", None, "missing", "ok"], dtype="string"),
                           "any": [None, "x", -np.inf, np.nan]})
@@ -179,6 +189,10 @@ def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
             else:
                 assert a == b
     assert ours["data"][0][1] == 0.1234567890123  # (in full)
+    assert [row[2] for row in ours["data"]] == [1.5, 2.0, 1e-300, -3.25]  # (a column of finite numbers as it is)
+    assert [row[3] for row in ours["data"]] == ["x", "y", "z", ""]  # (strings without a missing value as they are)
+    assert [row[6] for row in ours["data"]] == ["ok", None, "missing", "ok"]
+    assert [row[7] for row in ours["data"]] == [None, "x", None, None]
 
 
 def test_the_mlflow_tables_of_a_folder_are_its_csv_files_json_made_once_for_equal_files(tmp_path):
@@ -194,11 +208,15 @@ def test_the_mlflow_tables_of_a_folder_are_its_csv_files_json_made_once_for_equa
     (tmp_path / "per_query.csv").write_text(rows)
     (tmp_path / "systems" / "a.per_query.csv").write_text(rows)
     (tmp_path / "comparisons.csv").write_text("candidate,baseline,key,diff\na,b,ndcg_at_10,0.1\nc,b,ndcg_at_10,0.2\n")
+    client._TABLE_TEXTS.clear()  # (another test's tables of the same bytes would be found made)
     whole = dict(client._tables(tmp_path, None))
     own = dict(client._tables(tmp_path, None, system="a"))
     texts = {name: client._table_text(frame) for name, frame in whole.items()}
     assert json.loads(texts["per_query_table.json"]) == json.loads(client.table_json(whole["per_query_table.json"]))
     assert client._table_text(own["per_query_table.json"]) is texts["per_query_table.json"]  # (made once)
+    again = dict(client._tables(tmp_path, None, system="a"))  # found made: the JSON itself, the CSV not parsed
+    assert again["per_query_table.json"] is texts["per_query_table.json"]
+    assert client._table_text(again["comparisons_table.json"]) is client._table_text(own["comparisons_table.json"])
     mine = json.loads(client._table_text(own["comparisons_table.json"]))
     assert [r[0] for r in mine["data"]] == ["a"]  # the system's own comparisons, not the whole file's
     assert [r[0] for r in json.loads(texts["comparisons_table.json"])["data"]] == ["a", "c"]

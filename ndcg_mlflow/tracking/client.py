@@ -393,7 +393,10 @@ _TABLE_TEXTS_LOCK = threading.Lock()  # (evaluations may be logged from several 
 
 def _table_text(frame: Any) -> str:
     """:func:`table_json` of a table, the JSON of a table read from the same bytes (``_tables``: one system's
-    rows are the evaluation's, logged to both runs) made once."""
+    rows are the evaluation's, logged to both runs) made once; ``frame`` may be that JSON already (``_tables``
+    found it made)."""
+    if isinstance(frame, str):
+        return frame
     key = frame.attrs.get(_TABLE_KEY)
     if key is None:
         return table_json(frame)
@@ -415,16 +418,20 @@ def table_json(frame: Any) -> str:
     import json
     import math
 
+    import numpy as np
     import pandas as pd
 
     na, nat, isfinite = pd.NA, pd.NaT, math.isfinite
     columns = []
     for name in frame.columns:
-        kind = frame[name].dtype.kind
-        values = frame[name].to_numpy(dtype=None if kind in "fiub" else object).tolist()
+        column = frame[name]
+        kind = column.dtype.kind
+        array = column.to_numpy(dtype=None if kind in "fiub" else object)
+        values = array.tolist()
         if kind == "f":
-            values = [v if isfinite(v) else None for v in values]
-        elif kind not in "iub":
+            if not np.isfinite(array).all():  # (a column without NaN or infinity is written as it is)
+                values = [v if isfinite(v) else None for v in values]
+        elif kind not in "iub" and not (isinstance(column.dtype, pd.StringDtype) and not column.isna().any()):
             values = [None if v is None or v is na or v is nat or (isinstance(v, float) and not isfinite(v)) else v
                       for v in values]
         columns.append(values)
@@ -433,9 +440,10 @@ def table_json(frame: Any) -> str:
 
 
 def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> list[tuple[str, Any]]:
-    """The tables as MLflow tables (shown by the MLflow UI): the per-query rows (``per_query_table.json``),
-    every figure of ``summary.json`` (``figures_table.json``), the comparisons (``comparisons_table.json``)
-    and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
+    """The tables as MLflow tables (shown by the MLflow UI), each as (name, DataFrame), or (name, its JSON) when
+    the JSON of a table read from the same bytes with the same filter was made before: the per-query rows
+    (``per_query_table.json``), every figure of ``summary.json`` (``figures_table.json``), the comparisons
+    (``comparisons_table.json``) and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
     import hashlib
     import io
 
@@ -456,6 +464,12 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
         if not path.is_file():
             continue
         data = path.read_bytes()
+        key = (hashlib.sha256(data).hexdigest(), column, system if column else None)
+        with _TABLE_TEXTS_LOCK:
+            text = _TABLE_TEXTS.get(key)
+        if text is not None:  # a table of these bytes (and this filter) made before: its JSON, not parsed again
+            out.append((table_name, text))
+            continue
         frame = pd.read_csv(io.BytesIO(data), dtype={"query_id": str, "cutoff": str, "system": str,
                                                      "candidate": str, "baseline": str},
                             keep_default_na=False, na_values=[""])
@@ -465,7 +479,7 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
             frame = frame[frame[column] == system]
             if frame.empty:
                 continue
-        frame.attrs[_TABLE_KEY] = (hashlib.sha256(data).hexdigest(), column, system if column else None)
+        frame.attrs[_TABLE_KEY] = key
         out.append((table_name, frame))
     if summary is not None:
         systems = summary["systems"] if system is None else {system: summary["systems"][system]}
