@@ -928,3 +928,28 @@ def test_a_files_sha256_is_hashlibs_of_its_bytes_read_or_mapped(tmp_path, monkey
     with open(path, "rb") as fh:  # which way each size goes
         h = hashlib.sha256()
         assert hashing._hash_mapped(fh, h, None) is (None if size < hashing.MAPPED_HASH_BYTES else True)
+
+
+def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_left_to_the_caller(tmp_path,
+                                                                                                  monkeypatch):
+    """``import_beside``: a module not yet imported is imported in a thread of its own (which an exit waits
+    for); one imported already starts nothing; a module that fails to import raises nothing there (the
+    caller's own import raises it)."""
+    import sys
+
+    (tmp_path / "beside_probe.py").write_text("import time\ntime.sleep(0.05)\nVALUE = 42\n")
+    (tmp_path / "beside_broken.py").write_text("raise RuntimeError('broken module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "beside_probe", raising=False)
+    thread = readers_columns.import_beside("beside_probe")
+    assert thread is not None and not thread.daemon
+    thread.join(10)
+    assert sys.modules["beside_probe"].VALUE == 42
+    assert readers_columns.import_beside("beside_probe") is None
+    monkeypatch.delitem(sys.modules, "beside_probe")
+    broken = readers_columns.import_beside("beside_broken")
+    assert broken is not None
+    broken.join(10)
+    assert not broken.is_alive() and "beside_broken" not in sys.modules
+    with pytest.raises(RuntimeError, match="broken module"):
+        __import__("beside_broken")

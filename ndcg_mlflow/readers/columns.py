@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -462,10 +463,31 @@ def _read_parquet(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = 
     return table_from_columns(path, kind, "parquet", *_parquet_columns(path, kind, columns))
 
 
+def import_beside(module: str) -> threading.Thread | None:
+    """Import ``module`` in a thread of its own, unless it is imported already: started before a call that
+    releases the GIL for long (Arrow's Parquet decode), its import overlaps that call instead of following it
+    (the caller's own ``import`` then waits for it, or finds it done). Not a daemon: an exit waits for it."""
+    import importlib
+
+    if module in sys.modules:
+        return None
+
+    def run() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # (the caller's own import raises it, where it is needed)
+            pass
+
+    thread = threading.Thread(target=run, name=f"ndcg-mlflow-import-{module}")
+    thread.start()
+    return thread
+
+
 def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> ArrowColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    import_beside("pyarrow.compute")  # (arrow_columns' checks and casts need it once the decode is done)
     try:
         with open_file(path) as fh:
             parquet = pq.ParquetFile(fh)
