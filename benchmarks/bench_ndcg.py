@@ -824,9 +824,9 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
             continue
         fixed = fixed_costs_of(c)
         own = (c["report_s"] + c["logging_s"] - fixed) / (c["seconds"] - fixed)
-        checks.append((f"{label}CLI: report + logging share, mlflow's fixed costs apart", own, REPORT_LOGGING_BUDGET,
+        checks.append((f"{label}CLI: report + logging share, fixed costs apart", own, REPORT_LOGGING_BUDGET,
                        not suffix))
-        checks.append((f"{label}CLI: report + logging share, mlflow's fixed costs in",
+        checks.append((f"{label}CLI: report + logging share, fixed costs in",
                        (c["report_s"] + c["logging_s"]) / c["seconds"], REPORT_LOGGING_BUDGET, False))
         if "store_calls" in c and not suffix:
             sc = c["store_calls"]
