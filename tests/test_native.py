@@ -568,3 +568,95 @@ def test_copy_ranges_copies_each_range_or_refuses_one_outside(source, ranges):
     if ranges and lengths[-1]:
         with pytest.raises(ValueError):  # the last range one byte further than the destination holds
             FAST.copy_ranges(source, starts, lengths, dest, at + 1)
+
+
+_CUT_SHORT = r"""
+import mmap, os, sys
+import numpy as np
+from ndcg_mlflow.readers import cparse
+
+path, mode = sys.argv[1], sys.argv[2]
+if mode == "faulthandler":
+    import faulthandler
+    faulthandler.enable()
+line = b"q1 Q0 d1 1 1.5 x\n"
+with open(path, "wb") as fh:
+    fh.write(line * 100_000)
+fh = open(path, "rb")
+mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+size = len(mm)
+os.truncate(path, 4096)  # the pages after the first are gone from the mapping
+
+
+def parse(stop):
+    n = 100_000
+    return cparse.parse_trec(mm, 0, stop, False, False, np.empty(n, np.int32), bytearray(4 * (n + 1)),
+                             bytearray(size), np.empty(n), None, np.empty(n, np.uint64))
+
+
+for call in (lambda: cparse.count_lines(mm, 0, size), lambda: parse(size)):
+    try:
+        call()
+        print("no error")
+    except cparse.FileCutShort as exc:
+        print("cut short", isinstance(exc, OSError), exc)
+whole = 4096 - 4096 % len(line)
+print("then", cparse.count_lines(mm, 0, whole), parse(whole)[:2])
+if mode != "guarded":
+    sys.stdout.flush()
+    mm[size - 1]  # a fault outside the guarded calls
+    print("survived")
+"""
+
+
+@pytest.mark.parametrize("mode", ["guarded", "unguarded", "faulthandler"])
+def test_a_mapping_cut_short_ends_a_guarded_call_with_an_error_and_any_other_fault_as_before(tmp_path, mode):
+    """A file truncated while mapped: count_lines and parse_trec, reading past its new end, raise FileCutShort (an
+    OSError) and leave the process working; a fault outside them still ends the process by SIGBUS, after
+    faulthandler's traceback where it is enabled (the handler there was before is kept)."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _CUT_SHORT, str(tmp_path / "cut.run"), mode], capture_output=True,
+                          text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    assert lines[:3] == ["cut short True the mapped file was cut short while it was read"] * 2 + \
+        ["then 240 (0, 240)"], proc.stdout + proc.stderr
+    if mode == "guarded":
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode == -signal.SIGBUS and "survived" not in proc.stdout
+        assert ("Bus error" in proc.stderr) is (mode == "faulthandler"), proc.stderr
+
+
+@pytest.mark.parametrize("change", ["truncated", "touched"])
+def test_a_run_file_changed_while_the_c_reader_reads_it_is_refused_naming_it(folder, monkeypatch, change):
+    """Cut short during the parse (the C calls' fault is the error), or rewritten in place (its modification time
+    moved on by the end): a DataError naming the file, not a process ended by SIGBUS nor rows of two versions."""
+    import dataclasses
+    import os
+
+    path = _write(folder, b"".join(b"q%d Q0 d%d %d %d.5 t\n" % (i // 50, i, i % 50 + 1, 60 - i % 50)
+                                   for i in range(20_000)))
+    real = readers_trec.native_reader()
+    cut = []
+
+    def count_lines(data, start, stop):
+        if change == "truncated" and not cut:
+            cut.append(True)
+            os.truncate(path, 4096)
+        return real.count_lines(data, start, stop)
+
+    def parse_trec(*args):
+        out = real.parse_trec(*args)
+        if change == "touched":
+            st = os.stat(path)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        return out
+
+    monkeypatch.setattr(readers_trec, "native_reader",
+                        lambda: dataclasses.replace(real, count_lines=count_lines, parse_trec=parse_trec))
+    with pytest.raises(DataError, match="changed while it was read") as err:
+        readers_trec._trec_native(path, "run", True, part_size=1 << 12)
+    assert str(path.name) in str(err.value)

@@ -908,16 +908,21 @@ def test_an_empty_id_is_named_by_its_row_across_row_groups_and_string_widths(tmp
         assert first_empty(pa.array(docs[:7], kind)) is None
 
 
-@pytest.mark.parametrize("size", [0, 10, (1 << 20) - 1, 1 << 20, (1 << 20) + 4095, 3 * (1 << 20) + 7])
-def test_a_files_sha256_is_hashlibs_of_its_bytes_read_or_mapped(tmp_path, monkeypatch, size):
-    """Small files are read, large ones hashed from a mapping a step at a time (steps made small here, so that a
-    file has several and its last is short): the digest is that of the file's bytes either way."""
+@pytest.mark.parametrize("size", [0, 10, (1 << 18) - 1, 1 << 18, (1 << 18) + 4095, 3 * (1 << 18) + 7])
+def test_a_files_sha256_is_hashlibs_of_its_bytes_read_a_block_at_a_time_never_mapped(tmp_path, monkeypatch, size):
+    """The digest is that of the file's bytes, read a block at a time (blocks made small here, so that a file has
+    several and its last is short), with no mapping of the file (one cut short while mapped ends the process)."""
     import hashlib
+    import mmap
     import threading
 
     from ndcg_mlflow.readers import hashing
 
-    monkeypatch.setattr(hashing, "MAPPED_HASH_STEP", 1 << 18)
+    def refuse(*args, **kwargs):
+        raise AssertionError("the file was mapped")
+
+    monkeypatch.setattr(hashing, "HASH_BLOCK", 1 << 18)
+    monkeypatch.setattr(mmap, "mmap", refuse)
     data = np.random.default_rng(size).integers(0, 256, size=size, dtype=np.uint8).tobytes()
     path = tmp_path / "f.run"
     path.write_bytes(data)
@@ -925,9 +930,6 @@ def test_a_files_sha256_is_hashlibs_of_its_bytes_read_or_mapped(tmp_path, monkey
     stop = threading.Event()
     stop.set()
     assert hashing.sha256_file(path, stop=stop) == ("" if size else hashlib.sha256(b"").hexdigest())
-    with open(path, "rb") as fh:  # which way each size goes
-        h = hashlib.sha256()
-        assert hashing._hash_mapped(fh, h, None) is (None if size < hashing.MAPPED_HASH_BYTES else True)
 
 
 def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_left_to_the_caller(tmp_path,

@@ -28,18 +28,70 @@
    string_hashes, run_starts and fill_runs (an id column's hashes and codes), mix_pairs (the (query, doc) keys),
    repeats (the duplicate check: a key twice within a query, by a small hash table a query) and copy_ranges (the
    bytes of a few rows of a string column, for readers.table.take_rows).
+
+   A mapped file that another program truncates while it is read raises SIGBUS at the first access past its new
+   end. The calls that read a mapping (count_lines, parse_trec) are guarded: the fault ends the call with
+   FileCutShort (an OSError) instead of ending the process.
 */
 #include "../cbuffers.h"
 
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/* ------------------------------------------------------------------------- a mapping cut short (SIGBUS) */
+
+static PyObject *FileCutShort;                /* the error of a guarded call whose mapping was cut short */
+/* set while this thread runs a guarded read; static TLS (initial-exec), which a signal handler reads safely */
+static _Thread_local sigjmp_buf *guard_jump __attribute__((tls_model("initial-exec")));
+static struct sigaction bus_before;          /* the SIGBUS action there was before ours */
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_bus(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    sigjmp_buf *jump = guard_jump;
+    if (jump != NULL && info != NULL && info->si_code > 0) { /* a fault of this thread's guarded read */
+        guard_jump = NULL;
+        siglongjmp(*jump, 1);
+    }
+    /* anything else goes to the action from before: a fault repeats when this returns, a signal sent is sent
+       again (held until this returns) */
+    sigaction(SIGBUS, &bus_before, NULL);
+    if (info == NULL || info->si_code <= 0)
+        raise(sig);
+}
+
+/* ours the SIGBUS action (again, when something set another since: that one is kept as the one before) */
+static void guard_install(void)
+{
+    struct sigaction now;
+    pthread_mutex_lock(&guard_lock);
+    if (sigaction(SIGBUS, NULL, &now) == 0 && !((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_bus)) {
+        struct sigaction ours;
+        memset(&ours, 0, sizeof(ours));
+        ours.sa_sigaction = on_bus;
+        ours.sa_flags = SA_SIGINFO;
+        sigemptyset(&ours.sa_mask);
+        (void)sigaction(SIGBUS, &ours, &bus_before);
+    }
+    pthread_mutex_unlock(&guard_lock);
+}
+
+static PyObject *cut_short(void)
+{
+    PyErr_SetString(FileCutShort, "the mapped file was cut short while it was read");
+    return NULL;
+}
 
 /* ------------------------------------------------------------------------------------------------ hashes */
 
@@ -660,7 +712,7 @@ __attribute__((target("avx2"))) static int parse_range_avx2(Job *j)
 }
 #endif
 
-static int parse_range(Job *j)
+__attribute__((noinline)) static int parse_range(Job *j)
 {
 #if defined(HAVE_AVX2_PATH)
     if (has_avx2)
@@ -776,6 +828,8 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     int status;
+    int faulted = 0;
+    unsigned char *volatile id_bytes = NULL; /* the query ids' bytes, copied out of the mapping */
     Py_BEGIN_ALLOW_THREADS
     populate(j.codes, max_rows * 4);
     populate(j.doc_offsets, (max_rows + 1) * 4);
@@ -783,16 +837,43 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
     if (j.ranks != NULL)
         populate(j.ranks, max_rows * 8);
     populate(j.doc_hash, max_rows * 8);
-    status = parse_range(&j);
+    sigjmp_buf jump;
+    guard_install();
+    if (sigsetjmp(jump, 1) == 0) {
+        guard_jump = &jump;
+        status = parse_range(&j);
+        if (status == OK) { /* the ids' bytes, each at its own offset in the copy */
+            Py_ssize_t total = 0;
+            for (Py_ssize_t c = 0; c < j.queries.n; c++)
+                total += j.queries.ids[c].len;
+            unsigned char *copy = malloc((size_t)total + 1);
+            id_bytes = copy;
+            if (copy == NULL)
+                status = NO_MEMORY;
+            for (Py_ssize_t c = 0, at = 0; copy != NULL && c < j.queries.n; c++) {
+                memcpy(copy + at, j.data + j.queries.ids[c].start, (size_t)j.queries.ids[c].len);
+                j.queries.ids[c].start = at;
+                at += j.queries.ids[c].len;
+            }
+        }
+        guard_jump = NULL;
+    }
+    else {
+        faulted = 1;
+        status = REFUSED;
+    }
     Py_END_ALLOW_THREADS
-    PyObject *ids = status == NO_MEMORY ? PyErr_NoMemory() : PyList_New(status == OK ? j.queries.n : 0);
+    PyObject *ids = faulted ? cut_short() : status == NO_MEMORY ? PyErr_NoMemory()
+                                                                : PyList_New(status == OK ? j.queries.n : 0);
     for (Py_ssize_t c = 0; ids != NULL && status == OK && c < j.queries.n; c++) {
-        PyObject *id = PyBytes_FromStringAndSize((const char *)j.data + j.queries.ids[c].start, j.queries.ids[c].len);
+        PyObject *id = PyBytes_FromStringAndSize((const char *)id_bytes + j.queries.ids[c].start,
+                                                 j.queries.ids[c].len);
         if (id == NULL)
             Py_CLEAR(ids);
         else
             PyList_SET_ITEM(ids, c, id);
     }
+    free(id_bytes);
     interner_free(&j.queries);
     release_views(&vs);
     return ids == NULL ? NULL : Py_BuildValue("(innnN)", status, j.rows, j.doc_bytes, j.long_ids, ids);
@@ -827,6 +908,8 @@ static PyObject *string_hashes(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(long_ids);
 }
 
+static Py_ssize_t count_lf(const unsigned char *p, const unsigned char *end);
+
 /* count_lines(data, start, stop) -> the LF bytes in data[start:stop] */
 static PyObject *count_lines(PyObject *self, PyObject *args)
 {
@@ -847,8 +930,27 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t count = 0;
+    int faulted = 0;
     const unsigned char *p = (const unsigned char *)data->buf + start, *end = (const unsigned char *)data->buf + stop;
     Py_BEGIN_ALLOW_THREADS
+    sigjmp_buf jump;
+    guard_install();
+    if (sigsetjmp(jump, 1) == 0) {
+        guard_jump = &jump;
+        count = count_lf(p, end);
+        guard_jump = NULL;
+    }
+    else
+        faulted = 1;
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
+    return faulted ? cut_short() : PyLong_FromSsize_t(count);
+}
+
+/* the LF bytes of [p, end) */
+__attribute__((noinline)) static Py_ssize_t count_lf(const unsigned char *p, const unsigned char *end)
+{
+    Py_ssize_t count = 0;
 #if defined(__SSE2__)
     /* sixteen bytes at a time, where SSE2 is (every x86-64): each byte's LF count summed in a byte lane (up to 255
        blocks), the lanes then added up */
@@ -863,9 +965,7 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
 #endif
     for (; p < end; p++)
         count += *p == '\n';
-    Py_END_ALLOW_THREADS
-    release_views(&vs);
-    return PyLong_FromSsize_t(count);
+    return count;
 }
 
 /* run_starts(offsets(int32, n + 1), data, out(int64, n)) -> k: out[:k] the rows i where string i differs from
@@ -1161,5 +1261,15 @@ PyMODINIT_FUNC PyInit_cparse(void)
         PyErr_SetString(PyExc_ImportError, "no C locale");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    FileCutShort = PyErr_NewExceptionWithDoc("ndcg_mlflow.readers.cparse.FileCutShort",
+                                             "A mapped file was cut short (truncated) while a call read it.",
+                                             PyExc_OSError, NULL);
+    if (FileCutShort == NULL || PyModule_AddObjectRef(m, "FileCutShort", FileCutShort) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+class FileCutShort(OSError): ...
+
 def count_lines(data: Any, start: int, stop: int) -> int: ...
 def parse_trec(data: Any, start: int, stop: int, qrels: bool, want_rank: bool, codes: Any, doc_offsets: Any,
                doc_data: Any, values: Any, ranks: Any,

@@ -25,56 +25,16 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
-            done = _hash_mapped(fh, h, stop)
-            if done is None:
-                for block in blocks(fh):
-                    h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
-                    if stop is not None and stop.is_set():
-                        return ""
-            elif not done:
-                return ""
+            # read into one buffer, filled again for each block: never mapped, where a file cut short while it is
+            # hashed would end the process (SIGBUS) rather than this thread's read
+            for block in blocks(fh, HASH_BLOCK):
+                h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
+                if stop is not None and stop.is_set():
+                    return ""
     return h.hexdigest()
 
 
-MAPPED_HASH_BYTES = 1 << 20  # files from this size are hashed from a mapping of their pages (no copy)
-MAPPED_HASH_STEP = 1 << 23  # bytes of the mapping hashed, then let go, at a time
-
-
-def _hash_mapped(fh: Any, h: Any, stop: Any) -> bool | None:
-    """``h`` updated with the bytes of a large regular file read through a memory map, ``MAPPED_HASH_STEP`` at a
-    time, each step's pages let go once hashed (they stay in the page cache, and out of the process's memory):
-    no copy of the file's bytes, as a read makes. True when done; False when ``stop`` was set; None when the
-    file is small, not a regular file, or cannot be mapped (then it is read)."""
-    import mmap
-    import os
-    import stat
-
-    try:
-        st = os.fstat(fh.fileno())
-    except (OSError, AttributeError, ValueError):
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size < MAPPED_HASH_BYTES:
-        return None
-    try:
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    dontneed = getattr(mmap, "MADV_DONTNEED", None)
-    try:
-        view = memoryview(mm)
-        try:
-            for a in range(0, len(mm), MAPPED_HASH_STEP):
-                b = min(len(mm), a + MAPPED_HASH_STEP)
-                h.update(view[a:b])  # (hashlib frees the GIL)
-                if dontneed is not None:
-                    mm.madvise(dontneed, a, b - a)
-                if stop is not None and stop.is_set():
-                    return False
-        finally:
-            view.release()
-    finally:
-        mm.close()
-    return True
+HASH_BLOCK = 1 << 20  # bytes of a file read, then hashed, at a time (the buffer stays in the cache)
 
 
 def table_digest(table: Table) -> str:

@@ -198,6 +198,7 @@ def native_reader() -> Any:
         return None
     try:
         from .cparse import (
+            FileCutShort,
             copy_ranges,
             count_lines,
             fill_runs,
@@ -211,7 +212,7 @@ def native_reader() -> Any:
     except ImportError:
         return None
     return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs, vector_width,
-                        repeats, copy_ranges)
+                        repeats, copy_ranges, FileCutShort)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ class NativeReader:
     vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
     repeats: Any  # (keys, codes, start, stop) -> 1 if a key repeats within a run of equal codes, 0 if not, -1: too long
     copy_ranges: Any  # (source, starts, lengths, dest, at): each range of bytes of source copied to dest at at[i]
+    FileCutShort: Any  # the OSError of count_lines and parse_trec when the mapped file they read was cut short
 
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time

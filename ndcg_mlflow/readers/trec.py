@@ -97,28 +97,50 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
     line (a field count, a number, a line end, bytes that are not UTF-8) or finds no data line: the line reader
     then reads the file, naming the line. The rows' (query, doc) keys (``hashing.pair_hashes``) come with the
     table (``read_pair_keys``), for the duplicate check and the join."""
+    fast = native_reader()
+    fh = open_file(path)
+    try:
+        return _trec_mapped(path, fh, fast, kind, want_rank, part_size)
+    except fast.FileCutShort:
+        raise DataError(path, CHANGED_WHILE_READ) from None
+    finally:
+        fh.close()
+
+
+CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated or rewrote it); read it again "
+                      "once it is complete.")
+
+
+def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, part_size: int) -> Table | None:
+    """:func:`_trec_native`'s work on the open file ``fh``: its bytes mapped for the C calls, which are guarded
+    against the file being cut short (``FileCutShort``); the few bytes looked at here are read with ``pread``,
+    which a shorter file answers with fewer bytes, never a fault. A file whose size or modification time changed
+    by the end is refused (DataError)."""
     import mmap
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow as pa
 
-    fast = native_reader()
-    with open_file(path) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return None
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # a file system or special file that cannot be mapped
-            raise NotMappable() from None
+    fd = fh.fileno()
+    before = os.fstat(fd)
+    size = before.st_size
+    if size == 0:
+        return None
+    try:
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system or special file that cannot be mapped
+        raise NotMappable() from None
     dontneed = getattr(mmap, "MADV_DONTNEED", None)
     try:
-        start = 3 if mm[:3] == BOM else 0
+        start = 3 if os.pread(fd, 3, 0) == BOM else 0
         cuts = [start]
         while cuts[-1] < size:
-            at = mm.find(b"\n", min(cuts[-1] + part_size, size) - 1)
+            at = _line_end(fd, min(cuts[-1] + part_size, size) - 1, size, path)
             cuts.append(size if at < 0 else at + 1)
         parts = list(zip(cuts[:-1], cuts[1:]))
+        last_byte = os.pread(fd, 1, size - 1)
+        if len(last_byte) != 1:
+            raise DataError(path, CHANGED_WHILE_READ)
         workers = max(1, min(pa.cpu_count(), len(parts)))
         pool = parse_pool()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ndcg-mlflow-parse") if workers > 1 \
@@ -126,7 +148,7 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
             def lines(part: tuple[int, int]) -> int:  # a part's lines (the last may have no line end): its most rows
                 a, b = part
                 _advise(mm, a, b, _POPULATE_READ)
-                n = fast.count_lines(mm, a, b) + (mm[b - 1] != 10)
+                n = fast.count_lines(mm, a, b) + (b == size and last_byte != b"\n")  # (other parts end at a LF)
                 _advise(mm, a, b, dontneed)  # (the file's pages are not held)
                 return n
 
@@ -177,6 +199,9 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
             list(ex.map(finish, range(len(parts))))
     finally:
         mm.close()
+    after = os.fstat(fd)
+    if (after.st_size, after.st_mtime_ns, after.st_ino) != (before.st_size, before.st_mtime_ns, before.st_ino):
+        raise DataError(path, CHANGED_WHILE_READ)
     if any(b - a != int(first[k + 1] - first[k]) for k, (a, b) in enumerate(kept)):  # blank lines: close the gaps
         keep = np.concatenate([np.arange(a, b) for a, b in kept])
         codes, values, hashes = codes[keep], values[keep], hashes[keep]
@@ -190,6 +215,22 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
     table.read_pair_keys = hashes
     table.finite = True  # (parse_trec refuses a number that is not finite)
     return table
+
+
+LINE_END_WINDOW = 1 << 16  # bytes read at a time while looking for the line end after a part's nominal end
+
+
+def _line_end(fd: int, at: int, size: int, path: Path) -> int:
+    """The offset of the first LF at or after ``at`` in the file's first ``size`` bytes, -1 when there is none."""
+    while at < size:
+        window = os.pread(fd, min(LINE_END_WINDOW, size - at), at)
+        if not window:
+            raise DataError(path, CHANGED_WHILE_READ)
+        found = window.find(b"\n")
+        if found >= 0:
+            return at + found
+        at += len(window)
+    return -1
 
 
 _POPULATE_READ = 22  # Linux's MADV_POPULATE_READ (5.14 and later; refused by older kernels, then skipped)
