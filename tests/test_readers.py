@@ -932,6 +932,29 @@ def test_a_files_sha256_is_hashlibs_of_its_bytes_read_a_block_at_a_time_never_ma
     assert hashing.sha256_file(path, stop=stop) == ("" if size else hashlib.sha256(b"").hexdigest())
 
 
+def test_a_file_rewritten_while_its_sha256_is_read_is_refused_naming_it(tmp_path, monkeypatch):
+    """A digest of bytes from before and after a rewrite is of no version of the file: a DataError naming it."""
+    import os
+
+    from ndcg_mlflow.readers import hashing
+
+    path = tmp_path / "moving.run"
+    path.write_bytes(b"q1 Q0 d1 1 1.5 t\n" * 50_000)
+    real_blocks = hashing.blocks
+
+    def touching(fh, size):
+        for i, block in enumerate(real_blocks(fh, size)):
+            if i == 1:
+                st = os.stat(path)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            yield block
+
+    monkeypatch.setattr(hashing, "HASH_BLOCK", 1 << 16)
+    monkeypatch.setattr(hashing, "blocks", touching)
+    with pytest.raises(DataError, match="moving.run.*changed while it was read"):
+        hashing.sha256_file(path)
+
+
 def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_left_to_the_caller(tmp_path,
                                                                                                   monkeypatch):
     """``import_beside``: a module not yet imported is imported in a thread of its own (which an exit waits

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import dataset_files
+from ..errors import DataError
+from ..spec import dataset_files, shown_path
 from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
-from .text import blocks, native_reader, open_file
+from .text import CHANGED_WHILE_READ, blocks, native_reader, open_file, unchanged_since
 
 
 def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) -> str:
@@ -25,13 +26,26 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
     h = hashlib.sha256()
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
+            before = _stat(fh)
             # read into one buffer, filled again for each block: never mapped, where a file cut short while it is
             # hashed would end the process (SIGBUS) rather than this thread's read
             for block in blocks(fh, HASH_BLOCK):
                 h.update(block)  # (hashlib frees the GIL while it hashes a block this large)
                 if stop is not None and stop.is_set():
                     return ""
+            if before is not None and not unchanged_since(fh, before):  # (the digest would be of no one version)
+                raise DataError(shown_path(Path(part)), CHANGED_WHILE_READ)
     return h.hexdigest()
+
+
+def _stat(fh: Any) -> Any:
+    """``os.fstat`` of an open file; None for a stream that has no file (then nothing is compared)."""
+    import os
+
+    try:
+        return os.fstat(fh.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
 
 
 HASH_BLOCK = 1 << 20  # bytes of a file read, then hashed, at a time (the buffer stays in the cache)

@@ -231,6 +231,18 @@ class NativeReader:
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
 
+CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated or rewrote it); read it again "
+                      "once it is complete.")
+
+
+def unchanged_since(fh: Any, before: Any) -> bool:
+    """Whether the open file's size, modification time and inode are still those of ``before`` (an ``os.stat``
+    result): a file rewritten or cut short while it was read is caught by its end."""
+    import os
+
+    after = os.fstat(fh.fileno())
+    return (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+
 
 @dataclass
 class _Scan:

@@ -29,6 +29,7 @@ from .table import (
 )
 from .text import (
     BOM,
+    CHANGED_WHILE_READ,
     COMPRESSION,
     checked_number,
     clip,
@@ -38,6 +39,7 @@ from .text import (
     scan_text,
     split_fields,
     text_lines,
+    unchanged_since,
 )
 
 # --------------------------------------------------------------------------- TREC
@@ -105,10 +107,6 @@ def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int =
         raise DataError(path, CHANGED_WHILE_READ) from None
     finally:
         fh.close()
-
-
-CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated or rewrote it); read it again "
-                      "once it is complete.")
 
 
 def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, part_size: int) -> Table | None:
@@ -199,8 +197,7 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
             list(ex.map(finish, range(len(parts))))
     finally:
         mm.close()
-    after = os.fstat(fd)
-    if (after.st_size, after.st_mtime_ns, after.st_ino) != (before.st_size, before.st_mtime_ns, before.st_ino):
+    if not unchanged_since(fh, before):
         raise DataError(path, CHANGED_WHILE_READ)
     if any(b - a != int(first[k + 1] - first[k]) for k, (a, b) in enumerate(kept)):  # blank lines: close the gaps
         keep = np.concatenate([np.arange(a, b) for a, b in kept])
