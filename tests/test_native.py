@@ -97,7 +97,7 @@ def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIV
     assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
     assert reading(got) == reading(expect)
     assert got.finite and np.isfinite(got.value).all()  # (check_finite then skips the values)
-    assert got.read_pair_keys is not None and got.doc_hashes is None
+    assert got.read_pair_keys is not None
     assert got.read_pair_keys.tolist() == numpy_pair_keys(got).tolist()
 
 
@@ -282,7 +282,7 @@ def test_the_table_carries_the_hashes_once(folder):
     table = readers_trec._trec_native(path, "run", True)
     made = table.read_pair_keys
     first = hashing.pair_hashes(table)
-    assert first is made and table.read_pair_keys is None and table.doc_hashes is None
+    assert first is made and table.read_pair_keys is None
     assert hashing.pair_hashes(table).tolist() == first.tolist() == numpy_pair_keys(table).tolist()
 
 
@@ -485,7 +485,7 @@ def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypat
     monkeypatch.setattr(mmap, "mmap", refuse)
     table = readers_trec.read_trec(path, "run", True)
     assert table.doc.array.to_pylist() == ["d1", "d2"] and table.value.tolist() == [2.5, 1.5]
-    assert table.doc_hashes is None and table.read_pair_keys is None  # (not the C reader's table)
+    assert table.read_pair_keys is None  # (not the C reader's table)
 
 
 @PROPERTY

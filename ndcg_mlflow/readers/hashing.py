@@ -240,9 +240,7 @@ def pair_hashes(table: Table) -> np.ndarray:
         return made
     with np.errstate(over="ignore"):
         query_mix = query_mixes(table.query.values)
-        keys, table.doc_hashes = table.doc_hashes, None  # (the C reader's, when it read the file)
-        if keys is None or keys.size != len(table):
-            keys = string_hashes(table.doc.array)
+        keys = string_hashes(table.doc.array)
         fast = native_reader()
         codes = table.query.codes
         if fast is not None and keys.flags.writeable and keys.flags.c_contiguous and codes.dtype == np.int32:

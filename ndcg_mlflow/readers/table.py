@@ -69,9 +69,6 @@ class Table:
     # a run's (query, doc) keys (readers.hashing.pair_hashes) as its duplicate check computed them, for the join
     # to the judgments, which takes them (None: computed when needed)
     pair_keys: np.ndarray | None = None
-    # the document ids' hashes (readers.hashing.string_hashes) as the C reader computed them while parsing, for
-    # the first pair_hashes, which takes them (None: computed from the ids when needed)
-    doc_hashes: np.ndarray | None = None
     # the (query, doc) keys themselves (readers.hashing.pair_hashes) as the C reader made them, for the first
     # pair_hashes, which takes them
     read_pair_keys: np.ndarray | None = None
