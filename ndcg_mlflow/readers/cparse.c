@@ -87,6 +87,21 @@ static void guard_install(void)
     pthread_mutex_unlock(&guard_lock);
 }
 
+/* fn(arg) with a fault of this thread's reads of a mapping turned into a return: 1 when it faulted (fn did not
+   finish; what it wrote through arg is partial), 0 when it ran to its end. The one place that jumps back: fn's
+   state lives behind arg, none in locals that the jump would leave indeterminate. */
+static int guarded(void (*fn)(void *), void *arg)
+{
+    sigjmp_buf jump;
+    guard_install();
+    if (sigsetjmp(jump, 1) != 0)
+        return 1;
+    guard_jump = &jump;
+    fn(arg);
+    guard_jump = NULL;
+    return 0;
+}
+
 static PyObject *cut_short(void)
 {
     PyErr_SetString(FileCutShort, "the mapped file was cut short while it was read");
@@ -712,7 +727,7 @@ __attribute__((target("avx2"))) static int parse_range_avx2(Job *j)
 }
 #endif
 
-__attribute__((noinline)) static int parse_range(Job *j)
+static int parse_range(Job *j)
 {
 #if defined(HAVE_AVX2_PATH)
     if (has_avx2)
@@ -777,6 +792,35 @@ static int string_args(PyObject *args, Views *vs, Py_buffer **offsets, Py_buffer
     return 1;
 }
 
+typedef struct {
+    Job *j;
+    int status;
+    unsigned char *id_bytes; /* the query ids' bytes, copied out of the mapping (ids[c].start then into this) */
+} ParseCall;
+
+/* the range parsed, then its query ids' bytes copied out of the mapping (guarded: both read it) */
+static void parse_call(void *arg)
+{
+    ParseCall *call = arg;
+    Job *j = call->j;
+    call->status = parse_range(j);
+    if (call->status != OK)
+        return;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t c = 0; c < j->queries.n; c++)
+        total += j->queries.ids[c].len;
+    call->id_bytes = malloc((size_t)total + 1);
+    if (call->id_bytes == NULL) {
+        call->status = NO_MEMORY;
+        return;
+    }
+    for (Py_ssize_t c = 0, at = 0; c < j->queries.n; c++) {
+        memcpy(call->id_bytes + at, j->data + j->queries.ids[c].start, (size_t)j->queries.ids[c].len);
+        j->queries.ids[c].start = at;
+        at += j->queries.ids[c].len;
+    }
+}
+
 /* parse_trec(data, start, end, qrels, want_rank, codes, doc_offsets, doc_data, values, ranks_or_None, doc_hash)
    -> (status, rows, doc_bytes, long_ids, query_ids) with query_ids the bytes of each query code's id, in code
    order; status 0 ok, 1 refused (read the file line by line) */
@@ -827,9 +871,8 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
         release_views(&vs);
         return PyErr_NoMemory();
     }
-    int status;
-    int faulted = 0;
-    unsigned char *volatile id_bytes = NULL; /* the query ids' bytes, copied out of the mapping */
+    int faulted;
+    ParseCall call = {.j = &j, .status = REFUSED, .id_bytes = NULL};
     Py_BEGIN_ALLOW_THREADS
     populate(j.codes, max_rows * 4);
     populate(j.doc_offsets, (max_rows + 1) * 4);
@@ -837,43 +880,20 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
     if (j.ranks != NULL)
         populate(j.ranks, max_rows * 8);
     populate(j.doc_hash, max_rows * 8);
-    sigjmp_buf jump;
-    guard_install();
-    if (sigsetjmp(jump, 1) == 0) {
-        guard_jump = &jump;
-        status = parse_range(&j);
-        if (status == OK) { /* the ids' bytes, each at its own offset in the copy */
-            Py_ssize_t total = 0;
-            for (Py_ssize_t c = 0; c < j.queries.n; c++)
-                total += j.queries.ids[c].len;
-            unsigned char *copy = malloc((size_t)total + 1);
-            id_bytes = copy;
-            if (copy == NULL)
-                status = NO_MEMORY;
-            for (Py_ssize_t c = 0, at = 0; copy != NULL && c < j.queries.n; c++) {
-                memcpy(copy + at, j.data + j.queries.ids[c].start, (size_t)j.queries.ids[c].len);
-                j.queries.ids[c].start = at;
-                at += j.queries.ids[c].len;
-            }
-        }
-        guard_jump = NULL;
-    }
-    else {
-        faulted = 1;
-        status = REFUSED;
-    }
+    faulted = guarded(parse_call, &call);
     Py_END_ALLOW_THREADS
+    int status = faulted ? REFUSED : call.status;
     PyObject *ids = faulted ? cut_short() : status == NO_MEMORY ? PyErr_NoMemory()
                                                                 : PyList_New(status == OK ? j.queries.n : 0);
     for (Py_ssize_t c = 0; ids != NULL && status == OK && c < j.queries.n; c++) {
-        PyObject *id = PyBytes_FromStringAndSize((const char *)id_bytes + j.queries.ids[c].start,
+        PyObject *id = PyBytes_FromStringAndSize((const char *)call.id_bytes + j.queries.ids[c].start,
                                                  j.queries.ids[c].len);
         if (id == NULL)
             Py_CLEAR(ids);
         else
             PyList_SET_ITEM(ids, c, id);
     }
-    free(id_bytes);
+    free(call.id_bytes);
     interner_free(&j.queries);
     release_views(&vs);
     return ids == NULL ? NULL : Py_BuildValue("(innnN)", status, j.rows, j.doc_bytes, j.long_ids, ids);
@@ -908,7 +928,12 @@ static PyObject *string_hashes(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(long_ids);
 }
 
-static Py_ssize_t count_lf(const unsigned char *p, const unsigned char *end);
+typedef struct {
+    const unsigned char *p, *end;
+    Py_ssize_t count;
+} CountCall;
+
+static void count_call(void *arg);
 
 /* count_lines(data, start, stop) -> the LF bytes in data[start:stop] */
 static PyObject *count_lines(PyObject *self, PyObject *args)
@@ -929,27 +954,20 @@ static PyObject *count_lines(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "range outside the data");
         return NULL;
     }
-    Py_ssize_t count = 0;
-    int faulted = 0;
-    const unsigned char *p = (const unsigned char *)data->buf + start, *end = (const unsigned char *)data->buf + stop;
+    int faulted;
+    CountCall call = {(const unsigned char *)data->buf + start, (const unsigned char *)data->buf + stop, 0};
     Py_BEGIN_ALLOW_THREADS
-    sigjmp_buf jump;
-    guard_install();
-    if (sigsetjmp(jump, 1) == 0) {
-        guard_jump = &jump;
-        count = count_lf(p, end);
-        guard_jump = NULL;
-    }
-    else
-        faulted = 1;
+    faulted = guarded(count_call, &call);
     Py_END_ALLOW_THREADS
     release_views(&vs);
-    return faulted ? cut_short() : PyLong_FromSsize_t(count);
+    return faulted ? cut_short() : PyLong_FromSsize_t(call.count);
 }
 
-/* the LF bytes of [p, end) */
-__attribute__((noinline)) static Py_ssize_t count_lf(const unsigned char *p, const unsigned char *end)
+/* the LF bytes of [p, end) into count */
+static void count_call(void *arg)
 {
+    CountCall *call = arg;
+    const unsigned char *p = call->p, *end = call->end;
     Py_ssize_t count = 0;
 #if defined(__SSE2__)
     /* sixteen bytes at a time, where SSE2 is (every x86-64): each byte's LF count summed in a byte lane (up to 255
@@ -965,7 +983,7 @@ __attribute__((noinline)) static Py_ssize_t count_lf(const unsigned char *p, con
 #endif
     for (; p < end; p++)
         count += *p == '\n';
-    return count;
+    call->count = count;
 }
 
 /* run_starts(offsets(int32, n + 1), data, out(int64, n)) -> k: out[:k] the rows i where string i differs from
