@@ -64,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "the judgments, the evaluated query set and the weights are read and checked in Spark "
                           "and stay there (0: always)")
 
-    val = sub.add_parser("validate", help="check a spec and that its files exist, without running")
+    val = sub.add_parser("validate", help="check a spec and read its data files as 'run' would, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
+    val.add_argument("--spec-only", action="store_true",
+                     help="check the spec and that its files exist, without reading them")
     _set_option(val)
 
     exp = sub.add_parser("explain", help="every resolved choice in plain words, and how other tools differ")
@@ -313,14 +315,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), args.spec)
+    read = [] if args.spec_only else _read_data(spec)
     resolved = spec.resolved()
-    print(f"{args.spec}: valid spec '{spec.name}'")
+    print(f"{args.spec}: valid spec '{spec.name}'" + ("" if args.spec_only else ", its data read as 'run' reads it"))
+    for line in read:
+        print(f"  {line}")
     for key, value in resolved.items():
         origin = ""
         if key.startswith("metric.") and key != "metric.preset":
             origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
         print(f"  {key}: {value}{origin}")
     return EXIT_OK
+
+
+def _read_data(spec) -> list[str]:
+    """Every data file of a spec read and checked as the local engine's run reads and checks it (the join and
+    the metric's error rules included, no statistics): the rows read from each, or the run's own error. A
+    model's candidates are checked when it is scored, by 'run'."""
+    import dataclasses
+
+    from .evaluation import evaluate
+
+    scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
+    result = evaluate(dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None,
+                                          report=None))
+    return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

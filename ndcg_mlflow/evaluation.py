@@ -24,6 +24,7 @@ from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
+from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
 from .rules import cutoff_of_label
 from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
@@ -275,8 +276,10 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
             qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
         else:
             q = spec.qrels
-            qrels_table = read_qrels(q.file, q.format, q.columns, q.version)
-            qrels_info = FileInfo("qrels", str(q.path), q.declared, digests.sha256("qrels"), len(qrels_table))
+            qrels_table, identity = read_unchanged(q.file, q.version,
+                                                   lambda: read_qrels(q.file, q.format, q.columns, q.version))
+            qrels_info = FileInfo("qrels", str(q.path), q.declared,
+                                  check_same_file(digests.sha256("qrels"), identity, q.file), len(qrels_table))
         return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
 
 
@@ -296,6 +299,8 @@ class _Digests:
                         for key, src in files} if self.pool is not None else {}
 
     def sha256(self, key: str) -> str:
+        """The digest of one file (a :class:`~ndcg_mlflow.readers.hashing.FileDigest`, which names the files it is
+        of)."""
         return self.futures[key].result()
 
     def __enter__(self) -> _Digests:
@@ -363,6 +368,7 @@ class _RunFile:
     def __init__(self, name: str, src, rank: bool, digests: _Digests):
         self.name, self.src, self.rank, self.declared, self.digests = name, src, rank, src.declared, digests
         self.pending: Any = None
+        self.identity: Any = None
 
     def prefetch(self) -> None:
         """Start reading the file in a thread (:meth:`load` then takes what it read, or raises its error): the
@@ -372,8 +378,11 @@ class _RunFile:
         pool.shutdown(wait=False)
 
     def _read(self) -> Table:
-        return read_run(self.src.path, self.src.format, rank=self.rank, columns=self.src.columns,
-                        version=self.src.version, pair_keys=True, background=True)
+        src = self.src
+        run, self.identity = read_unchanged(src.path, src.version, lambda: read_run(
+            src.path, src.format, rank=self.rank, columns=src.columns, version=src.version, pair_keys=True,
+            background=True))
+        return run
 
     def load(self) -> tuple[Table, FileInfo]:
         """The run's rows and its file's record, whose sha256 is filled in from :meth:`digest` once the run is
@@ -383,7 +392,7 @@ class _RunFile:
         return run, FileInfo(f"system:{self.name}", str(self.src.path), self.src.declared, "", len(run))
 
     def digest(self) -> str:
-        return self.digests.sha256(self.name)
+        return check_same_file(self.digests.sha256(self.name), self.identity, self.src.path)
 
 
 class _RunObject:
@@ -522,13 +531,14 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
 
     out: dict[str, Any] = {}
     if c.duplicates is not None:
-        out["duplicates"] = read_duplicate_groups(c.duplicates.file)
-        files.append(FileInfo("companions.duplicates", str(c.duplicates.path), c.duplicates.declared,
-                              sha256_file(c.duplicates.file), len(out["duplicates"].group)))
+        out["duplicates"], sha = read_with_digest(c.duplicates.file, None,
+                                                  lambda: read_duplicate_groups(c.duplicates.file))
+        files.append(FileInfo("companions.duplicates", str(c.duplicates.path), c.duplicates.declared, sha,
+                              len(out["duplicates"].group)))
     if c.catalog is not None:
-        out["catalog"] = read_catalog(c.catalog.file)
-        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared,
-                              sha256_file(c.catalog.file), len(out["catalog"])))
+        out["catalog"], sha = read_with_digest(c.catalog.file, None, lambda: read_catalog(c.catalog.file))
+        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared, sha,
+                              len(out["catalog"])))
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
@@ -569,8 +579,8 @@ def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.n
     if spec.queries.set is None:
         return _object_array(judged)
     src = spec.queries.set
-    ids = read_query_set(src.file)
-    files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), len(ids)))
+    ids, sha = read_with_digest(src.file, None, lambda: read_query_set(src.file))
+    files.append(FileInfo("queries.set", str(src.path), src.declared, sha, len(ids)))
     unknown = sorted(set(ids) - set(judged))
     if unknown:
         raise DataError(src.file, f"{len(unknown)} queries of the declared set have no judgments in "
@@ -591,8 +601,8 @@ def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> n
     if spec.queries.weights is None:
         return np.ones(len(query_ids))
     src = spec.queries.weights
-    table = read_weights(src.file)
-    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), len(table)))
+    table, sha = read_with_digest(src.file, None, lambda: read_weights(src.file))
+    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha, len(table)))
     missing = [q for q in query_ids if q not in table]
     if missing:
         raise DataError(src.file, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")

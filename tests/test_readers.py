@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -978,3 +979,98 @@ def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_l
     assert not broken.is_alive() and "beside_broken" not in sys.modules
     with pytest.raises(RuntimeError, match="broken module"):
         __import__("beside_broken")
+
+
+# --------------------------------------------------------------------------- the digest is of the bytes evaluated
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` beside ``path`` and rename it over ``path`` (an atomic replacement, a new inode)."""
+    import os
+
+    new = path.with_name(path.name + ".new")
+    new.write_text(text)
+    os.replace(new, path)
+
+
+def _race_spec(tmp_path: Path) -> dict:
+    from helpers import metric_spec, write_qrels, write_run
+
+    qrels = write_qrels(tmp_path, {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}})
+    run = write_run(tmp_path, {"q1": ["d2", "d1"], "q2": ["d3"]}, name="a.run")
+    spec = metric_spec(qrels, run, name="race")
+    spec.pop("uncertainty", None)  # (no interval)
+    return spec
+
+
+BETTER_RUN = "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\nq2 Q0 d3 1 1 t\n"
+
+
+@pytest.mark.parametrize("order", ["hashed, replaced, read", "read, replaced, hashed"])
+def test_a_run_replaced_between_its_hash_and_its_read_is_refused(tmp_path, monkeypatch, order):
+    """A run renamed over between the background sha256 and the read would give the new file's numbers with the
+    old file's digest (or the reverse): refused, naming the file. Untouched, the recorded sha256 is that of the
+    bytes read."""
+    import hashlib
+    import threading
+
+    from ndcg_mlflow import evaluate
+    from ndcg_mlflow import evaluation as ev
+
+    spec = _race_spec(tmp_path)
+    path = tmp_path / "a.run"
+    untouched = evaluate(spec, base_dir=tmp_path)
+    (record,) = [f for f in untouched.files if f.role == "system:sys"]
+    assert record.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+    first, second = threading.Event(), threading.Event()
+    real_sha, real_read = ev.sha256_file, ev.read_run
+
+    def sha(p, *args, **kwargs):
+        if Path(p).name != "a.run":
+            return real_sha(p, *args, **kwargs)
+        if order.startswith("read"):
+            assert second.wait(10)
+        digest = real_sha(p, *args, **kwargs)
+        if order.startswith("hashed"):
+            _replace(path, BETTER_RUN)
+            first.set()
+        return digest
+
+    def read(p, *args, **kwargs):
+        if order.startswith("hashed"):
+            assert first.wait(10)
+        table = real_read(p, *args, **kwargs)
+        if order.startswith("read"):
+            _replace(path, BETTER_RUN)
+            second.set()
+        return table
+
+    monkeypatch.setattr(ev, "sha256_file", sha)
+    monkeypatch.setattr(ev, "read_run", read)
+    with pytest.raises(DataError, match=r"a\.run.*changed while it was read"):
+        evaluate(spec, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("what", ["queries.weights", "queries.set"])
+def test_a_small_file_replaced_while_it_is_read_and_hashed_is_refused(tmp_path, monkeypatch, what):
+    """The weights and query set are hashed after their read: a file renamed over in between is refused."""
+    from ndcg_mlflow import evaluate
+    from ndcg_mlflow import evaluation as ev
+
+    spec = _race_spec(tmp_path)
+    name = "w.tsv" if what == "queries.weights" else "set.txt"
+    (tmp_path / name).write_text("q1 1\nq2 3\n" if what == "queries.weights" else "q1\nq2\n")
+    spec["queries"]["weights" if what == "queries.weights" else "set"] = name
+    assert len(evaluate(spec, base_dir=tmp_path).query_ids) == 2  # (read as it is)
+    reader = "read_weights" if what == "queries.weights" else "read_query_set"
+    real = getattr(ev, reader)
+
+    def replacing(p, *args, **kwargs):
+        out = real(p, *args, **kwargs)
+        _replace(Path(p), "q1 5\nq2 1\n" if what == "queries.weights" else "q1\n")
+        return out
+
+    monkeypatch.setattr(ev, reader, replacing)
+    with pytest.raises(DataError, match=rf"{name}.*changed while it was read"):
+        evaluate(spec, base_dir=tmp_path)

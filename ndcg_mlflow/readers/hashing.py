@@ -24,9 +24,11 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
 
         return snapshot_digest(path, version)
     h = hashlib.sha256()
+    identity = []
     for part in dataset_files(path) or [Path(path)]:
         with open_file(Path(part)) as fh:
             before = _stat(fh)
+            identity.append(_identity(before))
             # read into one buffer, filled again for each block: never mapped, where a file cut short while it is
             # hashed would end the process (SIGBUS) rather than this thread's read
             for block in blocks(fh, HASH_BLOCK):
@@ -35,7 +37,61 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
                     return ""
             if before is not None and not unchanged_since(fh, before):  # (the digest would be of no one version)
                 raise DataError(shown_path(Path(part)), CHANGED_WHILE_READ)
-    return h.hexdigest()
+    digest = FileDigest(h.hexdigest())
+    digest.identity = tuple(identity)
+    return digest
+
+
+class FileDigest(str):
+    """A file's sha256 (hex), which also knows the files it is of: the (device, inode, size, modification time)
+    of each file hashed, as :func:`file_identity` gives them."""
+
+    identity: tuple[Any, ...] | None = None
+
+
+def _identity(st: Any) -> Any:
+    return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def file_identity(path: str | Path, version: int | None = None) -> tuple[Any, ...] | None:
+    """What names the bytes at ``path`` now: the (device, inode, size, modification time) of the file, or of each
+    file of a Parquet folder or glob; None for a Delta table's version (its files are never rewritten) or a path
+    that cannot be looked at (its reader says why)."""
+    import os
+
+    if version is not None:
+        return None
+    try:
+        return tuple(_identity(os.stat(part)) for part in dataset_files(path) or [Path(path)])
+    except OSError:
+        return None
+
+
+def read_unchanged(path: str | Path, version: int | None, read: Any) -> tuple[Any, tuple[Any, ...] | None]:
+    """``read()`` of the file at ``path`` (its result), and the identity of the file it read: the same before the
+    read and after it, or the file was replaced (renamed over, rewritten) while it was read, a DataError."""
+    before = file_identity(path, version)
+    result = read()
+    if file_identity(path, version) != before:
+        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+    return result, before
+
+
+def check_same_file(digest: str, identity: tuple[Any, ...] | None, path: str | Path) -> str:
+    """``digest`` (a :func:`sha256_file`), when it is of the very files that were read (``identity``, from
+    :func:`read_unchanged`); a file replaced between its hash and its read is a DataError: the recorded sha256
+    must be of the bytes evaluated."""
+    hashed = getattr(digest, "identity", None)
+    if identity is not None and hashed is not None and hashed != identity:
+        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+    return str(digest)
+
+
+def read_with_digest(path: str | Path, version: int | None, read: Any) -> tuple[Any, str]:
+    """``read()`` of a file and the sha256 of the bytes it read (hashed after the read; a file replaced in
+    between is a DataError)."""
+    result, identity = read_unchanged(path, version, read)
+    return result, check_same_file(sha256_file(path, version), identity, path)
 
 
 def _stat(fh: Any) -> Any:

@@ -231,8 +231,8 @@ class NativeReader:
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
 
-CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated or rewrote it); read it again "
-                      "once it is complete.")
+CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated, rewrote or replaced it); "
+                      "read it again once it is complete.")
 
 
 def unchanged_since(fh: Any, before: Any) -> bool:
@@ -402,7 +402,13 @@ def _lines_in(path: Path, nbytes: int) -> int:
 
 def csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
     """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
-    line), each without surrounding ASCII spaces and tabs."""
+    line), each without surrounding ASCII spaces and tabs. A carriage return in the text (a line split at LF
+    only, as the first line's heuristics see it) is the line ends' error with a ``path``; without one (a guess at
+    a header), the fields are the text split at the delimiter. The csv module's own errors never escape."""
+    if "\r" in text:
+        if path is None:
+            return [f.strip(" \t") for f in text.split(delimiter)]
+        raise DataError(path, _lone_cr_message(text.encode("utf-8", "surrogatepass")), lineno)
     try:
         fields = next(csv.reader([text], delimiter=delimiter, strict=True))
     except csv.Error as exc:
