@@ -315,7 +315,7 @@ class _Digests:
 def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None,
                  base_dir: str | Path | None = None) -> Spec:
     """The spec, its data entries replaced by the tables given (``qrels``, ``systems``), its files checked."""
-    from .spec import IN_MEMORY, InMemory, Source
+    from .spec import IN_MEMORY, InMemory, Source, system_name_problem
 
     if systems is not None and not isinstance(systems, Mapping):
         raise SpecError("systems", f"must map each system name to its table, got {type(systems).__name__}.")
@@ -325,6 +325,10 @@ def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, system
         import dataclasses
 
         memory = Source(None, IN_MEMORY, "table")
+        for name in names or ():
+            problem = system_name_problem(name)
+            if problem:
+                raise SpecError(f"systems[{name!r}]", problem)
         if names is not None and spec.comparison is not None and spec.comparison.baseline not in names:
             raise SpecError("comparison.baseline", f"names {spec.comparison.baseline!r}, which is not among the "
                                                    f"systems given ({', '.join(map(str, names))}).")

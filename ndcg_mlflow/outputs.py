@@ -47,6 +47,7 @@ import numpy as np
 
 from .errors import DataError, NdcgError, preview
 from .evaluation import EvaluationResult
+from .spec import PARTIAL_SUFFIX, system_file_stem  # noqa: F401 (system_file_stem: re-exported)
 
 DEFAULT_ROOT = "ndcg_reports"
 MANIFEST = "manifest.json"
@@ -64,13 +65,6 @@ def new_output_dir(name: str, root: str | Path = DEFAULT_ROOT) -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "evaluation"
     return Path(root) / f"{safe}-{stamp}-{secrets.token_hex(3)}"
-
-
-def system_file_stem(name: str) -> str:
-    """The file name stem of a system's files (``systems/<stem>.per_query.csv``, and the artifacts of its MLflow
-    run): its name, with each ``/`` (allowed in a system name, as MLflow allows it in keys) written as ``~``
-    (which a system name cannot hold, so two names never share a stem)."""
-    return name.replace("/", "~")
 
 
 def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: bool = True) -> Path:
@@ -256,7 +250,7 @@ def bootstrap_table(analysis):
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".partial")
+    tmp = path.with_name(path.name + PARTIAL_SUFFIX)
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
@@ -264,7 +258,7 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 def _atomic_csv(path: Path, frame) -> None:
     lines = csv_lines(frame)
     if lines is None:
-        tmp = path.with_name(path.name + ".partial")
+        tmp = path.with_name(path.name + PARTIAL_SUFFIX)
         frame.to_csv(tmp, index=False, float_format=FLOAT_FORMAT, na_rep="")
         os.replace(tmp, path)
     else:

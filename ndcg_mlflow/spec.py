@@ -70,7 +70,7 @@ MAX_RESAMPLES = 10_000_000
 MAX_CUTOFF = 10 ** 30
 
 # MLflow's rule for metric, param and tag keys (mlflow/utils/validation.py, outside Windows) and its key length
-_MLFLOW_KEY = re.compile(r"^[/\w.\- :]*$")
+_MLFLOW_KEY = re.compile(r"[/\w.\- :]*")  # (fullmatch: "$" would also match before a final line feed)
 MAX_MLFLOW_KEY = 250
 MAX_TAG_VALUE = 8000  # MLflow's limit on a tag value
 MAX_SYSTEM_NAME = 150  # the longest key built from a system name adds at most 100 characters to it
@@ -534,8 +534,8 @@ def mlflow_key_problem(key: str) -> str | None:
 
     if not key:
         return "it is empty"
-    if not _MLFLOW_KEY.match(key):
-        bad = sorted({c for c in key if not _MLFLOW_KEY.match(c)})
+    if not _MLFLOW_KEY.fullmatch(key):
+        bad = sorted({c for c in key if not _MLFLOW_KEY.fullmatch(c)})
         return (f"MLflow refuses {', '.join(repr(c) for c in bad)} in metric, param and tag keys (they may hold "
                 f"letters, digits, '_', '-', '.', '/', ':' and spaces)")
     norm = posixpath.normpath(key)
@@ -558,11 +558,29 @@ def system_name_problem(name: Any) -> str | None:
     if len(name) > MAX_SYSTEM_NAME:
         return (f"a system name has at most {MAX_SYSTEM_NAME} characters (it is part of MLflow keys, which hold at "
                 f"most {MAX_MLFLOW_KEY}); this one has {len(name)}.")
+    longest = max(SYSTEM_FILE_SUFFIXES, key=len)
+    size = len(system_file_stem(name).encode("utf-8", "surrogatepass")) + len(f".{longest}{PARTIAL_SUFFIX}")
+    if size > MAX_FILE_NAME:
+        return (f"a system name is the name of its files (such as 'systems/<name>.{longest}', written as "
+                f"'<name>.{longest}{PARTIAL_SUFFIX}' first), and a file name holds at most {MAX_FILE_NAME} bytes of "
+                f"UTF-8; this name makes one of {size} bytes (letters outside ASCII take 2 to 4 bytes each).")
     for key in (f"data.systems.{name}", f"{name}.{cutoff_key(None)}.ci_high", f"ndcg_mlflow.data.system.{name}.sha256"):
         problem = mlflow_key_problem(key)
         if problem:
             return f"the system name becomes part of MLflow keys such as {key!r}, and {problem}."
     return None
+
+
+MAX_FILE_NAME = 255  # bytes of one file name (NAME_MAX of Linux's file systems, and of most others)
+SYSTEM_FILE_SUFFIXES = ("per_query.csv", "top.csv", "scored.parquet")  # systems/<stem>.<suffix>
+PARTIAL_SUFFIX = ".partial"  # a file is written under its name and this, then renamed
+
+
+def system_file_stem(name: str) -> str:
+    """The file name stem of a system's files (``systems/<stem>.per_query.csv``, and the artifacts of its MLflow
+    run): its name, with each ``/`` (allowed in a system name, as MLflow allows it in keys) written as ``~``
+    (which a system name cannot hold, so two names never share a stem)."""
+    return name.replace("/", "~")
 
 
 def _system_name(ctx: _Ctx, name: Any) -> None:
@@ -862,8 +880,13 @@ _NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 def _key_text(key: Any) -> str:
-    """A mapping key as it appears in a key path (lone surrogates shown as escapes, so it can be printed)."""
-    return key.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(key, str) else repr(key)
+    """A mapping key as it appears in a key path: characters that cannot be printed on one line as they are (line
+    breaks such as LF, CR, U+0085 and U+2028, other controls, lone surrogates) shown as escapes."""
+    if not isinstance(key, str):
+        return repr(key)
+    if key.isprintable():
+        return key
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
 
 
 def _check_strings(ctx: _Ctx, raw: Any) -> None:

@@ -341,3 +341,40 @@ def _write(path: Path, text: str) -> Path:
 def test_set_errors_name_the_key_path_and_the_option(tmp_path, override, match):
     with pytest.raises(SpecError, match=match):
         load_spec(_spec_file(tmp_path), overrides=[override])
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\n", "a\rb", "a\u2028b", "a\x85b", "a\u2029", "a\x0bb"])
+def test_a_system_name_holding_a_line_break_is_refused_in_a_message_of_one_line(tmp_path, name):
+    """A line break in a system name (MLflow's own check lets a final LF through) is refused naming the key, and
+    the message, key path included, stays on one line."""
+    with pytest.raises(SpecError) as err:
+        load_spec(spec_with("data.systems", {name: "a.run"}), base_dir=tmp_path)
+    text = str(err.value)
+    assert len(text.splitlines()) == 1, text
+    assert "at key 'data.systems.a\\" in text and "MLflow refuses" in text
+
+
+@pytest.mark.parametrize("letter, longest", [("\u00e9", 116), ("\u4e2d", 77), ("\U0001d400", 58), ("x", 150)])
+def test_a_system_name_whose_file_name_is_too_long_is_refused_up_front(tmp_path, letter, longest):
+    """A system's files are named after it: a name whose longest file name (``<name>.scored.parquet.partial``)
+    exceeds 255 bytes of UTF-8 is refused when the spec is read, naming the key; the longest accepted name is
+    written (its files exist under the output folder)."""
+    from ndcg_mlflow import evaluate
+    from ndcg_mlflow.outputs import write_outputs
+    from ndcg_mlflow.spec import MAX_SYSTEM_NAME
+
+    too_long = letter * (longest + 1)
+    if len(too_long) <= MAX_SYSTEM_NAME:
+        with pytest.raises(SpecError, match=r"a file name holds at most 255 bytes of UTF-8; this name makes one of "
+                                            r"2\d\d bytes"):
+            load_spec(spec_with("data.systems", {too_long: "a.run"}), base_dir=tmp_path)
+    name = letter * longest
+    spec = load_spec(spec_with("data.systems", {name: "a.run"}), base_dir=tmp_path)
+    spec_text = copy.deepcopy(BASE)
+    spec_text["data"] = {"qrels": "q.txt", "systems": {name: "a.run"}}
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 1 t\n")
+    result = evaluate(spec_text, base_dir=tmp_path)
+    out = write_outputs(result, tmp_path / "out", reports=False)
+    assert (out / "systems" / f"{name}.per_query.csv").exists()
+    assert spec.system_names == (name,)
