@@ -603,7 +603,11 @@ def test_readers_on_parquet_with_nulls(folder, rows, id_type, value_type, value_
 
 def ref_small(data: bytes, suffix: str, columns: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     lines = [(n, t) for n, t in ref_lines(data) if not ref_blank(t)]
-    delim = "," if suffix == ".csv" else ("\t" if lines and "\t" in lines[0][1] else None)
+    # a .csv file is CSV; any other's fields are runs of spaces and tabs, unless its first line is a header with
+    # tabs between the names (then TSV)
+    head = lines[0][1].split("\t") if lines else []
+    delim = "," if suffix == ".csv" else \
+        ("\t" if len(head) > 1 and columns[0] in [h.strip(' \t"').lower() for h in head] else None)
     split = (lambda t: [f for f in re.split(r"[ \t]+", t) if f]) if delim is None else \
         (lambda t: ref_csv_fields(t, delim))
     out, idx, header = [], None, None
@@ -666,13 +670,28 @@ def small_text(draw) -> bytes:
         fields = [draw(IDS) or f"q{i}", draw(WEIGHT_TOKENS) if draw(st.integers(0, 9)) < noise + 1 else str(i + 1)]
         if draw(st.integers(0, 9)) < noise:
             fields = draw(st.lists(TOKENS, max_size=3))
-        lines.append(draw(st.sampled_from(["", "", " "])) + sep.join(fields))
+        line_sep = sep if draw(st.integers(0, 3)) else draw(st.sampled_from([" ", "\t", " \t"]))  # mixed
+        lines.append(draw(st.sampled_from(["", "", " "])) + line_sep.join(fields))
     return "".join(line + (draw(NEWLINES) if noise else "\n") for line in lines).encode("utf-8")
+
+
+KNOWN_SMALL = [(b"q1\t2\nq2 3\nq3 \t 1\n", ".txt"), (b"q1\t2\nq2 3\n", ".tsv"),
+               (b'"query_id"\t"weight"\nq1\t2\nq2\t3\n', ".txt"), (b"query_id\tweight\nq1 2\n", ".txt"),
+               (b"query_id weight\nq1\t2\n", ".tsv"), (b"q1,2\nq2 3\n", ".txt"), (b"q1\t2\nq2,3\n", ".csv")]
+
+
+@pytest.mark.parametrize("data, suffix", KNOWN_SMALL)
+def test_small_file_readers_on_known_cases(folder, data, suffix):
+    check_small(folder, data, suffix)
 
 
 @FUZZ
 @given(data=small_text(), suffix=st.sampled_from([".txt", ".csv", ".tsv"]))
 def test_small_file_readers_against_the_reference(folder, data, suffix):
+    check_small(folder, data, suffix)
+
+
+def check_small(folder: Path, data: bytes, suffix: str) -> None:
     path = _write(folder, suffix, data)
     for reader, ref in ((read_weights, ref_weights), (read_query_set, ref_query_set)):
         try:
@@ -681,10 +700,10 @@ def test_small_file_readers_against_the_reference(folder, data, suffix):
             with pytest.raises(DataError) as info:
                 reader(path)
             assert str(path) in str(info.value)
-            event(f"{reader.__name__}: refused")
+            _event(f"{reader.__name__}: refused")
             continue
         assert reader(path) == expect
-        event(f"{reader.__name__}: read")
+        _event(f"{reader.__name__}: read")
 
 
 # --------------------------------------------------------------------------- spec loader

@@ -81,8 +81,7 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
     check_file(path)
     csv.field_size_limit(sys.maxsize)
     lines = list(text_lines(path))
-    first = next((t for _, t in lines if not is_blank(t)), "")
-    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
+    delim = _delimiter(path, next((t for _, t in lines if not is_blank(t)), ""), columns[0])
 
     def split(lineno: int, text: str) -> list[str]:
         if delim is None:
@@ -121,3 +120,14 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
             if not value:
                 raise DataError(path, f"{c} is empty.", lineno)
         yield lineno, row
+
+
+def _delimiter(path: Path, first: str, key: str) -> str | None:
+    """How a small file's lines split: a ``.csv`` file as CSV; any other file's fields are runs of ASCII spaces
+    and tabs, unless its first line is a header naming ``key`` with tabs between the names (a TSV writer's,
+    which may quote them): then as TSV. A tab on a first data line says nothing of the lines after it."""
+    if path.suffix.lower() == ".csv":
+        return ","
+    if "\t" in first and key in [f.strip(' \t"').lower() for f in first.split("\t")]:
+        return "\t"
+    return None
