@@ -357,6 +357,18 @@ def test_a_score_or_grade_of_a_long_exponent_that_is_infinite_is_refused_naming_
     assert str(err) == f"{qrels}:2: grade must be a finite number, got {x} {beyond}"
 
 
+
+@pytest.mark.parametrize("bad", ["nan", "-inf", "1e999", LONG_EXPONENT_INFINITE[0]],
+                         ids=["nan", "-inf", "1e999", "1e1000000"])
+def test_a_rank_that_is_not_finite_is_refused_naming_the_line_in_one_message(tmp_path, bad):
+    run = write(tmp_path, "sys.run", f"q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\nq1 Q0 C {bad} 1 t\n")
+    err = expect_data_error(read_run, run, 3)
+    assert str(err) == (f"{run}:3: rank must be a finite number, got {float(bad)} (NaN, an infinity, or a value "
+                        f"beyond the range of a double).")
+    run = write(tmp_path, "sys.run", "q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\n")
+    err = expect_data_error(read_run, run, 2)
+    assert str(err) == f"{run}:2: rank must be an integer, got 2.5."
+
 def test_scores_and_grades_of_long_exponents_read_as_float_reads_them(tmp_path):
     run = write(tmp_path, "sys.run", "".join(f"q1 Q0 d{i} {i + 1} {x} t\n"
                                              for i, x in enumerate(LONG_EXPONENT_FINITE)))
