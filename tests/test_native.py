@@ -323,17 +323,17 @@ def clip_text(text: str) -> str:
 def _digit_strings(k: int) -> list[str]:
     """Mantissas of k digits: the largest, a power of ten, a 1 at each end, and digits of pi."""
     pi = "31415926535897932384626433832795028841971693993751"
-    return sorted({"9" * k, "1" + "0" * (k - 1), "1" + "0" * max(0, k - 2) + "1"[:k - 1], (pi * 3)[:k]})
+    return sorted({"9" * k, "1" + "0" * (k - 1), "1" + "0" * max(0, k - 2) + "1"[:k - 1], pi[:k]})
 
 
 def _every_length_cases() -> list[str]:
-    """Every mantissa of 1 to 24 digits, the dot at every place, signed, with powers of ten about the fast
-    path's 10^22 and 15 digits and past them."""
+    """Mantissas of 1 to 24 digits, without a dot and with one at every place (".5" and "5." too), signed, with
+    powers of ten about the fast path's 10^22 and past them: about its 15 digits (8 on either side of the dot for
+    the word at a time) and past them."""
     cases = []
     for k in range(1, 25):
         for digits in _digit_strings(k):
-            for dot in range(k + 1):
-                mantissa = digits[:dot] + "." + digits[dot:] if dot < k else digits
+            for mantissa in [digits] + [digits[:dot] + "." + digits[dot:] for dot in range(k + 1)]:
                 for sign in ("", "-", "+"):
                     cases.append(sign + mantissa)
                     for e in (-25, -23, -22, -21, -16, -15, -8, -1, 0, 1, 7, 8, 15, 16, 21, 22, 23, 25):
