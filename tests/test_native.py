@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +276,174 @@ def test_a_number_that_needs_strtod_reads_as_python_reads_it(folder):
     assert got is not None
     assert bits(got.value) == bits([float(c) for c in cases])
     assert all(math.isfinite(v) for v in got.value)
+
+
+# --------------------------------------------------------------------------- the number parser against float()
+
+# After the field, the rest of a line: none (the field read byte by byte), or 32 bytes and more (the word at a
+# time read first, as for most numbers of a run), including digits and dots, which must not count
+AFTER = (b"", b" tag\n" + b"x" * 40, b"9" * 40, b"." * 40)
+
+
+def c_number(text: str, after: bytes) -> float | None:
+    """The C reader's number for a field ``text`` followed by ``after``; None where it leaves the line to the line
+    reader."""
+    from ndcg_mlflow.readers import cparse
+
+    data = text.encode()
+    return cparse.number(data + after, len(data))
+
+
+def pure_number(text: str) -> float | None:
+    """``float(text)`` where the line reader takes it as a score (text.parse_number's grammar, finite); else None
+    (the line reader refuses it, naming the line)."""
+    if not re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text):
+        return None
+    x = float(text)
+    return x if math.isfinite(x) else None
+
+
+def number_bits(x: float | None) -> bytes | None:
+    return None if x is None else struct.pack("<d", x)
+
+
+def assert_numbers_read_as_float_does(cases) -> None:
+    for text in cases:
+        expect = number_bits(pure_number(text))
+        for after in AFTER if len(text) <= 16 else AFTER[:2]:  # (a longer field is never read a word at a time)
+            got = number_bits(c_number(text, after))
+            assert got == expect, (f"{clip_text(text)}: C {got and struct.unpack('<d', got)[0]!r}, "
+                                   f"float() {expect and struct.unpack('<d', expect)[0]!r} (after {after[:6]!r})")
+
+
+def clip_text(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-30:]} ({len(text)} characters)"
+
+
+def _digit_strings(k: int) -> list[str]:
+    """Mantissas of k digits: the largest, a power of ten, a 1 at each end, and digits of pi."""
+    pi = "31415926535897932384626433832795028841971693993751"
+    return sorted({"9" * k, "1" + "0" * (k - 1), "1" + "0" * max(0, k - 2) + "1"[:k - 1], pi[:k]})
+
+
+def _every_length_cases() -> list[str]:
+    """Mantissas of 1 to 24 digits, without a dot and with one at every place (".5" and "5." too), signed, with
+    powers of ten about the fast path's 10^22 and past them: about its 15 digits (8 on either side of the dot for
+    the word at a time) and past them."""
+    cases = []
+    for k in range(1, 25):
+        for digits in _digit_strings(k):
+            for mantissa in [digits] + [digits[:dot] + "." + digits[dot:] for dot in range(k + 1)]:
+                for sign in ("", "-", "+"):
+                    cases.append(sign + mantissa)
+                    for e in (-25, -23, -22, -21, -16, -15, -8, -1, 0, 1, 7, 8, 15, 16, 21, 22, 23, 25):
+                        cases.append(f"{sign}{mantissa}e{e}")
+    return cases
+
+
+def _exponent(e: int, width: int = 0) -> str:
+    return f"{'-' if e < 0 else '+'}{abs(e):0{width}d}"
+
+
+def _long_exponent_cases() -> list[str]:
+    """Exponents of many digits, signed, with leading zeros, beside mantissas of many leading or trailing zeros
+    that bring the number back within range (or not), and exponents too large for any count of digits."""
+    cases = []
+    shifts = (-400, -330, -325, -324, -309, -308, -23, -22, -1, 0, 1, 22, 23, 307, 308, 309, 400)
+    for zeros in (0, 1, 14, 15, 21, 22, 23, 300, 308, 309, 323, 324, 325, 400, 4000, 99_999, 100_000, 200_000):
+        many = zeros > 400
+        for digits in ("1", "123456789012345") if many else ("1", "5", "123456789012345", "1234567890123456789",
+                                                               "12345678901234567890123"):
+            for shift in (-325, -324, 0, 308, 309) if many else shifts:
+                small = "0." + "0" * zeros + digits  # 10^-(zeros + 1) <= x < 10^-zeros
+                big = digits + "0" * zeros  # trailing zeros
+                e = zeros + shift
+                cases += [f"{small}e{e}", f"{small}e{_exponent(e, zeros % 7 + 20)}", f"-{small}E{e}"]
+                cases += [f"{big}e{-e}", f"{big}.{'0' * (zeros % 50)}e{_exponent(-e, 30)}", f"-{big}e{-e}"]
+    # the exponents of the examples that went wrong: a count of zeros balanced against 10^6 and more
+    cases += ["0." + "0" * 99_999 + "1e1000000", "0." + "0" * 199_999 + "1e2000000",
+              "0." + "0" * 99_999 + "1e100000", "0." + "0" * 99_999 + "1e100001", "0." + "0" * 99_999 + "1e99999",
+              "1" + "0" * 100_000 + "e-1000000", "1" + "0" * 100_000 + "e-100000", "1" + "0" * 100_000 + "e-99999"]
+    for e in ("99999", "100000", "100001", "999999999", "1000000000", "1000000001", "2147483647", "2147483648",
+              "4294967296", "9223372036854775807", "9223372036854775808", "18446744073709551616", "9" * 40):
+        for mantissa in ("1", "0", "0.000", "-0", "123456789012345678901234567890", "0." + "0" * 400 + "1"):
+            cases += [f"{mantissa}e{e}", f"{mantissa}e-{e}", f"{mantissa}e+{e}", f"{mantissa}E+000{e}"]
+    cases += ["1e+000000000000000001", "1e-0000000000000000000000000000000000000022",
+              "1e" + "0" * 60 + "308", "1e" + "0" * 60 + "309", "1e-" + "0" * 60 + "324", "5e-" + "0" * 60 + "324"]
+    return cases
+
+
+EDGE_NUMBERS = [
+    # zeros and signs
+    "0", "-0", "+0", "0.", "-0.", ".0", "-.0", "+.0", "0.0", "-0.0", "00", "-00", "000.000", "-0e0", "-0e999999",
+    "-0.000e-99999999999", "0e99999999999999999999",
+    # the grammar's corners
+    ".5", "-.5", "+.5", "5.", "-5.", "+5.", "5.e3", ".5e-3", "00012.5000", "1E5", "1e+5", "1e-5",
+    # 19 and 20 digits about the fast path's 15 and the 64 bits of the mantissa
+    "9999999999999999999", "18446744073709551615", "18446744073709551616", "99999999999999999999e-5",
+    "1844674407370955161.5", "0.18446744073709551616e20", "9007199254740992", "9007199254740993",
+    "9007199254740995", "900719925474099.3", "999999999999999", "999999999999999e22", "999999999999999e-22",
+    "9999999999999999", "9999999999999999e22", "0.1000000000000000055511151231257827",
+    "1.00000000000000011102230246251565404236316680908203125",
+    "1.00000000000000011102230246251565404236316680908203124",
+    "1.00000000000000011102230246251565404236316680908203126",
+    # near the largest double and the smallest subnormal
+    "1.7976931348623157e308", "1.7976931348623158e308", "1.7976931348623159e308", "-1.7976931348623159e308",
+    "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286"
+    "4166928879109465555478519404026306574886715058206819089020007083836762738548458177115317644757302700698555713"
+    "669596228429148198608349364752927190741684443655107043427115596995080930428801779041744977920", "1e308", "1e309",
+    "2.2250738585072011e-308", "2.2250738585072012e-308", "2.2250738585072014e-308", "4.9406564584124654e-324",
+    "4.9e-324", "5e-324", "2.4703282292062327e-324", "2.4703282292062328e-324", "-2.4703282292062328e-324",
+    "2.47032822920623272e-324", "1e-323", "1e-324", "-1e-324", "1e-400", "3e-324", "7.4e-324", "7.5e-324",
+    # long mantissas
+    "1" * 300, "1" * 30 + "e-30", "1" * 800 + "e-800", "0." + "9" * 800, "1" + "0" * 400 + "1" + "e-401",
+    "0." + "0" * 400 + "1", "9" * 310, "9" * 309 + "e-1", "0." + "0" * 330 + "1" + "0" * 500 + "e330",
+    # not numbers, or not finite: the line reader's to refuse
+    "", "+", "-", ".", "+.", "-.", "e5", ".e5", "1e", "1e+", "1e-", "1e+-5", "1.2.3", "--1", "+-1", "1e5.5", " 1",
+    "1 ", "0x10", "1_0", "1,5", "12a", "inf", "-inf", "nan", "NaN", "Infinity", "1e999", "-1e999", "\u0661",
+]
+
+
+def test_the_number_parser_reads_edge_cases_as_float_does():
+    assert_numbers_read_as_float_does(EDGE_NUMBERS)
+
+
+def test_the_number_parser_reads_every_length_and_place_of_the_dot_as_float_does():
+    assert_numbers_read_as_float_does(_every_length_cases())
+
+
+def test_the_number_parser_reads_long_exponents_and_long_runs_of_zeros_as_float_does():
+    """The exponent counted in full (or the number left to strtod): an exponent of a million beside as many zeros
+    is no longer read as if it stopped at 100,000 (1.0 for what float() reads as inf)."""
+    assert_numbers_read_as_float_does(_long_exponent_cases())
+    assert c_number("0." + "0" * 99_999 + "1e1000000", b"") is None
+    assert c_number("0." + "0" * 99_999 + "1e100000", b"") == 1.0
+
+
+@st.composite
+def number_text(draw) -> str:
+    """Decimal text of any shape: a sign, digits (leading and trailing zeros), a dot, an exponent of up to 25
+    digits with leading zeros; now and then a character out of place."""
+    digit_run = st.one_of(st.text("0123456789", max_size=25),
+                          st.tuples(st.integers(0, 400), st.text("0123456789", max_size=20), st.integers(0, 400))
+                          .map(lambda t: "0" * t[0] + t[1] + "0" * t[2]))
+    text = draw(st.sampled_from(["", "", "-", "+"])) + draw(digit_run)
+    if draw(st.booleans()):
+        text += "." + draw(digit_run)
+    if draw(st.booleans()):
+        e = draw(st.one_of(st.integers(0, 30), st.integers(0, 400), st.integers(0, 10**6), st.integers(0, 10**25)))
+        text += (draw(st.sampled_from("eE")) + draw(st.sampled_from(["", "+", "-"])) + "0" * draw(st.integers(0, 3))
+                 + str(e))
+    if draw(st.integers(0, 20)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from([".", "e", "-", "x", " ", "\u0663"])) + text[at:]
+    return text
+
+
+@PROPERTY
+@given(text=number_text())
+def test_the_number_parser_reads_generated_text_as_float_does(text):
+    assert_numbers_read_as_float_does([text])
 
 
 def test_the_table_carries_the_hashes_once(folder):

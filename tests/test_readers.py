@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -333,6 +334,50 @@ def test_non_finite_score_parquet(tmp_path):
     err = expect_data_error(read_run, p, None, contains=r"row 2")
     assert err.line is None
 
+
+# Numbers of a long exponent beside as many zeros: float() reads the first three as infinities, the others as
+# finite numbers
+LONG_EXPONENT_INFINITE = ["0." + "0" * 99_999 + "1e1000000", "-0." + "0" * 199_999 + "1e2000000",
+                          "1" + "0" * 1000 + "e99999999999999999999"]
+LONG_EXPONENT_FINITE = ["0." + "0" * 99_999 + "1e100000", "0." + "0" * 99_999 + "15e+0000100001",
+                        "1" + "0" * 100_000 + "e-100000", "0." + "0" * 199_999 + "1e-2000000",
+                        "0." + "0" * 99_999 + "12345678901234567e100017"]
+
+
+@pytest.mark.parametrize("bad", LONG_EXPONENT_INFINITE, ids=["1e1000000", "-1e2000000", "1e1000+"])
+def test_a_score_or_grade_of_a_long_exponent_that_is_infinite_is_refused_naming_the_line(tmp_path, bad):
+    """Refused by every reader (the C reader's fast path and strtod, Arrow's, the line reader) in one message."""
+    x = float(bad)
+    assert math.isinf(x)
+    beyond = "(NaN, an infinity, or a value beyond the range of a double)."
+    run = write(tmp_path, "sys.run", f"q1 Q0 A 1 3 t\n\nq1 Q0 B 2 {bad} t\nq1 Q0 C 3 1 t\n")
+    err = expect_data_error(read_run, run, 3)
+    assert str(err) == f"{run}:3: score must be a finite number, got {x} {beyond}"
+    qrels = write(tmp_path, "qrels.txt", f"q1 0 A 1\nq1 0 B {bad}\n")
+    err = expect_data_error(read_qrels, qrels, 2)
+    assert str(err) == f"{qrels}:2: grade must be a finite number, got {x} {beyond}"
+
+
+
+@pytest.mark.parametrize("bad", ["nan", "-inf", "1e999", LONG_EXPONENT_INFINITE[0]],
+                         ids=["nan", "-inf", "1e999", "1e1000000"])
+def test_a_rank_that_is_not_finite_is_refused_naming_the_line_in_one_message(tmp_path, bad):
+    run = write(tmp_path, "sys.run", f"q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\nq1 Q0 C {bad} 1 t\n")
+    err = expect_data_error(read_run, run, 3)
+    assert str(err) == (f"{run}:3: rank must be a finite number, got {float(bad)} (NaN, an infinity, or a value "
+                        f"beyond the range of a double).")
+    run = write(tmp_path, "sys.run", "q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\n")
+    err = expect_data_error(read_run, run, 2)
+    assert str(err) == f"{run}:2: rank must be an integer, got 2.5."
+
+def test_scores_and_grades_of_long_exponents_read_as_float_reads_them(tmp_path):
+    run = write(tmp_path, "sys.run", "".join(f"q1 Q0 d{i} {i + 1} {x} t\n"
+                                             for i, x in enumerate(LONG_EXPONENT_FINITE)))
+    qrels = write(tmp_path, "qrels.txt", "".join(f"q1 0 d{i} {x}\n" for i, x in enumerate(LONG_EXPONENT_FINITE)))
+    expect = np.array([float(x) for x in LONG_EXPONENT_FINITE]).view(np.uint64).tolist()
+    assert expect[:4] == np.array([1.0, 15.0, 1.0, 0.0]).view(np.uint64).tolist()  # (the closed forms)
+    for table in (read_run(run), read_qrels(qrels)):
+        assert np.asarray(table.value, dtype=np.float64).view(np.uint64).tolist() == expect
 
 # --------------------------------------------------------------------------- errors: duplicates
 

@@ -37,6 +37,7 @@ from .text import (
     first_line,
     is_blank,
     is_number,
+    not_finite,
     open_data,
     open_file,
     scan_text,
@@ -86,9 +87,13 @@ def checked_run(table: Table, pair_keys: bool = False, background: bool = False)
     caller joins it to the judgments meanwhile and then calls :meth:`Table.checked`)."""
     check_finite(table, "score")
     if table.rank is not None:
-        bad = np.flatnonzero(~np.isfinite(table.rank) | (table.rank != np.round(table.rank)))
+        # a rank that is not finite first, wherever it is: the line reader refuses it as it reads its line
+        bad = np.flatnonzero(~np.isfinite(table.rank))
         if bad.size:
-            raise table.error(int(bad[0]), f"rank must be an integer, got {table.rank[bad[0]]!r}.")
+            raise table.error(int(bad[0]), not_finite("rank", float(table.rank[bad[0]])))
+        bad = np.flatnonzero(table.rank != np.round(table.rank))
+        if bad.size:
+            raise table.error(int(bad[0]), f"rank must be an integer, got {float(table.rank[bad[0]])!r}.")
     keys = pair_hashes(table)
     if pair_keys:
         table.pair_keys = keys

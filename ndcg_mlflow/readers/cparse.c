@@ -14,7 +14,9 @@
 
    Numbers: a decimal with at most 15 significant digits and a power of ten within 10^22 is exact in one
    multiplication or division of two exactly represented doubles (Clinger's fast path); every other number goes
-   through strtod in the C locale. Both round correctly, as Python's float() does, so the doubles are the same.
+   through strtod in the C locale, as does one whose exponent has too many digits to add up exactly (so that no
+   count of zeros before or after the digits can bring it back within the fast path by mistake). Both round
+   correctly, as Python's float() does, so the doubles are the same (number() gives them to the tests).
 
    Speed: where 64 bytes are readable from a line's start and the line ends within them (most lines of a run),
    the line is cut into fields from bit masks of its bytes' classes (line feed, carriage return, separator, byte
@@ -35,7 +37,6 @@
 */
 #include "../cbuffers.h"
 
-#include <errno.h>
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -190,8 +191,14 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 
 static locale_t c_locale;
 
+/* Past this, an exponent's digits are not added up (the sum could overflow), and the number goes to strtod: every
+   exponent below it is exact, and far outside the fast path's 10^22 */
+#define EXPONENT_LIMIT 1000000000
+
 /* text.parse_number's grammar, [+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?, over the whole field, and a
-   finite value; 0 when the field is not such a number (the caller then lets the line-by-line reader decide) */
+   finite value; 0 when the field is not such a number (the caller then lets the line-by-line reader decide).
+   The fast path takes m * 10^exp10 only while m holds every significant digit and exp10 is the exact power
+   (no digit of the exponent skipped); any other number is strtod's reading of the field's text. */
 static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
 {
     const unsigned char *p = s, *end = s + n;
@@ -201,11 +208,12 @@ static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
         p++;
     }
     uint64_t m = 0;
-    int digits = 0;       /* significant digits in m */
-    int exp10 = 0;        /* m * 10^exp10 */
-    int int_digits = 0, frac_digits = 0;
-    int exact = 1;        /* m holds every significant digit */
-    for (; p < end && (unsigned)(*p - '0') <= 9; p++, int_digits++) {
+    int digits = 0;       /* significant digits in m, at most 19 */
+    int64_t exp10 = 0;    /* m * 10^exp10 (while exact); at least -n, as one per digit is taken */
+    int mantissa = 0;     /* a digit seen before the exponent */
+    int exact = 1;        /* m holds every significant digit, and exp10 is the exact power */
+    for (; p < end && (unsigned)(*p - '0') <= 9; p++) {
+        mantissa = 1;
         if (m == 0 && *p == '0')
             continue;
         if (digits < 19) {
@@ -217,7 +225,8 @@ static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
     }
     if (p < end && *p == '.') {
         p++;
-        for (; p < end && (unsigned)(*p - '0') <= 9; p++, frac_digits++) {
+        for (; p < end && (unsigned)(*p - '0') <= 9; p++) {
+            mantissa = 1;
             if (m == 0 && *p == '0') {
                 exp10--;
                 continue;
@@ -231,7 +240,7 @@ static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
             }
         }
     }
-    if (int_digits == 0 && frac_digits == 0)
+    if (!mantissa)
         return 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -242,13 +251,16 @@ static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
         }
         if (p == end)
             return 0;
-        int e = 0;
+        int64_t e = 0;
         for (; p < end && (unsigned)(*p - '0') <= 9; p++)
-            if (e < 100000)
+            if (e < EXPONENT_LIMIT)
                 e = e * 10 + (*p - '0');
         if (p != end)
             return 0;
-        exp10 += eneg ? -e : e;
+        if (e >= EXPONENT_LIMIT)
+            exact = 0; /* digits skipped, or as good as: strtod reads it */
+        else
+            exp10 += eneg ? -e : e;
     } else if (p != end) {
         return 0;
     }
@@ -266,7 +278,6 @@ static int parse_number(const unsigned char *s, Py_ssize_t n, double *out)
         memcpy(buf, s, (size_t)n);
         buf[n] = 0;
         char *stop;
-        errno = 0;
         v = strtod_l(buf, &stop, c_locale);
         int whole = stop == buf + n;
         if (buf != small)
@@ -1250,6 +1261,30 @@ static PyObject *vector_width(PyObject *self, PyObject *arg)
 #endif
 }
 
+/* number(data, n) -> the double parse_trec reads for a number field of data's first n bytes, or None where it
+   leaves the line to the line-by-line reader (not a number, or not finite); the bytes after the field stand for
+   the rest of the line: with 32 readable from the field's start, the word-at-a-time path first, as parse_trec.
+   For the tests against float() */
+static PyObject *number(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*n", &b, &n))
+        return NULL;
+    if (n < 0 || n > b.len) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "a length within the data");
+        return NULL;
+    }
+    double v;
+    int ok = NUMBER((const unsigned char *)b.buf, n, b.len >= 32, &v);
+    PyBuffer_Release(&b);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(v);
+}
+
 static PyMethodDef methods[] = {
     {"run_starts", run_starts, METH_VARARGS, "The rows where a string differs from the one before."},
     {"fill_runs", fill_runs, METH_VARARGS, "Each run of rows set to its value."},
@@ -1259,6 +1294,7 @@ static PyMethodDef methods[] = {
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},
     {"copy_ranges", copy_ranges, METH_VARARGS, "dest[at[i]:at[i] + lengths[i]] = source[starts[i]:...], each i."},
     {"repeats", repeats, METH_VARARGS, "1 when a key occurs twice in a run of equal codes of a range of rows."},
+    {"number", number, METH_VARARGS, "parse_trec's reading of a number field, data[:n]; None where it has none."},
     {"vector_width", vector_width, METH_O, "The line reader's vector width in bits; switched by a width given."},
     {NULL, NULL, 0, NULL},
 };

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .text import BOM, native_reader, open_data
+from .text import BOM, native_reader, not_finite, open_data
 
 QRELS = "qrels"
 RUN = "run"
@@ -503,8 +503,7 @@ def check_finite(table: Table, what: str) -> None:
         return
     bad = np.flatnonzero(~np.isfinite(table.value))
     if bad.size:
-        raise table.error(int(bad[0]), f"{what} must be a finite number, got {float(table.value[bad[0]])} "
-                                       f"(NaN, an infinity, or a value beyond the range of a double).")
+        raise table.error(int(bad[0]), not_finite(what, float(table.value[bad[0]])))
 
 
 def yield_cpu() -> None:

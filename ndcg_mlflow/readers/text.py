@@ -147,8 +147,13 @@ def checked_number(path: Path, lineno: int, raw: str, what: str) -> float:
     except ValueError:
         raise DataError(path, f"{what} must be a number, got {clip(raw)!r}.", lineno) from None
     if not math.isfinite(x):
-        raise DataError(path, f"{what} must be a finite number, got {clip(raw)!r}.", lineno)
+        raise DataError(path, not_finite(what, x), lineno)
     return x
+
+
+def not_finite(what: str, x: float) -> str:
+    """The problem of a value read as NaN or an infinity (``1e999`` too), whichever reader of a file read it."""
+    return f"{what} must be a finite number, got {x} (NaN, an infinity, or a value beyond the range of a double)."
 
 
 def _strip_line_end(raw: bytes) -> bytes:
