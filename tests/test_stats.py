@@ -579,7 +579,9 @@ def _weighted_t_by_matrices(d, w):
     lam = h ** 2 / np.diag(S)  # each squared residual over its expected share
     r = M @ d
     se = np.sqrt(np.sum(lam * r ** 2))
-    df = w.sum() ** 2 / np.sum(w ** 2) - 1
+    A = M.T @ np.diag(lam) @ M  # se^2 = d' A d
+    # Satterthwaite's degrees of freedom of d' A d, bounded by Kish's n_eff - 1
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w ** 2) - 1)
     return float(h @ d), se, df, lam, S
 
 
