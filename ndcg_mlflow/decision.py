@@ -5,7 +5,7 @@ corrected p-value). Each candidate is judged on its paired differences candidate
 queries valid for both: ``[lo, hi]`` is the weighted t interval of their weighted mean at the spec's confidence
 (:func:`ndcg_mlflow.stats.t_interval`: the bias-corrected weighted standard error, the smaller of Satterthwaite's
 and Kish's degrees of freedom), whatever ``uncertainty.method`` the reported intervals use. Under the null (two
-exchangeable systems) its lower end lies above 0 at most 1 - confidence / 2 of the time, within simulation error,
+exchangeable systems) its lower end lies above 0 at most (1 - confidence) / 2 of the time, within simulation error,
 for 15 to 100 queries and lognormal weights up to σ = 2; the bootstrap intervals, BCa above all, did not
 (``benchmarks/gate_sim.py``).
 
