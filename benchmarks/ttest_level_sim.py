@@ -10,7 +10,7 @@ runs :func:`ndcg_mlflow.stats.paired_t_test`. Two kinds of differences: standard
 and nDCG-like (the difference of two independent Beta(0.6, 1.8) scores, 0 on 30% of the
 queries, where both systems return the same list).
 
-The false-positive rate counts an undefined p (fewer than 2 effective queries: n_eff < 2)
+The false-positive rate counts an undefined p (below 1 degree of freedom; always when n_eff < 2)
 as no rejection, and is also shown among the defined p-values. A scenario PASSes when
 the rate is at most the upper end of the binomial 99.9% band around 0.05 for that many
 repetitions (the test keeps its level; with very unequal weights it is conservative).

@@ -34,6 +34,8 @@ class Analysis:
     wins_losses: list[dict[str, Any]] = field(default_factory=list)
     family: str = ""
     distributions: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (candidate, key) -> deltas
+    # (candidate, key) -> the per-query differences and weights on the queries valid for both (the decision's input)
+    paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | None) -> Analysis:
@@ -111,6 +113,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         w = w_all[mask]
         d = cand[mask, j] - base[mask, j]
         b = base[mask, j]
+        out.paired[(name, key)] = (d, w)
         row: dict[str, Any] = {"baseline": comparison.baseline, "candidate": name, "key": key,
                                "cutoff": key_label(key), "n_paired": int(mask.sum())}
         if mask.any():

@@ -517,7 +517,8 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
         if spec.decision is not None:
             from .decision import decide
 
-            result.decision = decide(spec.decision, result.analysis.comparisons, spec.uncertainty.confidence)
+            result.decision = decide(spec.decision, result.analysis.comparisons, spec.uncertainty.confidence,
+                                     result.analysis.paired)
     if spec.sensitivity:
         from .sensitivity import sensitivity
 

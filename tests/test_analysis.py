@@ -630,11 +630,17 @@ def test_weighted_queries(tmp_path):
     # d_z's weighted sd: sum w (d - m)^2 / (W - sum w^2 / W), unbiased whatever the weights
     sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp ** 2) / wp.sum()))
     assert row["effect_size_dz"] == pytest.approx(m / sd, rel=1e-10)
-    # the t-test: weighted mean over its bias-corrected standard error, n_eff - 1 degrees of freedom
+    # the t-test: weighted mean over its bias-corrected standard error; degrees of freedom the smaller of
+    # Satterthwaite's for that standard error, tr(A)^2 / tr(A^2) with se^2 = d' A d, and n_eff - 1
     h = wp / wp.sum()
-    se_t = math.sqrt(np.sum(h ** 2 / (1 - 2 * h + np.sum(h ** 2)) * (d - m) ** 2))
+    lam = h ** 2 / (1 - 2 * h + np.sum(h ** 2))
+    se_t = math.sqrt(np.sum(lam * (d - m) ** 2))
+    M = np.eye(h.size) - np.outer(np.ones(h.size), h)
+    A = M.T @ np.diag(lam) @ M
     n_eff = wp.sum() ** 2 / np.sum(wp ** 2)
-    assert row["p_t_test"] == pytest.approx(2 * ss.t.sf(abs(m / se_t), n_eff - 1), rel=1e-9)
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), n_eff - 1)
+    assert df < n_eff - 1.5
+    assert row["p_t_test"] == pytest.approx(2 * ss.t.sf(abs(m / se_t), df), rel=1e-9)
     assert row["ci_low"] <= row["delta"] <= row["ci_high"]
     # the weighted SE is larger than the unweighted one would be for n_eff < n (roughly)
     se_w = math.sqrt(30 / 29 * np.sum(wp ** 2 * (d - m) ** 2)) / wp.sum()

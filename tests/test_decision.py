@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -119,6 +121,11 @@ def _row(candidate="c", lo=0.01, hi=0.03, p=0.01, key="ndcg_at_10") -> dict:
             "ci_high": hi, "p_corrected": p, "n_paired": 50}
 
 
+def _constant(value: float, n: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Paired differences all equal to ``value``: the t interval is the point [value, value]."""
+    return np.full(n, value), np.ones(n)
+
+
 @pytest.mark.parametrize("rule, margin, lo, outcome", [
     ("superiority", 0.0, 1e-12, "pass"),
     ("superiority", 0.0, 0.0, "fail"),  # an interval touching the margin does not lie above it
@@ -127,21 +134,63 @@ def _row(candidate="c", lo=0.01, hi=0.03, p=0.01, key="ndcg_at_10") -> dict:
     ("non_inferiority", 0.01, -0.0099999, "pass"),
     ("non_inferiority", 0.01, -0.01, "fail"),
     ("non_inferiority", 0.0, -1e-12, "fail"),
-    ("superiority", 0.01, float("nan"), "fail"),  # no paired query: undecidable, so not a pass
 ])
 def test_the_rule_reads_the_lower_end_against_the_margin(rule, margin, lo, outcome):
-    d = decide(Decision("ndcg_at_10", rule, margin), [_row(lo=lo, hi=0.5), _row(key="ndcg_at_5", lo=-1)], 0.95)
+    """The rows' own (bootstrap) ends are not what the rule reads: each says the opposite of the outcome."""
+    wrong = -1.0 if outcome == "pass" else 1.0
+    paired = {("c", "ndcg_at_10"): _constant(lo), ("c", "ndcg_at_5"): _constant(-1.0)}
+    d = decide(Decision("ndcg_at_10", rule, margin), [_row(lo=wrong, hi=2), _row(key="ndcg_at_5", lo=1)], 0.95,
+               paired)
     assert d["outcome"] == outcome and [r["outcome"] for r in d["candidates"]] == [outcome]
     assert d["threshold"] == (margin if rule == "superiority" else -margin)
+    assert d["candidates"][0]["ci_low"] == lo and d["interval"] == "weighted t"
 
 
 def test_max_p_is_a_further_requirement_and_one_failing_candidate_fails_all():
     rows = [_row("a", lo=0.02, p=0.01), _row("b", lo=0.02, p=0.2), _row("c", lo=0.02, p=0.05)]
-    d = decide(Decision("ndcg_at_10", "superiority", 0.01, max_p=0.05), rows, 0.9)
+    paired = {(c, "ndcg_at_10"): _constant(0.02) for c in "abc"}
+    d = decide(Decision("ndcg_at_10", "superiority", 0.01, max_p=0.05), rows, 0.9, paired)
     assert [r["outcome"] for r in d["candidates"]] == ["pass", "fail", "pass"]
     assert d["outcome"] == "fail" and "0.2" in d["candidates"][1]["reason"]
-    assert decide(Decision("ndcg_at_10", "superiority", 0.01), rows, 0.9)["outcome"] == "pass"
-    assert decide(Decision("ndcg_at_10", "superiority", 0.0), [], 0.9)["outcome"] == "fail"
+    assert decide(Decision("ndcg_at_10", "superiority", 0.01), rows, 0.9, paired)["outcome"] == "pass"
+    assert decide(Decision("ndcg_at_10", "superiority", 0.0), [], 0.9, paired)["outcome"] == "fail"
+
+
+@pytest.mark.parametrize("d, w, words", [
+    (np.empty(0), np.empty(0), "no interval at nDCG@10: no query is valid for both systems"),
+    (np.array([0.3]), np.ones(1), "no interval at nDCG@10: only one query is valid for both systems (a t interval "
+                                  "needs at least 2)"),
+    (np.array([0.3, 0.1, 0.2, 0.25]), np.array([1e9, 1.0, 1.0, 1.0]),
+     "no interval at nDCG@10: the weights of the 4 paired queries leave 6e-09 degrees of freedom (an effective "
+     "number of queries of 1); a t interval needs at least 1"),  # n_eff - 1 = (W^2 - sum w^2) / sum w^2 = 6e9 / 1e18
+])
+def test_an_undefined_interval_says_why(d, w, words):
+    """Each cause of an undefined interval in its own words: never "no query valid for both" when there are some."""
+    out = decide(Decision("ndcg_at_10", "superiority", 0.0), [_row(lo=0.5)], 0.95, {("c", "ndcg_at_10"): (d, w)})
+    (row,) = out["candidates"]
+    assert row["outcome"] == "fail" and math.isnan(row["ci_low"]) and words in row["reason"]
+    if d.size:
+        assert "no query is valid" not in row["reason"]
+
+
+@pytest.mark.parametrize("rule, margin, lo", [
+    ("superiority", 0.4999999, 0.49999989),
+    ("superiority", 0.4999999, 0.49999995),
+    ("non_inferiority", 0.1234567891, -0.12345678909),
+    ("superiority", 0.01, 0.0099999999999),
+])
+def test_the_reason_prints_enough_digits_to_show_the_order(rule, margin, lo):
+    """A lower end and a threshold that differ never print the same: "0.5 is not above +0.5" hides which is
+    larger. The statement shows the margin as declared, not rounded to 6 digits."""
+    decision = Decision("ndcg_at_10", rule, margin)
+    out = decide(decision, [_row()], 0.95, {("c", "ndcg_at_10"): _constant(lo)})
+    reason = out["candidates"][0]["reason"]
+    shown = re.fullmatch(r"the interval's lower end (\S+) is (not )?above (\S+)", reason)
+    assert shown is not None, reason
+    a, b = float(shown.group(1)), float(shown.group(3))
+    assert a != b and (a > b) == (lo > out["threshold"]) and (shown.group(2) is None) == (lo > out["threshold"])
+    assert f"{margin!r}" in out["statement"] and f"{-margin if rule != 'superiority' else margin:+}" \
+        in out["statement"]
 
 
 # --------------------------------------------------------------------------- end to end, against closed forms
@@ -240,3 +289,94 @@ def test_a_tracking_failure_wins_over_a_failed_decision(tmp_path, monkeypatch):
                  "--tracking-uri", "http://127.0.0.1:1"])
     assert code == 3
     assert _summary(tmp_path / "out")["decision"]["outcome"] == "fail"
+
+
+# --------------------------------------------------------------------------- the interval the rule reads
+
+L = 1 / math.log2(3) - 0.5  # nDCG of the relevant document at rank 2 minus at rank 3
+# a worked example: 12 weighted queries, the candidate gaining D on 6, losing L on one heavy query, tied on 5
+GAINS = [D, D, 0, 0, 0, D, D, D, D, -L, 0, 0]
+WEIGHTS = [3.89, 1.16, 0.34, 0.26, 0.51, 1.4, 0.23, 0.74, 0.8, 2.26, 1.39, 1.71]
+
+
+def _weighted_spec(tmp_path: Path, method: str) -> Path:
+    queries = [f"q{i:02d}" for i in range(len(GAINS))]
+    (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 rel 1\n" for q in queries))
+    (tmp_path / "weights.tsv").write_text("query_id\tweight\n" + "".join(f"{q}\t{w!r}\n"
+                                                                        for q, w in zip(queries, WEIGHTS)))
+    lists = {D: ["rel"], 0: ["x", "rel"], -L: ["x", "y", "rel"]}
+    for name, docs in (("base", {q: ["x", "rel"] for q in queries}),
+                       ("cand", {q: lists[g] for q, g in zip(queries, GAINS)})):
+        (tmp_path / f"{name}.run").write_text("".join(f"{q} Q0 {d} {r + 1} {10 - r} t\n" for q in queries
+                                                      for r, d in enumerate(docs[q])))
+    raw = yaml.safe_load(_spec(tmp_path, {"key": "ndcg_at_10", "rule": "superiority", "margin": 0}).read_text())
+    raw["queries"]["weights"] = "weights.tsv"
+    raw["data"]["systems"] = {"base": "base.run", "cand": "cand.run"}
+    raw["uncertainty"].update({"method": method, "resamples": 2000})
+    path = tmp_path / "weighted.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _t_interval_by_matrices(d: np.ndarray, w: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """The weighted t interval written out with n x n matrices and scipy's t quantile, independently of
+    stats: se^2 = d' A d with A = M' diag(lambda) M, M = I - 1 h' (the residuals), lambda_i = h_i^2 / (M M')_ii;
+    degrees of freedom min(tr(A)^2 / tr(A^2), n_eff - 1)."""
+    from scipy import stats as ss
+
+    n = d.size
+    h = w / w.sum()
+    M = np.eye(n) - np.outer(np.ones(n), h)
+    lam = h ** 2 / np.diag(M @ M.T)
+    A = M.T @ np.diag(lam) @ M
+    se = math.sqrt(d @ A @ d)
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w ** 2) - 1)
+    q = ss.t.ppf(1 - (1 - confidence) / 2, df)
+    m = float(h @ d)
+    return m - q * se, m + q * se, df
+
+
+@pytest.mark.parametrize("method", ["bca", "percentile"])
+def test_the_rule_reads_the_weighted_t_interval_not_the_bootstrap_one(tmp_path, method):
+    """On 12 weighted queries the bootstrap interval of the difference lies above 0 (BCa's and the percentile
+    interval's lower ends about +0.03: both under-cover with few queries and unequal weights) while the weighted t
+    interval, with 2.8 degrees of freedom, reaches down to -0.12. The rule reads the t interval: no superiority."""
+    spec = _weighted_spec(tmp_path, method)
+    out = tmp_path / "out"
+    assert _run(spec, out) == EXIT_DECISION
+    comparisons = pd.read_csv(out / "comparisons.csv")
+    assert comparisons["ci_low"].item() > 0.01  # the reported bootstrap interval, unchanged
+    (row,) = _summary(out)["decision"]["candidates"]
+    lo, hi, df = _t_interval_by_matrices(np.array(GAINS), np.array(WEIGHTS), 0.95)
+    assert row["ci_low"] == pytest.approx(lo, rel=1e-9) and row["ci_high"] == pytest.approx(hi, rel=1e-9)
+    assert row["df"] == pytest.approx(df, rel=1e-9) and 2.7 < df < 2.9 and lo < -0.1
+    assert row["interval"] == "weighted t" and row["outcome"] == "fail"
+    assert "weighted t interval" in _summary(out)["decision"]["statement"]
+
+
+def _gate_sim():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gate_sim.py"
+    spec = importlib.util.spec_from_file_location("_gate_sim", path)
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    return sim
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, sigma", [(15, 1.0), (30, 1.0), (30, 2.0)])
+def test_the_gate_passes_no_more_than_it_promises_when_nothing_changed(n, sigma):
+    """Two exchangeable systems (benchmarks/gate_sim.py, fixed seed), lognormal weights: superiority at margin 0
+    may pass at most 2.5% of the time at 95%. 800 repetitions: the bound (the binomial 99.9% band's upper end
+    around 2.5%, about 4.3%) is passed by a correct gate and failed, with near certainty, by one that passes 10%
+    of the time (the BCa interval's gate passed 6-9% of the time at these settings)."""
+    from scipy.stats import binom
+
+    sim = _gate_sim()
+    reps = 800
+    bound = binom.isf(0.0005, reps, 0.025)
+    assert bound < binom.ppf(1e-4, reps, 0.10)  # the check tells a 10% false-pass rate apart
+    rates = sim.simulate(n, sigma, reps, seed=5, bootstrap=False)
+    assert rates["gate"] * reps <= bound, rates
+    assert rates["t_cover"] >= 0.9 - rates["undefined"], rates  # the interval it reads covers, where defined

@@ -56,8 +56,6 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     from mlflow.tracking import MlflowClient
 
     from ndcg_mlflow.cli import main
-    from ndcg_mlflow.decision import decide
-    from ndcg_mlflow.spec import Decision
 
     # a decision that fails: no candidate is better by 0.5 (exit 4, as for run on the local engine)
     spec = demo_spec(tmp_path, **{"decision.key": "ndcg_at_10", "decision.rule": "superiority",
@@ -104,8 +102,16 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     # the decision, applied to the grouped comparisons, fails for each candidate as declared
     d = summary["decision"]
     assert d["outcome"] == "fail" and {r["candidate"] for r in d["candidates"]} == {"reranker-v2", "dense-ties"}
-    assert d == json.loads(json.dumps(decide(Decision("ndcg_at_10", "superiority", 0.5), summary["comparisons"],
-                                             0.95)))
+    # the rule reads the weighted t interval over the groups (each group's weighted mean difference, weighted by
+    # its weight sum): symmetric about the comparison's difference, of the width order of the per-query t interval
+    # the local engine's decision reads
+    local_rows = {r["candidate"]: r for r in ref["decision"]["candidates"]}
+    for r in d["candidates"]:
+        lr = local_rows[r["candidate"]]
+        assert r["interval"] == lr["interval"] == "weighted t" and r["df"] > 100
+        assert r["ci_low"] + r["ci_high"] == pytest.approx(2 * r["delta"], rel=1e-9)
+        assert 0.5 < (r["ci_high"] - r["ci_low"]) / (lr["ci_high"] - lr["ci_low"]) < 2.0
+        assert r["outcome"] == ("pass" if r["ci_low"] > 0.5 else "fail")
     for c in summary["comparisons"]:
         lc = next(x for x in ref["comparisons"] if (x["candidate"], x["key"]) == (c["candidate"], c["key"]))
         assert c["delta"] == pytest.approx(lc["delta"], rel=1e-9) and c["n_paired"] == lc["n_paired"]

@@ -10,6 +10,7 @@ claim so that a scipy change shows up as a clear failure rather than a mismatch.
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 from fractions import Fraction
 
@@ -579,7 +580,9 @@ def _weighted_t_by_matrices(d, w):
     lam = h ** 2 / np.diag(S)  # each squared residual over its expected share
     r = M @ d
     se = np.sqrt(np.sum(lam * r ** 2))
-    df = w.sum() ** 2 / np.sum(w ** 2) - 1
+    A = M.T @ np.diag(lam) @ M  # se^2 = d' A d
+    # Satterthwaite's degrees of freedom of d' A d, bounded by Kish's n_eff - 1
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w ** 2) - 1)
     return float(h @ d), se, df, lam, S
 
 
@@ -842,3 +845,41 @@ def test_correction_properties(method):
     assert np.all(adj >= p - 1e-15) and np.all(adj <= 1)
     order = np.argsort(p)
     assert np.all(np.diff(adj[order]) >= -1e-15)  # order preserved
+
+
+# --------------------------------------------------------------------------- the decision's interval
+
+
+def test_t_interval_with_uniform_weights_is_the_paired_t_interval():
+    """Uniform weights: mean -/+ t_(0.975, n - 1) s / sqrt(n), as scipy.stats.t.interval gives it."""
+    d = np.array([0.12, -0.03, 0.2, 0.05, 0.0, 0.31, -0.1, 0.07, 0.15])
+    lo, hi, df = stats.t_interval(d, np.full(d.size, 0.4), 0.95)
+    want = ss.t.interval(0.95, d.size - 1, loc=d.mean(), scale=d.std(ddof=1) / math.sqrt(d.size))
+    assert df == d.size - 1
+    assert (lo, hi) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_t_interval_and_t_test_are_one_rule(seed):
+    """p < 1 - confidence exactly when the interval at that confidence leaves out 0: at the confidence
+    1 - p the interval's nearer end is 0."""
+    r = np.random.default_rng(seed)
+    d = r.normal(0.03, 0.1, 25)
+    w = np.exp(r.normal(0, 1, 25))
+    p = stats.paired_t_test(d, w)
+    lo, hi, _ = stats.t_interval(d, w, 1 - p)
+    assert min(abs(lo), abs(hi)) == pytest.approx(0, abs=1e-12)
+
+
+def test_t_degrees_of_freedom_against_matrices_with_a_dominant_weight():
+    """The O(n) sums against tr(A)^2 / tr(A^2) from n x n matrices in extended precision, where one weight
+    dominates (the off-diagonal sums cancel most there)."""
+    for w in (np.array([1e3, 1, 1, 1]), np.array([50.0, 2, 1, 1, 0.5, 0.1]), np.array([1e6] + [1.0] * 7)):
+        lw = w.astype(np.longdouble)
+        h = lw / lw.sum()
+        n = w.size
+        M = np.eye(n, dtype=np.longdouble) - np.outer(np.ones(n, dtype=np.longdouble), h)
+        lam = h ** 2 / np.diag(M @ M.T)
+        A = M.T @ np.diag(lam) @ M
+        want = min(float(np.trace(A) ** 2 / np.trace(A @ A)), float(lw.sum() ** 2 / np.sum(lw ** 2) - 1))
+        assert stats.t_degrees_of_freedom(w) == pytest.approx(want, rel=1e-6)

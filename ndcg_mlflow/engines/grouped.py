@@ -74,6 +74,14 @@ def group_interval(sums: GroupSums, counts: np.ndarray, confidence: float) -> di
     return {"mean": sums.mean, "ci_low": float(low), "ci_high": float(high), "std_error": float(dist.std(ddof=1))}
 
 
+def group_units(sums: GroupSums) -> tuple[np.ndarray, np.ndarray]:
+    """The groups as the paired units of the decision's weighted t interval: each non-empty group's weighted mean
+    ``value / weight`` with the weight ``weight``. Their weighted mean is the series' mean, and, the groups being
+    independent and identically distributed, the t interval's standard error over them estimates the mean's."""
+    keep = sums.weight > 0
+    return sums.value[keep] / sums.weight[keep], sums.weight[keep]
+
+
 def group_sign_flip(sums: GroupSums, resamples: int, rng: np.random.Generator) -> float:
     """Two-sided sign-flip test of the weighted mean difference, flipping whole groups."""
     total = float(sums.weight.sum())
@@ -115,4 +123,4 @@ def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:
 
 
 __all__ = ["GROUPS", "GroupSums", "GroupedStatistics", "group_counts", "group_interval", "group_sign_flip",
-           "group_sums_spark"]
+           "group_sums_spark", "group_units"]

@@ -1352,7 +1352,7 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
     from ..evaluation import relative
     from ..rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
     from ..stats import correct
-    from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark
+    from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark, group_units
 
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
     query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
@@ -1470,6 +1470,7 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
             if name in coverages:
                 entry["catalog_coverage"] = float(coverages[name][list(metric.keys).index(key)])
     comparisons: list[dict[str, Any]] = []
+    paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     u = spec.uncertainty
     if u is not None:
         rng = np.random.default_rng(u.seed)
@@ -1491,6 +1492,7 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                     if s is None:
                         continue
                     ci = group_interval(s, counts_matrix, u.confidence)
+                    paired[(name, cutoff_key(k))] = group_units(s)
                     comparisons.append({"baseline": comparison.baseline, "candidate": name,
                                         "key": cutoff_key(k), "cutoff": label,
                                         "delta": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
@@ -1505,7 +1507,8 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
     if spec.decision is not None and u is not None:
         from ..decision import decide
 
-        decision = decide(spec.decision, comparisons, u.confidence)
+        decision = decide(spec.decision, comparisons, u.confidence, paired,
+                          unit=("group of queries", "groups of queries"))
     notes.append(f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
                  f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
                  f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}")
