@@ -120,6 +120,53 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("password", PASSWORDS, ids=IDS)
+def test_the_mlflow_ui_line_names_the_store_without_the_password(password):
+    from ndcg_mlflow.cli import mlflow_ui_hint
+
+    page = "#/experiments/7/runs/abc"
+    cases = {f"http://user:{password}@mlflow.example:5000/": f"MLflow UI: http://mlflow.example:5000/{page}",
+             f"HTTPS://:{password}@mlflow.example/ml": f"MLflow UI: HTTPS://mlflow.example/ml/{page}",
+             f"postgresql://u:{password}@db:5432/mlflow": "MLflow UI: run abc in experiment 7 of "
+                                                         "postgresql://db:5432/mlflow",
+             "databricks://profile": "MLflow UI: run abc in experiment 7 of databricks://profile"}
+    for uri, expected in cases.items():
+        assert mlflow_ui_hint(uri, "7", "abc") == expected
+
+
+# --------------------------------------------------------------------------- a run against a tracking server
+
+
+@pytest.mark.parametrize("password", PASSWORDS, ids=IDS)
+def test_a_run_logged_with_a_password_in_the_uri_never_shows_or_logs_it(tmp_path, server, monkeypatch, capfd,
+                                                                         password):
+    """Logged to a real server (which takes any credentials) through a URI whose password is awkward: the
+    tracking URI and UI lines name the server without it; nothing of it is in stdout, stderr, the output
+    folder, any param or tag, or any artifact."""
+    from ndcg_mlflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    experiment = f"server-{tmp_path.name}"
+    spec = write_spec(tmp_path, "served", experiment=experiment)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--tracking-uri",
+                 f"http://user:{password}@127.0.0.1:{server.port}"]) == 0
+    shown = capfd.readouterr()
+    assert f"MLflow tracking URI: http://127.0.0.1:{server.port}\n" in shown.out
+    assert f"MLflow UI: http://127.0.0.1:{server.port}/#/experiments/" in shown.out
+    assert not _leaks(shown.out + shown.err), shown
+    assert not _files_leaking(out)
+    client = client_for(server.uri)
+    runs = runs_of_experiment(client, experiment)
+    assert len(runs) == 4
+    for run in runs:
+        assert not _leaks(json.dumps({"params": run.data.params, "tags": run.data.tags})), run.info.run_id
+        local = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl" / run.info.run_id)))
+        assert not _files_leaking(local), run.info.run_id
+
+
 # --------------------------------------------------------------------------- a run against a server that is down
 
 
