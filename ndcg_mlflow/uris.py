@@ -78,15 +78,21 @@ def has_secret(text: str) -> bool:
 
 
 def store_problem(uri: str | None) -> str | None:
-    """Why a tracking URI cannot keep what is logged (an in-memory store), or None.
+    """Why a tracking URI cannot be used (a line break in it) or cannot keep what is logged (an in-memory
+    store), or None.
 
-    SQLite URIs are read as SQLAlchemy reads them: the database is what follows the first ``/`` after
-    ``sqlite://``; none, an empty one, ``:memory:``, ``file::memory:`` or ``mode=memory`` is a store in
-    memory that vanishes when the command ends, so the run ids printed would exist nowhere.
+    A URI is one line: a line break inside it (a password holding one, unescaped) is refused without showing
+    the URI, as :func:`redact` reads userinfo within a line. SQLite URIs are read as SQLAlchemy reads them:
+    the database is what follows the first ``/`` after ``sqlite://``; none, an empty one, ``:memory:``,
+    ``file::memory:`` or ``mode=memory`` is a store in memory that vanishes when the command ends, so the run
+    ids printed would exist nowhere.
     """
     if not uri:
         return None
     text = str(uri).strip()
+    if "\n" in text or "\r" in text:
+        return ("the URI holds a line break (not shown here: it may be inside a password). A URI is one line; "
+                "write a line break inside a password percent-encoded, as %0A.")
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, sep, rest = text.partition(":")

@@ -241,3 +241,29 @@ def test_a_uri_in_a_tag_value_is_logged_without_its_password(tmp_path, tracking_
         local = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl" / run.info.run_id)))
         assert any(local.rglob("*.json"))
         assert not _files_leaking(local), run.info.run_id
+
+
+@pytest.mark.parametrize("where", ["--tracking-uri", "MLFLOW_TRACKING_URI", "mlflow.tracking_uri"])
+def test_a_tracking_uri_with_a_line_break_is_refused_without_showing_it(tmp_path, monkeypatch, capsys, where):
+    """Userinfo is read within a line, so a URI holding a line break (a password with one, unescaped) is
+    refused before any work (exit 2, naming where it came from), and none of it is shown."""
+    from ndcg_mlflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"http://user:{LEFT}\n{RIGHT}@127.0.0.1:{free_port()}"
+    spec = write_spec(tmp_path, "broken")
+    args = ["run", str(spec), "--out", str(tmp_path / "out")]
+    if where == "--tracking-uri":
+        args += ["--tracking-uri", uri]
+    elif where == "MLFLOW_TRACKING_URI":
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    else:
+        spec.write_text(spec.read_text().replace("mlflow: {experiment: broken}",
+                                                 f"mlflow: {{experiment: broken, tracking_uri: {json.dumps(uri)}}}"))
+    assert main(args) == 2
+    shown = capsys.readouterr()
+    assert where in shown.err and "line break" in shown.err and "Traceback" not in shown.err, shown.err
+    assert not _leaks(shown.out + shown.err), shown
+    assert not (tmp_path / "out").exists()
+
