@@ -702,11 +702,9 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     problem = experiment_name_problem(experiment)
     if problem:
         raise ctx.fail("mlflow.experiment", problem)
-    from .uris import redact
+    from .uris import redact, store_problem
 
     if uri is not None:
-        from .uris import store_problem
-
         problem = store_problem(_text(ctx, uri, "mlflow.tracking_uri"))
         if problem:
             raise ctx.fail("mlflow.tracking_uri", problem)
