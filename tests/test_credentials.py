@@ -211,8 +211,8 @@ def test_a_tracking_uri_password_is_never_shown_or_written(tmp_path, monkeypatch
 @pytest.mark.parametrize("password", PASSWORDS, ids=IDS)
 def test_a_uri_in_a_tag_value_is_logged_without_its_password(tmp_path, tracking_uri, monkeypatch, capfd, password):
     """A credentialed URI in an mlflow.tags value and in a --tag value, logged to a local SQLite store: the
-    tags hold the URIs without userinfo on every run; nothing of the password is in stdout, stderr, the
-    output folder, any param or tag, or any artifact."""
+    tags hold the URIs without userinfo on every run (and the --tag on a comparison of two of them); nothing
+    of the password is in stdout, stderr, the output folders, any param or tag, or any artifact."""
     from ndcg_mlflow.cli import main
 
     experiment = f"tags-{tmp_path.name}"
@@ -241,6 +241,20 @@ def test_a_uri_in_a_tag_value_is_logged_without_its_password(tmp_path, tracking_
         local = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl" / run.info.run_id)))
         assert any(local.rglob("*.json"))
         assert not _files_leaking(local), run.info.run_id
+
+    # the --tag of a comparison of two of its system runs, on the comparison run
+    systems = {r.data.tags.get("ndcg_mlflow.system"): r.info.run_id for r in runs}
+    settings = ["--resamples", "100", "--confidence", "0.9", "--method", "percentile", "--seed", "1", "--test",
+                "t_test", "--correction", "none", "--wins-losses", "3", "--tie-tolerance", "0"]
+    assert main(["compare", systems["s00"], systems["s01"], "--out", str(tmp_path / "c"), "--tag", origin,
+                 *settings]) == 0
+    shown = capfd.readouterr()
+    assert not _leaks(shown.out + shown.err), shown
+    assert not _files_leaking(tmp_path / "c")
+    [comparison] = [r for r in runs_of_experiment(client, experiment)
+                    if r.data.tags.get("ndcg_mlflow.role") == "comparison"]
+    assert comparison.data.tags["origin"] == "HTTPS://ci.example:8443/job"
+    assert not _leaks(json.dumps({"params": comparison.data.params, "tags": comparison.data.tags}))
 
 
 @pytest.mark.parametrize("where", ["--tracking-uri", "MLFLOW_TRACKING_URI", "mlflow.tracking_uri"])
