@@ -126,8 +126,10 @@ def _tag_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _tags(args: argparse.Namespace) -> dict[str, str]:
-    """``--tag KEY=VALUE`` options, each checked as the spec's ``mlflow.tags`` are (exit 2 naming the option)."""
+    """``--tag KEY=VALUE`` options, each checked as the spec's ``mlflow.tags`` are (exit 2 naming the option);
+    the values without credentials (:func:`ndcg_mlflow.uris.redact`), as the spec's are recorded."""
     from .spec import tag_problem
+    from .uris import redact
 
     tags: dict[str, str] = {}
     for text in getattr(args, "tag", None) or []:
@@ -137,7 +139,7 @@ def _tags(args: argparse.Namespace) -> dict[str, str]:
         problem = tag_problem(key, value)
         if problem:
             raise NdcgError(f"--tag {text!r}: {problem}")
-        tags[key] = value
+        tags[key] = redact(value)
     return tags
 
 

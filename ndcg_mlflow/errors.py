@@ -16,6 +16,12 @@ class NdcgError(Exception):
 
     exit_code = 2
 
+    def __str__(self) -> str:
+        """The message without credentials (:func:`ndcg_mlflow.uris.redact`), wherever it is shown."""
+        from .uris import redact
+
+        return redact(super().__str__())
+
 
 class SpecError(NdcgError):
     """A spec that does not follow the schema.

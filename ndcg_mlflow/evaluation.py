@@ -29,7 +29,7 @@ from .readers.table import take_rows, yield_cpu
 from .rules import cutoff_of_label
 from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
 from .stats import nan_weighted_mean
-from .uris import safe_uri
+from .uris import redact, safe_uri
 from .version import __version__
 
 PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
@@ -201,11 +201,15 @@ class EvaluationResult:
 
 
 def json_safe(obj: Any) -> Any:
-    """``obj`` with non-finite floats as None and numpy scalars as Python numbers (for ``summary.json``)."""
+    """``obj`` with non-finite floats as None, numpy scalars as Python numbers and every string without
+    credentials (:func:`ndcg_mlflow.uris.redact`: a tag value, a data path, a model source ...), for
+    ``summary.json``."""
     return _json_safe(obj)
 
 
 def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return redact(obj)
     if isinstance(obj, dict):
         return {k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -223,14 +223,15 @@ class Spec:
     decision: Decision | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
+    recorded: str | None = field(default=None, repr=False)  # recorded_text, when parse_spec made it
 
     @property
     def recorded_text(self) -> str:
-        """The spec text as recorded (``spec.yaml``, uploaded as an artifact): the text as given, except that
-        credentials in URIs are removed (:func:`ndcg_mlflow.uris.redact`)."""
-        from .uris import redact
-
-        return redact(self.text)
+        """The spec text as recorded (``spec.yaml``, uploaded as an artifact): the text as given when neither it
+        nor any value of it holds credentials; otherwise the spec's values without credentials
+        (:func:`ndcg_mlflow.uris.redact` on every string), as YAML under a comment saying so (see
+        :func:`recorded_spec_text`)."""
+        return recorded_spec_text(None, self.text) if self.recorded is None else self.recorded
 
     @property
     def sha256(self) -> str:
@@ -719,9 +720,9 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     problem = experiment_name_problem(experiment)
     if problem:
         raise ctx.fail("mlflow.experiment", problem)
-    if uri is not None:
-        from .uris import store_problem
+    from .uris import redact, store_problem
 
+    if uri is not None:
         problem = store_problem(_text(ctx, uri, "mlflow.tracking_uri"))
         if problem:
             raise ctx.fail("mlflow.tracking_uri", problem)
@@ -729,7 +730,7 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
         experiment=experiment,
         tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
         run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
-        tags=tuple((tags or {}).items()),
+        tags=tuple((key, redact(tag_value)) for key, tag_value in (tags or {}).items()),  # what is recorded
         timeout=None if timeout is None else float(timeout),
         max_retries=None if retries is None else _int(ctx, retries, "mlflow.max_retries", 0, 20),
         total_timeout=None if total is None else float(total),
@@ -873,7 +874,27 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     if not text:
         text = _dump(raw)
     return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
-                report, companions, decision, source=Path(source) if source else None, text=text)
+                report, companions, decision, source=Path(source) if source else None, text=text,
+                recorded=recorded_spec_text(raw, text))
+
+
+RECORDED_HEADER = "# the spec with the credentials in its URIs removed (its comments left out)\n"
+
+
+def recorded_spec_text(raw: Any, text: str) -> str:
+    """What is recorded of a spec (``spec.yaml``): ``text`` itself when neither it nor any string of ``raw``
+    (its parsed content; read from ``text`` when None) changes under :func:`ndcg_mlflow.uris.redact`. Otherwise
+    the content with every string redacted, dumped as YAML after :data:`RECORDED_HEADER`: the values, not the
+    text, are redacted, so a password holding quotes, YAML escapes or line breaks is removed whole and the
+    file stays a valid spec."""
+    from .uris import redact, redact_values
+
+    if raw is None:
+        raw = _safe_yaml(text, "the spec")
+    kept = redact_values(raw)
+    if kept is raw and redact(text) == text:
+        return text
+    return RECORDED_HEADER + _dump(kept)
 
 
 _NOT_TEXT = re.compile("[\x00\ud800-\udfff]")

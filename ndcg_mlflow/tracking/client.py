@@ -593,16 +593,16 @@ def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, 
     """Metrics, params and tags in batches of MLflow's limits; the metrics linked to the logged model
     ``model_id`` (shown on its page) and to the dataset ``(name, digest)`` when given. ``final_tags`` (the tag
     saying logging is complete) go in the last batch, once everything else is logged: in the one batch when all
-    fits in one."""
+    fits in one. Every param and tag value is logged without credentials (:func:`redact`)."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
     name, digest = dataset if dataset is not None else (None, None)
     m = [Metric(k, float(v) if v is not None else math.nan, now, 0, model_id=model_id, dataset_name=name,
                 dataset_digest=digest) for k, v in metrics.items()]
-    p = [Param(k, v) for k, v in params.items()]
-    t = [RunTag(k, v) for k, v in tags.items()]
-    last = [RunTag(k, v) for k, v in (final_tags or {}).items()]
+    p = [Param(k, _logged(v)) for k, v in params.items()]
+    t = [RunTag(k, _logged(v)) for k, v in tags.items()]
+    last = [RunTag(k, _logged(v)) for k, v in (final_tags or {}).items()]
     chunks = list(_chunks(m, p, t))
     if last and chunks and len(chunks[-1][2]) + len(last) <= MAX_TAGS:
         chunks[-1] = (chunks[-1][0], chunks[-1][1], chunks[-1][2] + last)
@@ -610,6 +610,11 @@ def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, 
         chunks.append(([], [], last))
     for chunk_m, chunk_p, chunk_t in chunks:
         client.log_batch(run_id, metrics=chunk_m, params=chunk_p, tags=chunk_t)
+
+
+def _logged(value: Any) -> Any:
+    """A param or tag value as logged: a string without credentials (:func:`redact`)."""
+    return redact(value) if isinstance(value, str) else value
 
 
 def _chunks(m: list, p: list, t: list) -> Iterable[tuple[list, list, list]]:

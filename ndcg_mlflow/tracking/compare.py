@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
-from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_outputs
+from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_outputs, redact
 from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
 
 
@@ -380,7 +380,7 @@ def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRu
             run.run.data.tags.get(f"{TAG_PREFIX}.run_file_sha256")
         if digest:
             tags[f"{TAG_PREFIX}.data.system.{name}.sha256"] = digest
-    tags.update(custom_tags)
+    tags.update({key: redact(value) for key, value in custom_tags.items()})
     stage = "creating the comparison run"
     created = []
     try:
