@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from .readers import Table, read_qrels, read_query_set, read_run, read_weights, 
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
 from .rules import cutoff_of_label
-from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths
+from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths, shown_path
 from .stats import nan_weighted_mean
 from .uris import redact, safe_uri
 from .version import __version__
@@ -441,14 +442,15 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
     for name, source in runs.items():
         if progress:
             progress(f"reading system '{name}' from {source.declared}")
-        run, info = source.load()
-        files.append(info)
-        try:
-            sr, prep = _system(spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress)
-        except BaseException:
-            run.checked()  # a duplicate found by the check still under way is the error, before the join's
-            raise
-        run.checked()  # (the run's duplicate check ran in a thread beside the join and the kernel)
+        with _said_of_candidates(source):
+            run, info = source.load()
+            files.append(info)
+            try:
+                sr, prep = _system(spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress)
+            except BaseException:
+                run.checked()  # a duplicate found by the check still under way is the error, before the join's
+                raise
+            run.checked()  # (the run's duplicate check ran in a thread beside the join and the kernel)
         sha = source.digest()
         if sha is not None:
             files[-1] = dataclasses.replace(info, sha256=sha)
@@ -461,6 +463,26 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
         result.prepared = prepared
         result.catalog = catalog
     return statistics(result, progress)
+
+
+@contextmanager
+def _said_of_candidates(source: Any) -> Iterator[None]:
+    """A model system's rows are the scored rows it wrote into the output folder being made (a file the user never
+    named): a problem found in them is said of the candidates file they were scored from, naming the model."""
+    src: Any = getattr(source, "src", None)
+    candidates = getattr(src, "candidates", None)
+    if candidates is None or src.path is None:
+        yield
+        return
+    try:
+        yield
+    except DataError as exc:
+        if exc.file not in (str(src.path), shown_path(src.path)):
+            raise
+        raise DataError(candidates.path if candidates.path is not None else candidates.declared,
+                        f"{exc.message} (found in the rows {src.model} scored from these candidates: a model "
+                        f"that scores each row keeps their order, so a row number is the candidates' own)",
+                        exc.line) from None
 
 
 def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarray, weights: np.ndarray,

@@ -867,3 +867,23 @@ def test_spark_connect_scores_model_systems_with_the_local_numbers(store, tmp_pa
     pd.testing.assert_frame_equal(_sorted(remote), _sorted(local.per_query), check_exact=True)
     models = json.loads((tmp_path / "models.json").read_text())
     assert models["champion"]["loaded_uri"] == "models:/ranker/1" and models["champion"]["alias"] == "champion"
+
+
+@pytest.mark.parametrize("bad", ["empty doc", "pair twice"])
+def test_a_problem_in_the_scored_rows_names_the_candidates_file(store, tmp_path, capsys, bad):
+    """The scored rows are a file of the output folder being made: a problem in them (an empty doc id, a pair
+    listed twice) is said of the candidates file, with its row and the model, never of an internal file."""
+    _, cands = candidates_frame()
+    frame = cands.copy()
+    if bad == "empty doc":
+        frame.loc[frame.index[4], "doc_id"] = ""
+    else:
+        frame = pd.concat([frame.iloc[:3], frame.iloc[:1], frame.iloc[3:]], ignore_index=True)
+    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "bad.csv"}}, comparison=False)
+    frame.to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["run", str(spec), "--quiet", "--no-mlflow", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'bad.csv'}" in err and "models:/ranker/2" in err, err
+    assert "scored.parquet" not in err and ".partial" not in err, err
+    assert ("row 5" in err) if bad == "empty doc" else ("'d0'" in err), err
+    assert "Traceback" not in err
