@@ -5,16 +5,15 @@ and that version is what is loaded and recorded); the model is loaded with ``mlf
 scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
 model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
 (:func:`score_model_systems` returns the spec with each model system pointing at it). With the Spark engine,
-:mod:`ndcg_mlflow.engines.spark_models` scores with ``mlflow.pyfunc.spark_udf`` instead, after the same
+:mod:`ndcg_mlflow.engines.spark_models` scores on Spark's executors instead, after the same
 resolution (:func:`resolve_model_systems`) and with the same records (:func:`with_scored`). mlflow is imported
 lazily, inside the functions: importing this module imports no mlflow.
 
-Two output shapes are accepted from ``predict``:
-
-* one score per candidate row (a 1-d array, a Series, or a one-column frame of finite numbers): a reranker;
-* one ranked list of document ids per input row (a retriever): each input row names a query (its
-  ``query_id``) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and the score
-  ``-rank`` (no two equal), whatever the spec's ``ties`` rule.
+What ``predict`` returns is read by :func:`ndcg_mlflow.predictions.read_predictions`, the one rule of every
+engine: one score per candidate row (a 1-d array, an (n, 1) array, a one-column frame or a Series of finite
+numbers), a reranker; or one ranked list of doc ids per input row (a retriever): each input row names a query (its
+``query_id``, one row per query) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and
+the score ``-rank`` (no two equal), whatever the spec's ``ties`` rule. Anything else is refused, naming the model.
 """
 
 from __future__ import annotations
@@ -209,6 +208,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     wanted = input_columns(model)
     check_input_columns(name, resolved, path, names, wanted, qcol)
     written, start, last, shape = 0, 0, time.monotonic(), None
+    seen: set[str] = set()  # the queries of ranked lists so far: one input row each
     writer: Any = None
     try:
         for batch in batches:
@@ -222,7 +222,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
                 raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
                                 f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
                                 f"{_first_line(exc)}") from None
-            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
+            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved, seen)
             if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
                 writer = pq.ParquetWriter(str(out_path), table.schema)
             writer.write_table(table)
@@ -266,59 +266,36 @@ def _ids(values: Any) -> Any:
 
 
 def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
-                start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+                start: int, resolved: ResolvedModel, seen: set[str] | None = None) -> tuple[Any, str]:
     """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
-    ``predict`` returned: ``("scores", query_id, doc_id, score)`` or ``("lists", ... score = -rank, rank)``; a
-    DataError for anything else, or for the other shape than the earlier batches' (``shape``)."""
+    ``predict`` returned, read by :func:`ndcg_mlflow.predictions.read_predictions`: ``("scores", query_id, doc_id,
+    score)`` or ``("lists", ... score = -rank, rank)``; a DataError for anything else, for the other shape than the
+    earlier batches' (``shape``), or for a score that is not finite. ``seen``: the queries of earlier batches of
+    ranked lists."""
     import numpy as np
-    import pandas as pd
     import pyarrow as pa
+
+    from .predictions import LISTS, read_predictions
 
     n = len(frame)
     where = f"rows {start + 1}-{start + n} of {path}"
-    if isinstance(output, pd.DataFrame):
-        if output.shape[1] != 1:
-            raise DataError(path, f"{resolved.loaded_uri} returned {output.shape[1]} columns for {where}; a ranker "
-                                  f"returns one score per row (or one ranked list of doc ids per query).")
-        output = output.iloc[:, 0]
-    values = list(output) if not isinstance(output, (np.ndarray, pd.Series)) else output
-    if len(values) != n:
-        raise DataError(path, f"{resolved.loaded_uri} returned {len(values)} values for the {n} rows {where}; "
-                              f"a ranker returns one score per row.")
-    first = values.iloc[0] if isinstance(values, pd.Series) else values[0]
-    listed = isinstance(first, (list, tuple, np.ndarray))
-    kind = "lists" if listed else "scores"
+    predicted = read_predictions(output, frame[qcol], model=resolved.loaded_uri, where=where, file=path, seen=seen)
+    kind = predicted.kind
     if shape is not None and kind != shape:
         raise DataError(path, f"{resolved.loaded_uri} returned {kind} for {where} but {shape} before.")
-    if listed:
-        queries, docs, ranks = [], [], []
-        for q, docs_q in zip(frame[qcol].tolist(), values):
-            if not isinstance(docs_q, (list, tuple, np.ndarray)):
-                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {str(q)!r} "
-                                      f"({where}) among ranked lists; every row's output is a list of doc ids.")
-            for i, d in enumerate(docs_q):
-                if d is None or (isinstance(d, float) and d != d) or isinstance(d, (list, tuple, dict)):
-                    raise DataError(path, f"{resolved.loaded_uri} returned {d!r} at position {i + 1} of the list of "
-                                          f"query {str(q)!r} ({where}); a ranked list holds doc ids.")
-                queries.append(str(q))
-                docs.append(str(d))
-                ranks.append(i + 1)
-        rank = np.asarray(ranks, dtype=np.int64)
-        return pa.table({"query_id": pa.array(queries, pa.string()), "doc_id": pa.array(docs, pa.string()),
+    if kind == LISTS:
+        assert predicted.lists is not None
+        counts = np.fromiter((len(docs) for docs in predicted.lists), dtype=np.int64, count=n)
+        rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in counts]) if n else \
+            np.zeros(0, dtype=np.int64)
+        queries = np.repeat(np.asarray([str(q) for q in frame[qcol].tolist()], dtype=object), counts)
+        docs = [d for docs_q in predicted.lists for d in docs_q]
+        return pa.table({"query_id": pa.array(queries.tolist(), pa.string()), "doc_id": pa.array(docs, pa.string()),
                          "score": pa.array(-rank.astype(np.float64)), "rank": pa.array(rank)}), kind
     if dcol not in names:
         raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
                               f"scores (query_id, doc_id) rows.")
-    raw = np.asarray(values)
-    numeric = raw.dtype.kind in "iuf" or (raw.dtype.kind == "O" and all(
-        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw))
-    if not numeric:  # text, booleans, dates: not scores, even when they would convert
-        odd = next((v for v in raw if not isinstance(v, (int, float, np.integer, np.floating))
-                    or isinstance(v, (bool, np.bool_))), first)
-        shown = odd.item() if isinstance(odd, np.generic) else odd
-        raise DataError(path, f"{resolved.loaded_uri} returned values that are not numbers for {where} (such as "
-                              f"{shown!r}, of type {type(odd).__name__}); a ranker returns one finite score per row.")
-    scores = raw.astype(np.float64)
+    scores = predicted.scores
     bad = np.flatnonzero(~np.isfinite(scores))
     if bad.size:
         i = int(bad[0])

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 # as the tests of bad output need
 MODEL_CODE = textwrap.dedent('''
     import numpy as np
+    import pandas as pd
     import mlflow
 
 
@@ -41,6 +42,21 @@ MODEL_CODE = textwrap.dedent('''
                 return model_input[self.column].to_numpy()[:-1]
             if mode == "lists":  # a retriever: one ranked list of doc ids per query row
                 return [str(v).split(",") for v in model_input[self.column]]
+            scores = model_input[self.column].to_numpy(dtype=float)
+            if mode == "column":  # (n, 1), as Keras and many scikit-learn wrappers return
+                return scores.reshape(-1, 1)
+            if mode == "frame":
+                return pd.DataFrame({"prediction": scores})
+            if mode == "series":
+                return pd.Series(scores)
+            if mode == "series_arrays":  # a Series of one-element arrays
+                return pd.Series(list(scores.reshape(-1, 1)))
+            if mode == "wide":  # (n, 2): two numbers per row
+                return np.column_stack([-scores, scores])
+            if mode == "none":
+                return None
+            if mode == "scalar":
+                return float(scores.sum())
             return model_input[self.column].to_numpy(dtype=float)
 
 
@@ -448,7 +464,7 @@ def test_a_missing_alias_version_or_model_names_the_key(store, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("short", "returned 7 values for the 8 rows"),
+    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
     ("fail", "failed on rows 1-8 of"),
     ("nan", "returned nan for row 3"),
 ])
@@ -463,6 +479,42 @@ def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
     err = capsys.readouterr().err
     assert expected in err and "models:/odd/1" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", ["score", "column", "frame", "series"])
+def test_every_form_of_one_score_per_row_gives_the_same_numbers(store, tmp_path, mode):
+    """(n,), (n, 1), a one-column frame, a Series of floats: scores, each row's own, and the nDCG of ranking by
+    them computed here from the definition (an (n, 1) array was once read as ranked lists of ids "0.1", "3.2"...,
+    every query scoring 0)."""
+    qrels, cands = candidates_frame()
+    spec = odd_spec(tmp_path, cands.assign(mode=mode))
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    scored = pd.read_parquet(out / "systems" / "odd.scored.parquet")
+    assert list(scored.columns) == ["query_id", "doc_id", "score"]
+    np.testing.assert_array_equal(scored["score"].to_numpy(), cands["good"].to_numpy())
+    assert list(scored["doc_id"]) == list(cands["doc_id"])
+    summary = json.loads((out / "summary.json").read_text())
+    for k in (5, 10):
+        assert summary["systems"]["odd"][f"ndcg_at_{k}"]["mean"] == pytest.approx(ndcg_at(cands, qrels, "good", k),
+                                                                                   rel=1e-12)
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("series_arrays", "returned the number"),
+    ("wide", "returned an array of shape (8, 2)"),
+    ("none", "returned None"),
+    ("scalar", "returned the single value"),
+    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
+])
+def test_outputs_of_no_clear_shape_are_refused_naming_the_model(store, tmp_path, capsys, mode, expected):
+    _, cands = candidates_frame()
+    spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "models:/odd/1" in err and "odd.parquet" in err, err
+    assert "Traceback" not in err and not out.exists()
 
 
 def test_candidates_missing_the_models_inputs(store, tmp_path, capsys):
@@ -810,7 +862,8 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     lists = pd.DataFrame({"query_id": ["q00"], "doc_id": ["-"], "docs": ["d1,d2"]})
     retriever = odd_spec(tmp_path, lists, model=f"models:/{model_store['retriever']}")
     retriever.write_text(retriever.read_text().replace("ties: displayed_order", "ties: average"))
-    with pytest.raises(NdcgError, match="failed on Spark.*retriever's ranked lists are scored by the local engine"):
+    with pytest.raises(DataError, match="returned ranked lists of doc ids .*a retriever is scored by the local "
+                                        "engine only"):
         ndcg_mlflow.evaluate(retriever, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s4")
 
     cands.to_csv(tmp_path / "c.csv", index=False)
@@ -818,6 +871,37 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
                      ties="average")
     with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
         ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
+
+
+def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark):
+    """The executors read each batch's output by the local engine's rule: an (n, 1) array or a one-column frame
+    gives the local engine's scores and numbers; (n, 2), a Series of one-element arrays, None and a single value
+    are refused with the local engine's message (Spark once took the first of two columns, a wrong number and
+    exit 0)."""
+    import ndcg_mlflow
+    from ndcg_mlflow.errors import DataError
+
+    qrels, cands = candidates_frame()
+    for mode in ("column", "frame"):
+        spec = odd_spec(tmp_path, cands.assign(mode=mode))
+        spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
+        on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
+                                        scored_dir=tmp_path / f"s-{mode}")
+        scored = pd.read_parquet(on_spark.scored["odd"]).merge(cands, on=["query_id", "doc_id"])
+        assert len(scored) == len(cands)
+        np.testing.assert_array_equal(scored["score"].to_numpy(), scored["good"].to_numpy())
+        assert on_spark.summary["systems"]["odd"]["ndcg_at_10"]["mean"] == pytest.approx(
+            ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+    for mode, expected in (("wide", "returned an array of shape (8, 2)"), ("series_arrays", "returned the number"),
+                           ("none", "returned None"), ("scalar", "returned the single value")):
+        spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
+        spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
+        with pytest.raises(DataError) as info:
+            ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
+                                 scored_dir=tmp_path / f"s-{mode}")
+        message = str(info.value)
+        assert message.startswith(f"{tmp_path / 'odd.parquet'}: models:/odd/1 ") and expected in message, message
+        assert "(scored on Spark)" in message and "Traceback" not in message
 
 
 CONNECT_SCRIPT = """
