@@ -332,7 +332,36 @@ def resolve_model_systems(spec: Spec, tracking_uri: str | None) -> dict[str, Res
         if src.unscored:
             assert src.model is not None
             resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    check_not_itself(spec, resolved)
     return resolved
+
+
+def check_not_itself(spec: Spec, resolved: dict[str, ResolvedModel]) -> None:
+    """A SpecError naming the candidate's key when a candidate and the baseline resolve to the same model (the
+    same registry version, logged model or run artifact, or two of them holding one logged model) and score the
+    same candidates: the comparison would be of a version with itself (two aliases that point to one version,
+    say), said before anything is scored."""
+    if spec.comparison is None or spec.comparison.baseline not in resolved:
+        return
+    baseline = spec.comparison.baseline
+    systems = dict(spec.systems)
+
+    def rows(name: str) -> tuple:
+        src = systems[name].candidates
+        assert src is not None
+        return src.path.resolve() if src.path else None, src.format, src.columns, src.version
+
+    base = resolved[baseline]
+    for name, model in resolved.items():
+        same = model.loaded_uri == base.loaded_uri or (model.model_id is not None and model.model_id == base.model_id)
+        if name == baseline or not same or rows(name) != rows(baseline):
+            continue
+        via = [f"{m.uri} -> {m.loaded_uri}" for m in (model, base) if m.uri != m.loaded_uri]
+        raise SpecError(f"data.systems.{name}.model",
+                        f"{model.uri} resolves to {model.loaded_uri}, the model the baseline '{baseline}' "
+                        f"({base.uri}) resolves to, on the same candidates: the comparison would be of a version "
+                        f"with itself{' (' + '; '.join(via) + ')' if via else ''}. Nothing was scored; point one of "
+                        f"them at another version.")
 
 
 def with_scored(spec: Spec, name: str, resolved: ResolvedModel, *, candidate_rows: int, scored_rows: int,
@@ -409,23 +438,92 @@ def promotion_problem(spec: Spec, alias: str) -> str | None:
     return None
 
 
-def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None) -> dict[str, Any]:
-    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
-    evaluation started) and tag that version with the previous holder and the evaluation run. The caller calls
-    it only when the decision passed and logging completed. Returns what was done."""
+def registered_name(uri: str) -> str:
+    """The registered model of ``models:/<name>/<version>`` or ``models:/<name>@<alias>``."""
+    rest = uri[len("models:/"):].rstrip("/")
+    return rest.rpartition("@")[0] if "@" in rest else rest.rpartition("/")[0]
+
+
+def alias_version(client: Any, name: str, alias: str) -> str | None:
+    """The version ``alias`` of registered model ``name`` points to now, or None when it points to none."""
     from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.get_model_version_by_alias(name, alias).version)
+    except MlflowException as exc:
+        if getattr(exc, "error_code", "") in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            return None
+        raise
+
+
+def alias_at_start(spec: Spec, alias: str, tracking_uri: str | None) -> str | None:
+    """``--promote ALIAS``: the version the alias points to when the evaluation starts (None: none), read before
+    the model URIs are resolved; the alias moves at the end only if it still points there."""
+    from mlflow.tracking import MlflowClient
+
+    baseline = spec.comparison.baseline if spec.comparison else None
+    uri = next(s.model for n, s in spec.systems if n != baseline)
+    assert uri is not None
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    try:
+        return alias_version(client, registered_name(uri), alias)
+    except Exception as exc:  # noqa: BLE001 - any registry failure, before any work
+        raise NdcgError(f"--promote {alias}: the registry could not be read for {uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+
+
+class AliasMoved(NdcgError):
+    """``--promote``: the alias was moved by someone else during the evaluation (or as it was moved); it is left
+    where it is (exit 4: evaluated and logged, not promoted)."""
+
+    exit_code = 4
+
+
+def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None,
+            expected: str | None) -> dict[str, Any]:
+    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
+    evaluation started) and tag that version with the previous holder and the evaluation run, only if the alias
+    still points to ``expected``, the version it pointed to when the evaluation started (None: no version).
+    MLflow has no compare-and-set of an alias: it is read again just before the move and just after it; an
+    alias that moved before is left where it is, and one that moved as it was set is reported (both
+    :class:`AliasMoved`, naming the version it points to). The caller calls it only when the decision passed
+    and logging completed. Returns what was done."""
     from mlflow.tracking import MlflowClient
 
     baseline = summary["spec"]["comparison.baseline"]
     candidate = next(n for n in summary["systems"] if n != baseline)
     record = summary["models"][candidate]
-    name, version = record["registered_model"], record["version"]
+    name, version = record["registered_model"], str(record["version"])
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    try:
-        previous = client.get_model_version_by_alias(name, alias).version
-    except MlflowException:
-        previous = None
+
+    def holder(v: str | None) -> str:
+        if v is None:
+            return "no version"
+        try:
+            tags = client.get_model_version(name, v).tags or {}
+        except Exception:  # noqa: BLE001 - the version's tags only add who moved it
+            tags = {}
+        run = tags.get("ndcg_mlflow.evaluation_run") if tags.get("ndcg_mlflow.promoted_alias") == alias else None
+        return f"version {v}" + (f" (promoted by the evaluation run {run}, its tag ndcg_mlflow.evaluation_run)"
+                                 if run else " (its tags do not say who moved it)")
+
+    started = "no version" if expected is None else f"version {expected}"
+    for other, rec in summary["models"].items():  # an alias of the spec, resolved to another version than read
+        if rec.get("registered_model") == name and rec.get("alias") == alias and str(rec["version"]) != expected:
+            raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started, and to version "
+                             f"{rec['version']} when '{other}' resolved it: it moved during the evaluation, so it "
+                             f"stays where it is; evaluate again.")
+    previous = alias_version(client, name, alias)
+    if previous != expected:
+        raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started and now points to "
+                         f"{holder(previous)}: it moved during the evaluation, so it stays there (version {version} "
+                         f"was compared with the baseline of the start); evaluate again.")
     client.set_registered_model_alias(name, alias, version)
+    after = alias_version(client, name, alias)
+    if after != version:
+        raise AliasMoved(f"@{alias} of {name} was moved to version {version}, and at once by another process: it now "
+                         f"points to {holder(after)} (a race: MLflow cannot set an alias only if unchanged); it is "
+                         f"left there, and version {version} was not tagged as promoted.")
     for key, value in (("ndcg_mlflow.promoted_alias", alias),
                        ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
                        ("ndcg_mlflow.evaluation_run", evaluation_run_id)):

@@ -315,6 +315,100 @@ def test_promote_leaves_the_alias_when_the_candidate_is_worse(store, tmp_path, c
     assert "ndcg_mlflow.promoted" not in parent.data.tags
 
 
+def _version_3(client) -> str:
+    """A third version of ``ranker`` (the logged model of version 2 registered again)."""
+    v2 = client.get_model_version("ranker", "2")
+    return str(client.create_model_version("ranker", v2.source, run_id=v2.run_id).version)
+
+
+def _promote_spec(tmp_path: Path) -> Path:
+    return model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger",
+                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+
+
+def test_promote_leaves_an_alias_moved_during_the_evaluation(store, tmp_path, capsys, monkeypatch):
+    """@champion is moved to version 3 by another process while the evaluation of version 2 against version 1
+    runs (here, as the results are logged): version 2 was compared with version 1 only, so @champion stays on 3,
+    exit 4, the message says where it points now and who moved it."""
+    from helpers import client_for
+
+    from ndcg_mlflow import tracking
+
+    client = client_for(store)
+    v3 = _version_3(client)
+    real = tracking.log_evaluation
+
+    def log_then_someone_promotes(*args, **kwargs):
+        logged = real(*args, **kwargs)
+        client.set_registered_model_alias("ranker", "champion", v3)
+        client.set_model_version_tag("ranker", v3, "ndcg_mlflow.promoted_alias", "champion")
+        client.set_model_version_tag("ranker", v3, "ndcg_mlflow.evaluation_run", "0123abcd")
+        return logged
+
+    monkeypatch.setattr(tracking, "log_evaluation", log_then_someone_promotes)
+    out = tmp_path / "out"
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", "--promote", "champion"]) == 4
+    err = capsys.readouterr().err
+    assert "not promoted: @champion of ranker pointed to version 1 when the evaluation started and now points to " \
+           f"version {v3} (promoted by the evaluation run 0123abcd" in err, err
+    assert json.loads((out / "summary.json").read_text())["decision"]["outcome"] == "pass"
+    assert str(client.get_model_version_by_alias("ranker", "champion").version) == v3
+    assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
+    _, (parent,), _ = _runs(store)
+    assert "ndcg_mlflow.promoted" not in client.get_run(parent.info.run_id).data.tags
+
+
+def test_promote_reports_an_alias_moved_as_it_is_set(store, tmp_path, capsys, monkeypatch):
+    """Another process sets @champion at the same moment (just after this one): the read after the move shows
+    it, exit 4, nothing tagged as promoted."""
+    from helpers import client_for
+    from mlflow.tracking import MlflowClient
+
+    client = client_for(store)
+    v3 = _version_3(client)
+    real = MlflowClient.set_registered_model_alias
+
+    def set_and_lose_the_race(self, name, alias, version):
+        real(self, name, alias, version)
+        real(self, name, alias, v3)
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_alias", set_and_lose_the_race)
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
+                 "--promote", "champion"]) == 4
+    err = capsys.readouterr().err
+    assert f"was moved to version 2, and at once by another process: it now points to version {v3}" in err, err
+    assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
+
+
+@pytest.mark.parametrize("promote", [[], ["--promote", "champion"]])
+def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(store, tmp_path, capsys, monkeypatch,
+                                                                           promote):
+    """@challenger moved to version 1, the version of @champion: refused before anything is scored (exit 2),
+    not compared with itself and failed by the rule."""
+    from helpers import client_for
+
+    from ndcg_mlflow import models
+
+    client_for(store).set_registered_model_alias("ranker", "challenger", "1")
+    monkeypatch.setattr(models, "score_candidates", lambda *a, **k: pytest.fail("a model was scored"))
+    out = tmp_path / "out"
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", *promote]) == 2
+    err = capsys.readouterr().err
+    assert "at key 'data.systems.challenger.model': models:/ranker@challenger resolves to models:/ranker/1, the " \
+           "model the baseline 'champion' (models:/ranker@champion) resolves to, on the same candidates" in err, err
+    assert not out.exists() and not _runs_logged(store)
+    assert str(client_for(store).get_model_version_by_alias("ranker", "champion").version) == "1"
+
+
+def _runs_logged(uri: str) -> bool:
+    from helpers import client_for
+
+    client = client_for(uri)
+    experiment = client.get_experiment_by_name("rankers")
+    return experiment is not None and bool(client.search_runs([experiment.experiment_id]))
+
+
 @pytest.mark.parametrize("systems, decision, expected", [
     ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
       "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, "", "needs the spec's decision"),
