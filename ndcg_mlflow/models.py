@@ -242,6 +242,53 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     return start, written
 
 
+def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[list[str] | None, bool]:
+    """The model's input column names from its signature (None without one, or without names), and whether its
+    signature declares a list output (a retriever); read from the model's metadata, without loading it."""
+    from mlflow.models import get_model_info
+
+    try:
+        with using_store(tracking_uri):
+            info = get_model_info(uri)
+    except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
+        raise NdcgError(f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    sig = info.signature
+    if sig is None:
+        return None, False
+    names = list(sig.inputs.input_names()) if sig.inputs is not None and sig.inputs.has_input_names() else None
+    outputs = getattr(sig.outputs, "inputs", None) or []
+    listed = any(type(getattr(c, "type", None)).__name__ == "Array" for c in outputs)
+    return names, listed
+
+
+def download_model(uri: str, key: str, folder: Path, tracking_uri: str | None) -> str:
+    """The files of the model ``uri`` downloaded into ``folder`` (for Spark's executors to load: the folder is where
+    they see the driver's files); their absolute path. A failure is an NdcgError naming ``key``."""
+    from mlflow.artifacts import download_artifacts
+
+    try:
+        with using_store(tracking_uri):
+            local = download_artifacts(artifact_uri=uri, dst_path=str(folder))
+    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the model's
+        raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    return str(Path(local).resolve())
+
+
+_LOADED: dict[str, Any] = {}  # in a process (a Spark Python worker): the model last loaded, by path
+
+
+def local_model(path: str) -> Any:
+    """The model at ``path`` loaded by ``mlflow.pyfunc.load_model``, once per process (the last one kept)."""
+    if path not in _LOADED:
+        import mlflow.pyfunc
+
+        _LOADED.clear()
+        _LOADED[path] = mlflow.pyfunc.load_model(path)
+    return _LOADED[path]
+
+
 def check_input_columns(name: str, resolved: ResolvedModel, path: Any, names: list[str], wanted: list[str] | None,
                         qcol: str) -> None:
     """A DataError naming the candidates ``path`` when they lack the query id column ``qcol`` or one of the

@@ -16,8 +16,9 @@ sha256 of its part files in order, as for any Parquet folder.
 The model is downloaded once by the driver into a folder beside the scored rows, removed after scoring, and the
 executors load it from there (their Python must have the model's dependencies and ``ndcg_mlflow``): the folder is
 at a path both the driver and Spark can reach (local mode, a Spark Connect server on the same machine, or a shared
-mount). A model returning ranked lists of doc ids (a retriever) is scored by the local engine only. mlflow and
-pyspark are imported lazily, inside the functions.
+mount). A model returning ranked lists of doc ids (a retriever) is scored by the local engine only. pyspark is
+imported lazily, inside the functions; mlflow only by :mod:`ndcg_mlflow.models` (the signature, the download,
+the load).
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..models import ResolvedModel, check_input_columns, resolve_model_systems, scored_name, using_store, with_scored
+from ..models import (
+    ResolvedModel,
+    check_input_columns,
+    download_model,
+    local_model,
+    resolve_model_systems,
+    scored_name,
+    signature_columns,
+    with_scored,
+)
 from ..spec import Spec
 
 SPARK_FORMATS = ("parquet", "delta", "jsonl")
@@ -61,26 +71,6 @@ def score_model_systems(spark: Any, spec: Spec, folder: str | Path, *, tracking_
     return spec, resolved, scored
 
 
-def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[list[str] | None, bool]:
-    """The model's input column names from its signature (None without one, or without names), and whether its
-    signature declares a list output (a retriever); read from the model's metadata, without loading it."""
-    from mlflow.models import get_model_info
-
-    try:
-        with using_store(tracking_uri):
-            info = get_model_info(uri)
-    except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
-        raise NdcgError(f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: "
-                        f"{_first_line(str(exc))}") from None
-    sig = info.signature
-    if sig is None:
-        return None, False
-    names = list(sig.inputs.input_names()) if sig.inputs is not None and sig.inputs.has_input_names() else None
-    outputs = getattr(sig.outputs, "inputs", None) or []
-    listed = any(type(getattr(c, "type", None)).__name__ == "Array" for c in outputs)
-    return names, listed
-
-
 def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel, target: Path, *,
                      tracking_uri: str | None = None, progress: Callable[[str], None] | None = None) -> int:
     """Score the candidates of model system ``name`` on Spark and write the scored rows to ``target`` (a Parquet
@@ -92,7 +82,6 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     import shutil
     import tempfile
 
-    from mlflow.artifacts import download_artifacts
     from pyspark.sql import functions as F
 
     from ..readers import detect_format
@@ -131,13 +120,8 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     # the model's copy: where the executors see the driver's files, as the scored folder is
     copy = Path(tempfile.mkdtemp(prefix=".model-", dir=target.parent))
     try:
-        try:
-            with using_store(tracking_uri):
-                local = download_artifacts(artifact_uri=uri, dst_path=str(copy))
-        except Exception as exc:  # noqa: BLE001 - any failure to fetch is the model's
-            raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
-                            f"{_first_line(str(exc))}") from None
-        scorer = BatchScorer(str(Path(local).resolve()), uri, str(path), features, qname, dname)
+        local = download_model(uri, key, copy, tracking_uri)
+        scorer = BatchScorer(local, uri, str(path), features, qname, dname)
         scored = rows.mapInPandas(scorer, "query_id string, doc_id string, score double")
         try:
             scored.write.mode("overwrite").parquet(str(target))
@@ -191,7 +175,7 @@ class BatchScorer:
 
         from ..predictions import LISTS, read_predictions
 
-        model = loaded_model(self.model_path)
+        model = local_model(self.model_path)
         for frame in batches:
             if not len(frame):
                 continue
@@ -203,19 +187,6 @@ class BatchScorer:
                                            f"is scored by the local engine only; evaluate without engine spark.")
             yield pd.DataFrame({"query_id": frame[self.qname].to_numpy(), "doc_id": frame[self.dname].to_numpy(),
                                 "score": predicted.scores})
-
-
-_LOADED: dict[str, Any] = {}  # in a Python worker: the model last loaded, by path
-
-
-def loaded_model(path: str) -> Any:
-    """The model at ``path`` loaded by ``mlflow.pyfunc.load_model``, once per Python worker (the last one kept)."""
-    if path not in _LOADED:
-        import mlflow.pyfunc
-
-        _LOADED.clear()
-        _LOADED[path] = mlflow.pyfunc.load_model(path)
-    return _LOADED[path]
 
 
 def _is_dataset(path: Path) -> bool:
