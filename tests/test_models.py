@@ -381,6 +381,16 @@ def test_promote_reports_an_alias_moved_as_it_is_set(store, tmp_path, capsys, mo
     assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
 
 
+def test_promote_creates_an_alias_that_held_no_version(store, tmp_path):
+    from helpers import client_for
+
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
+                 "--promote", "gold"]) == 0
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "gold").version) == "2"
+    assert client.get_model_version("ranker", "2").tags["ndcg_mlflow.previous_version"] == "none"
+
+
 @pytest.mark.parametrize("promote", [[], ["--promote", "champion"]])
 def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(store, tmp_path, capsys, monkeypatch,
                                                                            promote):
