@@ -57,8 +57,8 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
     default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
     (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run
-    (``result.scored``, ``result.models``). With ``engine="spark"`` the candidates are scored by
-    ``mlflow.pyfunc.spark_udf`` and the scored rows are a Parquet folder written by Spark
+    (``result.scored``, ``result.models``). With ``engine="spark"`` the candidates are scored on
+    Spark's executors and the scored rows are a Parquet folder written by Spark
     (:mod:`ndcg_mlflow.engines.spark_models`); beyond the driver's limit of queries, with ``per_query_path``, the
     scored rows are evaluated on the grouped path and the :class:`~ndcg_mlflow.engines.spark.GroupedResult`
     carries the models and the scored folders as an :class:`~ndcg_mlflow.evaluation.EvaluationResult` does.

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 a user error (spec, data, a declared rule stopped the
 run); 3 the tracking server failed (local results are kept); 4 evaluated and
-logged, and the spec's decision rule failed (``run`` only); 130 interrupted
+logged, and the spec's decision rule failed, or ``--promote``'s alias was moved
+by someone else during the evaluation and left there (``run`` only); 130 interrupted
 (SIGINT), 143 terminated (SIGTERM); 1 an internal error (a bug: the traceback is
 printed).
 """
@@ -24,7 +25,7 @@ from .version import __version__
 log = logging.getLogger("ndcg_mlflow")
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
-EXIT_DECISION = 4  # everything evaluated, written and logged; the spec's decision rule says no
+EXIT_DECISION = 4  # everything evaluated, written and logged; the decision rule says no, or --promote's alias moved
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -406,6 +407,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if problem:
             raise SpecError("--promote", problem)
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec.mlflow.tracking_uri
+    expected = None  # --promote: the version the alias points to as the evaluation starts; it moves only from there
+    if args.promote is not None:
+        from .models import alias_at_start
+
+        expected = alias_at_start(spec, args.promote, uri)
     # a model's scored rows wait here until write_outputs puts them in the output folder
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
         if args.engine == "spark":
@@ -426,7 +432,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 remove_per_query(out_dir, pq_path)
                 raise
             if not isinstance(result, EvaluationResult):
-                return _run_grouped(result, out_dir, args, uri)
+                return _run_grouped(result, out_dir, args, uri, expected)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
             assert isinstance(result, EvaluationResult)  # the local engine's
@@ -450,12 +456,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not quiet:
         _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
-    if args.promote is not None:
-        _promote(result, args.promote, logged, quiet)
+    if args.promote is not None and not _promote(result, args.promote, logged, quiet, expected):
+        return EXIT_DECISION
     return _decision_exit(result, quiet)
 
 
-def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None) -> int:
+def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None, expected: str | None) -> int:
     """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
     in Parquet at ``summary.json``'s ``per_query_path``; models' scored rows in ``systems/``), logged as any other,
     ``--promote`` included."""
@@ -482,8 +488,8 @@ def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | Non
         logged = log_folder(out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not quiet:
         _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
-    if args.promote is not None:
-        _promote(result, args.promote, logged, quiet)
+    if args.promote is not None and not _promote(result, args.promote, logged, quiet, expected):
+        return EXIT_DECISION
     return _decision_exit(result, quiet)
 
 
@@ -506,17 +512,22 @@ def format_grouped_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _promote(result, alias: str, logged, quiet: bool) -> None:
+def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> bool:
     """``--promote``: reached only when evaluating, writing and logging all completed; the alias moves only when
-    the decision passed. A registry failure is a tracking failure (exit 3)."""
+    the decision passed and the alias still points to ``expected``, the version it pointed to when the evaluation
+    started. False when it was moved by someone else meanwhile (said on stderr; exit 4, as a failed decision). A
+    registry failure is a tracking failure (exit 3)."""
     from .errors import TrackingError
-    from .models import promote
+    from .models import AliasMoved, promote
 
     if result.decision is None or result.decision["outcome"] != "pass":
         print(f"not promoted: the decision failed, so @{alias} stays where it is", file=sys.stderr)
-        return
+        return True
     try:
-        done = promote(result.summary, alias, logged.parent_run_id, logged.tracking_uri)
+        done = promote(result.summary, alias, logged.parent_run_id, logged.tracking_uri, expected)
+    except AliasMoved as exc:
+        print(f"not promoted: {exc}", file=sys.stderr)
+        return False
     except Exception as exc:  # noqa: BLE001 - any registry failure, said in one line
         from .tracking.client import first_line
 
@@ -526,6 +537,7 @@ def _promote(result, alias: str, logged, quiet: bool) -> None:
         before = done["previous_version"]
         print(f"promoted: {done['registered_model']} version {done['version']} is now @{alias} "
               f"(before: {'no version' if before is None else 'version ' + before})")
+    return True
 
 
 def _decision_exit(result, quiet: bool) -> int:

@@ -5,16 +5,15 @@ and that version is what is loaded and recorded); the model is loaded with ``mlf
 scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
 model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
 (:func:`score_model_systems` returns the spec with each model system pointing at it). With the Spark engine,
-:mod:`ndcg_mlflow.engines.spark_models` scores with ``mlflow.pyfunc.spark_udf`` instead, after the same
+:mod:`ndcg_mlflow.engines.spark_models` scores on Spark's executors instead, after the same
 resolution (:func:`resolve_model_systems`) and with the same records (:func:`with_scored`). mlflow is imported
 lazily, inside the functions: importing this module imports no mlflow.
 
-Two output shapes are accepted from ``predict``:
-
-* one score per candidate row (a 1-d array, a Series, or a one-column frame of finite numbers): a reranker;
-* one ranked list of document ids per input row (a retriever): each input row names a query (its
-  ``query_id``) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and the score
-  ``-rank`` (no two equal), whatever the spec's ``ties`` rule.
+What ``predict`` returns is read by :func:`ndcg_mlflow.predictions.read_predictions`, the one rule of every
+engine: one score per candidate row (a 1-d array, an (n, 1) array, a one-column frame or a Series of finite
+numbers), a reranker; or one ranked list of doc ids per input row (a retriever): each input row names a query (its
+``query_id``, one row per query) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and
+the score ``-rank`` (no two equal), whatever the spec's ``ties`` rule. Anything else is refused, naming the model.
 """
 
 from __future__ import annotations
@@ -209,6 +208,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     wanted = input_columns(model)
     check_input_columns(name, resolved, path, names, wanted, qcol)
     written, start, last, shape = 0, 0, time.monotonic(), None
+    seen: set[str] = set()  # the queries of ranked lists so far: one input row each
     writer: Any = None
     try:
         for batch in batches:
@@ -222,7 +222,7 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
                 raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
                                 f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
                                 f"{_first_line(exc)}") from None
-            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved)
+            table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved, seen)
             if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
                 writer = pq.ParquetWriter(str(out_path), table.schema)
             writer.write_table(table)
@@ -240,6 +240,53 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
     if progress:
         progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
     return start, written
+
+
+def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[list[str] | None, bool]:
+    """The model's input column names from its signature (None without one, or without names), and whether its
+    signature declares a list output (a retriever); read from the model's metadata, without loading it."""
+    from mlflow.models import get_model_info
+
+    try:
+        with using_store(tracking_uri):
+            info = get_model_info(uri)
+    except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
+        raise NdcgError(f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    sig = info.signature
+    if sig is None:
+        return None, False
+    names = list(sig.inputs.input_names()) if sig.inputs is not None and sig.inputs.has_input_names() else None
+    outputs = getattr(sig.outputs, "inputs", None) or []
+    listed = any(type(getattr(c, "type", None)).__name__ == "Array" for c in outputs)
+    return names, listed
+
+
+def download_model(uri: str, key: str, folder: Path, tracking_uri: str | None) -> str:
+    """The files of the model ``uri`` downloaded into ``folder`` (for Spark's executors to load: the folder is where
+    they see the driver's files); their absolute path. A failure is an NdcgError naming ``key``."""
+    from mlflow.artifacts import download_artifacts
+
+    try:
+        with using_store(tracking_uri):
+            local = download_artifacts(artifact_uri=uri, dst_path=str(folder))
+    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the model's
+        raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+    return str(Path(local).resolve())
+
+
+_LOADED: dict[str, Any] = {}  # in a process (a Spark Python worker): the model last loaded, by path
+
+
+def local_model(path: str) -> Any:
+    """The model at ``path`` loaded by ``mlflow.pyfunc.load_model``, once per process (the last one kept)."""
+    if path not in _LOADED:
+        import mlflow.pyfunc
+
+        _LOADED.clear()
+        _LOADED[path] = mlflow.pyfunc.load_model(path)
+    return _LOADED[path]
 
 
 def check_input_columns(name: str, resolved: ResolvedModel, path: Any, names: list[str], wanted: list[str] | None,
@@ -266,59 +313,36 @@ def _ids(values: Any) -> Any:
 
 
 def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
-                start: int, resolved: ResolvedModel) -> tuple[Any, str]:
+                start: int, resolved: ResolvedModel, seen: set[str] | None = None) -> tuple[Any, str]:
     """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
-    ``predict`` returned: ``("scores", query_id, doc_id, score)`` or ``("lists", ... score = -rank, rank)``; a
-    DataError for anything else, or for the other shape than the earlier batches' (``shape``)."""
+    ``predict`` returned, read by :func:`ndcg_mlflow.predictions.read_predictions`: ``("scores", query_id, doc_id,
+    score)`` or ``("lists", ... score = -rank, rank)``; a DataError for anything else, for the other shape than the
+    earlier batches' (``shape``), or for a score that is not finite. ``seen``: the queries of earlier batches of
+    ranked lists."""
     import numpy as np
-    import pandas as pd
     import pyarrow as pa
+
+    from .predictions import LISTS, read_predictions
 
     n = len(frame)
     where = f"rows {start + 1}-{start + n} of {path}"
-    if isinstance(output, pd.DataFrame):
-        if output.shape[1] != 1:
-            raise DataError(path, f"{resolved.loaded_uri} returned {output.shape[1]} columns for {where}; a ranker "
-                                  f"returns one score per row (or one ranked list of doc ids per query).")
-        output = output.iloc[:, 0]
-    values = list(output) if not isinstance(output, (np.ndarray, pd.Series)) else output
-    if len(values) != n:
-        raise DataError(path, f"{resolved.loaded_uri} returned {len(values)} values for the {n} rows {where}; "
-                              f"a ranker returns one score per row.")
-    first = values.iloc[0] if isinstance(values, pd.Series) else values[0]
-    listed = isinstance(first, (list, tuple, np.ndarray))
-    kind = "lists" if listed else "scores"
+    predicted = read_predictions(output, frame[qcol], model=resolved.loaded_uri, where=where, file=path, seen=seen)
+    kind = predicted.kind
     if shape is not None and kind != shape:
         raise DataError(path, f"{resolved.loaded_uri} returned {kind} for {where} but {shape} before.")
-    if listed:
-        queries, docs, ranks = [], [], []
-        for q, docs_q in zip(frame[qcol].tolist(), values):
-            if not isinstance(docs_q, (list, tuple, np.ndarray)):
-                raise DataError(path, f"{resolved.loaded_uri} returned {type(docs_q).__name__} for query {str(q)!r} "
-                                      f"({where}) among ranked lists; every row's output is a list of doc ids.")
-            for i, d in enumerate(docs_q):
-                if d is None or (isinstance(d, float) and d != d) or isinstance(d, (list, tuple, dict)):
-                    raise DataError(path, f"{resolved.loaded_uri} returned {d!r} at position {i + 1} of the list of "
-                                          f"query {str(q)!r} ({where}); a ranked list holds doc ids.")
-                queries.append(str(q))
-                docs.append(str(d))
-                ranks.append(i + 1)
-        rank = np.asarray(ranks, dtype=np.int64)
-        return pa.table({"query_id": pa.array(queries, pa.string()), "doc_id": pa.array(docs, pa.string()),
+    if kind == LISTS:
+        assert predicted.lists is not None
+        counts = np.fromiter((len(docs) for docs in predicted.lists), dtype=np.int64, count=n)
+        rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in counts]) if n else \
+            np.zeros(0, dtype=np.int64)
+        queries = np.repeat(np.asarray([str(q) for q in frame[qcol].tolist()], dtype=object), counts)
+        docs = [d for docs_q in predicted.lists for d in docs_q]
+        return pa.table({"query_id": pa.array(queries.tolist(), pa.string()), "doc_id": pa.array(docs, pa.string()),
                          "score": pa.array(-rank.astype(np.float64)), "rank": pa.array(rank)}), kind
     if dcol not in names:
         raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
                               f"scores (query_id, doc_id) rows.")
-    raw = np.asarray(values)
-    numeric = raw.dtype.kind in "iuf" or (raw.dtype.kind == "O" and all(
-        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw))
-    if not numeric:  # text, booleans, dates: not scores, even when they would convert
-        odd = next((v for v in raw if not isinstance(v, (int, float, np.integer, np.floating))
-                    or isinstance(v, (bool, np.bool_))), first)
-        shown = odd.item() if isinstance(odd, np.generic) else odd
-        raise DataError(path, f"{resolved.loaded_uri} returned values that are not numbers for {where} (such as "
-                              f"{shown!r}, of type {type(odd).__name__}); a ranker returns one finite score per row.")
-    scores = raw.astype(np.float64)
+    scores = predicted.scores
     bad = np.flatnonzero(~np.isfinite(scores))
     if bad.size:
         i = int(bad[0])
@@ -355,7 +379,36 @@ def resolve_model_systems(spec: Spec, tracking_uri: str | None) -> dict[str, Res
         if src.unscored:
             assert src.model is not None
             resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
+    check_not_itself(spec, resolved)
     return resolved
+
+
+def check_not_itself(spec: Spec, resolved: dict[str, ResolvedModel]) -> None:
+    """A SpecError naming the candidate's key when a candidate and the baseline resolve to the same model (the
+    same registry version, logged model or run artifact, or two of them holding one logged model) and score the
+    same candidates: the comparison would be of a version with itself (two aliases that point to one version,
+    say), said before anything is scored."""
+    if spec.comparison is None or spec.comparison.baseline not in resolved:
+        return
+    baseline = spec.comparison.baseline
+    systems = dict(spec.systems)
+
+    def rows(name: str) -> tuple:
+        src = systems[name].candidates
+        assert src is not None
+        return src.path.resolve() if src.path else None, src.format, src.columns, src.version
+
+    base = resolved[baseline]
+    for name, model in resolved.items():
+        same = model.loaded_uri == base.loaded_uri or (model.model_id is not None and model.model_id == base.model_id)
+        if name == baseline or not same or rows(name) != rows(baseline):
+            continue
+        via = [f"{m.uri} -> {m.loaded_uri}" for m in (model, base) if m.uri != m.loaded_uri]
+        raise SpecError(f"data.systems.{name}.model",
+                        f"{model.uri} resolves to {model.loaded_uri}, the model the baseline '{baseline}' "
+                        f"({base.uri}) resolves to, on the same candidates: the comparison would be of a version "
+                        f"with itself{' (' + '; '.join(via) + ')' if via else ''}. Nothing was scored; point one of "
+                        f"them at another version.")
 
 
 def with_scored(spec: Spec, name: str, resolved: ResolvedModel, *, candidate_rows: int, scored_rows: int,
@@ -432,23 +485,92 @@ def promotion_problem(spec: Spec, alias: str) -> str | None:
     return None
 
 
-def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None) -> dict[str, Any]:
-    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
-    evaluation started) and tag that version with the previous holder and the evaluation run. The caller calls
-    it only when the decision passed and logging completed. Returns what was done."""
+def registered_name(uri: str) -> str:
+    """The registered model of ``models:/<name>/<version>`` or ``models:/<name>@<alias>``."""
+    rest = uri[len("models:/"):].rstrip("/")
+    return rest.rpartition("@")[0] if "@" in rest else rest.rpartition("/")[0]
+
+
+def alias_version(client: Any, name: str, alias: str) -> str | None:
+    """The version ``alias`` of registered model ``name`` points to now, or None when it points to none."""
     from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.get_model_version_by_alias(name, alias).version)
+    except MlflowException as exc:
+        if getattr(exc, "error_code", "") in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            return None
+        raise
+
+
+def alias_at_start(spec: Spec, alias: str, tracking_uri: str | None) -> str | None:
+    """``--promote ALIAS``: the version the alias points to when the evaluation starts (None: none), read before
+    the model URIs are resolved; the alias moves at the end only if it still points there."""
+    from mlflow.tracking import MlflowClient
+
+    baseline = spec.comparison.baseline if spec.comparison else None
+    uri = next(s.model for n, s in spec.systems if n != baseline)
+    assert uri is not None
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    try:
+        return alias_version(client, registered_name(uri), alias)
+    except Exception as exc:  # noqa: BLE001 - any registry failure, before any work
+        raise NdcgError(f"--promote {alias}: the registry could not be read for {uri}: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from None
+
+
+class AliasMoved(NdcgError):
+    """``--promote``: the alias was moved by someone else during the evaluation (or as it was moved); it is left
+    where it is (exit 4: evaluated and logged, not promoted)."""
+
+    exit_code = 4
+
+
+def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None,
+            expected: str | None) -> dict[str, Any]:
+    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
+    evaluation started) and tag that version with the previous holder and the evaluation run, only if the alias
+    still points to ``expected``, the version it pointed to when the evaluation started (None: no version).
+    MLflow has no compare-and-set of an alias: it is read again just before the move and just after it; an
+    alias that moved before is left where it is, and one that moved as it was set is reported (both
+    :class:`AliasMoved`, naming the version it points to). The caller calls it only when the decision passed
+    and logging completed. Returns what was done."""
     from mlflow.tracking import MlflowClient
 
     baseline = summary["spec"]["comparison.baseline"]
     candidate = next(n for n in summary["systems"] if n != baseline)
     record = summary["models"][candidate]
-    name, version = record["registered_model"], record["version"]
+    name, version = record["registered_model"], str(record["version"])
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    try:
-        previous = client.get_model_version_by_alias(name, alias).version
-    except MlflowException:
-        previous = None
+
+    def holder(v: str | None) -> str:
+        if v is None:
+            return "no version"
+        try:
+            tags = client.get_model_version(name, v).tags or {}
+        except Exception:  # noqa: BLE001 - the version's tags only add who moved it
+            tags = {}
+        run = tags.get("ndcg_mlflow.evaluation_run") if tags.get("ndcg_mlflow.promoted_alias") == alias else None
+        return f"version {v}" + (f" (promoted by the evaluation run {run}, its tag ndcg_mlflow.evaluation_run)"
+                                 if run else " (its tags do not say who moved it)")
+
+    started = "no version" if expected is None else f"version {expected}"
+    for other, rec in summary["models"].items():  # an alias of the spec, resolved to another version than read
+        if rec.get("registered_model") == name and rec.get("alias") == alias and str(rec["version"]) != expected:
+            raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started, and to version "
+                             f"{rec['version']} when '{other}' resolved it: it moved during the evaluation, so it "
+                             f"stays where it is; evaluate again.")
+    previous = alias_version(client, name, alias)
+    if previous != expected:
+        raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started and now points to "
+                         f"{holder(previous)}: it moved during the evaluation, so it stays there (version {version} "
+                         f"was compared with the baseline of the start); evaluate again.")
     client.set_registered_model_alias(name, alias, version)
+    after = alias_version(client, name, alias)
+    if after != version:
+        raise AliasMoved(f"@{alias} of {name} was moved to version {version}, and at once by another process: it now "
+                         f"points to {holder(after)} (a race: MLflow cannot set an alias only if unchanged); it is "
+                         f"left there, and version {version} was not tagged as promoted.")
     for key, value in (("ndcg_mlflow.promoted_alias", alias),
                        ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
                        ("ndcg_mlflow.evaluation_run", evaluation_run_id)):

@@ -42,7 +42,7 @@ def test_ranked_lists_become_ranks_in_displayed_order():
 
 
 @pytest.mark.parametrize("output, expected", [
-    ([0.1, 0.2], "returned 2 values for the 3 rows rows 101-103 of c.parquet"),
+    ([0.1, 0.2], "returned 2 values for 3 input rows (rows 101-103 of c.parquet)"),
     (np.array(["1.5", "2", "3"]), "not numbers for rows 101-103 of c.parquet (such as '1.5', of type str_)"),
     ([True, False, True], "not numbers"),
     ([0.1, np.nan, 0.3], "returned nan for row 102 (query '7', doc 'b')"),
@@ -67,3 +67,48 @@ def test_model_id_of_a_version_source():
     assert model_id_of_source("models:/m-0a1b2c/") == "m-0a1b2c"
     assert model_id_of_source("file:///tmp/mlruns/0/abc/artifacts/model") is None
     assert model_id_of_source(None) is None
+
+
+# --------------------------------------------------------------------------- the one rule of ndcg_mlflow.predictions
+
+SCORES = np.array([0.5, -1.0, 2.0])
+
+
+@pytest.mark.parametrize("output", [SCORES, SCORES.reshape(-1, 1), pd.DataFrame({"p": SCORES}), pd.Series(SCORES),
+                                    list(SCORES), SCORES.astype(np.float32).reshape(-1, 1)])
+def test_the_forms_of_one_score_per_row(output):
+    got, kind = rows(output)
+    assert kind == "scores"
+    assert got["doc_id"] == ["a", "b", "c"]
+    assert got["score"] == [0.5, -1.0, 2.0]
+
+
+def test_ranked_lists_need_one_row_per_query():
+    from ndcg_mlflow.predictions import LISTS, read_predictions
+
+    got = read_predictions(pd.Series([np.array([3, 1]), np.array([7])]), pd.Series(["q1", "q2"]), model="m",
+                           where="rows 1-2", file="c")
+    assert got.kind == LISTS and got.lists == [["3", "1"], ["7"]]  # integer ids as their decimal text
+    seen: set[str] = set()
+    read_predictions([["a"]], ["q1"], model="m", where="rows 1-1", file="c", seen=seen)
+    with pytest.raises(DataError, match="query 'q1' is on row 1 of rows 2-2 and on an earlier row"):
+        read_predictions([["b"]], ["q1"], model="m", where="rows 2-2", file="c", seen=seen)
+
+
+@pytest.mark.parametrize("output, expected", [
+    (pd.Series(list(SCORES.reshape(-1, 1))), "returned the number 0.5 at position 1 of the list of query '7'"),
+    (pd.Series([np.array([1]), np.array([2]), np.array([3])]), "query '7' is on rows 1 and 2 of rows 101-103"),
+    (np.column_stack([SCORES, SCORES]), "returned an array of shape (3, 2)"),
+    (np.zeros((3, 1, 1)), "returned an array of shape (3, 1, 1)"),
+    (None, "returned None for rows 101-103 of c.parquet"),
+    (1.5, "returned the single value 1.5 (of type float)"),
+    (np.float64(1.5), "returned the single value"),
+    (np.array(2.0), "returned an array of shape ()"),
+    ({"a": 1}, "returned a dict"),
+    (SCORES.reshape(-1, 1)[:2], "returned 2 values for 3 input rows"),
+    ([0.5, ["a"], 1.0], "returned a list for query '7' (rows 101-103 of c.parquet) among scores"),
+])
+def test_outputs_of_no_clear_shape_refused(output, expected):
+    with pytest.raises(DataError, match="models:/r/3") as info:
+        rows(output)
+    assert expected in str(info.value) and str(info.value).startswith("c.parquet: "), str(info.value)

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 # as the tests of bad output need
 MODEL_CODE = textwrap.dedent('''
     import numpy as np
+    import pandas as pd
     import mlflow
 
 
@@ -41,6 +42,21 @@ MODEL_CODE = textwrap.dedent('''
                 return model_input[self.column].to_numpy()[:-1]
             if mode == "lists":  # a retriever: one ranked list of doc ids per query row
                 return [str(v).split(",") for v in model_input[self.column]]
+            scores = model_input[self.column].to_numpy(dtype=float)
+            if mode == "column":  # (n, 1), as Keras and many scikit-learn wrappers return
+                return scores.reshape(-1, 1)
+            if mode == "frame":
+                return pd.DataFrame({"prediction": scores})
+            if mode == "series":
+                return pd.Series(scores)
+            if mode == "series_arrays":  # a Series of one-element arrays
+                return pd.Series(list(scores.reshape(-1, 1)))
+            if mode == "wide":  # (n, 2): two numbers per row
+                return np.column_stack([-scores, scores])
+            if mode == "none":
+                return None
+            if mode == "scalar":
+                return float(scores.sum())
             return model_input[self.column].to_numpy(dtype=float)
 
 
@@ -299,6 +315,110 @@ def test_promote_leaves_the_alias_when_the_candidate_is_worse(store, tmp_path, c
     assert "ndcg_mlflow.promoted" not in parent.data.tags
 
 
+def _version_3(client) -> str:
+    """A third version of ``ranker`` (the logged model of version 2 registered again)."""
+    v2 = client.get_model_version("ranker", "2")
+    return str(client.create_model_version("ranker", v2.source, run_id=v2.run_id).version)
+
+
+def _promote_spec(tmp_path: Path) -> Path:
+    return model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+                                 "challenger": {"model": "models:/ranker@challenger",
+                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+
+
+def test_promote_leaves_an_alias_moved_during_the_evaluation(store, tmp_path, capsys, monkeypatch):
+    """@champion is moved to version 3 by another process while the evaluation of version 2 against version 1
+    runs (here, as the results are logged): version 2 was compared with version 1 only, so @champion stays on 3,
+    exit 4, the message says where it points now and who moved it."""
+    from helpers import client_for
+
+    from ndcg_mlflow import tracking
+
+    client = client_for(store)
+    v3 = _version_3(client)
+    real = tracking.log_evaluation
+
+    def log_then_someone_promotes(*args, **kwargs):
+        logged = real(*args, **kwargs)
+        client.set_registered_model_alias("ranker", "champion", v3)
+        client.set_model_version_tag("ranker", v3, "ndcg_mlflow.promoted_alias", "champion")
+        client.set_model_version_tag("ranker", v3, "ndcg_mlflow.evaluation_run", "0123abcd")
+        return logged
+
+    monkeypatch.setattr(tracking, "log_evaluation", log_then_someone_promotes)
+    out = tmp_path / "out"
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", "--promote", "champion"]) == 4
+    err = capsys.readouterr().err
+    assert "not promoted: @champion of ranker pointed to version 1 when the evaluation started and now points to " \
+           f"version {v3} (promoted by the evaluation run 0123abcd" in err, err
+    assert json.loads((out / "summary.json").read_text())["decision"]["outcome"] == "pass"
+    assert str(client.get_model_version_by_alias("ranker", "champion").version) == v3
+    assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
+    _, (parent,), _ = _runs(store)
+    assert "ndcg_mlflow.promoted" not in client.get_run(parent.info.run_id).data.tags
+
+
+def test_promote_reports_an_alias_moved_as_it_is_set(store, tmp_path, capsys, monkeypatch):
+    """Another process sets @champion at the same moment (just after this one): the read after the move shows
+    it, exit 4, nothing tagged as promoted."""
+    from helpers import client_for
+    from mlflow.tracking import MlflowClient
+
+    client = client_for(store)
+    v3 = _version_3(client)
+    real = MlflowClient.set_registered_model_alias
+
+    def set_and_lose_the_race(self, name, alias, version):
+        real(self, name, alias, version)
+        real(self, name, alias, v3)
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_alias", set_and_lose_the_race)
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
+                 "--promote", "champion"]) == 4
+    err = capsys.readouterr().err
+    assert f"was moved to version 2, and at once by another process: it now points to version {v3}" in err, err
+    assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
+
+
+def test_promote_creates_an_alias_that_held_no_version(store, tmp_path):
+    from helpers import client_for
+
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
+                 "--promote", "gold"]) == 0
+    client = client_for(store)
+    assert str(client.get_model_version_by_alias("ranker", "gold").version) == "2"
+    assert client.get_model_version("ranker", "2").tags["ndcg_mlflow.previous_version"] == "none"
+
+
+@pytest.mark.parametrize("promote", [[], ["--promote", "champion"]])
+def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(store, tmp_path, capsys, monkeypatch,
+                                                                           promote):
+    """@challenger moved to version 1, the version of @champion: refused before anything is scored (exit 2),
+    not compared with itself and failed by the rule."""
+    from helpers import client_for
+
+    from ndcg_mlflow import models
+
+    client_for(store).set_registered_model_alias("ranker", "challenger", "1")
+    monkeypatch.setattr(models, "score_candidates", lambda *a, **k: pytest.fail("a model was scored"))
+    out = tmp_path / "out"
+    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", *promote]) == 2
+    err = capsys.readouterr().err
+    assert "at key 'data.systems.challenger.model': models:/ranker@challenger resolves to models:/ranker/1, the " \
+           "model the baseline 'champion' (models:/ranker@champion) resolves to, on the same candidates" in err, err
+    assert not out.exists() and not _runs_logged(store)
+    assert str(client_for(store).get_model_version_by_alias("ranker", "champion").version) == "1"
+
+
+def _runs_logged(uri: str) -> bool:
+    from helpers import client_for
+
+    client = client_for(uri)
+    experiment = client.get_experiment_by_name("rankers")
+    return experiment is not None and bool(client.search_runs([experiment.experiment_id]))
+
+
 @pytest.mark.parametrize("systems, decision, expected", [
     ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
       "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, "", "needs the spec's decision"),
@@ -448,7 +568,7 @@ def test_a_missing_alias_version_or_model_names_the_key(store, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("short", "returned 7 values for the 8 rows"),
+    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
     ("fail", "failed on rows 1-8 of"),
     ("nan", "returned nan for row 3"),
 ])
@@ -463,6 +583,42 @@ def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
     err = capsys.readouterr().err
     assert expected in err and "models:/odd/1" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", ["score", "column", "frame", "series"])
+def test_every_form_of_one_score_per_row_gives_the_same_numbers(store, tmp_path, mode):
+    """(n,), (n, 1), a one-column frame, a Series of floats: scores, each row's own, and the nDCG of ranking by
+    them computed here from the definition (an (n, 1) array was once read as ranked lists of ids "0.1", "3.2"...,
+    every query scoring 0)."""
+    qrels, cands = candidates_frame()
+    spec = odd_spec(tmp_path, cands.assign(mode=mode))
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
+    scored = pd.read_parquet(out / "systems" / "odd.scored.parquet")
+    assert list(scored.columns) == ["query_id", "doc_id", "score"]
+    np.testing.assert_array_equal(scored["score"].to_numpy(), cands["good"].to_numpy())
+    assert list(scored["doc_id"]) == list(cands["doc_id"])
+    summary = json.loads((out / "summary.json").read_text())
+    for k in (5, 10):
+        assert summary["systems"]["odd"][f"ndcg_at_{k}"]["mean"] == pytest.approx(ndcg_at(cands, qrels, "good", k),
+                                                                                   rel=1e-12)
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("series_arrays", "returned the number"),
+    ("wide", "returned an array of shape (8, 2)"),
+    ("none", "returned None"),
+    ("scalar", "returned the single value"),
+    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
+])
+def test_outputs_of_no_clear_shape_are_refused_naming_the_model(store, tmp_path, capsys, mode, expected):
+    _, cands = candidates_frame()
+    spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "models:/odd/1" in err and "odd.parquet" in err, err
+    assert "Traceback" not in err and not out.exists()
 
 
 def test_candidates_missing_the_models_inputs(store, tmp_path, capsys):
@@ -810,7 +966,8 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     lists = pd.DataFrame({"query_id": ["q00"], "doc_id": ["-"], "docs": ["d1,d2"]})
     retriever = odd_spec(tmp_path, lists, model=f"models:/{model_store['retriever']}")
     retriever.write_text(retriever.read_text().replace("ties: displayed_order", "ties: average"))
-    with pytest.raises(NdcgError, match="failed on Spark.*retriever's ranked lists are scored by the local engine"):
+    with pytest.raises(DataError, match="returned ranked lists of doc ids .*a retriever is scored by the local "
+                                        "engine only"):
         ndcg_mlflow.evaluate(retriever, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s4")
 
     cands.to_csv(tmp_path / "c.csv", index=False)
@@ -818,6 +975,37 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
                      ties="average")
     with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
         ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
+
+
+def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark):
+    """The executors read each batch's output by the local engine's rule: an (n, 1) array or a one-column frame
+    gives the local engine's scores and numbers; (n, 2), a Series of one-element arrays, None and a single value
+    are refused with the local engine's message (Spark once took the first of two columns, a wrong number and
+    exit 0)."""
+    import ndcg_mlflow
+    from ndcg_mlflow.errors import DataError
+
+    qrels, cands = candidates_frame()
+    for mode in ("column", "frame"):
+        spec = odd_spec(tmp_path, cands.assign(mode=mode))
+        spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
+        on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
+                                        scored_dir=tmp_path / f"s-{mode}")
+        scored = pd.read_parquet(on_spark.scored["odd"]).merge(cands, on=["query_id", "doc_id"])
+        assert len(scored) == len(cands)
+        np.testing.assert_array_equal(scored["score"].to_numpy(), scored["good"].to_numpy())
+        assert on_spark.summary["systems"]["odd"]["ndcg_at_10"]["mean"] == pytest.approx(
+            ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+    for mode, expected in (("wide", "returned an array of shape (8, 2)"), ("series_arrays", "returned the number"),
+                           ("none", "returned None"), ("scalar", "returned the single value")):
+        spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
+        spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
+        with pytest.raises(DataError) as info:
+            ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
+                                 scored_dir=tmp_path / f"s-{mode}")
+        message = str(info.value)
+        assert message.startswith(f"{tmp_path / 'odd.parquet'}: models:/odd/1 ") and expected in message, message
+        assert "(scored on Spark)" in message and "Traceback" not in message
 
 
 CONNECT_SCRIPT = """

@@ -177,10 +177,11 @@ def test_refusals_name_what_was_expected(registered, tmp_path):
         with pytest.raises(DataError, match="no 'doc_id' column"):
             mlflow.models.evaluate(lambda f: f["x"], data=cands.drop(columns="doc_id"), model_type="ranker",
                                    evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
-        with pytest.raises(DataError, match=r"one score per row of data \(.* rows\)"):
+        with pytest.raises(DataError, match=r"returned 3 values for (\d+) input rows \(the \1 rows of data\); a ranker "
+                                            r"returns one score per row"):
             mlflow.models.evaluate(lambda f: np.ones(3), data=cands, model_type="ranker", evaluators="ndcg_spec",
                                    evaluator_config={"spec": str(spec)})
-        with pytest.raises(DataError, match="not a list of document ids"):
+        with pytest.raises(DataError, match="returned str for query .*a retriever returns, per row, a list of doc ids"):
             mlflow.models.evaluate(lambda f: ["d1"] * len(f), data=cands[["query_id"]].drop_duplicates(),
                                    model_type="retriever", evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
         with pytest.raises(SpecError, match=r"evaluator_config\.sepc.*did you mean 'spec'"):
@@ -316,7 +317,7 @@ def test_a_retrievers_lists_become_ranked_rows():
     table = system_table("retriever", pd.DataFrame({"query_id": [1, 2, 3]}), [[7, "8"], [], np.array(["x"])])
     assert table["query_id"].tolist() == [1, 1, 3] and table["doc_id"].tolist() == ["7", "8", "x"]
     assert table["rank"].tolist() == [1, 2, 1]
-    with pytest.raises(DataError, match="query_id '1' is on rows 0 and 1"):
+    with pytest.raises(DataError, match="query '1' is on rows 1 and 2 of the 2 rows of data"):
         system_table("retriever", pd.DataFrame({"query_id": [1, 1]}), [["a"], ["b"]])
 
 
@@ -339,3 +340,18 @@ def test_importing_the_integrations_imports_no_mlflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "False"
+
+
+def test_a_rankers_output_read_by_the_rule_of_run():
+    from ndcg_mlflow.integrations.evaluator import system_table
+
+    frame = pd.DataFrame({"query_id": [1, 1, 2], "doc_id": ["a", "b", "c"]})
+    scores = np.array([0.5, 2.0, -1.0])
+    for output in (scores, scores.reshape(-1, 1), pd.DataFrame({"p": scores}), pd.Series(scores)):
+        assert system_table("ranker", frame, output)["score"].tolist() == [0.5, 2.0, -1.0]
+    for output, expected in ((pd.Series(list(scores.reshape(-1, 1))), "returned a list for query '1'"),
+                             (np.column_stack([scores, scores]), "returned an array of shape (3, 2)"),
+                             (None, "returned None"), (np.array(["0.5", "2", "-1"]), "not numbers")):
+        with pytest.raises(DataError) as info:
+            system_table("ranker", frame, output)
+        assert expected in str(info.value), str(info.value)

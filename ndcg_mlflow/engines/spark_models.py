@@ -4,29 +4,41 @@ Every model URI is resolved once, on the driver, before any Spark job, exactly a
 (:func:`ndcg_mlflow.models.resolve_model_systems`: an alias becomes the version it points to, and that version
 is what is scored and recorded). The candidates are read by Spark as a run is (a Parquet file, folder or glob, a
 Delta table at its version, JSONL; CSV, TSV and TREC are refused: Spark would read the model's input columns as
-text) and scored by ``mlflow.pyfunc.spark_udf(spark, uri, env_manager="local", result_type="double")`` on the
-model's input columns (its signature's; every column without a signature, as locally). The scored rows
-(``query_id, doc_id, score``) are written by Spark as a Parquet folder, ``<folder>/systems/<stem>.scored.parquet``
-(part files, one per task: no single task gathers the rows), checked (a score that is NULL, NaN or infinite is
-refused, naming the query and document), and that folder is the system's run from then on: the Spark engine
-reads it as any run folder, and its digest is the sha256 of its part files in order, as for any Parquet folder.
+text) and scored by ``mapInPandas`` on the model's input columns (its signature's; every column without a signature,
+as locally): each Python worker loads the model once (``mlflow.pyfunc.load_model``) and reads each batch's output
+by :func:`ndcg_mlflow.predictions.read_predictions`, the local engine's rule (a refusal is the local engine's
+DataError, naming the model and the candidates). The scored rows (``query_id, doc_id, score``) are written by Spark
+as a Parquet folder, ``<folder>/systems/<stem>.scored.parquet`` (part files, one per task: no single task gathers
+the rows), checked (a score that is NULL, NaN or infinite is refused, naming the query and document), and that
+folder is the system's run from then on: the Spark engine reads it as any run folder, and its digest is the
+sha256 of its part files in order, as for any Parquet folder.
 
-The executors load the model from the copy ``spark_udf`` ships with the job (``env_manager="local"``: the
-executors' Python must have the model's dependencies), and the folder is written at a path both the driver and
-Spark can reach (local mode, a Spark Connect server on the same machine, or a shared mount). A model returning
-ranked lists of doc ids (a retriever) is scored by the local engine only. mlflow and pyspark are imported
-lazily, inside the functions.
+The model is downloaded once by the driver into a folder beside the scored rows, removed after scoring, and the
+executors load it from there (their Python must have the model's dependencies and ``ndcg_mlflow``): the folder is
+at a path both the driver and Spark can reach (local mode, a Spark Connect server on the same machine, or a shared
+mount). A model returning ranked lists of doc ids (a retriever) is scored by the local engine only. pyspark is
+imported lazily, inside the functions; mlflow only by :mod:`ndcg_mlflow.models` (the signature, the download,
+the load).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..models import ResolvedModel, check_input_columns, resolve_model_systems, scored_name, using_store, with_scored
+from ..models import (
+    ResolvedModel,
+    check_input_columns,
+    download_model,
+    local_model,
+    resolve_model_systems,
+    scored_name,
+    signature_columns,
+    with_scored,
+)
 from ..spec import Spec
 
 SPARK_FORMATS = ("parquet", "delta", "jsonl")
@@ -59,33 +71,17 @@ def score_model_systems(spark: Any, spec: Spec, folder: str | Path, *, tracking_
     return spec, resolved, scored
 
 
-def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[list[str] | None, bool]:
-    """The model's input column names from its signature (None without one, or without names), and whether its
-    signature declares a list output (a retriever); read from the model's metadata, without loading it."""
-    from mlflow.models import get_model_info
-
-    try:
-        with using_store(tracking_uri):
-            info = get_model_info(uri)
-    except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
-        raise NdcgError(f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: "
-                        f"{_first_line(str(exc))}") from None
-    sig = info.signature
-    if sig is None:
-        return None, False
-    names = list(sig.inputs.input_names()) if sig.inputs is not None and sig.inputs.has_input_names() else None
-    outputs = getattr(sig.outputs, "inputs", None) or []
-    listed = any(type(getattr(c, "type", None)).__name__ == "Array" for c in outputs)
-    return names, listed
-
-
 def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel, target: Path, *,
                      tracking_uri: str | None = None, progress: Callable[[str], None] | None = None) -> int:
-    """Score the candidates of model system ``name`` with ``spark_udf`` and write the scored rows to ``target``
-    (a Parquet folder); returns their number (one scored row per candidate row). Errors name the model and the
-    candidates: columns the model needs that the candidates lack, a model that fails or returns other than one
-    number per row, a score that is not finite."""
-    import mlflow.pyfunc
+    """Score the candidates of model system ``name`` on Spark and write the scored rows to ``target`` (a Parquet
+    folder); returns their number (one scored row per candidate row). The model is downloaded once, next to
+    ``target``, and loaded by each Python worker; each batch's output is read by
+    :func:`ndcg_mlflow.predictions.read_predictions` on the executor, the local engine's rule. Errors name the
+    model and the candidates: columns the model needs that the candidates lack, a model that fails or returns
+    other than one number per row, a score that is not finite."""
+    import shutil
+    import tempfile
+
     from pyspark.sql import functions as F
 
     from ..readers import detect_format
@@ -110,29 +106,33 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     mapping = dict(src.columns)
     qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
     if progress:
-        progress(f"scoring '{name}' with {uri} on Spark (mlflow.pyfunc.spark_udf)")
+        progress(f"scoring '{name}' with {uri} on Spark")
     df = read_source(spark, src)
     check_input_columns(name, resolved, path, list(df.columns), wanted, qcol)
     if dcol not in df.columns:
         raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
                               f"scores (query_id, doc_id) rows.")
+    # with a signature, its input columns in its order; without one, every column by name (as locally)
+    features = list(wanted) if wanted else list(df.columns)
+    qname, dname = _fresh("query_id", df.columns), _fresh("doc_id", df.columns)
+    rows = df.select(*[df[c] for c in features], df[qcol].cast("string").alias(qname),
+                     df[dcol].cast("string").alias(dname))
+    # the model's copy: where the executors see the driver's files, as the scored folder is
+    copy = Path(tempfile.mkdtemp(prefix=".model-", dir=target.parent))
     try:
-        with using_store(tracking_uri):
-            udf = mlflow.pyfunc.spark_udf(spark, uri, env_manager="local", result_type="double")
-    except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
-        raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
-                        f"{_first_line(str(exc))}") from None
-    # with a signature, its input columns in its order; without one, every column by name (as one struct: the
-    # model gets a frame with the candidates' column names, as locally)
-    score = udf(*[F.col(c) for c in wanted]) if wanted else udf(F.struct(*[F.col(c) for c in df.columns]))
-    scored = df.select(F.col(qcol).cast("string").alias("query_id"), F.col(dcol).cast("string").alias("doc_id"),
-                       score.alias("score"))
-    try:
-        scored.write.mode("overwrite").parquet(str(target))
-    except Exception as exc:  # noqa: BLE001 - the model's failure inside a Spark task, said in one line
-        raise NdcgError(f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: "
-                        f"{python_error(str(exc))} (a ranker returns one finite score per row; a retriever's "
-                        f"ranked lists are scored by the local engine only).") from None
+        local = download_model(uri, key, copy, tracking_uri)
+        scorer = BatchScorer(local, uri, str(path), features, qname, dname)
+        scored = rows.mapInPandas(scorer, "query_id string, doc_id string, score double")
+        try:
+            scored.write.mode("overwrite").parquet(str(target))
+        except Exception as exc:  # noqa: BLE001 - the model's failure inside a Spark task, said in one line
+            refused = data_error(str(exc))
+            if refused is not None:  # the output rule, applied on an executor
+                raise DataError(path, refused.removeprefix(f"{path}: ")) from None
+            raise NdcgError(f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: "
+                            f"{python_error(str(exc))}.") from None
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
     written = spark.read.parquet(str(target))
     value = F.col("score")
     bad = written.where(value.isNull() | F.isnan(value) | (F.abs(value) == float("inf")))
@@ -144,12 +144,49 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
         raise DataError(path, f"{uri} returned {shown} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
                               f"{count - 1} more non-finite scores (scored on Spark); every score must be a finite "
                               f"number.")
-    rows = int(written.count())
-    if rows == 0:
+    count = int(written.count())
+    if count == 0:
         raise DataError(path, f"the candidates of system '{name}' hold no rows.")
     if progress:
-        progress(f"scored '{name}' on Spark: {rows:,} candidate rows")
-    return rows
+        progress(f"scored '{name}' on Spark: {count:,} candidate rows")
+    return count
+
+
+def _fresh(name: str, taken: list[str]) -> str:
+    """A column name for the ids beside the model's inputs: ``__ndcg_<name>``, with more underscores if taken."""
+    fresh = f"__ndcg_{name}"
+    while fresh in taken:
+        fresh = "_" + fresh
+    return fresh
+
+
+class BatchScorer:
+    """The function ``mapInPandas`` runs on the executors: for each batch of candidate rows, the model's output on
+    its input columns read by :func:`ndcg_mlflow.predictions.read_predictions` (a DataError naming the model for
+    any other shape; ranked lists refused, a retriever being scored by the local engine only), and the rows
+    ``query_id, doc_id, score``. The model is loaded once per Python worker, from ``model_path``."""
+
+    def __init__(self, model_path: str, uri: str, file: str, features: list[str], qname: str, dname: str):
+        self.model_path, self.uri, self.file = model_path, uri, file
+        self.features, self.qname, self.dname = features, qname, dname
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        from ..predictions import LISTS, read_predictions
+
+        model = local_model(self.model_path)
+        for frame in batches:
+            if not len(frame):
+                continue
+            where = f"a batch of {len(frame)} candidate rows of {self.file} (scored on Spark)"
+            output = model.predict(frame[self.features])
+            predicted = read_predictions(output, frame[self.qname], model=self.uri, where=where, file=self.file)
+            if predicted.kind == LISTS:
+                raise DataError(self.file, f"{self.uri} returned ranked lists of doc ids for {where}: a retriever "
+                                           f"is scored by the local engine only; evaluate without engine spark.")
+            yield pd.DataFrame({"query_id": frame[self.qname].to_numpy(), "doc_id": frame[self.dname].to_numpy(),
+                                "score": predicted.scores})
 
 
 def _is_dataset(path: Path) -> bool:
@@ -162,6 +199,15 @@ _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 _WRAPPERS = ("PythonException", "Py4JJavaError", "SparkException", "SparkRuntimeException",
              "org.apache.spark.SparkException", "pyspark.errors.exceptions.captured.PythonException",
              "org.apache.spark.api.python.PythonException")
+
+
+_DATA_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?DataError: (.+)$", re.MULTILINE)
+
+
+def data_error(text: str) -> str | None:
+    """The message of the last DataError raised in a failed Spark task (a refusal of the model's output), if any."""
+    found = _DATA_ERROR.findall(text)
+    return found[-1].strip() if found else None
 
 
 def python_error(text: str) -> str:

@@ -227,64 +227,30 @@ def _id_column(frame: Any, column: str, model_type: str) -> Any:
 
 def system_table(model_type: str, frame: Any, output: Any) -> Any:
     """The model's rows as a run table: ``query_id, doc_id, score`` (ranker) or ``query_id, doc_id, rank``
-    (retriever, ranks 1.. in the order returned)."""
+    (retriever, ranks 1.. in the order returned). The output is read by
+    :func:`ndcg_mlflow.predictions.read_predictions`, the rule of ``ndcg-mlflow run``; a ranker's output must be
+    scores, a retriever's ranked lists."""
     import pandas as pd
 
-    if model_type == RANKER:
-        query, doc = _id_column(frame, "query_id", RANKER), _id_column(frame, "doc_id", RANKER)
-        scores = _scores(output, len(frame))
-        return pd.DataFrame({"query_id": query.to_numpy(), "doc_id": doc.to_numpy(), "score": scores})
-    query = _id_column(frame, "query_id", RETRIEVER)
-    lists = _id_lists(output, len(frame))
-    seen: dict[Any, int] = {}
-    for i, q in enumerate(query.to_numpy()):
-        if q in seen:
-            raise DataError("data", f"query_id {str(q)!r} is on rows {seen[q]} and {i} (0-based): a retriever's data "
-                                    f"holds one row per query.")
-        seen[q] = i
+    from ..predictions import LISTS, SCORES, read_predictions
+
+    ranker = model_type == RANKER
+    query = _id_column(frame, "query_id", model_type)
+    doc = _id_column(frame, "doc_id", RANKER) if ranker else None
+    predicted = read_predictions(output, query, model="the model", where=f"the {len(frame)} rows of data",
+                                 file=PREDICTIONS, expect=SCORES if ranker else LISTS)
+    if ranker:
+        assert doc is not None
+        return pd.DataFrame({"query_id": query.to_numpy(), "doc_id": doc.to_numpy(), "score": predicted.scores})
+    lists = predicted.lists
+    assert lists is not None
     n = np.fromiter((len(docs) for docs in lists), dtype=np.int64, count=len(lists))
     if n.sum() == 0:
         raise DataError(PREDICTIONS, "the model retrieved no document for any query.")
-    docs = [str(d) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else d  # 7 and "7": one id
-            for row in lists for d in row]
+    docs = [d for row in lists for d in row]  # ids as text: 7 and "7" are one id
     rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in n if k])
     return pd.DataFrame({"query_id": np.repeat(query.to_numpy(), n), "doc_id": pd.array(docs, dtype=object),
                          "rank": rank})
-
-
-def _scores(output: Any, n: int) -> np.ndarray:
-    try:
-        scores = np.asarray(output, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(PREDICTIONS, "a ranker returns one number per row of data (its score); these are not "
-                                     "numbers.") from None
-    if scores.ndim == 2 and scores.shape[1] == 1:
-        scores = scores[:, 0]
-    if scores.ndim != 1 or scores.size != n:
-        raise DataError(PREDICTIONS, f"a ranker returns one score per row of data ({n} rows), got an array of "
-                                     f"shape {scores.shape}.")
-    return scores
-
-
-def _id_lists(output: Any, n: int) -> list[list[Any]]:
-    import pandas as pd
-
-    if isinstance(output, pd.Series):
-        output = output.tolist()
-    elif isinstance(output, np.ndarray):
-        output = list(output) if output.ndim == 1 else output.tolist()
-    if not isinstance(output, list) or len(output) != n:
-        size = len(output) if isinstance(output, list) else type(output).__name__
-        raise DataError(PREDICTIONS, f"a retriever returns, for each of the {n} rows of data, the list of document "
-                                     f"ids it retrieved (best first); got {size}.")
-    lists = []
-    for i, row in enumerate(output):
-        if isinstance(row, np.ndarray):
-            row = row.tolist()
-        if not isinstance(row, (list, tuple)):
-            raise DataError(PREDICTIONS, f"row {i} (0-based) is {type(row).__name__}, not a list of document ids.")
-        lists.append(list(row))
-    return lists
 
 
 def log_to_run(spec: Any, config: Config, table: Any, run_id: str) -> tuple[dict[str, float], dict[str, Any], str]:
