@@ -118,6 +118,18 @@ def test_files_the_local_engine_reads_give_its_numbers_and_digests_on_spark(spar
     less), on both engines, with the same sha256."""
     _write(tmp_path, {name: data for _, name, data in ACCEPTED})
     systems = {case: name for case, name, _ in ACCEPTED}
+    # Parquet: Spark's reader given the name literally, or (a name it would skip) the local reader
+    rows = [line.split() for line in RUN.decode().splitlines()]
+    frame = pd.DataFrame({"query_id": [r[0] for r in rows], "doc_id": [r[2] for r in rows],
+                          "score": [float(r[4]) for r in rows]})
+    worst = [line.split() for line in WORST.decode().splitlines()]
+    decoy = pd.DataFrame({"query_id": [r[0] for r in worst], "doc_id": [r[2] for r in worst],
+                          "score": [float(r[4]) for r in worst]})
+    (tmp_path / "folder").mkdir()
+    for name, table in (("p[1].parquet", frame), ("p1.parquet", decoy), ("_p.parquet", frame),
+                        ("folder/_a.parquet", frame.iloc[:3]), ("folder/b.parquet", frame.iloc[3:])):
+        table.to_parquet(tmp_path / name)
+    systems.update({"parquet-brackets": "p[1].parquet", "parquet-hidden": "_p.parquet", "parquet-folder": "folder"})
     spec = {**SPEC, "data": {"qrels": "qrels.txt", "systems": systems}}
     local = _outcome(spec, tmp_path)
     assert not isinstance(local, str), local
@@ -127,7 +139,7 @@ def test_files_the_local_engine_reads_give_its_numbers_and_digests_on_spark(spar
     assert set(remote.per_query["ndcg"]) == {1.0}
     assert [(f.declared, f.sha256, f.rows) for f in local.files] == [(f.declared, f.sha256, f.rows)
                                                                         for f in remote.files]
-    for case, name, data in ACCEPTED:
+    for case, name, data in ACCEPTED:  # the declared file's digest, not a decoy's
         info = next(f for f in remote.files if f.declared == name)
         assert info.sha256 == hashlib.sha256(data).hexdigest(), case
 
@@ -172,11 +184,11 @@ def test_the_cli_runs_spark_workers_on_its_own_interpreter_and_exits_2_on_bad_in
     """``ndcg-mlflow run --engine spark`` started by an interpreter that is not the ``python3`` on PATH (a venv or
     pipx install): the session the tool starts runs its workers on the tool's interpreter, and the run succeeds;
     a file with CR-only line ends is exit 2 with the local message."""
-    _write(tmp_path, {"run[1].txt": RUN, "cr.txt": RUN.replace(b"\n", b"\r")})
+    _write(tmp_path, {"run.txt": RUN, "cr.txt": RUN.replace(b"\n", b"\r")})
     import yaml
 
     good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump({**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run[1].txt"}},
+    good.write_text(yaml.safe_dump({**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run.txt"}},
                                     "mlflow": {"experiment": "x"}}), encoding="utf-8")
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "cr.txt"}},
