@@ -2,24 +2,23 @@
 
 How it works:
 
-* The judgments are read on the driver, by the local readers (a file in the spec) or collected from a Spark
-  DataFrame, and checked exactly as the local engine checks them (a document judged twice with different
-  grades, non-finite grades, gains that overflow). From them the driver computes, as the local engine does,
-  the evaluated query set (the judged queries, or the spec's ``queries.set``), the weights and the judgments
-  of the evaluated queries. This assumes the judgments are small next to the runs (judgments are made by
-  people or sampled; runs list every returned document): at most :data:`MAX_JUDGMENTS` rows are accepted,
-  above that the evaluation stops with an error saying so. On the grouped path (:func:`evaluate_grouped`, and
-  :func:`evaluate` beyond :data:`MAX_DRIVER_QUERIES`) judgments beyond :data:`DRIVER_JUDGMENTS` rows
-  (``driver_judgments=``; 0: always) stay in Spark instead (:mod:`.spark_judgments`): a file of the spec is read
-  by Spark (TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL; its sha256 still computed on the driver, a
-  streaming read), a DataFrame is used as given (an order-independent digest recorded); they are checked there
-  as locally (null or empty ids, grades that are not finite, a document judged twice with different grades,
-  identical duplicates merged, the gain of every distinct grade, the per-query gain sums), and the evaluated
-  query set, the weights (``weight`` and ``rw``, the weight over the largest), the number of evaluated queries,
-  the weight sum and the grades are Spark DataFrames and aggregates; errors name the source and the offending
-  ids. :func:`evaluate` then counts the evaluated queries in Spark to choose its path (within
-  ``driver_queries`` the judgments are read on the driver as above). A query set or weights file larger than
-  :data:`~.spark_judgments.DRIVER_SMALL_FILE_BYTES` is read by Spark too, with the local readers' checks.
+* The judgments are read on the driver, by the local readers (a file in the spec) or collected from a Spark DataFrame,
+  and checked exactly as the local engine checks them (a document judged twice with different grades, non-finite
+  grades, gains that overflow). From them the driver computes, as the local engine does, the evaluated query set (the
+  judged queries, or the spec's ``queries.set``), the weights and the judgments of the evaluated queries. This assumes
+  the judgments are small next to the runs (judgments are made by people or sampled; runs list every returned
+  document): at most :data:`MAX_JUDGMENTS` rows are accepted, above that the evaluation stops with an error saying so.
+  On the grouped path (:func:`evaluate_grouped`, and :func:`evaluate` beyond :data:`MAX_DRIVER_QUERIES`) judgments
+  beyond :data:`DRIVER_JUDGMENTS` rows (``driver_judgments=``; 0: always) stay in Spark instead
+  (:mod:`.spark_judgments`): a file of the spec is read in Spark as a run is (below; its sha256 still computed on the
+  driver, a streaming read), a DataFrame is used as given (an order-independent digest recorded); they are checked
+  there as locally (null or empty ids, grades that are not finite, a document judged twice with different grades,
+  identical duplicates merged, the gain of every distinct grade, the per-query gain sums), and the evaluated query
+  set, the weights (``weight`` and ``rw``, the weight over the largest), the number of evaluated queries, the weight
+  sum and the grades are Spark DataFrames and aggregates; errors name the source and the offending ids.
+  :func:`evaluate` then counts the evaluated queries in Spark to choose its path (within ``driver_queries`` the
+  judgments are read on the driver as above). A query set or weights file larger than
+  :data:`~.spark_judgments.DRIVER_SMALL_FILE_BYTES` is read by the local readers in a Spark task.
   ``engine_info.judgments`` records where the judgments were (``driver`` or ``spark``).
 * Each run stays in Spark. Its rows and the evaluated judgments are grouped by a bucket of the query id
   (Spark's ``xxhash64`` of the id's UTF-8 text, modulo the bucket count; integer ids are read as their
@@ -38,9 +37,12 @@ How it works:
   assembled into the same :class:`~ndcg_mlflow.evaluation.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine.
 
-The run rows are checked as strictly as locally: a null or empty id, a non-finite score, a rank that is not
-an integer, a document listed twice for a query, a run sharing no query with the evaluated set. Spark has no
-line numbers, so errors name the source and the offending query and document ids. Only DataFrame operations
+A TREC, CSV, TSV or JSONL file of the spec is read by the local engine's own reader in a Spark task
+(:func:`.spark_sources.local_reader_frame`): the same rows, checks and errors (file and line) as locally, by
+construction. Parquet and Delta sources are read by Spark's readers, their paths given literally. The run rows
+are checked as strictly as locally: a null or empty id, a non-finite score, a rank that is not an integer, a
+document listed twice for a query, a run sharing no query with the evaluated set; errors of the checks made in
+Spark name the source and the offending query and document ids. Only DataFrame operations
 and Arrow UDFs are used (no ``sparkContext``, RDD or broadcast variable), so the engine runs on Spark Connect.
 The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 
@@ -51,7 +53,8 @@ per-group sums (:mod:`ndcg_mlflow.engines.grouped`); :func:`evaluate` switches t
 ``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
 A run without a rank column under ``ties: displayed_order`` (or sensitivity, whose alternatives include it) is
-ordered as the local engine reads it: a file Spark reads gets a key of its rows' order (:func:`_in_file_order`:
+ordered as the local engine reads it: a text file's rows carry their place from the local reader, a Parquet file
+Spark reads gets a key of its rows' order (:func:`_in_file_order`:
 its block's place among the blocks, its place in its task's rows), an in-memory table its row numbers.
 
 Sensitivity: an alternative whose numbers overflow a float in some bucket is NaN for every query and system
@@ -108,7 +111,15 @@ from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
-from .spark_sources import column_type_ok, frame_digest, is_spark_frame, read_run_file, source_format
+from .spark_sources import (
+    column_type_ok,
+    frame_digest,
+    is_spark_frame,
+    local_reader_frame,
+    read_run_file,
+    reads_locally,
+    source_format,
+)
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
@@ -350,8 +361,11 @@ def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, 
     q = spec.qrels
     fmt, files = source_format(q)
     if fmt in ("trec", "csv", "tsv", "jsonl"):
-        if Path(q.file).stat().st_size <= limit:
-            return False
+        try:
+            if Path(q.file).stat().st_size <= limit:
+                return False
+        except OSError:
+            return False  # (the driver's reader names the problem)
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -418,13 +432,24 @@ def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None)
 
 def session(remote: str | None = None) -> Any:
     """A SparkSession: on the Spark Connect server ``remote`` (``sc://host:15002``), else the classic session
-    that spark-submit or the environment configures (``local[*]`` by default)."""
+    that spark-submit or the environment configures (``local[*]`` by default). A session started here runs its
+    Python workers on this interpreter (``sys.executable``: the tool's, which imports ``ndcg_mlflow``, where the
+    ``python3`` on PATH may not), unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another."""
+    import os
+    import sys
+
     _session(False)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     if remote:
         return SparkSession.builder.remote(remote).getOrCreate()
-    return SparkSession.builder.appName("ndcg-mlflow").getOrCreate()
+    started = SparkContext._active_spark_context is None
+    spark = SparkSession.builder.appName("ndcg-mlflow").getOrCreate()
+    if started and not os.environ.get("PYSPARK_PYTHON"):
+        sc = spark.sparkContext
+        sc.pythonExec = sc.getConf().get("spark.pyspark.python") or sys.executable
+    return spark
 
 
 def _session(spark: Any) -> Any:
@@ -453,7 +478,7 @@ def active_session(spark: Any = None) -> Any:
 def read_source(spark: Any, source: Any) -> Any:
     """A data source of the spec read by Spark as a run is (a Parquet file, folder or glob, a Delta table at its
     version, JSONL), its columns as stored: the candidates of a model system scored on Spark."""
-    return read_run_file(spark, source, True)[0]
+    return read_run_file(spark, source)
 
 
 # --------------------------------------------------------------------------- judgments, on the driver
@@ -526,14 +551,14 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     mapping = shared
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping):
         source, mapping = source[0], {**shared, **source[1]}
-    ranked = True  # the source's rank column, when it has one, is read
     version = None
     if is_spark_frame(source):
         df, path, declared = source, "", IN_MEMORY
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
-        # the rank is read when some numbers order ties by it (as locally: sensitivity keeps every column)
-        df, ranked = read_run_file(spark, source, spec.metric.ties == "displayed_order" or spec.sensitivity)
         label = str(source.path)
+        if reads_locally(source):
+            return _locally_read_run(spark, spec, name, source, label)
+        df = read_run_file(spark, source)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
         version = source.version
     else:  # an in-memory table of another library: checked locally, then handed to Spark
@@ -596,8 +621,26 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     digest = frame_digest(df) if declared == IN_MEMORY else None
     rows = digest[1] if digest else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
-    has_rank = rank_col is not None and ranked
+    has_rank = rank_col is not None
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
+
+
+def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any,
+                      label: str) -> tuple[Any, str, FileInfo, bool]:
+    """:func:`_run_frame` for a file the local engine's reader reads in a Spark task
+    (:func:`.spark_sources.local_reader_frame`): its rows checked as locally, with the local messages; the rank
+    is read when some numbers order ties by it (as locally: sensitivity keeps every column); a run without a rank
+    column is in its rows' order (``_order``) where that order is the displayed one or orders tied rows."""
+    from pyspark.sql import functions as F
+
+    displayed = spec.metric.ties == "displayed_order" or spec.sensitivity
+    df, rows, has_rank = local_reader_frame(spark, source, "run", displayed)
+    if not has_rank and displayed:
+        df, has_rank = df.withColumn("rank", F.col("_order").cast("double")), True
+    elif not _keeps_ties_in_order(spec):
+        df = df.drop("_order")
+    sha = sha256_file(source.file, source.version)
+    return df, label, FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows), has_rank
 
 
 def _keeps_ties_in_order(spec: Spec) -> bool:

@@ -33,7 +33,8 @@ MAX_GRADES = 100_000
 
 DRIVER_SMALL_FILE_BYTES = 256 << 20
 """A query set or weights file of at most this many bytes is read on the driver by the local readers (line
-numbers in their errors); a larger one is read by Spark (:func:`read_small_file`)."""
+numbers in their errors); a larger one is read by the same readers in a Spark task
+(:func:`.spark_sources.local_reader_frame`): the same checks and messages, its rows kept in Spark."""
 
 
 @dataclass
@@ -67,7 +68,7 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
 
     if qrels is None:
         q = spec.qrels
-        df, mapping = _read_qrels_file(spark, q), dict(q.columns)
+        df, mapping = _read_qrels_file(spark, q)
         label: str = str(q.file)
         info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), 0)
     else:
@@ -97,38 +98,15 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
     return df.select(*selected), label, info
 
 
-def _read_qrels_file(spark: Any, q: Any) -> Any:
-    """A judgments file of the spec read by Spark: TREC qrels (``qid iter docid grade``), CSV/TSV with a header
-    (numbers in the local readers' grammar, an empty field read as empty), else as a run is read (Parquet,
-    Delta, JSONL)."""
-    from pyspark.sql import functions as F
+def _read_qrels_file(spark: Any, q: Any) -> tuple[Any, dict[str, str]]:
+    """A judgments file of the spec read in Spark, and the column mapping still to apply: a TREC, CSV, TSV or JSONL
+    file read by the local engine's reader in a Spark task (the same checks and messages, naming the line; its
+    columns the tool's names), else as a run is read (Parquet, Delta)."""
+    from .spark_sources import local_reader_frame, read_run_file, reads_locally
 
-    from .spark_sources import NUMBER, field, read_run_file, refuse_line, source_format, whitespace_fields
-
-    path = q.file
-    fmt, _ = source_format(q)
-    if fmt == "trec":
-        parsed = whitespace_fields(spark, path)
-        bad = (F.size("f") != 4) | ~field(3).rlike(NUMBER)
-        refuse_line(parsed.where(bad), path, "a TREC qrels line has 4 fields: qid iter docid grade, with a "
-                                              "decimal grade")
-        return parsed.select(field(0).alias("query_id"), field(2).alias("doc_id"),
-                             field(3).cast("double").alias("grade"))
-    if fmt in ("csv", "tsv"):
-        df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
-                            mode="FAILFAST", enforceSchema=False)
-        mapping = dict(q.columns)
-        grade = mapping.get("grade", "grade")
-        if grade in df.columns:
-            bad = F.col(grade).isNull() | ~F.trim(F.col(grade)).rlike(NUMBER)
-            refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t",
-                                                          *[F.coalesce(F.col(c), F.lit("")) for c in df.columns])
-                                              .alias("line")), path, "grade must be a decimal number")
-        ids = (mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id"))
-        # Spark reads an empty field as null; the local readers read it as empty (and refuse it as such)
-        return df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c == grade else
-                           F.coalesce(F.col(c), F.lit("")).alias(c) if c in ids else F.col(c) for c in df.columns])
-    return read_run_file(spark, q, True)[0]
+    if reads_locally(q):
+        return local_reader_frame(spark, q, "qrels", False)[0].drop("_order"), {}
+    return read_run_file(spark, q), dict(q.columns)
 
 
 def _ids(rows: list[Any]) -> str:
@@ -231,7 +209,7 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from .spark_sources import digest_columns
+    from .spark_sources import digest_columns, local_reader_frame
 
     raw, label, info = judgment_frame(spark, spec, qrels, shared)
     deduped, n_rows, grades = check_judgments(spark, raw, label, spec)
@@ -247,9 +225,9 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
         else:
             src = spec.queries.set
             if _large(src.file):
-                evaluated = read_small_file(spark, src.file, ("query_id",)).persist()
+                read, n_set, _ = local_reader_frame(spark, src, "set")
+                evaluated = read.select("query_id").persist()
                 frames.append(evaluated)
-                n_set = _check_set(evaluated, src.file)
             else:
                 ids = read_query_set(src.file)
                 n_set = len(ids)
@@ -267,9 +245,9 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
         else:
             src = spec.queries.weights
             if _large(src.file):
-                given = _check_weights(read_small_file(spark, src.file, ("query_id", "weight")), src.file)
+                read, n_weights, _ = local_reader_frame(spark, src, "weights")
+                given = read.select("query_id", "weight").persist()
                 frames.append(given)
-                n_weights = given.count()
             else:
                 table = read_weights(src.file)
                 n_weights = len(table)
@@ -322,115 +300,3 @@ def _large(path: Any) -> bool:
     from pathlib import Path
 
     return Path(path).stat().st_size > DRIVER_SMALL_FILE_BYTES
-
-
-def read_small_file(spark: Any, path: Any, columns: tuple[str, ...]) -> Any:
-    """A query set or weights file read by Spark, with the local readers' layout (:func:`~ndcg_mlflow.readers.
-    small.small_rows`): fields separated by runs of spaces and tabs, or CSV/TSV (a ``.csv`` file, or tabs in the
-    first line) with a header when its first line names ``columns[0]``; a DataFrame of ``columns`` (strings).
-    Quoting in CSV/TSV follows Spark's CSV reader; errors name the file and the offending line's text."""
-    from pathlib import Path
-
-    from pyspark.sql import functions as F
-
-    from ..readers.small import check_file
-    from ..readers.text import is_blank, text_lines
-    from .spark_sources import field, refuse_line, whitespace_fields
-
-    path = Path(path)
-    check_file(path)
-    first = ""
-    for _, text in text_lines(path):  # streams: only up to the first line that is not blank
-        if not is_blank(text):
-            first = text
-            break
-    delim = "," if path.suffix.lower() == ".csv" else ("\t" if "\t" in first else None)
-    if delim is None:
-        header = columns[0] in [f.lower() for f in first.split()]
-        parsed = whitespace_fields(spark, path)
-        if header:
-            names = [f.lower() for f in first.split()]
-            parsed = parsed.where(F.col("t") != F.lit(first.strip(" \t\r")))
-        else:
-            names = list(columns)
-        missing = [c for c in columns if c not in names]
-        if missing:
-            raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
-        refuse_line(parsed.where(F.size("f") != len(names)), path,
-                     f"expected {len(names)} field(s) ({' '.join(names)})")
-        df = parsed.select("line", *[field(names.index(c)).alias(c) for c in columns])
-    else:
-        header_names = [f.strip().lower() for f in first.split(delim)]
-        header = columns[0] in header_names
-        raw = spark.read.csv(str(path), header=header, sep=delim, inferSchema=False, mode="FAILFAST",
-                             ignoreLeadingWhiteSpace=True, ignoreTrailingWhiteSpace=True)
-        if header:
-            missing = [c for c in columns if c not in header_names]
-            if missing:
-                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.")
-            raw = raw.toDF(*header_names)
-            picked = list(columns)
-        else:
-            if len(raw.columns) != len(columns):
-                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
-                                      f"{len(raw.columns)}.")
-            picked = raw.columns
-        line = F.concat_ws(delim, *[F.coalesce(F.col(c), F.lit("")) for c in raw.columns])
-        df = raw.select(line.alias("line"), *[F.coalesce(F.col(p), F.lit("")).alias(c)
-                                               for p, c in zip(picked, columns)])
-    for c in columns:
-        refuse_line(df.where(F.length(F.col(c)) == 0), path, f"{c} is empty")
-    return df.select(*columns)
-
-
-def _check_set(df: Any, path: Any) -> int:
-    """The checks of :func:`~ndcg_mlflow.readers.read_query_set` on a set read by Spark; its size."""
-    from pyspark.sql import functions as F
-
-    twice = df.groupBy("query_id").count().where(F.col("count") > 1)
-    first = twice.orderBy("query_id").limit(1).collect()
-    if first:
-        raise DataError(path, f"query {first[0]['query_id']!r} is listed twice ({first[0]['count']} times).")
-    n = df.count()
-    if not n:
-        raise DataError(path, "the query set is empty.")
-    return int(n)
-
-
-def _check_weights(df: Any, path: Any) -> Any:
-    """The checks of :func:`~ndcg_mlflow.readers.read_weights` on weights read by Spark: numbers in the local
-    grammar, finite and > 0, one per query, ratios to the largest one that are normal doubles. A DataFrame of
-    query_id and weight (persisted)."""
-    from pyspark.sql import functions as F
-
-    from ..readers.small import MIN_WEIGHT_RATIO
-    from .spark_sources import NUMBER
-
-    word = F.lower(F.regexp_replace(F.col("weight"), r"^[+-]", "")).isin("nan", "inf", "infinity")
-    bad = df.where(~F.col("weight").rlike(NUMBER) & ~word).orderBy("query_id").limit(1).collect()
-    if bad:
-        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a number, got "
-                              f"{bad[0]['weight'][:60]!r}.")
-    typed = df.select("query_id", F.col("weight").alias("raw"), F.col("weight").cast("double").alias("weight"))
-    bad = typed.where(F.isnan("weight") | F.col("weight").isin(float("inf"), float("-inf")) | (F.col("weight") <= 0)) \
-        .orderBy("query_id").limit(1).collect()
-    if bad:
-        raise DataError(path, f"weight of query {bad[0]['query_id']!r} must be a finite number > 0, got "
-                              f"{bad[0]['raw'][:60]!r} (to leave a query out, declare a query set without it).")
-    twice = typed.groupBy("query_id").count().where(F.col("count") > 1).orderBy("query_id").limit(1).collect()
-    if twice:
-        raise DataError(path, f"query {twice[0]['query_id']!r} has a weight twice ({twice[0]['count']} times).")
-    typed = typed.select("query_id", "weight").persist()
-    top_row = typed.orderBy(F.col("weight").desc(), "query_id").limit(1).collect()
-    if not top_row:
-        typed.unpersist()
-        raise DataError(path, "the weights file is empty.")
-    top, top_q = float(top_row[0]["weight"]), top_row[0]["query_id"]
-    small = typed.where(F.col("weight") / F.lit(top) < F.lit(MIN_WEIGHT_RATIO)).orderBy("query_id").limit(1).collect()
-    if small:
-        w = float(small[0]["weight"])
-        typed.unpersist()
-        raise DataError(path, f"weight of query {small[0]['query_id']!r} is {w!r}, {w / top:.3g} times the largest "
-                              f"weight ({top!r}, query {top_q!r}): ratios below {MIN_WEIGHT_RATIO:.3g} cannot be "
-                              f"represented in the weighted mean; leave the query out with a query set instead.")
-    return typed

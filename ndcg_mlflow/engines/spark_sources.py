@@ -1,7 +1,9 @@
 """How the Spark engine reads a source: a run or judgments file of the spec (Parquet files, folders and globs,
-Delta tables at a version, TREC, CSV, TSV, JSONL) as a DataFrame, the refusal of a malformed line, and the
-order-independent content digest of a DataFrame. Used by :mod:`.spark` and :mod:`.spark_judgments`; imports pyspark
-lazily, inside its functions."""
+Delta tables at a version, TREC, CSV, TSV, JSONL) or a large query set or weights file as a DataFrame, and the
+order-independent content digest of a DataFrame. Text files are read by the local engine's own readers in a Spark
+task (:func:`local_reader_frame`), so both engines accept the same files, with the same numbers and messages;
+Spark's own readers get Parquet and Delta paths literally (:func:`literal_path`). Used by :mod:`.spark` and
+:mod:`.spark_judgments`; imports pyspark lazily, inside its functions."""
 
 from __future__ import annotations
 
@@ -33,9 +35,6 @@ def digest_columns(df: Any, columns: Sequence[str]) -> tuple[str, int]:
     return f"xxhash64-sum:{total:016x}", int(row["n"])
 
 
-NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-
-
 def column_type_ok(spark_type: str, numeric: bool) -> bool:
     """Whether a column of this Spark type can be read as a number (``numeric``) or as an id (strings or
     integers, read as their decimal text)."""
@@ -57,76 +56,156 @@ def source_format(source: Any) -> tuple[str, list[Path] | None]:
     return detect_format(source.file, source.format, source.columns), None
 
 
-def whitespace_fields(spark: Any, path: Path) -> Any:
-    """The non-blank lines of a text file as ``line``, ``t`` (the line without the spaces and tabs around it) and
-    ``f``, its fields split at runs of spaces and tabs (as the local readers split TREC files); :func:`field`
-    takes one of them."""
+# --------------------------------------------------------------------------- a file read by the local readers in a task
+
+TEXT_FORMATS = ("trec", "csv", "tsv", "jsonl")
+BATCH_ROWS = 1 << 20  # rows of one Arrow batch a file's task hands to Spark
+
+
+def literal_path(path: Path) -> str:
+    """A local path as Spark's file sources take it literally: absolute (a ':' before the first '/' of a relative
+    path would read as a URI scheme), with Hadoop's glob characters escaped (a declared path is that file, never
+    a pattern)."""
+    import os
+    import re
+
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", os.path.abspath(str(path)))
+
+
+def spark_can_name(files: Sequence[Path]) -> bool:
+    """Whether Spark's own file sources read each of ``files`` as given: not a name Hadoop hides (starting with
+    ``_`` or ``.``: skipped, even when named) and no ':' (its checksum file's name would read as a URI)."""
+    import os
+
+    return not any(f.name.startswith(("_", ".")) or ":" in os.path.abspath(str(f)) for f in files)
+
+
+# the columns of each kind of file :func:`local_reader_frame` reads, as the local readers give them
+READ_COLUMNS = {"run": (("query_id", "string"), ("doc_id", "string"), ("score", "double"), ("rank", "double")),
+                "qrels": (("query_id", "string"), ("doc_id", "string"), ("grade", "double")),
+                "set": (("query_id", "string"),),
+                "weights": (("query_id", "string"), ("weight", "double"))}
+_TASK_COLUMNS = (("_order", "long"), ("_error", "string"), ("_line", "long"), ("_file", "string"))
+
+
+def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -> tuple[Any, int, bool]:
+    """A file source of the spec read by the local engine's own reader (``read_run``, ``read_qrels``,
+    ``read_query_set`` or ``read_weights`` for ``kind`` run, qrels, set or weights: the same lines, fields, numbers,
+    checks and messages, with the file and line) in one Spark task, whose rows go to Spark as Arrow batches: the
+    columns of :data:`READ_COLUMNS` (a run's ``rank`` NULL where the file has none) and ``_order``, each row's
+    place in the file (the local engine's row order). The reader's error is raised on the driver as it is raised
+    locally (a DataError). Returns the DataFrame, its rows and whether it has ranks. The executors read the file
+    at its absolute path, as Spark's own readers would."""
+    import os
+
     from pyspark.sql import functions as F
 
-    lines = spark.read.text(str(path))
-    text = F.regexp_replace(F.col("value"), r"^[ \t]+|[ \t\r]+$", "")
-    lines = lines.select(F.col("value").alias("line"), text.alias("t")).where(F.col("t") != "")
-    return lines.select("line", "t", F.split(F.col("t"), "[ \t]+").alias("f"))
+    from ..spec import shown_path
+
+    shown = str(source.file)
+    opened = os.path.abspath(shown)
+    columns = READ_COLUMNS[kind] + _TASK_COLUMNS
+    task = spark.createDataFrame([(opened,)], "path string").repartition(1)
+    df = task.mapInArrow(_file_rows(kind, source.format, tuple(source.columns), rank),
+                         ", ".join(f"{name} {type_}" for name, type_ in columns))
+    error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
+    checked = df.agg(F.count("_order").alias("n"), F.first(error, ignorenulls=True).alias("error"),
+                     F.count("rank" if kind == "run" else "_order").alias("ranked")).collect()[0]
+    if checked["error"] is not None:
+        message, line, file = checked["error"]
+        if file == opened:
+            file = shown
+        elif file == shown_path(opened):
+            file = shown_path(shown)
+        raise DataError(file, message, line)
+    names = [name for name, _ in READ_COLUMNS[kind]] + ["_order"]
+    return df.select(*names), int(checked["n"]), bool(kind == "run" and checked["ranked"])
 
 
-def field(i: int) -> Any:
-    """Field ``i`` of :func:`whitespace_fields`' lines (NULL beyond the end: ANSI mode refuses an index out of
-    bounds)."""
-    from pyspark.sql import functions as F
+def _file_rows(kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:
+    """The function of :func:`local_reader_frame`'s task: for each path, the file's rows as Arrow batches, or one
+    row holding the reader's error."""
 
-    return F.get(F.col("f"), i)
+    def rows(batches: Any) -> Any:
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                yield from file_batches(path, kind, fmt, columns, rank)
+
+    return rows
 
 
-def read_run_file(spark: Any, source: Any, rank: bool) -> tuple[Any, bool]:
-    """A run file read by Spark: Parquet (file, folder or glob), TREC (``qid Q0 docid rank score tag``), CSV
-    or TSV with a header; numbers written as the local readers accept them, else an error naming the line.
-    A TREC run's rank is read only when ``rank`` (as locally: only ``ties: displayed_order`` uses it); the
-    second value says whether a rank column, if any, was read."""
-    from pyspark.sql import functions as F
+def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:
+    """A file's rows read by the local readers, as Arrow record batches of :func:`local_reader_frame`'s columns;
+    a DataError as one row of its message, line and file."""
+    import numpy as np
+    import pyarrow as pa
 
+    from ..readers import read_qrels, read_query_set, read_run, read_weights
+
+    arrow = {"string": pa.string(), "double": pa.float64(), "long": pa.int64()}
+    schema = pa.schema([(name, arrow[type_]) for name, type_ in READ_COLUMNS[kind] + _TASK_COLUMNS])
+    try:
+        if kind in ("run", "qrels"):
+            table = read_run(path, fmt, rank=rank, columns=columns) if kind == "run" else \
+                read_qrels(path, fmt, columns)
+            doc = table.doc.array
+            values = [pa.array(list(table.query.values), type=pa.string()).take(pa.array(table.query.codes)),
+                      (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string()),
+                      pa.array(table.value, type=pa.float64())]
+            if kind == "run":
+                values.append(pa.nulls(len(table), pa.float64()) if table.rank is None else
+                              pa.array(table.rank, type=pa.float64()))
+        elif kind == "set":
+            values = [pa.array(read_query_set(path), type=pa.string())]
+        else:
+            weights = read_weights(path)
+            values = [pa.array(list(weights), type=pa.string()), pa.array(list(weights.values()), type=pa.float64())]
+    except DataError as exc:
+        cells = {"_error": exc.message, "_line": exc.line, "_file": exc.file}
+        yield pa.RecordBatch.from_arrays([pa.array([cells.get(f.name)], type=f.type) for f in schema],
+                                         schema=schema)
+        return
+    n = len(values[0])
+    values += [pa.array(np.arange(n, dtype=np.int64))] + [pa.nulls(n, f.type) for f in list(schema)[-3:]]
+    whole = pa.RecordBatch.from_arrays(values, schema=schema)
+    for start in range(0, n, BATCH_ROWS):
+        yield whole.slice(start, BATCH_ROWS)
+
+
+def reads_locally(source: Any) -> bool:
+    """Whether a file source of the spec is read by the local engine's own reader in a Spark task
+    (:func:`local_reader_frame`): a TREC, CSV, TSV or JSONL file (the readers' one definition of lines, fields and
+    numbers), or Parquet that Spark's reader cannot name literally (:func:`spark_can_name`)."""
+    if source.format == "delta":
+        return False
+    fmt, files = source_format(source)
+    return fmt in TEXT_FORMATS or (fmt == "parquet" and not spark_can_name(files or [Path(source.file)]))
+
+
+def read_run_file(spark: Any, source: Any) -> Any:
+    """A source Spark reads itself, its columns as stored: Parquet (a file, folder or glob: the files the local
+    readers read, in their order), a Delta table at its version, or JSONL (a model's candidates, whose columns the
+    local readers do not keep). Paths are given to Spark literally (:func:`literal_path`)."""
     from ..spec import shown_path, source_problem
 
     path = source.file
     fmt, files = source_format(source)
-    if files is not None:  # a folder or glob: the files the local readers read, in their order
-        problem = source_problem(path)
-        if problem is not None:
-            raise DataError(shown_path(path), problem + ".")
-        return spark.read.parquet(*[str(f) for f in files]), True
-    if fmt == "parquet":
-        return spark.read.parquet(str(path)), True
     if fmt == "delta":
-        return read_delta(spark, path, source.version), True
+        return read_delta(spark, path, source.version)
+    problem = source_problem(path)
+    if problem is not None:
+        raise DataError(shown_path(path), problem + ".")
+    if files is not None:  # a folder or glob: the files the local readers read, in their order
+        return spark.read.parquet(*[literal_path(f) for f in files])
+    if fmt == "parquet":
+        return spark.read.parquet(literal_path(path))
     if fmt == "jsonl":  # one JSON object a line; the schema is inferred (integer ids are read as their text)
         try:
-            return spark.read.json(str(path), mode="FAILFAST"), True
+            return spark.read.json(literal_path(path), mode="FAILFAST")
         except Exception as exc:
             raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
                                   f"{str(exc).strip().splitlines()[0][:300]}).") from None
-    if fmt == "trec":
-        parsed = whitespace_fields(spark, path)
-        bad = (F.size("f") != 6) | ~field(4).rlike(NUMBER)
-        if rank:
-            bad = bad | ~field(3).rlike(NUMBER)
-        refuse_line(parsed.where(bad), path, "a TREC run line has 6 fields: qid Q0 docid rank score tag, with "
-                                               "a decimal score" + (" and rank" if rank else ""))
-        return parsed.select(field(0).alias("query_id"), field(2).alias("doc_id"),
-                             (field(3).cast("double") if rank else F.lit(None).cast("double")).alias("rank"),
-                             field(4).cast("double").alias("score")), rank
-    if fmt in ("csv", "tsv"):
-        df = spark.read.csv(str(path), header=True, sep="\t" if fmt == "tsv" else ",", inferSchema=False,
-                            mode="FAILFAST", enforceSchema=False)
-        numeric = [c for c in df.columns if dict(source.columns).get("score", "score") == c
-                   or dict(source.columns).get("rank", "rank") == c]
-        if numeric:
-            conds = [F.col(c).isNull() | ~F.trim(F.col(c)).rlike(NUMBER) for c in numeric]
-            bad = conds[0] if len(conds) == 1 else conds[0] | conds[1]
-            refuse_line(df.where(bad).select(F.concat_ws("," if fmt == "csv" else "\t", *df.columns).alias("line")),
-                         path, f"{' and '.join(numeric)} must be decimal numbers")
-            df = df.select(*[F.trim(F.col(c)).cast("double").alias(c) if c in numeric else F.col(c)
-                             for c in df.columns])
-        return df, True
-    raise DataError(path, f"the Spark engine reads runs in Parquet, Delta, TREC, CSV, TSV and JSONL; this one is "
+    raise DataError(path, f"the Spark engine reads this source in Parquet, Delta or JSONL; this one is "
                           f"{fmt}: convert it to Parquet or evaluate with the local engine.")
 
 
@@ -141,7 +220,7 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     if problem is not None:
         raise DataError(shown_path(path), problem + ".")
     try:
-        df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
+        df = spark.read.format("delta").option("versionAsOf", version).load(literal_path(path))
         df.schema  # noqa: B018 (resolves the data source now, on Spark Connect too)
         return df
     except Exception as exc:
@@ -150,10 +229,4 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     files = snapshot_files(path, version)
     if not files:
         raise DataError(path, f"version {version} of the Delta table holds no files (no rows).")
-    return spark.read.parquet(*[str(f) for f in files])
-
-
-def refuse_line(bad: Any, path: Path, what: str) -> None:
-    first = bad.select("line").limit(1).collect()
-    if first:
-        raise DataError(path, f"{what}; found the line {first[0]['line'][:200]!r}.")
+    return spark.read.parquet(*[literal_path(f) for f in files])
