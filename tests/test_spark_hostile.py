@@ -213,3 +213,25 @@ def test_the_cli_runs_spark_workers_on_its_own_interpreter_and_exits_2_on_bad_in
             assert done.returncode == 2, done.stderr[-3000:]
             assert "Traceback" not in done.stderr
             assert f"{tmp_path / 'cr.txt'}:1: " in done.stderr and "carriage return" in done.stderr
+
+
+def test_a_run_replaced_after_its_digest_is_refused_on_spark(spark, tmp_path, monkeypatch):
+    """Spark reads a run when its jobs need the rows, after the run's sha256 is taken: a file renamed over in
+    between gives numbers of one file and the digest of another, so it is refused, naming the file, as on the
+    local engine."""
+    from ndcg_mlflow.engines import spark as engine
+
+    _write(tmp_path, {"run.txt": RUN})
+    spec = {**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run.txt"}}}
+    real = engine.sha256_file
+
+    def replacing(path, *args, **kwargs):
+        digest = real(path, *args, **kwargs)
+        if Path(path).name == "run.txt":
+            (tmp_path / "new.txt").write_bytes(WORST)
+            os.replace(tmp_path / "new.txt", tmp_path / "run.txt")
+        return digest
+
+    monkeypatch.setattr(engine, "sha256_file", replacing)
+    with pytest.raises(DataError, match=r"run\.txt: the file changed while it was read"):
+        ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine="spark", spark=spark)

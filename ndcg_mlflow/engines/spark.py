@@ -104,6 +104,7 @@ from ..evaluation import (
 from ..join import compute, index_in, join, judgments, map_gains
 from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
+from ..readers.hashing import check_unchanged, read_with_digest
 from ..sensitivity import alternatives as sensitivity_alternatives
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
@@ -251,6 +252,7 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
                 comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
     by_alternative = _alternative_ndcg(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    _files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)
@@ -489,9 +491,9 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
 
     if qrels is None:
         q = spec.qrels
-        table = read_qrels(q.file, q.format, q.columns, q.version)
+        table, sha = read_with_digest(q.file, q.version, lambda: read_qrels(q.file, q.format, q.columns, q.version))
         _check_judgment_count(len(table), q.declared)
-        return table, FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), len(table))
+        return table, FileInfo("qrels", str(q.path), q.declared, sha, len(table))
     obj, mapping = qrels, shared
     if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
         obj, mapping = qrels[0], {**shared, **qrels[1]}
@@ -1569,7 +1571,16 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                                      f"correction {comparison.correction}") if comparison is not None else "",
                "decision": decision, "notes": notes, "engine": "spark", "engine_info": engine_info,
                "per_query_path": str(out_path)}
+    _files_unchanged(files)
     return GroupedResult(summary, out_path, files, notes, spec, decision)
+
+
+def _files_unchanged(files: list[FileInfo]) -> None:
+    """Spark reads a file when a job needs its rows, as often as the jobs do: once they are done, each file must
+    still be the one its sha256 was taken of (a file replaced meanwhile is refused, naming it)."""
+    for f in files:
+        if f.path:
+            check_unchanged(f.path, f.sha256)
 
 
 def _part(name: str) -> str:

@@ -87,6 +87,15 @@ def check_same_file(digest: str, identity: tuple[Any, ...] | None, path: str | P
     return str(digest)
 
 
+def check_unchanged(path: str | Path, digest: str) -> None:
+    """For an engine that reads a file lazily, after its last read: the file at ``path`` is still the one its
+    digest (a :func:`sha256_file`) was taken of, or a DataError (the recorded sha256 must be of the bytes
+    evaluated). A digest that names no file (a Delta version, a table) is not compared."""
+    identity = getattr(digest, "identity", None)
+    if identity is not None and file_identity(path) != identity:
+        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+
+
 def read_with_digest(path: str | Path, version: int | None, read: Any) -> tuple[Any, str]:
     """``read()`` of a file and the sha256 of the bytes it read (hashed after the read; a file replaced in
     between is a DataError)."""
