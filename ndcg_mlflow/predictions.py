@@ -5,15 +5,15 @@ the Spark engine's executors (:mod:`ndcg_mlflow.engines.spark_models`) and the `
 
 * **Scores**: a 1-d array, a 2-d array of one column (``(n, 1)``, as Keras and many scikit-learn wrappers
   return), a one-column frame, a Series or a list, of numbers (integers or floats; not booleans, not text), one
-  per input row.
+  per input row; an ``(n, 1)`` output as nested sequences too (``[[0.1], [0.7]]``, ``.tolist()`` of a column, or a
+  Series of one-element arrays) when each holds one float (a float is no doc id).
 * **Ranked lists**: a list, tuple, Series or 1-d object array holding, for each input row, a list (a list, a
   tuple or a 1-d array) of doc ids, best first; a doc id is text or an integer (its decimal text), and the input
   rows name distinct queries (one row per query).
 * **Anything else is refused**, naming the model: ``None``, a single value, a frame of several columns, an array
   of another shape, a number of values other than the number of input rows, single values mixed with lists, a
-  list holding a float, ``None`` or a nested list, and lists for input rows that repeat a query. So a Series of
-  one-element arrays of numbers is refused (a float is no doc id, and scores come one per candidate row, several
-  rows per query): return ``output.ravel()`` or a Series of numbers.
+  list holding a float among other values, ``None`` or a nested list, and lists for input rows that repeat a
+  query.
 
 Whether finite scores are required, and where a row is, stays with the caller (the local engine names the row, the
 Spark engine counts them all).
@@ -78,6 +78,10 @@ def read_predictions(output: Any, queries: Any, *, model: str, where: str, file:
     listed = [False] * n if isinstance(values, np.ndarray) and values.dtype.kind != "O" else \
         [isinstance(v, (list, tuple, np.ndarray)) for v in values]
     qs = [str(q) for q in (queries.tolist() if hasattr(queries, "tolist") else queries)]
+    if all(listed) and expect != LISTS:
+        column = _one_number_each(values, ints=expect == SCORES)
+        if column is not None:  # (n, 1) as nested lists or one-element arrays: one score per row
+            return Predictions(SCORES, scores=column)
     if expect == LISTS and not all(listed):
         i = listed.index(False)
         raise DataError(file, f"{model} returned {type(values[i]).__name__} for query {qs[i]!r} ({where}); a "
@@ -126,6 +130,24 @@ def read_predictions(output: Any, queries: Any, *, model: str, where: str, file:
         mine[q] = i
     earlier.update(mine)
     return Predictions(LISTS, lists=lists)
+
+
+def _one_number_each(values: Any, ints: bool) -> Any:
+    """The scores of an ``(n, 1)`` output given as nested sequences (``[[0.1], [0.7]]``, ``.tolist()`` of a
+    column; a Series of one-element arrays): float64, when every row holds exactly one float (or, with ``ints``,
+    one integer too: a ranker's output, never doc ids); else None. A lone integer is a doc id otherwise."""
+    import numpy as np
+
+    kinds = (float, np.floating, int, np.integer) if ints else (float, np.floating)
+    out = np.empty(len(values))
+    for i, row in enumerate(values):
+        if len(row) != 1:
+            return None
+        v = row[0] if not isinstance(row, np.ndarray) or row.ndim == 1 else None
+        if not isinstance(v, kinds) or isinstance(v, (bool, np.bool_)):
+            return None
+        out[i] = v
+    return out
 
 
 def _numbers(values: Any, model: str, where: str, file: str | os.PathLike[str]) -> Any:

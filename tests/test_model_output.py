@@ -96,7 +96,8 @@ def test_ranked_lists_need_one_row_per_query():
 
 
 @pytest.mark.parametrize("output, expected", [
-    (pd.Series(list(SCORES.reshape(-1, 1))), "returned the number 0.5 at position 1 of the list of query '7'"),
+    (pd.Series([np.array([0.5, 1.0]), np.array([2.0]), np.array([3.0])]),
+     "returned the number 0.5 at position 1 of the list of query '7'"),
     (pd.Series([np.array([1]), np.array([2]), np.array([3])]), "query '7' is on rows 1 and 2 of rows 101-103"),
     (np.column_stack([SCORES, SCORES]), "returned an array of shape (3, 2)"),
     (np.zeros((3, 1, 1)), "returned an array of shape (3, 1, 1)"),
@@ -112,3 +113,18 @@ def test_outputs_of_no_clear_shape_refused(output, expected):
     with pytest.raises(DataError, match="models:/r/3") as info:
         rows(output)
     assert expected in str(info.value) and str(info.value).startswith("c.parquet: "), str(info.value)
+
+
+@pytest.mark.parametrize("output", [pd.Series(list(SCORES.reshape(-1, 1))), SCORES.reshape(-1, 1).tolist(),
+                                    [np.array([x]) for x in SCORES], [(x,) for x in SCORES.tolist()]])
+def test_an_n_by_1_output_as_nested_sequences_of_floats_is_one_score_per_row(output):
+    """``[[0.5], [-1.0], [2.0]]`` (``.tolist()`` of a column) or a Series of one-element arrays: the (n, 1)
+    shape, scores (a float is no doc id), equal to the column's numbers; as ranked lists they were ids "0.5"."""
+    from ndcg_mlflow.predictions import SCORES as KIND
+    from ndcg_mlflow.predictions import read_predictions
+
+    got = read_predictions(output, ["7", "7", "8"], model="m", where="rows 101-103", file="c.parquet")
+    assert got.kind == KIND
+    np.testing.assert_array_equal(got.scores, SCORES)
+    ints = read_predictions([[3], [1], [2]], ["7", "7", "8"], model="m", where="rows", file="c", expect=KIND)
+    np.testing.assert_array_equal(ints.scores, [3.0, 1.0, 2.0])  # a ranker's integers are scores too

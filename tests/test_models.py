@@ -51,6 +51,8 @@ MODEL_CODE = textwrap.dedent('''
                 return pd.Series(scores)
             if mode == "series_arrays":  # a Series of one-element arrays
                 return pd.Series(list(scores.reshape(-1, 1)))
+            if mode == "tolist":  # (n, 1) as nested lists
+                return scores.reshape(-1, 1).tolist()
             if mode == "wide":  # (n, 2): two numbers per row
                 return np.column_stack([-scores, scores])
             if mode == "none":
@@ -585,9 +587,10 @@ def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("mode", ["score", "column", "frame", "series"])
+@pytest.mark.parametrize("mode", ["score", "column", "frame", "series", "series_arrays", "tolist"])
 def test_every_form_of_one_score_per_row_gives_the_same_numbers(store, tmp_path, mode):
-    """(n,), (n, 1), a one-column frame, a Series of floats: scores, each row's own, and the nDCG of ranking by
+    """(n,), (n, 1) as an array, nested lists or a Series of one-element arrays, a one-column frame, a Series of
+    floats: scores, each row's own, and the nDCG of ranking by
     them computed here from the definition (an (n, 1) array was once read as ranked lists of ids "0.1", "3.2"...,
     every query scoring 0)."""
     qrels, cands = candidates_frame()
@@ -605,7 +608,6 @@ def test_every_form_of_one_score_per_row_gives_the_same_numbers(store, tmp_path,
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("series_arrays", "returned the number"),
     ("wide", "returned an array of shape (8, 2)"),
     ("none", "returned None"),
     ("scalar", "returned the single value"),
@@ -979,14 +981,14 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
 
 def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark):
     """The executors read each batch's output by the local engine's rule: an (n, 1) array or a one-column frame
-    gives the local engine's scores and numbers; (n, 2), a Series of one-element arrays, None and a single value
-    are refused with the local engine's message (Spark once took the first of two columns, a wrong number and
-    exit 0)."""
+    or a Series of one-element arrays of floats gives the local engine's scores and numbers; (n, 2), None and a
+    single value are refused with the local engine's message (Spark once took the first of two columns, a wrong
+    number and exit 0)."""
     import ndcg_mlflow
     from ndcg_mlflow.errors import DataError
 
     qrels, cands = candidates_frame()
-    for mode in ("column", "frame"):
+    for mode in ("column", "frame", "series_arrays"):
         spec = odd_spec(tmp_path, cands.assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
         on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
@@ -996,8 +998,8 @@ def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark)
         np.testing.assert_array_equal(scored["score"].to_numpy(), scored["good"].to_numpy())
         assert on_spark.summary["systems"]["odd"]["ndcg_at_10"]["mean"] == pytest.approx(
             ndcg_at(cands, qrels, "good", 10), rel=1e-12)
-    for mode, expected in (("wide", "returned an array of shape (8, 2)"), ("series_arrays", "returned the number"),
-                           ("none", "returned None"), ("scalar", "returned the single value")):
+    for mode, expected in (("wide", "returned an array of shape (8, 2)"), ("none", "returned None"),
+                           ("scalar", "returned the single value")):
         spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
         with pytest.raises(DataError) as info:
