@@ -347,9 +347,11 @@ def test_a_rankers_output_read_by_the_rule_of_run():
 
     frame = pd.DataFrame({"query_id": [1, 1, 2], "doc_id": ["a", "b", "c"]})
     scores = np.array([0.5, 2.0, -1.0])
-    for output in (scores, scores.reshape(-1, 1), pd.DataFrame({"p": scores}), pd.Series(scores)):
+    for output in (scores, scores.reshape(-1, 1), pd.DataFrame({"p": scores}), pd.Series(scores),
+                   pd.Series(list(scores.reshape(-1, 1))), scores.reshape(-1, 1).tolist()):
         assert system_table("ranker", frame, output)["score"].tolist() == [0.5, 2.0, -1.0]
-    for output, expected in ((pd.Series(list(scores.reshape(-1, 1))), "returned a list for query '1'"),
+    for output, expected in ((pd.Series([np.array([0.5, 1.0]), np.array([2.0]), np.array([-1.0])]),
+                              "returned a list for query '1'"),
                              (np.column_stack([scores, scores]), "returned an array of shape (3, 2)"),
                              (None, "returned None"), (np.array(["0.5", "2", "-1"]), "not numbers")):
         with pytest.raises(DataError) as info:
