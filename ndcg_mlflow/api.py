@@ -143,7 +143,7 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
     from .engines.spark import active_session
     from .engines.spark import evaluate as evaluate_spark
     from .engines.spark_models import score_model_systems
-    from .evaluation import resolve_spec
+    from .evaluation import resolve_spec, said_of_candidates
     from .models import resolve_model_systems
 
     spec = resolve_spec(spec, None, None)  # the candidates sources are checked before any model is resolved
@@ -160,10 +160,11 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
     from .engines.grouped import GROUPS
 
     try:
-        result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
-                                buckets=buckets, prefilter=prefilter, driver_queries=driver_queries,
-                                per_query_path=per_query_path, groups=GROUPS if groups is None else groups,
-                                driver_judgments=driver_judgments)
+        with said_of_candidates(src for _, src in scored_spec.systems):
+            result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
+                                    buckets=buckets, prefilter=prefilter, driver_queries=driver_queries,
+                                    per_query_path=per_query_path, groups=GROUPS if groups is None else groups,
+                                    driver_judgments=driver_judgments)
     except BaseException:
         if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
             import shutil

@@ -442,7 +442,7 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
     for name, source in runs.items():
         if progress:
             progress(f"reading system '{name}' from {source.declared}")
-        with _said_of_candidates(source):
+        with said_of_candidates([getattr(source, "src", None)]):
             run, info = source.load()
             files.append(info)
             try:
@@ -466,19 +466,19 @@ def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, A
 
 
 @contextmanager
-def _said_of_candidates(source: Any) -> Iterator[None]:
-    """A model system's rows are the scored rows it wrote into the output folder being made (a file the user never
-    named): a problem found in them is said of the candidates file they were scored from, naming the model."""
-    src: Any = getattr(source, "src", None)
-    candidates = getattr(src, "candidates", None)
-    if candidates is None or src.path is None:
-        yield
-        return
+def said_of_candidates(sources: Any) -> Iterator[None]:
+    """A model system's rows are the scored rows it wrote (into the output folder being made, or a folder of the
+    caller's: a file the user never declared): a problem found in them, by any engine, is said of the candidates
+    file they were scored from, naming the model. ``sources``: the systems' sources (others pass through)."""
+    scored = {key: src for src in sources if getattr(src, "candidates", None) is not None and src.path is not None
+              for key in (str(src.path), shown_path(src.path))}
     try:
         yield
     except DataError as exc:
-        if exc.file not in (str(src.path), shown_path(src.path)):
+        src = scored.get(exc.file)
+        if src is None:
             raise
+        candidates = src.candidates
         raise DataError(candidates.path if candidates.path is not None else candidates.declared,
                         f"{exc.message} (found in the rows {src.model} scored from these candidates: a model "
                         f"that scores each row keeps their order, so a row number is the candidates' own)",

@@ -1077,3 +1077,23 @@ def test_a_problem_in_the_scored_rows_names_the_candidates_file(store, tmp_path,
     assert "scored.parquet" not in err and ".partial" not in err, err
     assert ("row 5" in err) if bad == "empty doc" else ("'d0'" in err), err
     assert "Traceback" not in err
+
+
+def test_a_problem_in_the_rows_scored_on_spark_names_the_candidates_file(store, tmp_path, spark):
+    """On Spark too, a problem found in the scored rows (here an empty doc id, a pair twice) is said of the
+    candidates file and the model, not of the folder of scored rows."""
+    import ndcg_mlflow
+    from ndcg_mlflow.errors import DataError
+
+    _, cands = candidates_frame()
+    for bad, frame in (("empty", cands.assign(doc_id=["", *cands.doc_id[1:]])),
+                       ("twice", pd.concat([cands.iloc[:3], cands.iloc[:1], cands.iloc[3:]], ignore_index=True))):
+        spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": f"{bad}.parquet"}},
+                          comparison=False, ties="average")
+        frame.to_parquet(tmp_path / f"{bad}.parquet", index=False)
+        with pytest.raises(DataError) as info:
+            ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / bad)
+        message = str(info.value)
+        assert message.startswith(f"{tmp_path / f'{bad}.parquet'}: ") and "models:/ranker/2" in message, message
+        assert "scored.parquet" not in message
+        assert ("doc_id is empty" in message) if bad == "empty" else ("'d0' is listed twice" in message), message
