@@ -10,7 +10,17 @@ FLAGS = ["-O2", "-fno-fast-math"]  # (IEEE doubles, as numpy's and Python's)
 
 HEADERS = ["ndcg_mlflow/cbuffers.h"]  # (shared by both; MANIFEST.in puts it in the source distribution)
 
-setup(ext_modules=[Extension("ndcg_mlflow.readers.cparse", ["ndcg_mlflow/readers/cparse.c"], optional=True,
-                             extra_compile_args=FLAGS, depends=HEADERS),
-                   Extension("ndcg_mlflow.ckernel", ["ndcg_mlflow/ckernel.c"], optional=True,
-                             extra_compile_args=FLAGS, depends=HEADERS)])
+setup(
+    ext_modules=[
+        Extension(
+            "ndcg_mlflow.readers.cparse",
+            ["ndcg_mlflow/readers/cparse.c"],
+            optional=True,
+            extra_compile_args=FLAGS,
+            depends=HEADERS,
+        ),
+        Extension(
+            "ndcg_mlflow.ckernel", ["ndcg_mlflow/ckernel.c"], optional=True, extra_compile_args=FLAGS, depends=HEADERS
+        ),
+    ]
+)

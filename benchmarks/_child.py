@@ -12,8 +12,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_child(script: str, args: list[str], tool: str, profile: Path | None = None, *,
-              prefix: list[str] | None = None, cwd: Path | None = None, env: dict[str, str] | None = None) -> dict:
+def run_child(
+    script: str,
+    args: list[str],
+    tool: str,
+    profile: Path | None = None,
+    *,
+    prefix: list[str] | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:
     """Run ``script`` with ``args`` in a new interpreter (optionally under cProfile, after a ``prefix`` command
     such as ``taskset -c 0``, in ``cwd``: the repository by default) and return the JSON it printed on its
     ``BENCH_RESULT`` line, with the whole process's wall time as ``process_s``; ``env``: variables set for the
@@ -32,7 +40,7 @@ def run_child(script: str, args: list[str], tool: str, profile: Path | None = No
         raise SystemExit(f"{tool} child failed with exit code {proc.returncode}")
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH_RESULT "):
-            out = json.loads(line[len("BENCH_RESULT "):])
+            out = json.loads(line[len("BENCH_RESULT ") :])
             out["process_s"] = wall
             return out
     sys.stderr.write(proc.stdout + proc.stderr)

@@ -61,13 +61,34 @@ class MlflowServer:
         return f"http://{HOST}:{self.port}"
 
     def start(self, timeout: float = 120) -> MlflowServer:
-        cmd = [sys.executable, "-m", "mlflow", "server", "--host", HOST, "--port", str(self.port),
-               "--workers", "1", "--backend-store-uri", f"sqlite:///{self.db}", "--serve-artifacts",
-               "--artifacts-destination", str(self.artifacts)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{self.db}",
+            "--serve-artifacts",
+            "--artifacts-destination",
+            str(self.artifacts),
+        ]
         env = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -124,10 +124,13 @@ def fake_result(x, w, ids):
     import numpy as np
 
     metric = SimpleNamespace(keys=(KEY,), cutoffs=(10,))
-    systems = {name: SimpleNamespace(result=SimpleNamespace(ndcg=np.ascontiguousarray(x[:, [j]])), top=_FakeTop())
-               for j, name in enumerate(system_names(x.shape[1]))}
-    return SimpleNamespace(spec=SimpleNamespace(metric=metric), query_ids=ids, weights=w,
-                           relative_weights=w / w.max(), systems=systems)
+    systems = {
+        name: SimpleNamespace(result=SimpleNamespace(ndcg=np.ascontiguousarray(x[:, [j]])), top=_FakeTop())
+        for j, name in enumerate(system_names(x.shape[1]))
+    }
+    return SimpleNamespace(
+        spec=SimpleNamespace(metric=metric), query_ids=ids, weights=w, relative_weights=w / w.max(), systems=systems
+    )
 
 
 def ours_analyze(x, w, ids, args) -> list[list[float]]:
@@ -153,8 +156,7 @@ def ours_direct(x, w, ids, args) -> list[list[float]]:
     deltas = x[:, 1:] - x[:, [0]]
     cols = np.column_stack([x, deltas])
     rng = np.random.default_rng(stats.resample_seed(args.seed, ids))
-    boot = stats.bootstrap_means(cols, w, resamples=args.resamples, rng=rng,
-                                 studentized=args.method == "studentized")
+    boot = stats.bootstrap_means(cols, w, resamples=args.resamples, rng=rng, studentized=args.method == "studentized")
     lo, hi = stats.interval(boot, cols, w, confidence=args.confidence, method=args.method)
     se = stats.standard_error(boot, cols)  # noqa: F841 - analyze reports it
     n_eff = stats.effective_n(w)  # noqa: F841
@@ -189,8 +191,9 @@ def scipy_bootstrap(x, w, ids, args) -> list[list[float]]:
         return np.mean(a - b, axis=axis)
 
     seed = np.random.SeedSequence(args.seed)
-    kw = dict(n_resamples=args.resamples, batch=args.batch, vectorized=True, confidence_level=args.confidence,
-              method=method)
+    kw = dict(
+        n_resamples=args.resamples, batch=args.batch, vectorized=True, confidence_level=args.confidence, method=method
+    )
     import inspect
 
     rng_kw = "rng" if "rng" in inspect.signature(st.bootstrap).parameters else "random_state"  # scipy < 1.15
@@ -200,8 +203,9 @@ def scipy_bootstrap(x, w, ids, args) -> list[list[float]]:
         r = st.bootstrap((x[:, j],), mean, **kw, **{rng_kw: np.random.default_rng(streams[j])})
         out.append([float(r.confidence_interval.low), float(r.confidence_interval.high)])
     for j in range(1, x.shape[1]):
-        r = st.bootstrap((x[:, j], x[:, 0]), mean_diff, paired=True, **kw,
-                         **{rng_kw: np.random.default_rng(streams[x.shape[1] + j])})
+        r = st.bootstrap(
+            (x[:, j], x[:, 0]), mean_diff, paired=True, **kw, **{rng_kw: np.random.default_rng(streams[x.shape[1] + j])}
+        )
         out.append([float(r.confidence_interval.low), float(r.confidence_interval.high)])
     return out
 
@@ -253,10 +257,20 @@ def child_main(args: argparse.Namespace) -> None:
     else:  # VmHWM could not be reset: extra over the pre-work high-water mark (a lower bound)
         extra = hwm_after - (hwm_before if base_rss is None else max(hwm_before, base_rss))
         peak = hwm_after
-    out = {"tool": args.child, "seconds": seconds, "cpu_s": cpu_s, "setup_s": setup_s, "peak_rss_mb": peak,
-           "baseline_rss_mb": base_rss if base_rss is not None else hwm_before, "extra_mb": max(extra, 0.0),
-           "rss_source": source, "hwm_reset": reset, "intervals": intervals, "parts": parts,
-           "theta": [float(v) for v in np.concatenate([x.mean(axis=0), (x[:, 1:] - x[:, [0]]).mean(axis=0)])]}
+    out = {
+        "tool": args.child,
+        "seconds": seconds,
+        "cpu_s": cpu_s,
+        "setup_s": setup_s,
+        "peak_rss_mb": peak,
+        "baseline_rss_mb": base_rss if base_rss is not None else hwm_before,
+        "extra_mb": max(extra, 0.0),
+        "rss_source": source,
+        "hwm_reset": reset,
+        "intervals": intervals,
+        "parts": parts,
+        "theta": [float(v) for v in np.concatenate([x.mean(axis=0), (x[:, 1:] - x[:, [0]]).mean(axis=0)])],
+    }
     print("BENCH_RESULT " + json.dumps(out), flush=True)
 
 
@@ -264,9 +278,26 @@ def child_main(args: argparse.Namespace) -> None:
 
 
 def child_args(args: argparse.Namespace, tool: str) -> list[str]:
-    return ["--child", tool, "--queries", str(args.queries), "--resamples", str(args.resamples),
-            "--systems", str(args.systems), "--method", args.method, "--batch", str(args.batch),
-            "--seed", str(args.seed), "--confidence", str(args.confidence), "--ours-mode", args.ours_mode]
+    return [
+        "--child",
+        tool,
+        "--queries",
+        str(args.queries),
+        "--resamples",
+        str(args.resamples),
+        "--systems",
+        str(args.systems),
+        "--method",
+        args.method,
+        "--batch",
+        str(args.batch),
+        "--seed",
+        str(args.seed),
+        "--confidence",
+        str(args.confidence),
+        "--ours-mode",
+        args.ours_mode,
+    ]
 
 
 def run_child(args: argparse.Namespace, tool: str, profile: Path | None = None) -> dict:
@@ -294,8 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=500, help="scipy.stats.bootstrap batch")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--repeat", type=int, default=1, help="measure each tool N times, report the best")
-    ap.add_argument("--ours-mode", choices=("analyze", "direct"), default="analyze",
-                    help="call analysis.analyze on a stand-in result (default) or the stats functions directly")
+    ap.add_argument(
+        "--ours-mode",
+        choices=("analyze", "direct"),
+        default="analyze",
+        help="call analysis.analyze on a stand-in result (default) or the stats functions directly",
+    )
     ap.add_argument("--profile", action="store_true", help="also run the ours child under cProfile")
     ap.add_argument("--child", choices=("ours", "scipy"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -306,16 +341,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     comps = args.systems - 1
-    print(f"data: {args.queries:,} queries x {args.systems} systems, uniform weights; {args.resamples:,} resamples, "
-          f"method {args.method}, confidence {args.confidence}; {args.systems} intervals + {comps} paired "
-          f"comparisons; ours = {args.ours_mode}, scipy batch = {args.batch}", flush=True)
+    print(
+        f"data: {args.queries:,} queries x {args.systems} systems, uniform weights; {args.resamples:,} resamples, "
+        f"method {args.method}, confidence {args.confidence}; {args.systems} intervals + {comps} paired "
+        f"comparisons; ours = {args.ours_mode}, scipy batch = {args.batch}",
+        flush=True,
+    )
     best: dict[str, dict] = {}
     for i in range(max(1, args.repeat)):
         order = ("scipy", "ours") if i % 2 == 0 else ("ours", "scipy")  # alternate against drifting load
         for tool in order:
             r = run_child(args, tool)
-            print(f"  [{i + 1}/{args.repeat}] {tool:<6} {r['seconds']:7.2f} s  peak {r['peak_rss_mb']:6.0f} MB  "
-                  f"extra {r['extra_mb']:6.0f} MB", flush=True)
+            print(
+                f"  [{i + 1}/{args.repeat}] {tool:<6} {r['seconds']:7.2f} s  peak {r['peak_rss_mb']:6.0f} MB  "
+                f"extra {r['extra_mb']:6.0f} MB",
+                flush=True,
+            )
             b = best.setdefault(tool, dict(r, _parts_seconds=r["seconds"]))
             if r["seconds"] <= b["_parts_seconds"]:
                 b["parts"], b["_parts_seconds"] = r.get("parts"), r["seconds"]
@@ -325,53 +366,70 @@ def main(argv: list[str] | None = None) -> int:
     o, s = best["ours"], best["scipy"]
     t_ratio = o["seconds"] / s["seconds"]
     print()
-    print(f"best of {args.repeat}; seconds = wall time of the work only (after imports and data), cpu s = its CPU "
-          f"time (all threads), process s = whole child; "
-          f"peak = {o['rss_source']}; extra = peak above the RSS just before the work"
-          f"{'' if o['hwm_reset'] else ' (VmHWM not resettable: lower bound)'}")
+    print(
+        f"best of {args.repeat}; seconds = wall time of the work only (after imports and data), cpu s = its CPU "
+        f"time (all threads), process s = whole child; "
+        f"peak = {o['rss_source']}; extra = peak above the RSS just before the work"
+        f"{'' if o['hwm_reset'] else ' (VmHWM not resettable: lower bound)'}"
+    )
     header = f"{'tool':<16}{'seconds':>9}{'cpu s':>8}{'process s':>11}{'peak RSS MB':>13}{'extra MB':>10}{'base MB':>9}"
     print(header)
     print("-" * len(header))
     for label, r in (("ndcg_mlflow", o), ("scipy.bootstrap", s)):
-        print(f"{label:<16}{r['seconds']:>9.2f}{r['cpu_s']:>8.2f}{r['process_s']:>11.2f}{r['peak_rss_mb']:>13.0f}"
-              f"{r['extra_mb']:>10.0f}{r['baseline_rss_mb']:>9.0f}")
+        print(
+            f"{label:<16}{r['seconds']:>9.2f}{r['cpu_s']:>8.2f}{r['process_s']:>11.2f}{r['peak_rss_mb']:>13.0f}"
+            f"{r['extra_mb']:>10.0f}{r['baseline_rss_mb']:>9.0f}"
+        )
     m_ratio = o["peak_rss_mb"] / s["peak_rss_mb"]
     e_ratio = o["extra_mb"] / s["extra_mb"] if s["extra_mb"] > 0 else float("inf")
-    print(f"{'ours/scipy':<16}{t_ratio:>9.2f}{o['cpu_s'] / s['cpu_s']:>8.2f}{o['process_s'] / s['process_s']:>11.2f}"
-          f"{m_ratio:>13.2f}"
-          f"{e_ratio:>10.2f}")
+    print(
+        f"{'ours/scipy':<16}{t_ratio:>9.2f}{o['cpu_s'] / s['cpu_s']:>8.2f}{o['process_s'] / s['process_s']:>11.2f}"
+        f"{m_ratio:>13.2f}"
+        f"{e_ratio:>10.2f}"
+    )
     parts = o.get("parts") or {}
     if parts:
         rest = o["_parts_seconds"] - sum(parts.values())
-        print("ours, where the time went (fastest run): " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
-              + f", rest {rest:.2f} s")
+        print(
+            "ours, where the time went (fastest run): "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+            + f", rest {rest:.2f} s"
+        )
     print()
 
     # same quantities? the intervals must agree up to Monte Carlo noise (different random streams)
     labels = system_names(args.systems) + [f"{nm} - baseline" for nm in system_names(args.systems)[1:]]
-    print(f"{'interval':<20}{'mean':>10}{'ours low':>11}{'ours high':>11}{'scipy low':>11}{'scipy high':>11}"
-          f"{'|diff|/width':>14}")
+    print(
+        f"{'interval':<20}{'mean':>10}{'ours low':>11}{'ours high':>11}{'scipy low':>11}{'scipy high':>11}"
+        f"{'|diff|/width':>14}"
+    )
     worst = 0.0
     for lab, th, (ol, oh), (sl, sh) in zip(labels, o["theta"], o["intervals"], s["intervals"]):
         width = max(sh - sl, 1e-300)
         rel = max(abs(ol - sl), abs(oh - sh)) / width
         worst = max(worst, rel)
         print(f"{lab:<20}{th:>10.5f}{ol:>11.5f}{oh:>11.5f}{sl:>11.5f}{sh:>11.5f}{rel:>14.3f}")
-    tolerance = max(0.1, 5.0 / args.resamples ** 0.5)  # endpoints carry Monte Carlo error ~ 1/sqrt(resamples)
+    tolerance = max(0.1, 5.0 / args.resamples**0.5)  # endpoints carry Monte Carlo error ~ 1/sqrt(resamples)
     agree = worst < tolerance
-    print(f"largest endpoint difference: {worst:.3f} of the interval width (tolerance {tolerance:.2f}; "
-          f"{'Monte Carlo noise' if agree else 'TOO LARGE: the two tools do not compute the same interval'})")
+    print(
+        f"largest endpoint difference: {worst:.3f} of the interval width (tolerance {tolerance:.2f}; "
+        f"{'Monte Carlo noise' if agree else 'TOO LARGE: the two tools do not compute the same interval'})"
+    )
     print()
 
     ok_time = t_ratio < TARGET_TIME_RATIO
     ok_mem = o["extra_mb"] < TARGET_EXTRA_MB
     verdict = "PASS" if ok_time and ok_mem and agree else "FAIL"
-    print(f"verdict: {verdict} - time {t_ratio:.2f}x of scipy.stats.bootstrap (target < {TARGET_TIME_RATIO:.2f}: "
-          f"{'met' if ok_time else 'missed'}), extra peak memory {o['extra_mb']:.0f} MB "
-          f"(target < {TARGET_EXTRA_MB:.0f} MB: {'met' if ok_mem else 'missed'})"
-          f"{'' if agree else ', AND THE INTERVALS DISAGREE'}")
-    print("note: ours also runs the randomization test (same resamples), the t-test, effect sizes and wins/losses "
-          "for each comparison; scipy only the bootstrap intervals.")
+    print(
+        f"verdict: {verdict} - time {t_ratio:.2f}x of scipy.stats.bootstrap (target < {TARGET_TIME_RATIO:.2f}: "
+        f"{'met' if ok_time else 'missed'}), extra peak memory {o['extra_mb']:.0f} MB "
+        f"(target < {TARGET_EXTRA_MB:.0f} MB: {'met' if ok_mem else 'missed'})"
+        f"{'' if agree else ', AND THE INTERVALS DISAGREE'}"
+    )
+    print(
+        "note: ours also runs the randomization test (same resamples), the t-test, effect sizes and wins/losses "
+        "for each comparison; scipy only the bootstrap intervals."
+    )
 
     if args.profile:
         prof = HERE / "_data" / "profile_bootstrap_ours.pstats"

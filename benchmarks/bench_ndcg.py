@@ -109,9 +109,16 @@ def child_pytrec(run: str, qrels: str) -> dict:
 
     mean = math.fsum(values) / len(values) if values else float("nan")
     t_end = time.perf_counter()
-    return {"tool": "pytrec_eval", "mean": mean, "n_queries": len(values), "parser": parser,
-            "import_s": t_import - t0, "read_s": t_read - t_import, "compute_s": t_end - t_read,
-            "seconds": t_end - t0}
+    return {
+        "tool": "pytrec_eval",
+        "mean": mean,
+        "n_queries": len(values),
+        "parser": parser,
+        "import_s": t_import - t0,
+        "read_s": t_read - t_import,
+        "compute_s": t_end - t_read,
+        "seconds": t_end - t0,
+    }
 
 
 def bench_spec(qrels: str, runs: dict[str, str], extra: dict | None = None) -> dict:
@@ -170,14 +177,18 @@ def child_ours(runs: dict[str, str], qrels: str) -> dict:
     n = res.systems[first].means["ndcg_at_10"]["n_evaluated"]
     t_end = time.perf_counter()
     per_system = marks.systems(t_end)
-    return {"tool": "ndcg_mlflow", "mean": mean, "n_queries": n,
-            "means": [res.mean(s, 10) for s in runs],
-            "import_s": t_import - t0,
-            "qrels_s": marks.first("reading", t_import) - t_import,  # spec + qrels read + judged index
-            "read_s": sum(s["read_s"] for s in per_system),  # run read + sha256 + join to judgments
-            "compute_s": sum(s["compute_s"] for s in per_system),  # kernel + means
-            "per_system": per_system,
-            "seconds": t_end - t0}
+    return {
+        "tool": "ndcg_mlflow",
+        "mean": mean,
+        "n_queries": n,
+        "means": [res.mean(s, 10) for s in runs],
+        "import_s": t_import - t0,
+        "qrels_s": marks.first("reading", t_import) - t_import,  # spec + qrels read + judged index
+        "read_s": sum(s["read_s"] for s in per_system),  # run read + sha256 + join to judgments
+        "compute_s": sum(s["compute_s"] for s in per_system),  # kernel + means
+        "per_system": per_system,
+        "seconds": t_end - t0,
+    }
 
 
 def child_floor(path: str, fmt: str) -> dict:
@@ -197,19 +208,30 @@ def child_floor(path: str, fmt: str) -> dict:
 
         names = ["query_id", "q0", "doc_id", "rank", "score", "tag"]
         tbl = pacsv.read_csv(
-            path, read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
-            convert_options=pacsv.ConvertOptions(include_columns=needed, column_types={
-                "query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()}))
+            convert_options=pacsv.ConvertOptions(
+                include_columns=needed,
+                column_types={"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()},
+            ),
+        )
     t_read = time.perf_counter()
     query = pc.dictionary_encode(tbl.column("query_id"))
     doc = pc.dictionary_encode(tbl.column("doc_id"))
     t_end = time.perf_counter()
-    return {"tool": f"arrow floor ({fmt})", "mean": float("nan"), "n_queries": 0, "rows": tbl.num_rows,
-            "n_query_values": len(query.chunk(0).dictionary) if query.num_chunks else 0,
-            "n_doc_chunks": doc.num_chunks,
-            "import_s": t_import - t0, "read_s": t_read - t_import, "compute_s": t_end - t_read,
-            "seconds": t_end - t0}
+    return {
+        "tool": f"arrow floor ({fmt})",
+        "mean": float("nan"),
+        "n_queries": 0,
+        "rows": tbl.num_rows,
+        "n_query_values": len(query.chunk(0).dictionary) if query.num_chunks else 0,
+        "n_doc_chunks": doc.num_chunks,
+        "import_s": t_import - t0,
+        "read_s": t_read - t_import,
+        "compute_s": t_end - t_read,
+        "seconds": t_end - t0,
+    }
 
 
 PARSE_STEP = "parse + ids to codes (C reader; else Arrow's)"
@@ -252,9 +274,13 @@ def child_work(run: str, qrels: str) -> dict:
     parsed.pair_keys = keys
     prep, _ = step("join to the judgments", join, "a", parsed, judged)
     qr = step("kernel (nDCG@10 per query)", compute, spec.metric, prep, judged.catalog)
-    return {"tool": "work", "mean": float(qr.ndcg[:, 0][qr.ndcg[:, 0] == qr.ndcg[:, 0]].mean()), "n_queries": 0,
-            "steps": steps,
-            "seconds": time.process_time() - c0}
+    return {
+        "tool": "work",
+        "mean": float(qr.ndcg[:, 0][qr.ndcg[:, 0] == qr.ndcg[:, 0]].mean()),
+        "n_queries": 0,
+        "steps": steps,
+        "seconds": time.process_time() - c0,
+    }
 
 
 def child_cli(spec_path: str, out_dir: str) -> dict:
@@ -275,6 +301,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
                 return fn(*args, **kwargs)
             finally:
                 stamps[name + "_end"] = time.perf_counter()
+
         return wrapper
 
     cli._progress = lambda quiet: marks  # the same messages, timed instead of printed
@@ -340,19 +367,23 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
     t_read = marks.first("reading", t_import)
     t_comp = marks.first("computing", t_read)
     t_stats = marks.first("resampling", stamps.get("report_start", t_end))
-    return {"tool": "ndcg-mlflow run", "mean": float("nan"), "n_queries": 0,
-            "import_s": t_import - t0,
-            "read_s": t_comp - t_import,  # spec, qrels, run, sha256, join
-            "compute_s": t_stats - t_comp,  # kernel, means
-            "statistics_s": stamps["report_start"] - t_stats,  # bootstrap intervals
-            "report_s": stamps["report_end"] - stamps["report_start"],  # local outputs and the HTML report
-            "logging_s": stamps["logging_end"] - stamps["logging_start"],  # MLflow (its import included)
-            "pandas_import_s": stamps["pandas_import_end"] - stamps["report_start"],  # within report_s
-            "mlflow_import_s": stamps["mlflow_import_end"] - stamps["logging_start"],  # within logging_s
-            "store_import_s": stamps["store_import_end"] - stamps["mlflow_import_end"],  # within logging_s
-            "store_open_s": stamps.get("store_open_s", 0.0),  # within logging_s
-            "store_calls": dict(calls),
-            "seconds": t_end - t0}
+    return {
+        "tool": "ndcg-mlflow run",
+        "mean": float("nan"),
+        "n_queries": 0,
+        "import_s": t_import - t0,
+        "read_s": t_comp - t_import,  # spec, qrels, run, sha256, join
+        "compute_s": t_stats - t_comp,  # kernel, means
+        "statistics_s": stamps["report_start"] - t_stats,  # bootstrap intervals
+        "report_s": stamps["report_end"] - stamps["report_start"],  # local outputs and the HTML report
+        "logging_s": stamps["logging_end"] - stamps["logging_start"],  # MLflow (its import included)
+        "pandas_import_s": stamps["pandas_import_end"] - stamps["report_start"],  # within report_s
+        "mlflow_import_s": stamps["mlflow_import_end"] - stamps["logging_start"],  # within logging_s
+        "store_import_s": stamps["store_import_end"] - stamps["mlflow_import_end"],  # within logging_s
+        "store_open_s": stamps.get("store_open_s", 0.0),  # within logging_s
+        "store_calls": dict(calls),
+        "seconds": t_end - t0,
+    }
 
 
 def child_main(args: argparse.Namespace) -> None:
@@ -371,7 +402,7 @@ def child_main(args: argparse.Namespace) -> None:
     elif args.child == "work":
         out = child_work(args.run[0], args.qrels)
     else:
-        names = SYSTEMS3[:len(args.run)]
+        names = SYSTEMS3[: len(args.run)]
         out = child_ours(dict(zip(names, args.run)), args.qrels)
     end = os.times()
     out["cpu_s"] = (end.user - start.user) + (end.system - start.system)  # every thread's, user and system
@@ -389,8 +420,13 @@ def dataset_paths(workdir: Path, queries: int, docs: int, seed: int) -> tuple[Pa
 
 
 def _params(queries: int, docs: int, seed: int) -> dict:
-    return {"generator_version": GENERATOR_VERSION, "queries": queries, "docs": docs, "seed": seed,
-            "doc_pool": DOC_POOL}
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "queries": queries,
+        "docs": docs,
+        "seed": seed,
+        "doc_pool": DOC_POOL,
+    }
 
 
 def ensure_data(workdir: Path, queries: int, docs: int, seed: int) -> tuple[Path, Path, dict]:
@@ -401,20 +437,31 @@ def ensure_data(workdir: Path, queries: int, docs: int, seed: int) -> tuple[Path
             manifest = json.loads(manifest_path.read_text())
         except ValueError:
             manifest = {}
-        if (manifest.get("params") == params and manifest.get("run_bytes") == run_path.stat().st_size
-                and manifest.get("qrels_bytes") == qrels_path.stat().st_size):
-            print(f"data: reusing {run_path.name} ({manifest['run_lines']:,} lines) and {qrels_path.name} "
-                  f"({manifest['qrels_lines']:,} lines)")
+        if (
+            manifest.get("params") == params
+            and manifest.get("run_bytes") == run_path.stat().st_size
+            and manifest.get("qrels_bytes") == qrels_path.stat().st_size
+        ):
+            print(
+                f"data: reusing {run_path.name} ({manifest['run_lines']:,} lines) and {qrels_path.name} "
+                f"({manifest['qrels_lines']:,} lines)"
+            )
             return run_path, qrels_path, manifest
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     stats = generate(run_path, qrels_path, queries, docs, seed)
-    manifest = {"params": params, "run_bytes": run_path.stat().st_size,
-                "qrels_bytes": qrels_path.stat().st_size, **stats,
-                "generated_in_s": round(time.perf_counter() - t0, 2)}
+    manifest = {
+        "params": params,
+        "run_bytes": run_path.stat().st_size,
+        "qrels_bytes": qrels_path.stat().st_size,
+        **stats,
+        "generated_in_s": round(time.perf_counter() - t0, 2),
+    }
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    print(f"data: generated {run_path.name} ({stats['run_lines']:,} lines, {manifest['run_bytes'] / 1e6:.0f} MB) "
-          f"and {qrels_path.name} ({stats['qrels_lines']:,} lines) in {manifest['generated_in_s']:.1f} s")
+    print(
+        f"data: generated {run_path.name} ({stats['run_lines']:,} lines, {manifest['run_bytes'] / 1e6:.0f} MB) "
+        f"and {qrels_path.name} ({stats['qrels_lines']:,} lines) in {manifest['generated_in_s']:.1f} s"
+    )
     return run_path, qrels_path, manifest
 
 
@@ -424,7 +471,7 @@ def _strcmp_key(n):
 
     ndig = np.ones(n.shape, dtype=np.int64)
     for p in range(1, 8):
-        ndig += n >= 10 ** p
+        ndig += n >= 10**p
     return n * 10 ** (7 - ndig) * 8 + ndig
 
 
@@ -500,8 +547,11 @@ def generate(run_path: Path, qrels_path: Path, n_queries: int, n_docs: int, seed
         outside += extra.size
         chosen = np.concatenate([in_run, extra])
         top_bias = np.concatenate([pos < 10, np.zeros(extra.size, dtype=bool)])
-        grades = np.where(top_bias, rng.choice(4, size=chosen.size, p=[0.15, 0.3, 0.3, 0.25]),
-                          rng.choice(4, size=chosen.size, p=[0.4, 0.3, 0.2, 0.1]))
+        grades = np.where(
+            top_bias,
+            rng.choice(4, size=chosen.size, p=[0.15, 0.3, 0.3, 0.25]),
+            rng.choice(4, size=chosen.size, p=[0.4, 0.3, 0.2, 0.1]),
+        )
         shuffle = rng.permutation(chosen.size)  # file order unrelated to rank
         chosen, grades = chosen[shuffle], grades[shuffle]
         qrel_q.append(np.full(chosen.size, qids[i]))
@@ -518,9 +568,9 @@ def generate(run_path: Path, qrels_path: Path, n_queries: int, n_docs: int, seed
             b = min(a + chunk, n_queries)
             rows = (b - a) * n_docs
             m = micro[a:b].ravel()
-            score = pc.binary_join_element_wise(_int_strings(m // 1_000_000),
-                                                pc.utf8_lpad(_int_strings(m % 1_000_000), width=6, padding="0"),
-                                                ".")
+            score = pc.binary_join_element_wise(
+                _int_strings(m // 1_000_000), pc.utf8_lpad(_int_strings(m % 1_000_000), width=6, padding="0"), "."
+            )
             q = pa.array(np.repeat(qid_s[a:b], n_docs), type=pa.string())
             rank = pa.concat_arrays([ranks_s] * (b - a)) if b > a else ranks_s
             assert len(q) == rows
@@ -529,12 +579,23 @@ def generate(run_path: Path, qrels_path: Path, n_queries: int, n_docs: int, seed
 
     tmp_qrels = qrels_path.with_suffix(".qrels.tmp")
     with open(tmp_qrels, "wb") as fh:
-        _write_joined(fh, [_int_strings(qrel_q), "0", _int_strings(qrel_d),
-                           pc.binary_join_element_wise(_int_strings(qrel_g), "\n", "")])
+        _write_joined(
+            fh,
+            [
+                _int_strings(qrel_q),
+                "0",
+                _int_strings(qrel_d),
+                pc.binary_join_element_wise(_int_strings(qrel_g), "\n", ""),
+            ],
+        )
     os.replace(tmp_qrels, qrels_path)
-    return {"run_lines": n_queries * n_docs, "qrels_lines": int(qrel_q.size),
-            "qrels_outside_run": int(outside), "run_score_ties": n_ties,
-            "queries_all_zero_grades": int(n_queries - np.unique(qrel_q[qrel_g > 0]).size)}
+    return {
+        "run_lines": n_queries * n_docs,
+        "qrels_lines": int(qrel_q.size),
+        "qrels_outside_run": int(outside),
+        "run_score_ties": n_ties,
+        "queries_all_zero_grades": int(n_queries - np.unique(qrel_q[qrel_g > 0]).size),
+    }
 
 
 # --------------------------------------------------------------------------- driver
@@ -550,11 +611,15 @@ def ensure_parquet(run: Path) -> Path:
     from pyarrow import csv as pacsv
 
     names = ["query_id", "q0", "doc_id", "rank", "score", "tag"]
-    tbl = pacsv.read_csv(run, read_options=pacsv.ReadOptions(column_names=names),
-                         parse_options=pacsv.ParseOptions(delimiter=" "),
-                         convert_options=pacsv.ConvertOptions(
-                             include_columns=["query_id", "doc_id", "score"],
-                             column_types={"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()}))
+    tbl = pacsv.read_csv(
+        run,
+        read_options=pacsv.ReadOptions(column_names=names),
+        parse_options=pacsv.ParseOptions(delimiter=" "),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=["query_id", "doc_id", "score"],
+            column_types={"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()},
+        ),
+    )
     tmp = out.with_suffix(".parquet.tmp")
     pq.write_table(tbl, tmp)
     os.replace(tmp, out)
@@ -582,17 +647,29 @@ def cli_spec(workdir: Path, run: Path, qrels: Path) -> Path:
     import yaml
 
     db = workdir / "cli_mlflow.db"
-    spec = bench_spec(str(qrels), {SYSTEM: str(run)}, {
-        "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "percentile", "seed": 1},
-        "mlflow": {"experiment": "bench-ndcg", "tracking_uri": f"sqlite:///{db}"},
-    })
+    spec = bench_spec(
+        str(qrels),
+        {SYSTEM: str(run)},
+        {
+            "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "percentile", "seed": 1},
+            "mlflow": {"experiment": "bench-ndcg", "tracking_uri": f"sqlite:///{db}"},
+        },
+    )
     path = workdir / "cli_spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def run_child(tool: str, runs: list[Path], qrels: Path, *, fmt: str = "trec", one_core: bool = False,
-              profile: bool = False, pure: bool = False) -> dict:
+def run_child(
+    tool: str,
+    runs: list[Path],
+    qrels: Path,
+    *,
+    fmt: str = "trec",
+    one_core: bool = False,
+    profile: bool = False,
+    pure: bool = False,
+) -> dict:
     """One case in a fresh interpreter; ``pure``: the package without its C parts (``NDCG_MLFLOW_PURE_PYTHON``)."""
     from _child import run_child as run_fresh
 
@@ -602,9 +679,14 @@ def run_child(tool: str, runs: list[Path], qrels: Path, *, fmt: str = "trec", on
     if one_core:
         args += ["--threads", "1"]
     label = f"{tool}-{fmt}-{len(runs)}{'-1core' if one_core else ''}{'-pure' if pure else ''}"
-    return run_fresh(__file__, args, label, runs[0].parent / f"profile_{tool}.pstats" if profile else None,
-                     prefix=["taskset", "-c", "0"] if one_core else None,
-                     env={"NDCG_MLFLOW_PURE_PYTHON": "1"} if pure else None)
+    return run_fresh(
+        __file__,
+        args,
+        label,
+        runs[0].parent / f"profile_{tool}.pstats" if profile else None,
+        prefix=["taskset", "-c", "0"] if one_core else None,
+        env={"NDCG_MLFLOW_PURE_PYTHON": "1"} if pure else None,
+    )
 
 
 def _compile_package() -> None:
@@ -645,9 +727,11 @@ def _stages(r: dict) -> str:
     names = ("import", "qrels", "read", "compute", "statistics", "report", "logging")
     text = " / ".join(f"{n} {r[n + '_s']:.2f}" for n in names if n + "_s" in r)
     if "mlflow_import_s" in r:
-        text += (f" (importing pandas {r.get('pandas_import_s', 0.0):.2f} of the report, mlflow "
-                 f"{r['mlflow_import_s']:.2f} and its SQL store {r.get('store_import_s', 0.0):.2f}, opening the "
-                 f"store {r.get('store_open_s', 0.0):.2f} of the logging)")
+        text += (
+            f" (importing pandas {r.get('pandas_import_s', 0.0):.2f} of the report, mlflow "
+            f"{r['mlflow_import_s']:.2f} and its SQL store {r.get('store_import_s', 0.0):.2f}, opening the "
+            f"store {r.get('store_open_s', 0.0):.2f} of the logging)"
+        )
     return text
 
 
@@ -655,8 +739,12 @@ def fixed_costs_of(r: dict) -> float:
     """The CLI's fixed cost of using mlflow (seconds): importing it (and pandas, which ``import mlflow`` imports,
     and which the report, coming first, imports before it) and the module of its SQL store, and opening the
     store."""
-    return r.get("pandas_import_s", 0.0) + r.get("mlflow_import_s", 0.0) + r.get("store_import_s", 0.0) + \
-        r.get("store_open_s", 0.0)
+    return (
+        r.get("pandas_import_s", 0.0)
+        + r.get("mlflow_import_s", 0.0)
+        + r.get("store_import_s", 0.0)
+        + r.get("store_open_s", 0.0)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -666,8 +754,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=HERE / "_data")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--repeat", type=int, default=1, help="measure each case N times, report the best")
-    ap.add_argument("--quick", action="store_true", help="only the TREC comparison (no Parquet, three systems, "
-                                                         "CLI or one-core cases)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the TREC comparison (no Parquet, three systems, CLI or one-core cases)",
+    )
     ap.add_argument("--profile", action="store_true", help="also run the ndcg_mlflow child under cProfile")
     ap.add_argument("--child", choices=("pytrec", "ours", "floor", "cli", "work"), help=argparse.SUPPRESS)
     ap.add_argument("--run", action="append", help=argparse.SUPPRESS)
@@ -682,39 +773,49 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = args.workdir if args.workdir.is_absolute() else Path.cwd() / args.workdir
     run, qrels, manifest = ensure_data(workdir, args.queries, args.docs, args.seed)
-    print(f"data: {manifest.get('qrels_outside_run', '?')} judged docs not in the run, "
-          f"{manifest.get('run_score_ties', '?')} tied adjacent scores, "
-          f"{manifest.get('queries_all_zero_grades', '?')} queries with no relevant doc")
+    print(
+        f"data: {manifest.get('qrels_outside_run', '?')} judged docs not in the run, "
+        f"{manifest.get('run_score_ties', '?')} tied adjacent scores, "
+        f"{manifest.get('queries_all_zero_grades', '?')} queries with no relevant doc"
+    )
     parquet = ensure_parquet(run)
     runs3 = system_copies(run) if not args.quick else [run]
     spec = cli_spec(workdir, run, qrels) if not args.quick else None
     _warm_cache(run, qrels, parquet)
     _compile_package()
-    print(f"machine: {os.cpu_count()} cores; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-          f"at the start")
+    print(f"machine: {os.cpu_count()} cores; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
 
-    cases = [("pytrec", "pytrec", [run], "trec", False), ("ours", "ours", [run], "trec", False),
-             ("floor", "floor", [run], "trec", False), ("work", "work", [run], "trec", False)]
+    cases = [
+        ("pytrec", "pytrec", [run], "trec", False),
+        ("ours", "ours", [run], "trec", False),
+        ("floor", "floor", [run], "trec", False),
+        ("work", "work", [run], "trec", False),
+    ]
     if not args.quick:
-        cases += [("ours-parquet", "ours", [parquet], "parquet", False),
-                  ("floor-parquet", "floor", [parquet], "parquet", False),
-                  ("ours-pure", "ours", [run], "trec", False),
-                  ("ours-parquet-pure", "ours", [parquet], "parquet", False),
-                  ("ours-3", "ours", runs3, "trec", False),
-                  ("cli", "cli", [spec], "trec", False),
-                  ("pytrec-1core", "pytrec", [run], "trec", True), ("ours-1core", "ours", [run], "trec", True),
-                  ("floor-1core", "floor", [run], "trec", True),
-                  ("ours-parquet-1core", "ours", [parquet], "parquet", True),
-                  ("floor-parquet-1core", "floor", [parquet], "parquet", True),
-                  ("cli-1core", "cli", [spec], "trec", True)]
+        cases += [
+            ("ours-parquet", "ours", [parquet], "parquet", False),
+            ("floor-parquet", "floor", [parquet], "parquet", False),
+            ("ours-pure", "ours", [run], "trec", False),
+            ("ours-parquet-pure", "ours", [parquet], "parquet", False),
+            ("ours-3", "ours", runs3, "trec", False),
+            ("cli", "cli", [spec], "trec", False),
+            ("pytrec-1core", "pytrec", [run], "trec", True),
+            ("ours-1core", "ours", [run], "trec", True),
+            ("floor-1core", "floor", [run], "trec", True),
+            ("ours-parquet-1core", "ours", [parquet], "parquet", True),
+            ("floor-parquet-1core", "floor", [parquet], "parquet", True),
+            ("cli-1core", "cli", [spec], "trec", True),
+        ]
     best: dict[str, dict] = {}
     if spec is not None:  # a new store, created by a first run that is not measured (a store is made once)
         (workdir / "cli_mlflow.db").unlink(missing_ok=True)
         shutil.rmtree(workdir / "mlruns", ignore_errors=True)
         shutil.rmtree(workdir / "cli_out", ignore_errors=True)
         first = run_cli_child(spec, workdir)
-        print(f"  CLI run into a new SQLite store (not measured; creates the store): {first['seconds']:.2f} s, "
-              f"logging {first['logging_s']:.2f} s")
+        print(
+            f"  CLI run into a new SQLite store (not measured; creates the store): {first['seconds']:.2f} s, "
+            f"logging {first['logging_s']:.2f} s"
+        )
     for i in range(max(1, args.repeat)):
         for key, tool, paths, fmt, one_core in cases:
             if tool == "cli":
@@ -723,8 +824,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 r = run_child(tool, paths, qrels, fmt=fmt, one_core=one_core, pure=key.endswith("-pure"))
             mean = f"mean={r['mean']:.12f}" if r["n_queries"] else ""
-            print(f"  [{i + 1}/{args.repeat}] {key:<14} {r['seconds']:7.2f} s {r['peak_rss_mb']:7.0f} MB  {mean}",
-                  flush=True)
+            print(
+                f"  [{i + 1}/{args.repeat}] {key:<14} {r['seconds']:7.2f} s {r['peak_rss_mb']:7.0f} MB  {mean}",
+                flush=True,
+            )
             _keep_best(best, key, r)
     print()
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -735,10 +838,17 @@ def run_cli_child(spec: Path, workdir: Path, *, one_core: bool = False) -> dict:
     from _child import run_child as run_fresh
 
     # the child's working folder is the data folder: MLflow's artifacts (./mlruns) go there
-    args = ["--child", "cli", "--run", str(spec), "--out", str(workdir / "cli_out")] + \
-        (["--threads", "1"] if one_core else [])
-    return run_fresh(__file__, args, "cli-1core" if one_core else "cli", None, cwd=workdir,
-                     prefix=["taskset", "-c", "0"] if one_core else None)
+    args = ["--child", "cli", "--run", str(spec), "--out", str(workdir / "cli_out")] + (
+        ["--threads", "1"] if one_core else []
+    )
+    return run_fresh(
+        __file__,
+        args,
+        "cli-1core" if one_core else "cli",
+        None,
+        cwd=workdir,
+        prefix=["taskset", "-c", "0"] if one_core else None,
+    )
 
 
 def work_budget(work: dict, floor: dict, ours: dict) -> None:
@@ -746,12 +856,16 @@ def work_budget(work: dict, floor: dict, ours: dict) -> None:
     steps = work["steps"]
     total = sum(steps.values())
     parse = steps.get(PARSE_STEP, float("nan"))
-    print("where the engine's CPU goes, step by step (CPU seconds of every thread, each step alone, in one process; "
-          "a step alone pays cold memory the engine's overlapped steps share):")
+    print(
+        "where the engine's CPU goes, step by step (CPU seconds of every thread, each step alone, in one process; "
+        "a step alone pays cold memory the engine's overlapped steps share):"
+    )
     for name, cpu in steps.items():
         print(f"    {name:<48}{cpu:6.2f}")
-    print(f"    {'total':<48}{total:6.2f}   (beyond the parse: {total - parse:.2f}; the engine's own child "
-          f"{ours.get('cpu_s', float('nan')):.2f} CPU s in {ours['seconds']:.2f} s)")
+    print(
+        f"    {'total':<48}{total:6.2f}   (beyond the parse: {total - parse:.2f}; the engine's own child "
+        f"{ours.get('cpu_s', float('nan')):.2f} CPU s in {ours['seconds']:.2f} s)"
+    )
 
 
 def _parse(floor: dict) -> float:
@@ -761,31 +875,44 @@ def _parse(floor: dict) -> float:
 
 def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> int:
     p, o, f = best["pytrec"], best["ours"], best["floor"]
-    print(f"read + nDCG@10, {args.queries:,} queries x {args.docs:,} docs (best of {args.repeat}; seconds = "
-          f"import + read + compute inside a fresh interpreter; peak RSS = {o['rss_source']})")
+    print(
+        f"read + nDCG@10, {args.queries:,} queries x {args.docs:,} docs (best of {args.repeat}; seconds = "
+        f"import + read + compute inside a fresh interpreter; peak RSS = {o['rss_source']})"
+    )
     header = f"{'case':<26}{'seconds':>9}{'cpu s':>7}{'peak MB':>9}   stages (s)"
     print(header)
     print("-" * 111)
-    labels = {"pytrec": "pytrec_eval", "ours": "ndcg_mlflow", "floor": "Arrow floor",
-              "ours-parquet": "ndcg_mlflow parquet", "floor-parquet": "Arrow floor parquet",
-              "ours-3": "ndcg_mlflow 3 systems", "cli": "CLI run (SQLite)"}
+    labels = {
+        "pytrec": "pytrec_eval",
+        "ours": "ndcg_mlflow",
+        "floor": "Arrow floor",
+        "ours-parquet": "ndcg_mlflow parquet",
+        "floor-parquet": "Arrow floor parquet",
+        "ours-3": "ndcg_mlflow 3 systems",
+        "cli": "CLI run (SQLite)",
+    }
     labels.update({f"{k}-1core": f"{v} 1 core" for k, v in list(labels.items()) if k != "ours-3"})
     labels.update({"ours-pure": "ndcg_mlflow, no C", "ours-parquet-pure": "ndcg_mlflow parquet, no C"})
     for key, r in best.items():
         if key == "work":
             continue
-        print(f"{labels[key]:<26}{r['seconds']:>9.2f}{r.get('cpu_s', float('nan')):>7.2f}{r['peak_rss_mb']:>9.0f}   "
-              f"{_stages(r)}")
+        print(
+            f"{labels[key]:<26}{r['seconds']:>9.2f}{r.get('cpu_s', float('nan')):>7.2f}{r['peak_rss_mb']:>9.0f}   "
+            f"{_stages(r)}"
+        )
     print()
     diff = abs(o["mean"] - p["mean"])
     agree = diff <= 1e-9 and p["n_queries"] == o["n_queries"]
     for key in ("ours-parquet", "ours-1core", "ours-parquet-1core", "ours-3", "ours-pure", "ours-parquet-pure"):
         if key in best:
             means = best[key].get("means", [best[key]["mean"]])
-            agree = agree and all(abs(m - p["mean"]) <= 1e-9 for m in means) and \
-                best[key]["n_queries"] == p["n_queries"]
-    print(f"mean nDCG@10: pytrec_eval {p['mean']:.15f} over {p['n_queries']} queries; "
-          f"ndcg_mlflow {o['mean']:.15f} over {o['n_queries']} queries; |diff| = {diff:.3g}")
+            agree = (
+                agree and all(abs(m - p["mean"]) <= 1e-9 for m in means) and best[key]["n_queries"] == p["n_queries"]
+            )
+    print(
+        f"mean nDCG@10: pytrec_eval {p['mean']:.15f} over {p['n_queries']} queries; "
+        f"ndcg_mlflow {o['mean']:.15f} over {o['n_queries']} queries; |diff| = {diff:.3g}"
+    )
     if not agree:
         print("!" * 78)
         print("!!! MISMATCH: the means (or query counts) do NOT agree to 1e-9 !!!")
@@ -803,10 +930,22 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         ("time vs Arrow parse + id encoding (TREC)", o["seconds"] / f["seconds"], 1.5, False),
     ]
     if "ours-parquet" in best:
-        checks.append(("time vs bare Arrow parse (Parquet)", best["ours-parquet"]["seconds"] /
-                       _parse(best["floor-parquet"]), 1.5, True))
-        checks.append(("time vs Arrow parse + id encoding (Parquet)", best["ours-parquet"]["seconds"] /
-                       best["floor-parquet"]["seconds"], 1.5, False))
+        checks.append(
+            (
+                "time vs bare Arrow parse (Parquet)",
+                best["ours-parquet"]["seconds"] / _parse(best["floor-parquet"]),
+                1.5,
+                True,
+            )
+        )
+        checks.append(
+            (
+                "time vs Arrow parse + id encoding (Parquet)",
+                best["ours-parquet"]["seconds"] / best["floor-parquet"]["seconds"],
+                1.5,
+                False,
+            )
+        )
     if "ours-3" in best:
         three = best["ours-3"]
         # the first run is read while the judgments are (in both cases): its read starts with the judgments' stage,
@@ -814,9 +953,11 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         single = o["qrels_s"] + o["read_s"] + o["compute_s"]
         per = [s["read_s"] + s["compute_s"] for s in three["per_system"]]
         per[0] += three["qrels_s"]
-        print(f"three systems: judgments read once ({three['qrels_s']:.2f} s, with the first run's read beside "
-              f"them); per system {' / '.join(f'{x:.2f}' for x in per)} s against {single:.2f} s for the single "
-              f"run (judgments, read, compute)")
+        print(
+            f"three systems: judgments read once ({three['qrels_s']:.2f} s, with the first run's read beside "
+            f"them); per system {' / '.join(f'{x:.2f}' for x in per)} s against {single:.2f} s for the single "
+            f"run (judgments, read, compute)"
+        )
         checks.append(("3 systems vs 3 x one system", sum(per) / (3 * single), 1.15, True))
     for suffix, label in (("", ""), ("-1core", "1 core: ")):
         c = best.get("cli" + suffix)
@@ -824,33 +965,65 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
             continue
         fixed = fixed_costs_of(c)
         own = (c["report_s"] + c["logging_s"] - fixed) / (c["seconds"] - fixed)
-        checks.append((f"{label}CLI: report + logging share, fixed costs apart", own, REPORT_LOGGING_BUDGET,
-                       not suffix))
-        checks.append((f"{label}CLI: report + logging share, fixed costs in",
-                       (c["report_s"] + c["logging_s"]) / c["seconds"], REPORT_LOGGING_BUDGET, False))
+        checks.append(
+            (f"{label}CLI: report + logging share, fixed costs apart", own, REPORT_LOGGING_BUDGET, not suffix)
+        )
+        checks.append(
+            (
+                f"{label}CLI: report + logging share, fixed costs in",
+                (c["report_s"] + c["logging_s"]) / c["seconds"],
+                REPORT_LOGGING_BUDGET,
+                False,
+            )
+        )
         if "store_calls" in c and not suffix:
             sc = c["store_calls"]
-            print(f"CLI: {sum(sc.values())} store calls ({', '.join(f'{k} {v}' for k, v in sorted(sc.items()))}); "
-                  f"importing pandas, mlflow and its SQL store and opening the store {fixed:.2f} s of the "
-                  f"report's and logging's "
-                  f"{c['report_s'] + c['logging_s']:.2f} s")
+            print(
+                f"CLI: {sum(sc.values())} store calls ({', '.join(f'{k} {v}' for k, v in sorted(sc.items()))}); "
+                f"importing pandas, mlflow and its SQL store and opening the store {fixed:.2f} s of the "
+                f"report's and logging's "
+                f"{c['report_s'] + c['logging_s']:.2f} s"
+            )
     if "ours-1core" in best:
-        checks.append(("1 core: time vs pytrec_eval", best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],
-                       0.25, False))
-        checks.append(("1 core: time vs bare Arrow parse (TREC)", best["ours-1core"]["seconds"] /
-                       _parse(best["floor-1core"]), 1.5, False))
+        checks.append(
+            (
+                "1 core: time vs pytrec_eval",
+                best["ours-1core"]["seconds"] / best["pytrec-1core"]["seconds"],
+                0.25,
+                False,
+            )
+        )
+        checks.append(
+            (
+                "1 core: time vs bare Arrow parse (TREC)",
+                best["ours-1core"]["seconds"] / _parse(best["floor-1core"]),
+                1.5,
+                False,
+            )
+        )
     if "ours-parquet-1core" in best:
-        checks.append(("1 core: time vs bare Arrow parse (Parquet)", best["ours-parquet-1core"]["seconds"] /
-                       _parse(best["floor-parquet-1core"]), 1.5, False))
+        checks.append(
+            (
+                "1 core: time vs bare Arrow parse (Parquet)",
+                best["ours-parquet-1core"]["seconds"] / _parse(best["floor-parquet-1core"]),
+                1.5,
+                False,
+            )
+        )
     for key, floor, label in (("ours-pure", f, "TREC"), ("ours-parquet-pure", best.get("floor-parquet"), "Parquet")):
         if key in best and floor is not None:
-            checks.append((f"no C parts: time vs bare Arrow parse ({label})", best[key]["seconds"] / _parse(floor),
-                           1.5, False))
+            checks.append(
+                (f"no C parts: time vs bare Arrow parse ({label})", best[key]["seconds"] / _parse(floor), 1.5, False)
+            )
     if "cpu_s" in o and "cpu_s" in p:
-        print(f"CPU time (every thread): ndcg_mlflow {o['cpu_s']:.2f} s, pytrec_eval {p['cpu_s']:.2f} s "
-              f"({o['cpu_s'] / p['cpu_s']:.2f}x; on a loaded machine the wall-time ratio drifts toward this one)")
-    print(f"the TREC floor: import + parse {_parse(f):.2f} s (the floor of the targets), dictionary encoding of "
-          f"the ids {f['compute_s']:.2f} s (for information)")
+        print(
+            f"CPU time (every thread): ndcg_mlflow {o['cpu_s']:.2f} s, pytrec_eval {p['cpu_s']:.2f} s "
+            f"({o['cpu_s'] / p['cpu_s']:.2f}x; on a loaded machine the wall-time ratio drifts toward this one)"
+        )
+    print(
+        f"the TREC floor: import + parse {_parse(f):.2f} s (the floor of the targets), dictionary encoding of "
+        f"the ids {f['compute_s']:.2f} s (for information)"
+    )
     if "work" in best:
         work_budget(best["work"], f, o)
     print()
@@ -859,8 +1032,11 @@ def report(best: dict[str, dict], args: argparse.Namespace, workdir: Path) -> in
         ok = value <= target
         if counts:
             ok_all = ok_all and ok
-        verdict = f"target <= {target:.2f}   {'met' if ok else 'MISSED'}" if counts else \
-            f"(for information: {'within' if ok else 'beyond'} {target:.2f})"
+        verdict = (
+            f"target <= {target:.2f}   {'met' if ok else 'MISSED'}"
+            if counts
+            else f"(for information: {'within' if ok else 'beyond'} {target:.2f})"
+        )
         print(f"  {name:<58} {value:6.2f}   {verdict}")
     print(f"verdict: {'PASS' if ok_all else 'FAIL'}{'' if agree else ' (AND THE MEANS DISAGREE)'}")
 

@@ -33,10 +33,21 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-SPEC = {"spec_version": 1, "name": "bench-spark",
-        "metric": {"gain": "linear", "cutoffs": [10], "discount": "log2", "ties": "id_descending",
-                   "ideal": "judged_catalog", "empty_ideal": "zero", "unjudged": "zero", "missing_queries": "zero"},
-        "queries": {"weights": "uniform"}}
+SPEC = {
+    "spec_version": 1,
+    "name": "bench-spark",
+    "metric": {
+        "gain": "linear",
+        "cutoffs": [10],
+        "discount": "log2",
+        "ties": "id_descending",
+        "ideal": "judged_catalog",
+        "empty_ideal": "zero",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    },
+    "queries": {"weights": "uniform"},
+}
 
 
 # --------------------------------------------------------------------------- the measured process
@@ -54,16 +65,26 @@ def child(args: argparse.Namespace) -> None:
     else:
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
-                 .config("spark.driver.memory", args.driver_memory).config("spark.ui.enabled", "true")
-                 .config("spark.ui.port", "4321").config("spark.port.maxRetries", "50")
-                 .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("bench-spark")
+            .config("spark.driver.memory", args.driver_memory)
+            .config("spark.ui.enabled", "true")
+            .config("spark.ui.port", "4321")
+            .config("spark.port.maxRetries", "50")
+            .config("spark.sql.shuffle.partitions", "8")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, prefilter=args.child == "spark")
         out["engine_info"] = result.engine_info
         out.update(_shuffle(spark))
-    out.update(seconds=time.perf_counter() - t0, mean=result.mean("bench", 10), n_queries=len(result.query_ids),
-               per_query_sha=_digest(result))
+    out.update(
+        seconds=time.perf_counter() - t0,
+        mean=result.mean("bench", 10),
+        n_queries=len(result.query_ids),
+        per_query_sha=_digest(result),
+    )
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -81,8 +102,10 @@ def _shuffle(spark) -> dict:
     sc = spark.sparkContext
     url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
     stages = json.loads(urllib.request.urlopen(url, timeout=30).read())
-    return {"shuffle_write_bytes": sum(s.get("shuffleWriteBytes", 0) for s in stages),
-            "shuffle_write_records": sum(s.get("shuffleWriteRecords", 0) for s in stages)}
+    return {
+        "shuffle_write_bytes": sum(s.get("shuffleWriteBytes", 0) for s in stages),
+        "shuffle_write_records": sum(s.get("shuffleWriteRecords", 0) for s in stages),
+    }
 
 
 # --------------------------------------------------------------------------- memory of a process tree
@@ -116,8 +139,9 @@ def _tree(root: int) -> list[tuple[int, str, int]]:
 
 def measure(argv: list[str]) -> dict:
     """Run this script's child mode with ``argv`` and sample its tree's memory; its RESULT line, with peaks."""
-    proc = subprocess.Popen([sys.executable, __file__, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     peaks = {"driver_python_mb": 0.0, "jvm_mb": 0.0, "python_workers_mb": 0.0, "total_mb": 0.0}
     done = threading.Event()
 
@@ -125,8 +149,13 @@ def measure(argv: list[str]) -> dict:
         while not done.is_set():
             groups = {"driver_python_mb": 0, "jvm_mb": 0, "python_workers_mb": 0}
             for pid, cmd, rss in _tree(proc.pid):
-                key = "driver_python_mb" if pid == proc.pid else "jvm_mb" if "java" in cmd.split(" ")[0] \
+                key = (
+                    "driver_python_mb"
+                    if pid == proc.pid
+                    else "jvm_mb"
+                    if "java" in cmd.split(" ")[0]
                     else "python_workers_mb"
+                )
                 groups[key] += rss
             for key, kb in groups.items():
                 peaks[key] = max(peaks[key], kb / 1024)
@@ -141,18 +170,23 @@ def measure(argv: list[str]) -> dict:
     lines = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"the measured process failed ({proc.returncode}):\n{stderr[-3000:]}")
-    return {**json.loads(lines[-1][len("RESULT "):]), **peaks}
+    return {**json.loads(lines[-1][len("RESULT ") :]), **peaks}
 
 
 def show(name: str, r: dict) -> None:
     extra = ""
     if "shuffle_write_bytes" in r:
         info = r["engine_info"]["systems"]["bench"]
-        extra = (f"  shuffle {r['shuffle_write_bytes'] / 1e6:8.1f} MB, {r['shuffle_write_records']:,} records; "
-                 f"rows into the buckets {info['rows_shuffled']:,} of {info['rows']:,}")
-    print(f"  {name:<22} {r['seconds']:7.1f} s  peak: total {r['total_mb']:6.0f} MB (driver Python "
-          f"{r['driver_python_mb']:5.0f}, JVM {r['jvm_mb']:5.0f}, Python workers {r['python_workers_mb']:5.0f})"
-          f"{extra}", flush=True)
+        extra = (
+            f"  shuffle {r['shuffle_write_bytes'] / 1e6:8.1f} MB, {r['shuffle_write_records']:,} records; "
+            f"rows into the buckets {info['rows_shuffled']:,} of {info['rows']:,}"
+        )
+    print(
+        f"  {name:<22} {r['seconds']:7.1f} s  peak: total {r['total_mb']:6.0f} MB (driver Python "
+        f"{r['driver_python_mb']:5.0f}, JVM {r['jvm_mb']:5.0f}, Python workers {r['python_workers_mb']:5.0f})"
+        f"{extra}",
+        flush=True,
+    )
 
 
 def load() -> str:
@@ -170,16 +204,21 @@ def case_7m(workdir: Path, driver_memory: str) -> None:
     parquet = ensure_parquet(run)
     print(f"7M-line run ({parquet.name}), nDCG@10; load average {load()}")
     results = {}
-    for name, mode in (("local engine", "local"), ("spark local[2] prefilter", "spark"),
-                       ("spark local[2] full", "spark-full")):
-        results[name] = r = measure(["--child", mode, "--run", str(parquet), "--qrels", str(qrels),
-                                     "--driver-memory", driver_memory])
+    for name, mode in (
+        ("local engine", "local"),
+        ("spark local[2] prefilter", "spark"),
+        ("spark local[2] full", "spark-full"),
+    ):
+        results[name] = r = measure(
+            ["--child", mode, "--run", str(parquet), "--qrels", str(qrels), "--driver-memory", driver_memory]
+        )
         show(name, r)
     digests = {r["per_query_sha"] for r in results.values()}
     if len(digests) != 1:
         raise SystemExit("the per-query tables differ between the engines")
-    print(f"  the same per-query table on the three (mean {results['local engine']['mean']:.12f}); "
-          f"load average {load()}")
+    print(
+        f"  the same per-query table on the three (mean {results['local engine']['mean']:.12f}); load average {load()}"
+    )
 
 
 def generate_large(folder: Path, qrels: Path, n_queries: int, n_docs: int, seed: int = 7) -> int:
@@ -204,9 +243,13 @@ def generate_large(folder: Path, qrels: Path, n_queries: int, n_docs: int, seed:
         docs = rng.integers(0, 50_000_000, size=(n, n_docs), dtype=np.int64)
         docs = docs + (np.arange(n_docs, dtype=np.int64) * 50_000_000)[None, :]  # distinct within a query
         score = np.round(30 - np.cumsum(rng.exponential(0.05, size=(n, n_docs)), axis=1), 3)
-        table = pa.table({"query_id": pc.cast(pa.array(q), pa.string()),
-                          "doc_id": pc.cast(pa.array(docs.ravel()), pa.string()),
-                          "score": pa.array(score.ravel())})
+        table = pa.table(
+            {
+                "query_id": pc.cast(pa.array(q), pa.string()),
+                "doc_id": pc.cast(pa.array(docs.ravel()), pa.string()),
+                "score": pa.array(score.ravel()),
+            }
+        )
         pq.write_table(table, folder / f"part-{f:03d}.parquet")
         k = 12
         pos = np.minimum(rng.exponential(40.0, size=(n, k)).astype(np.int64), n_docs - 1)
@@ -216,9 +259,13 @@ def generate_large(folder: Path, qrels: Path, n_queries: int, n_docs: int, seed:
         jq.append(rows + a)
         jd.append(docs[rows, pos[keep]])
         jg.append(rng.choice(4, size=rows.size, p=[0.3, 0.3, 0.25, 0.15]))
-    qt = pa.table({"query_id": pc.cast(pa.array(np.concatenate(jq)), pa.string()),
-                   "doc_id": pc.cast(pa.array(np.concatenate(jd)), pa.string()),
-                   "grade": pa.array(np.concatenate(jg).astype(np.int64))})
+    qt = pa.table(
+        {
+            "query_id": pc.cast(pa.array(np.concatenate(jq)), pa.string()),
+            "doc_id": pc.cast(pa.array(np.concatenate(jd)), pa.string()),
+            "grade": pa.array(np.concatenate(jg).astype(np.int64)),
+        }
+    )
     pq.write_table(qt, qrels)
     return qt.num_rows
 
@@ -232,11 +279,11 @@ def case_50m(workdir: Path, driver_memory: str, n_queries: int, n_docs: int, kee
         t0 = time.perf_counter()
         n_judged = generate_large(folder, qrels, n_queries, n_docs)
         size = sum(p.stat().st_size for p in folder.iterdir())
-        print(f"  generated in {time.perf_counter() - t0:.0f} s: {size / 1e9:.2f} GB of Parquet, {n_judged:,} "
-              f"judgments")
+        print(
+            f"  generated in {time.perf_counter() - t0:.0f} s: {size / 1e9:.2f} GB of Parquet, {n_judged:,} judgments"
+        )
     try:
-        r = measure(["--child", "spark", "--run", str(folder), "--qrels", str(qrels), "--driver-memory",
-                     driver_memory])
+        r = measure(["--child", "spark", "--run", str(folder), "--qrels", str(qrels), "--driver-memory", driver_memory])
         show(f"spark local[2] ({driver_memory} driver)", r)
         print(f"  {r['n_queries']:,} queries, mean nDCG@10 {r['mean']:.6f}; load average {load()}")
     finally:

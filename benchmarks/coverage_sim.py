@@ -66,11 +66,18 @@ class Population:
     @property
     def kish_ratio(self) -> float:
         """Kish's n_eff / n for samples from this population: E[w]^2 / E[w^2]."""
-        return float(self.w.mean() ** 2 / (self.w ** 2).mean())
+        return float(self.w.mean() ** 2 / (self.w**2).mean())
 
 
-def make_population(kind: str, size: int = POPULATION, seed: int = 20240611, *, sigma: float | None = None,
-                    rho: float | None = None, clip: float | None = None) -> Population:
+def make_population(
+    kind: str,
+    size: int = POPULATION,
+    seed: int = 20240611,
+    *,
+    sigma: float | None = None,
+    rho: float | None = None,
+    clip: float | None = None,
+) -> Population:
     """x ~ Beta; w = 1 (uniform) or exp(sigma * s) with s standard normal, correlated rho with x's normal
     score, and cut to |s| <= clip when ``clip`` is given (the module constants are the defaults)."""
     from scipy.special import ndtr
@@ -85,7 +92,7 @@ def make_population(kind: str, size: int = POPULATION, seed: int = 20240611, *, 
     if kind == "uniform":
         w = np.ones(size)
     elif kind == "skewed":
-        s = rho * z + np.sqrt(1 - rho ** 2) * rng.standard_normal(size)
+        s = rho * z + np.sqrt(1 - rho**2) * rng.standard_normal(size)
         if clip and clip > 0:
             s = np.clip(s, -clip, clip)
         w = np.exp(sigma * s)
@@ -130,9 +137,18 @@ def wrong_pw_distribution(x: np.ndarray, w: np.ndarray, resamples: int, rng: np.
     return x[np.minimum(idx, x.size - 1)].mean(axis=1)
 
 
-def simulate(kind: str, *, reps: int, queries: int, resamples: int, methods: tuple[str, ...] = ("percentile", "bca"),
-             seed: int = 7, wrong: bool = True, unweighted: bool = True,
-             population: Population | None = None) -> tuple[Population, list[Coverage]]:
+def simulate(
+    kind: str,
+    *,
+    reps: int,
+    queries: int,
+    resamples: int,
+    methods: tuple[str, ...] = ("percentile", "bca"),
+    seed: int = 7,
+    wrong: bool = True,
+    unweighted: bool = True,
+    population: Population | None = None,
+) -> tuple[Population, list[Coverage]]:
     """Coverage of each method over ``reps`` repetitions.
 
     ``wrong`` adds the p~w bootstrap (with each method but studentized), and ``unweighted``
@@ -189,21 +205,35 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown method {m!r}")
 
     lo_band, hi_band = binomial_band(args.reps)
-    print(f"{args.reps} repetitions x {args.queries} queries, {args.resamples} resamples, nominal "
-          f"{CONFIDENCE:.0%}; binomial 95% band for the observed coverage: [{lo_band:.3f}, {hi_band:.3f}]")
-    print(f"population: {POPULATION:,} (x, w) pairs, x ~ Beta({BETA_A}, {BETA_B}); skewed w = lognormal("
-          f"sigma {args.sigma}) correlated with x (rho {args.rho} on the normal scale)"
-          f"{f', log w cut at +-{args.clip:g} sd' if args.clip else ''}")
+    print(
+        f"{args.reps} repetitions x {args.queries} queries, {args.resamples} resamples, nominal "
+        f"{CONFIDENCE:.0%}; binomial 95% band for the observed coverage: [{lo_band:.3f}, {hi_band:.3f}]"
+    )
+    print(
+        f"population: {POPULATION:,} (x, w) pairs, x ~ Beta({BETA_A}, {BETA_B}); skewed w = lognormal("
+        f"sigma {args.sigma}) correlated with x (rho {args.rho} on the normal scale)"
+        f"{f', log w cut at +-{args.clip:g} sd' if args.clip else ''}"
+    )
     ok = True
     t_all = time.perf_counter()
     for kind in ("uniform", "skewed"):
         t0 = time.perf_counter()
         pop = make_population(kind, sigma=args.sigma, rho=args.rho, clip=args.clip)
-        pop, covs = simulate(kind, reps=args.reps, queries=args.queries, resamples=args.resamples,
-                             methods=methods, seed=args.seed, wrong=kind == "skewed", population=pop)
+        pop, covs = simulate(
+            kind,
+            reps=args.reps,
+            queries=args.queries,
+            resamples=args.resamples,
+            methods=methods,
+            seed=args.seed,
+            wrong=kind == "skewed",
+            population=pop,
+        )
         print()
-        print(f"{kind} weights: target (population weighted mean) {pop.target:.5f}, plain mean "
-              f"{pop.x.mean():.5f}, Kish n_eff/n {pop.kish_ratio:.2f}  ({time.perf_counter() - t0:.1f} s)")
+        print(
+            f"{kind} weights: target (population weighted mean) {pop.target:.5f}, plain mean "
+            f"{pop.x.mean():.5f}, Kish n_eff/n {pop.kish_ratio:.2f}  ({time.perf_counter() - t0:.1f} s)"
+        )
         print(f"  {'interval':<52}{'coverage':>9}   {'95% band':<16}{'mean width':>11}{'centre bias':>13}  result")
         for c in covs:
             inside = lo_band <= c.rate <= hi_band
@@ -215,11 +245,15 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 result = "PASS" if inside else "FAIL"
                 ok &= inside
-            print(f"  {c.label:<52}{c.rate:>9.3f}   [{lo_band:.3f}, {hi_band:.3f}]{np.mean(c.widths):>11.5f}"
-                  f"{np.mean(c.centre_error):>+13.5f}  {result}")
+            print(
+                f"  {c.label:<52}{c.rate:>9.3f}   [{lo_band:.3f}, {hi_band:.3f}]{np.mean(c.widths):>11.5f}"
+                f"{np.mean(c.centre_error):>+13.5f}  {result}"
+            )
     print()
-    print(f"overall: {'OK' if ok else 'NOT OK'} - correct intervals within the band, wrongly weighted bootstrap "
-          f"outside it ({time.perf_counter() - t_all:.1f} s)")
+    print(
+        f"overall: {'OK' if ok else 'NOT OK'} - correct intervals within the band, wrongly weighted bootstrap "
+        f"outside it ({time.perf_counter() - t_all:.1f} s)"
+    )
     return 0 if ok else 1
 
 

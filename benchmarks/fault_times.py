@@ -135,7 +135,7 @@ class TrickleServer(FakeServer):
                 conn.recv(65536)
             except TimeoutError:
                 pass
-            conn.sendall(head[i:i + 1] if i < len(head) else b"a")
+            conn.sendall(head[i : i + 1] if i < len(head) else b"a")
             i += 1
             self.stopped.wait(1.0)
 
@@ -150,12 +150,14 @@ def write_spec(folder: Path, name: str, *, timeout: float | None, retries: int |
         shutil.copytree(DEMO, data)
     lines = [f"    s{i:02d}: demo/{DEMO_RUNS[i % 3]}" for i in range(systems)]
     extra = "".join(f", {k}: {v}" for k, v in (("timeout", timeout), ("max_retries", retries)) if v is not None)
-    text = (f"spec_version: 1\nname: {name}\n"
-            "metric: {gain: exponential, cutoffs: [5, 10], discount: log2, ties: displayed_order,\n"
-            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
-            "queries: {weights: uniform}\n"
-            "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
-            f"mlflow: {{experiment: {name}{extra}}}\n")
+    text = (
+        f"spec_version: 1\nname: {name}\n"
+        "metric: {gain: exponential, cutoffs: [5, 10], discount: log2, ties: displayed_order,\n"
+        "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+        "queries: {weights: uniform}\n"
+        "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
+        f"mlflow: {{experiment: {name}{extra}}}\n"
+    )
     path = folder / f"{name}.yaml"
     path.write_text(text)
     return path
@@ -165,9 +167,13 @@ def bound_of(timeout: float | None, retries: int | None) -> object:
     """The package's bounds for these settings (the defaults of ``configure_http`` where not given)."""
     from ndcg_mlflow.tracking import DEFAULT_HTTP, Bounds
 
-    return Bounds(timeout=float(timeout if timeout is not None else DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_TIMEOUT"]),
-                  retries=int(retries if retries is not None else DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]),
-                  backoff=float(DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]), jitter=1.0, total=600.0)
+    return Bounds(
+        timeout=float(timeout if timeout is not None else DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_TIMEOUT"]),
+        retries=int(retries if retries is not None else DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]),
+        backoff=float(DEFAULT_HTTP["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]),
+        jitter=1.0,
+        total=600.0,
+    )
 
 
 @dataclass
@@ -185,14 +191,24 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return (self.code == self.expected_code and self.seconds <= self.bound + EXIT_MARGIN
-                and not self.running_after_upload and "Traceback" not in self.stderr)
+        return (
+            self.code == self.expected_code
+            and self.seconds <= self.bound + EXIT_MARGIN
+            and not self.running_after_upload
+            and "Traceback" not in self.stderr
+        )
 
 
 def start_cli(spec: Path, out: Path, uri: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(cli_command("run", str(spec), "--out", str(out), "--tracking-uri", uri, "--quiet"),
-                            cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cli_command("run", str(spec), "--out", str(out), "--tracking-uri", uri, "--quiet"),
+        cwd=cwd,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str, float]:
@@ -251,8 +267,9 @@ def running_runs(uri: str, experiment: str) -> int:
     return sum(r.info.status == "RUNNING" for r in runs)
 
 
-def run_frozen(workdir: Path, timeout: float | None, retries: int | None, *, systems: int = 6,
-               template_db: Path | None = None) -> Outcome:
+def run_frozen(
+    workdir: Path, timeout: float | None, retries: int | None, *, systems: int = 6, template_db: Path | None = None
+) -> Outcome:
     bounds = bound_of(timeout, retries)
     folder = workdir / "frozen"
     folder.mkdir(parents=True, exist_ok=True)
@@ -278,8 +295,14 @@ def run_frozen(workdir: Path, timeout: float | None, retries: int | None, *, sys
         server.healthy(60)  # answered after the connections queued while it was frozen were taken
         time.sleep(2.0)  # and their requests worked through
         outcome.running_after_resume = running_runs(server.uri, name)
-        up = subprocess.run(cli_command("upload", str(out), "--tracking-uri", server.uri, "--quiet"), cwd=folder,
-                            env=clean_env(), capture_output=True, text=True, timeout=300)
+        up = subprocess.run(
+            cli_command("upload", str(out), "--tracking-uri", server.uri, "--quiet"),
+            cwd=folder,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if up.returncode != 0:
             outcome.notes.append(f"upload exited {up.returncode}: {up.stderr.strip()[-500:]}")
             outcome.code = None
@@ -295,8 +318,11 @@ SCENARIOS = ("silent", "trickle", "frozen", "sigterm")
 def run_all(workdir: Path, timeout: float | None, retries: int | None, only=SCENARIOS) -> list[Outcome]:
     results = []
     for kind in only:
-        results.append(run_frozen(workdir, timeout, retries) if kind == "frozen"
-                       else run_against_fake(kind, workdir, timeout, retries))
+        results.append(
+            run_frozen(workdir, timeout, retries)
+            if kind == "frozen"
+            else run_against_fake(kind, workdir, timeout, retries)
+        )
     return results
 
 
@@ -319,13 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{'scenario':<9} {'exit':>4} {'to fail s':>9} {'bound s':>8} {'CLI s':>7} {'RUNNING after resume':>21} "
-          f"{'after upload':>12}  verdict")
+    print(
+        f"{'scenario':<9} {'exit':>4} {'to fail s':>9} {'bound s':>8} {'CLI s':>7} {'RUNNING after resume':>21} "
+        f"{'after upload':>12}  verdict"
+    )
     for r in results:
         resume = "-" if r.running_after_resume is None else str(r.running_after_resume)
         upload = "-" if r.running_after_upload is None else str(r.running_after_upload)
-        print(f"{r.name:<9} {str(r.code):>4} {r.seconds:>9.1f} {r.bound:>8.1f} {r.total:>7.1f} {resume:>21} "
-              f"{upload:>12}  {'ok' if r.ok else 'FAIL'}")
+        print(
+            f"{r.name:<9} {str(r.code):>4} {r.seconds:>9.1f} {r.bound:>8.1f} {r.total:>7.1f} {resume:>21} "
+            f"{upload:>12}  {'ok' if r.ok else 'FAIL'}"
+        )
         for note in r.notes:
             print(f"  note: {note}")
         if not r.ok:

@@ -53,14 +53,13 @@ GATE = Decision(KEY, "superiority", 0.0)
 ROWS = [{"candidate": "cand", "baseline": "base", "key": KEY, "p_corrected": float("nan"), "n_paired": 0}]
 
 
-def draw(n: int, sigma: float, reps: int, rng: np.random.Generator, ties: float = 0.0) -> tuple[np.ndarray,
-                                                                                              np.ndarray]:
+def draw(n: int, sigma: float, reps: int, rng: np.random.Generator, ties: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(reps x n) paired differences of two exchangeable systems and (reps x n) weights."""
     from scipy.special import ndtr
     from scipy.stats import beta
 
     shared = rng.standard_normal((reps, n))
-    own = math.sqrt(1 - DIFFICULTY ** 2)
+    own = math.sqrt(1 - DIFFICULTY**2)
     a = beta.ppf(ndtr(DIFFICULTY * shared + own * rng.standard_normal((reps, n))), BETA_A, BETA_B)
     b = beta.ppf(ndtr(DIFFICULTY * shared + own * rng.standard_normal((reps, n))), BETA_A, BETA_B)
     d = a - b
@@ -77,14 +76,16 @@ def gate(d: np.ndarray, w: np.ndarray) -> tuple[bool, float, float]:
     return out["outcome"] == "pass", row["ci_low"], row["ci_high"]
 
 
-def simulate(n: int, sigma: float, reps: int, *, seed: int = 3, resamples: int = 1000, ties: float = 0.0,
-             bootstrap: bool = True) -> dict[str, float]:
+def simulate(
+    n: int, sigma: float, reps: int, *, seed: int = 3, resamples: int = 1000, ties: float = 0.0, bootstrap: bool = True
+) -> dict[str, float]:
     """Rates over ``reps`` repetitions: ``gate`` (pass), ``t_cover``, ``undefined`` (the t interval), and with
     ``bootstrap`` ``<method>_pass`` / ``<method>_cover`` for bca and percentile."""
     rng = np.random.default_rng([seed, n, int(sigma * 10), int(ties * 100)])
     d, w = draw(n, sigma, reps, rng, ties)
-    counts = dict.fromkeys(("gate", "t_cover", "undefined", "bca_pass", "bca_cover", "percentile_pass",
-                            "percentile_cover"), 0)
+    counts = dict.fromkeys(
+        ("gate", "t_cover", "undefined", "bca_pass", "bca_cover", "percentile_pass", "percentile_cover"), 0
+    )
     for r in range(reps):
         passed, lo, hi = gate(d[r], w[r])
         counts["gate"] += passed
@@ -98,7 +99,7 @@ def simulate(n: int, sigma: float, reps: int, *, seed: int = 3, resamples: int =
                 counts[f"{method}_pass"] += blo[0] > 0
                 counts[f"{method}_cover"] += blo[0] <= 0 <= bhi[0]
     out = {k: v / reps for k, v in counts.items()}
-    out["n_eff"] = float(np.mean(w.sum(axis=1) ** 2 / (w ** 2).sum(axis=1)))  # Kish's, averaged over the draws
+    out["n_eff"] = float(np.mean(w.sum(axis=1) ** 2 / (w**2).sum(axis=1)))  # Kish's, averaged over the draws
     return out
 
 
@@ -122,12 +123,16 @@ def main(argv: list[str] | None = None) -> int:
         args.reps, args.resamples = 500, 500
     limit = upper_limit(args.reps)
     load = os.getloadavg()
-    print(f"{args.reps} repetitions per setting, superiority at margin 0, confidence {CONFIDENCE}; ties "
-          f"{args.ties:g}; {'no bootstrap' if args.no_bootstrap else f'{args.resamples} bootstrap resamples'}; "
-          f"load average {load[0]:.2f} on {os.cpu_count()} cores")
-    print(f"a setting PASSes when the gate passes at most {limit:.4f} of the time (the binomial 99% band's upper "
-          f"end around {PROMISE:g}); an undefined t interval (below 1 degree of freedom) fails the gate and "
-          f"counts as not covering")
+    print(
+        f"{args.reps} repetitions per setting, superiority at margin 0, confidence {CONFIDENCE}; ties "
+        f"{args.ties:g}; {'no bootstrap' if args.no_bootstrap else f'{args.resamples} bootstrap resamples'}; "
+        f"load average {load[0]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"a setting PASSes when the gate passes at most {limit:.4f} of the time (the binomial 99% band's upper "
+        f"end around {PROMISE:g}); an undefined t interval (below 1 degree of freedom) fails the gate and "
+        f"counts as not covering"
+    )
     head = f"  {'n':>4}{'weights':>10}{'n_eff':>7}{'gate pass':>11}{'t cover':>9}{'undef':>7}"
     if not args.no_bootstrap:
         head += f"{'BCa pass':>10}{'BCa cover':>11}{'pct pass':>10}{'pct cover':>11}"
@@ -136,15 +141,26 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for n in QUERIES:
         for sigma in SIGMAS:
-            r = simulate(n, sigma, args.reps, seed=args.seed, resamples=args.resamples, ties=args.ties,
-                         bootstrap=not args.no_bootstrap)
+            r = simulate(
+                n,
+                sigma,
+                args.reps,
+                seed=args.seed,
+                resamples=args.resamples,
+                ties=args.ties,
+                bootstrap=not args.no_bootstrap,
+            )
             passed = r["gate"] <= limit
             ok &= passed
-            line = (f"  {n:>4}{'uniform' if sigma == 0 else f'σ = {sigma:g}':>10}{r['n_eff']:>7.1f}{r['gate']:>11.4f}"
-                    f"{r['t_cover']:>9.4f}{r['undefined']:>7.3f}")
+            line = (
+                f"  {n:>4}{'uniform' if sigma == 0 else f'σ = {sigma:g}':>10}{r['n_eff']:>7.1f}{r['gate']:>11.4f}"
+                f"{r['t_cover']:>9.4f}{r['undefined']:>7.3f}"
+            )
             if not args.no_bootstrap:
-                line += (f"{r['bca_pass']:>10.4f}{r['bca_cover']:>11.4f}{r['percentile_pass']:>10.4f}"
-                         f"{r['percentile_cover']:>11.4f}")
+                line += (
+                    f"{r['bca_pass']:>10.4f}{r['bca_cover']:>11.4f}{r['percentile_pass']:>10.4f}"
+                    f"{r['percentile_cover']:>11.4f}"
+                )
             print(line + f"  {'PASS' if passed else 'FAIL'}", flush=True)
     print(f"overall: {'OK' if ok else 'NOT OK'} ({time.perf_counter() - t0:.1f} s)")
     return 0 if ok else 1

@@ -86,7 +86,8 @@ def make_data(folder: Path, n_queries: int, n_systems: int, seed: int = 7) -> Pa
         "data:\n  qrels: qrels.txt\n  systems:\n" + "\n".join(systems) + "\n"
         "uncertainty: {resamples: 1000, confidence: 0.95, method: bca, seed: 1}\n"
         "comparison: {baseline: sys0, test: both, correction: holm, wins_losses: 5, tie_tolerance: 1.0e-9}\n"
-        "mlflow: {experiment: soak}\n")
+        "mlflow: {experiment: soak}\n"
+    )
     return spec
 
 
@@ -95,8 +96,10 @@ def verdict(name: str, series: list[float], allowed: float) -> tuple[bool, str]:
     last = statistics.mean(series[-10:])
     growth = last - base
     ok = growth <= allowed
-    return ok, (f"{name:<8} iterations 10-20: {base:9.2f}   last 10: {last:9.2f}   growth {growth:+8.2f} "
-                f"(allowed {allowed:.2f})  {'ok' if ok else 'GROWS'}")
+    return ok, (
+        f"{name:<8} iterations 10-20: {base:9.2f}   last 10: {last:9.2f}   growth {growth:+8.2f} "
+        f"(allowed {allowed:.2f})  {'ok' if ok else 'GROWS'}"
+    )
 
 
 def main(argv=None) -> int:
@@ -123,8 +126,9 @@ def main(argv=None) -> int:
     from ndcg_mlflow.outputs import write_outputs
     from ndcg_mlflow.tracking import log_evaluation
 
-    print(f"soak: {args.iterations} evaluations of {args.systems} systems x {args.queries} queries "
-          f"-> {uri}", flush=True)
+    print(
+        f"soak: {args.iterations} evaluations of {args.systems} systems x {args.queries} queries -> {uri}", flush=True
+    )
     print(f"{'iter':>4} {'seconds':>8} {'rss_MB':>8} {'fds':>5} {'threads':>7}  parent run", flush=True)
     rss, fds, ths, secs = [], [], [], []
     for i in range(1, args.iterations + 1):
@@ -138,8 +142,7 @@ def main(argv=None) -> int:
         rss.append(rss_mb())
         fds.append(open_fds())
         ths.append(threads())
-        print(f"{i:4d} {secs[-1]:8.2f} {rss[-1]:8.1f} {fds[-1]:5d} {ths[-1]:7d}  {logged.parent_run_id}",
-              flush=True)
+        print(f"{i:4d} {secs[-1]:8.2f} {rss[-1]:8.1f} {fds[-1]:5d} {ths[-1]:7d}  {logged.parent_run_id}", flush=True)
 
     from mlflow.tracking import MlflowClient
 
@@ -148,17 +151,22 @@ def main(argv=None) -> int:
     runs = client.search_runs([exp.experiment_id], max_results=10_000)
     finished = sum(r.info.status == "FINISHED" for r in runs)
     print(f"\nstore: {len(runs)} runs ({finished} FINISHED), expected {args.iterations * (1 + args.systems)}")
-    print(f"time per iteration: first {secs[0]:.2f} s, median {statistics.median(secs):.2f} s, "
-          f"last 10 mean {statistics.mean(secs[-10:]):.2f} s")
+    print(
+        f"time per iteration: first {secs[0]:.2f} s, median {statistics.median(secs):.2f} s, "
+        f"last 10 mean {statistics.mean(secs[-10:]):.2f} s"
+    )
 
     base_rss = statistics.mean(rss[9:20])
-    results = [verdict("rss_MB", rss, max(16.0, 0.05 * base_rss)), verdict("fds", fds, 2),
-               verdict("threads", ths, 2)]
+    results = [verdict("rss_MB", rss, max(16.0, 0.05 * base_rss)), verdict("fds", fds, 2), verdict("threads", ths, 2)]
     for _, line in results:
         print(line)
     ok = all(r[0] for r in results) and len(runs) == args.iterations * (1 + args.systems)
-    print("verdict:", "no growth: no leak of memory, file descriptors or threads across evaluations" if ok
-          else "GROWTH or missing runs: see above")
+    print(
+        "verdict:",
+        "no growth: no leak of memory, file descriptors or threads across evaluations"
+        if ok
+        else "GROWTH or missing runs: see above",
+    )
     if not args.keep and args.workdir is None:
         os.chdir("/")
         shutil.rmtree(work, ignore_errors=True)

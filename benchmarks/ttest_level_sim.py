@@ -55,7 +55,7 @@ def former_t_test(d: np.ndarray, w: np.ndarray) -> float:
 
     n = d.size
     m = float(w @ d / w.sum())
-    se = np.sqrt(n / (n - 1) * np.sum(w ** 2 * (d - m) ** 2)) / w.sum()
+    se = np.sqrt(n / (n - 1) * np.sum(w**2 * (d - m) ** 2)) / w.sum()
     return float(2 * st.t.sf(abs(m / se), n - 1))
 
 
@@ -80,8 +80,12 @@ def false_positive_rates(sigma: float, n: int, kind: str, reps: int, seed: int =
             rejected += p < ALPHA
         if np.ptp(d) > 0:
             former += former_t_test(d, w) < ALPHA
-    return {"rate": rejected / reps, "rate_defined": rejected / defined if defined else float("nan"),
-            "undefined": 1 - defined / reps, "former": former / reps}
+    return {
+        "rate": rejected / reps,
+        "rate_defined": rejected / defined if defined else float("nan"),
+        "undefined": 1 - defined / reps,
+        "former": former / reps,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,10 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.reps = 1500
     limit = upper_limit(args.reps)
-    print(f"{args.reps} repetitions per scenario, nominal level {ALPHA}; PASS when the false-positive rate "
-          f"is at most {limit:.4f} (binomial 99.9% band)")
-    print(f"  {'differences':<11}{'sigma':>6}{'n':>4}{'rate':>8}{'(defined p)':>13}{'undefined':>11}"
-          f"{'former':>8}  result")
+    print(
+        f"{args.reps} repetitions per scenario, nominal level {ALPHA}; PASS when the false-positive rate "
+        f"is at most {limit:.4f} (binomial 99.9% band)"
+    )
+    print(
+        f"  {'differences':<11}{'sigma':>6}{'n':>4}{'rate':>8}{'(defined p)':>13}{'undefined':>11}{'former':>8}  result"
+    )
     ok = True
     t0 = time.perf_counter()
     for kind in DIFFERENCES:
@@ -105,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             passed = r["rate"] <= limit
             ok &= passed
             former = "FAIL (expected)" if r["former"] > limit else "pass"
-            print(f"  {kind:<11}{sigma:>6g}{n:>4}{r['rate']:>8.4f}{r['rate_defined']:>13.4f}{r['undefined']:>11.3f}"
-                  f"{r['former']:>8.4f}  {'PASS' if passed else 'FAIL'}; former test: {former}")
+            print(
+                f"  {kind:<11}{sigma:>6g}{n:>4}{r['rate']:>8.4f}{r['rate_defined']:>13.4f}{r['undefined']:>11.3f}"
+                f"{r['former']:>8.4f}  {'PASS' if passed else 'FAIL'}; former test: {former}"
+            )
     print(f"overall: {'OK' if ok else 'NOT OK'} ({time.perf_counter() - t0:.1f} s)")
     return 0 if ok else 1
 

@@ -153,9 +153,7 @@ def main() -> None:
             if tag == "reranker-v2" and qi == missing_in_reranker:
                 continue
             for rank, k in enumerate(order, start=1):
-                run_lines[tag].append(
-                    f"{qid} Q0 {_pid(int(ret_docs[k]))} {rank} {scores[k]:.6f} {tag}"
-                )
+                run_lines[tag].append(f"{qid} Q0 {_pid(int(ret_docs[k]))} {rank} {scores[k]:.6f} {tag}")
 
     dup_lines = _duplicate_groups(run_lines)
     sizes = {

@@ -9,5 +9,16 @@ from .evaluation import EvaluationResult, evaluate_tables  # noqa: E402
 from .spec import Spec, load_spec  # noqa: E402
 from .version import __version__  # noqa: E402
 
-__all__ = ["__version__", "evaluate", "evaluate_tables", "load_spec", "Spec", "EvaluationResult", "NdcgError",
-           "SpecError", "DataError", "EvaluationError", "TrackingError"]
+__all__ = [
+    "__version__",
+    "evaluate",
+    "evaluate_tables",
+    "load_spec",
+    "Spec",
+    "EvaluationResult",
+    "NdcgError",
+    "SpecError",
+    "DataError",
+    "EvaluationError",
+    "TrackingError",
+]

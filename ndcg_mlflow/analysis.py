@@ -82,8 +82,9 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         w = w_all[mask]
         x = np.column_stack([s[mask] for _, _, s in series])
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ids))
-        boot = stats.bootstrap_means(x, w, resamples=uncertainty.resamples, rng=rng,
-                                     studentized=uncertainty.method == "studentized")
+        boot = stats.bootstrap_means(
+            x, w, resamples=uncertainty.resamples, rng=rng, studentized=uncertainty.method == "studentized"
+        )
         lows, highs = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
         ses = stats.standard_error(boot, x)
         for c, (kind, key, _) in enumerate(series):
@@ -95,16 +96,23 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         for j, key in enumerate(keys):
             mask = ~np.isnan(x[:, j])
             lo, hi, se, _ = boot_results.get(("system:" + name, key), (np.nan, np.nan, np.nan, None))
-            out.intervals[name][key] = {"ci_low": lo, "ci_high": hi, "std_error": se,
-                                        "n_eff": stats.effective_n(w_all[mask])}
+            out.intervals[name][key] = {
+                "ci_low": lo,
+                "ci_high": hi,
+                "std_error": se,
+                "n_eff": stats.effective_n(w_all[mask]),
+            }
 
     if comparison is None:
         return out
-    out.family = (f"{len(pairs)} comparisons: each of {len(names) - 1} candidate(s) against baseline "
-                  f"'{comparison.baseline}' at each of {len(keys)} cutoff(s); correction {comparison.correction}")
+    out.family = (
+        f"{len(pairs)} comparisons: each of {len(names) - 1} candidate(s) against baseline "
+        f"'{comparison.baseline}' at each of {len(keys)} cutoff(s); correction {comparison.correction}"
+    )
     base = result.systems[comparison.baseline].result.ndcg
-    randomization = _randomization(result, comparison, uncertainty, pairs) \
-        if comparison.test in ("randomization", "both") else {}
+    randomization = (
+        _randomization(result, comparison, uncertainty, pairs) if comparison.test in ("randomization", "both") else {}
+    )
     primary = []
     for name, key in pairs:
         j = keys.index(key)
@@ -114,8 +122,13 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         d = cand[mask, j] - base[mask, j]
         b = base[mask, j]
         out.paired[(name, key)] = (d, w)
-        row: dict[str, Any] = {"baseline": comparison.baseline, "candidate": name, "key": key,
-                               "cutoff": key_label(key), "n_paired": int(mask.sum())}
+        row: dict[str, Any] = {
+            "baseline": comparison.baseline,
+            "candidate": name,
+            "key": key,
+            "cutoff": key_label(key),
+            "n_paired": int(mask.sum()),
+        }
         if mask.any():
             base_mean = float(stats.weighted_mean(b, w))
             delta = float(stats.weighted_mean(d, w))
@@ -129,19 +142,41 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 p_t = stats.paired_t_test(d, w)
             wins = int(np.count_nonzero(d > comparison.tie_tolerance))
             losses = int(np.count_nonzero(d < -comparison.tie_tolerance))
-            row.update({
-                "baseline_mean": base_mean,
-                "candidate_mean": float(stats.weighted_mean(cand[mask, j], w)),
-                "delta": delta, "ci_low": lo, "ci_high": hi, "std_error": se,
-                "p_randomization": p_rand, "p_t_test": p_t,
-                "relative_delta": delta / base_mean if base_mean != 0 else float("nan"),
-                "effect_size_dz": stats.effect_size_dz(d, w),
-                "wins": wins, "ties": int(mask.sum()) - wins - losses, "losses": losses,
-            })
+            row.update(
+                {
+                    "baseline_mean": base_mean,
+                    "candidate_mean": float(stats.weighted_mean(cand[mask, j], w)),
+                    "delta": delta,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "std_error": se,
+                    "p_randomization": p_rand,
+                    "p_t_test": p_t,
+                    "relative_delta": delta / base_mean if base_mean != 0 else float("nan"),
+                    "effect_size_dz": stats.effect_size_dz(d, w),
+                    "wins": wins,
+                    "ties": int(mask.sum()) - wins - losses,
+                    "losses": losses,
+                }
+            )
         else:
-            row.update({k: float("nan") for k in ("baseline_mean", "candidate_mean", "delta", "ci_low", "ci_high",
-                                                   "std_error", "p_randomization", "p_t_test", "relative_delta",
-                                                   "effect_size_dz")})
+            row.update(
+                {
+                    k: float("nan")
+                    for k in (
+                        "baseline_mean",
+                        "candidate_mean",
+                        "delta",
+                        "ci_low",
+                        "ci_high",
+                        "std_error",
+                        "p_randomization",
+                        "p_t_test",
+                        "relative_delta",
+                        "effect_size_dz",
+                    )
+                }
+            )
             row.update({"wins": 0, "ties": 0, "losses": 0})
         primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
         out.comparisons.append(row)
@@ -155,8 +190,9 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     return out
 
 
-def _randomization(result, comparison: Comparison, uncertainty: Uncertainty,
-                   pairs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[float, bool]]:
+def _randomization(
+    result, comparison: Comparison, uncertainty: Uncertainty, pairs: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[float, bool]]:
     """Randomization p-values of every comparison; comparisons on the same queries share one stream of
     sign vectors (seeded by the seed and those queries' ids), drawn once."""
     keys = list(result.spec.metric.keys)
@@ -213,15 +249,29 @@ def _wins_losses(result, comparison: Comparison, pairs: list[tuple[str, str]]) -
                 e["left_top_k"] = e["doc_id"] in brel - crel
             for e in ctop:
                 e["entered_top_k"] = e["doc_id"] in crel - brel
-            return {"query_id": str(result.query_ids[q]), "weight": float(result.weights[q]),
-                    "baseline_ndcg": float(b[q]), "candidate_ndcg": float(c[q]),  # noqa: B023
-                    "delta": float(d[i]), "shown": depth,  # noqa: B023
-                    "baseline_top": btop, "candidate_top": ctop,
-                    "relevant_entered": sorted(crel - brel), "relevant_left": sorted(brel - crel)}
+            return {
+                "query_id": str(result.query_ids[q]),
+                "weight": float(result.weights[q]),
+                "baseline_ndcg": float(b[q]),  # noqa: B023
+                "candidate_ndcg": float(c[q]),  # noqa: B023
+                "delta": float(d[i]),  # noqa: B023
+                "shown": depth,  # noqa: B023
+                "baseline_top": btop,
+                "candidate_top": ctop,
+                "relevant_entered": sorted(crel - brel),
+                "relevant_left": sorted(brel - crel),
+            }
 
-        out.append({"baseline": comparison.baseline, "candidate": name, "key": key,
-                    "cutoff": cutoff_label(k), "wins": [entry(i) for i in wins],
-                    "losses": [entry(i) for i in losses]})
+        out.append(
+            {
+                "baseline": comparison.baseline,
+                "candidate": name,
+                "key": key,
+                "cutoff": cutoff_label(k),
+                "wins": [entry(i) for i in wins],
+                "losses": [entry(i) for i in losses],
+            }
+        )
     return out
 
 
@@ -244,18 +294,36 @@ def wins_losses_markdown(result, analysis: Analysis) -> str:
                 continue
             lines += md_table(
                 ["query", "weight", "baseline", "candidate", "delta", "relevant entered top K", "relevant left top K"],
-                [[_md(e["query_id"]), f"{e['weight']:g}", number(e["baseline_ndcg"]), number(e["candidate_ndcg"]),
-                  number(e["delta"], signed=True), listing([_md(d) for d in e["relevant_entered"]]),
-                  listing([_md(d) for d in e["relevant_left"]])] for e in items], "lrrrrll")
+                [
+                    [
+                        _md(e["query_id"]),
+                        f"{e['weight']:g}",
+                        number(e["baseline_ndcg"]),
+                        number(e["candidate_ndcg"]),
+                        number(e["delta"], signed=True),
+                        listing([_md(d) for d in e["relevant_entered"]]),
+                        listing([_md(d) for d in e["relevant_left"]]),
+                    ]
+                    for e in items
+                ],
+                "lrrrrll",
+            )
             lines.append("")
             for e in items:
-                lines.append(f"<details><summary>{md_html(e['query_id'])}: top {e['shown']} of both systems"
-                             f"</summary>")
+                lines.append(f"<details><summary>{md_html(e['query_id'])}: top {e['shown']} of both systems</summary>")
                 lines.append("")
-                lines += md_table(["rank", "baseline doc (grade)", "candidate doc (grade)"],
-                                  [[str(r + 1), _doc_cell(e["baseline_top"], r, "left_top_k", "⬇ left"),
-                                    _doc_cell(e["candidate_top"], r, "entered_top_k", "⬆ entered")]
-                                   for r in range(max(len(e["baseline_top"]), len(e["candidate_top"])))], "rll")
+                lines += md_table(
+                    ["rank", "baseline doc (grade)", "candidate doc (grade)"],
+                    [
+                        [
+                            str(r + 1),
+                            _doc_cell(e["baseline_top"], r, "left_top_k", "⬇ left"),
+                            _doc_cell(e["candidate_top"], r, "entered_top_k", "⬆ entered"),
+                        ]
+                        for r in range(max(len(e["baseline_top"]), len(e["candidate_top"])))
+                    ],
+                    "rll",
+                )
                 lines += ["", "</details>", ""]
     return "\n".join(lines) + "\n"
 

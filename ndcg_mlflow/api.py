@@ -21,14 +21,26 @@ if TYPE_CHECKING:
     from .engines.spark import GroupedResult
 
 
-def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
-             systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, keep_data: bool = False, engine: str = "local",
-             spark: Any = None, buckets: int | None = None, prefilter: bool | None = None,
-             driver_queries: int | None = None, per_query_path: str | Path | None = None,
-             groups: int | None = None, tracking_uri: str | None = None,
-             scored_dir: str | Path | None = None,
-             driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
+def evaluate(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+    keep_data: bool = False,
+    engine: str = "local",
+    spark: Any = None,
+    buckets: int | None = None,
+    prefilter: bool | None = None,
+    driver_queries: int | None = None,
+    per_query_path: str | Path | None = None,
+    groups: int | None = None,
+    tracking_uri: str | None = None,
+    scored_dir: str | Path | None = None,
+    driver_judgments: int | None = None,
+) -> EvaluationResult | GroupedResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
     model is looked up in the model registry and loaded, see below).
 
@@ -73,32 +85,79 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
         if any(src.unscored for _, src in loaded.systems):
             if engine == "spark":
                 _refuse_keep_data(keep_data)
-                return _evaluate_models_spark(loaded, spark=spark, qrels=qrels, columns=columns, progress=progress,
-                                              tracking_uri=tracking_uri, scored_dir=scored_dir, buckets=buckets,
-                                              prefilter=prefilter, driver_queries=driver_queries,
-                                              per_query_path=per_query_path, groups=groups,
-                                              driver_judgments=driver_judgments)
-            return _evaluate_models(loaded, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data,
-                                    tracking_uri=tracking_uri, scored_dir=scored_dir)
+                return _evaluate_models_spark(
+                    loaded,
+                    spark=spark,
+                    qrels=qrels,
+                    columns=columns,
+                    progress=progress,
+                    tracking_uri=tracking_uri,
+                    scored_dir=scored_dir,
+                    buckets=buckets,
+                    prefilter=prefilter,
+                    driver_queries=driver_queries,
+                    per_query_path=per_query_path,
+                    groups=groups,
+                    driver_judgments=driver_judgments,
+                )
+            return _evaluate_models(
+                loaded,
+                qrels=qrels,
+                columns=columns,
+                progress=progress,
+                keep_data=keep_data,
+                tracking_uri=tracking_uri,
+                scored_dir=scored_dir,
+            )
     if engine == "spark":
         _refuse_keep_data(keep_data)
         from .engines.grouped import GROUPS
         from .engines.spark import evaluate as evaluate_spark
 
-        return evaluate_spark(spec, spark=spark, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
-                              progress=progress, buckets=buckets, prefilter=prefilter,
-                              driver_queries=driver_queries, per_query_path=per_query_path,
-                              driver_judgments=driver_judgments, groups=GROUPS if groups is None else groups)
-    if spark is not None or buckets is not None or prefilter is not None or driver_queries is not None \
-            or per_query_path is not None or groups is not None or driver_judgments is not None:
-        raise SpecError("engine", "spark=, buckets=, prefilter=, driver_queries=, per_query_path=, groups= and "
-                                  "driver_judgments= apply to engine='spark'.")
-    return evaluate_local(spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir,
-                          progress=progress, keep_data=keep_data)
+        return evaluate_spark(
+            spec,
+            spark=spark,
+            qrels=qrels,
+            systems=systems,
+            columns=columns,
+            base_dir=base_dir,
+            progress=progress,
+            buckets=buckets,
+            prefilter=prefilter,
+            driver_queries=driver_queries,
+            per_query_path=per_query_path,
+            driver_judgments=driver_judgments,
+            groups=GROUPS if groups is None else groups,
+        )
+    if (
+        spark is not None
+        or buckets is not None
+        or prefilter is not None
+        or driver_queries is not None
+        or per_query_path is not None
+        or groups is not None
+        or driver_judgments is not None
+    ):
+        raise SpecError(
+            "engine",
+            "spark=, buckets=, prefilter=, driver_queries=, per_query_path=, groups= and "
+            "driver_judgments= apply to engine='spark'.",
+        )
+    return evaluate_local(
+        spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir, progress=progress, keep_data=keep_data
+    )
 
 
-def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | None, progress, keep_data: bool,
-                     tracking_uri: str | None, scored_dir: str | Path | None) -> EvaluationResult:
+def _evaluate_models(
+    spec: Spec,
+    *,
+    qrels: Any,
+    columns: Mapping[str, str] | None,
+    progress,
+    keep_data: bool,
+    tracking_uri: str | None,
+    scored_dir: str | Path | None,
+) -> EvaluationResult:
     import tempfile
 
     from .evaluation import resolve_spec
@@ -106,8 +165,9 @@ def _evaluate_models(spec: Spec, *, qrels: Any, columns: Mapping[str, str] | Non
 
     spec = resolve_spec(spec, None, None)  # the candidates files are checked before any model is loaded
     folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
-    scored_spec, resolved, scored = score_model_systems(spec, folder, progress=progress,
-                                                        tracking_uri=tracking_uri or spec.mlflow.tracking_uri)
+    scored_spec, resolved, scored = score_model_systems(
+        spec, folder, progress=progress, tracking_uri=tracking_uri or spec.mlflow.tracking_uri
+    )
     result = evaluate_local(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
     result.models, result.scored = resolved, scored
     if scored_dir is None:
@@ -125,16 +185,28 @@ def _remove_with(result: Any, folder: Path) -> None:
 
 def _refuse_keep_data(keep_data: bool) -> None:
     if keep_data:
-        raise SpecError("keep_data", "the Spark engine keeps no joined rows on the driver; evaluate with the "
-                                     "local engine to keep them.")
+        raise SpecError(
+            "keep_data",
+            "the Spark engine keeps no joined rows on the driver; evaluate with the local engine to keep them.",
+        )
 
 
-def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mapping[str, str] | None, progress,
-                           tracking_uri: str | None, scored_dir: str | Path | None, buckets: int | None,
-                           prefilter: bool | None, driver_queries: int | None,
-                           per_query_path: str | Path | None = None,
-                           groups: int | None = None,
-                           driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
+def _evaluate_models_spark(
+    spec: Spec,
+    *,
+    spark: Any,
+    qrels: Any,
+    columns: Mapping[str, str] | None,
+    progress,
+    tracking_uri: str | None,
+    scored_dir: str | Path | None,
+    buckets: int | None,
+    prefilter: bool | None,
+    driver_queries: int | None,
+    per_query_path: str | Path | None = None,
+    groups: int | None = None,
+    driver_judgments: int | None = None,
+) -> EvaluationResult | GroupedResult:
     """Model systems scored on Spark, then evaluated there: within the driver's limit an
     :class:`~ndcg_mlflow.evaluation.EvaluationResult`; beyond it, with ``per_query_path``, a
     :class:`~ndcg_mlflow.engines.spark.GroupedResult` whose summary records the models as ``summary.json`` does."""
@@ -148,23 +220,36 @@ def _evaluate_models_spark(spec: Spec, *, spark: Any, qrels: Any, columns: Mappi
 
     spec = resolve_spec(spec, None, None)  # the candidates sources are checked before any model is resolved
     if spec.metric.ties == "displayed_order":
-        raise SpecError("metric.ties", "is displayed_order, but the rows a model scores on Spark have no displayed "
-                                       "order (Spark's tasks write them in no fixed order); choose another tie "
-                                       "rule, or evaluate with the local engine, which keeps the candidates' order.")
+        raise SpecError(
+            "metric.ties",
+            "is displayed_order, but the rows a model scores on Spark have no displayed "
+            "order (Spark's tasks write them in no fixed order); choose another tie "
+            "rule, or evaluate with the local engine, which keeps the candidates' order.",
+        )
     uri = tracking_uri or spec.mlflow.tracking_uri
     resolved = resolve_model_systems(spec, uri)  # on the driver, before any Spark job: a missing alias stops here
     spark = active_session(spark)
     folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
-    scored_spec, resolved, scored = score_model_systems(spark, spec, folder, tracking_uri=uri, progress=progress,
-                                                        resolved=resolved)
+    scored_spec, resolved, scored = score_model_systems(
+        spark, spec, folder, tracking_uri=uri, progress=progress, resolved=resolved
+    )
     from .engines.grouped import GROUPS
 
     try:
         with said_of_candidates(src for _, src in scored_spec.systems):
-            result = evaluate_spark(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress,
-                                    buckets=buckets, prefilter=prefilter, driver_queries=driver_queries,
-                                    per_query_path=per_query_path, groups=GROUPS if groups is None else groups,
-                                    driver_judgments=driver_judgments)
+            result = evaluate_spark(
+                scored_spec,
+                spark=spark,
+                qrels=qrels,
+                columns=columns,
+                progress=progress,
+                buckets=buckets,
+                prefilter=prefilter,
+                driver_queries=driver_queries,
+                per_query_path=per_query_path,
+                groups=GROUPS if groups is None else groups,
+                driver_judgments=driver_judgments,
+            )
     except BaseException:
         if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
             import shutil

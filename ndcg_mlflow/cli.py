@@ -29,101 +29,156 @@ EXIT_DECISION = 4  # everything evaluated, written and logged; the decision rule
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ndcg-mlflow",
-                                     description="Spec-driven nDCG evaluation of ranking systems, logged to MLflow.")
+    parser = argparse.ArgumentParser(
+        prog="ndcg-mlflow", description="Spec-driven nDCG evaluation of ranking systems, logged to MLflow."
+    )
     parser.add_argument("--version", action="version", version=f"ndcg-mlflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="evaluate every system of a spec and log the results to MLflow")
     run.add_argument("spec", help="path to the YAML evaluation spec")
     run.add_argument("--out", metavar="DIR", help="local output folder (default: a new folder under ./ndcg_reports/)")
-    run.add_argument("--tracking-uri", metavar="URI",
-                     help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then the spec's mlflow.tracking_uri, "
-                          "then MLflow's default local store ./mlflow.db)")
+    run.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then the spec's mlflow.tracking_uri, "
+        "then MLflow's default local store ./mlflow.db)",
+    )
     run.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
     run.add_argument("--quiet", action="store_true", help="print only errors")
     _set_option(run)
     _tag_option(run)
-    run.add_argument("--run-id", metavar="RUN_ID",
-                     help="log into this existing MLflow run (a training run, say) instead of a new evaluation run: "
-                          "the system runs nest under it")
-    run.add_argument("--promote", metavar="ALIAS",
-                     help="when the spec's decision passes and logging completed, move this registry alias to the "
-                          "candidate's model version (one candidate, a registered model version)")
-    run.add_argument("--engine", choices=("local", "spark"), default="local",
-                     help="what computes the per-query numbers (the same numbers): this process (local, the default) "
-                          "or Apache Spark (needs the spark extra and Java 17)")
-    run.add_argument("--spark-remote", metavar="URL", help="with --engine spark: a Spark Connect server "
-                                                           "(sc://host:15002; default: a classic session, as "
-                                                           "spark-submit or the environment configures it)")
-    run.add_argument("--driver-queries", metavar="N", type=int,
-                     help="with --engine spark: beyond N evaluated queries (default 5,000,000) the per-query rows "
-                          "stay in Spark, written as Parquet next to the output folder (OUT.per_query/), and the "
-                          "statistics come from random groups of queries")
-    run.add_argument("--driver-judgments", metavar="N", type=int,
-                     help="with --engine spark, beyond --driver-queries: beyond N judgments (default 50,000,000) "
-                          "the judgments, the evaluated query set and the weights are read and checked in Spark "
-                          "and stay there (0: always)")
+    run.add_argument(
+        "--run-id",
+        metavar="RUN_ID",
+        help="log into this existing MLflow run (a training run, say) instead of a new evaluation run: "
+        "the system runs nest under it",
+    )
+    run.add_argument(
+        "--promote",
+        metavar="ALIAS",
+        help="when the spec's decision passes and logging completed, move this registry alias to the "
+        "candidate's model version (one candidate, a registered model version)",
+    )
+    run.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="what computes the per-query numbers (the same numbers): this process (local, the default) "
+        "or Apache Spark (needs the spark extra and Java 17)",
+    )
+    run.add_argument(
+        "--spark-remote",
+        metavar="URL",
+        help="with --engine spark: a Spark Connect server "
+        "(sc://host:15002; default: a classic session, as "
+        "spark-submit or the environment configures it)",
+    )
+    run.add_argument(
+        "--driver-queries",
+        metavar="N",
+        type=int,
+        help="with --engine spark: beyond N evaluated queries (default 5,000,000) the per-query rows "
+        "stay in Spark, written as Parquet next to the output folder (OUT.per_query/), and the "
+        "statistics come from random groups of queries",
+    )
+    run.add_argument(
+        "--driver-judgments",
+        metavar="N",
+        type=int,
+        help="with --engine spark, beyond --driver-queries: beyond N judgments (default 50,000,000) "
+        "the judgments, the evaluated query set and the weights are read and checked in Spark "
+        "and stay there (0: always)",
+    )
 
     val = sub.add_parser("validate", help="check a spec and read its data files as 'run' would, without running")
     val.add_argument("spec", help="path to the YAML evaluation spec")
-    val.add_argument("--spec-only", action="store_true",
-                     help="check the spec and that its files exist, without reading them")
+    val.add_argument(
+        "--spec-only", action="store_true", help="check the spec and that its files exist, without reading them"
+    )
     _set_option(val)
 
     exp = sub.add_parser("explain", help="every resolved choice in plain words, and how other tools differ")
     exp.add_argument("spec", help="path to the YAML evaluation spec")
     _set_option(exp)
-    exp.add_argument("--sensitivity", action="store_true",
-                     help="also evaluate and show how far each rule's alternatives move every mean and difference")
+    exp.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also evaluate and show how far each rule's alternatives move every mean and difference",
+    )
     exp.add_argument("--quiet", action="store_true", help="no progress messages")
 
     up = sub.add_parser("upload", help="log a finished local result to MLflow (idempotent)")
     up.add_argument("folder", help="the output folder written by 'ndcg-mlflow run'")
-    up.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
-                                                          "then the spec's mlflow.tracking_uri, then ./mlflow.db)")
+    up.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
+        "then the spec's mlflow.tracking_uri, then ./mlflow.db)",
+    )
     up.add_argument("--quiet", action="store_true", help="print only errors")
-    up.add_argument("--run-id", metavar="RUN_ID", help="log into this existing MLflow run instead of a new evaluation "
-                                                       "run (as 'run --run-id')")
+    up.add_argument(
+        "--run-id",
+        metavar="RUN_ID",
+        help="log into this existing MLflow run instead of a new evaluation run (as 'run --run-id')",
+    )
     _tag_option(up)
 
     rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
     rep.add_argument("run_id", help="the evaluation's MLflow run id (or one of its systems' runs)")
     rep.add_argument("--out", metavar="DIR", help="folder for the report (default: ./ndcg_reports/report-RUN_ID)")
-    rep.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
-                                                           "then ./mlflow.db)")
+    rep.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then ./mlflow.db)"
+    )
 
     cmp_ = sub.add_parser("compare", help="compare two systems' runs logged by earlier evaluations")
     cmp_.add_argument("run_a", help="the baseline system's run id (a child run of an evaluation)")
     cmp_.add_argument("run_b", help="the candidate system's run id")
     cmp_.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI")
     cmp_.add_argument("--out", metavar="DIR", help="local output folder")
-    cmp_.add_argument("--allow-spec-mismatch", action="store_true",
-                      help="compare even when the runs' metric or query definitions differ (the report says so)")
+    cmp_.add_argument(
+        "--allow-spec-mismatch",
+        action="store_true",
+        help="compare even when the runs' metric or query definitions differ (the report says so)",
+    )
     cmp_.add_argument("--experiment", help="experiment of the new comparison run (default: run A's)")
     cmp_.add_argument("--no-mlflow", action="store_true", help="write the local results only")
     cmp_.add_argument("--quiet", action="store_true", help="print only errors")
     _tag_option(cmp_)
-    for flag, kind, what in (("resamples", int, "bootstrap resamples"), ("confidence", float, "interval level"),
-                             ("method", str, "bca | percentile | studentized"), ("seed", int, "random seed"),
-                             ("test", str, "randomization | t_test | both"),
-                             ("correction", str, "holm | bonferroni | benjamini_hochberg | none"),
-                             ("wins-losses", int, "largest wins and losses listed"),
-                             ("tie-tolerance", float, "a |difference| at or below this is a tie")):
+    for flag, kind, what in (
+        ("resamples", int, "bootstrap resamples"),
+        ("confidence", float, "interval level"),
+        ("method", str, "bca | percentile | studentized"),
+        ("seed", int, "random seed"),
+        ("test", str, "randomization | t_test | both"),
+        ("correction", str, "holm | bonferroni | benjamini_hochberg | none"),
+        ("wins-losses", int, "largest wins and losses listed"),
+        ("tie-tolerance", float, "a |difference| at or below this is a tie"),
+    ):
         cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value)")
     return parser
 
 
 def _set_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a spec field (dotted key path; the value is read as YAML), e.g. "
-                             "--set metric.cutoffs=[5,10]; repeatable; validated like the file and recorded in the "
-                             "spec written with the results")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a spec field (dotted key path; the value is read as YAML), e.g. "
+        "--set metric.cutoffs=[5,10]; repeatable; validated like the file and recorded in the "
+        "spec written with the results",
+    )
 
 
 def _tag_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
-                        help="an MLflow tag set on every run logged (after the spec's mlflow.tags); repeatable")
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an MLflow tag set on every run logged (after the spec's mlflow.tags); repeatable",
+    )
 
 
 def _tags(args: argparse.Namespace) -> dict[str, str]:
@@ -157,8 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_overrides(args)
         _tags(args)  # refused before any work
-        commands = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_explain, "report": cmd_report,
-                    "compare": cmd_compare, "upload": cmd_upload}
+        commands = {
+            "run": cmd_run,
+            "validate": cmd_validate,
+            "explain": cmd_explain,
+            "report": cmd_report,
+            "compare": cmd_compare,
+            "upload": cmd_upload,
+        }
         return commands[args.command](args)
     except NdcgError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -202,8 +263,10 @@ def _check_overrides(args: argparse.Namespace) -> None:
     from .uris import store_problem
 
     uri_flag = getattr(args, "tracking_uri", None)
-    for where, uri in (("--tracking-uri", uri_flag),
-                       ("MLFLOW_TRACKING_URI", None if uri_flag else os.environ.get("MLFLOW_TRACKING_URI"))):
+    for where, uri in (
+        ("--tracking-uri", uri_flag),
+        ("MLFLOW_TRACKING_URI", None if uri_flag else os.environ.get("MLFLOW_TRACKING_URI")),
+    ):
         uses_store = args.command in ("run", "upload", "report", "compare") and not getattr(args, "no_mlflow", False)
         problem = store_problem(uri) if uses_store else None
         if problem:
@@ -340,8 +403,9 @@ def _read_data(spec) -> list[str]:
     from .evaluation import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
-    result = evaluate(dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None,
-                                          report=None))
+    result = evaluate(
+        dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None)
+    )
     return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
 
 
@@ -425,9 +489,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             # beyond the driver limit the per-query table goes to a new folder next to the output folder
             pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
             try:
-                result = evaluate(spec, progress=progress, engine="spark", spark=spark, tracking_uri=uri,
-                                  scored_dir=scoring if models else None, driver_queries=args.driver_queries,
-                                  per_query_path=pq_path, driver_judgments=args.driver_judgments)
+                result = evaluate(
+                    spec,
+                    progress=progress,
+                    engine="spark",
+                    spark=spark,
+                    tracking_uri=uri,
+                    scored_dir=scoring if models else None,
+                    driver_queries=args.driver_queries,
+                    per_query_path=pq_path,
+                    driver_judgments=args.driver_judgments,
+                )
             except BaseException:  # the engine removed its own folder; the home goes when left empty
                 remove_per_query(out_dir, pq_path)
                 raise
@@ -495,16 +567,23 @@ def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | Non
 
 def format_grouped_summary(summary: dict) -> str:
     """The terminal summary of a run whose per-query rows stayed in Spark: means, intervals, comparisons."""
-    lines = [f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
-             f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"]
+    lines = [
+        f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
+        f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"
+    ]
     for name, means in summary["systems"].items():
-        cells = [f"{key}={_fmt(m.get('mean'))}" + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
-                                                   if "ci_low" in m else "") for key, m in means.items()]
+        cells = [
+            f"{key}={_fmt(m.get('mean'))}"
+            + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]" if "ci_low" in m else "")
+            for key, m in means.items()
+        ]
         lines.append(f"  {name}: " + "  ".join(cells))
     for c in summary["comparisons"]:
-        lines.append(f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
-                     f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
-                     f"p corrected {_p(c.get('p_corrected'))}")
+        lines.append(
+            f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
+            f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
+            f"p corrected {_p(c.get('p_corrected'))}"
+        )
     if summary.get("decision"):
         from .decision import summary_line
 
@@ -531,12 +610,16 @@ def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> b
     except Exception as exc:  # noqa: BLE001 - any registry failure, said in one line
         from .tracking.client import first_line
 
-        raise TrackingError(f"the evaluation passed and is logged (run {logged.parent_run_id}), but moving the alias "
-                            f"@{alias} failed: {type(exc).__name__}: {first_line(exc)}") from None
+        raise TrackingError(
+            f"the evaluation passed and is logged (run {logged.parent_run_id}), but moving the alias "
+            f"@{alias} failed: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
     if not quiet:
         before = done["previous_version"]
-        print(f"promoted: {done['registered_model']} version {done['version']} is now @{alias} "
-              f"(before: {'no version' if before is None else 'version ' + before})")
+        print(
+            f"promoted: {done['registered_model']} version {done['version']} is now @{alias} "
+            f"(before: {'no version' if before is None else 'version ' + before})"
+        )
     return True
 
 
@@ -556,10 +639,14 @@ def _print_logged(logged, experiment: str | None) -> None:
     from .tracking import safe_uri
 
     print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
-    print(f"  experiment {experiment!r} (id {logged.experiment_id})" if experiment is not None
-          else f"  experiment id {logged.experiment_id} (that of the run logged into)")
-    print(f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused
-                                                           else ""))
+    print(
+        f"  experiment {experiment!r} (id {logged.experiment_id})"
+        if experiment is not None
+        else f"  experiment id {logged.experiment_id} (that of the run logged into)"
+    )
+    print(
+        f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused else "")
+    )
     for name, rid in logged.system_run_ids.items():
         print(f"  system run {name}: {rid}")
     print(mlflow_ui_hint(logged.tracking_uri, logged.experiment_id, logged.parent_run_id))
@@ -594,10 +681,15 @@ def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> s
     elif not sep and text and not text.lower().startswith("databricks"):
         store = Path(text).resolve().as_uri()  # a folder of runs (MLflow's file store)
     if store is None:
-        return f"MLflow UI: run {run_id}" + (f" in experiment {experiment_id}" if experiment_id else "") + \
-            (f" of {safe_uri(text)}" if text else "")
-    return (f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
-            f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})"))
+        return (
+            f"MLflow UI: run {run_id}"
+            + (f" in experiment {experiment_id}" if experiment_id else "")
+            + (f" of {safe_uri(text)}" if text else "")
+        )
+    return (
+        f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
+        f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})")
+    )
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
@@ -633,14 +725,29 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .tracking import compare_runs
 
-    overrides = {"resamples": args.resamples, "confidence": args.confidence, "method": args.method,
-                 "seed": args.seed, "test": args.test, "correction": args.correction,
-                 "wins_losses": args.wins_losses, "tie_tolerance": args.tie_tolerance}
+    overrides = {
+        "resamples": args.resamples,
+        "confidence": args.confidence,
+        "method": args.method,
+        "seed": args.seed,
+        "test": args.test,
+        "correction": args.correction,
+        "wins_losses": args.wins_losses,
+        "tie_tolerance": args.tie_tolerance,
+    }
     if not args.quiet:
         log.info(f"comparing run {args.run_b} (candidate) with run {args.run_a} (baseline)")
-    result, out_dir, new_run = compare_runs(args.run_a, args.run_b, tracking_uri=args.tracking_uri, out=args.out,
-                                            allow_spec_mismatch=args.allow_spec_mismatch, overrides=overrides,
-                                            log=not args.no_mlflow, experiment=args.experiment, tags=_tags(args))
+    result, out_dir, new_run = compare_runs(
+        args.run_a,
+        args.run_b,
+        tracking_uri=args.tracking_uri,
+        out=args.out,
+        allow_spec_mismatch=args.allow_spec_mismatch,
+        overrides=overrides,
+        log=not args.no_mlflow,
+        experiment=args.experiment,
+        tags=_tags(args),
+    )
     if not args.quiet:
         print(format_summary(result))
         print()
@@ -675,36 +782,56 @@ def format_summary(result) -> str:
         first = summary[name][keys[0]]
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
         rows.append(cells)
-    lines = [f"{spec.name}: {queries_line(result.summary)}",
-             f"weights {spec.resolved()['queries.weights']}"
-             + (f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
-                f"{spec.uncertainty.resamples} bootstrap resamples of queries" if with_ci else "")]
+    lines = [
+        f"{spec.name}: {queries_line(result.summary)}",
+        f"weights {spec.resolved()['queries.weights']}"
+        + (
+            f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
+            f"{spec.uncertainty.resamples} bootstrap resamples of queries"
+            if with_ci
+            else ""
+        ),
+    ]
     lines += text_table(heads, rows)
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
         lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
         # the p-value of a test the spec does not declare is left out, not shown as undefined
-        tests = [(head, field) for head, field, test in (("p_rand", "p_randomization", "randomization"),
-                                                         ("p_t", "p_t_test", "t_test"))
-                 if spec.comparison.test in (test, "both")]
+        tests = [
+            (head, field)
+            for head, field, test in (("p_rand", "p_randomization", "randomization"), ("p_t", "p_t_test", "t_test"))
+            if spec.comparison.test in (test, "both")
+        ]
         heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
         rows = []
         for c in result.analysis.comparisons:
-            rows.append([c["candidate"], c["cutoff"], _fmt(c.get("delta"), signed=True),
-                         f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]"]
-                        + [_p(c.get(field)) for _, field in tests]
-                        + [_p(c.get("p_corrected")), _fmt(c.get("effect_size_dz"), True),
-                           f"{c['wins']}/{c['ties']}/{c['losses']}"])
+            rows.append(
+                [
+                    c["candidate"],
+                    c["cutoff"],
+                    _fmt(c.get("delta"), signed=True),
+                    f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
+                ]
+                + [_p(c.get(field)) for _, field in tests]
+                + [
+                    _p(c.get("p_corrected")),
+                    _fmt(c.get("effect_size_dz"), True),
+                    f"{c['wins']}/{c['ties']}/{c['losses']}",
+                ]
+            )
         lines += text_table(heads, rows)
-        lines.append("delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard "
-                     "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
-                     "candidate wins, ties, loses")
+        lines.append(
+            "delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard "
+            "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
+            "candidate wins, ties, loses"
+        )
         for block in result.analysis.wins_losses:
             if block["key"] != headline_key(keys):
                 continue
             lines.append("")
-            lines.append(f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: "
-                         f"largest wins / losses")
+            lines.append(
+                f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: largest wins / losses"
+            )
             for kind in ("wins", "losses"):
                 items = block[kind][:3]
                 text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])

@@ -60,8 +60,14 @@ def read_catalog(path) -> object:
     return pa.array(ids, type=pa.string())
 
 
-def duplicate_rate(query: np.ndarray, position: np.ndarray, doc_group: np.ndarray, n_queries: int,
-                   cutoffs: tuple, n_returned: np.ndarray) -> np.ndarray:
+def duplicate_rate(
+    query: np.ndarray,
+    position: np.ndarray,
+    doc_group: np.ndarray,
+    n_queries: int,
+    cutoffs: tuple,
+    n_returned: np.ndarray,
+) -> np.ndarray:
     """(n_queries, n_cutoffs) share of the shown top K repeating a group already shown; NaN when nothing shown.
 
     ``doc_group`` is each ranked row's group code, or -1 for a document no group lists.
@@ -83,8 +89,16 @@ def duplicate_rate(query: np.ndarray, position: np.ndarray, doc_group: np.ndarra
     return out
 
 
-def catalog_coverage(position: np.ndarray, docs, cutoffs: tuple, *, size: int | None = None,
-                     catalog=None, system: str = "", source: str | None = None) -> list[float]:
+def catalog_coverage(
+    position: np.ndarray,
+    docs,
+    cutoffs: tuple,
+    *,
+    size: int | None = None,
+    catalog=None,
+    system: str = "",
+    source: str | None = None,
+) -> list[float]:
     """Per cutoff: distinct shown documents over the catalog size, or the shown share of a catalog file.
 
     A declared size below the number of distinct documents one system shows cannot be the
@@ -102,12 +116,20 @@ def catalog_coverage(position: np.ndarray, docs, cutoffs: tuple, *, size: int | 
             counts.append(int(np.unique(idx[idx >= 0]).size))
         else:
             counts.append(int(np.unique(string_hashes(shown)).size))
-    return coverage_of_counts(counts, cutoffs, size=size, catalog_size=None if catalog is None else len(catalog),
-                              system=system, source=source)
+    return coverage_of_counts(
+        counts, cutoffs, size=size, catalog_size=None if catalog is None else len(catalog), system=system, source=source
+    )
 
 
-def coverage_of_counts(counts: list[int], cutoffs: tuple, *, size: int | None = None, catalog_size: int | None = None,
-                       system: str = "", source: str | None = None) -> list[float]:
+def coverage_of_counts(
+    counts: list[int],
+    cutoffs: tuple,
+    *,
+    size: int | None = None,
+    catalog_size: int | None = None,
+    system: str = "",
+    source: str | None = None,
+) -> list[float]:
     """Catalog coverage per cutoff from the counts of shown documents: ``counts[j]`` is, at cutoff ``cutoffs[j]``,
     the number of the catalog file's documents shown (``catalog_size``: the file's distinct documents), else the
     number of distinct documents shown (over the declared ``size``; refused as :func:`catalog_coverage` says).
@@ -119,11 +141,14 @@ def coverage_of_counts(counts: list[int], cutoffs: tuple, *, size: int | None = 
             continue
         assert size is not None  # a catalog file or a catalog size is given
         if n > size:
-            raise SpecError("companions.catalog",
-                            f"declares a catalog of {size} documents, but system '{system}' shows {n} "
-                            f"distinct documents in its {'whole lists' if k is None else f'top {k}'} across the "
-                            f"evaluated queries: "
-                            f"the catalog size must be at least the number of distinct documents shown "
-                            f"(or give a file of the catalog's doc ids).", source)
+            raise SpecError(
+                "companions.catalog",
+                f"declares a catalog of {size} documents, but system '{system}' shows {n} "
+                f"distinct documents in its {'whole lists' if k is None else f'top {k}'} across the "
+                f"evaluated queries: "
+                f"the catalog size must be at least the number of distinct documents shown "
+                f"(or give a file of the catalog's doc ids).",
+                source,
+            )
         out.append(n / size)
     return out

@@ -46,9 +46,14 @@ def threshold(decision: Decision) -> float:
     return decision.margin if decision.rule == "superiority" else -decision.margin
 
 
-def decide(decision: Decision, comparisons: list[dict[str, Any]], confidence: float,
-           paired: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], *,
-           unit: tuple[str, str] = ("query", "queries")) -> dict[str, Any]:
+def decide(
+    decision: Decision,
+    comparisons: list[dict[str, Any]],
+    confidence: float,
+    paired: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    *,
+    unit: tuple[str, str] = ("query", "queries"),
+) -> dict[str, Any]:
     """The decision as recorded in ``summary.json``: the rule, each candidate's numbers and verdict, the outcome.
 
     ``paired[(candidate, key)]``: the paired differences and their weights (one per ``unit``, singular and plural:
@@ -71,21 +76,47 @@ def decide(decision: Decision, comparisons: list[dict[str, Any]], confidence: fl
             a, b = distinct(lo, bound)
             reasons.append(f"the interval's lower end {a} is not above {b}")
         if decision.max_p is not None and (p is None or not math.isfinite(p) or not p <= decision.max_p):
-            reasons.append(f"the corrected p-value {p:.4g} is above {decision.max_p:g}"
-                           if p is not None and math.isfinite(p) else "no corrected p-value")
+            reasons.append(
+                f"the corrected p-value {p:.4g} is above {decision.max_p:g}"
+                if p is not None and math.isfinite(p)
+                else "no corrected p-value"
+            )
         if not reasons:
             a, b = distinct(lo, bound)
             why = f"the interval's lower end {a} is above {b}" + (
-                f" and the corrected p-value {p:.4g} is at most {decision.max_p:g}" if decision.max_p is not None
-                else "")
-        rows.append({"candidate": c["candidate"], "baseline": c["baseline"], "delta": c.get("delta"),
-                     "ci_low": lo, "ci_high": hi, "df": df, "interval": INTERVAL, "p_corrected": p,
-                     "n_paired": c.get("n_paired"), "threshold": bound, "outcome": FAIL if reasons else PASS,
-                     "reason": "; ".join(reasons) if reasons else why})
+                f" and the corrected p-value {p:.4g} is at most {decision.max_p:g}"
+                if decision.max_p is not None
+                else ""
+            )
+        rows.append(
+            {
+                "candidate": c["candidate"],
+                "baseline": c["baseline"],
+                "delta": c.get("delta"),
+                "ci_low": lo,
+                "ci_high": hi,
+                "df": df,
+                "interval": INTERVAL,
+                "p_corrected": p,
+                "n_paired": c.get("n_paired"),
+                "threshold": bound,
+                "outcome": FAIL if reasons else PASS,
+                "reason": "; ".join(reasons) if reasons else why,
+            }
+        )
     outcome = PASS if rows and all(r["outcome"] == PASS for r in rows) else FAIL
-    return {"key": decision.key, "rule": decision.rule, "margin": decision.margin, "max_p": decision.max_p,
-            "confidence": confidence, "threshold": bound, "interval": INTERVAL, "outcome": outcome,
-            "statement": statement(decision, confidence), "candidates": rows}
+    return {
+        "key": decision.key,
+        "rule": decision.rule,
+        "margin": decision.margin,
+        "max_p": decision.max_p,
+        "confidence": confidence,
+        "threshold": bound,
+        "interval": INTERVAL,
+        "outcome": outcome,
+        "statement": statement(decision, confidence),
+        "candidates": rows,
+    }
 
 
 def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, str] = ("query", "queries")) -> str:
@@ -95,9 +126,11 @@ def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, s
         return f"no {one} is valid for both systems"
     if d.size == 1:
         return f"only one {one} is valid for both systems (a t interval needs at least 2)"
-    return (f"the weights of the {d.size} paired {units} leave {df:.3g} degrees of freedom (an effective number of "
-            f"{units} of {stats.effective_n(w):.3g}); a t interval needs at least 1: the mean rests on about one "
-            f"{one}")
+    return (
+        f"the weights of the {d.size} paired {units} leave {df:.3g} degrees of freedom (an effective number of "
+        f"{units} of {stats.effective_n(w):.3g}); a t interval needs at least 1: the mean rests on about one "
+        f"{one}"
+    )
 
 
 def number(x: float, signed: bool = False) -> str:
@@ -122,11 +155,14 @@ def distinct(value: float, bound: float) -> tuple[str, str]:
 def statement(decision: Decision, confidence: float) -> str:
     """The rule in words, as the report states it."""
     label = metric_name(decision.key)
-    what = ("better than the baseline by more than" if decision.rule == "superiority"
-            else "not worse than the baseline by")
-    words = (f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {confidence:.0%} "
-             f"{INTERVAL} interval of its difference from the baseline lies above "
-             f"{number(threshold(decision), signed=True)} ({what} {number(decision.margin)})")
+    what = (
+        "better than the baseline by more than" if decision.rule == "superiority" else "not worse than the baseline by"
+    )
+    words = (
+        f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {confidence:.0%} "
+        f"{INTERVAL} interval of its difference from the baseline lies above "
+        f"{number(threshold(decision), signed=True)} ({what} {number(decision.margin)})"
+    )
     if decision.max_p is not None:
         words += f" and its corrected p-value is at most {decision.max_p:g}"
     return words + "; the decision passes only when every candidate passes."
@@ -135,5 +171,8 @@ def statement(decision: Decision, confidence: float) -> str:
 def summary_line(decision: dict[str, Any]) -> str:
     """One line for terminals and reports: ``decision: FAIL (non-inferiority at nDCG@10 ...): cand ...``."""
     parts = [f"{r['candidate']} {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
-    return (f"decision: {decision['outcome'].upper()} — {decision['statement']} "
-            + ("; ".join(parts) if parts else "no candidate was compared") + ".")
+    return (
+        f"decision: {decision['outcome'].upper()} — {decision['statement']} "
+        + ("; ".join(parts) if parts else "no candidate was compared")
+        + "."
+    )

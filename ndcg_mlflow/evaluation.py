@@ -33,8 +33,19 @@ from .stats import nan_weighted_mean
 from .uris import redact, safe_uri
 from .version import __version__
 
-PER_QUERY_COLUMNS = ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates",
-                     "judged_coverage", "n_returned", "weight", "status")
+PER_QUERY_COLUMNS = (
+    "system",
+    "query_id",
+    "cutoff",
+    "ndcg",
+    "dcg",
+    "idcg",
+    "idcg_candidates",
+    "judged_coverage",
+    "n_returned",
+    "weight",
+    "status",
+)
 
 
 @dataclass
@@ -59,8 +70,14 @@ class TopLists:
     def of(self, query: int, k: int | None = None) -> list[dict[str, Any]]:
         sel = np.flatnonzero((self.query == query) & (self.position < (k if k is not None else self.depth)))
         sel = sel[np.argsort(self.position[sel], kind="stable")]
-        return [{"rank": int(self.position[i]) + 1, "doc_id": self.doc[i],
-                 "grade": None if np.isnan(self.grade[i]) else _num(self.grade[i])} for i in sel]
+        return [
+            {
+                "rank": int(self.position[i]) + 1,
+                "doc_id": self.doc[i],
+                "grade": None if np.isnan(self.grade[i]) else _num(self.grade[i]),
+            }
+            for i in sel
+        ]
 
 
 def _num(x: float) -> float | int:
@@ -135,10 +152,15 @@ class EvaluationResult:
             "systems": self._system_summary(),
             "grades": list(self.grades),
             # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
-            "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                       "run_name": spec.mlflow.run_name, "tags": dict(spec.mlflow.tags),
-                       "timeout": spec.mlflow.timeout,
-                       "max_retries": spec.mlflow.max_retries, "total_timeout": spec.mlflow.total_timeout},
+            "mlflow": {
+                "experiment": spec.mlflow.experiment,
+                "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
+                "run_name": spec.mlflow.run_name,
+                "tags": dict(spec.mlflow.tags),
+                "timeout": spec.mlflow.timeout,
+                "max_retries": spec.mlflow.max_retries,
+                "total_timeout": spec.mlflow.total_timeout,
+            },
             "paths_outside_spec_folder": outside_paths(spec),
             "comparisons": list(self.analysis.comparisons) if self.analysis else [],
             "comparison_family": self.analysis.family if self.analysis else "",
@@ -168,8 +190,10 @@ class EvaluationResult:
         return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
 
     def wins_losses_json(self) -> str:
-        data = {"baseline": self.spec.comparison.baseline if self.spec.comparison else None,
-                "comparisons": self.analysis.wins_losses if self.analysis else []}
+        data = {
+            "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
+            "comparisons": self.analysis.wins_losses if self.analysis else [],
+        }
         return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def summary_json(self) -> str:
@@ -183,19 +207,23 @@ class EvaluationResult:
         nq, nc = len(self.query_ids), len(labels)
         for name, sr in self.systems.items():
             r = sr.result
-            frames.append(pd.DataFrame({
-                "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
-                "query_id": np.repeat(self.query_ids, nc),
-                "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
-                "ndcg": r.ndcg.ravel(),
-                "dcg": r.dcg.ravel(),
-                "idcg": r.idcg.ravel(),
-                "idcg_candidates": r.idcg_candidates.ravel(),
-                "judged_coverage": r.judged_coverage.ravel(),
-                "n_returned": np.repeat(r.n_returned, nc),
-                "weight": np.repeat(self.weights, nc),
-                "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
+                        "query_id": np.repeat(self.query_ids, nc),
+                        "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
+                        "ndcg": r.ndcg.ravel(),
+                        "dcg": r.dcg.ravel(),
+                        "idcg": r.idcg.ravel(),
+                        "idcg_candidates": r.idcg_candidates.ravel(),
+                        "judged_coverage": r.judged_coverage.ravel(),
+                        "n_returned": np.repeat(r.n_returned, nc),
+                        "weight": np.repeat(self.weights, nc),
+                        "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
+                    }
+                )
+            )
             if sr.duplicate_rate is not None:
                 frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
         return pd.concat(frames, ignore_index=True)
@@ -225,21 +253,39 @@ def _json_safe(obj: Any) -> Any:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, qrels: Any = None,
-             systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, keep_data: bool = False) -> EvaluationResult:
+def evaluate(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+    keep_data: bool = False,
+) -> EvaluationResult:
     """Evaluate every system of a spec on this process (the local engine); :func:`ndcg_mlflow.evaluate`
     (:mod:`ndcg_mlflow.api`) is the entry point that also offers the Spark engine, with the same arguments."""
     if columns is not None and qrels is None and systems is None:
-        raise SpecError("columns", "a column mapping given to evaluate() applies to tables given in memory "
-                                   "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).")
-    return evaluate_tables(spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress,
-                           keep_data=keep_data)
+        raise SpecError(
+            "columns",
+            "a column mapping given to evaluate() applies to tables given in memory "
+            "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).",
+        )
+    return evaluate_tables(
+        spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress, keep_data=keep_data
+    )
 
 
-def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None, *,
-                    columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
-                    keep_data: bool = False) -> EvaluationResult:
+def evaluate_tables(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    qrels: Any,
+    systems: Mapping[str, Any] | None,
+    *,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+    keep_data: bool = False,
+) -> EvaluationResult:
     """Evaluate tables held in memory: the file-free core, which gives the same :class:`EvaluationResult` as
     files holding the same rows.
 
@@ -262,8 +308,10 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
     spec = resolve_spec(spec, qrels, systems, base_dir)
     unscored = [name for name, src in spec.systems if src.unscored]
     if unscored:
-        raise SpecError(f"data.systems.{unscored[0]}", "is a model: ndcg_mlflow.evaluate (or 'ndcg-mlflow run') "
-                                                       "scores its candidates first (ndcg_mlflow.models).")
+        raise SpecError(
+            f"data.systems.{unscored[0]}",
+            "is a model: ndcg_mlflow.evaluate (or 'ndcg-mlflow run') scores its candidates first (ndcg_mlflow.models).",
+        )
     keep_data = keep_data or spec.sensitivity
     shared = dict(columns or {})
     files = [("qrels", spec.qrels)] if qrels is None else []
@@ -281,10 +329,16 @@ def evaluate_tables(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, sys
             qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
         else:
             q = spec.qrels
-            qrels_table, identity = read_unchanged(q.file, q.version,
-                                                   lambda: read_qrels(q.file, q.format, q.columns, q.version))
-            qrels_info = FileInfo("qrels", str(q.path), q.declared,
-                                  check_same_file(digests.sha256("qrels"), identity, q.file), len(qrels_table))
+            qrels_table, identity = read_unchanged(
+                q.file, q.version, lambda: read_qrels(q.file, q.format, q.columns, q.version)
+            )
+            qrels_info = FileInfo(
+                "qrels",
+                str(q.path),
+                q.declared,
+                check_same_file(digests.sha256("qrels"), identity, q.file),
+                len(qrels_table),
+            )
         return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
 
 
@@ -298,10 +352,16 @@ class _Digests:
         import threading
 
         self.stop = threading.Event()
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-sha256",
-                                       initializer=yield_cpu) if files else None
-        self.futures = {key: self.pool.submit(sha256_file, src.file, src.version, self.stop)
-                        for key, src in files} if self.pool is not None else {}
+        self.pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-sha256", initializer=yield_cpu)
+            if files
+            else None
+        )
+        self.futures = (
+            {key: self.pool.submit(sha256_file, src.file, src.version, self.stop) for key, src in files}
+            if self.pool is not None
+            else {}
+        )
 
     def sha256(self, key: str) -> str:
         """The digest of one file (a :class:`~ndcg_mlflow.readers.hashing.FileDigest`, which names the files it is
@@ -317,8 +377,12 @@ class _Digests:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, systems: Mapping[str, Any] | None,
-                 base_dir: str | Path | None = None) -> Spec:
+def resolve_spec(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    qrels: Any,
+    systems: Mapping[str, Any] | None,
+    base_dir: str | Path | None = None,
+) -> Spec:
     """The spec, its data entries replaced by the tables given (``qrels``, ``systems``), its files checked."""
     from .spec import IN_MEMORY, InMemory, Source, system_name_problem
 
@@ -335,10 +399,16 @@ def resolve_spec(spec: str | Path | Mapping[str, Any] | Spec, qrels: Any, system
             if problem:
                 raise SpecError(f"systems[{name!r}]", problem)
         if names is not None and spec.comparison is not None and spec.comparison.baseline not in names:
-            raise SpecError("comparison.baseline", f"names {spec.comparison.baseline!r}, which is not among the "
-                                                   f"systems given ({', '.join(map(str, names))}).")
-        spec = dataclasses.replace(spec, qrels=memory if qrels is not None else spec.qrels,
-                                   systems=tuple((n, memory) for n in names) if names is not None else spec.systems)
+            raise SpecError(
+                "comparison.baseline",
+                f"names {spec.comparison.baseline!r}, which is not among the "
+                f"systems given ({', '.join(map(str, names))}).",
+            )
+        spec = dataclasses.replace(
+            spec,
+            qrels=memory if qrels is not None else spec.qrels,
+            systems=tuple((n, memory) for n in names) if names is not None else spec.systems,
+        )
     else:
         spec = load_spec(spec, base_dir=base_dir, tables=given)
     problems = check_files(spec)
@@ -365,8 +435,9 @@ def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Tabl
     usable = {k: v for k, v in mapping.items() if k in wanted}
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
-        raise SpecError("columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, "
-                                   f"grade, score or rank.")
+        raise SpecError(
+            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
+        )
     return table_from_object(obj, kind, label, usable)
 
 
@@ -388,9 +459,19 @@ class _RunFile:
 
     def _read(self) -> Table:
         src = self.src
-        run, self.identity = read_unchanged(src.path, src.version, lambda: read_run(
-            src.path, src.format, rank=self.rank, columns=src.columns, version=src.version, pair_keys=True,
-            background=True))
+        run, self.identity = read_unchanged(
+            src.path,
+            src.version,
+            lambda: read_run(
+                src.path,
+                src.format,
+                rank=self.rank,
+                columns=src.columns,
+                version=src.version,
+                pair_keys=True,
+                background=True,
+            ),
+        )
         return run
 
     def load(self) -> tuple[Table, FileInfo]:
@@ -422,8 +503,9 @@ class _RunObject:
         return None  # (recorded by load)
 
 
-def _pipeline(spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, Any], progress,
-              keep_data: bool) -> EvaluationResult:
+def _pipeline(
+    spec: Spec, qrels_in: tuple[Table, FileInfo], runs: Mapping[str, Any], progress, keep_data: bool
+) -> EvaluationResult:
     """read -> join -> kernel -> means, per system; then statistics and sensitivity on the per-query rows."""
     metric = spec.metric
     qrels, qrels_info = qrels_in
@@ -470,8 +552,12 @@ def said_of_candidates(sources: Any) -> Iterator[None]:
     """A model system's rows are the scored rows it wrote (into the output folder being made, or a folder of the
     caller's: a file the user never declared): a problem found in them, by any engine, is said of the candidates
     file they were scored from, naming the model. ``sources``: the systems' sources (others pass through)."""
-    scored = {key: src for src in sources if getattr(src, "candidates", None) is not None and src.path is not None
-              for key in (str(src.path), shown_path(src.path))}
+    scored = {
+        key: src
+        for src in sources
+        if getattr(src, "candidates", None) is not None and src.path is not None
+        for key in (str(src.path), shown_path(src.path))
+    }
     try:
         yield
     except DataError as exc:
@@ -479,14 +565,26 @@ def said_of_candidates(sources: Any) -> Iterator[None]:
         if src is None:
             raise
         candidates = src.candidates
-        raise DataError(candidates.path if candidates.path is not None else candidates.declared,
-                        f"{exc.message} (found in the rows {src.model} scored from these candidates: a model "
-                        f"that scores each row keeps their order, so a row number is the candidates' own)",
-                        exc.line) from None
+        raise DataError(
+            candidates.path if candidates.path is not None else candidates.declared,
+            f"{exc.message} (found in the rows {src.model} scored from these candidates: a model "
+            f"that scores each row keeps their order, so a row number is the candidates' own)",
+            exc.line,
+        ) from None
 
 
-def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarray, weights: np.ndarray,
-            companions: Any, notes: list[str], qrels: Table, progress) -> tuple[SystemResult, PreparedRun]:
+def _system(
+    spec: Spec,
+    name: str,
+    run: Table,
+    judged: Any,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    companions: Any,
+    notes: list[str],
+    qrels: Table,
+    progress,
+) -> tuple[SystemResult, PreparedRun]:
     """One system's run joined to the judgments: its per-query numbers, means, top lists and companion measures,
     and its prepared rows."""
     metric, catalog, nq = spec.metric, judged.catalog, len(query_ids)
@@ -495,10 +593,10 @@ def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarra
         raise EvaluationError(
             f"system '{name}' ({run.path}) returns none of the {nq} evaluated queries (its "
             f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
-            f"is it the run of another collection?")
+            f"is it the run of another collection?"
+        )
     if unknown_queries:
-        notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were "
-                     f"ignored")
+        notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were ignored")
     check_unjudged(metric, prep)
     if progress:
         progress(f"computing nDCG of '{name}'")
@@ -507,10 +605,13 @@ def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarra
     except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
         if exc.what != "ndcg":
             raise
-        raise DataError(qrels.path, f"system '{name}': the nDCG of query "
-                                    f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
-                                    f"overflows a float: the gains of metric.gain "
-                                    f"{metric.gain.describe()} differ too much in size.") from None
+        raise DataError(
+            qrels.path,
+            f"system '{name}': the nDCG of query "
+            f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
+            f"overflows a float: the gains of metric.gain "
+            f"{metric.gain.describe()} differ too much in size.",
+        ) from None
     apply_error_rules(name, run.path, metric, qr, query_ids)
     top = _top_lists(qr, prep, display_depth(metric))
     sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
@@ -519,8 +620,16 @@ def _system(spec: Spec, name: str, run: Table, judged: Any, query_ids: np.ndarra
     return sr, prep
 
 
-def finish(spec: Spec, query_ids: np.ndarray, weights: np.ndarray, systems: dict[str, SystemResult],
-           files: list[FileInfo], notes: list[str], qrels: Table, engine: str = "local") -> EvaluationResult:
+def finish(
+    spec: Spec,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    systems: dict[str, SystemResult],
+    files: list[FileInfo],
+    notes: list[str],
+    qrels: Table,
+    engine: str = "local",
+) -> EvaluationResult:
     """The result of every system's per-query numbers (before the statistics), whatever engine computed them."""
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
@@ -543,8 +652,9 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
         if spec.decision is not None:
             from .decision import decide
 
-            result.decision = decide(spec.decision, result.analysis.comparisons, spec.uncertainty.confidence,
-                                     result.analysis.paired)
+            result.decision = decide(
+                spec.decision, result.analysis.comparisons, spec.uncertainty.confidence, result.analysis.paired
+            )
     if spec.sensitivity:
         from .sensitivity import sensitivity
 
@@ -562,21 +672,29 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
 
     out: dict[str, Any] = {}
     if c.duplicates is not None:
-        out["duplicates"], sha = read_with_digest(c.duplicates.file, None,
-                                                  lambda: read_duplicate_groups(c.duplicates.file))
-        files.append(FileInfo("companions.duplicates", str(c.duplicates.path), c.duplicates.declared, sha,
-                              len(out["duplicates"].group)))
+        out["duplicates"], sha = read_with_digest(
+            c.duplicates.file, None, lambda: read_duplicate_groups(c.duplicates.file)
+        )
+        files.append(
+            FileInfo(
+                "companions.duplicates",
+                str(c.duplicates.path),
+                c.duplicates.declared,
+                sha,
+                len(out["duplicates"].group),
+            )
+        )
     if c.catalog is not None:
         out["catalog"], sha = read_with_digest(c.catalog.file, None, lambda: read_catalog(c.catalog.file))
-        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared, sha,
-                              len(out["catalog"])))
+        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared, sha, len(out["catalog"])))
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
 
 
-def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRun, qr: QueryResult,
-                        sr: SystemResult, weights: np.ndarray) -> None:
+def _companion_measures(
+    spec: Spec, companions: dict[str, Any], prep: PreparedRun, qr: QueryResult, sr: SystemResult, weights: np.ndarray
+) -> None:
     import pyarrow.compute as pc
 
     from .companions import catalog_coverage, duplicate_rate
@@ -594,9 +712,15 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
         for j, key in enumerate(metric.keys):
             sr.means[key]["duplicate_rate"] = nan_weighted_mean(rate[:, j], weights)
     if "catalog" in companions or "catalog_size" in companions:
-        cov = catalog_coverage(qr.position, docs, metric.cutoffs, size=companions.get("catalog_size"),
-                               catalog=companions.get("catalog"), system=sr.name,
-                               source=str(spec.source) if spec.source else None)
+        cov = catalog_coverage(
+            qr.position,
+            docs,
+            metric.cutoffs,
+            size=companions.get("catalog_size"),
+            catalog=companions.get("catalog"),
+            system=sr.name,
+            source=str(spec.source) if spec.source else None,
+        )
         for key, value in zip(metric.keys, cov):
             sr.means[key]["catalog_coverage"] = float(value)
 
@@ -604,8 +728,9 @@ def _companion_measures(spec: Spec, companions: dict[str, Any], prep: PreparedRu
 def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
     """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
     whose size would be the longest id times the number of queries)."""
-    judged_values = qrels.query.values[np.flatnonzero(np.bincount(qrels.query.codes,
-                                                                  minlength=len(qrels.query.values)))]
+    judged_values = qrels.query.values[
+        np.flatnonzero(np.bincount(qrels.query.codes, minlength=len(qrels.query.values)))
+    ]
     judged = sorted(str(q) for q in judged_values)
     if spec.queries.set is None:
         return _object_array(judged)
@@ -614,9 +739,12 @@ def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.n
     files.append(FileInfo("queries.set", str(src.path), src.declared, sha, len(ids)))
     unknown = sorted(set(ids) - set(judged))
     if unknown:
-        raise DataError(src.file, f"{len(unknown)} queries of the declared set have no judgments in "
-                                  f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
-                                  f"the set.")
+        raise DataError(
+            src.file,
+            f"{len(unknown)} queries of the declared set have no judgments in "
+            f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
+            f"the set.",
+        )
     return _object_array(sorted(ids))
 
 
@@ -643,9 +771,12 @@ def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> n
     except OverflowError:
         total = math.inf
     if not math.isfinite(total):
-        raise DataError(src.file, f"the weights of the {weights.size} evaluated queries add up to more than the "
-                                  f"largest double ({np.finfo(np.float64).max:.4g}), so their sum cannot be "
-                                  f"reported; only their ratios matter: divide them all by a common factor.")
+        raise DataError(
+            src.file,
+            f"the weights of the {weights.size} evaluated queries add up to more than the "
+            f"largest double ({np.finfo(np.float64).max:.4g}), so their sum cannot be "
+            f"reported; only their ratios matter: divide them all by a common factor.",
+        )
     return weights
 
 
@@ -670,13 +801,17 @@ def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResu
     if metric.missing_queries == "error":
         missing = query_ids[(qr.status == MISSING).any(axis=1)]
         if missing.size:
-            raise EvaluationError(f"system '{name}' ({path}) returns nothing for {missing.size} evaluated "
-                                  f"queries: {preview(missing)}; metric.missing_queries is 'error'.")
+            raise EvaluationError(
+                f"system '{name}' ({path}) returns nothing for {missing.size} evaluated "
+                f"queries: {preview(missing)}; metric.missing_queries is 'error'."
+            )
     if metric.empty_ideal == "error":
         empty = query_ids[(qr.status == EMPTY_IDEAL).any(axis=1)]
         if empty.size:
-            raise EvaluationError(f"system '{name}': {empty.size} queries have an ideal DCG of 0 under "
-                                  f"ideal '{metric.ideal}': {preview(empty)}; metric.empty_ideal is 'error'.")
+            raise EvaluationError(
+                f"system '{name}': {empty.size} queries have an ideal DCG of 0 under "
+                f"ideal '{metric.ideal}': {preview(empty)}; metric.empty_ideal is 'error'."
+            )
 
 
 def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
@@ -694,8 +829,9 @@ def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[s
             "n_missing": int((qr.status[:, j] == MISSING).sum()),
             "n_empty_ideal": int((qr.status[:, j] == EMPTY_IDEAL).sum()),
             "weight_sum": float(w.sum()),
-            "n_eff": float(r.sum() ** 2 / (r ** 2).sum()) if ok.any() else 0.0,
+            "n_eff": float(r.sum() ** 2 / (r**2).sum()) if ok.any() else 0.0,
             "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))
-            if np.isfinite(qr.judged_coverage[:, j]).any() else float("nan"),
+            if np.isfinite(qr.judged_coverage[:, j]).any()
+            else float("nan"),
         }
     return out

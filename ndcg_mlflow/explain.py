@@ -52,8 +52,11 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         grades, grade_source = _grades(spec)
     else:
         grade_source = f"the grades found in {spec.qrels.declared}"
-    lines = [f"Evaluation spec '{spec.name}'" + (f" ({spec.source})" if spec.source else ""),
-             f"metric preset: {m.preset or 'none'}", ""]
+    lines = [
+        f"Evaluation spec '{spec.name}'" + (f" ({spec.source})" if spec.source else ""),
+        f"metric preset: {m.preset or 'none'}",
+        "",
+    ]
 
     def line(field_name: str, text: str) -> None:
         lines.append(f"- {field_name}: {field_value(m, field_name)}  [from {m.source_of(field_name)}]")
@@ -70,28 +73,40 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
     lines.append("    weights: " + WEIGHTS.words(values[WEIGHTS.key]))
     if spec.uncertainty:
         u = spec.uncertainty
-        lines.append(f"- uncertainty: {u.confidence:.0%} {u.method} intervals from {u.resamples} bootstrap "
-                     f"resamples of queries (seed {u.seed})")
+        lines.append(
+            f"- uncertainty: {u.confidence:.0%} {u.method} intervals from {u.resamples} bootstrap "
+            f"resamples of queries (seed {u.seed})"
+        )
     if spec.comparison:
         c = spec.comparison
-        lines.append(f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
-                     f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
-                     f"losses; |difference| <= {c.tie_tolerance:g} is a tie")
+        lines.append(
+            f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
+            f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
+            f"losses; |difference| <= {c.tie_tolerance:g} is a tie"
+        )
     if spec.decision and spec.uncertainty:
         from .decision import statement
 
-        lines.append(f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision "
-                     f"exits with code 4.")
+        lines.append(
+            f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."
+        )
     if spec.companions:
         comp = spec.companions
         if comp.duplicates:
-            lines.append(f"- companion: duplicate rate in the top K — the share of the shown top K taken by a "
-                         f"document whose duplicate group (from {comp.duplicates.declared}) already appeared higher")
+            lines.append(
+                f"- companion: duplicate rate in the top K — the share of the shown top K taken by a "
+                f"document whose duplicate group (from {comp.duplicates.declared}) already appeared higher"
+            )
         if comp.catalog or comp.catalog_size:
-            what = (f"the documents listed in {comp.catalog.declared}" if comp.catalog
-                    else f"a catalog of {comp.catalog_size}")
-            lines.append(f"- companion: catalog coverage at K — distinct documents shown in the top K across the "
-                         f"evaluated queries, over {what}")
+            what = (
+                f"the documents listed in {comp.catalog.declared}"
+                if comp.catalog
+                else f"a catalog of {comp.catalog_size}"
+            )
+            lines.append(
+                f"- companion: catalog coverage at K — distinct documents shown in the top K across the "
+                f"evaluated queries, over {what}"
+            )
     if not tools:
         return "\n".join(lines)
     lines.append("")

@@ -107,7 +107,7 @@ def nice_number(x: float, *, round_: bool) -> tuple[int, int]:
     """Heckbert's nice number near ``x > 0`` as (mantissa, exponent): mantissa 1, 2, 5 or 10 times 10**exponent;
     rounded to the nearest (``round_``) or the smallest not below ``x``."""
     exp = math.floor(math.log10(x))
-    f = x / 10 ** exp
+    f = x / 10**exp
     if round_:
         m = 1 if f < 1.5 else 2 if f < 3 else 5 if f < 7 else 10
     else:
@@ -141,14 +141,14 @@ def nice_ticks(lo: float, hi: float, count: int, *, suffix: str = "") -> Ticks:
         pad = max(abs(lo) * 0.05, 1e-3)
         lo, hi = lo - pad, hi + pad
     m, e = nice_number((hi - lo) / max(count - 1, 1), round_=True)
-    step = m * 10.0 ** e
+    step = m * 10.0**e
     first = math.floor(lo / step + 1e-9)
     last = math.ceil(hi / step - 1e-9)
     last = max(last, first + 1)
     decimals = max(0, -e)
     values, labels = [], []
     for k in range(first, last + 1):
-        v = k * m * 10.0 ** e if e >= 0 else k * m / 10.0 ** -e  # exact multiples, no drift
+        v = k * m * 10.0**e if e >= 0 else k * m / 10.0**-e  # exact multiples, no drift
         values.append(v)
         text = f"{v:.{decimals}f}"
         if float(text) == 0:
@@ -157,8 +157,9 @@ def nice_ticks(lo: float, hi: float, count: int, *, suffix: str = "") -> Ticks:
     return Ticks(tuple(values), tuple(labels))
 
 
-def fit_ticks(lo: float, hi: float, length: float, *, horizontal: bool, size: float = TICK_SIZE,
-              suffix: str = "", most: int = 10) -> Ticks:
+def fit_ticks(
+    lo: float, hi: float, length: float, *, horizontal: bool, size: float = TICK_SIZE, suffix: str = "", most: int = 10
+) -> Ticks:
     """The most ticks (up to ``most``) over [lo, hi] whose labels do not touch along an axis ``length`` px
     long: horizontal labels need their estimated width plus :data:`TICK_GAP`, vertical ones their height. When
     no count fits, only the two end ticks are labelled."""
@@ -218,8 +219,20 @@ class Svg:
     def add(self, element: str) -> None:
         self.parts.append(element)
 
-    def text(self, x: float, y: float, text: str, *, size: float, anchor: str = "start", cls: str = "",
-             fill: str = INK, weight: str = "", rotate: bool = False, full: str | None = None) -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        size: float,
+        anchor: str = "start",
+        cls: str = "",
+        fill: str = INK,
+        weight: str = "",
+        rotate: bool = False,
+        full: str | None = None,
+    ) -> None:
         attrs = f'x="{_n(x)}" y="{_n(y)}" font-size="{_n(size)}" fill="{fill}"'
         if anchor != "start":
             attrs += f' text-anchor="{anchor}"'
@@ -233,11 +246,20 @@ class Svg:
         self.add(f"<text {attrs}>{tip}{xml_text(text)}</text>")
 
     def render(self, height: float) -> str:
-        head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{_n(height)}" '
-                f'viewBox="0 0 {WIDTH} {_n(height)}" role="img" class="ndcg-figure" data-figure="{self.name}" '
-                f'font-family="{FONT}">')
-        return "\n".join([head, f"<title>{xml_text(self.title)}</title>",
-                          f'<rect width="{WIDTH}" height="{_n(height)}" fill="#ffffff"/>', *self.parts, "</svg>"])
+        head = (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{_n(height)}" '
+            f'viewBox="0 0 {WIDTH} {_n(height)}" role="img" class="ndcg-figure" data-figure="{self.name}" '
+            f'font-family="{FONT}">'
+        )
+        return "\n".join(
+            [
+                head,
+                f"<title>{xml_text(self.title)}</title>",
+                f'<rect width="{WIDTH}" height="{_n(height)}" fill="#ffffff"/>',
+                *self.parts,
+                "</svg>",
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -261,8 +283,10 @@ def legend(svg: Svg, items: Sequence[LegendItem], top: float, left: float, width
         cy = y + row_height / 2
         sw = _swatch(item, x, cy, swatch)
         tip = f"<title>{xml_text(item.label)}</title>" if label != item.label else ""
-        out.append(f'<g class="legend-item">{sw}<text x="{_n(x + swatch + 6)}" y="{_n(cy + LEGEND_SIZE * 0.35)}" '
-                   f'font-size="{LEGEND_SIZE}" fill="{INK}">{tip}{xml_text(label)}</text></g>')
+        out.append(
+            f'<g class="legend-item">{sw}<text x="{_n(x + swatch + 6)}" y="{_n(cy + LEGEND_SIZE * 0.35)}" '
+            f'font-size="{LEGEND_SIZE}" fill="{INK}">{tip}{xml_text(label)}</text></g>'
+        )
         x += w
     out.append("</g>")
     svg.add("\n".join(out))
@@ -271,39 +295,56 @@ def legend(svg: Svg, items: Sequence[LegendItem], top: float, left: float, width
 
 def _swatch(item: LegendItem, x: float, cy: float, width: float) -> str:
     if item.kind == "bar":
-        return (f'<rect class="swatch" x="{_n(x + 4)}" y="{_n(cy - 6)}" width="{_n(width - 8)}" height="12" '
-                f'fill="{item.colour}"/>')
+        return (
+            f'<rect class="swatch" x="{_n(x + 4)}" y="{_n(cy - 6)}" width="{_n(width - 8)}" height="12" '
+            f'fill="{item.colour}"/>'
+        )
     if item.kind == "interval":  # an error bar: a vertical line with caps
         mid = x + width / 2
-        return (f'<path class="swatch" d="M{_n(mid)} {_n(cy - 8)}V{_n(cy + 8)}M{_n(mid - 4)} {_n(cy - 8)}'
-                f'H{_n(mid + 4)}M{_n(mid - 4)} {_n(cy + 8)}H{_n(mid + 4)}" stroke="{item.colour}" '
-                f'stroke-width="1.5" fill="none"/>')
+        return (
+            f'<path class="swatch" d="M{_n(mid)} {_n(cy - 8)}V{_n(cy + 8)}M{_n(mid - 4)} {_n(cy - 8)}'
+            f'H{_n(mid + 4)}M{_n(mid - 4)} {_n(cy + 8)}H{_n(mid + 4)}" stroke="{item.colour}" '
+            f'stroke-width="1.5" fill="none"/>'
+        )
     dash = ' stroke-dasharray="5 3"' if item.kind == "dashed" else ""
-    line = (f'<line class="swatch" x1="{_n(x)}" y1="{_n(cy)}" x2="{_n(x + width)}" y2="{_n(cy)}" '
-            f'stroke="{item.colour}" stroke-width="2"{dash} fill="none"/>')
+    line = (
+        f'<line class="swatch" x1="{_n(x)}" y1="{_n(cy)}" x2="{_n(x + width)}" y2="{_n(cy)}" '
+        f'stroke="{item.colour}" stroke-width="2"{dash} fill="none"/>'
+    )
     if item.kind == "point":
         line += f'<circle class="swatch" cx="{_n(x + width / 2)}" cy="{_n(cy)}" r="4" fill="{item.colour}"/>'
     return line
 
 
-def axis_x(svg: Svg, box: Box, ticks: Sequence[tuple[float, str]], label: str, *, panel: str = "",
-           grid: bool = False) -> None:
+def axis_x(
+    svg: Svg, box: Box, ticks: Sequence[tuple[float, str]], label: str, *, panel: str = "", grid: bool = False
+) -> None:
     """A horizontal axis under ``box``: ticks at pixel positions with their labels, and the axis label."""
-    out = [f'<g class="axis" data-axis="x"{_panel(panel)}>',
-           f'<line x1="{_n(box.left)}" y1="{_n(box.bottom)}" x2="{_n(box.right)}" y2="{_n(box.bottom)}" '
-           f'stroke="{INK}" stroke-width="1"/>']
+    out = [
+        f'<g class="axis" data-axis="x"{_panel(panel)}>',
+        f'<line x1="{_n(box.left)}" y1="{_n(box.bottom)}" x2="{_n(box.right)}" y2="{_n(box.bottom)}" '
+        f'stroke="{INK}" stroke-width="1"/>',
+    ]
     for px, text in ticks:
         if grid:
-            out.append(f'<line x1="{_n(px)}" y1="{_n(box.top)}" x2="{_n(px)}" y2="{_n(box.bottom)}" '
-                       f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<line x1="{_n(px)}" y1="{_n(box.bottom)}" x2="{_n(px)}" y2="{_n(box.bottom + 5)}" '
-                   f'stroke="{INK}" stroke-width="1"/>')
-        out.append(f'<text class="tick-label" x="{_n(px)}" y="{_n(box.bottom + 8 + TICK_SIZE)}" '
-                   f'font-size="{TICK_SIZE}" text-anchor="middle" fill="{INK}">{xml_text(text)}</text>')
+            out.append(
+                f'<line x1="{_n(px)}" y1="{_n(box.top)}" x2="{_n(px)}" y2="{_n(box.bottom)}" '
+                f'stroke="{GRID}" stroke-width="1"/>'
+            )
+        out.append(
+            f'<line x1="{_n(px)}" y1="{_n(box.bottom)}" x2="{_n(px)}" y2="{_n(box.bottom + 5)}" '
+            f'stroke="{INK}" stroke-width="1"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{_n(px)}" y="{_n(box.bottom + 8 + TICK_SIZE)}" '
+            f'font-size="{TICK_SIZE}" text-anchor="middle" fill="{INK}">{xml_text(text)}</text>'
+        )
     shown = fit_text(label, LABEL_SIZE, box.width)
-    out.append(f'<text class="axis-label" x="{_n(box.left + box.width / 2)}" '
-               f'y="{_n(box.bottom + 16 + TICK_SIZE + LABEL_SIZE)}" font-size="{LABEL_SIZE}" text-anchor="middle" '
-               f'fill="{INK}">{xml_text(shown)}</text>')
+    out.append(
+        f'<text class="axis-label" x="{_n(box.left + box.width / 2)}" '
+        f'y="{_n(box.bottom + 16 + TICK_SIZE + LABEL_SIZE)}" font-size="{LABEL_SIZE}" text-anchor="middle" '
+        f'fill="{INK}">{xml_text(shown)}</text>'
+    )
     out.append("</g>")
     svg.add("\n".join(out))
 
@@ -312,20 +353,30 @@ def axis_y(svg: Svg, box: Box, ticks: Sequence[tuple[float, str]], label: str, *
     """A vertical axis left of ``box`` with horizontal grid lines, tick labels and the (rotated) axis label."""
     out = [f'<g class="axis" data-axis="y"{_panel(panel)}>']
     for py, text in ticks:
-        out.append(f'<line x1="{_n(box.left)}" y1="{_n(py)}" x2="{_n(box.right)}" y2="{_n(py)}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<line x1="{_n(box.left - 5)}" y1="{_n(py)}" x2="{_n(box.left)}" y2="{_n(py)}" '
-                   f'stroke="{INK}" stroke-width="1"/>')
-        out.append(f'<text class="tick-label" x="{_n(box.left - 8)}" y="{_n(py + TICK_SIZE * 0.35)}" '
-                   f'font-size="{TICK_SIZE}" text-anchor="end" fill="{INK}">{xml_text(text)}</text>')
-    out.append(f'<line x1="{_n(box.left)}" y1="{_n(box.top)}" x2="{_n(box.left)}" y2="{_n(box.bottom)}" '
-               f'stroke="{INK}" stroke-width="1"/>')
+        out.append(
+            f'<line x1="{_n(box.left)}" y1="{_n(py)}" x2="{_n(box.right)}" y2="{_n(py)}" '
+            f'stroke="{GRID}" stroke-width="1"/>'
+        )
+        out.append(
+            f'<line x1="{_n(box.left - 5)}" y1="{_n(py)}" x2="{_n(box.left)}" y2="{_n(py)}" '
+            f'stroke="{INK}" stroke-width="1"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{_n(box.left - 8)}" y="{_n(py + TICK_SIZE * 0.35)}" '
+            f'font-size="{TICK_SIZE}" text-anchor="end" fill="{INK}">{xml_text(text)}</text>'
+        )
+    out.append(
+        f'<line x1="{_n(box.left)}" y1="{_n(box.top)}" x2="{_n(box.left)}" y2="{_n(box.bottom)}" '
+        f'stroke="{INK}" stroke-width="1"/>'
+    )
     widest = max((text_width(t, TICK_SIZE) for _, t in ticks), default=0.0)
     x = box.left - 14 - widest - LABEL_SIZE * 0.3
     shown = fit_text(label, LABEL_SIZE, box.height)
-    out.append(f'<text class="axis-label" x="{_n(x)}" y="{_n(box.top + box.height / 2)}" font-size="{LABEL_SIZE}" '
-               f'text-anchor="middle" fill="{INK}" transform="rotate(-90 {_n(x)} {_n(box.top + box.height / 2)})">'
-               f'{xml_text(shown)}</text>')
+    out.append(
+        f'<text class="axis-label" x="{_n(x)}" y="{_n(box.top + box.height / 2)}" font-size="{LABEL_SIZE}" '
+        f'text-anchor="middle" fill="{INK}" transform="rotate(-90 {_n(x)} {_n(box.top + box.height / 2)})">'
+        f"{xml_text(shown)}</text>"
+    )
     out.append("</g>")
     svg.add("\n".join(out))
 
@@ -341,16 +392,26 @@ def y_margin(ticks: Ticks) -> float:
 
 def note(svg: Svg, box: Box, text: str) -> None:
     """A message in the middle of an empty plot."""
-    svg.text(box.left + box.width / 2, box.top + box.height / 2, fit_text(text, LABEL_SIZE, box.width - 20),
-             size=LABEL_SIZE, anchor="middle", fill=MUTED, cls="empty-note")
+    svg.text(
+        box.left + box.width / 2,
+        box.top + box.height / 2,
+        fit_text(text, LABEL_SIZE, box.width - 20),
+        size=LABEL_SIZE,
+        anchor="middle",
+        fill=MUTED,
+        cls="empty-note",
+    )
 
 
-def polyline(points: Sequence[tuple[float, float]], colour: str, *, width: float = 2, dashed: bool = False,
-             cls: str = "mark") -> str:
+def polyline(
+    points: Sequence[tuple[float, float]], colour: str, *, width: float = 2, dashed: bool = False, cls: str = "mark"
+) -> str:
     dash = ' stroke-dasharray="6 4"' if dashed else ""
     coords = " ".join(f"{_n(x)},{_n(y)}" for x, y in points)
-    return (f'<polyline class="{cls}" points="{coords}" fill="none" stroke="{colour}" stroke-width="{_n(width)}" '
-            f'stroke-linejoin="round"{dash}/>')
+    return (
+        f'<polyline class="{cls}" points="{coords}" fill="none" stroke="{colour}" stroke-width="{_n(width)}" '
+        f'stroke-linejoin="round"{dash}/>'
+    )
 
 
 def _runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:
@@ -379,8 +440,15 @@ def _colour(i: int) -> tuple[str, bool]:
 
 
 def _title(svg: Svg, text: str) -> float:
-    svg.text(16, 16 + TITLE_SIZE, fit_text(text, TITLE_SIZE, WIDTH - 32, bold=True), size=TITLE_SIZE, weight="600",
-             cls="figure-title", full=text)
+    svg.text(
+        16,
+        16 + TITLE_SIZE,
+        fit_text(text, TITLE_SIZE, WIDTH - 32, bold=True),
+        size=TITLE_SIZE,
+        weight="600",
+        cls="figure-title",
+        full=text,
+    )
     return 16 + TITLE_SIZE + 10
 
 
@@ -401,9 +469,13 @@ def ndcg_by_cutoff(summary: dict) -> str:
         items.append(LegendItem(f"{level}confidence interval (in each system's colour)", INK, "interval"))
     top = legend(svg, items, top, 16, WIDTH - 32) + 8
 
-    values = [v for entry in systems.values() for k in keys
-              for v in (_finite(entry[k].get("mean")), _finite(entry[k].get("ci_low")),
-                        _finite(entry[k].get("ci_high"))) if v is not None]
+    values = [
+        v
+        for entry in systems.values()
+        for k in keys
+        for v in (_finite(entry[k].get("mean")), _finite(entry[k].get("ci_low")), _finite(entry[k].get("ci_high")))
+        if v is not None
+    ]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     plot_height = 300
     yt = fit_ticks(lo, hi, plot_height, horizontal=False, most=8)
@@ -433,21 +505,28 @@ def ndcg_by_cutoff(summary: dict) -> str:
             if lo_ is not None and hi_ is not None:
                 # an interval a rounding error off its mean still spans the mean: never a negative length
                 a, b = (min(lo_, hi_), max(lo_, hi_)) if mean is None else (min(lo_, mean), max(hi_, mean))
-                marks.append(f'<g class="error-bar"><title>{xml_text(name)}, {xml_text(metric_name(k))}: '
-                             f'[{lo_:.4f}, {hi_:.4f}]</title>'
-                             f'<line class="mark" x1="{_n(px)}" y1="{_n(y(a))}" x2="{_n(px)}" y2="{_n(y(b))}" '
-                             f'stroke="{colour}" stroke-width="1.5" fill="none"/>'
-                             + "".join(f'<line class="mark" x1="{_n(px - 4)}" y1="{_n(y(v))}" x2="{_n(px + 4)}" '
-                                       f'y2="{_n(y(v))}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
-                                       for v in (a, b)) + "</g>")
+                marks.append(
+                    f'<g class="error-bar"><title>{xml_text(name)}, {xml_text(metric_name(k))}: '
+                    f"[{lo_:.4f}, {hi_:.4f}]</title>"
+                    f'<line class="mark" x1="{_n(px)}" y1="{_n(y(a))}" x2="{_n(px)}" y2="{_n(y(b))}" '
+                    f'stroke="{colour}" stroke-width="1.5" fill="none"/>'
+                    + "".join(
+                        f'<line class="mark" x1="{_n(px - 4)}" y1="{_n(y(v))}" x2="{_n(px + 4)}" '
+                        f'y2="{_n(y(v))}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
+                        for v in (a, b)
+                    )
+                    + "</g>"
+                )
         for run in _runs(pts):
             marks.append(polyline(run, colour, dashed=dashed))
         for (px, py), k in zip(pts, keys):
             if py is not None:
                 mean = float(entry[k]["mean"])
-                marks.append(f'<circle class="mark" cx="{_n(px)}" cy="{_n(py)}" r="4.5" fill="{colour}" '
-                             f'stroke="#ffffff" stroke-width="1"><title>{xml_text(name)}, '
-                             f'{xml_text(metric_name(k))}: {mean:.4f}</title></circle>')
+                marks.append(
+                    f'<circle class="mark" cx="{_n(px)}" cy="{_n(py)}" r="4.5" fill="{colour}" '
+                    f'stroke="#ffffff" stroke-width="1"><title>{xml_text(name)}, '
+                    f"{xml_text(metric_name(k))}: {mean:.4f}</title></circle>"
+                )
     svg.add("\n".join(marks))
     if not values:
         note(svg, box, "no defined mean to draw")
@@ -483,9 +562,13 @@ def per_query_differences(summary: dict, per_query) -> str | None:
     head = headline_key(keys)
     label = metric_name(head)
     comps = [c for c in comps if c["key"] == head]
-    series = [(f"{c['candidate']} − {c['baseline']}",
-               np.sort(paired_differences(per_query, c["baseline"], c["candidate"], key_label(head))))
-              for c in comps]
+    series = [
+        (
+            f"{c['candidate']} − {c['baseline']}",
+            np.sort(paired_differences(per_query, c["baseline"], c["candidate"], key_label(head))),
+        )
+        for c in comps
+    ]
     svg = Svg("per_query_differences", f"Per-query differences in {label}, sorted")
     top = _title(svg, svg.title)
     items = [LegendItem(name, *_style(i, "line")) for i, (name, _) in enumerate(series)]
@@ -505,16 +588,25 @@ def per_query_differences(summary: dict, per_query) -> str | None:
     xt = fit_ticks(1, max(n_max, 2), box.width, horizontal=True, most=10)
     xt = _whole(xt, max(n_max, 2))
     x = Scale(xt.lo, xt.hi, box.left, box.right)
-    axis_x(svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)],
-           "queries, sorted from the largest loss to the largest win (query count)")
-    marks = [f'<line class="mark" x1="{_n(box.left)}" y1="{_n(y(0))}" x2="{_n(box.right)}" y2="{_n(y(0))}" '
-             f'stroke="{ZERO}" stroke-width="1.2" fill="none"/>']
+    axis_x(
+        svg,
+        box,
+        [(x(v), t) for v, t in zip(xt.values, xt.labels)],
+        "queries, sorted from the largest loss to the largest win (query count)",
+    )
+    marks = [
+        f'<line class="mark" x1="{_n(box.left)}" y1="{_n(y(0))}" x2="{_n(box.right)}" y2="{_n(y(0))}" '
+        f'stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
+    ]
     for i, (_, d) in enumerate(series):
         if not d.size:
             continue
         colour, dashed = _colour(i)
-        idx = np.arange(d.size) if d.size <= MAX_POINTS else np.unique(np.round(np.linspace(0, d.size - 1,
-                                                                                             MAX_POINTS)).astype(int))
+        idx = (
+            np.arange(d.size)
+            if d.size <= MAX_POINTS
+            else np.unique(np.round(np.linspace(0, d.size - 1, MAX_POINTS)).astype(int))
+        )
         pts = [(x(int(j) + 1), y(float(d[j]))) for j in idx]
         if len(pts) == 1:
             marks.append(f'<circle class="mark" cx="{_n(pts[0][0])}" cy="{_n(pts[0][1])}" r="3" fill="{colour}"/>')
@@ -537,8 +629,11 @@ def _whole(ticks: Ticks, most: int) -> Ticks:
 def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     """A histogram of the bootstrap distribution of each difference of means, one panel per comparison, all on
     one horizontal scale and one bin width; None without bootstrap distributions."""
-    comps = [c for c in summary.get("comparisons") or []
-             if bootstrap is not None and f"{c['candidate']}:{c['key']}" in bootstrap.columns]
+    comps = [
+        c
+        for c in summary.get("comparisons") or []
+        if bootstrap is not None and f"{c['candidate']}:{c['key']}" in bootstrap.columns
+    ]
     if not comps:
         return None
     conf = _finite(summary.get("spec", {}).get("uncertainty.confidence"))
@@ -547,15 +642,21 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     dists = [d[np.isfinite(d)] for d in dists]
     svg = Svg("bootstrap_differences", "Bootstrap distributions of the differences of means")
     top = _title(svg, svg.title)
-    items = [LegendItem("bootstrap resamples (histogram)", HIST, "bar"),
-             LegendItem("observed difference", OBSERVED, "line"),
-             LegendItem(f"{level}interval".strip(), INTERVAL, "dashed"),
-             LegendItem("zero: no difference", ZERO, "line")]
+    items = [
+        LegendItem("bootstrap resamples (histogram)", HIST, "bar"),
+        LegendItem("observed difference", OBSERVED, "line"),
+        LegendItem(f"{level}interval".strip(), INTERVAL, "dashed"),
+        LegendItem("zero: no difference", ZERO, "line"),
+    ]
     top = legend(svg, items, top, 16, WIDTH - 32) + 6
 
     extremes = [float(v) for d in dists if d.size for v in (d.min(), d.max())]
-    extremes += [v for c in comps for v in (_finite(c.get("delta")), _finite(c.get("ci_low")),
-                                            _finite(c.get("ci_high"))) if v is not None]
+    extremes += [
+        v
+        for c in comps
+        for v in (_finite(c.get("delta")), _finite(c.get("ci_low")), _finite(c.get("ci_high")))
+        if v is not None
+    ]
     lo, hi = min(extremes + [0.0]), max(extremes + [0.0])
     # one block of panels per pair (candidate, baseline), headed by the pair; one panel per cutoff, 3 a line
     blocks: dict[tuple[str, str], list[int]] = {}
@@ -578,8 +679,15 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     y0 = top
     for (candidate, baseline), members in blocks.items():
         pair = f"{candidate} − {baseline}"
-        svg.text(16, y0 + LABEL_SIZE + 6, fit_text(pair, LABEL_SIZE + 1, WIDTH - 32, bold=True), size=LABEL_SIZE + 1,
-                 weight="600", cls="block-title", full=pair)
+        svg.text(
+            16,
+            y0 + LABEL_SIZE + 6,
+            fit_text(pair, LABEL_SIZE + 1, WIDTH - 32, bold=True),
+            size=LABEL_SIZE + 1,
+            weight="600",
+            cls="block-title",
+            full=pair,
+        )
         y0 += head_h
         for n, i in enumerate(members):
             c, d, share = comps[i], dists[i], shares[i]
@@ -587,24 +695,38 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
             cx, cy = 8 + col * cell_w, y0 + r * cell_h
             box = Box(cx + inner_left, cy + 22, plot_w, panel_h)
             name = f"{pair}, {metric_name(c['key'])}"
-            svg.text(box.left + box.width / 2, cy + 14, fit_text(metric_name(c["key"]), LABEL_SIZE, plot_w),
-                     size=LABEL_SIZE, anchor="middle", cls="panel-title", full=name)
+            svg.text(
+                box.left + box.width / 2,
+                cy + 14,
+                fit_text(metric_name(c["key"]), LABEL_SIZE, plot_w),
+                size=LABEL_SIZE,
+                anchor="middle",
+                cls="panel-title",
+                full=name,
+            )
             x = Scale(xt.lo, xt.hi, box.left, box.right)
             y = Scale(yt.lo, yt.hi, box.bottom, box.top)
             axis_y(svg, box, [(y(v), t) for v, t in zip(yt.values, yt.labels)], "share of resamples", panel=name)
-            axis_x(svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)], f"difference in mean {NAME}",
-                   panel=name)
+            axis_x(
+                svg, box, [(x(v), t) for v, t in zip(xt.values, xt.labels)], f"difference in mean {NAME}", panel=name
+            )
             marks = []
             for b in range(BINS):
                 if share[b] > 0:
                     x0, x1 = x(edges[b]), x(edges[b + 1])
-                    marks.append(f'<rect class="mark" x="{_n(x0)}" y="{_n(y(share[b]))}" width="{_n(x1 - x0)}" '
-                                 f'height="{_n(box.bottom - y(share[b]))}" fill="{HIST}"/>')
-            marks.append(f'<line class="mark" x1="{_n(x(0))}" y1="{_n(box.top)}" x2="{_n(x(0))}" '
-                         f'y2="{_n(box.bottom)}" stroke="{ZERO}" stroke-width="1.2" fill="none"/>')
-            for v, colour, dash in ((_finite(c.get("ci_low")), INTERVAL, True),
-                                    (_finite(c.get("ci_high")), INTERVAL, True),
-                                    (_finite(c.get("delta")), OBSERVED, False)):
+                    marks.append(
+                        f'<rect class="mark" x="{_n(x0)}" y="{_n(y(share[b]))}" width="{_n(x1 - x0)}" '
+                        f'height="{_n(box.bottom - y(share[b]))}" fill="{HIST}"/>'
+                    )
+            marks.append(
+                f'<line class="mark" x1="{_n(x(0))}" y1="{_n(box.top)}" x2="{_n(x(0))}" '
+                f'y2="{_n(box.bottom)}" stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
+            )
+            for v, colour, dash in (
+                (_finite(c.get("ci_low")), INTERVAL, True),
+                (_finite(c.get("ci_high")), INTERVAL, True),
+                (_finite(c.get("delta")), OBSERVED, False),
+            ):
                 if v is not None:
                     marks.append(polyline([(x(v), box.top), (x(v), box.bottom)], colour, width=1.8, dashed=dash))
             svg.add("\n".join(marks))

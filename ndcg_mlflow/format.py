@@ -127,8 +127,10 @@ def queries_line(summary: dict) -> str:
     counts = {(int(m.get("n_evaluated", 0)), int(m.get("n_excluded", 0))) for m in firsts}
     if len(counts) > 1:
         spread = sorted(k for k, _ in counts)
-        return (text + f"; each system's means are over its evaluated queries, {spread[0]} to {spread[-1]} "
-                       f"of them (the evaluated and excluded columns give each system's counts).")
+        return (
+            text + f"; each system's means are over its evaluated queries, {spread[0]} to {spread[-1]} "
+            f"of them (the evaluated and excluded columns give each system's counts)."
+        )
     evaluated, excluded = next(iter(counts))
     if not excluded:
         return text + f"; every mean is over all {evaluated} (none excluded)."
@@ -137,14 +139,16 @@ def queries_line(summary: dict) -> str:
     missing = {int(m.get("n_missing", 0)) for m in firsts}
     if spec.get("metric.empty_ideal") == "exclude" and len(empty) == 1 and min(empty):
         k = min(empty)
-        reasons.append((k, f"{k} with an empty ideal (ideal DCG 0: nothing relevant to find; "
-                           f"metric.empty_ideal: exclude)"))
+        reasons.append(
+            (k, f"{k} with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude)")
+        )
     if spec.get("metric.missing_queries") == "exclude" and len(missing) == 1 and min(missing):
         k = min(missing)
         reasons.append((k, f"{k} that the runs do not answer (metric.missing_queries: exclude)"))
     why = (": " + " and ".join(r for _, r in reasons)) if sum(k for k, _ in reasons) == excluded else ""
-    return text + (f"; each mean is over the {evaluated} evaluated, {excluded} "
-                   f"{_plural(excluded, 'is', 'are')} excluded{why}.")
+    return text + (
+        f"; each mean is over the {evaluated} evaluated, {excluded} {_plural(excluded, 'is', 'are')} excluded{why}."
+    )
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -159,8 +163,10 @@ def text_table(heads: Sequence[str], rows: Sequence[Sequence[str]], *, left: int
     ``left`` columns (labels) aligned left, the others (numbers) right."""
     every = [list(heads)] + [list(r) for r in rows]
     widths = [max(len(r[i]) for r in every) for i in range(len(heads))]
-    return [indent + "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-            for r in every]
+    return [
+        indent + "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in every
+    ]
 
 
 def md_table(heads: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:

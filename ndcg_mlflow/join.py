@@ -36,9 +36,12 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
             row = int(np.flatnonzero(over)[0])
             if qrels is None:
                 raise NonFiniteError("exponential gain", np.flatnonzero(over))
-            raise qrels.error(row, f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
-                                   f"float (metric.gain exponential takes grades below 1024; "
-                                   f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.")
+            raise qrels.error(
+                row,
+                f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
+                f"float (metric.gain exponential takes grades below 1024; "
+                f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.",
+            )
         return gains
     if gain.kind == "linear":
         return np.where(grades > 0, grades, 0.0)
@@ -50,14 +53,15 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
     if not known.all():
         row = int(np.flatnonzero(~known)[0])
         missing = sorted({float(g) for g in grades[~known]})
-        message = (f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
-                   f"{', '.join(f'{g:g}' for g in missing)}.")
+        message = (
+            f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
+            f"{', '.join(f'{g:g}' for g in missing)}."
+        )
         raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
     return vals[idx_c]
 
 
-def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qrels: Table,
-                     keep: np.ndarray) -> None:
+def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qrels: Table, keep: np.ndarray) -> None:
     """Refuse gains whose DCG could overflow a float, naming the query and its first judgment's line.
 
     Every DCG, ideal DCG and tie-averaged gain of a query is bounded by the sum of the query's
@@ -71,10 +75,13 @@ def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qre
     if over.size:
         q = int(over[0])
         row = int(np.flatnonzero(keep)[np.flatnonzero(catalog.query == q)[0]])
-        raise qrels.error(row, f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
-                               f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-                               f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
-                               f"(gain: linear, or a gain table with smaller values).")
+        raise qrels.error(
+            row,
+            f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
+            f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+            f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
+            f"(gain: linear, or a gain table with smaller values).",
+        )
 
 
 @dataclass
@@ -127,12 +134,27 @@ class PreparedRun:
 def compute(metric: Metric, prep: PreparedRun, catalog: Catalog) -> QueryResult:
     """Per-query results of one prepared run under ``metric`` (the ``error`` forms act as ``exclude``)."""
     judged_gain = map_gains(metric.gain, prep.judged_grade)  # the judged rows' gains only
-    rows = RunRows(query=prep.query, score=prep.score, gain=None, judged=prep.judged,
-                   tiebreak=tiebreak(metric.ties, prep), judged_gain=judged_gain)
+    rows = RunRows(
+        query=prep.query,
+        score=prep.score,
+        gain=None,
+        judged=prep.judged,
+        tiebreak=tiebreak(metric.ties, prep),
+        judged_gain=judged_gain,
+    )
     cat_gain = map_gains(metric.gain, catalog.grade)
-    return evaluate_rows(rows, catalog.query, cat_gain, catalog.n_queries, cutoffs=metric.cutoffs,
-                         ties=metric.ties, unjudged=metric.unjudged, ideal=metric.ideal,
-                         empty_ideal=metric.empty_ideal, missing_queries=metric.missing_queries)
+    return evaluate_rows(
+        rows,
+        catalog.query,
+        cat_gain,
+        catalog.n_queries,
+        cutoffs=metric.cutoffs,
+        ties=metric.ties,
+        unjudged=metric.unjudged,
+        ideal=metric.ideal,
+        empty_ideal=metric.empty_ideal,
+        missing_queries=metric.missing_queries,
+    )
 
 
 def index_in(values: np.ndarray, universe: np.ndarray) -> np.ndarray:
@@ -219,8 +241,9 @@ def probe_tables(sorted_keys: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray
     return np.packbits(flags, bitorder="little"), starts
 
 
-def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | None,
-                judged: JudgedIndex, catalog: Catalog) -> tuple[np.ndarray, np.ndarray]:
+def judged_rows(
+    run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | None, judged: JudgedIndex, catalog: Catalog
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows, catalog rows) of the run rows (numbered as ``q``, the evaluated query code of each kept row) that
     are judged, in row order, and their judgments.
 
@@ -228,29 +251,48 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
     most rows are passed over at once); the ids of every match are then compared. A match of unequal ids (two
     pairs with one key), or judgments sharing keys, sends the run to the exact join of the doc ids to the
     judged ones (Arrow's hash lookup), which gives the same rows."""
-    if judged.pair_keys is not None and judged.pair_keys.size and judged.pair_filter is not None and \
-            judged.pair_rows is not None:
+    if (
+        judged.pair_keys is not None
+        and judged.pair_keys.size
+        and judged.pair_filter is not None
+        and judged.pair_rows is not None
+    ):
         if kept is not None:
             keys = keys[kept]
         fast = native_kernel()
-        if fast is not None and keys.dtype == np.uint64 and judged.pair_bits is not None and \
-                judged.pair_starts is not None:  # the same rows, in one pass
+        if (
+            fast is not None
+            and keys.dtype == np.uint64
+            and judged.pair_bits is not None
+            and judged.pair_starts is not None
+        ):  # the same rows, in one pass
             found, at = np.empty(keys.size, dtype=np.int64), np.empty(keys.size, dtype=np.int64)  # (pages touched
-            k = fast.probe(np.ascontiguousarray(keys), judged.pair_bits, 64 - PAIR_FILTER_BITS,  # only where a key
-                           judged.pair_keys, judged.pair_starts, found, at)  # matched)
+            k = fast.probe(
+                np.ascontiguousarray(keys),
+                judged.pair_bits,
+                64 - PAIR_FILTER_BITS,  # only where a key
+                judged.pair_keys,
+                judged.pair_starts,
+                found,
+                at,
+            )  # matched)
             rows, cat_rows = found[:k].copy(), judged.pair_rows[at[:k]]
             del found, at
         else:
             step, shift = 1 << 20, np.uint64(64 - PAIR_FILTER_BITS)  # a slice at a time: no row-length temporary
-            cand = np.concatenate([np.flatnonzero(judged.pair_filter[keys[a:a + step] >> shift]) + a
-                                   for a in range(0, keys.size, step)] or [np.zeros(0, dtype=np.int64)])
+            cand = np.concatenate(
+                [np.flatnonzero(judged.pair_filter[keys[a : a + step] >> shift]) + a for a in range(0, keys.size, step)]
+                or [np.zeros(0, dtype=np.int64)]
+            )
             ck = keys[cand]
             at = np.minimum(np.searchsorted(judged.pair_keys, ck), judged.pair_keys.size - 1)
             hit = judged.pair_keys[at] == ck
             rows, cat_rows = cand[hit], judged.pair_rows[at[hit]]
         same_query = bool((catalog.query[cat_rows] == q[rows]).all())
-        if same_query and same_strings(take_rows(run.doc.array, rows if kept is None else kept[rows]),
-                                       take_rows(judged.qrels_doc, judged.catalog_rows[cat_rows])):
+        if same_query and same_strings(
+            take_rows(run.doc.array, rows if kept is None else kept[rows]),
+            take_rows(judged.qrels_doc, judged.catalog_rows[cat_rows]),
+        ):
             return rows, cat_rows
     exact = judged.exact()
     d = doc_codes(run.doc.array, exact.doc_values)
@@ -263,8 +305,9 @@ def judged_rows(run: Table, keys: np.ndarray, q: np.ndarray, kept: np.ndarray | 
     return cand[hit], exact.gain_rows[at[hit]]
 
 
-def prepare_run(name: str, run: Table, query_ids: np.ndarray, judged: JudgedIndex,
-                 catalog: Catalog) -> tuple[PreparedRun, int]:
+def prepare_run(
+    name: str, run: Table, query_ids: np.ndarray, judged: JudgedIndex, catalog: Catalog
+) -> tuple[PreparedRun, int]:
     """Join one run to the judgments: evaluated rows only, each with its grade and judged flag.
 
     Returns the prepared rows and the number of the run's queries outside the evaluated set. Takes the run's
@@ -299,7 +342,8 @@ def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
         raise EvaluationError(
             f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
             f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
-            f"({bad.size} unjudged returned documents in all).")
+            f"({bad.size} unjudged returned documents in all)."
+        )
 
 
 def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray] | None:

@@ -56,8 +56,10 @@ class NonFiniteError(ArithmeticError):
     def __init__(self, what: str, queries: np.ndarray):
         self.what = what
         self.queries = np.asarray(queries)
-        super().__init__(f"internal error: non-finite {what} for {self.queries.size} queries (query codes "
-                         f"{self.queries[:5].tolist()}): the gains overflow a float")
+        super().__init__(
+            f"internal error: non-finite {what} for {self.queries.size} queries (query codes "
+            f"{self.queries[:5].tolist()}): the gains overflow a float"
+        )
 
 
 @dataclass
@@ -159,8 +161,9 @@ def positions(group: np.ndarray) -> np.ndarray:
     return np.arange(n, dtype=np.int64) - np.repeat(starts, lengths)
 
 
-def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: int,
-              cutoffs: tuple[int | None, ...]) -> np.ndarray:
+def sum_top_k(
+    query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: int, cutoffs: tuple[int | None, ...]
+) -> np.ndarray:
     """Sums of ``value`` over each query's rows with ``pos < K``, for every cutoff K, in one pass.
 
     Each row falls in one slice between consecutive finite cutoffs; slice sums are
@@ -179,8 +182,9 @@ def sum_top_k(query: np.ndarray, pos: np.ndarray, value: np.ndarray, n_queries: 
     return out
 
 
-def dcg_by_query(query: np.ndarray, pos: np.ndarray, gain: np.ndarray, n_queries: int,
-                 cutoffs: tuple[int | None, ...]) -> np.ndarray:
+def dcg_by_query(
+    query: np.ndarray, pos: np.ndarray, gain: np.ndarray, n_queries: int, cutoffs: tuple[int | None, ...]
+) -> np.ndarray:
     """DCG per query at each cutoff: shape (n_queries, len(cutoffs)); ``pos`` is the 0-based rank."""
     contrib = gain * discounts(int(pos.max()) + 1)[pos] if gain.size else gain
     return sum_top_k(query, pos, contrib, n_queries, cutoffs)
@@ -246,26 +250,38 @@ def native_kernel() -> Any:
         from .ckernel import group_order, map_codes, probe, rank_check, resampled_sums
     except ImportError:
         return None
-    return SimpleNamespace(map_codes=map_codes, probe=probe, rank_check=rank_check, group_order=group_order,
-                           resampled_sums=resampled_sums)
+    return SimpleNamespace(
+        map_codes=map_codes, probe=probe, rank_check=rank_check, group_order=group_order, resampled_sums=resampled_sums
+    )
 
 
-def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray], np.ndarray] | None,
-          n_queries: int | None = None) -> _Order:
+def _rank(
+    query: np.ndarray,
+    score: np.ndarray,
+    tiebreak: Callable[[np.ndarray], np.ndarray] | None,
+    n_queries: int | None = None,
+) -> _Order:
     """Only rows in tied-score groups are passed to ``tiebreak``; a run file that lists each query's
     rows together by descending score (the usual layout) is not sorted at all."""
     n = query.size
     if n < 2:
         return _Order(n)
     fast = native_kernel() if n_queries is not None else None
-    if fast is not None and n_queries is not None and query.dtype == np.int32 and score.dtype == np.float64 and \
-            query.flags.c_contiguous and score.flags.c_contiguous:
+    if (
+        fast is not None
+        and n_queries is not None
+        and query.dtype == np.int32
+        and score.dtype == np.float64
+        and query.flags.c_contiguous
+        and score.flags.c_contiguous
+    ):
         tied = np.empty(n, dtype=np.int64)  # (pages are touched only where a tie is written)
         starts = np.empty(max(n_queries, 1), dtype=np.int64)
         n_tied, n_blocks = fast.rank_check(query, score, n_queries, tied, starts)
         if n_tied >= 0:  # in order: only the ties are ranked (the same rows as below, in one pass)
-            order = _Order(n) if tiebreak is None or n_tied == 0 else \
-                _order_ties(tied[:n_tied].copy(), n, tiebreak, None)
+            order = (
+                _Order(n) if tiebreak is None or n_tied == 0 else _order_ties(tied[:n_tied].copy(), n, tiebreak, None)
+            )
             order.block_starts = starts[:n_blocks].copy()  # (ties are reordered within a query's block)
             return order
     change = query[1:] != query[:-1]
@@ -287,8 +303,9 @@ def _rank(query: np.ndarray, score: np.ndarray, tiebreak: Callable[[np.ndarray],
     return _order_ties(tied_next, n, tiebreak, full)
 
 
-def _order_ties(tied_next: np.ndarray, n: int, tiebreak: Callable[[np.ndarray], np.ndarray],
-                full: np.ndarray | None) -> _Order:
+def _order_ties(
+    tied_next: np.ndarray, n: int, tiebreak: Callable[[np.ndarray], np.ndarray], full: np.ndarray | None
+) -> _Order:
     """The ranking of ``n`` rows with each tied group (``tied_next``: the ranked positions i tied with i + 1,
     ascending) in ``tiebreak`` order; ``full``: the rows by ranked position (None: the identity), changed in
     place."""
@@ -350,9 +367,19 @@ class Ranking:
         return np.repeat(self.starts, take) + offsets
 
 
-def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndarray, n_queries: int, *,
-                  cutoffs: tuple[int | None, ...], ties: str, unjudged: str, ideal: str,
-                  empty_ideal: str, missing_queries: str) -> QueryResult:
+def evaluate_rows(
+    run: RunRows,
+    catalog_query: np.ndarray,
+    catalog_gain: np.ndarray,
+    n_queries: int,
+    *,
+    cutoffs: tuple[int | None, ...],
+    ties: str,
+    unjudged: str,
+    ideal: str,
+    empty_ideal: str,
+    missing_queries: str,
+) -> QueryResult:
     """Per-query DCG, IDCG (both ideals), nDCG, judged coverage and status.
 
     ``ties``: ``average`` averages gains over tied-score groups; any other value
@@ -429,9 +456,18 @@ def evaluate_rows(run: RunRows, catalog_query: np.ndarray, catalog_gain: np.ndar
     ndcg[status == EMPTY_IDEAL] = {"zero": 0.0, "one": 1.0}.get(empty_ideal, np.nan)
     ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
     check_finite(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=np.where(status == OK, ndcg, 0.0))
-    return QueryResult(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=ndcg,
-                       judged_coverage=coverage, status=status, n_returned=n_returned,
-                       ranking=rk, _view_rows=view_rows, _view_pos=view_pos)
+    return QueryResult(
+        dcg=dcg,
+        idcg=idcg_cat,
+        idcg_candidates=idcg_cand,
+        ndcg=ndcg,
+        judged_coverage=coverage,
+        status=status,
+        n_returned=n_returned,
+        ranking=rk,
+        _view_rows=view_rows,
+        _view_pos=view_pos,
+    )
 
 
 def check_finite(**arrays: np.ndarray) -> None:

@@ -57,7 +57,7 @@ def model_id_of_source(source: str | None) -> str | None:
     """The logged model id of a model version's source ``models:/m-<id>`` (open-source MLflow leaves
     ``ModelVersion.model_id`` empty while its source names the logged model), else None."""
     if source and source.startswith("models:/m-"):
-        return source[len("models:/"):].split("/", 1)[0]
+        return source[len("models:/") :].split("/", 1)[0]
     return None
 
 
@@ -68,12 +68,13 @@ def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
 
     try:
         if uri.startswith("models:/m-"):
-            model_id = uri[len("models:/"):].rstrip("/")
+            model_id = uri[len("models:/") :].rstrip("/")
             lm = client.get_logged_model(model_id)
-            return ResolvedModel(uri, f"models:/{model_id}", source=lm.model_uri, run_id=lm.source_run_id,
-                                 model_id=model_id)
+            return ResolvedModel(
+                uri, f"models:/{model_id}", source=lm.model_uri, run_id=lm.source_run_id, model_id=model_id
+            )
         if uri.startswith("models:/"):
-            rest = uri[len("models:/"):].rstrip("/")
+            rest = uri[len("models:/") :].rstrip("/")
             alias: str | None = None
             if "@" in rest:
                 name, _, alias = rest.rpartition("@")
@@ -85,14 +86,25 @@ def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
             run_id = mv.run_id
             if run_id is None and mid is not None:
                 run_id = client.get_logged_model(mid).source_run_id
-            return ResolvedModel(uri, f"models:/{name}/{mv.version}", registered_model=name, version=str(mv.version),
-                                 alias=alias, source=mv.source, run_id=run_id, model_id=mid)
-        run_id, _, path = uri[len("runs:/"):].partition("/")
+            return ResolvedModel(
+                uri,
+                f"models:/{name}/{mv.version}",
+                registered_model=name,
+                version=str(mv.version),
+                alias=alias,
+                source=mv.source,
+                run_id=run_id,
+                model_id=mid,
+            )
+        run_id, _, path = uri[len("runs:/") :].partition("/")
         run = client.get_run(run_id)
         path = path.strip("/")
-        found = client.search_logged_models(experiment_ids=[run.info.experiment_id],
-                                            filter_string=f"source_run_id = '{run_id}' AND name = '{path}'"
-                                            if "'" not in path else f"source_run_id = '{run_id}'")
+        found = client.search_logged_models(
+            experiment_ids=[run.info.experiment_id],
+            filter_string=f"source_run_id = '{run_id}' AND name = '{path}'"
+            if "'" not in path
+            else f"source_run_id = '{run_id}'",
+        )
         ids = [m.model_id for m in found if m.name == path]
         return ResolvedModel(uri, uri, source=uri, run_id=run_id, model_id=ids[0] if len(ids) == 1 else None)
     except SpecError:
@@ -139,8 +151,9 @@ def input_columns(model: Any) -> list[str] | None:
     return list(schema.input_names())
 
 
-def _candidate_batches(src: Source, rows: int, id_columns: tuple[str, ...]) -> tuple[list[str], int | None,
-                                                                                      Iterator[Any]]:
+def _candidate_batches(
+    src: Source, rows: int, id_columns: tuple[str, ...]
+) -> tuple[list[str], int | None, Iterator[Any]]:
     """The candidates' column names, their number of rows when the format says it without reading them (Parquet),
     and their rows as pyarrow record batches of at most ``rows`` rows."""
     import pyarrow as pa
@@ -158,9 +171,13 @@ def _candidate_batches(src: Source, rows: int, id_columns: tuple[str, ...]) -> t
         import pyarrow.csv as pacsv
 
         ids = {c: pa.string() for c in id_columns}  # ids are text, as the readers read them ("007" stays "007")
-        dataset = ds.dataset(str(path), format=ds.CsvFileFormat(
-            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ","),
-            convert_options=pacsv.ConvertOptions(column_types=ids)))
+        dataset = ds.dataset(
+            str(path),
+            format=ds.CsvFileFormat(
+                parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ","),
+                convert_options=pacsv.ConvertOptions(column_types=ids),
+            ),
+        )
     elif fmt == "jsonl":
         dataset = ds.dataset(str(path), format="json")
     else:
@@ -182,9 +199,17 @@ def using_store(uri: str | None) -> Iterator[None]:
         yield
 
 
-def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: Path, *, key: str,
-                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None,
-                     batch_rows: int = BATCH_ROWS) -> tuple[int, int]:
+def score_candidates(
+    name: str,
+    resolved: ResolvedModel,
+    src: Source,
+    out_path: Path,
+    *,
+    key: str,
+    tracking_uri: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> tuple[int, int]:
     """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
     ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the candidate
     rows read and the scored rows written. Errors name the model, the candidates file and the rows: columns
@@ -203,8 +228,9 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
         with using_store(tracking_uri):
             model = mlflow.pyfunc.load_model(resolved.loaded_uri)
     except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
-        raise NdcgError(f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: "
-                        f"{_first_line(exc)}") from None
+        raise NdcgError(
+            f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     wanted = input_columns(model)
     check_input_columns(name, resolved, path, names, wanted, qcol)
     written, start, last, shape = 0, 0, time.monotonic(), None
@@ -219,9 +245,11 @@ def score_candidates(name: str, resolved: ResolvedModel, src: Source, out_path: 
             try:
                 output = model.predict(features)
             except Exception as exc:  # noqa: BLE001 - the model's own failure, said with the rows it was given
-                raise NdcgError(f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
-                                f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
-                                f"{_first_line(exc)}") from None
+                raise NdcgError(
+                    f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
+                    f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
+                    f"{_first_line(exc)}"
+                ) from None
             table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved, seen)
             if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
                 writer = pq.ParquetWriter(str(out_path), table.schema)
@@ -251,8 +279,9 @@ def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[lis
         with using_store(tracking_uri):
             info = get_model_info(uri)
     except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
-        raise NdcgError(f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: "
-                        f"{_first_line(exc)}") from None
+        raise NdcgError(
+            f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     sig = info.signature
     if sig is None:
         return None, False
@@ -271,8 +300,9 @@ def download_model(uri: str, key: str, folder: Path, tracking_uri: str | None) -
         with using_store(tracking_uri):
             local = download_artifacts(artifact_uri=uri, dst_path=str(folder))
     except Exception as exc:  # noqa: BLE001 - any failure to fetch is the model's
-        raise NdcgError(f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: "
-                        f"{_first_line(exc)}") from None
+        raise NdcgError(
+            f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     return str(Path(local).resolve())
 
 
@@ -289,18 +319,22 @@ def local_model(path: str) -> Any:
     return _LOADED[path]
 
 
-def check_input_columns(name: str, resolved: ResolvedModel, path: Any, names: list[str], wanted: list[str] | None,
-                        qcol: str) -> None:
+def check_input_columns(
+    name: str, resolved: ResolvedModel, path: Any, names: list[str], wanted: list[str] | None, qcol: str
+) -> None:
     """A DataError naming the candidates ``path`` when they lack the query id column ``qcol`` or one of the
     model's input columns ``wanted`` (from its signature; None without one); ``names`` are their columns."""
     missing = [c for c in (wanted or []) if c not in names]
     if qcol not in names:
         missing.insert(0, qcol)
     if missing:
-        raise DataError(path, f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
-                              f" (query_id and {resolved.loaded_uri}'s input columns "
-                              f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
-                              f"{', '.join(names)}.")
+        raise DataError(
+            path,
+            f"the candidates of system '{name}' lack the column(s) {', '.join(map(repr, missing))}"
+            f" (query_id and {resolved.loaded_uri}'s input columns "
+            f"{', '.join(wanted) if wanted else '(no signature)'}); they have "
+            f"{', '.join(names)}.",
+        )
 
 
 def _ids(values: Any) -> Any:
@@ -312,8 +346,18 @@ def _ids(values: Any) -> Any:
     return arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
 
 
-def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str], shape: str | None, path: Path,
-                start: int, resolved: ResolvedModel, seen: set[str] | None = None) -> tuple[Any, str]:
+def scored_rows(
+    output: Any,
+    frame: Any,
+    qcol: str,
+    dcol: str,
+    names: list[str],
+    shape: str | None,
+    path: Path,
+    start: int,
+    resolved: ResolvedModel,
+    seen: set[str] | None = None,
+) -> tuple[Any, str]:
     """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
     ``predict`` returned, read by :func:`ndcg_mlflow.predictions.read_predictions`: ``("scores", query_id, doc_id,
     score)`` or ``("lists", ... score = -rank, rank)``; a DataError for anything else, for the other shape than the
@@ -333,25 +377,39 @@ def scored_rows(output: Any, frame: Any, qcol: str, dcol: str, names: list[str],
     if kind == LISTS:
         assert predicted.lists is not None
         counts = np.fromiter((len(docs) for docs in predicted.lists), dtype=np.int64, count=n)
-        rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in counts]) if n else \
-            np.zeros(0, dtype=np.int64)
+        rank = (
+            np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in counts]) if n else np.zeros(0, dtype=np.int64)
+        )
         queries = np.repeat(np.asarray([str(q) for q in frame[qcol].tolist()], dtype=object), counts)
         docs = [d for docs_q in predicted.lists for d in docs_q]
-        return pa.table({"query_id": pa.array(queries.tolist(), pa.string()), "doc_id": pa.array(docs, pa.string()),
-                         "score": pa.array(-rank.astype(np.float64)), "rank": pa.array(rank)}), kind
+        return pa.table(
+            {
+                "query_id": pa.array(queries.tolist(), pa.string()),
+                "doc_id": pa.array(docs, pa.string()),
+                "score": pa.array(-rank.astype(np.float64)),
+                "rank": pa.array(rank),
+            }
+        ), kind
     if dcol not in names:
-        raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
-                              f"scores (query_id, doc_id) rows.")
+        raise DataError(
+            path,
+            f"the candidates lack the column {dcol!r}: a model returning one score per row "
+            f"scores (query_id, doc_id) rows.",
+        )
     scores = predicted.scores
     bad = np.flatnonzero(~np.isfinite(scores))
     if bad.size:
         i = int(bad[0])
         query, doc = str(frame[qcol].iloc[i]), str(frame[dcol].iloc[i])
-        raise DataError(path, f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query {query!r}, "
-                              f"doc {doc!r}) and {bad.size - 1} more non-finite scores in {where}; every score must be "
-                              f"a finite number.")
-    return pa.table({"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])),
-                     "score": pa.array(scores)}), kind
+        raise DataError(
+            path,
+            f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query {query!r}, "
+            f"doc {doc!r}) and {bad.size - 1} more non-finite scores in {where}; every score must be "
+            f"a finite number.",
+        )
+    return pa.table(
+        {"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])), "score": pa.array(scores)}
+    ), kind
 
 
 # --------------------------------------------------------------------------- the spec's model systems
@@ -404,15 +462,18 @@ def check_not_itself(spec: Spec, resolved: dict[str, ResolvedModel]) -> None:
         if name == baseline or not same or rows(name) != rows(baseline):
             continue
         via = [f"{m.uri} -> {m.loaded_uri}" for m in (model, base) if m.uri != m.loaded_uri]
-        raise SpecError(f"data.systems.{name}.model",
-                        f"{model.uri} resolves to {model.loaded_uri}, the model the baseline '{baseline}' "
-                        f"({base.uri}) resolves to, on the same candidates: the comparison would be of a version "
-                        f"with itself{' (' + '; '.join(via) + ')' if via else ''}. Nothing was scored; point one of "
-                        f"them at another version.")
+        raise SpecError(
+            f"data.systems.{name}.model",
+            f"{model.uri} resolves to {model.loaded_uri}, the model the baseline '{baseline}' "
+            f"({base.uri}) resolves to, on the same candidates: the comparison would be of a version "
+            f"with itself{' (' + '; '.join(via) + ')' if via else ''}. Nothing was scored; point one of "
+            f"them at another version.",
+        )
 
 
-def with_scored(spec: Spec, name: str, resolved: ResolvedModel, *, candidate_rows: int, scored_rows: int,
-                target: Path) -> tuple[Spec, ResolvedModel]:
+def with_scored(
+    spec: Spec, name: str, resolved: ResolvedModel, *, candidate_rows: int, scored_rows: int, target: Path
+) -> tuple[Spec, ResolvedModel]:
     """The spec whose model system ``name`` reads its scored rows at ``target`` (Parquet: a file, or a folder of
     part files), and the resolution with the candidates' declared source, digest and rows recorded."""
     import dataclasses
@@ -421,17 +482,33 @@ def with_scored(spec: Spec, name: str, resolved: ResolvedModel, *, candidate_row
 
     src = dict(spec.systems)[name]
     assert src.candidates is not None
-    record = dataclasses.replace(resolved, candidates=src.candidates.declared,
-                                 candidates_sha256=sha256_file(src.candidates.file, src.candidates.version),
-                                 candidate_rows=candidate_rows, scored_rows=scored_rows)
-    systems = tuple((n, dataclasses.replace(s, path=target, declared=scored_name(name), format="parquet", columns=(),
-                                            version=None) if n == name else s) for n, s in spec.systems)
+    record = dataclasses.replace(
+        resolved,
+        candidates=src.candidates.declared,
+        candidates_sha256=sha256_file(src.candidates.file, src.candidates.version),
+        candidate_rows=candidate_rows,
+        scored_rows=scored_rows,
+    )
+    systems = tuple(
+        (
+            n,
+            dataclasses.replace(s, path=target, declared=scored_name(name), format="parquet", columns=(), version=None)
+            if n == name
+            else s,
+        )
+        for n, s in spec.systems
+    )
     return dataclasses.replace(spec, systems=systems), record
 
 
-def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | None = None,
-                        progress: Callable[[str], None] | None = None,
-                        batch_rows: int = BATCH_ROWS) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
+def score_model_systems(
+    spec: Spec,
+    folder: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
     """Resolve every model URI of the spec (all of them first, so a missing alias stops the evaluation before any
     scoring), then score each model's candidates into ``folder/systems/<stem>.scored.parquet``. Returns the spec
     whose model systems read those files, what each URI resolved to, and the files."""
@@ -446,10 +523,19 @@ def score_model_systems(spec: Spec, folder: str | Path, *, tracking_uri: str | N
         assert src.candidates is not None
         target = folder / scored_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        rows, written = score_candidates(name, resolved[name], src.candidates, target, key=f"data.systems.{name}",
-                                         tracking_uri=tracking_uri, progress=progress, batch_rows=batch_rows)
-        spec, resolved[name] = with_scored(spec, name, resolved[name], candidate_rows=rows, scored_rows=written,
-                                           target=target)
+        rows, written = score_candidates(
+            name,
+            resolved[name],
+            src.candidates,
+            target,
+            key=f"data.systems.{name}",
+            tracking_uri=tracking_uri,
+            progress=progress,
+            batch_rows=batch_rows,
+        )
+        spec, resolved[name] = with_scored(
+            spec, name, resolved[name], candidate_rows=rows, scored_rows=written, target=target
+        )
         scored[name] = target
     return spec, resolved, scored
 
@@ -466,28 +552,35 @@ def promotion_problem(spec: Spec, alias: str) -> str | None:
     import re
 
     if not re.fullmatch(ALIAS, alias) or alias.lower() == "latest" or re.fullmatch(r"[vV]\d+", alias):
-        return (f"--promote {alias!r}: an alias holds letters, digits, '_' and '-', and is neither 'latest' nor "
-                f"v<number>.")
+        return (
+            f"--promote {alias!r}: an alias holds letters, digits, '_' and '-', and is neither 'latest' nor v<number>."
+        )
     if spec.decision is None or spec.comparison is None:
-        return ("--promote needs the spec's decision section: the alias moves only when the declared rule passes "
-                "(and the decision needs the comparison section).")
+        return (
+            "--promote needs the spec's decision section: the alias moves only when the declared rule passes "
+            "(and the decision needs the comparison section)."
+        )
     candidates = [(n, s) for n, s in spec.systems if n != spec.comparison.baseline]
     if len(candidates) != 1:
-        return (f"--promote moves one alias to one model version, and the spec has {len(candidates)} candidates "
-                f"({', '.join(n for n, _ in candidates)}) besides the baseline '{spec.comparison.baseline}'.")
+        return (
+            f"--promote moves one alias to one model version, and the spec has {len(candidates)} candidates "
+            f"({', '.join(n for n, _ in candidates)}) besides the baseline '{spec.comparison.baseline}'."
+        )
     name, src = candidates[0]
     uri = src.model
     if uri is None or not uri.startswith("models:/") or uri.startswith("models:/m-"):
         what = "a run file" if uri is None else uri
-        return (f"--promote: the candidate '{name}' is {what}, not a registered model version (data.systems."
-                f"{name}.model: models:/<name>/<version> or models:/<name>@<alias>); only a registry version "
-                f"can take an alias.")
+        return (
+            f"--promote: the candidate '{name}' is {what}, not a registered model version (data.systems."
+            f"{name}.model: models:/<name>/<version> or models:/<name>@<alias>); only a registry version "
+            f"can take an alias."
+        )
     return None
 
 
 def registered_name(uri: str) -> str:
     """The registered model of ``models:/<name>/<version>`` or ``models:/<name>@<alias>``."""
-    rest = uri[len("models:/"):].rstrip("/")
+    rest = uri[len("models:/") :].rstrip("/")
     return rest.rpartition("@")[0] if "@" in rest else rest.rpartition("/")[0]
 
 
@@ -515,8 +608,9 @@ def alias_at_start(spec: Spec, alias: str, tracking_uri: str | None) -> str | No
     try:
         return alias_version(client, registered_name(uri), alias)
     except Exception as exc:  # noqa: BLE001 - any registry failure, before any work
-        raise NdcgError(f"--promote {alias}: the registry could not be read for {uri}: {type(exc).__name__}: "
-                        f"{_first_line(exc)}") from None
+        raise NdcgError(
+            f"--promote {alias}: the registry could not be read for {uri}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
 
 
 class AliasMoved(NdcgError):
@@ -526,8 +620,9 @@ class AliasMoved(NdcgError):
     exit_code = 4
 
 
-def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None,
-            expected: str | None) -> dict[str, Any]:
+def promote(
+    summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None, expected: str | None
+) -> dict[str, Any]:
     """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
     evaluation started) and tag that version with the previous holder and the evaluation run, only if the alias
     still points to ``expected``, the version it pointed to when the evaluation started (None: no version).
@@ -551,32 +646,51 @@ def promote(summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str
         except Exception:  # noqa: BLE001 - the version's tags only add who moved it
             tags = {}
         run = tags.get("ndcg_mlflow.evaluation_run") if tags.get("ndcg_mlflow.promoted_alias") == alias else None
-        return f"version {v}" + (f" (promoted by the evaluation run {run}, its tag ndcg_mlflow.evaluation_run)"
-                                 if run else " (its tags do not say who moved it)")
+        return f"version {v}" + (
+            f" (promoted by the evaluation run {run}, its tag ndcg_mlflow.evaluation_run)"
+            if run
+            else " (its tags do not say who moved it)"
+        )
 
     started = "no version" if expected is None else f"version {expected}"
     for other, rec in summary["models"].items():  # an alias of the spec, resolved to another version than read
         if rec.get("registered_model") == name and rec.get("alias") == alias and str(rec["version"]) != expected:
-            raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started, and to version "
-                             f"{rec['version']} when '{other}' resolved it: it moved during the evaluation, so it "
-                             f"stays where it is; evaluate again.")
+            raise AliasMoved(
+                f"@{alias} of {name} pointed to {started} when the evaluation started, and to version "
+                f"{rec['version']} when '{other}' resolved it: it moved during the evaluation, so it "
+                f"stays where it is; evaluate again."
+            )
     previous = alias_version(client, name, alias)
     if previous != expected:
-        raise AliasMoved(f"@{alias} of {name} pointed to {started} when the evaluation started and now points to "
-                         f"{holder(previous)}: it moved during the evaluation, so it stays there (version {version} "
-                         f"was compared with the baseline of the start); evaluate again.")
+        raise AliasMoved(
+            f"@{alias} of {name} pointed to {started} when the evaluation started and now points to "
+            f"{holder(previous)}: it moved during the evaluation, so it stays there (version {version} "
+            f"was compared with the baseline of the start); evaluate again."
+        )
     client.set_registered_model_alias(name, alias, version)
     after = alias_version(client, name, alias)
     if after != version:
-        raise AliasMoved(f"@{alias} of {name} was moved to version {version}, and at once by another process: it now "
-                         f"points to {holder(after)} (a race: MLflow cannot set an alias only if unchanged); it is "
-                         f"left there, and version {version} was not tagged as promoted.")
-    for key, value in (("ndcg_mlflow.promoted_alias", alias),
-                       ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
-                       ("ndcg_mlflow.evaluation_run", evaluation_run_id)):
+        raise AliasMoved(
+            f"@{alias} of {name} was moved to version {version}, and at once by another process: it now "
+            f"points to {holder(after)} (a race: MLflow cannot set an alias only if unchanged); it is "
+            f"left there, and version {version} was not tagged as promoted."
+        )
+    for key, value in (
+        ("ndcg_mlflow.promoted_alias", alias),
+        ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
+        ("ndcg_mlflow.evaluation_run", evaluation_run_id),
+    ):
         client.set_model_version_tag(name, version, key, value)
-    client.set_tag(evaluation_run_id, "ndcg_mlflow.promoted",
-                   f"{name} version {version} is now @{alias} (before: "
-                   f"{'no version' if previous is None else 'version ' + str(previous)})")
-    return {"registered_model": name, "alias": alias, "version": str(version),
-            "previous_version": None if previous is None else str(previous), "evaluation_run": evaluation_run_id}
+    client.set_tag(
+        evaluation_run_id,
+        "ndcg_mlflow.promoted",
+        f"{name} version {version} is now @{alias} (before: "
+        f"{'no version' if previous is None else 'version ' + str(previous)})",
+    )
+    return {
+        "registered_model": name,
+        "alias": alias,
+        "version": str(version),
+        "previous_version": None if previous is None else str(previous),
+        "evaluation_run": evaluation_run_id,
+    }

@@ -55,8 +55,14 @@ WRITTEN_BY = "ndcg-mlflow"
 MANIFEST_VERSION = 1
 RUN_KEY = re.compile(r"[0-9a-f]{32}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_SUMMARY_KEYS = {"name": str, "systems": dict, "spec": dict, "n_queries": int, "spec_sha256": str,
-                 "definition_sha256": str}
+_SUMMARY_KEYS = {
+    "name": str,
+    "systems": dict,
+    "spec": dict,
+    "n_queries": int,
+    "spec_sha256": str,
+    "definition_sha256": str,
+}
 
 log = logging.getLogger("ndcg_mlflow")
 
@@ -184,9 +190,13 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
             _atomic_csv(out / "systems" / f"{stem}.per_query.csv", table[table["system"] == name])
         else:
             rows = np.flatnonzero(system_column == name) + 1
-            _atomic_bytes(out / "systems" / f"{stem}.per_query.csv",
-                          whole if len(rows) == len(lines) - 1 else  # (one system's rows: the whole file's bytes)
-                          "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"))
+            _atomic_bytes(
+                out / "systems" / f"{stem}.per_query.csv",
+                whole
+                if len(rows) == len(lines) - 1
+                # (one system's rows: the whole file's bytes)
+                else "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"),
+            )
         if sr.top is not None:
             _atomic_bytes(out / "systems" / f"{stem}.top.csv", "".join(top_lines(result, name)).encode("utf-8"))
     _copy_scored(result.scored, out)
@@ -216,8 +226,14 @@ def top_table(result: EvaluationResult, name: str):
 
     top = result.systems[name].top
     assert top is not None  # called for the systems whose top lists were kept
-    frame = pd.DataFrame({"query_id": result.query_ids[top.query], "rank": top.position + 1,
-                          "doc_id": np.asarray(top.doc, dtype=object), "grade": top.grade})
+    frame = pd.DataFrame(
+        {
+            "query_id": result.query_ids[top.query],
+            "rank": top.position + 1,
+            "doc_id": np.asarray(top.doc, dtype=object),
+            "grade": top.grade,
+        }
+    )
     return frame.sort_values(["query_id", "rank"], kind="stable")
 
 
@@ -237,9 +253,15 @@ def top_lines(result: EvaluationResult, name: str) -> list[str]:
     if order is not None:
         query, position, grade, doc = query[order], position[order], grade[order], doc[order]
     docs = doc.tolist()
-    return _csv_join(["query_id", "rank", "doc_id", "grade"],
-                     [ids[query].tolist(), _number_text(position + 1),
-                      ["" if v is None else str(v) for v in docs], _number_text(grade)])
+    return _csv_join(
+        ["query_id", "rank", "doc_id", "grade"],
+        [
+            ids[query].tolist(),
+            _number_text(position + 1),
+            ["" if v is None else str(v) for v in docs],
+            _number_text(grade),
+        ],
+    )
 
 
 def bootstrap_table(analysis):
@@ -374,8 +396,10 @@ def staged_folder(out: str | Path, *, kind: str, run_key: str | None = None) -> 
 def refuse_non_folder(out: Path) -> None:
     """An ``--out`` that exists and is not a folder (a file, ``/dev/null``) is refused before anything."""
     if os.path.lexists(out) and not out.is_dir():
-        raise NdcgError(f"output folder {out}: exists and is not a folder; give a new or empty folder, or an "
-                        f"earlier output folder of ndcg-mlflow.")
+        raise NdcgError(
+            f"output folder {out}: exists and is not a folder; give a new or empty folder, or an "
+            f"earlier output folder of ndcg-mlflow."
+        )
     if out.is_dir() and not Path(os.path.abspath(out)).name:
         raise NdcgError(f"output folder {out}: the root folder cannot be an output folder.")
 
@@ -399,14 +423,18 @@ def check_target(out: str | Path) -> Path:
         return target
     manifest = _load_manifest(target)
     if manifest is None:
-        raise NdcgError(f"output folder {out} is not empty and is not an output folder of ndcg-mlflow (it has no "
-                        f"valid {MANIFEST}); it holds {preview(entries)}. Nothing was written: choose a new or "
-                        f"empty folder, or empty this one.")
+        raise NdcgError(
+            f"output folder {out} is not empty and is not an output folder of ndcg-mlflow (it has no "
+            f"valid {MANIFEST}); it holds {preview(entries)}. Nothing was written: choose a new or "
+            f"empty folder, or empty this one."
+        )
     foreign = sorted(set(_files_of(target)) - set(manifest["files"]))
     if foreign:
-        raise NdcgError(f"output folder {out} is an earlier result of ndcg-mlflow but also holds files it did not "
-                        f"write: {preview(foreign)}. Nothing was written: move them away or choose another folder "
-                        f"(an earlier result is replaced as a whole).")
+        raise NdcgError(
+            f"output folder {out} is an earlier result of ndcg-mlflow but also holds files it did not "
+            f"write: {preview(foreign)}. Nothing was written: move them away or choose another folder "
+            f"(an earlier result is replaced as a whole)."
+        )
     return target
 
 
@@ -494,8 +522,14 @@ def write_manifest(folder: Path, *, kind: str, run_key: str | None) -> Path:
     for rel in _files_of(folder):
         path = folder / rel
         files[rel] = {"size": path.stat().st_size, "sha256": _sha256(path)}
-    manifest = {"written_by": WRITTEN_BY, "manifest_version": MANIFEST_VERSION, "kind": kind,
-                "ndcg_mlflow_version": __version__, "run_key": run_key, "files": files}
+    manifest = {
+        "written_by": WRITTEN_BY,
+        "manifest_version": MANIFEST_VERSION,
+        "kind": kind,
+        "ndcg_mlflow_version": __version__,
+        "run_key": run_key,
+        "files": files,
+    }
     _atomic_bytes(folder / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return folder / MANIFEST
 
@@ -510,23 +544,34 @@ def _load_manifest(folder: Path) -> dict | None:
 
 def _parse_manifest(path: Path) -> dict:
     if not path.is_file():
-        raise DataError(path, "not found: the folder is not a complete result of ndcg-mlflow (an interrupted or "
-                              "failed run leaves none, and a folder without it is never uploaded); run the "
-                              "evaluation again.")
+        raise DataError(
+            path,
+            "not found: the folder is not a complete result of ndcg-mlflow (an interrupted or "
+            "failed run leaves none, and a folder without it is never uploaded); run the "
+            "evaluation again.",
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(path, f"cannot be read as JSON ({_short(exc)}): the folder is not a complete result of "
-                              f"ndcg-mlflow; run the evaluation again.") from None
+        raise DataError(
+            path,
+            f"cannot be read as JSON ({_short(exc)}): the folder is not a complete result of "
+            f"ndcg-mlflow; run the evaluation again.",
+        ) from None
     problem = None
     if not isinstance(manifest, dict) or manifest.get("written_by") != WRITTEN_BY:
         problem = f"it does not say written_by: {WRITTEN_BY}"
     elif manifest.get("manifest_version") != MANIFEST_VERSION:
         problem = f"manifest_version {manifest.get('manifest_version')!r} is not {MANIFEST_VERSION}"
     elif not isinstance(manifest.get("files"), dict) or not all(
-            isinstance(k, str) and _safe_relative(k) and isinstance(v, dict) and isinstance(v.get("size"), int)
-            and isinstance(v.get("sha256"), str) and _SHA256.fullmatch(v["sha256"])
-            for k, v in manifest["files"].items()):
+        isinstance(k, str)
+        and _safe_relative(k)
+        and isinstance(v, dict)
+        and isinstance(v.get("size"), int)
+        and isinstance(v.get("sha256"), str)
+        and _SHA256.fullmatch(v["sha256"])
+        for k, v in manifest["files"].items()
+    ):
         problem = "its 'files' are not a mapping of relative paths to {size, sha256}"
     if problem:
         raise DataError(path, f"not a manifest of ndcg-mlflow: {problem}.")
@@ -548,8 +593,9 @@ def verify_folder(folder: str | Path) -> dict:
     otherwise a :class:`DataError` saying what is missing, changed or foreign."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise DataError(folder, "not a folder: give the output folder of a finished evaluation "
-                                "(ndcg-mlflow run writes it).")
+        raise DataError(
+            folder, "not a folder: give the output folder of a finished evaluation (ndcg-mlflow run writes it)."
+        )
     manifest = _parse_manifest(folder / MANIFEST)
     listed = manifest["files"]
     present = set(_files_of(folder))
@@ -571,10 +617,16 @@ def verify_folder(folder: str | Path) -> dict:
             parts.append(f"changed since it was written: {preview(changed)}")
         if foreign:
             parts.append(f"not written by ndcg-mlflow: {preview(foreign)}")
-        advice = ("run the evaluation again" if missing or changed
-                  else "move those files out of the folder (it is uploaded as written, nothing more)")
-        raise DataError(folder, f"does not match its {MANIFEST} ({'; '.join(parts)}), so it is not the complete "
-                                f"result of one evaluation as written; {advice}.")
+        advice = (
+            "run the evaluation again"
+            if missing or changed
+            else "move those files out of the folder (it is uploaded as written, nothing more)"
+        )
+        raise DataError(
+            folder,
+            f"does not match its {MANIFEST} ({'; '.join(parts)}), so it is not the complete "
+            f"result of one evaluation as written; {advice}.",
+        )
     return manifest
 
 
@@ -594,12 +646,17 @@ def read_result_folder(folder: str | Path) -> ResultFolder:
     folder = Path(folder)
     manifest = verify_folder(folder)
     if manifest.get("kind") != "evaluation":
-        raise DataError(folder / MANIFEST, f"this folder holds a {manifest.get('kind')!r}, not the output of an "
-                                           f"evaluation: there is nothing to upload.")
+        raise DataError(
+            folder / MANIFEST,
+            f"this folder holds a {manifest.get('kind')!r}, not the output of an "
+            f"evaluation: there is nothing to upload.",
+        )
     for needed in ("run_key.txt", "summary.json", "spec.yaml"):
         if needed not in manifest["files"]:
-            raise DataError(folder / needed, "not found: give the output folder of a finished evaluation "
-                                             "(ndcg-mlflow run writes it).")
+            raise DataError(
+                folder / needed,
+                "not found: give the output folder of a finished evaluation (ndcg-mlflow run writes it).",
+            )
     run_key = check_run_key(folder / "run_key.txt")
     if manifest.get("run_key") != run_key:
         raise DataError(folder / "run_key.txt", f"the run key {run_key} is not the one of {MANIFEST}.")
@@ -612,11 +669,16 @@ def read_result_folder(folder: str | Path) -> ResultFolder:
         raise DataError(path, "expected a JSON object (the summary of an evaluation).")
     for key, kind in _SUMMARY_KEYS.items():
         if not isinstance(summary.get(key), kind):
-            raise DataError(path, f"expected the key '{key}' holding a {kind.__name__} (the summary of an "
-                                  f"evaluation written by ndcg-mlflow run).")
+            raise DataError(
+                path,
+                f"expected the key '{key}' holding a {kind.__name__} (the summary of an "
+                f"evaluation written by ndcg-mlflow run).",
+            )
     if "per_query.csv" not in manifest["files"] and not isinstance(summary.get("per_query_path"), str):
-        raise DataError(folder / "per_query.csv", "not found: give the output folder of a finished evaluation "
-                                                  "(ndcg-mlflow run writes it).")
+        raise DataError(
+            folder / "per_query.csv",
+            "not found: give the output folder of a finished evaluation (ndcg-mlflow run writes it).",
+        )
     for name, means in summary["systems"].items():
         if not isinstance(means, dict) or not all(isinstance(m, dict) and "mean" in m for m in means.values()):
             raise DataError(path, f"expected 'systems.{name}' to map each cutoff to its mean and counts.")
@@ -634,8 +696,9 @@ def check_run_key(path: Path) -> str:
     key = text.strip()
     if not RUN_KEY.fullmatch(key):
         shown = key if len(key) <= 60 else key[:60] + "…"
-        raise DataError(path, f"expected a run key of 32 lowercase hex digits (ndcg-mlflow run writes one), "
-                              f"found {shown!r}.")
+        raise DataError(
+            path, f"expected a run key of 32 lowercase hex digits (ndcg-mlflow run writes one), found {shown!r}."
+        )
     return key
 
 
@@ -726,8 +789,10 @@ def _flock(fd: int, folder: Path, waited: bool) -> bool:
     except BlockingIOError:
         pass
     if not waited:
-        log.warning(f"output folder {folder} is in use by another ndcg-mlflow process (writing, logging or "
-                    f"uploading it); waiting for it to finish")
+        log.warning(
+            f"output folder {folder} is in use by another ndcg-mlflow process (writing, logging or "
+            f"uploading it); waiting for it to finish"
+        )
     fcntl.flock(fd, fcntl.LOCK_EX)
     return True
 

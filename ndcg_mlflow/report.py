@@ -24,8 +24,17 @@ from .figures import FIGURES, draw
 from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, queries_line, share
 from .rules import headline_key, key_label, metric_name
 
-__all__ = ["FIGURES", "Bundle", "figures", "load_bundle", "per_query_elsewhere", "render_html", "render_markdown",
-           "write_figures", "write_reports"]
+__all__ = [
+    "FIGURES",
+    "Bundle",
+    "figures",
+    "load_bundle",
+    "per_query_elsewhere",
+    "render_html",
+    "render_markdown",
+    "write_figures",
+    "write_reports",
+]
 
 
 @dataclass
@@ -57,21 +66,40 @@ def load_bundle(folder: str | Path) -> Bundle:
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     pq = folder / "per_query.csv"
     # absent when the per-query rows stayed in Spark (summary.json's per_query_path says where they are)
-    per_query = pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False,
-                            na_values=[""]) if pq.is_file() else None
+    per_query = (
+        pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""])
+        if pq.is_file()
+        else None
+    )
     wl = folder / "wins_losses.json"
     boot = folder / "bootstrap.csv"
     sens = folder / "sensitivity.csv"
     expl = folder / "explanation.txt"
     return Bundle(
-        folder, summary, per_query,
+        folder,
+        summary,
+        per_query,
         json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
         pd.read_csv(boot) if boot.is_file() else None,
         # ids stay strings ("" for a system row's baseline); an empty number is an undefined mean (NaN)
-        pd.read_csv(sens, dtype={"cutoff": str, "system": str, "baseline": str, "rule": str, "alternative": str,
-                                 "kind": str, "declared": float, "value": float, "change": float},
-                    keep_default_na=False, na_values={c: [""] for c in ("declared", "value", "change")})
-        if sens.is_file() else None,
+        pd.read_csv(
+            sens,
+            dtype={
+                "cutoff": str,
+                "system": str,
+                "baseline": str,
+                "rule": str,
+                "alternative": str,
+                "kind": str,
+                "declared": float,
+                "value": float,
+                "change": float,
+            },
+            keep_default_na=False,
+            na_values={c: [""] for c in ("declared", "value", "change")},
+        )
+        if sens.is_file()
+        else None,
         expl.read_text(encoding="utf-8") if expl.is_file() else "",
     )
 
@@ -159,12 +187,16 @@ details{margin:.3rem 0}summary{cursor:pointer}
 def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     """``report.html``; ``figs`` are the figures already drawn (else drawn here)."""
     s = bundle.summary
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-             f"<title>nDCG report — {_e(s['name'])}</title><style>{CSS}</style></head><body>"]
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>nDCG report — {_e(s['name'])}</title><style>{CSS}</style></head><body>"
+    ]
     parts.append(f"<h1>nDCG report — {_e(s['name'])}</h1>")
-    parts.append(f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
-                 f"<code>{_e(s.get('spec_sha256', ''))}</code></p>")
+    parts.append(
+        f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
+        f"<code>{_e(s.get('spec_sha256', ''))}</code></p>"
+    )
     parts.append(f"<p>{_e(queries_line(s))}</p>")
     if bundle.per_query is None:
         parts.append(f"<p class='muted' id='per-query'>{_e(per_query_elsewhere(s))}</p>")
@@ -187,10 +219,12 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
 def per_query_elsewhere(summary: dict) -> str:
     """What a report says when the folder holds no per-query rows (they stayed in Spark)."""
     stats = (summary.get("engine_info") or {}).get("statistics") or {}
-    return (f"The per-query rows are not in this folder: Spark wrote them as Parquet to "
-            f"{summary.get('per_query_path')}. The intervals and tests come from {stats.get('groups', '?')} random "
-            f"groups of queries (percentile bootstrap over groups, sign flips of groups); per-query figures, "
-            f"t-tests, effect sizes and wins, ties and losses are not computed.")
+    return (
+        f"The per-query rows are not in this folder: Spark wrote them as Parquet to "
+        f"{summary.get('per_query_path')}. The intervals and tests come from {stats.get('groups', '?')} random "
+        f"groups of queries (percentile bootstrap over groups, sign flips of groups); per-query figures, "
+        f"t-tests, effect sizes and wins, ties and losses are not computed."
+    )
 
 
 def _wtl(c: dict, sep: str = " / ") -> str:
@@ -208,11 +242,15 @@ def _section_decision(bundle: Bundle) -> str:
     items = "".join(
         f"<li><b>{_e(r['candidate'])}</b>: {_e(r['outcome'].upper())} — difference "
         f"{_f(r.get('delta'), signed=True)}, interval [{_f(r.get('ci_low'), signed=True)}, "
-        f"{_f(r.get('ci_high'), signed=True)}]" + (f", p corrected {_p(r.get('p_corrected'))}"
-                                                  if d.get("max_p") is not None else "")
-        + f" ({_e(r['reason'])})</li>" for r in d.get("candidates", []))
-    return (f"<div class='decision {_e(d['outcome'])}' id='decision'><b>Decision: {_e(d['outcome'].upper())}</b>"
-            f"<p class='muted'>{_e(d['statement'])}</p><ul>{items}</ul></div>")
+        f"{_f(r.get('ci_high'), signed=True)}]"
+        + (f", p corrected {_p(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
+        + f" ({_e(r['reason'])})</li>"
+        for r in d.get("candidates", [])
+    )
+    return (
+        f"<div class='decision {_e(d['outcome'])}' id='decision'><b>Decision: {_e(d['outcome'].upper())}</b>"
+        f"<p class='muted'>{_e(d['statement'])}</p><ul>{items}</ul></div>"
+    )
 
 
 def _section_spec(bundle: Bundle) -> str:
@@ -224,17 +262,25 @@ def _section_spec(bundle: Bundle) -> str:
 
 def _section_coverage(bundle: Bundle) -> str:
     keys = bundle.keys
-    rows = ["<h2>Judgments, exclusions and missing queries</h2><table><tr><th class='l'>system</th>"
-            "<th>evaluated</th><th>excluded</th><th>empty ideal</th><th>missing</th><th>weight sum</th>"
-            + "".join(f"<th>judged coverage @{_e(key_label(k))}</th>" for k in keys) + "</tr>"]
+    rows = [
+        "<h2>Judgments, exclusions and missing queries</h2><table><tr><th class='l'>system</th>"
+        "<th>evaluated</th><th>excluded</th><th>empty ideal</th><th>missing</th><th>weight sum</th>"
+        + "".join(f"<th>judged coverage @{_e(key_label(k))}</th>" for k in keys)
+        + "</tr>"
+    ]
     for name, entry in bundle.summary["systems"].items():
         first = entry[keys[0]]
-        rows.append(f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
-                    f"</td><td>{first['n_empty_ideal']}</td><td>{first['n_missing']}</td>"
-                    f"<td>{first['weight_sum']:g}</td>"
-                    + "".join(f"<td>{_f(entry[k].get('judged_coverage'), 3)}</td>" for k in keys) + "</tr>")
-    rows.append("</table><p class='muted'>Counts at the first cutoff; judged coverage is the mean share of the "
-                "returned top K that has a judgment.</p>")
+        rows.append(
+            f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
+            f"</td><td>{first['n_empty_ideal']}</td><td>{first['n_missing']}</td>"
+            f"<td>{first['weight_sum']:g}</td>"
+            + "".join(f"<td>{_f(entry[k].get('judged_coverage'), 3)}</td>" for k in keys)
+            + "</tr>"
+        )
+    rows.append(
+        "</table><p class='muted'>Counts at the first cutoff; judged coverage is the mean share of the "
+        "returned top K that has a judgment.</p>"
+    )
     return "".join(rows)
 
 
@@ -244,19 +290,24 @@ def _section_results(bundle: Bundle) -> str:
     ci = _has_ci(bundle)
     head = "<h2>Results</h2>"
     if ci:
-        head += (f"<p class='muted'>{float(spec.get('uncertainty.confidence', 0.95)):.0%} "
-                 f"{_e(spec.get('uncertainty.method', ''))} intervals from {_e(spec.get('uncertainty.resamples'))}"
-                 f" bootstrap resamples of queries, seed {_e(spec.get('uncertainty.seed'))}.</p>")
-    rows = [head + "<table><tr><th class='l'>system</th>" + "".join(f"<th>{_e(_label(k))}</th>" for k in keys)
-            + "</tr>"]
+        head += (
+            f"<p class='muted'>{float(spec.get('uncertainty.confidence', 0.95)):.0%} "
+            f"{_e(spec.get('uncertainty.method', ''))} intervals from {_e(spec.get('uncertainty.resamples'))}"
+            f" bootstrap resamples of queries, seed {_e(spec.get('uncertainty.seed'))}.</p>"
+        )
+    rows = [
+        head + "<table><tr><th class='l'>system</th>" + "".join(f"<th>{_e(_label(k))}</th>" for k in keys) + "</tr>"
+    ]
     for name, entry in bundle.summary["systems"].items():
         cells = []
         for k in keys:
             m = entry[k]
             cell = _f(m["mean"])
             if ci:
-                cell += (f"<br><span class='muted'>[{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}] "
-                         f"SE {_f(m.get('std_error'))}, n<sub>eff</sub> {_f(m.get('n_eff'), 1)}</span>")
+                cell += (
+                    f"<br><span class='muted'>[{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}] "
+                    f"SE {_f(m.get('std_error'))}, n<sub>eff</sub> {_f(m.get('n_eff'), 1)}</span>"
+                )
             if "duplicate_rate" in m:
                 cell += f"<br><span class='muted'>duplicate rate {_f(m['duplicate_rate'], 3)}</span>"
             if "catalog_coverage" in m:
@@ -271,13 +322,15 @@ def _section_comparisons(bundle: Bundle) -> str:
     comps = bundle.summary.get("comparisons") or []
     if not comps:
         return "<h2>Comparisons</h2><p class='muted'>No comparison was declared.</p>"
-    rows = [f"<h2>Comparisons</h2><p class='muted'>Family for the correction: "
-            f"{_e(bundle.summary.get('comparison_family', ''))}. p<sub>corr</sub> corrects the "
-            f"{_e(comps[0].get('corrected_test', ''))} p-value.</p>"
-            "<table><tr><th class='l'>candidate</th><th class='l'>baseline</th><th>cutoff</th><th>paired</th>"
-            "<th>baseline mean</th><th>candidate mean</th><th>difference</th><th>interval</th><th>relative</th>"
-            "<th>p randomization</th><th>p t-test</th><th>p corrected</th><th>d<sub>z</sub></th>"
-            "<th>wins / ties / losses</th></tr>"]
+    rows = [
+        f"<h2>Comparisons</h2><p class='muted'>Family for the correction: "
+        f"{_e(bundle.summary.get('comparison_family', ''))}. p<sub>corr</sub> corrects the "
+        f"{_e(comps[0].get('corrected_test', ''))} p-value.</p>"
+        "<table><tr><th class='l'>candidate</th><th class='l'>baseline</th><th>cutoff</th><th>paired</th>"
+        "<th>baseline mean</th><th>candidate mean</th><th>difference</th><th>interval</th><th>relative</th>"
+        "<th>p randomization</th><th>p t-test</th><th>p corrected</th><th>d<sub>z</sub></th>"
+        "<th>wins / ties / losses</th></tr>"
+    ]
     for c in comps:
         cls = "up" if (c.get("ci_low") or 0) > 0 else "down" if (c.get("ci_high") or 0) < 0 else ""
         rel = c.get("relative_delta")
@@ -289,11 +342,14 @@ def _section_comparisons(bundle: Bundle) -> str:
             f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{_p(c.get('p_randomization'))}</td>"
             f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
             f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
-            f"<td>{_wtl(c)}</td></tr>")
-    rows.append("</table><p class='muted'>The difference is the candidate's mean minus the baseline's: "
-                "<span class='up'>green</span> where its whole interval is above 0 (the candidate is better), "
-                "<span class='down'>red</span> where it is below 0 (the candidate is worse), uncoloured where "
-                "the interval includes 0 or is undefined.</p>")
+            f"<td>{_wtl(c)}</td></tr>"
+        )
+    rows.append(
+        "</table><p class='muted'>The difference is the candidate's mean minus the baseline's: "
+        "<span class='up'>green</span> where its whole interval is above 0 (the candidate is better), "
+        "<span class='down'>red</span> where it is below 0 (the candidate is worse), uncoloured where "
+        "the interval includes 0 or is undefined.</p>"
+    )
     return "".join(rows)
 
 
@@ -301,16 +357,18 @@ def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
     head = _label(bundle.headline)
     captions = {
         "ndcg_by_cutoff": "Mean nDCG against cutoff for each system"
-                          + (", with its confidence interval." if _has_ci(bundle) else "."),
+        + (", with its confidence interval." if _has_ci(bundle) else "."),
         "per_query_differences": f"Per-query differences at {head} (candidate − baseline), sorted: the queries "
-                                 f"where the line is above zero are the candidate's wins.",
+        f"where the line is above zero are the candidate's wins.",
         "bootstrap_differences": "Bootstrap distribution of each difference of means, with the observed "
-                                 "difference and its interval; every panel has the same scales.",
+        "difference and its interval; every panel has the same scales.",
     }
     parts = ["<h2>Figures</h2>"]
     for name, svg in figs.items():
-        parts.append(f"<figure id='{name}'>{svg}<figcaption class='muted'>{_e(captions[name])} "
-                     f"(<code>figures/{name}.svg</code>)</figcaption></figure>")
+        parts.append(
+            f"<figure id='{name}'>{svg}<figcaption class='muted'>{_e(captions[name])} "
+            f"(<code>figures/{name}.svg</code>)</figcaption></figure>"
+        )
     return "".join(parts)
 
 
@@ -328,18 +386,22 @@ def _doc_rows(e: dict) -> str:
             else:
                 cells.append("<td></td><td></td>")
         rows.append(f"<tr><td>{r + 1}</td>{''.join(cells)}</tr>")
-    return ("<table><tr><th>rank</th><th class='l'>baseline document</th><th>grade</th>"
-            "<th class='l'>candidate document</th><th>grade</th></tr>" + "".join(rows) + "</table>")
+    return (
+        "<table><tr><th>rank</th><th class='l'>baseline document</th><th>grade</th>"
+        "<th class='l'>candidate document</th><th>grade</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _section_wins_losses(bundle: Bundle) -> str:
     if not bundle.wins_losses or not bundle.wins_losses.get("comparisons"):
         return ""
-    parts = ["<h2>Largest wins and losses</h2><p class='muted'>Per comparison and cutoff, the queries with the "
-             "largest differences each way, with both systems' top documents; relevant documents (grade &gt; 0) "
-             "that <span class='up'>entered</span> or <span class='down'>left</span> the top K are marked, and a "
-             "difference is <span class='up'>green</span> for a win of the candidate, <span class='down'>red</span> "
-             "for a loss.</p>"]
+    parts = [
+        "<h2>Largest wins and losses</h2><p class='muted'>Per comparison and cutoff, the queries with the "
+        "largest differences each way, with both systems' top documents; relevant documents (grade &gt; 0) "
+        "that <span class='up'>entered</span> or <span class='down'>left</span> the top K are marked, and a "
+        "difference is <span class='up'>green</span> for a win of the candidate, <span class='down'>red</span> "
+        "for a loss.</p>"
+    ]
     for block in bundle.wins_losses["comparisons"]:
         parts.append(f"<h3>{_e(block['candidate'])} vs {_e(block['baseline'])}, {_e(_label(block['key']))}</h3>")
         for kind in ("wins", "losses"):
@@ -354,7 +416,8 @@ def _section_wins_losses(bundle: Bundle) -> str:
                     f"<details><summary>query <b>{_e(e['query_id'])}</b> (weight {e['weight']:g}): "
                     f"{_f(e['baseline_ndcg'])} → {_f(e['candidate_ndcg'])} "
                     f"(<span class='{'up' if e['delta'] > 0 else 'down'}'>{_f(e['delta'], signed=True)}</span>); "
-                    f"relevant entered: {_e(entered)}; left: {_e(left)}</summary>{_doc_rows(e)}</details>")
+                    f"relevant entered: {_e(entered)}; left: {_e(left)}</summary>{_doc_rows(e)}</details>"
+                )
     return "".join(parts)
 
 
@@ -366,10 +429,12 @@ def _section_sensitivity(bundle: Bundle) -> str:
     t = t[t["cutoff"] == label]
     cols = list(dict.fromkeys(zip(t["kind"], t["system"], t["baseline"].fillna(""))))
     head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
-    rows = [f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
-            f"row changes one rule and keeps the others as declared; cells show the change from the declared "
-            f"value; FLIP marks a comparison whose sign changes; {FILE} marks an undefined mean (no query left "
-            f"in it).</p><table><tr><th class='l'>rule</th><th class='l'>alternative</th>{head}</tr>"]
+    rows = [
+        f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
+        f"row changes one rule and keeps the others as declared; cells show the change from the declared "
+        f"value; FLIP marks a comparison whose sign changes; {FILE} marks an undefined mean (no query left "
+        f"in it).</p><table><tr><th class='l'>rule</th><th class='l'>alternative</th>{head}</tr>"
+    ]
     for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
         cells = []
         for k, s_, b in cols:
@@ -390,11 +455,15 @@ def _section_sensitivity(bundle: Bundle) -> str:
 
 def _section_files(bundle: Bundle) -> str:
     files = bundle.summary.get("files") or {}
-    rows = ["<h2>Data</h2><table><tr><th class='l'>role</th><th class='l'>file</th><th>rows</th>"
-            "<th class='l'>sha256</th></tr>"]
+    rows = [
+        "<h2>Data</h2><table><tr><th class='l'>role</th><th class='l'>file</th><th>rows</th>"
+        "<th class='l'>sha256</th></tr>"
+    ]
     for role, f in files.items():
-        rows.append(f"<tr><td class='l'>{_e(role)}</td><td class='l'>{_e(f.get('path'))}</td><td>{f.get('rows')}"
-                    f"</td><td class='l'><code>{_e(f.get('sha256'))}</code></td></tr>")
+        rows.append(
+            f"<tr><td class='l'>{_e(role)}</td><td class='l'>{_e(f.get('path'))}</td><td>{f.get('rows')}"
+            f"</td><td class='l'><code>{_e(f.get('sha256'))}</code></td></tr>"
+        )
     rows.append("</table>")
     return "".join(rows)
 
@@ -406,21 +475,36 @@ def render_markdown(bundle: Bundle) -> str:
     """``report.md``: every string from the data or the spec goes through :func:`format.md_text`."""
     s = bundle.summary
     keys = bundle.keys
-    lines = [f"# nDCG report — {_md(s['name'])}", "",
-             _md(queries_line(s)), "", f"Spec sha256 {_md(s.get('spec_sha256', ''))}.", ""]
+    lines = [
+        f"# nDCG report — {_md(s['name'])}",
+        "",
+        _md(queries_line(s)),
+        "",
+        f"Spec sha256 {_md(s.get('spec_sha256', ''))}.",
+        "",
+    ]
     if bundle.per_query is None:
         lines += [_md(per_query_elsewhere(s)), ""]
     d = s.get("decision")
     if d:
         lines += [f"**Decision: {d['outcome'].upper()}** — {_md(d['statement'])}", ""]
         for r in d.get("candidates", []):
-            lines.append(f"- {_md(r['candidate'])}: {r['outcome'].upper()}, difference "
-                         f"{_f(r.get('delta'), signed=True)} [{_f(r.get('ci_low'), signed=True)}, "
-                         f"{_f(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})")
+            lines.append(
+                f"- {_md(r['candidate'])}: {r['outcome'].upper()}, difference "
+                f"{_f(r.get('delta'), signed=True)} [{_f(r.get('ci_low'), signed=True)}, "
+                f"{_f(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})"
+            )
         lines.append("")
     spec = s.get("spec", {})
-    lines.append("Rules: " + "; ".join(f"{_md(k.split('.', 1)[1])} {_md(v)}" for k, v in spec.items()
-                                        if k.startswith("metric.") and k != "metric.preset") + ".")
+    lines.append(
+        "Rules: "
+        + "; ".join(
+            f"{_md(k.split('.', 1)[1])} {_md(v)}"
+            for k, v in spec.items()
+            if k.startswith("metric.") and k != "metric.preset"
+        )
+        + "."
+    )
     lines.append("")
     ci = _has_ci(bundle)
     rows = []
@@ -432,8 +516,11 @@ def render_markdown(bundle: Bundle) -> str:
         first = entry[keys[0]]
         cells += [_md(first["n_evaluated"]), _md(first["n_excluded"]), _md(first["n_missing"])]
         rows.append(cells)
-    lines += md_table(["system", *(_md_label(k) for k in keys), "evaluated", "excluded", "missing"], rows,
-                      "l" + "r" * len(keys) + "rrr")
+    lines += md_table(
+        ["system", *(_md_label(k) for k in keys), "evaluated", "excluded", "missing"],
+        rows,
+        "l" + "r" * len(keys) + "rrr",
+    )
     comps = s.get("comparisons") or []
     if comps:
         lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", ""]
@@ -442,11 +529,20 @@ def render_markdown(bundle: Bundle) -> str:
             p = c.get("p_randomization")
             if is_missing(p):
                 p = c.get("p_t_test")
-            rows.append([_md(c["candidate"]), _md(c["cutoff"]), _f(c.get("delta"), signed=True),
-                         f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]", _p(p),
-                         _p(c.get("p_corrected")), _md(_wtl(c, "/"))])
-        lines += md_table(["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows,
-                          "llrlrrl")
+            rows.append(
+                [
+                    _md(c["candidate"]),
+                    _md(c["cutoff"]),
+                    _f(c.get("delta"), signed=True),
+                    f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]",
+                    _p(p),
+                    _p(c.get("p_corrected")),
+                    _md(_wtl(c, "/")),
+                ]
+            )
+        lines += md_table(
+            ["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows, "llrlrrl"
+        )
     if bundle.wins_losses:
         head = bundle.headline
         for block in bundle.wins_losses.get("comparisons", []):

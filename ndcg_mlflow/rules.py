@@ -74,7 +74,7 @@ def key_label(key: str) -> str:
     """The cutoff label of a metric key: ``ndcg_at_10`` -> ``10``; anything but a metric key is an error."""
     if not key.startswith(KEY_PREFIX):
         raise ValueError(f"{key!r} is not an nDCG metric key ({KEY_PREFIX}<K> or {KEY_PREFIX}all)")
-    label = key[len(KEY_PREFIX):]
+    label = key[len(KEY_PREFIX) :]
     cutoff_of_label(label)
     return label
 
@@ -163,12 +163,20 @@ def _gain_alternatives(gain: Gain) -> list[Gain]:
 
 
 GAIN = Rule(
-    "gain", "metric", GAIN_NAMES,
-    {"exponential": "a grade g earns 2^g - 1 (negative grades earn 0)",
-     "linear": "a grade g earns g (negative grades earn 0)",
-     "table": "each grade earns the gain the table declares; a grade the table lacks is an error"},
-    resolve=lambda g: g.describe(), parse=_gain_parse, raw=_gain_raw, alternatives_of=_gain_alternatives,
-    key_of=lambda g: g.kind)
+    "gain",
+    "metric",
+    GAIN_NAMES,
+    {
+        "exponential": "a grade g earns 2^g - 1 (negative grades earn 0)",
+        "linear": "a grade g earns g (negative grades earn 0)",
+        "table": "each grade earns the gain the table declares; a grade the table lacks is an error",
+    },
+    resolve=lambda g: g.describe(),
+    parse=_gain_parse,
+    raw=_gain_raw,
+    alternatives_of=_gain_alternatives,
+    key_of=lambda g: g.kind,
+)
 
 # --------------------------------------------------------------------------- cutoffs
 
@@ -188,46 +196,70 @@ CUTOFF_WORDS = {
 
 
 CUTOFFS = Rule(
-    "cutoffs", "metric", ("all",), CUTOFF_WORDS,
-    resolve=lambda cutoffs: ",".join(cutoff_label(k) for k in cutoffs), parse=_cutoffs_parse,
-    raw=lambda cutoffs: ["all" if k is None else k for k in cutoffs], alternatives_of=lambda cutoffs: [],
-    words_fn=_cutoffs_words)
+    "cutoffs",
+    "metric",
+    ("all",),
+    CUTOFF_WORDS,
+    resolve=lambda cutoffs: ",".join(cutoff_label(k) for k in cutoffs),
+    parse=_cutoffs_parse,
+    raw=lambda cutoffs: ["all" if k is None else k for k in cutoffs],
+    alternatives_of=lambda cutoffs: [],
+    words_fn=_cutoffs_words,
+)
 
 # --------------------------------------------------------------------------- the named choices
 
-DISCOUNT = _choice_rule("discount", {
-    "log2": "rank i counts 1 / log2(i + 1): rank 1 keeps all its gain, rank 2 about 0.631, rank 3 0.5",
-})
-TIES = _choice_rule("ties", {
-    "displayed_order": "equal scores keep the order the run shows them in (its rank column, else its line order)",
-    "id_ascending": "equal scores are ordered by document id, ascending plain string order ('d10' before 'd9')",
-    "id_descending": "equal scores are ordered by document id, descending plain string order (as trec_eval does)",
-    "average": "each group of equal scores earns its mean gain at each of its positions (McSherry & Najork 2008), "
-               "also when a cutoff cuts the group",
-})
-IDEAL = _choice_rule("ideal", {
-    "judged_catalog": "the ideal is the best ordering of every judged document of the query: a relevant document "
-                      "the system never returned lowers the score",
-    "candidates": "the ideal is the best ordering of the documents the system returned: the score measures "
-                  "ordering only, not what retrieval missed",
-})
-EMPTY_IDEAL = _choice_rule("empty_ideal", {
-    "exclude": "a query whose ideal DCG is 0 has no nDCG: empty in the table, left out of the mean, counted",
-    "zero": "a query whose ideal DCG is 0 scores 0 and is averaged in",
-    "one": "a query whose ideal DCG is 0 scores 1 and is averaged in",
-    "error": "a query whose ideal DCG is 0 stops the evaluation, naming the queries",
-})
-UNJUDGED = _choice_rule("unjudged", {
-    "zero": "a returned document without a judgment earns 0 and keeps its position",
-    "condense": "a returned document without a judgment is removed before cutting at K (condensed lists, "
-                "trec_eval -J)",
-    "error": "a returned document without a judgment stops the evaluation",
-})
-MISSING_QUERIES = _choice_rule("missing_queries", {
-    "zero": "a query of the evaluated set that a run does not return at all scores 0",
-    "exclude": "a query of the evaluated set that a run does not return at all is left out and counted",
-    "error": "a query of the evaluated set that a run does not return at all stops the evaluation",
-})
+DISCOUNT = _choice_rule(
+    "discount",
+    {
+        "log2": "rank i counts 1 / log2(i + 1): rank 1 keeps all its gain, rank 2 about 0.631, rank 3 0.5",
+    },
+)
+TIES = _choice_rule(
+    "ties",
+    {
+        "displayed_order": "equal scores keep the order the run shows them in (its rank column, else its line order)",
+        "id_ascending": "equal scores are ordered by document id, ascending plain string order ('d10' before 'd9')",
+        "id_descending": "equal scores are ordered by document id, descending plain string order (as trec_eval does)",
+        "average": "each group of equal scores earns its mean gain at each of its positions (McSherry & Najork 2008), "
+        "also when a cutoff cuts the group",
+    },
+)
+IDEAL = _choice_rule(
+    "ideal",
+    {
+        "judged_catalog": "the ideal is the best ordering of every judged document of the query: a relevant document "
+        "the system never returned lowers the score",
+        "candidates": "the ideal is the best ordering of the documents the system returned: the score measures "
+        "ordering only, not what retrieval missed",
+    },
+)
+EMPTY_IDEAL = _choice_rule(
+    "empty_ideal",
+    {
+        "exclude": "a query whose ideal DCG is 0 has no nDCG: empty in the table, left out of the mean, counted",
+        "zero": "a query whose ideal DCG is 0 scores 0 and is averaged in",
+        "one": "a query whose ideal DCG is 0 scores 1 and is averaged in",
+        "error": "a query whose ideal DCG is 0 stops the evaluation, naming the queries",
+    },
+)
+UNJUDGED = _choice_rule(
+    "unjudged",
+    {
+        "zero": "a returned document without a judgment earns 0 and keeps its position",
+        "condense": "a returned document without a judgment is removed before cutting at K (condensed lists, "
+        "trec_eval -J)",
+        "error": "a returned document without a judgment stops the evaluation",
+    },
+)
+MISSING_QUERIES = _choice_rule(
+    "missing_queries",
+    {
+        "zero": "a query of the evaluated set that a run does not return at all scores 0",
+        "exclude": "a query of the evaluated set that a run does not return at all is left out and counted",
+        "error": "a query of the evaluated set that a run does not return at all stops the evaluation",
+    },
+)
 
 # --------------------------------------------------------------------------- queries: a choice or a path
 
@@ -235,22 +267,37 @@ MISSING_QUERIES = _choice_rule("missing_queries", {
 def _path_rule(name: str, default: str, raw_default: str | None, words: dict[str, str]) -> Rule:
     """A ``queries`` rule whose value is ``None`` (the default: resolved as ``default``, written in a spec as
     ``raw_default``) or the declared path of a file."""
-    return Rule(name, "queries", (default,), words,
-                resolve=lambda declared: default if declared is None else declared,
-                parse=lambda text: None if text == default else text,
-                raw=lambda declared: raw_default if declared is None else declared,
-                alternatives_of=lambda declared: [],
-                key_of=lambda declared: default if declared is None else "path")
+    return Rule(
+        name,
+        "queries",
+        (default,),
+        words,
+        resolve=lambda declared: default if declared is None else declared,
+        parse=lambda text: None if text == default else text,
+        raw=lambda declared: raw_default if declared is None else declared,
+        alternatives_of=lambda declared: [],
+        key_of=lambda declared: default if declared is None else "path",
+    )
 
 
-WEIGHTS = _path_rule("weights", "uniform", "uniform", {
-    "uniform": "uniform: the mean is the plain average over the queries not excluded",
-    "path": "from {}; the mean is sum(w * nDCG) / sum(w) over the queries not excluded",
-})
-QUERY_SET = _path_rule("set", "null", None, {
-    "null": "every judged query",
-    "path": "the declared set in {}",
-})
+WEIGHTS = _path_rule(
+    "weights",
+    "uniform",
+    "uniform",
+    {
+        "uniform": "uniform: the mean is the plain average over the queries not excluded",
+        "path": "from {}; the mean is sum(w * nDCG) / sum(w) over the queries not excluded",
+    },
+)
+QUERY_SET = _path_rule(
+    "set",
+    "null",
+    None,
+    {
+        "null": "every judged query",
+        "path": "the declared set in {}",
+    },
+)
 
 METRIC_RULES = (GAIN, CUTOFFS, DISCOUNT, TIES, IDEAL, EMPTY_IDEAL, UNJUDGED, MISSING_QUERIES)
 QUERY_RULES = (WEIGHTS, QUERY_SET)

@@ -102,9 +102,21 @@ def sensitivity_table(spec: Spec, weights: np.ndarray, ndcg_by_alternative: Alte
                 if rule == "declared":
                     declared_sys[(name, label)] = value
                 base_value = declared_sys[(name, label)]
-                rows.append({"rule": rule, "alternative": alt, "kind": "system", "system": name, "baseline": "",
-                             "cutoff": label, "declared": base_value, "value": value,
-                             "change": value - base_value, "sign_flip": False, "n_used": int(ok.sum())})
+                rows.append(
+                    {
+                        "rule": rule,
+                        "alternative": alt,
+                        "kind": "system",
+                        "system": name,
+                        "baseline": "",
+                        "cutoff": label,
+                        "declared": base_value,
+                        "value": value,
+                        "change": value - base_value,
+                        "sign_flip": False,
+                        "n_used": int(ok.sum()),
+                    }
+                )
         if baseline is None:
             continue
         b = ndcg[baseline]
@@ -118,11 +130,26 @@ def sensitivity_table(spec: Spec, weights: np.ndarray, ndcg_by_alternative: Alte
                 if rule == "declared":
                     declared_cmp[(name, label)] = value
                 base_value = declared_cmp[(name, label)]
-                flip = bool(abs(value) > SIGN_TOLERANCE and abs(base_value) > SIGN_TOLERANCE
-                            and np.sign(value) != np.sign(base_value))
-                rows.append({"rule": rule, "alternative": alt, "kind": "comparison", "system": name,
-                             "baseline": baseline, "cutoff": label, "declared": base_value, "value": value,
-                             "change": value - base_value, "sign_flip": flip, "n_used": int(ok.sum())})
+                flip = bool(
+                    abs(value) > SIGN_TOLERANCE
+                    and abs(base_value) > SIGN_TOLERANCE
+                    and np.sign(value) != np.sign(base_value)
+                )
+                rows.append(
+                    {
+                        "rule": rule,
+                        "alternative": alt,
+                        "kind": "comparison",
+                        "system": name,
+                        "baseline": baseline,
+                        "cutoff": label,
+                        "declared": base_value,
+                        "value": value,
+                        "change": value - base_value,
+                        "sign_flip": flip,
+                        "n_used": int(ok.sum()),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -159,10 +186,13 @@ def format_sensitivity(table, cutoff: str) -> str:
     else:
         for _, r in flips.iterrows():
             before, after = _number(r["declared"], signed=True), _number(r["value"], signed=True)
-            lines.append(f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
-                         f"{r['alternative']} ({before} -> {after})")
-    lines.append("(rows after 'declared' show the change from the declared value; 'undefined': no query is left "
-                 "in that mean)")
+            lines.append(
+                f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
+                f"{r['alternative']} ({before} -> {after})"
+            )
+    lines.append(
+        "(rows after 'declared' show the change from the declared value; 'undefined': no query is left in that mean)"
+    )
     return "\n".join(lines)
 
 

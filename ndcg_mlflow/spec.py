@@ -67,7 +67,7 @@ CORRECTIONS = ("holm", "bonferroni", "benjamini_hochberg", "none")
 MAX_RESAMPLES = 10_000_000
 # Largest cutoff (a cutoff beyond every list counts the whole list, as "all" does for the DCG) and largest
 # declared catalog size: bounded only so that metric names and parameters stay short.
-MAX_CUTOFF = 10 ** 30
+MAX_CUTOFF = 10**30
 
 # MLflow's rule for metric, param and tag keys (mlflow/utils/validation.py, outside Windows) and its key length
 _MLFLOW_KEY = re.compile(r"[/\w.\- :]*")  # (fullmatch: "$" would also match before a final line feed)
@@ -277,17 +277,35 @@ class Spec:
                 out[f"data.systems.{name}.version"] = src.version
         if self.uncertainty is not None:
             u = self.uncertainty
-            out.update({"uncertainty.resamples": u.resamples, "uncertainty.confidence": u.confidence,
-                        "uncertainty.method": u.method, "uncertainty.seed": u.seed})
+            out.update(
+                {
+                    "uncertainty.resamples": u.resamples,
+                    "uncertainty.confidence": u.confidence,
+                    "uncertainty.method": u.method,
+                    "uncertainty.seed": u.seed,
+                }
+            )
         if self.comparison is not None:
             c = self.comparison
-            out.update({"comparison.baseline": c.baseline, "comparison.test": c.test,
-                        "comparison.correction": c.correction, "comparison.wins_losses": c.wins_losses,
-                        "comparison.tie_tolerance": c.tie_tolerance})
+            out.update(
+                {
+                    "comparison.baseline": c.baseline,
+                    "comparison.test": c.test,
+                    "comparison.correction": c.correction,
+                    "comparison.wins_losses": c.wins_losses,
+                    "comparison.tie_tolerance": c.tie_tolerance,
+                }
+            )
         if self.decision is not None:
             d = self.decision
-            out.update({"decision.key": d.key, "decision.rule": d.rule, "decision.margin": d.margin,
-                        "decision.max_p": "none" if d.max_p is None else d.max_p})
+            out.update(
+                {
+                    "decision.key": d.key,
+                    "decision.rule": d.rule,
+                    "decision.margin": d.margin,
+                    "decision.max_p": "none" if d.max_p is None else d.max_p,
+                }
+            )
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:
@@ -318,8 +336,14 @@ def _mapping_text(columns: tuple[tuple[str, str], ...]) -> str:
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def _short_repr(value: Any) -> str:
@@ -349,8 +373,9 @@ class _Ctx:
         return SpecError(path, message, self.source)
 
 
-def _mapping(ctx: _Ctx, value: Any, path: str, required: tuple[str, ...],
-             optional: tuple[str, ...] = ()) -> dict[str, Any]:
+def _mapping(
+    ctx: _Ctx, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ctx.fail(path, f"expected a mapping with keys {', '.join(required + optional)}. {_got(value)}")
     allowed = required + optional
@@ -359,8 +384,7 @@ def _mapping(ctx: _Ctx, value: Any, path: str, required: tuple[str, ...],
             raise ctx.fail(path, f"keys must be strings; found key {key!r}.")
         if key not in allowed:
             where = f"{path}.{key}" if path else key
-            raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; "
-                                  f"allowed keys here: {', '.join(allowed)}.")
+            raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; allowed keys here: {', '.join(allowed)}.")
     for key in required:
         if key not in value:
             where = f"{path}.{key}" if path else key
@@ -411,8 +435,9 @@ def _gain(ctx: _Ctx, value: Any, path: str) -> Gain:
     if isinstance(value, str) and value in GAINS:
         return Gain(value)
     hint = did_you_mean(value, GAINS) if isinstance(value, str) else ""
-    raise ctx.fail(path, f"must be exponential, linear, or a table such as {{0: 0, 1: 1, 2: 3, 3: 7}}{hint}. "
-                         f"{_got(value)}")
+    raise ctx.fail(
+        path, f"must be exponential, linear, or a table such as {{0: 0, 1: 1, 2: 3, 3: 7}}{hint}. {_got(value)}"
+    )
 
 
 def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
@@ -458,28 +483,32 @@ def _metric(ctx: _Ctx, value: Any) -> Metric:
         origin=tuple(origin.items()),
         gain=_gain(ctx, m["gain"], "metric.gain"),
         cutoffs=_cutoffs(ctx, m["cutoffs"], "metric.cutoffs"),
-        **{r.name: _choice(ctx, m[r.name], r.key, r.choices) for r in METRIC_RULES  # the rules of named choices
-           if r.name not in ("gain", "cutoffs")},
+        **{
+            r.name: _choice(ctx, m[r.name], r.key, r.choices)
+            for r in METRIC_RULES  # the rules of named choices
+            if r.name not in ("gain", "cutoffs")
+        },
     )
 
 
 def _columns(ctx: _Ctx, value: Any, path: str, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """A column mapping ``{query_id: userID, ...}``: the tool's names to the source's names."""
     if not isinstance(value, dict) or not value:
-        raise ctx.fail(path, f"must map some of {', '.join(names)} to the column names the source uses. "
-                             f"{_got(value)}")
+        raise ctx.fail(path, f"must map some of {', '.join(names)} to the column names the source uses. {_got(value)}")
     out = []
     for key, name in value.items():
         if key not in names:
             hint = did_you_mean(key, names) if isinstance(key, str) else ""
-            raise ctx.fail(f"{path}.{_key_text(key)}", f"unknown column{hint}; a column mapping here names "
-                                                       f"{', '.join(names)}.")
+            raise ctx.fail(
+                f"{path}.{_key_text(key)}", f"unknown column{hint}; a column mapping here names {', '.join(names)}."
+            )
         out.append((key, _text(ctx, name, f"{path}.{key}")))
     given = [n for _, n in out]
     for n in given:
         if given.count(n) > 1:
-            raise ctx.fail(path, f"column {n!r} is mapped to {given.count(n)} names; each source column serves "
-                                 f"one purpose.")
+            raise ctx.fail(
+                path, f"column {n!r} is mapped to {given.count(n)} names; each source column serves one purpose."
+            )
     return tuple(out)
 
 
@@ -492,18 +521,26 @@ def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> 
         fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS if columns else FORMATS[:-1])
         if fmt == "delta":
             if "version" not in m:
-                raise ctx.fail(f"{path}.version", "missing required key: the version of the Delta table to read "
-                                                  "(no default is assumed: the latest version changes with every "
-                                                  "write).")
+                raise ctx.fail(
+                    f"{path}.version",
+                    "missing required key: the version of the Delta table to read "
+                    "(no default is assumed: the latest version changes with every "
+                    "write).",
+                )
             version = _int(ctx, m["version"], f"{path}.version", 0)
         elif "version" in m:
-            raise ctx.fail(f"{path}.version", f"a version is read from a Delta table (format: delta); this source's "
-                                              f"format is {fmt}.")
+            raise ctx.fail(
+                f"{path}.version",
+                f"a version is read from a Delta table (format: delta); this source's format is {fmt}.",
+            )
         if "columns" in m:
             mapping = _columns(ctx, m["columns"], f"{path}.columns", columns)
             if fmt == "trec":
-                raise ctx.fail(f"{path}.columns", "TREC files have no column names to map; a column mapping is "
-                                                  "for csv, tsv, jsonl and parquet sources.")
+                raise ctx.fail(
+                    f"{path}.columns",
+                    "TREC files have no column names to map; a column mapping is "
+                    "for csv, tsv, jsonl and parquet sources.",
+                )
     elif isinstance(value, str) and value.strip():
         declared, fmt = value, "auto"
     else:
@@ -537,12 +574,16 @@ def mlflow_key_problem(key: str) -> str | None:
         return "it is empty"
     if not _MLFLOW_KEY.fullmatch(key):
         bad = sorted({c for c in key if not _MLFLOW_KEY.fullmatch(c)})
-        return (f"MLflow refuses {', '.join(repr(c) for c in bad)} in metric, param and tag keys (they may hold "
-                f"letters, digits, '_', '-', '.', '/', ':' and spaces)")
+        return (
+            f"MLflow refuses {', '.join(repr(c) for c in bad)} in metric, param and tag keys (they may hold "
+            f"letters, digits, '_', '-', '.', '/', ':' and spaces)"
+        )
     norm = posixpath.normpath(key)
     if norm != key:
-        return (f"MLflow reads keys as file paths and refuses one that resolves to another name ({key!r} "
-                f"resolves to {norm!r})")
+        return (
+            f"MLflow reads keys as file paths and refuses one that resolves to another name ({key!r} "
+            f"resolves to {norm!r})"
+        )
     if norm == "." or norm.startswith(("..", "/")):
         return "MLflow reads keys as file paths and refuses one that is '.' or starts with '..' or '/'"
     if len(key) > MAX_MLFLOW_KEY:
@@ -557,14 +598,18 @@ def system_name_problem(name: Any) -> str | None:
     if not isinstance(name, str) or not name:
         return f"a system name is a non-empty string. {_got(name)}"
     if len(name) > MAX_SYSTEM_NAME:
-        return (f"a system name has at most {MAX_SYSTEM_NAME} characters (it is part of MLflow keys, which hold at "
-                f"most {MAX_MLFLOW_KEY}); this one has {len(name)}.")
+        return (
+            f"a system name has at most {MAX_SYSTEM_NAME} characters (it is part of MLflow keys, which hold at "
+            f"most {MAX_MLFLOW_KEY}); this one has {len(name)}."
+        )
     longest = max(SYSTEM_FILE_SUFFIXES, key=len)
     size = len(system_file_stem(name).encode("utf-8", "surrogatepass")) + len(f".{longest}{PARTIAL_SUFFIX}")
     if size > MAX_FILE_NAME:
-        return (f"a system name is the name of its files (such as 'systems/<name>.{longest}', written as "
-                f"'<name>.{longest}{PARTIAL_SUFFIX}' first), and a file name holds at most {MAX_FILE_NAME} bytes of "
-                f"UTF-8; this name makes one of {size} bytes (letters outside ASCII take 2 to 4 bytes each).")
+        return (
+            f"a system name is the name of its files (such as 'systems/<name>.{longest}', written as "
+            f"'<name>.{longest}{PARTIAL_SUFFIX}' first), and a file name holds at most {MAX_FILE_NAME} bytes of "
+            f"UTF-8; this name makes one of {size} bytes (letters outside ASCII take 2 to 4 bytes each)."
+        )
     for key in (f"data.systems.{name}", f"{name}.{cutoff_key(None)}.ci_high", f"ndcg_mlflow.data.system.{name}.sha256"):
         problem = mlflow_key_problem(key)
         if problem:
@@ -600,10 +645,12 @@ def tag_problem(key: Any, value: Any) -> str | None:
     if problem:
         return f"not a usable MLflow tag key: {problem}."
     if key.startswith(RESERVED_TAG_PREFIXES):
-        return (f"tag keys starting with {' or '.join(repr(p) for p in RESERVED_TAG_PREFIXES)} are reserved (MLflow's "
-                f"own tags and this tool's); choose another key.")
+        return (
+            f"tag keys starting with {' or '.join(repr(p) for p in RESERVED_TAG_PREFIXES)} are reserved (MLflow's "
+            f"own tags and this tool's); choose another key."
+        )
     if not isinstance(value, str):
-        return f"a tag value is a string (in YAML, quote it: \"{value}\"). {_got(value)}"
+        return f'a tag value is a string (in YAML, quote it: "{value}"). {_got(value)}'
     if len(value) > MAX_TAG_VALUE:
         return f"MLflow tag values hold at most {MAX_TAG_VALUE} characters; this one has {len(value)}."
     return None
@@ -617,17 +664,19 @@ def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple
     if value is None:
         if not has_qrels or names is None:
             given = "the judgments" if has_qrels else "the systems' rows" if names is not None else None
-            raise ctx.fail("data", "missing required key (no default is assumed: it changes the numbers)"
-                           + (f"; only {given} were given as tables, so the files of the rest are needed."
-                              if given else "."))
+            raise ctx.fail(
+                "data",
+                "missing required key (no default is assumed: it changes the numbers)"
+                + (f"; only {given} were given as tables, so the files of the rest are needed." if given else "."),
+            )
         d: dict[str, Any] = {}
     else:
-        d = _mapping(ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"),
-                     ("qrels", "systems"))
+        d = _mapping(
+            ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"), ("qrels", "systems")
+        )
         for key, in_tables in (("qrels", has_qrels), ("systems", names is not None)):
             if key not in d and not in_tables:
-                raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the "
-                                              "numbers).")
+                raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the numbers).")
     if has_qrels:
         qrels = Source(None, IN_MEMORY, "table")
     else:
@@ -664,8 +713,11 @@ def _model_system(ctx: _Ctx, value: dict, path: str) -> Source:
         raise ctx.fail(f"{path}.model", problem)
     candidates = _source(ctx, m["candidates"], f"{path}.candidates", CANDIDATE_COLUMNS)
     if candidates.format == "trec":
-        raise ctx.fail(f"{path}.candidates.format", "candidates are a table (csv, tsv, jsonl or parquet) holding "
-                                                    "query_id, doc_id and the model's input columns, not TREC text.")
+        raise ctx.fail(
+            f"{path}.candidates.format",
+            "candidates are a table (csv, tsv, jsonl or parquet) holding "
+            "query_id, doc_id and the model's input columns, not TREC text.",
+        )
     return Source(path=None, declared=uri, format="model", model=uri, candidates=candidates)
 
 
@@ -683,8 +735,9 @@ MAX_EXPERIMENT_NAME = 500  # MLflow's limit on an experiment name (mlflow.utils.
 def experiment_name_problem(experiment: str) -> str | None:
     """Why MLflow would refuse ``experiment`` as an experiment name, or None."""
     if len(experiment) > MAX_EXPERIMENT_NAME:
-        return (f"an MLflow experiment name has at most {MAX_EXPERIMENT_NAME} characters; this one has "
-                f"{len(experiment)}.")
+        return (
+            f"an MLflow experiment name has at most {MAX_EXPERIMENT_NAME} characters; this one has {len(experiment)}."
+        )
     return None
 
 
@@ -692,28 +745,35 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     if value is None:
         problem = experiment_name_problem(name)
         if problem:  # the experiment defaults to the spec's name
-            raise ctx.fail("mlflow.experiment", f"not given, so it is the spec's name, but {problem} Give "
-                                                f"mlflow.experiment.")
+            raise ctx.fail(
+                "mlflow.experiment", f"not given, so it is the spec's name, but {problem} Give mlflow.experiment."
+            )
         return MlflowSection(experiment=name)
-    m = _mapping(ctx, value, "mlflow", ("experiment",),
-                 ("tracking_uri", "run_name", "tags", "timeout", "max_retries", "total_timeout"))
+    m = _mapping(
+        ctx,
+        value,
+        "mlflow",
+        ("experiment",),
+        ("tracking_uri", "run_name", "tags", "timeout", "max_retries", "total_timeout"),
+    )
     uri = m.get("tracking_uri")
     tags = m.get("tags")
     if tags is not None and not isinstance(tags, dict):
-        raise ctx.fail("mlflow.tags", f"must be a mapping of tag keys to string values, such as {{team: search}}. "
-                                      f"{_got(tags)}")
+        raise ctx.fail(
+            "mlflow.tags", f"must be a mapping of tag keys to string values, such as {{team: search}}. {_got(tags)}"
+        )
     for key, tag_value in (tags or {}).items():
         problem = tag_problem(key, tag_value)
         if problem:
             raise ctx.fail(f"mlflow.tags.{_key_text(key)}", problem)
     run_name = m.get("run_name")
     timeout = m.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not 0 < timeout <= 3600):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600
+    ):
         raise ctx.fail("mlflow.timeout", f"must be a number of seconds in (0, 3600]. {_got(timeout)}")
     total = m.get("total_timeout")
-    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float))
-                              or not 0 < total <= 86400):
+    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < total <= 86400):
         raise ctx.fail("mlflow.total_timeout", f"must be a number of seconds in (0, 86400]. {_got(total)}")
     retries = m.get("max_retries")
     experiment = _text(ctx, m["experiment"], "mlflow.experiment")
@@ -750,13 +810,14 @@ def _uncertainty(ctx: _Ctx, value: Any) -> Uncertainty | None:
     u = _mapping(ctx, value, "uncertainty", ("resamples", "confidence", "method", "seed"))
     conf = u["confidence"]
     if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 < conf < 1:
-        raise ctx.fail("uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. "
-                                                 f"{_got(conf)}")
+        raise ctx.fail(
+            "uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. {_got(conf)}"
+        )
     return Uncertainty(
         resamples=_int(ctx, u["resamples"], "uncertainty.resamples", 100, MAX_RESAMPLES),
         confidence=float(conf),
         method=_choice(ctx, u["method"], "uncertainty.method", CI_METHODS),
-        seed=_int(ctx, u["seed"], "uncertainty.seed", 0, 2 ** 63 - 1),
+        seed=_int(ctx, u["seed"], "uncertainty.seed", 0, 2**63 - 1),
     )
 
 
@@ -767,16 +828,26 @@ def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Un
     baseline = c["baseline"]
     if not isinstance(baseline, str) or baseline not in systems:
         hint = did_you_mean(baseline, systems) if isinstance(baseline, str) else ""
-        raise ctx.fail("comparison.baseline", f"must name one of the systems of data.systems "
-                                              f"({', '.join(systems)}){hint}. {_got(baseline)}")
+        raise ctx.fail(
+            "comparison.baseline",
+            f"must name one of the systems of data.systems ({', '.join(systems)}){hint}. {_got(baseline)}",
+        )
     if len(systems) < 2:
         raise ctx.fail("comparison", "comparing needs at least two systems in data.systems.")
     if uncertainty is None:
-        raise ctx.fail("comparison", "needs the uncertainty section too: its resamples and seed drive the "
-                                     "paired intervals and the randomization test.")
+        raise ctx.fail(
+            "comparison",
+            "needs the uncertainty section too: its resamples and seed drive the "
+            "paired intervals and the randomization test.",
+        )
     tol = c["tie_tolerance"]
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0 or (
-            isinstance(tol, float) and not math.isfinite(tol)) or tol > 1e308:  # an int never overflows here
+    if (
+        isinstance(tol, bool)
+        or not isinstance(tol, (int, float))
+        or tol < 0
+        or (isinstance(tol, float) and not math.isfinite(tol))
+        or tol > 1e308
+    ):  # an int never overflows here
         raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {_got(tol)}")
     return Comparison(
         baseline=baseline,
@@ -800,24 +871,39 @@ def _decision(ctx: _Ctx, value: Any, comparison: Comparison | None, keys: tuple[
         return None
     d = _mapping(ctx, value, "decision", ("key", "rule", "margin"), ("max_p",))
     if comparison is None:
-        raise ctx.fail("decision", "needs the comparison section: the decision is read off the paired interval of "
-                                   "each candidate against comparison.baseline.")
+        raise ctx.fail(
+            "decision",
+            "needs the comparison section: the decision is read off the paired interval of "
+            "each candidate against comparison.baseline.",
+        )
     key = d["key"]
     if not isinstance(key, str) or key not in keys:
         hint = did_you_mean(key, keys) if isinstance(key, str) else ""
-        raise ctx.fail("decision.key", f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of "
-                                       f"metric.cutoffs){hint}. {_got(key)}")
+        raise ctx.fail(
+            "decision.key",
+            f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of "
+            f"metric.cutoffs){hint}. {_got(key)}",
+        )
     rule = _choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
     margin = d["margin"]
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) \
-            or not 0 <= margin < 1:
-        raise ctx.fail("decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. "
-                                          f"{_got(margin)}")
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float))
+        or not math.isfinite(margin)
+        or not 0 <= margin < 1
+    ):
+        raise ctx.fail(
+            "decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. {_got(margin)}"
+        )
     max_p = d.get("max_p")
-    if max_p is not None and (isinstance(max_p, bool) or not isinstance(max_p, (int, float))
-                              or not math.isfinite(max_p) or not 0 < max_p <= 1):
-        raise ctx.fail("decision.max_p", f"must be a number in (0, 1], such as 0.05 (a bound on the corrected "
-                                         f"p-value), or be left out. {_got(max_p)}")
+    if max_p is not None and (
+        isinstance(max_p, bool) or not isinstance(max_p, (int, float)) or not math.isfinite(max_p) or not 0 < max_p <= 1
+    ):
+        raise ctx.fail(
+            "decision.max_p",
+            f"must be a number in (0, 1], such as 0.05 (a bound on the corrected "
+            f"p-value), or be left out. {_got(max_p)}",
+        )
     return Decision(key, rule, float(margin), None if max_p is None else float(max_p))
 
 
@@ -826,8 +912,9 @@ def _companions(ctx: _Ctx, value: Any) -> Companions | None:
         return None
     c = _mapping(ctx, value, "companions", (), ("duplicates", "catalog"))
     if not c:
-        raise ctx.fail("companions", "declare duplicates (a doc_id -> group file), catalog (a size or a file of "
-                                     "doc ids), or both.")
+        raise ctx.fail(
+            "companions", "declare duplicates (a doc_id -> group file), catalog (a size or a file of doc ids), or both."
+        )
     dup = _source(ctx, c["duplicates"], "companions.duplicates") if "duplicates" in c else None
     size = catalog = None
     if "catalog" in c:
@@ -848,8 +935,9 @@ def _report(ctx: _Ctx, value: Any) -> Report | None:
     return Report(sensitivity=r["sensitivity"])
 
 
-def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "",
-               tables: InMemory | None = None) -> Spec:
+def parse_spec(
+    raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "", tables: InMemory | None = None
+) -> Spec:
     """Validate a spec already parsed from YAML (or given as a dict) and resolve it.
 
     ``tables`` says which data are given as in-memory tables (they replace the data section's entries, which
@@ -859,8 +947,9 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
     version = top["spec_version"]
     if version != SPEC_VERSION or isinstance(version, bool):
-        raise ctx.fail("spec_version", f"this version of ndcg-mlflow reads spec_version {SPEC_VERSION}. "
-                                       f"{_got(version)}")
+        raise ctx.fail(
+            "spec_version", f"this version of ndcg-mlflow reads spec_version {SPEC_VERSION}. {_got(version)}"
+        )
     name = _text(ctx, top["name"], "name")
     metric = _metric(ctx, top["metric"])
     queries = _queries(ctx, top["queries"])
@@ -873,9 +962,23 @@ def parse_spec(raw: Any, *, base_dir: Path | str = ".", source: str | None = Non
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
     if not text:
         text = _dump(raw)
-    return Spec(SPEC_VERSION, name, metric, queries, qrels, systems, mlflow_section, uncertainty, comparison,
-                report, companions, decision, source=Path(source) if source else None, text=text,
-                recorded=recorded_spec_text(raw, text))
+    return Spec(
+        SPEC_VERSION,
+        name,
+        metric,
+        queries,
+        qrels,
+        systems,
+        mlflow_section,
+        uncertainty,
+        comparison,
+        report,
+        companions,
+        decision,
+        source=Path(source) if source else None,
+        text=text,
+        recorded=recorded_spec_text(raw, text),
+    )
 
 
 RECORDED_HEADER = "# the spec with the credentials in its URIs removed (its comments left out)\n"
@@ -924,10 +1027,16 @@ def _check_strings(ctx: _Ctx, raw: Any) -> None:
         if isinstance(value, str):
             bad = _NOT_TEXT.search(value)
             if bad:
-                what = "a NUL character (U+0000)" if bad.group() == "\x00" else \
-                    f"a lone surrogate U+{ord(bad.group()):04X}, which is not Unicode text"
-                raise ctx.fail(path, f"the string contains {what} (at character {bad.start() + 1}). Write the "
-                                     f"text itself (UTF-8), not an escape of half a character.")
+                what = (
+                    "a NUL character (U+0000)"
+                    if bad.group() == "\x00"
+                    else f"a lone surrogate U+{ord(bad.group()):04X}, which is not Unicode text"
+                )
+                raise ctx.fail(
+                    path,
+                    f"the string contains {what} (at character {bad.start() + 1}). Write the "
+                    f"text itself (UTF-8), not an escape of half a character.",
+                )
             continue
         if not isinstance(value, (dict, list, tuple)) or id(value) in seen:
             continue
@@ -950,8 +1059,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise SpecError("", f"--set {text!r}: expected KEY=VALUE with KEY a dotted key path of the spec, such as "
-                            f"metric.cutoffs=[5,10] or data.systems.candidate=runs/pr-123.run.")
+        raise SpecError(
+            "",
+            f"--set {text!r}: expected KEY=VALUE with KEY a dotted key path of the spec, such as "
+            f"metric.cutoffs=[5,10] or data.systems.candidate=runs/pr-123.run.",
+        )
     return key, _safe_yaml(value, f"--set {key}")
 
 
@@ -967,8 +1079,9 @@ def apply_overrides(raw: Any, overrides: list[tuple[str, Any]]) -> Any:
         while True:
             if not isinstance(node, dict):
                 where = ".".join(done) or "the spec"
-                raise SpecError(".".join(done), f"--set {key}: {where} is not a mapping, so it has no key "
-                                                f"'{'.'.join(parts)}'.")
+                raise SpecError(
+                    ".".join(done), f"--set {key}: {where} is not a mapping, so it has no key '{'.'.join(parts)}'."
+                )
             step, n = _override_step(node, parts)
             parts = parts[n:]
             if not parts:
@@ -1000,8 +1113,13 @@ def _from_override(exc: SpecError, overrides: list[tuple[str, Any]], texts: dict
     return exc
 
 
-def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Path | None = None,
-              tables: InMemory | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Spec:
+def load_spec(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    base_dir: str | Path | None = None,
+    tables: InMemory | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> Spec:
     """Load and validate a spec from a YAML file path, a mapping, or pass a :class:`Spec` through.
 
     ``overrides`` are ``--set KEY=VALUE`` texts applied to the file's content before validation; the spec then
@@ -1032,12 +1150,18 @@ def load_spec(spec: str | Path | Mapping[str, Any] | Spec, *, base_dir: str | Pa
         header = "".join(f"# --set {texts[key]}\n" for key, _ in pairs)
         text = f"# {path.name} with these values set on the command line:\n{header}" + _dump(raw)
         try:
-            return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
-                              source=str(path), text=text, tables=tables)
+            return parse_spec(
+                raw,
+                base_dir=Path(base_dir) if base_dir else path.resolve().parent,
+                source=str(path),
+                text=text,
+                tables=tables,
+            )
         except SpecError as exc:
             raise _from_override(exc, pairs, texts) from None
-    return parse_spec(raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent,
-                      source=str(path), text=text, tables=tables)
+    return parse_spec(
+        raw, base_dir=Path(base_dir) if base_dir else path.resolve().parent, source=str(path), text=text, tables=tables
+    )
 
 
 MAX_ALIASES = 50
@@ -1056,8 +1180,9 @@ def _loader() -> type:
                 self.aliases += 1
                 if self.aliases > MAX_ALIASES:
                     mark = self.peek_event().start_mark
-                    raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases (*name): a spec "
-                                                                  f"does not need them", mark)
+                    raise yaml.composer.ComposerError(
+                        None, None, f"more than {MAX_ALIASES} aliases (*name): a spec does not need them", mark
+                    )
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -1065,8 +1190,11 @@ def _loader() -> type:
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise yaml.constructor.ConstructorError(
-                        None, None, "a merge key (<<) is not supported in a spec: write the keys out in full",
-                        key_node.start_mark)
+                        None,
+                        None,
+                        "a merge key (<<) is not supported in a spec: write the keys out in full",
+                        key_node.start_mark,
+                    )
             self.flatten_mapping(node)  # only turns a '=' key into a plain string now
             seen: dict = {}
             for key_node, _ in node.value:
@@ -1074,8 +1202,11 @@ def _loader() -> type:
                 try:
                     if key in seen:
                         raise yaml.constructor.ConstructorError(
-                            None, None, f"key {key!r} is written twice in one mapping (first at line "
-                                        f"{seen[key] + 1})", key_node.start_mark)
+                            None,
+                            None,
+                            f"key {key!r} is written twice in one mapping (first at line {seen[key] + 1})",
+                            key_node.start_mark,
+                        )
                     seen[key] = key_node.start_mark.line
                 except TypeError:  # an unhashable key: the base class reports it
                     pass
@@ -1098,8 +1229,9 @@ def _safe_yaml(text: str, source: str) -> Any:
         raise SpecError("", "not valid YAML: nested too deeply.", source) from None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
         # PyYAML's constructors of explicit tags (!!float, !!int, !!bool, !!timestamp ...) raise these
-        raise SpecError("", f"not valid YAML: a value could not be read ({type(exc).__name__}: "
-                            f"{_short_repr(str(exc))}).", source) from None
+        raise SpecError(
+            "", f"not valid YAML: a value could not be read ({type(exc).__name__}: {_short_repr(str(exc))}).", source
+        ) from None
 
 
 def _dump(raw: Any) -> str:
@@ -1140,10 +1272,15 @@ def os_error_problem(exc: OSError) -> str:
     """What an OSError met while opening or reading a data file means, in words."""
     import errno
 
-    reasons = {errno.ENOENT: "file not found", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-               errno.EISDIR: "is a directory, not a file", errno.ELOOP: "a symbolic link loop (too many "
-               "levels of symbolic links)", errno.ENAMETOOLONG: "file name too long",
-               errno.ENOTDIR: "a part of the path is not a directory"}
+    reasons = {
+        errno.ENOENT: "file not found",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EISDIR: "is a directory, not a file",
+        errno.ELOOP: "a symbolic link loop (too many levels of symbolic links)",
+        errno.ENAMETOOLONG: "file name too long",
+        errno.ENOTDIR: "a part of the path is not a directory",
+    }
     if exc.errno in reasons:
         return reasons[exc.errno]
     return f"cannot be read: {exc.strerror or type(exc).__name__}"
@@ -1167,8 +1304,15 @@ def file_problem(path: str | Path) -> str | None:
     if stat.S_ISDIR(st.st_mode):
         return "is a directory, not a file"
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a special file")
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a special file"
+        )
         return f"not a regular file ({kind})"
     try:
         with open(path, "rb") as fh:
@@ -1202,6 +1346,7 @@ def dataset_files(path: str | Path) -> list[Path] | None:
 def source_problem(path: str | Path, delta: bool = False) -> str | None:
     """:func:`file_problem` for a data source, which may also be a folder or glob of Parquet files, or (``delta``)
     a Delta table's folder."""
+
     def folder(p: Path) -> bool:
         try:
             return p.is_dir()
@@ -1213,8 +1358,10 @@ def source_problem(path: str | Path, delta: bool = False) -> str | None:
         problem = None if folder(Path(path)) else file_problem(path) or "is a file, not a Delta table's folder"
         return problem or (None if folder(log) else "is not a Delta table (it has no _delta_log folder)")
     if folder(log):
-        return ("is a Delta table: its folder holds the Parquet files of every version; declare it as {path: ..., "
-                "format: delta, version: N} to read one version")
+        return (
+            "is a Delta table: its folder holds the Parquet files of every version; declare it as {path: ..., "
+            "format: delta, version: N} to read one version"
+        )
     files = dataset_files(path)
     if files is None:
         return file_problem(path)
@@ -1234,13 +1381,22 @@ def source_problem(path: str | Path, delta: bool = False) -> str | None:
 def check_files(spec: Spec) -> list[str]:
     """Problems with the files a spec names (missing, unreadable, not a regular file); empty when all are fine."""
     problems = []
-    named: list[tuple[str, Source | None]] = [("data.qrels", spec.qrels), ("queries.weights", spec.queries.weights),
-                                              ("queries.set", spec.queries.set)]
-    named += [(f"data.systems.{n}.candidates", s.candidates) if s.model is not None and s.candidates is not None
-              else (f"data.systems.{n}", s) for n, s in spec.systems]
+    named: list[tuple[str, Source | None]] = [
+        ("data.qrels", spec.qrels),
+        ("queries.weights", spec.queries.weights),
+        ("queries.set", spec.queries.set),
+    ]
+    named += [
+        (f"data.systems.{n}.candidates", s.candidates)
+        if s.model is not None and s.candidates is not None
+        else (f"data.systems.{n}", s)
+        for n, s in spec.systems
+    ]
     if spec.companions is not None:
-        named += [("companions.duplicates", spec.companions.duplicates),
-                  ("companions.catalog", spec.companions.catalog)]
+        named += [
+            ("companions.duplicates", spec.companions.duplicates),
+            ("companions.catalog", spec.companions.catalog),
+        ]
     for key, src in named:
         check = source_problem if key.startswith("data.") else file_problem  # folders and globs: data only
         if src is None or src.path is None:
@@ -1249,4 +1405,3 @@ def check_files(spec: Spec) -> list[str]:
         if problem is not None:
             problems.append(f"at key '{key}': {problem}: {shown_path(src.path)}")
     return problems
-

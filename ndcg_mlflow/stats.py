@@ -40,12 +40,13 @@ STUDENTIZED_MIN_N = 10
 def resample_seed(seed: int, query_ids: Sequence[str]) -> np.random.SeedSequence:
     """A seed sequence fixed by the user's seed and the exact list of resampled queries."""
     h = hashlib.sha256("\x1f".join(map(str, query_ids)).encode("utf-8")).digest()
-    words = [int.from_bytes(h[i:i + 4], "little") for i in range(0, 16, 4)]
+    words = [int.from_bytes(h[i : i + 4], "little") for i in range(0, 16, 4)]
     return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(seed) >> 32 & 0xFFFFFFFF] + words)
 
 
-def resample_uniforms(rng: np.random.Generator, n: int, resamples: int, chunk: int = DEFAULT_CHUNK, *,
-                      reuse: bool = False) -> Iterator[np.ndarray]:
+def resample_uniforms(
+    rng: np.random.Generator, n: int, resamples: int, chunk: int = DEFAULT_CHUNK, *, reuse: bool = False
+) -> Iterator[np.ndarray]:
     """Chunks of (rows x n) uniform draws in [0, 1), one per resampled query: :func:`index_of` makes each an
     index. The stream does not depend on ``chunk``. ``reuse``: each chunk is drawn into the same buffer (a chunk
     is then valid until the next one is drawn), whose pages are touched once."""
@@ -62,8 +63,9 @@ def index_of(u: np.ndarray, n: int) -> np.ndarray:
     return np.minimum((u * n).astype(np.int64), n - 1)
 
 
-def resample_indices(rng: np.random.Generator, n: int, resamples: int,
-                     chunk: int = DEFAULT_CHUNK) -> Iterator[np.ndarray]:
+def resample_indices(
+    rng: np.random.Generator, n: int, resamples: int, chunk: int = DEFAULT_CHUNK
+) -> Iterator[np.ndarray]:
     """Chunks of (rows x n) indices drawn with replacement; the stream does not depend on ``chunk``.
 
     Each index comes from one 64-bit uniform draw (``floor(u * n)``): bounded-integer
@@ -136,14 +138,21 @@ def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         return np.full(x.shape[1:] if x.ndim > 1 else (), np.nan)
     m = weighted_mean(x, w)
     r2 = (x - m) ** 2
-    w2 = w ** 2
+    w2 = w**2
     ss = w2 @ r2 if x.ndim == 1 else np.array([w2 @ r2[:, c] for c in range(x.shape[1])])
     return np.sqrt(n / (n - 1) * ss) / w.sum()
 
 
-def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
-                    studentized: bool = False, chunk: int = DEFAULT_CHUNK,
-                    indices: np.ndarray | None = None) -> BootstrapDistribution:
+def bootstrap_means(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    resamples: int,
+    rng: np.random.Generator,
+    studentized: bool = False,
+    chunk: int = DEFAULT_CHUNK,
+    indices: np.ndarray | None = None,
+) -> BootstrapDistribution:
     """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
 
     ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
@@ -157,11 +166,11 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
         x = x[:, None]
     n, k = x.shape
     mat = np.ascontiguousarray(np.hstack([w[:, None] * x, w[:, None]]))
-    w2 = w ** 2
+    w2 = w**2
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
     if indices is not None:
-        source: Iterator[tuple[np.ndarray, bool]] = ((indices[i:i + chunk], True) for i in range(0, resamples, chunk))
+        source: Iterator[tuple[np.ndarray, bool]] = ((indices[i : i + chunk], True) for i in range(0, resamples, chunk))
     elif studentized:  # (the standard errors take the indices)
         source = ((idx, True) for idx in resample_indices(rng, n, resamples, chunk))
     else:  # (a few MB at a time, drawn into one buffer: the sums read each chunk before the next is drawn)
@@ -171,11 +180,11 @@ def bootstrap_means(x: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.ran
     for draws, are_indices in source:
         c = draws.shape[0]
         s = resampled_sums(draws, are_indices, n, mat)
-        sw = s[:, k:k + 1]
+        sw = s[:, k : k + 1]
         means = s[:, :k] / sw
-        dist[row:row + c] = means
+        dist[row : row + c] = means
         if se is not None:  # studentized: the draws are indices
-            se[row:row + c] = _resampled_se(x, w2, draws, means, sw[:, 0])
+            se[row : row + c] = _resampled_se(x, w2, draws, means, sw[:, 0])
         row += c
     theta = weighted_mean(x, w)
     # a series whose values are all equal has a point distribution: every resampled mean is the mean
@@ -202,8 +211,9 @@ def resampled_sums(draws: np.ndarray, indices: bool, n: int, mat: np.ndarray) ->
     fast = native_kernel()
     if fast is not None:
         out = np.empty((c, mat.shape[1]))
-        fast.resampled_sums(np.ascontiguousarray(draws, dtype=np.int64 if indices else np.float64), indices, n,
-                            mat, out)
+        fast.resampled_sums(
+            np.ascontiguousarray(draws, dtype=np.int64 if indices else np.float64), indices, n, mat, out
+        )
         return out
     from scipy import sparse
 
@@ -212,8 +222,7 @@ def resampled_sums(draws: np.ndarray, indices: bool, n: int, mat: np.ndarray) ->
     return np.asarray(counts @ mat)
 
 
-def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndarray,
-                  sw: np.ndarray) -> np.ndarray:
+def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndarray, sw: np.ndarray) -> np.ndarray:
     """Weighted standard error of each resample's mean (``weighted_se`` of the drawn queries), two-pass:
     the squared deviations from that resample's own mean, so no cancellation leaves a spurious variance.
 
@@ -231,7 +240,7 @@ def _resampled_se(x: np.ndarray, w2: np.ndarray, idx: np.ndarray, means: np.ndar
         wv2 = w2[part]
         for col in range(x.shape[1]):
             xv = x[part, col]
-            dev = xv - means[rows, col:col + 1]
+            dev = xv - means[rows, col : col + 1]
             ss = np.sum(wv2 * dev * dev, axis=1)
             spread = xv.max(axis=1) > xv.min(axis=1)
             out[rows, col] = np.where(spread, np.sqrt(n / (n - 1) * ss) / sw[rows], np.nan)
@@ -279,13 +288,14 @@ def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         if loo.size == 0:
             continue
         u = loo.mean() - loo
-        den = np.sum(u ** 2) ** 1.5
-        out[c] = np.sum(u ** 3) / (6 * den) if den > 0 else 0.0
+        den = np.sum(u**2) ** 1.5
+        out[c] = np.sum(u**3) / (6 * den) if den > 0 else 0.0
     return out
 
 
-def interval(boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float,
-             method: str) -> tuple[np.ndarray, np.ndarray]:
+def interval(
+    boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float, method: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (low, high) per column; [theta, theta] where the distribution is degenerate (every value
     equal). Studentized: undefined (NaN) below :data:`STUDENTIZED_MIN_N` queries; resamples without
     within-resample variance (NaN standard error) are left out of the t quantiles."""
@@ -344,23 +354,38 @@ def standard_error(boot: BootstrapDistribution, x: np.ndarray) -> np.ndarray:
 
 def effective_n(w: np.ndarray) -> float:
     """Kish's effective number of queries: (sum w)^2 / sum w^2."""
-    return float(w.sum() ** 2 / (w ** 2).sum()) if w.size else 0.0
+    return float(w.sum() ** 2 / (w**2).sum()) if w.size else 0.0
 
 
 # --------------------------------------------------------------------------- paired tests
 
 
-def randomization_test(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
-                       exact_max: int = 20, chunk: int | None = None) -> tuple[float, bool]:
+def randomization_test(
+    d: np.ndarray,
+    w: np.ndarray,
+    *,
+    resamples: int,
+    rng: np.random.Generator,
+    exact_max: int = 20,
+    chunk: int | None = None,
+) -> tuple[float, bool]:
     """Two-sided paired sign-flip test of the weighted mean difference (one series; see
     :func:`randomization_tests`). Returns (p, exact)."""
-    p, exact = randomization_tests(np.asarray(d, dtype=np.float64)[:, None], w, resamples=resamples, rng=rng,
-                                   exact_max=exact_max, chunk=chunk)
+    p, exact = randomization_tests(
+        np.asarray(d, dtype=np.float64)[:, None], w, resamples=resamples, rng=rng, exact_max=exact_max, chunk=chunk
+    )
     return float(p[0]), exact
 
 
-def randomization_tests(d: np.ndarray, w: np.ndarray, *, resamples: int, rng: np.random.Generator,
-                        exact_max: int = 20, chunk: int | None = None) -> tuple[np.ndarray, bool]:
+def randomization_tests(
+    d: np.ndarray,
+    w: np.ndarray,
+    *,
+    resamples: int,
+    rng: np.random.Generator,
+    exact_max: int = 20,
+    chunk: int | None = None,
+) -> tuple[np.ndarray, bool]:
     """Two-sided paired sign-flip tests of the weighted mean differences of the columns of ``d`` (n x m),
     all sharing one stream of sign vectors.
 
@@ -432,9 +457,9 @@ def weighted_t(d: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
     if np.ptp(w) == 0:
         return m, float(weighted_se(d, w)), float(n - 1)
     others = _sum_of_others(w)
-    w2 = w ** 2
+    w2 = w**2
     others2 = _sum_of_others(w2)
-    lam = w2 / (others ** 2 + others2)  # h_i^2 / (1 - 2 h_i + sum h^2), times W^2 / W^2
+    lam = w2 / (others**2 + others2)  # h_i^2 / (1 - 2 h_i + sum h^2), times W^2 / W^2
     r = d - m
     se = float(np.sqrt(np.sum(lam * r * r)))
     return m, se, t_degrees_of_freedom(w, lam)
@@ -464,13 +489,13 @@ def t_degrees_of_freedom(w: np.ndarray, lam: np.ndarray | None = None) -> float:
     s2 = float(np.sum(h * h))
     if lam is None:
         others = _sum_of_others(w)
-        w2 = w ** 2
-        lam = w2 / (others ** 2 + _sum_of_others(w2))
+        w2 = w**2
+        lam = w2 / (others**2 + _sum_of_others(w2))
     a = s2 / 2 - h
     la = lam * a
     off = 2 * lam.sum() * float(la @ a) + 2 * float(la.sum()) ** 2 - 4 * float(la @ la)
-    tr2 = float(np.sum(h ** 4)) + max(off, 0.0)
-    kish = float(np.sum(w * _sum_of_others(w)) / np.sum(w ** 2))  # (W^2 - sum w^2) / sum w^2 = n_eff - 1
+    tr2 = float(np.sum(h**4)) + max(off, 0.0)
+    kish = float(np.sum(w * _sum_of_others(w)) / np.sum(w**2))  # (W^2 - sum w^2) / sum w^2 = n_eff - 1
     return min(s2 * s2 / tr2, kish)
 
 

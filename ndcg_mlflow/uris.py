@@ -26,8 +26,10 @@ MASK = "REDACTED"
 # a scheme starting a word, then up to the last @ of the line; not an empty authority (scheme:///path)
 _USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)(?!/)[^\r\n]*@")
 # a parameter name whose last word (after _ - . or nothing) names a secret: token, access_token, X-Amz-Signature
-_SECRET_NAME = (r"(?:[A-Za-z0-9_.\-]*[_.\-])?(?:token|password|passwd|pwd|pass|secret|key|apikey|sig|signature|"
-                r"credential|credentials|auth|authorization|code)")
+_SECRET_NAME = (
+    r"(?:[A-Za-z0-9_.\-]*[_.\-])?(?:token|password|passwd|pwd|pass|secret|key|apikey|sig|signature|"
+    r"credential|credentials|auth|authorization|code)"
+)
 _QUERY = re.compile(r"(?P<name>[?&;#]" + _SECRET_NAME + r"=)(?P<value>[^&;#\s'\"<>`]*)", re.IGNORECASE)
 _AUTH = re.compile(r"\b(?P<kind>Bearer|Basic)\s+(?P<value>[A-Za-z0-9._~+/=\-]{6,})")
 
@@ -91,8 +93,10 @@ def store_problem(uri: str | None) -> str | None:
         return None
     text = str(uri).strip()
     if "\n" in text or "\r" in text:
-        return ("the URI holds a line break (not shown here: it may be inside a password). A URI is one line; "
-                "write a line break inside a password percent-encoded, as %0A.")
+        return (
+            "the URI holds a line break (not shown here: it may be inside a password). A URI is one line; "
+            "write a line break inside a password percent-encoded, as %0A."
+        )
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, sep, rest = text.partition(":")
@@ -101,14 +105,20 @@ def store_problem(uri: str | None) -> str | None:
     database = rest.split("/", 1)[1] if "/" in rest else ""
     path, _, query = database.partition("?")
     if path in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in query.lower():
-        return (f"'{redact(text)}' is an in-memory SQLite store: nothing logged to it outlives the command, so "
-                f"the run ids printed would exist nowhere. Give a store that persists, such as "
-                f"sqlite:///mlflow.db (a file) or http://HOST:PORT (a tracking server).")
+        return (
+            f"'{redact(text)}' is an in-memory SQLite store: nothing logged to it outlives the command, so "
+            f"the run ids printed would exist nowhere. Give a store that persists, such as "
+            f"sqlite:///mlflow.db (a file) or http://HOST:PORT (a tracking server)."
+        )
     return None
 
 
-MODEL_URI_FORMS = ("models:/<name>/<version>", "models:/<name>@<alias>", "models:/m-<logged model id>",
-                   "runs:/<run id>/<path>")
+MODEL_URI_FORMS = (
+    "models:/<name>/<version>",
+    "models:/<name>@<alias>",
+    "models:/m-<logged model id>",
+    "runs:/<run id>/<path>",
+)
 
 
 def model_uri_problem(uri: str) -> str | None:
@@ -116,7 +126,7 @@ def model_uri_problem(uri: str) -> str | None:
     the model exists is asked of the registry when the evaluation starts."""
     forms = ", ".join(MODEL_URI_FORMS)
     if uri.startswith("models:/"):
-        rest = uri[len("models:/"):].rstrip("/")
+        rest = uri[len("models:/") :].rstrip("/")
         if re.fullmatch(r"m-[0-9A-Za-z]+", rest):
             return None
         if "@" in rest:
@@ -128,10 +138,12 @@ def model_uri_problem(uri: str) -> str | None:
             if name and "/" not in name and version.isdigit() and int(version) > 0:
                 return None
             if name and "/" not in name and version and not version.isdigit():
-                return (f"a registered model is named by version or alias ({forms}); stages such as "
-                        f"{version!r} are not supported. Got {uri!r}.")
+                return (
+                    f"a registered model is named by version or alias ({forms}); stages such as "
+                    f"{version!r} are not supported. Got {uri!r}."
+                )
     elif uri.startswith("runs:/"):
-        run_id, _, path = uri[len("runs:/"):].partition("/")
+        run_id, _, path = uri[len("runs:/") :].partition("/")
         if run_id and path.strip("/"):
             return None
     return f"must be a model URI of the form {forms}. Got {uri!r}."

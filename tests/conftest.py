@@ -22,8 +22,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-_PROPERTY = dict(deadline=None, derandomize=True, database=None, print_blob=True,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_PROPERTY = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 settings.register_profile("thorough", **_PROPERTY)
 settings.register_profile("quick", **_PROPERTY)
 STORE_FIXTURES = {"migrated_db", "tracking_uri", "server"}

@@ -28,9 +28,13 @@ def trec_eval_missing() -> str | None:
     """Why the trec_eval conformance tests skip (an actionable reason), or None when the data are there."""
     if (TREC_EVAL_DATA / "out.test.aq").is_file():
         return None
-    return (f"trec_eval conformance data not found at {TREC_EVAL_DATA} (no out.test.aq there): clone "
-            f"https://github.com/usnistgov/trec_eval and set {TREC_EVAL_ENV}=<checkout>/test "
-            f"(README: 'The conformance tests')")
+    return (
+        f"trec_eval conformance data not found at {TREC_EVAL_DATA} (no out.test.aq there): clone "
+        f"https://github.com/usnistgov/trec_eval and set {TREC_EVAL_ENV}=<checkout>/test "
+        f"(README: 'The conformance tests')"
+    )
+
+
 MEAS_PARAMS_GAIN = "1=3,2=9,4=4.5"  # as trec_eval prints `-mndcg.1=3,2=9,4=4.5` in the measure name
 
 if str(REPO / "benchmarks") not in sys.path:
@@ -38,10 +42,31 @@ if str(REPO / "benchmarks") not in sys.path:
 
 from _servers import MlflowServer, clean_env, cli_command, free_port  # noqa: E402
 
-__all__ = ["DEMO", "DEMO_RUNS", "REPO", "TREC_EVAL_DATA", "MlflowServer", "assert_local_results_complete",
-           "assert_one_complete_set", "clean_env", "cli_command", "client_for", "examples", "free_port",
-           "metric_spec", "parse_trec_eval_output", "readme_block", "run_cli", "runs_of_experiment", "runs_of_key",
-           "trec_eval_missing", "write_qrels", "write_run", "write_spec", "local_spark"]
+__all__ = [
+    "DEMO",
+    "DEMO_RUNS",
+    "REPO",
+    "TREC_EVAL_DATA",
+    "MlflowServer",
+    "assert_local_results_complete",
+    "assert_one_complete_set",
+    "clean_env",
+    "cli_command",
+    "client_for",
+    "examples",
+    "free_port",
+    "metric_spec",
+    "parse_trec_eval_output",
+    "readme_block",
+    "run_cli",
+    "runs_of_experiment",
+    "runs_of_key",
+    "trec_eval_missing",
+    "write_qrels",
+    "write_run",
+    "write_spec",
+    "local_spark",
+]
 
 
 # --------------------------------------------------------------------------- Hypothesis
@@ -61,9 +86,15 @@ def local_spark():
     driver, 4 shuffle partitions, no UI, UTC; stopped after the module."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("ndcg-mlflow-tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -98,9 +129,21 @@ def write_run(folder: Path, ranking: dict, name: str = "sys.run") -> str:
     return name
 
 
-def metric_spec(qrels, systems, *, name: str, gain="exponential", cutoffs=(3,), ties="displayed_order",
-                ideal="judged_catalog", empty_ideal="exclude", unjudged="zero", missing_queries="zero",
-                weights="uniform", qset=None) -> dict:
+def metric_spec(
+    qrels,
+    systems,
+    *,
+    name: str,
+    gain="exponential",
+    cutoffs=(3,),
+    ties="displayed_order",
+    ideal="judged_catalog",
+    empty_ideal="exclude",
+    unjudged="zero",
+    missing_queries="zero",
+    weights="uniform",
+    qset=None,
+) -> dict:
     """A spec (as a dict) with every metric field given; ``systems`` a path (system ``sys``) or ``{name: path}``."""
     if isinstance(systems, str):
         systems = {"sys": systems}
@@ -110,26 +153,35 @@ def metric_spec(qrels, systems, *, name: str, gain="exponential", cutoffs=(3,), 
     return {
         "spec_version": 1,
         "name": name,
-        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
-                   "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
+        "metric": {
+            "gain": gain,
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": ideal,
+            "empty_ideal": empty_ideal,
+            "unjudged": unjudged,
+            "missing_queries": missing_queries,
+        },
         "queries": queries,
         "data": {"qrels": qrels, "systems": dict(systems)},
     }
 
 
-def write_spec(folder: Path, name: str, *, systems: int = 3, experiment: str | None = None,
-               extra: str = "") -> Path:
+def write_spec(folder: Path, name: str, *, systems: int = 3, experiment: str | None = None, extra: str = "") -> Path:
     """A quick spec on the demo data (no resampling) in ``folder``; ``systems`` names cycle the demo runs."""
     data = folder / "demo"
     if not data.exists():
         shutil.copytree(DEMO, data)
     lines = [f"    s{i:02d}: demo/{DEMO_RUNS[i % 3]}" for i in range(systems)]
-    text = (f"spec_version: 1\nname: {name}\n"
-            "metric: {gain: exponential, cutoffs: [5, 10, all], discount: log2, ties: displayed_order,\n"
-            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
-            "queries: {weights: uniform}\n"
-            "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
-            f"mlflow: {{experiment: {experiment or name}}}\n" + extra)
+    text = (
+        f"spec_version: 1\nname: {name}\n"
+        "metric: {gain: exponential, cutoffs: [5, 10, all], discount: log2, ties: displayed_order,\n"
+        "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+        "queries: {weights: uniform}\n"
+        "data:\n  qrels: demo/qrels.tsv\n  systems:\n" + "\n".join(lines) + "\n"
+        f"mlflow: {{experiment: {experiment or name}}}\n" + extra
+    )
     path = folder / f"{name}.yaml"
     path.write_text(text)
     return path
@@ -165,9 +217,9 @@ def parse_trec_eval_output(name: str) -> dict[tuple[str, str], float]:
 def readme_block(heading: str) -> str:
     """The first python block of README.md after ``heading``."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    after = text[text.index(heading):]
+    after = text[text.index(heading) :]
     start = after.index("```python\n") + len("```python\n")
-    return after[start:after.index("```", start)]
+    return after[start : after.index("```", start)]
 
 
 # --------------------------------------------------------------------------- the CLI in a subprocess
@@ -175,8 +227,9 @@ def readme_block(heading: str) -> str:
 
 def run_cli(*args: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """``ndcg-mlflow ARGS`` in a subprocess, with a timeout guard."""
-    return subprocess.run(cli_command(*args), cwd=cwd, env=clean_env(**env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        cli_command(*args), cwd=cwd, env=clean_env(**env), capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 # --------------------------------------------------------------------------- runs in an MLflow store
@@ -193,8 +246,12 @@ def runs_of_key(client, run_key: str, deleted: bool = False) -> list:
     from mlflow.entities import ViewType
 
     exps = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(exps, filter_string=f"tags.`ndcg_mlflow.run_key` = '{run_key}'",
-                              run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY, max_results=1000)
+    return client.search_runs(
+        exps,
+        filter_string=f"tags.`ndcg_mlflow.run_key` = '{run_key}'",
+        run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY,
+        max_results=1000,
+    )
 
 
 def runs_of_experiment(client, name: str, deleted: bool = True) -> list:
@@ -205,8 +262,9 @@ def runs_of_experiment(client, name: str, deleted: bool = True) -> list:
     exp = client.get_experiment_by_name(name)
     if exp is None:
         return []
-    return client.search_runs([exp.experiment_id], run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY,
-                              max_results=1000)
+    return client.search_runs(
+        [exp.experiment_id], run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY, max_results=1000
+    )
 
 
 def assert_one_complete_set(client, out: Path, tmp: Path) -> None:
@@ -242,5 +300,6 @@ def assert_local_results_complete(out: Path) -> None:
     for name in ("summary.json", "per_query.csv", "report.html", "run_key.txt", "spec.yaml"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["systems"] and all(v["ndcg_at_10"]["mean"] == v["ndcg_at_10"]["mean"]
-                                      for v in summary["systems"].values())
+    assert summary["systems"] and all(
+        v["ndcg_at_10"]["mean"] == v["ndcg_at_10"]["mean"] for v in summary["systems"].values()
+    )

@@ -77,27 +77,54 @@ def write_data(tmp_path, qrels, runs, weights=None):
         write_run(tmp_path / f"{name}.run", run, tag=name)
     if weights is not None:
         (tmp_path / "weights.tsv").write_text(
-            "query_id\tweight\n" + "".join(f"{q}\t{w!r}\n" for q, w in weights.items()))
+            "query_id\tweight\n" + "".join(f"{q}\t{w!r}\n" for q, w in weights.items())
+        )
 
 
-def make_spec(systems, *, cutoffs=(5, 10), resamples=1000, method="percentile", seed=12345,
-              confidence=0.95, baseline="bm25", test="both", correction="holm", wins_losses=5,
-              tie_tolerance=1e-9, weights="uniform", ideal="judged_catalog", comparison=True,
-              uncertainty=True):
+def make_spec(
+    systems,
+    *,
+    cutoffs=(5, 10),
+    resamples=1000,
+    method="percentile",
+    seed=12345,
+    confidence=0.95,
+    baseline="bm25",
+    test="both",
+    correction="holm",
+    wins_losses=5,
+    tie_tolerance=1e-9,
+    weights="uniform",
+    ideal="judged_catalog",
+    comparison=True,
+    uncertainty=True,
+):
     spec = {
         "spec_version": 1,
         "name": "analysis-tests",
-        "metric": {"gain": "exponential", "cutoffs": list(cutoffs), "discount": "log2",
-                   "ties": "displayed_order", "ideal": ideal, "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero"},
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": ideal,
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
         "queries": {"weights": weights},
         "data": {"qrels": "qrels.txt", "systems": {s: f"{s}.run" for s in systems}},
     }
     if uncertainty:
         spec["uncertainty"] = {"resamples": resamples, "confidence": confidence, "method": method, "seed": seed}
     if comparison:
-        spec["comparison"] = {"baseline": baseline, "test": test, "correction": correction,
-                              "wins_losses": wins_losses, "tie_tolerance": tie_tolerance}
+        spec["comparison"] = {
+            "baseline": baseline,
+            "test": test,
+            "correction": correction,
+            "wins_losses": wins_losses,
+            "tie_tolerance": tie_tolerance,
+        }
     return spec
 
 
@@ -115,8 +142,11 @@ def paired(result, cand, base="bm25", cutoff="10"):
 
 
 def rows(result, cand=None, key=None):
-    out = [r for r in result.analysis.comparisons
-           if (cand is None or r["candidate"] == cand) and (key is None or r["key"] == key)]
+    out = [
+        r
+        for r in result.analysis.comparisons
+        if (cand is None or r["candidate"] == cand) and (key is None or r["key"] == key)
+    ]
     return out
 
 
@@ -146,8 +176,7 @@ def result40(data40):
 @pytest.mark.parametrize("method", ["percentile", "bca", "studentized"])
 def test_system_intervals(data40, method):
     folder, _, _ = data40
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], method=method, cutoffs=(5, 10, "all")),
-                               base_dir=folder)
+    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], method=method, cutoffs=(5, 10, "all")), base_dir=folder)
     systems = res.summary["systems"]
     for name in ("bm25", "better"):
         for key, cutoff in (("ndcg_at_5", "5"), ("ndcg_at_10", "10"), ("ndcg_at_all", "all")):
@@ -176,8 +205,7 @@ def test_percentile_interval_is_the_bootstrap_of_the_queries(data40):
     The resampled indices differ from ours, so the comparison is up to Monte-Carlo error.
     """
     folder, _, _ = data40
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], resamples=20000, method="percentile"),
-                               base_dir=folder)
+    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], resamples=20000, method="percentile"), base_dir=folder)
     x, _ = per_query_matrix(res, "better")
     x = x.to_numpy()
     ref = ss.bootstrap((x,), np.mean, method="percentile", n_resamples=20000, rng=np.random.default_rng(0))
@@ -195,8 +223,9 @@ def test_comparison_rows_against_the_per_query_table(result40):
     assert res.summary["comparisons"] == res.analysis.comparisons
     assert len(res.analysis.comparisons) == 2 * 2  # 2 candidates x 2 cutoffs
     assert len(res.comparisons) == 4
-    assert {(r["candidate"], r["key"]) for r in res.analysis.comparisons} == \
-        {(c, k) for c in ("better", "noisy") for k in ("ndcg_at_5", "ndcg_at_10")}
+    assert {(r["candidate"], r["key"]) for r in res.analysis.comparisons} == {
+        (c, k) for c in ("better", "noisy") for k in ("ndcg_at_5", "ndcg_at_10")
+    }
     for r in res.analysis.comparisons:
         cutoff = r["key"].replace("ndcg_at_", "")
         b, c, w, _ = paired(res, r["candidate"], cutoff=cutoff)
@@ -259,8 +288,10 @@ def test_randomization_p_agrees_with_an_independent_sign_flip(result40):
 @pytest.mark.parametrize("correction", ["holm", "bonferroni", "benjamini_hochberg", "none"])
 def test_corrections_over_the_family(data40, correction):
     folder, _, _ = data40
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better", "noisy"], correction=correction, cutoffs=(5, 10, "all"),
-                                         resamples=200), base_dir=folder)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "better", "noisy"], correction=correction, cutoffs=(5, 10, "all"), resamples=200),
+        base_dir=folder,
+    )
     rs = res.analysis.comparisons
     assert len(rs) == 6
     ps = [r["p_randomization"] for r in rs]
@@ -274,8 +305,7 @@ def test_corrections_over_the_family(data40, correction):
 
 def test_t_test_only_and_randomization_only(data40):
     folder, _, _ = data40
-    res_t = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], test="t_test", correction="bonferroni"),
-                                 base_dir=folder)
+    res_t = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], test="t_test", correction="bonferroni"), base_dir=folder)
     r = one_row(res_t, "noisy")
     assert math.isnan(r["p_randomization"]) and not math.isnan(r["p_t_test"])
     assert r["corrected_test"] == "t_test"
@@ -328,8 +358,7 @@ def _dominant_data(nq):
 def test_better_on_every_query_gives_minimum_monte_carlo_p(tmp_path, resamples):
     qrels, runs = _dominant_data(25)
     write_data(tmp_path, qrels, runs)
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], resamples=resamples, cutoffs=(3, 10)),
-                               base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], resamples=resamples, cutoffs=(3, 10)), base_dir=tmp_path)
     r = one_row(res, "cand")
     assert r["randomization_exact"] is False
     assert r["p_randomization"] == 1 / (resamples + 1)
@@ -348,7 +377,7 @@ def test_better_on_every_query_small_n_is_exact(tmp_path):
     res = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], cutoffs=(10,)), base_dir=tmp_path)
     r = one_row(res, "cand")
     assert r["randomization_exact"] is True
-    assert r["p_randomization"] == pytest.approx(2 / 2 ** 12)
+    assert r["p_randomization"] == pytest.approx(2 / 2**12)
 
 
 def test_delta_interval_resamples_the_same_queries_for_both_systems(tmp_path):
@@ -419,10 +448,12 @@ def test_wins_and_losses_against_the_per_query_table_and_files(data40, result40)
                 crel = {x for x in runs[cand][q][:k] if qrels[q].get(x, 0) > 0}
                 assert e["relevant_entered"] == sorted(crel - brel)
                 assert e["relevant_left"] == sorted(brel - crel)
-                assert [t["left_top_k"] for t in e["baseline_top"]] == \
-                    [t["doc_id"] in brel - crel for t in e["baseline_top"]]
-                assert [t["entered_top_k"] for t in e["candidate_top"]] == \
-                    [t["doc_id"] in crel - brel for t in e["candidate_top"]]
+                assert [t["left_top_k"] for t in e["baseline_top"]] == [
+                    t["doc_id"] in brel - crel for t in e["baseline_top"]
+                ]
+                assert [t["entered_top_k"] for t in e["candidate_top"]] == [
+                    t["doc_id"] in crel - brel for t in e["candidate_top"]
+                ]
         # sorted by difference, largest first
         assert [e["delta"] for e in block["wins"]] == sorted((e["delta"] for e in block["wins"]), reverse=True)
         assert [e["delta"] for e in block["losses"]] == sorted(e["delta"] for e in block["losses"])
@@ -446,8 +477,9 @@ def test_tied_deltas_are_listed_by_query_id(tmp_path):
 def test_wins_losses_count_is_limited(data40):
     folder, _, _ = data40
     for n in (0, 1, 3):
-        res = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], wins_losses=n, resamples=100, cutoffs=(10,)),
-                                   base_dir=folder)
+        res = ndcg_mlflow.evaluate(
+            make_spec(["bm25", "noisy"], wins_losses=n, resamples=100, cutoffs=(10,)), base_dir=folder
+        )
         block = res.analysis.wins_losses[0]
         r = one_row(res, "noisy")
         assert len(block["wins"]) == min(n, r["wins"])
@@ -456,13 +488,15 @@ def test_wins_losses_count_is_limited(data40):
 
 def test_relevant_entered_and_left_by_hand(tmp_path):
     # K = 3; qb is the same for both systems (a tie)
-    qrels = {"qa": {"A": 3, "B": 2, "C": 1, "D": 0, "E": 1},
-             "qb": {"P": 1, "R": 0}}
-    runs = {"bm25": {"qa": ["A", "D", "C", "X", "B"], "qb": ["P", "R"]},
-            "cand": {"qa": ["B", "A", "E", "C", "Y"], "qb": ["P", "R"]}}
+    qrels = {"qa": {"A": 3, "B": 2, "C": 1, "D": 0, "E": 1}, "qb": {"P": 1, "R": 0}}
+    runs = {
+        "bm25": {"qa": ["A", "D", "C", "X", "B"], "qb": ["P", "R"]},
+        "cand": {"qa": ["B", "A", "E", "C", "Y"], "qb": ["P", "R"]},
+    }
     write_data(tmp_path, qrels, runs)
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], cutoffs=(3,), wins_losses=5, resamples=100),
-                               base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "cand"], cutoffs=(3,), wins_losses=5, resamples=100), base_dir=tmp_path
+    )
     block = res.analysis.wins_losses[0]
     assert block["cutoff"] == "3"
     # gains 2^g - 1: A 7, B 3, C 1, E 1; ideal@3 = 7 + 3/log2(3) + 1/2
@@ -488,8 +522,9 @@ def test_relevant_entered_and_left_by_hand(tmp_path):
     md = ndcg_mlflow.analysis.wins_losses_markdown(res, res.analysis)
     assert "| qa |" in md and "⬆ entered" in md and "⬇ left" in md
     # the same pair the other way round is a loss with entered and left swapped
-    res2 = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], cutoffs=(3,), baseline="cand", resamples=100),
-                                base_dir=tmp_path)
+    res2 = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "cand"], cutoffs=(3,), baseline="cand", resamples=100), base_dir=tmp_path
+    )
     block2 = res2.analysis.wins_losses[0]
     assert block2["wins"] == []
     [e2] = block2["losses"]
@@ -499,8 +534,7 @@ def test_relevant_entered_and_left_by_hand(tmp_path):
 
 def test_unjudged_docs_show_no_grade(tmp_path):
     qrels = {"qa": {"A": 2, "B": 1}, "qb": {"C": 1}}
-    runs = {"bm25": {"qa": ["Z", "B", "A"], "qb": ["C"]},
-            "cand": {"qa": ["A", "Z", "B"], "qb": ["C"]}}
+    runs = {"bm25": {"qa": ["Z", "B", "A"], "qb": ["C"]}, "cand": {"qa": ["A", "Z", "B"], "qb": ["C"]}}
     write_data(tmp_path, qrels, runs)
     res = ndcg_mlflow.evaluate(make_spec(["bm25", "cand"], cutoffs=(2,), resamples=100), base_dir=tmp_path)
     [e] = res.analysis.wins_losses[0]["wins"]
@@ -533,8 +567,9 @@ def test_comparison_without_paired_queries(tmp_path):
     qrels, runs = make_data(25, seed=1)
     nothing = {q: [d for d in v if qrels[q].get(d, 0) == 0] or [f"{q}-junk"] for q, v in runs["bm25"].items()}
     write_data(tmp_path, qrels, {"bm25": runs["bm25"], "nothing": nothing, "better": runs["better"]})
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "nothing", "better"], ideal="candidates", cutoffs=(10,)),
-                               base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "nothing", "better"], ideal="candidates", cutoffs=(10,)), base_dir=tmp_path
+    )
     r = one_row(res, "nothing")
     assert r["n_paired"] == 0 and r["wins"] == r["ties"] == r["losses"] == 0
     for k in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_corrected"):
@@ -557,8 +592,10 @@ def test_tie_tolerance(tmp_path):
     b, c, _, _ = paired(base, "noisy")
     d = c - b
     tol = float(np.median(np.abs(d[d != 0])))
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], cutoffs=(10,), resamples=100, tie_tolerance=tol,
-                                         wins_losses=100), base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "noisy"], cutoffs=(10,), resamples=100, tie_tolerance=tol, wins_losses=100),
+        base_dir=tmp_path,
+    )
     r = one_row(res, "noisy")
     assert r["wins"] == int(np.sum(d > tol)) and r["losses"] == int(np.sum(d < -tol))
     assert r["ties"] == int(np.sum(np.abs(d) <= tol))
@@ -611,11 +648,12 @@ def test_weighted_queries(tmp_path):
     r = np.random.default_rng(0)
     weights = {q: float(np.round(r.uniform(0.05, 3.0), 3)) for q in qrels}
     write_data(tmp_path, qrels, runs, weights=weights)
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], weights="weights.tsv", cutoffs=(10,), method="bca"),
-                               base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "better"], weights="weights.tsv", cutoffs=(10,), method="bca"), base_dir=tmp_path
+    )
     w = np.array([weights[q] for q in sorted(qrels)])
     e = res.summary["systems"]["bm25"][KEY]
-    assert e["n_eff"] == pytest.approx(w.sum() ** 2 / (w ** 2).sum())
+    assert e["n_eff"] == pytest.approx(w.sum() ** 2 / (w**2).sum())
     assert e["n_eff"] < 30
     x, ww = per_query_matrix(res, "bm25")
     np.testing.assert_allclose(ww.to_numpy(), w)
@@ -628,22 +666,22 @@ def test_weighted_queries(tmp_path):
     assert row["baseline_mean"] == pytest.approx(np.sum(wp * b) / wp.sum())
     m = np.sum(wp * d) / wp.sum()
     # d_z's weighted sd: sum w (d - m)^2 / (W - sum w^2 / W), unbiased whatever the weights
-    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp ** 2) / wp.sum()))
+    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp**2) / wp.sum()))
     assert row["effect_size_dz"] == pytest.approx(m / sd, rel=1e-10)
     # the t-test: weighted mean over its bias-corrected standard error; degrees of freedom the smaller of
     # Satterthwaite's for that standard error, tr(A)^2 / tr(A^2) with se^2 = d' A d, and n_eff - 1
     h = wp / wp.sum()
-    lam = h ** 2 / (1 - 2 * h + np.sum(h ** 2))
+    lam = h**2 / (1 - 2 * h + np.sum(h**2))
     se_t = math.sqrt(np.sum(lam * (d - m) ** 2))
     M = np.eye(h.size) - np.outer(np.ones(h.size), h)
     A = M.T @ np.diag(lam) @ M
-    n_eff = wp.sum() ** 2 / np.sum(wp ** 2)
+    n_eff = wp.sum() ** 2 / np.sum(wp**2)
     df = min(np.trace(A) ** 2 / np.trace(A @ A), n_eff - 1)
     assert df < n_eff - 1.5
     assert row["p_t_test"] == pytest.approx(2 * ss.t.sf(abs(m / se_t), df), rel=1e-9)
     assert row["ci_low"] <= row["delta"] <= row["ci_high"]
     # the weighted SE is larger than the unweighted one would be for n_eff < n (roughly)
-    se_w = math.sqrt(30 / 29 * np.sum(wp ** 2 * (d - m) ** 2)) / wp.sum()
+    se_w = math.sqrt(30 / 29 * np.sum(wp**2 * (d - m) ** 2)) / wp.sum()
     assert row["std_error"] == pytest.approx(se_w, rel=0.2)
     for entry in res.analysis.wins_losses[0]["wins"] + res.analysis.wins_losses[0]["losses"]:
         assert entry["weight"] == weights[entry["query_id"]]
@@ -694,10 +732,10 @@ def _assert_same(a, b):
 def test_same_seed_same_numbers_with_two_or_three_systems(data40, method):
     folder, _, _ = data40
     two = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], method=method, cutoffs=(5, 10, "all")), base_dir=folder)
-    three = ndcg_mlflow.evaluate(make_spec(["bm25", "better", "noisy"], method=method, cutoffs=(5, 10, "all")),
-                                 base_dir=folder)
-    again = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], method=method, cutoffs=(5, 10, "all")),
-                                 base_dir=folder)
+    three = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "better", "noisy"], method=method, cutoffs=(5, 10, "all")), base_dir=folder
+    )
+    again = ndcg_mlflow.evaluate(make_spec(["bm25", "better"], method=method, cutoffs=(5, 10, "all")), base_dir=folder)
     a2, w2, s2 = _numbers(two, "better")
     a3, w3, s3 = _numbers(three, "better")
     aa, wa, sa = _numbers(again, "better")
@@ -744,8 +782,17 @@ def test_another_seed_differs_only_by_monte_carlo_error(data40):
     b = ndcg_mlflow.evaluate(make_spec(["bm25", "better", "noisy"], seed=2, resamples=4000), base_dir=folder)
     changed = 0
     for ra, rb in zip(a.analysis.comparisons, b.analysis.comparisons):
-        for k in ("delta", "baseline_mean", "candidate_mean", "p_t_test", "effect_size_dz", "wins", "ties",
-                  "losses", "relative_delta"):
+        for k in (
+            "delta",
+            "baseline_mean",
+            "candidate_mean",
+            "p_t_test",
+            "effect_size_dz",
+            "wins",
+            "ties",
+            "losses",
+            "relative_delta",
+        ):
             assert ra[k] == rb[k]  # not random
         for k in ("ci_low", "ci_high"):
             assert ra[k] == pytest.approx(rb[k], abs=0.01)
@@ -778,14 +825,17 @@ def test_unknown_baseline_is_a_spec_error_with_did_you_mean(data40):
     assert err.value.path == "comparison.baseline"
 
 
-@pytest.mark.parametrize("section, key, value, path", [
-    ("comparison", "correction", "holms", "comparison.correction"),
-    ("comparison", "test", "wilcoxon", "comparison.test"),
-    ("comparison", "tie_tolerance", -1.0, "comparison.tie_tolerance"),
-    ("uncertainty", "method", "bootstrap-t", "uncertainty.method"),
-    ("uncertainty", "confidence", 95, "uncertainty.confidence"),
-    ("uncertainty", "resamples", 10, "uncertainty.resamples"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, path",
+    [
+        ("comparison", "correction", "holms", "comparison.correction"),
+        ("comparison", "test", "wilcoxon", "comparison.test"),
+        ("comparison", "tie_tolerance", -1.0, "comparison.tie_tolerance"),
+        ("uncertainty", "method", "bootstrap-t", "uncertainty.method"),
+        ("uncertainty", "confidence", 95, "uncertainty.confidence"),
+        ("uncertainty", "resamples", 10, "uncertainty.resamples"),
+    ],
+)
 def test_bad_analysis_settings_are_spec_errors(data40, section, key, value, path):
     folder, _, _ = data40
     spec = make_spec(["bm25", "better"])
@@ -821,9 +871,10 @@ def _constant_case(folder, nq: int, weights: bool):
     """Every query: two documents of grade 1, the run shows an unjudged one, then one of them: the same nDCG
     (not a binary fraction) on every query; a second system varies, so the comparison is not constant."""
     qrels = {f"q{i:02d}": {f"q{i:02d}-a": 1, f"q{i:02d}-b": 1} for i in range(nq)}
-    runs = {"flat": {q: [f"{q}-x", f"{q}-a"] for q in qrels},
-            "bm25": {q: ([f"{q}-a", f"{q}-x"] if i % 2 else [f"{q}-x", f"{q}-y", f"{q}-b"])
-                     for i, q in enumerate(qrels)}}
+    runs = {
+        "flat": {q: [f"{q}-x", f"{q}-a"] for q in qrels},
+        "bm25": {q: ([f"{q}-a", f"{q}-x"] if i % 2 else [f"{q}-x", f"{q}-y", f"{q}-b"]) for i, q in enumerate(qrels)},
+    }
     r = np.random.default_rng(11)
     w = {q: float(np.round(r.uniform(0.1, 3.0), 3)) for q in qrels} if weights else None
     write_data(folder, qrels, runs, weights=w)
@@ -836,8 +887,9 @@ def test_constant_series_has_a_point_interval_and_a_report(tmp_path, monkeypatch
 
     monkeypatch.chdir(tmp_path)
     _constant_case(tmp_path, nq, weights)
-    spec = make_spec(["bm25", "flat"], cutoffs=(10,), resamples=300, method=method,
-                     weights="weights.tsv" if weights else "uniform")
+    spec = make_spec(
+        ["bm25", "flat"], cutoffs=(10,), resamples=300, method=method, weights="weights.tsv" if weights else "uniform"
+    )
     res = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     e = res.summary["systems"]["flat"][KEY]
     assert e["n_evaluated"] == nq
@@ -886,8 +938,11 @@ def test_report_error_bars_tolerate_intervals_a_rounding_error_off(tmp_path, mon
     (out / "summary.json").write_text(json.dumps(summary))
     figs = figures(load_bundle(out))
     svg = figs["ndcg_by_cutoff"]
-    bars = re.findall(r"<g class=\"error-bar\"><title>([^<]*)</title><line class=\"mark\" x1=\"[^\"]*\" "
-                      r"y1=\"([^\"]*)\" x2=\"[^\"]*\" y2=\"([^\"]*)\"", svg)
+    bars = re.findall(
+        r"<g class=\"error-bar\"><title>([^<]*)</title><line class=\"mark\" x1=\"[^\"]*\" "
+        r"y1=\"([^\"]*)\" x2=\"[^\"]*\" y2=\"([^\"]*)\"",
+        svg,
+    )
     named = {t.split(":")[0]: (float(y1), float(y2)) for t, y1, y2 in bars}
     assert set(named) == {"bm25, nDCG@5", "bm25, nDCG@10", "flat, nDCG@5"}  # flat's other: undefined
     y1, y2 = named["flat, nDCG@5"]
@@ -919,16 +974,29 @@ def test_studentized_is_undefined_below_its_minimum(n):
 
 
 def _edge_spec(metric: dict, weights="uniform") -> dict:
-    return {"spec_version": 1, "name": "edges", "metric": metric, "queries": {"weights": weights},
-            "data": {"qrels": "qrels.txt", "systems": {"a": "a.run"}}}
+    return {
+        "spec_version": 1,
+        "name": "edges",
+        "metric": metric,
+        "queries": {"weights": weights},
+        "data": {"qrels": "qrels.txt", "systems": {"a": "a.run"}},
+    }
 
 
 def test_negative_ideal_dcg_counts_as_empty_ideal(tmp_path):
     """A gain table may give negative gains: an ideal DCG below 0 is treated as an empty ideal (not divided)."""
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 0\nq2 0 e1 2\nq2 0 e2 1\n")
     (tmp_path / "a.run").write_text("q1 Q0 d1 1 2 a\nq1 Q0 d2 2 1 a\nq2 Q0 e2 1 2 a\nq2 Q0 e1 2 1 a\n")
-    metric = {"gain": {0: 0, 1: -1, 2: 3}, "cutoffs": [5], "discount": "log2", "ties": "displayed_order",
-              "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
+    metric = {
+        "gain": {0: 0, 1: -1, 2: 3},
+        "cutoffs": [5],
+        "discount": "log2",
+        "ties": "displayed_order",
+        "ideal": "judged_catalog",
+        "empty_ideal": "exclude",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    }
     res = ndcg_mlflow.evaluate(_edge_spec(metric), base_dir=tmp_path)
     pq = res.per_query.set_index("query_id")
     assert pq.loc["q1", "idcg"] == pytest.approx(-1 / math.log2(3))  # the best order (d2, d1) is below 0
@@ -970,8 +1038,9 @@ def test_trec_eval_preset_equals_ir_measures_per_query_and_in_the_mean_only_with
     their_mean = ir_measures.calc_aggregate([measure], q, r)[measure]
     means = {}
     for missing in ("exclude", "zero"):  # the preset's default, and trec_eval -c
-        res = ndcg_mlflow.evaluate(_edge_spec({"preset": "trec_eval", "cutoffs": [10], "missing_queries": missing}),
-                                   base_dir=tmp_path)
+        res = ndcg_mlflow.evaluate(
+            _edge_spec({"preset": "trec_eval", "cutoffs": [10], "missing_queries": missing}), base_dir=tmp_path
+        )
         ours = res.per_query.set_index("query_id")["ndcg"]
         for qid in ("q1", "q3"):
             assert ours[qid] == pytest.approx(theirs[qid], abs=1e-12)
@@ -986,14 +1055,15 @@ def test_one_dominant_weight_gives_no_t_test_and_a_sane_effect_size(tmp_path):
     qrels, runs = make_data(12, seed=3)
     weights = {q: (1e12 if i == 5 else 1.0) for i, q in enumerate(sorted(qrels))}
     write_data(tmp_path, qrels, runs, weights=weights)
-    res = ndcg_mlflow.evaluate(make_spec(["bm25", "noisy"], weights="weights.tsv", cutoffs=(10,), test="t_test"),
-                               base_dir=tmp_path)
+    res = ndcg_mlflow.evaluate(
+        make_spec(["bm25", "noisy"], weights="weights.tsv", cutoffs=(10,), test="t_test"), base_dir=tmp_path
+    )
     row = one_row(res, "noisy")
     assert row["n_paired"] == 12 and math.isnan(row["p_t_test"]) and math.isnan(row["p_corrected"])
     b, c, wp, _ = paired(res, "noisy")
     d = c - b
     assert np.ptp(d) > 0
     m = np.sum(wp * d) / wp.sum()
-    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp ** 2) / wp.sum()))
+    sd = math.sqrt(np.sum(wp * (d - m) ** 2) / (wp.sum() - np.sum(wp**2) / wp.sum()))
     assert row["effect_size_dz"] == pytest.approx(m / sd, rel=1e-4)  # W - sum w^2 / W loses digits here
     assert abs(row["effect_size_dz"]) < 5

@@ -25,15 +25,32 @@ pytestmark = pytest.mark.integration  # every test logs to or reads from an MLfl
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
-FLOATS = ("baseline_mean", "candidate_mean", "delta", "ci_low", "ci_high", "std_error", "p_randomization",
-          "p_t_test", "relative_delta", "effect_size_dz")
+FLOATS = (
+    "baseline_mean",
+    "candidate_mean",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "std_error",
+    "p_randomization",
+    "p_t_test",
+    "relative_delta",
+    "effect_size_dz",
+)
 COUNTS = ("n_paired", "wins", "ties", "losses")
 # the joint evaluation's comparison settings, given to compare when run A's evaluation declared none
 SETTINGS = ["--test", "both", "--correction", "holm", "--wins-losses", "10", "--tie-tolerance", "1e-9"]
 
 
-def _spec(name: str, systems: dict[str, str], experiment: str, *, comparison: bool = False,
-          gain: str = "exponential", qrels: str = "demo/qrels.tsv") -> dict:
+def _spec(
+    name: str,
+    systems: dict[str, str],
+    experiment: str,
+    *,
+    comparison: bool = False,
+    gain: str = "exponential",
+    qrels: str = "demo/qrels.tsv",
+) -> dict:
     spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text(encoding="utf-8"))
     spec["name"] = name
     spec["metric"]["gain"] = gain
@@ -42,8 +59,13 @@ def _spec(name: str, systems: dict[str, str], experiment: str, *, comparison: bo
     spec.pop("companions", None)
     spec.pop("report", None)
     if comparison:
-        spec["comparison"] = {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 10,
-                              "tie_tolerance": 1.0e-9}
+        spec["comparison"] = {
+            "baseline": "bm25",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 10,
+            "tie_tolerance": 1.0e-9,
+        }
     else:
         spec.pop("comparison", None)
     spec["mlflow"] = {"experiment": experiment}
@@ -64,12 +86,19 @@ def store(tmp_path_factory, migrated_db):
     specs = {
         "a": _spec("only-bm25", {"bm25": "demo/bm25.run"}, "cmp-a"),
         "b": _spec("only-reranker", {"reranker-v2": "demo/reranker_v2.run"}, "cmp-b"),
-        "both": _spec("both", {"bm25": "demo/bm25.run", "reranker-v2": "demo/reranker_v2.run"}, "cmp-both",
-                      comparison=True),
-        "linear_mod": _spec("reranker-linear-other-qrels", {"reranker-v2": "demo/reranker_v2.run"}, "cmp-b",
-                            gain="linear", qrels="demo/qrels_mod.tsv"),
-        "qrels_mod": _spec("reranker-other-qrels", {"reranker-v2": "demo/reranker_v2.run"}, "cmp-b",
-                           qrels="demo/qrels_mod.tsv"),
+        "both": _spec(
+            "both", {"bm25": "demo/bm25.run", "reranker-v2": "demo/reranker_v2.run"}, "cmp-both", comparison=True
+        ),
+        "linear_mod": _spec(
+            "reranker-linear-other-qrels",
+            {"reranker-v2": "demo/reranker_v2.run"},
+            "cmp-b",
+            gain="linear",
+            qrels="demo/qrels_mod.tsv",
+        ),
+        "qrels_mod": _spec(
+            "reranker-other-qrels", {"reranker-v2": "demo/reranker_v2.run"}, "cmp-b", qrels="demo/qrels_mod.tsv"
+        ),
     }
     db = root / "mlflow.db"
     shutil.copy(migrated_db, db)
@@ -86,16 +115,32 @@ def store(tmp_path_factory, migrated_db):
             assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0, key
             ns.out[key] = out
             exp = client.get_experiment_by_name(spec["mlflow"]["experiment"])
-            runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`ndcg_mlflow.evaluation` = "
-                                                                          f"'{spec['name']}'")
+            runs = client.search_runs(
+                [exp.experiment_id], filter_string=f"tags.`ndcg_mlflow.evaluation` = '{spec['name']}'"
+            )
             ns.parent[key] = next(r.info.run_id for r in runs if r.data.tags["ndcg_mlflow.role"] == "evaluation")
-            ns.child[key] = {r.data.tags["ndcg_mlflow.system"]: r.info.run_id for r in runs
-                             if r.data.tags["ndcg_mlflow.role"] == "system"}
+            ns.child[key] = {
+                r.data.tags["ndcg_mlflow.system"]: r.info.run_id
+                for r in runs
+                if r.data.tags["ndcg_mlflow.role"] == "system"
+            }
 
         # the comparison of the two single-system runs, through the CLI
         out = root / "out_compare"
-        assert main(["compare", ns.child["a"]["bm25"], ns.child["b"]["reranker-v2"], "--out", str(out),
-                     "--quiet", *SETTINGS]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    ns.child["a"]["bm25"],
+                    ns.child["b"]["reranker-v2"],
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    *SETTINGS,
+                ]
+            )
+            == 0
+        )
         ns.out["compare"] = out
     return ns
 
@@ -133,8 +178,7 @@ def _close(a, b):
 
 def _comparison_runs(store):
     exps = [e.experiment_id for e in store.client.search_experiments()]
-    return [r for r in store.client.search_runs(exps)
-            if r.data.tags.get("ndcg_mlflow.role") == "comparison"]
+    return [r for r in store.client.search_runs(exps) if r.data.tags.get("ndcg_mlflow.role") == "comparison"]
 
 
 # --------------------------------------------------------------------------- same numbers as one evaluation
@@ -142,9 +186,11 @@ def _comparison_runs(store):
 
 def test_compare_reproduces_the_joint_evaluation(store):
     joint, cmp_ = _summary(store.out["both"]), _summary(store.out["compare"])
-    assert [(c["candidate"], c["baseline"], c["key"]) for c in cmp_["comparisons"]] == \
-        [(c["candidate"], c["baseline"], c["key"]) for c in joint["comparisons"]] == \
-        [("reranker-v2", "bm25", k) for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")]
+    assert (
+        [(c["candidate"], c["baseline"], c["key"]) for c in cmp_["comparisons"]]
+        == [(c["candidate"], c["baseline"], c["key"]) for c in joint["comparisons"]]
+        == [("reranker-v2", "bm25", k) for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")]
+    )
     for got, want in zip(cmp_["comparisons"], joint["comparisons"]):
         for field in FLOATS:
             assert _close(got[field], want[field]), (got["key"], field, got[field], want[field])
@@ -190,8 +236,12 @@ def test_compare_report_shows_the_same_comparison_table(store):
 
 def test_comparison_run_is_logged_and_names_both_runs(store):
     a, b = store.child["a"]["bm25"], store.child["b"]["reranker-v2"]
-    runs = [r for r in _comparison_runs(store) if r.data.tags.get("ndcg_mlflow.compared_runs", "").startswith(a)
-            and b in r.data.tags["ndcg_mlflow.compared_runs"]]
+    runs = [
+        r
+        for r in _comparison_runs(store)
+        if r.data.tags.get("ndcg_mlflow.compared_runs", "").startswith(a)
+        and b in r.data.tags["ndcg_mlflow.compared_runs"]
+    ]
     assert len(runs) == 1
     run = runs[0]
     tags = run.data.tags
@@ -210,17 +260,29 @@ def test_comparison_run_is_logged_and_names_both_runs(store):
     a_run, b_run = store.client.get_run(a), store.client.get_run(b)
     assert tags["ndcg_mlflow.spec_sha256"] == a_run.data.tags["ndcg_mlflow.spec_sha256"]
     assert tags["ndcg_mlflow.candidate.spec_sha256"] == b_run.data.tags["ndcg_mlflow.spec_sha256"]
-    assert tags["ndcg_mlflow.data.qrels.sha256"] == a_run.data.tags["ndcg_mlflow.data.qrels.sha256"] == \
-        b_run.data.tags["ndcg_mlflow.data.qrels.sha256"]
+    assert (
+        tags["ndcg_mlflow.data.qrels.sha256"]
+        == a_run.data.tags["ndcg_mlflow.data.qrels.sha256"]
+        == b_run.data.tags["ndcg_mlflow.data.qrels.sha256"]
+    )
     assert "ndcg_mlflow.candidate.data.qrels.sha256" not in tags  # the same judgments
-    assert tags["ndcg_mlflow.data.system.reranker-v2.sha256"] == \
-        b_run.data.tags["ndcg_mlflow.data.system.reranker-v2.sha256"]
+    assert (
+        tags["ndcg_mlflow.data.system.reranker-v2.sha256"]
+        == b_run.data.tags["ndcg_mlflow.data.system.reranker-v2.sha256"]
+    )
     assert tags["ndcg_mlflow.baseline"] == "bm25" and tags["ndcg_mlflow.candidate"] == "reranker-v2"
     assert run.info.run_name.startswith("compare reranker-v2 vs bm25 · ")
     assert not any("reranker" in key or "bm25" in key for key in run.data.metrics)
     names = {x.path for x in store.client.list_artifacts(run.info.run_id)}
-    assert {"summary.json", "report.html", "report.md", "comparisons.csv", "wins_losses.json", "figures_table.json",
-            "comparisons_table.json"} <= names
+    assert {
+        "summary.json",
+        "report.html",
+        "report.md",
+        "comparisons.csv",
+        "wins_losses.json",
+        "figures_table.json",
+        "comparisons_table.json",
+    } <= names
     figures = {x.path for x in store.client.list_artifacts(run.info.run_id, "figures")}
     assert figures == {f"figures/{n}.svg" for n in FIGURES}
 
@@ -228,8 +290,15 @@ def test_comparison_run_is_logged_and_names_both_runs(store):
 def test_compare_takes_the_settings_of_run_a(store, cli, tmp_path):
     """Run A from the joint evaluation carries comparison settings: no flags needed, same numbers."""
     out = tmp_path / "cmp"
-    code, _, err = cli("compare", store.child["both"]["bm25"], store.child["b"]["reranker-v2"], "--out", str(out),
-                       "--no-mlflow", "--quiet")
+    code, _, err = cli(
+        "compare",
+        store.child["both"]["bm25"],
+        store.child["b"]["reranker-v2"],
+        "--out",
+        str(out),
+        "--no-mlflow",
+        "--quiet",
+    )
     assert code == 0, err
     joint = _summary(store.out["both"])["comparisons"]
     for got, want in zip(_summary(out)["comparisons"], joint):
@@ -238,8 +307,15 @@ def test_compare_takes_the_settings_of_run_a(store, cli, tmp_path):
 
 
 def test_compare_without_settings_names_the_missing_flags(store, cli, tmp_path):
-    code, out, err = cli("compare", store.child["a"]["bm25"], store.child["b"]["reranker-v2"], "--no-mlflow",
-                         "--quiet", "--out", str(tmp_path / "x"))
+    code, out, err = cli(
+        "compare",
+        store.child["a"]["bm25"],
+        store.child["b"]["reranker-v2"],
+        "--no-mlflow",
+        "--quiet",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert code == 2
     assert "--test" in err and "--correction" in err and "Traceback" not in err
 
@@ -249,8 +325,14 @@ def test_compare_without_settings_names_the_missing_flags(store, cli, tmp_path):
 
 def test_mismatched_definitions_are_refused_naming_each_field(store, cli, tmp_path):
     before = len(_comparison_runs(store))
-    code, out, err = cli("compare", store.child["a"]["bm25"], store.child["linear_mod"]["reranker-v2"],
-                         "--out", str(tmp_path / "x"), *SETTINGS)
+    code, out, err = cli(
+        "compare",
+        store.child["a"]["bm25"],
+        store.child["linear_mod"]["reranker-v2"],
+        "--out",
+        str(tmp_path / "x"),
+        *SETTINGS,
+    )
     assert code == 2
     assert "metric.gain" in err and "'exponential'" in err and "'linear'" in err
     assert "qrels" in err
@@ -261,8 +343,15 @@ def test_mismatched_definitions_are_refused_naming_each_field(store, cli, tmp_pa
 
 
 def test_other_judgments_alone_are_refused(store, cli, tmp_path):
-    code, out, err = cli("compare", store.child["a"]["bm25"], store.child["qrels_mod"]["reranker-v2"],
-                         "--no-mlflow", "--out", str(tmp_path / "x"), *SETTINGS)
+    code, out, err = cli(
+        "compare",
+        store.child["a"]["bm25"],
+        store.child["qrels_mod"]["reranker-v2"],
+        "--no-mlflow",
+        "--out",
+        str(tmp_path / "x"),
+        *SETTINGS,
+    )
     assert code == 2
     assert "qrels" in err
     assert "metric.gain" not in err
@@ -270,16 +359,26 @@ def test_other_judgments_alone_are_refused(store, cli, tmp_path):
 
 def test_allow_spec_mismatch_compares_and_says_so(store, cli, tmp_path):
     out = tmp_path / "mm"
-    code, stdout, err = cli("compare", store.child["a"]["bm25"], store.child["linear_mod"]["reranker-v2"],
-                            "--out", str(out), "--allow-spec-mismatch", *SETTINGS)
+    code, stdout, err = cli(
+        "compare",
+        store.child["a"]["bm25"],
+        store.child["linear_mod"]["reranker-v2"],
+        "--out",
+        str(out),
+        "--allow-spec-mismatch",
+        *SETTINGS,
+    )
     assert code == 0, err
     notes = _summary(out)["notes"]
     differ = [n for n in notes if "differ" in n.lower()]
     assert differ and "metric.gain" in differ[0] and "qrels" in differ[0]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "DEFINITIONS DIFFER" in html.upper() and "metric.gain" in html
-    runs = [r for r in _comparison_runs(store)
-            if r.data.tags["ndcg_mlflow.candidate_run"] == store.child["linear_mod"]["reranker-v2"]]
+    runs = [
+        r
+        for r in _comparison_runs(store)
+        if r.data.tags["ndcg_mlflow.candidate_run"] == store.child["linear_mod"]["reranker-v2"]
+    ]
     assert len(runs) == 1 and runs[0].data.tags["ndcg_mlflow.spec_mismatch"] == "true"
     assert "metric.gain" in runs[0].data.tags["mlflow.note.content"]
 
@@ -319,19 +418,24 @@ def test_report_rebuilds_the_local_report(store, cli, tmp_path, by):
     summary = _summary(store.out["both"])
     for c in summary["comparisons"]:
         assert f"{c['delta']:+.4f}" in rebuilt
-    assert (out / "report.md").read_text(encoding="utf-8") == \
-        (store.out["both"] / "report.md").read_text(encoding="utf-8")
+    assert (out / "report.md").read_text(encoding="utf-8") == (store.out["both"] / "report.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_report_of_a_comparison_run(store, cli, tmp_path):
-    run = next(r for r in _comparison_runs(store)
-               if r.data.tags["ndcg_mlflow.candidate_run"] == store.child["b"]["reranker-v2"]
-               and r.data.tags["ndcg_mlflow.baseline_run"] == store.child["a"]["bm25"])
+    run = next(
+        r
+        for r in _comparison_runs(store)
+        if r.data.tags["ndcg_mlflow.candidate_run"] == store.child["b"]["reranker-v2"]
+        and r.data.tags["ndcg_mlflow.baseline_run"] == store.child["a"]["bm25"]
+    )
     out = tmp_path / "rep"
     code, _, err = cli("report", run.info.run_id, "--out", str(out))
     assert code == 0, err
-    assert (out / "report.html").read_text(encoding="utf-8") == \
-        (store.out["compare"] / "report.html").read_text(encoding="utf-8")
+    assert (out / "report.html").read_text(encoding="utf-8") == (store.out["compare"] / "report.html").read_text(
+        encoding="utf-8"
+    )
 
 
 # --------------------------------------------------------------------------- weighted queries
@@ -357,18 +461,36 @@ def _write_weighted_case(folder: Path) -> dict[str, Path]:
     for name, lines in runs.items():
         (folder / f"{name}.run").write_text("\n".join(lines) + "\n")
     (folder / "weights.tsv").write_text("\n".join(weights) + "\n")
-    metric = {"gain": "exponential", "cutoffs": [3, 10], "discount": "log2", "ties": "displayed_order",
-              "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
+    metric = {
+        "gain": "exponential",
+        "cutoffs": [3, 10],
+        "discount": "log2",
+        "ties": "displayed_order",
+        "ideal": "judged_catalog",
+        "empty_ideal": "exclude",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    }
     unc = {"resamples": 500, "confidence": 0.95, "method": "bca", "seed": 11}
     paths = {}
     for key, systems in (("base", ["base"]), ("cand", ["cand"]), ("joint", ["base", "cand"])):
-        spec = {"spec_version": 1, "name": f"weighted-{key}", "metric": metric,
-                "queries": {"weights": "weights.tsv"},
-                "data": {"qrels": "qrels.txt", "systems": {s: f"{s}.run" for s in systems}},
-                "uncertainty": unc, "mlflow": {"experiment": "weighted"}}
+        spec = {
+            "spec_version": 1,
+            "name": f"weighted-{key}",
+            "metric": metric,
+            "queries": {"weights": "weights.tsv"},
+            "data": {"qrels": "qrels.txt", "systems": {s: f"{s}.run" for s in systems}},
+            "uncertainty": unc,
+            "mlflow": {"experiment": "weighted"},
+        }
         if key == "joint":
-            spec["comparison"] = {"baseline": "base", "test": "both", "correction": "holm", "wins_losses": 3,
-                                  "tie_tolerance": 1.0e-9}
+            spec["comparison"] = {
+                "baseline": "base",
+                "test": "both",
+                "correction": "holm",
+                "wins_losses": 3,
+                "tie_tolerance": 1.0e-9,
+            }
         paths[key] = folder / f"{key}.yaml"
         paths[key].write_text(yaml.safe_dump(spec), encoding="utf-8")
     return paths
@@ -382,12 +504,34 @@ def test_compare_of_weighted_runs(tracking_uri, tmp_path, capsys):
         assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0
     client = client_for(tracking_uri)
     exp = client.get_experiment_by_name("weighted")
-    child = {r.data.tags["ndcg_mlflow.evaluation"]: r.info.run_id for r in client.search_runs([exp.experiment_id])
-             if r.data.tags.get("ndcg_mlflow.role") == "system"}
+    child = {
+        r.data.tags["ndcg_mlflow.evaluation"]: r.info.run_id
+        for r in client.search_runs([exp.experiment_id])
+        if r.data.tags.get("ndcg_mlflow.role") == "system"
+    }
     out = tmp_path / "cmp"
-    assert main(["compare", child["weighted-base"], child["weighted-cand"], "--out", str(out), "--quiet",
-                 "--no-mlflow", "--test", "both", "--correction", "holm", "--wins-losses", "3",
-                 "--tie-tolerance", "1e-9"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "compare",
+                child["weighted-base"],
+                child["weighted-cand"],
+                "--out",
+                str(out),
+                "--quiet",
+                "--no-mlflow",
+                "--test",
+                "both",
+                "--correction",
+                "holm",
+                "--wins-losses",
+                "3",
+                "--tie-tolerance",
+                "1e-9",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     joint, cmp_ = _summary(tmp_path / "out_joint"), _summary(out)
     assert joint["systems"]["base"]["ndcg_at_10"]["n_eff"] < 11.9  # really weighted
     for got, want in zip(cmp_["comparisons"], joint["comparisons"]):

@@ -35,10 +35,16 @@ def _run_at_once(n: int, tmp_path: Path, uri: str, experiment: str, timeout: flo
         spec = write_spec(folder, f"concurrent-{i}", experiment=experiment)
         out = folder / "out"
         outs.append(out)
-        procs.append(subprocess.Popen(cli_command("run", str(spec), "--out", str(out), "--tracking-uri", uri,
-                                                  "--quiet"),
-                                      cwd=tmp_path, env=clean_env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="2"),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                cli_command("run", str(spec), "--out", str(out), "--tracking-uri", uri, "--quiet"),
+                cwd=tmp_path,
+                env=clean_env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="2"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     deadline = time.monotonic() + timeout
     results = []
     try:

@@ -41,13 +41,20 @@ CASES = {
     "aq": ("out.test.aq", "qrels.test", "results.test", "exclude", "linear", TREC_CUTOFFS),
     "aqc": ("out.test.aqc", "qrels.test", "results.trunc", "zero", "linear", TREC_CUTOFFS),
     "aql": ("out.test.aql", "qrels.rel_level", "results.test", "exclude", "linear", TREC_CUTOFFS),
-    "meas_params": ("out.test.meas_params", "qrels.test", "results.test", "exclude", MEAS_PARAMS_TABLE,
-                    [10, 20, 23, "all"]),
+    "meas_params": (
+        "out.test.meas_params",
+        "qrels.test",
+        "results.test",
+        "exclude",
+        MEAS_PARAMS_TABLE,
+        [10, 20, 23, "all"],
+    ),
 }
 
 
-def trec_spec(qrels: str | Path, run: str | Path, *, missing: str = "exclude", gain="linear",
-              cutoffs=TREC_CUTOFFS) -> dict:
+def trec_spec(
+    qrels: str | Path, run: str | Path, *, missing: str = "exclude", gain="linear", cutoffs=TREC_CUTOFFS
+) -> dict:
     """Our spec with the settings that reproduce trec_eval."""
     return {
         "spec_version": 1,
@@ -90,8 +97,9 @@ def _check(result, expected_file: str, cutoffs) -> None:
     for (cutoff, qid), want in sorted(expected.items()):
         got = result.mean("run", cutoff) if qid == "all" else ours.get((cutoff, qid), float("nan"))
         if not (math.isfinite(got) and got == pytest.approx(want, abs=5e-5)):
-            problems.append(f"{'ndcg' if cutoff == 'all' else 'ndcg_cut_' + cutoff} {qid}: "
-                            f"trec_eval {want:.4f}, ours {got!r}")
+            problems.append(
+                f"{'ndcg' if cutoff == 'all' else 'ndcg_cut_' + cutoff} {qid}: trec_eval {want:.4f}, ours {got!r}"
+            )
     assert not problems, f"{len(problems)} of {len(expected)} values differ:\n" + "\n".join(problems)
 
     # the queries trec_eval printed are exactly the queries we evaluated (the others are excluded)

@@ -40,8 +40,16 @@ def _load():
 def test_bootstrap_interval_coverage(kind):
     cs = _load()
     lo, hi = cs.binomial_band(REPS, 0.95, level=0.999)
-    pop, covs = cs.simulate(kind, reps=REPS, queries=QUERIES, resamples=RESAMPLES,
-                            methods=("percentile", "bca"), seed=7, wrong=kind == "skewed", unweighted=False)
+    pop, covs = cs.simulate(
+        kind,
+        reps=REPS,
+        queries=QUERIES,
+        resamples=RESAMPLES,
+        methods=("percentile", "bca"),
+        seed=7,
+        wrong=kind == "skewed",
+        unweighted=False,
+    )
     rates = {c.label: c.rate for c in covs}
     correct = {k: v for k, v in rates.items() if not k.startswith("wrong")}
     assert len(correct) == 2

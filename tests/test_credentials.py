@@ -26,8 +26,13 @@ def _leaks(text: str) -> list[str]:
 
 
 def _files_leaking(root: Path) -> list[str]:
-    return [f"{path}: {piece}" for path in sorted(root.rglob("*")) if path.is_file()
-            for piece in (LEFT, RIGHT) if piece.encode() in path.read_bytes()]
+    return [
+        f"{path}: {piece}"
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+        for piece in (LEFT, RIGHT)
+        if piece.encode() in path.read_bytes()
+    ]
 
 
 # --------------------------------------------------------------------------- the rule itself
@@ -47,8 +52,9 @@ def test_redact_removes_the_whole_userinfo_whatever_it_holds(password):
         f"HTTPS://User:{password}@Host.example/": "HTTPS://Host.example/",
         f"https://user:{password}@host/?token=x&q=1": "https://host/?token=REDACTED&q=1",
         f"https://user:{quote(password, safe='')}@host/": "https://host/",  # percent-encoded
-        f"error: cannot reach 'http://user:{password}@127.0.0.1:1/api' (retries exhausted)":
-            "error: cannot reach 'http://127.0.0.1:1/api' (retries exhausted)",
+        f"error: cannot reach 'http://user:{password}@127.0.0.1:1/api' (retries exhausted)": (
+            "error: cannot reach 'http://127.0.0.1:1/api' (retries exhausted)"
+        ),
         f"{{'uri': {shown}}}": f"{{'uri': {shown[0]}http://h:1{shown[0]}}}",  # Python's repr, quotes escaped
         f"tag link = http://u:{password}@h.example/x\nnext line: a@b": "tag link = http://h.example/x\nnext line: a@b",
     }
@@ -60,9 +66,16 @@ def test_redact_removes_the_whole_userinfo_whatever_it_holds(password):
 def test_redact_keeps_uris_without_userinfo():
     from ndcg_mlflow.uris import redact
 
-    for text in ("databricks://profile", "databricks", "databricks://scope:prefix", "sqlite:////tmp/a@b/mlflow.db",
-                 "file:///tmp/x@y/mlruns", "models:/reranker@champion", "http://127.0.0.1:5000/#/experiments/1",
-                 "alice@example.com wrote nDCG@10"):
+    for text in (
+        "databricks://profile",
+        "databricks",
+        "databricks://scope:prefix",
+        "sqlite:////tmp/a@b/mlflow.db",
+        "file:///tmp/x@y/mlruns",
+        "models:/reranker@champion",
+        "http://127.0.0.1:5000/#/experiments/1",
+        "alice@example.com wrote nDCG@10",
+    ):
         assert redact(text) == text
 
 
@@ -83,8 +96,11 @@ def test_error_messages_hold_no_credentials():
     from ndcg_mlflow.errors import DataError, SpecError, TrackingError
 
     uri = f"http://u:{PASSWORDS[-1]}@h.example:5000"
-    for exc in (SpecError("mlflow.tracking_uri", f"cannot use {uri!r}.", "spec.yaml"),
-                DataError(uri, "not found"), TrackingError(f"logging to {uri} failed")):
+    for exc in (
+        SpecError("mlflow.tracking_uri", f"cannot use {uri!r}.", "spec.yaml"),
+        DataError(uri, "not found"),
+        TrackingError(f"logging to {uri} failed"),
+    ):
         assert not _leaks(str(exc)) and "h.example:5000" in str(exc), str(exc)
 
 
@@ -96,11 +112,14 @@ def test_the_recorded_spec_holds_no_credentials_and_is_still_the_spec(tmp_path, 
 
     uri = f"http://user:{password}@127.0.0.1:5000"
     spec = write_spec(tmp_path, "recorded")
-    spec.write_text(spec.read_text().replace(
-        "mlflow: {experiment: recorded}\n",
-        f"# the old store was http://user:{password}@old.example\n"
-        f"mlflow: {{experiment: recorded, tracking_uri: {json.dumps(uri)},\n"
-        f"         tags: {{link: {json.dumps('see http://bob:' + password + '@h.example/x')}, team: search}}}}\n"))
+    spec.write_text(
+        spec.read_text().replace(
+            "mlflow: {experiment: recorded}\n",
+            f"# the old store was http://user:{password}@old.example\n"
+            f"mlflow: {{experiment: recorded, tracking_uri: {json.dumps(uri)},\n"
+            f"         tags: {{link: {json.dumps('see http://bob:' + password + '@h.example/x')}, team: search}}}}\n",
+        )
+    )
     loaded = load_spec(spec)
     assert loaded.mlflow.tracking_uri == uri  # what connects keeps its credentials
     recorded = loaded.recorded_text
@@ -125,11 +144,13 @@ def test_the_mlflow_ui_line_names_the_store_without_the_password(password):
     from ndcg_mlflow.cli import mlflow_ui_hint
 
     page = "#/experiments/7/runs/abc"
-    cases = {f"http://user:{password}@mlflow.example:5000/": f"MLflow UI: http://mlflow.example:5000/{page}",
-             f"HTTPS://:{password}@mlflow.example/ml": f"MLflow UI: HTTPS://mlflow.example/ml/{page}",
-             f"postgresql://u:{password}@db:5432/mlflow": "MLflow UI: run abc in experiment 7 of "
-                                                         "postgresql://db:5432/mlflow",
-             "databricks://profile": "MLflow UI: run abc in experiment 7 of databricks://profile"}
+    cases = {
+        f"http://user:{password}@mlflow.example:5000/": f"MLflow UI: http://mlflow.example:5000/{page}",
+        f"HTTPS://:{password}@mlflow.example/ml": f"MLflow UI: HTTPS://mlflow.example/ml/{page}",
+        f"postgresql://u:{password}@db:5432/mlflow": "MLflow UI: run abc in experiment 7 of "
+        "postgresql://db:5432/mlflow",
+        "databricks://profile": "MLflow UI: run abc in experiment 7 of databricks://profile",
+    }
     for uri, expected in cases.items():
         assert mlflow_ui_hint(uri, "7", "abc") == expected
 
@@ -138,8 +159,7 @@ def test_the_mlflow_ui_line_names_the_store_without_the_password(password):
 
 
 @pytest.mark.parametrize("password", PASSWORDS, ids=IDS)
-def test_a_run_logged_with_a_password_in_the_uri_never_shows_or_logs_it(tmp_path, server, monkeypatch, capfd,
-                                                                         password):
+def test_a_run_logged_with_a_password_in_the_uri_never_shows_or_logs_it(tmp_path, server, monkeypatch, capfd, password):
     """Logged to a real server (which takes any credentials) through a URI whose password is awkward: the
     tracking URI and UI lines name the server without it; nothing of it is in stdout, stderr, the output
     folder, any param or tag, or any artifact."""
@@ -151,8 +171,10 @@ def test_a_run_logged_with_a_password_in_the_uri_never_shows_or_logs_it(tmp_path
     experiment = f"server-{tmp_path.name}"
     spec = write_spec(tmp_path, "served", experiment=experiment)
     out = tmp_path / "out"
-    assert main(["run", str(spec), "--out", str(out), "--tracking-uri",
-                 f"http://user:{password}@127.0.0.1:{server.port}"]) == 0
+    assert (
+        main(["run", str(spec), "--out", str(out), "--tracking-uri", f"http://user:{password}@127.0.0.1:{server.port}"])
+        == 0
+    )
     shown = capfd.readouterr()
     assert f"MLflow tracking URI: http://127.0.0.1:{server.port}\n" in shown.out
     assert f"MLflow UI: http://127.0.0.1:{server.port}/#/experiments/" in shown.out
@@ -191,8 +213,11 @@ def test_a_tracking_uri_password_is_never_shown_or_written(tmp_path, monkeypatch
     assert not _leaks(flag.out + flag.err), flag.err
     assert not _files_leaking(tmp_path / "flag")
 
-    spec.write_text(spec.read_text().replace("mlflow: {experiment: down}",
-                                             f"mlflow: {{experiment: down, tracking_uri: {json.dumps(uri)}}}"))
+    spec.write_text(
+        spec.read_text().replace(
+            "mlflow: {experiment: down}", f"mlflow: {{experiment: down, tracking_uri: {json.dumps(uri)}}}"
+        )
+    )
     out = tmp_path / "in_spec"
     assert main(["run", str(spec), "--out", str(out)]) == 3
     given = capfd.readouterr()
@@ -201,8 +226,9 @@ def test_a_tracking_uri_password_is_never_shown_or_written(tmp_path, monkeypatch
     assert not _files_leaking(out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mlflow"]["tracking_uri"] == f"http://127.0.0.1:{port}/mlflow"
-    assert yaml.safe_load((out / "spec.yaml").read_text())["mlflow"]["tracking_uri"] == \
-        f"http://127.0.0.1:{port}/mlflow"
+    assert (
+        yaml.safe_load((out / "spec.yaml").read_text())["mlflow"]["tracking_uri"] == f"http://127.0.0.1:{port}/mlflow"
+    )
 
 
 # --------------------------------------------------------------------------- tags into a real local store
@@ -218,9 +244,12 @@ def test_a_uri_in_a_tag_value_is_logged_without_its_password(tmp_path, tracking_
     experiment = f"tags-{tmp_path.name}"
     spec = write_spec(tmp_path, "tagged", experiment=experiment)
     link = f"see http://bob:{password}@h.example/x?y=1"
-    spec.write_text(spec.read_text().replace(
-        f"mlflow: {{experiment: {experiment}}}",
-        f"mlflow: {{experiment: {experiment}, tags: {{link: {json.dumps(link)}}}}}"))
+    spec.write_text(
+        spec.read_text().replace(
+            f"mlflow: {{experiment: {experiment}}}",
+            f"mlflow: {{experiment: {experiment}, tags: {{link: {json.dumps(link)}}}}}",
+        )
+    )
     out = tmp_path / "out"
     origin = f"origin=HTTPS://ci:{password}@ci.example:8443/job"
     assert main(["run", str(spec), "--out", str(out), "--tag", origin]) == 0
@@ -244,15 +273,33 @@ def test_a_uri_in_a_tag_value_is_logged_without_its_password(tmp_path, tracking_
 
     # the --tag of a comparison of two of its system runs, on the comparison run
     systems = {r.data.tags.get("ndcg_mlflow.system"): r.info.run_id for r in runs}
-    settings = ["--resamples", "100", "--confidence", "0.9", "--method", "percentile", "--seed", "1", "--test",
-                "t_test", "--correction", "none", "--wins-losses", "3", "--tie-tolerance", "0"]
-    assert main(["compare", systems["s00"], systems["s01"], "--out", str(tmp_path / "c"), "--tag", origin,
-                 *settings]) == 0
+    settings = [
+        "--resamples",
+        "100",
+        "--confidence",
+        "0.9",
+        "--method",
+        "percentile",
+        "--seed",
+        "1",
+        "--test",
+        "t_test",
+        "--correction",
+        "none",
+        "--wins-losses",
+        "3",
+        "--tie-tolerance",
+        "0",
+    ]
+    assert (
+        main(["compare", systems["s00"], systems["s01"], "--out", str(tmp_path / "c"), "--tag", origin, *settings]) == 0
+    )
     shown = capfd.readouterr()
     assert not _leaks(shown.out + shown.err), shown
     assert not _files_leaking(tmp_path / "c")
-    [comparison] = [r for r in runs_of_experiment(client, experiment)
-                    if r.data.tags.get("ndcg_mlflow.role") == "comparison"]
+    [comparison] = [
+        r for r in runs_of_experiment(client, experiment) if r.data.tags.get("ndcg_mlflow.role") == "comparison"
+    ]
     assert comparison.data.tags["origin"] == "HTTPS://ci.example:8443/job"
     assert not _leaks(json.dumps({"params": comparison.data.params, "tags": comparison.data.tags}))
 
@@ -273,11 +320,13 @@ def test_a_tracking_uri_with_a_line_break_is_refused_without_showing_it(tmp_path
     elif where == "MLFLOW_TRACKING_URI":
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     else:
-        spec.write_text(spec.read_text().replace("mlflow: {experiment: broken}",
-                                                 f"mlflow: {{experiment: broken, tracking_uri: {json.dumps(uri)}}}"))
+        spec.write_text(
+            spec.read_text().replace(
+                "mlflow: {experiment: broken}", f"mlflow: {{experiment: broken, tracking_uri: {json.dumps(uri)}}}"
+            )
+        )
     assert main(args) == 2
     shown = capsys.readouterr()
     assert where in shown.err and "line break" in shown.err and "Traceback" not in shown.err, shown.err
     assert not _leaks(shown.out + shown.err), shown
     assert not (tmp_path / "out").exists()
-

@@ -29,19 +29,35 @@ def _spec(tmp_path: Path, decision: dict | None, *, candidates=("better",), wors
     orders = {"base": ["x", "rel"], **{n: ["rel"] for n in candidates}, **{n: ["x", "y", "rel"] for n in worse}}
     systems = {}
     for name, docs in orders.items():
-        (tmp_path / f"{name}.run").write_text("".join(f"{q} Q0 {d} {r + 1} {10 - r} t\n" for q in queries
-                                                      for r, d in enumerate(docs)))
+        (tmp_path / f"{name}.run").write_text(
+            "".join(f"{q} Q0 {d} {r + 1} {10 - r} t\n" for q in queries for r, d in enumerate(docs))
+        )
         systems[name] = f"{name}.run"
-    raw = {"spec_version": 1, "name": "gate",
-           "metric": {"gain": "exponential", "cutoffs": [10], "discount": "log2", "ties": "displayed_order",
-                      "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                      "missing_queries": "zero"},
-           "queries": {"weights": "uniform"},
-           "data": {"qrels": "qrels.txt", "systems": systems},
-           "uncertainty": {"resamples": 1000, "confidence": confidence, "method": "percentile", "seed": 7},
-           "comparison": {"baseline": "base", "test": "both", "correction": "holm", "wins_losses": 3,
-                          "tie_tolerance": 1e-9},
-           "mlflow": {"experiment": "gate"}}
+    raw = {
+        "spec_version": 1,
+        "name": "gate",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [10],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.txt", "systems": systems},
+        "uncertainty": {"resamples": 1000, "confidence": confidence, "method": "percentile", "seed": 7},
+        "comparison": {
+            "baseline": "base",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 3,
+            "tie_tolerance": 1e-9,
+        },
+        "mlflow": {"experiment": "gate"},
+    }
     if decision is not None:
         raw["decision"] = decision
     path = tmp_path / "gate.yaml"
@@ -61,28 +77,34 @@ def _summary(out: Path) -> dict:
 
 
 def _raw(**decision) -> dict:
-    return {"spec_version": 1, "name": "x",
-            "metric": {"preset": "trec_eval"}, "queries": {"weights": "uniform"},
-            "data": {"qrels": "q", "systems": {"a": "a", "b": "b"}},
-            "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1},
-            "comparison": {"baseline": "a", "test": "t_test", "correction": "none", "wins_losses": 1,
-                           "tie_tolerance": 0},
-            "decision": decision}
+    return {
+        "spec_version": 1,
+        "name": "x",
+        "metric": {"preset": "trec_eval"},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "q", "systems": {"a": "a", "b": "b"}},
+        "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1},
+        "comparison": {"baseline": "a", "test": "t_test", "correction": "none", "wins_losses": 1, "tie_tolerance": 0},
+        "decision": decision,
+    }
 
 
-@pytest.mark.parametrize("decision, path, words", [
-    ({"key": "ndcg_at_11", "rule": "superiority", "margin": 0}, "decision.key", "compared keys"),
-    ({"key": "nDCG@10", "rule": "superiority", "margin": 0}, "decision.key", "ndcg_at_10"),
-    ({"key": "ndcg_at_10", "rule": "better", "margin": 0}, "decision.rule", "non_inferiority"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": -0.01}, "decision.margin", "[0, 1)"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": 1}, "decision.margin", "[0, 1)"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": True}, "decision.margin", "[0, 1)"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": float("nan")}, "decision.margin", "[0, 1)"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "max_p": 0}, "decision.max_p", "(0, 1]"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "max_p": 1.5}, "decision.max_p", "(0, 1]"),
-    ({"key": "ndcg_at_10", "rule": "superiority"}, "decision.margin", "required"),
-    ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "alpha": 0.05}, "decision.alpha", "max_p"),
-])
+@pytest.mark.parametrize(
+    "decision, path, words",
+    [
+        ({"key": "ndcg_at_11", "rule": "superiority", "margin": 0}, "decision.key", "compared keys"),
+        ({"key": "nDCG@10", "rule": "superiority", "margin": 0}, "decision.key", "ndcg_at_10"),
+        ({"key": "ndcg_at_10", "rule": "better", "margin": 0}, "decision.rule", "non_inferiority"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": -0.01}, "decision.margin", "[0, 1)"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": 1}, "decision.margin", "[0, 1)"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": True}, "decision.margin", "[0, 1)"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": float("nan")}, "decision.margin", "[0, 1)"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "max_p": 0}, "decision.max_p", "(0, 1]"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "max_p": 1.5}, "decision.max_p", "(0, 1]"),
+        ({"key": "ndcg_at_10", "rule": "superiority"}, "decision.margin", "required"),
+        ({"key": "ndcg_at_10", "rule": "superiority", "margin": 0, "alpha": 0.05}, "decision.alpha", "max_p"),
+    ],
+)
 def test_a_bad_decision_names_its_key_path(decision, path, words):
     raw = _raw()
     raw["metric"] = {"preset": "trec_eval", "cutoffs": [10]}
@@ -107,8 +129,12 @@ def test_the_decision_is_part_of_the_spec_and_its_parameters():
     spec = parse_spec(raw, base_dir=".")
     assert spec.decision == Decision("ndcg_at_10", "non_inferiority", 0.005, 0.05)
     resolved = spec.resolved()
-    assert (resolved["decision.key"], resolved["decision.rule"], resolved["decision.margin"],
-            resolved["decision.max_p"]) == ("ndcg_at_10", "non_inferiority", 0.005, 0.05)
+    assert (
+        resolved["decision.key"],
+        resolved["decision.rule"],
+        resolved["decision.margin"],
+        resolved["decision.max_p"],
+    ) == ("ndcg_at_10", "non_inferiority", 0.005, 0.05)
     raw["decision"]["margin"] = 0.01
     assert parse_spec(raw, base_dir=".").sha256 != spec.sha256
 
@@ -117,8 +143,16 @@ def test_the_decision_is_part_of_the_spec_and_its_parameters():
 
 
 def _row(candidate="c", lo=0.01, hi=0.03, p=0.01, key="ndcg_at_10") -> dict:
-    return {"candidate": candidate, "baseline": "b", "key": key, "delta": (lo + hi) / 2, "ci_low": lo,
-            "ci_high": hi, "p_corrected": p, "n_paired": 50}
+    return {
+        "candidate": candidate,
+        "baseline": "b",
+        "key": key,
+        "delta": (lo + hi) / 2,
+        "ci_low": lo,
+        "ci_high": hi,
+        "p_corrected": p,
+        "n_paired": 50,
+    }
 
 
 def _constant(value: float, n: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -126,21 +160,23 @@ def _constant(value: float, n: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return np.full(n, value), np.ones(n)
 
 
-@pytest.mark.parametrize("rule, margin, lo, outcome", [
-    ("superiority", 0.0, 1e-12, "pass"),
-    ("superiority", 0.0, 0.0, "fail"),  # an interval touching the margin does not lie above it
-    ("superiority", 0.01, 0.0100001, "pass"),
-    ("superiority", 0.01, 0.0099999, "fail"),
-    ("non_inferiority", 0.01, -0.0099999, "pass"),
-    ("non_inferiority", 0.01, -0.01, "fail"),
-    ("non_inferiority", 0.0, -1e-12, "fail"),
-])
+@pytest.mark.parametrize(
+    "rule, margin, lo, outcome",
+    [
+        ("superiority", 0.0, 1e-12, "pass"),
+        ("superiority", 0.0, 0.0, "fail"),  # an interval touching the margin does not lie above it
+        ("superiority", 0.01, 0.0100001, "pass"),
+        ("superiority", 0.01, 0.0099999, "fail"),
+        ("non_inferiority", 0.01, -0.0099999, "pass"),
+        ("non_inferiority", 0.01, -0.01, "fail"),
+        ("non_inferiority", 0.0, -1e-12, "fail"),
+    ],
+)
 def test_the_rule_reads_the_lower_end_against_the_margin(rule, margin, lo, outcome):
     """The rows' own (bootstrap) ends are not what the rule reads: each says the opposite of the outcome."""
     wrong = -1.0 if outcome == "pass" else 1.0
     paired = {("c", "ndcg_at_10"): _constant(lo), ("c", "ndcg_at_5"): _constant(-1.0)}
-    d = decide(Decision("ndcg_at_10", rule, margin), [_row(lo=wrong, hi=2), _row(key="ndcg_at_5", lo=1)], 0.95,
-               paired)
+    d = decide(Decision("ndcg_at_10", rule, margin), [_row(lo=wrong, hi=2), _row(key="ndcg_at_5", lo=1)], 0.95, paired)
     assert d["outcome"] == outcome and [r["outcome"] for r in d["candidates"]] == [outcome]
     assert d["threshold"] == (margin if rule == "superiority" else -margin)
     assert d["candidates"][0]["ci_low"] == lo and d["interval"] == "weighted t"
@@ -156,14 +192,23 @@ def test_max_p_is_a_further_requirement_and_one_failing_candidate_fails_all():
     assert decide(Decision("ndcg_at_10", "superiority", 0.0), [], 0.9, paired)["outcome"] == "fail"
 
 
-@pytest.mark.parametrize("d, w, words", [
-    (np.empty(0), np.empty(0), "no interval at nDCG@10: no query is valid for both systems"),
-    (np.array([0.3]), np.ones(1), "no interval at nDCG@10: only one query is valid for both systems (a t interval "
-                                  "needs at least 2)"),
-    (np.array([0.3, 0.1, 0.2, 0.25]), np.array([1e9, 1.0, 1.0, 1.0]),
-     "no interval at nDCG@10: the weights of the 4 paired queries leave 6e-09 degrees of freedom (an effective "
-     "number of queries of 1); a t interval needs at least 1"),  # n_eff - 1 = (W^2 - sum w^2) / sum w^2 = 6e9 / 1e18
-])
+@pytest.mark.parametrize(
+    "d, w, words",
+    [
+        (np.empty(0), np.empty(0), "no interval at nDCG@10: no query is valid for both systems"),
+        (
+            np.array([0.3]),
+            np.ones(1),
+            "no interval at nDCG@10: only one query is valid for both systems (a t interval needs at least 2)",
+        ),
+        (
+            np.array([0.3, 0.1, 0.2, 0.25]),
+            np.array([1e9, 1.0, 1.0, 1.0]),
+            "no interval at nDCG@10: the weights of the 4 paired queries leave 6e-09 degrees of freedom (an effective "
+            "number of queries of 1); a t interval needs at least 1",
+        ),  # n_eff - 1 = (W^2 - sum w^2) / sum w^2 = 6e9 / 1e18
+    ],
+)
 def test_an_undefined_interval_says_why(d, w, words):
     """Each cause of an undefined interval in its own words: never "no query valid for both" when there are some."""
     out = decide(Decision("ndcg_at_10", "superiority", 0.0), [_row(lo=0.5)], 0.95, {("c", "ndcg_at_10"): (d, w)})
@@ -173,12 +218,15 @@ def test_an_undefined_interval_says_why(d, w, words):
         assert "no query is valid" not in row["reason"]
 
 
-@pytest.mark.parametrize("rule, margin, lo", [
-    ("superiority", 0.4999999, 0.49999989),
-    ("superiority", 0.4999999, 0.49999995),
-    ("non_inferiority", 0.1234567891, -0.12345678909),
-    ("superiority", 0.01, 0.0099999999999),
-])
+@pytest.mark.parametrize(
+    "rule, margin, lo",
+    [
+        ("superiority", 0.4999999, 0.49999989),
+        ("superiority", 0.4999999, 0.49999995),
+        ("non_inferiority", 0.1234567891, -0.12345678909),
+        ("superiority", 0.01, 0.0099999999999),
+    ],
+)
 def test_the_reason_prints_enough_digits_to_show_the_order(rule, margin, lo):
     """A lower end and a threshold that differ never print the same: "0.5 is not above +0.5" hides which is
     larger. The statement shows the margin as declared, not rounded to 6 digits."""
@@ -189,18 +237,20 @@ def test_the_reason_prints_enough_digits_to_show_the_order(rule, margin, lo):
     assert shown is not None, reason
     a, b = float(shown.group(1)), float(shown.group(3))
     assert a != b and (a > b) == (lo > out["threshold"]) and (shown.group(2) is None) == (lo > out["threshold"])
-    assert f"{margin!r}" in out["statement"] and f"{-margin if rule != 'superiority' else margin:+}" \
-        in out["statement"]
+    assert f"{margin!r}" in out["statement"] and f"{-margin if rule != 'superiority' else margin:+}" in out["statement"]
 
 
 # --------------------------------------------------------------------------- end to end, against closed forms
 
 
-@pytest.mark.parametrize("rule, margin, expected", [
-    ("superiority", D - 1e-6, EXIT_OK),
-    ("superiority", D + 1e-6, EXIT_DECISION),
-    ("non_inferiority", 0.0, EXIT_OK),
-])
+@pytest.mark.parametrize(
+    "rule, margin, expected",
+    [
+        ("superiority", D - 1e-6, EXIT_OK),
+        ("superiority", D + 1e-6, EXIT_DECISION),
+        ("non_inferiority", 0.0, EXIT_OK),
+    ],
+)
 def test_a_constant_difference_decides_at_its_closed_form(tmp_path, rule, margin, expected):
     """Every query gains exactly D = 1 - 1/log2(3), so every resampled mean difference is D: the interval is
     [D, D] and the rule passes exactly when D lies above the threshold."""
@@ -218,18 +268,30 @@ def test_a_constant_difference_decides_at_its_closed_form(tmp_path, rule, margin
 def test_non_inferiority_of_a_worse_candidate(tmp_path):
     """A system that shows the relevant document third loses 1/log2(3) - 1/2 on every query."""
     loss = 1 / math.log2(3) - 0.5
-    spec = _spec(tmp_path, {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": loss + 1e-6},
-                 candidates=(), worse=("worse",))
+    spec = _spec(
+        tmp_path,
+        {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": loss + 1e-6},
+        candidates=(),
+        worse=("worse",),
+    )
     assert _run(spec, tmp_path / "a") == EXIT_OK
-    spec = _spec(tmp_path, {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": loss - 1e-6},
-                 candidates=(), worse=("worse",))
+    spec = _spec(
+        tmp_path,
+        {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": loss - 1e-6},
+        candidates=(),
+        worse=("worse",),
+    )
     assert _run(spec, tmp_path / "b") == EXIT_DECISION
     assert _summary(tmp_path / "b")["decision"]["candidates"][0]["ci_low"] == pytest.approx(-loss, abs=1e-12)
 
 
 def test_every_candidate_must_pass(tmp_path, capsys):
-    spec = _spec(tmp_path, {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.01},
-                 candidates=("better",), worse=("worse",))
+    spec = _spec(
+        tmp_path,
+        {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.01},
+        candidates=("better",),
+        worse=("worse",),
+    )
     assert _run(spec, tmp_path / "out") == EXIT_DECISION
     err = capsys.readouterr().err
     assert "decision: FAIL" in err and "worse fail" in err and "better pass" in err  # shown even with --quiet
@@ -259,8 +321,12 @@ def test_without_a_decision_nothing_changes(tmp_path):
 
 
 def test_the_decision_is_a_tag_of_the_evaluation_and_of_each_candidate(tmp_path, tracking_uri):
-    spec = _spec(tmp_path, {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.01},
-                 candidates=("better",), worse=("worse",))
+    spec = _spec(
+        tmp_path,
+        {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.01},
+        candidates=("better",),
+        worse=("worse",),
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == EXIT_DECISION  # logged, and the rule says no
     client = client_for(tracking_uri)
@@ -273,8 +339,9 @@ def test_the_decision_is_a_tag_of_the_evaluation_and_of_each_candidate(tmp_path,
     assert by_role[("system", "better")].data.tags["ndcg_mlflow.decision"] == "pass"
     assert by_role[("system", "worse")].data.tags["ndcg_mlflow.decision"] == "fail"
     assert "ndcg_mlflow.decision" not in by_role[("system", "base")].data.tags
-    found = client.search_runs([parent.info.experiment_id], "tags.`ndcg_mlflow.decision` = 'fail' and "
-                                                            "tags.`ndcg_mlflow.role` = 'evaluation'")
+    found = client.search_runs(
+        [parent.info.experiment_id], "tags.`ndcg_mlflow.decision` = 'fail' and tags.`ndcg_mlflow.role` = 'evaluation'"
+    )
     assert [r.info.run_id for r in found] == [parent.info.run_id]
 
 
@@ -285,8 +352,7 @@ def test_a_tracking_failure_wins_over_a_failed_decision(tmp_path, monkeypatch):
     raw = yaml.safe_load(spec.read_text())
     raw["mlflow"].update({"timeout": 1, "max_retries": 0, "total_timeout": 5})
     spec.write_text(yaml.safe_dump(raw))
-    code = main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet",
-                 "--tracking-uri", "http://127.0.0.1:1"])
+    code = main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--tracking-uri", "http://127.0.0.1:1"])
     assert code == 3
     assert _summary(tmp_path / "out")["decision"]["outcome"] == "fail"
 
@@ -302,13 +368,17 @@ WEIGHTS = [3.89, 1.16, 0.34, 0.26, 0.51, 1.4, 0.23, 0.74, 0.8, 2.26, 1.39, 1.71]
 def _weighted_spec(tmp_path: Path, method: str) -> Path:
     queries = [f"q{i:02d}" for i in range(len(GAINS))]
     (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 rel 1\n" for q in queries))
-    (tmp_path / "weights.tsv").write_text("query_id\tweight\n" + "".join(f"{q}\t{w!r}\n"
-                                                                        for q, w in zip(queries, WEIGHTS)))
+    (tmp_path / "weights.tsv").write_text(
+        "query_id\tweight\n" + "".join(f"{q}\t{w!r}\n" for q, w in zip(queries, WEIGHTS))
+    )
     lists = {D: ["rel"], 0: ["x", "rel"], -L: ["x", "y", "rel"]}
-    for name, docs in (("base", {q: ["x", "rel"] for q in queries}),
-                       ("cand", {q: lists[g] for q, g in zip(queries, GAINS)})):
-        (tmp_path / f"{name}.run").write_text("".join(f"{q} Q0 {d} {r + 1} {10 - r} t\n" for q in queries
-                                                      for r, d in enumerate(docs[q])))
+    for name, docs in (
+        ("base", {q: ["x", "rel"] for q in queries}),
+        ("cand", {q: lists[g] for q, g in zip(queries, GAINS)}),
+    ):
+        (tmp_path / f"{name}.run").write_text(
+            "".join(f"{q} Q0 {d} {r + 1} {10 - r} t\n" for q in queries for r, d in enumerate(docs[q]))
+        )
     raw = yaml.safe_load(_spec(tmp_path, {"key": "ndcg_at_10", "rule": "superiority", "margin": 0}).read_text())
     raw["queries"]["weights"] = "weights.tsv"
     raw["data"]["systems"] = {"base": "base.run", "cand": "cand.run"}
@@ -327,10 +397,10 @@ def _t_interval_by_matrices(d: np.ndarray, w: np.ndarray, confidence: float) -> 
     n = d.size
     h = w / w.sum()
     M = np.eye(n) - np.outer(np.ones(n), h)
-    lam = h ** 2 / np.diag(M @ M.T)
+    lam = h**2 / np.diag(M @ M.T)
     A = M.T @ np.diag(lam) @ M
     se = math.sqrt(d @ A @ d)
-    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w ** 2) - 1)
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w**2) - 1)
     q = ss.t.ppf(1 - (1 - confidence) / 2, df)
     m = float(h @ d)
     return m - q * se, m + q * se, df

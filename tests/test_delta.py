@@ -12,18 +12,30 @@ from ndcg_mlflow.errors import DataError, SpecError
 
 deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed (pip install 'ndcg-mlflow[spark]')")
 
-QRELS = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2", "q2"], "doc_id": ["a", "b", "c", "a", "d"],
-                      "grade": [2, 1, 0, 1, 3]})
+QRELS = pd.DataFrame(
+    {"query_id": ["q1", "q1", "q1", "q2", "q2"], "doc_id": ["a", "b", "c", "a", "d"], "grade": [2, 1, 0, 1, 3]}
+)
 V0 = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2"], "doc_id": ["a", "b", "c", "a"], "score": [3.0, 2.0, 1.0, 1.0]})
 V1 = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2"], "doc_id": ["c", "a", "d", "a"], "score": [3.0, 2.0, 2.0, 1.0]})
 
 
 def spec_for(source, cutoffs=(1, 3, "all")) -> dict:
-    return {"spec_version": 1, "name": "delta",
-            "metric": {"gain": "exponential", "cutoffs": list(cutoffs), "discount": "log2", "ties": "id_ascending",
-                       "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                       "missing_queries": "zero"},
-            "queries": {"weights": "uniform"}, "data": {"qrels": "qrels.csv", "systems": {"r": source}}}
+    return {
+        "spec_version": 1,
+        "name": "delta",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": "id_ascending",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.csv", "systems": {"r": source}},
+    }
 
 
 @pytest.fixture
@@ -49,8 +61,10 @@ def test_each_version_reads_its_own_rows(table):
 def test_the_digest_is_of_the_version_read(table):
     import hashlib
 
-    digests = [ndcg_mlflow.evaluate(spec_for({"path": "run", "format": "delta", "version": v}),
-                                    base_dir=table).files[1].sha256 for v in (0, 1)]
+    digests = [
+        ndcg_mlflow.evaluate(spec_for({"path": "run", "format": "delta", "version": v}), base_dir=table).files[1].sha256
+        for v in (0, 1)
+    ]
     assert digests[0] != digests[1]
     files = deltalake.DeltaTable(str(table / "run"), version=1).file_uris()
     assert len(files) == 1
@@ -73,11 +87,14 @@ def test_a_delta_table_must_be_declared_with_its_version(table):
         ndcg_mlflow.evaluate(spec_for({"path": "qrels.csv", "format": "delta", "version": 0}), base_dir=table)
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("deletion_vectors", "deletion vectors"),
-    ("column_mapping", "column mapping"),
-    ("partitioned", "partitioned by p"),
-])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("deletion_vectors", "deletion vectors"),
+        ("column_mapping", "column mapping"),
+        ("partitioned", "partitioned by p"),
+    ],
+)
 def test_tables_this_reader_cannot_honour_are_refused(tmp_path, kind, expected):
     QRELS.to_csv(tmp_path / "qrels.csv", index=False)
     rows = pa.Table.from_pandas(V0, preserve_index=False)
@@ -123,8 +140,11 @@ def test_the_judgments_dataset_names_the_delta_version(table, tracking_uri):
     (table / "delta.yaml").write_text(yaml.safe_dump(spec))
     out = table / "out"
     assert main(["run", str(table / "delta.yaml"), "--out", str(out), "--quiet"]) == 0
-    (run,) = [r for r in runs_of_key(client_for(tracking_uri), (out / "run_key.txt").read_text().strip())
-              if r.data.tags["ndcg_mlflow.role"] == "evaluation"]
+    (run,) = [
+        r
+        for r in runs_of_key(client_for(tracking_uri), (out / "run_key.txt").read_text().strip())
+        if r.data.tags["ndcg_mlflow.role"] == "evaluation"
+    ]
     (judgments,) = [d.dataset for d in run.inputs.dataset_inputs if d.dataset.name == "judgments"]
     assert json.loads(judgments.source) == {"uri": "qrels", "delta_version": 0}
     assert json.loads(judgments.profile) == {"num_rows": len(QRELS)}  # version 0's rows, not version 1's

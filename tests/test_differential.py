@@ -41,8 +41,12 @@ import ndcg_mlflow
 pytrec_eval = pytest.importorskip("pytrec_eval")
 sk_metrics = pytest.importorskip("sklearn.metrics")
 
-SETTINGS = settings(max_examples=examples(250), deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=examples(250),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 QIDS = ["q1", "q2", "q9", "q10", "1", "01", "7", "Q3"]
 DOCS = [f"d{i}" for i in range(1, 21)] + ["d09", "d010", "D5", "a", "b", "B", "10", "9", "100", "x-1", "x_1"]
@@ -71,8 +75,10 @@ class Data:
     def write(self, folder: Path, *, shift: float = 0.0, lines=None) -> tuple[str, str]:
         sep = self.sep
         qrels = [sep.join((qid, "0", doc, str(g))) for qid, docs in self.qrels.items() for doc, g in docs.items()]
-        run = [sep.join((qid, "Q0", doc, str(rank), repr(score + shift), "tag"))
-               for qid, doc, rank, score in (self.lines if lines is None else lines)]
+        run = [
+            sep.join((qid, "Q0", doc, str(rank), repr(score + shift), "tag"))
+            for qid, doc, rank, score in (self.lines if lines is None else lines)
+        ]
         (folder / "qrels.txt").write_text("\n".join(qrels) + "\n")
         (folder / "run.txt").write_text("\n".join(run) + "\n")
         return "qrels.txt", "run.txt"
@@ -91,8 +97,9 @@ def datasets(draw, grades=st.integers(-1, 4), max_docs: int = 30) -> Data:
         nonpositive = draw(st.integers(0, 4)) == 0  # a query without any relevant document
         n_judged = draw(st.integers(1, 20))
         judged_docs = rnd.sample(DOCS, n_judged)
-        query_grades = draw(st.lists(st.integers(-1, 0) if nonpositive else grades,
-                                     min_size=n_judged, max_size=n_judged))
+        query_grades = draw(
+            st.lists(st.integers(-1, 0) if nonpositive else grades, min_size=n_judged, max_size=n_judged)
+        )
         judged = dict(zip(judged_docs, query_grades))
         qrels[qid] = judged
         if qid != qids[0] and draw(st.integers(0, 5)) == 5:
@@ -114,13 +121,31 @@ def datasets(draw, grades=st.integers(-1, 4), max_docs: int = 30) -> Data:
     return Data(qrels, tuple(lines), sep)
 
 
-def spec(qrels: str, run: str, *, gain="linear", ties="id_descending", ideal="judged_catalog",
-         empty_ideal="zero", unjudged="zero", missing_queries="exclude", cutoffs=CUTOFFS) -> dict:
+def spec(
+    qrels: str,
+    run: str,
+    *,
+    gain="linear",
+    ties="id_descending",
+    ideal="judged_catalog",
+    empty_ideal="zero",
+    unjudged="zero",
+    missing_queries="exclude",
+    cutoffs=CUTOFFS,
+) -> dict:
     return {
         "spec_version": 1,
         "name": "differential",
-        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
-                   "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
+        "metric": {
+            "gain": gain,
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": ideal,
+            "empty_ideal": empty_ideal,
+            "unjudged": unjudged,
+            "missing_queries": missing_queries,
+        },
         "queries": {"weights": "uniform"},
         "data": {"qrels": qrels, "systems": {"run": run}},
     }
@@ -161,7 +186,7 @@ def table(result) -> dict:
 def gain_of(grade, kind: str) -> float:
     if grade is None or grade <= 0:
         return 0.0
-    return float(grade) if kind == "linear" else 2.0 ** grade - 1.0
+    return float(grade) if kind == "linear" else 2.0**grade - 1.0
 
 
 # --------------------------------------------------------------------------- pytrec_eval (trec_eval)
@@ -248,8 +273,15 @@ def _sklearn(y_true: np.ndarray, y_score: np.ndarray, k) -> tuple[float, float, 
 @SETTINGS
 @given(datasets(), st.sampled_from(["linear", "exponential"]))
 def test_matches_sklearn_tie_averaged(data, gain):
-    result = evaluate_in_memory(data, gain=gain, ties="average", ideal="candidates", empty_ideal="zero",
-                                unjudged="zero", missing_queries="exclude")
+    result = evaluate_in_memory(
+        data,
+        gain=gain,
+        ties="average",
+        ideal="candidates",
+        empty_ideal="zero",
+        unjudged="zero",
+        missing_queries="exclude",
+    )
     rows = table(result)
     for qid, judged in data.qrels.items():
         returned = data.returned(qid)
@@ -281,8 +313,11 @@ NONNEG_TABLE_GAINS = st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0, 7.5, 10.
 
 
 @st.composite
-def metrics(draw, ties=st.sampled_from(["displayed_order", "id_ascending", "id_descending", "average"]),
-            monotone_table: bool = False) -> dict:
+def metrics(
+    draw,
+    ties=st.sampled_from(["displayed_order", "id_ascending", "id_descending", "average"]),
+    monotone_table: bool = False,
+) -> dict:
     kind = draw(st.sampled_from(["linear", "exponential", "table"]))
     if kind == "table":
         values = draw(NONNEG_TABLE_GAINS)
@@ -291,15 +326,25 @@ def metrics(draw, ties=st.sampled_from(["displayed_order", "id_ascending", "id_d
         gain = dict(zip(range(-1, 5), values))
     else:
         gain = kind
-    return dict(gain=gain, ties=draw(ties), ideal=draw(st.sampled_from(["judged_catalog", "candidates"])),
-                empty_ideal=draw(st.sampled_from(["exclude", "zero", "one"])),
-                unjudged=draw(st.sampled_from(["zero", "condense"])),
-                missing_queries=draw(st.sampled_from(["zero", "exclude"])))
+    return dict(
+        gain=gain,
+        ties=draw(ties),
+        ideal=draw(st.sampled_from(["judged_catalog", "candidates"])),
+        empty_ideal=draw(st.sampled_from(["exclude", "zero", "one"])),
+        unjudged=draw(st.sampled_from(["zero", "condense"])),
+        missing_queries=draw(st.sampled_from(["zero", "exclude"])),
+    )
 
 
 def _assert_same_per_query(a, b, context, drop=()) -> None:
-    pd.testing.assert_frame_equal(a.per_query.drop(columns=list(drop)), b.per_query.drop(columns=list(drop)),
-                                  check_exact=False, rtol=0, atol=1e-12, obj=str(context))
+    pd.testing.assert_frame_equal(
+        a.per_query.drop(columns=list(drop)),
+        b.per_query.drop(columns=list(drop)),
+        check_exact=False,
+        rtol=0,
+        atol=1e-12,
+        obj=str(context),
+    )
 
 
 @SETTINGS
@@ -307,8 +352,9 @@ def _assert_same_per_query(a, b, context, drop=()) -> None:
 def test_tables_in_memory_equal_the_files(data, metric):
     """The run's lines as a DataFrame (rank column included) and the judgments as a mapping give exactly the
     per-query table of the files, whichever TREC reader read them."""
-    pd.testing.assert_frame_equal(evaluate(data, **metric).per_query, evaluate_files(data, **metric).per_query,
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        evaluate(data, **metric).per_query, evaluate_files(data, **metric).per_query, check_exact=True
+    )
 
 
 @SETTINGS
@@ -353,10 +399,10 @@ def test_ndcg_between_zero_and_one(data, metric):
     assert (pq["dcg"] >= 0).all()
     # what the policies say about undefined values
     assert pq.loc[pq["status"] == "missing", "ndcg"].pipe(
-        lambda s: s.isna().all() if metric["missing_queries"] == "exclude" else (s == 0).all())
+        lambda s: s.isna().all() if metric["missing_queries"] == "exclude" else (s == 0).all()
+    )
     empty = pq.loc[pq["status"] == "empty_ideal", "ndcg"]
-    assert {"exclude": empty.isna().all(), "zero": (empty == 0).all(), "one": (empty == 1).all()}[
-        metric["empty_ideal"]]
+    assert {"exclude": empty.isna().all(), "zero": (empty == 0).all(), "one": (empty == 1).all()}[metric["empty_ideal"]]
 
 
 @SETTINGS
@@ -387,8 +433,15 @@ def test_judged_coverage_under_average_ties_ignores_line_order(unjudged):
     """
     data = Data({"q": {"j": 1}}, (("q", "j", 1, 1.0), ("q", "u", 2, 1.0)))
     swapped = tuple(reversed(data.lines))
-    metric = dict(gain="linear", ties="average", ideal="judged_catalog", empty_ideal="zero", unjudged=unjudged,
-                  missing_queries="exclude", cutoffs=[1, "all"])
+    metric = dict(
+        gain="linear",
+        ties="average",
+        ideal="judged_catalog",
+        empty_ideal="zero",
+        unjudged=unjudged,
+        missing_queries="exclude",
+        cutoffs=[1, "all"],
+    )
     a, b = table(evaluate(data, **metric)), table(evaluate(data, lines=swapped, **metric))
     # nDCG@1 is the same either way: the averaged gain (zero), or the only judged document (condense)
     assert a[("q", "1")].ndcg == b[("q", "1")].ndcg == pytest.approx(0.5 if unjudged == "zero" else 1.0)
@@ -407,8 +460,7 @@ def test_gain_tables_equal_to_linear_and_exponential(data, metric, kind):
 
 def test_string_order_of_ids_breaks_ties():
     """id_descending is plain string order (trec_eval's strcmp): 'd9' > 'd10' > 'd09'."""
-    data = Data({"q": {"d9": 0, "d10": 1, "d09": 2}},
-                (("q", "d10", 1, 1.0), ("q", "d09", 2, 1.0), ("q", "d9", 3, 1.0)))
+    data = Data({"q": {"d9": 0, "d10": 1, "d09": 2}}, (("q", "d10", 1, 1.0), ("q", "d09", 2, 1.0), ("q", "d9", 3, 1.0)))
     result = evaluate(data, cutoffs=[1, 2, "all"], **TREC)
     rows = table(result)
     ideal1 = 2.0

@@ -51,8 +51,9 @@ def write_random_data(folder: Path, seed: int = 7) -> dict:
         judged[q] = dict(zip(chosen.tolist(), grades.tolist()))
         qrels += [f"{q}\t0\t{d}\t{g}" for d, g in judged[q].items()]
     (folder / "qrels.txt").write_text("\n".join(qrels) + "\n")
-    (folder / "weights.tsv").write_text("query_id\tweight\n" + "".join(
-        f"{q}\t{w:.3f}\n" for q, w in zip(qids, rng.uniform(0.2, 3.0, size=len(qids)))))
+    (folder / "weights.tsv").write_text(
+        "query_id\tweight\n" + "".join(f"{q}\t{w:.3f}\n" for q, w in zip(qids, rng.uniform(0.2, 3.0, size=len(qids))))
+    )
     systems = {}
     for name, levels in (("base", 50), ("cand", 50), ("tied", 3)):
         lines = []
@@ -71,14 +72,31 @@ def write_random_data(folder: Path, seed: int = 7) -> dict:
     return systems
 
 
-def full_spec(metric: dict, systems: dict, *, weights="uniform", comparison: bool = True,
-              report: bool | None = None, name: str = "sensitivity") -> dict:
-    spec = {"spec_version": 1, "name": name, "metric": metric, "queries": {"weights": weights},
-            "data": {"qrels": "qrels.txt", "systems": dict(systems)}}
+def full_spec(
+    metric: dict,
+    systems: dict,
+    *,
+    weights="uniform",
+    comparison: bool = True,
+    report: bool | None = None,
+    name: str = "sensitivity",
+) -> dict:
+    spec = {
+        "spec_version": 1,
+        "name": name,
+        "metric": metric,
+        "queries": {"weights": weights},
+        "data": {"qrels": "qrels.txt", "systems": dict(systems)},
+    }
     if comparison:
         spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1}
-        spec["comparison"] = {"baseline": next(iter(systems)), "test": "t_test", "correction": "holm",
-                              "wins_losses": 2, "tie_tolerance": 1e-9}
+        spec["comparison"] = {
+            "baseline": next(iter(systems)),
+            "test": "t_test",
+            "correction": "holm",
+            "wins_losses": 2,
+            "tie_tolerance": 1e-9,
+        }
     if report is not None:
         spec["report"] = {"sensitivity": report}
     return spec
@@ -88,10 +106,16 @@ def raw_metric(metric) -> dict:
     """A resolved :class:`Metric` written back as explicit spec fields (no preset)."""
     g = metric.gain
     gain = g.kind if g.kind != "table" else {k: v for k, v in g.table}
-    return {"gain": gain, "cutoffs": ["all" if k is None else k for k in metric.cutoffs],
-            "discount": metric.discount, "ties": metric.ties, "ideal": metric.ideal,
-            "empty_ideal": metric.empty_ideal, "unjudged": metric.unjudged,
-            "missing_queries": metric.missing_queries}
+    return {
+        "gain": gain,
+        "cutoffs": ["all" if k is None else k for k in metric.cutoffs],
+        "discount": metric.discount,
+        "ties": metric.ties,
+        "ideal": metric.ideal,
+        "empty_ideal": metric.empty_ideal,
+        "unjudged": metric.unjudged,
+        "missing_queries": metric.missing_queries,
+    }
 
 
 def changed(metric, rule: str, alternative: str) -> dict:
@@ -120,7 +144,7 @@ def _explain_table(text: str) -> dict[str, dict[str, str]]:
     starts = [head.index(c) for c in cols]
     assert starts == sorted(starts)
     out = {}
-    for ln in lines[head_i + 1: head_i + 1 + len(METRIC_FIELDS)]:
+    for ln in lines[head_i + 1 : head_i + 1 + len(METRIC_FIELDS)]:
         cells = [ln[a:b].strip() for a, b in zip(starts, starts[1:] + [len(ln) + 1])]
         out[cells[0]] = dict(zip(cols[1:], cells[1:]))
     assert list(out) == list(METRIC_FIELDS)
@@ -137,8 +161,9 @@ def small(tmp_path) -> Path:
 
 def _write_spec(folder: Path, metric: dict, **kw) -> Path:
     path = folder / "spec.yaml"
-    path.write_text(yaml.safe_dump(full_spec(metric, {"a": "a.run", "b": "b.run"}, comparison=False, **kw),
-                                   sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(full_spec(metric, {"a": "a.run", "b": "b.run"}, comparison=False, **kw), sort_keys=False)
+    )
     return path
 
 
@@ -149,10 +174,16 @@ def test_explain_prints_every_choice_gain_credit_and_origin(small, capsys):
     spec = load_spec(path)
     m = spec.metric
     assert "metric preset: trec_eval" in out
-    expected = {"gain": ("exponential", "spec"), "cutoffs": ("5, all", "spec"),
-                "discount": ("log2", "preset trec_eval"), "ties": ("id_descending", "preset trec_eval"),
-                "ideal": ("judged_catalog", "preset trec_eval"), "empty_ideal": ("zero", "preset trec_eval"),
-                "unjudged": ("zero", "preset trec_eval"), "missing_queries": ("exclude", "preset trec_eval")}
+    expected = {
+        "gain": ("exponential", "spec"),
+        "cutoffs": ("5, all", "spec"),
+        "discount": ("log2", "preset trec_eval"),
+        "ties": ("id_descending", "preset trec_eval"),
+        "ideal": ("judged_catalog", "preset trec_eval"),
+        "empty_ideal": ("zero", "preset trec_eval"),
+        "unjudged": ("zero", "preset trec_eval"),
+        "missing_queries": ("exclude", "preset trec_eval"),
+    }
     for f, (value, origin) in expected.items():
         assert f"- {f}: {value}  [from {origin}]" in out, f
         assert m.source_of(f) == origin
@@ -167,10 +198,22 @@ def test_explain_prints_every_choice_gain_credit_and_origin(small, capsys):
     assert "every judged query" in out and "uniform" in out
 
     table = _explain_table(out)
-    assert table["gain"] == {"this spec": "exponential", "trec_eval": "linear", "gdeval": "=", "sklearn": "linear",
-                             "torchmetrics": "linear", "ranx": "linear"}
-    assert table["ties"] == {"this spec": "id_descending", "trec_eval": "=", "gdeval": "=", "sklearn": "average",
-                             "torchmetrics": "average", "ranx": "unspecified"}
+    assert table["gain"] == {
+        "this spec": "exponential",
+        "trec_eval": "linear",
+        "gdeval": "=",
+        "sklearn": "linear",
+        "torchmetrics": "linear",
+        "ranx": "linear",
+    }
+    assert table["ties"] == {
+        "this spec": "id_descending",
+        "trec_eval": "=",
+        "gdeval": "=",
+        "sklearn": "average",
+        "torchmetrics": "average",
+        "ranx": "unspecified",
+    }
     assert table["cutoffs"]["trec_eval"] == "5, 10, 15, 20, 30, 100, 200, 500, 1000, all"
     assert table["cutoffs"]["gdeval"] == "20" and table["cutoffs"]["sklearn"] == "all"
     assert table["empty_ideal"]["gdeval"] == "exclude" and table["empty_ideal"]["trec_eval"] == "="
@@ -243,11 +286,23 @@ def test_explain_function_matches_the_command(small, capsys):
 
 DECLARED = {
     "trec_eval_weighted": ({"preset": "trec_eval", "cutoffs": [3, 10, "all"]}, "weights.tsv"),
-    "explicit": ({"gain": "exponential", "cutoffs": [5, "all"], "discount": "log2", "ties": "displayed_order",
-                  "ideal": "candidates", "empty_ideal": "exclude", "unjudged": "condense",
-                  "missing_queries": "zero"}, "uniform"),
-    "sklearn_table": ({"preset": "sklearn", "gain": {-1: 0, 0: 0, 1: 2, 2: 5, 3: 11}, "cutoffs": [4, "all"],
-                       "empty_ideal": "one"}, "weights.tsv"),
+    "explicit": (
+        {
+            "gain": "exponential",
+            "cutoffs": [5, "all"],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "candidates",
+            "empty_ideal": "exclude",
+            "unjudged": "condense",
+            "missing_queries": "zero",
+        },
+        "uniform",
+    ),
+    "sklearn_table": (
+        {"preset": "sklearn", "gain": {-1: 0, 0: 0, 1: 2, 2: 5, 3: 11}, "cutoffs": [4, "all"], "empty_ideal": "one"},
+        "weights.tsv",
+    ),
 }
 
 
@@ -279,8 +334,13 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
 
     # one row per (rule, alternative) x (system or comparison) x cutoff; every non-declared alternative
     expected_alts = {("declared", "as declared")}
-    for rule, choices in (("ties", TIES), ("ideal", IDEALS), ("empty_ideal", EMPTY_IDEAL),
-                          ("unjudged", UNJUDGED), ("missing_queries", MISSING)):
+    for rule, choices in (
+        ("ties", TIES),
+        ("ideal", IDEALS),
+        ("empty_ideal", EMPTY_IDEAL),
+        ("unjudged", UNJUDGED),
+        ("missing_queries", MISSING),
+    ):
         expected_alts |= {(rule, c) for c in choices if c != getattr(m, rule) and c != "error"}
     expected_alts |= {("gain", g) for g in ("exponential", "linear") if g != m.gain.kind}
     got_alts = set(zip(table["rule"], table["alternative"]))
@@ -323,8 +383,12 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
         base = (declared_sys if row.kind == "system" else declared_cmp)[(row.system, row.cutoff)]
         assert _close(row.declared, base)
         assert _close(row.change, row.value - row.declared)
-        flip = (row.kind == "comparison" and abs(row.value) > 1e-12 and abs(row.declared) > 1e-12
-                and np.sign(row.value) != np.sign(row.declared))
+        flip = (
+            row.kind == "comparison"
+            and abs(row.value) > 1e-12
+            and abs(row.declared) > 1e-12
+            and np.sign(row.value) != np.sign(row.declared)
+        )
         assert bool(row.sign_flip) == bool(flip), row
     # some alternatives really move the numbers on this data (the check above is not vacuous)
     assert (table["change"].abs() > 1e-6).sum() > 10
@@ -336,8 +400,9 @@ def test_sensitivity_needs_the_kept_data(tmp_path):
     with pytest.raises(ValueError, match="keep_data"):
         sensitivity(result)
     # report.sensitivity keeps the data itself and attaches the table
-    with_report = ndcg_mlflow.evaluate(full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True),
-                                       base_dir=tmp_path)
+    with_report = ndcg_mlflow.evaluate(
+        full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True), base_dir=tmp_path
+    )
     assert with_report.sensitivity is not None
     again = sensitivity(with_report)
     pd.testing.assert_frame_equal(with_report.sensitivity, again)
@@ -351,12 +416,16 @@ def _write_flip_case(folder: Path) -> Path:
     """q1: base shows d1 (2), an unjudged x, then d2 (1): 2.5 / IDCG. cand ties d1 and d2 at the top: ties by
     id descending put d2 first (worse than base), id ascending or the displayed ranks put d1 first (better)."""
     (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq2 0 e1 1\nq2 0 e2 0\nq3 0 f1 1\n")
-    (folder / "base.run").write_text("q1 Q0 d1 1 3.0 base\nq1 Q0 x 2 2.0 base\nq1 Q0 d2 3 1.0 base\n"
-                                     "q2 Q0 e1 1 2.0 base\nq2 Q0 e2 2 1.0 base\nq3 Q0 f1 1 1.0 base\n")
-    (folder / "cand.run").write_text("q1 Q0 d1 1 5.0 cand\nq1 Q0 d2 2 5.0 cand\n"
-                                     "q2 Q0 e1 1 2.0 cand\nq2 Q0 e2 2 1.0 cand\nq3 Q0 f1 1 1.0 cand\n")
-    spec = full_spec({"preset": "trec_eval", "cutoffs": [5, "all"]}, {"base": "base.run", "cand": "cand.run"},
-                     name="flip")
+    (folder / "base.run").write_text(
+        "q1 Q0 d1 1 3.0 base\nq1 Q0 x 2 2.0 base\nq1 Q0 d2 3 1.0 base\n"
+        "q2 Q0 e1 1 2.0 base\nq2 Q0 e2 2 1.0 base\nq3 Q0 f1 1 1.0 base\n"
+    )
+    (folder / "cand.run").write_text(
+        "q1 Q0 d1 1 5.0 cand\nq1 Q0 d2 2 5.0 cand\nq2 Q0 e1 1 2.0 cand\nq2 Q0 e2 2 1.0 cand\nq3 Q0 f1 1 1.0 cand\n"
+    )
+    spec = full_spec(
+        {"preset": "trec_eval", "cutoffs": [5, "all"]}, {"base": "base.run", "cand": "cand.run"}, name="flip"
+    )
     path = folder / "flip.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -398,11 +467,14 @@ def test_explain_sensitivity_command_prints_the_tables(tmp_path, capsys):
     assert out.index("How other tools' nDCG differs") < out.index("sensitivity at nDCG@5")
     assert "FLIP: cand vs base changes sign under ties = id_ascending" in out
     result = ndcg_mlflow.evaluate(path, keep_data=True)
-    section = out[out.index("sensitivity at nDCG@all"):]
+    section = out[out.index("sensitivity at nDCG@all") :]
     declared_line = next(ln for ln in section.splitlines() if ln.startswith("declared"))
     cells = declared_line.split()
-    assert cells[-3:] == [f"{result.mean('base', 'all'):.4f}", f"{result.mean('cand', 'all'):.4f}",
-                          f"{result.mean('cand', 'all') - result.mean('base', 'all'):+.4f}"]
+    assert cells[-3:] == [
+        f"{result.mean('base', 'all'):.4f}",
+        f"{result.mean('cand', 'all'):.4f}",
+        f"{result.mean('cand', 'all') - result.mean('base', 'all'):+.4f}",
+    ]
 
 
 def test_explain_sensitivity_without_comparison(small, capsys):
@@ -426,16 +498,25 @@ def test_report_sensitivity_is_written_and_logged(tracking_uri, demo_copy, tmp_p
     assert main(["run", str(spec_path), "--out", str(out), "--quiet"]) == 0
     local = out / "sensitivity.csv"
     assert local.is_file()
-    table = pd.read_csv(local, dtype={"cutoff": str, "baseline": str}, keep_default_na=False,
-                        na_values=[""])
-    assert list(table.columns) == ["rule", "alternative", "kind", "system", "baseline", "cutoff", "declared",
-                                   "value", "change", "sign_flip", "n_used"]
+    table = pd.read_csv(local, dtype={"cutoff": str, "baseline": str}, keep_default_na=False, na_values=[""])
+    assert list(table.columns) == [
+        "rule",
+        "alternative",
+        "kind",
+        "system",
+        "baseline",
+        "cutoff",
+        "declared",
+        "value",
+        "change",
+        "sign_flip",
+        "n_used",
+    ]
     summary = json.loads((out / "summary.json").read_text())
     declared = table[(table["rule"] == "declared") & (table["kind"] == "system")]
     assert len(declared) == 3 * 3
     for row in declared.itertuples(index=False):
-        assert row.value == pytest.approx(summary["systems"][row.system][f"ndcg_at_{row.cutoff}"]["mean"],
-                                          abs=1e-12)
+        assert row.value == pytest.approx(summary["systems"][row.system][f"ndcg_at_{row.cutoff}"]["mean"], abs=1e-12)
     assert set(table.loc[table["kind"] == "comparison", "baseline"]) == {"bm25"}
 
     from mlflow.tracking import MlflowClient
@@ -450,8 +531,9 @@ def test_report_sensitivity_is_written_and_logged(tracking_uri, demo_copy, tmp_p
     assert {"sensitivity.csv", "sensitivity_table.json"} <= names
     logged_csv = Path(client.download_artifacts(pid, "sensitivity.csv", str(tmp_path / "dl")))
     assert logged_csv.read_bytes() == local.read_bytes()
-    logged = json.loads(Path(client.download_artifacts(pid, "sensitivity_table.json",
-                                                       str(tmp_path / "dl2"))).read_text())
+    logged = json.loads(
+        Path(client.download_artifacts(pid, "sensitivity_table.json", str(tmp_path / "dl2"))).read_text()
+    )
     assert logged["columns"] == list(table.columns)
     assert len(logged["data"]) == len(table)
 
@@ -477,8 +559,12 @@ def _write_undefined_case(folder: Path) -> Path:
     (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\n")
     (folder / "a.run").write_text("q1 Q0 x 1 3 a\n")
     (folder / "b.run").write_text("q1 Q0 d2 1 3 b\n")
-    spec = full_spec({"preset": "trec_eval", "cutoffs": [5], "empty_ideal": "exclude"},
-                     {"a": "a.run", "b": "b.run"}, report=True, name="undefined")
+    spec = full_spec(
+        {"preset": "trec_eval", "cutoffs": [5], "empty_ideal": "exclude"},
+        {"a": "a.run", "b": "b.run"},
+        report=True,
+        name="undefined",
+    )
     path = folder / "undefined.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -537,13 +623,20 @@ def test_undefined_alternative_mean_is_logged_to_mlflow(tracking_uri, tmp_path, 
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name("undefined")
-    pid = next(r.info.run_id for r in client.search_runs([exp.experiment_id])
-               if "mlflow.parentRunId" not in r.data.tags)
-    logged = json.loads(Path(client.download_artifacts(pid, "sensitivity_table.json",
-                                                       str(tmp_path / "dl"))).read_text())
+    pid = next(
+        r.info.run_id for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags
+    )
+    logged = json.loads(
+        Path(client.download_artifacts(pid, "sensitivity_table.json", str(tmp_path / "dl"))).read_text()
+    )
     cols = logged["columns"]
-    row = next(r for r in logged["data"] if r[cols.index("rule")] == "ideal"
-               and r[cols.index("alternative")] == "candidates" and r[cols.index("system")] == "a"
-               and r[cols.index("kind")] == "system")
+    row = next(
+        r
+        for r in logged["data"]
+        if r[cols.index("rule")] == "ideal"
+        and r[cols.index("alternative")] == "candidates"
+        and r[cols.index("system")] == "a"
+        and r[cols.index("kind")] == "system"
+    )
     assert row[cols.index("value")] is None and row[cols.index("change")] is None  # JSON null, not 0
     assert row[cols.index("declared")] == 0.0

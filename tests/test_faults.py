@@ -63,8 +63,9 @@ def test_server_down_before_run_exits_3_quickly_and_keeps_local_results(tmp_path
     spec = write_spec(tmp_path, "down-before")
     out = tmp_path / "out"
     start = time.monotonic()
-    proc = run_cli("run", str(spec), "--out", str(out), "--tracking-uri", f"http://127.0.0.1:{port}",
-                   cwd=tmp_path, timeout=120)
+    proc = run_cli(
+        "run", str(spec), "--out", str(out), "--tracking-uri", f"http://127.0.0.1:{port}", cwd=tmp_path, timeout=120
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode == 3, proc.stderr
     assert elapsed < 45, f"took {elapsed:.1f} s"
@@ -78,8 +79,9 @@ def test_server_down_before_run_exits_3_quickly_and_keeps_local_results(tmp_path
 
 
 @pytest.mark.integration
-def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(tmp_path, migrated_db, bounded_http,
-                                                                             monkeypatch, capsys):
+def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(
+    tmp_path, migrated_db, bounded_http, monkeypatch, capsys
+):
     from ndcg_mlflow.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -89,9 +91,14 @@ def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(tm
         out = tmp_path / "out"
         offset = srv.log_offset()
         # no HTTP retries: the requests after the crash fail at once (the default retries are test (a)'s)
-        proc = subprocess.Popen(cli_command("run", str(spec), "--out", str(out), "--tracking-uri", srv.uri),
-                                cwd=tmp_path, env=clean_env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            cli_command("run", str(spec), "--out", str(out), "--tracking-uri", srv.uri),
+            cwd=tmp_path,
+            env=clean_env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             seen = srv.wait_for_log("/api/2.0/mlflow/runs/create", offset, timeout=90, proc=proc)
             srv.kill()  # the evaluation run exists on the server; its systems are not logged yet
@@ -119,8 +126,11 @@ def test_server_killed_while_logging_then_upload_twice_gives_one_complete_set(tm
         assert "already logged" in capsys.readouterr().out
         assert_one_complete_set(client, out, tmp_path / "dl")
         # the runs of the crashed upload are gone from view, and none of them is left RUNNING
-        left = [(r.info.run_id, r.info.status, r.info.lifecycle_stage) for r in runs_of_key(client, run_key, True)
-                if r.info.status == "RUNNING"]
+        left = [
+            (r.info.run_id, r.info.status, r.info.lifecycle_stage)
+            for r in runs_of_key(client, run_key, True)
+            if r.info.status == "RUNNING"
+        ]
         assert not left, f"runs of the interrupted upload are still RUNNING (deleted but never ended): {left}"
     finally:
         srv.kill()
@@ -179,8 +189,14 @@ def test_signal_while_logging_ends_runs_killed(tmp_path, server, bounded_http, s
     spec = write_spec(tmp_path, "signalled", systems=12, experiment=experiment)
     out = tmp_path / "out"
     offset = server.log_offset()
-    proc = subprocess.Popen(cli_command("run", str(spec), "--out", str(out), "--tracking-uri", server.uri),
-                            cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cli_command("run", str(spec), "--out", str(out), "--tracking-uri", server.uri),
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         seen = server.wait_for_log("/artifacts/spec.yaml ", offset, timeout=90, proc=proc)
         if seen:
@@ -205,8 +221,9 @@ def test_signal_while_logging_ends_runs_killed(tmp_path, server, bounded_http, s
 
 @pytest.mark.integration
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, "Terminated"])
-def test_signal_during_the_creation_of_a_system_run_leaves_no_run_running(tmp_path, server, bounded_http,
-                                                                         monkeypatch, capsys, interrupt):
+def test_signal_during_the_creation_of_a_system_run_leaves_no_run_running(
+    tmp_path, server, bounded_http, monkeypatch, capsys, interrupt
+):
     """A signal can land while ``create_run`` waits for its response: the server has created the run, the
     client never learns its id. Seen with a real SIGTERM/SIGINT about half the time when the signal follows
     the evaluation run's first batch; made deterministic here by raising right after the server answered."""
@@ -232,9 +249,10 @@ def test_signal_during_the_creation_of_a_system_run_leaves_no_run_running(tmp_pa
     monkeypatch.setattr(MlflowClient, "create_run", real)
     assert code == (143 if interrupt == "Terminated" else 130)
     runs = runs_of_experiment(client_for(server.uri), experiment)
-    statuses = {r.data.tags.get("ndcg_mlflow.system", "evaluation"): (r.info.status,
-                                                                      r.data.tags.get("ndcg_mlflow.logging"))
-                for r in runs}
+    statuses = {
+        r.data.tags.get("ndcg_mlflow.system", "evaluation"): (r.info.status, r.data.tags.get("ndcg_mlflow.logging"))
+        for r in runs
+    }
     assert statuses["evaluation"][0] == "KILLED"
     assert not [s for s in statuses.values() if s[0] == "RUNNING"], statuses
 
@@ -264,8 +282,18 @@ def test_credentials_from_environment_are_never_recorded(tmp_path, server, bound
     experiment = f"creds-env-{tmp_path.name}"
     spec = write_spec(tmp_path, "creds-env", experiment=experiment)
     out = tmp_path / "out"
-    proc = run_cli("run", str(spec), "--out", str(out), "--tracking-uri", server.uri, cwd=tmp_path, timeout=120,
-                   MLFLOW_TRACKING_USERNAME=USER, MLFLOW_TRACKING_PASSWORD=PASSWORD)
+    proc = run_cli(
+        "run",
+        str(spec),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        server.uri,
+        cwd=tmp_path,
+        timeout=120,
+        MLFLOW_TRACKING_USERNAME=USER,
+        MLFLOW_TRACKING_PASSWORD=PASSWORD,
+    )
     assert proc.returncode == 0, proc.stderr
     needles = (USER, PASSWORD)
     for n in needles:
@@ -309,8 +337,17 @@ def test_credentials_in_the_tracking_uri_are_not_shown_in_errors(tmp_path):
     spec = write_spec(tmp_path, "creds-uri-down")
     out = tmp_path / "out"
     port = free_port()
-    bad = run_cli("run", str(spec), "--out", str(out), "--tracking-uri", f"http://user:{secret}@127.0.0.1:{port}",
-                  cwd=tmp_path, timeout=120, MLFLOW_HTTP_REQUEST_MAX_RETRIES="0")
+    bad = run_cli(
+        "run",
+        str(spec),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"http://user:{secret}@127.0.0.1:{port}",
+        cwd=tmp_path,
+        timeout=120,
+        MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+    )
     assert bad.returncode == 3, bad.stderr
     assert f"http://127.0.0.1:{port}" in bad.stderr and str(out) in bad.stderr  # server and folder named
     leaked = [ln for ln in (bad.stdout + bad.stderr).splitlines() if secret in ln]
@@ -368,8 +405,11 @@ def test_the_whole_logging_phase_is_bounded_by_total_timeout(tracking_uri, tmp_p
     from ndcg_mlflow.tracking import client as tracking_client
 
     spec = write_spec(tmp_path, "total-timeout", extra="")
-    spec.write_text(spec.read_text().replace("mlflow: {experiment: total-timeout}",
-                                             "mlflow: {experiment: total-timeout, total_timeout: 2}"))
+    spec.write_text(
+        spec.read_text().replace(
+            "mlflow: {experiment: total-timeout}", "mlflow: {experiment: total-timeout, total_timeout: 2}"
+        )
+    )
     real = tracking_client.log_batch
     released = __import__("threading").Event()
 
@@ -396,9 +436,16 @@ def test_the_whole_logging_phase_is_bounded_by_total_timeout(tracking_uri, tmp_p
 
 
 def _stray(client, experiment_id: str, run_key: str, owner: str, deadline: float, role: str = "evaluation") -> str:
-    run = client.create_run(experiment_id, tags={"ndcg_mlflow.role": role, "ndcg_mlflow.run_key": run_key,
-                                                 "ndcg_mlflow.logging": "started", "ndcg_mlflow.owner": owner,
-                                                 "ndcg_mlflow.logging_deadline": str(int(deadline))})
+    run = client.create_run(
+        experiment_id,
+        tags={
+            "ndcg_mlflow.role": role,
+            "ndcg_mlflow.run_key": run_key,
+            "ndcg_mlflow.logging": "started",
+            "ndcg_mlflow.owner": owner,
+            "ndcg_mlflow.logging_deadline": str(int(deadline)),
+        },
+    )
     return run.info.run_id
 
 
@@ -414,8 +461,9 @@ def test_the_next_run_ends_runs_left_running_by_dead_loggings_only(tracking_uri,
     client = client_for(tracking_uri)
     exp = client.create_experiment("strays")
     host, namespace = owner_id().split("|")[:2]
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     dead_pid = int(gone.stdout)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
@@ -430,8 +478,7 @@ def test_the_next_run_ends_runs_left_running_by_dead_loggings_only(tracking_uri,
             "elsewhere-live": _stray(client, exp, "e" * 32, "other-host|1|42|7", deadline),
         }
         spec = write_spec(tmp_path, "strays")
-        assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--tracking-uri", tracking_uri,
-                     "--quiet"]) == 0
+        assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--tracking-uri", tracking_uri, "--quiet"]) == 0
     finally:
         live.kill()
         live.wait(timeout=10)
@@ -463,13 +510,20 @@ def test_in_memory_stores_are_refused_before_any_work(tmp_path, monkeypatch, cap
     elif how == "env":
         monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite://")
     else:
-        spec.write_text(spec.read_text().replace("mlflow: {experiment: memory}",
-                                                 "mlflow: {experiment: memory, tracking_uri: 'sqlite:///:memory:'}"))
+        spec.write_text(
+            spec.read_text().replace(
+                "mlflow: {experiment: memory}", "mlflow: {experiment: memory, tracking_uri: 'sqlite:///:memory:'}"
+            )
+        )
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "in-memory" in err and "Traceback" not in err
-    assert {"flag": "--tracking-uri", "flag-memory": "--tracking-uri", "env": "MLFLOW_TRACKING_URI",
-            "spec": "mlflow.tracking_uri"}[how] in err
+    assert {
+        "flag": "--tracking-uri",
+        "flag-memory": "--tracking-uri",
+        "env": "MLFLOW_TRACKING_URI",
+        "spec": "mlflow.tracking_uri",
+    }[how] in err
     assert not out.exists()  # refused before any work
     assert not list(tmp_path.glob("mlruns")) and not list(tmp_path.glob("*.db"))
 
@@ -477,11 +531,24 @@ def test_in_memory_stores_are_refused_before_any_work(tmp_path, monkeypatch, cap
 def test_store_problem_reads_sqlite_uris_as_sqlalchemy_does():
     from ndcg_mlflow.uris import store_problem
 
-    for uri in ("sqlite://", "sqlite:///:memory:", "sqlite://:memory:", "sqlite:///", "sqlite://host",
-                "sqlite:///file::memory:?cache=shared", "sqlite:///x.db?mode=memory&cache=shared"):
+    for uri in (
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite://:memory:",
+        "sqlite:///",
+        "sqlite://host",
+        "sqlite:///file::memory:?cache=shared",
+        "sqlite:///x.db?mode=memory&cache=shared",
+    ):
         assert store_problem(uri), uri
-    for uri in ("sqlite:///mlflow.db", "sqlite:////tmp/x/mlflow.db", "http://127.0.0.1:5000", "file:///tmp/mlruns",
-                "databricks", "postgresql://u@h/db"):
+    for uri in (
+        "sqlite:///mlflow.db",
+        "sqlite:////tmp/x/mlflow.db",
+        "http://127.0.0.1:5000",
+        "file:///tmp/mlruns",
+        "databricks",
+        "postgresql://u@h/db",
+    ):
         assert store_problem(uri) is None, uri
 
 
@@ -500,7 +567,7 @@ def test_a_full_disk_under_the_sqlite_store_is_one_clear_error(tracking_uri, tmp
 
     from ndcg_mlflow.cli import main
 
-    db = tracking_uri[len("sqlite:///"):]
+    db = tracking_uri[len("sqlite:///") :]
     with sqlite3.connect(db) as conn:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
 
@@ -538,10 +605,15 @@ def test_redact_removes_awkward_userinfo_and_secret_query_values():
 
     from ndcg_mlflow.uris import redact
 
-    for uri in (f"http://user:{AWKWARD}@127.0.0.1:5000/x", f"https://user:{quote(AWKWARD, safe='')}@h.example/p",
-                f"postgresql://{AWKWARD}@db:5432/mlflow", f"http://u:{AWKWARD}@h?token=Zqx9Mq&access_token=Kwv8Lr",
-                "https://h/a?X-Amz-Signature=Zqx9Mq&sig=Kwv8Lr&password=Vtq7Ps#secret=Jpz4Nw",
-                f"error at 'http://user:{AWKWARD}@127.0.0.1:1' (retries exhausted)", "Authorization: Bearer Zqx9Mq1"):
+    for uri in (
+        f"http://user:{AWKWARD}@127.0.0.1:5000/x",
+        f"https://user:{quote(AWKWARD, safe='')}@h.example/p",
+        f"postgresql://{AWKWARD}@db:5432/mlflow",
+        f"http://u:{AWKWARD}@h?token=Zqx9Mq&access_token=Kwv8Lr",
+        "https://h/a?X-Amz-Signature=Zqx9Mq&sig=Kwv8Lr&password=Vtq7Ps#secret=Jpz4Nw",
+        f"error at 'http://user:{AWKWARD}@127.0.0.1:1' (retries exhausted)",
+        "Authorization: Bearer Zqx9Mq1",
+    ):
         assert not _leaks(redact(uri)), (uri, redact(uri))
     assert redact(f"http://user:{AWKWARD}@127.0.0.1:5000/x?y=1") == "http://127.0.0.1:5000/x?y=1"
     assert redact("sqlite:////tmp/a@b/mlflow.db") == "sqlite:////tmp/a@b/mlflow.db"  # no userinfo: unchanged
@@ -549,8 +621,9 @@ def test_redact_removes_awkward_userinfo_and_secret_query_values():
 
 
 @pytest.mark.integration
-def test_awkward_credentials_in_the_spec_are_never_written_shown_or_logged(tmp_path, server, bounded_http,
-                                                                         monkeypatch, capfd):
+def test_awkward_credentials_in_the_spec_are_never_written_shown_or_logged(
+    tmp_path, server, bounded_http, monkeypatch, capfd
+):
     """A spec whose mlflow.tracking_uri holds credentials (a password with / # @ : ? %): nothing of the
     password reaches stdout, stderr, any file of the output folder (spec.yaml and summary.json included),
     params, tags or artifacts; spec_sha256 is the sha256 of the recorded (redacted) spec.yaml. The same
@@ -564,8 +637,11 @@ def test_awkward_credentials_in_the_spec_are_never_written_shown_or_logged(tmp_p
     experiment = f"creds-awkward-{tmp_path.name}"
     spec = write_spec(tmp_path, "creds-awkward", experiment=experiment)
     uri = f"http://user:{quote(AWKWARD, safe='')}@127.0.0.1:{server.port}"
-    spec.write_text(spec.read_text().replace(f"mlflow: {{experiment: {experiment}}}",
-                                             f"mlflow: {{experiment: {experiment}, tracking_uri: '{uri}'}}"))
+    spec.write_text(
+        spec.read_text().replace(
+            f"mlflow: {{experiment: {experiment}}}", f"mlflow: {{experiment: {experiment}, tracking_uri: '{uri}'}}"
+        )
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out)]) == 0
     ok = capfd.readouterr()  # the file descriptors: whatever prints, this package or MLflow
@@ -584,8 +660,19 @@ def test_awkward_credentials_in_the_spec_are_never_written_shown_or_logged(tmp_p
 
     port = free_port()
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    assert main(["run", str(spec), "--out", str(tmp_path / "out2"), "--tracking-uri",
-                 f"http://user:{AWKWARD}@127.0.0.1:{port}"]) == 3
+    assert (
+        main(
+            [
+                "run",
+                str(spec),
+                "--out",
+                str(tmp_path / "out2"),
+                "--tracking-uri",
+                f"http://user:{AWKWARD}@127.0.0.1:{port}",
+            ]
+        )
+        == 3
+    )
     bad = capfd.readouterr()
     assert f"127.0.0.1:{port}" in bad.err and "Traceback" not in bad.err
     assert not _leaks(bad.out + bad.err), bad.err
@@ -607,12 +694,27 @@ def test_an_experiment_name_over_mlflows_limit_is_refused_up_front(tmp_path, mon
     assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 2
     assert "mlflow.experiment" in capsys.readouterr().err and not (tmp_path / "out").exists()
     nameless = tmp_path / "nameless.yaml"  # no experiment given: the spec's name is used, and too long
-    nameless.write_text(spec.read_text().replace("name: long-experiment", f"name: {'n' * 501}")
-                        .replace(f"mlflow: {{experiment: {long_name}}}\n", ""))
+    nameless.write_text(
+        spec.read_text()
+        .replace("name: long-experiment", f"name: {'n' * 501}")
+        .replace(f"mlflow: {{experiment: {long_name}}}\n", "")
+    )
     assert main(["validate", str(nameless)]) == 2
     assert "mlflow.experiment" in capsys.readouterr().err
-    assert main(["compare", "a" * 32, "b" * 32, "--experiment", long_name, "--tracking-uri",
-                 f"http://127.0.0.1:{free_port()}"]) == 2  # refused before contacting anything
+    assert (
+        main(
+            [
+                "compare",
+                "a" * 32,
+                "b" * 32,
+                "--experiment",
+                long_name,
+                "--tracking-uri",
+                f"http://127.0.0.1:{free_port()}",
+            ]
+        )
+        == 2
+    )  # refused before contacting anything
     assert "mlflow.experiment" in capsys.readouterr().err
     assert main(["validate", str(write_spec(tmp_path, "ok-experiment", experiment="e" * 500))]) == 0
 

@@ -41,8 +41,11 @@ def comparison(candidate: str, baseline: str, key: str, delta: float, lo: float,
 
 
 def per_query_of(values: dict[str, list[float]], cutoff: str = "10") -> pd.DataFrame:
-    rows = [{"system": s, "query_id": f"q{i}", "cutoff": cutoff, "ndcg": v}
-            for s, vs in values.items() for i, v in enumerate(vs)]
+    rows = [
+        {"system": s, "query_id": f"q{i}", "cutoff": cutoff, "ndcg": v}
+        for s, vs in values.items()
+        for i, v in enumerate(vs)
+    ]
     return pd.DataFrame(rows, columns=["system", "query_id", "cutoff", "ndcg"])
 
 
@@ -88,13 +91,16 @@ def check_structure(svg: str) -> ElementTree.Element:
 # --------------------------------------------------------------------------- nice numbers
 
 
-@pytest.mark.parametrize("lo, hi, count, labels", [
-    (0.5845, 0.7746, 5, ["0.55", "0.60", "0.65", "0.70", "0.75", "0.80"]),
-    (0.0, 1.0, 6, ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]),
-    (-0.0374, 0.1332, 5, ["−0.05", "0.00", "0.05", "0.10", "0.15"]),
-    (1, 233, 6, ["0", "50", "100", "150", "200", "250"]),
-    (0, 17.3, 5, ["0", "5", "10", "15", "20"]),
-])
+@pytest.mark.parametrize(
+    "lo, hi, count, labels",
+    [
+        (0.5845, 0.7746, 5, ["0.55", "0.60", "0.65", "0.70", "0.75", "0.80"]),
+        (0.0, 1.0, 6, ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]),
+        (-0.0374, 0.1332, 5, ["−0.05", "0.00", "0.05", "0.10", "0.15"]),
+        (1, 233, 6, ["0", "50", "100", "150", "200", "250"]),
+        (0, 17.3, 5, ["0", "5", "10", "15", "20"]),
+    ],
+)
 def test_nice_ticks_by_hand(lo, hi, count, labels):
     assert list(F.nice_ticks(lo, hi, count).labels) == labels
 
@@ -158,8 +164,11 @@ def test_ndcg_by_cutoff_structure_and_legend():
     s = summary_of({"bm25": [0.61, 0.63, 0.70], "reranker": [0.69, 0.70, 0.75]})
     root = check_structure(F.ndcg_by_cutoff(s))
     legend = next(g for g in root.iter(f"{SVG}g") if "legend" in classes(g))
-    assert [all_text(i) for i in legend if "legend-item" in classes(i)] == \
-        ["bm25", "reranker", "95% confidence interval (in each system's colour)"]
+    assert [all_text(i) for i in legend if "legend-item" in classes(i)] == [
+        "bm25",
+        "reranker",
+        "95% confidence interval (in each system's colour)",
+    ]
     x_axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "x")
     assert [all_text(t) for t in x_axis.iter(f"{SVG}text") if "tick-label" in classes(t)] == ["5", "10", "all"]
     points = [c for c in root.iter(f"{SVG}circle") if "mark" in classes(c)]
@@ -199,8 +208,14 @@ def test_nothing_defined_says_so():
     assert any("empty-note" in classes(t) for t in root.iter(f"{SVG}text"))
 
 
-HOSTILE = ["<script>alert(1)</script>", 'a"b\'c & d', "tab\tnew\nline\x00\x1b[31m", "検索システム" * 12,
-           "]]><!--", "x" * 300]
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "a\"b'c & d",
+    "tab\tnew\nline\x00\x1b[31m",
+    "検索システム" * 12,
+    "]]><!--",
+    "x" * 300,
+]
 
 
 def test_hostile_system_names_are_text():
@@ -228,8 +243,7 @@ def test_hostile_system_names_are_text():
 
 
 def test_per_query_differences_sorted_with_zero_line():
-    s = summary_of({"a": [0.5] * 3, "b": [0.6] * 3},
-                   comparisons=[comparison("b", "a", "ndcg_at_10", 0.1, 0.0, 0.2)])
+    s = summary_of({"a": [0.5] * 3, "b": [0.6] * 3}, comparisons=[comparison("b", "a", "ndcg_at_10", 0.1, 0.0, 0.2)])
     pq = per_query_of({"a": [0.5, 0.9, 0.2, float("nan")], "b": [0.7, 0.1, 0.2, 0.9]})
     root = check_structure(F.per_query_differences(s, pq))
     line = next(p for p in root.iter(f"{SVG}polyline") if "mark" in classes(p))
@@ -241,8 +255,7 @@ def test_per_query_differences_sorted_with_zero_line():
 
 
 def test_per_query_differences_without_pairs_say_so():
-    s = summary_of({"a": [0.5] * 3, "b": [0.6] * 3},
-                   comparisons=[comparison("b", "a", "ndcg_at_10", None, None, None)])
+    s = summary_of({"a": [0.5] * 3, "b": [0.6] * 3}, comparisons=[comparison("b", "a", "ndcg_at_10", None, None, None)])
     pq = per_query_of({"a": [float("nan")] * 3, "b": [0.1, 0.2, 0.3]})
     root = parse(F.per_query_differences(s, pq))
     assert any("empty-note" in classes(t) for t in root.iter(f"{SVG}text"))
@@ -283,8 +296,11 @@ def test_same_input_same_bytes_and_the_data_show():
     pq = per_query_of({"a": [0.5, 0.6, 0.1], "b": [0.7, 0.6, 0.2]})
     boot = pd.DataFrame({"b:ndcg_at_10": np.random.default_rng(1).normal(0.05, 0.02, 300)})
     first = F.draw(s, pq, boot)
-    again = F.draw(summary_of({"a": [0.5, 0.6, 0.7], "b": [0.55, 0.65, 0.72]}, comparisons=[dict(comps[0])]),
-                   pq.copy(), boot.copy())
+    again = F.draw(
+        summary_of({"a": [0.5, 0.6, 0.7], "b": [0.55, 0.65, 0.72]}, comparisons=[dict(comps[0])]),
+        pq.copy(),
+        boot.copy(),
+    )
     assert first == again
     changed = F.draw(summary_of({"a": [0.5, 0.6, 0.7], "b": [0.55, 0.66, 0.72]}, comparisons=comps), pq, boot)
     assert changed["ndcg_by_cutoff"] != first["ndcg_by_cutoff"]
@@ -304,8 +320,11 @@ def test_a_long_series_is_drawn_through_at_most_max_points():
     ys = [float(p.split(",")[1]) for p in pts]
     # the first and last points are the smallest and largest difference: the extremes are never dropped
     y_axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "y")
-    ticks = [(float(t.get("y")), float(all_text(t).replace("−", "-"))) for t in y_axis.iter(f"{SVG}text")
-             if "tick-label" in classes(t)]
+    ticks = [
+        (float(t.get("y")), float(all_text(t).replace("−", "-")))
+        for t in y_axis.iter(f"{SVG}text")
+        if "tick-label" in classes(t)
+    ]
     (y0, v0), (y1, v1) = ticks[0], ticks[-1]
     to_value = lambda y: v0 + (y - (y0 - F.TICK_SIZE * 0.35)) * (v1 - v0) / (y1 - y0)  # noqa: E731
     assert to_value(ys[0]) == pytest.approx(diffs[0], abs=0.01)

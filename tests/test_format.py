@@ -41,8 +41,10 @@ def test_numbers():
     assert share(0.1244, signed=True) == "+12.4%" and share(-0.5) == "-50.0%"
 
 
-@pytest.mark.parametrize("p, text", [(1.0, "1.0000"), (0.0366, "0.0366"), (1e-4, "0.0001"),
-                                     (9.99e-5, "1.0e-04"), (2e-5, "2.0e-05"), (0.0, "0.0e+00")])
+@pytest.mark.parametrize(
+    "p, text",
+    [(1.0, "1.0000"), (0.0366, "0.0366"), (1e-4, "0.0001"), (9.99e-5, "1.0e-04"), (2e-5, "2.0e-05"), (0.0, "0.0e+00")],
+)
 def test_p_values_keep_one_significant_digit_below_1e_4(p, text):
     assert p_value(p) == text
 
@@ -54,15 +56,17 @@ def test_an_empty_list_is_none():
 
 def test_text_table_pads_labels_left_and_numbers_right():
     lines = text_table(["system", "nDCG@10", "n"], [["bm25", "0.6181", "233"], ["reranker-v2", "0.7", "1"]])
-    assert lines == ["system       nDCG@10    n",
-                     "bm25          0.6181  233",
-                     "reranker-v2      0.7    1"]
+    assert lines == ["system       nDCG@10    n", "bm25          0.6181  233", "reranker-v2      0.7    1"]
     assert text_table(["a", "b"], [["xyz", "1"]], left=2, indent="  ") == ["  a    b", "  xyz  1"]
 
 
 def test_md_table_rows_and_alignment():
     assert md_table(["system", "mean"], [["bm25", "0.6181"], ["", "–"]], "lr") == [
-        "| system | mean |", "| --- | ---: |", "| bm25 | 0.6181 |", "|  | – |"]
+        "| system | mean |",
+        "| --- | ---: |",
+        "| bm25 | 0.6181 |",
+        "|  | – |",
+    ]
     assert md_table(["a"], [], "l") == ["| a |", "| --- |"]
     with pytest.raises(ValueError, match="one 'l' or 'r' per column"):
         md_table(["a", "b"], [], "l")
@@ -103,8 +107,7 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
     b = write_run(tmp_path, {"q1": ["d2", "d1"]}, "b.run")
     raw = metric_spec(qrels, {"a": a, "b": b}, name="one", cutoffs=(10,))
     raw["uncertainty"] = {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1}
-    raw["comparison"] = {"baseline": "a", "test": test, "correction": "holm", "wins_losses": 3,
-                         "tie_tolerance": 1e-9}
+    raw["comparison"] = {"baseline": "a", "test": test, "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9}
     result = ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
     lines = format_summary(result).splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
@@ -126,51 +129,77 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
 
 
 def _counts(evaluated: int, excluded: int, empty: int, missing: int) -> dict:
-    return {"ndcg_at_10": {"n_evaluated": evaluated, "n_excluded": excluded, "n_empty_ideal": empty,
-                           "n_missing": missing}}
+    return {
+        "ndcg_at_10": {"n_evaluated": evaluated, "n_excluded": excluded, "n_empty_ideal": empty, "n_missing": missing}
+    }
 
 
 def test_the_query_line_tells_the_set_from_the_evaluated():
     spec = {"queries.set": "null", "metric.empty_ideal": "exclude", "metric.missing_queries": "zero"}
     s = {"n_queries": 240, "spec": spec, "systems": {"a": _counts(233, 7, 7, 0), "b": _counts(233, 7, 7, 1)}}
-    assert queries_line(s) == ("240 queries in the evaluation (every judged query); each mean is over the 233 "
-                               "evaluated, 7 are excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant "
-                               "to find; metric.empty_ideal: exclude).")
+    assert queries_line(s) == (
+        "240 queries in the evaluation (every judged query); each mean is over the 233 "
+        "evaluated, 7 are excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant "
+        "to find; metric.empty_ideal: exclude)."
+    )
     # excluded for both reasons
     spec2 = dict(spec, **{"metric.missing_queries": "exclude", "queries.set": "eval_queries.txt"})
     s2 = {"n_queries": 10, "spec": spec2, "systems": {"a": _counts(6, 4, 1, 3)}}
-    assert queries_line(s2) == ("10 queries in the evaluation (the query set eval_queries.txt); each mean is over "
-                                "the 6 evaluated, 4 are excluded: 1 with an empty ideal (ideal DCG 0: nothing "
-                                "relevant to find; metric.empty_ideal: exclude) and 3 that the runs do not answer "
-                                "(metric.missing_queries: exclude).")
+    assert queries_line(s2) == (
+        "10 queries in the evaluation (the query set eval_queries.txt); each mean is over "
+        "the 6 evaluated, 4 are excluded: 1 with an empty ideal (ideal DCG 0: nothing "
+        "relevant to find; metric.empty_ideal: exclude) and 3 that the runs do not answer "
+        "(metric.missing_queries: exclude)."
+    )
     # counts that differ by system: a range, and the table's columns named
     s3 = {"n_queries": 10, "spec": spec2, "systems": {"a": _counts(6, 4, 1, 3), "b": _counts(9, 1, 1, 0)}}
-    assert queries_line(s3).endswith("each system's means are over its evaluated queries, 6 to 9 of them (the "
-                                     "evaluated and excluded columns give each system's counts).")
+    assert queries_line(s3).endswith(
+        "each system's means are over its evaluated queries, 6 to 9 of them (the "
+        "evaluated and excluded columns give each system's counts)."
+    )
     # nothing excluded; one query
     s4 = {"n_queries": 1, "spec": spec, "systems": {"a": _counts(1, 0, 0, 0)}}
-    assert queries_line(s4) == ("1 query in the evaluation (every judged query); every mean is over all 1 (none "
-                                "excluded).")
+    assert queries_line(s4) == (
+        "1 query in the evaluation (every judged query); every mean is over all 1 (none excluded)."
+    )
     # reasons that do not add up to the excluded count are not given
     s5 = {"n_queries": 10, "spec": spec, "systems": {"a": _counts(7, 3, 1, 0)}}
     assert queries_line(s5).endswith("each mean is over the 7 evaluated, 3 are excluded.")
 
 
-@pytest.mark.parametrize("uri, expected", [
-    ("sqlite:///mlflow.db", "MLflow UI: mlflow ui --backend-store-uri sqlite:///{cwd}/mlflow.db\n"
-                            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
-    ("sqlite:////data/runs/mlflow.db", "MLflow UI: mlflow ui --backend-store-uri sqlite:////data/runs/mlflow.db\n"
-                                       "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
-    ("http://user:secret@mlflow.example:5000/", "MLflow UI: http://mlflow.example:5000/#/experiments/7/runs/abc"),
-    ("https://mlflow.example/ml", "MLflow UI: https://mlflow.example/ml/#/experiments/7/runs/abc"),
-    ("file:///srv/mlruns", "MLflow UI: mlflow ui --backend-store-uri file:///srv/mlruns\n"
-                           "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
-    ("my runs", "MLflow UI: mlflow ui --backend-store-uri file://{cwd}/my%20runs\n"
-                "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
-    ("sqlite:///my dir/mlflow.db", "MLflow UI: mlflow ui --backend-store-uri 'sqlite:///{cwd}/my dir/mlflow.db'\n"
-                                   "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc"),
-    ("databricks", "MLflow UI: run abc in experiment 7 of databricks"),
-])
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        (
+            "sqlite:///mlflow.db",
+            "MLflow UI: mlflow ui --backend-store-uri sqlite:///{cwd}/mlflow.db\n"
+            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
+        ),
+        (
+            "sqlite:////data/runs/mlflow.db",
+            "MLflow UI: mlflow ui --backend-store-uri sqlite:////data/runs/mlflow.db\n"
+            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
+        ),
+        ("http://user:secret@mlflow.example:5000/", "MLflow UI: http://mlflow.example:5000/#/experiments/7/runs/abc"),
+        ("https://mlflow.example/ml", "MLflow UI: https://mlflow.example/ml/#/experiments/7/runs/abc"),
+        (
+            "file:///srv/mlruns",
+            "MLflow UI: mlflow ui --backend-store-uri file:///srv/mlruns\n"
+            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
+        ),
+        (
+            "my runs",
+            "MLflow UI: mlflow ui --backend-store-uri file://{cwd}/my%20runs\n"
+            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
+        ),
+        (
+            "sqlite:///my dir/mlflow.db",
+            "MLflow UI: mlflow ui --backend-store-uri 'sqlite:///{cwd}/my dir/mlflow.db'\n"
+            "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
+        ),
+        ("databricks", "MLflow UI: run abc in experiment 7 of databricks"),
+    ],
+)
 def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
     from ndcg_mlflow.cli import mlflow_ui_hint
 

@@ -39,8 +39,14 @@ from ndcg_mlflow.readers import trec as readers_trec
 
 pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C reader and without
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=examples(120), print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=examples(120),
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 _counter = itertools.count()
 
@@ -173,8 +179,11 @@ def ref_named(data: bytes, kind: str, delim: str) -> list[tuple]:
         fields = ref_csv_fields(text, delim)
         if len(fields) != len(header):
             raise Refused(f"line {n}: {len(fields)} fields")
-        row = dict(zip(header, fields)) if len(set(header)) == len(header) else \
-            {c: fields[header.index(c)] for c in needed if c in header}
+        row = (
+            dict(zip(header, fields))
+            if len(set(header)) == len(header)
+            else {c: fields[header.index(c)] for c in needed if c in header}
+        )
         q, d = row["query_id"], row["doc_id"]
         if not q or not d:
             raise Refused(f"line {n}: empty id")
@@ -301,6 +310,7 @@ def rows_of(table) -> list[tuple]:
 
 def line_by_line(monkeypatch) -> None:
     """Force the line-by-line readers (the Arrow fast paths refuse every file)."""
+
     def no_delimiter(path, *_):
         getattr(readers_text, "scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
         return None
@@ -320,8 +330,12 @@ def line_by_line(monkeypatch) -> None:
 
 
 def _names_a_line(exc: DataError, path: Path) -> bool:
-    return str(path) in str(exc) and (exc.line is not None or re.search(r"\brow \d+", str(exc)) is not None
-                                      or "empty" in str(exc) or "no data lines" in str(exc))
+    return str(path) in str(exc) and (
+        exc.line is not None
+        or re.search(r"\brow \d+", str(exc)) is not None
+        or "empty" in str(exc)
+        or "no data lines" in str(exc)
+    )
 
 
 def _event(label: str) -> None:
@@ -346,13 +360,15 @@ def check_against_reference(path: Path, data: bytes) -> None:
                 try:
                     got = rows_of(reader(path))
                 except DataError as exc:
-                    assert isinstance(expect, Refused), f"{kind}/{mode}: refused ({exc}) where the reference reads " \
-                                                        f"{expect[:5]}"
+                    assert isinstance(expect, Refused), (
+                        f"{kind}/{mode}: refused ({exc}) where the reference reads {expect[:5]}"
+                    )
                     assert _names_a_line(exc, path), f"{kind}/{mode}: {exc}"
                     _event(f"{kind}: refused")
                     continue
-                assert not isinstance(expect, Refused), f"{kind}/{mode}: read {got[:5]} where the reference " \
-                                                        f"refuses ({expect})"
+                assert not isinstance(expect, Refused), (
+                    f"{kind}/{mode}: read {got[:5]} where the reference refuses ({expect})"
+                )
                 assert got == expect, f"{kind}/{mode}: a different parse"
                 _event(f"{kind}: read")
 
@@ -368,22 +384,88 @@ def test_readers_on_random_bytes(folder, data, suffix):
 
 # --------------------------------------------------------------------------- readers: adversarial TREC text
 
-ODD_SPACES = ["\u00a0", "\u2003", "\u3000", "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\u200b", "\ufeff",
-              "\u1680", "\u202f"]
+ODD_SPACES = [
+    "\u00a0",
+    "\u2003",
+    "\u3000",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\u200b",
+    "\ufeff",
+    "\u1680",
+    "\u202f",
+]
 TOKENS = st.one_of(
-    st.sampled_from(["q1", "q2", "q10", "d1", "d2", "d10", "0", "Q0", "1", "2", "3", "-1", "1.5", "0.25", "-0",
-                     "1e3", "1e999", "-1e999", "nan", "NaN", "inf", "-inf", "Infinity", "0x10", "1_0", "+1", ".5",
-                     "5.", "1e", "tag", "é", "d\u00e9", "\x00", '"', "'", '""', ",", ";", "#", "\\", "<b>",
-                     "&amp;", "9" * 40, "\uff11", "\u0661", "1e-400", "+.5", "."] + ODD_SPACES),
-    st.text(alphabet="abqdQ019 \t,;:\"'#\\.-+eE\u00e9\u00df\u4e2d\x00\r" + "".join(ODD_SPACES), min_size=1,
-            max_size=4),
+    st.sampled_from(
+        [
+            "q1",
+            "q2",
+            "q10",
+            "d1",
+            "d2",
+            "d10",
+            "0",
+            "Q0",
+            "1",
+            "2",
+            "3",
+            "-1",
+            "1.5",
+            "0.25",
+            "-0",
+            "1e3",
+            "1e999",
+            "-1e999",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "Infinity",
+            "0x10",
+            "1_0",
+            "+1",
+            ".5",
+            "5.",
+            "1e",
+            "tag",
+            "é",
+            "d\u00e9",
+            "\x00",
+            '"',
+            "'",
+            '""',
+            ",",
+            ";",
+            "#",
+            "\\",
+            "<b>",
+            "&amp;",
+            "9" * 40,
+            "\uff11",
+            "\u0661",
+            "1e-400",
+            "+.5",
+            ".",
+        ]
+        + ODD_SPACES
+    ),
+    st.text(alphabet="abqdQ019 \t,;:\"'#\\.-+eE\u00e9\u00df\u4e2d\x00\r" + "".join(ODD_SPACES), min_size=1, max_size=4),
 )
 SEPARATORS = st.sampled_from([" ", " ", "\t", "\t", "  ", " \t ", "\t\t", ","])
 NEWLINES = st.sampled_from(["\n", "\n", "\n", "\r\n", "\r", "\n\n", "\r\n\r\n", "\n \n", "\n\t\n"])
-IDS = st.one_of(st.sampled_from(["q1", "q2", "q3"]), st.builds(lambda a, b, c: a + b + c,
-                                                               st.sampled_from(["q", "d", ""]),
-                                                               st.sampled_from(ODD_SPACES + ["", "x", '"']),
-                                                               st.sampled_from(["1", "2", "", "\u00e9"])))
+IDS = st.one_of(
+    st.sampled_from(["q1", "q2", "q3"]),
+    st.builds(
+        lambda a, b, c: a + b + c,
+        st.sampled_from(["q", "d", ""]),
+        st.sampled_from(ODD_SPACES + ["", "x", '"']),
+        st.sampled_from(["1", "2", "", "\u00e9"]),
+    ),
+)
 
 
 @st.composite
@@ -399,9 +481,11 @@ def trec_text(draw) -> bytes:
         if draw(st.integers(0, 9)) >= noise:
             q = draw(IDS) or "q1"
             d = (draw(IDS) if draw(st.integers(0, 3)) == 0 else "") + f"d{draw(st.integers(1, 80))}"
-            num = draw(st.sampled_from(["0", "1", "2", "3", "1.5", "-1", "0.5", "-0", "1e3", "+2", ".5", "3."])
-                       if draw(st.integers(0, 20)) else st.sampled_from(["nan", "1e999", "-inf", "x", "1_0",
-                                                                          "\uff11"]))
+            num = draw(
+                st.sampled_from(["0", "1", "2", "3", "1.5", "-1", "0.5", "-0", "1e3", "+2", ".5", "3."])
+                if draw(st.integers(0, 20))
+                else st.sampled_from(["nan", "1e999", "-inf", "x", "1_0", "\uff11"])
+            )
             rank = str(len(lines) + 1) if draw(st.integers(0, 20)) else draw(st.sampled_from(["2.0", "1.5", "-1"]))
             fields = [q, "0", d, num] if layout == "qrels" else [q, "Q0", d, rank, num, "tag"]
             if layout == "run" and draw(st.integers(0, 4)) == 0:
@@ -437,8 +521,12 @@ def delimited_text(draw) -> tuple[bytes, str]:
     delim = "," if suffix == ".csv" else "\t"
     header = draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=6))
     if draw(st.integers(0, 3)):
-        header = draw(st.permutations(["query_id", "doc_id", draw(st.sampled_from(["grade", "score", "rank"]))]
-                                      + header[:draw(st.integers(0, 2))]))
+        header = draw(
+            st.permutations(
+                ["query_id", "doc_id", draw(st.sampled_from(["grade", "score", "rank"]))]
+                + header[: draw(st.integers(0, 2))]
+            )
+        )
     if draw(st.integers(0, 3)) == 0:
         header = [f'"{h}"' for h in header]  # R's write.csv quotes the names
     noise = draw(st.sampled_from([0, 0, 0, 1, 3]))  # chance in 10 that a cell or line end is odd
@@ -452,13 +540,31 @@ def delimited_text(draw) -> tuple[bytes, str]:
             if draw(st.integers(0, 9)) < noise:
                 cell = draw(TOKENS)
             elif name in ("query_id", "doc_id", "extra"):
-                cell = draw(st.sampled_from(["q1", "q2", "d1", "d2", "d3", " q1", "d1 ", "q\u00a01", "\u00a0",
-                                             "d\u2003x", "a,b", 'say "hi"', "\t d4\t"]))
+                cell = draw(
+                    st.sampled_from(
+                        [
+                            "q1",
+                            "q2",
+                            "d1",
+                            "d2",
+                            "d3",
+                            " q1",
+                            "d1 ",
+                            "q\u00a01",
+                            "\u00a0",
+                            "d\u2003x",
+                            "a,b",
+                            'say "hi"',
+                            "\t d4\t",
+                        ]
+                    )
+                )
             else:
                 cell = draw(st.sampled_from(["1", "2", "3", "0.5", "-1", " 2", "+1", "1e1", ".5"]))
             if draw(st.integers(0, 4)) == 0 or (delim in cell) or '"' in cell:  # quoted as a CSV writer does
-                odd = (draw(st.sampled_from(["", ",", "\t", '""', "\n", "\r"])) if draw(st.integers(0, 9)) < noise
-                       else "")
+                odd = (
+                    draw(st.sampled_from(["", ",", "\t", '""', "\n", "\r"])) if draw(st.integers(0, 9)) < noise else ""
+                )
                 cell = '"' + cell.replace('"', '""') + odd + '"'
             cells.append(cell)
         rows.append(delim.join(cells))
@@ -475,12 +581,12 @@ KNOWN_DELIMITED = [
     (b'\xef\xbb\xbf"query_id"\t"doc_id"\t"grade"\t"query_id"\rq1\tq1\t1\tq1\nq1\td1\t1\tq1\n', ".tsv"),
     (b'"query_id","doc_id","grade"\rq1,d1,1\n', ".csv"),
     (b'"query_id"\t"doc_id"\t"score"\r\nq1\td1\t1\r\n"q1"\t"d\r2"\t2\n', ".tsv"),
-    (b'query_id,doc_id,grade\r\r\nq1,d1,1\n', ".csv"),
+    (b"query_id,doc_id,grade\r\r\nq1,d1,1\n", ".csv"),
     (b'query_id,doc_id,"gr\rade"\nq1,d1,1\n', ".csv"),
     (b'"query_id,doc_id,grade\rq1,d1,1\n', ".csv"),
-    (b'query_id\tdoc_id\tgrade\nq1\td1\t1\rq2\td2\t2\n', ".tsv"),
+    (b"query_id\tdoc_id\tgrade\nq1\td1\t1\rq2\td2\t2\n", ".tsv"),
     (b'"a"\t"b"\t"c"\rq1 0 d1 1\n', ".tsv"),
-    (b'q1 0 d1 1\rq1 0 d2 2\n', ".csv"),
+    (b"q1 0 d1 1\rq1 0 d2 2\n", ".csv"),
     (b'"query_id","doc_id","grade"\nq1,d1,1\r', ".csv"),
 ]
 
@@ -517,9 +623,12 @@ def test_readers_on_adversarial_csv(folder, case):
 
 # --------------------------------------------------------------------------- readers: JSONL
 
-JSON_VALUES = st.one_of(st.sampled_from(["q1", "q2", "d1", "d2", "", "\u00a0", "x\udc80", "\ud800"]),
-                        st.integers(-3, 3), st.sampled_from([2**64 - 1, 10**400, True, None, 1.5, -0.0, [1], {}]),
-                        st.floats(allow_nan=True, allow_infinity=True))
+JSON_VALUES = st.one_of(
+    st.sampled_from(["q1", "q2", "d1", "d2", "", "\u00a0", "x\udc80", "\ud800"]),
+    st.integers(-3, 3),
+    st.sampled_from([2**64 - 1, 10**400, True, None, 1.5, -0.0, [1], {}]),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
 
 
 @st.composite
@@ -527,9 +636,18 @@ def jsonl_text(draw) -> bytes:
     keys = draw(st.permutations(["query_id", "doc_id", draw(st.sampled_from(["grade", "score", "rank"]))]))
     lines = []
     for _ in range(draw(st.integers(0, 6))):
-        obj = {k: draw(JSON_VALUES) if draw(st.integers(0, 3)) == 0 else
-               (f"q{draw(st.integers(1, 2))}" if k == "query_id" else f"d{draw(st.integers(1, 4))}" if k == "doc_id"
-                else draw(st.integers(0, 3))) for k in keys}
+        obj = {
+            k: draw(JSON_VALUES)
+            if draw(st.integers(0, 3)) == 0
+            else (
+                f"q{draw(st.integers(1, 2))}"
+                if k == "query_id"
+                else f"d{draw(st.integers(1, 4))}"
+                if k == "doc_id"
+                else draw(st.integers(0, 3))
+            )
+            for k in keys
+        }
         text = json.dumps(obj)
         if draw(st.integers(0, 8)) == 0:
             text = text[:-1] + ', "score": 1}'  # possibly a key twice
@@ -550,10 +668,12 @@ PARQUET_NUMBERS = st.one_of(st.integers(0, 3), st.sampled_from([None, float("nan
 
 
 @FUZZ
-@given(rows=st.lists(st.tuples(PARQUET_IDS, PARQUET_IDS, PARQUET_NUMBERS), max_size=6),
-       id_type=st.sampled_from(["string", "large_string", "int64"]),
-       value_type=st.sampled_from(["float64", "float32", "int64", "uint64", "int8"]),
-       value_name=st.sampled_from(["grade", "score", "rank"]))
+@given(
+    rows=st.lists(st.tuples(PARQUET_IDS, PARQUET_IDS, PARQUET_NUMBERS), max_size=6),
+    id_type=st.sampled_from(["string", "large_string", "int64"]),
+    value_type=st.sampled_from(["float64", "float32", "int64", "uint64", "int8"]),
+    value_name=st.sampled_from(["grade", "score", "rank"]),
+)
 def test_readers_on_parquet_with_nulls(folder, rows, id_type, value_type, value_name):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -568,9 +688,13 @@ def test_readers_on_parquet_with_nulls(folder, rows, id_type, value_type, value_
     if value_type not in ("float64", "float32"):
         vals = [None if v is None else (int(v) if math.isfinite(v) else None) for v in vals]
     try:
-        table = pa.table({"query_id": pa.array(qs, type=getattr(pa, id_type)()),
-                          "doc_id": pa.array(ds, type=getattr(pa, id_type)()),
-                          value_name: pa.array(vals, type=getattr(pa, value_type)())})
+        table = pa.table(
+            {
+                "query_id": pa.array(qs, type=getattr(pa, id_type)()),
+                "doc_id": pa.array(ds, type=getattr(pa, id_type)()),
+                value_name: pa.array(vals, type=getattr(pa, value_type)()),
+            }
+        )
     except (pa.ArrowInvalid, OverflowError):
         return
     path = folder / f"f{next(_counter)}.parquet"
@@ -585,8 +709,14 @@ def test_readers_on_parquet_with_nulls(folder, rows, id_type, value_type, value_
                     raise Refused("null or empty id")
                 if v is None or not math.isfinite(float(v)):
                     raise Refused("null or non-finite value")
-                expect.append((str(q), str(d), -float(v) if value_name == "rank" else float(v),
-                               float(v) if value_name == "rank" else None))
+                expect.append(
+                    (
+                        str(q),
+                        str(d),
+                        -float(v) if value_name == "rank" else float(v),
+                        float(v) if value_name == "rank" else None,
+                    )
+                )
             expect = ref_table(expect, kind)
         except Refused as why:
             with pytest.raises(DataError) as info:
@@ -606,10 +736,14 @@ def ref_small(data: bytes, suffix: str, columns: tuple[str, ...]) -> list[tuple[
     # a .csv file is CSV; any other's fields are runs of spaces and tabs, unless its first line is a header with
     # tabs between the names (then TSV)
     head = lines[0][1].split("\t") if lines else []
-    delim = "," if suffix == ".csv" else \
-        ("\t" if len(head) > 1 and columns[0] in [h.strip(' \t"').lower() for h in head] else None)
-    split = (lambda t: [f for f in re.split(r"[ \t]+", t) if f]) if delim is None else \
-        (lambda t: ref_csv_fields(t, delim))
+    delim = (
+        ","
+        if suffix == ".csv"
+        else ("\t" if len(head) > 1 and columns[0] in [h.strip(' \t"').lower() for h in head] else None)
+    )
+    split = (
+        (lambda t: [f for f in re.split(r"[ \t]+", t) if f]) if delim is None else (lambda t: ref_csv_fields(t, delim))
+    )
     out, idx, header = [], None, None
     for i, (n, text) in enumerate(lines):
         fields = split(text)
@@ -655,8 +789,9 @@ def ref_query_set(data: bytes, suffix: str) -> list[str]:
     return ids
 
 
-WEIGHT_TOKENS = st.sampled_from(["1", "2", "0.5", "5e-324", "1e308", "1e-300", "0", "-1", "nan", "1_0", "\uff11",
-                                 "2.2250738585072014e-308", "3"])
+WEIGHT_TOKENS = st.sampled_from(
+    ["1", "2", "0.5", "5e-324", "1e308", "1e-300", "0", "-1", "nan", "1_0", "\uff11", "2.2250738585072014e-308", "3"]
+)
 
 
 @st.composite
@@ -675,9 +810,15 @@ def small_text(draw) -> bytes:
     return "".join(line + (draw(NEWLINES) if noise else "\n") for line in lines).encode("utf-8")
 
 
-KNOWN_SMALL = [(b"q1\t2\nq2 3\nq3 \t 1\n", ".txt"), (b"q1\t2\nq2 3\n", ".tsv"),
-               (b'"query_id"\t"weight"\nq1\t2\nq2\t3\n', ".txt"), (b"query_id\tweight\nq1 2\n", ".txt"),
-               (b"query_id weight\nq1\t2\n", ".tsv"), (b"q1,2\nq2 3\n", ".txt"), (b"q1\t2\nq2,3\n", ".csv")]
+KNOWN_SMALL = [
+    (b"q1\t2\nq2 3\nq3 \t 1\n", ".txt"),
+    (b"q1\t2\nq2 3\n", ".tsv"),
+    (b'"query_id"\t"weight"\nq1\t2\nq2\t3\n', ".txt"),
+    (b"query_id\tweight\nq1 2\n", ".txt"),
+    (b"query_id weight\nq1\t2\n", ".tsv"),
+    (b"q1,2\nq2 3\n", ".txt"),
+    (b"q1\t2\nq2,3\n", ".csv"),
+]
 
 
 @pytest.mark.parametrize("data, suffix", KNOWN_SMALL)
@@ -711,30 +852,75 @@ def check_small(folder: Path, data: bytes, suffix: str) -> None:
 VALID = {
     "spec_version": 1,
     "name": "fuzz",
-    "metric": {"gain": "exponential", "cutoffs": [5, 10, "all"], "discount": "log2", "ties": "displayed_order",
-               "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"},
+    "metric": {
+        "gain": "exponential",
+        "cutoffs": [5, 10, "all"],
+        "discount": "log2",
+        "ties": "displayed_order",
+        "ideal": "judged_catalog",
+        "empty_ideal": "exclude",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    },
     "queries": {"weights": "uniform", "set": None},
-    "data": {"qrels": "demo/qrels.tsv", "systems": {"bm25": "demo/bm25.run", "rr": {"path": "rr.csv",
-                                                                                    "format": "csv"}}},
+    "data": {
+        "qrels": "demo/qrels.tsv",
+        "systems": {"bm25": "demo/bm25.run", "rr": {"path": "rr.csv", "format": "csv"}},
+    },
     "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1},
-    "comparison": {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 5,
-                   "tie_tolerance": 1e-9},
+    "comparison": {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 5, "tie_tolerance": 1e-9},
     "report": {"sensitivity": False},
     "companions": {"duplicates": "dups.tsv", "catalog": 1000},
-    "mlflow": {"experiment": "fuzz", "tracking_uri": "http://127.0.0.1:5000", "run_name": "r", "timeout": 5,
-               "max_retries": 1},
+    "mlflow": {
+        "experiment": "fuzz",
+        "tracking_uri": "http://127.0.0.1:5000",
+        "run_name": "r",
+        "timeout": 5,
+        "max_retries": 1,
+    },
 }
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
-    st.sampled_from(["all", "uniform", "exponential", "linear", "log2", "average", "trec_eval", "bm25", "rr",
-                     "zero", "exclude", "error", "csv", "", " ", "~", "~no_such_user/x", "..", "../x", "/", "nan",
-                     "@", "a@b"]),
+    st.sampled_from(
+        [
+            "all",
+            "uniform",
+            "exponential",
+            "linear",
+            "log2",
+            "average",
+            "trec_eval",
+            "bm25",
+            "rr",
+            "zero",
+            "exclude",
+            "error",
+            "csv",
+            "",
+            " ",
+            "~",
+            "~no_such_user/x",
+            "..",
+            "../x",
+            "/",
+            "nan",
+            "@",
+            "a@b",
+        ]
+    ),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(st.one_of(st.text(max_size=8), SCALARS),
-                                                                        inner, max_size=4)), max_leaves=12)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=8), SCALARS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 def _paths(tree, prefix=()):
@@ -786,19 +972,73 @@ def test_spec_loader_on_mutated_valid_spec(folder, path, value, delete):
 
 
 @FUZZ
-@given(raw=st.dictionaries(st.one_of(st.sampled_from(list(VALID)), st.text(max_size=8), SCALARS), VALUES,
-                           max_size=8))
+@given(raw=st.dictionaries(st.one_of(st.sampled_from(list(VALID)), st.text(max_size=8), SCALARS), VALUES, max_size=8))
 def test_spec_loader_on_random_nested_dicts(folder, raw):
     _load(raw, folder)
 
 
-YAML_TOKENS = st.sampled_from([
-    "spec_version", "name", "metric", "gain", "cutoffs", "queries", "weights", "data", "qrels", "systems",
-    "mlflow", "experiment", ":", ": ", "- ", "[", "]", "{", "}", ",", "&a ", "*a", "<<: *a", "!!str ", "!!int ",
-    "!!float ", "!!binary ", "!!set ", "!!python/object/apply:os.system ", "!!python/name:os.system", "? ",
-    "|", ">", "'", '"', "#", "~", "null", "true", "1", "0x1F", "1e999", ".nan", ".inf", "all", "uniform",
-    "2001-12-14", "\t", "  ", "\n", "\n  ", "\n    ", "---", "...", "%YAML 1.1\n", "é", "\ufeff", "\x85",
-])
+YAML_TOKENS = st.sampled_from(
+    [
+        "spec_version",
+        "name",
+        "metric",
+        "gain",
+        "cutoffs",
+        "queries",
+        "weights",
+        "data",
+        "qrels",
+        "systems",
+        "mlflow",
+        "experiment",
+        ":",
+        ": ",
+        "- ",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "&a ",
+        "*a",
+        "<<: *a",
+        "!!str ",
+        "!!int ",
+        "!!float ",
+        "!!binary ",
+        "!!set ",
+        "!!python/object/apply:os.system ",
+        "!!python/name:os.system",
+        "? ",
+        "|",
+        ">",
+        "'",
+        '"',
+        "#",
+        "~",
+        "null",
+        "true",
+        "1",
+        "0x1F",
+        "1e999",
+        ".nan",
+        ".inf",
+        "all",
+        "uniform",
+        "2001-12-14",
+        "\t",
+        "  ",
+        "\n",
+        "\n  ",
+        "\n    ",
+        "---",
+        "...",
+        "%YAML 1.1\n",
+        "é",
+        "\ufeff",
+        "\x85",
+    ]
+)
 
 
 @FUZZ
@@ -818,4 +1058,3 @@ def test_spec_loader_on_mutated_spec_files(folder, path, value):
     except yaml.YAMLError:
         return
     _load(_write(folder, ".yaml", text.encode("utf-8")), folder)
-

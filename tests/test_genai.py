@@ -15,11 +15,20 @@ from ndcg_mlflow.api import evaluate
 from ndcg_mlflow.errors import SpecError
 from ndcg_mlflow.integrations.genai import compare_genai_runs, genai_per_query, ndcg_scorer, query_id_of
 
-METRIC = {"gain": "exponential", "cutoffs": [5], "discount": "log2", "ties": "displayed_order",
-          "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
-STATS = {"uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 11},
-         "comparison": {"baseline": "first", "test": "both", "correction": "holm", "wins_losses": 3,
-                        "tie_tolerance": 1e-9}}
+METRIC = {
+    "gain": "exponential",
+    "cutoffs": [5],
+    "discount": "log2",
+    "ties": "displayed_order",
+    "ideal": "judged_catalog",
+    "empty_ideal": "exclude",
+    "unjudged": "zero",
+    "missing_queries": "zero",
+}
+STATS = {
+    "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 11},
+    "comparison": {"baseline": "first", "test": "both", "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9},
+}
 
 # graded judgments per query: q03 has no relevant document (an empty ideal), q07 is answered by nothing
 JUDGED = {f"q{i:02d}": {f"d{i}-{j}": (0 if i == 3 else (i * 7 + j * 3) % 4) for j in range(6)} for i in range(12)}
@@ -50,22 +59,36 @@ def _retriever(shift: int):
 
 
 def _data() -> list[dict]:
-    return [{"inputs": {"question": q}, "expectations": {"query_id": q, "relevance": grades}}
-            for q, grades in JUDGED.items()]
+    return [
+        {"inputs": {"question": q}, "expectations": {"query_id": q, "relevance": grades}}
+        for q, grades in JUDGED.items()
+    ]
 
 
 def _engine(shifts: dict[str, int], spec: dict):
     """The engine on every query at once, each retriever's rankings as a run table (ranks 1..n)."""
-    qrels = pd.DataFrame([(q, d, g) for q, docs in JUDGED.items() for d, g in docs.items()],
-                         columns=["query_id", "doc_id", "grade"])
-    systems = {name: pd.DataFrame([(q, d, r + 1) for q in JUDGED for r, d in enumerate(_ranking(q, shift))],
-                                  columns=["query_id", "doc_id", "rank"]) for name, shift in shifts.items()}
+    qrels = pd.DataFrame(
+        [(q, d, g) for q, docs in JUDGED.items() for d, g in docs.items()], columns=["query_id", "doc_id", "grade"]
+    )
+    systems = {
+        name: pd.DataFrame(
+            [(q, d, r + 1) for q in JUDGED for r, d in enumerate(_ranking(q, shift))],
+            columns=["query_id", "doc_id", "rank"],
+        )
+        for name, shift in shifts.items()
+    }
     return evaluate(spec, qrels=qrels, systems=systems)
 
 
 def _spec(**extra) -> dict:
-    return {"spec_version": 1, "name": "rag", "metric": dict(METRIC), "queries": {"weights": "uniform"},
-            "mlflow": {"experiment": "rag"}, **extra}
+    return {
+        "spec_version": 1,
+        "name": "rag",
+        "metric": dict(METRIC),
+        "queries": {"weights": "uniform"},
+        "mlflow": {"experiment": "rag"},
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -105,12 +128,11 @@ def test_scorer_values_equal_the_engine_query_by_query(genai_store):
     assert values["q07"].value == 0.0 and values["q07"].metadata["ndcg_mlflow.status"] == "missing"
     grades = JUDGED["q01"]  # a closed form for one query: d1-0..d1-4 with an unjudged document third
     shown = [grades["d1-0"], grades["d1-1"], 0, grades["d1-2"], grades["d1-3"]]
-    dcg = sum((2 ** g - 1) / math.log2(r + 2) for r, g in enumerate(shown))
-    idcg = sum((2 ** g - 1) / math.log2(r + 2) for r, g in enumerate(sorted(grades.values(), reverse=True)[:5]))
+    dcg = sum((2**g - 1) / math.log2(r + 2) for r, g in enumerate(shown))
+    idcg = sum((2**g - 1) / math.log2(r + 2) for r, g in enumerate(sorted(grades.values(), reverse=True)[:5]))
     assert values["q01"].value == pytest.approx(dcg / idcg, rel=1e-12)
     # MLflow's mean leaves the error out, as the engine's mean leaves the excluded query out
-    assert result.metrics["ndcg_at_5/mean"] == pytest.approx(_engine({"first": 0}, _spec()).mean("first", 5),
-                                                            rel=1e-12)
+    assert result.metrics["ndcg_at_5/mean"] == pytest.approx(_engine({"first": 0}, _spec()).mean("first", 5), rel=1e-12)
 
 
 def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
@@ -128,8 +150,17 @@ def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
     both = _engine({"first": 0, "second": 2}, spec)
     (got,) = result.analysis.comparisons
     (want,) = both.analysis.comparisons
-    for key in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "effect_size_dz", "n_paired", "wins",
-                "losses"):
+    for key in (
+        "delta",
+        "ci_low",
+        "ci_high",
+        "p_randomization",
+        "p_t_test",
+        "effect_size_dz",
+        "n_paired",
+        "wins",
+        "losses",
+    ):
         assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
     assert result.mean("second", 5) == pytest.approx(both.mean("second", 5), rel=1e-12)
     assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "comparisons.csv").is_file()
@@ -137,8 +168,9 @@ def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
     candidate = mlflow.get_run(logged.system_run_ids["second"])
     assert candidate.data.metrics["compare.ndcg_at_5.delta"] == pytest.approx(want["delta"], rel=1e-12)
     with pytest.raises(SpecError, match="other metric or query rules"):
-        compare_genai_runs(first.run_id, second.run_id, {**spec, "metric": {**METRIC, "gain": "linear"}},
-                           name="ndcg_at_5")
+        compare_genai_runs(
+            first.run_id, second.run_id, {**spec, "metric": {**METRIC, "gain": "linear"}}, name="ndcg_at_5"
+        )
 
 
 def test_tie_rules_a_trace_cannot_express_are_refused_when_the_scorer_is_made():

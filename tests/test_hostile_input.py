@@ -45,16 +45,27 @@ class Case:
         path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         return path
 
-    def spec(self, *, qrels: str = "qrels.txt", systems: dict | None = None, weights: str = "uniform",
-             qset: str | None = None, gain: str = "linear", name: str = "spec.yaml", extra: str = "") -> Path:
+    def spec(
+        self,
+        *,
+        qrels: str = "qrels.txt",
+        systems: dict | None = None,
+        weights: str = "uniform",
+        qset: str | None = None,
+        gain: str = "linear",
+        name: str = "spec.yaml",
+        extra: str = "",
+    ) -> Path:
         systems = systems or {"sys": "run.txt"}
         lines = "\n".join(f"    {k}: {json.dumps(v)}" for k, v in systems.items())
-        text = (f"spec_version: 1\nname: hostile\n"
-                f"metric: {{gain: {gain}, cutoffs: [2, all], discount: log2, ties: displayed_order,\n"
-                f"         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}}\n"
-                f"queries: {{weights: {json.dumps(weights)}, set: {json.dumps(qset)}}}\n"
-                f"data:\n  qrels: {json.dumps(qrels)}\n  systems:\n{lines}\n"
-                f"mlflow: {{experiment: hostile}}\n{extra}")
+        text = (
+            f"spec_version: 1\nname: hostile\n"
+            f"metric: {{gain: {gain}, cutoffs: [2, all], discount: log2, ties: displayed_order,\n"
+            f"         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}}\n"
+            f"queries: {{weights: {json.dumps(weights)}, set: {json.dumps(qset)}}}\n"
+            f"data:\n  qrels: {json.dumps(qrels)}\n  systems:\n{lines}\n"
+            f"mlflow: {{experiment: hostile}}\n{extra}"
+        )
         return self.write(name, text)
 
 
@@ -71,8 +82,10 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     except SystemExit as exc:
         code = exc.code
     except BaseException as exc:  # noqa: BLE001 - this is what the test is about
-        pytest.fail(f"'ndcg-mlflow {' '.join(args)}' let {type(exc).__name__} escape (the CLI prints a "
-                    f"traceback, exit 1): {str(exc)[:300]}")
+        pytest.fail(
+            f"'ndcg-mlflow {' '.join(args)}' let {type(exc).__name__} escape (the CLI prints a "
+            f"traceback, exit 1): {str(exc)[:300]}"
+        )
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -97,19 +110,23 @@ def means(spec: Path) -> dict:
 # --------------------------------------------------------------------------- empty files
 
 
-@pytest.mark.parametrize("which, data, expect", [
-    ("qrels", b"", "is empty"),
-    ("qrels", b"\n  \n\t\n", "no data lines"),
-    ("run", b"", "is empty"),
-    ("run", b"\r\n\r\n", "no data lines"),
-    ("weights", b"", "empty"),
-    ("set", b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "which, data, expect",
+    [
+        ("qrels", b"", "is empty"),
+        ("qrels", b"\n  \n\t\n", "no data lines"),
+        ("run", b"", "is empty"),
+        ("run", b"\r\n\r\n", "no data lines"),
+        ("weights", b"", "empty"),
+        ("set", b"", "empty"),
+    ],
+)
 def test_empty_data_files_are_errors_naming_the_file(case, capsys, which, data, expect):
     files = {"qrels": "qrels.txt", "run": "run.txt", "weights": "weights.txt", "set": "set.txt"}
     case.write(files[which], data)
-    spec = case.spec(weights="weights.txt" if which == "weights" else "uniform",
-                     qset="set.txt" if which == "set" else None)
+    spec = case.spec(
+        weights="weights.txt" if which == "weights" else "uniform", qset="set.txt" if which == "set" else None
+    )
     err = run_error(capsys, case, spec)
     assert files[which] in err and expect in err
 
@@ -127,15 +144,17 @@ def test_utf8_bom_is_skipped_in_data_files_and_spec(case, capsys):
     reference = means(case.spec())
     case.write("qrels_bom.txt", b"\xef\xbb\xbf" + QRELS.encode())
     case.write("run_bom.txt", b"\xef\xbb\xbf" + RUN.encode())
-    csv_text = "query_id,doc_id,grade\n" + "".join(",".join(line.split()[i] for i in (0, 2, 3)) + "\n"
-                                                   for line in QRELS.splitlines())
+    csv_text = "query_id,doc_id,grade\n" + "".join(
+        ",".join(line.split()[i] for i in (0, 2, 3)) + "\n" for line in QRELS.splitlines()
+    )
     case.write("qrels_bom.csv", b"\xef\xbb\xbf" + csv_text.encode())
     for qrels in ("qrels_bom.txt", "qrels_bom.csv"):
         spec = case.spec(qrels=qrels, systems={"sys": "run_bom.txt"})
         spec.write_bytes(b"\xef\xbb\xbf" + spec.read_bytes())
         assert means(spec) == reference
-        code, _out, err = cli(capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out",
-                             str(case.folder / f"out-{qrels}"))
+        code, _out, err = cli(
+            capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out", str(case.folder / f"out-{qrels}")
+        )
         assert code == 0, err
 
 
@@ -152,11 +171,18 @@ def test_crlf_line_ends_read_as_usual(case):
 
 def test_tabs_and_several_spaces_between_fields(case):
     reference = means(case.spec())
-    odd = ["  ".join(line.split()) if i % 2 else "\t \t".join(line.split()) + "   "
-           for i, line in enumerate(QRELS.splitlines())]
+    odd = [
+        "  ".join(line.split()) if i % 2 else "\t \t".join(line.split()) + "   "
+        for i, line in enumerate(QRELS.splitlines())
+    ]
     case.write("qrels_ws.txt", "\n".join(odd) + "\n")
-    case.write("run_ws.txt", "".join("\t".join(line.split()) + "\n" if i % 2 else "   " + "    ".join(line.split())
-                                     + "\n" for i, line in enumerate(RUN.splitlines())))
+    case.write(
+        "run_ws.txt",
+        "".join(
+            "\t".join(line.split()) + "\n" if i % 2 else "   " + "    ".join(line.split()) + "\n"
+            for i, line in enumerate(RUN.splitlines())
+        ),
+    )
     assert means(case.spec(qrels="qrels_ws.txt", systems={"sys": "run_ws.txt"})) == reference
 
 
@@ -216,19 +242,24 @@ def test_a_several_megabyte_garbage_line_is_an_error_with_a_short_message(case, 
 def test_a_huge_field_in_a_csv_that_takes_the_line_by_line_path(case, capsys):
     """A BOM sends a CSV through the line-by-line reader; a long id there must not hit csv's field limit."""
     case.write("qrels.csv", b"\xef\xbb\xbfquery_id,doc_id,grade\nq1,d1,2\nq1," + b"z" * 200_000 + b",1\n")
-    code, _out, err = cli(capsys, "run", str(case.spec(qrels="qrels.csv")), "--no-mlflow", "--quiet", "--out",
-                         str(case.folder / "out"))
+    code, _out, err = cli(
+        capsys, "run", str(case.spec(qrels="qrels.csv")), "--no-mlflow", "--quiet", "--out", str(case.folder / "out")
+    )
     assert code in (0, 2) and "Traceback" not in err
     if code == 2:
         assert "qrels.csv:3" in err
 
 
-@pytest.mark.parametrize("name, data", [
-    ("qrels.csv", b"query_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1\r"),  # a short row
-    ("qrels.csv", b"\xef\xbb\xbfquery_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1,y\r"),  # a BOM
-    ("run.txt", RUN.replace("\n", "\r").encode()),  # a run read as one line lost every query after the first
-    ("qrels.txt", QRELS.replace("\n", "\r").encode()),
-], ids=["csv-short-row", "csv-bom", "trec-run", "trec-qrels"])
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("qrels.csv", b"query_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1\r"),  # a short row
+        ("qrels.csv", b"\xef\xbb\xbfquery_id,doc_id,grade,note\rq1,d1,2,x\rq1,d2,1,y\r"),  # a BOM
+        ("run.txt", RUN.replace("\n", "\r").encode()),  # a run read as one line lost every query after the first
+        ("qrels.txt", QRELS.replace("\n", "\r").encode()),
+    ],
+    ids=["csv-short-row", "csv-bom", "trec-run", "trec-qrels"],
+)
 def test_carriage_return_line_ends_are_refused_naming_the_line(case, capsys, name, data):
     """Old Mac line ends (a lone CR) are refused the same way in every format, naming line 1, never read as one
     line (whose other queries a run would have dropped as fields after the tag)."""
@@ -261,8 +292,11 @@ def test_non_finite_scores_in_csv_and_grades(case, capsys, value):
 
 
 def test_huge_integer_in_jsonl_is_an_error(case, capsys):
-    case.write("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 1}\n'
-                            '{"query_id": "q1", "doc_id": "d2", "score": ' + "9" * 400 + "}\n")
+    case.write(
+        "run.jsonl",
+        '{"query_id": "q1", "doc_id": "d1", "score": 1}\n'
+        '{"query_id": "q1", "doc_id": "d2", "score": ' + "9" * 400 + "}\n",
+    )
     err = run_error(capsys, case, case.spec(systems={"sys": "run.jsonl"}))
     assert "run.jsonl:2" in err
 
@@ -277,7 +311,7 @@ def test_float_and_negative_grades(case):
     """Documented: grades may be floats; negative grades earn 0 under exponential and linear."""
     case.write("qrels.txt", "q1 0 d1 1.5\nq1 0 d2 -1\nq1 0 d3 0.5\n")
     case.write("run.txt", "q1 Q0 d2 1 3 t\nq1 Q0 d1 2 2 t\nq1 Q0 d3 3 1 t\n")
-    for gain, g in (("linear", lambda x: max(x, 0.0)), ("exponential", lambda x: 2 ** x - 1 if x > 0 else 0.0)):
+    for gain, g in (("linear", lambda x: max(x, 0.0)), ("exponential", lambda x: 2**x - 1 if x > 0 else 0.0)):
         dcg = g(-1) / math.log2(2) + g(1.5) / math.log2(3) + g(0.5) / math.log2(4)
         idcg = g(1.5) / math.log2(2) + g(0.5) / math.log2(3)
         result = ndcg_mlflow.evaluate(case.spec(gain=gain))
@@ -312,18 +346,26 @@ def test_conflicting_judgments_name_both_lines(case, capsys):
 def test_ids_with_quotes_commas_and_html_in_csv(case, capsys):
     """Deliberate: a CSV id is the field's value (quoting undone), kept as is, and escaped in the report."""
     evil_q, evil_d = "<b>q1</b>", "<script>alert(1)</script>"
-    case.write("qrels.csv", 'query_id,doc_id,grade\n'
-                            f'"{evil_q}","{evil_d}",2\n"{evil_q}","d""quoted""",1\n"{evil_q}","a,b",1\n'
-                            '"q\'2","d1",1\n"q\'2","<img src=x onerror=alert(2)>",2\n')
-    case.write("run.csv", 'query_id,doc_id,score\n'
-                          f'"{evil_q}","d""quoted""",3\n"{evil_q}","{evil_d}",2\n"{evil_q}","a,b",1\n'
-                          '"q\'2","<img src=x onerror=alert(2)>",2\n"q\'2","d1",1\n')
-    case.write("run2.csv", 'query_id,doc_id,score\n'
-                           f'"{evil_q}","{evil_d}",3\n"{evil_q}","a,b",2\n"q\'2","d1",2\n')
-    spec = case.spec(qrels="qrels.csv", systems={"evil": "run.csv", "other": "run2.csv"},
-                     extra="uncertainty: {resamples: 200, confidence: 0.9, method: percentile, seed: 1}\n"
-                           "comparison: {baseline: evil, test: both, correction: holm, wins_losses: 5, "
-                           "tie_tolerance: 0.0}\n")
+    case.write(
+        "qrels.csv",
+        "query_id,doc_id,grade\n"
+        f'"{evil_q}","{evil_d}",2\n"{evil_q}","d""quoted""",1\n"{evil_q}","a,b",1\n'
+        '"q\'2","d1",1\n"q\'2","<img src=x onerror=alert(2)>",2\n',
+    )
+    case.write(
+        "run.csv",
+        "query_id,doc_id,score\n"
+        f'"{evil_q}","d""quoted""",3\n"{evil_q}","{evil_d}",2\n"{evil_q}","a,b",1\n'
+        '"q\'2","<img src=x onerror=alert(2)>",2\n"q\'2","d1",1\n',
+    )
+    case.write("run2.csv", f'query_id,doc_id,score\n"{evil_q}","{evil_d}",3\n"{evil_q}","a,b",2\n"q\'2","d1",2\n')
+    spec = case.spec(
+        qrels="qrels.csv",
+        systems={"evil": "run.csv", "other": "run2.csv"},
+        extra="uncertainty: {resamples: 200, confidence: 0.9, method: percentile, seed: 1}\n"
+        "comparison: {baseline: evil, test: both, correction: holm, wins_losses: 5, "
+        "tie_tolerance: 0.0}\n",
+    )
     out = case.folder / "out"
     code, _stdout, err = cli(capsys, "run", str(spec), "--no-mlflow", "--quiet", "--out", str(out))
     assert code == 0, err
@@ -404,18 +446,31 @@ def _dangling(case):
     return "dangling"
 
 
-@pytest.mark.parametrize("make, expect", [
-    (_directory, "is a directory"), (_fifo, "not a regular file (a FIFO"), (_symlink_loop, "a symbolic link loop"),
-    (_long_name, "file name too long"), (_dangling, "file not found (a symbolic link to a missing file)"),
-], ids=["directory", "fifo", "symlink-loop", "name-too-long", "dangling-symlink"])
+@pytest.mark.parametrize(
+    "make, expect",
+    [
+        (_directory, "is a directory"),
+        (_fifo, "not a regular file (a FIFO"),
+        (_symlink_loop, "a symbolic link loop"),
+        (_long_name, "file name too long"),
+        (_dangling, "file not found (a symbolic link to a missing file)"),
+    ],
+    ids=["directory", "fifo", "symlink-loop", "name-too-long", "dangling-symlink"],
+)
 @pytest.mark.parametrize("role", ["qrels", "run", "weights", "set"])
 @pytest.mark.parametrize("command", ["run", "validate"])
 def test_unusable_data_paths_are_named_precisely(case, capsys, make, expect, role, command):
     """Each kind of unusable path gets its own message naming the key and the path, from run and validate alike
     (exit 2, no traceback); none of them is "file not found" unless the file is missing."""
     name = make(case)
-    spec = case.spec(**{"qrels": {"qrels": name}, "run": {"systems": {"sys": name}}, "weights": {"weights": name},
-                        "set": {"qset": name}}[role])
+    spec = case.spec(
+        **{
+            "qrels": {"qrels": name},
+            "run": {"systems": {"sys": name}},
+            "weights": {"weights": name},
+            "set": {"qset": name},
+        }[role]
+    )
     if command == "run":
         err = run_error(capsys, case, spec)
     else:
@@ -483,12 +538,19 @@ def test_missing_file_is_still_file_not_found(case, capsys):
 # --------------------------------------------------------------------------- YAML
 
 
-@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system", "!!python/object/new:os.system",
-                                 "!!python/name:os.system", "!!python/module:os"])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "!!python/object/apply:os.system",
+        "!!python/object/new:os.system",
+        "!!python/name:os.system",
+        "!!python/module:os",
+    ],
+)
 def test_yaml_python_objects_are_refused(case, capsys, tag):
     marker = case.folder / "pwned"
     spec = case.spec()
-    text = spec.read_text().replace("name: hostile", f"name: {tag} [\"touch {marker}\"]")
+    text = spec.read_text().replace("name: hostile", f'name: {tag} ["touch {marker}"]')
     spec.write_text(text)
     err = user_error(capsys, "validate", str(spec))
     assert "spec.yaml" in err and "not valid YAML" in err
@@ -523,9 +585,16 @@ def _limited_memory():  # runs in the child before exec
 def _validate_limited(spec: Path, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     """``ndcg-mlflow validate SPEC`` in a process limited to 1 GiB of address space; its result and seconds."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "validate", str(spec)], capture_output=True,
-                          text=True, timeout=60, preexec_fn=_limited_memory, check=False, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ndcg_mlflow", "validate", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limited_memory,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     return proc, time.monotonic() - start
 
 
@@ -609,8 +678,9 @@ def test_paths_outside_the_spec_folder_are_allowed_and_recorded(tracking_uri, tm
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name("hostile")
-    parents = [r for r in client.search_runs([exp.experiment_id])
-               if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    parents = [
+        r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("ndcg_mlflow.role") == "evaluation"
+    ]
     assert len(parents) == 1
     tag = parents[0].data.tags["ndcg_mlflow.paths_outside_spec_folder"]
     assert "../data/qrels.txt" in tag and "../data/run.txt" in tag
@@ -643,15 +713,19 @@ def test_one_very_long_query_id_does_not_allocate_per_query_copies_of_it(case):
 
 def _weights_case(case, weights: dict[str, str]) -> Path:
     case.write("weights.txt", "".join(f"{q} {w}\n" for q, w in weights.items()))
-    return case.spec(weights="weights.txt", name="weighted.yaml", extra=(
-        "uncertainty: {resamples: 500, confidence: 0.9, method: bca, seed: 7}\n"))
+    return case.spec(
+        weights="weights.txt",
+        name="weighted.yaml",
+        extra=("uncertainty: {resamples: 500, confidence: 0.9, method: bca, seed: 7}\n"),
+    )
 
 
 def test_tiny_equal_weights_give_the_uniform_numbers(case):
     """All weights 5e-324 (the smallest subnormal) mean exactly what uniform weights mean; before, the weighted
     mean underflowed (0.0 or a wrong value) and n_eff was null."""
-    uniform = ndcg_mlflow.evaluate(case.spec(extra="uncertainty: {resamples: 500, confidence: 0.9, method: bca, "
-                                                   "seed: 7}\n"))
+    uniform = ndcg_mlflow.evaluate(
+        case.spec(extra="uncertainty: {resamples: 500, confidence: 0.9, method: bca, seed: 7}\n")
+    )
     tiny = ndcg_mlflow.evaluate(_weights_case(case, {"q1": "5e-324", "q2": "5e-324"}))
     for key in ("ndcg_at_2", "ndcg_at_all"):
         a, b = uniform.summary["systems"]["sys"][key], tiny.summary["systems"]["sys"][key]
@@ -676,11 +750,14 @@ def test_huge_weights_keep_their_ratios_and_go_through_the_report(case, capsys):
         assert got["weight_sum"] == pytest.approx(1.25e308)
 
 
-@pytest.mark.parametrize("weights, line, expect", [
-    ({"q1": "1e308", "q2": "1"}, 2, "times the largest weight"),  # 1e-308: a subnormal ratio
-    ({"q1": "1", "q2": "5e-324"}, 2, "times the largest weight"),
-    ({"q1": "1e308", "q2": "1e308"}, None, "add up to more than the largest double"),
-])
+@pytest.mark.parametrize(
+    "weights, line, expect",
+    [
+        ({"q1": "1e308", "q2": "1"}, 2, "times the largest weight"),  # 1e-308: a subnormal ratio
+        ({"q1": "1", "q2": "5e-324"}, 2, "times the largest weight"),
+        ({"q1": "1e308", "q2": "1e308"}, None, "add up to more than the largest double"),
+    ],
+)
 def test_weights_whose_ratios_or_sum_cannot_be_represented_are_refused(case, capsys, weights, line, expect):
     err = run_error(capsys, case, _weights_case(case, weights))
     assert ("weights.txt:2:" if line else "weights.txt:") in err and expect in err, err

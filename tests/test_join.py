@@ -14,8 +14,18 @@ from ndcg_mlflow import DataError
 from ndcg_mlflow import join as join_module
 from ndcg_mlflow.readers import hashing
 
-COLUMNS = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
-           "n_returned", "status"]
+COLUMNS = [
+    "system",
+    "query_id",
+    "cutoff",
+    "ndcg",
+    "dcg",
+    "idcg",
+    "idcg_candidates",
+    "judged_coverage",
+    "n_returned",
+    "status",
+]
 
 
 def weak_hashes(array):
@@ -56,8 +66,9 @@ def count_exact_joins(monkeypatch) -> list:
 
 def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_path, monkeypatch):
     calls = count_exact_joins(monkeypatch)
-    got = evaluate(tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}},
-                   {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear")
+    got = evaluate(
+        tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}}, {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear"
+    )
     assert calls == []  # the run's rows went through the keys, and no exact keys of the judgments were made
     q1 = got[(got.query_id == "q1") & (got.cutoff == "3")].iloc[0]
     assert q1.dcg == pytest.approx(1 / np.log2(3) + 3 / 2)
@@ -65,10 +76,13 @@ def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_p
     assert q1.judged_coverage == pytest.approx(2 / 3)
 
 
-@pytest.mark.parametrize("ranking", [
-    {"q1": ["X", "BB", "A", "CCC"], "q22": ["Z", "D"]},  # X shares A's key, Z D's: the keys find them, the ids not
-    {"q1": ["BB", "A"], "q22": ["D", "QQ"]},  # no run row shares a key it should not
-])
+@pytest.mark.parametrize(
+    "ranking",
+    [
+        {"q1": ["X", "BB", "A", "CCC"], "q22": ["Z", "D"]},  # X shares A's key, Z D's: the keys find them, the ids not
+        {"q1": ["BB", "A"], "q22": ["D", "QQ"]},  # no run row shares a key it should not
+    ],
+)
 def test_a_key_shared_by_unequal_pairs_gives_no_row_another_pairs_grade(tmp_path, monkeypatch, ranking):
     judgments = {"q1": {"A": 3, "BB": 1}, "q22": {"D": 2}}  # (query ids of two lengths: keys of two queries)
     expect = evaluate(tmp_path, judgments, ranking)
@@ -96,11 +110,15 @@ def test_judgments_sharing_keys_join_exactly(tmp_path, monkeypatch):
 def test_random_runs_under_a_weak_hash_give_the_same_numbers(tmp_path, monkeypatch):
     rng = np.random.default_rng(5)
     pool = ["a", "b", "cc", "dd", "e", "ff", "ggg", "h", "ii", "jjj"]
-    judgments = {f"q{i}": {d: int(rng.integers(0, 4)) for d in rng.choice(pool, size=4, replace=False)}
-                 for i in range(12)}
-    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(pool, size=6, replace=False),
-                                                               rng.integers(0, 3, size=6))]
-               for i in range(14)}  # q12 and q13 are not judged
+    judgments = {
+        f"q{i}": {d: int(rng.integers(0, 4)) for d in rng.choice(pool, size=4, replace=False)} for i in range(12)
+    }
+    ranking = {
+        f"q{i}": [
+            (str(d), float(s)) for d, s in zip(rng.choice(pool, size=6, replace=False), rng.integers(0, 3, size=6))
+        ]
+        for i in range(14)
+    }  # q12 and q13 are not judged
     for ties in ("id_ascending", "average"):
         monkeypatch.undo()
         expect = evaluate(tmp_path, judgments, ranking, ties=ties)
@@ -124,7 +142,7 @@ def test_doc_id_ranks_follow_pythons_string_order():
     import pyarrow as pa
 
     rng = np.random.default_rng(3)
-    alphabet = ["a", "B", "z", "0", "é", "\u00a0", "\uffff", "\U0001F600", "\u4e2d", "~", " "]
+    alphabet = ["a", "B", "z", "0", "é", "\u00a0", "\uffff", "\U0001f600", "\u4e2d", "~", " "]
     words = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 5)))) for _ in range(400)})
     shuffled = [words[i] for i in rng.permutation(len(words))]
     ranks = join_module.string_ranks(pa.chunked_array([shuffled[:150], shuffled[150:]]))
@@ -137,19 +155,27 @@ def test_the_key_join_gives_the_rows_of_the_exact_join(tmp_path, monkeypatch):
     exact join alone."""
     rng = np.random.default_rng(9)
     docs = [f"d{i}" for i in range(60)] + ["0", "7", "07", "x\u00a0y", "é"]
-    judgments = {f"q{i}": {str(d): int(rng.integers(0, 4)) for d in rng.choice(docs, size=8, replace=False)}
-                 for i in range(30)}
-    ranking = {f"q{i}": [(str(d), float(s)) for d, s in zip(rng.choice(docs, size=12, replace=False),
-                                                               rng.integers(0, 5, size=12))]
-               for i in range(5, 40)}
+    judgments = {
+        f"q{i}": {str(d): int(rng.integers(0, 4)) for d in rng.choice(docs, size=8, replace=False)} for i in range(30)
+    }
+    ranking = {
+        f"q{i}": [
+            (str(d), float(s)) for d, s in zip(rng.choice(docs, size=12, replace=False), rng.integers(0, 5, size=12))
+        ]
+        for i in range(5, 40)
+    }
     qrels, run = write_qrels(tmp_path, judgments), write_run(tmp_path, ranking)
 
     def evaluate_all():
         spec = metric_spec(qrels, run, name="join", cutoffs=(1, 5, "all"), ties="id_descending")
         result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
         top = result.systems["sys"].top
-        return result.per_query[COLUMNS], (top.query.tolist(), top.position.tolist(), top.doc,
-                                           np.nan_to_num(top.grade, nan=-1).tolist())
+        return result.per_query[COLUMNS], (
+            top.query.tolist(),
+            top.position.tolist(),
+            top.doc,
+            np.nan_to_num(top.grade, nan=-1).tolist(),
+        )
 
     keyed = evaluate_all()
     real = join_module.pair_index
@@ -219,8 +245,7 @@ def test_the_duplicate_check_finds_every_repeat_a_set_finds(monkeypatch, grouped
         if not grouped:
             order = rng.permutation(len(queries))
             queries, docs = [queries[i] for i in order], [docs[i] for i in order]
-        table = Table("t", "run", encode_id_list(queries), Strings(pa.array(docs)),
-                      np.zeros(len(docs)), None, "table")
+        table = Table("t", "run", encode_id_list(queries), Strings(pa.array(docs)), np.zeros(len(docs)), None, "table")
         if grouped:
             assert hashing.query_segments(table.query.codes) is not None
         first, later = hashing.duplicate_pairs(table)
@@ -236,11 +261,14 @@ def test_query_segments_cut_only_between_queries():
     assert hashing.query_segments(np.array([0, 0, 1, 0], dtype=np.int32)) is None  # query 0 in two places
 
 
-@pytest.mark.parametrize("rules, other", [
-    ({"unjudged": "error"}, "has no judgment"),
-    ({"missing_queries": "error"}, "returns nothing for"),
-    ({}, "returns none of the"),
-])
+@pytest.mark.parametrize(
+    "rules, other",
+    [
+        ({"unjudged": "error"}, "has no judgment"),
+        ({"missing_queries": "error"}, "returns nothing for"),
+        ({}, "returns none of the"),
+    ],
+)
 def test_a_duplicate_comes_before_the_joins_errors(tmp_path, rules, other):
     """The duplicate check of a run file goes on beside the join and the kernel: a document listed twice is the
     error even when the join or the kernel would stop the run too (an unjudged document under unjudged: error, a
@@ -273,9 +301,13 @@ def test_the_judgments_errors_come_before_the_first_runs(tmp_path):
 
 
 @settings(derandomize=True, database=None, deadline=None, max_examples=examples(200))
-@given(pairs=st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)) | st.text(max_size=4).map(lambda x: (x, x)),
-                     max_size=12),
-       cut=st.integers(0, 3), wide=st.booleans())
+@given(
+    pairs=st.lists(
+        st.tuples(st.text(max_size=4), st.text(max_size=4)) | st.text(max_size=4).map(lambda x: (x, x)), max_size=12
+    ),
+    cut=st.integers(0, 3),
+    wide=st.booleans(),
+)
 def test_same_strings_is_python_equality_row_by_row(pairs, cut, wide):
     """Both arrays sliced (offsets not at 0), of either width of Arrow string: ``["ab", "c"]`` and ``["a",
     "bc"]`` hold the same bytes and are not the same strings."""

@@ -53,8 +53,23 @@ HOSTILE = [
 ]
 NAME = "<!-- <script>alert('n')</script> ![i](http://evil.example/n.png) [l](http://evil.example) |"
 # the tags the templates themselves write; anything else in the rendered HTML came from the data
-TEMPLATE_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "details",
-                 "summary", "code"}
+TEMPLATE_TAGS = {
+    "h1",
+    "h2",
+    "h3",
+    "p",
+    "ul",
+    "li",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "details",
+    "summary",
+    "code",
+}
 
 
 def md() -> markdown_it.MarkdownIt:
@@ -132,8 +147,10 @@ def test_escaping_keeps_each_string_as_literal_text_everywhere():
     for s in HOSTILE + [NAME]:
         t = md_text(s)
         assert "\n" not in t and "\r" not in t
-        page = f"# {t}\n\n| h | {t} |\n| --- | --- |\n| {t} | x |\n\n- {t}\n\ntext {t} text\n\n" \
-               f"<details><summary>{md_html(s)}</summary>\n\n</details>\n"
+        page = (
+            f"# {t}\n\n| h | {t} |\n| --- | --- |\n| {t} | x |\n\n- {t}\n\ntext {t} text\n\n"
+            f"<details><summary>{md_html(s)}</summary>\n\n</details>\n"
+        )
         doc = assert_clean(page, [])
         assert doc.visible.count(visible(s)) == 6, (s, doc.visible)
 
@@ -168,15 +185,28 @@ def hostile_folder(root: Path) -> Path:
     _jsonl(spec_dir / "base.jsonl", base)
     _jsonl(spec_dir / "cand.jsonl", cand)
     spec = {
-        "spec_version": 1, "name": NAME,
-        "metric": {"gain": "exponential", "cutoffs": [25], "discount": "log2", "ties": "displayed_order",
-                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero"},
+        "spec_version": 1,
+        "name": NAME,
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [25],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
         "queries": {"weights": "uniform"},
         "data": {"qrels": f"../{data_dir.name}/qrels.jsonl", "systems": {"base": "base.jsonl", "cand": "cand.jsonl"}},
         "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 7},
-        "comparison": {"baseline": "base", "test": "randomization", "correction": "none",
-                       "wins_losses": len(HOSTILE), "tie_tolerance": 1e-9},
+        "comparison": {
+            "baseline": "base",
+            "test": "randomization",
+            "correction": "none",
+            "wins_losses": len(HOSTILE),
+            "tie_tolerance": 1e-9,
+        },
         "mlflow": {"experiment": "markdown"},
     }
     path = spec_dir / "spec.yaml"
@@ -197,8 +227,13 @@ def test_hostile_data_stays_text_in_every_markdown_file(tmp_path):
 
     wins_losses = (out / "wins_losses.md").read_text(encoding="utf-8")
     assert_clean(wins_losses, HOSTILE + [NAME])
-    shown_docs = {d["doc_id"] for k in ("wins", "losses") for e in block[k]
-                  for side in ("baseline_top", "candidate_top") for d in e[side]}
+    shown_docs = {
+        d["doc_id"]
+        for k in ("wins", "losses")
+        for e in block[k]
+        for side in ("baseline_top", "candidate_top")
+        for d in e[side]
+    }
     assert set(HOSTILE) <= shown_docs  # ... and every hostile id was also shown as a document
 
     report = (out / "report.md").read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 # a ranker logged from code: it scores a feature column (model_config "column"); with "mode" set it misbehaves
 # as the tests of bad output need
-MODEL_CODE = textwrap.dedent('''
+MODEL_CODE = textwrap.dedent("""
     import numpy as np
     import pandas as pd
     import mlflow
@@ -63,7 +63,7 @@ MODEL_CODE = textwrap.dedent('''
 
 
     mlflow.models.set_model(FeatureRanker())
-''')
+""")
 
 N_QUERIES, N_DOCS = 30, 8
 
@@ -76,8 +76,15 @@ def candidates_frame(seed: int = 7) -> tuple[pd.DataFrame, pd.DataFrame]:
     for q in range(N_QUERIES):
         grades = rng.integers(0, 4, N_DOCS)
         for d in range(N_DOCS):
-            rows.append({"query_id": f"q{q:02d}", "doc_id": f"d{d}", "grade": int(grades[d]),
-                         "good": float(grades[d] + rng.uniform(0, 0.5)), "noise": float(rng.uniform(0, 4))})
+            rows.append(
+                {
+                    "query_id": f"q{q:02d}",
+                    "doc_id": f"d{d}",
+                    "grade": int(grades[d]),
+                    "good": float(grades[d] + rng.uniform(0, 0.5)),
+                    "noise": float(rng.uniform(0, 4)),
+                }
+            )
     frame = pd.DataFrame(rows)
     return frame[["query_id", "doc_id", "grade"]], frame[["query_id", "doc_id", "good", "noise"]]
 
@@ -110,22 +117,35 @@ def model_store(migrated_db, tmp_path_factory) -> dict:
             info = {}
             with mlflow.start_run() as run:
                 for version, column in ((1, "noise"), (2, "good")):
-                    logged = mlflow.pyfunc.log_model(name=f"ranker_{column}", python_model=str(code),
-                                                     model_config={"column": column}, signature=signature,
-                                                     registered_model_name="ranker")
+                    logged = mlflow.pyfunc.log_model(
+                        name=f"ranker_{column}",
+                        python_model=str(code),
+                        model_config={"column": column},
+                        signature=signature,
+                        registered_model_name="ranker",
+                    )
                     info[version] = logged.model_id
-                odd = mlflow.pyfunc.log_model(name="odd", python_model=str(code),
-                                              model_config={"column": "good", "mode": "by_row"},
-                                              registered_model_name="odd")
-                retriever = mlflow.pyfunc.log_model(name="retriever", python_model=str(code),
-                                                    model_config={"column": "docs", "mode": "lists"})
+                odd = mlflow.pyfunc.log_model(
+                    name="odd",
+                    python_model=str(code),
+                    model_config={"column": "good", "mode": "by_row"},
+                    registered_model_name="odd",
+                )
+                retriever = mlflow.pyfunc.log_model(
+                    name="retriever", python_model=str(code), model_config={"column": "docs", "mode": "lists"}
+                )
             client = MlflowClient(uri)
             client.set_registered_model_alias("ranker", "champion", "1")
             client.set_registered_model_alias("ranker", "challenger", "2")
     finally:
         os.chdir(old_cwd)
-    return {"db": db, "model_ids": info, "odd": odd.model_id, "retriever": retriever.model_id,
-            "training_run": run.info.run_id}
+    return {
+        "db": db,
+        "model_ids": info,
+        "odd": odd.model_id,
+        "retriever": retriever.model_id,
+        "training_run": run.info.run_id,
+    }
 
 
 @pytest.fixture
@@ -144,23 +164,28 @@ def write_data(folder: Path) -> None:
     cands.to_parquet(folder / "candidates.parquet", index=False)
 
 
-def model_spec(folder: Path, systems: dict, *, decision: str = "", comparison: bool = True,
-               ties: str = "displayed_order") -> Path:
+def model_spec(
+    folder: Path, systems: dict, *, decision: str = "", comparison: bool = True, ties: str = "displayed_order"
+) -> Path:
     write_data(folder)
     lines = []
     for name, value in systems.items():
         lines.append(f"    {name}: {json.dumps(value)}")
-    text = ("spec_version: 1\nname: rankers\n"
-            f"metric: {{gain: exponential, cutoffs: [5, 10], discount: log2, ties: {ties},\n"
-            "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
-            "queries: {weights: uniform}\n"
-            "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
-            "mlflow: {experiment: rankers}\n")
+    text = (
+        "spec_version: 1\nname: rankers\n"
+        f"metric: {{gain: exponential, cutoffs: [5, 10], discount: log2, ties: {ties},\n"
+        "         ideal: judged_catalog, empty_ideal: exclude, unjudged: zero, missing_queries: zero}\n"
+        "queries: {weights: uniform}\n"
+        "data:\n  qrels: qrels.csv\n  systems:\n" + "\n".join(lines) + "\n"
+        "mlflow: {experiment: rankers}\n"
+    )
     if comparison:
         baseline = next(iter(systems))
-        text += ("uncertainty: {resamples: 1000, confidence: 0.95, method: percentile, seed: 3}\n"
-                 f"comparison: {{baseline: {baseline}, test: randomization, correction: holm, wins_losses: 3,\n"
-                 "             tie_tolerance: 1.0e-9}\n")
+        text += (
+            "uncertainty: {resamples: 1000, confidence: 0.95, method: percentile, seed: 3}\n"
+            f"comparison: {{baseline: {baseline}, test: randomization, correction: holm, wins_losses: 3,\n"
+            "             tie_tolerance: 1.0e-9}\n"
+        )
     text += decision
     path = folder / "spec.yaml"
     path.write_text(text)
@@ -175,7 +200,7 @@ def ndcg_at(frame: pd.DataFrame, qrels: pd.DataFrame, column: str, k: int) -> fl
     for q, group in frame.groupby("query_id"):
         order = group.sort_values(column, ascending=False, kind="stable")
         gains = [2.0 ** grades[(q, d)] - 1 for d in order["doc_id"]]
-        ideal = sorted((2.0 ** g - 1 for g in grades[q]), reverse=True)
+        ideal = sorted((2.0**g - 1 for g in grades[q]), reverse=True)
         dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
         idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
         values.append(dcg / idcg if idcg > 0 else math.nan)
@@ -186,8 +211,13 @@ def ndcg_at(frame: pd.DataFrame, qrels: pd.DataFrame, column: str, k: int) -> fl
 
 
 def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -195,7 +225,8 @@ def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
     for name, column in (("champion", "noise"), ("challenger", "good")):
         for k in (5, 10):
             assert summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
-                ndcg_at(cands, qrels, column, k), rel=1e-12)
+                ndcg_at(cands, qrels, column, k), rel=1e-12
+            )
         scored = pd.read_parquet(out / "systems" / f"{name}.scored.parquet")
         assert list(scored.columns) == ["query_id", "doc_id", "score"]
         np.testing.assert_array_equal(scored["score"].to_numpy(), cands[column].to_numpy())
@@ -221,9 +252,13 @@ def _runs(uri: str, experiment: str = "rankers") -> tuple:
 
 
 def test_metrics_linked_to_the_logged_model_and_datasets_logged(store, model_store, tmp_path):
-    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "cand": {"model": f"models:/{model_store['model_ids'][2]}",
-                                          "candidates": "candidates.parquet"}})
+    spec = model_spec(
+        tmp_path,
+        {
+            "bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "cand": {"model": f"models:/{model_store['model_ids'][2]}", "candidates": "candidates.parquet"},
+        },
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -259,8 +294,13 @@ def test_upload_to_a_store_without_the_model(store, migrated_db, tmp_path):
     without the link to the model."""
     from helpers import client_for
 
-    spec = model_spec(tmp_path, {"bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "cand": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    spec = model_spec(
+        tmp_path,
+        {
+            "bm": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "cand": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet", "--no-mlflow"]) == 0
     other = tmp_path / "other.db"
@@ -269,8 +309,9 @@ def test_upload_to_a_store_without_the_model(store, migrated_db, tmp_path):
     assert main(["upload", str(out), "--quiet", "--tracking-uri", uri]) == 0
     summary = json.loads((out / "summary.json").read_text())
     _, (parent,), children = _runs(uri)
-    assert children["cand"].data.metrics["ndcg_at_10"] == pytest.approx(summary["systems"]["cand"]["ndcg_at_10"]
-                                                                        ["mean"], rel=1e-12)
+    assert children["cand"].data.metrics["ndcg_at_10"] == pytest.approx(
+        summary["systems"]["cand"]["ndcg_at_10"]["mean"], rel=1e-12
+    )
     assert children["cand"].data.tags["ndcg_mlflow.model.version"] == "2"
     assert parent.data.tags["ndcg_mlflow.model.bm.alias"] == "champion"
     assert not client_for(uri).get_run(children["cand"].info.run_id).inputs.model_inputs
@@ -284,9 +325,14 @@ DECISION = "decision: {key: ndcg_at_10, rule: superiority, margin: 0.005}\n"
 def test_promote_moves_the_alias_to_a_better_candidate(store, tmp_path):
     from helpers import client_for
 
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker@challenger",
-                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker@challenger", "candidates": "candidates.parquet"},
+        },
+        decision=DECISION,
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet", "--promote", "champion"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -304,9 +350,14 @@ def test_promote_moves_the_alias_to_a_better_candidate(store, tmp_path):
 def test_promote_leaves_the_alias_when_the_candidate_is_worse(store, tmp_path, capsys):
     from helpers import client_for
 
-    spec = model_spec(tmp_path, {"current": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
-                                 "new": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
-                      decision=DECISION)
+    spec = model_spec(
+        tmp_path,
+        {
+            "current": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+            "new": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+        },
+        decision=DECISION,
+    )
     assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--promote", "challenger"]) == 4
     assert "not promoted" in capsys.readouterr().err
     client = client_for(store)
@@ -324,9 +375,14 @@ def _version_3(client) -> str:
 
 
 def _promote_spec(tmp_path: Path) -> Path:
-    return model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker@challenger",
-                                                "candidates": "candidates.parquet"}}, decision=DECISION)
+    return model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker@challenger", "candidates": "candidates.parquet"},
+        },
+        decision=DECISION,
+    )
 
 
 def test_promote_leaves_an_alias_moved_during_the_evaluation(store, tmp_path, capsys, monkeypatch):
@@ -352,8 +408,10 @@ def test_promote_leaves_an_alias_moved_during_the_evaluation(store, tmp_path, ca
     out = tmp_path / "out"
     assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", "--promote", "champion"]) == 4
     err = capsys.readouterr().err
-    assert "not promoted: @champion of ranker pointed to version 1 when the evaluation started and now points to " \
-           f"version {v3} (promoted by the evaluation run 0123abcd" in err, err
+    assert (
+        "not promoted: @champion of ranker pointed to version 1 when the evaluation started and now points to "
+        f"version {v3} (promoted by the evaluation run 0123abcd" in err
+    ), err
     assert json.loads((out / "summary.json").read_text())["decision"]["outcome"] == "pass"
     assert str(client.get_model_version_by_alias("ranker", "champion").version) == v3
     assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
@@ -376,8 +434,10 @@ def test_promote_reports_an_alias_moved_as_it_is_set(store, tmp_path, capsys, mo
         real(self, name, alias, v3)
 
     monkeypatch.setattr(MlflowClient, "set_registered_model_alias", set_and_lose_the_race)
-    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
-                 "--promote", "champion"]) == 4
+    assert (
+        main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet", "--promote", "champion"])
+        == 4
+    )
     err = capsys.readouterr().err
     assert f"was moved to version 2, and at once by another process: it now points to version {v3}" in err, err
     assert "ndcg_mlflow.promoted_alias" not in client.get_model_version("ranker", "2").tags
@@ -386,16 +446,18 @@ def test_promote_reports_an_alias_moved_as_it_is_set(store, tmp_path, capsys, mo
 def test_promote_creates_an_alias_that_held_no_version(store, tmp_path):
     from helpers import client_for
 
-    assert main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet",
-                 "--promote", "gold"]) == 0
+    assert (
+        main(["run", str(_promote_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet", "--promote", "gold"]) == 0
+    )
     client = client_for(store)
     assert str(client.get_model_version_by_alias("ranker", "gold").version) == "2"
     assert client.get_model_version("ranker", "2").tags["ndcg_mlflow.previous_version"] == "none"
 
 
 @pytest.mark.parametrize("promote", [[], ["--promote", "champion"]])
-def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(store, tmp_path, capsys, monkeypatch,
-                                                                           promote):
+def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(
+    store, tmp_path, capsys, monkeypatch, promote
+):
     """@challenger moved to version 1, the version of @champion: refused before anything is scored (exit 2),
     not compared with itself and failed by the rule."""
     from helpers import client_for
@@ -407,8 +469,10 @@ def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(stor
     out = tmp_path / "out"
     assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", *promote]) == 2
     err = capsys.readouterr().err
-    assert "at key 'data.systems.challenger.model': models:/ranker@challenger resolves to models:/ranker/1, the " \
-           "model the baseline 'champion' (models:/ranker@champion) resolves to, on the same candidates" in err, err
+    assert (
+        "at key 'data.systems.challenger.model': models:/ranker@challenger resolves to models:/ranker/1, the "
+        "model the baseline 'champion' (models:/ranker@champion) resolves to, on the same candidates" in err
+    ), err
     assert not out.exists() and not _runs_logged(store)
     assert str(client_for(store).get_model_version_by_alias("ranker", "champion").version) == "1"
 
@@ -421,16 +485,36 @@ def _runs_logged(uri: str) -> bool:
     return experiment is not None and bool(client.search_runs([experiment.experiment_id]))
 
 
-@pytest.mark.parametrize("systems, decision, expected", [
-    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
-      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, "", "needs the spec's decision"),
-    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
-      "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
-      "c": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}}, DECISION, "has 2 candidates"),
-    ({"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
-      "b": {"model": "models:/m-0123abc", "candidates": "candidates.parquet"}}, DECISION,
-     "not a registered model version"),
-])
+@pytest.mark.parametrize(
+    "systems, decision, expected",
+    [
+        (
+            {
+                "a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+            },
+            "",
+            "needs the spec's decision",
+        ),
+        (
+            {
+                "a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                "b": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+                "c": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+            },
+            DECISION,
+            "has 2 candidates",
+        ),
+        (
+            {
+                "a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+                "b": {"model": "models:/m-0123abc", "candidates": "candidates.parquet"},
+            },
+            DECISION,
+            "not a registered model version",
+        ),
+    ],
+)
 def test_promote_refused_before_any_work(store, tmp_path, capsys, systems, decision, expected):
     spec = model_spec(tmp_path, systems, decision=decision)
     out = tmp_path / "out"
@@ -443,8 +527,11 @@ def test_promote_refused_before_any_work(store, tmp_path, capsys, systems, decis
 def test_promote_refuses_a_run_file_candidate(store, tmp_path, capsys):
     write_data(tmp_path)
     (tmp_path / "b.run").write_text("q00 Q0 d1 1 2.0 x\n")
-    spec = model_spec(tmp_path, {"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
-                                 "b": "b.run"}, decision=DECISION)
+    spec = model_spec(
+        tmp_path,
+        {"a": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}, "b": "b.run"},
+        decision=DECISION,
+    )
     assert main(["run", str(spec), "--quiet", "--promote", "champion"]) == 2
     assert "candidate 'b' is a run file" in capsys.readouterr().err
 
@@ -459,8 +546,13 @@ def test_run_id_nests_the_system_runs_under_the_callers_run(store, model_store, 
     experiment = client.create_experiment("training-2")
     training = client.create_run(experiment, run_name="train", tags={"team": "search"})
     client.log_param(training.info.run_id, "lr", "0.1")
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet", "--run-id", training.info.run_id]) == 0
     run = client.get_run(training.info.run_id)
@@ -468,8 +560,9 @@ def test_run_id_nests_the_system_runs_under_the_callers_run(store, model_store, 
     assert run.data.tags["ndcg_mlflow.role"] == "evaluation" and run.data.tags["ndcg_mlflow.attached"] == "true"
     assert run.data.tags["ndcg_mlflow.logging"] == "complete" and run.data.params["lr"] == "0.1"
     summary = json.loads((out / "summary.json").read_text())
-    assert run.data.metrics["challenger.ndcg_at_10"] == pytest.approx(summary["systems"]["challenger"]["ndcg_at_10"]
-                                                                      ["mean"], rel=1e-12)
+    assert run.data.metrics["challenger.ndcg_at_10"] == pytest.approx(
+        summary["systems"]["challenger"]["ndcg_at_10"]["mean"], rel=1e-12
+    )
     assert {"spec.yaml", "summary.json", "report.html"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
     children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
     assert sorted(c.data.tags["ndcg_mlflow.system"] for c in children) == ["challenger", "champion"]
@@ -488,9 +581,14 @@ def test_active_run_is_the_parent_in_python(store, tmp_path, monkeypatch):
     from ndcg_mlflow.outputs import write_outputs
     from ndcg_mlflow.tracking import log_evaluation
 
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
-                      comparison=False)
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+        comparison=False,
+    )
     monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)  # restored after the test
     mlflow.set_experiment("notebook")
     with mlflow.start_run() as active:
@@ -511,8 +609,11 @@ def test_scored_rows_without_a_folder_live_as_long_as_the_result(store, tmp_path
     import ndcg_mlflow
     from ndcg_mlflow.outputs import write_outputs
 
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"}},
-                      comparison=False)
+    spec = model_spec(
+        tmp_path,
+        {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"}},
+        comparison=False,
+    )
     result = ndcg_mlflow.evaluate(spec)
     scored = Path(result.scored["champion"])
     assert scored.is_file()
@@ -531,8 +632,9 @@ def test_run_id_refusals(store, tmp_path, capsys):
     experiment = client.create_experiment("elsewhere")
     clash = client.create_run(experiment)
     client.log_param(clash.info.run_id, "name", "another")
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}},
-                      comparison=False)
+    spec = model_spec(
+        tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"}}, comparison=False
+    )
     assert main(["run", str(spec), "--quiet", "--run-id", "0123456789abcdef0123456789abcdef"]) == 2
     assert "no such run" in capsys.readouterr().err
     assert main(["run", str(spec), "--quiet", "--run-id", clash.info.run_id]) == 2
@@ -559,21 +661,26 @@ def odd_spec(tmp_path: Path, frame: pd.DataFrame, model: str = "models:/odd/1") 
 
 
 def test_a_missing_alias_version_or_model_names_the_key(store, tmp_path, capsys):
-    for uri, expected in (("models:/ranker@gold", "registered model 'ranker' has no alias 'gold' (its aliases are "
-                                                   "challenger, champion)"),
-                          ("models:/ranker/9", "not found"), ("models:/nothing@x", "'nothing' does not exist"),
-                          ("models:/m-00000000000000000000000000000000", "not found")):
+    for uri, expected in (
+        ("models:/ranker@gold", "registered model 'ranker' has no alias 'gold' (its aliases are challenger, champion)"),
+        ("models:/ranker/9", "not found"),
+        ("models:/nothing@x", "'nothing' does not exist"),
+        ("models:/m-00000000000000000000000000000000", "not found"),
+    ):
         spec = model_spec(tmp_path, {"x": {"model": uri, "candidates": "candidates.parquet"}}, comparison=False)
         assert main(["run", str(spec), "--quiet", "--no-mlflow"]) == 2
         err = capsys.readouterr().err
         assert "at key 'data.systems.x.model'" in err and expected in err, err
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
-    ("fail", "failed on rows 1-8 of"),
-    ("nan", "returned nan for row 3"),
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
+        ("fail", "failed on rows 1-8 of"),
+        ("nan", "returned nan for row 3"),
+    ],
+)
 def test_bad_model_output_is_refused(store, tmp_path, capsys, mode, expected):
     _, cands = candidates_frame()
     frame = cands[cands["query_id"] == "q00"].copy()
@@ -603,16 +710,20 @@ def test_every_form_of_one_score_per_row_gives_the_same_numbers(store, tmp_path,
     assert list(scored["doc_id"]) == list(cands["doc_id"])
     summary = json.loads((out / "summary.json").read_text())
     for k in (5, 10):
-        assert summary["systems"]["odd"][f"ndcg_at_{k}"]["mean"] == pytest.approx(ndcg_at(cands, qrels, "good", k),
-                                                                                   rel=1e-12)
+        assert summary["systems"]["odd"][f"ndcg_at_{k}"]["mean"] == pytest.approx(
+            ndcg_at(cands, qrels, "good", k), rel=1e-12
+        )
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("wide", "returned an array of shape (8, 2)"),
-    ("none", "returned None"),
-    ("scalar", "returned the single value"),
-    ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("wide", "returned an array of shape (8, 2)"),
+        ("none", "returned None"),
+        ("scalar", "returned the single value"),
+        ("short", "returned 7 values for 8 input rows (rows 1-8 of"),
+    ],
+)
 def test_outputs_of_no_clear_shape_are_refused_naming_the_model(store, tmp_path, capsys, mode, expected):
     _, cands = candidates_frame()
     spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
@@ -646,28 +757,36 @@ def test_a_retriever_returning_ranked_lists(store, model_store, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     # the lists are the good ranking reversed: the same as ranking by -good
     reversed_ = cands.assign(bad=-cands["good"])
-    assert summary["systems"]["odd"]["ndcg_at_5"]["mean"] == pytest.approx(ndcg_at(reversed_, qrels, "bad", 5),
-                                                                           rel=1e-12)
+    assert summary["systems"]["odd"]["ndcg_at_5"]["mean"] == pytest.approx(
+        ndcg_at(reversed_, qrels, "bad", 5), rel=1e-12
+    )
 
 
 def test_model_systems_shape_in_the_spec(tmp_path):
     from ndcg_mlflow.errors import SpecError
     from ndcg_mlflow.spec import load_spec
 
-    base = {"spec_version": 1, "name": "x", "metric": {"preset": "trec_eval", "cutoffs": [10]},
-            "queries": {"weights": "uniform"}, "data": {"qrels": "q.tsv", "systems": {}}}
-    for value, expected in (({"model": "models:/r/Production", "candidates": "c.parquet"}, "stages such as"),
-                            ({"model": "s3://bucket/model", "candidates": "c.parquet"}, "must be a model URI"),
-                            ({"model": "models:/r/1"}, "data.systems.a.candidates': missing required key"),
-                            ({"model": "models:/r/1", "candidates": "c", "cand": 1}, "unknown key"),
-                            ({"model": "models:/r/1", "candidates": {"path": "c", "format": "trec"}},
-                             "not TREC text")):
+    base = {
+        "spec_version": 1,
+        "name": "x",
+        "metric": {"preset": "trec_eval", "cutoffs": [10]},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "q.tsv", "systems": {}},
+    }
+    for value, expected in (
+        ({"model": "models:/r/Production", "candidates": "c.parquet"}, "stages such as"),
+        ({"model": "s3://bucket/model", "candidates": "c.parquet"}, "must be a model URI"),
+        ({"model": "models:/r/1"}, "data.systems.a.candidates': missing required key"),
+        ({"model": "models:/r/1", "candidates": "c", "cand": 1}, "unknown key"),
+        ({"model": "models:/r/1", "candidates": {"path": "c", "format": "trec"}}, "not TREC text"),
+    ):
         base["data"]["systems"] = {"a": value}
         with pytest.raises(SpecError, match="data.systems.a") as info:
             load_spec(base, base_dir=tmp_path)
         assert expected in str(info.value), str(info.value)
-    base["data"]["systems"] = {"a": {"model": "models:/r@champion", "candidates": {"path": "c.csv", "columns":
-                                                                                   {"query_id": "user"}}}}
+    base["data"]["systems"] = {
+        "a": {"model": "models:/r@champion", "candidates": {"path": "c.csv", "columns": {"query_id": "user"}}}
+    }
     spec = load_spec(base, base_dir=tmp_path)
     resolved = spec.resolved()
     assert resolved["data.systems.a.model"] == "models:/r@champion"
@@ -676,8 +795,9 @@ def test_model_systems_shape_in_the_spec(tmp_path):
 
 
 def test_csv_candidates_keep_ids_as_text(store, tmp_path):
-    qrels = pd.DataFrame({"query_id": ["007"] * 3 + ["010"] * 3, "doc_id": ["01", "02", "03"] * 2,
-                          "grade": [0, 1, 3, 2, 0, 0]})
+    qrels = pd.DataFrame(
+        {"query_id": ["007"] * 3 + ["010"] * 3, "doc_id": ["01", "02", "03"] * 2, "grade": [0, 1, 3, 2, 0, 0]}
+    )
     cands = qrels[["query_id", "doc_id"]].assign(good=[0.1, 0.2, 0.3, 0.3, 0.2, 0.1], noise=0.0)
     spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False)
     qrels.to_csv(tmp_path / "qrels.csv", index=False)
@@ -700,8 +820,13 @@ def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypat
     client = client_for(store)
     experiment = client.create_experiment("train")
     rid = client.create_run(experiment).info.run_id
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}})
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker/1", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+    )
     out = tmp_path / "out"
     real, calls = tracking_client.log_batch, []
 
@@ -728,8 +853,11 @@ def test_a_failure_while_logging_into_the_callers_run(store, tmp_path, monkeypat
 
 
 def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
-    spec = model_spec(tmp_path, {"x": {"model": f"runs:/{model_store['training_run']}/ranker_good",
-                                       "candidates": "candidates.parquet"}}, comparison=False)
+    spec = model_spec(
+        tmp_path,
+        {"x": {"model": f"runs:/{model_store['training_run']}/ranker_good", "candidates": "candidates.parquet"}},
+        comparison=False,
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -756,9 +884,14 @@ def spark():
         pytest.skip(java_problem() or "")
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("ndcg-mlflow-model-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.enabled", "false").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("ndcg-mlflow-model-tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -773,22 +906,30 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
     Spark engine equals the local engine's exactly, and both equal the definition computed here."""
     import ndcg_mlflow
 
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "cands"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "cands"}}, ties="average")
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "cands"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "cands"},
+        },
+        ties="average",
+    )
     qrels, cands = candidates_frame()
     (tmp_path / "cands").mkdir()
     half = len(cands) // 2 + 3  # a query split across the two files
     cands.iloc[:half].to_parquet(tmp_path / "cands" / "a.parquet", index=False)
     cands.iloc[half:].to_parquet(tmp_path / "cands" / "b.parquet", index=False)
     local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
-    on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
-                                    scored_dir=tmp_path / "spark")
+    on_spark = ndcg_mlflow.evaluate(
+        spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "spark"
+    )
     assert on_spark.summary["engine"] == "spark"
     pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
     for name, column, version in (("champion", "noise", "1"), ("challenger", "good", "2")):
         for k in (5, 10):
             assert on_spark.summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
-                ndcg_at(cands, qrels, column, k), rel=1e-12)
+                ndcg_at(cands, qrels, column, k), rel=1e-12
+            )
         folder = on_spark.scored[name]
         assert folder == tmp_path / "spark" / "systems" / f"{name}.scored.parquet" and folder.is_dir()
         scored = pd.read_parquet(folder).merge(cands, on=["query_id", "doc_id"])
@@ -813,17 +954,21 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
 
     resolutions = []
     real_resolve = models.resolve_model_systems
-    monkeypatch.setattr(models, "resolve_model_systems",
-                        lambda *a, **k: resolutions.append(1) or real_resolve(*a, **k))
+    monkeypatch.setattr(models, "resolve_model_systems", lambda *a, **k: resolutions.append(1) or real_resolve(*a, **k))
 
     deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
     qrels, cands = candidates_frame()
     deltalake.write_deltalake(str(tmp_path / "cands"), cands)  # version 0: the candidates
     deltalake.write_deltalake(str(tmp_path / "cands"), cands.assign(good=-cands["good"]), mode="overwrite")
     delta = {"path": "cands", "format": "delta", "version": 0}
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker@challenger", "candidates": delta}},
-                      ties="average")
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker@challenger", "candidates": delta},
+        },
+        ties="average",
+    )
     out = tmp_path / "out"
     assert main(["run", str(spec), "--engine", "spark", "--out", str(out), "--quiet"]) == 0
     assert len(resolutions) == 1  # the registry asked once: what is scored and recorded is that answer
@@ -833,7 +978,8 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     assert summary["models"]["challenger"]["loaded_uri"] == "models:/ranker/2"
     assert summary["models"]["challenger"]["candidate_rows"] == len(cands)
     assert summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == pytest.approx(  # version 0 was read
-        ndcg_at(cands, qrels, "good", 10), rel=1e-12)
+        ndcg_at(cands, qrels, "good", 10), rel=1e-12
+    )
     folder = out / "systems" / "challenger.scored.parquet"
     parts = sorted(folder.glob("*.parquet"))
     assert folder.is_dir() and parts and not list(folder.glob(".*.crc"))
@@ -851,8 +997,10 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     again = tmp_path / "again"
     again.mkdir()
     rerun = ndcg_mlflow.evaluate(model_spec(again, {"challenger": str(folder)}, comparison=False, ties="average"))
-    assert rerun.summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == \
-        summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
+    assert (
+        rerun.summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
+        == summary["systems"]["challenger"]["ndcg_at_10"]["mean"]
+    )
 
 
 def test_spark_model_systems_beyond_the_driver_limit(store, model_store, tmp_path, spark):
@@ -864,15 +1012,36 @@ def test_spark_model_systems_beyond_the_driver_limit(store, model_store, tmp_pat
     import ndcg_mlflow
     from ndcg_mlflow.readers import sha256_file
 
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker@challenger",
-                                                "candidates": "candidates.parquet"}}, decision=DECISION,
-                      ties="average")
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker@challenger", "candidates": "candidates.parquet"},
+        },
+        decision=DECISION,
+        ties="average",
+    )
     spec.write_text(spec.read_text().replace("wins_losses: 3", "wins_losses: 0"))  # (not computed when grouped)
     local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
     out = tmp_path / "out"
-    assert main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--out", str(out), "--quiet",
-                 "--promote", "champion"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(spec),
+                "--engine",
+                "spark",
+                "--driver-queries",
+                "10",
+                "--out",
+                str(out),
+                "--quiet",
+                "--promote",
+                "champion",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine_info"]["statistics"]["method"] == "grouped"
     table = Path(summary["per_query_path"])
@@ -884,7 +1053,8 @@ def test_spark_model_systems_beyond_the_driver_limit(store, model_store, tmp_pat
         assert record["model_id"] == model_store["model_ids"][int(version)]
         for k in (5, 10):
             assert summary["systems"][name][f"ndcg_at_{k}"]["mean"] == pytest.approx(
-                local.summary["systems"][name][f"ndcg_at_{k}"]["mean"], rel=1e-12)
+                local.summary["systems"][name][f"ndcg_at_{k}"]["mean"], rel=1e-12
+            )
         folder = out / "systems" / f"{name}.scored.parquet"
         assert folder.is_dir() and summary["files"][f"system:{name}"]["sha256"] == sha256_file(folder)
         scored = pd.read_parquet(folder).merge(candidates_frame()[1], on=["query_id", "doc_id"])
@@ -913,8 +1083,12 @@ def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, mon
     from ndcg_mlflow.engines import spark as engine
     from ndcg_mlflow.errors import SpecError
 
-    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}},
-                      comparison=False, ties="average")
+    spec = model_spec(
+        tmp_path,
+        {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}},
+        comparison=False,
+        ties="average",
+    )
 
     class NoSpark:
         def __getattr__(self, name):
@@ -931,8 +1105,9 @@ def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "at key 'data.systems.x.model'" in err and "has no alias 'gold'" in err, err
     # scored rows have no displayed order on Spark: refused before the registry or Spark is asked
-    ordered = model_spec(tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}},
-                         comparison=False)
+    ordered = model_spec(
+        tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}}, comparison=False
+    )
     with pytest.raises(SpecError, match="metric.ties.*no displayed order"):
         ndcg_mlflow.evaluate(ordered, engine="spark", spark=NoSpark(), tracking_uri=store)
 
@@ -944,8 +1119,9 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     from ndcg_mlflow.errors import DataError, NdcgError
 
     _, cands = candidates_frame()
-    spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "few.parquet"}}, comparison=False,
-                      ties="average")
+    spec = model_spec(
+        tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "few.parquet"}}, comparison=False, ties="average"
+    )
     cands.drop(columns=["noise"]).to_parquet(tmp_path / "few.parquet", index=False)
     with pytest.raises(DataError, match=r"lack the column\(s\) 'noise'.*good, noise"):
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s1")
@@ -968,13 +1144,15 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     lists = pd.DataFrame({"query_id": ["q00"], "doc_id": ["-"], "docs": ["d1,d2"]})
     retriever = odd_spec(tmp_path, lists, model=f"models:/{model_store['retriever']}")
     retriever.write_text(retriever.read_text().replace("ties: displayed_order", "ties: average"))
-    with pytest.raises(DataError, match="returned ranked lists of doc ids .*a retriever is scored by the local "
-                                        "engine only"):
+    with pytest.raises(
+        DataError, match="returned ranked lists of doc ids .*a retriever is scored by the local engine only"
+    ):
         ndcg_mlflow.evaluate(retriever, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s4")
 
     cands.to_csv(tmp_path / "c.csv", index=False)
-    csv = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False,
-                     ties="average")
+    csv = model_spec(
+        tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False, ties="average"
+    )
     with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
         ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
 
@@ -991,20 +1169,26 @@ def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark)
     for mode in ("column", "frame", "series_arrays"):
         spec = odd_spec(tmp_path, cands.assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
-        on_spark = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
-                                        scored_dir=tmp_path / f"s-{mode}")
+        on_spark = ndcg_mlflow.evaluate(
+            spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / f"s-{mode}"
+        )
         scored = pd.read_parquet(on_spark.scored["odd"]).merge(cands, on=["query_id", "doc_id"])
         assert len(scored) == len(cands)
         np.testing.assert_array_equal(scored["score"].to_numpy(), scored["good"].to_numpy())
         assert on_spark.summary["systems"]["odd"]["ndcg_at_10"]["mean"] == pytest.approx(
-            ndcg_at(cands, qrels, "good", 10), rel=1e-12)
-    for mode, expected in (("wide", "returned an array of shape (8, 2)"), ("none", "returned None"),
-                           ("scalar", "returned the single value")):
+            ndcg_at(cands, qrels, "good", 10), rel=1e-12
+        )
+    for mode, expected in (
+        ("wide", "returned an array of shape (8, 2)"),
+        ("none", "returned None"),
+        ("scalar", "returned the single value"),
+    ):
         spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
         with pytest.raises(DataError) as info:
-            ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store,
-                                 scored_dir=tmp_path / f"s-{mode}")
+            ndcg_mlflow.evaluate(
+                spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / f"s-{mode}"
+            )
         message = str(info.value)
         assert message.startswith(f"{tmp_path / 'odd.parquet'}: models:/odd/1 ") and expected in message, message
         assert "(scored on Spark)" in message and "Traceback" not in message
@@ -1041,16 +1225,31 @@ def test_spark_connect_scores_model_systems_with_the_local_numbers(store, tmp_pa
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
     if shutil.which("java") is None:
         pytest.skip("Java 17 is not available (the Spark engine needs it: java -version)")
-    spec = model_spec(tmp_path, {"champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
-                                 "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"}},
-                      ties="average")
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+        },
+        ties="average",
+    )
     local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo), str(spec), store, str(tmp_path)],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
-    if out.returncode != 0 and "SparkConnect" in out.stderr and "scored on Spark Connect" not in out.stdout \
-            and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower()):
+    out = subprocess.run(
+        [sys.executable, "-c", CONNECT_SCRIPT, str(repo), str(spec), store, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+    if (
+        out.returncode != 0
+        and "SparkConnect" in out.stderr
+        and "scored on Spark Connect" not in out.stdout
+        and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower())
+    ):
         pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
     assert out.returncode == 0, out.stderr[-3000:]
     remote = pd.read_parquet(tmp_path / "per_query.parquet")
@@ -1086,10 +1285,16 @@ def test_a_problem_in_the_rows_scored_on_spark_names_the_candidates_file(store, 
     from ndcg_mlflow.errors import DataError
 
     _, cands = candidates_frame()
-    for bad, frame in (("empty", cands.assign(doc_id=["", *cands.doc_id[1:]])),
-                       ("twice", pd.concat([cands.iloc[:3], cands.iloc[:1], cands.iloc[3:]], ignore_index=True))):
-        spec = model_spec(tmp_path, {"x": {"model": "models:/ranker/2", "candidates": f"{bad}.parquet"}},
-                          comparison=False, ties="average")
+    for bad, frame in (
+        ("empty", cands.assign(doc_id=["", *cands.doc_id[1:]])),
+        ("twice", pd.concat([cands.iloc[:3], cands.iloc[:1], cands.iloc[3:]], ignore_index=True)),
+    ):
+        spec = model_spec(
+            tmp_path,
+            {"x": {"model": "models:/ranker/2", "candidates": f"{bad}.parquet"}},
+            comparison=False,
+            ties="average",
+        )
         frame.to_parquet(tmp_path / f"{bad}.parquet", index=False)
         with pytest.raises(DataError) as info:
             ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / bad)

@@ -47,10 +47,14 @@ def bits(a: np.ndarray) -> list[int]:
 
 
 def reading(table) -> dict:
-    return {"queries": [str(table.query.values[c]) for c in table.query.codes],
-            "codes": table.query.codes.tolist(), "values_": list(table.query.values),
-            "docs": table.doc.array.to_pylist(), "value": bits(table.value),
-            "rank": None if table.rank is None else bits(table.rank)}
+    return {
+        "queries": [str(table.query.values[c]) for c in table.query.codes],
+        "codes": table.query.codes.tolist(),
+        "values_": list(table.query.values),
+        "docs": table.doc.array.to_pylist(),
+        "value": bits(table.value),
+        "rank": None if table.rank is None else bits(table.rank),
+    }
 
 
 def line_reading(path: Path, kind: str, rank: bool):
@@ -94,7 +98,8 @@ def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIV
     expect = line_reading(path, kind, rank)
     if got is None:  # the C reader was not sure: the line reader refuses the file (and names the line)
         assert isinstance(expect, DataError), (
-            f"the C reader refused a file the line reader reads: {path.read_bytes()!r}")
+            f"the C reader refused a file the line reader reads: {path.read_bytes()!r}"
+        )
         return
     assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
     assert reading(got) == reading(expect)
@@ -117,20 +122,81 @@ NUMBER_TEXT = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
     st.tuples(st.floats(-1e6, 1e6), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}f}"),
     st.tuples(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 20)).map(lambda t: f"{t[0]:.{t[1]}e}"),
-    st.integers(-10**20, 10**20).map(str),
+    st.integers(-(10**20), 10**20).map(str),
     # 15 and 16 digits, up to 8 on either side of the dot: m / 10^k is exact only for up to 15 digits
-    st.tuples(st.integers(0, 10**8 - 1), st.integers(0, 8), st.integers(0, 10**8 - 1), st.sampled_from(["", "-"]))
-      .map(lambda t: f"{t[3]}{t[0]}.{t[2] % 10 ** t[1]:0{t[1]}d}"),
-    st.sampled_from(["0", "-0", "+0", "-0.0", ".5", "5.", "+.5e-3", "1E5", "1e+5", "00012.5000", "9007199254740993",
-                     "0.1000000000000000055511151231257827", "123456789012345678901234567890", "1e22", "1e23",
-                     "4.9e-324", "2.4e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623159e308",
-                     "1e999", "-1e999", "91528947.00282669", "-96207290.13421809", "1234567.12345678",
-                     "12345678.1234567", "123456789.1", "1.123456789", "nan", "NaN", "inf", "-Infinity", "0x10",
-                     "1_0", "1e", "e5", ".", "-", "+", "1.2.3", "1e5.5", "١٢", "1,5", "12a", "--1", "+-1"]),
+    st.tuples(st.integers(0, 10**8 - 1), st.integers(0, 8), st.integers(0, 10**8 - 1), st.sampled_from(["", "-"])).map(
+        lambda t: f"{t[3]}{t[0]}.{t[2] % 10 ** t[1]:0{t[1]}d}"
+    ),
+    st.sampled_from(
+        [
+            "0",
+            "-0",
+            "+0",
+            "-0.0",
+            ".5",
+            "5.",
+            "+.5e-3",
+            "1E5",
+            "1e+5",
+            "00012.5000",
+            "9007199254740993",
+            "0.1000000000000000055511151231257827",
+            "123456789012345678901234567890",
+            "1e22",
+            "1e23",
+            "4.9e-324",
+            "2.4e-324",
+            "1e-400",
+            "1.7976931348623157e308",
+            "1.7976931348623159e308",
+            "1e999",
+            "-1e999",
+            "91528947.00282669",
+            "-96207290.13421809",
+            "1234567.12345678",
+            "12345678.1234567",
+            "123456789.1",
+            "1.123456789",
+            "nan",
+            "NaN",
+            "inf",
+            "-Infinity",
+            "0x10",
+            "1_0",
+            "1e",
+            "e5",
+            ".",
+            "-",
+            "+",
+            "1.2.3",
+            "1e5.5",
+            "١٢",
+            "1,5",
+            "12a",
+            "--1",
+            "+-1",
+        ]
+    ),
 )
 IDS = st.one_of(
-    st.sampled_from(["q1", "7067032", "0", "007", "12345678901234567890", "123456789012345678", "d-1", "Q0",
-                     "é", "doc\u00a0x", "x" * 65, "9" * 70, "\ufeffd", "d\x00"]),
+    st.sampled_from(
+        [
+            "q1",
+            "7067032",
+            "0",
+            "007",
+            "12345678901234567890",
+            "123456789012345678",
+            "d-1",
+            "Q0",
+            "é",
+            "doc\u00a0x",
+            "x" * 65,
+            "9" * 70,
+            "\ufeffd",
+            "d\x00",
+        ]
+    ),
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n"), min_size=1, max_size=8),
     st.integers(0, 10**19).map(str),
 )
@@ -150,15 +216,16 @@ def trec_file(draw, kind: str) -> bytes:
         value = draw(NUMBER_TEXT) if draw(st.integers(0, 3)) else draw(st.integers(0, 4).map(str))
         fields = [q, "0", d, value] if kind == "qrels" else [q, "Q0", d, rank, value, "tag"]
         if draw(st.integers(0, 8)) == 0:
-            fields = fields[:draw(st.integers(1, len(fields) - 1))]  # too few fields
+            fields = fields[: draw(st.integers(1, len(fields) - 1))]  # too few fields
         elif draw(st.integers(0, 5)) == 0:
             fields += draw(st.lists(IDS, min_size=1, max_size=2))  # more (after the tag, or too many)
         line = draw(SEPS).join(fields)
         lead, trail = draw(st.sampled_from(["", "", "", " ", "\t"])), draw(st.sampled_from(["", "", "", " ", "\t"]))
         lines.append(lead + line + trail)
     newline = draw(st.sampled_from(["\n", "\r\n"]))
-    text = "".join(line + (newline if draw(st.integers(0, 30)) else draw(st.sampled_from(["\r", "\r\r\n"])))
-                   for line in lines)
+    text = "".join(
+        line + (newline if draw(st.integers(0, 30)) else draw(st.sampled_from(["\r", "\r\r\n"]))) for line in lines
+    )
     if draw(st.booleans()):
         text = text.rstrip("\r\n")  # no final line end
     data = text.encode("utf-8")
@@ -234,9 +301,20 @@ def test_id_hashes_are_the_numpy_hashes(ids):
 
 @widths
 @PROPERTY
-@given(lines=st.lists(st.tuples(st.integers(0, 10**8), st.one_of(st.integers(0, 10**18).map(str), IDS),
-                                NUMBER_TEXT, st.integers(50, 72), SEPS, st.sampled_from(["\n", "\r\n", "\r"])),
-                      min_size=1, max_size=6))
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.integers(0, 10**8),
+            st.one_of(st.integers(0, 10**18).map(str), IDS),
+            NUMBER_TEXT,
+            st.integers(50, 72),
+            SEPS,
+            st.sampled_from(["\n", "\r\n", "\r"]),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_lines_about_the_windows_length_read_as_the_line_reader_reads_them(folder, lines):
     """Lines of 50 to 72 bytes (the tag made as long as it takes), LF or CRLF (a lone CR now and then): line ends
     at, before and past the 64 bytes the C reader looks at for a line, numbers and ids of 1 to 20 bytes about the
@@ -268,9 +346,18 @@ def test_many_queries_grow_the_query_table(folder):
 @widths
 def test_a_number_that_needs_strtod_reads_as_python_reads_it(folder):
     """Beyond 15 digits or 10^22 the C reader leaves the fast path; the halfway cases must still round to even."""
-    cases = ["9007199254740993", "9007199254740995", "1.00000000000000011102230246251565404236316680908203125",
-             "1e23", "8.98846567431158e307", "2.2250738585072011e-308", "2.2250738585072012e-308",
-             "0." + "0" * 400 + "1", "1" * 300, "1" * 30 + "e-30"]
+    cases = [
+        "9007199254740993",
+        "9007199254740995",
+        "1.00000000000000011102230246251565404236316680908203125",
+        "1e23",
+        "8.98846567431158e307",
+        "2.2250738585072011e-308",
+        "2.2250738585072012e-308",
+        "0." + "0" * 400 + "1",
+        "1" * 300,
+        "1" * 30 + "e-30",
+    ]
     path = _write(folder, "".join(f"q Q0 d{i} 1 {c} t\n" for i, c in enumerate(cases)).encode())
     got = readers_trec._trec_native(path, "run", False)
     assert got is not None
@@ -312,8 +399,10 @@ def assert_numbers_read_as_float_does(cases) -> None:
         expect = number_bits(pure_number(text))
         for after in AFTER if len(text) <= 16 else AFTER[:2]:  # (a longer field is never read a word at a time)
             got = number_bits(c_number(text, after))
-            assert got == expect, (f"{clip_text(text)}: C {got and struct.unpack('<d', got)[0]!r}, "
-                                   f"float() {expect and struct.unpack('<d', expect)[0]!r} (after {after[:6]!r})")
+            assert got == expect, (
+                f"{clip_text(text)}: C {got and struct.unpack('<d', got)[0]!r}, "
+                f"float() {expect and struct.unpack('<d', expect)[0]!r} (after {after[:6]!r})"
+            )
 
 
 def clip_text(text: str) -> str:
@@ -323,7 +412,7 @@ def clip_text(text: str) -> str:
 def _digit_strings(k: int) -> list[str]:
     """Mantissas of k digits: the largest, a power of ten, a 1 at each end, and digits of pi."""
     pi = "31415926535897932384626433832795028841971693993751"
-    return sorted({"9" * k, "1" + "0" * (k - 1), "1" + "0" * max(0, k - 2) + "1"[:k - 1], pi[:k]})
+    return sorted({"9" * k, "1" + "0" * (k - 1), "1" + "0" * max(0, k - 2) + "1"[: k - 1], pi[:k]})
 
 
 def _every_length_cases() -> list[str]:
@@ -352,8 +441,11 @@ def _long_exponent_cases() -> list[str]:
     shifts = (-400, -330, -325, -324, -309, -308, -23, -22, -1, 0, 1, 22, 23, 307, 308, 309, 400)
     for zeros in (0, 1, 14, 15, 21, 22, 23, 300, 308, 309, 323, 324, 325, 400, 4000, 99_999, 100_000, 200_000):
         many = zeros > 400
-        for digits in ("1", "123456789012345") if many else ("1", "5", "123456789012345", "1234567890123456789",
-                                                               "12345678901234567890123"):
+        for digits in (
+            ("1", "123456789012345")
+            if many
+            else ("1", "5", "123456789012345", "1234567890123456789", "12345678901234567890123")
+        ):
             for shift in (-325, -324, 0, 308, 309) if many else shifts:
                 small = "0." + "0" * zeros + digits  # 10^-(zeros + 1) <= x < 10^-zeros
                 big = digits + "0" * zeros  # trailing zeros
@@ -361,46 +453,164 @@ def _long_exponent_cases() -> list[str]:
                 cases += [f"{small}e{e}", f"{small}e{_exponent(e, zeros % 7 + 20)}", f"-{small}E{e}"]
                 cases += [f"{big}e{-e}", f"{big}.{'0' * (zeros % 50)}e{_exponent(-e, 30)}", f"-{big}e{-e}"]
     # the exponents of the examples that went wrong: a count of zeros balanced against 10^6 and more
-    cases += ["0." + "0" * 99_999 + "1e1000000", "0." + "0" * 199_999 + "1e2000000",
-              "0." + "0" * 99_999 + "1e100000", "0." + "0" * 99_999 + "1e100001", "0." + "0" * 99_999 + "1e99999",
-              "1" + "0" * 100_000 + "e-1000000", "1" + "0" * 100_000 + "e-100000", "1" + "0" * 100_000 + "e-99999"]
-    for e in ("99999", "100000", "100001", "999999999", "1000000000", "1000000001", "2147483647", "2147483648",
-              "4294967296", "9223372036854775807", "9223372036854775808", "18446744073709551616", "9" * 40):
+    cases += [
+        "0." + "0" * 99_999 + "1e1000000",
+        "0." + "0" * 199_999 + "1e2000000",
+        "0." + "0" * 99_999 + "1e100000",
+        "0." + "0" * 99_999 + "1e100001",
+        "0." + "0" * 99_999 + "1e99999",
+        "1" + "0" * 100_000 + "e-1000000",
+        "1" + "0" * 100_000 + "e-100000",
+        "1" + "0" * 100_000 + "e-99999",
+    ]
+    for e in (
+        "99999",
+        "100000",
+        "100001",
+        "999999999",
+        "1000000000",
+        "1000000001",
+        "2147483647",
+        "2147483648",
+        "4294967296",
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551616",
+        "9" * 40,
+    ):
         for mantissa in ("1", "0", "0.000", "-0", "123456789012345678901234567890", "0." + "0" * 400 + "1"):
             cases += [f"{mantissa}e{e}", f"{mantissa}e-{e}", f"{mantissa}e+{e}", f"{mantissa}E+000{e}"]
-    cases += ["1e+000000000000000001", "1e-0000000000000000000000000000000000000022",
-              "1e" + "0" * 60 + "308", "1e" + "0" * 60 + "309", "1e-" + "0" * 60 + "324", "5e-" + "0" * 60 + "324"]
+    cases += [
+        "1e+000000000000000001",
+        "1e-0000000000000000000000000000000000000022",
+        "1e" + "0" * 60 + "308",
+        "1e" + "0" * 60 + "309",
+        "1e-" + "0" * 60 + "324",
+        "5e-" + "0" * 60 + "324",
+    ]
     return cases
 
 
 EDGE_NUMBERS = [
     # zeros and signs
-    "0", "-0", "+0", "0.", "-0.", ".0", "-.0", "+.0", "0.0", "-0.0", "00", "-00", "000.000", "-0e0", "-0e999999",
-    "-0.000e-99999999999", "0e99999999999999999999",
+    "0",
+    "-0",
+    "+0",
+    "0.",
+    "-0.",
+    ".0",
+    "-.0",
+    "+.0",
+    "0.0",
+    "-0.0",
+    "00",
+    "-00",
+    "000.000",
+    "-0e0",
+    "-0e999999",
+    "-0.000e-99999999999",
+    "0e99999999999999999999",
     # the grammar's corners
-    ".5", "-.5", "+.5", "5.", "-5.", "+5.", "5.e3", ".5e-3", "00012.5000", "1E5", "1e+5", "1e-5",
+    ".5",
+    "-.5",
+    "+.5",
+    "5.",
+    "-5.",
+    "+5.",
+    "5.e3",
+    ".5e-3",
+    "00012.5000",
+    "1E5",
+    "1e+5",
+    "1e-5",
     # 19 and 20 digits about the fast path's 15 and the 64 bits of the mantissa
-    "9999999999999999999", "18446744073709551615", "18446744073709551616", "99999999999999999999e-5",
-    "1844674407370955161.5", "0.18446744073709551616e20", "9007199254740992", "9007199254740993",
-    "9007199254740995", "900719925474099.3", "999999999999999", "999999999999999e22", "999999999999999e-22",
-    "9999999999999999", "9999999999999999e22", "0.1000000000000000055511151231257827",
+    "9999999999999999999",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999e-5",
+    "1844674407370955161.5",
+    "0.18446744073709551616e20",
+    "9007199254740992",
+    "9007199254740993",
+    "9007199254740995",
+    "900719925474099.3",
+    "999999999999999",
+    "999999999999999e22",
+    "999999999999999e-22",
+    "9999999999999999",
+    "9999999999999999e22",
+    "0.1000000000000000055511151231257827",
     "1.00000000000000011102230246251565404236316680908203125",
     "1.00000000000000011102230246251565404236316680908203124",
     "1.00000000000000011102230246251565404236316680908203126",
     # near the largest double and the smallest subnormal
-    "1.7976931348623157e308", "1.7976931348623158e308", "1.7976931348623159e308", "-1.7976931348623159e308",
+    "1.7976931348623157e308",
+    "1.7976931348623158e308",
+    "1.7976931348623159e308",
+    "-1.7976931348623159e308",
     "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286"
     "4166928879109465555478519404026306574886715058206819089020007083836762738548458177115317644757302700698555713"
-    "669596228429148198608349364752927190741684443655107043427115596995080930428801779041744977920", "1e308", "1e309",
-    "2.2250738585072011e-308", "2.2250738585072012e-308", "2.2250738585072014e-308", "4.9406564584124654e-324",
-    "4.9e-324", "5e-324", "2.4703282292062327e-324", "2.4703282292062328e-324", "-2.4703282292062328e-324",
-    "2.47032822920623272e-324", "1e-323", "1e-324", "-1e-324", "1e-400", "3e-324", "7.4e-324", "7.5e-324",
+    "669596228429148198608349364752927190741684443655107043427115596995080930428801779041744977920",
+    "1e308",
+    "1e309",
+    "2.2250738585072011e-308",
+    "2.2250738585072012e-308",
+    "2.2250738585072014e-308",
+    "4.9406564584124654e-324",
+    "4.9e-324",
+    "5e-324",
+    "2.4703282292062327e-324",
+    "2.4703282292062328e-324",
+    "-2.4703282292062328e-324",
+    "2.47032822920623272e-324",
+    "1e-323",
+    "1e-324",
+    "-1e-324",
+    "1e-400",
+    "3e-324",
+    "7.4e-324",
+    "7.5e-324",
     # long mantissas
-    "1" * 300, "1" * 30 + "e-30", "1" * 800 + "e-800", "0." + "9" * 800, "1" + "0" * 400 + "1" + "e-401",
-    "0." + "0" * 400 + "1", "9" * 310, "9" * 309 + "e-1", "0." + "0" * 330 + "1" + "0" * 500 + "e330",
+    "1" * 300,
+    "1" * 30 + "e-30",
+    "1" * 800 + "e-800",
+    "0." + "9" * 800,
+    "1" + "0" * 400 + "1" + "e-401",
+    "0." + "0" * 400 + "1",
+    "9" * 310,
+    "9" * 309 + "e-1",
+    "0." + "0" * 330 + "1" + "0" * 500 + "e330",
     # not numbers, or not finite: the line reader's to refuse
-    "", "+", "-", ".", "+.", "-.", "e5", ".e5", "1e", "1e+", "1e-", "1e+-5", "1.2.3", "--1", "+-1", "1e5.5", " 1",
-    "1 ", "0x10", "1_0", "1,5", "12a", "inf", "-inf", "nan", "NaN", "Infinity", "1e999", "-1e999", "\u0661",
+    "",
+    "+",
+    "-",
+    ".",
+    "+.",
+    "-.",
+    "e5",
+    ".e5",
+    "1e",
+    "1e+",
+    "1e-",
+    "1e+-5",
+    "1.2.3",
+    "--1",
+    "+-1",
+    "1e5.5",
+    " 1",
+    "1 ",
+    "0x10",
+    "1_0",
+    "1,5",
+    "12a",
+    "inf",
+    "-inf",
+    "nan",
+    "NaN",
+    "Infinity",
+    "1e999",
+    "-1e999",
+    "\u0661",
 ]
 
 
@@ -424,16 +634,20 @@ def test_the_number_parser_reads_long_exponents_and_long_runs_of_zeros_as_float_
 def number_text(draw) -> str:
     """Decimal text of any shape: a sign, digits (leading and trailing zeros), a dot, an exponent of up to 25
     digits with leading zeros; now and then a character out of place."""
-    digit_run = st.one_of(st.text("0123456789", max_size=25),
-                          st.tuples(st.integers(0, 400), st.text("0123456789", max_size=20), st.integers(0, 400))
-                          .map(lambda t: "0" * t[0] + t[1] + "0" * t[2]))
+    digit_run = st.one_of(
+        st.text("0123456789", max_size=25),
+        st.tuples(st.integers(0, 400), st.text("0123456789", max_size=20), st.integers(0, 400)).map(
+            lambda t: "0" * t[0] + t[1] + "0" * t[2]
+        ),
+    )
     text = draw(st.sampled_from(["", "", "-", "+"])) + draw(digit_run)
     if draw(st.booleans()):
         text += "." + draw(digit_run)
     if draw(st.booleans()):
         e = draw(st.one_of(st.integers(0, 30), st.integers(0, 400), st.integers(0, 10**6), st.integers(0, 10**25)))
-        text += (draw(st.sampled_from("eE")) + draw(st.sampled_from(["", "+", "-"])) + "0" * draw(st.integers(0, 3))
-                 + str(e))
+        text += (
+            draw(st.sampled_from("eE")) + draw(st.sampled_from(["", "+", "-"])) + "0" * draw(st.integers(0, 3)) + str(e)
+        )
     if draw(st.integers(0, 20)) == 0:
         at = draw(st.integers(0, len(text)))
         text = text[:at] + draw(st.sampled_from([".", "e", "-", "x", " ", "\u0663"])) + text[at:]
@@ -478,8 +692,12 @@ def test_map_codes_is_numpys_gather(codes, q_map):
 
 # keys from a few top 16-bit prefixes and a few low bits: run keys equal to judged ones, sharing their prefixes
 # (top 22 bits, or only the top 16) without being equal, and elsewhere
-PROBE_KEYS = st.builds(lambda top, mid, low: (top << 48) | (mid << 42) | low, st.sampled_from([0, 1, 7, 0xFFFF]),
-                       st.integers(0, 2), st.sampled_from([0, 1, 2, 2**42 - 1])) | st.integers(0, 2**64 - 1)
+PROBE_KEYS = st.builds(
+    lambda top, mid, low: (top << 48) | (mid << 42) | low,
+    st.sampled_from([0, 1, 7, 0xFFFF]),
+    st.integers(0, 2),
+    st.sampled_from([0, 1, 2, 2**42 - 1]),
+) | st.integers(0, 2**64 - 1)
 
 
 @needs_ckernel
@@ -506,8 +724,12 @@ def test_probe_refuses_tables_of_the_wrong_size():
     flags = np.zeros(1 << join_module.PAIR_FILTER_BITS, dtype=bool)
     bits, starts = join_module.probe_tables(sorted_keys, flags)
     out = np.empty(3, dtype=np.int64)
-    for args in ((bits[:-1], 42, sorted_keys, starts), (bits, 42, sorted_keys, starts[:-1]),
-                 (bits, 49, sorted_keys, starts), (bits, 42, sorted_keys[:0], starts)):
+    for args in (
+        (bits[:-1], 42, sorted_keys, starts),
+        (bits, 42, sorted_keys, starts[:-1]),
+        (bits, 49, sorted_keys, starts),
+        (bits, 42, sorted_keys[:0], starts),
+    ):
         with pytest.raises(ValueError):
             CK.probe(keys, *args, out, out.copy())
 
@@ -522,9 +744,16 @@ def _numpy_rank_check(query, score):
 
 @needs_ckernel
 @PROPERTY
-@given(blocks=st.lists(st.tuples(st.integers(0, 5), st.lists(st.sampled_from([3.0, 2.0, 2.0, 1.0, -0.0, 0.0]),
-                                                                min_size=1, max_size=6)), min_size=1, max_size=6),
-       descending=st.booleans())
+@given(
+    blocks=st.lists(
+        st.tuples(
+            st.integers(0, 5), st.lists(st.sampled_from([3.0, 2.0, 2.0, 1.0, -0.0, 0.0]), min_size=1, max_size=6)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    descending=st.booleans(),
+)
 def test_rank_check_is_numpys(blocks, descending):
     """Queries in blocks (repeated or not), scores sorted descending (or as drawn): the same verdict and ties."""
     query = np.array([q for q, s in blocks for _ in s], dtype=np.int32)
@@ -539,8 +768,14 @@ def test_rank_check_is_numpys(blocks, descending):
 
 @needs_ckernel
 @PROPERTY
-@given(groups=st.lists(st.lists(st.sampled_from(["a", "b", "ab", "", "é", "z", "a\x00", "10", "9", "ä"]),
-                                min_size=1, max_size=40), min_size=1, max_size=8), descending=st.booleans())
+@given(
+    groups=st.lists(
+        st.lists(st.sampled_from(["a", "b", "ab", "", "é", "z", "a\x00", "10", "9", "ä"]), min_size=1, max_size=40),
+        min_size=1,
+        max_size=8,
+    ),
+    descending=st.booleans(),
+)
 def test_group_order_is_lexsort_of_string_ranks(groups, descending):
     """Groups of up to 40 strings (the merge sort beyond 16), equal strings included."""
     values = pa.array([s for g in groups for s in g], type=pa.string())
@@ -567,14 +802,22 @@ def scored_runs(draw) -> tuple[dict, dict]:
         if draw(st.booleans()):
             scores = sorted(scores, reverse=True)  # (in order: the kernel's pass without a sort)
         ranking[q] = list(zip(picked, scores))
-    judgments = {q: {d: draw(st.integers(0, 3)) for d in draw(st.lists(st.sampled_from(docs), unique=True,
-                                                                          min_size=1, max_size=6))} for q in queries}
+    judgments = {
+        q: {
+            d: draw(st.integers(0, 3))
+            for d in draw(st.lists(st.sampled_from(docs), unique=True, min_size=1, max_size=6))
+        }
+        for q in queries
+    }
     return judgments, ranking
 
 
 @PROPERTY
-@given(case=scored_runs(), ties=st.sampled_from(["displayed_order", "id_ascending", "id_descending", "average"]),
-       unjudged=st.sampled_from(["zero", "condense"]))
+@given(
+    case=scored_runs(),
+    ties=st.sampled_from(["displayed_order", "id_ascending", "id_descending", "average"]),
+    unjudged=st.sampled_from(["zero", "condense"]),
+)
 def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_path_factory, case, ties, unjudged):
     """Bit for bit, every per-query number and status, under every tie rule."""
     from helpers import metric_spec, write_qrels, write_run
@@ -584,8 +827,7 @@ def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_p
     judgments, ranking = case
     folder = tmp_path_factory.mktemp("both")
     qrels, run = write_qrels(folder, judgments), write_run(folder, ranking)
-    spec = metric_spec(qrels, run, name="both", cutoffs=(1, 3, "all"), ties=ties, unjudged=unjudged,
-                       gain="linear")
+    spec = metric_spec(qrels, run, name="both", cutoffs=(1, 3, "all"), ties=ties, unjudged=unjudged, gain="linear")
     tables = []
     for pure in ("", "1"):
         with pytest.MonkeyPatch.context() as patch:
@@ -601,8 +843,10 @@ def test_an_evaluation_gives_the_same_numbers_with_and_without_the_c_parts(tmp_p
 
 
 @PROPERTY
-@given(ids=st.lists(st.sampled_from(["q1", "q2", "", "q10", "é", "q1\x00"]), min_size=1, max_size=40),
-       cut=st.integers(0, 5))
+@given(
+    ids=st.lists(st.sampled_from(["q1", "q2", "", "q10", "é", "q1\x00"]), min_size=1, max_size=40),
+    cut=st.integers(0, 5),
+)
 def test_run_starts_and_fill_runs_encode_ids_as_numpy_does(ids, cut):
     """A (sliced) Arrow string column's run starts and codes, in C and in numpy: the same Ids."""
     from ndcg_mlflow.readers.table import encode_ids, string_buffers
@@ -679,9 +923,12 @@ def _python_repeats(keys: list[int], codes: list[int], start: int, stop: int) ->
 
 
 @PROPERTY
-@given(runs=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 6), min_size=1, max_size=40)),
-                     max_size=12),
-       spread=st.booleans(), start=st.integers(0, 300), stop=st.integers(0, 300))
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 6), min_size=1, max_size=40)), max_size=12),
+    spread=st.booleans(),
+    start=st.integers(0, 300),
+    stop=st.integers(0, 300),
+)
 def test_repeats_finds_a_key_twice_in_a_run_of_equal_codes_as_a_set_does(runs, spread, start, stop):
     """Keys from a small alphabet (0 among them: the table's empty mark), or spread over 64 bits so that they
     share the table's slots only by probing; codes that come back after other codes are other runs."""
@@ -734,7 +981,7 @@ def test_copy_ranges_copies_each_range_or_refuses_one_outside(source, ranges):
         assert dest == bytearray(b"\xff" * len(dest))
         return
     FAST.copy_ranges(source, starts, lengths, dest, at)
-    assert bytes(dest) == b"".join(source[s:s + n] for s, n in ranges)
+    assert bytes(dest) == b"".join(source[s : s + n] for s, n in ranges)
     if ranges and lengths[-1]:
         with pytest.raises(ValueError):  # the last range one byte further than the destination holds
             FAST.copy_ranges(source, starts, lengths, dest, at + 1)
@@ -788,11 +1035,13 @@ def test_a_mapping_cut_short_ends_a_guarded_call_with_an_error_and_any_other_fau
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _CUT_SHORT, str(tmp_path / "cut.run"), mode], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CUT_SHORT, str(tmp_path / "cut.run"), mode], capture_output=True, text=True, timeout=120
+    )
     lines = proc.stdout.splitlines()
-    assert lines[:3] == ["cut short True the mapped file was cut short while it was read"] * 2 + \
-        ["then 240 (0, 240)"], proc.stdout + proc.stderr
+    assert lines[:3] == ["cut short True the mapped file was cut short while it was read"] * 2 + [
+        "then 240 (0, 240)"
+    ], proc.stdout + proc.stderr
     if mode == "guarded":
         assert proc.returncode == 0, proc.stderr
     else:
@@ -807,8 +1056,9 @@ def test_a_run_file_changed_while_the_c_reader_reads_it_is_refused_naming_it(fol
     import dataclasses
     import os
 
-    path = _write(folder, b"".join(b"q%d Q0 d%d %d %d.5 t\n" % (i // 50, i, i % 50 + 1, 60 - i % 50)
-                                   for i in range(20_000)))
+    path = _write(
+        folder, b"".join(b"q%d Q0 d%d %d %d.5 t\n" % (i // 50, i, i % 50 + 1, 60 - i % 50) for i in range(20_000))
+    )
     real = readers_trec.native_reader()
     cut = []
 
@@ -825,8 +1075,9 @@ def test_a_run_file_changed_while_the_c_reader_reads_it_is_refused_naming_it(fol
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
         return out
 
-    monkeypatch.setattr(readers_trec, "native_reader",
-                        lambda: dataclasses.replace(real, count_lines=count_lines, parse_trec=parse_trec))
+    monkeypatch.setattr(
+        readers_trec, "native_reader", lambda: dataclasses.replace(real, count_lines=count_lines, parse_trec=parse_trec)
+    )
     with pytest.raises(DataError, match="changed while it was read") as err:
         readers_trec._trec_native(path, "run", True, part_size=1 << 12)
     assert str(path.name) in str(err.value)

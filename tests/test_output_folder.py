@@ -32,15 +32,20 @@ from helpers import (
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.outputs import MANIFEST, lock_path, read_result_folder, verify_folder, write_manifest
 
-COMPARISON = ("uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 7}\n"
-              "comparison: {baseline: s00, test: randomization, correction: holm, wins_losses: 3,\n"
-              "             tie_tolerance: 1.0e-9}\n")
+COMPARISON = (
+    "uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 7}\n"
+    "comparison: {baseline: s00, test: randomization, correction: holm, wins_losses: 3,\n"
+    "             tie_tolerance: 1.0e-9}\n"
+)
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` with the sha256 of its bytes."""
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _siblings(folder: Path) -> list[str]:
@@ -84,8 +89,12 @@ def test_rerun_into_the_same_out_replaces_the_result_and_logs_it_under_a_new_key
     manifest = verify_folder(out)
     assert _files(out) == set(manifest["files"]) | {MANIFEST}
     assert not {"comparisons.csv", "wins_losses.json", "wins_losses.md", "bootstrap.csv"} & _files(out)
-    assert sorted(p.name for p in (out / "systems").iterdir()) == ["s00.per_query.csv", "s00.top.csv",
-                                                                    "s01.per_query.csv", "s01.top.csv"]
+    assert sorted(p.name for p in (out / "systems").iterdir()) == [
+        "s00.per_query.csv",
+        "s00.top.csv",
+        "s01.per_query.csv",
+        "s01.top.csv",
+    ]
     assert json.loads((out / "summary.json").read_text())["name"] == "second"
     assert not _siblings(out)
     # MLflow holds the second result under the new key, and the first one still under its own
@@ -212,21 +221,36 @@ def test_upload_refuses_an_incomplete_changed_or_corrupt_folder(tracking_uri, tm
         # an interrupted run: everything written but the manifest
         (variant("no-manifest", lambda f: (f / MANIFEST).unlink()), ["manifest.json: not found"]),
         (variant("missing", lambda f: (f / "comparisons.csv").unlink()), ["missing: 'comparisons.csv'"]),
-        (variant("truncated", lambda f: (f / "per_query.csv").write_text("system,query_id\n")),
-         ["changed since it was written: 'per_query.csv'"]),
-        (variant("corrupt-summary", lambda f: (f / "summary.json").write_text("{\"systems\": ")),
-         ["changed since it was written: 'summary.json'"]),
-        (variant("extra", lambda f: (f / "sensitivity.csv").write_text("stale\n")),
-         ["not written by ndcg-mlflow: 'sensitivity.csv'"]),
-        (variant("corrupt-manifest", lambda f: (f / MANIFEST).write_text("{\"files\": [")),
-         ["manifest.json: cannot be read as JSON"]),
-        (variant("forged-summary", lambda f: ((f / "summary.json").write_text("{not json"), _forge_manifest(f))),
-         ["summary.json: cannot be read as JSON"]),
-        (variant("summary-not-ours", lambda f: ((f / "summary.json").write_text("[1, 2]"), _forge_manifest(f))),
-         ["summary.json: expected a JSON object"]),
-        (variant("summary-no-systems", lambda f: ((f / "summary.json").write_text('{"name": "x"}'),
-                                                  _forge_manifest(f))),
-         ["summary.json: expected the key 'systems'"]),
+        (
+            variant("truncated", lambda f: (f / "per_query.csv").write_text("system,query_id\n")),
+            ["changed since it was written: 'per_query.csv'"],
+        ),
+        (
+            variant("corrupt-summary", lambda f: (f / "summary.json").write_text('{"systems": ')),
+            ["changed since it was written: 'summary.json'"],
+        ),
+        (
+            variant("extra", lambda f: (f / "sensitivity.csv").write_text("stale\n")),
+            ["not written by ndcg-mlflow: 'sensitivity.csv'"],
+        ),
+        (
+            variant("corrupt-manifest", lambda f: (f / MANIFEST).write_text('{"files": [')),
+            ["manifest.json: cannot be read as JSON"],
+        ),
+        (
+            variant("forged-summary", lambda f: ((f / "summary.json").write_text("{not json"), _forge_manifest(f))),
+            ["summary.json: cannot be read as JSON"],
+        ),
+        (
+            variant("summary-not-ours", lambda f: ((f / "summary.json").write_text("[1, 2]"), _forge_manifest(f))),
+            ["summary.json: expected a JSON object"],
+        ),
+        (
+            variant(
+                "summary-no-systems", lambda f: ((f / "summary.json").write_text('{"name": "x"}'), _forge_manifest(f))
+            ),
+            ["summary.json: expected the key 'systems'"],
+        ),
     ]
     for folder, needles in cases:
         assert main(["upload", str(folder)]) == 2, folder.name
@@ -309,8 +333,9 @@ def test_report_out_follows_the_folder_contract(tracking_uri, tmp_path, capsys):
 
 
 def _start(*args: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(cli_command(*args), cwd=cwd, env=clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cli_command(*args), cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _finish(procs: list[subprocess.Popen], timeout: float = 240) -> list[tuple[int, str, str]]:
@@ -357,10 +382,11 @@ def test_a_second_writer_waits_for_the_folder_lock(tmp_path):
 
 def _two_runs_into_one_out(tmp_path: Path, uri: str) -> tuple[Path, list[str]]:
     out = tmp_path / "out"
-    specs = [write_spec(tmp_path, "writer-a", systems=6, experiment="one-out", extra=COMPARISON),
-             write_spec(tmp_path, "writer-b", systems=2, experiment="one-out")]
-    procs = [_start("run", str(s), "--out", str(out), "--tracking-uri", uri, "--quiet", cwd=tmp_path)
-             for s in specs]
+    specs = [
+        write_spec(tmp_path, "writer-a", systems=6, experiment="one-out", extra=COMPARISON),
+        write_spec(tmp_path, "writer-b", systems=2, experiment="one-out"),
+    ]
+    procs = [_start("run", str(s), "--out", str(out), "--tracking-uri", uri, "--quiet", cwd=tmp_path) for s in specs]
     results = _finish(procs)
     assert [code for code, _, _ in results] == [0, 0], [err[-2000:] for _, _, err in results]
     return out, [err for _, _, err in results]
@@ -379,8 +405,11 @@ def test_two_runs_into_one_out_at_once_take_turns(tmp_path, monkeypatch):
     client = client_for(uri)
     assert_one_complete_set(client, out, tmp_path / "dl")
     # each run logged its own result completely, under its own key
-    parents = [r for r in client.search_runs([client.get_experiment_by_name("one-out").experiment_id])
-               if r.data.tags.get("ndcg_mlflow.role") == "evaluation"]
+    parents = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("one-out").experiment_id])
+        if r.data.tags.get("ndcg_mlflow.role") == "evaluation"
+    ]
     assert sorted(r.data.tags["ndcg_mlflow.evaluation"] for r in parents) == ["writer-a", "writer-b"]
     assert len({r.data.tags["ndcg_mlflow.run_key"] for r in parents}) == 2
     assert all(r.info.status == "FINISHED" and r.data.tags["ndcg_mlflow.logging"] == "complete" for r in parents)
@@ -437,9 +466,16 @@ def test_the_folder_lock_excludes_other_processes_although_its_file_is_removed_o
     never hold a lock on the removed one at the same time as another process."""
     counter = tmp_path / "counter"
     counter.write_text("0")
-    procs = [subprocess.Popen([*cli_command()[:1], "-c", _LOCKER, str(tmp_path / "out"), str(counter)],
-                              env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [*cli_command()[:1], "-c", _LOCKER, str(tmp_path / "out"), str(counter)],
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     results = _finish(procs, timeout=120)
     assert [code for code, _, _ in results] == [0] * 4, [err[-1000:] for _, _, err in results]
     assert int(counter.read_text()) == 4 * 25

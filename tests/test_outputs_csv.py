@@ -31,14 +31,16 @@ def test_random_frames_are_written_as_pandas_writes_them():
         floats = rng.choice(specials + list(rng.normal(size=5)), size=n)
         texts = np.asarray(rng.choice(words, size=n), dtype=object)
         texts[rng.random(n) < 0.2] = None
-        frame = pd.DataFrame({
-            "f": floats.astype(np.float64),
-            "i": rng.integers(-5, 10 ** 12, size=n),
-            "b": rng.random(n) < 0.5,
-            "o": texts,
-            "s": pd.array(rng.choice(words, size=n), dtype="str"),
-            "w,eird \"name\"": rng.random(n).astype(np.float32),
-        })
+        frame = pd.DataFrame(
+            {
+                "f": floats.astype(np.float64),
+                "i": rng.integers(-5, 10**12, size=n),
+                "b": rng.random(n) < 0.5,
+                "o": texts,
+                "s": pd.array(rng.choice(words, size=n), dtype="str"),
+                'w,eird "name"': rng.random(n).astype(np.float32),
+            }
+        )
         lines = csv_lines(frame)
         assert lines is not None
         assert "".join(lines) == pandas_text(frame)
@@ -69,8 +71,7 @@ def test_frames_with_nothing_to_quote_are_joined_and_others_written(monkeypatch,
             texts[int(rng.integers(0, n))] = f"x{special}y"
         elif special is not None:
             names[1] = f"o{special}"
-        frame = pd.DataFrame({names[0]: rng.normal(size=n), names[1]: texts,
-                              names[2]: rng.integers(-5, 5, size=n)})
+        frame = pd.DataFrame({names[0]: rng.normal(size=n), names[1]: texts, names[2]: rng.integers(-5, 5, size=n)})
         with monkeypatch.context() as patch:
             patch.setattr(csv, "writer", refuse)
             got = "".join(csv_lines(frame))
@@ -87,30 +88,38 @@ def test_long_columns_of_few_values_are_written_as_pandas_writes_them(seed):
     n = outputs.FEW_VALUES_MIN_ROWS * 2 + int(rng.integers(0, 100))
     few = np.array([0.0, -0.0, 1.0, 2.5, math.nan, math.inf, -math.inf, 1e17, 3.0, 1 / 3])
     late = rng.choice(few, size=n)
-    late[n - n // 3:] = rng.normal(size=n // 3)  # many values after the first rows
-    frame = pd.DataFrame({
-        "grade": rng.choice(few, size=n),
-        "rank": rng.integers(1, 11, size=n),
-        "big": rng.choice(np.array([-(2**63), 2**63 - 1, 0, 7], dtype=np.int64), size=n),
-        "flag": rng.random(n) < 0.3,
-        "small": rng.choice(few, size=n).astype(np.float32),
-        "u8": rng.integers(0, 4, size=n).astype(np.uint8),
-        "late": late,
-        "many": rng.normal(size=n),
-    })
+    late[n - n // 3 :] = rng.normal(size=n // 3)  # many values after the first rows
+    frame = pd.DataFrame(
+        {
+            "grade": rng.choice(few, size=n),
+            "rank": rng.integers(1, 11, size=n),
+            "big": rng.choice(np.array([-(2**63), 2**63 - 1, 0, 7], dtype=np.int64), size=n),
+            "flag": rng.random(n) < 0.3,
+            "small": rng.choice(few, size=n).astype(np.float32),
+            "u8": rng.integers(0, 4, size=n).astype(np.uint8),
+            "late": late,
+            "many": rng.normal(size=n),
+        }
+    )
     assert "".join(csv_lines(frame)) == pandas_text(frame)
 
 
 def _top_result(rng, words):
     n_q, depth = int(rng.integers(1, 30)), int(rng.integers(1, 6))
-    ids = np.asarray([f"q{int(v)}" for v in rng.choice(10**6, size=n_q, replace=False)] + ["é", "Z", "a,b"],
-                     dtype=object)[:n_q]
+    ids = np.asarray(
+        [f"q{int(v)}" for v in rng.choice(10**6, size=n_q, replace=False)] + ["é", "Z", "a,b"], dtype=object
+    )[:n_q]
     rows = [(q, p) for q in range(n_q) for p in range(int(rng.integers(0, depth + 1)))]
     if rng.random() < 0.5:
         rows = [rows[i] for i in rng.permutation(len(rows))]  # (not in query order)
     grade = rng.choice(np.array([0.0, 1.0, 2.0, math.nan, -0.0, 0.5]), size=len(rows))
-    top = TopLists(depth, np.array([q for q, _ in rows], dtype=np.int64), np.array([p for _, p in rows],
-                   dtype=np.int64), list(rng.choice(words, size=len(rows))), grade)
+    top = TopLists(
+        depth,
+        np.array([q for q, _ in rows], dtype=np.int64),
+        np.array([p for _, p in rows], dtype=np.int64),
+        list(rng.choice(words, size=len(rows))),
+        grade,
+    )
     from types import SimpleNamespace
 
     return SimpleNamespace(query_ids=ids, systems={"s": SimpleNamespace(top=top)})
@@ -126,10 +135,13 @@ def test_top_lines_are_the_top_table_as_pandas_writes_it(seed):
     assert "".join(top_lines(result, "s")) == pandas_text(top_table(result, "s"))
 
 
-@pytest.mark.parametrize("frame", [
-    pd.DataFrame({"only": ["", "x", None]}),  # a row of one empty field
-    pd.DataFrame({"a": pd.Series([], dtype=np.float64), "b": pd.Series([], dtype=object)}),
-])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pd.DataFrame({"only": ["", "x", None]}),  # a row of one empty field
+        pd.DataFrame({"a": pd.Series([], dtype=np.float64), "b": pd.Series([], dtype=object)}),
+    ],
+)
 def test_edge_frames(frame):
     assert "".join(csv_lines(frame)) == pandas_text(frame)
 
@@ -141,10 +153,16 @@ def test_a_column_of_another_type_is_left_to_pandas(tmp_path):
 
 def test_the_folder_files_are_pandas_text(tmp_path):
     """Every CSV of a folder with comparisons, sensitivity and bootstrap distributions, and each system's rows."""
-    spec = write_spec(tmp_path, "csv", systems=3, extra=(
-        "uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 3}\n"
-        "comparison: {baseline: s00, test: both, correction: holm, wins_losses: 3, tie_tolerance: 1.0e-9}\n"
-        "report: {sensitivity: true}\n"))
+    spec = write_spec(
+        tmp_path,
+        "csv",
+        systems=3,
+        extra=(
+            "uncertainty: {resamples: 200, confidence: 0.95, method: percentile, seed: 3}\n"
+            "comparison: {baseline: s00, test: both, correction: holm, wins_losses: 3, tie_tolerance: 1.0e-9}\n"
+            "report: {sensitivity: true}\n"
+        ),
+    )
     result = ndcg_mlflow.evaluate(spec)
     out = write_outputs(result, tmp_path / "out", reports=False)
     table = result.per_query
@@ -175,11 +193,18 @@ def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
 
     from ndcg_mlflow.tracking.client import table_json
 
-    frame = pd.DataFrame({"system": ["a", "b,c", 'q"x', "é"], "ndcg": [0.1234567890123, np.nan, np.inf, -0.0],
-                          "dcg": [1.5, 2.0, 1e-300, -3.25], "label": pd.array(["x", "y", "z", ""], dtype="string"),
-                          "n": np.array([1, 2, 3, 4], dtype=np.int64), "ok": [True, False, True, True],
-                          "status": pd.array(["ok", None, "missing", "ok"], dtype="string"),
-                          "any": [None, "x", -np.inf, np.nan]})
+    frame = pd.DataFrame(
+        {
+            "system": ["a", "b,c", 'q"x', "é"],
+            "ndcg": [0.1234567890123, np.nan, np.inf, -0.0],
+            "dcg": [1.5, 2.0, 1e-300, -3.25],
+            "label": pd.array(["x", "y", "z", ""], dtype="string"),
+            "n": np.array([1, 2, 3, 4], dtype=np.int64),
+            "ok": [True, False, True, True],
+            "status": pd.array(["ok", None, "missing", "ok"], dtype="string"),
+            "any": [None, "x", -np.inf, np.nan],
+        }
+    )
     ours, theirs = json.loads(table_json(frame)), json.loads(frame.to_json(orient="split", index=False))
     assert ours["columns"] == theirs["columns"] and len(ours["data"]) == len(theirs["data"])
     for mine, pandas_row in zip(ours["data"], theirs["data"]):

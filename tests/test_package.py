@@ -12,15 +12,21 @@ pytestmark = pytest.mark.integration  # every test starts a Python process
 
 
 def test_import_does_not_import_mlflow():
-    code = ("import sys, ndcg_mlflow, ndcg_mlflow.evaluation, ndcg_mlflow.kernel, ndcg_mlflow.readers, "
-            "ndcg_mlflow.spec, ndcg_mlflow.cli; print('mlflow' in sys.modules)")
+    code = (
+        "import sys, ndcg_mlflow, ndcg_mlflow.evaluation, ndcg_mlflow.kernel, ndcg_mlflow.readers, "
+        "ndcg_mlflow.spec, ndcg_mlflow.cli; print('mlflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_python_dash_m_validates(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "validate", str(CONFIGS / "demo.yaml")],
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "ndcg_mlflow", "validate", str(CONFIGS / "demo.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert "metric.gain: exponential" in out.stdout
 
@@ -28,8 +34,9 @@ def test_python_dash_m_validates(tmp_path):
 def test_python_dash_m_reports_user_error(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("spec_version: 1\nname: x\nmetric: [1, 2\n")
-    out = subprocess.run([sys.executable, "-m", "ndcg_mlflow", "run", str(spec)], capture_output=True, text=True,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "ndcg_mlflow", "run", str(spec)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert out.returncode == 2
     assert "not valid YAML at line" in out.stderr and "Traceback" not in out.stderr
 
@@ -57,7 +64,7 @@ def _module_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
                 submodules = {f"{target}.{a.name}" for a in node.names} & set(modules)
                 deps |= submodules
@@ -76,7 +83,7 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     def visit(node, trail):
         for nxt in sorted(graph[node]):
             if nxt in trail:
-                cycles.append(trail[trail.index(nxt):] + [nxt])
+                cycles.append(trail[trail.index(nxt) :] + [nxt])
             elif nxt not in done:
                 visit(nxt, trail + [nxt])
         done.add(node)
@@ -91,8 +98,10 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
 
 
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
-    code = ("import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.sensitivity, ndcg_mlflow.analysis; "
-            "print(sorted(m for m in ('mlflow', 'polars', 'duckdb') if m in sys.modules))")
+    code = (
+        "import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.sensitivity, ndcg_mlflow.analysis; "
+        "print(sorted(m for m in ('mlflow', 'polars', 'duckdb') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -110,8 +119,11 @@ def test_no_module_imports_a_private_name_of_another():
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("ndcg_mlflow")):
-                found += [f"{path.relative_to(root)}:{node.lineno}: {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{path.relative_to(root)}:{node.lineno}: {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 

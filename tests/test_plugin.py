@@ -25,8 +25,16 @@ from ndcg_mlflow.integrations.evaluator import NAME, NdcgSpecEvaluator, read_con
 
 pytestmark = pytest.mark.integration  # mlflow stores and processes
 
-METRIC = {"gain": "exponential", "cutoffs": [3, 10, "all"], "discount": "log2", "ties": "displayed_order",
-          "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"}
+METRIC = {
+    "gain": "exponential",
+    "cutoffs": [3, 10, "all"],
+    "discount": "log2",
+    "ties": "displayed_order",
+    "ideal": "judged_catalog",
+    "empty_ideal": "exclude",
+    "unjudged": "zero",
+    "missing_queries": "zero",
+}
 
 
 @pytest.fixture
@@ -58,15 +66,23 @@ def _data(seed: int = 7, n_queries: int = 30) -> tuple[pd.DataFrame, pd.DataFram
                 qrels.append((qid, f"{qid}-d{d}", int(rng.integers(0, 4)) if q != 3 else 0))
         qrels.append((qid, f"{qid}-extra", int(rng.integers(1, 4)) if q != 3 else 0))  # judged, never a candidate
     qrels.append(("unanswered", "unanswered-d0", 2))  # judged, no candidates at all: a missing query
-    return (pd.DataFrame(cands, columns=["query_id", "doc_id", "x"]),
-            pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]))
+    return (
+        pd.DataFrame(cands, columns=["query_id", "doc_id", "x"]),
+        pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]),
+    )
 
 
 def _spec(folder: Path, qrels: pd.DataFrame, *, systems: dict | None = None, extra: dict | None = None) -> Path:
     qrels.to_csv(folder / "qrels.csv", index=False)
-    raw = {"spec_version": 1, "name": "plugin", "metric": METRIC, "queries": {"weights": "uniform"},
-           "data": {"qrels": "qrels.csv", **({"systems": systems} if systems else {})},
-           "mlflow": {"experiment": "plugin"}, **(extra or {})}
+    raw = {
+        "spec_version": 1,
+        "name": "plugin",
+        "metric": METRIC,
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.csv", **({"systems": systems} if systems else {})},
+        "mlflow": {"experiment": "plugin"},
+        **(extra or {}),
+    }
     path = folder / ("spec.yaml" if not systems else "spec_run.yaml")
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -93,8 +109,7 @@ def _log_ranker(name: str) -> str:
             return model_input["x"].to_numpy() * 1.0
 
     with mlflow.start_run():
-        mlflow.pyfunc.log_model(name="ranker", python_model=XRanker(), pip_requirements=[],
-                                registered_model_name=name)
+        mlflow.pyfunc.log_model(name="ranker", python_model=XRanker(), pip_requirements=[], registered_model_name=name)
     return f"models:/{name}/1"
 
 
@@ -105,8 +120,9 @@ def test_ranker_from_the_registry_equals_the_cli_and_logs_the_folder(registered,
     spec = _spec(tmp_path, qrels, extra=UNCERTAINTY)
     uri = _log_ranker("xranker")
     with mlflow.start_run() as run:
-        result = mlflow.models.evaluate(uri, data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                        evaluator_config={"spec": str(spec)})
+        result = mlflow.models.evaluate(
+            uri, data=cands, model_type="ranker", evaluators="ndcg_spec", evaluator_config={"spec": str(spec)}
+        )
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels, extra=UNCERTAINTY)
     for key in ("ndcg_at_3", "ndcg_at_10", "ndcg_at_all"):
         assert result.metrics[key] == cli[key]["mean"], key  # the same engine: equal, not close
@@ -119,25 +135,36 @@ def test_ranker_from_the_registry_equals_the_cli_and_logs_the_folder(registered,
     assert logged.data.tags["ndcg_mlflow.role"] == "evaluation"
     assert logged.data.tags["ndcg_mlflow.logging"] == "complete"
     files = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"per_query.csv", "summary.json", "report.html", "report.md", "spec.yaml", "per_query_table.json",
-            "figures"} <= files
+    assert {
+        "per_query.csv",
+        "summary.json",
+        "report.html",
+        "report.md",
+        "spec.yaml",
+        "per_query_table.json",
+        "figures",
+    } <= files
     per_query = pd.read_csv(result.artifacts["per_query"].uri, dtype={"query_id": str, "cutoff": str})
     assert len(per_query) == 31 * 3 and set(per_query["status"]) == {"ok", "empty_ideal", "missing"}
-    assert "plugin" in Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id,
-                                                                artifact_path="report.md")).read_text()
+    assert (
+        "plugin"
+        in Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="report.md")).read_text()
+    )
 
 
 def _closed_form(grades_in_order: list[int], all_grades: list[int], k: int) -> float:
-    dcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(grades_in_order[:k]))
+    dcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(grades_in_order[:k]))
     ideal = sorted(all_grades, reverse=True)
-    return dcg / sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
+    return dcg / sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
 
 
 def test_retriever_function_equals_closed_forms(registered, tmp_path):
     import mlflow
 
-    qrels = pd.DataFrame([("a", "d1", 3), ("a", "d2", 1), ("a", "d3", 2), ("b", "e1", 1), ("b", "e9", 2)],
-                         columns=["query_id", "doc_id", "grade"])
+    qrels = pd.DataFrame(
+        [("a", "d1", 3), ("a", "d2", 1), ("a", "d3", 2), ("b", "e1", 1), ("b", "e9", 2)],
+        columns=["query_id", "doc_id", "grade"],
+    )
     spec = _spec(tmp_path, qrels)
     retrieved = {"a": ["d2", "x", "d1", "d3"], "b": ["e1"]}
 
@@ -146,8 +173,13 @@ def test_retriever_function_equals_closed_forms(registered, tmp_path):
 
     data = pd.DataFrame({"query_id": ["a", "b"], "text": ["first", "second"]})
     with mlflow.start_run():
-        result = mlflow.models.evaluate(retrieve, data=data, model_type="retriever", evaluators="ndcg_spec",
-                                        evaluator_config={"spec": str(spec), "system": "bm25"})
+        result = mlflow.models.evaluate(
+            retrieve,
+            data=data,
+            model_type="retriever",
+            evaluators="ndcg_spec",
+            evaluator_config={"spec": str(spec), "system": "bm25"},
+        )
     a3 = _closed_form([1, 0, 3], [3, 1, 2], 3)
     b3 = _closed_form([1], [1, 2], 3)
     assert result.metrics["ndcg_at_3"] == pytest.approx((a3 + b3) / 2, rel=1e-12)
@@ -161,9 +193,13 @@ def test_static_predictions_column_without_a_model(registered, tmp_path):
     cands, qrels = _data(seed=11, n_queries=12)
     spec = _spec(tmp_path, qrels)
     with mlflow.start_run():
-        result = mlflow.models.evaluate(data=cands.rename(columns={"x": "score"}), predictions="score",
-                                        model_type="ranker", evaluators="ndcg_spec",
-                                        evaluator_config={"spec": str(spec)})
+        result = mlflow.models.evaluate(
+            data=cands.rename(columns={"x": "score"}),
+            predictions="score",
+            model_type="ranker",
+            evaluators="ndcg_spec",
+            evaluator_config={"spec": str(spec)},
+        )
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
@@ -175,24 +211,63 @@ def test_refusals_name_what_was_expected(registered, tmp_path):
     spec = _spec(tmp_path, qrels)
     with mlflow.start_run():
         with pytest.raises(DataError, match="no 'doc_id' column"):
-            mlflow.models.evaluate(lambda f: f["x"], data=cands.drop(columns="doc_id"), model_type="ranker",
-                                   evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
-        with pytest.raises(DataError, match=r"returned 3 values for (\d+) input rows \(the \1 rows of data\); a ranker "
-                                            r"returns one score per row"):
-            mlflow.models.evaluate(lambda f: np.ones(3), data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                   evaluator_config={"spec": str(spec)})
+            mlflow.models.evaluate(
+                lambda f: f["x"],
+                data=cands.drop(columns="doc_id"),
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(spec)},
+            )
+        with pytest.raises(
+            DataError,
+            match=r"returned 3 values for (\d+) input rows \(the \1 rows of data\); a ranker "
+            r"returns one score per row",
+        ):
+            mlflow.models.evaluate(
+                lambda f: np.ones(3),
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(spec)},
+            )
         with pytest.raises(DataError, match="returned str for query .*a retriever returns, per row, a list of doc ids"):
-            mlflow.models.evaluate(lambda f: ["d1"] * len(f), data=cands[["query_id"]].drop_duplicates(),
-                                   model_type="retriever", evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
+            mlflow.models.evaluate(
+                lambda f: ["d1"] * len(f),
+                data=cands[["query_id"]].drop_duplicates(),
+                model_type="retriever",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(spec)},
+            )
         with pytest.raises(SpecError, match=r"evaluator_config\.sepc.*did you mean 'spec'"):
-            mlflow.models.evaluate(lambda f: f["x"], data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                   evaluator_config={"sepc": str(spec)})
-        compared = _spec(tmp_path, qrels, extra={**UNCERTAINTY, "comparison": {
-            "baseline": "bm25", "test": "randomization", "correction": "holm", "wins_losses": 3,
-            "tie_tolerance": 1e-9}})
+            mlflow.models.evaluate(
+                lambda f: f["x"],
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"sepc": str(spec)},
+            )
+        compared = _spec(
+            tmp_path,
+            qrels,
+            extra={
+                **UNCERTAINTY,
+                "comparison": {
+                    "baseline": "bm25",
+                    "test": "randomization",
+                    "correction": "holm",
+                    "wins_losses": 3,
+                    "tie_tolerance": 1e-9,
+                },
+            },
+        )
         with pytest.raises(SpecError, match="at key 'comparison'.*evaluates one model"):
-            mlflow.models.evaluate(lambda f: f["x"], data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                   evaluator_config={"spec": str(compared)})
+            mlflow.models.evaluate(
+                lambda f: f["x"],
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(compared)},
+            )
 
 
 def test_can_evaluate_only_rankers_and_retrievers_given_a_spec():
@@ -220,13 +295,15 @@ def test_entry_point_is_declared_and_loads():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     target = declared["mlflow.model_evaluator"][NAME]
     assert target == "ndcg_mlflow.integrations.evaluator:NdcgSpecEvaluator"
-    code = ("import importlib.metadata as m; "
-            "eps = [e for e in m.entry_points(group='mlflow.model_evaluator') if e.name == 'ndcg_spec']; "
-            "print(eps[0].value if eps else '')\n"
-            "if eps:\n"
-            "    from mlflow.models.evaluation import list_evaluators\n"
-            "    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry as r\n"
-            "    print('ndcg_spec' in list_evaluators(), r.get_evaluator('ndcg_spec').__class__.__name__)")
+    code = (
+        "import importlib.metadata as m; "
+        "eps = [e for e in m.entry_points(group='mlflow.model_evaluator') if e.name == 'ndcg_spec']; "
+        "print(eps[0].value if eps else '')\n"
+        "if eps:\n"
+        "    from mlflow.models.evaluation import list_evaluators\n"
+        "    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry as r\n"
+        "    print('ndcg_spec' in list_evaluators(), r.get_evaluator('ndcg_spec').__class__.__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = out.stdout.split("\n")
     if lines[0]:  # the installed metadata (pip install -e . after this entry point) names the class MLflow loads
@@ -241,8 +318,13 @@ def spark():
         pytest.skip(java_problem() or "")
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[1]").appName("ndcg-mlflow-plugin-tests")
-               .config("spark.driver.memory", "1g").config("spark.ui.enabled", "false").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("ndcg-mlflow-plugin-tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -254,18 +336,33 @@ def test_a_spark_dataframe_cut_by_mlflow_is_refused(registered, tmp_path, spark)
     _, qrels = _data(n_queries=3)
     spec = _spec(tmp_path, qrels)
     n = 12_000  # MLflow would pass the first 10,000 rows: query q1199's candidates (and more) cut off
-    big = pd.DataFrame({"query_id": [f"q{i // 10}" for i in range(n)], "doc_id": [f"d{i}" for i in range(n)],
-                        "x": np.arange(n, dtype=float)})
+    big = pd.DataFrame(
+        {
+            "query_id": [f"q{i // 10}" for i in range(n)],
+            "doc_id": [f"d{i}" for i in range(n)],
+            "x": np.arange(n, dtype=float),
+        }
+    )
     # the size is MLflow's approximate count of the frame when its profile got one in time (load-dependent)
     refused = r"10000 rows arrived.*\((about 12000 rows|a size MLflow did not record)\).*first 10000 rows.*Spark engine"
     with mlflow.start_run(), pytest.raises(DataError, match=refused):
-        mlflow.models.evaluate(lambda f: f["x"], data=spark.createDataFrame(big), model_type="ranker",
-                               evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
+        mlflow.models.evaluate(
+            lambda f: f["x"],
+            data=spark.createDataFrame(big),
+            model_type="ranker",
+            evaluators="ndcg_spec",
+            evaluator_config={"spec": str(spec)},
+        )
     cands, qrels = _data(seed=5, n_queries=8)
     spec = _spec(tmp_path, qrels)
     with mlflow.start_run():  # a small Spark DataFrame arrives whole: evaluated, the same numbers as pandas
-        result = mlflow.models.evaluate(lambda f: f["x"], data=spark.createDataFrame(cands), model_type="ranker",
-                                        evaluators="ndcg_spec", evaluator_config={"spec": str(spec)})
+        result = mlflow.models.evaluate(
+            lambda f: f["x"],
+            data=spark.createDataFrame(cands),
+            model_type="ranker",
+            evaluators="ndcg_spec",
+            evaluator_config={"spec": str(spec)},
+        )
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
@@ -293,15 +390,23 @@ def test_two_evaluator_runs_compare_as_one_evaluation_of_both(registered, tmp_pa
     runs = {}
     for name, fn in models.items():
         with mlflow.start_run() as run:
-            mlflow.models.evaluate(fn, data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                   evaluator_config={"spec": str(spec), "system": name})
+            mlflow.models.evaluate(
+                fn,
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(spec), "system": name},
+            )
         runs[name] = run.info.run_id
     settings = {"test": "both", "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9}
     result, _, _ = compare_runs(runs["first"], runs["second"], out=tmp_path / "cmp", log=False, overrides=settings)
     raw = yaml.safe_load(spec.read_text())
     raw["comparison"] = {"baseline": "first", **settings}
-    both = evaluate(raw, base_dir=tmp_path, systems={
-        "first": cands.assign(score=cands["x"]), "second": cands.assign(score=cands["x"] + noise)})
+    both = evaluate(
+        raw,
+        base_dir=tmp_path,
+        systems={"first": cands.assign(score=cands["x"]), "second": cands.assign(score=cands["x"] + noise)},
+    )
     for got, want in zip(result.analysis.comparisons, both.analysis.comparisons, strict=True):
         assert got["key"] == want["key"]
         for key in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "n_paired", "wins", "losses"):
@@ -328,17 +433,28 @@ def test_a_pandas_dataframe_beyond_the_spark_limit_is_evaluated_whole(registered
     assert len(cands) > 10_000
     spec = _spec(tmp_path, qrels)
     with mlflow.start_run():
-        result = mlflow.models.evaluate(lambda f: f["x"], data=cands, model_type="ranker", evaluators="ndcg_spec",
-                                        evaluator_config={"spec": str(spec)})
+        result = mlflow.models.evaluate(
+            lambda f: f["x"],
+            data=cands,
+            model_type="ranker",
+            evaluators="ndcg_spec",
+            evaluator_config={"spec": str(spec)},
+        )
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
 
 def test_importing_the_integrations_imports_no_mlflow():
-    code = ("import sys, ndcg_mlflow.integrations.evaluator, ndcg_mlflow.integrations.genai; "
-            "print('mlflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys, ndcg_mlflow.integrations.evaluator, ndcg_mlflow.integrations.genai; print('mlflow' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -347,13 +463,21 @@ def test_a_rankers_output_read_by_the_rule_of_run():
 
     frame = pd.DataFrame({"query_id": [1, 1, 2], "doc_id": ["a", "b", "c"]})
     scores = np.array([0.5, 2.0, -1.0])
-    for output in (scores, scores.reshape(-1, 1), pd.DataFrame({"p": scores}), pd.Series(scores),
-                   pd.Series(list(scores.reshape(-1, 1))), scores.reshape(-1, 1).tolist()):
+    for output in (
+        scores,
+        scores.reshape(-1, 1),
+        pd.DataFrame({"p": scores}),
+        pd.Series(scores),
+        pd.Series(list(scores.reshape(-1, 1))),
+        scores.reshape(-1, 1).tolist(),
+    ):
         assert system_table("ranker", frame, output)["score"].tolist() == [0.5, 2.0, -1.0]
-    for output, expected in ((pd.Series([np.array([0.5, 1.0]), np.array([2.0]), np.array([-1.0])]),
-                              "returned a list for query '1'"),
-                             (np.column_stack([scores, scores]), "returned an array of shape (3, 2)"),
-                             (None, "returned None"), (np.array(["0.5", "2", "-1"]), "not numbers")):
+    for output, expected in (
+        (pd.Series([np.array([0.5, 1.0]), np.array([2.0]), np.array([-1.0])]), "returned a list for query '1'"),
+        (np.column_stack([scores, scores]), "returned an array of shape (3, 2)"),
+        (None, "returned None"),
+        (np.array(["0.5", "2", "-1"]), "not numbers"),
+    ):
         with pytest.raises(DataError) as info:
             system_table("ranker", frame, output)
         assert expected in str(info.value), str(info.value)

@@ -48,8 +48,13 @@ from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 
 CONFORMANCE = TREC_EVAL_DATA
 
-SETTINGS = settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=examples(60),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 QIDS = ["q1", "q2", "q9", "q10", "1", "01", "7", "Q3"]
 NUMERIC_QIDS = ["1", "2", "7", "10", "33", "101", "250"]  # gdeval: numeric topics, no two equal as numbers
@@ -62,8 +67,14 @@ TREC_CUTOFFS = [5, 10, 15, 20, 30, 100, 200, 500, 1000, "all"]
 
 
 def spec_dict(metric: dict, qrels: str = "qrels.txt", run: str = "run.txt", **extra) -> dict:
-    return {"spec_version": 1, "name": "presets", "metric": metric, "queries": {"weights": "uniform"},
-            "data": {"qrels": qrels, "systems": {"run": run}}, **extra}
+    return {
+        "spec_version": 1,
+        "name": "presets",
+        "metric": metric,
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": qrels, "systems": {"run": run}},
+        **extra,
+    }
 
 
 @dataclass(frozen=True)
@@ -89,8 +100,13 @@ class Data:
 
 
 @st.composite
-def datasets(draw, qids=QIDS, kinds=("graded", "graded", "graded", "zero", "nonpositive", "negative"),
-             grades=st.integers(-1, 4), max_docs: int = 25) -> Data:
+def datasets(
+    draw,
+    qids=QIDS,
+    kinds=("graded", "graded", "graded", "zero", "nonpositive", "negative"),
+    grades=st.integers(-1, 4),
+    max_docs: int = 25,
+) -> Data:
     """Random judgments and one run. ``kinds`` of judged query: graded, all 0, all <= 0 (at least one 0),
     all negative."""
     n_q = draw(st.integers(1, 6))
@@ -183,15 +199,31 @@ def test_presets_are_complete_and_parse():
 def test_preset_values_per_tool():
     m = load_spec(spec_dict({"preset": "trec_eval"})).metric
     assert (m.gain.kind, m.ties, m.ideal, m.empty_ideal, m.unjudged, m.missing_queries) == (
-        "linear", "id_descending", "judged_catalog", "zero", "zero", "exclude")
+        "linear",
+        "id_descending",
+        "judged_catalog",
+        "zero",
+        "zero",
+        "exclude",
+    )
     assert m.cutoffs == (5, 10, 15, 20, 30, 100, 200, 500, 1000, None)
     g = load_spec(spec_dict({"preset": "gdeval"})).metric
     assert (g.gain.kind, g.cutoffs, g.ties, g.empty_ideal, g.missing_queries) == (
-        "exponential", (20,), "id_descending", "exclude", "exclude")
+        "exponential",
+        (20,),
+        "id_descending",
+        "exclude",
+        "exclude",
+    )
     for name in ("sklearn", "torchmetrics"):
         s = load_spec(spec_dict({"preset": name})).metric
         assert (s.gain.kind, s.cutoffs, s.ties, s.ideal, s.empty_ideal) == (
-            "linear", (None,), "average", "candidates", "zero")
+            "linear",
+            (None,),
+            "average",
+            "candidates",
+            "zero",
+        )
 
 
 def test_fields_beside_the_preset_override_it():
@@ -249,8 +281,17 @@ def test_explain_marks_where_each_field_came_from(tmp_path, capsys):
     assert "- ties: id_descending  [from preset trec_eval]" in out
 
 
-@pytest.mark.parametrize("name, hint", [("trec-eval", "trec_eval"), ("sklean", "sklearn"), ("gdevals", "gdeval"),
-                                        ("torchmetric", "torchmetrics"), ("TREC_EVAL", None), ("ranx", None)])
+@pytest.mark.parametrize(
+    "name, hint",
+    [
+        ("trec-eval", "trec_eval"),
+        ("sklean", "sklearn"),
+        ("gdevals", "gdeval"),
+        ("torchmetric", "torchmetrics"),
+        ("TREC_EVAL", None),
+        ("ranx", None),
+    ],
+)
 def test_unknown_preset_is_an_error_with_did_you_mean(name, hint):
     with pytest.raises(SpecError) as exc:
         load_spec(spec_dict({"preset": name}))
@@ -313,8 +354,12 @@ CONFORMANCE_CASES = {
     "aq": ("out.test.aq", "qrels.test", "results.test", {}),
     "aqc": ("out.test.aqc", "qrels.test", "results.trunc", {"missing_queries": "zero"}),
     "aql": ("out.test.aql", "qrels.rel_level", "results.test", {}),
-    "meas_params": ("out.test.meas_params", "qrels.test", "results.test",
-                    {"gain": "TABLE", "cutoffs": [10, 20, 23, "all"]}),
+    "meas_params": (
+        "out.test.meas_params",
+        "qrels.test",
+        "results.test",
+        {"gain": "TABLE", "cutoffs": [10, 20, 23, "all"]},
+    ),
 }
 
 
@@ -351,8 +396,9 @@ def test_trec_eval_conformance_through_the_preset(case):
 def test_conformance_without_c_leaves_the_absent_query_out():
     """results.trunc without -c: query 302 is absent, so 'all' is the mean of 301 and 303 (out.test.aqc / -c
     averages 0 for 302 in)."""
-    result = ndcg_mlflow.evaluate(spec_dict({"preset": "trec_eval"}, qrels="qrels.test", run="results.trunc"),
-                                  base_dir=CONFORMANCE)
+    result = ndcg_mlflow.evaluate(
+        spec_dict({"preset": "trec_eval"}, qrels="qrels.test", run="results.trunc"), base_dir=CONFORMANCE
+    )
     with_c = parse_trec_eval_output("out.test.aqc")
     for k in TREC_CUTOFFS:
         label = str(k)
@@ -389,8 +435,9 @@ class PytrecWorker:
         import sys
         import threading
 
-        self.proc = subprocess.Popen([sys.executable, "-c", PYTREC_WORKER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PYTREC_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [self.lines.put(ln) for ln in self.proc.stdout], daemon=True).start()
 
@@ -470,8 +517,9 @@ def test_trec_eval_preset_with_missing_zero_matches_trec_eval_c(pytrec_worker, d
 def test_trec_eval_preset_scores_an_all_negative_query_zero(tmp_path):
     """trec_eval: a query with no relevant document scores 0 (m_ndcg.c) — also when every grade is negative.
     (Not compared with pytrec_eval, which hangs on such queries: see the module docstring.)"""
-    Data({"neg": {"a": -1, "b": -1}, "pos": {"a": 2}},
-         (("neg", "a", 1, 1.0), ("neg", "c", 2, 0.5), ("pos", "a", 1, 1.0))).write(tmp_path)
+    Data(
+        {"neg": {"a": -1, "b": -1}, "pos": {"a": 2}}, (("neg", "a", 1, 1.0), ("neg", "c", 2, 0.5), ("pos", "a", 1, 1.0))
+    ).write(tmp_path)
     result = ndcg_mlflow.evaluate(spec_dict({"preset": "trec_eval"}), base_dir=tmp_path)
     rows = rows_of(result)
     for k in TREC_CUTOFFS:
@@ -535,8 +583,12 @@ def _gdeval_script() -> str:
 
 def run_gdeval(folder: Path, k: int) -> dict[str, float]:
     """``{topic: ndcg@k}`` as gdeval.pl prints it (5 decimals)."""
-    proc = subprocess.run(["perl", _gdeval_script(), str(folder / "qrels.txt"), str(folder / "run.txt"), str(k)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["perl", _gdeval_script(), str(folder / "qrels.txt"), str(folder / "run.txt"), str(k)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"runid,topic,ndcg@{k},err@{k}"
@@ -581,8 +633,10 @@ def test_gdeval_preset_matches_gdeval_pl(data):
 @pytest.mark.integration
 def test_gdeval_known_topic_by_hand(tmp_path):
     """One topic worked by hand and by gdeval.pl: exponential gain, ties by doc id descending, k = 20."""
-    data = Data({"5": {"a": 2, "b": 0, "c": 1, "d": -1}, "6": {"a": 0}},
-                (("5", "a", 1, 1.0), ("5", "c", 2, 1.0), ("5", "x", 3, 2.0), ("6", "a", 1, 1.0)))
+    data = Data(
+        {"5": {"a": 2, "b": 0, "c": 1, "d": -1}, "6": {"a": 0}},
+        (("5", "a", 1, 1.0), ("5", "c", 2, 1.0), ("5", "x", 3, 2.0), ("6", "a", 1, 1.0)),
+    )
     data.write(tmp_path)
     result = ndcg_mlflow.evaluate(spec_dict({"preset": "gdeval"}), base_dir=tmp_path)
     # ranking: x (2.0), then c before a (tie, descending id): gains 0, 1, 3
@@ -618,8 +672,12 @@ def test_torchmetrics_functional_example(tmp_path):
 
 def test_torchmetrics_module_example(tmp_path):
     """RetrievalNormalizedDCG()(preds, target, indexes=indexes) -> tensor(0.8467) (its documentation)."""
-    _write_indexed(tmp_path, [0, 0, 0, 1, 1, 1, 1], [0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2],
-                   [False, False, True, False, True, False, True])
+    _write_indexed(
+        tmp_path,
+        [0, 0, 0, 1, 1, 1, 1],
+        [0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2],
+        [False, False, True, False, True, False, True],
+    )
     result = ndcg_mlflow.evaluate(spec_dict({"preset": "torchmetrics"}), base_dir=tmp_path)
     assert round(result.mean("run", "all"), 4) == 0.8467
     rows = rows_of(result)
@@ -629,8 +687,12 @@ def test_torchmetrics_module_example(tmp_path):
 
 def test_torchmetrics_query_without_positive_target_counts_as_zero(tmp_path):
     """empty_target_action='neg' (the default): a query with no positive target scores 0 and is averaged in."""
-    _write_indexed(tmp_path, [0, 0, 0, 1, 1, 1, 1, 2, 2], [0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2, 0.9, 0.1],
-                   [False, False, True, False, True, False, True, False, False])
+    _write_indexed(
+        tmp_path,
+        [0, 0, 0, 1, 1, 1, 1, 2, 2],
+        [0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2, 0.9, 0.1],
+        [False, False, True, False, True, False, True, False, False],
+    )
     result = ndcg_mlflow.evaluate(spec_dict({"preset": "torchmetrics"}), base_dir=tmp_path)
     rows = rows_of(result)
     assert rows[("2", "all")].ndcg == 0.0 and rows[("2", "all")].status == "empty_ideal"

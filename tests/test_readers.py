@@ -19,14 +19,29 @@ pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C read
 # --------------------------------------------------------------------------- data and helpers
 
 # (query, doc, grade); includes a float grade and a zero
-QRELS = [("q1", "A", 3), ("q1", "B", 2), ("q1", "C", 1), ("q1", "D", 0),
-         ("q2", "A", 1), ("q2", "E", 2.5), ("q2", "F", 0),
-         ("q3", "G", 1)]
+QRELS = [
+    ("q1", "A", 3),
+    ("q1", "B", 2),
+    ("q1", "C", 1),
+    ("q1", "D", 0),
+    ("q2", "A", 1),
+    ("q2", "E", 2.5),
+    ("q2", "F", 0),
+    ("q3", "G", 1),
+]
 # (query, doc, rank, score); in q1, X and A tie at 2.0 (X ranked first) and X, Y are unjudged;
 # in q2, E and A tie at 8.0
-RUN = [("q1", "B", 1, 4.0), ("q1", "X", 2, 2.0), ("q1", "A", 3, 2.0), ("q1", "Y", 4, 1.5), ("q1", "C", 5, 0.5),
-       ("q2", "F", 1, 9.0), ("q2", "E", 2, 8.0), ("q2", "A", 3, 8.0),
-       ("q3", "G", 1, 0.25)]
+RUN = [
+    ("q1", "B", 1, 4.0),
+    ("q1", "X", 2, 2.0),
+    ("q1", "A", 3, 2.0),
+    ("q1", "Y", 4, 1.5),
+    ("q1", "C", 5, 0.5),
+    ("q2", "F", 1, 9.0),
+    ("q2", "E", 2, 8.0),
+    ("q2", "A", 3, 8.0),
+    ("q3", "G", 1, 0.25),
+]
 
 
 def write(tmp_path, name, text, newline="\n"):
@@ -45,25 +60,38 @@ def trec_run(rows=RUN, sep=" "):
 
 def rows_of(table):
     """A table as plain rows: (query, doc, value, rank)."""
-    return [(table.query.row(i), table.doc.row(i), float(table.value[i]),
-             None if table.rank is None else float(table.rank[i])) for i in range(len(table))]
+    return [
+        (
+            table.query.row(i),
+            table.doc.row(i),
+            float(table.value[i]),
+            None if table.rank is None else float(table.rank[i]),
+        )
+        for i in range(len(table))
+    ]
 
 
 def spec(qrels, run, *, ties="displayed_order", gain="exponential", cutoffs=(1, 2, 3, "all")):
     return {
         "spec_version": 1,
         "name": "readers",
-        "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties,
-                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero"},
+        "metric": {
+            "gain": gain,
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
         "queries": {"weights": "uniform"},
         "data": {"qrels": qrels, "systems": {"sys": run}},
     }
 
 
 def numbers(result):
-    cols = ["query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned",
-            "status"]
+    cols = ["query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned", "status"]
     return result.per_query[cols].reset_index(drop=True)
 
 
@@ -98,8 +126,11 @@ def test_trec_separators_and_line_endings_give_identical_tables(tmp_path, kind):
         "blank_lines": write(tmp_path, "blank.txt", "\n" + make(sep=" ").replace("\n", "\n\n")),
     }
     reference = rows_of(reader(variants["spaces"]))
-    expected_rows = ([(q, d, float(g), None) for q, d, g in QRELS] if kind == "qrels"
-                     else [(q, d, s, float(r)) for q, d, r, s in RUN])
+    expected_rows = (
+        [(q, d, float(g), None) for q, d, g in QRELS]
+        if kind == "qrels"
+        else [(q, d, s, float(r)) for q, d, r, s in RUN]
+    )
     assert reference == expected_rows
     for name, path in variants.items():
         assert rows_of(reader(path)) == reference, name
@@ -133,24 +164,55 @@ def write_formats(tmp_path):
 
     out = {"trec": (write(tmp_path, "qrels.txt", trec_qrels()), write(tmp_path, "sys.run", trec_run()))}
     for fmt, sep in (("csv", ","), ("tsv", "\t")):
-        q = write(tmp_path, f"qrels.{fmt}",
-                  sep.join(["query_id", "doc_id", "grade"]) + "\n"
-                  + "".join(sep.join([a, b, f"{g:g}"]) + "\n" for a, b, g in QRELS))
+        q = write(
+            tmp_path,
+            f"qrels.{fmt}",
+            sep.join(["query_id", "doc_id", "grade"])
+            + "\n"
+            + "".join(sep.join([a, b, f"{g:g}"]) + "\n" for a, b, g in QRELS),
+        )
         # columns in another order than TREC's, with both score and rank
-        r = write(tmp_path, f"sys.{fmt}",
-                  sep.join(["doc_id", "score", "query_id", "rank"]) + "\n"
-                  + "".join(sep.join([d, repr(s), qq, str(k)]) + "\n" for qq, d, k, s in RUN))
+        r = write(
+            tmp_path,
+            f"sys.{fmt}",
+            sep.join(["doc_id", "score", "query_id", "rank"])
+            + "\n"
+            + "".join(sep.join([d, repr(s), qq, str(k)]) + "\n" for qq, d, k, s in RUN),
+        )
         out[fmt] = (q, r)
-    q = write(tmp_path, "qrels.jsonl", "".join(json.dumps({"query_id": a, "doc_id": b, "grade": g}) + "\n"
-                                               for a, b, g in QRELS))
-    r = write(tmp_path, "sys.jsonl", "".join(json.dumps({"query_id": a, "doc_id": b, "rank": k, "score": s}) + "\n"
-                                             for a, b, k, s in RUN))
+    q = write(
+        tmp_path,
+        "qrels.jsonl",
+        "".join(json.dumps({"query_id": a, "doc_id": b, "grade": g}) + "\n" for a, b, g in QRELS),
+    )
+    r = write(
+        tmp_path,
+        "sys.jsonl",
+        "".join(json.dumps({"query_id": a, "doc_id": b, "rank": k, "score": s}) + "\n" for a, b, k, s in RUN),
+    )
     out["jsonl"] = (q, r)
     qp, rp = tmp_path / "qrels.parquet", tmp_path / "sys.parquet"
-    pq.write_table(pa.table({"query_id": [a for a, _, _ in QRELS], "doc_id": [b for _, b, _ in QRELS],
-                             "grade": [float(g) for _, _, g in QRELS]}), qp)
-    pq.write_table(pa.table({"query_id": [a for a, *_ in RUN], "doc_id": [b for _, b, _, _ in RUN],
-                             "score": [s for *_, s in RUN], "rank": [k for _, _, k, _ in RUN]}), rp)
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": [a for a, _, _ in QRELS],
+                "doc_id": [b for _, b, _ in QRELS],
+                "grade": [float(g) for _, _, g in QRELS],
+            }
+        ),
+        qp,
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": [a for a, *_ in RUN],
+                "doc_id": [b for _, b, _, _ in RUN],
+                "score": [s for *_, s in RUN],
+                "rank": [k for _, _, k, _ in RUN],
+            }
+        ),
+        rp,
+    )
     out["parquet"] = (qp, rp)
     return out
 
@@ -192,8 +254,7 @@ def test_csv_score_only_run_in_displayed_order(tmp_path):
     """A CSV run without rank: lines in display order give the TREC numbers."""
     tq = write(tmp_path, "qrels.txt", trec_qrels())
     tr = write(tmp_path, "sys.run", trec_run())
-    r = write(tmp_path, "sys.csv", "query_id,doc_id,score\n"
-              + "".join(f"{q},{d},{s!r}\n" for q, d, _, s in RUN))
+    r = write(tmp_path, "sys.csv", "query_id,doc_id,score\n" + "".join(f"{q},{d},{s!r}\n" for q, d, _, s in RUN))
     ref = ndcg_mlflow.evaluate(spec(tq.name, tr.name), base_dir=tmp_path)
     got = ndcg_mlflow.evaluate(spec(tq.name, r.name), base_dir=tmp_path)
     assert numbers(got).equals(numbers(ref))
@@ -235,8 +296,11 @@ def test_delimited_with_bom_and_crlf(tmp_path, fmt):
 
 @pytest.mark.parametrize("sep", [" ", "\t", "  "])
 def test_short_line_trec_qrels(tmp_path, sep):
-    p = write(tmp_path, "qrels.txt", sep.join("q1 0 A 1".split()) + "\n"
-              + sep.join("q1 0 B 2".split()) + "\n\n" + sep.join("q1 0 C".split()) + "\n")
+    p = write(
+        tmp_path,
+        "qrels.txt",
+        sep.join("q1 0 A 1".split()) + "\n" + sep.join("q1 0 B 2".split()) + "\n\n" + sep.join("q1 0 C".split()) + "\n",
+    )
     expect_data_error(read_qrels, p, 4, contains=r"expected 4 fields")
 
 
@@ -265,8 +329,9 @@ def test_short_line_tsv_run(tmp_path):
 
 
 def test_jsonl_missing_field(tmp_path):
-    p = write(tmp_path, "sys.jsonl",
-              '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B"}\n')
+    p = write(
+        tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B"}\n'
+    )
     expect_data_error(read_run, p, 2, contains="score")
 
 
@@ -275,8 +340,9 @@ def test_jsonl_missing_field(tmp_path):
 
 @pytest.mark.parametrize("sep", [" ", "  "])
 def test_non_numeric_score_trec(tmp_path, sep):
-    p = write(tmp_path, "sys.run",
-              sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 high t".split()) + "\n")
+    p = write(
+        tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n" + sep.join("q1 Q0 B 2 high t".split()) + "\n"
+    )
     expect_data_error(read_run, p, 2, contains=r"score.*'high'")
 
 
@@ -291,16 +357,20 @@ def test_non_numeric_score_csv(tmp_path):
 
 
 def test_non_numeric_score_jsonl(tmp_path):
-    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n'
-                                      '{"query_id": "q1", "doc_id": "B", "score": "high"}\n')
+    p = write(
+        tmp_path,
+        "sys.jsonl",
+        '{"query_id": "q1", "doc_id": "A", "score": 1}\n{"query_id": "q1", "doc_id": "B", "score": "high"}\n',
+    )
     expect_data_error(read_run, p, 2, contains="score")
 
 
 @pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "Infinity"])
 @pytest.mark.parametrize("sep", [" ", "\t", "  "])
 def test_non_finite_score_trec(tmp_path, bad, sep):
-    p = write(tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n\n"
-              + sep.join(f"q1 Q0 B 2 {bad} t".split()) + "\n")
+    p = write(
+        tmp_path, "sys.run", sep.join("q1 Q0 A 1 3 t".split()) + "\n\n" + sep.join(f"q1 Q0 B 2 {bad} t".split()) + "\n"
+    )
     expect_data_error(read_run, p, 3, contains="finite")
 
 
@@ -313,14 +383,25 @@ def test_non_finite_grade_trec(tmp_path, bad):
 @pytest.mark.parametrize("fmt,sep", [("csv", ","), ("tsv", "\t")])
 @pytest.mark.parametrize("bad", ["nan", "inf"])
 def test_non_finite_score_delimited(tmp_path, fmt, sep, bad):
-    p = write(tmp_path, f"sys.{fmt}", sep.join(["query_id", "doc_id", "score"]) + "\n"
-              + sep.join(["q1", "A", "1"]) + "\n" + sep.join(["q1", "B", bad]) + "\n")
+    p = write(
+        tmp_path,
+        f"sys.{fmt}",
+        sep.join(["query_id", "doc_id", "score"])
+        + "\n"
+        + sep.join(["q1", "A", "1"])
+        + "\n"
+        + sep.join(["q1", "B", bad])
+        + "\n",
+    )
     expect_data_error(read_run, p, 3, contains="finite")
 
 
 def test_non_finite_score_jsonl(tmp_path):
-    p = write(tmp_path, "sys.jsonl", '{"query_id": "q1", "doc_id": "A", "score": 1}\n\n'
-                                      '{"query_id": "q1", "doc_id": "B", "score": NaN}\n')
+    p = write(
+        tmp_path,
+        "sys.jsonl",
+        '{"query_id": "q1", "doc_id": "A", "score": 1}\n\n{"query_id": "q1", "doc_id": "B", "score": NaN}\n',
+    )
     expect_data_error(read_run, p, 3, contains="finite")
 
 
@@ -329,19 +410,27 @@ def test_non_finite_score_parquet(tmp_path):
     import pyarrow.parquet as pq
 
     p = tmp_path / "sys.parquet"
-    pq.write_table(pa.table({"query_id": ["q1", "q1"], "doc_id": ["A", "B"],
-                             "score": pa.array([1.0, float("inf")])}), p)
+    pq.write_table(
+        pa.table({"query_id": ["q1", "q1"], "doc_id": ["A", "B"], "score": pa.array([1.0, float("inf")])}), p
+    )
     err = expect_data_error(read_run, p, None, contains=r"row 2")
     assert err.line is None
 
 
 # Numbers of a long exponent beside as many zeros: float() reads the first three as infinities, the others as
 # finite numbers
-LONG_EXPONENT_INFINITE = ["0." + "0" * 99_999 + "1e1000000", "-0." + "0" * 199_999 + "1e2000000",
-                          "1" + "0" * 1000 + "e99999999999999999999"]
-LONG_EXPONENT_FINITE = ["0." + "0" * 99_999 + "1e100000", "0." + "0" * 99_999 + "15e+0000100001",
-                        "1" + "0" * 100_000 + "e-100000", "0." + "0" * 199_999 + "1e-2000000",
-                        "0." + "0" * 99_999 + "12345678901234567e100017"]
+LONG_EXPONENT_INFINITE = [
+    "0." + "0" * 99_999 + "1e1000000",
+    "-0." + "0" * 199_999 + "1e2000000",
+    "1" + "0" * 1000 + "e99999999999999999999",
+]
+LONG_EXPONENT_FINITE = [
+    "0." + "0" * 99_999 + "1e100000",
+    "0." + "0" * 99_999 + "15e+0000100001",
+    "1" + "0" * 100_000 + "e-100000",
+    "0." + "0" * 199_999 + "1e-2000000",
+    "0." + "0" * 99_999 + "12345678901234567e100017",
+]
 
 
 @pytest.mark.parametrize("bad", LONG_EXPONENT_INFINITE, ids=["1e1000000", "-1e2000000", "1e1000+"])
@@ -358,26 +447,29 @@ def test_a_score_or_grade_of_a_long_exponent_that_is_infinite_is_refused_naming_
     assert str(err) == f"{qrels}:2: grade must be a finite number, got {x} {beyond}"
 
 
-
-@pytest.mark.parametrize("bad", ["nan", "-inf", "1e999", LONG_EXPONENT_INFINITE[0]],
-                         ids=["nan", "-inf", "1e999", "1e1000000"])
+@pytest.mark.parametrize(
+    "bad", ["nan", "-inf", "1e999", LONG_EXPONENT_INFINITE[0]], ids=["nan", "-inf", "1e999", "1e1000000"]
+)
 def test_a_rank_that_is_not_finite_is_refused_naming_the_line_in_one_message(tmp_path, bad):
     run = write(tmp_path, "sys.run", f"q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\nq1 Q0 C {bad} 1 t\n")
     err = expect_data_error(read_run, run, 3)
-    assert str(err) == (f"{run}:3: rank must be a finite number, got {float(bad)} (NaN, an infinity, or a value "
-                        f"beyond the range of a double).")
+    assert str(err) == (
+        f"{run}:3: rank must be a finite number, got {float(bad)} (NaN, an infinity, or a value "
+        f"beyond the range of a double)."
+    )
     run = write(tmp_path, "sys.run", "q1 Q0 A 1 3 t\nq1 Q0 B 2.5 2 t\n")
     err = expect_data_error(read_run, run, 2)
     assert str(err) == f"{run}:2: rank must be an integer, got 2.5."
 
+
 def test_scores_and_grades_of_long_exponents_read_as_float_reads_them(tmp_path):
-    run = write(tmp_path, "sys.run", "".join(f"q1 Q0 d{i} {i + 1} {x} t\n"
-                                             for i, x in enumerate(LONG_EXPONENT_FINITE)))
+    run = write(tmp_path, "sys.run", "".join(f"q1 Q0 d{i} {i + 1} {x} t\n" for i, x in enumerate(LONG_EXPONENT_FINITE)))
     qrels = write(tmp_path, "qrels.txt", "".join(f"q1 0 d{i} {x}\n" for i, x in enumerate(LONG_EXPONENT_FINITE)))
     expect = np.array([float(x) for x in LONG_EXPONENT_FINITE]).view(np.uint64).tolist()
     assert expect[:4] == np.array([1.0, 15.0, 1.0, 0.0]).view(np.uint64).tolist()  # (the closed forms)
     for table in (read_run(run), read_qrels(qrels)):
         assert np.asarray(table.value, dtype=np.float64).view(np.uint64).tolist() == expect
+
 
 # --------------------------------------------------------------------------- errors: duplicates
 
@@ -399,8 +491,7 @@ def test_document_listed_twice_in_parquet_run(tmp_path):
     import pyarrow.parquet as pq
 
     p = tmp_path / "sys.parquet"
-    pq.write_table(pa.table({"query_id": ["q1", "q1", "q1"], "doc_id": ["A", "B", "A"],
-                             "score": [3.0, 2.0, 1.0]}), p)
+    pq.write_table(pa.table({"query_id": ["q1", "q1", "q1"], "doc_id": ["A", "B", "A"], "score": [3.0, 2.0, 1.0]}), p)
     err = expect_data_error(read_run, p, None, contains=r"row 3")
     assert "None" not in str(err), str(err)  # rows, not a line "None"
 
@@ -448,13 +539,16 @@ def test_empty_run_file(tmp_path, name):
     expect_data_error(read_run, p, None, contains="empty|no data")
 
 
-@pytest.mark.parametrize("name,text,reader", [
-    ("qrels.txt", "\n  \n\n", read_qrels),
-    ("sys.run", "\r\n\r\n", read_run),
-    ("qrels.csv", "query_id,doc_id,grade\n", read_qrels),
-    ("sys.tsv", "query_id\tdoc_id\tscore\n\n", read_run),
-    ("sys.jsonl", "\n\n", read_run),
-])
+@pytest.mark.parametrize(
+    "name,text,reader",
+    [
+        ("qrels.txt", "\n  \n\n", read_qrels),
+        ("sys.run", "\r\n\r\n", read_run),
+        ("qrels.csv", "query_id,doc_id,grade\n", read_qrels),
+        ("sys.tsv", "query_id\tdoc_id\tscore\n\n", read_run),
+        ("sys.jsonl", "\n\n", read_run),
+    ],
+)
 def test_file_without_data_lines(tmp_path, name, text, reader):
     p = write(tmp_path, name, text)
     expect_data_error(reader, p, None, contains="no data|empty")
@@ -520,18 +614,29 @@ def force_line_reader(monkeypatch):
 def small_file_readers():
     from ndcg_mlflow.companions import read_catalog, read_duplicate_groups
 
-    return {"set": (read_query_set, "q1\nq2\nq3\n"), "weights": (read_weights, "q1 1\nq2 2\nq3 3\n"),
-            "groups": (read_duplicate_groups, "d1 g1\nd2 g1\nd3 g2\n"), "catalog": (read_catalog, "d1\nd2\nd3\n")}
+    return {
+        "set": (read_query_set, "q1\nq2\nq3\n"),
+        "weights": (read_weights, "q1 1\nq2 2\nq3 3\n"),
+        "groups": (read_duplicate_groups, "d1 g1\nd2 g1\nd3 g2\n"),
+        "catalog": (read_catalog, "d1\nd2\nd3\n"),
+    }
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["arrow", "line-by-line"])
-@pytest.mark.parametrize("name, text", [
-    ("run.txt", trec_run()), ("qrels.txt", trec_qrels()),
-    ("run.csv", "query_id,doc_id,score\nq1,d1,1\nq1,d2,0.5\nq2,d1,2\n"),
-    ("qrels.tsv", "query_id\tdoc_id\tgrade\nq1\td1\t1\nq2\td1\t2\nq3\td1\t2\n"),
-    ("qrels.jsonl", '{"query_id": "q1", "doc_id": "d1", "grade": 1}\n{"query_id": "q2", "doc_id": "d1", "grade": 2}\n'
-                    '{"query_id": "q3", "doc_id": "d1", "grade": 2}\n'),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("run.txt", trec_run()),
+        ("qrels.txt", trec_qrels()),
+        ("run.csv", "query_id,doc_id,score\nq1,d1,1\nq1,d2,0.5\nq2,d1,2\n"),
+        ("qrels.tsv", "query_id\tdoc_id\tgrade\nq1\td1\t1\nq2\td1\t2\nq3\td1\t2\n"),
+        (
+            "qrels.jsonl",
+            '{"query_id": "q1", "doc_id": "d1", "grade": 1}\n{"query_id": "q2", "doc_id": "d1", "grade": 2}\n'
+            '{"query_id": "q3", "doc_id": "d1", "grade": 2}\n',
+        ),
+    ],
+)
 def test_cr_only_line_ends_are_refused_in_every_format(tmp_path, monkeypatch, fast, name, text):
     """CR-only line ends (and any CR not followed by LF) are refused with the line, by both readers: a run read
     as one line would have taken the other queries as "fields after the tag" and scored them 0."""
@@ -604,10 +709,13 @@ def test_unrelated_irregular_line_does_not_change_the_parse(tmp_path):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["arrow", "line-by-line"])
-@pytest.mark.parametrize("text, line", [
-    ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\nq1 Q0  d3 3 0.5 t\n", None),  # several spaces: read, not shifted
-    ("q1 0 d1 1\nq1 0 \u00a0 1\n", None),  # an id that is a lone U+00A0
-])
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\nq1 Q0  d3 3 0.5 t\n", None),  # several spaces: read, not shifted
+        ("q1 0 d1 1\nq1 0 \u00a0 1\n", None),  # an id that is a lone U+00A0
+    ],
+)
 def test_trec_double_separators_never_make_empty_fields(tmp_path, monkeypatch, fast, text, line):
     if not fast:
         force_line_reader(monkeypatch)
@@ -675,8 +783,12 @@ def test_parquet_nan_score_and_empty_string_id_are_refused(tmp_path):
 def test_lone_surrogates_in_jsonl_ids_are_refused_at_read_time(tmp_path, escape, column):
     ids = {"query_id": '"q1"', "doc_id": '"d1"'}
     ids[column] = f'"x{escape}"'
-    path = write(tmp_path, "run.jsonl", '{"query_id": "q1", "doc_id": "d0", "score": 2}\n'
-                                        f'{{"query_id": {ids["query_id"]}, "doc_id": {ids["doc_id"]}, "score": 1}}\n')
+    path = write(
+        tmp_path,
+        "run.jsonl",
+        '{"query_id": "q1", "doc_id": "d0", "score": 2}\n'
+        f'{{"query_id": {ids["query_id"]}, "doc_id": {ids["doc_id"]}, "score": 1}}\n',
+    )
     expect_data_error(read_run, path, 2, contains=f"{column} holds a lone surrogate")
 
 
@@ -688,8 +800,16 @@ def test_any_numeric_parquet_type_is_read_as_the_nearest_double(tmp_path, dtype)
     info = np.iinfo(dtype) if dtype.startswith(("u", "i")) else np.finfo(dtype)
     values = [info.max, 1, info.min if dtype != "float16" else -1]
     path = tmp_path / "run.parquet"
-    pq.write_table(pa.table({"query_id": ["q1"] * 3, "doc_id": ["d1", "d2", "d3"],
-                             "score": pa.array(values, type=pa.from_numpy_dtype(np.dtype(dtype)))}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": ["q1"] * 3,
+                "doc_id": ["d1", "d2", "d3"],
+                "score": pa.array(values, type=pa.from_numpy_dtype(np.dtype(dtype))),
+            }
+        ),
+        path,
+    )
     table = read_run(path)
     assert table.value.tolist() == [float(v) for v in values]  # 2^64-1 included: the double nearest to it
 
@@ -698,8 +818,14 @@ def test_any_numeric_parquet_type_is_read_as_the_nearest_double(tmp_path, dtype)
 def test_quoted_header_is_read_as_named_columns(tmp_path, fmt):
     """R's write.csv quotes every name and string: the file is CSV with its columns, not TREC."""
     sep = "," if fmt == "csv" else "\t"
-    text = (sep.join(['""', '"query_id"', '"doc_id"', '"score"']) + "\n"
-            + sep.join(['"1"', '"q1"', '"d1"', "2.5"]) + "\n" + sep.join(['"2"', '"q1"', '"d2"', "1"]) + "\n")
+    text = (
+        sep.join(['""', '"query_id"', '"doc_id"', '"score"'])
+        + "\n"
+        + sep.join(['"1"', '"q1"', '"d1"', "2.5"])
+        + "\n"
+        + sep.join(['"2"', '"q1"', '"d2"', "1"])
+        + "\n"
+    )
     table = read_run(write(tmp_path, f"run.{fmt}", text))
     assert table.format == fmt
     assert rows_of(table) == [("q1", "d1", 2.5, None), ("q1", "d2", 1.0, None)]
@@ -712,14 +838,20 @@ def test_a_needed_column_named_twice_is_refused(tmp_path, fmt):
 
     path = tmp_path / f"run.{fmt}"
     if fmt == "parquet":
-        pq.write_table(pa.Table.from_arrays([pa.array(["q1"]), pa.array(["d1"]), pa.array([1.0]), pa.array([2.0])],
-                                            names=["query_id", "doc_id", "score", "score"]), path)
+        pq.write_table(
+            pa.Table.from_arrays(
+                [pa.array(["q1"]), pa.array(["d1"]), pa.array([1.0]), pa.array([2.0])],
+                names=["query_id", "doc_id", "score", "score"],
+            ),
+            path,
+        )
     elif fmt == "jsonl":
         path.write_text('{"query_id": "q1", "doc_id": "d1", "score": 1, "score": 2}\n')
     else:
         sep = "," if fmt == "csv" else "\t"
-        path.write_text(sep.join(["query_id", "doc_id", "score", "score"]) + "\n" + sep.join(["q1", "d1", "1", "2"])
-                        + "\n")
+        path.write_text(
+            sep.join(["query_id", "doc_id", "score", "score"]) + "\n" + sep.join(["q1", "d1", "1", "2"]) + "\n"
+        )
     with pytest.raises(DataError, match="'score' appears (2 times|twice)"):
         read_run(path)
 
@@ -727,8 +859,12 @@ def test_a_needed_column_named_twice_is_refused(tmp_path, fmt):
 @pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog"])
 def test_small_files_refuse_a_needed_column_named_twice(tmp_path, which):
     reader, _ = small_file_readers()[which]
-    header = {"set": "query_id,query_id", "weights": "query_id,weight,weight", "groups": "doc_id,group,group",
-              "catalog": "doc_id,doc_id"}[which]
+    header = {
+        "set": "query_id,query_id",
+        "weights": "query_id,weight,weight",
+        "groups": "doc_id,group,group",
+        "catalog": "doc_id,doc_id",
+    }[which]
     path = write(tmp_path, f"{which}.csv", header + "\n" + ",".join(["a"] * (header.count(",") + 1)) + "\n")
     expect_data_error(reader, path, 1, contains="appears 2 times")
 
@@ -757,7 +893,7 @@ def test_crlf_across_the_scan_blocks_and_a_late_lone_cr(tmp_path):
     pad = block - 1 - cut
     lines[0] = lines[0].replace("t\r\n", "t" + "x" * pad + "\r\n")
     data = "".join(lines)
-    assert data[block - 1:block + 1] == "\r\n"
+    assert data[block - 1 : block + 1] == "\r\n"
     ok = write(tmp_path, "ok.run", data)
     assert len(read_run(ok, rank=False)) == len(lines)
     late = len(lines) - 3
@@ -782,15 +918,22 @@ def test_an_id_hashes_alike_in_every_chunk_and_a_duplicate_across_chunks_is_foun
     assert h[1] == h[5] and h[2] == h[9]  # '12' and '0' in both chunks
     assert len({int(v) for v in h}) == 8  # '012', '+5' and '5 ' are other ids than '12' and '5'
     assert string_hashes(pa.array(["12"]))[0] == h[1]
-    run = pa.table({"query_id": pa.chunked_array([["q", "q"], ["q", "q"]]),
-                    "doc_id": pa.chunked_array([["1", "2"], ["x", "1"]]),
-                    "score": pa.chunked_array([[4.0, 3.0], [2.0, 1.0]])})
+    run = pa.table(
+        {
+            "query_id": pa.chunked_array([["q", "q"], ["q", "q"]]),
+            "doc_id": pa.chunked_array([["1", "2"], ["x", "1"]]),
+            "score": pa.chunked_array([[4.0, 3.0], [2.0, 1.0]]),
+        }
+    )
     with pytest.raises(DataError, match=r"row 4: document '1' is listed twice for query 'q' \(first at row 1\)"):
         table_from_object(run, "run", "systems['a']")
 
 
-@pytest.mark.parametrize("line", ["q1 Q0 d2 2 1.5 ", "q1  d2 2 1.5 t", "q1 Q0 d2  1.5 t", " q1 Q0 d2 2 1.5"],
-                         ids=["empty-tag", "empty-q0", "empty-rank", "leading-separator"])
+@pytest.mark.parametrize(
+    "line",
+    ["q1 Q0 d2 2 1.5 ", "q1  d2 2 1.5 t", "q1 Q0 d2  1.5 t", " q1 Q0 d2 2 1.5"],
+    ids=["empty-tag", "empty-q0", "empty-rank", "leading-separator"],
+)
 @pytest.mark.parametrize("rank", [True, False])
 def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path, line, rank):
     """Six fields on the line when split at every separator, one of them empty (in a column that is not
@@ -800,11 +943,14 @@ def test_an_empty_field_in_a_column_the_engine_does_not_use_is_refused(tmp_path,
         read_run(p, rank=rank)
 
 
-@pytest.mark.parametrize("text, line", [
-    ("q1 Q0 d1 1 2.5 t\r\nq1 Q0 d2 2 1.5 \r\n", 2),  # a separator before CRLF
-    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 ", 2),  # before the end of a file without a last line end
-    ("q1 Q0 d1 1 2.5 t\n\n\tq1 Q0 d2 2 1.5\n", 3),  # at a line's start, after a blank line
-])
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("q1 Q0 d1 1 2.5 t\r\nq1 Q0 d2 2 1.5 \r\n", 2),  # a separator before CRLF
+        ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 ", 2),  # before the end of a file without a last line end
+        ("q1 Q0 d1 1 2.5 t\n\n\tq1 Q0 d2 2 1.5\n", 3),  # at a line's start, after a blank line
+    ],
+)
 def test_an_empty_field_at_a_line_end_is_refused_in_both_readers(tmp_path, monkeypatch, text, line):
     for fast in (True, False):
         with monkeypatch.context() as m:
@@ -838,8 +984,9 @@ def test_the_scan_sees_an_empty_field_across_its_block_boundary(tmp_path, at, pa
     assert not scan_text(good, fields=True).empty_field
 
 
-@pytest.mark.parametrize("bad", [b"q\xe91 Q0 d2 2 1.5 t", b"q1 Q0 d2 2 1.5 t\xff", b"q1 Q\xc3 d2 2 1.5 t"],
-                         ids=["query-id", "tag", "q0"])
+@pytest.mark.parametrize(
+    "bad", [b"q\xe91 Q0 d2 2 1.5 t", b"q1 Q0 d2 2 1.5 t\xff", b"q1 Q\xc3 d2 2 1.5 t"], ids=["query-id", "tag", "q0"]
+)
 def test_bytes_that_are_not_utf8_name_their_line_in_any_column(tmp_path, bad):
     """Also in the columns Arrow is not asked to convert, and in a query id (Arrow's parse does not check UTF-8:
     the scan does)."""
@@ -863,8 +1010,11 @@ def test_dictionary_encoded_query_ids_get_the_codes_of_first_appearance():
         for a, b in zip(cuts, cuts[1:]):
             part = ids[a:b]
             values = sorted(set(part), reverse=bool(rng.integers(0, 2))) + (["unused"] if rng.random() < 0.2 else [])
-            chunks.append(pa.DictionaryArray.from_arrays(pa.array([values.index(x) for x in part], type=pa.int32()),
-                                                         pa.array(values)))
+            chunks.append(
+                pa.DictionaryArray.from_arrays(
+                    pa.array([values.index(x) for x in part], type=pa.int32()), pa.array(values)
+                )
+            )
         column = pa.chunked_array(chunks, type=pa.dictionary(pa.int32(), pa.string()))
         got, want = encode_dictionary(column), encode_ids(pa.array(ids))
         assert got.values.tolist() == want.values.tolist()
@@ -888,11 +1038,14 @@ def test_query_codes_of_a_large_file_are_those_of_the_line_reader(tmp_path, monk
 # --------------------------------------------------------------------------- headers that are not the expected ones
 
 
-@pytest.mark.parametrize(("name", "text", "reader"), [
-    ("run.csv", "qid,docid,score\nq1,d1,0.5\nq1,d2,0.25\n", read_run),
-    ("run.tsv", "userID\titemID\tprediction\nu1\ti1\t0.5\nu1\ti2\t0.25\n", read_run),
-    ("qrels.csv", "q_id,doc_id,rating\nq1,d1,2\nq1,d2,0\n", read_qrels),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "reader"),
+    [
+        ("run.csv", "qid,docid,score\nq1,d1,0.5\nq1,d2,0.25\n", read_run),
+        ("run.tsv", "userID\titemID\tprediction\nu1\ti1\t0.5\nu1\ti2\t0.25\n", read_run),
+        ("qrels.csv", "q_id,doc_id,rating\nq1,d1,2\nq1,d2,0\n", read_qrels),
+    ],
+)
 def test_a_header_with_other_names_is_answered_with_the_mapping_that_reads_it(tmp_path, name, text, reader):
     """A CSV/TSV header that names no query_id was read as TREC ("expected 6 fields, found 1"): it is a header,
     the error names line 1, the columns expected, and a mapping, which read as given reads the file."""
@@ -944,8 +1097,13 @@ def test_an_empty_id_is_named_by_its_row_across_row_groups_and_string_widths(tmp
     docs[7] = ""
     for kind in (pa.string(), pa.large_string()):
         path = tmp_path / f"run_{kind}.parquet"
-        table = pa.table({"query_id": pa.array(["q1"] * 10, kind), "doc_id": pa.array(docs, kind),
-                          "score": [float(i) for i in range(10)]})
+        table = pa.table(
+            {
+                "query_id": pa.array(["q1"] * 10, kind),
+                "doc_id": pa.array(docs, kind),
+                "score": [float(i) for i in range(10)],
+            }
+        )
         pq.write_table(table, path, row_group_size=3)  # rows 7 is the second of the third row group
         with pytest.raises(DataError, match="row 8: doc_id is empty"):
             read_run(path)
@@ -1001,8 +1159,9 @@ def test_a_file_rewritten_while_its_sha256_is_read_is_refused_naming_it(tmp_path
         hashing.sha256_file(path)
 
 
-def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_left_to_the_caller(tmp_path,
-                                                                                                  monkeypatch):
+def test_a_module_imported_beside_a_long_call_is_imported_once_and_its_failure_left_to_the_caller(
+    tmp_path, monkeypatch
+):
     """``import_beside``: a module not yet imported is imported in a thread of its own (which an exit waits
     for); one imported already starts nothing; a module that fails to import raises nothing there (the
     caller's own import raises it)."""

@@ -100,7 +100,7 @@ class HtmlDoc(HTMLParser):
                 buf.append(data)
 
     def table(self, *first_heads: str) -> list[list[str]]:
-        found = [t for t in self.tables if t and t[0][:len(first_heads)] == list(first_heads)]
+        found = [t for t in self.tables if t and t[0][: len(first_heads)] == list(first_heads)]
         assert found, f"no table with heads {first_heads}"
         return found[0]
 
@@ -118,12 +118,32 @@ def assert_self_contained(text: str) -> None:
     assert "@import" not in lower
     doc = HtmlDoc(text)
     for tag, attrs in doc.tags:
-        assert tag not in ("link", "iframe", "object", "embed", "img", "base", "frame", "audio", "video",
-                           "source", "script"), f"<{tag}> in a self-contained report"
+        assert tag not in (
+            "link",
+            "iframe",
+            "object",
+            "embed",
+            "img",
+            "base",
+            "frame",
+            "audio",
+            "video",
+            "source",
+            "script",
+        ), f"<{tag}> in a self-contained report"
         for name, value in attrs:
             name = (name or "").lower()
-            if name in ("src", "href", "xlink:href", "srcset", "action", "formaction", "poster", "data",
-                        "background") or name.endswith(":href"):
+            if name in (
+                "src",
+                "href",
+                "xlink:href",
+                "srcset",
+                "action",
+                "formaction",
+                "poster",
+                "data",
+                "background",
+            ) or name.endswith(":href"):
                 assert (value or "").startswith("#"), f"<{tag} {name}={value!r}> points outside the file"
             assert not name.startswith("on"), f"event handler attribute {name} on <{tag}>"
             if tag == "meta":
@@ -169,14 +189,17 @@ def demo(tmp_path_factory, migrated_db):
     client = client_for(uri)
     runs = runs_of_experiment(client, "demo-product-search", deleted=False)
     parent = next(r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
-    children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs
-                if r.data.tags.get("ndcg_mlflow.role") == "system"}
+    children = {r.data.tags["ndcg_mlflow.system"]: r for r in runs if r.data.tags.get("ndcg_mlflow.role") == "system"}
     return SimpleNamespace(
-        root=root, out=out, uri=uri, client=client, parent=parent, children=children,
+        root=root,
+        out=out,
+        uri=uri,
+        client=client,
+        parent=parent,
+        children=children,
         summary=json.loads((out / "summary.json").read_text(encoding="utf-8")),
         wins_losses=json.loads((out / "wins_losses.json").read_text(encoding="utf-8")),
-        sensitivity=pd.read_csv(out / "sensitivity.csv", dtype={"cutoff": str}, keep_default_na=False,
-                                na_values=[""]),
+        sensitivity=pd.read_csv(out / "sensitivity.csv", dtype={"cutoff": str}, keep_default_na=False, na_values=[""]),
         html=(out / "report.html").read_text(encoding="utf-8"),
         md=(out / "report.md").read_text(encoding="utf-8"),
     )
@@ -217,8 +240,12 @@ def test_html_results_and_coverage_tables_match_summary(demo):
     for name, entry in systems.items():
         first = entry["ndcg_at_5"]
         row = cov_rows[name]
-        assert row[1:5] == [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_empty_ideal"]),
-                            str(first["n_missing"])]
+        assert row[1:5] == [
+            str(first["n_evaluated"]),
+            str(first["n_excluded"]),
+            str(first["n_empty_ideal"]),
+            str(first["n_missing"]),
+        ]
         assert row[6:] == [f"{entry[k]['judged_coverage']:.3f}" for k in keys]
     assert cov_rows["reranker-v2"][4] == "1"  # the demo's reranker misses one judged query
 
@@ -230,11 +257,22 @@ def test_html_comparisons_table_matches_summary(demo):
     comps = demo.summary["comparisons"]
     assert len(table) - 1 == len(comps) == 6
     for row, c in zip(table[1:], comps):
-        expected = [c["candidate"], c["baseline"], c["cutoff"], str(c["n_paired"]), f4(c["baseline_mean"]),
-                    f4(c["candidate_mean"]), s4(c["delta"]), f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}]",
-                    f"{c['relative_delta']:+.1%}", pfmt(c["p_randomization"]), pfmt(c["p_t_test"]),
-                    pfmt(c["p_corrected"]), f"{c['effect_size_dz']:+.3f}",
-                    f"{c['wins']} / {c['ties']} / {c['losses']}"]
+        expected = [
+            c["candidate"],
+            c["baseline"],
+            c["cutoff"],
+            str(c["n_paired"]),
+            f4(c["baseline_mean"]),
+            f4(c["candidate_mean"]),
+            s4(c["delta"]),
+            f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}]",
+            f"{c['relative_delta']:+.1%}",
+            pfmt(c["p_randomization"]),
+            pfmt(c["p_t_test"]),
+            pfmt(c["p_corrected"]),
+            f"{c['effect_size_dz']:+.3f}",
+            f"{c['wins']} / {c['ties']} / {c['losses']}",
+        ]
         assert row == expected
     # raw and corrected p differ for the demo (holm over 6 comparisons): both columns are shown
     assert any(pfmt(c["p_randomization"]) != pfmt(c["p_corrected"]) for c in comps)
@@ -254,8 +292,10 @@ def test_html_lists_the_largest_wins_and_losses(demo):
         label = "nDCG@" + b["cutoff"]
         assert f"<h3>{b['candidate']} vs {b['baseline']}, {label}</h3>" in demo.html
         top = b["wins"][0]
-        assert (f"query <b>{top['query_id']}</b> (weight {top['weight']:g}): {f4(top['baseline_ndcg'])} → "
-                f"{f4(top['candidate_ndcg'])}") in demo.html
+        assert (
+            f"query <b>{top['query_id']}</b> (weight {top['weight']:g}): {f4(top['baseline_ndcg'])} → "
+            f"{f4(top['candidate_ndcg'])}"
+        ) in demo.html
         assert s4(top["delta"]) in demo.html
         # the documents of the largest win are listed with their grades
         for d in top["candidate_top"]:
@@ -277,11 +317,18 @@ def test_html_sensitivity_table(demo):
     declared = rows[("declared", "as declared")]
     systems = demo.summary["systems"]
     comps = {c["candidate"]: c for c in demo.summary["comparisons"] if c["key"] == "ndcg_at_10"}
-    assert declared == ([f4(systems[s]["ndcg_at_10"]["mean"]) for s in ("bm25", "reranker-v2", "dense-ties")]
-                        + [s4(comps[c]["delta"]) for c in ("reranker-v2", "dense-ties")])
+    assert declared == (
+        [f4(systems[s]["ndcg_at_10"]["mean"]) for s in ("bm25", "reranker-v2", "dense-ties")]
+        + [s4(comps[c]["delta"]) for c in ("reranker-v2", "dense-ties")]
+    )
 
-    columns = [("system", "bm25", ""), ("system", "reranker-v2", ""), ("system", "dense-ties", ""),
-               ("comparison", "reranker-v2", "bm25"), ("comparison", "dense-ties", "bm25")]
+    columns = [
+        ("system", "bm25", ""),
+        ("system", "reranker-v2", ""),
+        ("system", "dense-ties", ""),
+        ("comparison", "reranker-v2", "bm25"),
+        ("comparison", "dense-ties", "bm25"),
+    ]
     flips = 0
     for _, r in sens[sens["rule"] != "declared"].iterrows():
         cells = rows[(r["rule"], r["alternative"])]
@@ -315,8 +362,10 @@ def test_query_counts_tell_the_set_from_the_evaluated(demo):
     n = demo.summary["n_queries"]
     first = demo.summary["systems"]["bm25"]["ndcg_at_5"]
     assert (n, first["n_evaluated"], first["n_excluded"], first["n_empty_ideal"]) == (240, 233, 7, 7)
-    line = ("240 queries in the evaluation (every judged query); each mean is over the 233 evaluated, 7 are "
-            "excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude).")
+    line = (
+        "240 queries in the evaluation (every judged query); each mean is over the 233 evaluated, 7 are "
+        "excluded: 7 with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude)."
+    )
     assert f"<p>{line}</p>" in demo.html
     assert md_text(line) in demo.md.splitlines()
     assert "240 evaluated queries" not in demo.html and "240 evaluated queries" not in demo.md
@@ -344,14 +393,18 @@ def test_markdown_report(demo):
     summary = demo.summary
     for name, entry in summary["systems"].items():
         first = entry["ndcg_at_5"]
-        cells = " | ".join(f"{f4(entry[k]['mean'])} [{f4(entry[k]['ci_low'])}, {f4(entry[k]['ci_high'])}]"
-                           for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"))
+        cells = " | ".join(
+            f"{f4(entry[k]['mean'])} [{f4(entry[k]['ci_low'])}, {f4(entry[k]['ci_high'])}]"
+            for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
+        )
         counts = f"{first['n_evaluated']} | {first['n_excluded']} | {first['n_missing']}"
         assert f"| {md_text(name)} | {cells} | {counts} |" in md
     for c in summary["comparisons"]:
-        line = (f"| {md_text(c['candidate'])} | {c['cutoff']} | {s4(c['delta'])} | "
-                f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}] "
-                f"| {pfmt(c['p_randomization'])} | {pfmt(c['p_corrected'])} | {c['wins']}/{c['ties']}/{c['losses']} |")
+        line = (
+            f"| {md_text(c['candidate'])} | {c['cutoff']} | {s4(c['delta'])} | "
+            f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}] "
+            f"| {pfmt(c['p_randomization'])} | {pfmt(c['p_corrected'])} | {c['wins']}/{c['ties']}/{c['losses']} |"
+        )
         assert line in md
     for b in demo.wins_losses["comparisons"]:
         if b["key"] != "ndcg_at_10":
@@ -407,10 +460,10 @@ def test_companion_metrics_on_demo_system_runs(demo):
         for key in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all"):
             m = demo.summary["systems"][name][key]
             suffix = key.replace("ndcg_at_", "")
-            assert child.data.metrics[f"duplicate_rate_at_{suffix}"] == pytest.approx(m["duplicate_rate"],
-                                                                                        rel=1e-12)
-            assert child.data.metrics[f"catalog_coverage_at_{suffix}"] == pytest.approx(m["catalog_coverage"],
-                                                                                          rel=1e-12)
+            assert child.data.metrics[f"duplicate_rate_at_{suffix}"] == pytest.approx(m["duplicate_rate"], rel=1e-12)
+            assert child.data.metrics[f"catalog_coverage_at_{suffix}"] == pytest.approx(
+                m["catalog_coverage"], rel=1e-12
+            )
     # catalog size 200000: coverage at 10 = distinct documents shown in the top 10 / 200000
     per_query = pd.read_csv(demo.out / "systems" / "bm25.top.csv", dtype={"query_id": str, "doc_id": str})
     shown = per_query[per_query["rank"] <= 10]["doc_id"].nunique()
@@ -447,14 +500,26 @@ def write_escaping_spec(folder: Path) -> Path:
     spec = {
         "spec_version": 1,
         "name": "<script>alert('name')</script> \"q\" & co",
-        "metric": {"gain": "exponential", "cutoffs": [3, 10], "discount": "log2", "ties": "displayed_order",
-                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero"},
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [3, 10],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
         "queries": {"weights": "uniform"},
         "data": {"qrels": "qrels.jsonl", "systems": {"base": "base.jsonl", "cand": "cand.jsonl"}},
         "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7},
-        "comparison": {"baseline": "base", "test": "both", "correction": "holm", "wins_losses": 5,
-                       "tie_tolerance": 1e-9},
+        "comparison": {
+            "baseline": "base",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 5,
+            "tie_tolerance": 1e-9,
+        },
         "mlflow": {"experiment": "escaping"},
     }
     path = folder / "spec.yaml"
@@ -502,8 +567,11 @@ def test_hostile_ids_are_escaped(tracking_uri, tmp_path):
 
     # the same files were logged (MLflow took the hostile ids without complaint)
     client = client_for(tracking_uri)
-    parent = next(r for r in runs_of_experiment(client, "escaping", deleted=False)
-                  if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    parent = next(
+        r
+        for r in runs_of_experiment(client, "escaping", deleted=False)
+        if r.data.tags.get("ndcg_mlflow.role") == "evaluation"
+    )
     assert parent.info.status == "FINISHED"
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.html", "report.md"} <= names
@@ -516,27 +584,43 @@ def test_terminal_says_where_the_report_is_and_how_to_open_mlflow(tracking_uri, 
     assert main(["run", str(spec), "--out", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    assert lines[0].endswith(": 5 queries in the evaluation (every judged query); every mean is over all 5 (none "
-                             "excluded).")
-    assert any(line.startswith("delta: candidate minus baseline mean; d_z: the mean per-query difference over its "
-                               "standard deviation") for line in lines)
+    assert lines[0].endswith(
+        ": 5 queries in the evaluation (every judged query); every mean is over all 5 (none excluded)."
+    )
+    assert any(
+        line.startswith(
+            "delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard deviation"
+        )
+        for line in lines
+    )
     assert f"report: {(out / 'report.html').resolve()}" in lines
     assert f"local results: {out.resolve()}" in lines
     client = client_for(tracking_uri)
-    parent = next(r for r in runs_of_experiment(client, "escaping", deleted=False)
-                  if r.data.tags.get("ndcg_mlflow.role") == "evaluation")
+    parent = next(
+        r
+        for r in runs_of_experiment(client, "escaping", deleted=False)
+        if r.data.tags.get("ndcg_mlflow.role") == "evaluation"
+    )
     db = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
     i = lines.index(f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{db}")  # the store this run went to
-    assert lines[i + 1] == (f"  then open http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/"
-                            f"{parent.info.run_id}")
+    assert lines[i + 1] == (
+        f"  then open http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
+    )
     assert summary["n_queries"] == 5
 
 
 # --------------------------------------------------------------------------- companions, by hand
 
-COMPANION_METRIC = {"gain": "exponential", "cutoffs": [2, 3, 10], "discount": "log2", "ties": "displayed_order",
-                    "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                    "missing_queries": "zero"}
+COMPANION_METRIC = {
+    "gain": "exponential",
+    "cutoffs": [2, 3, 10],
+    "discount": "log2",
+    "ties": "displayed_order",
+    "ideal": "judged_catalog",
+    "empty_ideal": "exclude",
+    "unjudged": "zero",
+    "missing_queries": "zero",
+}
 
 
 def write_companion_case(folder: Path, catalog) -> Path:
@@ -550,14 +634,21 @@ def write_companion_case(folder: Path, catalog) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq1 0 d5 1\nq2 0 e1 1\nq3 0 f1 1\nq4 0 g1 1\n")
     ranking = {"q1": ["d1", "d2", "d3", "d4"], "q2": ["e1", "e2"], "q3": ["f1", "d1"], "q9": ["z1", "z2", "z3"]}
-    (folder / "sys.run").write_text("".join(f"{q} Q0 {d} {i + 1} {10 - i} sys\n" for q, ds in ranking.items()
-                                            for i, d in enumerate(ds)))
-    (folder / "groups.tsv").write_text("doc_id\tgroup\nd1\tG1\nd3\tG1\nd4\tG2\nd5\tG2\ne1\tG1\ne2\tG1\nz1\tG9\n"
-                                       "z2\tG9\n")
-    spec = {"spec_version": 1, "name": "companions", "metric": COMPANION_METRIC, "queries": {"weights": "uniform"},
-            "data": {"qrels": "qrels.txt", "systems": {"sys": "sys.run"}},
-            "companions": {"duplicates": "groups.tsv", "catalog": catalog},
-            "mlflow": {"experiment": "companions"}}
+    (folder / "sys.run").write_text(
+        "".join(f"{q} Q0 {d} {i + 1} {10 - i} sys\n" for q, ds in ranking.items() for i, d in enumerate(ds))
+    )
+    (folder / "groups.tsv").write_text(
+        "doc_id\tgroup\nd1\tG1\nd3\tG1\nd4\tG2\nd5\tG2\ne1\tG1\ne2\tG1\nz1\tG9\nz2\tG9\n"
+    )
+    spec = {
+        "spec_version": 1,
+        "name": "companions",
+        "metric": COMPANION_METRIC,
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.txt", "systems": {"sys": "sys.run"}},
+        "companions": {"duplicates": "groups.tsv", "catalog": catalog},
+        "mlflow": {"experiment": "companions"},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path
@@ -589,8 +680,11 @@ def test_duplicate_rate_and_catalog_size_by_hand(tracking_uri, tmp_path):
     assert m["ndcg_at_10"]["catalog_coverage"] == pytest.approx(7 / 100)
 
     client = client_for(tracking_uri)
-    child = next(r for r in runs_of_experiment(client, "companions", deleted=False)
-                 if r.data.tags.get("ndcg_mlflow.role") == "system")
+    child = next(
+        r
+        for r in runs_of_experiment(client, "companions", deleted=False)
+        if r.data.tags.get("ndcg_mlflow.role") == "system"
+    )
     assert child.data.metrics["duplicate_rate_at_10"] == pytest.approx(0.25)
     assert child.data.metrics["catalog_coverage_at_10"] == pytest.approx(0.07)
     assert child.data.metrics["duplicate_rate_at_2"] == pytest.approx(1 / 6)
@@ -622,8 +716,9 @@ def test_catalog_coverage_with_a_csv_catalog_file(tmp_path):
     """A catalog CSV with a doc_id column (and other columns) counts the same documents as a plain list."""
     folder = tmp_path / "c"
     folder.mkdir()
-    (folder / "catalog.csv").write_text("doc_id,title\nd1,one\nd2,two\nd3,three\ne1,four\nz1,five\nx1,six\n"
-                                        "x2,seven\nx3,eight\nx4,nine\nx5,ten\n")
+    (folder / "catalog.csv").write_text(
+        "doc_id,title\nd1,one\nd2,two\nd3,three\ne1,four\nz1,five\nx1,six\nx2,seven\nx3,eight\nx4,nine\nx5,ten\n"
+    )
     spec = write_companion_case(folder, "catalog.csv")
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
@@ -653,17 +748,24 @@ def test_system_names_that_look_like_numbers_are_kept(tmp_path):
     folder = tmp_path / "n"
     folder.mkdir()
     (folder / "qrels.txt").write_text("q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 1\nq2 0 d1 1\nq2 0 d4 2\n")
-    (folder / "a.run").write_text("q1 Q0 d1 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d2 3 7 s\nq2 Q0 d1 1 3 s\n"
-                                  "q2 Q0 d4 2 2 s\n")
-    (folder / "b.run").write_text("q1 Q0 d2 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d1 3 7 s\nq2 Q0 d4 1 3 s\n"
-                                  "q2 Q0 d1 2 2 s\n")
-    spec = {"spec_version": 1, "name": "names", "metric": dict(COMPANION_METRIC, cutoffs=[2, 10]),
-            "queries": {"weights": "uniform"}, "data": {"qrels": "qrels.txt", "systems": {"007": "a.run",
-                                                                                          "1e3": "b.run"}},
-            "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1},
-            "comparison": {"baseline": "007", "test": "randomization", "correction": "none", "wins_losses": 2,
-                           "tie_tolerance": 0.0},
-            "report": {"sensitivity": True}}
+    (folder / "a.run").write_text("q1 Q0 d1 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d2 3 7 s\nq2 Q0 d1 1 3 s\nq2 Q0 d4 2 2 s\n")
+    (folder / "b.run").write_text("q1 Q0 d2 1 10 s\nq1 Q0 d3 2 8 s\nq1 Q0 d1 3 7 s\nq2 Q0 d4 1 3 s\nq2 Q0 d1 2 2 s\n")
+    spec = {
+        "spec_version": 1,
+        "name": "names",
+        "metric": dict(COMPANION_METRIC, cutoffs=[2, 10]),
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.txt", "systems": {"007": "a.run", "1e3": "b.run"}},
+        "uncertainty": {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 1},
+        "comparison": {
+            "baseline": "007",
+            "test": "randomization",
+            "correction": "none",
+            "wins_losses": 2,
+            "tie_tolerance": 0.0,
+        },
+        "report": {"sensitivity": True},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     out = tmp_path / "out"

@@ -31,8 +31,10 @@ CHROMIUM = "/usr/bin/chromium"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TIMEOUT = 60
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
+]
 
 CANARY = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>canary</title>
 <link rel="stylesheet" href="https://cdn.example.com/canary.css"></head><body><p>canary</p>
@@ -57,17 +59,25 @@ def _netlog_events(path: Path) -> list[dict]:
         p = ev.get("params") or {}
         if "url" not in p:
             continue
-        out.append({"url": p["url"], "initiator": str(p.get("initiator", "")),
-                    "partition": f"{p.get('network_isolation_key', '')} {p.get('site_for_cookies', '')}"})
+        out.append(
+            {
+                "url": p["url"],
+                "initiator": str(p.get("initiator", "")),
+                "partition": f"{p.get('network_isolation_key', '')} {p.get('site_for_cookies', '')}",
+            }
+        )
     return out
 
 
 def _page_requests(events: list[dict]) -> list[str]:
     """URLs the page asked for that are not the file itself: requests in the file:// partition or
     initiated by the page (Chromium's own background requests have no origin)."""
-    return [e["url"] for e in events
-            if ("file://" in e["partition"] or e["initiator"] in ("null",) or e["initiator"].startswith("file"))
-            and not e["url"].startswith(("file:", "data:", "about:"))]
+    return [
+        e["url"]
+        for e in events
+        if ("file://" in e["partition"] or e["initiator"] in ("null",) or e["initiator"].startswith("file"))
+        and not e["url"].startswith(("file:", "data:", "about:"))
+    ]
 
 
 def browse(page: Path, work: Path, *extra: str) -> SimpleNamespace:
@@ -75,18 +85,37 @@ def browse(page: Path, work: Path, *extra: str) -> SimpleNamespace:
     work.mkdir(parents=True, exist_ok=True)
     profile = work / "profile"
     netlog = work / "netlog.json"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-extensions", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-           "--enable-logging=stderr", "--v=0", "--proxy-server=127.0.0.1:9",
-           "--host-resolver-rules=MAP * ~NOTFOUND", f"--log-net-log={netlog}", *extra,
-           page.resolve().as_uri()]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--log-net-log={netlog}",
+        *extra,
+        page.resolve().as_uri(),
+    ]
     proc = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT, cwd=work)
     stderr = proc.stderr.decode("utf-8", errors="replace")
     assert proc.returncode == 0, f"chromium exited {proc.returncode}:\n{stderr[-3000:]}"
     events = _netlog_events(netlog)
-    return SimpleNamespace(dom=proc.stdout.decode("utf-8", errors="replace"), log=stderr, events=events,
-                           page_requests=_page_requests(events))
+    return SimpleNamespace(
+        dom=proc.stdout.decode("utf-8", errors="replace"),
+        log=stderr,
+        events=events,
+        page_requests=_page_requests(events),
+    )
 
 
 def _console_lines(log: str) -> list[str]:
@@ -136,8 +165,14 @@ def test_demo_report_renders_offline(reports, tmp_path):
     assert "<h1>nDCG report — demo-product-search</h1>" in dom
     doc = HtmlDoc(dom)
     heads = [t[0][:2] for t in doc.tables if t]
-    for first in (["system", "evaluated"], ["system", "nDCG@5"], ["candidate", "baseline"], ["rule", "alternative"],
-                  ["role", "file"], ["rank", "baseline document"]):
+    for first in (
+        ["system", "evaluated"],
+        ["system", "nDCG@5"],
+        ["candidate", "baseline"],
+        ["rule", "alternative"],
+        ["role", "file"],
+        ["rank", "baseline document"],
+    ):
         assert first in heads, first
     for name in ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences"):
         assert re.search(rf"<figure id=\"{name}\"><svg\b", dom), name
@@ -151,8 +186,9 @@ def test_demo_report_renders_offline(reports, tmp_path):
 
 def test_demo_report_screenshot(reports, tmp_path):
     shot = tmp_path / "report.png"
-    seen = browse(reports.demo, tmp_path / "run", f"--screenshot={shot}", "--window-size=1200,3000",
-                  "--hide-scrollbars")
+    seen = browse(
+        reports.demo, tmp_path / "run", f"--screenshot={shot}", "--window-size=1200,3000", "--hide-scrollbars"
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     assert _console_lines(seen.log) == [] and seen.page_requests == []
@@ -235,7 +271,7 @@ def _check_figures(figures: list[dict], *, min_tick_px: float) -> None:
             ticks = axis["ticks"]
             assert len(ticks) >= 2, at
             for i, a in enumerate(ticks):
-                for b in ticks[i + 1:]:
+                for b in ticks[i + 1 :]:
                     assert not _overlap(a, b, gap=2.0), f"{at}: tick labels {a['text']!r} and {b['text']!r} touch"
             assert len(axis["labels"]) == 1 and axis["labels"][0]["text"].strip(), f"{at}: no axis label"
             # readable at this width: a tick label's box is about 1.2 times its font size high
@@ -245,7 +281,7 @@ def _check_figures(figures: list[dict], *, min_tick_px: float) -> None:
         for i, a in enumerate(texts):
             assert fig["svg"]["l"] - 1 <= a["l"] and a["r"] <= fig["svg"]["r"] + 1, f"{where}: {a['text']!r} cut"
             assert fig["svg"]["t"] - 1 <= a["t"] and a["b"] <= fig["svg"]["b"] + 1, f"{where}: {a['text']!r} cut"
-            for b in texts[i + 1:]:
+            for b in texts[i + 1 :]:
                 assert not _overlap(a, b, gap=0.0), f"{where}: {a['text']!r} and {b['text']!r} overlap"
         # a legend, and every colour the data are drawn in is explained in it
         assert fig["legend"], f"{where}: no legend"
@@ -284,21 +320,50 @@ def test_crowded_figures_read_at_the_size_shown(tmp_path):
 
     cutoffs = ["1", "3", "5", "10", "20", "50", "100", "1000", "all"]
     keys = [cutoff_key(cutoff_of_label(c)) for c in cutoffs]
-    names = ["bm25", "<script>alert(1)</script>", "検索システム・改良版" * 3, "a" * 150, "team/model-v2 & co",
-             "dense", "hybrid-rrf", "colbert-v2", "splade++", "t5-rerank"]
+    names = [
+        "bm25",
+        "<script>alert(1)</script>",
+        "検索システム・改良版" * 3,
+        "a" * 150,
+        "team/model-v2 & co",
+        "dense",
+        "hybrid-rrf",
+        "colbert-v2",
+        "splade++",
+        "t5-rerank",
+    ]
     rng = np.random.default_rng(5)
-    systems = {n: {k: {"mean": 0.3 + 0.05 * i + 0.02 * j, "ci_low": 0.28 + 0.05 * i + 0.02 * j,
-                       "ci_high": 0.33 + 0.05 * i + 0.02 * j} for j, k in enumerate(keys)}
-               for i, n in enumerate(names)}
-    comps = [{"candidate": n, "baseline": "bm25", "key": k, "delta": 0.01, "ci_low": -0.02, "ci_high": 0.04}
-             for n in names[1:4] for k in keys]
+    systems = {
+        n: {
+            k: {
+                "mean": 0.3 + 0.05 * i + 0.02 * j,
+                "ci_low": 0.28 + 0.05 * i + 0.02 * j,
+                "ci_high": 0.33 + 0.05 * i + 0.02 * j,
+            }
+            for j, k in enumerate(keys)
+        }
+        for i, n in enumerate(names)
+    }
+    comps = [
+        {"candidate": n, "baseline": "bm25", "key": k, "delta": 0.01, "ci_low": -0.02, "ci_high": 0.04}
+        for n in names[1:4]
+        for k in keys
+    ]
     summary = {"systems": systems, "spec": {"uncertainty.confidence": 0.9}, "comparisons": comps}
-    per_query = pd.DataFrame([{"system": n, "query_id": f"q{q}", "cutoff": "10", "ndcg": float(rng.uniform())}
-                              for n in names for q in range(400)])
+    per_query = pd.DataFrame(
+        [
+            {"system": n, "query_id": f"q{q}", "cutoff": "10", "ndcg": float(rng.uniform())}
+            for n in names
+            for q in range(400)
+        ]
+    )
     boot = pd.DataFrame({f"{c['candidate']}:{c['key']}": rng.normal(0.01, 0.02, 300) for c in comps})
     figs = draw(summary, per_query, boot)
     page = tmp_path / "crowded.html"
-    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CSS}</style></head><body>"
-                    + "".join(f"<figure id='{n}'>{svg}</figure>" for n, svg in figs.items()) + "</body></html>",
-                    encoding="utf-8")
+    page.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CSS}</style></head><body>"
+        + "".join(f"<figure id='{n}'>{svg}</figure>" for n, svg in figs.items())
+        + "</body></html>",
+        encoding="utf-8",
+    )
     _check_figures(measure(page, tmp_path / "m", 1280), min_tick_px=12.0)

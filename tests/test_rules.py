@@ -129,8 +129,8 @@ def test_grade_missing_from_table_line_after_repeated_judgment(tmp_path):
 def test_float_grades(tmp_path):
     judgments = {"q1": {"A": 1.5, "B": 0.5}}
     exp = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain="exponential"))
-    assert exp.dcg == pytest.approx((2 ** 0.5 - 1) + (2 ** 1.5 - 1) / L3, rel=1e-12)
-    assert exp.idcg == pytest.approx((2 ** 1.5 - 1) + (2 ** 0.5 - 1) / L3, rel=1e-12)
+    assert exp.dcg == pytest.approx((2**0.5 - 1) + (2**1.5 - 1) / L3, rel=1e-12)
+    assert exp.idcg == pytest.approx((2**1.5 - 1) + (2**0.5 - 1) / L3, rel=1e-12)
     lin = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain="linear"))
     assert lin.dcg == pytest.approx(0.5 + 1.5 / L3, rel=1e-12)
     tab = row(run_eval(tmp_path, judgments, {"q1": ["B", "A"]}, gain={0.5: 2, 1.5: 4}))
@@ -204,10 +204,13 @@ def test_ties_displayed_order_score_only_csv_uses_line_order(tmp_path):
     assert row(res2, cutoff=2).dcg == pytest.approx(1 + 7 / L3)
 
 
-@pytest.mark.parametrize("ties,expected", [
-    ("id_ascending", 0 + 7 / L3),  # 'd10' < 'd9' in plain string order
-    ("id_descending", 7 + 0 / L3),
-])
+@pytest.mark.parametrize(
+    "ties,expected",
+    [
+        ("id_ascending", 0 + 7 / L3),  # 'd10' < 'd9' in plain string order
+        ("id_descending", 7 + 0 / L3),
+    ],
+)
 def test_ties_by_doc_id_plain_string_order(tmp_path, ties, expected):
     qrels = write_qrels(tmp_path, {"q1": {"d9": 3, "d10": 0}})
     # the file lists d9 first with rank 1: the id rule must override display order
@@ -247,7 +250,7 @@ def test_ties_average_equals_mean_over_permutations(tmp_path, gain):
 
     def gain_of(doc):
         g = judg.get(doc, 0)
-        return 2.0 ** g - 1 if gain == "exponential" else float(g)
+        return 2.0**g - 1 if gain == "exponential" else float(g)
 
     res = run_eval(tmp_path, TIE_JUDGMENTS, {"q1": TIE_RUN}, ties="average", gain=gain, cutoffs=(1, 2, 3, 5, "all"))
     for k in (1, 2, 3, 5, None):
@@ -273,9 +276,10 @@ def test_ties_average_matches_sklearn(tmp_path):
     ranking = sorted(docs, key=lambda d: -scores[d])
     qrels = write_qrels(tmp_path, {"q1": grades})
     run = write_run(tmp_path, {"q1": [(d, scores[d]) for d in ranking]})
-    for gain, to_gain in (("exponential", lambda g: 2.0 ** g - 1), ("linear", float)):
-        res = ndcg_mlflow.evaluate(spec(qrels, run, gain=gain, ties="average", cutoffs=(1, 3, 5, "all")),
-                                   base_dir=tmp_path)
+    for gain, to_gain in (("exponential", lambda g: 2.0**g - 1), ("linear", float)):
+        res = ndcg_mlflow.evaluate(
+            spec(qrels, run, gain=gain, ties="average", cutoffs=(1, 3, 5, "all")), base_dir=tmp_path
+        )
         y_true = np.array([[to_gain(grades[d]) for d in docs]])
         y_score = np.array([[scores[d] for d in docs]])
         for k in (1, 3, 5, None):
@@ -297,8 +301,18 @@ def test_kernel_tie_average_against_brute_force_random():
     perm = rng.permutation(qs.size)  # rows in any order
     run = RunRows(query=qs[perm], score=scores[perm], gain=gains[perm], judged=np.ones(qs.size, bool))
     cutoffs = (1, 2, 4, None)
-    out = evaluate_rows(run, qs, gains, n_queries, cutoffs=cutoffs, ties="average", unjudged="zero",
-                        ideal="judged_catalog", empty_ideal="exclude", missing_queries="zero")
+    out = evaluate_rows(
+        run,
+        qs,
+        gains,
+        n_queries,
+        cutoffs=cutoffs,
+        ties="average",
+        unjudged="zero",
+        ideal="judged_catalog",
+        empty_ideal="exclude",
+        missing_queries="zero",
+    )
     for q in range(n_queries):
         m = qs == q
         ids = [str(i) for i in range(m.sum())]
@@ -485,10 +499,13 @@ def test_query_set_with_unjudged_query_raises(tmp_path):
         ndcg_mlflow.evaluate(spec(qrels, run, qset=qset), base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("text", [
-    "query_id\tweight\nq1\t1\nq2\t3\nq3\t0.5\n",
-    "q1 1\nq2  3\nq3\t0.5\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "query_id\tweight\nq1\t1\nq2\t3\nq3\t0.5\n",
+        "q1 1\nq2  3\nq3\t0.5\n",
+    ],
+)
 def test_weights_file_weighted_mean(tmp_path, text):
     weights = write(tmp_path, "weights.tsv" if text.startswith("query_id") else "weights.txt", text)
     qrels = write_qrels(tmp_path, SET_J)
@@ -545,12 +562,15 @@ def test_mean_is_weighted_over_evaluated_queries_only(tmp_path):
 # --------------------------------------------------------------------------- query locality
 
 
-@pytest.mark.parametrize("metric", [
-    dict(),
-    dict(ties="average", gain="linear"),
-    dict(ties="id_ascending", unjudged="condense"),
-    dict(ties="id_descending", ideal="candidates"),
-])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        dict(),
+        dict(ties="average", gain="linear"),
+        dict(ties="id_ascending", unjudged="condense"),
+        dict(ties="id_descending", ideal="candidates"),
+    ],
+)
 def test_query_result_independent_of_other_queries(tmp_path, metric):
     q1_j = {"d3": 2, "d1": 3, "d10": 0, "d2": 1}
     q1_run = [("d10", 5), ("d2", 5), ("u1", 4), ("d1", 4), ("d3", 1)]
@@ -561,8 +581,11 @@ def test_query_result_independent_of_other_queries(tmp_path, metric):
     a = run_eval(alone, {"q1": q1_j}, {"q1": q1_run}, cutoffs=(1, 2, 3, "all"), **metric)
     others_j = {"q0": {"d1": 0, "d9": 3, "d2": 2}, "q1": q1_j, "q2": {"d10": 3, "d3": 1, "x": 2}}
     # other queries share doc ids, have more documents and their own ties; q1 sits between them
-    others_run = {"q2": [("x", 5), ("d10", 5), ("d3", 9), ("d2", 1)], "q1": q1_run,
-                  "q0": [("d9", 5), ("d1", 5), ("d2", 5), ("zz", 7), ("d3", 2)]}
+    others_run = {
+        "q2": [("x", 5), ("d10", 5), ("d3", 9), ("d2", 1)],
+        "q1": q1_run,
+        "q0": [("d9", 5), ("d1", 5), ("d2", 5), ("zz", 7), ("d3", 2)],
+    }
     b = run_eval(crowd, others_j, others_run, cutoffs=(1, 2, 3, "all"), **metric)
     cols = ["cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "n_returned", "status"]
     pa = a.per_query[a.per_query.query_id == "q1"][cols].reset_index(drop=True)
@@ -586,8 +609,11 @@ def test_exponential_gain_that_overflows_is_refused_at_its_line(tmp_path):
     """2^1024 - 1 is inf: the old code made inf gains and a NaN nDCG marked ok, silently out of the mean."""
     qrels = write(tmp_path, "qrels.txt", "q1 0 A 2\nq1 0 B 1\nq2 0 C 1023\nq2 0 D 1024\nq3 0 E 2000\n")
     run = write_run(tmp_path, {"q1": ["A", "B"], "q2": ["D", "C"], "q3": ["E"]})
-    with pytest.raises(DataError, match=r"grade 1024: its exponential gain 2\^1024 - 1 overflows a float.*"
-                                        r"2 judgments in all.*gain: linear or a gain table") as info:
+    with pytest.raises(
+        DataError,
+        match=r"grade 1024: its exponential gain 2\^1024 - 1 overflows a float.*"
+        r"2 judgments in all.*gain: linear or a gain table",
+    ) as info:
         ndcg_mlflow.evaluate(spec(qrels, run, gain="exponential"), base_dir=tmp_path)
     assert info.value.line == 4 and info.value.file.endswith("qrels.txt")
     # the same grades are fine under a linear gain
@@ -595,11 +621,14 @@ def test_exponential_gain_that_overflows_is_refused_at_its_line(tmp_path):
     assert row(r, "q2", "all").ndcg == pytest.approx((1024 + 1023 / L3) / (1024 + 1023 / L3), rel=1e-12)
 
 
-@pytest.mark.parametrize("gain, grades", [
-    ("exponential", (1023, 1023)),          # each 2^1023 - 1 is finite; their DCG is not
-    ({0: 0, 1: 1, 2: 1e308}, (2, 2)),       # a table's huge finite gains
-    ({0: 0, 1: 1, 2: -1e308}, (2, 2)),      # ... or huge negative ones
-])
+@pytest.mark.parametrize(
+    "gain, grades",
+    [
+        ("exponential", (1023, 1023)),  # each 2^1023 - 1 is finite; their DCG is not
+        ({0: 0, 1: 1, 2: 1e308}, (2, 2)),  # a table's huge finite gains
+        ({0: 0, 1: 1, 2: -1e308}, (2, 2)),  # ... or huge negative ones
+    ],
+)
 def test_gains_whose_dcg_overflows_are_refused_naming_the_query(tmp_path, gain, grades):
     judged = {"q1": {"A": 1, "B": 0}, "q2": {"C": grades[0], "D": grades[1], "E": 1}}
     qrels = write_qrels(tmp_path, judged)
@@ -633,14 +662,27 @@ def test_kernel_gains_of_judged_rows_only_give_the_same_numbers_bit_for_bit():
         rank = rng.permutation(qs.size).astype(float)
         cat_q = np.repeat(np.arange(n_queries), rng.integers(0, 6, n_queries))
         cat_gain = rng.random(cat_q.size) * 3
-        for ties, unjudged, ideal in itertools.product(("average", "displayed_order"), ("zero", "condense"),
-                                                       ("judged_catalog", "candidates")):
-            args = dict(cutoffs=(1, 3, 10, None), ties=ties, unjudged=unjudged, ideal=ideal,
-                        empty_ideal="exclude", missing_queries="exclude")
-            full = evaluate_rows(RunRows(qs, scores, gains, judged, rank.__getitem__), cat_q, cat_gain,
-                                 n_queries, **args)
-            sparse = evaluate_rows(RunRows(qs, scores, None, judged, rank.__getitem__, judged_gain=gains[judged]),
-                                   cat_q, cat_gain, n_queries, **args)
+        for ties, unjudged, ideal in itertools.product(
+            ("average", "displayed_order"), ("zero", "condense"), ("judged_catalog", "candidates")
+        ):
+            args = dict(
+                cutoffs=(1, 3, 10, None),
+                ties=ties,
+                unjudged=unjudged,
+                ideal=ideal,
+                empty_ideal="exclude",
+                missing_queries="exclude",
+            )
+            full = evaluate_rows(
+                RunRows(qs, scores, gains, judged, rank.__getitem__), cat_q, cat_gain, n_queries, **args
+            )
+            sparse = evaluate_rows(
+                RunRows(qs, scores, None, judged, rank.__getitem__, judged_gain=gains[judged]),
+                cat_q,
+                cat_gain,
+                n_queries,
+                **args,
+            )
             for field in ("dcg", "idcg", "idcg_candidates", "ndcg", "judged_coverage", "status", "n_returned"):
                 a, b = getattr(full, field), getattr(sparse, field)
                 assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (case, ties, unjudged, field)
@@ -663,11 +705,25 @@ def test_kernel_never_returns_a_non_finite_number_marked_ok():
 
     for gain in ([np.inf, 1.0, 1.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 0.0]):
         # tied scores: the tie average sums the group's gains first (1e308 + 1e308 = inf)
-        rows = RunRows(query=np.array([0, 0, 1]), score=np.array([2.0, 2.0, 1.0]), gain=np.array(gain),
-                       judged=np.ones(3, dtype=bool))
+        rows = RunRows(
+            query=np.array([0, 0, 1]),
+            score=np.array([2.0, 2.0, 1.0]),
+            gain=np.array(gain),
+            judged=np.ones(3, dtype=bool),
+        )
         with pytest.raises(NonFiniteError, match="internal error: non-finite") as info:
-            evaluate_rows(rows, np.array([0, 0, 1]), np.array(gain), 2, cutoffs=(1, None), ties="average",
-                          unjudged="zero", ideal="judged_catalog", empty_ideal="exclude", missing_queries="zero")
+            evaluate_rows(
+                rows,
+                np.array([0, 0, 1]),
+                np.array(gain),
+                2,
+                cutoffs=(1, None),
+                ties="average",
+                unjudged="zero",
+                ideal="judged_catalog",
+                empty_ideal="exclude",
+                missing_queries="zero",
+            )
         assert info.value.queries.tolist() == [0]
 
 
@@ -690,15 +746,19 @@ def test_cutoffs_beyond_int64_count_the_whole_list(tmp_path):
     """2^63 and larger cutoffs crashed with an int64 OverflowError; beyond every list they are the list."""
     judged = {"q1": {"A": 3, "B": 2, "C": 1, "D": 0}, "q2": {"E": 1, "F": 2}}
     ranking = {"q1": ["C", "A", "X", "B"], "q2": ["F", "Y"]}
-    huge = (2 ** 63 - 1, 2 ** 63, 2 ** 64, 10 ** 30)
+    huge = (2**63 - 1, 2**63, 2**64, 10**30)
     r = run_eval(tmp_path, judged, ranking, cutoffs=huge + (4, "all"))
     for q in ("q1", "q2"):
         whole = row(r, q, "all")
         for k in huge + (4,):
             got = row(r, q, k)
-            assert (got.ndcg, got.dcg, got.idcg, got.judged_coverage) == \
-                (whole.ndcg, whole.dcg, whole.idcg, whole.judged_coverage), (q, k)
-    assert r.mean("sys", 2 ** 64) == r.mean("sys", "all")
+            assert (got.ndcg, got.dcg, got.idcg, got.judged_coverage) == (
+                whole.ndcg,
+                whole.dcg,
+                whole.idcg,
+                whole.judged_coverage,
+            ), (q, k)
+    assert r.mean("sys", 2**64) == r.mean("sys", "all")
 
 
 def test_huge_cutoffs_through_every_output(tmp_path):
@@ -710,11 +770,16 @@ def test_huge_cutoffs_through_every_output(tmp_path):
     a = write_run(tmp_path, {"q1": ["C", "A", "B"], "q2": ["F", "E"], "q3": ["G"]}, "a.run")
     b = write_run(tmp_path, {"q1": ["A", "B", "C"], "q2": ["E", "F"], "q3": ["H", "G"]}, "b.run")
     write(tmp_path, "dup.txt", "A g1\nB g1\n")
-    raw = spec(qrels, {"a": a, "b": b}, cutoffs=(2 ** 63, 10 ** 30, "all"))
+    raw = spec(qrels, {"a": a, "b": b}, cutoffs=(2**63, 10**30, "all"))
     raw["uncertainty"] = {"resamples": 100, "confidence": 0.9, "method": "percentile", "seed": 3}
-    raw["comparison"] = {"baseline": "a", "test": "both", "correction": "holm", "wins_losses": 2 ** 13,
-                         "tie_tolerance": 0}
-    raw["companions"] = {"duplicates": "dup.txt", "catalog": 10 ** 30}
+    raw["comparison"] = {
+        "baseline": "a",
+        "test": "both",
+        "correction": "holm",
+        "wins_losses": 2**13,
+        "tie_tolerance": 0,
+    }
+    raw["companions"] = {"duplicates": "dup.txt", "catalog": 10**30}
     raw["report"] = {"sensitivity": True}
     import yaml
 
@@ -725,7 +790,7 @@ def test_huge_cutoffs_through_every_output(tmp_path):
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["systems"]["b"]["ndcg_at_9223372036854775808"] == summary["systems"]["b"]["ndcg_at_all"]
-    assert summary["systems"]["a"]["ndcg_at_1000000000000000000000000000000"]["catalog_coverage"] == 6 / 10 ** 30
+    assert summary["systems"]["a"]["ndcg_at_1000000000000000000000000000000"]["catalog_coverage"] == 6 / 10**30
     assert "nDCG@9223372036854775808" in (out / "report.md").read_text()
 
 
@@ -737,8 +802,11 @@ def test_catalog_smaller_than_the_documents_shown_is_refused(tmp_path):
     run = write_run(tmp_path, {"q1": ["A", "X", "Y"], "q2": ["B", "Z"]})
     raw = spec(qrels, run, cutoffs=(2, "all"))
     raw["companions"] = {"catalog": 4}
-    with pytest.raises(SpecError, match=r"at key 'companions.catalog': declares a catalog of 4 documents, but "
-                                        r"system 'sys' shows 5 distinct documents in its whole lists"):
+    with pytest.raises(
+        SpecError,
+        match=r"at key 'companions.catalog': declares a catalog of 4 documents, but "
+        r"system 'sys' shows 5 distinct documents in its whole lists",
+    ):
         ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
     raw["companions"] = {"catalog": 5}  # the boundary: every document of the catalog shown
     r = ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
@@ -758,9 +826,13 @@ def test_ndcg_ratio_that_overflows_is_a_data_error(tmp_path):
 # --------------------------------------------------------------------------- each rule declared once (rules.py)
 
 ROUND_TRIP_VALUES = {
-    "metric.gain": [Gain("exponential"), Gain("linear"), Gain("table", ((-1.0, 0.0), (0.5, 1.25), (3.0, 7.0))),
-                    Gain("table", ((1.0, 1e300),))],
-    "metric.cutoffs": [(5, 10, None), (None,), (1,), (10 ** 30, 3)],
+    "metric.gain": [
+        Gain("exponential"),
+        Gain("linear"),
+        Gain("table", ((-1.0, 0.0), (0.5, 1.25), (3.0, 7.0))),
+        Gain("table", ((1.0, 1e300),)),
+    ],
+    "metric.cutoffs": [(5, 10, None), (None,), (1,), (10**30, 3)],
     "queries.weights": [None, "weights.tsv", "data/w eights,1.csv"],
     "queries.set": [None, "queries.txt"],
 }
@@ -784,13 +856,31 @@ def _logged_params(spec) -> dict[str, str]:
     return {k: str(v) for k, v in spec.resolved().items()}
 
 
-@pytest.mark.parametrize("metric", [
-    {},
-    {"gain": {0: 0, 1: 1, 2: 3.5, -1: 0}, "cutoffs": ["all", 5, 10], "ties": "average", "ideal": "candidates",
-     "empty_ideal": "one", "unjudged": "condense", "missing_queries": "exclude"},
-    {"gain": "linear", "cutoffs": [10 ** 30], "ties": "id_descending", "empty_ideal": "error", "unjudged": "error",
-     "missing_queries": "error", "weights": "w.tsv", "qset": "set.txt"},
-])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        {},
+        {
+            "gain": {0: 0, 1: 1, 2: 3.5, -1: 0},
+            "cutoffs": ["all", 5, 10],
+            "ties": "average",
+            "ideal": "candidates",
+            "empty_ideal": "one",
+            "unjudged": "condense",
+            "missing_queries": "exclude",
+        },
+        {
+            "gain": "linear",
+            "cutoffs": [10**30],
+            "ties": "id_descending",
+            "empty_ideal": "error",
+            "unjudged": "error",
+            "missing_queries": "error",
+            "weights": "w.tsv",
+            "qset": "set.txt",
+        },
+    ],
+)
 def test_compare_rebuilds_the_same_definition_from_logged_params(metric):
     raw = metric_spec("qrels.tsv", "run.tsv", name="round-trip", **metric)
     spec = load_spec(raw, base_dir=".")
@@ -803,8 +893,13 @@ def test_compare_rebuilds_the_same_definition_from_logged_params(metric):
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_compare_rebuilds_a_preset_definition_from_logged_params(preset):
-    raw = {"spec_version": 1, "name": "p", "metric": {"preset": preset}, "queries": {"weights": "uniform"},
-           "data": {"qrels": "q.tsv", "systems": {"s": "r.tsv"}}}
+    raw = {
+        "spec_version": 1,
+        "name": "p",
+        "metric": {"preset": preset},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "q.tsv", "systems": {"s": "r.tsv"}},
+    }
     spec = load_spec(raw, base_dir=".")
     rebuilt = raw_definition(_logged_params(spec))
     assert load_spec({**raw, **rebuilt}, base_dir=".").definition_digest() == spec.definition_digest()
@@ -817,13 +912,18 @@ def test_the_digest_and_compare_use_one_list_of_definition_keys():
 
     base = load_spec(metric_spec("qrels.tsv", "run.tsv", name="a"), base_dir=".")
     assert set(DEFINITION_KEYS) == {k for k in base.resolved() if k.startswith(("metric.", "queries."))} - {
-        "metric.preset"}
+        "metric.preset"
+    }
 
     def run(spec):
         return SimpleNamespace(data=SimpleNamespace(params=_logged_params(spec), tags={}))
 
-    for key, change in [("queries.weights", {"weights": "w.tsv"}), ("queries.set", {"qset": "s.txt"}),
-                        ("metric.ties", {"ties": "average"}), ("metric.cutoffs", {"cutoffs": (3, 5)})]:
+    for key, change in [
+        ("queries.weights", {"weights": "w.tsv"}),
+        ("queries.set", {"qset": "s.txt"}),
+        ("metric.ties", {"ties": "average"}),
+        ("metric.cutoffs", {"cutoffs": (3, 5)}),
+    ]:
         other = load_spec(metric_spec("qrels.tsv", "run.tsv", name="b", **change), base_dir=".")
         assert other.definition_digest() != base.definition_digest(), key
         assert [d.split(":")[0] for d in definition_differences(run(base), run(other))] == [key]
@@ -836,10 +936,15 @@ def test_the_digest_and_compare_use_one_list_of_definition_keys():
 # --------------------------------------------------------------------------- metric keys and labels
 
 
-@pytest.mark.parametrize("cutoff, key, label, name", [
-    (1, "ndcg_at_1", "1", "nDCG@1"), (10, "ndcg_at_10", "10", "nDCG@10"), (None, "ndcg_at_all", "all", "nDCG@all"),
-    (10 ** 30, "ndcg_at_" + "1" + "0" * 30, "1" + "0" * 30, "nDCG@1" + "0" * 30),
-])
+@pytest.mark.parametrize(
+    "cutoff, key, label, name",
+    [
+        (1, "ndcg_at_1", "1", "nDCG@1"),
+        (10, "ndcg_at_10", "10", "nDCG@10"),
+        (None, "ndcg_at_all", "all", "nDCG@all"),
+        (10**30, "ndcg_at_" + "1" + "0" * 30, "1" + "0" * 30, "nDCG@1" + "0" * 30),
+    ],
+)
 def test_metric_key_label_and_cutoff_round_trip(cutoff, key, label, name):
     assert cutoff_key(cutoff) == key and "@" not in key
     assert cutoff_of_key(key) == cutoff and cutoff_key(cutoff_of_key(key)) == key
@@ -849,8 +954,23 @@ def test_metric_key_label_and_cutoff_round_trip(cutoff, key, label, name):
     assert companion_key(key, "judged_coverage") == f"judged_coverage_at_{label}"
 
 
-@pytest.mark.parametrize("text", ["ndcg_at_", "ndcg_at_0", "ndcg_at_-1", "ndcg_at_010", "ndcg_at_ 10", "ndcg_at_All",
-                                  "ndcg_at_10x", "ndcg_at_1.5", "nDCG@10", "err_at_10", "10", "ndcg_at_١٠"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ndcg_at_",
+        "ndcg_at_0",
+        "ndcg_at_-1",
+        "ndcg_at_010",
+        "ndcg_at_ 10",
+        "ndcg_at_All",
+        "ndcg_at_10x",
+        "ndcg_at_1.5",
+        "nDCG@10",
+        "err_at_10",
+        "10",
+        "ndcg_at_١٠",
+    ],
+)
 def test_what_is_not_a_metric_key_is_refused(text):
     with pytest.raises(ValueError, match="not"):
         cutoff_of_key(text)
@@ -876,15 +996,25 @@ def test_no_module_but_rules_builds_or_parses_a_metric_key():
         if path.name == "rules.py" and path.parent == package:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                      and node.body and isinstance(node.body[0], ast.Expr)
-                      and isinstance(node.body[0].value, ast.Constant)}
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-                    and any(s in node.value for s in ("ndcg_at_", "_at_", "nDCG@"))):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and any(s in node.value for s in ("ndcg_at_", "_at_", "nDCG@"))
+            ):
                 found.append(f"{path.relative_to(package)}:{node.lineno}: {node.value!r}")
     assert not found, "metric keys built outside ndcg_mlflow.rules:\n" + "\n".join(found)
     # the test sees a hand-built key (it would fail on the code this replaced)
-    assert any(isinstance(n, ast.Constant) and "ndcg_at_" in n.value
-               for n in ast.walk(ast.parse('k.replace("ndcg_at_", "nDCG@")')))
+    assert any(
+        isinstance(n, ast.Constant) and "ndcg_at_" in n.value
+        for n in ast.walk(ast.parse('k.replace("ndcg_at_", "nDCG@")'))
+    )

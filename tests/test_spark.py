@@ -61,12 +61,32 @@ def make_data(seed: int, *, int_ids: bool = False, n_queries: int = 40) -> tuple
     return qf, rf
 
 
-def spec_of(*, ties: str, cutoffs=(1, 3, 10, "all"), ideal="judged_catalog", unjudged="zero",
-            missing_queries="zero", empty_ideal="exclude", gain="exponential", queries=None) -> dict:
-    return {"spec_version": 1, "name": "spark-equality",
-            "metric": {"gain": gain, "cutoffs": list(cutoffs), "discount": "log2", "ties": ties, "ideal": ideal,
-                       "empty_ideal": empty_ideal, "unjudged": unjudged, "missing_queries": missing_queries},
-            "queries": queries or {"weights": "uniform"}}
+def spec_of(
+    *,
+    ties: str,
+    cutoffs=(1, 3, 10, "all"),
+    ideal="judged_catalog",
+    unjudged="zero",
+    missing_queries="zero",
+    empty_ideal="exclude",
+    gain="exponential",
+    queries=None,
+) -> dict:
+    return {
+        "spec_version": 1,
+        "name": "spark-equality",
+        "metric": {
+            "gain": gain,
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": ideal,
+            "empty_ideal": empty_ideal,
+            "unjudged": unjudged,
+            "missing_queries": missing_queries,
+        },
+        "queries": queries or {"weights": "uniform"},
+    }
 
 
 def assert_same(local, remote) -> None:
@@ -93,8 +113,15 @@ def assert_same(local, remote) -> None:
 def both(spark, spec, qrels, systems, *, buckets, base_dir=None):
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems, base_dir=base_dir)
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                                  systems=frames, buckets=buckets, base_dir=base_dir)
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=spark.createDataFrame(qrels),
+        systems=frames,
+        buckets=buckets,
+        base_dir=base_dir,
+    )
     return local, remote
 
 
@@ -135,8 +162,13 @@ def test_weights_and_query_sets(spark, tmp_path):
     (tmp_path / "w.txt").write_text("".join(f"{q} {rng.integers(1, 9) / 4}\n" for q in ids), encoding="utf-8")
     spec = spec_of(ties="average", queries={"weights": "w.txt", "set": "set.txt"})
     spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7}
-    spec["comparison"] = {"baseline": "a", "test": "both", "correction": "holm", "wins_losses": 5,
-                          "tie_tolerance": 1e-9}
+    spec["comparison"] = {
+        "baseline": "a",
+        "test": "both",
+        "correction": "holm",
+        "wins_losses": 5,
+        "tie_tolerance": 1e-9,
+    }
     other = run.copy()
     other["score"] = np.random.default_rng(8).permutation(other["score"].to_numpy())
     local, remote = both(spark, spec, qrels, {"a": run, "b": other}, buckets=3, base_dir=tmp_path)
@@ -152,8 +184,13 @@ def test_the_bucket_count_chosen_from_the_size(spark):
     qrels, run = make_data(seed=11, n_queries=15)
     spec = spec_of(ties="id_descending")
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,  # pandas judgments too
-                                  systems={"a": spark.createDataFrame(run)})
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=qrels,  # pandas judgments too
+        systems={"a": spark.createDataFrame(run)},
+    )
     assert_same(local, remote)
     assert remote.summary["engine"] == "spark" and local.summary["engine"] == "local"
     assert remote.files[1].sha256.startswith("xxhash64-sum:")
@@ -176,8 +213,7 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
     shutil.copytree(folder, plain)
     (plain / "_SUCCESS").write_text("", encoding="utf-8")
     (plain / "notes.txt").write_text("not data\n", encoding="utf-8")
-    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv",
-                                                      "f": "runs"}}
+    spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv", "f": "runs"}}
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
     assert_same(local, remote)
@@ -186,8 +222,12 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
 
 def _reversed_within_queries(run: pd.DataFrame) -> pd.DataFrame:
     """The same rows, each query's rows in the reverse order (the queries in their order)."""
-    return run.assign(_i=np.arange(len(run))).sort_values(["query_id", "_i"], ascending=[True, False],
-                                                          kind="stable").drop(columns="_i").reset_index(drop=True)
+    return (
+        run.assign(_i=np.arange(len(run)))
+        .sort_values(["query_id", "_i"], ascending=[True, False], kind="stable")
+        .drop(columns="_i")
+        .reset_index(drop=True)
+    )
 
 
 def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path):
@@ -207,26 +247,34 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
     cuts = np.linspace(0, len(run), 11).astype(int) + 1  # queries' rows split across files
     cuts[0], cuts[-1] = 0, len(run)
     for i in reversed(range(10)):  # written last to first: the folder's order is the names'
-        pq.write_table(pa.Table.from_pandas(run.iloc[cuts[i]:cuts[i + 1]], preserve_index=False),
-                       folder / f"part-{i}.parquet", row_group_size=16)
+        pq.write_table(
+            pa.Table.from_pandas(run.iloc[cuts[i] : cuts[i + 1]], preserve_index=False),
+            folder / f"part-{i}.parquet",
+            row_group_size=16,
+        )
     run.to_csv(tmp_path / "run.csv", index=False)
     _reversed_within_queries(run).to_json(tmp_path / "run.jsonl", orient="records", lines=True)
     spec = spec_of(ties="displayed_order")
     spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet", "c": "run.csv", "j": "run.jsonl"}}
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     pqt = local.per_query
-    assert not np.array_equal(pqt[pqt.system == "c"]["ndcg"].to_numpy(), pqt[pqt.system == "j"]["ndcg"].to_numpy(),
-                              equal_nan=True)  # the order decides some queries' numbers
+    assert not np.array_equal(
+        pqt[pqt.system == "c"]["ndcg"].to_numpy(), pqt[pqt.system == "j"]["ndcg"].to_numpy(), equal_nan=True
+    )  # the order decides some queries' numbers
     # blocks of at most 8 kB: the CSV and JSONL files are cut into several, the small Parquet files packed
     conf = {"spark.sql.files.maxPartitionBytes": "8000", "spark.sql.files.openCostInBytes": "0"}
     before = {k: spark.conf.get(k) for k in conf}
     for k, v in conf.items():
         spark.conf.set(k, v)
     try:
-        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3,
-                                      prefilter=False)
-        filtered = ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, engine="spark",
-                                        spark=spark, base_dir=tmp_path, buckets=2)
+        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3, prefilter=False)
+        filtered = ndcg_mlflow.evaluate(
+            {**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}},
+            engine="spark",
+            spark=spark,
+            base_dir=tmp_path,
+            buckets=2,
+        )
         # the key itself: the rows sorted by it are the files' rows in their order, every key distinct
         from pyspark.sql import functions as F
 
@@ -241,35 +289,54 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
                 keyed = local_reader_frame(spark, source, "run", False)[0].toPandas()
                 assert keyed["_order"].is_unique
                 got = keyed.sort_values("_order")[["query_id", "doc_id"]].reset_index(drop=True)
-                pd.testing.assert_frame_equal(got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(
-                    drop=True))
+                pd.testing.assert_frame_equal(
+                    got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(drop=True)
+                )
                 continue
             df = read_run_file(spark, source)
-            cols = [F.col(c).cast("string" if c.endswith("_id") else "double").alias(c)
-                    for c in ("query_id", "doc_id", "score")]
+            cols = [
+                F.col(c).cast("string" if c.endswith("_id") else "double").alias(c)
+                for c in ("query_id", "doc_id", "score")
+            ]
             keyed = engine._in_file_order(spark, df, cols, engine._source_files(source), name).toPandas()
-            per_task = df.select(F.spark_partition_id().alias("task"), F.col("_metadata.file_path").alias("f"),
-                                 F.col("_metadata.file_block_start").alias("b")).distinct().groupBy("task").count()
+            per_task = (
+                df.select(
+                    F.spark_partition_id().alias("task"),
+                    F.col("_metadata.file_path").alias("f"),
+                    F.col("_metadata.file_block_start").alias("b"),
+                )
+                .distinct()
+                .groupBy("task")
+                .count()
+            )
             counts = [r["count"] for r in per_task.collect()]
             sizes = sorted(p.stat().st_size for p in tmp_path.rglob("run*") if p.is_file())
             assert sum(counts) > 1, (counts, sizes)  # several blocks
             assert max(counts) > 1, counts  # some read by one task together
             assert keyed["_order"].is_unique
             got = keyed.sort_values("_order")[["query_id", "doc_id"]].reset_index(drop=True)
-            pd.testing.assert_frame_equal(got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(
-                drop=True))
+            pd.testing.assert_frame_equal(
+                got, expected[name][["query_id", "doc_id"]].astype(str).reset_index(drop=True)
+            )
     finally:
         for k, v in before.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
     assert_same(local, remote)
     assert filtered.engine_info["prefilter"]["applied"]
-    assert_same(ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, base_dir=tmp_path),
-                filtered)
+    assert_same(
+        ndcg_mlflow.evaluate({**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, base_dir=tmp_path), filtered
+    )
     # in memory: the rows' order of the pandas frame
     flipped = _reversed_within_queries(run)
     local = ndcg_mlflow.evaluate(spec_of(ties="displayed_order"), qrels=qrels, systems={"a": run, "b": flipped})
-    remote = ndcg_mlflow.evaluate(spec_of(ties="displayed_order"), engine="spark", spark=spark, qrels=qrels,
-                                  systems={"a": run, "b": flipped}, buckets=3)
+    remote = ndcg_mlflow.evaluate(
+        spec_of(ties="displayed_order"),
+        engine="spark",
+        spark=spark,
+        qrels=qrels,
+        systems={"a": run, "b": flipped},
+        buckets=3,
+    )
     assert_same(local, remote)
 
 
@@ -280,16 +347,20 @@ def _spark_error(spark, run, exc=DataError, **rules):
     """The error of a run (a pandas frame, or rows of query_id, doc_id, score) on the Spark engine."""
     qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
     spec = spec_of(ties=rules.pop("ties", "average"), **rules)
-    frame = spark.createDataFrame(run) if isinstance(run, pd.DataFrame) else \
-        spark.createDataFrame(run, "query_id string, doc_id string, score double")
+    frame = (
+        spark.createDataFrame(run)
+        if isinstance(run, pd.DataFrame)
+        else spark.createDataFrame(run, "query_id string, doc_id string, score double")
+    )
     with pytest.raises(exc) as info:
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"v3": frame}, buckets=2)
     return str(info.value)
 
 
 def test_a_document_listed_twice_is_refused(spark):
-    run = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q1"], "doc_id": ["a", "b", "a", "a"],
-                        "score": [1.0, 2.0, 3.0, 0.5]})
+    run = pd.DataFrame(
+        {"query_id": ["q1", "q1", "q2", "q1"], "doc_id": ["a", "b", "a", "a"], "score": [1.0, 2.0, 3.0, 0.5]}
+    )
     msg = _spark_error(spark, run)
     assert "systems['v3']" in msg and "document 'a' is listed twice for query 'q1'" in msg
 
@@ -310,11 +381,13 @@ def test_non_finite_scores_nulls_and_empty_ids_are_refused(spark):
 def test_ranks_that_are_null_or_not_integers_are_refused(spark):
     qrels = pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["a", "b"], "grade": [1, 2]})
     for rank, expected in ((None, "rank is null in 1 rows"), (1.5, "rank must be an integer")):
-        frame = spark.createDataFrame([("q1", "a", 1.0, 1.0), ("q1", "b", 2.0, rank)],
-                                      "query_id string, doc_id string, score double, rank double")
+        frame = spark.createDataFrame(
+            [("q1", "a", 1.0, 1.0), ("q1", "b", 2.0, rank)], "query_id string, doc_id string, score double, rank double"
+        )
         with pytest.raises(DataError, match=expected) as info:
-            ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=qrels,
-                                 systems={"v3": frame})
+            ndcg_mlflow.evaluate(
+                spec_of(ties="average"), engine="spark", spark=spark, qrels=qrels, systems={"v3": frame}
+            )
         assert "document 'b'" in str(info.value)
 
 
@@ -334,11 +407,18 @@ def test_unsupported_requests_are_refused_before_any_work(spark):
     msg = _spark_error(spark, run, SpecError, ties="displayed_order")
     assert "no rank column" in msg
     with pytest.raises(SpecError, match="keeps no joined rows"):
-        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, keep_data=True,
-                             qrels={"q": {"a": 1}}, systems={"s": {"q": {"a": 1.0}}})
+        ndcg_mlflow.evaluate(
+            spec_of(ties="average"),
+            engine="spark",
+            spark=spark,
+            keep_data=True,
+            qrels={"q": {"a": 1}},
+            systems={"s": {"q": {"a": 1.0}}},
+        )
     with pytest.raises(SpecError, match="'local' or 'spark'"):
-        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="dask", qrels={"q": {"a": 1}},
-                             systems={"s": {"q": {"a": 1.0}}})
+        ndcg_mlflow.evaluate(
+            spec_of(ties="average"), engine="dask", qrels={"q": {"a": 1}}, systems={"s": {"q": {"a": 1.0}}}
+        )
 
 
 CONNECT_SCRIPT = """
@@ -408,12 +488,24 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
 
     repo = Path(__file__).resolve().parents[1]
     # the script imports this module, which imports tests/helpers.py
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", CONNECT_SCRIPT, str(repo)], capture_output=True, text=True,
-                         timeout=600, cwd=tmp_path, env=env)
-    if out.returncode != 0 and "SparkConnect" in out.stderr and "same numbers" not in out.stdout \
-            and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower()):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", CONNECT_SCRIPT, str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+    if (
+        out.returncode != 0
+        and "SparkConnect" in out.stderr
+        and "same numbers" not in out.stdout
+        and ("ClassNotFound" in out.stderr or "cannot start" in out.stderr.lower())
+    ):
         pytest.skip(f"Spark Connect cannot start here: {out.stderr.strip()[-300:]}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "same numbers on Spark Connect" in out.stdout
@@ -442,8 +534,9 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     demo = tmp_path / "demo.yaml"
     demo.write_text(yaml.safe_dump(spec), encoding="utf-8")
     assert main(["run", str(demo), "--no-mlflow", "--quiet", "--out", str(tmp_path / "local")]) == 0
-    assert main(["run", str(demo), "--engine", "spark", "--no-mlflow", "--quiet",
-                 "--out", str(tmp_path / "spark")]) == 0
+    assert (
+        main(["run", str(demo), "--engine", "spark", "--no-mlflow", "--quiet", "--out", str(tmp_path / "spark")]) == 0
+    )
     a, b = tmp_path / "local", tmp_path / "spark"
     assert (a / "per_query.csv").read_bytes() == (b / "per_query.csv").read_bytes()
     assert (a / "sensitivity.csv").read_bytes() == (b / "sensitivity.csv").read_bytes()
@@ -454,8 +547,9 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
     assert sa == sb
     assert pd.read_csv(b / "per_query.csv")["duplicate_rate"].notna().any()  # the companions were computed
     assert "companions.duplicates" in sb["files"]
-    assert all("duplicate_rate" in m and "catalog_coverage" in m for means in sb["systems"].values()
-               for m in means.values())
+    assert all(
+        "duplicate_rate" in m and "catalog_coverage" in m for means in sb["systems"].values() for m in means.values()
+    )
     from ndcg_mlflow.tracking.names import parent_tags
 
     assert parent_tags({**sb, "engine": "spark"}, b, "key")["ndcg_mlflow.engine"] == "spark"
@@ -467,8 +561,9 @@ def test_spark_remote_needs_the_spark_engine(tmp_path, capsys):
     from ndcg_mlflow.cli import main
 
     demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
-    code = main(["run", str(demo), "--no-mlflow", "--spark-remote", "sc://localhost:15002",
-                 "--out", str(tmp_path / "o")])
+    code = main(
+        ["run", str(demo), "--no-mlflow", "--spark-remote", "sc://localhost:15002", "--out", str(tmp_path / "o")]
+    )
     assert code != 0 and "--engine spark" in capsys.readouterr().err
 
 
@@ -478,8 +573,13 @@ def test_judgments_beyond_the_driver_limit_are_refused(spark, monkeypatch):
     monkeypatch.setattr(engine, "MAX_JUDGMENTS", 2)
     qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
     with pytest.raises(DataError, match="more than 2 judgments"):
-        ndcg_mlflow.evaluate(spec_of(ties="average"), engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                             systems={"s": {"q1": {"a": 1.0}}})
+        ndcg_mlflow.evaluate(
+            spec_of(ties="average"),
+            engine="spark",
+            spark=spark,
+            qrels=spark.createDataFrame(qrels),
+            systems={"s": {"q1": {"a": 1.0}}},
+        )
 
 
 def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
@@ -495,8 +595,10 @@ def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
 def test_importing_the_package_and_the_engine_imports_neither_pyspark_nor_mlflow():
     import sys
 
-    code = ("import sys, ndcg_mlflow, ndcg_mlflow.engines.spark; "
-            "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))")
+    code = (
+        "import sys, ndcg_mlflow, ndcg_mlflow.engines.spark; "
+        "print(sorted(m for m in ('pyspark', 'mlflow') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
 
@@ -546,8 +648,9 @@ def test_the_prefilter_gives_the_local_numbers_and_shuffles_fewer_rows(spark, mo
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         frame = spark.createDataFrame(run)  # 2 partitions of 100-row batches, filtered 300 rows at a time
-        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame},
-                                      buckets=3, prefilter=True)
+        remote = ndcg_mlflow.evaluate(
+            spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, buckets=3, prefilter=True
+        )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert_same(local, remote)
@@ -578,8 +681,13 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
             metric = resolve_spec(spec, qrels, {"a": run}, None).metric
             cuts = [0, 333, 700, 1200, len(run)]
             parts = [run.iloc[a:b] for a, b in zip(cuts, cuts[1:])]
-            kept = pd.concat([prefilter_rows(pa.Table.from_pandas(p, preserve_index=False), metric, 10, False)
-                              .to_pandas() for p in parts], ignore_index=True)
+            kept = pd.concat(
+                [
+                    prefilter_rows(pa.Table.from_pandas(p, preserve_index=False), metric, 10, False).to_pandas()
+                    for p in parts
+                ],
+                ignore_index=True,
+            )
             assert len(kept) < len(run)
             if rules.get("unjudged") == "error":
                 assert kept["doc_id"].isin(run.loc[run["grade"].isna(), "doc_id"]).any()
@@ -613,12 +721,12 @@ def test_prefilter_rows_with_alternatives_keeps_what_each_alternative_needs():
     parts = [pa.Table.from_pandas(run.iloc[a:b], preserve_index=False) for a, b in zip(cuts, cuts[1:])]
 
     def table(rows):
-        return ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": rows[["query_id", "doc_id", "score"]]}) \
-            .sensitivity
+        return ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": rows[["query_id", "doc_id", "score"]]}).sensitivity
 
     whole = table(run)
-    kept = pd.concat([prefilter_rows(p, metric, 10, False, alternatives=others).to_pandas() for p in parts],
-                     ignore_index=True)
+    kept = pd.concat(
+        [prefilter_rows(p, metric, 10, False, alternatives=others).to_pandas() for p in parts], ignore_index=True
+    )
     assert len(kept) < len(run)
     pd.testing.assert_frame_equal(whole, table(kept), check_exact=True)
     declared_only = pd.concat([prefilter_rows(p, metric, 10, False).to_pandas() for p in parts], ignore_index=True)
@@ -645,11 +753,19 @@ def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch
     with pytest.raises(DataError, match="listed twice"):
         ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": bad})
     with pytest.raises(DataError) as remote:
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
-                             systems={"a": spark.createDataFrame(bad)}, buckets=2, prefilter=True)
+        ndcg_mlflow.evaluate(
+            spec,
+            engine="spark",
+            spark=spark,
+            qrels=qrels,
+            systems={"a": spark.createDataFrame(bad)},
+            buckets=2,
+            prefilter=True,
+        )
     q, d = min(zip(low["query_id"], low["doc_id"]))  # Spark names the smallest repeated (query, document)
-    assert f"systems['a']: document {d!r} is listed twice for query {q!r} ({len(low)} repeated rows in all)" \
-        in str(remote.value)
+    assert f"systems['a']: document {d!r} is listed twice for query {q!r} ({len(low)} repeated rows in all)" in str(
+        remote.value
+    )
 
 
 def test_when_the_prefilter_applies(spark):
@@ -662,10 +778,19 @@ def test_when_the_prefilter_applies(spark):
     assert result.engine_info["systems"]["a"]["rows_shuffled"] == len(run)
     with pytest.raises(SpecError, match="cannot apply: the cutoff 'all'"):
         ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, prefilter=True)
-    off = ndcg_mlflow.evaluate(spec_of(ties="average", cutoffs=(5,)), engine="spark", spark=spark, qrels=qrels,
-                               systems={"a": frame}, prefilter=False)
-    assert off.engine_info["prefilter"] == {"applied": False, "depth": None,
-                                            "reason": "not asked for (prefilter=False)"}
+    off = ndcg_mlflow.evaluate(
+        spec_of(ties="average", cutoffs=(5,)),
+        engine="spark",
+        spark=spark,
+        qrels=qrels,
+        systems={"a": frame},
+        prefilter=False,
+    )
+    assert off.engine_info["prefilter"] == {
+        "applied": False,
+        "depth": None,
+        "reason": "not asked for (prefilter=False)",
+    }
 
 
 # --------------------------------------------------------------------------- Delta tables and JSONL runs
@@ -682,28 +807,40 @@ def test_delta_versions_and_jsonl_runs_read_by_spark(spark, tmp_path):
     other = run.copy()
     other["score"] = other["score"][::-1].to_numpy()
     deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(run, preserve_index=False))
-    deltalake.write_deltalake(str(tmp_path / "runs"), pa.Table.from_pandas(other, preserve_index=False),
-                              mode="overwrite")
+    deltalake.write_deltalake(
+        str(tmp_path / "runs"), pa.Table.from_pandas(other, preserve_index=False), mode="overwrite"
+    )
     run.to_json(tmp_path / "run.jsonl", orient="records", lines=True)
     spec = spec_of(ties="displayed_order")
-    spec["data"] = {"qrels": "qrels.csv", "systems": {
-        "v0": {"path": "runs", "format": "delta", "version": 0},
-        "v1": {"path": "runs", "format": "delta", "version": 1}, "j": "run.jsonl"}}
+    spec["data"] = {
+        "qrels": "qrels.csv",
+        "systems": {
+            "v0": {"path": "runs", "format": "delta", "version": 0},
+            "v1": {"path": "runs", "format": "delta", "version": 1},
+            "j": "run.jsonl",
+        },
+    }
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=2)
     assert_same(local, remote)
     assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
     pq = local.per_query
-    assert not pq[pq.system == "v0"]["ndcg"].reset_index(drop=True).equals(
-        pq[pq.system == "v1"]["ndcg"].reset_index(drop=True))  # the two versions differ
-    pd.testing.assert_frame_equal(pq[pq.system == "v0"].drop(columns="system").reset_index(drop=True),
-                                  pq[pq.system == "j"].drop(columns="system").reset_index(drop=True))
+    assert (
+        not pq[pq.system == "v0"]["ndcg"]
+        .reset_index(drop=True)
+        .equals(pq[pq.system == "v1"]["ndcg"].reset_index(drop=True))
+    )  # the two versions differ
+    pd.testing.assert_frame_equal(
+        pq[pq.system == "v0"].drop(columns="system").reset_index(drop=True),
+        pq[pq.system == "j"].drop(columns="system").reset_index(drop=True),
+    )
 
 
 def test_a_malformed_jsonl_run_is_refused(spark, tmp_path):
     (tmp_path / "qrels.txt").write_text("q1 0 a 1\n", encoding="utf-8")
-    (tmp_path / "run.jsonl").write_text('{"query_id": "q1", "doc_id": "a", "score": 1}\n{"query_id": "q1", "doc\n',
-                                        encoding="utf-8")
+    (tmp_path / "run.jsonl").write_text(
+        '{"query_id": "q1", "doc_id": "a", "score": 1}\n{"query_id": "q1", "doc\n', encoding="utf-8"
+    )
     spec = spec_of(ties="average")
     spec["data"] = {"qrels": "qrels.txt", "systems": {"j": "run.jsonl"}}
     with pytest.raises(DataError) as info:
@@ -722,11 +859,13 @@ def grouped_data(seed: int, n: int = 3000) -> tuple[pd.DataFrame, dict[str, pd.D
     g = rng.choice(4, size=n * 10, p=[0.5, 0.25, 0.15, 0.1])
     a = rng.random(n * 10)
     keep = rng.random(n * 10) < 0.9
-    runs = {"a": a, "b": a + 0.0006 * g * rng.random(n * 10) - 0.0006 * rng.random(n * 10),
-            "c": a + 0.003 * (rng.random(n * 10) - 0.5)}
+    runs = {
+        "a": a,
+        "b": a + 0.0006 * g * rng.random(n * 10) - 0.0006 * rng.random(n * 10),
+        "c": a + 0.003 * (rng.random(n * 10) - 0.5),
+    }
     qrels = pd.DataFrame({"query_id": q, "doc_id": d, "grade": g})
-    return qrels, {k: pd.DataFrame({"query_id": q[keep], "doc_id": d[keep], "score": v[keep]})
-                   for k, v in runs.items()}
+    return qrels, {k: pd.DataFrame({"query_id": q[keep], "doc_id": d[keep], "score": v[keep]}) for k, v in runs.items()}
 
 
 def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
@@ -746,22 +885,42 @@ def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
     qrels, runs = grouped_data(seed=1)
     spec = spec_of(ties="id_ascending", cutoffs=(5, 10), empty_ideal="exclude")
     spec["uncertainty"] = {"resamples": 4000, "confidence": 0.95, "method": "percentile", "seed": 5}
-    spec["comparison"] = {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 0,
-                          "tie_tolerance": 1e-9}
+    spec["comparison"] = {
+        "baseline": "a",
+        "test": "randomization",
+        "correction": "holm",
+        "wins_losses": 0,
+        "tie_tolerance": 1e-9,
+    }
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=runs)
     frames = {k: spark.createDataFrame(v) for k, v in runs.items()}
     out = tmp_path / "per_query"
-    grouped = evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300,
-                               buckets=2)
+    grouped = evaluate_grouped(
+        spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300, buckets=2
+    )
     written = pd.read_parquet(out)
     written["system"] = written["system"].astype(str)
-    cols = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
-            "n_returned", "weight", "status"]
+    cols = [
+        "system",
+        "query_id",
+        "cutoff",
+        "ndcg",
+        "dcg",
+        "idcg",
+        "idcg_candidates",
+        "judged_coverage",
+        "n_returned",
+        "weight",
+        "status",
+    ]
     a = local.per_query[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
     b = written[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(a.astype({"cutoff": str, "n_returned": "int64"}),
-                                  b.astype({"cutoff": str, "n_returned": "int64"}), check_exact=True,
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(
+        a.astype({"cutoff": str, "n_returned": "int64"}),
+        b.astype({"cutoff": str, "n_returned": "int64"}),
+        check_exact=True,
+        check_dtype=False,
+    )
     ls, gs = local.summary["systems"], grouped.summary["systems"]
     for name in runs:
         for key, m in ls[name].items():
@@ -799,8 +958,13 @@ def sensitivity_spec(*, comparison: bool, **rules) -> dict:
     spec["report"] = {"sensitivity": True}
     if comparison:
         spec["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 3}
-        spec["comparison"] = {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 3,
-                              "tie_tolerance": 1e-9}
+        spec["comparison"] = {
+            "baseline": "a",
+            "test": "randomization",
+            "correction": "holm",
+            "wins_losses": 3,
+            "tie_tolerance": 1e-9,
+        }
     return spec
 
 
@@ -823,14 +987,42 @@ def assert_same_sensitivity(local, remote) -> None:
 SENSITIVITY_CASES = [
     # (id, buckets, prefilter, comparison, systems, rules)
     ("average-all", 3, None, True, 3, {"ties": "average", "cutoffs": (1, 3, 10, "all")}),
-    ("table-condense-candidates-topk", 1, True, True, 2,
-     {"ties": "id_descending", "cutoffs": (3, 5), "gain": {-1: 0, 0: 0, 1: 1, 2: 3, 3: 7.5}, "unjudged": "condense",
-      "ideal": "candidates"}),
-    ("displayed-linear-topk", 3, True, False, 2,
-     {"ties": "displayed_order", "cutoffs": (2, 10), "gain": "linear", "missing_queries": "exclude",
-      "empty_ideal": "one"}),
-    ("ascending-all-empty-zero", 1, None, True, 3,
-     {"ties": "id_ascending", "cutoffs": (5, "all"), "empty_ideal": "zero", "missing_queries": "exclude"}),
+    (
+        "table-condense-candidates-topk",
+        1,
+        True,
+        True,
+        2,
+        {
+            "ties": "id_descending",
+            "cutoffs": (3, 5),
+            "gain": {-1: 0, 0: 0, 1: 1, 2: 3, 3: 7.5},
+            "unjudged": "condense",
+            "ideal": "candidates",
+        },
+    ),
+    (
+        "displayed-linear-topk",
+        3,
+        True,
+        False,
+        2,
+        {
+            "ties": "displayed_order",
+            "cutoffs": (2, 10),
+            "gain": "linear",
+            "missing_queries": "exclude",
+            "empty_ideal": "one",
+        },
+    ),
+    (
+        "ascending-all-empty-zero",
+        1,
+        None,
+        True,
+        3,
+        {"ties": "id_ascending", "cutoffs": (5, "all"), "empty_ideal": "zero", "missing_queries": "exclude"},
+    ),
 ]
 
 
@@ -846,8 +1038,15 @@ def test_the_sensitivity_table_equals_the_local_engine(spark, case):
     spec = sensitivity_spec(comparison=comparison, **rules)
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                                  systems=frames, buckets=buckets, prefilter=prefilter)
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=spark.createDataFrame(qrels),
+        systems=frames,
+        buckets=buckets,
+        prefilter=prefilter,
+    )
     assert_same(local, remote)
     assert_same_sensitivity(local, remote)
     table = remote.sensitivity
@@ -876,9 +1075,15 @@ def test_the_prefilter_keeps_the_rows_every_alternative_needs(spark, monkeypatch
     monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
-        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
-                                      systems={k: spark.createDataFrame(v) for k, v in systems.items()},
-                                      buckets=3, prefilter=True)
+        remote = ndcg_mlflow.evaluate(
+            spec,
+            engine="spark",
+            spark=spark,
+            qrels=qrels,
+            systems={k: spark.createDataFrame(v) for k, v in systems.items()},
+            buckets=3,
+            prefilter=True,
+        )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert_same(local, remote)
@@ -894,13 +1099,18 @@ def test_an_alternative_whose_gains_overflow_is_undefined_as_locally(spark):
     bucket holding that query; every system's numbers under it are NaN (undefined), as locally."""
     qrels, run = make_data(seed=61)
     q = run["query_id"].iloc[0]
-    qrels = pd.concat([qrels, pd.DataFrame({"query_id": [q], "doc_id": ["huge"], "grade": [1100]})],
-                      ignore_index=True)
+    qrels = pd.concat([qrels, pd.DataFrame({"query_id": [q], "doc_id": ["huge"], "grade": [1100]})], ignore_index=True)
     systems = sensitivity_systems(run, seed=1, n=2)
     spec = sensitivity_spec(comparison=True, ties="average", cutoffs=(3, 10), gain="linear")
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
-                                  systems={k: spark.createDataFrame(v) for k, v in systems.items()}, buckets=3)
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=qrels,
+        systems={k: spark.createDataFrame(v) for k, v in systems.items()},
+        buckets=3,
+    )
     assert_same_sensitivity(local, remote)
     t = remote.sensitivity
     over = t[t["rule"] == "gain"]
@@ -915,8 +1125,14 @@ def test_without_a_rank_column_the_displayed_order_alternative_is_left_out_and_s
     systems = {k: v.drop(columns="rank") for k, v in sensitivity_systems(run, seed=2, n=2).items()}
     spec = sensitivity_spec(comparison=True, ties="average", cutoffs=(5, "all"))
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels,
-                                  systems={k: spark.createDataFrame(v) for k, v in systems.items()}, buckets=3)
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=qrels,
+        systems={k: spark.createDataFrame(v) for k, v in systems.items()},
+        buckets=3,
+    )
     lt = local.sensitivity
     displayed = (lt["rule"] == "ties") & (lt["alternative"] == "displayed_order")
     assert displayed.any()

@@ -63,8 +63,10 @@ def make_data(seed: int, n_queries: int = 40, max_docs: int = 30) -> tuple[pd.Da
             run.append((qid, docs[i], float(scores[i]), rank + 1))
     for q in range(2):  # queries nobody judged (their documents are not shown)
         run.append((f"unjudged-{q}", f"x{q}", 1.0, 1))
-    return (pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]),
-            pd.DataFrame(run, columns=["query_id", "doc_id", "score", "rank"]))
+    return (
+        pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]),
+        pd.DataFrame(run, columns=["query_id", "doc_id", "score", "rank"]),
+    )
 
 
 def second_system(run: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -85,21 +87,40 @@ def write_companion_files(folder: Path, seed: int) -> None:
     (folder / "catalog.txt").write_text("\n".join(catalog) + "\n", encoding="utf-8")
 
 
-def spec_of(*, ties: str, cutoffs, catalog, unjudged="zero", ideal="judged_catalog",
-            missing_queries="zero", queries=None) -> dict:
-    return {"spec_version": 1, "name": "spark-companions",
-            "metric": {"gain": "exponential", "cutoffs": list(cutoffs), "discount": "log2", "ties": ties,
-                       "ideal": ideal, "empty_ideal": "exclude", "unjudged": unjudged,
-                       "missing_queries": missing_queries},
-            "queries": queries or {"weights": "uniform"},
-            "companions": {"duplicates": "groups.tsv", "catalog": catalog}}
+def spec_of(
+    *, ties: str, cutoffs, catalog, unjudged="zero", ideal="judged_catalog", missing_queries="zero", queries=None
+) -> dict:
+    return {
+        "spec_version": 1,
+        "name": "spark-companions",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": ideal,
+            "empty_ideal": "exclude",
+            "unjudged": unjudged,
+            "missing_queries": missing_queries,
+        },
+        "queries": queries or {"weights": "uniform"},
+        "companions": {"duplicates": "groups.tsv", "catalog": catalog},
+    }
 
 
 def both(spark, spec, qrels, systems, *, buckets, base_dir, **options):
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems, base_dir=base_dir)
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                                  systems=frames, buckets=buckets, base_dir=base_dir, **options)
+    remote = ndcg_mlflow.evaluate(
+        spec,
+        engine="spark",
+        spark=spark,
+        qrels=spark.createDataFrame(qrels),
+        systems=frames,
+        buckets=buckets,
+        base_dir=base_dir,
+        **options,
+    )
     return local, remote
 
 
@@ -119,8 +140,9 @@ def assert_same_companions(local, remote) -> None:
                 assert a == b or (np.isnan(a) and np.isnan(b)), (name, key, field, a, b)
     pd.testing.assert_frame_equal(local.per_query, remote.per_query, check_exact=True)
     assert "duplicate_rate" in remote.per_query.columns
-    assert [(f.role, f.sha256, f.rows) for f in local.files if f.role.startswith("companions")] == \
-        [(f.role, f.sha256, f.rows) for f in remote.files if f.role.startswith("companions")]
+    assert [(f.role, f.sha256, f.rows) for f in local.files if f.role.startswith("companions")] == [
+        (f.role, f.sha256, f.rows) for f in remote.files if f.role.startswith("companions")
+    ]
     assert json.dumps(json_safe(local.summary["systems"])) == json.dumps(json_safe(remote.summary["systems"]))
 
 
@@ -140,8 +162,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("ties, buckets, cutoffs, catalog, rules", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "ties, buckets, cutoffs, catalog, rules", CASES, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(CASES)]
+)
 def test_companions_equal_the_local_engine(spark, tmp_path, ties, buckets, cutoffs, catalog, rules):
     i = [c[:4] for c in CASES].index((ties, buckets, cutoffs, catalog))
     qrels, run = make_data(seed=300 + i)
@@ -153,10 +176,10 @@ def test_companions_equal_the_local_engine(spark, tmp_path, ties, buckets, cutof
         ids = sorted(set(qrels["query_id"]))
         (tmp_path / "w.txt").write_text("".join(f"{q} {rng.integers(1, 9) / 4}\n" for q in ids), encoding="utf-8")
         queries = {"weights": "w.txt"}
-    spec = spec_of(ties=ties, cutoffs=cutoffs, catalog="catalog.txt" if catalog == "file" else catalog,
-                   queries=queries, **rules)
-    local, remote = both(spark, spec, qrels, {"a": run, "b": second_system(run, i)}, buckets=buckets,
-                         base_dir=tmp_path)
+    spec = spec_of(
+        ties=ties, cutoffs=cutoffs, catalog="catalog.txt" if catalog == "file" else catalog, queries=queries, **rules
+    )
+    local, remote = both(spark, spec, qrels, {"a": run, "b": second_system(run, i)}, buckets=buckets, base_dir=tmp_path)
     # the data reach what the measures count: repeated groups in the top K, queries showing nothing (NaN),
     # coverage growing with K
     rates = local.systems["a"].duplicate_rate
@@ -199,8 +222,15 @@ def _errors(spark, spec, qrels, systems, base_dir, exc):
     with pytest.raises(exc) as local:
         ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems, base_dir=base_dir)
     with pytest.raises(exc) as remote:
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, buckets=2, base_dir=base_dir,
-                             systems={n: spark.createDataFrame(df) for n, df in systems.items()})
+        ndcg_mlflow.evaluate(
+            spec,
+            engine="spark",
+            spark=spark,
+            qrels=qrels,
+            buckets=2,
+            base_dir=base_dir,
+            systems={n: spark.createDataFrame(df) for n, df in systems.items()},
+        )
     return str(local.value), str(remote.value)
 
 
@@ -211,9 +241,9 @@ def test_a_catalog_size_below_the_documents_shown_is_refused_as_locally(spark, t
     write_companion_files(tmp_path, seed=51)
     small = run[run["query_id"] == run["query_id"].iloc[0]].head(3)
     for cutoffs, where in (((1, 10), "top 10"), ((3, "all"), "whole lists")):
-        spec = spec_of(ties="id_descending", cutoffs=cutoffs, catalog=10 ** 6)
+        spec = spec_of(ties="id_descending", cutoffs=cutoffs, catalog=10**6)
         counts = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"b": run}, base_dir=tmp_path).systems["b"].means
-        shown = [round(m["catalog_coverage"] * 10 ** 6) for m in counts.values()]
+        shown = [round(m["catalog_coverage"] * 10**6) for m in counts.values()]
         assert 3 <= shown[0] < shown[1]
         spec["companions"]["catalog"] = shown[0]  # what 'b' shows at the first cutoff: not refused there
         a, b = _errors(spark, spec, qrels, {"a": small, "b": run}, tmp_path, SpecError)
@@ -249,21 +279,30 @@ def test_beyond_the_driver_limit_the_per_query_rates_are_the_local_ones(spark, t
         spec = spec_of(ties="id_ascending", cutoffs=cutoffs, catalog=catalog)
         local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run, "b": other}, base_dir=tmp_path)
         out = tmp_path / f"per_query_{catalog}"
-        grouped = evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=spark.createDataFrame(qrels),
-                                   systems={"a": spark.createDataFrame(run), "b": spark.createDataFrame(other)},
-                                   base_dir=tmp_path, buckets=3, groups=7)
+        grouped = evaluate_grouped(
+            spec,
+            per_query_path=out,
+            spark=spark,
+            qrels=spark.createDataFrame(qrels),
+            systems={"a": spark.createDataFrame(run), "b": spark.createDataFrame(other)},
+            base_dir=tmp_path,
+            buckets=3,
+            groups=7,
+        )
         table = pd.concat([pd.read_parquet(out / f"system={n}").assign(system=n) for n in ("a", "b")])
         merged = local.per_query.merge(table, on=["system", "query_id", "cutoff"], suffixes=("", "_spark"))
         assert len(merged) == len(local.per_query)
-        np.testing.assert_array_equal(merged["duplicate_rate"].to_numpy(dtype=float),
-                                      merged["duplicate_rate_spark"].to_numpy(dtype=float))
+        np.testing.assert_array_equal(
+            merged["duplicate_rate"].to_numpy(dtype=float), merged["duplicate_rate_spark"].to_numpy(dtype=float)
+        )
         for name, sr in local.systems.items():
             for key, m in sr.means.items():
                 g = grouped.summary["systems"][name][key]
                 assert g["catalog_coverage"] == m["catalog_coverage"]
                 assert g["duplicate_rate"] == pytest.approx(m["duplicate_rate"], rel=1e-12, abs=1e-15)
-        assert [r for r in grouped.summary["files"] if r.startswith("companions")] == \
-            [r for r in local.summary["files"] if r.startswith("companions")]
+        assert [r for r in grouped.summary["files"] if r.startswith("companions")] == [
+            r for r in local.summary["files"] if r.startswith("companions")
+        ]
 
 
 # --------------------------------------------------------------------------- tied rows in the input's order
@@ -291,19 +330,27 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
     group = dict(zip(dup.docs.to_pylist(), dup.group.tolist()))
     plan = comps.CompanionPlan(True, False, (1, 3), 3)
     evaluated = qrels[qrels["query_id"].isin(set(local.query_ids))]
-    judged = pa.table({"query_id": pa.array(evaluated["query_id"], pa.string()),
-                       "doc_id": pa.array(evaluated["doc_id"], pa.string()),
-                       "grade": pa.array(evaluated["grade"].astype(float), pa.float64())})
+    judged = pa.table(
+        {
+            "query_id": pa.array(evaluated["query_id"], pa.string()),
+            "doc_id": pa.array(evaluated["doc_id"], pa.string()),
+            "grade": pa.array(evaluated["grade"].astype(float), pa.float64()),
+        }
+    )
     shuffled = run.sample(frac=1.0, random_state=3).reset_index()  # "index": the row's place in the input
 
     def rates(with_order: bool) -> np.ndarray:
-        table = pa.table({"query_id": pa.array(shuffled["query_id"], pa.string()),
-                          "doc_id": pa.array(shuffled["doc_id"], pa.string()),
-                          "score": pa.array(shuffled["score"], pa.float64()),
-                          "rank": pa.array(shuffled["rank"].astype(float), pa.float64()),
-                          "_extra": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
-                          "_chunk": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
-                          "_group": pa.array([group.get(d) for d in shuffled["doc_id"]], pa.int64())})
+        table = pa.table(
+            {
+                "query_id": pa.array(shuffled["query_id"], pa.string()),
+                "doc_id": pa.array(shuffled["doc_id"], pa.string()),
+                "score": pa.array(shuffled["score"], pa.float64()),
+                "rank": pa.array(shuffled["rank"].astype(float), pa.float64()),
+                "_extra": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
+                "_chunk": pa.array(np.zeros(len(shuffled), dtype=np.int64)),
+                "_group": pa.array([group.get(d) for d in shuffled["doc_id"]], pa.int64()),
+            }
+        )
         if with_order:
             table = table.append_column("_order", pa.array(shuffled["index"].to_numpy(dtype=np.int64)))
         out = bucket_rows(table, judged, "a", "a", metric, display_depth(metric), False, companions=plan)
@@ -335,8 +382,11 @@ def test_tied_rows_in_the_files_order_across_files_and_blocks(spark, tmp_path, c
     cuts = np.linspace(0, len(run), 13).astype(int) + 1  # queries' rows split across files
     cuts[0], cuts[-1] = 0, len(run)
     for i in reversed(range(12)):
-        pq.write_table(pa.Table.from_pandas(run.iloc[cuts[i]:cuts[i + 1]], preserve_index=False),
-                       folder / f"part-{i:02d}.parquet", row_group_size=16)
+        pq.write_table(
+            pa.Table.from_pandas(run.iloc[cuts[i] : cuts[i + 1]], preserve_index=False),
+            folder / f"part-{i:02d}.parquet",
+            row_group_size=16,
+        )
     run.sample(frac=1.0, random_state=3).to_csv(tmp_path / "run.csv", index=False)
     spec = spec_of(ties="average", cutoffs=cutoffs, catalog="catalog.txt")
     spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet", "c": "run.csv"}}
@@ -348,8 +398,11 @@ def test_tied_rows_in_the_files_order_across_files_and_blocks(spark, tmp_path, c
     try:
         from pyspark.sql import functions as F
 
-        per_task = spark.read.parquet(str(folder)).select(F.spark_partition_id().alias("t"),
-                                                          F.input_file_name().alias("f")).distinct()
+        per_task = (
+            spark.read.parquet(str(folder))
+            .select(F.spark_partition_id().alias("t"), F.input_file_name().alias("f"))
+            .distinct()
+        )
         assert per_task.groupBy("t").count().agg(F.max("count")).collect()[0][0] > 1  # files packed
         remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
     finally:

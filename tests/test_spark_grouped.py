@@ -58,8 +58,7 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     from ndcg_mlflow.cli import main
 
     # a decision that fails: no candidate is better by 0.5 (exit 4, as for run on the local engine)
-    spec = demo_spec(tmp_path, **{"decision.key": "ndcg_at_10", "decision.rule": "superiority",
-                                  "decision.margin": 0.5})
+    spec = demo_spec(tmp_path, **{"decision.key": "ndcg_at_10", "decision.rule": "superiority", "decision.margin": 0.5})
     local, out = tmp_path / "local", tmp_path / "grouped"
     assert main(["run", str(spec), "--no-mlflow", "--quiet", "--out", str(local)]) == 4
     capsys.readouterr()
@@ -69,8 +68,17 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     assert "random groups" in printed and "decision: FAIL" in printed
 
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    for name in ("summary.json", "spec.yaml", "run_key.txt", "manifest.json", "explanation.txt", "comparisons.csv",
-                 "report.html", "report.md", "figures/ndcg_by_cutoff.svg"):
+    for name in (
+        "summary.json",
+        "spec.yaml",
+        "run_key.txt",
+        "manifest.json",
+        "explanation.txt",
+        "comparisons.csv",
+        "report.html",
+        "report.md",
+        "figures/ndcg_by_cutoff.svg",
+    ):
         assert name in files, name
     assert "per_query.csv" not in files and "figures/per_query_differences.svg" not in files
 
@@ -83,13 +91,18 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     assert pq.parent == Path(f"{out}.per_query") and pq.is_dir()
     written = pd.read_parquet(pq)
     written["system"] = written["system"].astype(str)
-    expected = pd.read_csv(local / "per_query.csv", dtype={"query_id": str, "system": str, "cutoff": str},
-                           keep_default_na=False, na_values=[""])
+    expected = pd.read_csv(
+        local / "per_query.csv",
+        dtype={"query_id": str, "system": str, "cutoff": str},
+        keep_default_na=False,
+        na_values=[""],
+    )
     cols = ["system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "n_returned", "weight", "status"]
     a = expected[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
     b = written[cols].sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(a.astype({"n_returned": "int64"}), b.astype({"n_returned": "int64"}),
-                                  check_dtype=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(
+        a.astype({"n_returned": "int64"}), b.astype({"n_returned": "int64"}), check_dtype=False, rtol=1e-12
+    )
     # means and counts as on the local engine; intervals of the same width order (the statistics are checked
     # against the per-query method in tests/test_spark.py)
     for name, means in ref["systems"].items():
@@ -128,26 +141,37 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     # logged: the same numbers as summary.json, the folder's files, the per-query table by path only
     client = MlflowClient(tracking_uri)
     run_key = (out / "run_key.txt").read_text().strip()
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              f"tags.ndcg_mlflow.run_key = '{run_key}'")
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], f"tags.ndcg_mlflow.run_key = '{run_key}'"
+    )
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     assert len(runs) == 1 + len(summary["systems"])
     for name, means in summary["systems"].items():
         for key, m in means.items():
-            for field, metric in (("mean", f"{name}.{key}"), ("ci_low", f"{name}.{key}.ci_low"),
-                                  ("ci_high", f"{name}.{key}.ci_high")):
+            for field, metric in (
+                ("mean", f"{name}.{key}"),
+                ("ci_low", f"{name}.{key}.ci_low"),
+                ("ci_high", f"{name}.{key}.ci_high"),
+            ):
                 assert parent.data.metrics[metric] == pytest.approx(m[field], rel=1e-12), metric
-    child = next(r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
-                 and r.data.metrics.get("compare.ndcg_at_10.delta") is not None)
-    cand = next(c for c in summary["comparisons"] if c["key"] == "ndcg_at_10"
-                and child.data.metrics["compare.ndcg_at_10.delta"] == pytest.approx(c["delta"], rel=1e-12))
+    child = next(
+        r
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+        and r.data.metrics.get("compare.ndcg_at_10.delta") is not None
+    )
+    cand = next(
+        c
+        for c in summary["comparisons"]
+        if c["key"] == "ndcg_at_10"
+        and child.data.metrics["compare.ndcg_at_10.delta"] == pytest.approx(c["delta"], rel=1e-12)
+    )
     assert child.data.metrics["compare.ndcg_at_10.p_corrected"] == pytest.approx(cand["p_corrected"])
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"summary.json", "report.html", "comparisons.csv"} <= artifacts and "per_query.csv" not in artifacts
     # the folder is a finished evaluation for upload and report: a second upload finds the first one
     assert main(["upload", str(out), "--quiet"]) == 0
-    assert len(client.search_runs([parent.info.experiment_id], f"tags.ndcg_mlflow.run_key = '{run_key}'")) \
-        == len(runs)
+    assert len(client.search_runs([parent.info.experiment_id], f"tags.ndcg_mlflow.run_key = '{run_key}'")) == len(runs)
     # the report rebuilt from the logged artifacts says the same, without per-query sections
     rebuilt = tmp_path / "rebuilt"
     assert main(["report", parent.info.run_id, "--out", str(rebuilt)]) == 0
@@ -158,8 +182,9 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
 def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
     spec = demo_spec(tmp_path)
     pq = tmp_path / "pq"
-    result = ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq,
-                                  groups=50)
+    result = ndcg_mlflow.evaluate(
+        str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq, groups=50
+    )
     assert result.per_query_path == pq and result.summary["engine_info"]["statistics"]["groups"] == 50
     assert set(pd.read_parquet(pq)["system"].astype(str)) == {"bm25", "reranker-v2", "dense-ties"}
     assert result.decision is None
@@ -170,16 +195,18 @@ def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
         ndcg_mlflow.evaluate(str(spec), per_query_path=pq)
 
 
-@pytest.mark.parametrize("key, value, says", [
-    ("uncertainty.method", "bca", "only 'percentile'"),
-    ("uncertainty.method", "studentized", "only 'percentile'"),
-    ("comparison.test", "t_test", "only 'randomization'"),
-    ("comparison.test", "both", "only 'randomization'"),
-    ("comparison.wins_losses", 3, "set it to 0"),
-    ("report.sensitivity", True, "sensitivity table is not computed"),
-])
-def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark, tmp_path, key, value, says,
-                                                                           capsys):
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("uncertainty.method", "bca", "only 'percentile'"),
+        ("uncertainty.method", "studentized", "only 'percentile'"),
+        ("comparison.test", "t_test", "only 'randomization'"),
+        ("comparison.test", "both", "only 'randomization'"),
+        ("comparison.wins_losses", 3, "set it to 0"),
+        ("report.sensitivity", True, "sensitivity table is not computed"),
+    ],
+)
+def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark, tmp_path, key, value, says, capsys):
     from ndcg_mlflow.cli import main
 
     spec = demo_spec(tmp_path, **{key: value})
@@ -188,8 +215,23 @@ def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark
         ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq)
     assert not pq.exists()
     out = tmp_path / "out"
-    assert main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--no-mlflow", "--quiet",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "run",
+                str(spec),
+                "--engine",
+                "spark",
+                "--driver-queries",
+                "10",
+                "--no-mlflow",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert key in err and says in err and "Traceback" not in err
     assert not out.exists() and not Path(f"{out}.per_query").exists()
@@ -210,8 +252,18 @@ def test_a_replaced_result_takes_its_per_query_table_with_it(spark, tmp_path, ca
 
     spec, out = demo_spec(tmp_path), tmp_path / "out"
     home = Path(f"{out}.per_query")
-    grouped = ["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--no-mlflow", "--quiet",
-               "--out", str(out)]
+    grouped = [
+        "run",
+        str(spec),
+        "--engine",
+        "spark",
+        "--driver-queries",
+        "10",
+        "--no-mlflow",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
 
     def referred() -> Path:
         return Path(json.loads((out / "summary.json").read_text(encoding="utf-8"))["per_query_path"])

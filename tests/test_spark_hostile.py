@@ -37,11 +37,21 @@ RUN = b"q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq1 Q0 d5 3 1.0 t\nq2 Q0 d4 1 2.0 t\n
 # the worst: a file a glob would pick instead of the declared one gives other numbers
 WORST = b"q1 Q0 d3 1 3.0 t\nq1 Q0 d5 2 2.0 t\nq2 Q0 d9 1 2.0 t\n"
 
-SPEC = {"spec_version": 1, "name": "hostile-spark",
-        "metric": {"gain": "linear", "cutoffs": [2, "all"], "discount": "log2", "ties": "average",
-                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero"},
-        "queries": {"weights": "uniform"}}
+SPEC = {
+    "spec_version": 1,
+    "name": "hostile-spark",
+    "metric": {
+        "gain": "linear",
+        "cutoffs": [2, "all"],
+        "discount": "log2",
+        "ties": "average",
+        "ideal": "judged_catalog",
+        "empty_ideal": "exclude",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    },
+    "queries": {"weights": "uniform"},
+}
 
 # (case, file name, bytes): files the local engine refuses (each its message, naming the file and line)
 REFUSED = [
@@ -56,8 +66,11 @@ REFUSED = [
     ("twice", "run.txt", RUN + b"q1 Q0 d1 9 0.5 t\n"),
     ("csv-cr-only", "run.csv", b"query_id,doc_id,score\rq1,d1,3\rq1,d2,2\r"),
     ("csv-empty-id", "run.csv", b"query_id,doc_id,score\nq1,d1,3\nq1,,2\n"),
-    ("jsonl-not-utf8", "run.jsonl", b'{"query_id": "q1", "doc_id": "d1", "score": 1}\n'
-                                    b'{"query_id": "q1", "doc_id": "d\xe92", "score": 0.5}\n'),
+    (
+        "jsonl-not-utf8",
+        "run.jsonl",
+        b'{"query_id": "q1", "doc_id": "d1", "score": 1}\n{"query_id": "q1", "doc_id": "d\xe92", "score": 0.5}\n',
+    ),
     ("missing", "missing.txt", None),
     ("glob-matching-nothing", "nothing*.txt", None),
 ]
@@ -120,14 +133,21 @@ def test_files_the_local_engine_reads_give_its_numbers_and_digests_on_spark(spar
     systems = {case: name for case, name, _ in ACCEPTED}
     # Parquet: Spark's reader given the name literally, or (a name it would skip) the local reader
     rows = [line.split() for line in RUN.decode().splitlines()]
-    frame = pd.DataFrame({"query_id": [r[0] for r in rows], "doc_id": [r[2] for r in rows],
-                          "score": [float(r[4]) for r in rows]})
+    frame = pd.DataFrame(
+        {"query_id": [r[0] for r in rows], "doc_id": [r[2] for r in rows], "score": [float(r[4]) for r in rows]}
+    )
     worst = [line.split() for line in WORST.decode().splitlines()]
-    decoy = pd.DataFrame({"query_id": [r[0] for r in worst], "doc_id": [r[2] for r in worst],
-                          "score": [float(r[4]) for r in worst]})
+    decoy = pd.DataFrame(
+        {"query_id": [r[0] for r in worst], "doc_id": [r[2] for r in worst], "score": [float(r[4]) for r in worst]}
+    )
     (tmp_path / "folder").mkdir()
-    for name, table in (("p[1].parquet", frame), ("p1.parquet", decoy), ("_p.parquet", frame),
-                        ("folder/_a.parquet", frame.iloc[:3]), ("folder/b.parquet", frame.iloc[3:])):
+    for name, table in (
+        ("p[1].parquet", frame),
+        ("p1.parquet", decoy),
+        ("_p.parquet", frame),
+        ("folder/_a.parquet", frame.iloc[:3]),
+        ("folder/b.parquet", frame.iloc[3:]),
+    ):
         table.to_parquet(tmp_path / name)
     systems.update({"parquet-brackets": "p[1].parquet", "parquet-hidden": "_p.parquet", "parquet-folder": "folder"})
     spec = {**SPEC, "data": {"qrels": "qrels.txt", "systems": systems}}
@@ -137,8 +157,9 @@ def test_files_the_local_engine_reads_give_its_numbers_and_digests_on_spark(spar
     assert not isinstance(remote, str), remote
     pd.testing.assert_frame_equal(local.per_query, remote.per_query, check_exact=True)
     assert set(remote.per_query["ndcg"]) == {1.0}
-    assert [(f.declared, f.sha256, f.rows) for f in local.files] == [(f.declared, f.sha256, f.rows)
-                                                                        for f in remote.files]
+    assert [(f.declared, f.sha256, f.rows) for f in local.files] == [
+        (f.declared, f.sha256, f.rows) for f in remote.files
+    ]
     for case, name, data in ACCEPTED:  # the declared file's digest, not a decoy's
         info = next(f for f in remote.files if f.declared == name)
         assert info.sha256 == hashlib.sha256(data).hexdigest(), case
@@ -151,8 +172,9 @@ def test_judgments_kept_in_spark_are_read_by_the_local_reader(spark, tmp_path):
     from ndcg_mlflow.engines.spark import evaluate_grouped
 
     def grouped(**kwargs):
-        return evaluate_grouped(spec, per_query_path=tmp_path / "per_query", spark=spark, driver_judgments=0,
-                                base_dir=tmp_path, **kwargs)
+        return evaluate_grouped(
+            spec, per_query_path=tmp_path / "per_query", spark=spark, driver_judgments=0, base_dir=tmp_path, **kwargs
+        )
 
     spec = {**SPEC, "data": {"qrels": "[1].txt", "systems": {"s": "run.txt"}}}
     for data in (QRELS.replace(b"\n", b"\r"), QRELS.replace(b"d4", b"d\xe94")):
@@ -188,21 +210,42 @@ def test_the_cli_runs_spark_workers_on_its_own_interpreter_and_exits_2_on_bad_in
     import yaml
 
     good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump({**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run.txt"}},
-                                    "mlflow": {"experiment": "x"}}), encoding="utf-8")
+    good.write_text(
+        yaml.safe_dump(
+            {**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run.txt"}}, "mlflow": {"experiment": "x"}}
+        ),
+        encoding="utf-8",
+    )
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "cr.txt"}},
-                                   "mlflow": {"experiment": "x"}}), encoding="utf-8")
+    bad.write_text(
+        yaml.safe_dump(
+            {**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "cr.txt"}}, "mlflow": {"experiment": "x"}}
+        ),
+        encoding="utf-8",
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{_python3_shim(tmp_path / 'bin')}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    script = ("import sys; from ndcg_mlflow.cli import main; "
-              "code = main(sys.argv[1:]); "
-              "from pyspark.sql import SparkSession; s = SparkSession.getActiveSession(); "
-              "print('workers:', s.sparkContext.pythonExec if s else None); sys.exit(code)")
+    script = (
+        "import sys; from ndcg_mlflow.cli import main; "
+        "code = main(sys.argv[1:]); "
+        "from pyspark.sql import SparkSession; s = SparkSession.getActiveSession(); "
+        "print('workers:', s.sparkContext.pythonExec if s else None); sys.exit(code)"
+    )
     for spec, out in ((good, "good"), (bad, "bad")):
-        args = [sys.executable, "-c", script, "run", str(spec), "--engine", "spark", "--no-mlflow", "--quiet",
-                "--out", str(tmp_path / out)]
+        args = [
+            sys.executable,
+            "-c",
+            script,
+            "run",
+            str(spec),
+            "--engine",
+            "spark",
+            "--no-mlflow",
+            "--quiet",
+            "--out",
+            str(tmp_path / out),
+        ]
         done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
         if spec is good:
             assert done.returncode == 0, done.stderr[-3000:]

@@ -95,26 +95,44 @@ def write_inputs(tmp: Path, qrels: pd.DataFrame, runs, query_set, weights, qrels
     return {"qrels": str(path), "systems": systems}
 
 
-def make_spec(data: dict, tmp: Path, *, query_set: bool = True, weights: bool = True, gain="exponential",
-              **metric) -> dict:
+def make_spec(
+    data: dict, tmp: Path, *, query_set: bool = True, weights: bool = True, gain="exponential", **metric
+) -> dict:
     return {
-        "spec_version": 1, "name": "spark-judgments",
-        "metric": {"gain": gain, "cutoffs": [3, 10, "all"], "discount": "log2", "ties": "average",
-                   "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero",
-                   "missing_queries": "zero", **metric},
-        "queries": {"weights": str(tmp / "weights.tsv") if weights else "uniform",
-                    "set": str(tmp / "set.txt") if query_set else None},
+        "spec_version": 1,
+        "name": "spark-judgments",
+        "metric": {
+            "gain": gain,
+            "cutoffs": [3, 10, "all"],
+            "discount": "log2",
+            "ties": "average",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+            **metric,
+        },
+        "queries": {
+            "weights": str(tmp / "weights.tsv") if weights else "uniform",
+            "set": str(tmp / "set.txt") if query_set else None,
+        },
         "data": data,
         "uncertainty": {"resamples": 200, "confidence": 0.95, "method": "percentile", "seed": 7},
-        "comparison": {"baseline": "a", "test": "randomization", "correction": "holm", "wins_losses": 0,
-                       "tie_tolerance": 1e-9},
+        "comparison": {
+            "baseline": "a",
+            "test": "randomization",
+            "correction": "holm",
+            "wins_losses": 0,
+            "tie_tolerance": 1e-9,
+        },
         "mlflow": {"experiment": "spark-judgments"},
     }
 
 
 def grouped(spark, spec, tmp: Path, **kwargs):
-    return spark_engine.evaluate_grouped(spec, per_query_path=tmp / "per_query", spark=spark, driver_judgments=0,
-                                         groups=4, buckets=3, **kwargs)
+    return spark_engine.evaluate_grouped(
+        spec, per_query_path=tmp / "per_query", spark=spark, driver_judgments=0, groups=4, buckets=3, **kwargs
+    )
 
 
 def check_same(local, result) -> None:
@@ -125,8 +143,11 @@ def check_same(local, result) -> None:
     theirs = local.per_query.copy()
     key = ["system", "query_id", "cutoff"]
     cols = ["ndcg", "dcg", "idcg", "status"]
-    theirs = theirs.assign(query_id=theirs["query_id"].astype(str), cutoff=theirs["cutoff"].astype(str),
-                           status=theirs["status"].astype(str))
+    theirs = theirs.assign(
+        query_id=theirs["query_id"].astype(str),
+        cutoff=theirs["cutoff"].astype(str),
+        status=theirs["status"].astype(str),
+    )
     a = mine[key + cols].sort_values(key).reset_index(drop=True)
     b = theirs[key + cols].sort_values(key).reset_index(drop=True)
     assert len(a) == len(b) and len(a) > 0
@@ -140,8 +161,11 @@ def check_same(local, result) -> None:
     assert math.isclose(summary["weight_sum"], float(local.weights.sum()), rel_tol=1e-12)
     assert summary["grades"] == list(local.grades)
     for f in local.files:  # the files' sha256 (a streaming read on the driver) and rows, as locally
-        if f.role in ("qrels", "queries.set", "queries.weights") and f.sha256 and \
-                not summary["files"][f.role]["sha256"].startswith("xxhash64-sum:"):
+        if (
+            f.role in ("qrels", "queries.set", "queries.weights")
+            and f.sha256
+            and not summary["files"][f.role]["sha256"].startswith("xxhash64-sum:")
+        ):
             assert summary["files"][f.role] == {"path": f.declared, "sha256": f.sha256, "rows": f.rows}, f.role
     for name, sr in local.systems.items():
         for key_, entry in sr.means.items():
@@ -174,8 +198,9 @@ def test_evaluate_switches_to_the_grouped_path_counting_in_spark(spark, tmp_path
     data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "trec")
     spec = make_spec(data, tmp_path / "in")
     local = ndcg_mlflow.evaluate(spec)
-    result = spark_engine.evaluate(spec, spark=spark, driver_judgments=0, driver_queries=3,
-                                   per_query_path=tmp_path / "pq", groups=4)
+    result = spark_engine.evaluate(
+        spec, spark=spark, driver_judgments=0, driver_queries=3, per_query_path=tmp_path / "pq", groups=4
+    )
     assert isinstance(result, spark_engine.GroupedResult)
     check_same(local, result)
     # within the driver limit of queries, the judgments are read on the driver, as before
@@ -186,8 +211,9 @@ def test_evaluate_switches_to_the_grouped_path_counting_in_spark(spark, tmp_path
 # --------------------------------------------------------------------------- refusals, as the local engine's
 
 
-def refusal(spark, tmp_path, qrels: pd.DataFrame, fmt="parquet", spec_changes=None, query_set=None, weights=None,
-            as_frame=False):
+def refusal(
+    spark, tmp_path, qrels: pd.DataFrame, fmt="parquet", spec_changes=None, query_set=None, weights=None, as_frame=False
+):
     """The local engine's error and the Spark engine's (judgments in Spark) for the same input."""
     _, runs, qs, ws = random_data(3)
     qs = query_set if query_set is not None else sorted({str(q) for q in qrels["query_id"]})
@@ -203,8 +229,9 @@ def refusal(spark, tmp_path, qrels: pd.DataFrame, fmt="parquet", spec_changes=No
 
 
 def base_qrels() -> pd.DataFrame:
-    return pd.DataFrame({"query_id": ["q1", "q1", "q2", "q3"], "doc_id": ["d1", "d2", "d1", "d5"],
-                         "grade": [1.0, 2.0, 0.0, 3.0]})
+    return pd.DataFrame(
+        {"query_id": ["q1", "q1", "q2", "q3"], "doc_id": ["d1", "d2", "d1", "d5"], "grade": [1.0, 2.0, 0.0, 3.0]}
+    )
 
 
 def test_refuses_a_document_judged_twice_with_different_grades(spark, tmp_path):
@@ -276,9 +303,14 @@ def test_within_the_judgment_limit_nothing_changes(spark, tmp_path):
     result = spark_engine.evaluate_grouped(spec, per_query_path=tmp_path / "pq", spark=spark, groups=4)
     assert result.summary["engine_info"]["judgments"] == "driver"
     with pytest.raises(DataError):
-        spark_engine.evaluate_grouped(spec, per_query_path=tmp_path / "pq3", spark=spark, groups=4,
-                                      qrels=spark.createDataFrame(qrels.assign(grade=float("nan"))),
-                                      driver_judgments=0)
+        spark_engine.evaluate_grouped(
+            spec,
+            per_query_path=tmp_path / "pq3",
+            spark=spark,
+            groups=4,
+            qrels=spark.createDataFrame(qrels.assign(grade=float("nan"))),
+            driver_judgments=0,
+        )
 
 
 def test_refuses_a_query_listed_twice_in_the_set(spark, tmp_path, small_files):
@@ -323,8 +355,22 @@ def test_run_with_driver_judgments_records_them_in_spark(spark, tmp_path):
     spec_path.write_text(yaml.safe_dump(make_spec(data, tmp_path / "in")), encoding="utf-8")
     local = ndcg_mlflow.evaluate(str(spec_path))
     out = tmp_path / "out"
-    code = main(["run", str(spec_path), "--engine", "spark", "--driver-queries", "3", "--driver-judgments", "0",
-                 "--no-mlflow", "--quiet", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            str(spec_path),
+            "--engine",
+            "spark",
+            "--driver-queries",
+            "3",
+            "--driver-judgments",
+            "0",
+            "--no-mlflow",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
     assert code in (0, 4)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["engine_info"]["judgments"] == "spark"

@@ -14,8 +14,16 @@ from ndcg_mlflow.spec import cutoff_key
 BASE = {
     "spec_version": 1,
     "name": "t",
-    "metric": {"gain": "exponential", "cutoffs": [5, 10, "all"], "discount": "log2", "ties": "displayed_order",
-               "ideal": "judged_catalog", "empty_ideal": "exclude", "unjudged": "zero", "missing_queries": "zero"},
+    "metric": {
+        "gain": "exponential",
+        "cutoffs": [5, 10, "all"],
+        "discount": "log2",
+        "ties": "displayed_order",
+        "ideal": "judged_catalog",
+        "empty_ideal": "exclude",
+        "unjudged": "zero",
+        "missing_queries": "zero",
+    },
     "queries": {"weights": "uniform", "set": None},
     "data": {"qrels": "q.tsv", "systems": {"bm25": "a.run", "dense-v2.1": {"path": "b.csv", "format": "csv"}}},
     "mlflow": {"experiment": "e"},
@@ -55,55 +63,86 @@ def test_gain_table_resolves_sorted(tmp_path):
     assert spec.resolved()["metric.gain"] == '{"0": 0, "1": 1, "2": 3.5, "3": 7}'
 
 
-@pytest.mark.parametrize("path, value, match", [
-    ("metric.cuttoffs", [5], r"at key 'metric.cuttoffs': unknown key \(did you mean 'cutoffs'\?\)"),
-    ("metric.tie", "average", r"'metric.tie': unknown key \(did you mean 'ties'\?\)"),
-    ("extra", 1, r"at key 'extra': unknown key"),
-    ("metric.ties", "avg", r"'metric.ties': must be one of displayed_order, id_ascending, id_descending, average"),
-    ("metric.ties", "id_ascendng", r"did you mean 'id_ascending'"),
-    ("metric.gain", "exp", r"'metric.gain': must be exponential, linear, or a table"),
-    ("metric.gain", {1: "high"}, r"'metric.gain\[1\]': a gain must be a finite number. Got 'high'"),
-    ("metric.gain", {}, r"'metric.gain': a gain table must map at least one grade"),
-    ("metric.cutoffs", [10, 0],
-     r"'metric.cutoffs\[1\]': must be a positive integer \(at most 10\^30\) or 'all'. Got 0"),
-    ("metric.cutoffs", [10, True], r"'metric.cutoffs\[1\]'.*Got True \(a boolean\)"),
-    ("metric.cutoffs", [10, 10], r"'metric.cutoffs\[1\]': cutoff 10 is listed twice"),
-    ("metric.cutoffs", "10", r"'metric.cutoffs': must be a non-empty list"),
-    ("metric.cutoffs", [], r"'metric.cutoffs': must be a non-empty list"),
-    ("metric.discount", "log10", r"'metric.discount': must be one of log2"),
-    ("metric.ideal", "catalog", r"'metric.ideal': must be one of judged_catalog, candidates"),
-    ("metric.empty_ideal", None, r"'metric.empty_ideal': must be one of exclude, zero, one, error. Got None"),
-    ("metric.unjudged", "drop", r"'metric.unjudged': must be one of zero, condense, error"),
-    ("metric.missing_queries", 0, r"'metric.missing_queries': must be one of zero, exclude, error"),
-    ("spec_version", 2, r"'spec_version': this version of ndcg-mlflow reads spec_version 1"),
-    ("name", "", r"'name': must be a non-empty string"),
-    ("data.systems", {}, r"'data.systems': must map at least one system"),
-    ("data.systems", {"bad name!": "x.run"}, r"'data.systems.bad name!': the system name becomes part of MLflow "
-                                             r"keys .* MLflow refuses '!'"),
-    ("data.systems", {"v@2": "x.run"}, r"'data.systems.v@2': .*MLflow refuses '@' in metric, param and tag keys"),
-    ("data.systems", {"a//b": "x.run"}, r"'data.systems.a//b': .*resolves to another name"),
-    ("data.systems", {"x/": "x.run"}, r"'data.systems.x/': .*resolves to another name"),
-    ("data.systems", {"/x": "x.run"}, r"'data.systems./x': .*starts with '..' or '/'"),
-    ("data.systems", {"s" * 151: "x.run"}, r"at most 150 characters"),
-    ("mlflow.tags", ["team"], r"'mlflow.tags': must be a mapping of tag keys to string values"),
-    ("mlflow.tags", {"ticket": 123}, r"'mlflow.tags.ticket': a tag value is a string \(in YAML, quote it: \"123\"\)"),
-    ("mlflow.tags", {"a@b": "x"}, r"'mlflow.tags.a@b': not a usable MLflow tag key: MLflow refuses '@'"),
-    ("mlflow.tags", {"mlflow.runName": "x"}, r"'mlflow.tags.mlflow.runName': tag keys starting with 'mlflow.' or "
-                                             r"'ndcg_mlflow.' are reserved"),
-    ("mlflow.tags", {"t": "x" * 8001}, r"'mlflow.tags.t': MLflow tag values hold at most 8000 characters"),
-    ("data.qrels", 5, r"'data.qrels': must be a file path"),
-    ("data.qrels", {"path": "q", "format": "xml"}, r"'data.qrels.format': must be one of auto, trec"),
-    ("queries.weight", "uniform", r"did you mean 'weights'"),
-    ("mlflow.experimnt", "x", r"did you mean 'experiment'"),
-])
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        ("metric.cuttoffs", [5], r"at key 'metric.cuttoffs': unknown key \(did you mean 'cutoffs'\?\)"),
+        ("metric.tie", "average", r"'metric.tie': unknown key \(did you mean 'ties'\?\)"),
+        ("extra", 1, r"at key 'extra': unknown key"),
+        ("metric.ties", "avg", r"'metric.ties': must be one of displayed_order, id_ascending, id_descending, average"),
+        ("metric.ties", "id_ascendng", r"did you mean 'id_ascending'"),
+        ("metric.gain", "exp", r"'metric.gain': must be exponential, linear, or a table"),
+        ("metric.gain", {1: "high"}, r"'metric.gain\[1\]': a gain must be a finite number. Got 'high'"),
+        ("metric.gain", {}, r"'metric.gain': a gain table must map at least one grade"),
+        (
+            "metric.cutoffs",
+            [10, 0],
+            r"'metric.cutoffs\[1\]': must be a positive integer \(at most 10\^30\) or 'all'. Got 0",
+        ),
+        ("metric.cutoffs", [10, True], r"'metric.cutoffs\[1\]'.*Got True \(a boolean\)"),
+        ("metric.cutoffs", [10, 10], r"'metric.cutoffs\[1\]': cutoff 10 is listed twice"),
+        ("metric.cutoffs", "10", r"'metric.cutoffs': must be a non-empty list"),
+        ("metric.cutoffs", [], r"'metric.cutoffs': must be a non-empty list"),
+        ("metric.discount", "log10", r"'metric.discount': must be one of log2"),
+        ("metric.ideal", "catalog", r"'metric.ideal': must be one of judged_catalog, candidates"),
+        ("metric.empty_ideal", None, r"'metric.empty_ideal': must be one of exclude, zero, one, error. Got None"),
+        ("metric.unjudged", "drop", r"'metric.unjudged': must be one of zero, condense, error"),
+        ("metric.missing_queries", 0, r"'metric.missing_queries': must be one of zero, exclude, error"),
+        ("spec_version", 2, r"'spec_version': this version of ndcg-mlflow reads spec_version 1"),
+        ("name", "", r"'name': must be a non-empty string"),
+        ("data.systems", {}, r"'data.systems': must map at least one system"),
+        (
+            "data.systems",
+            {"bad name!": "x.run"},
+            r"'data.systems.bad name!': the system name becomes part of MLflow "
+            r"keys .* MLflow refuses '!'",
+        ),
+        ("data.systems", {"v@2": "x.run"}, r"'data.systems.v@2': .*MLflow refuses '@' in metric, param and tag keys"),
+        ("data.systems", {"a//b": "x.run"}, r"'data.systems.a//b': .*resolves to another name"),
+        ("data.systems", {"x/": "x.run"}, r"'data.systems.x/': .*resolves to another name"),
+        ("data.systems", {"/x": "x.run"}, r"'data.systems./x': .*starts with '..' or '/'"),
+        ("data.systems", {"s" * 151: "x.run"}, r"at most 150 characters"),
+        ("mlflow.tags", ["team"], r"'mlflow.tags': must be a mapping of tag keys to string values"),
+        (
+            "mlflow.tags",
+            {"ticket": 123},
+            r"'mlflow.tags.ticket': a tag value is a string \(in YAML, quote it: \"123\"\)",
+        ),
+        ("mlflow.tags", {"a@b": "x"}, r"'mlflow.tags.a@b': not a usable MLflow tag key: MLflow refuses '@'"),
+        (
+            "mlflow.tags",
+            {"mlflow.runName": "x"},
+            r"'mlflow.tags.mlflow.runName': tag keys starting with 'mlflow.' or "
+            r"'ndcg_mlflow.' are reserved",
+        ),
+        ("mlflow.tags", {"t": "x" * 8001}, r"'mlflow.tags.t': MLflow tag values hold at most 8000 characters"),
+        ("data.qrels", 5, r"'data.qrels': must be a file path"),
+        ("data.qrels", {"path": "q", "format": "xml"}, r"'data.qrels.format': must be one of auto, trec"),
+        ("queries.weight", "uniform", r"did you mean 'weights'"),
+        ("mlflow.experimnt", "x", r"did you mean 'experiment'"),
+    ],
+)
 def test_bad_values_name_the_key(tmp_path, path, value, match):
     with pytest.raises(SpecError, match=match):
         load_spec(spec_with(path, value), base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("path", ["metric.gain", "metric.cutoffs", "metric.discount", "metric.ties",
-                                  "metric.ideal", "metric.empty_ideal", "metric.unjudged",
-                                  "metric.missing_queries", "queries.weights", "data.qrels", "metric"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "metric.gain",
+        "metric.cutoffs",
+        "metric.discount",
+        "metric.ties",
+        "metric.ideal",
+        "metric.empty_ideal",
+        "metric.unjudged",
+        "metric.missing_queries",
+        "queries.weights",
+        "data.qrels",
+        "metric",
+    ],
+)
 def test_required_fields_have_no_default(tmp_path, path):
     with pytest.raises(SpecError, match=rf"at key '{path}': missing required key"):
         load_spec(spec_with(path, delete=True), base_dir=tmp_path)
@@ -145,32 +184,43 @@ def test_spec_not_a_mapping(tmp_path):
 
 
 def test_cutoffs_beyond_int64_are_accepted_up_to_the_documented_bound(tmp_path):
-    spec = load_spec(spec_with("metric.cutoffs", [2 ** 63, 2 ** 64, 10 ** 30, "all"]), base_dir=tmp_path)
-    assert spec.metric.cutoffs == (2 ** 63, 2 ** 64, 10 ** 30, None)
+    spec = load_spec(spec_with("metric.cutoffs", [2**63, 2**64, 10**30, "all"]), base_dir=tmp_path)
+    assert spec.metric.cutoffs == (2**63, 2**64, 10**30, None)
     assert spec.metric.keys[0] == "ndcg_at_9223372036854775808"
-    with pytest.raises(SpecError, match=r"at key 'metric.cutoffs\[1\]': must be a positive integer \(at most "
-                                        r"10\^30\)"):
-        load_spec(spec_with("metric.cutoffs", [5, 10 ** 30 + 1]), base_dir=tmp_path)
+    with pytest.raises(
+        SpecError,
+        match=r"at key 'metric.cutoffs\[1\]': must be a positive integer \(at most "
+        r"10\^30\)",
+    ):
+        load_spec(spec_with("metric.cutoffs", [5, 10**30 + 1]), base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("path, value, match", [
-    ("metric.gain", {1: 1, 10 ** 400: 2}, r"'metric.gain\[1000.*\]': a grade \(table key\) must be a finite number"),
-    ("metric.gain", {1: 10 ** 400}, r"'metric.gain\[1\]': a gain must be a finite number"),
-    ("uncertainty.seed", 2 ** 64, r"'uncertainty.seed': must be an integer in \[0, 9223372036854775807\]"),
-    ("uncertainty.resamples", 10 ** 30, r"'uncertainty.resamples': must be an integer in \[100, 10000000\]"),
-    ("comparison.wins_losses", 2 ** 63, r"'comparison.wins_losses': must be an integer in \[0, 10000\]"),
-    ("comparison.tie_tolerance", 10 ** 400, r"'comparison.tie_tolerance': must be a finite number >= 0"),
-    ("companions.catalog", 10 ** 40, r"'companions.catalog': must be an integer in \[1, 10{30}\]"),
-    ("mlflow.max_retries", 2 ** 70, r"'mlflow.max_retries': must be an integer in \[0, 20\]"),
-    ("mlflow.timeout", 10 ** 400, r"'mlflow.timeout': must be a number of seconds"),
-])
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        ("metric.gain", {1: 1, 10**400: 2}, r"'metric.gain\[1000.*\]': a grade \(table key\) must be a finite number"),
+        ("metric.gain", {1: 10**400}, r"'metric.gain\[1\]': a gain must be a finite number"),
+        ("uncertainty.seed", 2**64, r"'uncertainty.seed': must be an integer in \[0, 9223372036854775807\]"),
+        ("uncertainty.resamples", 10**30, r"'uncertainty.resamples': must be an integer in \[100, 10000000\]"),
+        ("comparison.wins_losses", 2**63, r"'comparison.wins_losses': must be an integer in \[0, 10000\]"),
+        ("comparison.tie_tolerance", 10**400, r"'comparison.tie_tolerance': must be a finite number >= 0"),
+        ("companions.catalog", 10**40, r"'companions.catalog': must be an integer in \[1, 10{30}\]"),
+        ("mlflow.max_retries", 2**70, r"'mlflow.max_retries': must be an integer in \[0, 20\]"),
+        ("mlflow.timeout", 10**400, r"'mlflow.timeout': must be a number of seconds"),
+    ],
+)
 def test_huge_integers_are_spec_errors_not_overflows(tmp_path, path, value, match):
     raw = spec_with(path, value) if not path.startswith(("uncertainty", "comparison", "companions")) else None
     if raw is None:
         raw = copy.deepcopy(BASE)
         raw["uncertainty"] = {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1}
-        raw["comparison"] = {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 5,
-                             "tie_tolerance": 0}
+        raw["comparison"] = {
+            "baseline": "bm25",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 5,
+            "tie_tolerance": 0,
+        }
         raw["companions"] = {"catalog": 100}
         section, key = path.split(".")
         raw[section][key] = value
@@ -181,13 +231,16 @@ def test_huge_integers_are_spec_errors_not_overflows(tmp_path, path, value, matc
 # --------------------------------------------------------------------------- strings and YAML
 
 
-@pytest.mark.parametrize("yaml_value, path", [
-    ('name: "a\\udc80b"', "name"),
-    ('name: "\\ud800"', "name"),
-    ('name: "nul \\x00 inside"', "name"),
-    ('name: t\nmlflow: {experiment: "e\\udfff"}', "mlflow.experiment"),
-    ('name: t\nqueries: {weights: uniform, set: "s\\udc80.txt"}', "queries.set"),
-])
+@pytest.mark.parametrize(
+    "yaml_value, path",
+    [
+        ('name: "a\\udc80b"', "name"),
+        ('name: "\\ud800"', "name"),
+        ('name: "nul \\x00 inside"', "name"),
+        ('name: t\nmlflow: {experiment: "e\\udfff"}', "mlflow.experiment"),
+        ('name: t\nqueries: {weights: uniform, set: "s\\udc80.txt"}', "queries.set"),
+    ],
+)
 def test_strings_that_are_not_text_are_refused_at_load(tmp_path, yaml_value, path):
     import yaml
 
@@ -197,8 +250,11 @@ def test_strings_that_are_not_text_are_refused_at_load(tmp_path, yaml_value, pat
         text += "queries: {weights: uniform}\n"
     p = tmp_path / "s.yaml"
     p.write_text(text, encoding="utf-8")
-    with pytest.raises(SpecError, match=rf"s.yaml: at key '{re.escape(path)}': the string contains (a lone "
-                                        rf"surrogate U\+D[89A-F]|a NUL)") as info:
+    with pytest.raises(
+        SpecError,
+        match=rf"s.yaml: at key '{re.escape(path)}': the string contains (a lone "
+        rf"surrogate U\+D[89A-F]|a NUL)",
+    ) as info:
         load_spec(p)
     str(info.value).encode("utf-8")  # the message itself is printable
 
@@ -206,8 +262,11 @@ def test_strings_that_are_not_text_are_refused_at_load(tmp_path, yaml_value, pat
 def test_a_key_that_is_not_text_is_refused_with_a_printable_path(tmp_path):
     raw = copy.deepcopy(BASE)
     raw["data"]["systems"] = {"bm25\udc80": "a.run"}
-    with pytest.raises(SpecError, match=r"at key 'data.systems.bm25\\udc80': the string contains a lone "
-                                        r"surrogate U\+DC80") as info:
+    with pytest.raises(
+        SpecError,
+        match=r"at key 'data.systems.bm25\\udc80': the string contains a lone "
+        r"surrogate U\+DC80",
+    ) as info:
         load_spec(raw, base_dir=tmp_path)
     str(info.value).encode("utf-8")
 
@@ -216,13 +275,15 @@ def test_yaml_merge_keys_are_refused_naming_the_line(tmp_path):
     import yaml
 
     text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "metric"})
-    text += ("base: &m {gain: exponential, cutoffs: [10], discount: log2}\n"
-             "metric:\n  <<: *m\n  ties: average\n")
+    text += "base: &m {gain: exponential, cutoffs: [10], discount: log2}\nmetric:\n  <<: *m\n  ties: average\n"
     p = tmp_path / "s.yaml"
     p.write_text(text)
     line = text.splitlines().index("  <<: *m") + 1
-    with pytest.raises(SpecError, match=rf"s.yaml: not valid YAML at line {line}, column 3: a merge key \(<<\) "
-                                        r"is not supported in a spec"):
+    with pytest.raises(
+        SpecError,
+        match=rf"s.yaml: not valid YAML at line {line}, column 3: a merge key \(<<\) "
+        r"is not supported in a spec",
+    ):
         load_spec(p)
 
 
@@ -250,9 +311,16 @@ def test_the_alias_limit_is_the_documented_one(tmp_path):
         load_spec(p)
 
 
-@pytest.mark.parametrize("kind, match", [("missing", "file not found"), ("directory", "is a directory"),
-                                         ("fifo", "FIFO"), ("long", "name too long"),
-                                         ("loop", "symbolic link")])
+@pytest.mark.parametrize(
+    "kind, match",
+    [
+        ("missing", "file not found"),
+        ("directory", "is a directory"),
+        ("fifo", "FIFO"),
+        ("long", "name too long"),
+        ("loop", "symbolic link"),
+    ],
+)
 def test_a_spec_path_that_cannot_be_read_is_named_with_the_reason(tmp_path, kind, match):
     import os
 
@@ -281,8 +349,30 @@ def test_system_names_mlflow_accepts_are_accepted(tmp_path, name):
 
 
 @pytest.mark.integration  # imports mlflow
-@pytest.mark.parametrize("name", ["team/model-v2", "model v2", "modèle", "v1:2", ".x", "v@2", "a//b", "x/", "/x",
-                                  "..", "a/../b", "a/./b", "q?", "a,b", "tab\there", "ü/ß", "-", "~x", "a%2Fb"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "team/model-v2",
+        "model v2",
+        "modèle",
+        "v1:2",
+        ".x",
+        "v@2",
+        "a//b",
+        "x/",
+        "/x",
+        "..",
+        "a/../b",
+        "a/./b",
+        "q?",
+        "a,b",
+        "tab\there",
+        "ü/ß",
+        "-",
+        "~x",
+        "a%2Fb",
+    ],
+)
 def test_system_names_follow_mlflows_own_validation(name):
     """Differential: a name is accepted exactly when MLflow's validation accepts every key it becomes part of."""
     from mlflow.exceptions import MlflowException
@@ -310,8 +400,15 @@ def _spec_file(tmp_path: Path) -> Path:
 
 def test_set_overrides_the_file_and_is_recorded(tmp_path):
     path = _spec_file(tmp_path)
-    spec = load_spec(path, overrides=["metric.cutoffs=[5,10]", "data.systems.candidate=runs/pr-123.run",
-                                      "data.systems.dense-v2.1.format=tsv", "mlflow.tags={team: search}"])
+    spec = load_spec(
+        path,
+        overrides=[
+            "metric.cutoffs=[5,10]",
+            "data.systems.candidate=runs/pr-123.run",
+            "data.systems.dense-v2.1.format=tsv",
+            "mlflow.tags={team: search}",
+        ],
+    )
     assert spec.metric.cutoffs == (5, 10)
     assert dict(spec.systems)["candidate"].declared == "runs/pr-123.run"
     assert dict(spec.systems)["dense-v2.1"].format == "tsv"  # a key holding dots is matched whole
@@ -328,16 +425,22 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("override, match", [
-    ("metric.cutoffs=[5,x]", r"at key 'metric.cutoffs\[1\]': must be a positive integer.*\(the value at "
-                             r"'metric.cutoffs' came from --set metric.cutoffs=\[5,x\]\)"),
-    ("metric.gain.x=1", r"at key 'metric.gain': --set metric.gain.x: metric.gain is not a mapping"),
-    ("metric.tie=average", r"'metric.tie': unknown key \(did you mean 'ties'\?\).*came from --set"),
-    ("data.systems.v@2=a.run", r"'data.systems.v@2': .*MLflow refuses '@'.*came from --set"),
-    ("cutoffs", r"--set 'cutoffs': expected KEY=VALUE"),
-    ("metric..gain=linear", r"expected KEY=VALUE with KEY a dotted key path"),
-    ("metric.cutoffs=[5", r"--set metric.cutoffs: not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        (
+            "metric.cutoffs=[5,x]",
+            r"at key 'metric.cutoffs\[1\]': must be a positive integer.*\(the value at "
+            r"'metric.cutoffs' came from --set metric.cutoffs=\[5,x\]\)",
+        ),
+        ("metric.gain.x=1", r"at key 'metric.gain': --set metric.gain.x: metric.gain is not a mapping"),
+        ("metric.tie=average", r"'metric.tie': unknown key \(did you mean 'ties'\?\).*came from --set"),
+        ("data.systems.v@2=a.run", r"'data.systems.v@2': .*MLflow refuses '@'.*came from --set"),
+        ("cutoffs", r"--set 'cutoffs': expected KEY=VALUE"),
+        ("metric..gain=linear", r"expected KEY=VALUE with KEY a dotted key path"),
+        ("metric.cutoffs=[5", r"--set metric.cutoffs: not valid YAML"),
+    ],
+)
 def test_set_errors_name_the_key_path_and_the_option(tmp_path, override, match):
     with pytest.raises(SpecError, match=match):
         load_spec(_spec_file(tmp_path), overrides=[override])
@@ -365,8 +468,11 @@ def test_a_system_name_whose_file_name_is_too_long_is_refused_up_front(tmp_path,
 
     too_long = letter * (longest + 1)
     if len(too_long) <= MAX_SYSTEM_NAME:
-        with pytest.raises(SpecError, match=r"a file name holds at most 255 bytes of UTF-8; this name makes one of "
-                                            r"2\d\d bytes"):
+        with pytest.raises(
+            SpecError,
+            match=r"a file name holds at most 255 bytes of UTF-8; this name makes one of "
+            r"2\d\d bytes",
+        ):
             load_spec(spec_with("data.systems", {too_long: "a.run"}), base_dir=tmp_path)
     name = letter * longest
     spec = load_spec(spec_with("data.systems", {name: "a.run"}), base_dir=tmp_path)

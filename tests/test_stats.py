@@ -52,8 +52,9 @@ def _assert_same_interval(boot, x, w, lo, hi, res, method, confidence):
 def test_scipy_draws_the_indices_we_mirror():
     """scipy's bootstrap distribution of the mean is x[rng.integers(0, n, (B, n))].mean(1)."""
     x = np.random.default_rng(0).normal(size=17)
-    res = ss.bootstrap((x,), np.mean, method="percentile", n_resamples=300, vectorized=True, batch=None,
-                       rng=np.random.default_rng(42))
+    res = ss.bootstrap(
+        (x,), np.mean, method="percentile", n_resamples=300, vectorized=True, batch=None, rng=np.random.default_rng(42)
+    )
     idx = np.random.default_rng(42).integers(0, x.size, (300, x.size))
     np.testing.assert_array_equal(res.bootstrap_distribution, x[idx].mean(axis=1))
 
@@ -64,8 +65,16 @@ def test_interval_equals_scipy_uniform_weights(method, seed, n, confidence):
     data_rng = np.random.default_rng(100 + seed)
     x = data_rng.gamma(2.0, size=n) / 5  # skewed, so BCa differs from percentile
     B = 2000
-    res = ss.bootstrap((x,), np.mean, method=method, n_resamples=B, vectorized=True, batch=None,
-                       confidence_level=confidence, rng=np.random.default_rng(seed))
+    res = ss.bootstrap(
+        (x,),
+        np.mean,
+        method=method,
+        n_resamples=B,
+        vectorized=True,
+        batch=None,
+        confidence_level=confidence,
+        rng=np.random.default_rng(seed),
+    )
     idx = np.random.default_rng(seed).integers(0, n, (B, n))
     boot, lo, hi = _ours(x, np.ones(n), idx, method.lower(), confidence)
     np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
@@ -82,8 +91,16 @@ def test_interval_equals_scipy_weighted_paired(method, seed, n):
     x = data_rng.beta(0.7, 2.0, size=n)
     w = data_rng.uniform(0.05, 3.0, size=n)
     B = 1500
-    res = ss.bootstrap((x, w), _wmean, paired=True, method=method, n_resamples=B, vectorized=True,
-                       batch=None, rng=np.random.default_rng(seed))
+    res = ss.bootstrap(
+        (x, w),
+        _wmean,
+        paired=True,
+        method=method,
+        n_resamples=B,
+        vectorized=True,
+        batch=None,
+        rng=np.random.default_rng(seed),
+    )
     idx = np.random.default_rng(seed).integers(0, n, (B, n))
     boot, lo, hi = _ours(x, w, idx, method.lower())
     np.testing.assert_allclose(boot.dist[:, 0], res.bootstrap_distribution, rtol=0, atol=1e-13)
@@ -136,11 +153,20 @@ def test_bca_equals_scipy_up_to_near_ties_at_small_n(seed):
     w = r.choice([0.5, 1.0, 2.0], n) if weighted else np.ones(n)
     B = 999
     if weighted:
-        res = ss.bootstrap((x, w), _wmean, paired=True, method="BCa", n_resamples=B, vectorized=True,
-                           batch=None, rng=np.random.default_rng(seed))
+        res = ss.bootstrap(
+            (x, w),
+            _wmean,
+            paired=True,
+            method="BCa",
+            n_resamples=B,
+            vectorized=True,
+            batch=None,
+            rng=np.random.default_rng(seed),
+        )
     else:
-        res = ss.bootstrap((x,), np.mean, method="BCa", n_resamples=B, vectorized=True, batch=None,
-                           rng=np.random.default_rng(seed))
+        res = ss.bootstrap(
+            (x,), np.mean, method="BCa", n_resamples=B, vectorized=True, batch=None, rng=np.random.default_rng(seed)
+        )
     idx = np.random.default_rng(seed).integers(0, n, (B, n))
     boot, lo, hi = _ours(x, w, idx, "bca")
     tol = _rounding_tolerance(x)
@@ -162,8 +188,16 @@ def test_several_columns_share_one_resampling_and_match_scipy_each():
     boot, lo, hi = _ours(x, w, idx, "bca")
     assert boot.dist.shape == (B, 3)
     for c in range(3):
-        res = ss.bootstrap((x[:, c], w), _wmean, paired=True, method="BCa", n_resamples=B, vectorized=True,
-                           batch=None, rng=np.random.default_rng(seed))
+        res = ss.bootstrap(
+            (x[:, c], w),
+            _wmean,
+            paired=True,
+            method="BCa",
+            n_resamples=B,
+            vectorized=True,
+            batch=None,
+            rng=np.random.default_rng(seed),
+        )
         assert lo[c] == pytest.approx(res.confidence_interval.low, abs=1e-12)
         assert hi[c] == pytest.approx(res.confidence_interval.high, abs=1e-12)
     # a column is linear in the data: the difference of two columns' resampled means is
@@ -206,10 +240,8 @@ def test_bootstrap_distribution_does_not_depend_on_chunk(chunk, studentized):
     data_rng = np.random.default_rng(4)
     x = np.column_stack([data_rng.uniform(size=n), data_rng.uniform(size=n)])
     w = data_rng.uniform(0.1, 2, size=n)
-    ref = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=512,
-                                studentized=studentized)
-    got = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=chunk,
-                                studentized=studentized)
+    ref = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=512, studentized=studentized)
+    got = stats.bootstrap_means(x, w, resamples=B, rng=np.random.default_rng(77), chunk=chunk, studentized=studentized)
     np.testing.assert_allclose(got.dist, ref.dist, rtol=1e-14)
     # "the same seed gives the same numbers whatever the chunk size": bit for bit
     np.testing.assert_array_equal(got.dist, ref.dist)
@@ -225,12 +257,14 @@ def test_a_column_does_not_depend_on_the_other_columns(method):
     r = np.random.default_rng(0)
     x = r.uniform(size=(n, 5))
     w = np.ones(n)
-    alone = stats.bootstrap_means(x[:, :1], w, resamples=B, rng=np.random.default_rng(3),
-                                  studentized=method == "studentized")
+    alone = stats.bootstrap_means(
+        x[:, :1], w, resamples=B, rng=np.random.default_rng(3), studentized=method == "studentized"
+    )
     lo1, hi1 = stats.interval(alone, x[:, :1], w, confidence=0.95, method=method)
     for k in (2, 3, 4, 5):
-        boot = stats.bootstrap_means(x[:, :k], w, resamples=B, rng=np.random.default_rng(3),
-                                     studentized=method == "studentized")
+        boot = stats.bootstrap_means(
+            x[:, :k], w, resamples=B, rng=np.random.default_rng(3), studentized=method == "studentized"
+        )
         lo, hi = stats.interval(boot, x[:, :k], w, confidence=0.95, method=method)
         np.testing.assert_allclose([lo[0], hi[0]], [lo1[0], hi1[0]], rtol=1e-14)
         assert (lo[0], hi[0]) == (lo1[0], hi1[0]), k
@@ -248,8 +282,7 @@ def test_indices_argument_is_chunked_consistently():
 
 def test_counts_from_indices():
     idx = np.array([[0, 0, 2], [1, 2, 1], [2, 2, 2]])
-    np.testing.assert_array_equal(stats.counts_from_indices(idx, 3),
-                                  [[2, 0, 1], [0, 2, 1], [0, 0, 3]])
+    np.testing.assert_array_equal(stats.counts_from_indices(idx, 3), [[2, 0, 1], [0, 2, 1], [0, 0, 3]])
 
 
 def _sequential_sums(idx, mat):
@@ -362,15 +395,16 @@ def test_resample_seed_depends_on_seed_and_query_list():
     np.testing.assert_array_equal(draw(5, ids), draw(5, list(ids)))
     assert not np.array_equal(draw(5, ids), draw(6, ids))
     assert not np.array_equal(draw(5, ids), draw(5, ["q1", "q2", "q4"]))
-    assert not np.array_equal(draw(2 ** 40 + 5, ids), draw(5, ids))  # high bits of the seed count
+    assert not np.array_equal(draw(2**40 + 5, ids), draw(5, ids))  # high bits of the seed count
 
 
 def test_degenerate_distribution_gives_point_interval():
     x = np.full(15, 0.25)
     w = np.random.default_rng(0).uniform(0.5, 1.5, 15)
     for method in ("percentile", "bca", "studentized"):
-        boot = stats.bootstrap_means(x, w, resamples=200, rng=np.random.default_rng(0),
-                                     studentized=method == "studentized")
+        boot = stats.bootstrap_means(
+            x, w, resamples=200, rng=np.random.default_rng(0), studentized=method == "studentized"
+        )
         with np.errstate(all="ignore"):
             lo, hi = stats.interval(boot, x, w, confidence=0.95, method=method)
         assert lo[0] == pytest.approx(0.25, abs=1e-15) and hi[0] == pytest.approx(0.25, abs=1e-15), method
@@ -467,7 +501,7 @@ def test_weighted_se_closed_forms():
     assert float(stats.weighted_se(x, np.full(33, 4.2))) == pytest.approx(s / np.sqrt(33), rel=1e-12)
     w = np.random.default_rng(2).uniform(0.1, 3, size=33)
     m = np.sum(w * x) / w.sum()
-    expected = np.sqrt(33 / 32 * np.sum(w ** 2 * (x - m) ** 2)) / w.sum()
+    expected = np.sqrt(33 / 32 * np.sum(w**2 * (x - m) ** 2)) / w.sum()
     assert float(stats.weighted_se(x, w)) == pytest.approx(expected, rel=1e-12)
     assert float(stats.weighted_se(x, 2 * w)) == pytest.approx(expected, rel=1e-12)
     # columns
@@ -577,12 +611,12 @@ def _weighted_t_by_matrices(d, w):
     h = w / w.sum()
     M = np.eye(n) - np.outer(np.ones(n), h)  # residuals r = M d
     S = M @ M.T  # Cov(r) / sigma^2
-    lam = h ** 2 / np.diag(S)  # each squared residual over its expected share
+    lam = h**2 / np.diag(S)  # each squared residual over its expected share
     r = M @ d
-    se = np.sqrt(np.sum(lam * r ** 2))
+    se = np.sqrt(np.sum(lam * r**2))
     A = M.T @ np.diag(lam) @ M  # se^2 = d' A d
     # Satterthwaite's degrees of freedom of d' A d, bounded by Kish's n_eff - 1
-    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w ** 2) - 1)
+    df = min(np.trace(A) ** 2 / np.trace(A @ A), w.sum() ** 2 / np.sum(w**2) - 1)
     return float(h @ d), se, df, lam, S
 
 
@@ -599,9 +633,9 @@ def test_weighted_t_test_closed_form_and_unbiased_standard_error(seed):
     assert df2 == pytest.approx(df, rel=1e-9)
     # E[se^2] = sigma^2 sum(lam_i S_ii) equals Var(m) = sigma^2 sum h^2 for equal-variance differences
     h = w / w.sum()
-    assert np.sum(lam * np.diag(S)) == pytest.approx(np.sum(h ** 2), rel=1e-12)
+    assert np.sum(lam * np.diag(S)) == pytest.approx(np.sum(h**2), rel=1e-12)
     # the uncorrected weighted standard error of the former test does not
-    assert np.sum(h ** 2 * np.diag(S)) < 0.999 * np.sum(h ** 2)
+    assert np.sum(h**2 * np.diag(S)) < 0.999 * np.sum(h**2)
     p = stats.paired_t_test(d, w)
     if df >= 1:
         assert p == pytest.approx(2 * ss.t.sf(abs(m / se), df), rel=1e-8)
@@ -680,20 +714,23 @@ def _brute_force_p(d, w):
     return count / 2 ** len(d)
 
 
-@pytest.mark.parametrize("case", [
-    # generic values, uniform weights
-    ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22], None),
-    # generic values with weights
-    ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22, -0.11, 0.04], [1, 2, 0.5, 3, 1, 1, 0.25, 2, 1.5, 1]),
-    # many exact ties between sign vectors (values on a grid), with zeros
-    ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5, 0.25, 0.0, 0.5, 0.25], None),
-    ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5], [2, 1, 1, 4, 2, 1, 1]),
-    # decimal values whose float sums are not exact
-    ([0.1, 0.2, -0.3, 0.1, 0.2, 0.3, -0.1, 0.4, 0.1, -0.2, 0.3, 0.1], None),
-    ([0.1, 0.2, -0.3, 0.3, 0.1, -0.1], [0.1, 0.2, 0.3, 0.1, 0.6, 0.3]),
-    # all positive: only the identity and its mirror reach |T|
-    ([0.3, 0.1, 0.2, 0.05, 0.4, 0.15], None),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        # generic values, uniform weights
+        ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22], None),
+        # generic values with weights
+        ([0.12, -0.05, 0.3, 0.07, -0.2, 0.15, 0.01, 0.22, -0.11, 0.04], [1, 2, 0.5, 3, 1, 1, 0.25, 2, 1.5, 1]),
+        # many exact ties between sign vectors (values on a grid), with zeros
+        ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5, 0.25, 0.0, 0.5, 0.25], None),
+        ([0.25, -0.25, 0.5, 0.0, 0.25, 0.75, -0.5], [2, 1, 1, 4, 2, 1, 1]),
+        # decimal values whose float sums are not exact
+        ([0.1, 0.2, -0.3, 0.1, 0.2, 0.3, -0.1, 0.4, 0.1, -0.2, 0.3, 0.1], None),
+        ([0.1, 0.2, -0.3, 0.3, 0.1, -0.1], [0.1, 0.2, 0.3, 0.1, 0.6, 0.3]),
+        # all positive: only the identity and its mirror reach |T|
+        ([0.3, 0.1, 0.2, 0.05, 0.4, 0.15], None),
+    ],
+)
 def test_randomization_exact_equals_brute_force(case):
     d, w = case
     d = np.asarray(d, float)
@@ -717,7 +754,7 @@ def test_randomization_all_positive_small_n_closed_form():
     for n in (3, 10, 20):
         d = np.linspace(0.1, 0.5, n)
         p, exact = stats.randomization_test(d, np.ones(n), resamples=1000, rng=np.random.default_rng(0))
-        assert exact and p == pytest.approx(2 / 2 ** n)
+        assert exact and p == pytest.approx(2 / 2**n)
 
 
 @pytest.mark.parametrize("n", [5, 20, 21, 40])
@@ -812,13 +849,40 @@ def test_holm():
 def test_benjamini_hochberg():
     # sorted ranks: 0.005*4/1, 0.01*4/2, 0.03*4/3, 0.04*4/4 -> step-up minimum
     np.testing.assert_allclose(stats.correct(P4, "benjamini_hochberg"), [0.02, 0.04, 0.04, 0.02])
-    ps = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216, 0.222, 0.251, 0.269, 0.275,
-          0.34, 0.341, 0.384, 0.569, 0.594, 0.696, 0.762, 0.94, 0.942, 0.975, 0.986]  # Benjamini & Hochberg 1995
-    np.testing.assert_allclose(stats.correct(ps, "benjamini_hochberg"),
-                               ss.false_discovery_control(ps, method="bh"), rtol=1e-12)
+    ps = [
+        0.001,
+        0.008,
+        0.039,
+        0.041,
+        0.042,
+        0.06,
+        0.074,
+        0.205,
+        0.212,
+        0.216,
+        0.222,
+        0.251,
+        0.269,
+        0.275,
+        0.34,
+        0.341,
+        0.384,
+        0.569,
+        0.594,
+        0.696,
+        0.762,
+        0.94,
+        0.942,
+        0.975,
+        0.986,
+    ]  # Benjamini & Hochberg 1995
+    np.testing.assert_allclose(
+        stats.correct(ps, "benjamini_hochberg"), ss.false_discovery_control(ps, method="bh"), rtol=1e-12
+    )
     shuffled = np.random.default_rng(0).permutation(ps)
-    np.testing.assert_allclose(stats.correct(shuffled, "benjamini_hochberg"),
-                               ss.false_discovery_control(shuffled, method="bh"), rtol=1e-12)
+    np.testing.assert_allclose(
+        stats.correct(shuffled, "benjamini_hochberg"), ss.false_discovery_control(shuffled, method="bh"), rtol=1e-12
+    )
 
 
 def test_correction_none_and_single():
@@ -879,7 +943,7 @@ def test_t_degrees_of_freedom_against_matrices_with_a_dominant_weight():
         h = lw / lw.sum()
         n = w.size
         M = np.eye(n, dtype=np.longdouble) - np.outer(np.ones(n, dtype=np.longdouble), h)
-        lam = h ** 2 / np.diag(M @ M.T)
+        lam = h**2 / np.diag(M @ M.T)
         A = M.T @ np.diag(lam) @ M
-        want = min(float(np.trace(A) ** 2 / np.trace(A @ A)), float(lw.sum() ** 2 / np.sum(lw ** 2) - 1))
+        want = min(float(np.trace(A) ** 2 / np.trace(A @ A)), float(lw.sum() ** 2 / np.sum(lw**2) - 1))
         assert stats.t_degrees_of_freedom(w) == pytest.approx(want, rel=1e-6)

@@ -79,8 +79,16 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
             for bound in ("ci_low", "ci_high"):  # the interval: metrics of both runs
                 assert child.data.metrics[f"{key}.{bound}"] == pytest.approx(entry[bound], rel=1e-12)
                 assert parent.data.metrics[f"{name}.{key}.{bound}"] == pytest.approx(entry[bound], rel=1e-12)
-            for field in ("n_evaluated", "n_excluded", "n_missing", "n_empty_ideal", "std_error", "n_eff",
-                          "weight_sum", "judged_coverage"):  # counts and the rest: the figures table, not metrics
+            for field in (
+                "n_evaluated",
+                "n_excluded",
+                "n_missing",
+                "n_empty_ideal",
+                "std_error",
+                "n_eff",
+                "weight_sum",
+                "judged_coverage",
+            ):  # counts and the rest: the figures table, not metrics
                 # MLflow writes a table's numbers to 10 decimal places (pandas' to_json)
                 assert figures[key][field] == pytest.approx(entry[field], rel=1e-12, abs=1e-10), (name, key, field)
                 assert not any(field in metric for metric in child.data.metrics), field
@@ -97,7 +105,8 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
 
     comparisons = summary["comparisons"]
     assert {(c["candidate"], c["key"]) for c in comparisons} == {
-        (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")}
+        (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
+    }
     assert not any(key.startswith("compare.") for key in by_name["bm25"].data.metrics)  # the baseline
     for c in comparisons:
         child = by_name[c["candidate"]]
@@ -111,29 +120,59 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
             assert table[c["key"]][figure] == pytest.approx(c[figure], rel=1e-12, abs=1e-10), figure
 
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "summary.json", "per_query.csv", "per_query_table.json", "comparisons_table.json",
-            "figures_table.json", "comparisons.csv", "wins_losses.json", "wins_losses.md"} <= names
+    assert {
+        "spec.yaml",
+        "summary.json",
+        "per_query.csv",
+        "per_query_table.json",
+        "comparisons_table.json",
+        "figures_table.json",
+        "comparisons.csv",
+        "wins_losses.json",
+        "wins_losses.md",
+    } <= names
     local = Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path / "dl")))
     assert local.read_bytes() == spec_path.read_bytes()
     assert len(_table(client, parent.info.run_id, "per_query_table.json", tmp_path)) == 3 * 240 * 3
     assert len(_table(client, parent.info.run_id, "figures_table.json", tmp_path)) == 3 * 3
     child_files = {a.path for a in client.list_artifacts(by_name["bm25"].info.run_id)}
-    assert {"bm25.per_query.csv", "bm25.top.csv", "summary.json", "per_query_table.json",
-            "figures_table.json", "sensitivity_table.json"} <= child_files
+    assert {
+        "bm25.per_query.csv",
+        "bm25.top.csv",
+        "summary.json",
+        "per_query_table.json",
+        "figures_table.json",
+        "sensitivity_table.json",
+    } <= child_files
     # the MLflow UI finds a run's tables through this tag, which log_table would have set
-    for run_id, tables in ((parent.info.run_id, {"per_query_table.json", "figures_table.json", "comparisons_table.json",
-                                                 "sensitivity_table.json"}),
-                           (by_name["reranker-v2"].info.run_id, {"per_query_table.json", "figures_table.json",
-                                                                 "comparisons_table.json", "sensitivity_table.json"}),
-                           (by_name["bm25"].info.run_id, {"per_query_table.json", "figures_table.json",
-                                                          "sensitivity_table.json"})):
+    for run_id, tables in (
+        (
+            parent.info.run_id,
+            {"per_query_table.json", "figures_table.json", "comparisons_table.json", "sensitivity_table.json"},
+        ),
+        (
+            by_name["reranker-v2"].info.run_id,
+            {"per_query_table.json", "figures_table.json", "comparisons_table.json", "sensitivity_table.json"},
+        ),
+        (by_name["bm25"].info.run_id, {"per_query_table.json", "figures_table.json", "sensitivity_table.json"}),
+    ):
         listed = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
         assert {e["path"] for e in listed} == tables and {e["type"] for e in listed} == {"table"}
         assert tables <= {a.path for a in client.list_artifacts(run_id)}
 
     per_query = pd.read_csv(out / "per_query.csv", dtype={"cutoff": str})
-    for col in ("system", "query_id", "cutoff", "ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage",
-                "weight", "status"):
+    for col in (
+        "system",
+        "query_id",
+        "cutoff",
+        "ndcg",
+        "dcg",
+        "idcg",
+        "idcg_candidates",
+        "judged_coverage",
+        "weight",
+        "status",
+    ):
         assert col in per_query.columns
     bm25_10 = per_query[(per_query.system == "bm25") & (per_query.cutoff == "10")]
     assert bm25_10.ndcg.mean() == pytest.approx(summary["systems"]["bm25"]["ndcg_at_10"]["mean"], rel=1e-12)
@@ -218,28 +257,70 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
     for search in README_SEARCHES.values():
         assert search.split(" = ")[0].split(" LIKE ")[0] in readme, search
     spec_path = demo_copy / "demo.yaml"
-    assert main(["run", str(spec_path), "--out", str(tmp_path / "o"), "--quiet", "--set", "uncertainty.resamples=200",
-                 "--set", "report.sensitivity=false", "--set", "mlflow.tags={team: search}",
-                 "--tag", "ticket=SEARCH-123"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(spec_path),
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+                "--set",
+                "uncertainty.resamples=200",
+                "--set",
+                "report.sensitivity=false",
+                "--set",
+                "mlflow.tags={team: search}",
+                "--tag",
+                "ticket=SEARCH-123",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     recorded = (tmp_path / "o" / "spec.yaml").read_text()
     assert hashlib.sha256(recorded.encode()).hexdigest() == summary["spec_sha256"]  # the digest of what ran
     assert "resamples: 200" in recorded and "--set uncertainty.resamples=200" in recorded
     assert summary["spec_sha256"] != hashlib.sha256(spec_path.read_bytes()).hexdigest()
-    child = {r.data.tags["ndcg_mlflow.system"]: r.info.run_id for r in _runs(tracking_uri)
-             if r.data.tags["ndcg_mlflow.role"] == "system"}
-    assert main(["compare", child["bm25"], child["reranker-v2"], "--out", str(tmp_path / "c"), "--quiet",
-                 "--tag", "ticket=SEARCH-123"]) == 0
-    values = {"spec": summary["spec_sha256"], "qrels": summary["files"]["qrels"]["sha256"],
-              "run_file": summary["files"]["system:reranker-v2"]["sha256"]}
+    child = {
+        r.data.tags["ndcg_mlflow.system"]: r.info.run_id
+        for r in _runs(tracking_uri)
+        if r.data.tags["ndcg_mlflow.role"] == "system"
+    }
+    assert (
+        main(
+            [
+                "compare",
+                child["bm25"],
+                child["reranker-v2"],
+                "--out",
+                str(tmp_path / "c"),
+                "--quiet",
+                "--tag",
+                "ticket=SEARCH-123",
+            ]
+        )
+        == 0
+    )
+    values = {
+        "spec": summary["spec_sha256"],
+        "qrels": summary["files"]["qrels"]["sha256"],
+        "run_file": summary["files"]["system:reranker-v2"]["sha256"],
+    }
 
     def kinds(search: str) -> list[tuple[str, str]]:
-        found = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                   filter_string=README_SEARCHES[search].format(**values))
+        found = mlflow.search_runs(
+            search_all_experiments=True, output_format="list", filter_string=README_SEARCHES[search].format(**values)
+        )
         return sorted((r.data.tags["ndcg_mlflow.role"], r.data.tags.get("ndcg_mlflow.system", "")) for r in found)
 
-    every = [("comparison", ""), ("evaluation", ""), ("system", "bm25"), ("system", "dense-ties"),
-             ("system", "reranker-v2")]
+    every = [
+        ("comparison", ""),
+        ("evaluation", ""),
+        ("system", "bm25"),
+        ("system", "dense-ties"),
+        ("system", "reranker-v2"),
+    ]
     assert kinds("spec") == every
     assert kinds("judgments") == every
     assert kinds("custom") == every
@@ -249,8 +330,9 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
     assert comparison.data.tags["ndcg_mlflow.baseline"] == "bm25"
     assert comparison.data.tags["ndcg_mlflow.candidate"] == "reranker-v2"
     assert "team" not in comparison.data.tags  # the spec's tags are the evaluation's; --tag is on every run
-    assert all(r.data.tags["team"] == "search" for r in _runs(tracking_uri)
-               if r.data.tags["ndcg_mlflow.role"] != "comparison")
+    assert all(
+        r.data.tags["team"] == "search" for r in _runs(tracking_uri) if r.data.tags["ndcg_mlflow.role"] != "comparison"
+    )
     # one key per figure across run kinds: the comparison run charts what the candidate's system run charts
     candidate = next(r for r in _runs(tracking_uri) if r.data.tags.get("ndcg_mlflow.system") == "reranker-v2")
     compare_keys = {k for k in candidate.data.metrics if k.startswith("compare.")}
@@ -260,8 +342,11 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
     # run names a person tells apart: spec name, systems, data digest, time
     parent = runs["evaluation"]
     digest = parent.data.tags["ndcg_mlflow.data_sha256"]
-    assert re.fullmatch(rf"demo-product-search · bm25, reranker-v2, dense-ties · data {digest[:8]} · "
-                        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", parent.info.run_name), parent.info.run_name
+    assert re.fullmatch(
+        rf"demo-product-search · bm25, reranker-v2, dense-ties · data {digest[:8]} · "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",
+        parent.info.run_name,
+    ), parent.info.run_name
     assert candidate.info.run_name.startswith("reranker-v2 · demo-product-search · ")
     assert comparison.info.run_name.startswith("compare reranker-v2 vs bm25 · ")
     assert "nDCG evaluation 'demo-product-search'" in parent.data.tags["mlflow.note.content"]
@@ -270,12 +355,31 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
 
 @pytest.mark.integration
 def test_spec_run_name_names_the_runs(tracking_uri, demo_copy, tmp_path):
-    assert main(["run", str(demo_copy / "demo.yaml"), "--out", str(tmp_path / "o"), "--quiet", "--set",
-                 "uncertainty.resamples=200", "--set", "report.sensitivity=false", "--set",
-                 "mlflow.run_name=nightly 2026-12-01"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(demo_copy / "demo.yaml"),
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+                "--set",
+                "uncertainty.resamples=200",
+                "--set",
+                "report.sensitivity=false",
+                "--set",
+                "mlflow.run_name=nightly 2026-12-01",
+            ]
+        )
+        == 0
+    )
     names = sorted(r.info.run_name for r in _runs(tracking_uri))
-    assert names == ["bm25 · nightly 2026-12-01", "dense-ties · nightly 2026-12-01", "nightly 2026-12-01",
-                     "reranker-v2 · nightly 2026-12-01"]
+    assert names == [
+        "bm25 · nightly 2026-12-01",
+        "dense-ties · nightly 2026-12-01",
+        "nightly 2026-12-01",
+        "reranker-v2 · nightly 2026-12-01",
+    ]
 
 
 @pytest.mark.integration
@@ -294,12 +398,21 @@ def test_system_names_mlflow_accepts_are_logged_and_compared(request, tmp_path, 
     write_qrels(tmp_path, {"q1": {"a": 2, "b": 1}, "q2": {"c": 1}, "q3": {"d": 3, "e": 1}})
     base = write_run(tmp_path, {"q1": ["b", "a"], "q2": ["x", "c"], "q3": ["e", "d"]}, "base.run")
     cand = write_run(tmp_path, {"q1": ["a", "b"], "q2": ["c"], "q3": ["d", "e"]}, "cand.run")
-    spec = {"spec_version": 1, "name": name,
-            "metric": {"preset": "trec_eval", "cutoffs": [2]}, "queries": {"weights": "uniform"},
-            "data": {"qrels": "qrels.txt", "systems": {"team/base v1": base, "team/model v2": cand}},
-            "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1},
-            "comparison": {"baseline": "team/base v1", "test": "both", "correction": "none", "wins_losses": 2,
-                           "tie_tolerance": 1e-9}}
+    spec = {
+        "spec_version": 1,
+        "name": name,
+        "metric": {"preset": "trec_eval", "cutoffs": [2]},
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.txt", "systems": {"team/base v1": base, "team/model v2": cand}},
+        "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 1},
+        "comparison": {
+            "baseline": "team/base v1",
+            "test": "both",
+            "correction": "none",
+            "wins_losses": 2,
+            "tie_tolerance": 1e-9,
+        },
+    }
     import yaml
 
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
@@ -309,13 +422,26 @@ def test_system_names_mlflow_accepts_are_logged_and_compared(request, tmp_path, 
     parent = runs[None]
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert parent.data.metrics["team/model v2.ndcg_at_2"] == pytest.approx(
-        summary["systems"]["team/model v2"]["ndcg_at_2"]["mean"], rel=1e-12)
+        summary["systems"]["team/model v2"]["ndcg_at_2"]["mean"], rel=1e-12
+    )
     cand_run = runs["team/model v2"]
     assert cand_run.data.metrics["compare.ndcg_at_2.delta"] == pytest.approx(summary["comparisons"][0]["delta"])
     assert "compare.ndcg_at_2.p_t_test" in cand_run.data.metrics  # test: both
     out = tmp_path / "c"
-    assert main(["compare", runs["team/base v1"].info.run_id, cand_run.info.run_id, "--out", str(out), "--quiet",
-                 "--no-mlflow"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                runs["team/base v1"].info.run_id,
+                cand_run.info.run_id,
+                "--out",
+                str(out),
+                "--quiet",
+                "--no-mlflow",
+            ]
+        )
+        == 0
+    )
     got = json.loads((out / "summary.json").read_text())["comparisons"][0]
     assert got["delta"] == pytest.approx(summary["comparisons"][0]["delta"], rel=1e-12)
 
@@ -381,8 +507,23 @@ def test_upload_tags_and_tags_set_again_on_a_logged_folder(tracking_uri, demo_co
     """--tag on upload reaches every run; an upload of a folder logged before reuses its runs and sets the new
     tags on them; a --tag MLflow would refuse stops the command before any work."""
     out = tmp_path / "o"
-    assert main(["run", str(demo_copy / "demo.yaml"), "--out", str(out), "--quiet", "--no-mlflow", "--set",
-                 "uncertainty.resamples=200", "--set", "report.sensitivity=false"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(demo_copy / "demo.yaml"),
+                "--out",
+                str(out),
+                "--quiet",
+                "--no-mlflow",
+                "--set",
+                "uncertainty.resamples=200",
+                "--set",
+                "report.sensitivity=false",
+            ]
+        )
+        == 0
+    )
     assert main(["upload", str(out), "--quiet", "--tag", "team=search"]) == 0
     assert main(["upload", str(out), "--quiet", "--tag", "ticket=SEARCH-123"]) == 0
     runs = _runs(tracking_uri)
@@ -394,8 +535,9 @@ def test_upload_tags_and_tags_set_again_on_a_logged_folder(tracking_uri, demo_co
     assert main(["upload", str(out), "--tag", "nokey"]) == 2
 
 
-@pytest.mark.parametrize(("n_metrics", "n_params", "n_tags"), [(3, 2, 1), (0, 0, 0), (2500, 7, 3), (5, 250, 99),
-                                                                (1, 1, 100)])
+@pytest.mark.parametrize(
+    ("n_metrics", "n_params", "n_tags"), [(3, 2, 1), (0, 0, 0), (2500, 7, 3), (5, 250, 99), (1, 1, 100)]
+)
 def test_a_batch_splits_at_mlflow_limits_and_sets_the_final_tags_last(n_metrics, n_params, n_tags):
     """``log_batch`` sends every metric, param and tag once, each request within MLflow's limits, and the final
     tags (logging complete) in the last request only, alone or with the last part: in one request when all fits."""
@@ -413,8 +555,7 @@ def test_a_batch_splits_at_mlflow_limits_and_sets_the_final_tags_last(n_metrics,
     params = {f"p{i}": str(i) for i in range(n_params)}
     tags = {f"t{i}": str(i) for i in range(n_tags)}
     tc.log_batch(rec, "run", metrics, params, tags, final_tags={"ndcg_mlflow.logging": "complete"})
-    assert all(len(m) <= tc.MAX_METRICS and len(p) <= tc.MAX_PARAMS and len(t) <= tc.MAX_TAGS
-               for m, p, t in rec.calls)
+    assert all(len(m) <= tc.MAX_METRICS and len(p) <= tc.MAX_PARAMS and len(t) <= tc.MAX_TAGS for m, p, t in rec.calls)
     assert sorted(x.key for m, _, _ in rec.calls for x in m) == sorted(metrics)
     assert sorted(x.key for _, p, _ in rec.calls for x in p) == sorted(params)
     sent_tags = [x.key for _, _, t in rec.calls for x in t]

@@ -40,8 +40,7 @@ def _spec(qrels, systems, *, gain="exponential", ideal="judged_catalog", cutoffs
 def _evaluate(tmp_path, order, *, gain="exponential", ideal="judged_catalog", cutoffs=(3,)):
     qrels = _write_qrels(tmp_path)
     run = _write_run(tmp_path, order, "sys.run")
-    return ndcg_mlflow.evaluate(_spec(qrels, {"sys": run}, gain=gain, ideal=ideal, cutoffs=cutoffs),
-                                base_dir=tmp_path)
+    return ndcg_mlflow.evaluate(_spec(qrels, {"sys": run}, gain=gain, ideal=ideal, cutoffs=cutoffs), base_dir=tmp_path)
 
 
 def _row(result, cutoff="3", system="sys", query="q1"):
@@ -96,7 +95,7 @@ def test_order_bdac_matches_explainer_sklearn_snippet(tmp_path):
 
     grades = np.array([[3, 2, 1, 0]])  # A, B, C, D
     scores = np.array([[2, 4, 1, 3]])  # order B, D, A, C
-    for gain, gains in [("exponential", 2.0 ** grades - 1), ("linear", grades)]:
+    for gain, gains in [("exponential", 2.0**grades - 1), ("linear", grades)]:
         sub = tmp_path / gain
         sub.mkdir()
         row = _row(_evaluate(sub, ["B", "D", "A", "C"], gain=gain))

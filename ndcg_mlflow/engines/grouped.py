@@ -102,14 +102,21 @@ def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:
 
     g = F.pmod(F.xxhash64(F.col("query_id"), F.lit(seed)), F.lit(groups)).alias("_group")
     valid = F.col("x").isNotNull()
-    table = rows.groupBy(F.col("key"), g).agg(
-        F.sum(F.when(valid, F.col("weight") * F.col("x"))).alias("v"),
-        F.sum(F.when(valid, F.col("weight"))).alias("w"),
-        F.count(F.when(valid, F.lit(1))).alias("n")).toArrow()
+    table = (
+        rows.groupBy(F.col("key"), g)
+        .agg(
+            F.sum(F.when(valid, F.col("weight") * F.col("x"))).alias("v"),
+            F.sum(F.when(valid, F.col("weight"))).alias("w"),
+            F.count(F.when(valid, F.lit(1))).alias("n"),
+        )
+        .toArrow()
+    )
     keys = np.asarray(table.column("key").to_pylist(), dtype=object)
     at = np.asarray(table.column("_group").to_numpy(zero_copy_only=False), dtype=np.int64)
-    cols = {c: np.nan_to_num(np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64))
-            for c in ("v", "w", "n")}
+    cols = {
+        c: np.nan_to_num(np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64))
+        for c in ("v", "w", "n")
+    }
     out: dict[str, GroupSums] = {}
     for key in sorted(set(keys.tolist())):
         sel = keys == key
@@ -122,5 +129,13 @@ def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:
     return out
 
 
-__all__ = ["GROUPS", "GroupSums", "GroupedStatistics", "group_counts", "group_interval", "group_sign_flip",
-           "group_sums_spark", "group_units"]
+__all__ = [
+    "GROUPS",
+    "GroupSums",
+    "GroupedStatistics",
+    "group_counts",
+    "group_interval",
+    "group_sign_flip",
+    "group_sums_spark",
+    "group_units",
+]

@@ -170,16 +170,37 @@ every cutoff) and the meta row's ``alt_overflow`` the alternatives whose numbers
 ``duplicate_rate`` and one ``shown`` row per document shown in the bucket (:mod:`.spark_companions`)."""
 
 # the errors a bucket reports, in the order the local engine checks them
-_ERROR_ORDER = ("null:query_id", "null:doc_id", "null:rank", "null:score", "empty:query_id", "empty:doc_id",
-                "nonfinite:score", "rank", "duplicate", "unjudged", "overflow")
+_ERROR_ORDER = (
+    "null:query_id",
+    "null:doc_id",
+    "null:rank",
+    "null:score",
+    "empty:query_id",
+    "empty:doc_id",
+    "nonfinite:score",
+    "rank",
+    "duplicate",
+    "unjudged",
+    "overflow",
+)
 
 
-def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, qrels: Any = None,
-             systems: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
-             base_dir: str | Path | None = None, progress=None, buckets: int | None = None,
-             prefilter: bool | None = None, driver_queries: int | None = None,
-             per_query_path: str | Path | None = None, groups: int = GROUPS,
-             driver_judgments: int | None = None) -> EvaluationResult | GroupedResult:
+def evaluate(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    spark: Any = None,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+    buckets: int | None = None,
+    prefilter: bool | None = None,
+    driver_queries: int | None = None,
+    per_query_path: str | Path | None = None,
+    groups: int = GROUPS,
+    driver_judgments: int | None = None,
+) -> EvaluationResult | GroupedResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
@@ -208,11 +229,14 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
         if n_evaluated > limit:
             check_grouped(spec)
             if progress:
-                progress(f"{n_evaluated:,} evaluated queries (counted in Spark, where the judgments are), more "
-                         f"than the {limit:,} whose per-query rows come back to the driver: per-query table to "
-                         f"{per_query_path}, statistics from {groups} groups")
-            return _evaluate_grouped(spark, spec, in_spark, systems, _grouped_target(per_query_path, groups),
-                                     progress, buckets, groups)
+                progress(
+                    f"{n_evaluated:,} evaluated queries (counted in Spark, where the judgments are), more "
+                    f"than the {limit:,} whose per-query rows come back to the driver: per-query table to "
+                    f"{per_query_path}, statistics from {groups} groups"
+                )
+            return _evaluate_grouped(
+                spark, spec, in_spark, systems, _grouped_target(per_query_path, groups), progress, buckets, groups
+            )
         in_spark.release()  # within the limit: the per-query rows come to the driver, the judgments too
     judged = _judged(spark, spec, qrels, columns, prefilter)
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
@@ -223,31 +247,37 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     if len(query_ids) > limit and per_query_path is not None:
         check_grouped(spec)  # before any Spark job
         if progress:
-            progress(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows come back "
-                     f"to the driver: per-query table to {per_query_path}, statistics from {groups} groups")
+            progress(
+                f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows come back "
+                f"to the driver: per-query table to {per_query_path}, statistics from {groups} groups"
+            )
         # the judgments already read and prepared go on to the grouped path (read once)
-        return _evaluate_grouped(spark, spec, judged, systems, _grouped_target(per_query_path, groups), progress,
-                                 buckets, groups)
+        return _evaluate_grouped(
+            spark, spec, judged, systems, _grouped_target(per_query_path, groups), progress, buckets, groups
+        )
     if len(query_ids) > limit:
-        raise EvaluationError(f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
-                              f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
-                              f"evaluate with ndcg_mlflow.engines.spark.evaluate_grouped, which writes the "
-                              f"per-query table to Parquet and computes the statistics from per-group sums.")
+        raise EvaluationError(
+            f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
+            f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
+            f"evaluate with ndcg_mlflow.engines.spark.evaluate_grouped, which writes the "
+            f"per-query table to Parquet and computes the statistics from per-group sums."
+        )
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the engine's own
     alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets, computed = _system_rows(spark, spec, name, source, shared,
-                                                                        judged_df, depth, buckets, progress, alts,
-                                                                        judged.companions)
+        out_df, run_df, label, info, n_buckets, computed = _system_rows(
+            spark, spec, name, source, shared, judged_df, depth, buckets, progress, alts, judged.companions
+        )
         files.append(info)
         with comps.kept(out_df, judged.companions) as (out_df, rows_df):
             rows = rows_df.toArrow()
             duplicates = _duplicates(spark, run_df, rows) if depth is not None and not _early_error(rows) else None
-            systems_out[name], alt_out[name] = _assemble(name, label, metric, rows, query_ids, weights, notes,
-                                                         duplicates, [(r, a) for r, a, _ in computed])
+            systems_out[name], alt_out[name] = _assemble(
+                name, label, metric, rows, query_ids, weights, notes, duplicates, [(r, a) for r, a, _ in computed]
+            )
             if judged.companions is not None:
                 comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
@@ -258,25 +288,31 @@ def evaluate(spec: str | Path | Mapping[str, Any] | Spec, *, spark: Any = None, 
     return statistics(result, progress, by_alternative)
 
 
-def _alternative_ndcg(alts: Sequence[tuple[str, str, Metric]], systems: dict[str, SystemResult],
-                      computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
-                      notes: list[str]) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+def _alternative_ndcg(
+    alts: Sequence[tuple[str, str, Metric]],
+    systems: dict[str, SystemResult],
+    computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
+    notes: list[str],
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     """Every system's per-query nDCG under each alternative (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`),
     from the buckets' rows (``computed``: per system, the arrays and the alternatives that overflowed in some
     bucket). The declared numbers are the systems' own. An alternative that overflowed for some system is NaN
     for every system (as locally: undefined); one some system's rows could not give (:func:`computable`) is
     left out of the table, and a note says so."""
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {
-        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}}
+        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}
+    }
     overflowed = set().union(*(over for _, over in computed.values()))
     for rule, alt, _ in alts:
         key = (rule, alt)
         lacking = [name for name in systems if key not in computed[name][0]]
         if lacking:
-            notes.append(f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
-                         f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
-                         f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
-                         f"see this alternative")
+            notes.append(
+                f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
+                f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
+                f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
+                f"see this alternative"
+            )
             continue
         if key in overflowed:
             out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
@@ -314,8 +350,7 @@ class _Judged:
             self.spark_side.release()
 
 
-def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
-            prefilter: bool | None) -> _Judged:
+def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None, prefilter: bool | None) -> _Judged:
     shared = dict(columns or {})
     qrels_table, qrels_info = _judgments(spark, spec, qrels, shared)
     files: list[FileInfo] = [qrels_info]
@@ -328,8 +363,9 @@ def _judged(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | Non
     return _Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
 
 
-def _judged_in_spark(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
-                     prefilter: bool | None) -> _Judged:
+def _judged_in_spark(
+    spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None, prefilter: bool | None
+) -> _Judged:
     """:func:`_judged` with the judgments, the evaluated query set and the weights read, checked and kept in Spark
     (:func:`.spark_judgments.spark_judgments`)."""
     shared = dict(columns or {})
@@ -344,8 +380,9 @@ def _judged_in_spark(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, s
     return _Judged(shared, None, files, None, None, side.judged_df, depth, reason, companions, side)
 
 
-def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None,
-                      driver_judgments: int | None) -> bool:
+def _judgments_beyond(
+    spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, str] | None, driver_judgments: int | None
+) -> bool:
     """Whether the judgments are more than ``driver_judgments`` (default :data:`DRIVER_JUDGMENTS`) rows: they are
     then kept in Spark on the grouped path. A text file of at most that many bytes is within (each judgment
     takes a line); a Parquet file's rows are in its footer; else Spark counts them (up to the limit). An in-memory
@@ -376,10 +413,19 @@ def _judgments_beyond(spark: Any, spec: Spec, qrels: Any, columns: Mapping[str, 
     return bool(frame.limit(limit + 1).count() > limit)
 
 
-def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], judged_df: Any,
-                 depth: int | None, buckets: int | None, progress,
-                 alternatives: Sequence[tuple[str, str, Metric]] = (),
-                 companions: comps.CompanionFrames | None = None) -> tuple[Any, Any, str, FileInfo, int, list]:
+def _system_rows(
+    spark: Any,
+    spec: Spec,
+    name: str,
+    source: Any,
+    shared: dict[str, str],
+    judged_df: Any,
+    depth: int | None,
+    buckets: int | None,
+    progress,
+    alternatives: Sequence[tuple[str, str, Metric]] = (),
+    companions: comps.CompanionFrames | None = None,
+) -> tuple[Any, Any, str, FileInfo, int, list]:
     """One system's bucket rows (:data:`RESULT_SCHEMA`) as a DataFrame, not yet computed; its run DataFrame,
     label, file information, bucket count and which of ``alternatives`` (sensitivity's, without the declared
     metric) the rows hold (:func:`computable`)."""
@@ -391,8 +437,11 @@ def _system_rows(spark: Any, spec: Spec, name: str, source: Any, shared: dict[st
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
     alts = computable(alternatives, has_rank)
     metrics = [m for _, _, m in alts]
-    shuffled = _prefiltered(run_df, judged_df, spec.metric, depth, has_rank, metrics) if depth is not None else \
-        run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
+    shuffled = (
+        _prefiltered(run_df, judged_df, spec.metric, depth, has_rank, metrics)
+        if depth is not None
+        else run_df.withColumn("_extra", _zero()).withColumn("_chunk", _zero())
+    )
     shuffled = comps.with_groups(shuffled, companions)
     plan = companions.plan if companions is not None else None
     out = _bucket_results(shuffled, judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)
@@ -422,8 +471,10 @@ def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None)
     elif len(finite) < len(metric.cutoffs):
         why = "the cutoff 'all' needs every returned row"
     elif n_judgments > PREFILTER_MAX_JUDGMENTS:
-        why = (f"{n_judgments:,} evaluated judgments, more than the {PREFILTER_MAX_JUDGMENTS:,} joined to the run "
-               f"rows before the shuffle")
+        why = (
+            f"{n_judgments:,} evaluated judgments, more than the {PREFILTER_MAX_JUDGMENTS:,} joined to the run "
+            f"rows before the shuffle"
+        )
     if why is not None:
         if wanted:
             raise SpecError("prefilter", f"the top-K pre-filter cannot apply: {why}.")
@@ -458,8 +509,9 @@ def _session(spark: Any) -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise EvaluationError("the Spark engine needs pyspark: pip install 'ndcg-mlflow[spark]' (and Java 17; "
-                              "check with java -version).") from None
+        raise EvaluationError(
+            "the Spark engine needs pyspark: pip install 'ndcg-mlflow[spark]' (and Java 17; check with java -version)."
+        ) from None
     if spark is False:  # only checking that pyspark is there
         return None
     if callable(spark):  # a function making the session, called once Spark is needed (a session is not callable)
@@ -467,8 +519,9 @@ def _session(spark: Any) -> Any:
     if spark is None:
         spark = SparkSession.getActiveSession()
         if spark is None:
-            raise EvaluationError("the Spark engine needs a SparkSession: pass spark=session (or start one "
-                                  "before evaluating).")
+            raise EvaluationError(
+                "the Spark engine needs a SparkSession: pass spark=session (or start one before evaluating)."
+            )
     return spark
 
 
@@ -508,9 +561,12 @@ def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tu
 
 def _check_judgment_count(n: int, label: str) -> None:
     if n > MAX_JUDGMENTS:
-        raise DataError(label, f"more than {MAX_JUDGMENTS:,} judgments: the Spark engine reads the judgments on "
-                               f"the driver (it assumes they are small next to the runs); this many is beyond "
-                               f"that limit.")
+        raise DataError(
+            label,
+            f"more than {MAX_JUDGMENTS:,} judgments: the Spark engine reads the judgments on "
+            f"the driver (it assumes they are small next to the runs); this many is beyond "
+            f"that limit.",
+        )
 
 
 def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> tuple[Any, int]:
@@ -521,11 +577,13 @@ def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric
     judgments(qrels, query_ids, metric)  # the checks of the local engine, on all the evaluated judgments
     keep = index_in(qrels.query.values, query_ids)[qrels.query.codes] >= 0
     values = pa.array(list(qrels.query.values), type=pa.string())
-    table = pa.table({
-        "query_id": values.take(pa.array(qrels.query.codes[keep], type=pa.int32())),
-        "doc_id": _plain(qrels.doc.array.filter(pa.array(keep))),
-        "grade": pa.array(qrels.value[keep], type=pa.float64()),
-    })
+    table = pa.table(
+        {
+            "query_id": values.take(pa.array(qrels.query.codes[keep], type=pa.int32())),
+            "doc_id": _plain(qrels.doc.array.filter(pa.array(keep))),
+            "grade": pa.array(qrels.value[keep], type=pa.float64()),
+        }
+    )
     return spark.createDataFrame(table), int(keep.sum())
 
 
@@ -540,8 +598,9 @@ def _plain(array: Any) -> Any:
 # --------------------------------------------------------------------------- runs, in Spark
 
 
-def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
-               shared: dict[str, str]) -> tuple[Any, str, FileInfo, bool]:
+def _run_frame(
+    spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str]
+) -> tuple[Any, str, FileInfo, bool]:
     """A system's rows as a DataFrame of query_id, doc_id (strings), score and rank (doubles; rank all NULL when
     the source has none), its label for errors, its file information and whether it has ranks."""
     from pyspark.sql import functions as F
@@ -567,8 +626,11 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         import pyarrow as pa
 
         t = input_table((source, mapping), "run", label, {})
-        cols = {"query_id": pa.array(list(t.query.values), type=pa.string()).take(pa.array(t.query.codes)),
-                "doc_id": _plain(t.doc.array), "score": pa.array(t.value, type=pa.float64())}
+        cols = {
+            "query_id": pa.array(list(t.query.values), type=pa.string()).take(pa.array(t.query.codes)),
+            "doc_id": _plain(t.doc.array),
+            "score": pa.array(t.value, type=pa.float64()),
+        }
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
         elif spec.metric.ties == "displayed_order" or spec.sensitivity:  # the rows' order (the shuffle's is not)
@@ -580,8 +642,9 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
 
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
-        raise SpecError("columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, "
-                                   f"grade, score or rank.")
+        raise SpecError(
+            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
+        )
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
     present = [inverse.get(c, c) for c in df.columns]
     value_col, rank_col, _ = required_columns("run", present, label, None)
@@ -610,10 +673,13 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
         if wants_rank:
             df, rank_col = df.withColumn("rank", F.col("_order").cast("double")), "rank"
     elif spec.metric.ties == "displayed_order" and rank_col is None:
-        raise SpecError("metric.ties", f"{label} has no rank column, and ties: displayed_order then means the "
-                                       f"rows' order, which Spark keeps only for the files it reads itself "
-                                       f"(not for a DataFrame or a Delta table); give a rank column or "
-                                       f"another tie rule.")
+        raise SpecError(
+            "metric.ties",
+            f"{label} has no rank column, and ties: displayed_order then means the "
+            f"rows' order, which Spark keeps only for the files it reads itself "
+            f"(not for a DataFrame or a Delta table); give a rank column or "
+            f"another tie rule.",
+        )
     else:
         df = df.select(*selected)
     if value_col is None:
@@ -627,8 +693,7 @@ def _run_frame(spark: Any, spec: Spec, name: str, source: Any,
     return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
 
 
-def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any,
-                      label: str) -> tuple[Any, str, FileInfo, bool]:
+def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any, label: str) -> tuple[Any, str, FileInfo, bool]:
     """:func:`_run_frame` for a file the local engine's reader reads in a Spark task
     (:func:`.spark_sources.local_reader_frame`): its rows checked as locally, with the local messages; the rank
     is read when some numbers order ties by it (as locally: sensitivity keeps every column); a run without a rank
@@ -683,9 +748,12 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
     from pyspark.sql import functions as F
 
     names = df.select(*selected).columns
-    meta = df.select(*selected, F.col("_metadata.file_path").alias("_file"),
-                     F.col("_metadata.file_block_start").alias("_block"),
-                     F.monotonically_increasing_id().alias("_seq"))
+    meta = df.select(
+        *selected,
+        F.col("_metadata.file_path").alias("_file"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_seq"),
+    )
     place_of = {os.path.realpath(f): i for i, f in enumerate(files)}
     keyed = []
     for r in meta.select("_file", "_block").distinct().collect():
@@ -695,13 +763,21 @@ def _in_file_order(spark: Any, df: Any, selected: list[Any], files: list[Path], 
         keyed.append((where, int(r["_block"]), r["_file"]))
     keyed.sort()
     if len(keyed) >= ORDER_MAX_BLOCKS:
-        raise EvaluationError(f"{label} is read by Spark in {len(keyed):,} blocks, more than the "
-                              f"{ORDER_MAX_BLOCKS:,} whose rows' order stands in for the missing rank column "
-                              f"(ties: displayed_order): give a rank column, or larger blocks "
-                              f"(spark.sql.files.maxPartitionBytes).")
-    places = spark.createDataFrame(pa.table({"_file": pa.array([k[2] for k in keyed], type=pa.string()),
-                                             "_block": pa.array([k[1] for k in keyed], type=pa.int64()),
-                                             "_place": pa.array(range(len(keyed)), type=pa.int64())}))
+        raise EvaluationError(
+            f"{label} is read by Spark in {len(keyed):,} blocks, more than the "
+            f"{ORDER_MAX_BLOCKS:,} whose rows' order stands in for the missing rank column "
+            f"(ties: displayed_order): give a rank column, or larger blocks "
+            f"(spark.sql.files.maxPartitionBytes)."
+        )
+    places = spark.createDataFrame(
+        pa.table(
+            {
+                "_file": pa.array([k[2] for k in keyed], type=pa.string()),
+                "_block": pa.array([k[1] for k in keyed], type=pa.int64()),
+                "_place": pa.array(range(len(keyed)), type=pa.int64()),
+            }
+        )
+    )
     row = F.col("_seq").bitwiseAND(F.lit((1 << ORDER_ROW_BITS) - 1))
     order = F.col("_place") * F.lit(1 << ORDER_ROW_BITS) + row
     return meta.join(F.broadcast(places), ["_file", "_block"]).select(*names, order.alias("_order"))
@@ -716,8 +792,9 @@ def _zero() -> Any:
     return F.lit(0).cast("long")
 
 
-def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool,
-                 alternatives: Sequence[Metric] = ()) -> Any:
+def _prefiltered(
+    run_df: Any, judged_df: Any, metric: Metric, depth: int, has_rank: bool, alternatives: Sequence[Metric] = ()
+) -> Any:
     """The run rows that can decide some query's top ``depth`` under ``metric`` or any of ``alternatives``
     (:func:`prefilter_rows`), filtered where they are read: each row gets its grade by a broadcast join of the
     evaluated judgments (no shuffle of the run)."""
@@ -735,8 +812,9 @@ def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_ra
 
         def done(buffered):
             chunk = int.from_bytes(os.urandom(8), "little") >> 1
-            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk,
-                                  alternatives).to_batches()
+            return prefilter_rows(
+                pa.Table.from_batches(buffered), metric, depth, has_rank, chunk, alternatives
+            ).to_batches()
 
         buffered: list[Any] = []
         n = 0
@@ -755,9 +833,17 @@ def _prefiltered(run_df: Any, judged_df: Any, metric: Metric, depth: int, has_ra
 def _run_type(ordered: bool = False) -> Any:
     import pyarrow as pa
 
-    return pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.float64()),
-                      ("rank", pa.float64()), ("_extra", pa.int64()), ("_chunk", pa.int64()),
-                      *([("_order", pa.int64())] if ordered else [])])
+    return pa.schema(
+        [
+            ("query_id", pa.string()),
+            ("doc_id", pa.string()),
+            ("score", pa.float64()),
+            ("rank", pa.float64()),
+            ("_extra", pa.int64()),
+            ("_chunk", pa.int64()),
+            *([("_order", pa.int64())] if ordered else []),
+        ]
+    )
 
 
 def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:
@@ -779,8 +865,9 @@ def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, 
     return keep
 
 
-def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0,
-                   alternatives: Sequence[Metric] = ()) -> Any:
+def prefilter_rows(
+    rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0, alternatives: Sequence[Metric] = ()
+) -> Any:
     """A chunk of run rows (query_id, doc_id, score, rank, grade: null when unjudged) -> the rows that can decide
     their query's numbers at every cutoff up to ``depth`` (:data:`RUN_SCHEMA`), whatever the other chunks hold.
 
@@ -815,9 +902,15 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     ordered = "_order" in rows.column_names  # the rows' order in the input, passed on
     order = [rows.column("_order").cast(pa.int64())] if ordered else []
     if n == 0 or _run_errors(rows, has_rank):
-        return pa.table([*[_plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
-                         pa.array(np.zeros(n, dtype=np.int64)), pa.array(np.full(n, chunk, dtype=np.int64)),
-                         *order], schema=_run_type(ordered))
+        return pa.table(
+            [
+                *[_plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
+                pa.array(np.zeros(n, dtype=np.int64)),
+                pa.array(np.full(n, chunk, dtype=np.int64)),
+                *order,
+            ],
+            schema=_run_type(ordered),
+        )
     enc = pc.dictionary_encode(_plain(rows.column("query_id")))
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
@@ -825,8 +918,11 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     score = np.asarray(pc.cast(rows.column("score"), pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
     grade = rows.column("grade")
     judged = np.asarray(grade.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    grades = np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64) \
-        if judged.any() else np.zeros(n, dtype=np.float64)
+    grades = (
+        np.asarray(pc.cast(grade, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        if judged.any()
+        else np.zeros(n, dtype=np.float64)
+    )
     keep = _within(query, score, np.ones(n, dtype=bool), depth)
     seen: list[tuple[Any, str]] = []
     for i, m in enumerate([metric, *alternatives]):
@@ -857,11 +953,18 @@ def prefilter_rows(rows: Any, metric: Metric, depth: int, has_rank: bool, chunk:
     has = dropped > 0
     extra[first[has]] = dropped[has]
     mask = pa.array(keep)
-    return pa.table([_plain(passed.column("query_id").filter(mask)), _plain(passed.column("doc_id").filter(mask)),
-                     pc.cast(passed.column("score").filter(mask), pa.float64()),
-                     pc.cast(passed.column("rank").filter(mask), pa.float64()), pa.array(extra[kept]),
-                     pa.array(np.full(kept.size, chunk, dtype=np.int64)), *[c.filter(mask) for c in order]],
-                    schema=_run_type(ordered))
+    return pa.table(
+        [
+            _plain(passed.column("query_id").filter(mask)),
+            _plain(passed.column("doc_id").filter(mask)),
+            pc.cast(passed.column("score").filter(mask), pa.float64()),
+            pc.cast(passed.column("rank").filter(mask), pa.float64()),
+            pa.array(extra[kept]),
+            pa.array(np.full(kept.size, chunk, dtype=np.int64)),
+            *[c.filter(mask) for c in order],
+        ],
+        schema=_run_type(ordered),
+    )
 
 
 def _duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]], bool]:
@@ -887,8 +990,9 @@ def _duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]
         ids = spark.createDataFrame(pa.table({"query_id": _plain(split)}))
         pairs = run_df.select("query_id", "doc_id").join(F.broadcast(ids), on="query_id")
     pairs = pairs.groupBy("query_id", "doc_id").count().where(F.col("count") > 1)
-    found = pairs.agg(F.min(F.struct("query_id", "doc_id")).alias("first"),
-                      F.sum(F.col("count") - 1).alias("repeated")).collect()[0]
+    found = pairs.agg(
+        F.min(F.struct("query_id", "doc_id")).alias("first"), F.sum(F.col("count") - 1).alias("repeated")
+    ).collect()[0]
     if found["first"] is None:
         return [], every
     return [_error("duplicate", found["first"]["query_id"], found["first"]["doc_id"], int(found["repeated"]))], every
@@ -913,9 +1017,17 @@ def _rows_seen(rows: Any) -> int:
 # --------------------------------------------------------------------------- per bucket, in the executors
 
 
-def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, label: str, metric: Metric,
-                    has_rank: bool, alternatives: Sequence[Metric] = (),
-                    companions: comps.CompanionPlan | None = None) -> Any:
+def _bucket_results(
+    run_df: Any,
+    judged_df: Any,
+    n_buckets: int,
+    name: str,
+    label: str,
+    metric: Metric,
+    has_rank: bool,
+    alternatives: Sequence[Metric] = (),
+    companions: comps.CompanionPlan | None = None,
+) -> Any:
     """Every evaluated query's numbers (one row per query; with ``alternatives``, its nDCG under each of them
     too), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
@@ -928,21 +1040,42 @@ def _bucket_results(run_df: Any, judged_df: Any, n_buckets: int, name: str, labe
     def per_bucket(run, judged):
         return bucket_rows(run, judged, name, label, metric, depth, has_rank, alternatives, companions)
 
-    return bucketed(run_df).groupBy("_bucket").cogroup(bucketed(judged_df).groupBy("_bucket")).applyInArrow(
-        per_bucket, RESULT_SCHEMA)
+    return (
+        bucketed(run_df)
+        .groupBy("_bucket")
+        .cogroup(bucketed(judged_df).groupBy("_bucket"))
+        .applyInArrow(per_bucket, RESULT_SCHEMA)
+    )
 
 
 def _result_type() -> Any:
     import pyarrow as pa
 
     d = pa.list_(pa.float64())
-    return pa.schema([("kind", pa.string()), ("query_id", pa.string()), ("n_returned", pa.int64()), ("dcg", d),
-                      ("idcg", d), ("idcg_candidates", d), ("ndcg", d), ("judged_coverage", d),
-                      ("status", pa.list_(pa.int8())), ("top_doc", pa.list_(pa.string())),
-                      ("top_pos", pa.list_(pa.int64())), ("top_grade", d), ("code", pa.string()),
-                      ("doc_id", pa.string()), ("value", pa.float64()), ("count", pa.int64()),
-                      ("examples", pa.list_(pa.string())), ("alt_ndcg", d), ("alt_overflow", pa.list_(pa.int32())),
-                      ("duplicate_rate", d)])
+    return pa.schema(
+        [
+            ("kind", pa.string()),
+            ("query_id", pa.string()),
+            ("n_returned", pa.int64()),
+            ("dcg", d),
+            ("idcg", d),
+            ("idcg_candidates", d),
+            ("ndcg", d),
+            ("judged_coverage", d),
+            ("status", pa.list_(pa.int8())),
+            ("top_doc", pa.list_(pa.string())),
+            ("top_pos", pa.list_(pa.int64())),
+            ("top_grade", d),
+            ("code", pa.string()),
+            ("doc_id", pa.string()),
+            ("value", pa.float64()),
+            ("count", pa.int64()),
+            ("examples", pa.list_(pa.string())),
+            ("alt_ndcg", d),
+            ("alt_overflow", pa.list_(pa.int32())),
+            ("duplicate_rate", d),
+        ]
+    )
 
 
 def _rows(records: list[dict[str, Any]]) -> Any:
@@ -956,8 +1089,17 @@ def _error(code: str, query: str | None, doc: str | None, count: int, value: flo
     return {"kind": "error", "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
 
 
-def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, depth: int, has_rank: bool,
-                alternatives: Sequence[Metric] = (), companions: comps.CompanionPlan | None = None) -> Any:
+def bucket_rows(
+    run: Any,
+    judged: Any,
+    name: str,
+    label: str,
+    metric: Metric,
+    depth: int,
+    has_rank: bool,
+    alternatives: Sequence[Metric] = (),
+    companions: comps.CompanionPlan | None = None,
+) -> Any:
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
@@ -974,8 +1116,9 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     split_rows, whole = _split_queries(run)
     errors = _run_errors(run, has_rank, whole)
     if errors:
-        return pa.concat_tables([_rows(errors + [{"kind": "meta", "count": 0, "value": 0.0,
-                                                  "n_returned": run.num_rows}]), split_rows])
+        return pa.concat_tables(
+            [_rows(errors + [{"kind": "meta", "count": 0, "value": 0.0, "n_returned": run.num_rows}]), split_rows]
+        )
     q_col = _plain(run.column("query_id"))
     run_queries = pc.unique(q_col)
     jq = _plain(judged.column("query_id"))
@@ -983,8 +1126,13 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     if judged.num_rows:
         bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
     unknown = sorted(set(run_queries.to_pylist()) - set(bucket_ids.tolist()))
-    meta = {"kind": "meta", "count": len(unknown), "value": float(len(run_queries)),
-            "examples": (unknown or sorted(run_queries.to_pylist()))[:3], "n_returned": run.num_rows}
+    meta = {
+        "kind": "meta",
+        "count": len(unknown),
+        "value": float(len(run_queries)),
+        "examples": (unknown or sorted(run_queries.to_pylist()))[:3],
+        "n_returned": run.num_rows,
+    }
     if not bucket_ids.size:
         return pa.concat_tables([_rows([meta]), split_rows])
     qrels = _local_table("qrels", "qrels", jq, judged.column("grade"), None, judged.column("doc_id"))
@@ -1029,8 +1177,9 @@ def bucket_rows(run: Any, judged: Any, name: str, label: str, metric: Metric, de
     docs = prep.run.doc.take(prep.original(tr))
     grades = prep.grade[tr]
     bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
-    return pa.concat_tables([_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg, rate),
-                             split_rows, shown])
+    return pa.concat_tables(
+        [_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg, rate), split_rows, shown]
+    )
 
 
 def _shown_rows(docs: Any, best: np.ndarray) -> Any:
@@ -1038,15 +1187,25 @@ def _shown_rows(docs: Any, best: np.ndarray) -> Any:
     import pyarrow as pa
 
     n = len(docs)
-    columns = {"kind": pa.array(np.full(n, "shown", dtype=object), type=pa.string()), "doc_id": _plain(docs),
-               "count": pa.array(best, type=pa.int64())}
+    columns = {
+        "kind": pa.array(np.full(n, "shown", dtype=object), type=pa.string()),
+        "doc_id": _plain(docs),
+        "count": pa.array(best, type=pa.int64()),
+    }
     schema = _result_type()
     return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
 
-def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarray, grades: np.ndarray,
-                bounds: np.ndarray, alt_ndcg: np.ndarray | None = None,
-                duplicate_rate: np.ndarray | None = None) -> Any:
+def _query_rows(
+    ids: np.ndarray,
+    qr: QueryResult,
+    docs: list[str],
+    pos: np.ndarray,
+    grades: np.ndarray,
+    bounds: np.ndarray,
+    alt_ndcg: np.ndarray | None = None,
+    duplicate_rate: np.ndarray | None = None,
+) -> Any:
     """The ``query`` rows of a bucket, built column by column (no Python object per query); ``alt_ndcg``: each
     query's nDCG under the alternatives, (queries, alternatives x cutoffs)."""
     import pyarrow as pa
@@ -1062,18 +1221,22 @@ def _query_rows(ids: np.ndarray, qr: QueryResult, docs: list[str], pos: np.ndarr
         "kind": pa.array(np.full(n, "query", dtype=object), type=pa.string()),
         "query_id": pa.array(list(ids), type=pa.string()),
         "n_returned": pa.array(qr.n_returned.astype(np.int64)),
-        "dcg": cut(qr.dcg, pa.float64()), "idcg": cut(qr.idcg, pa.float64()),
-        "idcg_candidates": cut(qr.idcg_candidates, pa.float64()), "ndcg": cut(qr.ndcg, pa.float64()),
-        "judged_coverage": cut(qr.judged_coverage, pa.float64()), "status": cut(qr.status.astype(np.int8), pa.int8()),
+        "dcg": cut(qr.dcg, pa.float64()),
+        "idcg": cut(qr.idcg, pa.float64()),
+        "idcg_candidates": cut(qr.idcg_candidates, pa.float64()),
+        "ndcg": cut(qr.ndcg, pa.float64()),
+        "judged_coverage": cut(qr.judged_coverage, pa.float64()),
+        "status": cut(qr.status.astype(np.int8), pa.int8()),
         "top_doc": pa.ListArray.from_arrays(top_at, pa.array(docs, type=pa.string())),
         "top_pos": pa.ListArray.from_arrays(top_at, pa.array(pos.astype(np.int64))),
         "top_grade": pa.ListArray.from_arrays(top_at, pa.array(grades.astype(np.float64))),
     }
     if alt_ndcg is not None:
         width = alt_ndcg.shape[1]
-        columns["alt_ndcg"] = pa.ListArray.from_arrays(pa.array(np.arange(0, n * width + 1, width, dtype=np.int32)),
-                                                       pa.array(np.ascontiguousarray(alt_ndcg).ravel(),
-                                                                type=pa.float64()))
+        columns["alt_ndcg"] = pa.ListArray.from_arrays(
+            pa.array(np.arange(0, n * width + 1, width, dtype=np.int32)),
+            pa.array(np.ascontiguousarray(alt_ndcg).ravel(), type=pa.float64()),
+        )
     if duplicate_rate is not None:
         columns["duplicate_rate"] = cut(duplicate_rate, pa.float64())
     schema = _result_type()
@@ -1089,14 +1252,19 @@ def _local_table(label: str, kind: str, query: Any, value: Any, rank: Any, doc: 
         enc = pc.dictionary_encode(query)
         if isinstance(enc, pa.ChunkedArray):
             enc = enc.combine_chunks()
-        ids = Ids(enc.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-                  np.asarray(enc.dictionary.to_pylist(), dtype=object))
+        ids = Ids(
+            enc.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+            np.asarray(enc.dictionary.to_pylist(), dtype=object),
+        )
     else:
         ids = Ids(np.zeros(0, dtype=np.int32), np.empty(0, dtype=object))
     docs = Strings(_plain(doc)) if doc is not None else Strings(pa.array([], type=pa.string()))
     numbers = np.asarray(pc.cast(value, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-    ranks = None if rank is None else np.asarray(pc.cast(rank, pa.float64()).to_numpy(zero_copy_only=False),
-                                                 dtype=np.float64)
+    ranks = (
+        None
+        if rank is None
+        else np.asarray(pc.cast(rank, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    )
     return Table(label, kind, ids, docs, numbers, ranks, "table")
 
 
@@ -1140,8 +1308,10 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
         if not at.size:
             return None, None, 0
         # the smallest (query, doc) among the offending rows, so that the error is the same whatever the buckets
-        pairs = sorted(zip(q.take(at).to_pylist(), d.take(at).to_pylist()), key=lambda p: (p[0] is not None,
-                       p[0] or "", p[1] is not None, p[1] or ""))
+        pairs = sorted(
+            zip(q.take(at).to_pylist(), d.take(at).to_pylist()),
+            key=lambda p: (p[0] is not None, p[0] or "", p[1] is not None, p[1] or ""),
+        )
         return pairs[0][0], pairs[0][1], int(at.size)
 
     def null(col):
@@ -1173,8 +1343,9 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
 
     rows = np.arange(len(q)) if checked_twice is None else np.flatnonzero(checked_twice)
     if rows.size:
-        table = _local_table("run", "run", q.take(pa.array(rows)), run.column("score").take(pa.array(rows)), None,
-                             d.take(pa.array(rows)))
+        table = _local_table(
+            "run", "run", q.take(pa.array(rows)), run.column("score").take(pa.array(rows)), None, d.take(pa.array(rows))
+        )
         _, later = duplicate_pairs(table)
         if later.size:
             qq, dd, n = first(np.isin(np.arange(len(q)), rows[later]))
@@ -1189,28 +1360,39 @@ def _message(code: str, query: str | None, doc: str | None, count: int, value: f
     where = f"query {query!r}, document {doc!r}"
     if code.startswith("null:"):
         c = code.split(":")[1]
-        return (f"{c} is null in {count} rows (e.g. the row of {where}); every row needs a {c} (nulls are refused "
-                f"in every format).")
+        return (
+            f"{c} is null in {count} rows (e.g. the row of {where}); every row needs a {c} (nulls are refused "
+            f"in every format)."
+        )
     if code.startswith("empty:"):
         c = code.split(":")[1]
         return f"{c} is empty in {count} rows (e.g. the row of {where}); every row needs a {c}."
     if code == "nonfinite:score":
-        return (f"score must be a finite number, got {value} for {where} (NaN, an infinity, or a value beyond the "
-                f"range of a double; {count} rows in all).")
+        return (
+            f"score must be a finite number, got {value} for {where} (NaN, an infinity, or a value beyond the "
+            f"range of a double; {count} rows in all)."
+        )
     if code == "rank":
         return f"rank must be an integer, not so for {where} ({count} rows in all)."
     if code == "duplicate":
-        return (f"document {doc!r} is listed twice for query {query!r} ({count} repeated rows in all); a ranking "
-                f"holds each document once.")
+        return (
+            f"document {doc!r} is listed twice for query {query!r} ({count} repeated rows in all); a ranking "
+            f"holds each document once."
+        )
     if code == "unjudged":
-        return (f"document {doc!r} returned for query {query!r} has no judgment, and metric.unjudged is 'error' "
-                f"({count} unjudged returned documents in all).")
-    return (f"the nDCG of query {query!r} (its DCG over its ideal DCG) overflows a float: the gains of metric.gain "
-            f"{metric.gain.describe()} differ too much in size.")
+        return (
+            f"document {doc!r} returned for query {query!r} has no judgment, and metric.unjudged is 'error' "
+            f"({count} unjudged returned documents in all)."
+        )
+    return (
+        f"the nDCG of query {query!r} (its DCG over its ideal DCG) overflows a float: the gains of metric.gain "
+        f"{metric.gain.describe()} differ too much in size."
+    )
 
 
-def check_buckets(name: str, label: str, metric: Metric, table: Any,
-                  duplicates: tuple[list[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+def check_buckets(
+    name: str, label: str, metric: Metric, table: Any, duplicates: tuple[list[dict[str, Any]], bool] | None = None
+) -> list[dict[str, Any]]:
     """Raise the error the local engine would raise first, from the buckets' ``error`` rows (``duplicates``: the
     duplicate check of the rows the buckets did not check, :func:`_duplicates`); the ``meta`` rows."""
     import pyarrow.compute as pc
@@ -1225,16 +1407,26 @@ def check_buckets(name: str, label: str, metric: Metric, table: Any,
         count = sum(x["count"] for x in errors if x["code"] == e["code"])
         message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric)
         if e["code"] in ("unjudged", "overflow"):
-            raise EvaluationError(f"{label}: {message}") if e["code"] == "unjudged" else \
-                DataError("qrels", f"system '{name}': {message}")
+            raise (
+                EvaluationError(f"{label}: {message}")
+                if e["code"] == "unjudged"
+                else DataError("qrels", f"system '{name}': {message}")
+            )
         raise DataError(label, message)
     return table.filter(pc.equal(table.column("kind"), "meta")).to_pylist()
 
 
-def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.ndarray, weights: np.ndarray,
-              notes: list[str], duplicates: tuple[list[dict[str, Any]], bool] | None = None,
-              alternatives: Sequence[tuple[str, str]] = ()
-              ) -> tuple[SystemResult, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]]:
+def _assemble(
+    name: str,
+    label: str,
+    metric: Metric,
+    table: Any,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    notes: list[str],
+    duplicates: tuple[list[dict[str, Any]], bool] | None = None,
+    alternatives: Sequence[tuple[str, str]] = (),
+) -> tuple[SystemResult, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]]:
     """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks;
     ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows. With
     ``alternatives`` (the (rule, label) of each alternative the buckets computed, in their order), also each
@@ -1247,8 +1439,10 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
     got = rows.column("query_id").to_pylist()
     at = index_in(np.asarray(got, dtype=object), query_ids)
     if len(got) != nq or (at < 0).any() or np.unique(at).size != nq:
-        raise EvaluationError(f"internal error: the Spark buckets gave {len(got)} query rows for {nq} evaluated "
-                              f"queries of system '{name}'.")
+        raise EvaluationError(
+            f"internal error: the Spark buckets gave {len(got)} query rows for {nq} evaluated "
+            f"queries of system '{name}'."
+        )
 
     def flat(col: str, dtype: Any) -> np.ndarray:
         return np.asarray(pc.list_flatten(rows.column(col)).to_numpy(zero_copy_only=False), dtype=dtype)
@@ -1260,17 +1454,23 @@ def _assemble(name: str, label: str, metric: Metric, table: Any, query_ids: np.n
 
     n_returned = np.empty(nq, dtype=np.int64)
     n_returned[at] = rows.column("n_returned").to_numpy(zero_copy_only=False)
-    qr = QueryResult(dcg=matrix("dcg", np.float64), idcg=matrix("idcg", np.float64),
-                     idcg_candidates=matrix("idcg_candidates", np.float64), ndcg=matrix("ndcg", np.float64),
-                     judged_coverage=matrix("judged_coverage", np.float64), status=matrix("status", np.int8),
-                     n_returned=n_returned)
+    qr = QueryResult(
+        dcg=matrix("dcg", np.float64),
+        idcg=matrix("idcg", np.float64),
+        idcg_candidates=matrix("idcg_candidates", np.float64),
+        ndcg=matrix("ndcg", np.float64),
+        judged_coverage=matrix("judged_coverage", np.float64),
+        status=matrix("status", np.int8),
+        n_returned=n_returned,
+    )
     run_queries = int(sum(m["value"] for m in meta))
     unknown = int(sum(m["count"] for m in meta))
     if not n_returned.any():
         examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
         raise EvaluationError(
             f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?")
+            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
+        )
     if unknown:
         notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
     apply_error_rules(name, Path(label), metric, qr, query_ids)
@@ -1309,8 +1509,14 @@ class GroupedResult:
     scored: dict[str, Path] = field(default_factory=dict)  # system -> its scored rows (a Parquet folder)
 
 
-GROUPED_NOT_COMPUTED = ("BCa and studentized intervals", "t-tests", "effect sizes", "relative differences",
-                        "wins, ties and losses", "the per-query figures")
+GROUPED_NOT_COMPUTED = (
+    "BCa and studentized intervals",
+    "t-tests",
+    "effect sizes",
+    "relative differences",
+    "wins, ties and losses",
+    "the per-query figures",
+)
 """What the grouped statistics do not give (they need every query's value on the driver)."""
 
 
@@ -1320,24 +1526,45 @@ def check_grouped(spec: Spec) -> None:
     u, c = spec.uncertainty, spec.comparison
     beyond = "the per-query rows stay in Spark (more evaluated queries than the driver limit), where"
     if u is not None and u.method != "percentile":
-        raise SpecError("uncertainty.method", f"is {u.method!r}, but {beyond} the intervals come from a bootstrap "
-                                              f"over groups of queries: only 'percentile' is computed there.")
+        raise SpecError(
+            "uncertainty.method",
+            f"is {u.method!r}, but {beyond} the intervals come from a bootstrap "
+            f"over groups of queries: only 'percentile' is computed there.",
+        )
     if c is not None and c.test != "randomization":
-        raise SpecError("comparison.test", f"is {c.test!r}, but {beyond} the paired test is a sign-flip test over "
-                                           f"groups of queries: only 'randomization' is computed there.")
+        raise SpecError(
+            "comparison.test",
+            f"is {c.test!r}, but {beyond} the paired test is a sign-flip test over "
+            f"groups of queries: only 'randomization' is computed there.",
+        )
     if c is not None and c.wins_losses > 0:
-        raise SpecError("comparison.wins_losses", f"is {c.wins_losses}, but {beyond} the largest wins and losses "
-                                                  f"are not listed: set it to 0.")
+        raise SpecError(
+            "comparison.wins_losses",
+            f"is {c.wins_losses}, but {beyond} the largest wins and losses are not listed: set it to 0.",
+        )
     if spec.sensitivity:
-        raise SpecError("report.sensitivity", f"is true, but {beyond} the sensitivity table is not computed: set it "
-                                              f"to false, or evaluate within the driver limit.")
+        raise SpecError(
+            "report.sensitivity",
+            f"is true, but {beyond} the sensitivity table is not computed: set it "
+            f"to false, or evaluate within the driver limit.",
+        )
 
 
-def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_path: str | Path, spark: Any = None,
-                     qrels: Any = None, systems: Mapping[str, Any] | None = None,
-                     columns: Mapping[str, str] | None = None, base_dir: str | Path | None = None, progress=None,
-                     buckets: int | None = None, prefilter: bool | None = None, groups: int = GROUPS,
-                     driver_judgments: int | None = None) -> GroupedResult:
+def evaluate_grouped(
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    per_query_path: str | Path,
+    spark: Any = None,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+    buckets: int | None = None,
+    prefilter: bool | None = None,
+    groups: int = GROUPS,
+    driver_judgments: int | None = None,
+) -> GroupedResult:
     """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
@@ -1349,9 +1576,11 @@ def evaluate_grouped(spec: str | Path | Mapping[str, Any] | Spec, *, per_query_p
     spark = _session(spark)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     check_grouped(spec)
-    judged = _judged_in_spark(spark, spec, qrels, columns, prefilter) \
-        if _judgments_beyond(spark, spec, qrels, columns, driver_judgments) else \
-        _judged(spark, spec, qrels, columns, prefilter)
+    judged = (
+        _judged_in_spark(spark, spec, qrels, columns, prefilter)
+        if _judgments_beyond(spark, spec, qrels, columns, driver_judgments)
+        else _judged(spark, spec, qrels, columns, prefilter)
+    )
     return _evaluate_grouped(spark, spec, judged, systems, out_path, progress, buckets, groups)
 
 
@@ -1361,13 +1590,23 @@ def _grouped_target(per_query_path: str | Path, groups: int) -> Path:
         raise SpecError("groups", f"must be an integer of at least 2, got {groups!r}.")
     out_path = Path(per_query_path)
     if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())):
-        raise SpecError("per_query_path", f"{out_path} exists and is not an empty folder; the per-query table is "
-                                          f"written into a new folder.")
+        raise SpecError(
+            "per_query_path",
+            f"{out_path} exists and is not an empty folder; the per-query table is written into a new folder.",
+        )
     return out_path
 
 
-def _evaluate_grouped(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[str, Any] | None,
-                      out_path: Path, progress, buckets: int | None, groups: int) -> GroupedResult:
+def _evaluate_grouped(
+    spark: Any,
+    spec: Spec,
+    judged: _Judged,
+    systems: Mapping[str, Any] | None,
+    out_path: Path,
+    progress,
+    buckets: int | None,
+    groups: int,
+) -> GroupedResult:
     """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared. The
     folder ``out_path`` (new or empty: :func:`_grouped_target`) is removed again when the evaluation fails: a
     per-query table of some systems, no result refers to, is not left behind."""
@@ -1389,8 +1628,16 @@ def _evaluate_grouped(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[
         raise
 
 
-def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Mapping[str, Any] | None,
-                           out_path: Path, progress, buckets: int | None, groups: int) -> GroupedResult:
+def _evaluate_grouped_into(
+    spark: Any,
+    spec: Spec,
+    judged: _Judged,
+    systems: Mapping[str, Any] | None,
+    out_path: Path,
+    progress,
+    buckets: int | None,
+    groups: int,
+) -> GroupedResult:
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -1406,22 +1653,33 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
         weights_df, nq, weight_sum, grades = side.weights_df, side.n_queries, side.weight_sum, side.grades
     else:
         assert query_ids is not None and weights is not None and qrels_table is not None
-        weights_df = spark.createDataFrame(pa.table({"query_id": pa.array(list(query_ids), type=pa.string()),
-                                                     "weight": pa.array(weights, type=pa.float64()),
-                                                     "rw": pa.array(relative(weights), type=pa.float64())}))
+        weights_df = spark.createDataFrame(
+            pa.table(
+                {
+                    "query_id": pa.array(list(query_ids), type=pa.string()),
+                    "weight": pa.array(weights, type=pa.float64()),
+                    "rw": pa.array(relative(weights), type=pa.float64()),
+                }
+            )
+        )
         nq, weight_sum = len(query_ids), float(weights.sum())
         grades = sorted({float(g) for g in np.unique(qrels_table.value)})
     labels = F.array(*[F.lit(cutoff_label(k)) for k in metric.cutoffs])
-    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": judged.where, "systems": {},
-                                   "statistics": {"method": "grouped", "groups": groups}}
+    engine_info: dict[str, Any] = {
+        "prefilter": judged.prefilter_info(),
+        "judgments": judged.where,
+        "systems": {},
+        "statistics": {"method": "grouped", "groups": groups},
+    }
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
     comp = judged.companions
     duplicate_rates = comp is not None and comp.plan.duplicates
     coverages: dict[str, list[float]] = {}
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets, _ = _system_rows(spark, spec, name, source, shared, judged_df,
-                                                                 depth, buckets, progress, (), comp)
+        out_df, run_df, label, info, n_buckets, _ = _system_rows(
+            spark, spec, name, source, shared, judged_df, depth, buckets, progress, (), comp
+        )
         files.append(info)
         out_df = out_df.persist()
         counts = None
@@ -1429,21 +1687,53 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
             small = out_df.where(~F.col("kind").isin("query", "shown")).toArrow()
             duplicates = _duplicates(spark, run_df, small) if depth is not None and not _early_error(small) else None
             meta = check_buckets(name, label, metric, small, duplicates)
-            zipped = F.arrays_zip("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage", "status",
-                                  *(["duplicate_rate"] if duplicate_rates else []))
-            rows = out_df.where(F.col("kind") == "query").join(weights_df, "query_id").select(
-                F.lit(name).alias("system"), "query_id", "n_returned", "weight", "rw",
-                F.posexplode(zipped).alias("_j", "_v"))
+            zipped = F.arrays_zip(
+                "ndcg",
+                "dcg",
+                "idcg",
+                "idcg_candidates",
+                "judged_coverage",
+                "status",
+                *(["duplicate_rate"] if duplicate_rates else []),
+            )
+            rows = (
+                out_df.where(F.col("kind") == "query")
+                .join(weights_df, "query_id")
+                .select(
+                    F.lit(name).alias("system"),
+                    "query_id",
+                    "n_returned",
+                    "weight",
+                    "rw",
+                    F.posexplode(zipped).alias("_j", "_v"),
+                )
+            )
             status = F.element_at(F.array(*[F.lit(x) for x in STATUS_NAMES]), F.col("_v.status").cast("int") + 1)
             table = rows.select(
-                "system", "query_id", F.element_at(labels, F.col("_j") + 1).alias("cutoff"),
+                "system",
+                "query_id",
+                F.element_at(labels, F.col("_j") + 1).alias("cutoff"),
                 F.when(F.isnan("_v.ndcg"), None).otherwise(F.col("_v.ndcg")).alias("ndcg"),
-                F.col("_v.dcg").alias("dcg"), F.col("_v.idcg").alias("idcg"),
+                F.col("_v.dcg").alias("dcg"),
+                F.col("_v.idcg").alias("idcg"),
                 F.col("_v.idcg_candidates").alias("idcg_candidates"),
-                F.when(F.isnan("_v.judged_coverage"), None).otherwise(F.col("_v.judged_coverage"))
-                .alias("judged_coverage"), "n_returned", "weight", status.alias("status"),
-                *([F.when(F.isnan("_v.duplicate_rate"), None).otherwise(F.col("_v.duplicate_rate"))
-                   .alias("duplicate_rate")] if duplicate_rates else []), "rw")
+                F.when(F.isnan("_v.judged_coverage"), None)
+                .otherwise(F.col("_v.judged_coverage"))
+                .alias("judged_coverage"),
+                "n_returned",
+                "weight",
+                status.alias("status"),
+                *(
+                    [
+                        F.when(F.isnan("_v.duplicate_rate"), None)
+                        .otherwise(F.col("_v.duplicate_rate"))
+                        .alias("duplicate_rate")
+                    ]
+                    if duplicate_rates
+                    else []
+                ),
+                "rw",
+            )
             # Hive-style folders: readers of the whole folder get the system column from the folder names
             table.drop("rw", "system").write.mode("append").parquet(str(out_path / f"system={_part(name)}"))
             if comp is not None and comp.plan.coverage:
@@ -1461,35 +1751,57 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(small), "buckets": n_buckets}
 
     def per_query(name: str) -> Any:
-        return spark.read.parquet(str(out_path / f"system={_part(name)}")).join(weights_df.select("query_id", "rw"),
-                                                                                  "query_id")
+        return spark.read.parquet(str(out_path / f"system={_part(name)}")).join(
+            weights_df.select("query_id", "rw"), "query_id"
+        )
 
     summary_systems: dict[str, Any] = {}
     series = []
     for name in sources:
         p = per_query(name)
-        counts = p.groupBy("cutoff").agg(
-            F.count(F.col("ndcg")).alias("n_evaluated"), F.count(F.lit(1)).alias("n"),
-            F.count(F.when(F.col("status") == "missing", 1)).alias("n_missing"),
-            F.count(F.when(F.col("status") == "empty_ideal", 1)).alias("n_empty_ideal"),
-            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("weight"))).alias("weight_sum"),
-            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw"))).alias("r1"),
-            F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw") * F.col("rw"))).alias("r2"),
-            F.avg("judged_coverage").alias("judged_coverage")).collect()
+        counts = (
+            p.groupBy("cutoff")
+            .agg(
+                F.count(F.col("ndcg")).alias("n_evaluated"),
+                F.count(F.lit(1)).alias("n"),
+                F.count(F.when(F.col("status") == "missing", 1)).alias("n_missing"),
+                F.count(F.when(F.col("status") == "empty_ideal", 1)).alias("n_empty_ideal"),
+                F.sum(F.when(F.col("ndcg").isNotNull(), F.col("weight"))).alias("weight_sum"),
+                F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw"))).alias("r1"),
+                F.sum(F.when(F.col("ndcg").isNotNull(), F.col("rw") * F.col("rw"))).alias("r2"),
+                F.avg("judged_coverage").alias("judged_coverage"),
+            )
+            .collect()
+        )
         summary_systems[name] = {}
         for c in counts:
             key = cutoff_key(cutoff_of_label(c["cutoff"]))
             summary_systems[name][key] = {
-                "n_evaluated": int(c["n_evaluated"]), "n_excluded": int(c["n"] - c["n_evaluated"]),
-                "n_missing": int(c["n_missing"]), "n_empty_ideal": int(c["n_empty_ideal"]),
+                "n_evaluated": int(c["n_evaluated"]),
+                "n_excluded": int(c["n"] - c["n_evaluated"]),
+                "n_missing": int(c["n_missing"]),
+                "n_empty_ideal": int(c["n_empty_ideal"]),
                 "weight_sum": float(c["weight_sum"] or 0.0),
                 "n_eff": float(c["r1"] ** 2 / c["r2"]) if c["r2"] else 0.0,
-                "judged_coverage": float("nan") if c["judged_coverage"] is None else float(c["judged_coverage"])}
-        series.append(p.select(F.concat(F.lit(f"system\0{name}\0"), F.col("cutoff")).alias("key"), "query_id",
-                               F.col("rw").alias("weight"), F.col("ndcg").alias("x")))
+                "judged_coverage": float("nan") if c["judged_coverage"] is None else float(c["judged_coverage"]),
+            }
+        series.append(
+            p.select(
+                F.concat(F.lit(f"system\0{name}\0"), F.col("cutoff")).alias("key"),
+                "query_id",
+                F.col("rw").alias("weight"),
+                F.col("ndcg").alias("x"),
+            )
+        )
         if duplicate_rates:  # the weighted mean of the per-query duplicate rates, from the same per-group sums
-            series.append(p.select(F.concat(F.lit(f"duplicates\0{name}\0"), F.col("cutoff")).alias("key"),
-                                   "query_id", F.col("rw").alias("weight"), F.col("duplicate_rate").alias("x")))
+            series.append(
+                p.select(
+                    F.concat(F.lit(f"duplicates\0{name}\0"), F.col("cutoff")).alias("key"),
+                    "query_id",
+                    F.col("rw").alias("weight"),
+                    F.col("duplicate_rate").alias("x"),
+                )
+            )
     comparison = spec.comparison
     if comparison is not None:
         base = per_query(comparison.baseline).select("query_id", "cutoff", F.col("ndcg").alias("b"), "rw")
@@ -1498,8 +1810,14 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                 continue
             cand = per_query(name).select("query_id", "cutoff", F.col("ndcg").alias("c"))
             both = base.join(cand, ["query_id", "cutoff"])
-            series.append(both.select(F.concat(F.lit(f"compare\0{name}\0"), F.col("cutoff")).alias("key"),
-                                      "query_id", F.col("rw").alias("weight"), (F.col("c") - F.col("b")).alias("x")))
+            series.append(
+                both.select(
+                    F.concat(F.lit(f"compare\0{name}\0"), F.col("cutoff")).alias("key"),
+                    "query_id",
+                    F.col("rw").alias("weight"),
+                    (F.col("c") - F.col("b")).alias("x"),
+                )
+            )
     seed = spec.uncertainty.seed if spec.uncertainty is not None else 0
     union = series[0]
     for other in series[1:]:
@@ -1524,8 +1842,9 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
             for key, entry in summary_systems[name].items():
                 s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
                 if s is not None:
-                    entry.update({k: v for k, v in group_interval(s, counts_matrix, u.confidence).items()
-                                  if k != "mean"})
+                    entry.update(
+                        {k: v for k, v in group_interval(s, counts_matrix, u.confidence).items() if k != "mean"}
+                    )
         if comparison is not None:
             flips = np.random.default_rng([u.seed, 1])
             for name in sources:
@@ -1538,39 +1857,75 @@ def _evaluate_grouped_into(spark: Any, spec: Spec, judged: _Judged, systems: Map
                         continue
                     ci = group_interval(s, counts_matrix, u.confidence)
                     paired[(name, cutoff_key(k))] = group_units(s)
-                    comparisons.append({"baseline": comparison.baseline, "candidate": name,
-                                        "key": cutoff_key(k), "cutoff": label,
-                                        "delta": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-                                        "n_paired": int(s.count.sum()),
-                                        "p_randomization": group_sign_flip(s, u.resamples, flips)})
+                    comparisons.append(
+                        {
+                            "baseline": comparison.baseline,
+                            "candidate": name,
+                            "key": cutoff_key(k),
+                            "cutoff": label,
+                            "delta": ci["mean"],
+                            "ci_low": ci["ci_low"],
+                            "ci_high": ci["ci_high"],
+                            "n_paired": int(s.count.sum()),
+                            "p_randomization": group_sign_flip(s, u.resamples, flips),
+                        }
+                    )
             if comparisons:
                 corrected = correct([c["p_randomization"] for c in comparisons], comparison.correction)
                 for c, p in zip(comparisons, corrected):
-                    c.update({"p_corrected": float(p), "corrected_test": "randomization",
-                              "correction": comparison.correction})
+                    c.update(
+                        {
+                            "p_corrected": float(p),
+                            "corrected_test": "randomization",
+                            "correction": comparison.correction,
+                        }
+                    )
     decision = None
     if spec.decision is not None and u is not None:
         from ..decision import decide
 
-        decision = decide(spec.decision, comparisons, u.confidence, paired,
-                          unit=("group of queries", "groups of queries"))
-    notes.append(f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
-                 f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
-                 f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}")
-    summary = {"name": spec.name, "spec_sha256": spec.sha256, "definition_sha256": spec.definition_digest(),
-               "ndcg_mlflow_version": __version__, "spec": spec.resolved(), "n_queries": nq,
-               "weight_sum": weight_sum,
-               "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
-               "systems": summary_systems, "grades": grades,
-               "mlflow": {"experiment": spec.mlflow.experiment, "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                          "run_name": spec.mlflow.run_name, "tags": dict(spec.mlflow.tags),
-                          "timeout": spec.mlflow.timeout, "max_retries": spec.mlflow.max_retries,
-                          "total_timeout": spec.mlflow.total_timeout},
-               "paths_outside_spec_folder": outside_paths(spec), "comparisons": comparisons,
-               "comparison_family": (f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; "
-                                     f"correction {comparison.correction}") if comparison is not None else "",
-               "decision": decision, "notes": notes, "engine": "spark", "engine_info": engine_info,
-               "per_query_path": str(out_path)}
+        decision = decide(
+            spec.decision, comparisons, u.confidence, paired, unit=("group of queries", "groups of queries")
+        )
+    notes.append(
+        f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
+        f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
+        f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
+    )
+    summary = {
+        "name": spec.name,
+        "spec_sha256": spec.sha256,
+        "definition_sha256": spec.definition_digest(),
+        "ndcg_mlflow_version": __version__,
+        "spec": spec.resolved(),
+        "n_queries": nq,
+        "weight_sum": weight_sum,
+        "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
+        "systems": summary_systems,
+        "grades": grades,
+        "mlflow": {
+            "experiment": spec.mlflow.experiment,
+            "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
+            "run_name": spec.mlflow.run_name,
+            "tags": dict(spec.mlflow.tags),
+            "timeout": spec.mlflow.timeout,
+            "max_retries": spec.mlflow.max_retries,
+            "total_timeout": spec.mlflow.total_timeout,
+        },
+        "paths_outside_spec_folder": outside_paths(spec),
+        "comparisons": comparisons,
+        "comparison_family": (
+            f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; "
+            f"correction {comparison.correction}"
+        )
+        if comparison is not None
+        else "",
+        "decision": decision,
+        "notes": notes,
+        "engine": "spark",
+        "engine_info": engine_info,
+        "per_query_path": str(out_path),
+    }
     _files_unchanged(files)
     return GroupedResult(summary, out_path, files, notes, spec, decision)
 
@@ -1588,8 +1943,9 @@ def _part(name: str) -> str:
     return name.replace("/", "~")
 
 
-def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run_queries: int,
-                   meta: list[dict[str, Any]]) -> None:
+def _grouped_rules(
+    name: str, label: str, metric: Metric, per: Any, nq: int, run_queries: int, meta: list[dict[str, Any]]
+) -> None:
     """The checks of :func:`_assemble` on the per-query table written by Spark."""
     from pyspark.sql import functions as F
 
@@ -1598,19 +1954,35 @@ def _grouped_rules(name: str, label: str, metric: Metric, per: Any, nq: int, run
         examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
         raise EvaluationError(
             f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?")
-    for rule, status, text in (("missing_queries", "missing", "returns nothing for"),
-                               ("empty_ideal", "empty_ideal", "has an ideal DCG of 0 for")):
+            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
+        )
+    for rule, status, text in (
+        ("missing_queries", "missing", "returns nothing for"),
+        ("empty_ideal", "empty_ideal", "has an ideal DCG of 0 for"),
+    ):
         if getattr(metric, rule) != "error":
             continue
         bad = per.where(F.col("status") == status).select("query_id").distinct()
         n = bad.count()
         if n:
             first = [r["query_id"] for r in bad.orderBy("query_id").limit(3).collect()]
-            raise EvaluationError(f"system '{name}' ({label}) {text} {n} evaluated queries: {preview(first)}; "
-                                  f"metric.{rule} is 'error'.")
+            raise EvaluationError(
+                f"system '{name}' ({label}) {text} {n} evaluated queries: {preview(first)}; metric.{rule} is 'error'."
+            )
 
 
-__all__ = ["evaluate", "evaluate_grouped", "GroupedResult", "GROUPED_NOT_COMPUTED", "check_grouped",
-           "check_buckets", "bucket_rows", "MAX_DRIVER_QUERIES",
-           "ROWS_PER_BUCKET", "MAX_JUDGMENTS", "DRIVER_JUDGMENTS", "RESULT_SCHEMA", "STATUS_NAMES"]
+__all__ = [
+    "evaluate",
+    "evaluate_grouped",
+    "GroupedResult",
+    "GROUPED_NOT_COMPUTED",
+    "check_grouped",
+    "check_buckets",
+    "bucket_rows",
+    "MAX_DRIVER_QUERIES",
+    "ROWS_PER_BUCKET",
+    "MAX_JUDGMENTS",
+    "DRIVER_JUDGMENTS",
+    "RESULT_SCHEMA",
+    "STATUS_NAMES",
+]

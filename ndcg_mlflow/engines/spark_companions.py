@@ -48,8 +48,9 @@ class CompanionPlan:
         cutoffs = tuple(spec.metric.cutoffs)
         finite = [depth_of(k) for k in cutoffs if k is not None]
         depth = max(finite) if len(finite) == len(cutoffs) else None
-        return CompanionPlan("duplicates" in companions, "catalog" in companions or "catalog_size" in companions,
-                             cutoffs, depth)
+        return CompanionPlan(
+            "duplicates" in companions, "catalog" in companions or "catalog_size" in companions, cutoffs, depth
+        )
 
 
 @dataclass
@@ -71,8 +72,9 @@ def frames(spark: Any, spec: Any, companions: dict[str, Any] | None) -> Companio
     out = CompanionFrames(plan, companions)
     if plan.duplicates:
         dup = companions["duplicates"]
-        out.groups = spark.createDataFrame(pa.table({"doc_id": dup.docs, "_group": pa.array(dup.group,
-                                                                                            type=pa.int64())}))
+        out.groups = spark.createDataFrame(
+            pa.table({"doc_id": dup.docs, "_group": pa.array(dup.group, type=pa.int64())})
+        )
     if "catalog" in companions:
         out.catalog = spark.createDataFrame(pa.table({"doc_id": companions["catalog"]}))
     return out
@@ -112,8 +114,9 @@ def in_source_order(run: Any) -> Any:
     return run.take(pa.array(np.argsort(order, kind="stable"), type=pa.int64()))
 
 
-def bucket_measures(plan: CompanionPlan, run: Any, prep: Any, qr: Any,
-                    n_queries: int) -> tuple[np.ndarray | None, Any, np.ndarray | None]:
+def bucket_measures(
+    plan: CompanionPlan, run: Any, prep: Any, qr: Any, n_queries: int
+) -> tuple[np.ndarray | None, Any, np.ndarray | None]:
     """In a bucket, after the kernel: (the duplicate rate of each of its queries, shape (n_queries, n_cutoffs),
     or None; the distinct documents shown and the best 0-based position each is shown at, or None)."""
     import pyarrow as pa
@@ -152,8 +155,12 @@ def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
     shown = out_df.where(F.col("kind") == "shown").groupBy("doc_id").agg(F.min("count").alias("_pos"))
     if comp.catalog is not None:
         shown = shown.join(comp.catalog, on="doc_id", how="inner")
-    counts = shown.agg(*[(F.count(F.lit(1)) if k is None else F.count(F.when(F.col("_pos") < depth_of(k), 1)))
-                         .alias(f"c{j}") for j, k in enumerate(plan.cutoffs)]).collect()[0]
+    counts = shown.agg(
+        *[
+            (F.count(F.lit(1)) if k is None else F.count(F.when(F.col("_pos") < depth_of(k), 1))).alias(f"c{j}")
+            for j, k in enumerate(plan.cutoffs)
+        ]
+    ).collect()[0]
     return [int(counts[f"c{j}"]) for j in range(len(plan.cutoffs))]
 
 
@@ -163,13 +170,25 @@ def coverage(comp: CompanionFrames, counts: list[int], name: str, spec: Any) -> 
     from ..companions import coverage_of_counts
 
     catalog = comp.companions.get("catalog")
-    return coverage_of_counts(counts, comp.plan.cutoffs, size=comp.companions.get("catalog_size"),
-                              catalog_size=None if catalog is None else len(catalog), system=name,
-                              source=str(spec.source) if spec.source else None)
+    return coverage_of_counts(
+        counts,
+        comp.plan.cutoffs,
+        size=comp.companions.get("catalog_size"),
+        catalog_size=None if catalog is None else len(catalog),
+        system=name,
+        source=str(spec.source) if spec.source else None,
+    )
 
 
-def fill(comp: CompanionFrames, sr: Any, rows: Any, query_ids: np.ndarray, weights: np.ndarray, metric: Any,
-         cover: list[float] | None) -> None:
+def fill(
+    comp: CompanionFrames,
+    sr: Any,
+    rows: Any,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    metric: Any,
+    cover: list[float] | None,
+) -> None:
     """The companion fields of a system's result, as the local engine fills them
     (:func:`ndcg_mlflow.evaluation._companion_measures`): the per-query duplicate rates (from the buckets'
     ``query`` rows ``rows``, a pyarrow Table) and their weighted means, then the coverage."""
@@ -184,8 +203,9 @@ def fill(comp: CompanionFrames, sr: Any, rows: Any, query_ids: np.ndarray, weigh
         at = index_in(np.asarray(rows.column("query_id").to_pylist(), dtype=object), query_ids)
         nc = len(metric.cutoffs)
         rate = np.empty((len(query_ids), nc))
-        flat = np.asarray(pc.list_flatten(rows.column("duplicate_rate")).to_numpy(zero_copy_only=False),
-                          dtype=np.float64)
+        flat = np.asarray(
+            pc.list_flatten(rows.column("duplicate_rate")).to_numpy(zero_copy_only=False), dtype=np.float64
+        )
         rate[at] = flat.reshape(len(at), nc)
         sr.duplicate_rate = rate
         rel = relative(weights)
@@ -212,14 +232,25 @@ def kept(out_df: Any, comp: CompanionFrames | None) -> Iterator[tuple[Any, Any]]
         out_df.unpersist()
 
 
-def measure(comp: CompanionFrames, sr: Any, rows: Any, out_df: Any, spec: Any, query_ids: np.ndarray,
-            weights: np.ndarray) -> None:
+def measure(
+    comp: CompanionFrames, sr: Any, rows: Any, out_df: Any, spec: Any, query_ids: np.ndarray, weights: np.ndarray
+) -> None:
     """A system's companion measures into its result ``sr`` (after its checks, as locally): ``rows`` are the
     buckets' rows on the driver, ``out_df`` all of them in Spark (:func:`kept`)."""
     cover = coverage(comp, shown_counts(comp, out_df), sr.name, spec) if comp.plan.coverage else None
     fill(comp, sr, rows, query_ids, weights, spec.metric, cover)
 
 
-__all__ = ["CompanionPlan", "CompanionFrames", "frames", "with_groups", "in_source_order",
-           "bucket_measures", "kept", "shown_counts",
-           "coverage", "fill", "measure"]
+__all__ = [
+    "CompanionPlan",
+    "CompanionFrames",
+    "frames",
+    "with_groups",
+    "in_source_order",
+    "bucket_measures",
+    "kept",
+    "shown_counts",
+    "coverage",
+    "fill",
+    "measure",
+]

@@ -76,23 +76,28 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
         if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
             obj, mapping = qrels[0], {**shared, **qrels[1]}
         if not is_spark_frame(obj):
-            raise SpecError("qrels", "judgments kept in Spark are a file of the spec or a Spark DataFrame; "
-                                     f"got {type(obj).__name__}.")
+            raise SpecError(
+                "qrels",
+                f"judgments kept in Spark are a file of the spec or a Spark DataFrame; got {type(obj).__name__}.",
+            )
         df, label, info = obj, "qrels", FileInfo("qrels", "", IN_MEMORY, "", 0)
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
-        raise SpecError("columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, "
-                                   f"grade, score or rank.")
+        raise SpecError(
+            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
+        )
     types = dict(df.dtypes)
     selected = []
     for c in ("query_id", "doc_id", "grade"):
         src = mapping.get(c, c)
         if src not in types:
-            raise DataError(label, f"missing column(s) {src}; judgments have the columns query_id, doc_id and "
-                                   f"grade (or a column mapping naming them).")
+            raise DataError(
+                label,
+                f"missing column(s) {src}; judgments have the columns query_id, doc_id and "
+                f"grade (or a column mapping naming them).",
+            )
         if not column_type_ok(types[src], c == "grade"):
-            kind = "be numeric (an integer or floating-point type)" if c == "grade" else \
-                "hold strings (or integers)"
+            kind = "be numeric (an integer or floating-point type)" if c == "grade" else "hold strings (or integers)"
             raise DataError(label, f"column {c} must {kind}, found {types[src]}.")
         selected.append(F.col(src).cast("double" if c == "grade" else "string").alias(c))
     return df.select(*selected), label, info
@@ -133,24 +138,33 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     for c in ("query_id", "doc_id", "grade"):
         n, rows = first(checks[f"null:{c}"])
         if n:
-            raise DataError(label, f"{c} is null in {n} judgments (e.g. {_ids(rows)}); every row needs a {c} "
-                                   f"(nulls are refused in every format).")
+            raise DataError(
+                label,
+                f"{c} is null in {n} judgments (e.g. {_ids(rows)}); every row needs a {c} "
+                f"(nulls are refused in every format).",
+            )
     for c in ("query_id", "doc_id"):
         n, rows = first(checks[f"empty:{c}"])
         if n:
             raise DataError(label, f"{c} is empty in {n} judgments (e.g. {_ids(rows)}); every row needs a {c}.")
     n, rows = first(finite)
     if n:
-        raise DataError(label, f"grade must be a finite number, got {rows[0]['grade']} for {_ids(rows)} (NaN, an "
-                               f"infinity, or a value beyond the range of a double; {n} judgments in all).")
+        raise DataError(
+            label,
+            f"grade must be a finite number, got {rows[0]['grade']} for {_ids(rows)} (NaN, an "
+            f"infinity, or a value beyond the range of a double; {n} judgments in all).",
+        )
     pairs = df.groupBy("query_id", "doc_id").agg(F.min("grade").alias("lo"), F.max("grade").alias("hi"))
     conflicts = pairs.where(F.col("lo") != F.col("hi"))
     n = conflicts.count()
     if n:
         r = conflicts.orderBy("query_id", "doc_id").limit(1).collect()[0]
-        raise DataError(label, f"document {r['doc_id']!r} of query {r['query_id']!r} is judged twice with "
-                               f"different grades ({r['lo']:g} and {r['hi']:g}; {n} documents judged with "
-                               f"different grades in all).")
+        raise DataError(
+            label,
+            f"document {r['doc_id']!r} of query {r['query_id']!r} is judged twice with "
+            f"different grades ({r['lo']:g} and {r['hi']:g}; {n} documents judged with "
+            f"different grades in all).",
+        )
     deduped = pairs.select("query_id", "doc_id", F.col("lo").alias("grade")).persist()
     n_rows = deduped.count()
     if not n_rows:
@@ -158,8 +172,11 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     distinct = deduped.select("grade").distinct().limit(MAX_GRADES + 1).collect()
     if len(distinct) > MAX_GRADES:
         deduped.unpersist()
-        raise DataError(label, f"more than {MAX_GRADES:,} distinct grades: the gain mapping collects them to the "
-                               f"driver; round the grades.")
+        raise DataError(
+            label,
+            f"more than {MAX_GRADES:,} distinct grades: the gain mapping collects them to the "
+            f"driver; round the grades.",
+        )
     grades = sorted(float(r["grade"]) for r in distinct)
     gain = spec.metric.gain
     try:
@@ -171,17 +188,23 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
         rows = bad_rows.orderBy("query_id", "doc_id").limit(1).collect()
         deduped.unpersist()
         g = rows[0]["grade"]
-        raise DataError(label, f"grade {g:g} ({_ids(rows)}): its exponential gain 2^{g:g} - 1 overflows a float "
-                               f"(metric.gain exponential takes grades below 1024; {n} judgments in all). Use "
-                               f"gain: linear or a gain table.") from None
+        raise DataError(
+            label,
+            f"grade {g:g} ({_ids(rows)}): its exponential gain 2^{g:g} - 1 overflows a float "
+            f"(metric.gain exponential takes grades below 1024; {n} judgments in all). Use "
+            f"gain: linear or a gain table.",
+        ) from None
     except DataError:
         keys = {k for k, _ in gain.table}
         missing = [g for g in grades if g not in keys]
         rows = deduped.where(F.col("grade").isin(missing)).orderBy("query_id", "doc_id").limit(1).collect()
         deduped.unpersist()
-        raise DataError(label, f"grade {rows[0]['grade']:g} ({_ids(rows)}) is not in "
-                               f"the gain table (metric.gain); grades missing from it: "
-                               f"{', '.join(f'{g:g}' for g in missing)}.") from None
+        raise DataError(
+            label,
+            f"grade {rows[0]['grade']:g} ({_ids(rows)}) is not in "
+            f"the gain table (metric.gain); grades missing from it: "
+            f"{', '.join(f'{g:g}' for g in missing)}.",
+        ) from None
     return deduped, n_rows, grades
 
 
@@ -190,9 +213,14 @@ def _gain_column(spark: Any, spec: Spec, grades: list[float]) -> Any:
     import pyarrow as pa
 
     gains = map_gains(spec.metric.gain, np.asarray(grades, dtype=np.float64))
-    return spark.createDataFrame(pa.table({"grade": pa.array(grades, type=pa.float64()),
-                                           "gain": pa.array(np.asarray(gains, dtype=np.float64),
-                                                            type=pa.float64())}))
+    return spark.createDataFrame(
+        pa.table(
+            {
+                "grade": pa.array(grades, type=pa.float64()),
+                "gain": pa.array(np.asarray(gains, dtype=np.float64), type=pa.float64()),
+            }
+        )
+    )
 
 
 def _string_frame(spark: Any, columns: dict[str, Any]) -> Any:
@@ -201,8 +229,9 @@ def _string_frame(spark: Any, columns: dict[str, Any]) -> Any:
     return spark.createDataFrame(pa.table(columns))
 
 
-def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
-                    files: list[FileInfo]) -> SparkJudgments:
+def spark_judgments(
+    spark: Any, spec: Spec, qrels: Any, shared: dict[str, str], files: list[FileInfo]
+) -> SparkJudgments:
     """The judgments read and checked in Spark, the evaluated query set, the weights and the checks of the gain
     sums, as :func:`~ndcg_mlflow.engines.spark._judged` does on the driver (``files`` gets the qrels', query
     set's and weights' information)."""
@@ -238,8 +267,11 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
             if n:
                 first = [r["query_id"] for r in unknown.orderBy("query_id").limit(5).collect()]
                 qrels_name = spec.qrels.declared if spec.qrels is not None else "qrels"
-                raise DataError(src.file, f"{n} queries of the declared set have no judgments in {qrels_name}: "
-                                          f"{_more(first, n)}. Judge them or remove them from the set.")
+                raise DataError(
+                    src.file,
+                    f"{n} queries of the declared set have no judgments in {qrels_name}: "
+                    f"{_more(first, n)}. Judge them or remove them from the set.",
+                )
         if spec.queries.weights is None:
             weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
         else:
@@ -251,8 +283,13 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
             else:
                 table = read_weights(src.file)
                 n_weights = len(table)
-                given = _string_frame(spark, {"query_id": pa.array(list(table), type=pa.string()),
-                                              "weight": pa.array(list(table.values()), type=pa.float64())})
+                given = _string_frame(
+                    spark,
+                    {
+                        "query_id": pa.array(list(table), type=pa.string()),
+                        "weight": pa.array(list(table.values()), type=pa.float64()),
+                    },
+                )
             files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
             missing = evaluated.join(given, "query_id", "left_anti")
             n = missing.count()
@@ -260,14 +297,17 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
                 first = [r["query_id"] for r in missing.orderBy("query_id").limit(5).collect()]
                 raise DataError(src.file, f"{n} evaluated queries have no weight: {_more(first, n)}.")
             weights_df = evaluated.join(given, "query_id")
-        agg = weights_df.agg(F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"),
-                             F.max("weight").alias("m")).collect()[0]
+        agg = weights_df.agg(
+            F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"), F.max("weight").alias("m")
+        ).collect()[0]
         n_queries, weight_sum, top = int(agg["n"]), float(agg["s"] or 0.0), float(agg["m"] or 1.0)
         if not math.isfinite(weight_sum):
-            raise DataError(spec.queries.weights.file if spec.queries.weights is not None else label,
-                            f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
-                            f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
-                            f"matter: divide them all by a common factor.")
+            raise DataError(
+                spec.queries.weights.file if spec.queries.weights is not None else label,
+                f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
+                f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
+                f"matter: divide them all by a common factor.",
+            )
         weights_df = weights_df.select("query_id", "weight", (F.col("weight") / F.lit(top)).alias("rw")).persist()
         frames.append(weights_df)
         judged_df = deduped.join(weights_df.select("query_id"), "query_id").select("query_id", "doc_id", "grade")
@@ -281,10 +321,13 @@ def spark_judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str],
         n = over.count()
         if n:
             first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
-            raise DataError(label, f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
-                                   f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-                                   f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
-                                   f"or a gain table with smaller values).")
+            raise DataError(
+                label,
+                f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
+                f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
+                f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
+                f"or a gain table with smaller values).",
+            )
         return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
     except BaseException:  # nothing refers to the cached frames: they go
         SparkJudgments(None, None, 0, 0.0, [], 0, frames).release()

@@ -45,10 +45,15 @@ SPARK_FORMATS = ("parquet", "delta", "jsonl")
 """The candidates' formats scored on Spark (Spark reads the input columns' types from them)."""
 
 
-def score_model_systems(spark: Any, spec: Spec, folder: str | Path, *, tracking_uri: str | None = None,
-                        progress: Callable[[str], None] | None = None,
-                        resolved: dict[str, ResolvedModel] | None = None,
-                        ) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
+def score_model_systems(
+    spark: Any,
+    spec: Spec,
+    folder: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    resolved: dict[str, ResolvedModel] | None = None,
+) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
     """Score every model system of ``spec`` on Spark into ``folder/systems/<stem>.scored.parquet`` (a folder of
     Parquet part files); returns the spec whose model systems read those folders, what each URI resolved to
     (``resolved`` when given: the URIs already resolved, else resolved here before any Spark job), and the
@@ -63,16 +68,24 @@ def score_model_systems(spark: Any, spec: Spec, folder: str | Path, *, tracking_
     for name in names:
         target = Path(folder) / scored_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        rows = score_candidates(spark, spec, name, resolved[name], target, tracking_uri=tracking_uri,
-                                progress=progress)
-        spec, resolved[name] = with_scored(spec, name, resolved[name], candidate_rows=rows, scored_rows=rows,
-                                           target=target)
+        rows = score_candidates(spark, spec, name, resolved[name], target, tracking_uri=tracking_uri, progress=progress)
+        spec, resolved[name] = with_scored(
+            spec, name, resolved[name], candidate_rows=rows, scored_rows=rows, target=target
+        )
         scored[name] = target
     return spec, resolved, scored
 
 
-def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel, target: Path, *,
-                     tracking_uri: str | None = None, progress: Callable[[str], None] | None = None) -> int:
+def score_candidates(
+    spark: Any,
+    spec: Spec,
+    name: str,
+    resolved: ResolvedModel,
+    target: Path,
+    *,
+    tracking_uri: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> int:
     """Score the candidates of model system ``name`` on Spark and write the scored rows to ``target`` (a Parquet
     folder); returns their number (one scored row per candidate row). The model is downloaded once, next to
     ``target``, and loaded by each Python worker; each batch's output is read by
@@ -91,18 +104,27 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     src = dict(spec.systems)[name].candidates
     assert src is not None
     path = src.file
-    fmt = "parquet" if src.format in ("auto", "parquet") and _is_dataset(path) else \
-        detect_format(path, src.format, src.columns)
+    fmt = (
+        "parquet"
+        if src.format in ("auto", "parquet") and _is_dataset(path)
+        else detect_format(path, src.format, src.columns)
+    )
     if fmt not in SPARK_FORMATS:
-        raise DataError(path, f"the Spark engine scores candidates in Parquet (a file, folder or glob), Delta or "
-                              f"JSONL, which keep the model's input types; these are {fmt}: convert them to Parquet "
-                              f"or evaluate with the local engine.")
+        raise DataError(
+            path,
+            f"the Spark engine scores candidates in Parquet (a file, folder or glob), Delta or "
+            f"JSONL, which keep the model's input types; these are {fmt}: convert them to Parquet "
+            f"or evaluate with the local engine.",
+        )
     uri = resolved.loaded_uri
     wanted, listed = signature_columns(uri, f"{key}.model", tracking_uri)
     if listed:
-        raise SpecError(f"{key}.model", f"{uri} returns ranked lists of doc ids (its signature's output is a list): "
-                                        f"a retriever is scored by the local engine only; evaluate without "
-                                        f"engine spark.")
+        raise SpecError(
+            f"{key}.model",
+            f"{uri} returns ranked lists of doc ids (its signature's output is a list): "
+            f"a retriever is scored by the local engine only; evaluate without "
+            f"engine spark.",
+        )
     mapping = dict(src.columns)
     qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
     if progress:
@@ -110,13 +132,17 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
     df = read_source(spark, src)
     check_input_columns(name, resolved, path, list(df.columns), wanted, qcol)
     if dcol not in df.columns:
-        raise DataError(path, f"the candidates lack the column {dcol!r}: a model returning one score per row "
-                              f"scores (query_id, doc_id) rows.")
+        raise DataError(
+            path,
+            f"the candidates lack the column {dcol!r}: a model returning one score per row "
+            f"scores (query_id, doc_id) rows.",
+        )
     # with a signature, its input columns in its order; without one, every column by name (as locally)
     features = list(wanted) if wanted else list(df.columns)
     qname, dname = _fresh("query_id", df.columns), _fresh("doc_id", df.columns)
-    rows = df.select(*[df[c] for c in features], df[qcol].cast("string").alias(qname),
-                     df[dcol].cast("string").alias(dname))
+    rows = df.select(
+        *[df[c] for c in features], df[qcol].cast("string").alias(qname), df[dcol].cast("string").alias(dname)
+    )
     # the model's copy: where the executors see the driver's files, as the scored folder is
     copy = Path(tempfile.mkdtemp(prefix=".model-", dir=target.parent))
     try:
@@ -129,8 +155,9 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
             refused = data_error(str(exc))
             if refused is not None:  # the output rule, applied on an executor
                 raise DataError(path, refused.removeprefix(f"{path}: ")) from None
-            raise NdcgError(f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: "
-                            f"{python_error(str(exc))}.") from None
+            raise NdcgError(
+                f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: {python_error(str(exc))}."
+            ) from None
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     written = spark.read.parquet(str(target))
@@ -141,9 +168,12 @@ def score_candidates(spark: Any, spec: Spec, name: str, resolved: ResolvedModel,
         count = bad.count()
         row = first[0]
         shown = "NULL" if row["score"] is None else repr(row["score"])
-        raise DataError(path, f"{uri} returned {shown} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
-                              f"{count - 1} more non-finite scores (scored on Spark); every score must be a finite "
-                              f"number.")
+        raise DataError(
+            path,
+            f"{uri} returned {shown} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
+            f"{count - 1} more non-finite scores (scored on Spark); every score must be a finite "
+            f"number.",
+        )
     count = int(written.count())
     if count == 0:
         raise DataError(path, f"the candidates of system '{name}' hold no rows.")
@@ -183,10 +213,18 @@ class BatchScorer:
             output = model.predict(frame[self.features])
             predicted = read_predictions(output, frame[self.qname], model=self.uri, where=where, file=self.file)
             if predicted.kind == LISTS:
-                raise DataError(self.file, f"{self.uri} returned ranked lists of doc ids for {where}: a retriever "
-                                           f"is scored by the local engine only; evaluate without engine spark.")
-            yield pd.DataFrame({"query_id": frame[self.qname].to_numpy(), "doc_id": frame[self.dname].to_numpy(),
-                                "score": predicted.scores})
+                raise DataError(
+                    self.file,
+                    f"{self.uri} returned ranked lists of doc ids for {where}: a retriever "
+                    f"is scored by the local engine only; evaluate without engine spark.",
+                )
+            yield pd.DataFrame(
+                {
+                    "query_id": frame[self.qname].to_numpy(),
+                    "doc_id": frame[self.dname].to_numpy(),
+                    "score": predicted.scores,
+                }
+            )
 
 
 def _is_dataset(path: Path) -> bool:
@@ -196,9 +234,15 @@ def _is_dataset(path: Path) -> bool:
 
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
-_WRAPPERS = ("PythonException", "Py4JJavaError", "SparkException", "SparkRuntimeException",
-             "org.apache.spark.SparkException", "pyspark.errors.exceptions.captured.PythonException",
-             "org.apache.spark.api.python.PythonException")
+_WRAPPERS = (
+    "PythonException",
+    "Py4JJavaError",
+    "SparkException",
+    "SparkRuntimeException",
+    "org.apache.spark.SparkException",
+    "pyspark.errors.exceptions.captured.PythonException",
+    "org.apache.spark.api.python.PythonException",
+)
 
 
 _DATA_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?DataError: (.+)$", re.MULTILINE)

@@ -39,8 +39,9 @@ def column_type_ok(spark_type: str, numeric: bool) -> bool:
     """Whether a column of this Spark type can be read as a number (``numeric``) or as an id (strings or
     integers, read as their decimal text)."""
     if numeric:
-        return spark_type in ("tinyint", "smallint", "int", "bigint", "float", "double") or \
-            spark_type.startswith("decimal")
+        return spark_type in ("tinyint", "smallint", "int", "bigint", "float", "double") or spark_type.startswith(
+            "decimal"
+        )
     return spark_type in ("string", "tinyint", "smallint", "int", "bigint") or spark_type.startswith("varchar")
 
 
@@ -81,10 +82,12 @@ def spark_can_name(files: Sequence[Path]) -> bool:
 
 
 # the columns of each kind of file :func:`local_reader_frame` reads, as the local readers give them
-READ_COLUMNS = {"run": (("query_id", "string"), ("doc_id", "string"), ("score", "double"), ("rank", "double")),
-                "qrels": (("query_id", "string"), ("doc_id", "string"), ("grade", "double")),
-                "set": (("query_id", "string"),),
-                "weights": (("query_id", "string"), ("weight", "double"))}
+READ_COLUMNS = {
+    "run": (("query_id", "string"), ("doc_id", "string"), ("score", "double"), ("rank", "double")),
+    "qrels": (("query_id", "string"), ("doc_id", "string"), ("grade", "double")),
+    "set": (("query_id", "string"),),
+    "weights": (("query_id", "string"), ("weight", "double")),
+}
 _TASK_COLUMNS = (("_order", "long"), ("_error", "string"), ("_line", "long"), ("_file", "string"))
 
 
@@ -106,11 +109,16 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     opened = os.path.abspath(shown)
     columns = READ_COLUMNS[kind] + _TASK_COLUMNS
     task = spark.createDataFrame([(opened,)], "path string").repartition(1)
-    df = task.mapInArrow(_file_rows(kind, source.format, tuple(source.columns), rank),
-                         ", ".join(f"{name} {type_}" for name, type_ in columns))
+    df = task.mapInArrow(
+        _file_rows(kind, source.format, tuple(source.columns), rank),
+        ", ".join(f"{name} {type_}" for name, type_ in columns),
+    )
     error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
-    checked = df.agg(F.count("_order").alias("n"), F.first(error, ignorenulls=True).alias("error"),
-                     F.count("rank" if kind == "run" else "_order").alias("ranked")).collect()[0]
+    checked = df.agg(
+        F.count("_order").alias("n"),
+        F.first(error, ignorenulls=True).alias("error"),
+        F.count("rank" if kind == "run" else "_order").alias("ranked"),
+    ).collect()[0]
     if checked["error"] is not None:
         message, line, file = checked["error"]
         if file == opened:
@@ -146,15 +154,19 @@ def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str],
     schema = pa.schema([(name, arrow[type_]) for name, type_ in READ_COLUMNS[kind] + _TASK_COLUMNS])
     try:
         if kind in ("run", "qrels"):
-            table = read_run(path, fmt, rank=rank, columns=columns) if kind == "run" else \
-                read_qrels(path, fmt, columns)
+            table = read_run(path, fmt, rank=rank, columns=columns) if kind == "run" else read_qrels(path, fmt, columns)
             doc = table.doc.array
-            values = [pa.array(list(table.query.values), type=pa.string()).take(pa.array(table.query.codes)),
-                      (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string()),
-                      pa.array(table.value, type=pa.float64())]
+            values = [
+                pa.array(list(table.query.values), type=pa.string()).take(pa.array(table.query.codes)),
+                (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string()),
+                pa.array(table.value, type=pa.float64()),
+            ]
             if kind == "run":
-                values.append(pa.nulls(len(table), pa.float64()) if table.rank is None else
-                              pa.array(table.rank, type=pa.float64()))
+                values.append(
+                    pa.nulls(len(table), pa.float64())
+                    if table.rank is None
+                    else pa.array(table.rank, type=pa.float64())
+                )
         elif kind == "set":
             values = [pa.array(read_query_set(path), type=pa.string())]
         else:
@@ -162,8 +174,7 @@ def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str],
             values = [pa.array(list(weights), type=pa.string()), pa.array(list(weights.values()), type=pa.float64())]
     except DataError as exc:
         cells = {"_error": exc.message, "_line": exc.line, "_file": exc.file}
-        yield pa.RecordBatch.from_arrays([pa.array([cells.get(f.name)], type=f.type) for f in schema],
-                                         schema=schema)
+        yield pa.RecordBatch.from_arrays([pa.array([cells.get(f.name)], type=f.type) for f in schema], schema=schema)
         return
     n = len(values[0])
     values += [pa.array(np.arange(n, dtype=np.int64))] + [pa.nulls(n, f.type) for f in list(schema)[-3:]]
@@ -203,10 +214,14 @@ def read_run_file(spark: Any, source: Any) -> Any:
         try:
             return spark.read.json(literal_path(path), mode="FAILFAST")
         except Exception as exc:
-            raise DataError(path, f"a line is not a JSON object (Spark's JSON reader: "
-                                  f"{str(exc).strip().splitlines()[0][:300]}).") from None
-    raise DataError(path, f"the Spark engine reads this source in Parquet, Delta or JSONL; this one is "
-                          f"{fmt}: convert it to Parquet or evaluate with the local engine.")
+            raise DataError(
+                path, f"a line is not a JSON object (Spark's JSON reader: {str(exc).strip().splitlines()[0][:300]})."
+            ) from None
+    raise DataError(
+        path,
+        f"the Spark engine reads this source in Parquet, Delta or JSONL; this one is "
+        f"{fmt}: convert it to Parquet or evaluate with the local engine.",
+    )
 
 
 def read_delta(spark: Any, path: Path, version: int) -> Any:

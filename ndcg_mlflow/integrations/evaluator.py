@@ -62,23 +62,32 @@ def read_config(evaluator_config: Any) -> Config:
     """``evaluator_config`` checked: ``spec`` (a path or a mapping) is required; ``system`` and ``out`` are
     optional; any other key is an error naming it."""
     if not isinstance(evaluator_config, Mapping):
-        raise SpecError("evaluator_config", f"must be a mapping with the key 'spec', got "
-                                            f"{type(evaluator_config).__name__}.")
+        raise SpecError(
+            "evaluator_config", f"must be a mapping with the key 'spec', got {type(evaluator_config).__name__}."
+        )
     for key in evaluator_config:
         if key not in CONFIG_KEYS:
-            raise SpecError(f"evaluator_config.{key}", f"unknown key{did_you_mean(str(key), CONFIG_KEYS)}; the "
-                                                       f"{NAME} evaluator reads {', '.join(CONFIG_KEYS)}.")
+            raise SpecError(
+                f"evaluator_config.{key}",
+                f"unknown key{did_you_mean(str(key), CONFIG_KEYS)}; the "
+                f"{NAME} evaluator reads {', '.join(CONFIG_KEYS)}.",
+            )
     if "spec" not in evaluator_config:
-        raise SpecError("evaluator_config.spec", "missing: give the evaluation spec, as a path to its YAML file or as "
-                                                 "a mapping (evaluator_config={'spec': 'eval.yaml'}).")
+        raise SpecError(
+            "evaluator_config.spec",
+            "missing: give the evaluation spec, as a path to its YAML file or as "
+            "a mapping (evaluator_config={'spec': 'eval.yaml'}).",
+        )
     spec = evaluator_config["spec"]
     if not isinstance(spec, (str, Path, Mapping)):
-        raise SpecError("evaluator_config.spec", f"is a path to the spec's YAML file or a mapping, got "
-                                                 f"{type(spec).__name__}.")
+        raise SpecError(
+            "evaluator_config.spec", f"is a path to the spec's YAML file or a mapping, got {type(spec).__name__}."
+        )
     system = evaluator_config.get("system", DEFAULT_SYSTEM)
     if not isinstance(system, str) or not system:
-        raise SpecError("evaluator_config.system", f"is the system name of the model's rows (a non-empty string), "
-                                                   f"got {system!r}.")
+        raise SpecError(
+            "evaluator_config.system", f"is the system name of the model's rows (a non-empty string), got {system!r}."
+        )
     out = evaluator_config.get("out")
     if out is not None and not isinstance(out, (str, Path)):
         raise SpecError("evaluator_config.out", f"is a folder path, got {type(out).__name__}.")
@@ -91,9 +100,13 @@ def load_plugin_spec(config: Config):
     from ..spec import InMemory, load_spec
 
     def one_model(source: str | None) -> SpecError:
-        return SpecError("comparison", f"the {NAME} evaluator evaluates one model, so there is no baseline to "
-                                       f"compare it with here; leave the comparison section out of this spec (the "
-                                       f"uncertainty section gives the model's intervals).", source)
+        return SpecError(
+            "comparison",
+            f"the {NAME} evaluator evaluates one model, so there is no baseline to "
+            f"compare it with here; leave the comparison section out of this spec (the "
+            f"uncertainty section gives the model's intervals).",
+            source,
+        )
 
     try:
         spec = load_spec(config.spec, tables=InMemory(qrels=False, systems=(config.system,)))
@@ -123,16 +136,31 @@ class NdcgSpecEvaluator:
             return False
         return any(key in CONFIG_KEYS or did_you_mean(str(key), CONFIG_KEYS) for key in evaluator_config)
 
-    def evaluate(self, *, model_type, dataset, run_id, evaluator_config, model=None, extra_metrics=None,
-                 custom_artifacts=None, predictions=None, **kwargs):
+    def evaluate(
+        self,
+        *,
+        model_type,
+        dataset,
+        run_id,
+        evaluator_config,
+        model=None,
+        extra_metrics=None,
+        custom_artifacts=None,
+        predictions=None,
+        **kwargs,
+    ):
         from mlflow.models.evaluation import EvaluationResult as MlflowResult
 
         if model_type not in MODEL_TYPES:
-            raise SpecError("model_type", f"the {NAME} evaluator evaluates model_type 'ranker' or 'retriever', got "
-                                          f"{model_type!r}.")
+            raise SpecError(
+                "model_type", f"the {NAME} evaluator evaluates model_type 'ranker' or 'retriever', got {model_type!r}."
+            )
         if extra_metrics or custom_artifacts:
-            raise SpecError("extra_metrics", f"the {NAME} evaluator computes the spec's metrics only; evaluate "
-                                             f"extra metrics or custom artifacts with another evaluator.")
+            raise SpecError(
+                "extra_metrics",
+                f"the {NAME} evaluator computes the spec's metrics only; evaluate "
+                f"extra metrics or custom artifacts with another evaluator.",
+            )
         config = read_config(evaluator_config)
         spec = load_plugin_spec(config)
         frame = dataset.features_data
@@ -178,12 +206,16 @@ def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
         if isinstance(profile, dict) and isinstance(profile.get("approx_count"), int):
             count = profile["approx_count"]
     size = f"about {count} rows" if count is not None else "a size MLflow did not record"
-    raise DataError(f"dataset '{name}'", (
-        f"{rows} rows arrived, MLflow's limit for a Spark DataFrame, whose rows beyond it ({size}) MLflow does not "
-        f"hand to an evaluator (it passes the first {limit} rows): a cut through queries, whose candidates beyond "
-        f"it would be missing, a wrong nDCG. Evaluate Spark data with the Spark engine: score the rows on Spark, "
-        f"then ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark); or pass "
-        f"mlflow.models.evaluate a pandas DataFrame of every row."))
+    raise DataError(
+        f"dataset '{name}'",
+        (
+            f"{rows} rows arrived, MLflow's limit for a Spark DataFrame, whose rows beyond it ({size}) MLflow does not "
+            f"hand to an evaluator (it passes the first {limit} rows): a cut through queries, whose candidates beyond "
+            f"it would be missing, a wrong nDCG. Evaluate Spark data with the Spark engine: score the rows on Spark, "
+            f"then ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark); or pass "
+            f"mlflow.models.evaluate a pandas DataFrame of every row."
+        ),
+    )
 
 
 def model_output(model: Any, frame: Any, dataset: Any, predictions: str | None) -> Any:
@@ -191,8 +223,11 @@ def model_output(model: Any, frame: Any, dataset: Any, predictions: str | None) 
     when no model is given."""
     if model is None:
         if not getattr(dataset, "has_predictions", False):
-            raise DataError(PREDICTIONS, "no model and no predictions: give mlflow.models.evaluate a model, or "
-                                         "predictions='<column>' naming the column of data holding them.")
+            raise DataError(
+                PREDICTIONS,
+                "no model and no predictions: give mlflow.models.evaluate a model, or "
+                "predictions='<column>' naming the column of data holding them.",
+            )
         return dataset.predictions_data
     output = model.predict(frame)
     import pandas as pd
@@ -200,13 +235,19 @@ def model_output(model: Any, frame: Any, dataset: Any, predictions: str | None) 
     if isinstance(output, pd.DataFrame):
         if predictions is not None:
             if predictions not in output.columns:
-                raise DataError(PREDICTIONS, f"predictions={predictions!r} names no column of the model's output "
-                                             f"(its columns: {preview(list(output.columns))}).")
+                raise DataError(
+                    PREDICTIONS,
+                    f"predictions={predictions!r} names no column of the model's output "
+                    f"(its columns: {preview(list(output.columns))}).",
+                )
             return output[predictions]
         if output.shape[1] != 1:
-            raise DataError(PREDICTIONS, f"the model returned {output.shape[1]} columns "
-                                         f"({preview(list(output.columns))}); name the one to evaluate with "
-                                         f"predictions='<column>'.")
+            raise DataError(
+                PREDICTIONS,
+                f"the model returned {output.shape[1]} columns "
+                f"({preview(list(output.columns))}); name the one to evaluate with "
+                f"predictions='<column>'.",
+            )
         return output.iloc[:, 0]
     return output
 
@@ -215,13 +256,20 @@ def _id_column(frame: Any, column: str, model_type: str) -> Any:
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
-        raise DataError("data", f"a {model_type}'s data is a DataFrame with a {column!r} column, got "
-                                f"{type(frame).__name__}.")
+        raise DataError(
+            "data", f"a {model_type}'s data is a DataFrame with a {column!r} column, got {type(frame).__name__}."
+        )
     if column not in frame.columns:
-        what = ("one row per query and candidate document: query_id, doc_id and the model's inputs"
-                if model_type == RANKER else "one row per query: query_id and the model's inputs")
-        raise DataError("data", f"no {column!r} column (its columns: {preview([str(c) for c in frame.columns])}); "
-                                f"a {model_type}'s data holds {what}.")
+        what = (
+            "one row per query and candidate document: query_id, doc_id and the model's inputs"
+            if model_type == RANKER
+            else "one row per query: query_id and the model's inputs"
+        )
+        raise DataError(
+            "data",
+            f"no {column!r} column (its columns: {preview([str(c) for c in frame.columns])}); "
+            f"a {model_type}'s data holds {what}.",
+        )
     return frame[column]
 
 
@@ -237,8 +285,14 @@ def system_table(model_type: str, frame: Any, output: Any) -> Any:
     ranker = model_type == RANKER
     query = _id_column(frame, "query_id", model_type)
     doc = _id_column(frame, "doc_id", RANKER) if ranker else None
-    predicted = read_predictions(output, query, model="the model", where=f"the {len(frame)} rows of data",
-                                 file=PREDICTIONS, expect=SCORES if ranker else LISTS)
+    predicted = read_predictions(
+        output,
+        query,
+        model="the model",
+        where=f"the {len(frame)} rows of data",
+        file=PREDICTIONS,
+        expect=SCORES if ranker else LISTS,
+    )
     if ranker:
         assert doc is not None
         return pd.DataFrame({"query_id": query.to_numpy(), "doc_id": doc.to_numpy(), "score": predicted.scores})
@@ -249,8 +303,9 @@ def system_table(model_type: str, frame: Any, output: Any) -> Any:
         raise DataError(PREDICTIONS, "the model retrieved no document for any query.")
     docs = [d for row in lists for d in row]  # ids as text: 7 and "7" are one id
     rank = np.concatenate([np.arange(1, k + 1, dtype=np.int64) for k in n if k])
-    return pd.DataFrame({"query_id": np.repeat(query.to_numpy(), n), "doc_id": pd.array(docs, dtype=object),
-                         "rank": rank})
+    return pd.DataFrame(
+        {"query_id": np.repeat(query.to_numpy(), n), "doc_id": pd.array(docs, dtype=object), "rank": rank}
+    )
 
 
 def log_to_run(spec: Any, config: Config, table: Any, run_id: str) -> tuple[dict[str, float], dict[str, Any], str]:
@@ -282,11 +337,20 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     metrics = system_metrics(result.summary["systems"][config.system])  # means with their intervals
     # the definition as a system run's params (what compare reads); the run is the user's, so no generic key
     # (name, system) that the user's own params could hold: those are tags here
-    params = {k: param_value(v) for k, v in summary["spec"].items()
-              if k.startswith(("metric.", "queries.", "uncertainty.")) or k == "data.qrels"}
-    tags = {**common_tags(summary, run_key), **data_tags(summary.get("files", {})),
-            f"{TAG_PREFIX}.role": "evaluation", f"{TAG_PREFIX}.systems": param_value(config.system),
-            f"{TAG_PREFIX}.system": config.system, f"{TAG_PREFIX}.evaluator": NAME, **dict(result.spec.mlflow.tags)}
+    params = {
+        k: param_value(v)
+        for k, v in summary["spec"].items()
+        if k.startswith(("metric.", "queries.", "uncertainty.")) or k == "data.qrels"
+    }
+    tags = {
+        **common_tags(summary, run_key),
+        **data_tags(summary.get("files", {})),
+        f"{TAG_PREFIX}.role": "evaluation",
+        f"{TAG_PREFIX}.systems": param_value(config.system),
+        f"{TAG_PREFIX}.system": config.system,
+        f"{TAG_PREFIX}.evaluator": NAME,
+        **dict(result.spec.mlflow.tags),
+    }
     client = MlflowClient()
     earlier = client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS)
     log_batch(client, run_id, metrics, params, tags)
@@ -301,8 +365,10 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
         client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
     client.set_tag(run_id, f"{TAG_PREFIX}.logging", "complete")
     root = client.get_run(run_id).info.artifact_uri.rstrip("/")
-    artifacts = {"per_query": CsvEvaluationArtifact(f"{root}/per_query.csv"),
-                 "summary": JsonEvaluationArtifact(f"{root}/summary.json"),
-                 "report_html": TextEvaluationArtifact(f"{root}/report.html"),
-                 "report_md": TextEvaluationArtifact(f"{root}/report.md")}
+    artifacts = {
+        "per_query": CsvEvaluationArtifact(f"{root}/per_query.csv"),
+        "summary": JsonEvaluationArtifact(f"{root}/summary.json"),
+        "report_html": TextEvaluationArtifact(f"{root}/report.html"),
+        "report_md": TextEvaluationArtifact(f"{root}/report.md"),
+    }
     return metrics, artifacts, run_id

@@ -66,12 +66,20 @@ def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None
         loaded = parse_raw(raw, folder, source, (SYSTEM,))
     source = str(loaded.source) if loaded.source else None
     if loaded.metric.ties != "displayed_order":
-        raise SpecError("metric.ties", f"is {loaded.metric.ties!r}, but a retriever span returns its documents in an "
-                                       f"order, without scores: no two documents tie, so no tie rule applies. Write "
-                                       f"ties: displayed_order (the order returned) for the scorer.", source)
+        raise SpecError(
+            "metric.ties",
+            f"is {loaded.metric.ties!r}, but a retriever span returns its documents in an "
+            f"order, without scores: no two documents tie, so no tie rule applies. Write "
+            f"ties: displayed_order (the order returned) for the scorer.",
+            source,
+        )
     if loaded.queries.weights is not None or loaded.queries.set is not None:
-        raise SpecError("queries", "the scorer evaluates one trace (one query) at a time: queries.weights must be "
-                                   "uniform and queries.set absent.", source)
+        raise SpecError(
+            "queries",
+            "the scorer evaluates one trace (one query) at a time: queries.weights must be "
+            "uniform and queries.set absent.",
+            source,
+        )
     if k == "all":
         cutoff = None
     elif isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_CUTOFF:
@@ -79,12 +87,19 @@ def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None
     else:
         raise SpecError("k", f"is the cutoff: a positive integer or 'all', got {k!r}.")
     metric = dataclasses.replace(loaded.metric, cutoffs=(cutoff,))
-    return dataclasses.replace(loaded, metric=metric, uncertainty=None, comparison=None, report=None,
-                               companions=None)
+    return dataclasses.replace(loaded, metric=metric, uncertainty=None, comparison=None, report=None, companions=None)
 
 
-def ndcg_scorer(spec: Any, *, k: int | str = 10, name: str | None = None, relevance: str = "relevance",
-                doc_id: str = "doc_uri", span_name: str | None = None, base_dir: str | Path | None = None):
+def ndcg_scorer(
+    spec: Any,
+    *,
+    k: int | str = 10,
+    name: str | None = None,
+    relevance: str = "relevance",
+    doc_id: str = "doc_uri",
+    span_name: str | None = None,
+    base_dir: str | Path | None = None,
+):
     """A scorer for ``mlflow.genai.evaluate``: nDCG@``k`` of the trace's retriever span under ``spec`` (a path to
     its YAML file, a mapping or a :class:`~ndcg_mlflow.spec.Spec`; its ``data`` section may be left out). Its
     name, the assessment's, is ``ndcg_at_<k>`` unless ``name`` is given. See the module docstring."""
@@ -93,9 +108,14 @@ def ndcg_scorer(spec: Any, *, k: int | str = 10, name: str | None = None, releva
         if not isinstance(value, str) or not value:
             raise SpecError(label, f"is a non-empty string, got {value!r}.")
     cls = scorer_class()
-    scorer = cls(name=name or cutoff_key(one.metric.cutoffs[0]), relevance=relevance, doc_id=doc_id,
-                 span_name=span_name, description=f"{metric_name(cutoff_key(one.metric.cutoffs[0]))} of the "
-                                                  f"retriever span's documents under the spec '{one.name}'")
+    scorer = cls(
+        name=name or cutoff_key(one.metric.cutoffs[0]),
+        relevance=relevance,
+        doc_id=doc_id,
+        span_name=span_name,
+        description=f"{metric_name(cutoff_key(one.metric.cutoffs[0]))} of the "
+        f"retriever span's documents under the spec '{one.name}'",
+    )
     scorer.bind(one)
     return scorer
 
@@ -116,8 +136,15 @@ def scorer_class() -> Any:
         def bind(self, spec: Any) -> None:
             self._spec = spec
 
-        def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None,
-                     session: Any = None) -> Feedback:
+        def __call__(
+            self,
+            *,
+            inputs: Any = None,
+            outputs: Any = None,
+            expectations: Any = None,
+            trace: Any = None,
+            session: Any = None,
+        ) -> Feedback:
             return score_trace(self._spec, self, inputs, expectations, trace)
 
     return NdcgScorer
@@ -149,24 +176,30 @@ def retrieved_ids(trace: Any, doc_id: str, span_name: str | None) -> list[Any]:
         spans = [s for s in spans if s.name == span_name]
     if not spans:
         which = f" named {span_name!r}" if span_name is not None else ""
-        raise DataError(f"trace {trace.info.trace_id}", f"has no RETRIEVER span{which}: decorate the retrieval with "
-                                                        f"@mlflow.trace(span_type=SpanType.RETRIEVER).")
+        raise DataError(
+            f"trace {trace.info.trace_id}",
+            f"has no RETRIEVER span{which}: decorate the retrieval with @mlflow.trace(span_type=SpanType.RETRIEVER).",
+        )
     if len(spans) > 1:
         names = ", ".join(repr(s.name) for s in spans)
-        raise DataError(f"trace {trace.info.trace_id}", f"has {len(spans)} RETRIEVER spans ({names}): name the one "
-                                                        f"to score with ndcg_scorer(..., span_name=...).")
+        raise DataError(
+            f"trace {trace.info.trace_id}",
+            f"has {len(spans)} RETRIEVER spans ({names}): name the one to score with ndcg_scorer(..., span_name=...).",
+        )
     docs = spans[0].outputs or []
     if not isinstance(docs, list):
         raise DataError(f"span {spans[0].name!r}", f"returned {type(docs).__name__}, not a list of documents.")
     ids = []
     for i, d in enumerate(docs):
         raw = d.to_dict() if hasattr(d, "to_dict") else d
-        value = (raw.get("id") if doc_id == "id" else (raw.get("metadata") or {}).get(doc_id)) \
-            if isinstance(raw, Mapping) else None
+        value = (
+            (raw.get("id") if doc_id == "id" else (raw.get("metadata") or {}).get(doc_id))
+            if isinstance(raw, Mapping)
+            else None
+        )
         if value is None or value == "":
             where = "its 'id'" if doc_id == "id" else f"metadata[{doc_id!r}]"
-            raise DataError(f"span {spans[0].name!r}", f"document {i + 1} has no {where} (doc_id={doc_id!r} reads "
-                                                       f"it).")
+            raise DataError(f"span {spans[0].name!r}", f"document {i + 1} has no {where} (doc_id={doc_id!r} reads it).")
         ids.append(_id(value))
     return ids
 
@@ -179,32 +212,50 @@ def score_trace(spec: Any, scorer: Any, inputs: Any, expectations: Any, trace: A
     """One trace's Feedback (see the module docstring)."""
     cutoff = spec.metric.cutoffs[0]
     qid = query_id_of(inputs, expectations)
-    meta = {f"{META}query_id": qid, f"{META}cutoff": cutoff_label(cutoff),
-            f"{META}definition_sha256": spec.definition_digest()}
+    meta = {
+        f"{META}query_id": qid,
+        f"{META}cutoff": cutoff_label(cutoff),
+        f"{META}definition_sha256": spec.definition_digest(),
+    }
     try:
         grades = _grades(expectations, scorer.relevance)
         docs = retrieved_ids(trace, scorer.doc_id, scorer.span_name)
     except NdcgError as exc:
         return _feedback(None, str(exc), {**meta, f"{META}status": "error"})
     if not grades:
-        return _feedback(None, f"query {qid!r} has no judged document: a query without judgments is not in the "
-                               f"evaluated set, so its nDCG is undefined.", {**meta, f"{META}status": "error"})
+        return _feedback(
+            None,
+            f"query {qid!r} has no judged document: a query without judgments is not in the "
+            f"evaluated set, so its nDCG is undefined.",
+            {**meta, f"{META}status": "error"},
+        )
     if not docs:
         rule = spec.metric.missing_queries
         row = {f"{META}status": "missing", f"{META}n_returned": "0", f"{META}dcg": "0.0"}
         if rule == "zero":
-            return _feedback(0.0, None, {**meta, **row}, "the retriever returned no document: 0 under "
-                                                         "missing_queries: zero")
-        return _feedback(None, f"the retriever returned no document for query {qid!r}; metric.missing_queries is "
-                               f"{rule!r}, so the query has no value.", {**meta, **row})
+            return _feedback(
+                0.0, None, {**meta, **row}, "the retriever returned no document: 0 under missing_queries: zero"
+            )
+        return _feedback(
+            None,
+            f"the retriever returned no document for query {qid!r}; metric.missing_queries is "
+            f"{rule!r}, so the query has no value.",
+            {**meta, **row},
+        )
     import pandas as pd
 
     from ..evaluation import evaluate_tables
 
-    qrels = pd.DataFrame({"query_id": [qid] * len(grades), "doc_id": pd.array(list(grades), dtype=object),
-                          "grade": list(grades.values())})
-    run = pd.DataFrame({"query_id": [qid] * len(docs), "doc_id": pd.array(docs, dtype=object),
-                        "rank": range(1, len(docs) + 1)})
+    qrels = pd.DataFrame(
+        {
+            "query_id": [qid] * len(grades),
+            "doc_id": pd.array(list(grades), dtype=object),
+            "grade": list(grades.values()),
+        }
+    )
+    run = pd.DataFrame(
+        {"query_id": [qid] * len(docs), "doc_id": pd.array(docs, dtype=object), "rank": range(1, len(docs) + 1)}
+    )
     try:
         result = evaluate_tables(spec, qrels, {SYSTEM: run})
     except NdcgError as exc:
@@ -214,21 +265,34 @@ def score_trace(spec: Any, scorer: Any, inputs: Any, expectations: Any, trace: A
     meta.update({f"{META}n_returned": str(int(row["n_returned"])), f"{META}status": str(row["status"])})
     value = float(row["ndcg"])
     if math.isnan(value):
-        return _feedback(None, f"query {qid!r} has an ideal DCG of {float(row['idcg']):g} under ideal "
-                               f"{spec.metric.ideal!r}: its nDCG is undefined (empty_ideal: "
-                               f"{spec.metric.empty_ideal}), left out of the mean, not 0.", meta)
-    return _feedback(value, None, meta, f"DCG {float(row['dcg']):.6g} over ideal DCG {float(row['idcg']):.6g} of "
-                                        f"{len(docs)} documents returned, {len(grades)} judged")
+        return _feedback(
+            None,
+            f"query {qid!r} has an ideal DCG of {float(row['idcg']):g} under ideal "
+            f"{spec.metric.ideal!r}: its nDCG is undefined (empty_ideal: "
+            f"{spec.metric.empty_ideal}), left out of the mean, not 0.",
+            meta,
+        )
+    return _feedback(
+        value,
+        None,
+        meta,
+        f"DCG {float(row['dcg']):.6g} over ideal DCG {float(row['idcg']):.6g} of "
+        f"{len(docs)} documents returned, {len(grades)} judged",
+    )
 
 
 def _grades(expectations: Any, key: str) -> dict[Any, Any]:
     if not isinstance(expectations, Mapping) or key not in expectations:
-        raise DataError("expectations", f"no expectations[{key!r}]: give each row the graded judgments of its "
-                                        f"query as {{doc_id: grade}} under that key.")
+        raise DataError(
+            "expectations",
+            f"no expectations[{key!r}]: give each row the graded judgments of its "
+            f"query as {{doc_id: grade}} under that key.",
+        )
     grades = expectations[key]
     if not isinstance(grades, Mapping):
-        raise DataError(f"expectations[{key!r}]", f"is {type(grades).__name__}; the judgments are a mapping "
-                                                  f"{{doc_id: grade}}.")
+        raise DataError(
+            f"expectations[{key!r}]", f"is {type(grades).__name__}; the judgments are a mapping {{doc_id: grade}}."
+        )
     return {_id(d): g for d, g in grades.items()}
 
 
@@ -246,8 +310,9 @@ def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str 
     run = client.get_run(run_id)
     traces, token = [], None
     while True:
-        page = client.search_traces(locations=[run.info.experiment_id], run_id=run_id, include_spans=False,
-                                    page_token=token)
+        page = client.search_traces(
+            locations=[run.info.experiment_id], run_id=run_id, include_spans=False, page_token=token
+        )
         traces.extend(page)
         token = page.token
         if not token:
@@ -257,28 +322,47 @@ def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str 
     rows: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for trace in traces:
-        found = [a for a in trace.info.assessments or [] if a.name == name and a.feedback is not None
-                 and (a.metadata or {}).get(f"{META}query_id") is not None]
+        found = [
+            a
+            for a in trace.info.assessments or []
+            if a.name == name and a.feedback is not None and (a.metadata or {}).get(f"{META}query_id") is not None
+        ]
         if not found:
-            raise DataError(f"run {run_id}", f"trace {trace.info.trace_id} has no assessment {name!r} of "
-                                             f"ndcg_scorer: give the name the scorer logged (its name=).")
+            raise DataError(
+                f"run {run_id}",
+                f"trace {trace.info.trace_id} has no assessment {name!r} of "
+                f"ndcg_scorer: give the name the scorer logged (its name=).",
+            )
         a = max(found, key=lambda x: x.last_update_time_ms or 0)  # the latest, should the trace be scored again
         m = a.metadata
         qid = m[f"{META}query_id"]
         if qid in seen:
-            raise DataError(f"run {run_id}", f"traces {seen[qid]} and {trace.info.trace_id} are both of query "
-                                             f"{qid!r}: a run holds one trace per query.")
+            raise DataError(
+                f"run {run_id}",
+                f"traces {seen[qid]} and {trace.info.trace_id} are both of query "
+                f"{qid!r}: a run holds one trace per query.",
+            )
         seen[qid] = trace.info.trace_id
         value = a.feedback.value if a.feedback.error is None else None
         status = m.get(f"{META}status", "error")
         if status == "error":
-            raise DataError(f"run {run_id}", f"trace {trace.info.trace_id} (query {qid!r}) could not be scored: "
-                                             f"{a.feedback.error.error_message if a.feedback.error else status}.")
-        rows.append({"query_id": qid, "cutoff": m[f"{META}cutoff"],
-                     "ndcg": float(value) if value is not None else math.nan,
-                     **{f: float(m.get(f"{META}{f}", "nan")) for f in ROW_FIELDS},
-                     "n_returned": int(m.get(f"{META}n_returned", "0")), "weight": 1.0, "status": status,
-                     "definition_sha256": m.get(f"{META}definition_sha256", "")})
+            raise DataError(
+                f"run {run_id}",
+                f"trace {trace.info.trace_id} (query {qid!r}) could not be scored: "
+                f"{a.feedback.error.error_message if a.feedback.error else status}.",
+            )
+        rows.append(
+            {
+                "query_id": qid,
+                "cutoff": m[f"{META}cutoff"],
+                "ndcg": float(value) if value is not None else math.nan,
+                **{f: float(m.get(f"{META}{f}", "nan")) for f in ROW_FIELDS},
+                "n_returned": int(m.get(f"{META}n_returned", "0")),
+                "weight": 1.0,
+                "status": status,
+                "definition_sha256": m.get(f"{META}definition_sha256", ""),
+            }
+        )
     table = pd.DataFrame(rows)
     for column in ("cutoff", "definition_sha256"):
         values = sorted(set(table[column]))
@@ -287,8 +371,16 @@ def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str 
     return table
 
 
-def compare_genai_runs(run_a: str, run_b: str, spec: Any, *, name: str = DEFAULT_NAME, tracking_uri: str | None = None,
-                       out: str | Path | None = None, base_dir: str | Path | None = None):
+def compare_genai_runs(
+    run_a: str,
+    run_b: str,
+    spec: Any,
+    *,
+    name: str = DEFAULT_NAME,
+    tracking_uri: str | None = None,
+    out: str | Path | None = None,
+    base_dir: str | Path | None = None,
+):
     """Compare GenAI evaluation run B (candidate) with run A (baseline) as ``ndcg-mlflow compare`` compares two
     systems: intervals, the paired tests, wins and losses, on the queries both runs scored, under ``spec``'s
     ``uncertainty`` and ``comparison`` sections (its ``comparison.baseline`` is replaced by run A). The spec's
@@ -312,22 +404,29 @@ def compare_genai_runs(run_a: str, run_b: str, spec: Any, *, name: str = DEFAULT
         raw["comparison"] = {**raw["comparison"], "baseline": names[0]}
     loaded = parse_raw(raw, folder, source, names)
     if loaded.uncertainty is None or loaded.comparison is None:
-        raise SpecError("comparison", "comparing two runs needs the spec's uncertainty and comparison sections "
-                                      "(resamples, confidence, method, seed; test, correction, wins_losses, "
-                                      "tie_tolerance).")
+        raise SpecError(
+            "comparison",
+            "comparing two runs needs the spec's uncertainty and comparison sections "
+            "(resamples, confidence, method, seed; test, correction, wins_losses, "
+            "tie_tolerance).",
+        )
     digest = load_scorer_spec(loaded, _cutoff_value(loaded.metric.cutoffs[0] or "all")).definition_digest()
     for run_id, table in zip((run_a, run_b), tables):
         if table["definition_sha256"].iloc[0] != digest:
-            raise SpecError("metric", f"run {run_id} was scored under other metric or query rules than this spec's "
-                                      f"(definition digest {table['definition_sha256'].iloc[0][:12]}… vs "
-                                      f"{digest[:12]}…): compare under the spec the scorer used.")
+            raise SpecError(
+                "metric",
+                f"run {run_id} was scored under other metric or query rules than this spec's "
+                f"(definition digest {table['definition_sha256'].iloc[0][:12]}… vs "
+                f"{digest[:12]}…): compare under the spec the scorer used.",
+            )
     systems = [(n, SystemRun(None, n, t.drop(columns="definition_sha256"), None)) for n, t in zip(names, tables)]
     result = result_from_tables(loaded, systems)
     only = sorted(set(tables[0]["query_id"]) ^ set(tables[1]["query_id"]))
     if only:
         result.notes.append(f"{len(only)} queries were scored in one run only and are not paired")
-    result.notes.append(f"compared GenAI evaluation runs: baseline {names[0]} = run {run_a}, candidate {names[1]} = "
-                        f"run {run_b}")
+    result.notes.append(
+        f"compared GenAI evaluation runs: baseline {names[0]} = run {run_a}, candidate {names[1]} = run {run_b}"
+    )
     result.analysis = analyze(result, loaded.uncertainty, loaded.comparison)
     if out is not None:
         from ..outputs import write_outputs
@@ -353,8 +452,11 @@ def _raw_spec(spec: Any, base_dir: str | Path | None) -> tuple[dict[str, Any], P
         return copy.deepcopy(dict(spec)), Path(base_dir) if base_dir else Path.cwd(), None
     if isinstance(spec, Spec):
         folder = spec.source.resolve().parent if spec.source else Path.cwd()
-        return yaml.safe_load(spec.text), Path(base_dir) if base_dir else folder, \
-            str(spec.source) if spec.source else None
+        return (
+            yaml.safe_load(spec.text),
+            Path(base_dir) if base_dir else folder,
+            str(spec.source) if spec.source else None,
+        )
     if not isinstance(spec, (str, Path)):
         raise SpecError("spec", f"is a path to the spec's YAML file, a mapping or a Spec, got {type(spec).__name__}.")
     path = Path(spec)

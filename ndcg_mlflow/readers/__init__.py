@@ -41,6 +41,19 @@ from .hashing import duplicate_pairs, sha256_file, string_hashes, table_digest
 from .small import read_query_set, read_weights
 from .table import Ids, Strings, Table
 
-__all__ = ["Table", "Ids", "Strings", "read_qrels", "read_run", "table_from_object", "table_digest",
-           "read_query_set", "read_weights", "sha256_file", "detect_format", "string_hashes", "duplicate_pairs",
-           "preview"]
+__all__ = [
+    "Table",
+    "Ids",
+    "Strings",
+    "read_qrels",
+    "read_run",
+    "table_from_object",
+    "table_digest",
+    "read_query_set",
+    "read_weights",
+    "sha256_file",
+    "detect_format",
+    "string_hashes",
+    "duplicate_pairs",
+    "preview",
+]

@@ -52,8 +52,9 @@ ArrowColumns = tuple[Any, Any, "np.ndarray | None", "np.ndarray | None"]
 # --------------------------------------------------------------------------- public entry points
 
 
-def read_qrels(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = (),
-               version: int | None = None) -> Table:
+def read_qrels(
+    path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = (), version: int | None = None
+) -> Table:
     """Read judgments. A document judged twice with different grades is an error; twice alike is merged.
 
     ``columns`` maps the tool's column names to the file's (``(("query_id", "userID"), ...)``); ``version``: the
@@ -66,9 +67,16 @@ def checked_qrels(table: Table) -> Table:
     return dedupe_qrels(table)
 
 
-def read_run(path: str | Path, format: str = "auto", *, rank: bool = True,
-             columns: tuple[tuple[str, str], ...] = (), version: int | None = None,
-             pair_keys: bool = False, background: bool = False) -> Table:
+def read_run(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    rank: bool = True,
+    columns: tuple[tuple[str, str], ...] = (),
+    version: int | None = None,
+    pair_keys: bool = False,
+    background: bool = False,
+) -> Table:
     """Read one system's ranking. A document listed twice for one query is an error.
 
     ``rank=False`` skips the rank column of a TREC run where nothing uses it (it is then
@@ -100,8 +108,9 @@ def checked_run(table: Table, pair_keys: bool = False, background: bool = False)
     if background and pair_keys:
         from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndcg-mlflow-duplicates",
-                                  initializer=yield_cpu)  # (the join and the kernel come first)
+        pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="ndcg-mlflow-duplicates", initializer=yield_cpu
+        )  # (the join and the kernel come first)
         found = pool.submit(_duplicate_error, table, keys)  # (the keys are only read, by both)
         pool.shutdown(wait=False)
         table.pending = found.result
@@ -117,9 +126,12 @@ def _duplicate_error(table: Table, keys: np.ndarray) -> DataError | None:
     if dup is None:
         return None
     first, second = dup
-    return table.error(second, f"document {table.doc.row(second)!r} is listed twice for query "
-                               f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking holds each "
-                               f"document once.")
+    return table.error(
+        second,
+        f"document {table.doc.row(second)!r} is listed twice for query "
+        f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking holds each "
+        f"document once.",
+    )
 
 
 # --------------------------------------------------------------------------- format dispatch
@@ -128,13 +140,18 @@ def _duplicate_error(table: Table, keys: np.ndarray) -> DataError | None:
 def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> str:
     suffix = path.suffix.lower()
     if suffix in (".bz2", ".xz"):
-        raise DataError(path, f"{suffix[1:]} files are not read; decompress it first, or compress it with gzip "
-                              f"(.gz) or zstd (.zst).")
+        raise DataError(
+            path,
+            f"{suffix[1:]} files are not read; decompress it first, or compress it with gzip (.gz) or zstd (.zst).",
+        )
     if suffix in COMPRESSION:
         suffix = Path(path.stem).suffix.lower()
         if suffix == ".parquet" or declared == "parquet":
-            raise DataError(path, "a compressed Parquet file is not read: Parquet compresses inside the file "
-                                  "(write it uncompressed, with the codec of your choice inside).")
+            raise DataError(
+                path,
+                "a compressed Parquet file is not read: Parquet compresses inside the file "
+                "(write it uncompressed, with the codec of your choice inside).",
+            )
     if declared != "auto":
         return declared
     if suffix == ".parquet":
@@ -154,15 +171,30 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
 def looks_like_header(fields: list[str]) -> bool:
     """A line of column names: two or more fields, none empty, and no number anywhere in them, even between spaces
     (every TREC line holds numbers)."""
-    return len(fields) >= 2 and all(f.strip(" \t") for f in fields) and \
-        not any(is_number(word) for f in fields for word in split_fields(f))
+    return (
+        len(fields) >= 2
+        and all(f.strip(" \t") for f in fields)
+        and not any(is_number(word) for f in fields for word in split_fields(f))
+    )
 
 
 # the names other tools give the tool's columns, for the mapping an error message suggests
 SYNONYMS = {
     "query_id": ("qid", "query", "queryid", "q_id", "topic", "topic_id", "user", "userid", "user_id", "session_id"),
-    "doc_id": ("docid", "doc", "docno", "document", "document_id", "d_id", "pid", "passage_id", "item", "itemid",
-               "item_id", "product_id"),
+    "doc_id": (
+        "docid",
+        "doc",
+        "docno",
+        "document",
+        "document_id",
+        "d_id",
+        "pid",
+        "passage_id",
+        "item",
+        "itemid",
+        "item_id",
+        "product_id",
+    ),
     "grade": ("rel", "relevance", "label", "rating", "judgment", "judgement", "qrel", "score"),
     "score": ("prediction", "pred", "predicted", "sim", "similarity", "logit", "relevance_score"),
     "rank": ("position", "pos", "rnk"),
@@ -179,8 +211,10 @@ def mapping_hint(missing: list[str], present: list[str]) -> str:
                 guesses[name] = lowered[synonym]
                 break
     example = ", ".join(f"{k}: {v}" for k, v in guesses.items()) or "query_id: <your query column>, ..."
-    return (f" Map the file's own names under the source in the spec (`path: ...` and `columns: {{{example}}}`), "
-            f"or with `columns=` in evaluate(), or rename the columns.")
+    return (
+        f" Map the file's own names under the source in the spec (`path: ...` and `columns: {{{example}}}`), "
+        f"or with `columns=` in evaluate(), or rename the columns."
+    )
 
 
 def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
@@ -198,8 +232,14 @@ def canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) ->
     return [tool[h] if h in tool else ("\x00" + h if h in dict(columns) else h) for h in present]
 
 
-def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[tuple[str, str], ...] = (),
-          version: int | None = None) -> Table:
+def _read(
+    path: Path,
+    kind: str,
+    format: str,
+    rank: bool = True,
+    columns: tuple[tuple[str, str], ...] = (),
+    version: int | None = None,
+) -> Table:
     if format == "delta":
         from .delta import snapshot_files
 
@@ -218,20 +258,30 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
         raise DataError(path, f"the {kind} file is empty.")
     if fmt == "trec":
         if columns:
-            raise DataError(path, f"the file is read as TREC (its first line names no column "
-                                  f"{source_name(columns, 'query_id')!r}), which has no column names to map; a "
-                                  f"column mapping is for csv, tsv, jsonl and parquet sources.")
+            raise DataError(
+                path,
+                f"the file is read as TREC (its first line names no column "
+                f"{source_name(columns, 'query_id')!r}), which has no column names to map; a "
+                f"column mapping is for csv, tsv, jsonl and parquet sources.",
+            )
         try:
             return read_trec(path, kind, rank)
         except DataError as exc:
             header_line, first = first_line(path)
-            if exc.line != header_line or not looks_like_header(split_fields(first) or [first]) and \
-                    not looks_like_header(csv_fields(first, ",")):
+            if (
+                exc.line != header_line
+                or not looks_like_header(split_fields(first) or [first])
+                and not looks_like_header(csv_fields(first, ","))
+            ):
                 raise
-            raise DataError(path, f"{exc.message} The line looks like a header (column names, no number); a "
-                                  f"TREC file has none: remove the line, or name the file .csv / .tsv with the "
-                                  f"columns query_id, doc_id and {'grade' if kind == QRELS else 'score'} (a "
-                                  f"`columns:` mapping under the source reads other names).", exc.line) from None
+            raise DataError(
+                path,
+                f"{exc.message} The line looks like a header (column names, no number); a "
+                f"TREC file has none: remove the line, or name the file .csv / .tsv with the "
+                f"columns query_id, doc_id and {'grade' if kind == QRELS else 'score'} (a "
+                f"`columns:` mapping under the source reads other names).",
+                exc.line,
+            ) from None
     mapped = (columns,) if columns else ()  # (the readers' plain signatures stay as they were)
     if fmt in ("csv", "tsv"):
         return _read_delimited(path, kind, fmt, *mapped)
@@ -240,8 +290,9 @@ def _read(path: Path, kind: str, format: str, rank: bool = True, columns: tuple[
     return _read_parquet(path, kind, *mapped)
 
 
-def _read_dataset(path: Path, files: list[Path], kind: str, format: str,
-                  columns: tuple[tuple[str, str], ...], checked: bool = False) -> Table:
+def _read_dataset(
+    path: Path, files: list[Path], kind: str, format: str, columns: tuple[tuple[str, str], ...], checked: bool = False
+) -> Table:
     """A Parquet folder or glob (or a Delta table's snapshot: ``checked``): its files in sorted order, read as
     one table (errors name the file and row; a (query, doc) pair repeated across files names the row of the
     whole dataset)."""
@@ -262,8 +313,10 @@ def _read_dataset(path: Path, files: list[Path], kind: str, format: str,
     if all(pa.types.is_dictionary(q.type) for q in queries):  # (each file's dictionaries, as encode_ids takes them)
         query = pa.chunked_array([c for q in queries for c in _chunks(q)], type=queries[0].type)
     else:
-        query = pa.chunked_array([c for q in queries for c in _chunks(_decoded(q) if pa.types.is_dictionary(q.type)
-                                                                    else q)], type=pa.string())
+        query = pa.chunked_array(
+            [c for q in queries for c in _chunks(_decoded(q) if pa.types.is_dictionary(q.type) else q)],
+            type=pa.string(),
+        )
     doc = pa.chunked_array([c for p in parts for c in _chunks(p[1])], type=pa.string())
     value = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
     rank = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
@@ -279,30 +332,42 @@ def _chunks(column: Any) -> list[Any]:
 # --------------------------------------------------------------------------- named columns
 
 
-def required_columns(kind: str, present: list[str], path: str | Path,
-                      line: int | None = 1) -> tuple[str | None, str | None, None]:
+def required_columns(
+    kind: str, present: list[str], path: str | Path, line: int | None = 1
+) -> tuple[str | None, str | None, None]:
     """(value column, rank column) for the present column names; a needed name present twice is an error."""
     needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
     for name in needed:
         if present.count(name) > 1:
-            raise DataError(path, f"column {name!r} appears {present.count(name)} times in the header; each "
-                                  f"column is named once.", line)
+            raise DataError(
+                path,
+                f"column {name!r} appears {present.count(name)} times in the header; each column is named once.",
+                line,
+            )
     missing = [c for c in ("query_id", "doc_id") if c not in present]
     if kind == QRELS:
         if "grade" not in present:
             missing.append("grade")
         if missing:
-            raise DataError(path, f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
-                                  f"has query_id, doc_id, grade. Found: {', '.join(present)}."
-                                  f"{mapping_hint(missing, present)}", line)
+            raise DataError(
+                path,
+                f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
+                f"has query_id, doc_id, grade. Found: {', '.join(present)}."
+                f"{mapping_hint(missing, present)}",
+                line,
+            )
         return "grade", None, None
     if "score" not in present and "rank" not in present:
         missing.append("score (or rank)")
     if missing:
         wanted = [m.split(" ")[0] for m in missing] + (["rank"] if "score (or rank)" in missing else [])
-        raise DataError(path, f"missing column(s) {', '.join(missing)}; a run file with named columns has "
-                              f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}."
-                              f"{mapping_hint(wanted, present)}", line)
+        raise DataError(
+            path,
+            f"missing column(s) {', '.join(missing)}; a run file with named columns has "
+            f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}."
+            f"{mapping_hint(wanted, present)}",
+            line,
+        )
     return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
 
 
@@ -328,27 +393,43 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
         tbl = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True,
-                                              newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=include, null_values=[],
-                                                 strings_can_be_null=False),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True, newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=include, null_values=[], strings_can_be_null=False
+            ),
         )
         if tbl.num_rows == 0 or not valid_utf8(tbl, ("query_id", "doc_id")):
             raise FastPathRefused()
         ids = {c: _trimmed(tbl.column(src[c])) for c in ("query_id", "doc_id")}
         for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
-            if pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py() or \
-                    pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
+            if (
+                pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py()
+                or pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py()
+            ):
                 raise FastPathRefused()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, FastPathRefused):
         return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt, columns)
-    return table_from_columns(path, kind, fmt, ids["query_id"], ids["doc_id"],
-                               numpy_column(tbl.column(src[value_col])) if value_col else None,
-                               numpy_column(tbl.column(src[rank_col])) if rank_col else None, header_lines=1)
+    return table_from_columns(
+        path,
+        kind,
+        fmt,
+        ids["query_id"],
+        ids["doc_id"],
+        numpy_column(tbl.column(src[value_col])) if value_col else None,
+        numpy_column(tbl.column(src[rank_col])) if rank_col else None,
+        header_lines=1,
+    )
 
 
-def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | None, rank_col: str | None,
-                      fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
+def _delimited_python(
+    path: Path,
+    kind: str,
+    delimiter: str,
+    value_col: str | None,
+    rank_col: str | None,
+    fmt: str,
+    columns: tuple[tuple[str, str], ...] = (),
+) -> Table:
     """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
     csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
     header = None
@@ -364,12 +445,10 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
         if header is None:
             header = fields
             named = canonical_names(header, columns)
-            idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col)
-                                                                                    if c]}
+            idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]}
             continue
         if len(fields) != len(header):
-            raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.",
-                            lineno)
+            raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.", lineno)
         for name, out in (("query_id", qs), ("doc_id", ds)):
             value = fields[idx[name]]
             if not value:
@@ -381,8 +460,16 @@ def _delimited_python(path: Path, kind: str, delimiter: str, value_col: str | No
             rs.append(checked_number(path, lineno, fields[idx[rank_col]], rank_col))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return table_from_columns(path, kind, fmt, qs, ds, np.asarray(vs) if value_col else None,
-                               np.asarray(rs) if rank_col else None, header_lines=1)
+    return table_from_columns(
+        path,
+        kind,
+        fmt,
+        qs,
+        ds,
+        np.asarray(vs) if value_col else None,
+        np.asarray(rs) if rank_col else None,
+        header_lines=1,
+    )
 
 
 def _trimmed(column: Any) -> Any:
@@ -418,8 +505,9 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
         except RecursionError:
             raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
         except _DuplicateKey as exc:
-            raise DataError(path, f"field {clip(exc.args[0], 60)!r} appears twice in the object; each field is "
-                                  f"named once.", lineno) from None
+            raise DataError(
+                path, f"field {clip(exc.args[0], 60)!r} appears twice in the object; each field is named once.", lineno
+            ) from None
         if not isinstance(obj, dict):
             raise DataError(path, "each line must be a JSON object.", lineno)
         if columns:
@@ -432,16 +520,19 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
         for col, out in (("query_id", qs), ("doc_id", ds)):
             v = obj[col]
             if v is None or not isinstance(v, (str, int)) or isinstance(v, bool):
-                raise DataError(path, f"{col} must be a string (or an integer), got {clip(json.dumps(v), 60)}.",
-                                lineno)
+                raise DataError(path, f"{col} must be a string (or an integer), got {clip(json.dumps(v), 60)}.", lineno)
             v = str(v)
             if not v:
                 raise DataError(path, f"{col} is empty; every row needs a {col}.", lineno)
             try:
                 v.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise DataError(path, f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
-                                      f"a character: ids must be valid Unicode text.", lineno) from None
+                raise DataError(
+                    path,
+                    f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
+                    f"a character: ids must be valid Unicode text.",
+                    lineno,
+                ) from None
             out.append(v)
         for name, numbers in ((value_col, vs), (rank_col, rs)):
             if name:
@@ -451,13 +542,13 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
                 except OverflowError:
                     ok = False
                 if not ok:
-                    raise DataError(path, f"{name} must be a finite number, got {clip(json.dumps(v), 60)}.",
-                                    lineno)
+                    raise DataError(path, f"{name} must be a finite number, got {clip(json.dumps(v), 60)}.", lineno)
                 numbers.append(float(v))
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return table_from_columns(path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None,
-                               np.asarray(rs) if rank_col else None)
+    return table_from_columns(
+        path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None, np.asarray(rs) if rank_col else None
+    )
 
 
 class _DuplicateKey(Exception):
@@ -496,8 +587,9 @@ def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...]
     try:
         with open_file(path) as fh:
             parquet = pq.ParquetFile(fh)
-            value_col, rank_col, _ = required_columns(kind, canonical_names(parquet.schema_arrow.names, columns),
-                                                       path, None)
+            value_col, rank_col, _ = required_columns(
+                kind, canonical_names(parquet.schema_arrow.names, columns), path, None
+            )
             needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
             query_name = source_name(columns, "query_id")
             query_type = parquet.schema_arrow.field(query_name).type
@@ -531,8 +623,12 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
             continue
         if pa.types.is_dictionary(col.type):
             col = _decoded(col)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-                or _is_string_view(col.type) or pa.types.is_integer(col.type)):
+        if not (
+            pa.types.is_string(col.type)
+            or pa.types.is_large_string(col.type)
+            or _is_string_view(col.type)
+            or pa.types.is_integer(col.type)
+        ):
             raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
         _refuse_nulls(path, col, c)
         col = col.cast(pa.string())
@@ -545,8 +641,9 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
         if c:
             col = tbl.column(c)
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                raise DataError(path, f"column {c} must be numeric (an integer or floating-point type), found "
-                                      f"{col.type}.")
+                raise DataError(
+                    path, f"column {c} must be numeric (an integer or floating-point type), found {col.type}."
+                )
             _refuse_nulls(path, col, c)
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
             nums[c] = numpy_column(pc.cast(col, pa.float64(), safe=False))
@@ -558,8 +655,11 @@ def _decoded(column: Any) -> Any:
     import pyarrow as pa
 
     def plain(values: Any) -> Any:
-        return values.cast(pa.string()) if pa.types.is_large_string(values.type) or \
-            _is_string_view(values.type) else values
+        return (
+            values.cast(pa.string())
+            if pa.types.is_large_string(values.type) or _is_string_view(values.type)
+            else values
+        )
 
     chunks = [plain(c.dictionary).take(c.indices) for c in _chunks(column)]
     return pa.chunked_array(chunks, type=plain(pa.array([], type=column.type.value_type)).type)
@@ -572,8 +672,10 @@ def _plain_dictionary(column: Any) -> bool:
     import pyarrow as pa
 
     t = column.type
-    if not (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type) and t.index_type == pa.int32()) or \
-            column.null_count:
+    if (
+        not (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type) and t.index_type == pa.int32())
+        or column.null_count
+    ):
         return False
     return all(c.dictionary.null_count == 0 and first_empty(c.dictionary) is None for c in _chunks(column))
 
@@ -587,17 +689,27 @@ def _is_string_view(t: Any) -> bool:
 def _refuse_nulls(path: Path | str, col: Any, name: str) -> None:
     if col.null_count:
         row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DataError(path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in "
-                              f"every format).")
+        raise DataError(
+            path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in every format)."
+        )
 
 
-def table_from_columns(path: str | Path, kind: str, fmt: str, query: Any, doc: Any, value: Any, rank: Any,
-                       header_lines: int = 0) -> Table:
+def table_from_columns(
+    path: str | Path, kind: str, fmt: str, query: Any, doc: Any, value: Any, rank: Any, header_lines: int = 0
+) -> Table:
     if kind == RUN and value is None:
         value = -np.asarray(rank, dtype=np.float64)  # no score column: rank 1 scores highest
     q = encode_ids(query) if not isinstance(query, list) else encode_id_list(query)
     d = Strings(doc) if not isinstance(doc, list) else string_column(doc)
     if len(q) == 0:
         raise DataError(path, "the table has no rows." if fmt == "table" else f"the {kind} file has no data lines.")
-    return Table(str(path), kind, q, d, np.ascontiguousarray(value, dtype=np.float64),
-                 None if rank is None else np.ascontiguousarray(rank, dtype=np.float64), fmt, header_lines)
+    return Table(
+        str(path),
+        kind,
+        q,
+        d,
+        np.ascontiguousarray(value, dtype=np.float64),
+        None if rank is None else np.ascontiguousarray(rank, dtype=np.float64),
+        fmt,
+        header_lines,
+    )

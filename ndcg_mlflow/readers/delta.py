@@ -25,8 +25,11 @@ def open_table(path: str | Path, version: int) -> Any:
     try:
         from deltalake import DeltaTable
     except ImportError:
-        raise DataError(path, "reading a Delta table needs the deltalake package: pip install "
-                              "'ndcg-mlflow[spark]' (or pip install deltalake).") from None
+        raise DataError(
+            path,
+            "reading a Delta table needs the deltalake package: pip install "
+            "'ndcg-mlflow[spark]' (or pip install deltalake).",
+        ) from None
     try:
         table = DeltaTable(str(path), version=version)
     except Exception as exc:  # deltalake's errors (no such table, no such version) carry no stable type
@@ -53,23 +56,35 @@ def check_protocol(path: str | Path, table: Any) -> None:
     config = dict(table.metadata().configuration or {})
     mode = config.get("delta.columnMapping.mode", "none")
     if "columnMapping" in features or mode != "none":
-        raise DataError(path, f"the Delta table uses column mapping (delta.columnMapping.mode = {mode}): its "
-                              f"Parquet files name the columns otherwise than the table does, which this reader "
-                              f"does not follow; rewrite the table without column mapping, or read it with "
-                              f"Spark's Delta data source.")
+        raise DataError(
+            path,
+            f"the Delta table uses column mapping (delta.columnMapping.mode = {mode}): its "
+            f"Parquet files name the columns otherwise than the table does, which this reader "
+            f"does not follow; rewrite the table without column mapping, or read it with "
+            f"Spark's Delta data source.",
+        )
     if "deletionVectors" in features:
-        raise DataError(path, "the Delta table's protocol has deletion vectors (rows deleted without "
-                              "rewriting their Parquet file), which this reader cannot apply; disable them and "
-                              "purge the table (REORG TABLE ... APPLY (PURGE)), or read it with Spark's Delta data "
-                              "source.")
+        raise DataError(
+            path,
+            "the Delta table's protocol has deletion vectors (rows deleted without "
+            "rewriting their Parquet file), which this reader cannot apply; disable them and "
+            "purge the table (REORG TABLE ... APPLY (PURGE)), or read it with Spark's Delta data "
+            "source.",
+        )
     unknown = sorted(features - HARMLESS_FEATURES)
     if unknown or protocol.min_reader_version > 3:
-        raise DataError(path, f"the Delta table's protocol needs reader features this reader does not support: "
-                              f"{', '.join(unknown) or f'reader version {protocol.min_reader_version}'}.")
+        raise DataError(
+            path,
+            f"the Delta table's protocol needs reader features this reader does not support: "
+            f"{', '.join(unknown) or f'reader version {protocol.min_reader_version}'}.",
+        )
     partitions = list(table.metadata().partition_columns or ())
     if partitions:
-        raise DataError(path, f"the Delta table is partitioned by {', '.join(partitions)} (values kept in its "
-                              f"log, not in its files), which this reader does not read; write it unpartitioned.")
+        raise DataError(
+            path,
+            f"the Delta table is partitioned by {', '.join(partitions)} (values kept in its "
+            f"log, not in its files), which this reader does not read; write it unpartitioned.",
+        )
 
 
 def snapshot_files(path: str | Path, version: int) -> list[Path]:
@@ -79,7 +94,7 @@ def snapshot_files(path: str | Path, version: int) -> list[Path]:
 
 
 def _local(uri: str) -> str:
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 def snapshot_digest(path: str | Path, version: int, files: list[Path] | None = None) -> str:

@@ -43,11 +43,21 @@ def table_from_object(obj: Any, kind: str, label: str, columns: tuple[tuple[str,
         raise DataError(label, "the table has no rows.")
     if isinstance(obj, Mapping) and all(isinstance(v, Mapping) for v in obj.values()):
         if columns:
-            raise DataError(label, "a column mapping is for tables with named columns, not for a nested mapping "
-                                   "{query_id: {doc_id: value}}.")
+            raise DataError(
+                label,
+                "a column mapping is for tables with named columns, not for a nested mapping "
+                "{query_id: {doc_id: value}}.",
+            )
         qs, ds, vs = _nested_rows(obj, kind, label)
-        table = table_from_columns(label, kind, "table", pa.array(qs, type=pa.string()),
-                                    pa.array(ds, type=pa.string()), np.asarray(vs, dtype=np.float64), None)
+        table = table_from_columns(
+            label,
+            kind,
+            "table",
+            pa.array(qs, type=pa.string()),
+            pa.array(ds, type=pa.string()),
+            np.asarray(vs, dtype=np.float64),
+            None,
+        )
     else:
         tbl = _arrow_table(obj, label)
         if tbl.num_rows == 0:
@@ -79,10 +89,13 @@ def _arrow_table(obj: Any, label: str) -> Any:
     except DataError:
         raise
     except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise DataError(label, f"cannot be read as a table ({type(obj).__name__}): {clip(str(exc), 200).rstrip('.')}. "
-                               f"Give an "
-                               f"object with the Arrow C stream interface (pyarrow, pandas, polars, DuckDB) or "
-                               f"a mapping {{query_id: {{doc_id: value}}}}.") from None
+        raise DataError(
+            label,
+            f"cannot be read as a table ({type(obj).__name__}): {clip(str(exc), 200).rstrip('.')}. "
+            f"Give an "
+            f"object with the Arrow C stream interface (pyarrow, pandas, polars, DuckDB) or "
+            f"a mapping {{query_id: {{doc_id: value}}}}.",
+        ) from None
 
 
 def _nested_rows(obj: Any, kind: str, label: str) -> tuple[list[str], list[str], list[float]]:
@@ -93,8 +106,9 @@ def _nested_rows(obj: Any, kind: str, label: str) -> tuple[list[str], list[str],
 
     def text(key: Any, where: str) -> str:
         if isinstance(key, (bool, np.bool_)) or not isinstance(key, (str, numbers.Integral)):
-            raise DataError(label, f"{where}: ids must be strings (or integers), got {type(key).__name__} "
-                                   f"{clip(repr(key), 60)}.")
+            raise DataError(
+                label, f"{where}: ids must be strings (or integers), got {type(key).__name__} {clip(repr(key), 60)}."
+            )
         key = str(key) if isinstance(key, str) else str(int(key))
         if not key:
             raise DataError(label, f"{where}: an id is empty; every row needs a query_id and a doc_id.")
@@ -106,8 +120,9 @@ def _nested_rows(obj: Any, kind: str, label: str) -> tuple[list[str], list[str],
             where = f"[{q!r}][{d!r}]"
             doc = text(d, where)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-                raise DataError(label, f"{where}: {what} must be a finite number, got {type(v).__name__} "
-                                       f"{clip(repr(v), 60)}.")
+                raise DataError(
+                    label, f"{where}: {what} must be a finite number, got {type(v).__name__} {clip(repr(v), 60)}."
+                )
             try:
                 x = float(v)
             except OverflowError:

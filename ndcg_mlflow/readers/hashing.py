@@ -128,12 +128,12 @@ def table_digest(table: Table) -> str:
     doc = (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string())
     for name, arr in (("query_id", query), ("doc_id", doc)):
         n = len(arr)
-        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype("<i8")
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1].astype("<i8")
         data = arr.buffers()[2]
         h.update(name.encode() + b"\0" + np.int64(n).astype("<i8").tobytes())
         h.update(np.diff(offsets).astype("<i8").tobytes())
         if data is not None and n:
-            h.update(memoryview(data)[int(offsets[0]):int(offsets[-1])])
+            h.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
     for name, values in (("value", table.value), ("rank", table.rank)):
         if values is not None:
             h.update(name.encode() + b"\0" + (np.asarray(values, dtype=np.float64) + 0.0).astype("<f8").tobytes())
@@ -173,8 +173,11 @@ def string_hashes(array: Any) -> np.ndarray:
 
     # slices of at most HASH_SLICE rows: a slice's temporaries stay in the cache, and two threads share the work
     # evenly (a Parquet row group is a million rows)
-    chunks = [c.slice(a, HASH_SLICE) for c in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])
-              for a in range(0, len(c), HASH_SLICE)]
+    chunks = [
+        c.slice(a, HASH_SLICE)
+        for c in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])
+        for a in range(0, len(c), HASH_SLICE)
+    ]
     out = pool_array(len(array), _U)
     starts = np.cumsum([0] + [len(c) for c in chunks]).tolist()
 
@@ -182,7 +185,7 @@ def string_hashes(array: Any) -> np.ndarray:
         with np.errstate(over="ignore"):
             for i in which:
                 if len(chunks[i]):
-                    _chunk_hashes(chunks[i], out[starts[i]:starts[i + 1]])
+                    _chunk_hashes(chunks[i], out[starts[i] : starts[i + 1]])
 
     workers = min(HASH_THREADS, len(chunks)) if len(array) >= 1 << 20 else 1
     if workers <= 1:
@@ -272,7 +275,7 @@ def _byte_hashes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     long_ids = np.flatnonzero(lengths > _VECTOR_HASH_MAX)
     if long_ids.size:  # one numpy pass per byte position is for short ids; long ones are hashed one by one
         for i in long_ids:
-            raw = data[starts[i]:starts[i] + lengths[i]].tobytes()
+            raw = data[starts[i] : starts[i] + lengths[i]].tobytes()
             h[i] = np.frombuffer(hashlib.blake2b(raw, digest_size=8).digest(), dtype=_U)[0]
         lengths = np.where(lengths > _VECTOR_HASH_MAX, 0, lengths)
     for j in range(int(lengths.max()) if lengths.size else 0):
@@ -313,7 +316,7 @@ def pair_hashes(table: Table) -> np.ndarray:
             return keys
         step = 1 << 20  # a slice at a time: no whole-column temporary
         for a in range(0, keys.size, step):
-            keys[a:a + step] ^= query_mix[codes[a:a + step]]
+            keys[a : a + step] ^= query_mix[codes[a : a + step]]
         return keys
 
 
@@ -322,7 +325,7 @@ def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
     step = 1 << 20
     for a in range(0, max(sorted_keys.size - 1, 0), step):
         b = min(a + step, sorted_keys.size - 1)
-        if (sorted_keys[a + 1:b + 1] == sorted_keys[a:b]).any():
+        if (sorted_keys[a + 1 : b + 1] == sorted_keys[a:b]).any():
             return True
     return False
 
@@ -360,8 +363,13 @@ def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray
     stay in the cache: several times faster than one sort of the column), in two threads (numpy's sort and the C
     pass free the GIL)."""
     fast = native_reader() if codes is not None else None
-    if fast is not None and not (keys.dtype == np.uint64 and keys.flags.c_contiguous and codes is not None
-                                 and codes.dtype == np.int32 and codes.flags.c_contiguous):
+    if fast is not None and not (
+        keys.dtype == np.uint64
+        and keys.flags.c_contiguous
+        and codes is not None
+        and codes.dtype == np.int32
+        and codes.flags.c_contiguous
+    ):
         fast = None
 
     def check(which: range) -> bool:
@@ -457,11 +465,23 @@ def dedupe_qrels(table: Table) -> Table:
     if conflict.size:
         i = conflict[np.argmin(b[conflict])]
         first, second = int(a[i]), int(b[i])
-        raise table.error(second, f"document {table.doc.row(second)!r} of query {table.query.row(second)!r} "
-                                  f"is judged twice with different grades ({table.value[first]:g} at "
-                                  f"{table.locate(first)}, {table.value[second]:g} here).")
+        raise table.error(
+            second,
+            f"document {table.doc.row(second)!r} of query {table.query.row(second)!r} "
+            f"is judged twice with different grades ({table.value[first]:g} at "
+            f"{table.locate(first)}, {table.value[second]:g} here).",
+        )
     keep = np.ones(len(table), dtype=bool)
     keep[b] = False
-    return Table(table.path, table.kind, Ids(table.query.codes[keep], table.query.values),
-                 table.doc.filter(keep), table.value[keep], None, table.format,
-                 table.header_lines, np.flatnonzero(keep), table.digest)
+    return Table(
+        table.path,
+        table.kind,
+        Ids(table.query.codes[keep], table.query.values),
+        table.doc.filter(keep),
+        table.value[keep],
+        None,
+        table.format,
+        table.header_lines,
+        np.flatnonzero(keep),
+        table.digest,
+    )

@@ -51,8 +51,12 @@ def read_weights(path: str | Path) -> dict[str, float]:
         except ValueError:
             raise DataError(path, f"weight of query {qid!r} must be a number, got {clip(raw)!r}.", line) from None
         if not math.isfinite(w) or w <= 0:
-            raise DataError(path, f"weight of query {qid!r} must be a finite number > 0, got {clip(raw)!r} "
-                                  f"(to leave a query out, declare a query set without it).", line)
+            raise DataError(
+                path,
+                f"weight of query {qid!r} must be a finite number > 0, got {clip(raw)!r} "
+                f"(to leave a query out, declare a query set without it).",
+                line,
+            )
         if qid in out:
             raise DataError(path, f"query {qid!r} has a weight twice (first at line {lines[qid]}).", line)
         out[qid] = w
@@ -63,10 +67,14 @@ def read_weights(path: str | Path) -> dict[str, float]:
     top_q = max(out, key=out.__getitem__)
     for qid, w in out.items():
         if w / top < MIN_WEIGHT_RATIO:
-            raise DataError(path, f"weight of query {qid!r} is {w!r}, {w / top:.3g} times the largest weight "
-                                  f"({top!r}, query {top_q!r} at line {lines[top_q]}): ratios below "
-                                  f"{MIN_WEIGHT_RATIO:.3g} cannot be represented in the weighted mean; "
-                                  f"leave the query out with a query set instead.", lines[qid])
+            raise DataError(
+                path,
+                f"weight of query {qid!r} is {w!r}, {w / top:.3g} times the largest weight "
+                f"({top!r}, query {top_q!r} at line {lines[top_q]}): ratios below "
+                f"{MIN_WEIGHT_RATIO:.3g} cannot be represented in the weighted mean; "
+                f"leave the query out with a query set instead.",
+                lines[qid],
+            )
     return out
 
 
@@ -98,8 +106,11 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
             header = [f.lower() for f in fields]
             for c in columns:
                 if header.count(c) > 1:
-                    raise DataError(path, f"column {c!r} appears {header.count(c)} times in the header; each "
-                                          f"column is named once.", lineno)
+                    raise DataError(
+                        path,
+                        f"column {c!r} appears {header.count(c)} times in the header; each column is named once.",
+                        lineno,
+                    )
             missing = [c for c in columns if c not in header]
             if missing:
                 raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
@@ -113,8 +124,11 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
         else:
             header = []  # the first line was data: no header in this file
             if len(fields) != len(columns):
-                raise DataError(path, f"expected {len(columns)} field(s) ({' '.join(columns)}), found "
-                                      f"{len(fields)}: {clip(text)!r}.", lineno)
+                raise DataError(
+                    path,
+                    f"expected {len(columns)} field(s) ({' '.join(columns)}), found {len(fields)}: {clip(text)!r}.",
+                    lineno,
+                )
             row = fields
         for c, value in zip(columns, row):
             if not value:

@@ -14,8 +14,10 @@ from .text import BOM, native_reader, not_finite, open_data
 QRELS = "qrels"
 RUN = "run"
 
-TREC_COLUMNS = {QRELS: ("query_id", "iteration", "doc_id", "grade"),
-                 RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag")}
+TREC_COLUMNS = {
+    QRELS: ("query_id", "iteration", "doc_id", "grade"),
+    RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag"),
+}
 TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
 
 
@@ -151,7 +153,7 @@ def encode_ids(column: Any) -> Ids:
             if fast is not None and pa.types.is_string(chunk.type) and chunk.null_count == 0:  # the same, in C
                 found = np.empty(n, dtype=np.int64)  # (pages touched only where a run starts)
                 _, offsets, data = string_buffers(chunk)
-                at = found[:fast.run_starts(offsets, data, found)].copy()
+                at = found[: fast.run_starts(offsets, data, found)].copy()
                 del found
             else:
                 change = numpy_values(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)), np.bool_)
@@ -180,8 +182,11 @@ def string_buffers(chunk: Any) -> tuple[Any, np.ndarray, np.ndarray]:
     if not pa.types.is_string(chunk.type):
         chunk = chunk.cast(pa.string())
     offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=4 * chunk.offset)
-    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None else \
-        np.zeros(1, dtype=np.uint8)
+    data = (
+        np.frombuffer(chunk.buffers()[2], dtype=np.uint8)
+        if chunk.buffers()[2] is not None
+        else np.zeros(1, dtype=np.uint8)
+    )
     return chunk, offsets, data
 
 
@@ -194,8 +199,10 @@ def same_strings(a: Any, b: Any) -> bool:
         return a.equals(b)
     _, off_a, data_a = string_buffers(a)
     _, off_b, data_b = string_buffers(b)
-    return bool(np.array_equal(np.diff(off_a), np.diff(off_b)) and
-                np.array_equal(data_a[off_a[0]:off_a[-1]], data_b[off_b[0]:off_b[-1]]))
+    return bool(
+        np.array_equal(np.diff(off_a), np.diff(off_b))
+        and np.array_equal(data_a[off_a[0] : off_a[-1]], data_b[off_b[0] : off_b[-1]])
+    )
 
 
 def gather_strings(array: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -257,8 +264,9 @@ def _offsets(chunk: Any) -> np.ndarray:
     import pyarrow as pa
 
     dtype = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-    return np.frombuffer(chunk.buffers()[1], dtype=dtype, count=len(chunk) + 1,
-                         offset=np.dtype(dtype).itemsize * chunk.offset)
+    return np.frombuffer(
+        chunk.buffers()[1], dtype=dtype, count=len(chunk) + 1, offset=np.dtype(dtype).itemsize * chunk.offset
+    )
 
 
 def encode_dictionary(column: Any, pool: Any = None) -> Ids:
@@ -273,16 +281,22 @@ def encode_dictionary(column: Any, pool: Any = None) -> Ids:
     chunks = [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]) if len(c)]
     index: dict[str, int] = {}
     n_rows = sum(len(c) for c in chunks)
-    codes = np.frombuffer(pa.allocate_buffer(4 * n_rows, memory_pool=pool), dtype=np.int32) if pool is not None \
+    codes = (
+        np.frombuffer(pa.allocate_buffer(4 * n_rows, memory_pool=pool), dtype=np.int32)
+        if pool is not None
         else np.empty(n_rows, dtype=np.int32)
+    )
     at = 0
     for chunk in chunks:
         n = len(chunk)
-        mapping = np.fromiter((index.setdefault(v, len(index)) for v in chunk.dictionary.to_pylist()),
-                              dtype=np.int32, count=len(chunk.dictionary))
+        mapping = np.fromiter(
+            (index.setdefault(v, len(index)) for v in chunk.dictionary.to_pylist()),
+            dtype=np.int32,
+            count=len(chunk.dictionary),
+        )
         indices = chunk.indices
         local = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=n, offset=4 * indices.offset)
-        np.take(mapping, local, out=codes[at:at + n])
+        np.take(mapping, local, out=codes[at : at + n])
         at += n
     values = np.asarray(list(index), dtype=object)
     if codes.size and not _first_appearance_order(codes, len(values)):
@@ -338,9 +352,11 @@ def string_array(items: Any) -> Any:
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
     wide = bool(offsets[-1] > np.iinfo(np.int32).max)
-    array = pa.Array.from_buffers(pa.large_string() if wide else pa.string(), len(encoded),
-                                  [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
-                                   pa.py_buffer(b"".join(encoded))])
+    array = pa.Array.from_buffers(
+        pa.large_string() if wide else pa.string(),
+        len(encoded),
+        [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))],
+    )
     return array
 
 
@@ -359,8 +375,9 @@ def first_empty(column: Any) -> int | None:
         n = len(chunk)
         if n:
             width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-            offsets = np.frombuffer(chunk.buffers()[1], dtype=width, count=n + 1,
-                                    offset=np.dtype(width).itemsize * chunk.offset)
+            offsets = np.frombuffer(
+                chunk.buffers()[1], dtype=width, count=n + 1, offset=np.dtype(width).itemsize * chunk.offset
+            )
             same = np.flatnonzero(offsets[1:] == offsets[:-1])
             if same.size:
                 return base + int(same[0])
@@ -385,7 +402,7 @@ def numpy_values(column: Any, dtype: Any = np.float64) -> np.ndarray:
     at = 0
     for chunk in chunks:
         n = len(chunk)
-        out[at:at + n] = _chunk_values(chunk, dtype)
+        out[at : at + n] = _chunk_values(chunk, dtype)
         at += n
     return out
 
@@ -413,13 +430,14 @@ def numpy_values_or(column: Any, dtype: Any, missing: Any) -> np.ndarray:
             bits = chunk.buffers()[0]
             values = np.frombuffer(chunk.buffers()[1], dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
             if chunk.null_count and bits is not None:
-                valid = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=chunk.offset + n,
-                                      bitorder="little")[chunk.offset:].view(np.bool_)
-                out[at:at + n] = np.where(valid, values, missing)
+                valid = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=chunk.offset + n, bitorder="little")[
+                    chunk.offset :
+                ].view(np.bool_)
+                out[at : at + n] = np.where(valid, values, missing)
             elif chunk.null_count:  # all null
-                out[at:at + n] = missing
+                out[at : at + n] = missing
             else:
-                out[at:at + n] = values
+                out[at : at + n] = values
         at += n
     return out
 
@@ -433,7 +451,7 @@ def _chunk_values(chunk: Any, dtype: np.dtype) -> np.ndarray:
     buf = chunk.buffers()[1]
     if dtype == np.bool_:
         bits = np.frombuffer(buf, dtype=np.uint8)
-        return np.unpackbits(bits, count=chunk.offset + n, bitorder="little")[chunk.offset:].view(np.bool_)
+        return np.unpackbits(bits, count=chunk.offset + n, bitorder="little")[chunk.offset :].view(np.bool_)
     if chunk.type.bit_width != 8 * dtype.itemsize:
         raise TypeError(f"a {chunk.type} column is not read as {dtype}")
     return np.frombuffer(buf, dtype=dtype, count=n, offset=dtype.itemsize * chunk.offset)
@@ -451,9 +469,11 @@ def take_rows(array: Any, rows: np.ndarray) -> Any:
         offsets, data = gathered
         wide = pa.types.is_large_string(array.type)
         if wide or offsets[-1] < 2**31:
-            return pa.Array.from_buffers(pa.large_string() if wide else pa.string(), rows.size,
-                                         [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
-                                          pa.py_buffer(data)])
+            return pa.Array.from_buffers(
+                pa.large_string() if wide else pa.string(),
+                rows.size,
+                [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)), pa.py_buffer(data)],
+            )
     if not isinstance(array, pa.ChunkedArray):
         return array.take(arrow_values(rows))
     if array.num_chunks <= 1:
@@ -468,8 +488,11 @@ def take_rows(array: Any, rows: np.ndarray) -> Any:
         order = np.argsort(which, kind="stable")
         rows, which = rows[order], which[order]
     bounds = np.searchsorted(which, np.arange(array.num_chunks + 1))
-    pieces = [array.chunk(k).take(arrow_values(rows[bounds[k]:bounds[k + 1]] - starts[k]))
-              for k in range(array.num_chunks) if bounds[k + 1] > bounds[k]]
+    pieces = [
+        array.chunk(k).take(arrow_values(rows[bounds[k] : bounds[k + 1]] - starts[k]))
+        for k in range(array.num_chunks)
+        if bounds[k + 1] > bounds[k]
+    ]
     out = pa.concat_arrays(pieces) if pieces else pa.array([], type=array.type)
     if order is not None:  # back to the order asked for
         back = np.empty_like(order)

@@ -66,7 +66,7 @@ class _Decompressed:
             data = self.stream.read(len(buffer))
         except (OSError, ValueError, EOFError) as exc:
             raise DataError(self.path, f"not readable as {self.codec} data: {clip(str(exc), 200)}") from None
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
@@ -183,8 +183,10 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
 def _lone_cr_message(body: bytes) -> str:
     at = body.index(b"\r")
     if at + 1 < len(body):
-        return (f"a carriage return (CR) not followed by a line feed, at byte {at + 1} of the line: {_LINE_ENDS} "
-                f"(a file with CR-only line ends, as old Mac editors wrote, must be converted).")
+        return (
+            f"a carriage return (CR) not followed by a line feed, at byte {at + 1} of the line: {_LINE_ENDS} "
+            f"(a file with CR-only line ends, as old Mac editors wrote, must be converted)."
+        )
     return f"the line ends with a carriage return (CR) alone: {_LINE_ENDS}."
 
 
@@ -216,8 +218,18 @@ def native_reader() -> Any:
         )
     except ImportError:
         return None
-    return NativeReader(count_lines, parse_trec, string_hashes, run_starts, fill_runs, mix_pairs, vector_width,
-                        repeats, copy_ranges, FileCutShort)
+    return NativeReader(
+        count_lines,
+        parse_trec,
+        string_hashes,
+        run_starts,
+        fill_runs,
+        mix_pairs,
+        vector_width,
+        repeats,
+        copy_ranges,
+        FileCutShort,
+    )
 
 
 @dataclass(frozen=True)
@@ -236,8 +248,10 @@ class NativeReader:
 
 SCAN_BLOCK = 1 << 22  # bytes the scan reads at a time
 
-CHANGED_WHILE_READ = ("the file changed while it was read (another program truncated, rewrote or replaced it); "
-                      "read it again once it is complete.")
+CHANGED_WHILE_READ = (
+    "the file changed while it was read (another program truncated, rewrote or replaced it); "
+    "read it again once it is complete."
+)
 
 
 def unchanged_since(fh: Any, before: Any) -> bool:
@@ -318,12 +332,15 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             cr_before = data[-1] == _CR
             if b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
                 at = data.find(b"\r")
-                while data[at + 1:at + 2] == b"\n":
+                while data[at + 1 : at + 2] == b"\n":
                     at = data.find(b"\r", at + 1)
                 start = data.rfind(b"\n", 0, at) + 1
                 # (a CR in the block's last byte is its next block's concern: this one has a byte after it)
-                raise DataError(path, _lone_cr_message(bytes(data[start:at + 2])),
-                                _lines_in(path, offset) + data.count(b"\n", 0, at) + 1)
+                raise DataError(
+                    path,
+                    _lone_cr_message(bytes(data[start : at + 2])),
+                    _lines_in(path, offset) + data.count(b"\n", 0, at) + 1,
+                )
             if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
                 try:
                     decoder.decode(data)
@@ -375,7 +392,7 @@ def _empty_field(data: bytes | bytearray, before: int, scratch: _FieldScratch) -
     a = np.frombuffer(data, dtype=np.uint8)
     n = a.size
     low = np.less_equal(a, 32, out=scratch.low[:n])
-    pairs = np.flatnonzero(np.logical_and(low[:-1], low[1:], out=scratch.pair[:max(n - 1, 0)]))
+    pairs = np.flatnonzero(np.logical_and(low[:-1], low[1:], out=scratch.pair[: max(n - 1, 0)]))
     x, y = a[pairs], a[pairs + 1]
     sep_x = (x == 32) | (x == 9)
     sep_y = (y == 32) | (y == 9)
@@ -420,8 +437,9 @@ def csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int 
         if "expected after" not in str(exc):  # an unterminated quote: a field may not span lines
             if path is None:
                 return [f.strip(" \t") for f in text.split(delimiter)]
-            raise DataError(path, f"not readable as {fmt}: {exc} (a quoted field must end on its line).",
-                            lineno) from None
+            raise DataError(
+                path, f"not readable as {fmt}: {exc} (a quoted field must end on its line).", lineno
+            ) from None
         fields = next(csv.reader([text], delimiter=delimiter))  # '"a"b' is 'ab', as Arrow reads it
     except StopIteration:
         return []

@@ -141,8 +141,12 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
             raise DataError(path, CHANGED_WHILE_READ)
         workers = max(1, min(pa.cpu_count(), len(parts)))
         pool = parse_pool()
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ndcg-mlflow-parse") if workers > 1 \
-                else _Inline() as ex:
+        with (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ndcg-mlflow-parse")
+            if workers > 1
+            else _Inline() as ex
+        ):
+
             def lines(part: tuple[int, int]) -> int:  # a part's lines (the last may have no line end): its most rows
                 a, b = part
                 _advise(mm, a, b, _POPULATE_READ)
@@ -164,8 +168,19 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
                 offsets = pa.allocate_buffer(4 * (hi - lo + 1), memory_pool=pool)
                 data = pa.allocate_buffer(b - a, memory_pool=pool)
                 _advise(mm, a, b, _POPULATE_READ)  # the part's pages mapped at once, not a fault at a time
-                out = fast.parse_trec(mm, a, b, kind == QRELS, bool(want_rank), codes[lo:hi], offsets, data,
-                                      values[lo:hi], None if ranks is None else ranks[lo:hi], hashes[lo:hi])
+                out = fast.parse_trec(
+                    mm,
+                    a,
+                    b,
+                    kind == QRELS,
+                    bool(want_rank),
+                    codes[lo:hi],
+                    offsets,
+                    data,
+                    values[lo:hi],
+                    None if ranks is None else ranks[lo:hi],
+                    hashes[lo:hi],
+                )
                 _advise(mm, a, b, dontneed)  # and let go (they stay in the page cache)
                 return out, offsets, data
 
@@ -176,16 +191,23 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
             chunks, kept, maps = [], [], []
             for k, ((_, rows, doc_bytes, long_ids, query_ids), offsets, data) in enumerate(results):
                 lo = int(first[k])
-                local = np.fromiter((query_values.setdefault(q, len(query_values)) for q in query_ids),
-                                    dtype=np.int32, count=len(query_ids))
+                local = np.fromiter(
+                    (query_values.setdefault(q, len(query_values)) for q in query_ids),
+                    dtype=np.int32,
+                    count=len(query_ids),
+                )
                 # (the part's codes, as the whole file's: below, with the keys)
                 maps.append(None if np.array_equal(local, np.arange(local.size)) else local)
-                chunks.append(pa.Array.from_buffers(pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)),
-                                                                        data.slice(0, doc_bytes)]))
+                chunks.append(
+                    pa.Array.from_buffers(
+                        pa.string(), rows, [None, offsets.slice(0, 4 * (rows + 1)), data.slice(0, doc_bytes)]
+                    )
+                )
                 kept.append((lo, lo + rows))
                 if long_ids:  # (the C reader leaves the longest ids' hashes to Python)
-                    long_hashes(chunks[-1], np.frombuffer(offsets, dtype=np.int32, count=rows + 1),
-                                hashes[lo:lo + rows])
+                    long_hashes(
+                        chunks[-1], np.frombuffer(offsets, dtype=np.int32, count=rows + 1), hashes[lo : lo + rows]
+                    )
             strings = np.empty(len(query_values), dtype=object)
             strings[:] = [v.decode() for v in query_values]
             query_mix = query_mixes(strings)
@@ -207,8 +229,9 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
         n = kept[-1][1]
         codes, values, hashes = codes[:n], values[:n], hashes[:n]
         ranks = None if ranks is None else ranks[:n]
-    table = Table(str(path), kind, Ids(codes, strings), Strings(pa.chunked_array(chunks, type=pa.string())),
-                  values, ranks, "trec")
+    table = Table(
+        str(path), kind, Ids(codes, strings), Strings(pa.chunked_array(chunks, type=pa.string())), values, ranks, "trec"
+    )
     table.read_pair_keys = hashes
     table.finite = True  # (parse_trec refuses a number that is not finite)
     return table
@@ -307,19 +330,32 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         tbl = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
-                                              escape_char=False, newlines_in_values=False,
-                                              ignore_empty_lines=True),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter,
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=True,
+            ),
             # (UTF-8 is checked by the scan, whose verdict the parse waits for)
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=[c for c in names if c in types],
-                                                 null_values=[], strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False, check_utf8=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                include_columns=[c for c in names if c in types],
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                check_utf8=False,
+            ),
             memory_pool=pool,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         raise FastPathRefused() from None
-    if tbl.num_rows == 0 or has_empty(tbl.column("doc_id")) or \
-            any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks):
+    if (
+        tbl.num_rows == 0
+        or has_empty(tbl.column("doc_id"))
+        or any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks)
+    ):
         raise FastPathRefused()
     # the numbers and codes in one buffer each, from the pages the parse has freed in its pool
     rank = pooled_values(tbl.column("rank"), np.float64, pool) if "rank" in types else None
@@ -327,8 +363,15 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         query = encode_dictionary(tbl.column("query_id"), pool)
     except UnicodeDecodeError:  # (not UTF-8: the scan sends the file to the line-by-line reader, naming the line)
         raise FastPathRefused() from None
-    table = Table(str(path), kind, query, Strings(tbl.column("doc_id")),
-                  pooled_values(tbl.column(value_col), np.float64, pool), rank, "trec")
+    table = Table(
+        str(path),
+        kind,
+        query,
+        Strings(tbl.column("doc_id")),
+        pooled_values(tbl.column(value_col), np.float64, pool),
+        rank,
+        "trec",
+    )
     del tbl  # the parser's buffers: handed back to the system, not kept by Arrow's pool
     pool.release_unused()
     return table
@@ -353,8 +396,11 @@ def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
         if not parts:
             continue
         if len(parts) < ncols or (kind == QRELS and len(parts) > ncols):
-            raise DataError(path, f"expected {ncols} fields ({layout}) separated by spaces or tabs, found "
-                                  f"{len(parts)}: {clip(text)!r}.", lineno)
+            raise DataError(
+                path,
+                f"expected {ncols} fields ({layout}) separated by spaces or tabs, found {len(parts)}: {clip(text)!r}.",
+                lineno,
+            )
         if kind == QRELS:
             qid, _, doc, grade = parts
             vs.append(checked_number(path, lineno, grade, "grade"))
@@ -367,5 +413,12 @@ def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
         ds.append(doc)
     if not qs:
         raise DataError(path, f"the {kind} file has no data lines.")
-    return Table(str(path), kind, encode_id_list(qs), string_column(ds), np.asarray(vs, dtype=np.float64),
-                 np.asarray(rs, dtype=np.float64) if kind == RUN and want_rank else None, "trec")
+    return Table(
+        str(path),
+        kind,
+        encode_id_list(qs),
+        string_column(ds),
+        np.asarray(vs, dtype=np.float64),
+        np.asarray(rs, dtype=np.float64) if kind == RUN and want_rank else None,
+        "trec",
+    )

@@ -79,9 +79,15 @@ class Terminated(BaseException):
     """SIGTERM arrived: the runs being logged end KILLED."""
 
 
-def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_uri: str | None = None,
-                   run_name: str | None = None, tags: dict[str, str] | None = None,
-                   run_id: str | None = None) -> LoggedRuns:
+def log_evaluation(
+    result: EvaluationResult,
+    out_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    run_name: str | None = None,
+    tags: dict[str, str] | None = None,
+    run_id: str | None = None,
+) -> LoggedRuns:
     """Log a finished evaluation whose local outputs are already in ``out_dir`` (see :func:`log_folder`).
 
     Inside a run the caller already has open (``mlflow.active_run()``), or with ``run_id``, that run is the
@@ -99,8 +105,14 @@ def log_evaluation(result: EvaluationResult, out_dir: str | Path, *, tracking_ur
     return log_folder(out_dir, tracking_uri=uri, run_name=run_name, tags=tags, run_id=run_id)
 
 
-def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
-               tags: dict[str, str] | None = None, run_id: str | None = None) -> LoggedRuns:
+def log_folder(
+    out_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    run_name: str | None = None,
+    tags: dict[str, str] | None = None,
+    run_id: str | None = None,
+) -> LoggedRuns:
     """Log the output folder of a finished evaluation (see :func:`_log_folder`), holding the folder's lock
     (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
     folder, so a second upload of it waits and then finds the first one complete. ``tags`` (``--tag``) are set
@@ -112,8 +124,14 @@ def log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name
         return _log_folder(out_dir, tracking_uri=tracking_uri, run_name=run_name, tags=tags, run_id=run_id)
 
 
-def _log_folder(out_dir: str | Path, *, tracking_uri: str | None = None, run_name: str | None = None,
-                tags: dict[str, str] | None = None, run_id: str | None = None) -> LoggedRuns:
+def _log_folder(
+    out_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    run_name: str | None = None,
+    tags: dict[str, str] | None = None,
+    run_id: str | None = None,
+) -> LoggedRuns:
     """Log the output folder of a finished evaluation: everything logged is read from the folder, which
     must be complete and unchanged (its ``manifest.json``) with a valid run key, else a DataError.
 
@@ -183,8 +201,9 @@ def _log_body(state: _Logging) -> LoggedRuns:
         state.logging_into = pid  # from here on, a failure is said on the caller's run too
         log_batch(client, pid, {}, {}, {**tags, ATTACHED_TAG: "true"})
     else:
-        parent = client.create_run(experiment_id, run_name=name,
-                                   tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags})
+        parent = client.create_run(
+            experiment_id, run_name=name, tags={**parent_tags(summary, out_dir, run_key), **state.owner_tags}
+        )
         pid = parent.info.run_id
         state.created.append(pid)
     logged = LoggedRuns(state.uri, experiment_id, pid)
@@ -192,23 +211,44 @@ def _log_body(state: _Logging) -> LoggedRuns:
     judgments = judgments_dataset(summary)
 
     params = _evaluation_params(summary)
-    parent_metrics = {f"{system}.{k}": v for system, means in summary["systems"].items()
-                      for k, v in system_metrics(means).items()}
+    parent_metrics = {
+        f"{system}.{k}": v for system, means in summary["systems"].items() for k, v in system_metrics(means).items()
+    }
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).items()
     log_inputs(client, pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
 
     for system, means in summary["systems"].items():
         state.stage = f"logging the run of system '{system}'"
-        cid = _log_system(client, experiment_id, pid, summary, system, means, out_dir, run_key,
-                          created=state.created, owner_tags=state.owner_tags,
-                          run_name=system_run_name(system, summary, now, given_name), custom_tags=state.custom_tags,
-                          model_id=linked.get(system), judgments=judgments)
+        cid = _log_system(
+            client,
+            experiment_id,
+            pid,
+            summary,
+            system,
+            means,
+            out_dir,
+            run_key,
+            created=state.created,
+            owner_tags=state.owner_tags,
+            run_name=system_run_name(system, summary, now, given_name),
+            custom_tags=state.custom_tags,
+            model_id=linked.get(system),
+            judgments=judgments,
+        )
         logged.system_run_ids[system] = cid
 
     state.stage = "logging the artifacts, figures, params, tags and metrics of the evaluation run"
-    log_outputs(client, pid, out_dir, summary, metrics=parent_metrics, params=params, tags=state.custom_tags,
-                final_tags={f"{TAG_PREFIX}.logging": "complete"})
+    log_outputs(
+        client,
+        pid,
+        out_dir,
+        summary,
+        metrics=parent_metrics,
+        params=params,
+        tags=state.custom_tags,
+        final_tags={f"{TAG_PREFIX}.logging": "complete"},
+    )
     if attached is None:
         client.set_terminated(pid, "FINISHED")
     return logged
@@ -225,15 +265,21 @@ def _attachable(client, run_id: str, run_key: str, uri: str):
     try:
         run = client.get_run(run_id)
     except MlflowException as exc:
-        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): no such run in {safe_uri(uri)} "
-                        f"({first_line(exc)}).") from None
+        raise NdcgError(
+            f"run {run_id} to log into (--run-id, or the active run): no such run in {safe_uri(uri)} "
+            f"({first_line(exc)})."
+        ) from None
     if run.info.lifecycle_stage == "deleted":
-        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run is deleted; restore it "
-                        f"or log into another run.")
+        raise NdcgError(
+            f"run {run_id} to log into (--run-id, or the active run): the run is deleted; restore it "
+            f"or log into another run."
+        )
     held = run.data.tags.get(f"{TAG_PREFIX}.run_key")
     if held is not None and held != run_key:
-        raise NdcgError(f"run {run_id} to log into (--run-id, or the active run): the run already holds another "
-                        f"evaluation (run key {held}); a run holds one evaluation: log this one into a run of its own.")
+        raise NdcgError(
+            f"run {run_id} to log into (--run-id, or the active run): the run already holds another "
+            f"evaluation (run key {held}); a run holds one evaluation: log this one into a run of its own."
+        )
     return run
 
 
@@ -250,9 +296,11 @@ def _check_params(run, params: dict[str, str]) -> None:
     clash = [k for k, v in params.items() if k in run.data.params and run.data.params[k] != v]
     if clash:
         k = clash[0]
-        raise NdcgError(f"run {run.info.run_id} to log into (--run-id, or the active run): the run has the param "
-                        f"{k!r} = {run.data.params[k]!r}, and the evaluation logs {k!r} = {params[k]!r}; MLflow does "
-                        f"not change a param ({len(clash)} such param(s)). Log the evaluation into another run.")
+        raise NdcgError(
+            f"run {run.info.run_id} to log into (--run-id, or the active run): the run has the param "
+            f"{k!r} = {run.data.params[k]!r}, and the evaluation logs {k!r} = {params[k]!r}; MLflow does "
+            f"not change a param ({len(clash)} such param(s)). Log the evaluation into another run."
+        )
 
 
 def _linked_models(client, summary: dict) -> dict[str, str]:
@@ -282,27 +330,57 @@ def _dataset(name: str, path: str, sha256: str, rows: int | None, context: str, 
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     source = {"uri": path} if version is None else {"uri": path, "delta_version": version}
-    dataset = Dataset(name=name, digest=sha256[:16], source_type="local", source=json.dumps(source),
-                      profile=json.dumps({"num_rows": rows}) if rows is not None else None)
+    dataset = Dataset(
+        name=name,
+        digest=sha256[:16],
+        source_type="local",
+        source=json.dumps(source),
+        profile=json.dumps({"num_rows": rows}) if rows is not None else None,
+    )
     return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])
 
 
 def judgments_dataset(summary: dict):
     f = summary.get("files", {}).get("qrels", {})
-    return _dataset("judgments", f.get("path", ""), f.get("sha256", ""), f.get("rows"), "evaluation",
-                    summary.get("spec", {}).get("data.qrels.version"))
+    return _dataset(
+        "judgments",
+        f.get("path", ""),
+        f.get("sha256", ""),
+        f.get("rows"),
+        "evaluation",
+        summary.get("spec", {}).get("data.qrels.version"),
+    )
 
 
 def candidates_dataset(system: str, record: dict, summary: dict):
     version = summary.get("spec", {}).get(f"data.systems.{system}.candidates.version")
-    return _dataset(f"candidates {record.get('candidates')}", record.get("candidates") or "",
-                    record.get("candidates_sha256") or "", record.get("candidate_rows"), "candidates", version)
+    return _dataset(
+        f"candidates {record.get('candidates')}",
+        record.get("candidates") or "",
+        record.get("candidates_sha256") or "",
+        record.get("candidate_rows"),
+        "candidates",
+        version,
+    )
 
 
-def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, means: dict, out_dir: Path,
-                run_key: str, *, created: list[str] | None = None, owner_tags: dict[str, str] | None = None,
-                run_name: str | None = None, custom_tags: dict[str, str] | None = None, model_id: str | None = None,
-                judgments: Any = None) -> str:
+def _log_system(
+    client,
+    experiment_id: str,
+    pid: str,
+    summary: dict,
+    name: str,
+    means: dict,
+    out_dir: Path,
+    run_key: str,
+    *,
+    created: list[str] | None = None,
+    owner_tags: dict[str, str] | None = None,
+    run_name: str | None = None,
+    custom_tags: dict[str, str] | None = None,
+    model_id: str | None = None,
+    judgments: Any = None,
+) -> str:
     """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure).
 
     Metrics: the system's means and intervals and, for a candidate, its comparisons with the baseline
@@ -310,13 +388,19 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     from ..outputs import system_file_stem
 
     files = summary.get("files", {})
-    child = client.create_run(experiment_id, run_name=run_name or name,
-                              tags={**(owner_tags or {}), **system_tags(summary, name, pid, run_key)})
+    child = client.create_run(
+        experiment_id,
+        run_name=run_name or name,
+        tags={**(owner_tags or {}), **system_tags(summary, name, pid, run_key)},
+    )
     cid = child.info.run_id
     if created is not None:
         created.append(cid)
-    params = {k: param_value(v) for k, v in summary["spec"].items()
-              if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")}
+    params = {
+        k: param_value(v)
+        for k, v in summary["spec"].items()
+        if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")
+    }
     params["system"] = name
     params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
     params["n_queries"] = str(summary["n_queries"])
@@ -326,26 +410,47 @@ def _log_system(client, experiment_id: str, pid: str, summary: dict, name: str, 
     if record:
         params["model"] = record["loaded_uri"]
     dataset = (judgments.dataset.name, judgments.dataset.digest) if judgments is not None else None
-    inputs = ([judgments] if judgments is not None else []) + \
-        ([candidates_dataset(name, record, summary)] if record else [])
+    inputs = ([judgments] if judgments is not None else []) + (
+        [candidates_dataset(name, record, summary)] if record else []
+    )
     if inputs or model_id:
         from mlflow.entities import LoggedModelInput
 
         log_inputs(client, cid, datasets=inputs or None, models=[LoggedModelInput(model_id)] if model_id else None)
     stem = system_file_stem(name)
     files = [out_dir / "systems" / f"{stem}.{suffix}" for suffix in ("per_query.csv", "top.csv", "scored.parquet")]
-    tables_tag = _upload(client, cid, [f for f in files if f.exists()] + [out_dir / "summary.json"],
-                         _tables(out_dir, summary, system=name))
+    tables_tag = _upload(
+        client,
+        cid,
+        [f for f in files if f.exists()] + [out_dir / "summary.json"],
+        _tables(out_dir, summary, system=name),
+    )
     # the metrics, params and tags with the tag saying the run is complete: one batch, after the artifacts
-    log_batch(client, cid, metrics, params, {**(custom_tags or {}), **tables_tag}, model_id=model_id,
-              dataset=dataset, final_tags={f"{TAG_PREFIX}.logging": "complete"})
+    log_batch(
+        client,
+        cid,
+        metrics,
+        params,
+        {**(custom_tags or {}), **tables_tag},
+        model_id=model_id,
+        dataset=dataset,
+        final_tags={f"{TAG_PREFIX}.logging": "complete"},
+    )
     client.set_terminated(cid, "FINISHED")
     return cid
 
 
-def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None, *,
-                metrics: dict[str, float] | None = None, params: dict[str, str] | None = None,
-                tags: dict[str, str] | None = None, final_tags: dict[str, str] | None = None) -> None:
+def log_outputs(
+    client,
+    run_id: str,
+    out_dir: Path,
+    summary: dict | None = None,
+    *,
+    metrics: dict[str, float] | None = None,
+    params: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None,
+    final_tags: dict[str, str] | None = None,
+) -> None:
     """A folder's files (those of :data:`ARTIFACTS` present) as artifacts of a run, its tables as MLflow tables
     and its figures (:func:`log_figures`), in one upload; then the tag listing the tables, with ``metrics``,
     ``params`` and ``tags``, in one batch, ``final_tags`` in its last part: what an evaluation run and a
@@ -355,8 +460,9 @@ def log_outputs(client, run_id: str, out_dir: Path, summary: dict | None = None,
     log_batch(client, run_id, metrics or {}, params or {}, {**listed, **(tags or {})}, final_tags=final_tags)
 
 
-def _upload(client, run_id: str, files: list[Path], tables: list[tuple[str, Any]],
-            figures_of: Path | None = None) -> dict[str, str]:
+def _upload(
+    client, run_id: str, files: list[Path], tables: list[tuple[str, Any]], figures_of: Path | None = None
+) -> dict[str, str]:
     """``files`` (at the top of the run's artifacts, under their names) and ``tables`` (name, DataFrame) as
     MLflow tables, in one ``log_artifacts`` of a staging folder: one call, where ``log_artifact`` per file
     and ``log_table`` (four requests a table: a listing, the upload, reading the run, setting a tag) took
@@ -432,11 +538,16 @@ def table_json(frame: Any) -> str:
             if not np.isfinite(array).all():  # (a column without NaN or infinity is written as it is)
                 values = [v if isfinite(v) else None for v in values]
         elif kind not in "iub" and not (isinstance(column.dtype, pd.StringDtype) and not column.isna().any()):
-            values = [None if v is None or v is na or v is nat or (isinstance(v, float) and not isfinite(v)) else v
-                      for v in values]
+            values = [
+                None if v is None or v is na or v is nat or (isinstance(v, float) and not isfinite(v)) else v
+                for v in values
+            ]
         columns.append(values)
-    return json.dumps({"columns": [str(c) for c in frame.columns], "data": [list(row) for row in zip(*columns)]},
-                      allow_nan=False, default=str)
+    return json.dumps(
+        {"columns": [str(c) for c in frame.columns], "data": [list(row) for row in zip(*columns)]},
+        allow_nan=False,
+        default=str,
+    )
 
 
 def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> list[tuple[str, Any]]:
@@ -456,8 +567,10 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
         from ..outputs import system_file_stem
 
         tables.append((f"systems/{system_file_stem(system)}.per_query.csv", "per_query_table.json", None))
-    tables += [("comparisons.csv", "comparisons_table.json", "candidate"), ("sensitivity.csv", "sensitivity_table.json",
-                                                                          "system")]
+    tables += [
+        ("comparisons.csv", "comparisons_table.json", "candidate"),
+        ("sensitivity.csv", "sensitivity_table.json", "system"),
+    ]
     out: list[tuple[str, Any]] = []
     for csv_name, table_name, column in tables:
         path = out_dir / csv_name
@@ -470,9 +583,12 @@ def _tables(out_dir: Path, summary: dict | None, system: str | None = None) -> l
         if text is not None:  # a table of these bytes (and this filter) made before: its JSON, not parsed again
             out.append((table_name, text))
             continue
-        frame = pd.read_csv(io.BytesIO(data), dtype={"query_id": str, "cutoff": str, "system": str,
-                                                     "candidate": str, "baseline": str},
-                            keep_default_na=False, na_values=[""])
+        frame = pd.read_csv(
+            io.BytesIO(data),
+            dtype={"query_id": str, "cutoff": str, "system": str, "candidate": str, "baseline": str},
+            keep_default_na=False,
+            na_values=[""],
+        )
         if system is not None and column is not None:
             if column not in frame.columns:
                 continue
@@ -499,15 +615,23 @@ def filter_literal(value: str) -> str:
 
 def _previous_upload(client, experiment_id: str, run_key: str) -> LoggedRuns | None:
     """A complete earlier upload of the same folder, or None after deleting the runs of an incomplete one."""
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)}",
-                              max_results=1000)
+    runs = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)}", max_results=1000
+    )
     parents = [r for r in runs if r.data.tags.get(f"{TAG_PREFIX}.role") == "evaluation"]
-    complete = [r for r in parents if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
-                and (r.info.status == "FINISHED" or r.data.tags.get(ATTACHED_TAG) == "true")]
+    complete = [
+        r
+        for r in parents
+        if r.data.tags.get(f"{TAG_PREFIX}.logging") == "complete"
+        and (r.info.status == "FINISHED" or r.data.tags.get(ATTACHED_TAG) == "true")
+    ]
     if complete:
         parent = complete[0]
-        children = {r.data.tags.get(f"{TAG_PREFIX}.system"): r.info.run_id for r in runs
-                    if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+        children = {
+            r.data.tags.get(f"{TAG_PREFIX}.system"): r.info.run_id
+            for r in runs
+            if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+        }
         logged = LoggedRuns("", experiment_id, parent.info.run_id, children)
         logged.reused = True
         return logged
@@ -587,9 +711,17 @@ def log_inputs(client, run_id: str, **inputs: Any) -> None:
         client.log_inputs(run_id, **inputs)
 
 
-def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, str],
-              tags: dict[str, str], *, model_id: str | None = None, dataset: tuple[str, str] | None = None,
-              final_tags: dict[str, str] | None = None) -> None:
+def log_batch(
+    client,
+    run_id: str,
+    metrics: dict[str, float],
+    params: dict[str, str],
+    tags: dict[str, str],
+    *,
+    model_id: str | None = None,
+    dataset: tuple[str, str] | None = None,
+    final_tags: dict[str, str] | None = None,
+) -> None:
     """Metrics, params and tags in batches of MLflow's limits; the metrics linked to the logged model
     ``model_id`` (shown on its page) and to the dataset ``(name, digest)`` when given. ``final_tags`` (the tag
     saying logging is complete) go in the last batch, once everything else is logged: in the one batch when all
@@ -598,8 +730,18 @@ def log_batch(client, run_id: str, metrics: dict[str, float], params: dict[str, 
 
     now = int(time.time() * 1000)
     name, digest = dataset if dataset is not None else (None, None)
-    m = [Metric(k, float(v) if v is not None else math.nan, now, 0, model_id=model_id, dataset_name=name,
-                dataset_digest=digest) for k, v in metrics.items()]
+    m = [
+        Metric(
+            k,
+            float(v) if v is not None else math.nan,
+            now,
+            0,
+            model_id=model_id,
+            dataset_name=name,
+            dataset_digest=digest,
+        )
+        for k, v in metrics.items()
+    ]
     p = [Param(k, _logged(v)) for k, v in params.items()]
     t = [RunTag(k, _logged(v)) for k, v in tags.items()]
     last = [RunTag(k, _logged(v)) for k, v in (final_tags or {}).items()]
@@ -656,8 +798,7 @@ def _store_lock(uri: str):
         lock.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lock, "a+")  # noqa: SIM115 (entered below, once the open's error is reported)
     except OSError as exc:
-        raise TrackingError(f"cannot open the MLflow store {safe_uri(uri)}: {exc.strerror or exc} "
-                            f"({lock}).") from None
+        raise TrackingError(f"cannot open the MLflow store {safe_uri(uri)}: {exc.strerror or exc} ({lock}).") from None
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -669,7 +810,7 @@ def _store_lock(uri: str):
 def _sqlite_path(uri: str) -> Path | None:
     if not uri.startswith("sqlite:"):
         return None
-    rest = uri[len("sqlite:"):]
+    rest = uri[len("sqlite:") :]
     if rest.startswith("////"):
         return Path(rest[3:])
     if rest.startswith("///"):
@@ -684,8 +825,11 @@ def _end_strays(client, run_key: str, stage: str, status: str, experiment_id: st
         return
     try:
         exps = [experiment_id] if experiment_id else [e.experiment_id for e in client.search_experiments()]
-        runs = client.search_runs(exps, filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)} and "
-                                                      f"attributes.status = 'RUNNING'", max_results=1000)
+        runs = client.search_runs(
+            exps,
+            filter_string=f"tags.`{TAG_PREFIX}.run_key` = {filter_literal(run_key)} and attributes.status = 'RUNNING'",
+            max_results=1000,
+        )
     except Exception:  # noqa: BLE001 - cleanup must not hide the original error
         return
     fail_runs(client, [r.info.run_id for r in runs if r.data.tags.get(ATTACHED_TAG) != "true"], stage, status=status)
@@ -726,17 +870,19 @@ class Bounds:
                 return default
             return value if math.isfinite(value) and value >= 0 else default
 
-        return cls(timeout=number("MLFLOW_HTTP_REQUEST_TIMEOUT", 120) or 120.0,
-                   retries=int(number("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 7)),
-                   backoff=number("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", 2),
-                   jitter=number("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", 1),
-                   total=float(total) if total else TOTAL_TIMEOUT)
+        return cls(
+            timeout=number("MLFLOW_HTTP_REQUEST_TIMEOUT", 120) or 120.0,
+            retries=int(number("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 7)),
+            backoff=number("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", 2),
+            jitter=number("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", 1),
+            total=float(total) if total else TOTAL_TIMEOUT,
+        )
 
     def request(self, upload_bytes: int = 0) -> float:
         """Longest one request may take, all its attempts and backoff sleeps included, however the server
         behaves (a silent, trickling or frozen server included): (retries + 1) x timeout + the backoff
         sleeps + 2 s, plus 1 s per MiB it uploads."""
-        sleeps = sum(min(self.backoff * 2 ** i, 120.0) + self.jitter for i in range(self.retries))
+        sleeps = sum(min(self.backoff * 2**i, 120.0) + self.jitter for i in range(self.retries))
         return (self.retries + 1) * self.timeout + sleeps + _SLACK + upload_bytes / UPLOAD_RATE
 
     def worst_failure(self) -> float:
@@ -842,8 +988,16 @@ class _Logging:
     further request) and a cleanup with its own small budget ends the runs created so far.
     """
 
-    def __init__(self, uri: str, out_dir: Path, summary: dict, run_key: str, run_name: str | None,
-                 total: float | None, custom_tags: dict[str, str] | None = None):
+    def __init__(
+        self,
+        uri: str,
+        out_dir: Path,
+        summary: dict,
+        run_key: str,
+        run_name: str | None,
+        total: float | None,
+        custom_tags: dict[str, str] | None = None,
+    ):
         import threading
 
         self.uri, self.out_dir, self.summary, self.run_key, self.run_name = uri, out_dir, summary, run_key, run_name
@@ -877,12 +1031,16 @@ class _Logging:
         assert self.ctx is not None  # set by run() before the worker starts
         now = time.monotonic()
         if now >= self.ctx.deadline:
-            return (f"logging did not finish within mlflow.total_timeout = {self.bounds.total:g} s (the server "
-                    f"answers too slowly, or not at all)")
+            return (
+                f"logging did not finish within mlflow.total_timeout = {self.bounds.total:g} s (the server "
+                f"answers too slowly, or not at all)"
+            )
         request = self.ctx.request
         if request is not None and now - request[0] > request[1]:
-            return (f"the server did not answer within {request[1]:.0f} s ({request[2]}; mlflow.timeout "
-                    f"{self.bounds.timeout:g} s per attempt, {self.bounds.retries} retries)")
+            return (
+                f"the server did not answer within {request[1]:.0f} s ({request[2]}; mlflow.timeout "
+                f"{self.bounds.timeout:g} s per attempt, {self.bounds.retries} retries)"
+            )
         return None
 
     def run(self) -> LoggedRuns:
@@ -922,9 +1080,12 @@ class _Logging:
         raise TrackingError(self._message(_describe(error, self.uri))) from error
 
     def _message(self, what: str) -> str:
-        return (f"logging to MLflow at {safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
-                f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}"
-                + (f" --run-id {self.attach}" if self.attach else "") + "'.")
+        return (
+            f"logging to MLflow at {safe_uri(self.uri)} failed while {self.stage}: {what}. The complete "
+            f"local results are in {self.out_dir}; log them later with 'ndcg-mlflow upload {self.out_dir}"
+            + (f" --run-id {self.attach}" if self.attach else "")
+            + "'."
+        )
 
     def _give_up(self, status: str) -> None:
         """Abandon the worker, then end the runs it created (and any run of this key left RUNNING) within the
@@ -969,8 +1130,11 @@ def _describe(exc: BaseException, uri: str) -> str:
         item = item.__cause__ or item.__context__
     for item in chain:
         text = str(item).lower()
-        if (getattr(item, "errno", None) == errno.ENOSPC or "no space left on device" in text
-                or "database or disk is full" in text):
+        if (
+            getattr(item, "errno", None) == errno.ENOSPC
+            or "no space left on device" in text
+            or "database or disk is full" in text
+        ):
             return "no space left on device: the store (or its artifact folder) is full, nothing more can be written"
     return f"{type(exc).__name__}: {first_line(exc)}"
 
@@ -1038,20 +1202,31 @@ def _end_dead_runs(client, experiment_id: str, run_key: str) -> list[str]:
     and process namespace, tag ``ndcg_mlflow.owner``) by a process that is no longer running. A live
     concurrent logging is never touched.
     """
-    runs = client.search_runs([experiment_id], filter_string=f"attributes.status = 'RUNNING' and "
-                                                              f"tags.`{TAG_PREFIX}.logging` != 'complete'",
-                              max_results=1000)
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.status = 'RUNNING' and tags.`{TAG_PREFIX}.logging` != 'complete'",
+        max_results=1000,
+    )
     now = time.time()
-    dead = [r.info.run_id for r in runs
-            if r.data.tags.get(f"{TAG_PREFIX}.role") in ("evaluation", "system")
-            and r.data.tags.get(f"{TAG_PREFIX}.run_key") != run_key
-            and _owner_gone(r.data.tags.get(f"{TAG_PREFIX}.owner"), r.data.tags.get(f"{TAG_PREFIX}.run_key"),
-                            r.data.tags.get(f"{TAG_PREFIX}.logging_deadline"), now)]
+    dead = [
+        r.info.run_id
+        for r in runs
+        if r.data.tags.get(f"{TAG_PREFIX}.role") in ("evaluation", "system")
+        and r.data.tags.get(f"{TAG_PREFIX}.run_key") != run_key
+        and _owner_gone(
+            r.data.tags.get(f"{TAG_PREFIX}.owner"),
+            r.data.tags.get(f"{TAG_PREFIX}.run_key"),
+            r.data.tags.get(f"{TAG_PREFIX}.logging_deadline"),
+            now,
+        )
+    ]
     for rid in dead:
         from mlflow.entities import RunTag
 
-        client.log_batch(rid, tags=[RunTag(f"{TAG_PREFIX}.logging", "abandoned: the process logging it ended "
-                                                                    "before it was complete")])
+        client.log_batch(
+            rid,
+            tags=[RunTag(f"{TAG_PREFIX}.logging", "abandoned: the process logging it ended before it was complete")],
+        )
         client.set_terminated(rid, "FAILED")
     return dead
 

@@ -46,9 +46,11 @@ def _client(uri: str | None):
     uri = uri or mlflow.get_tracking_uri()
     missing = _missing_local_store(uri)
     if missing:
-        raise CompareError(f"no MLflow store at {missing} (tracking URI {safe_uri(uri)}): nothing was logged there, "
-                           f"so no run can be read from it. Give the store that holds the runs with --tracking-uri "
-                           f"or MLFLOW_TRACKING_URI.")
+        raise CompareError(
+            f"no MLflow store at {missing} (tracking URI {safe_uri(uri)}): nothing was logged there, "
+            f"so no run can be read from it. Give the store that holds the runs with --tracking-uri "
+            f"or MLFLOW_TRACKING_URI."
+        )
     return MlflowClient(tracking_uri=uri)
 
 
@@ -57,7 +59,7 @@ def _missing_local_store(uri: str) -> str | None:
     from urllib.parse import unquote, urlparse
 
     if uri.startswith("sqlite:"):
-        path = uri.split("?", 1)[0][len("sqlite:"):]
+        path = uri.split("?", 1)[0][len("sqlite:") :]
         if path.startswith("///"):  # sqlite:///relative.db, sqlite:////absolute.db
             path = unquote(path[3:])
             if not path or path == ":memory:":
@@ -86,11 +88,14 @@ def _get_run(client, run_id: str):
     except Exception as exc:
         code = getattr(exc, "error_code", None)
         if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
-            raise CompareError(f"run {run_id!r} not found in the MLflow store {_store_name(client)}: give the id of a "
-                               f"run logged there, or the store that holds it with --tracking-uri or "
-                               f"MLFLOW_TRACKING_URI.") from None
-        raise TrackingError(f"cannot read MLflow run {run_id!r} from {_store_name(client)}: {type(exc).__name__}: "
-                            f"{first_line(exc)}") from None
+            raise CompareError(
+                f"run {run_id!r} not found in the MLflow store {_store_name(client)}: give the id of a "
+                f"run logged there, or the store that holds it with --tracking-uri or "
+                f"MLFLOW_TRACKING_URI."
+            ) from None
+        raise TrackingError(
+            f"cannot read MLflow run {run_id!r} from {_store_name(client)}: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
 
 
 def evaluation_run_id(client, run_id: str) -> str:
@@ -116,8 +121,9 @@ def download_folder(client, run_id: str, dest: Path) -> Path:
     except Exception as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # the local disk (network errors carry no errno)
             raise
-        raise TrackingError(f"cannot download the artifacts of MLflow run {run_id}: {type(exc).__name__}: "
-                            f"{first_line(exc)}") from None
+        raise TrackingError(
+            f"cannot download the artifacts of MLflow run {run_id}: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
     return dest
 
 
@@ -151,8 +157,10 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
     tags = run.data.tags
     one_model = tags.get(f"{TAG_PREFIX}.role") == "evaluation" and f"{TAG_PREFIX}.evaluator" in tags
     if tags.get(f"{TAG_PREFIX}.role") != "system" and not one_model:  # mlflow.models.evaluate's run: one system
-        raise CompareError(f"run {run_id} is not a system's run of an ndcg-mlflow evaluation (expected the tag "
-                           f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation).")
+        raise CompareError(
+            f"run {run_id} is not a system's run of an ndcg-mlflow evaluation (expected the tag "
+            f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation)."
+        )
     system = tags[f"{TAG_PREFIX}.system"]
     from ..outputs import system_file_stem
 
@@ -161,15 +169,16 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
     try:
         pq_path = client.download_artifacts(run_id, f"{stem}.per_query.csv", str(dest))
     except Exception as exc:
-        raise CompareError(f"run {run_id} has no per-query table artifact {stem}.per_query.csv "
-                           f"({type(exc).__name__}).") from None
-    per_query = pd.read_csv(pq_path, dtype={"query_id": str, "system": str, "cutoff": str},
-                            keep_default_na=False, na_values=[""])
+        raise CompareError(
+            f"run {run_id} has no per-query table artifact {stem}.per_query.csv ({type(exc).__name__})."
+        ) from None
+    per_query = pd.read_csv(
+        pq_path, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""]
+    )
     top = None
     try:
         top_path = client.download_artifacts(run_id, f"{stem}.top.csv", str(dest))
-        top = pd.read_csv(top_path, dtype={"query_id": str, "doc_id": str}, keep_default_na=False,
-                          na_values=[""])
+        top = pd.read_csv(top_path, dtype={"query_id": str, "doc_id": str}, keep_default_na=False, na_values=[""])
     except Exception:
         top = None  # wins and losses then list no documents
     return SystemRun(run, system, per_query, top)
@@ -194,9 +203,18 @@ def qrels_digest(run) -> str | None:
     return tags.get(f"{TAG_PREFIX}.data.qrels.sha256") or tags.get(f"{TAG_PREFIX}.qrels_sha256")
 
 
-def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out: str | Path | None = None,
-                 allow_spec_mismatch: bool = False, overrides: dict | None = None, log: bool = True,
-                 experiment: str | None = None, tags: dict[str, str] | None = None) -> tuple[Any, Path, str | None]:
+def compare_runs(
+    run_a: str,
+    run_b: str,
+    *,
+    tracking_uri: str | None = None,
+    out: str | Path | None = None,
+    allow_spec_mismatch: bool = False,
+    overrides: dict | None = None,
+    log: bool = True,
+    experiment: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> tuple[Any, Path, str | None]:
     """Compare system run B (candidate) with system run A (baseline).
 
     Returns (result, output folder, new MLflow run id or None). ``overrides`` may set
@@ -218,39 +236,59 @@ def compare_runs(run_a: str, run_b: str, *, tracking_uri: str | None = None, out
         b = _load_system_run(client, run_b, work / "b")
     differences = definition_differences(a.run, b.run)
     if differences and not allow_spec_mismatch:
-        raise CompareError("the two runs measure different things, so their difference would be meaningless:\n  "
-                           + "\n  ".join(differences) + "\n(--allow-spec-mismatch compares them anyway and says so "
-                           "in the report)")
+        raise CompareError(
+            "the two runs measure different things, so their difference would be meaningless:\n  "
+            + "\n  ".join(differences)
+            + "\n(--allow-spec-mismatch compares them anyway and says so "
+            "in the report)"
+        )
     name_a, name_b = a.system, b.system
     if name_a == name_b:
         name_a, name_b = f"{name_a}-{run_a[:8]}", f"{name_b}-{run_b[:8]}"
     params = a.run.data.params
     settings = {
-        "resamples": params.get("uncertainty.resamples"), "confidence": params.get("uncertainty.confidence"),
-        "method": params.get("uncertainty.method"), "seed": params.get("uncertainty.seed"),
-        "test": params.get("comparison.test"), "correction": params.get("comparison.correction"),
+        "resamples": params.get("uncertainty.resamples"),
+        "confidence": params.get("uncertainty.confidence"),
+        "method": params.get("uncertainty.method"),
+        "seed": params.get("uncertainty.seed"),
+        "test": params.get("comparison.test"),
+        "correction": params.get("comparison.correction"),
         "wins_losses": params.get("comparison.wins_losses"),
         "tie_tolerance": params.get("comparison.tie_tolerance"),
     }
     settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
     missing = [k for k, v in settings.items() if v is None]
     if missing:
-        raise CompareError("run A's evaluation declared no uncertainty/comparison settings; give "
-                           + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
+        raise CompareError(
+            "run A's evaluation declared no uncertainty/comparison settings; give "
+            + ", ".join(f"--{k.replace('_', '-')}" for k in missing)
+        )
     definition = raw_definition(params)  # the metric and queries sections, from run A's logged params
     raw = {
         "spec_version": 1,
         "name": f"compare {name_b} vs {name_a}",
         "metric": definition["metric"],
         "queries": definition["queries"],
-        "data": {"qrels": params.get("data.qrels", "qrels"),
-                 "systems": {name_a: b_or(params.get("run_file"), "a"),
-                             name_b: b_or(b.run.data.params.get("run_file"), "b")}},
-        "uncertainty": {"resamples": int(settings["resamples"]), "confidence": float(settings["confidence"]),
-                        "method": settings["method"], "seed": int(settings["seed"])},
-        "comparison": {"baseline": name_a, "test": settings["test"], "correction": settings["correction"],
-                       "wins_losses": int(settings["wins_losses"]),
-                       "tie_tolerance": float(settings["tie_tolerance"])},
+        "data": {
+            "qrels": params.get("data.qrels", "qrels"),
+            "systems": {
+                name_a: b_or(params.get("run_file"), "a"),
+                name_b: b_or(b.run.data.params.get("run_file"), "b"),
+            },
+        },
+        "uncertainty": {
+            "resamples": int(settings["resamples"]),
+            "confidence": float(settings["confidence"]),
+            "method": settings["method"],
+            "seed": int(settings["seed"]),
+        },
+        "comparison": {
+            "baseline": name_a,
+            "test": settings["test"],
+            "correction": settings["correction"],
+            "wins_losses": int(settings["wins_losses"]),
+            "tie_tolerance": float(settings["tie_tolerance"]),
+        },
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
     spec = parse_spec(raw, base_dir=".")
@@ -295,8 +333,9 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     for name, s in systems:
         pq = s.per_query
         nq, nc = len(ids), len(labels)
-        arrays = {col: np.full((nq, nc), np.nan) for col in ("ndcg", "dcg", "idcg", "idcg_candidates",
-                                                             "judged_coverage")}
+        arrays = {
+            col: np.full((nq, nc), np.nan) for col in ("ndcg", "dcg", "idcg", "idcg_candidates", "judged_coverage")
+        }
         status = np.full((nq, nc), status_code["missing"], dtype=np.int8)
         n_returned = np.zeros(nq, dtype=np.int64)
         rows = pq["query_id"].map(index).to_numpy()
@@ -311,22 +350,35 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
         if np.any(known & ~np.isnan(weights) & (weights != w)):
             raise CompareError("the two runs weight their shared queries differently.")
         weights = np.where(np.isnan(weights), w, weights)
-        qr = QueryResult(dcg=arrays["dcg"], idcg=arrays["idcg"], idcg_candidates=arrays["idcg_candidates"],
-                         ndcg=arrays["ndcg"], judged_coverage=arrays["judged_coverage"], status=status,
-                         n_returned=n_returned)
+        qr = QueryResult(
+            dcg=arrays["dcg"],
+            idcg=arrays["idcg"],
+            idcg_candidates=arrays["idcg_candidates"],
+            ndcg=arrays["ndcg"],
+            judged_coverage=arrays["judged_coverage"],
+            status=status,
+            n_returned=n_returned,
+        )
         top = None
         if s.top is not None:
             t = s.top[s.top["query_id"].isin(index)]
             grade = pd_to_float(t["grade"])
-            top = TopLists(display_depth(spec.metric), t["query_id"].map(index).to_numpy(),
-                           t["rank"].to_numpy() - 1, t["doc_id"].tolist(), grade)
+            top = TopLists(
+                display_depth(spec.metric),
+                t["query_id"].map(index).to_numpy(),
+                t["rank"].to_numpy() - 1,
+                t["doc_id"].tolist(),
+                grade,
+            )
         else:
-            top = TopLists(display_depth(spec.metric), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                           [], np.zeros(0))
+            top = TopLists(
+                display_depth(spec.metric), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], np.zeros(0)
+            )
         out[name] = (qr, top)
     weights = np.where(np.isnan(weights), 1.0, weights)
-    systems_out = {name: SystemResult(name, qr, system_means(spec.metric, qr, weights), top)
-                   for name, (qr, top) in out.items()}
+    systems_out = {
+        name: SystemResult(name, qr, system_means(spec.metric, qr, weights), top) for name, (qr, top) in out.items()
+    }
     return EvaluationResult(spec, query_ids, weights, systems_out, [], [])
 
 
@@ -334,8 +386,15 @@ def pd_to_float(series) -> np.ndarray:
     return series.astype(float).to_numpy()
 
 
-def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRun], candidate: tuple[str, SystemRun],
-                    differences: list[str], custom_tags: dict[str, str]) -> str:
+def _log_comparison(
+    client,
+    result,
+    out_dir: Path,
+    baseline: tuple[str, SystemRun],
+    candidate: tuple[str, SystemRun],
+    differences: list[str],
+    custom_tags: dict[str, str],
+) -> str:
     """The comparison run, with the tags an evaluation's runs carry (one meaning per key): the spec, definition
     and judgments digests of run A's evaluation (whose definition and settings the comparison uses), the
     candidate's spec digest, each system's run-file digest; and the candidate's comparisons as
@@ -362,22 +421,27 @@ def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRu
         f"{TAG_PREFIX}.baseline_run": run_a,
         f"{TAG_PREFIX}.candidate_run": run_b,
         f"{TAG_PREFIX}.spec_mismatch": "true" if differences else "false",
-        "mlflow.note.content": (f"Comparison of logged system runs: candidate {names[1]} (run {run_b}) against "
-                                f"baseline {names[0]} (run {run_a}). Every figure is in summary.json and the tables "
-                                f"figures_table.json and comparisons_table.json."
-                                + (" The definitions differ: " + "; ".join(differences) if differences else "")),
+        "mlflow.note.content": (
+            f"Comparison of logged system runs: candidate {names[1]} (run {run_b}) against "
+            f"baseline {names[0]} (run {run_a}). Every figure is in summary.json and the tables "
+            f"figures_table.json and comparisons_table.json."
+            + (" The definitions differ: " + "; ".join(differences) if differences else "")
+        ),
     }
     spec_a, spec_b = (r.run.data.tags.get(f"{TAG_PREFIX}.spec_sha256") for r in (a, b))
     qrels_a, qrels_b = qrels_digest(a.run), qrels_digest(b.run)
-    for key, value, shown in ((f"{TAG_PREFIX}.spec_sha256", spec_a, True),
-                              (f"{TAG_PREFIX}.candidate.spec_sha256", spec_b, spec_b != spec_a),
-                              (f"{TAG_PREFIX}.data.qrels.sha256", qrels_a, True),
-                              (f"{TAG_PREFIX}.candidate.data.qrels.sha256", qrels_b, qrels_b != qrels_a)):
+    for key, value, shown in (
+        (f"{TAG_PREFIX}.spec_sha256", spec_a, True),
+        (f"{TAG_PREFIX}.candidate.spec_sha256", spec_b, spec_b != spec_a),
+        (f"{TAG_PREFIX}.data.qrels.sha256", qrels_a, True),
+        (f"{TAG_PREFIX}.candidate.data.qrels.sha256", qrels_b, qrels_b != qrels_a),
+    ):
         if value and shown:
             tags[key] = value
     for name, run in zip(names, (a, b)):
-        digest = run.run.data.tags.get(f"{TAG_PREFIX}.data.system.{run.system}.sha256") or \
-            run.run.data.tags.get(f"{TAG_PREFIX}.run_file_sha256")
+        digest = run.run.data.tags.get(f"{TAG_PREFIX}.data.system.{run.system}.sha256") or run.run.data.tags.get(
+            f"{TAG_PREFIX}.run_file_sha256"
+        )
         if digest:
             tags[f"{TAG_PREFIX}.data.system.{name}.sha256"] = digest
     tags.update({key: redact(value) for key, value in custom_tags.items()})
@@ -385,20 +449,22 @@ def _log_comparison(client, result, out_dir: Path, baseline: tuple[str, SystemRu
     created = []
     try:
         exp_id = find_or_create_experiment(client, spec.mlflow.experiment)
-        run = client.create_run(exp_id, run_name=comparison_run_name(names[1], names[0],
-                                                                     _dt.datetime.now(_dt.timezone.utc)), tags=tags)
+        run = client.create_run(
+            exp_id, run_name=comparison_run_name(names[1], names[0], _dt.datetime.now(_dt.timezone.utc)), tags=tags
+        )
         rid = run.info.run_id
         created.append(rid)
         stage = "logging the comparison"
         params = {k: param_value(v) for k, v in spec.resolved().items() if not k.startswith("data.")}
         params["n_queries"] = str(summary["n_queries"])
         rows = [c for c in result.analysis.comparisons if c["candidate"] == names[1]]
-        log_batch(client, rid, comparison_metrics(rows, spec.comparison.test if spec.comparison else None), params,
-                  {})
+        log_batch(client, rid, comparison_metrics(rows, spec.comparison.test if spec.comparison else None), params, {})
         log_outputs(client, rid, out_dir, summary)  # (the figures with the folder's other files)
         client.set_terminated(rid, "FINISHED")
         return rid
     except Exception as exc:
         fail_runs(client, created, stage)
-        raise TrackingError(f"logging the comparison failed while {stage}: {type(exc).__name__}: {first_line(exc)}. "
-                            f"The local results are in {out_dir}.") from exc
+        raise TrackingError(
+            f"logging the comparison failed while {stage}: {type(exc).__name__}: {first_line(exc)}. "
+            f"The local results are in {out_dir}."
+        ) from exc

@@ -17,8 +17,19 @@ from ..rules import companion_key, key_label
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
-ARTIFACTS = ("spec.yaml", "summary.json", "per_query.csv", "explanation.txt", "comparisons.csv",
-             "wins_losses.json", "wins_losses.md", "bootstrap.csv", "sensitivity.csv", "report.html", "report.md")
+ARTIFACTS = (
+    "spec.yaml",
+    "summary.json",
+    "per_query.csv",
+    "explanation.txt",
+    "comparisons.csv",
+    "wins_losses.json",
+    "wins_losses.md",
+    "bootstrap.csv",
+    "sensitivity.csv",
+    "report.html",
+    "report.md",
+)
 INTERVAL = ("ci_low", "ci_high")
 # the comparison figures charted as metrics; every other column of a comparison is in the comparisons table
 COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_corrected")
@@ -92,8 +103,10 @@ def _systems_text(systems: list[str], limit: int = 60) -> str:
 def evaluation_run_name(summary: dict, when: _dt.datetime) -> str:
     """``<spec name> · <systems> · data <8 digits of data_sha256> · <UTC time>``: re-runs of a spec differ by
     their time, and by their data digest when the data changed."""
-    return (f"{summary['name']} · {_systems_text(list(summary['systems']))} · data {data_digest(summary)[:8]} · "
-            f"{stamp(when)}")
+    return (
+        f"{summary['name']} · {_systems_text(list(summary['systems']))} · data {data_digest(summary)[:8]} · "
+        f"{stamp(when)}"
+    )
 
 
 def system_run_name(system: str, summary: dict, when: _dt.datetime, run_name: str | None = None) -> str:
@@ -141,13 +154,18 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
         f"{TAG_PREFIX}.systems": param_value(",".join(systems)),
         f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),  # the one machine-local value logged
         f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": (f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
-                                f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
-                                f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
-                                f"the report report.html, every figure summary.json and the table "
-                                f"figures_table.json"
-                                + (", the comparisons comparisons_table.json and the metrics of each candidate's "
-                                   "run." if summary.get("comparisons") else ".")),
+        "mlflow.note.content": (
+            f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
+            f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
+            f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
+            f"the report report.html, every figure summary.json and the table "
+            f"figures_table.json"
+            + (
+                ", the comparisons comparisons_table.json and the metrics of each candidate's run."
+                if summary.get("comparisons")
+                else "."
+            )
+        ),
         **data_tags(summary.get("files", {})),
     }
     outside = summary.get("paths_outside_spec_folder") or []
@@ -170,8 +188,7 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
         **common_tags(summary, run_key),
         **data_tags(summary.get("files", {}), [name]),
         f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run "
-                              f"{parent_id}).",
+        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run {parent_id}).",
     }
     record = (summary.get("models") or {}).get(name)
     if record:
@@ -189,8 +206,18 @@ def param_value(value: Any) -> str:
 
 # what a model URI resolved to (summary.json "models"), as tags: ndcg_mlflow.model.<field> on a model's system run,
 # ndcg_mlflow.model.<system>.<field> on the evaluation run
-MODEL_FIELDS = ("uri", "loaded_uri", "registered_model", "version", "alias", "source", "run_id", "model_id",
-                "candidates", "candidates_sha256")
+MODEL_FIELDS = (
+    "uri",
+    "loaded_uri",
+    "registered_model",
+    "version",
+    "alias",
+    "source",
+    "run_id",
+    "model_id",
+    "candidates",
+    "candidates_sha256",
+)
 
 
 def model_tags(record: dict[str, Any], prefix: str) -> dict[str, str]:
