@@ -161,7 +161,7 @@ def _evaluate_models(
     import tempfile
 
     from .evaluation import resolve_spec
-    from .models import score_model_systems
+    from .tracking.registry import score_model_systems
 
     spec = resolve_spec(spec, None, None)  # the candidates files are checked before any model is loaded
     folder = Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
@@ -216,7 +216,7 @@ def _evaluate_models_spark(
     from .engines.spark import evaluate as evaluate_spark
     from .engines.spark_models import score_model_systems
     from .evaluation import resolve_spec, said_of_candidates
-    from .models import resolve_model_systems
+    from .tracking.registry import resolve_model_systems
 
     spec = resolve_spec(spec, None, None)  # the candidates sources are checked before any model is resolved
     if spec.metric.ties == "displayed_order":

@@ -473,7 +473,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or spec.mlflow.tracking_uri
     expected = None  # --promote: the version the alias points to as the evaluation starts; it moves only from there
     if args.promote is not None:
-        from .models import alias_at_start
+        from .tracking.registry import alias_at_start
 
         expected = alias_at_start(spec, args.promote, uri)
     # a model's scored rows wait here until write_outputs puts them in the output folder
@@ -597,7 +597,7 @@ def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> b
     started. False when it was moved by someone else meanwhile (said on stderr; exit 4, as a failed decision). A
     registry failure is a tracking failure (exit 3)."""
     from .errors import TrackingError
-    from .models import AliasMoved, promote
+    from .tracking.registry import AliasMoved, promote
 
     if result.decision is None or result.decision["outcome"] != "pass":
         print(f"not promoted: the decision failed, so @{alias} stays where it is", file=sys.stderr)
@@ -608,7 +608,7 @@ def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> b
         print(f"not promoted: {exc}", file=sys.stderr)
         return False
     except Exception as exc:  # noqa: BLE001 - any registry failure, said in one line
-        from .tracking.client import first_line
+        from .uris import first_line
 
         raise TrackingError(
             f"the evaluation passed and is logged (run {logged.parent_run_id}), but moving the alias "

@@ -1,13 +1,14 @@
-"""Systems that are models: ``data.systems.<name>: {model: URI, candidates: SOURCE}``.
+"""Systems that are models: ``data.systems.<name>: {model: URI, candidates: SOURCE}``, what needs no mlflow.
 
 Each model URI is resolved once, when the evaluation starts (an alias becomes the version it points to then,
-and that version is what is loaded and recorded); the model is loaded with ``mlflow.pyfunc.load_model`` and
-scores its candidates in bounded batches; the scored rows (``query_id, doc_id, score``, and ``rank`` for a
-model that returns ranked lists) are written as Parquet, and that file is the system's run from then on
-(:func:`score_model_systems` returns the spec with each model system pointing at it). With the Spark engine,
-:mod:`ndcg_mlflow.engines.spark_models` scores on Spark's executors instead, after the same
-resolution (:func:`resolve_model_systems`) and with the same records (:func:`with_scored`). mlflow is imported
-lazily, inside the functions: importing this module imports no mlflow.
+and that version is what is loaded and recorded: :class:`ResolvedModel`), by
+:mod:`ndcg_mlflow.tracking.registry`, which also loads the model and scores the spec's model systems with the
+local engine: :func:`score_candidates` scores one model's candidates in bounded batches; the scored rows
+(``query_id, doc_id, score``, and ``rank`` for a model that returns ranked lists) are written as Parquet, and that
+file is the system's run from then on (:func:`with_scored` points the spec's model system at it). With the Spark
+engine, :mod:`ndcg_mlflow.engines.spark_models` scores on Spark's executors instead, after the same resolution and
+with the same records. This module imports no mlflow; the spec-level checks of model systems and ``--promote``
+(:func:`check_not_itself`, :func:`promotion_problem`) are here too.
 
 What ``predict`` returns is read by :func:`ndcg_mlflow.predictions.read_predictions`, the one rule of every
 engine: one score per candidate row (a 1-d array, an (n, 1) array, a one-column frame or a Series of finite
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import DataError, NdcgError, SpecError
 from .spec import Source, Spec
+from .uris import first_line
 
 BATCH_ROWS = 50_000  # candidate rows scored per predict call: bounds the memory of one batch
 PROGRESS_SECONDS = 2.0  # at most one progress line per this many seconds while scoring
@@ -59,82 +60,6 @@ def model_id_of_source(source: str | None) -> str | None:
     if source and source.startswith("models:/m-"):
         return source[len("models:/") :].split("/", 1)[0]
     return None
-
-
-def resolve(uri: str, key: str, client: Any) -> ResolvedModel:
-    """Resolve a model URI once against the registry and tracking store of ``client``; a missing model, version,
-    alias or run is a SpecError naming ``key`` (the spec key of the URI)."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        if uri.startswith("models:/m-"):
-            model_id = uri[len("models:/") :].rstrip("/")
-            lm = client.get_logged_model(model_id)
-            return ResolvedModel(
-                uri, f"models:/{model_id}", source=lm.model_uri, run_id=lm.source_run_id, model_id=model_id
-            )
-        if uri.startswith("models:/"):
-            rest = uri[len("models:/") :].rstrip("/")
-            alias: str | None = None
-            if "@" in rest:
-                name, _, alias = rest.rpartition("@")
-                mv = _alias_version(client, name, alias, key, uri)
-            else:
-                name, _, version = rest.rpartition("/")
-                mv = client.get_model_version(name, version)
-            mid = getattr(mv, "model_id", None) or model_id_of_source(mv.source)
-            run_id = mv.run_id
-            if run_id is None and mid is not None:
-                run_id = client.get_logged_model(mid).source_run_id
-            return ResolvedModel(
-                uri,
-                f"models:/{name}/{mv.version}",
-                registered_model=name,
-                version=str(mv.version),
-                alias=alias,
-                source=mv.source,
-                run_id=run_id,
-                model_id=mid,
-            )
-        run_id, _, path = uri[len("runs:/") :].partition("/")
-        run = client.get_run(run_id)
-        path = path.strip("/")
-        found = client.search_logged_models(
-            experiment_ids=[run.info.experiment_id],
-            filter_string=f"source_run_id = '{run_id}' AND name = '{path}'"
-            if "'" not in path
-            else f"source_run_id = '{run_id}'",
-        )
-        ids = [m.model_id for m in found if m.name == path]
-        return ResolvedModel(uri, uri, source=uri, run_id=run_id, model_id=ids[0] if len(ids) == 1 else None)
-    except SpecError:
-        raise
-    except MlflowException as exc:
-        code = getattr(exc, "error_code", "")
-        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
-            raise SpecError(key, f"{uri}: {_first_line(exc)}") from None
-        raise NdcgError(f"at key '{key}': the registry could not resolve {uri}: {_first_line(exc)}") from None
-
-
-def _alias_version(client: Any, name: str, alias: str, key: str, uri: str) -> Any:
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_model_version_by_alias(name, alias)
-    except MlflowException as exc:
-        try:
-            aliases = sorted(client.get_registered_model(name).aliases)
-        except MlflowException:
-            raise SpecError(key, f"{uri}: registered model {name!r} does not exist ({_first_line(exc)}).") from None
-        known = f"its aliases are {', '.join(aliases)}" if aliases else "it has no aliases"
-        raise SpecError(key, f"{uri}: registered model {name!r} has no alias {alias!r} ({known}).") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    from .uris import redact
-
-    lines = redact(str(exc)).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- scoring
@@ -186,19 +111,6 @@ def _candidate_batches(
     return list(dataset.schema.names), total, dataset.to_batches(batch_size=rows)
 
 
-@contextmanager
-def using_store(uri: str | None) -> Iterator[None]:
-    """MLflow's global tracking URI (which also names the registry, unless one is set apart) set to ``uri`` for
-    the duration: ``mlflow.pyfunc.load_model`` has no argument for it."""
-    if uri is None:
-        yield
-        return
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
-
-    with _use_tracking_uri(uri):
-        yield
-
-
 def score_candidates(
     name: str,
     resolved: ResolvedModel,
@@ -206,16 +118,15 @@ def score_candidates(
     out_path: Path,
     *,
     key: str,
-    tracking_uri: str | None = None,
+    load: Callable[[], Any],
     progress: Callable[[str], None] | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> tuple[int, int]:
-    """Load the model, score the candidates of ``src`` batch by batch and write the scored rows to
-    ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists, ``rank``); returns the candidate
-    rows read and the scored rows written. Errors name the model, the candidates file and the rows: columns
-    the model needs that the candidates lack, output that is not one finite score per row (or one list per
-    row), a model that fails."""
-    import mlflow.pyfunc
+    """Load the model (``load()``, once the candidates are open), score the candidates of ``src`` batch by batch
+    and write the scored rows to ``out_path`` (Parquet: ``query_id, doc_id, score`` and, for ranked lists,
+    ``rank``); returns the candidate rows read and the scored rows written. Errors name the model, the candidates
+    file and the rows: columns the model needs that the candidates lack, output that is not one finite score per
+    row (or one list per row), a model that fails."""
     import pyarrow.parquet as pq
 
     path = src.file
@@ -224,13 +135,7 @@ def score_candidates(
     names, total, batches = _candidate_batches(src, batch_rows, (qcol, dcol))
     if progress:
         progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
-    try:
-        with using_store(tracking_uri):
-            model = mlflow.pyfunc.load_model(resolved.loaded_uri)
-    except Exception as exc:  # noqa: BLE001 - any failure to load is the model's
-        raise NdcgError(
-            f"at key '{key}': cannot load {resolved.loaded_uri}: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
+    model = load()
     wanted = input_columns(model)
     check_input_columns(name, resolved, path, names, wanted, qcol)
     written, start, last, shape = 0, 0, time.monotonic(), None
@@ -248,7 +153,7 @@ def score_candidates(
                 raise NdcgError(
                     f"at key '{key}': {resolved.loaded_uri} failed on rows {start + 1}-"
                     f"{start + batch.num_rows} of {path}: {type(exc).__name__}: "
-                    f"{_first_line(exc)}"
+                    f"{first_line(exc)}"
                 ) from None
             table, shape = scored_rows(output, frame, qcol, dcol, names, shape, path, start, resolved, seen)
             if writer is None:  # the first batch's shape fixes the columns: rank only for ranked lists
@@ -268,55 +173,6 @@ def score_candidates(
     if progress:
         progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
     return start, written
-
-
-def signature_columns(uri: str, key: str, tracking_uri: str | None) -> tuple[list[str] | None, bool]:
-    """The model's input column names from its signature (None without one, or without names), and whether its
-    signature declares a list output (a retriever); read from the model's metadata, without loading it."""
-    from mlflow.models import get_model_info
-
-    try:
-        with using_store(tracking_uri):
-            info = get_model_info(uri)
-    except Exception as exc:  # noqa: BLE001 - any failure to read the model's metadata is the model's
-        raise NdcgError(
-            f"at key '{key}': cannot read the metadata of {uri}: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-    sig = info.signature
-    if sig is None:
-        return None, False
-    names = list(sig.inputs.input_names()) if sig.inputs is not None and sig.inputs.has_input_names() else None
-    outputs = getattr(sig.outputs, "inputs", None) or []
-    listed = any(type(getattr(c, "type", None)).__name__ == "Array" for c in outputs)
-    return names, listed
-
-
-def download_model(uri: str, key: str, folder: Path, tracking_uri: str | None) -> str:
-    """The files of the model ``uri`` downloaded into ``folder`` (for Spark's executors to load: the folder is where
-    they see the driver's files); their absolute path. A failure is an NdcgError naming ``key``."""
-    from mlflow.artifacts import download_artifacts
-
-    try:
-        with using_store(tracking_uri):
-            local = download_artifacts(artifact_uri=uri, dst_path=str(folder))
-    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the model's
-        raise NdcgError(
-            f"at key '{key}': cannot load {uri} for Spark: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-    return str(Path(local).resolve())
-
-
-_LOADED: dict[str, Any] = {}  # in a process (a Spark Python worker): the model last loaded, by path
-
-
-def local_model(path: str) -> Any:
-    """The model at ``path`` loaded by ``mlflow.pyfunc.load_model``, once per process (the last one kept)."""
-    if path not in _LOADED:
-        import mlflow.pyfunc
-
-        _LOADED.clear()
-        _LOADED[path] = mlflow.pyfunc.load_model(path)
-    return _LOADED[path]
 
 
 def check_input_columns(
@@ -426,21 +282,6 @@ def scored_name(name: str) -> str:
     return f"systems/{system_file_stem(name)}.scored.parquet"
 
 
-def resolve_model_systems(spec: Spec, tracking_uri: str | None) -> dict[str, ResolvedModel]:
-    """Every model URI of the spec resolved once against the registry of ``tracking_uri`` (all of them before any
-    scoring, so a missing alias stops the evaluation first), by system name."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    resolved = {}
-    for name, src in spec.systems:
-        if src.unscored:
-            assert src.model is not None
-            resolved[name] = resolve(src.model, f"data.systems.{name}.model", client)
-    check_not_itself(spec, resolved)
-    return resolved
-
-
 def check_not_itself(spec: Spec, resolved: dict[str, ResolvedModel]) -> None:
     """A SpecError naming the candidate's key when a candidate and the baseline resolve to the same model (the
     same registry version, logged model or run artifact, or two of them holding one logged model) and score the
@@ -501,45 +342,6 @@ def with_scored(
     return dataclasses.replace(spec, systems=systems), record
 
 
-def score_model_systems(
-    spec: Spec,
-    folder: str | Path,
-    *,
-    tracking_uri: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    batch_rows: int = BATCH_ROWS,
-) -> tuple[Spec, dict[str, ResolvedModel], dict[str, Path]]:
-    """Resolve every model URI of the spec (all of them first, so a missing alias stops the evaluation before any
-    scoring), then score each model's candidates into ``folder/systems/<stem>.scored.parquet``. Returns the spec
-    whose model systems read those files, what each URI resolved to, and the files."""
-    names = model_systems(spec)
-    if not names:
-        return spec, {}, {}
-    resolved = resolve_model_systems(spec, tracking_uri)
-    scored: dict[str, Path] = {}
-    folder = Path(folder)
-    for name in names:
-        src = dict(spec.systems)[name]
-        assert src.candidates is not None
-        target = folder / scored_name(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        rows, written = score_candidates(
-            name,
-            resolved[name],
-            src.candidates,
-            target,
-            key=f"data.systems.{name}",
-            tracking_uri=tracking_uri,
-            progress=progress,
-            batch_rows=batch_rows,
-        )
-        spec, resolved[name] = with_scored(
-            spec, name, resolved[name], candidate_rows=rows, scored_rows=written, target=target
-        )
-        scored[name] = target
-    return spec, resolved, scored
-
-
 # --------------------------------------------------------------------------- promotion
 
 ALIAS = r"[A-Za-z0-9_\-]+"  # MLflow's alias names: letters, digits, '_' and '-' (not 'latest', not 'v<digits>')
@@ -582,115 +384,3 @@ def registered_name(uri: str) -> str:
     """The registered model of ``models:/<name>/<version>`` or ``models:/<name>@<alias>``."""
     rest = uri[len("models:/") :].rstrip("/")
     return rest.rpartition("@")[0] if "@" in rest else rest.rpartition("/")[0]
-
-
-def alias_version(client: Any, name: str, alias: str) -> str | None:
-    """The version ``alias`` of registered model ``name`` points to now, or None when it points to none."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return str(client.get_model_version_by_alias(name, alias).version)
-    except MlflowException as exc:
-        if getattr(exc, "error_code", "") in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
-            return None
-        raise
-
-
-def alias_at_start(spec: Spec, alias: str, tracking_uri: str | None) -> str | None:
-    """``--promote ALIAS``: the version the alias points to when the evaluation starts (None: none), read before
-    the model URIs are resolved; the alias moves at the end only if it still points there."""
-    from mlflow.tracking import MlflowClient
-
-    baseline = spec.comparison.baseline if spec.comparison else None
-    uri = next(s.model for n, s in spec.systems if n != baseline)
-    assert uri is not None
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    try:
-        return alias_version(client, registered_name(uri), alias)
-    except Exception as exc:  # noqa: BLE001 - any registry failure, before any work
-        raise NdcgError(
-            f"--promote {alias}: the registry could not be read for {uri}: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-
-
-class AliasMoved(NdcgError):
-    """``--promote``: the alias was moved by someone else during the evaluation (or as it was moved); it is left
-    where it is (exit 4: evaluated and logged, not promoted)."""
-
-    exit_code = 4
-
-
-def promote(
-    summary: dict, alias: str, evaluation_run_id: str, tracking_uri: str | None, expected: str | None
-) -> dict[str, Any]:
-    """Move ``alias`` of the candidate's registered model to the candidate's version (the one resolved when the
-    evaluation started) and tag that version with the previous holder and the evaluation run, only if the alias
-    still points to ``expected``, the version it pointed to when the evaluation started (None: no version).
-    MLflow has no compare-and-set of an alias: it is read again just before the move and just after it; an
-    alias that moved before is left where it is, and one that moved as it was set is reported (both
-    :class:`AliasMoved`, naming the version it points to). The caller calls it only when the decision passed
-    and logging completed. Returns what was done."""
-    from mlflow.tracking import MlflowClient
-
-    baseline = summary["spec"]["comparison.baseline"]
-    candidate = next(n for n in summary["systems"] if n != baseline)
-    record = summary["models"][candidate]
-    name, version = record["registered_model"], str(record["version"])
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-
-    def holder(v: str | None) -> str:
-        if v is None:
-            return "no version"
-        try:
-            tags = client.get_model_version(name, v).tags or {}
-        except Exception:  # noqa: BLE001 - the version's tags only add who moved it
-            tags = {}
-        run = tags.get("ndcg_mlflow.evaluation_run") if tags.get("ndcg_mlflow.promoted_alias") == alias else None
-        return f"version {v}" + (
-            f" (promoted by the evaluation run {run}, its tag ndcg_mlflow.evaluation_run)"
-            if run
-            else " (its tags do not say who moved it)"
-        )
-
-    started = "no version" if expected is None else f"version {expected}"
-    for other, rec in summary["models"].items():  # an alias of the spec, resolved to another version than read
-        if rec.get("registered_model") == name and rec.get("alias") == alias and str(rec["version"]) != expected:
-            raise AliasMoved(
-                f"@{alias} of {name} pointed to {started} when the evaluation started, and to version "
-                f"{rec['version']} when '{other}' resolved it: it moved during the evaluation, so it "
-                f"stays where it is; evaluate again."
-            )
-    previous = alias_version(client, name, alias)
-    if previous != expected:
-        raise AliasMoved(
-            f"@{alias} of {name} pointed to {started} when the evaluation started and now points to "
-            f"{holder(previous)}: it moved during the evaluation, so it stays there (version {version} "
-            f"was compared with the baseline of the start); evaluate again."
-        )
-    client.set_registered_model_alias(name, alias, version)
-    after = alias_version(client, name, alias)
-    if after != version:
-        raise AliasMoved(
-            f"@{alias} of {name} was moved to version {version}, and at once by another process: it now "
-            f"points to {holder(after)} (a race: MLflow cannot set an alias only if unchanged); it is "
-            f"left there, and version {version} was not tagged as promoted."
-        )
-    for key, value in (
-        ("ndcg_mlflow.promoted_alias", alias),
-        ("ndcg_mlflow.previous_version", "none" if previous is None else str(previous)),
-        ("ndcg_mlflow.evaluation_run", evaluation_run_id),
-    ):
-        client.set_model_version_tag(name, version, key, value)
-    client.set_tag(
-        evaluation_run_id,
-        "ndcg_mlflow.promoted",
-        f"{name} version {version} is now @{alias} (before: "
-        f"{'no version' if previous is None else 'version ' + str(previous)})",
-    )
-    return {
-        "registered_model": name,
-        "alias": alias,
-        "version": str(version),
-        "previous_version": None if previous is None else str(previous),
-        "evaluation_run": evaluation_run_id,
-    }

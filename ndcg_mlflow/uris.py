@@ -75,6 +75,16 @@ def safe_uri(uri: str | None) -> str | None:
     return None if uri is None else redact(str(uri))
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message as it may be shown: without credentials, at most about 500
+    characters."""
+    text = redact(str(exc)).strip().splitlines()
+    if not text:
+        return ""
+    line = text[0]
+    return line if len(line) <= 500 else line[:500].rsplit(" ", 1)[0] + " …"
+
+
 def has_secret(text: str) -> bool:
     return bool(text) and redact(text) != text
 

@@ -98,7 +98,8 @@ def model_store(migrated_db, tmp_path_factory) -> dict:
     import mlflow
     from mlflow.models import infer_signature
     from mlflow.tracking import MlflowClient
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    from ndcg_mlflow.tracking.registry import using_store
 
     folder = tmp_path_factory.mktemp("model_store")
     db = folder / "models.db"
@@ -109,7 +110,7 @@ def model_store(migrated_db, tmp_path_factory) -> dict:
     old_cwd = os.getcwd()
     os.chdir(folder)  # the artifacts go to folder/mlruns
     try:
-        with _use_tracking_uri(uri):
+        with using_store(uri):
             _, cands = candidates_frame()
             features = cands[["good", "noise"]]
             signature = infer_signature(features, np.zeros(len(features)))
@@ -462,10 +463,10 @@ def test_a_candidate_resolving_to_the_baselines_version_is_refused_up_front(
     not compared with itself and failed by the rule."""
     from helpers import client_for
 
-    from ndcg_mlflow import models
+    from ndcg_mlflow.tracking import registry
 
     client_for(store).set_registered_model_alias("ranker", "challenger", "1")
-    monkeypatch.setattr(models, "score_candidates", lambda *a, **k: pytest.fail("a model was scored"))
+    monkeypatch.setattr(registry, "score_candidates", lambda *a, **k: pytest.fail("a model was scored"))
     out = tmp_path / "out"
     assert main(["run", str(_promote_spec(tmp_path)), "--out", str(out), "--quiet", *promote]) == 2
     err = capsys.readouterr().err
@@ -949,12 +950,14 @@ def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_st
     import hashlib
 
     import ndcg_mlflow
-    from ndcg_mlflow import models
     from ndcg_mlflow.readers import sha256_file
+    from ndcg_mlflow.tracking import registry
 
     resolutions = []
-    real_resolve = models.resolve_model_systems
-    monkeypatch.setattr(models, "resolve_model_systems", lambda *a, **k: resolutions.append(1) or real_resolve(*a, **k))
+    real_resolve = registry.resolve_model_systems
+    monkeypatch.setattr(
+        registry, "resolve_model_systems", lambda *a, **k: resolutions.append(1) or real_resolve(*a, **k)
+    )
 
     deltalake = pytest.importorskip("deltalake", reason="deltalake is not installed")
     qrels, cands = candidates_frame()

@@ -1,8 +1,8 @@
 """Model systems scored on Spark: ``data.systems.<name>: {model: URI, candidates: SOURCE}`` with the Spark engine.
 
 Every model URI is resolved once, on the driver, before any Spark job, exactly as the local engine resolves it
-(:func:`ndcg_mlflow.models.resolve_model_systems`: an alias becomes the version it points to, and that version
-is what is scored and recorded). The candidates are read by Spark as a run is (a Parquet file, folder or glob, a
+(:func:`ndcg_mlflow.tracking.registry.resolve_model_systems`: an alias becomes the version it points to, and that
+version is what is scored and recorded). The candidates are read by Spark as a run is (a Parquet file, folder or glob, a
 Delta table at its version, JSONL; CSV, TSV and TREC are refused: Spark would read the model's input columns as
 text) and scored by ``mapInPandas`` on the model's input columns (its signature's; every column without a signature,
 as locally): each Python worker loads the model once (``mlflow.pyfunc.load_model``) and reads each batch's output
@@ -17,8 +17,8 @@ The model is downloaded once by the driver into a folder beside the scored rows,
 executors load it from there (their Python must have the model's dependencies and ``ndcg_mlflow``): the folder is
 at a path both the driver and Spark can reach (local mode, a Spark Connect server on the same machine, or a shared
 mount). A model returning ranked lists of doc ids (a retriever) is scored by the local engine only. pyspark is
-imported lazily, inside the functions; mlflow only by :mod:`ndcg_mlflow.models` (the signature, the download,
-the load).
+imported lazily, inside the functions; mlflow only by :mod:`ndcg_mlflow.tracking.registry` (the signature, the
+download, the load).
 """
 
 from __future__ import annotations
@@ -29,17 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..models import (
-    ResolvedModel,
-    check_input_columns,
-    download_model,
-    local_model,
-    resolve_model_systems,
-    scored_name,
-    signature_columns,
-    with_scored,
-)
+from ..models import ResolvedModel, check_input_columns, scored_name, with_scored
 from ..spec import Spec
+from ..tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
 
 SPARK_FORMATS = ("parquet", "delta", "jsonl")
 """The candidates' formats scored on Spark (Spark reads the input columns' types from them)."""
