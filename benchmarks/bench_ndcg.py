@@ -307,16 +307,16 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
     cli._progress = lambda quiet: marks  # the same messages, timed instead of printed
     import collections
 
-    from ndcg_mlflow.tracking import client as tracking_client
+    from ndcg_mlflow.tracking import worker
 
-    calls: collections.Counter[str] = collections.Counter()  # the store calls (every one goes through _Guarded)
-    guarded_getattr = tracking_client._Guarded.__getattr__
+    calls: collections.Counter[str] = collections.Counter()  # the store calls (every one goes through Guarded)
+    guarded_getattr = worker.Guarded.__getattr__
 
     def counting_getattr(self, name: str):
         calls[name] += 1
         return guarded_getattr(self, name)
 
-    tracking_client._Guarded.__getattr__ = counting_getattr  # type: ignore[method-assign]
+    worker.Guarded.__getattr__ = counting_getattr  # type: ignore[method-assign]
     write_outputs = outputs.write_outputs
 
     def report_with_its_import(*args, **kwargs):

@@ -636,7 +636,7 @@ def _decision_exit(result, quiet: bool) -> int:
 
 
 def _print_logged(logged, experiment: str | None) -> None:
-    from .tracking import safe_uri
+    from .uris import safe_uri
 
     print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
     print(
@@ -753,12 +753,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print()
         print(format_locations(out_dir))
         if new_run:
-            import os
-
-            import mlflow
+            from .tracking import default_tracking_uri
 
             print(f"comparison run: {new_run}")
-            uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
+            uri = args.tracking_uri or default_tracking_uri()
             print(mlflow_ui_hint(uri, None, new_run))
     return EXIT_OK
 

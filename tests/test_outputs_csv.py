@@ -185,13 +185,13 @@ def test_one_systems_rows_file_is_the_whole_tables_text(tmp_path):
 
 
 def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
-    """``tracking.client.table_json`` against pandas' ``to_json(orient="split", index=False)`` (what
+    """``tracking.tables.table_json`` against pandas' ``to_json(orient="split", index=False)`` (what
     ``mlflow.log_table`` writes): the same columns, rows and missing values; numbers equal to pandas' 10 places."""
     import json
 
     import pandas as pd
 
-    from ndcg_mlflow.tracking.client import table_json
+    from ndcg_mlflow.tracking.tables import table_json
 
     frame = pd.DataFrame(
         {
@@ -221,30 +221,30 @@ def test_an_mlflow_table_is_pandas_split_json_with_the_numbers_in_full():
 
 
 def test_the_mlflow_tables_of_a_folder_are_its_csv_files_json_made_once_for_equal_files(tmp_path):
-    """``_tables`` reads the folder's CSV files (a system's own rows for its run); the JSON of a table read from
+    """``folder_tables`` reads the folder's CSV files (a system's own rows for its run); the JSON of a table read from
     the same bytes as one before (one system: its rows are the evaluation's) is that one's, and a table of other
     bytes gets its own."""
     import json
 
-    from ndcg_mlflow.tracking import client
+    from ndcg_mlflow.tracking import tables
 
     (tmp_path / "systems").mkdir()
     rows = "system,query_id,cutoff,ndcg\na,q1,10,0.5\na,q2,10,\n"
     (tmp_path / "per_query.csv").write_text(rows)
     (tmp_path / "systems" / "a.per_query.csv").write_text(rows)
     (tmp_path / "comparisons.csv").write_text("candidate,baseline,key,diff\na,b,ndcg_at_10,0.1\nc,b,ndcg_at_10,0.2\n")
-    client._TABLE_TEXTS.clear()  # (another test's tables of the same bytes would be found made)
-    whole = dict(client._tables(tmp_path, None))
-    own = dict(client._tables(tmp_path, None, system="a"))
-    texts = {name: client._table_text(frame) for name, frame in whole.items()}
-    assert json.loads(texts["per_query_table.json"]) == json.loads(client.table_json(whole["per_query_table.json"]))
-    assert client._table_text(own["per_query_table.json"]) is texts["per_query_table.json"]  # (made once)
-    again = dict(client._tables(tmp_path, None, system="a"))  # found made: the JSON itself, the CSV not parsed
+    tables._TEXTS.clear()  # (another test's tables of the same bytes would be found made)
+    whole = dict(tables.folder_tables(tmp_path, None))
+    own = dict(tables.folder_tables(tmp_path, None, system="a"))
+    texts = {name: tables.table_text(frame) for name, frame in whole.items()}
+    assert json.loads(texts["per_query_table.json"]) == json.loads(tables.table_json(whole["per_query_table.json"]))
+    assert tables.table_text(own["per_query_table.json"]) is texts["per_query_table.json"]  # (made once)
+    again = dict(tables.folder_tables(tmp_path, None, system="a"))  # found made: the JSON itself, the CSV not parsed
     assert again["per_query_table.json"] is texts["per_query_table.json"]
-    assert client._table_text(again["comparisons_table.json"]) is client._table_text(own["comparisons_table.json"])
-    mine = json.loads(client._table_text(own["comparisons_table.json"]))
+    assert tables.table_text(again["comparisons_table.json"]) is tables.table_text(own["comparisons_table.json"])
+    mine = json.loads(tables.table_text(own["comparisons_table.json"]))
     assert [r[0] for r in mine["data"]] == ["a"]  # the system's own comparisons, not the whole file's
     assert [r[0] for r in json.loads(texts["comparisons_table.json"])["data"]] == ["a", "c"]
     (tmp_path / "systems" / "a.per_query.csv").write_text(rows.replace("0.5", "0.25"))
-    changed = dict(client._tables(tmp_path, None, system="a"))["per_query_table.json"]
-    assert json.loads(client._table_text(changed))["data"][0][3] == 0.25
+    changed = dict(tables.folder_tables(tmp_path, None, system="a"))["per_query_table.json"]
+    assert json.loads(tables.table_text(changed))["data"][0][3] == 0.25

@@ -567,3 +567,80 @@ def test_a_batch_splits_at_mlflow_limits_and_sets_the_final_tags_last(n_metrics,
     assert fits or len(rec.calls) == parts + 1
     if n_metrics + n_params + n_tags and n_tags < tc.MAX_TAGS and parts == 1:
         assert len(rec.calls) == 1
+
+
+@pytest.mark.integration  # imports mlflow
+def test_mlflow_asks_the_request_clock_before_every_request_of_a_watched_call(tmp_path):
+    """``tracking/bounds.py`` needs one hook beyond MLflow's settings: a request header provider registered with
+    MLflow's registry is asked for its headers before every HTTP request MLflow makes, tracking and artifacts
+    alike, in the thread that makes it; that is how the watchdog bounds a whole request (a server trickling a byte
+    at a time). Checked on the installed MLflow, which must be in the range pyproject.toml supports, against a
+    server on 127.0.0.1 that answers everything: if this fails, bounds.py must change before the range does."""
+    import http.server
+    import threading
+
+    import mlflow
+    from helpers import REPO
+    from mlflow.tracking import MlflowClient
+    from packaging.version import Version
+
+    from ndcg_mlflow.tracking.bounds import Bounds, Watch, install
+
+    low, high = re.search(r'"mlflow>=([\d.]+),<([\d.]+)"', (REPO / "pyproject.toml").read_text()).groups()
+    assert Version(low) <= Version(mlflow.__version__) < Version(high), (mlflow.__version__, low, high)
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self, body: dict) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            seen.append(f"{self.command} {self.path.split('?')[0]}")
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # runs/get: a run whose artifacts this server holds
+            info = {"run_id": "r1", "run_uuid": "r1", "experiment_id": "0", "status": "RUNNING", "start_time": 1}
+            info["artifact_uri"] = f"mlflow-artifacts://127.0.0.1:{port}/0/r1/artifacts"
+            self._answer({"run": {"info": info, "data": {}}})
+
+        def do_PUT(self):
+            self._answer({})
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    class CountingWatch(Watch):
+        restarts = 0
+
+        def restart(self) -> None:
+            self.restarts += 1
+            super().restart()
+
+    try:
+        assert install() and install()  # registered once, however often installed
+        folder = tmp_path / "files"
+        folder.mkdir()
+        (folder / "a.txt").write_text("a")
+        (folder / "b.txt").write_text("bb")
+        client, watch = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}"), CountingWatch(Bounds.current(30))
+        client.get_run("r1")  # no call under the watch: not seen by it
+        with watch.call("MlflowClient.log_artifacts"):
+            client.log_artifacts("r1", str(folder))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sorted(seen[1:]) == [
+        "GET /api/2.0/mlflow/runs/get",
+        "PUT /api/2.0/mlflow-artifacts/artifacts/0/r1/artifacts/a.txt",
+        "PUT /api/2.0/mlflow-artifacts/artifacts/0/r1/artifacts/b.txt",
+    ]
+    assert watch.restarts == 3 and watch.request is None

@@ -1,9 +1,12 @@
 """Logging an evaluation to MLflow, and working with what was logged: the only package that imports mlflow
 (lazily, inside functions: importing it imports no mlflow).
 
-:mod:`.names` names what is logged (metric keys, params, tags; no mlflow), :mod:`.client` logs an output
-folder (the store lock, bounded time, runs left behind) and :mod:`.compare` rebuilds reports from and
-compares logged runs.
+:mod:`.names` names what is logged (metric keys, params, tags; no mlflow); :mod:`.client` logs an output
+folder, with :mod:`.tables` (its tables as MLflow tables), within the bounds of :mod:`.bounds` (MLflow's HTTP
+settings, the bound of a request and of the whole logging) kept by :mod:`.worker` (the store lock, the worker
+thread, its watchdog and the cleanup after a failure); :mod:`.stale` ends the runs of loggings that are over;
+:mod:`.compare` rebuilds reports from and compares logged runs; :mod:`.registry` resolves, loads and promotes
+the models of model systems.
 
 Layout of what is logged (the README's "What is logged to MLflow" in full; :mod:`.names` names it):
 
@@ -20,25 +23,13 @@ system's run-file digest, the version), and the custom tags of ``mlflow.tags`` a
 Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
 """
 
-from .client import (  # noqa: F401 - the CLI and the tests use these
-    CLEANUP_SECONDS,
-    DEFAULT_HTTP,
-    SIGNAL_CLEANUP_SECONDS,
-    TOTAL_TIMEOUT,
-    Bounds,
-    LoggedRuns,
-    Terminated,
-    configure_http,
-    filter_literal,
-    log_evaluation,
-    log_folder,
-    owner_id,
-    process_start,
-    redact,
-    safe_uri,
-)
+from ..uris import redact, safe_uri
+from .bounds import CLEANUP_SECONDS, DEFAULT_HTTP, SIGNAL_CLEANUP_SECONDS, TOTAL_TIMEOUT, Bounds, configure_http
+from .client import LoggedRuns, default_tracking_uri, log_evaluation, log_folder
 from .compare import CompareError, compare_runs, rebuild_report
 from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics
+from .stale import filter_literal, owner_id, process_start
+from .worker import Terminated
 
 __all__ = [
     "ARTIFACTS",
@@ -55,9 +46,14 @@ __all__ = [
     "compare_runs",
     "comparison_metrics",
     "configure_http",
+    "default_tracking_uri",
+    "filter_literal",
     "log_evaluation",
     "log_folder",
+    "owner_id",
+    "process_start",
     "rebuild_report",
     "redact",
+    "safe_uri",
     "system_metrics",
 ]

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
-from .client import fail_runs, find_or_create_experiment, first_line, log_batch, log_outputs, redact
+from ..uris import first_line, redact, safe_uri
+from .client import find_or_create_experiment, log_batch, log_outputs
 from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
+from .stale import fail_runs
 
 
 class CompareError(NdcgError):
@@ -40,8 +42,6 @@ def _client(uri: str | None):
     it (an empty ``mlflow.db`` in the working folder)."""
     import mlflow
     from mlflow.tracking import MlflowClient
-
-    from .client import safe_uri
 
     uri = uri or mlflow.get_tracking_uri()
     missing = _missing_local_store(uri)
@@ -76,9 +76,7 @@ def _missing_local_store(uri: str) -> str | None:
     return None
 
 
-def _store_name(client) -> str:
-    from .client import safe_uri
-
+def _store_name(client) -> str | None:
     return safe_uri(str(getattr(client, "tracking_uri", None) or getattr(client, "_tracking_uri", "")))
 
 

@@ -17,6 +17,7 @@ from ..rules import companion_key, key_label
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
+ATTACHED_TAG = f"{TAG_PREFIX}.attached"  # "true" on a run the caller owns that an evaluation was logged into
 ARTIFACTS = (
     "spec.yaml",
     "summary.json",
