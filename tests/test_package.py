@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import CONFIGS
@@ -41,43 +42,53 @@ def test_python_dash_m_reports_user_error(tmp_path):
     assert "not valid YAML at line" in out.stderr and "Traceback" not in out.stderr
 
 
-def _module_graph() -> dict[str, set[str]]:
-    """Every module of the package, subpackages included (``ndcg_mlflow.readers.columns``), and the package
-    modules it imports, at module level or inside functions, read from its syntax tree. ``from . import x``
+def _imports(root: Path | None = None) -> dict[str, set[tuple[str, int, bool]]]:
+    """Every module of the package at ``root`` (the installed ``ndcg_mlflow`` by default; its folder's name is the
+    package's), subpackages included (``ndcg_mlflow.readers.columns``), and what it imports, read from its syntax
+    tree: (module imported, line, whether inside a function), relative imports made absolute. ``from . import x``
     of a submodule is an import of that submodule, not of the package's ``__init__``."""
     import ast
-    from pathlib import Path
 
     import ndcg_mlflow
 
-    root = Path(ndcg_mlflow.__file__).parent
+    root = Path(ndcg_mlflow.__file__).parent if root is None else root
     modules: dict[str, tuple[Path, bool]] = {}
     for path in root.rglob("*.py"):
         parts = list(path.relative_to(root).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
-        modules[".".join(["ndcg_mlflow", *(parts[:-1] if is_package else parts)])] = (path, is_package)
-    graph = {}
+        modules[".".join([root.name, *(parts[:-1] if is_package else parts)])] = (path, is_package)
+    found = {}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rsplit(".", 1)[0]
-        deps = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        imports: set[tuple[str, int, bool]] = set()
+
+        def visit(node: ast.AST, lazy: bool, package: str = package, imports: set = imports) -> None:
             if isinstance(node, ast.Import):
-                deps.update(a.name for a in node.names)
+                imports.update((a.name, node.lineno, lazy) for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
                 submodules = {f"{target}.{a.name}" for a in node.names} & set(modules)
-                deps |= submodules
+                imports.update((m, node.lineno, lazy) for m in submodules)
                 if len(submodules) < len(node.names):
-                    deps.add(target)
-        graph[name] = {d for d in deps if d in modules and d != name}
-    return graph
+                    imports.add((target, node.lineno, lazy))
+            inside = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            for child in ast.iter_child_nodes(node):
+                visit(child, inside)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+        found[name] = imports
+    return found
 
 
-def test_no_module_of_the_package_takes_part_in_an_import_cycle():
-    graph = _module_graph()
-    assert "ndcg_mlflow.readers.columns" in graph and "ndcg_mlflow.tracking.client" in graph
-    assert "ndcg_mlflow.spec" in graph["ndcg_mlflow.readers.columns"]  # the graph sees relative imports
+def _module_graph(root: Path | None = None) -> dict[str, set[str]]:
+    """Every module of the package and the package modules it imports, at module level or inside functions."""
+    imports = _imports(root)
+    return {name: {m for m, _, _ in found if m in imports and m != name} for name, found in imports.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``, each as the modules along it (the first one again at the end)."""
     cycles = []
 
     def visit(node, trail):
@@ -92,9 +103,106 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     for m in sorted(graph):
         if m not in done:
             visit(m, [m])
+    return cycles
+
+
+def test_no_module_of_the_package_takes_part_in_an_import_cycle():
+    graph = _module_graph()
+    assert "ndcg_mlflow.readers.columns" in graph and "ndcg_mlflow.tracking.client" in graph
+    assert "ndcg_mlflow.spec" in graph["ndcg_mlflow.readers.columns"]  # the graph sees relative imports
+    cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
     importers = sorted(m for m in graph if "ndcg_mlflow" in graph[m])
     assert not importers, f"modules that import the package itself: {importers}"
+
+
+# the layer rules: (what is imported, the only parts of the package that may import it, whether only inside
+# functions there): mlflow in the logging layer and the MLflow integrations, lazily (importing the package
+# imports no mlflow); pyspark in the engines
+LAYERS = {
+    "mlflow": (("ndcg_mlflow.tracking", "ndcg_mlflow.integrations"), True),
+    "pyspark": (("ndcg_mlflow.engines",), False),
+}
+
+
+def _within(name: str, parts: tuple[str, ...]) -> bool:
+    return any(name == part or name.startswith(part + ".") for part in parts)
+
+
+def _imports_of(imports: dict[str, set[tuple[str, int, bool]]], target: str, by: tuple[str, ...] = ()) -> list[str]:
+    """``module:line: imported`` for each import of ``target`` or one of its submodules (by the modules inside
+    ``by`` when given), sorted."""
+    return sorted(
+        f"{module}:{line}: {name}{' (inside a function)' if lazy else ''}"
+        for module, found in imports.items()
+        for name, line, lazy in found
+        if _within(name, (target,)) and (not by or _within(module, by))
+    )
+
+
+def _layer_violations(imports: dict[str, set[tuple[str, int, bool]]]) -> list[str]:
+    """The imports that break :data:`LAYERS`: a library imported outside its parts, or at module level there
+    when it must be imported inside functions."""
+    return [
+        found
+        for library, (parts, lazy) in LAYERS.items()
+        for found in _imports_of(imports, library)
+        if not _within(found.split(":", 1)[0], parts) or (lazy and not found.endswith("(inside a function)"))
+    ]
+
+
+def test_mlflow_and_pyspark_are_imported_only_in_their_layers():
+    """mlflow only in tracking/ and integrations/, inside functions; pyspark only in engines/."""
+    imports = _imports()
+    assert _imports_of(imports, "mlflow", ("ndcg_mlflow.tracking",))  # (the rule sees the imports it is about)
+    assert _imports_of(imports, "pyspark", ("ndcg_mlflow.engines",))
+    violations = _layer_violations(imports)
+    assert not violations, "imports outside their layer:\n" + "\n".join(violations)
+
+
+@pytest.mark.xfail(strict=True, reason="readers import path checks from spec")
+def test_the_readers_never_import_the_spec():
+    """readers/ turns files and objects into tables: it reads no spec (the path checks it shares with the spec
+    live in a leaf module)."""
+    found = _imports_of(_imports(), "ndcg_mlflow.spec", ("ndcg_mlflow.readers",))
+    assert not found, "readers importing the spec:\n" + "\n".join(found)
+
+
+def test_the_import_rules_find_what_breaks_them(tmp_path):
+    """Each rule above on a package planted with one breach of each (and with what each rule allows): an eager
+    or misplaced mlflow import, pyspark outside the engines, a reader importing the spec (a submodule of it,
+    inside a function), a cycle through an import inside a function."""
+    files = {
+        "__init__.py": "",
+        "core.py": "def f():\n    from mlflow.tracking import MlflowClient\n",
+        "cycle_a.py": "from . import cycle_b\n",
+        "cycle_b.py": "def f():\n    from .cycle_a import g\n",
+        "spec/__init__.py": "",
+        "spec/load.py": "",
+        "readers/__init__.py": "",
+        "readers/columns.py": "import os\n\n\ndef f():\n    from ..spec.load import parse\n",
+        "readers/text.py": "from .. import core\n",
+        "tracking/__init__.py": "",
+        "tracking/client.py": "def f():\n    import mlflow\n",
+        "tracking/eager.py": "import mlflow.entities\n",
+        "integrations/genai.py": "def f():\n    import mlflow.genai\n",
+        "engines/spark.py": "import pyspark.sql\n",
+        "report.py": "from pyspark.sql import functions\n",
+    }
+    root = tmp_path / "ndcg_mlflow"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    imports = _imports(root)
+    assert _layer_violations(imports) == [
+        "ndcg_mlflow.core:2: mlflow.tracking (inside a function)",
+        "ndcg_mlflow.tracking.eager:1: mlflow.entities",
+        "ndcg_mlflow.report:1: pyspark.sql",
+    ]
+    assert _imports_of(imports, "ndcg_mlflow.spec", ("ndcg_mlflow.readers",)) == [
+        "ndcg_mlflow.readers.columns:5: ndcg_mlflow.spec.load (inside a function)"
+    ]
+    assert _cycles(_module_graph(root)) == [["ndcg_mlflow.cycle_a", "ndcg_mlflow.cycle_b", "ndcg_mlflow.cycle_a"]]
 
 
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
