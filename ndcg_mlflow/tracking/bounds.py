@@ -103,17 +103,21 @@ class Abandoned(RuntimeError):
 class Watch:
     """The request under way in one thread, for a watchdog in another: ``request`` is (started, limit, what) or
     None. :meth:`call` wraps a call of the client (its limit: one request's bound, for the largest body the call
-    uploads); :class:`RequestClock` starts the clock at each HTTP request the call makes (a local store makes
-    none: only the whole logging's deadline bounds it)."""
+    uploads); :class:`RequestClock` starts the clock at each HTTP request the call makes, but for a tracking server
+    (``remote``) the call's first request starts with the call (its headers, resolved first, take time too). A
+    local store makes no request: only the whole logging's deadline bounds it."""
 
-    def __init__(self, bounds: Bounds):
-        self.bounds = bounds
+    def __init__(self, bounds: Bounds, remote: bool = True):
+        self.bounds, self.remote = bounds, remote
         self.request: tuple[float, float, str] | None = None
         self._call: tuple[float, str] | None = None
+        self._started = False  # the call's first request started with the call
 
     @contextmanager
     def call(self, what: str, upload_bytes: int = 0) -> Iterator[None]:
         self._call = (self.bounds.request(upload_bytes), what)
+        self.request = (time.monotonic(), *self._call) if self.remote else None
+        self._started = self.remote
         _LOCAL.watch = self
         try:
             yield
@@ -121,9 +125,10 @@ class Watch:
             self.request = self._call = _LOCAL.watch = None
 
     def restart(self) -> None:
-        call = self._call
-        if call is not None:
-            self.request = (time.monotonic(), *call)
+        if self._started:  # the call's first request: its clock started with the call
+            self._started = False
+        elif self._call is not None:
+            self.request = (time.monotonic(), *self._call)
 
 
 _LOCAL = threading.local()  # .watch: the Watch of the call under way in this thread

@@ -79,7 +79,7 @@ class Logging:
         self.uri, self.out_dir, self.summary, self.run_key, self.run_name = uri, out_dir, summary, run_key, run_name
         self.custom_tags = dict(custom_tags or {})
         self.bounds = Bounds.current(total)
-        self.watch = Watch(self.bounds)
+        self.watch = Watch(self.bounds, remote=uri.startswith(("http:", "https:", "databricks")))
         self.stage = "connecting"
         self.created: list[str] = []
         self.raw_client: Any = None  # the MlflowClient, once created
