@@ -24,11 +24,12 @@ import numpy as np
 from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from .paths import shown_path
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
-from .rules import cutoff_of_label
-from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths, shown_path
+from .rules import cutoff_key, cutoff_label, cutoff_of_label
+from .spec import Metric, Spec, check_files, load_spec, outside_paths
 from .stats import nan_weighted_mean
 from .uris import redact, safe_uri
 from .version import __version__

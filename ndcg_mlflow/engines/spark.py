@@ -719,7 +719,7 @@ def _keeps_ties_in_order(spec: Spec) -> bool:
 def _source_files(source: Any) -> list[Path]:
     """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
     sorted; else the one file)."""
-    from ..spec import dataset_files
+    from ..paths import dataset_files
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     return files or [Path(source.file)]

@@ -228,7 +228,7 @@ class BatchScorer:
 
 
 def _is_dataset(path: Path) -> bool:
-    from ..spec import dataset_files
+    from ..paths import dataset_files
 
     return dataset_files(path) is not None
 
