@@ -97,6 +97,17 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     assert not importers, f"modules that import the package itself: {importers}"
 
 
+def test_the_readers_do_not_import_the_spec():
+    """The readers take plain values (paths, formats, column names): the path checks they share with the spec
+    are in the leaf ``ndcg_mlflow.paths``."""
+    graph = _module_graph()
+    found = sorted(
+        f"{m} -> {d}" for m in graph if m.startswith("ndcg_mlflow.readers") for d in graph[m] if ".spec" in d
+    )
+    assert not found, f"readers that import the spec: {found}"
+    assert graph["ndcg_mlflow.paths"] == set(), "ndcg_mlflow.paths imports nothing of the package"
+
+
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
     code = (
         "import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.sensitivity, ndcg_mlflow.analysis; "
