@@ -287,7 +287,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
     """The whole CLI ``run`` (evaluation, statistics, outputs and report, MLflow logging), stage by stage."""
     t0 = time.perf_counter()
     import ndcg_mlflow.cli as cli
-    import ndcg_mlflow.outputs as outputs
+    import ndcg_mlflow.outputs.write as outputs
     import ndcg_mlflow.tracking as tracking
 
     t_import = time.perf_counter()

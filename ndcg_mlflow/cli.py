@@ -436,15 +436,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .api import evaluate
     from .evaluation import EvaluationResult
-    from .outputs import (
-        check_target,
-        folder_lock,
-        new_output_dir,
-        per_query_home,
-        previous_per_query,
-        remove_per_query,
-        write_outputs,
-    )
+    from .outputs.folder import check_target, folder_lock
+    from .outputs.write import new_output_dir, per_query_home, previous_per_query, remove_per_query, write_outputs
 
     quiet = args.quiet
     if args.out:
@@ -537,7 +530,8 @@ def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | Non
     """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
     in Parquet at ``summary.json``'s ``per_query_path``; models' scored rows in ``systems/``), logged as any other,
     ``--promote`` included."""
-    from .outputs import folder_lock, previous_per_query, remove_per_query, write_grouped_outputs
+    from .outputs.folder import folder_lock
+    from .outputs.write import previous_per_query, remove_per_query, write_grouped_outputs
 
     quiet = args.quiet
     with folder_lock(out_dir):
@@ -695,7 +689,7 @@ def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> s
 def cmd_upload(args: argparse.Namespace) -> int:
     import os
 
-    from .outputs import folder_lock, read_result_folder, refuse_non_folder
+    from .outputs.folder import folder_lock, read_result_folder, refuse_non_folder
 
     folder = Path(args.folder)
     refuse_non_folder(folder)
@@ -711,7 +705,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .outputs import check_target
+    from .outputs.folder import check_target
     from .tracking import rebuild_report
 
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
