@@ -304,7 +304,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
 
         return wrapper
 
-    cli._progress = lambda quiet: marks  # the same messages, timed instead of printed
+    cli.progress_reporter = lambda quiet: marks  # the same messages, timed instead of printed
     import collections
 
     from ndcg_mlflow.tracking import client as tracking_client
