@@ -196,26 +196,17 @@ def clip(text: str, n: int = 120) -> str:
 
 
 def native_reader() -> Any:
-    """The C part's functions (``readers/cparse.c``: the TREC reader's inner loop, the id hashes), built when the
-    package is installed where a C compiler is; None when it is not built, or turned off by
-    ``NDCG_MLFLOW_PURE_PYTHON=1`` (the readers are then Arrow's and the line reader: the same numbers)."""
+    """The C functions the readers use: the TREC reader's inner loop and the id hashes (``readers/cparse.c``) and
+    the passes over a column's rows (``ckernel.c``), built when the package is installed where a C compiler is;
+    None when they are not built, or turned off by ``NDCG_MLFLOW_PURE_PYTHON=1`` (the readers are then Arrow's and
+    the line reader, and numpy makes the passes: the same numbers)."""
     import os
 
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .cparse import (
-            FileCutShort,
-            copy_ranges,
-            count_lines,
-            fill_runs,
-            mix_pairs,
-            parse_trec,
-            repeats,
-            run_starts,
-            string_hashes,
-            vector_width,
-        )
+        from ..ckernel import copy_ranges, fill_runs, mix_pairs, repeats, run_starts
+        from .cparse import FileCutShort, count_lines, parse_trec, string_hashes, vector_width
     except ImportError:
         return None
     return NativeReader(
