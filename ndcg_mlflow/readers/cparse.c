@@ -34,11 +34,15 @@
 
    A mapped file that another program truncates while it is read raises SIGBUS at the first access past its new
    end. The calls that read a mapping (count_lines, parse_trec) are guarded: the fault ends the call with
-   FileCutShort (an OSError) instead of ending the process.
+   FileCutShort (an OSError) instead of ending the process. (Reading the file with pread into buffers would need
+   no handler, but costs the read 10-30% more CPU: benchmarks/README.md.)
 */
 #include "../cbuffers.h"
 
 #include <locale.h>
+#if defined(__APPLE__)
+#include <xlocale.h> /* (strtod_l) */
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
