@@ -1,7 +1,7 @@
 /* Passes over a table's rows in C, each the same as a few numpy (or scipy) expressions in the module that calls
    it (readers/table.py, readers/hashing.py, readers/trec.py, join.py, kernel.py, stats.py), made in one pass with
-   no row-length temporaries (those forms stay, where this module is not built). Nothing here parses text (that is
-   readers/cparse.c) nor reads more than a byte or an item at a time on purpose: no vector path to switch off.
+   no row-length temporaries (those forms stay, where this module is not built). Text is parsed in readers/cparse.c,
+   not here; nor is there vector code here (NDCG_MLFLOW_SCALAR, cparse's switch, has nothing to switch off).
 
    For the readers (through readers.text.native_reader):
    run_starts(offsets, data, out)          -> k: out[:k] the rows whose string differs from the one before
@@ -14,7 +14,6 @@
                                            the bytes of a few rows of a string column (readers.table.take_rows)
 
    For the join, the kernel and the bootstrap (through kernel.native_kernel):
-
    map_codes(codes, q_map, out)            out = q_map[codes]; -> the rows whose q_map entry is negative
    probe(keys, bits, shift, sorted, starts, rows, at)
                                            the rows i whose key is one of the sorted keys, in order, each with

@@ -231,7 +231,7 @@ class NativeReader:
     run_starts: Any  # (offsets, data, out) -> k: out[:k] the rows whose string differs from the one before
     fill_runs: Any  # (values, starts, out): out[starts[j]:starts[j + 1]] = values[j]
     mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
-    vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
+    vector_width: Any  # (0, 128, 256 or None) -> the C reader's vector width in bits (0: none; a width: switched to)
     repeats: Any  # (keys, codes, start, stop) -> 1 if a key repeats within a run of equal codes, 0 if not, -1: too long
     copy_ranges: Any  # (source, starts, lengths, dest, at): each range of bytes of source copied to dest at at[i]
     FileCutShort: Any  # the OSError of count_lines and parse_trec when the mapped file they read was cut short
