@@ -479,6 +479,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a model's scored rows wait here until write_outputs puts them in the output folder
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
         if args.engine == "spark":
+            from .engines import Spark
             from .engines.spark import session
 
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
@@ -489,16 +490,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             # beyond the driver limit the per-query table goes to a new folder next to the output folder
             pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
             try:
-                result = evaluate(
-                    spec,
-                    progress=progress,
-                    engine="spark",
-                    spark=spark,
-                    tracking_uri=uri,
-                    scored_dir=scoring if models else None,
+                engine = Spark(
+                    spark,
                     driver_queries=args.driver_queries,
                     per_query_path=pq_path,
                     driver_judgments=args.driver_judgments,
+                )
+                result = evaluate(
+                    spec, progress=progress, engine=engine, tracking_uri=uri, scored_dir=scoring if models else None
                 )
             except BaseException:  # the engine removed its own folder; the home goes when left empty
                 remove_per_query(out_dir, pq_path)

@@ -84,33 +84,40 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, EvaluationError, SpecError, preview
+from ..errors import DataError, EvaluationError, SpecError
 from ..evaluation import (
     EvaluationResult,
     FileInfo,
     SystemResult,
-    TopLists,
     apply_error_rules,
     display_depth,
     evaluated_query_set,
     finish,
     input_table,
+    none_returned,
+    note_unknown_queries,
     query_weights,
     read_companions,
     resolve_spec,
+    said_of_candidates,
     statistics,
+    stopped_by,
     system_means,
 )
-from ..join import compute, index_in, join, judgments, map_gains
-from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
+from ..join import index_in, join, judgments, map_gains
+from ..kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from ..queries import TopLists, UnjudgedError, overflow_message, score_queries, unjudged_message
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
 from ..readers.hashing import check_unchanged, read_with_digest
+from ..rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
 from ..sensitivity import alternatives as sensitivity_alternatives
+from ..sensitivity import collect_alternatives
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
 from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
+from .local import model_spec, remove_with, scoring_folder
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
 from .spark_sources import (
     column_type_ok,
@@ -183,6 +190,79 @@ _ERROR_ORDER = (
     "unjudged",
     "overflow",
 )
+
+
+def evaluate_on(
+    engine: Any,
+    spec: Any,
+    *,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress: Any = None,
+    keep_data: bool = False,
+    tracking_uri: str | None = None,
+    scored_dir: str | Path | None = None,
+) -> EvaluationResult | GroupedResult:
+    """:func:`ndcg_mlflow.evaluate` on Spark, with the settings of ``engine`` (a
+    :class:`~ndcg_mlflow.engines.Spark`): model systems are resolved on the driver and scored on Spark's executors
+    first (:mod:`.spark_models`), then every run is evaluated by :func:`evaluate`."""
+    if keep_data:
+        raise SpecError(
+            "keep_data",
+            "the Spark engine keeps no joined rows on the driver; evaluate with the local engine to keep them.",
+        )
+    settings = {
+        "buckets": engine.buckets,
+        "prefilter": engine.prefilter,
+        "driver_queries": engine.driver_queries,
+        "per_query_path": engine.per_query_path,
+        "groups": GROUPS if engine.groups is None else engine.groups,
+        "driver_judgments": engine.driver_judgments,
+    }
+    loaded = model_spec(spec, qrels, systems, base_dir)
+    if loaded is None:
+        return evaluate(
+            spec,
+            spark=engine.session,
+            qrels=qrels,
+            systems=systems,
+            columns=columns,
+            base_dir=base_dir,
+            progress=progress,
+            **settings,
+        )
+    from ..models import resolve_model_systems
+    from .spark_models import score_model_systems
+
+    if keeps_displayed_order(loaded.metric.ties):
+        raise SpecError(
+            "metric.ties",
+            "is displayed_order, but the rows a model scores on Spark have no displayed "
+            "order (Spark's tasks write them in no fixed order); choose another tie "
+            "rule, or evaluate with the local engine, which keeps the candidates' order.",
+        )
+    uri = tracking_uri or loaded.mlflow.tracking_uri
+    resolved = resolve_model_systems(loaded, uri)  # on the driver, before any Spark job: a missing alias stops here
+    spark = active_session(engine.session)
+    folder = scoring_folder(scored_dir)
+    scored_spec, resolved, scored = score_model_systems(
+        spark, loaded, folder, tracking_uri=uri, progress=progress, resolved=resolved
+    )
+    try:
+        with said_of_candidates(src for _, src in scored_spec.systems):
+            result = evaluate(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress, **settings)
+    except BaseException:
+        if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    result.models, result.scored = resolved, scored
+    if not isinstance(result, EvaluationResult):  # the grouped path: its summary is summary.json's
+        result.summary["models"] = {name: m.record() for name, m in resolved.items()}
+    if scored_dir is None:
+        remove_with(result, folder)
+    return result
 
 
 def evaluate(
@@ -281,44 +361,11 @@ def evaluate(
             if judged.companions is not None:
                 comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
-    by_alternative = _alternative_ndcg(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     _files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)
-
-
-def _alternative_ndcg(
-    alts: Sequence[tuple[str, str, Metric]],
-    systems: dict[str, SystemResult],
-    computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
-    notes: list[str],
-) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    """Every system's per-query nDCG under each alternative (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`),
-    from the buckets' rows (``computed``: per system, the arrays and the alternatives that overflowed in some
-    bucket). The declared numbers are the systems' own. An alternative that overflowed for some system is NaN
-    for every system (as locally: undefined); one some system's rows could not give (:func:`computable`) is
-    left out of the table, and a note says so."""
-    out: dict[tuple[str, str], dict[str, np.ndarray]] = {
-        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}
-    }
-    overflowed = set().union(*(over for _, over in computed.values()))
-    for rule, alt, _ in alts:
-        key = (rule, alt)
-        lacking = [name for name in systems if key not in computed[name][0]]
-        if lacking:
-            notes.append(
-                f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
-                f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
-                f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
-                f"see this alternative"
-            )
-            continue
-        if key in overflowed:
-            out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
-        else:
-            out[key] = {name: computed[name][0][key] for name in systems}
-    return out
 
 
 @dataclass
@@ -452,7 +499,7 @@ def computable(alternatives: Sequence[tuple[str, str, Metric]], has_rank: bool) 
     """The alternatives (rule, label, metric) the Spark engine computes for a run: all of them, except, for a run
     without a rank column, those ordering ties as displayed (``ties: displayed_order`` then means the rows' line
     order, which Spark does not keep; the local engine would use it)."""
-    return [a for a in alternatives if has_rank or a[2].ties != "displayed_order"]
+    return [a for a in alternatives if has_rank or not keeps_displayed_order(a[2].ties)]
 
 
 def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
@@ -633,7 +680,7 @@ def _run_frame(
         }
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
-        elif spec.metric.ties == "displayed_order" or spec.sensitivity:  # the rows' order (the shuffle's is not)
+        elif needs_row_order(spec.metric.ties, spec.sensitivity):  # the rows' order (the shuffle's is not)
             cols["rank"] = pa.array(np.arange(len(t), dtype=np.float64))
         if _keeps_ties_in_order(spec):  # tied rows in the table's order, as locally
             cols["_order"] = pa.array(np.arange(len(t), dtype=np.int64))
@@ -667,12 +714,12 @@ def _run_frame(
     # displayed_order and for sensitivity's displayed_order alternative), and the order of tied rows (a model's
     # scored rows have no order: Spark's tasks wrote them)
     ordered = version is None and declared != IN_MEMORY and getattr(source, "model", None) is None
-    wants_rank = rank_col is None and (spec.metric.ties == "displayed_order" or spec.sensitivity)
+    wants_rank = rank_col is None and needs_row_order(spec.metric.ties, spec.sensitivity)
     if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = _in_file_order(spark, df, selected, _source_files(source), label)
         if wants_rank:
             df, rank_col = df.withColumn("rank", F.col("_order").cast("double")), "rank"
-    elif spec.metric.ties == "displayed_order" and rank_col is None:
+    elif keeps_displayed_order(spec.metric.ties) and rank_col is None:
         raise SpecError(
             "metric.ties",
             f"{label} has no rank column, and ties: displayed_order then means the "
@@ -700,7 +747,7 @@ def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any, label: str
     column is in its rows' order (``_order``) where that order is the displayed one or orders tied rows."""
     from pyspark.sql import functions as F
 
-    displayed = spec.metric.ties == "displayed_order" or spec.sensitivity
+    displayed = needs_row_order(spec.metric.ties, spec.sensitivity)
     df, rows, has_rank = local_reader_frame(spark, source, "run", displayed)
     if not has_rank and displayed:
         df, has_rank = df.withColumn("rank", F.col("_order").cast("double")), True
@@ -713,7 +760,7 @@ def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any, label: str
 def _keeps_ties_in_order(spec: Spec) -> bool:
     """Whether the order of tied rows shows in the results beyond the tie rule's own order: under ``ties:
     average`` it decides which documents of a tied group a top list shows (and so the companion measures)."""
-    return spec.metric.ties == "average"
+    return averages_ties(spec.metric.ties)
 
 
 def _source_files(source: Any) -> list[Path]:
@@ -937,13 +984,13 @@ def prefilter_rows(
                 if i == 0:
                     raise
                 continue  # an alternative whose gains overflow: undefined everywhere, whatever the rows
-        condense = m.unjudged == "condense"
+        condense = condenses(m.unjudged)
         zero = gain == 0
         keep |= _within(query, gain, ~zero & judged, depth)
         keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
         if condense:
             keep |= _within(query, score, judged, depth)
-    if metric.unjudged == "error":
+    if stops(metric.unjudged):
         keep |= ~judged
     dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))
     extra = np.zeros(n, dtype=np.int64)
@@ -1140,14 +1187,13 @@ def bucket_rows(
     run_table = _local_table(label, "run", q_col, run.column("score"), rank, run.column("doc_id"))
     judged_index = judgments(qrels, bucket_ids, metric)
     prep, _ = join(name, run_table, judged_index)
-    if metric.unjudged == "error" and not prep.judged.all():
-        bad = np.flatnonzero(~prep.judged)
-        first = int(prep.original(bad[:1])[0])
-        return _rows([_error("unjudged", run_table.query.row(first), run_table.doc.row(first), int(bad.size))])
     try:
-        qr = compute(metric, prep, judged_index.catalog)
+        scored = score_queries(metric, prep, judged_index.catalog, depth, alternatives)
+    except UnjudgedError as exc:
+        return _rows([_error("unjudged", exc.query, exc.doc, exc.count)])
     except NonFiniteError as exc:
         return _rows([_error("overflow", str(bucket_ids[exc.queries[0]]), None, int(exc.queries.size))])
+    qr = scored.result
     if "_extra" in run.column_names:  # rows the pre-filter left out still count in the list's length
         extra = np.asarray(run.column("_extra").to_numpy(zero_copy_only=False), dtype=np.int64)
         some = np.flatnonzero(extra)
@@ -1155,30 +1201,24 @@ def bucket_rows(
             at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
             np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
     alt_ndcg = None
-    if alternatives:
-        shape = qr.ndcg.shape
-        alt_values = []
-        for i, alt in enumerate(alternatives):
-            try:
-                alt_values.append(compute(alt, prep, judged_index.catalog).ndcg)
-            except NonFiniteError:  # this alternative's gains overflow a float (e.g. 2^g - 1 of a grade >= 1024)
-                alt_values.append(np.full(shape, np.nan))
-                meta.setdefault("alt_overflow", []).append(i)
-        alt_ndcg = np.concatenate(alt_values, axis=1)  # (queries, alternatives x cutoffs)
+    if scored.alternatives is not None:  # (queries, alternatives x cutoffs)
+        alt_ndcg = scored.alternatives.reshape(scored.alternatives.shape[0], -1)
+        if scored.overflowed:
+            meta["alt_overflow"] = scored.overflowed
     rate, shown = None, _rows([])
     if companions is not None:
         rate, shown_docs, shown_pos = comps.bucket_measures(companions, run, prep, qr, bucket_ids.size)
         if shown_docs is not None and shown_pos is not None:
             shown = _shown_rows(shown_docs, shown_pos)
-    rows_top, pos_top = qr.top(depth)
-    tq = prep.query[rows_top]
-    order = np.lexsort((pos_top, tq))
-    tq, tr, tp = tq[order], rows_top[order], pos_top[order]
-    docs = prep.run.doc.take(prep.original(tr))
-    grades = prep.grade[tr]
-    bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
+    top = scored.top
+    bounds = np.searchsorted(top.query, np.arange(bucket_ids.size + 1))
     return pa.concat_tables(
-        [_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg, rate), split_rows, shown]
+        [
+            _rows([meta]),
+            _query_rows(bucket_ids, qr, top.doc, top.position, top.grade, bounds, alt_ndcg, rate),
+            split_rows,
+            shown,
+        ]
     )
 
 
@@ -1356,7 +1396,9 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
 # --------------------------------------------------------------------------- back on the driver
 
 
-def _message(code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric) -> str:
+def _message(
+    code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric, label: str
+) -> str:
     where = f"query {query!r}, document {doc!r}"
     if code.startswith("null:"):
         c = code.split(":")[1]
@@ -1380,14 +1422,8 @@ def _message(code: str, query: str | None, doc: str | None, count: int, value: f
             f"holds each document once."
         )
     if code == "unjudged":
-        return (
-            f"document {doc!r} returned for query {query!r} has no judgment, and metric.unjudged is 'error' "
-            f"({count} unjudged returned documents in all)."
-        )
-    return (
-        f"the nDCG of query {query!r} (its DCG over its ideal DCG) overflows a float: the gains of metric.gain "
-        f"{metric.gain.describe()} differ too much in size."
-    )
+        return unjudged_message(label, query, doc, count)
+    return overflow_message(query, metric)
 
 
 def check_buckets(
@@ -1405,10 +1441,10 @@ def check_buckets(
         errors.sort(key=lambda e: (_ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]
         count = sum(x["count"] for x in errors if x["code"] == e["code"])
-        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric)
+        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric, label)
         if e["code"] in ("unjudged", "overflow"):
             raise (
-                EvaluationError(f"{label}: {message}")
+                EvaluationError(message)
                 if e["code"] == "unjudged"
                 else DataError("qrels", f"system '{name}': {message}")
             )
@@ -1466,13 +1502,8 @@ def _assemble(
     run_queries = int(sum(m["value"] for m in meta))
     unknown = int(sum(m["count"] for m in meta))
     if not n_returned.any():
-        examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
-        raise EvaluationError(
-            f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
-        )
-    if unknown:
-        notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
+        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
+    note_unknown_queries(notes, name, unknown)
     apply_error_rules(name, Path(label), metric, qr, query_ids)
     lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
     q_all = np.repeat(at, lengths)
@@ -1951,24 +1982,15 @@ def _grouped_rules(
 
     returned = per.where(F.col("n_returned") > 0).select("query_id").distinct().limit(1).count()
     if not returned:
-        examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
-        raise EvaluationError(
-            f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
-        )
-    for rule, status, text in (
-        ("missing_queries", "missing", "returns nothing for"),
-        ("empty_ideal", "empty_ideal", "has an ideal DCG of 0 for"),
-    ):
-        if getattr(metric, rule) != "error":
+        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
+    for status, rule in ((STATUS_MISSING, metric.missing_queries), (STATUS_EMPTY_IDEAL, metric.empty_ideal)):
+        if not stops(rule):
             continue
-        bad = per.where(F.col("status") == status).select("query_id").distinct()
+        bad = per.where(F.col("status") == STATUS_NAMES[status]).select("query_id").distinct()
         n = bad.count()
         if n:
-            first = [r["query_id"] for r in bad.orderBy("query_id").limit(3).collect()]
-            raise EvaluationError(
-                f"system '{name}' ({label}) {text} {n} evaluated queries: {preview(first)}; metric.{rule} is 'error'."
-            )
+            first = [r["query_id"] for r in bad.orderBy("query_id").limit(5).collect()]
+            stopped_by(metric, status, name, label, n, first)
 
 
 __all__ = [
