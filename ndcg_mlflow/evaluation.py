@@ -24,14 +24,15 @@ import numpy as np
 from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from .paths import shown_path
 from .queries import QueryRows, TopLists, overflow_message, score_queries
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
-from .rules import cutoff_of_label, needs_row_order, stops
+from .rules import cutoff_key, cutoff_label, cutoff_of_label, needs_row_order, stops
 from .sensitivity import alternatives as sensitivity_alternatives
 from .sensitivity import collect_alternatives
-from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths, shown_path
+from .spec import Metric, Spec, check_files, load_spec, outside_paths
 from .stats import nan_weighted_mean
 from .uris import redact, safe_uri
 from .version import __version__

@@ -19,8 +19,8 @@ from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_
 from .readers import Table
 from .readers.hashing import pair_hashes
 from .readers.table import numpy_values, numpy_values_or, pool_array, same_strings, string_buffers, take_rows
-from .rules import id_tiebreak, keeps_displayed_order
-from .spec import Gain, Metric
+from .rules import Gain, id_tiebreak, keeps_displayed_order
+from .spec import Metric
 
 
 def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:

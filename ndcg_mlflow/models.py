@@ -159,8 +159,8 @@ def _candidate_batches(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from .paths import dataset_files
     from .readers.columns import detect_format
-    from .spec import dataset_files
 
     path = src.file
     fmt = src.format if src.format != "auto" else detect_format(path)

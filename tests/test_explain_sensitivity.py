@@ -25,8 +25,9 @@ import ndcg_mlflow
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.explain import explain
 from ndcg_mlflow.presets import PRESETS, TOOLS
+from ndcg_mlflow.rules import RULES
 from ndcg_mlflow.sensitivity import alternatives, format_sensitivity, sensitivity
-from ndcg_mlflow.spec import EMPTY_IDEAL, IDEALS, METRIC_FIELDS, MISSING, TIES, UNJUDGED, load_spec
+from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 
 TOOL_NAMES = ["trec_eval", "gdeval", "sklearn", "torchmetrics", "ranx"]
 
@@ -334,13 +335,8 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
 
     # one row per (rule, alternative) x (system or comparison) x cutoff; every non-declared alternative
     expected_alts = {("declared", "as declared")}
-    for rule, choices in (
-        ("ties", TIES),
-        ("ideal", IDEALS),
-        ("empty_ideal", EMPTY_IDEAL),
-        ("unjudged", UNJUDGED),
-        ("missing_queries", MISSING),
-    ):
+    for rule in ("ties", "ideal", "empty_ideal", "unjudged", "missing_queries"):
+        choices = RULES[f"metric.{rule}"].choices
         expected_alts |= {(rule, c) for c in choices if c != getattr(m, rule) and c != "error"}
     expected_alts |= {("gain", g) for g in ("exponential", "linear") if g != m.gain.kind}
     got_alts = set(zip(table["rule"], table["alternative"]))

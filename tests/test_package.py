@@ -77,7 +77,7 @@ def _module_graph() -> dict[str, set[str]]:
 def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     graph = _module_graph()
     assert "ndcg_mlflow.readers.columns" in graph and "ndcg_mlflow.tracking.client" in graph
-    assert "ndcg_mlflow.spec" in graph["ndcg_mlflow.readers.columns"]  # the graph sees relative imports
+    assert "ndcg_mlflow.paths" in graph["ndcg_mlflow.readers.columns"]  # the graph sees relative imports
     cycles = []
 
     def visit(node, trail):
@@ -95,6 +95,17 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
     importers = sorted(m for m in graph if "ndcg_mlflow" in graph[m])
     assert not importers, f"modules that import the package itself: {importers}"
+
+
+def test_the_readers_do_not_import_the_spec():
+    """The readers take plain values (paths, formats, column names): the path checks they share with the spec
+    are in the leaf ``ndcg_mlflow.paths``."""
+    graph = _module_graph()
+    found = sorted(
+        f"{m} -> {d}" for m in graph if m.startswith("ndcg_mlflow.readers") for d in graph[m] if ".spec" in d
+    )
+    assert not found, f"readers that import the spec: {found}"
+    assert graph["ndcg_mlflow.paths"] == set(), "ndcg_mlflow.paths imports nothing of the package"
 
 
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():

@@ -99,7 +99,6 @@ from ..evaluation import (
     query_weights,
     read_companions,
     resolve_spec,
-    said_of_candidates,
     statistics,
     stopped_by,
     system_means,
@@ -117,7 +116,6 @@ from ..uris import safe_uri
 from ..version import __version__
 from . import spark_companions as comps
 from .grouped import GROUPS
-from .local import model_spec, remove_with, scoring_folder
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
 from .spark_sources import (
     column_type_ok,
@@ -190,79 +188,6 @@ _ERROR_ORDER = (
     "unjudged",
     "overflow",
 )
-
-
-def evaluate_on(
-    engine: Any,
-    spec: Any,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress: Any = None,
-    keep_data: bool = False,
-    tracking_uri: str | None = None,
-    scored_dir: str | Path | None = None,
-) -> EvaluationResult | GroupedResult:
-    """:func:`ndcg_mlflow.evaluate` on Spark, with the settings of ``engine`` (a
-    :class:`~ndcg_mlflow.engines.Spark`): model systems are resolved on the driver and scored on Spark's executors
-    first (:mod:`.spark_models`), then every run is evaluated by :func:`evaluate`."""
-    if keep_data:
-        raise SpecError(
-            "keep_data",
-            "the Spark engine keeps no joined rows on the driver; evaluate with the local engine to keep them.",
-        )
-    settings = {
-        "buckets": engine.buckets,
-        "prefilter": engine.prefilter,
-        "driver_queries": engine.driver_queries,
-        "per_query_path": engine.per_query_path,
-        "groups": GROUPS if engine.groups is None else engine.groups,
-        "driver_judgments": engine.driver_judgments,
-    }
-    loaded = model_spec(spec, qrels, systems, base_dir)
-    if loaded is None:
-        return evaluate(
-            spec,
-            spark=engine.session,
-            qrels=qrels,
-            systems=systems,
-            columns=columns,
-            base_dir=base_dir,
-            progress=progress,
-            **settings,
-        )
-    from ..models import resolve_model_systems
-    from .spark_models import score_model_systems
-
-    if keeps_displayed_order(loaded.metric.ties):
-        raise SpecError(
-            "metric.ties",
-            "is displayed_order, but the rows a model scores on Spark have no displayed "
-            "order (Spark's tasks write them in no fixed order); choose another tie "
-            "rule, or evaluate with the local engine, which keeps the candidates' order.",
-        )
-    uri = tracking_uri or loaded.mlflow.tracking_uri
-    resolved = resolve_model_systems(loaded, uri)  # on the driver, before any Spark job: a missing alias stops here
-    spark = active_session(engine.session)
-    folder = scoring_folder(scored_dir)
-    scored_spec, resolved, scored = score_model_systems(
-        spark, loaded, folder, tracking_uri=uri, progress=progress, resolved=resolved
-    )
-    try:
-        with said_of_candidates(src for _, src in scored_spec.systems):
-            result = evaluate(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress, **settings)
-    except BaseException:
-        if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    result.models, result.scored = resolved, scored
-    if not isinstance(result, EvaluationResult):  # the grouped path: its summary is summary.json's
-        result.summary["models"] = {name: m.record() for name, m in resolved.items()}
-    if scored_dir is None:
-        remove_with(result, folder)
-    return result
 
 
 def evaluate(
@@ -766,7 +691,7 @@ def _keeps_ties_in_order(spec: Spec) -> bool:
 def _source_files(source: Any) -> list[Path]:
     """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
     sorted; else the one file)."""
-    from ..spec import dataset_files
+    from ..paths import dataset_files
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     return files or [Path(source.file)]

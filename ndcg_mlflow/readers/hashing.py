@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..spec import dataset_files, shown_path
+from ..paths import dataset_files, shown_path
 from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
 from .text import CHANGED_WHILE_READ, blocks, native_reader, open_file, unchanged_since
 

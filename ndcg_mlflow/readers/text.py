@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import DataError
-from ..spec import file_problem, os_error_problem, shown_path
+from ..paths import file_problem, os_error_problem, shown_path
 
 BOM = b"\xef\xbb\xbf"
 
