@@ -10,12 +10,10 @@ statistics -> sensitivity.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,213 +21,24 @@ import numpy as np
 
 from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
-from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
 from .paths import shown_path
-from .queries import QueryRows, TopLists, overflow_message, score_queries
+from .queries import QueryRows, overflow_message, score_queries
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
-from .rules import cutoff_key, cutoff_label, cutoff_of_label, needs_row_order, stops
+from .result import (  # noqa: F401 (re-exported)
+    EvaluationResult,
+    FileInfo,
+    SystemResult,
+    json_safe,
+    relative,
+)
+from .rules import needs_row_order, stops
 from .sensitivity import alternatives as sensitivity_alternatives
 from .sensitivity import collect_alternatives
 from .spec import Metric, Spec, check_files, load_spec, outside_paths
 from .stats import nan_weighted_mean
-from .uris import redact, safe_uri
-from .version import __version__
-
-PER_QUERY_COLUMNS = (
-    "system",
-    "query_id",
-    "cutoff",
-    "ndcg",
-    "dcg",
-    "idcg",
-    "idcg_candidates",
-    "judged_coverage",
-    "n_returned",
-    "weight",
-    "status",
-)
-
-
-@dataclass
-class FileInfo:
-    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights"
-    path: str
-    declared: str
-    sha256: str
-    rows: int
-
-
-def _num(x: float) -> float | int:
-    x = float(x)
-    return int(x) if x.is_integer() else x
-
-
-@dataclass
-class SystemResult:
-    name: str
-    result: QueryResult
-    means: dict[str, dict[str, Any]]
-    top: TopLists | None = None
-    duplicate_rate: np.ndarray | None = None  # (n_queries, n_cutoffs), with companions.duplicates
-
-
-@dataclass
-class EvaluationResult:
-    """Everything one evaluation produced; no MLflow involved.
-
-    ``per_query`` is the long table (one row per system, query and cutoff);
-    ``summary`` the JSON-ready summary (means and counts per system and key).
-    """
-
-    spec: Spec
-    query_ids: np.ndarray
-    weights: np.ndarray
-    systems: dict[str, SystemResult]
-    files: list[FileInfo]
-    notes: list[str] = field(default_factory=list)
-    analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
-    sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
-    prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
-    catalog: Any = None
-    grades: list = field(default_factory=list)  # the distinct grades of the qrels
-    engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
-    models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
-    scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
-    engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
-    _per_query: Any = None
-
-    @property
-    def relative_weights(self) -> np.ndarray:
-        """The weights over the largest one (same ratios, so the same means): what every computation uses,
-        so that weights of any magnitude neither overflow nor underflow. ``weights`` are as given."""
-        return relative(self.weights)
-
-    @property
-    def per_query(self):
-        if self._per_query is None:
-            self._per_query = self._build_per_query()
-        return self._per_query
-
-    def mean(self, system: str, cutoff: int | str | None) -> float:
-        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
-        key = cutoff_key(k)
-        return self.systems[system].means[key]["mean"]
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        spec = self.spec
-        return {
-            "name": spec.name,
-            "spec_sha256": spec.sha256,
-            "definition_sha256": spec.definition_digest(),
-            "ndcg_mlflow_version": __version__,
-            "spec": spec.resolved(),
-            "n_queries": int(len(self.query_ids)),
-            "weight_sum": float(self.weights.sum()),
-            "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
-            "systems": self._system_summary(),
-            "grades": list(self.grades),
-            # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
-            "mlflow": {
-                "experiment": spec.mlflow.experiment,
-                "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                "run_name": spec.mlflow.run_name,
-                "tags": dict(spec.mlflow.tags),
-                "timeout": spec.mlflow.timeout,
-                "max_retries": spec.mlflow.max_retries,
-                "total_timeout": spec.mlflow.total_timeout,
-            },
-            "paths_outside_spec_folder": outside_paths(spec),
-            "comparisons": list(self.analysis.comparisons) if self.analysis else [],
-            "comparison_family": self.analysis.family if self.analysis else "",
-            "decision": self.decision,
-            "notes": list(self.notes),
-            "engine": self.engine,
-            **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
-            "engine_info": self.engine_info,
-        }
-
-    def _system_summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, sr in self.systems.items():
-            out[name] = {}
-            for key, m in sr.means.items():
-                entry = dict(m)
-                if self.analysis and name in self.analysis.intervals:
-                    entry.update(self.analysis.intervals[name][key])
-                out[name][key] = entry
-        return out
-
-    @property
-    def comparisons(self):
-        """The comparisons table as a DataFrame (empty without a comparison section)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
-
-    def wins_losses_json(self) -> str:
-        data = {
-            "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
-            "comparisons": self.analysis.wins_losses if self.analysis else [],
-        }
-        return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-    def summary_json(self) -> str:
-        return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
-
-    def _build_per_query(self):
-        import pandas as pd
-
-        frames = []
-        labels = [cutoff_label(k) for k in self.spec.metric.cutoffs]
-        nq, nc = len(self.query_ids), len(labels)
-        for name, sr in self.systems.items():
-            r = sr.result
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
-                        "query_id": np.repeat(self.query_ids, nc),
-                        "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
-                        "ndcg": r.ndcg.ravel(),
-                        "dcg": r.dcg.ravel(),
-                        "idcg": r.idcg.ravel(),
-                        "idcg_candidates": r.idcg_candidates.ravel(),
-                        "judged_coverage": r.judged_coverage.ravel(),
-                        "n_returned": np.repeat(r.n_returned, nc),
-                        "weight": np.repeat(self.weights, nc),
-                        "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
-                    }
-                )
-            )
-            if sr.duplicate_rate is not None:
-                frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
-        return pd.concat(frames, ignore_index=True)
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with non-finite floats as None, numpy scalars as Python numbers and every string without
-    credentials (:func:`ndcg_mlflow.uris.redact`: a tag value, a data path, a model source ...), for
-    ``summary.json``."""
-    return _json_safe(obj)
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return redact(obj)
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return None if not math.isfinite(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -757,12 +566,6 @@ def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> n
             f"reported; only their ratios matter: divide them all by a common factor.",
         )
     return weights
-
-
-def relative(weights: np.ndarray) -> np.ndarray:
-    """Weights over the largest one: the ratios (all a weighted mean depends on) without overflow or underflow
-    (:func:`~ndcg_mlflow.readers.read_weights` refuses ratios that are not normal doubles)."""
-    return weights / weights.max() if weights.size else weights
 
 
 def display_depth(metric: Metric) -> int:
