@@ -421,7 +421,7 @@ def model_systems(spec: Spec) -> list[str]:
 
 def scored_name(name: str) -> str:
     """The scored rows' file inside an output folder: ``systems/<stem>.scored.parquet``."""
-    from .outputs import system_file_stem
+    from .spec import system_file_stem
 
     return f"systems/{system_file_stem(name)}.scored.parquet"
 

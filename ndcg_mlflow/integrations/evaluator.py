@@ -328,7 +328,8 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     from mlflow.tracking import MlflowClient
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
-    from ..outputs import system_file_stem, write_outputs
+    from ..outputs.write import write_outputs
+    from ..spec import system_file_stem
     from ..tracking.client import log_batch, log_outputs
     from ..tracking.names import TAG_PREFIX, common_tags, data_tags, param_value, system_metrics
 

@@ -429,7 +429,7 @@ def compare_genai_runs(
     )
     result.analysis = analyze(result, loaded.uncertainty, loaded.comparison)
     if out is not None:
-        from ..outputs import write_outputs
+        from ..outputs.write import write_outputs
 
         write_outputs(result, out)
     return result

@@ -133,7 +133,7 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
     The folder is built beside ``out`` and put in its place whole, with a manifest (kind ``report``), only
     once the report is rendered: ``out`` follows the output-folder contract of :mod:`ndcg_mlflow.outputs`
     (absent, empty or an earlier folder of ndcg-mlflow; anything else is refused; unchanged on failure)."""
-    from ..outputs import staged_folder
+    from ..outputs.folder import staged_folder
     from ..report import write_reports
 
     out = Path(out)
@@ -162,7 +162,7 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
             f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation)."
         )
     system = tags[f"{TAG_PREFIX}.system"]
-    from ..outputs import system_file_stem
+    from ..spec import system_file_stem
 
     stem = system_file_stem(system)
     dest.mkdir(parents=True, exist_ok=True)
@@ -224,7 +224,7 @@ def compare_runs(
     """
     import tempfile
 
-    from ..outputs import new_output_dir, write_outputs
+    from ..outputs.write import new_output_dir, write_outputs
     from ..spec import parse_spec
 
     client = _client(tracking_uri)
