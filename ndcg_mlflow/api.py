@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .engines import Engine, engine_of
 from .evaluation import EvaluationResult
 from .spec import Spec
-
-if TYPE_CHECKING:
-    from .engines.spark import GroupedResult
 
 
 def evaluate(
@@ -31,7 +28,7 @@ def evaluate(
     engine: Engine | str | None = None,
     tracking_uri: str | None = None,
     scored_dir: str | Path | None = None,
-) -> EvaluationResult | GroupedResult:
+) -> EvaluationResult:
     """Evaluate every system of a spec (a path, a mapping or a :class:`Spec`); logs nothing (a system that is a
     model is looked up in the model registry and loaded, see below).
 
@@ -49,8 +46,9 @@ def evaluate(
     ``"spark"`` name them with their defaults). On Spark, ``qrels`` and ``systems`` may also be Spark DataFrames;
     the per-query numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`). Beyond the engine's
     ``driver_queries`` evaluated queries, with its ``per_query_path``, the per-query table is written there as
-    Parquet and the statistics come from random groups of queries: the result is then a
-    :class:`~ndcg_mlflow.engines.spark.GroupedResult` (a summary, no per-query table on the driver).
+    Parquet and the statistics come from random groups of queries: the result's ``per_query_path`` then says where
+    its per-query rows are, and its summary holds the means, intervals and comparisons (no per-query arrays on the
+    driver).
 
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .errors import EvaluationError
 from .kernel import STATUS_NAMES, QueryResult
 from .queries import TopLists
 from .rules import cutoff_key, cutoff_label, cutoff_of_label
@@ -64,6 +66,10 @@ class EvaluationResult:
 
     ``per_query`` is the long table (one row per system, query and cutoff);
     ``summary`` the JSON-ready summary (means and counts per system and key).
+
+    Beyond the Spark engine's driver limit the per-query rows stay in Spark: ``per_query_path`` is then the Parquet
+    table Spark wrote them to (partitioned by system), ``summary`` holds the means, intervals and comparisons
+    computed from per-group sums, and ``systems`` is empty (no per-query arrays on the driver).
     """
 
     spec: Spec
@@ -82,6 +88,8 @@ class EvaluationResult:
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
     decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
+    per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
+    grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
     _per_query: Any = None
 
     @property
@@ -92,6 +100,12 @@ class EvaluationResult:
 
     @property
     def per_query(self):
+        if self.per_query_path is not None:
+            raise EvaluationError(
+                f"the per-query rows of this evaluation stayed in Spark (more evaluated queries than the driver's "
+                f"limit): they are the Parquet table {self.per_query_path}, partitioned by system (read it with "
+                f"spark.read.parquet, or a part of it with pandas.read_parquet)."
+            )
         if self._per_query is None:
             self._per_query = self._build_per_query()
         return self._per_query
@@ -99,10 +113,14 @@ class EvaluationResult:
     def mean(self, system: str, cutoff: int | str | None) -> float:
         k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
         key = cutoff_key(k)
+        if self.grouped_summary is not None:
+            return self.grouped_summary["systems"][system][key]["mean"]
         return self.systems[system].means[key]["mean"]
 
     @property
     def summary(self) -> dict[str, Any]:
+        if self.grouped_summary is not None:
+            return self.grouped_summary
         spec = self.spec
         return {
             "name": spec.name,
@@ -151,6 +169,8 @@ class EvaluationResult:
         """The comparisons table as a DataFrame (empty without a comparison section)."""
         import pandas as pd
 
+        if self.grouped_summary is not None:
+            return pd.DataFrame(self.grouped_summary["comparisons"])
         return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
 
     def wins_losses_json(self) -> str:

@@ -16,7 +16,7 @@ from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
-from ndcg_mlflow.errors import SpecError
+from ndcg_mlflow.errors import EvaluationError, SpecError
 
 pytestmark = pytest.mark.integration
 
@@ -185,6 +185,12 @@ def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
     pq = tmp_path / "pq"
     result = ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=pq, groups=50))
     assert result.per_query_path == pq and result.summary["engine_info"]["statistics"]["groups"] == 50
+    # one result type: it says where its per-query rows are, and answers from its summary
+    assert isinstance(result, ndcg_mlflow.EvaluationResult) and not result.systems
+    with pytest.raises(EvaluationError, match="stayed in Spark.*Parquet table"):
+        _ = result.per_query
+    key = next(iter(result.summary["systems"]["bm25"]))
+    assert result.mean("bm25", key.removeprefix("ndcg_at_")) == result.summary["systems"]["bm25"][key]["mean"]
     assert set(pd.read_parquet(pq)["system"].astype(str)) == {"bm25", "reranker-v2", "dense-ties"}
     assert result.decision is None
     # within the limit the same call gives the per-query result and writes nothing

@@ -78,7 +78,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +205,7 @@ def evaluate(
     per_query_path: str | Path | None = None,
     groups: int = GROUPS,
     driver_judgments: int | None = None,
-) -> EvaluationResult | GroupedResult:
+) -> EvaluationResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
@@ -216,7 +216,8 @@ def evaluate(
     cannot apply), ``False`` never applies it. ``driver_queries``: the evaluated queries whose per-query rows
     may come back to the driver (default :data:`MAX_DRIVER_QUERIES`). Beyond it, with ``per_query_path`` (a new
     folder) the evaluation continues as :func:`evaluate_grouped` (``groups`` random groups) and returns its
-    :class:`GroupedResult`, after :func:`check_grouped` found nothing the grouped statistics cannot give; without
+    result (whose ``per_query_path`` says where the per-query rows are), after :func:`check_grouped` found
+    nothing the grouped statistics cannot give; without
     ``per_query_path`` an error points to :func:`evaluate_grouped`. ``driver_judgments``: with ``per_query_path``,
     the judgments read on the driver at most (default :data:`DRIVER_JUDGMENTS`); beyond, they are read and
     checked in Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses
@@ -1450,21 +1451,6 @@ def _assemble(
 # --------------------------------------------------------------------------- beyond the driver: per-group sums
 
 
-@dataclass
-class GroupedResult:
-    """What :func:`evaluate_grouped` computed: ``summary`` (the shape of ``summary.json``'s systems and
-    comparisons), the per-query table's Parquet folder, and how."""
-
-    summary: dict[str, Any]
-    per_query_path: Path
-    files: list[FileInfo]
-    notes: list[str]
-    spec: Spec
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
-    models: dict[str, Any] = field(default_factory=dict)  # system -> what its model URI resolved to
-    scored: dict[str, Path] = field(default_factory=dict)  # system -> its scored rows (a Parquet folder)
-
-
 GROUPED_NOT_COMPUTED = (
     "BCa and studentized intervals",
     "t-tests",
@@ -1520,7 +1506,7 @@ def evaluate_grouped(
     prefilter: bool | None = None,
     groups: int = GROUPS,
     driver_judgments: int | None = None,
-) -> GroupedResult:
+) -> EvaluationResult:
     """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
@@ -1562,7 +1548,7 @@ def _evaluate_grouped(
     progress,
     buckets: int | None,
     groups: int,
-) -> GroupedResult:
+) -> EvaluationResult:
     """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared. The
     folder ``out_path`` (new or empty: :func:`_grouped_target`) is removed again when the evaluation fails: a
     per-query table of some systems, no result refers to, is not left behind."""
@@ -1593,7 +1579,7 @@ def _evaluate_grouped_into(
     progress,
     buckets: int | None,
     groups: int,
-) -> GroupedResult:
+) -> EvaluationResult:
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -1883,7 +1869,19 @@ def _evaluate_grouped_into(
         "per_query_path": str(out_path),
     }
     _files_unchanged(files)
-    return GroupedResult(summary, out_path, files, notes, spec, decision)
+    return EvaluationResult(
+        spec,
+        np.empty(0, dtype=object),
+        np.empty(0),
+        {},
+        files,
+        notes,
+        engine="spark",
+        decision=decision,
+        engine_info=engine_info,
+        per_query_path=out_path,
+        grouped_summary=summary,
+    )
 
 
 def _files_unchanged(files: list[FileInfo]) -> None:
@@ -1921,7 +1919,6 @@ def _grouped_rules(
 __all__ = [
     "evaluate",
     "evaluate_grouped",
-    "GroupedResult",
     "GROUPED_NOT_COMPUTED",
     "check_grouped",
     "check_buckets",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..evaluation import EvaluationResult, said_of_candidates
+from ..evaluation import said_of_candidates
 from ..models import (
     ResolvedModel,
     check_input_columns,
@@ -343,7 +343,7 @@ def evaluate_on(
             shutil.rmtree(folder, ignore_errors=True)
         raise
     result.models, result.scored = resolved, scored
-    if not isinstance(result, EvaluationResult):  # the grouped path: its summary is summary.json's
+    if result.grouped_summary is not None:  # the grouped path: its summary is summary.json's
         result.summary["models"] = {name: m.record() for name, m in resolved.items()}
     if scored_dir is None:
         remove_with(result, folder)
