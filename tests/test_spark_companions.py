@@ -114,11 +114,10 @@ def both(spark, spec, qrels, systems, *, buckets, base_dir, **options):
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine=Spark(spark, buckets=buckets),
+        engine=Spark(spark, buckets=buckets, **options),
         qrels=spark.createDataFrame(qrels),
         systems=frames,
         base_dir=base_dir,
-        **options,
     )
     return local, remote
 
