@@ -21,7 +21,6 @@ from pathlib import Path
 from .errors import NdcgError, SpecError, TrackingError
 from .terminal import (
     configure_logging,
-    format_grouped_summary,
     format_locations,
     format_summary,
     logged_lines,
@@ -354,11 +353,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
-        from .evaluation import EvaluationResult
         from .sensitivity import format_sensitivity, sensitivity
 
         result = evaluate(spec, progress=progress_reporter(args.quiet), keep_data=True)
-        assert isinstance(result, EvaluationResult)  # the local engine's
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
         for label in table["cutoff"].drop_duplicates():
             print()
@@ -371,7 +368,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     import uuid
 
     from .api import evaluate
-    from .evaluation import EvaluationResult
     from .outputs.folder import check_target, folder_lock
     from .outputs.write import new_output_dir, per_query_home, previous_per_query, remove_per_query, write_outputs
 
@@ -407,6 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a model's scored rows wait here until write_outputs puts them in the output folder
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
         if args.engine == "spark":
+            from .engines import Spark
             from .engines.spark import session
 
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
@@ -417,71 +414,43 @@ def cmd_run(args: argparse.Namespace) -> int:
             # beyond the driver limit the per-query table goes to a new folder next to the output folder
             pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
             try:
-                result = evaluate(
-                    spec,
-                    progress=progress,
-                    engine="spark",
-                    spark=spark,
-                    tracking_uri=uri,
-                    scored_dir=scoring if models else None,
+                engine = Spark(
+                    spark,
                     driver_queries=args.driver_queries,
                     per_query_path=pq_path,
                     driver_judgments=args.driver_judgments,
                 )
+                result = evaluate(
+                    spec, progress=progress, engine=engine, tracking_uri=uri, scored_dir=scoring if models else None
+                )
             except BaseException:  # the engine removed its own folder; the home goes when left empty
                 remove_per_query(out_dir, pq_path)
                 raise
-            if not isinstance(result, EvaluationResult):
-                return _run_grouped(result, out_dir, args, uri, expected)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
-            assert isinstance(result, EvaluationResult)  # the local engine's
             out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
         # one process at a time per folder, from writing until logging ends: what is logged is what was written
         with folder_lock(out_dir):
             progress(f"writing the local results and the report to {out_dir}")
             replaced = previous_per_query(out_dir)
-            write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            try:
+                write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            except BaseException:  # beyond the driver limit: no folder refers to the new per-query table, it goes
+                remove_per_query(out_dir, result.per_query_path)
+                raise
             remove_per_query(out_dir, replaced)
             if not quiet:
                 print(format_summary(result))
                 print()
                 print(format_locations(out_dir))
+                if result.per_query_path is not None:
+                    print(f"per-query table (Parquet): {result.per_query_path}")
             if args.no_mlflow:
                 return _decision_exit(result, quiet)
 
             from .tracking import log_evaluation
 
             logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
-    return _logged_exit(result, logged, args, expected)
-
-
-def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None, expected: str | None) -> int:
-    """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
-    in Parquet at ``summary.json``'s ``per_query_path``; models' scored rows in ``systems/``), logged as any other,
-    ``--promote`` included."""
-    from .outputs.folder import folder_lock
-    from .outputs.write import previous_per_query, remove_per_query, write_grouped_outputs
-
-    quiet = args.quiet
-    with folder_lock(out_dir):
-        replaced = previous_per_query(out_dir)
-        try:
-            write_grouped_outputs(result, out_dir)
-        except BaseException:  # no folder refers to the new per-query table: it goes too
-            remove_per_query(out_dir, result.per_query_path)
-            raise
-        remove_per_query(out_dir, replaced)
-        if not quiet:
-            print(format_grouped_summary(result.summary))
-            print()
-            print(format_locations(out_dir))
-            print(f"per-query table (Parquet): {result.per_query_path}")
-        if args.no_mlflow:
-            return _decision_exit(result, quiet)
-        from .tracking import log_folder
-
-        logged = log_folder(out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     return _logged_exit(result, logged, args, expected)
 
 

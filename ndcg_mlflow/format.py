@@ -45,6 +45,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .rules import excludes
+
 TERMINAL = "undefined"  # a missing number in the terminal
 FILE = "–"  # a missing number in report.html, report.md and wins_losses.md
 EMPTY = "none"  # an empty list, everywhere
@@ -137,12 +139,12 @@ def queries_line(summary: dict) -> str:
     reasons = []
     empty = {int(m.get("n_empty_ideal", 0)) for m in firsts}
     missing = {int(m.get("n_missing", 0)) for m in firsts}
-    if spec.get("metric.empty_ideal") == "exclude" and len(empty) == 1 and min(empty):
+    if excludes(spec.get("metric.empty_ideal")) and len(empty) == 1 and min(empty):
         k = min(empty)
         reasons.append(
             (k, f"{k} with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude)")
         )
-    if spec.get("metric.missing_queries") == "exclude" and len(missing) == 1 and min(missing):
+    if excludes(spec.get("metric.missing_queries")) and len(missing) == 1 and min(missing):
         k = min(missing)
         reasons.append((k, f"{k} that the runs do not answer (metric.missing_queries: exclude)"))
     why = (": " + " and ".join(r for _, r in reasons)) if sum(k for k, _ in reasons) == excluded else ""

@@ -1,6 +1,6 @@
 """What the ``ndcg-mlflow`` command prints, and how it reaches the terminal.
 
-The summary of an evaluation (:func:`format_summary`, and :func:`format_grouped_summary` when its per-query rows
+The summary of an evaluation (:func:`format_summary`, with :func:`format_grouped_summary` when its per-query rows
 stayed in Spark), where its results are (:func:`format_locations`), where it was logged (:func:`logged_lines`,
 :func:`mlflow_ui_hint`) and what ``validate`` finds (:func:`validation_lines`), with the terminal's number rules
 of :mod:`ndcg_mlflow.format`; progress lines and messages on stderr (:func:`progress_reporter`,
@@ -83,7 +83,10 @@ def restore_streams(saved) -> None:
 
 
 def format_summary(result) -> str:
-    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses."""
+    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses (the means,
+    intervals and comparisons only, when the per-query rows stayed in Spark)."""
+    if result.per_query_path is not None:
+        return format_grouped_summary(result.summary)
     spec = result.spec
     keys = spec.metric.keys
     summary = result.summary["systems"]

@@ -29,7 +29,6 @@ from .write import (
     remove_per_query,
     top_lines,
     top_table,
-    write_grouped_outputs,
     write_outputs,
 )
 
@@ -59,7 +58,6 @@ __all__ = [
     "top_lines",
     "top_table",
     "verify_folder",
-    "write_grouped_outputs",
     "write_manifest",
     "write_outputs",
 ]

@@ -42,17 +42,15 @@ def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: boo
     :mod:`ndcg_mlflow.outputs.folder`); ``out_dir`` keeps its previous contents when anything fails.
 
     ``reports`` also renders ``report.html`` and ``report.md`` from the written files.
+
+    For an evaluation whose per-query rows stayed in Spark (``result.per_query_path``): ``spec.yaml``,
+    ``run_key.txt``, ``summary.json`` (its ``per_query_path`` says where the per-query Parquet table is),
+    ``explanation.txt``, ``comparisons.csv``, the models' scored rows (``systems/<name>.scored.parquet``) and the
+    reports; no ``per_query.csv`` nor per-system tables.
     """
+    if result.per_query_path is not None:
+        return _write_folder(out_dir, lambda tmp, run_key: _write_grouped(result, tmp, run_key))
     return _write_folder(out_dir, lambda tmp, run_key: _write_all(result, tmp, run_key, reports))
-
-
-def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
-    """The output folder of an evaluation whose per-query rows stayed in Spark (``result``: a
-    :class:`~ndcg_mlflow.engines.spark.GroupedResult`): ``spec.yaml``, ``run_key.txt``, ``summary.json`` (its
-    ``per_query_path`` says where the per-query Parquet table is), ``explanation.txt``, ``comparisons.csv``, the
-    models' scored rows (``systems/<name>.scored.parquet``) and the reports; no ``per_query.csv`` nor per-system
-    tables. Replaces ``out_dir`` whole, as :func:`write_outputs`."""
-    return _write_folder(out_dir, lambda tmp, run_key: _write_grouped(result, tmp, run_key))
 
 
 def _write_folder(out_dir: str | Path, fill: Callable[[Path, str], None]) -> Path:

@@ -320,8 +320,10 @@ def _experiment_name(client, run) -> str:
 
 def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
-    from ..evaluation import EvaluationResult, SystemResult, TopLists, display_depth, system_means
+    from ..evaluation import display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
+    from ..queries import TopLists
+    from ..result import EvaluationResult, SystemResult
 
     labels = [cutoff_label(k) for k in spec.metric.cutoffs]
     ids = sorted(set().union(*[set(s.per_query["query_id"]) for _, s in systems]))
