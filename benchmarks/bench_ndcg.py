@@ -287,7 +287,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
     """The whole CLI ``run`` (evaluation, statistics, outputs and report, MLflow logging), stage by stage."""
     t0 = time.perf_counter()
     import ndcg_mlflow.cli as cli
-    import ndcg_mlflow.outputs as outputs
+    import ndcg_mlflow.outputs.write as outputs
     import ndcg_mlflow.tracking as tracking
 
     t_import = time.perf_counter()
@@ -304,7 +304,7 @@ def child_cli(spec_path: str, out_dir: str) -> dict:
 
         return wrapper
 
-    cli._progress = lambda quiet: marks  # the same messages, timed instead of printed
+    cli.progress_reporter = lambda quiet: marks  # the same messages, timed instead of printed
     import collections
 
     from ndcg_mlflow.tracking import worker

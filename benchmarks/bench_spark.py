@@ -76,7 +76,7 @@ def child(args: argparse.Namespace) -> None:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
-        result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, prefilter=args.child == "spark")
+        result = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark, prefilter=args.child == "spark"))
         out["engine_info"] = result.engine_info
         out.update(_shuffle(spark))
     out.update(

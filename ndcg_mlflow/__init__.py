@@ -4,6 +4,7 @@
 """
 
 from .api import evaluate  # noqa: E402
+from .engines import Local, Spark  # noqa: E402
 from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingError  # noqa: E402
 from .evaluation import EvaluationResult, evaluate_tables  # noqa: E402
 from .spec import Spec, load_spec  # noqa: E402
@@ -13,6 +14,8 @@ __all__ = [
     "__version__",
     "evaluate",
     "evaluate_tables",
+    "Local",
+    "Spark",
     "load_spec",
     "Spec",
     "EvaluationResult",

@@ -23,8 +23,8 @@ import numpy as np
 
 from . import stats
 from .format import listing, md_html, md_table, md_text, number
-from .rules import key_label, metric_name
-from .spec import Comparison, Uncertainty, cutoff_label
+from .rules import cutoff_label, key_label, metric_name
+from .spec import Comparison, Uncertainty
 
 
 @dataclass

@@ -1,6 +1,19 @@
-/* Passes over a run's rows in C, each the same as a few numpy (or scipy) expressions in join.py, kernel.py or
-   stats.py, made in one pass with no row-length temporaries (those forms stay, where this module is not built):
+/* Passes over a table's rows in C, each the same as a few numpy (or scipy) expressions in the module that calls
+   it (readers/table.py, readers/hashing.py, readers/trec.py, join.py, kernel.py, stats.py), made in one pass with
+   no row-length temporaries (those forms stay, where this module is not built). Text is parsed in readers/cparse.c,
+   not here; nor is there vector code here (NDCG_MLFLOW_SCALAR, cparse's switch, has nothing to switch off).
 
+   For the readers (through readers.text.native_reader):
+   run_starts(offsets, data, out)          -> k: out[:k] the rows whose string differs from the one before
+   fill_runs(values, starts, out)          out[starts[j]:starts[j + 1]] = values[j] (an id column's codes)
+   mix_pairs(keys, codes, query_mix[, q_map])
+                                           keys ^= query_mix[codes] (the (query, doc) keys; codes mapped first)
+   repeats(keys, codes, start, stop[, max_rows])
+                                           the duplicate check: a key twice within a run of equal codes
+   copy_ranges(source, starts, lengths, dest, at)
+                                           the bytes of a few rows of a string column (readers.table.take_rows)
+
+   For the join, the kernel and the bootstrap (through kernel.native_kernel):
    map_codes(codes, q_map, out)            out = q_map[codes]; -> the rows whose q_map entry is negative
    probe(keys, bits, shift, sorted, starts, rows, at)
                                            the rows i whose key is one of the sorted keys, in order, each with
@@ -356,18 +369,259 @@ static PyObject *resampled_sums(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* run_starts(offsets(int32, n + 1), data, out(int64, n)) -> k: out[:k] the rows i where string i differs from
+   string i - 1 (row 0 included) of an Arrow string array's buffers */
+static PyObject *run_starts(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Views vs = {.n = 0};
+    Py_buffer *offsets, *data, *out;
+    Py_ssize_t n, k = 0;
+    if (!string_args(args, &vs, &offsets, &data, &out, 8, &n)) {
+        release_views(&vs);
+        return NULL;
+    }
+    const int32_t *off = offsets->buf;
+    const unsigned char *d = data->buf;
+    int64_t *o = out->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t len = off[i + 1] - off[i];
+        if (i == 0 || len != off[i] - off[i - 1] || memcmp(d + off[i], d + off[i - 1], (size_t)len) != 0)
+            o[k++] = i;
+    }
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
+    return PyLong_FromSsize_t(k);
+}
+
+/* fill_runs(values(int32, k), starts(int64, k + 1), out(int32)): out[starts[j]:starts[j + 1]] = values[j] */
+static PyObject *fill_runs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *values_obj, *starts_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &values_obj, &starts_obj, &out_obj))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *values = view_of(&vs, values_obj, 0, 4, "values");
+    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
+    Py_buffer *out = view_of(&vs, out_obj, 1, 4, "out");
+    if (out == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t k = values->len / 4, n = out->len / 4;
+    const int32_t *v = values->buf;
+    const int64_t *st = starts->buf;
+    int32_t *o = out->buf;
+    int bad = starts->len != (k + 1) * 8;
+    for (Py_ssize_t j = 0; !bad && j < k; j++)
+        bad = st[j] < 0 || st[j] > st[j + 1] || st[j + 1] > n;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t j = 0; j < k; j++)
+            for (int64_t i = st[j]; i < st[j + 1]; i++)
+                o[i] = v[j];
+        Py_END_ALLOW_THREADS
+    }
+    release_views(&vs);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "run starts outside the output");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* mix_pairs(keys(uint64, n), codes(int32, n), query_mix(uint64, m)[, q_map(int32)]): keys[i] ^= query_mix[codes[i]];
+   with q_map, codes[i] = q_map[codes[i]] first (in place): a part's codes made the whole file's */
+static PyObject *mix_pairs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *codes_obj, *mix_obj, *map_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO|O", &keys_obj, &codes_obj, &mix_obj, &map_obj))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *keys = view_of(&vs, keys_obj, 1, 8, "keys");
+    Py_buffer *codes = view_of(&vs, codes_obj, map_obj != Py_None, 4, "codes");
+    Py_buffer *mix = view_of(&vs, mix_obj, 0, 8, "query_mix");
+    Py_buffer *map = map_obj != Py_None ? view_of(&vs, map_obj, 0, 4, "q_map") : mix;
+    if (map == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t n = keys->len / 8, m = mix->len / 8, k = map_obj != Py_None ? map->len / 4 : 0;
+    uint64_t *key = keys->buf;
+    int32_t *c = codes->buf;
+    const uint64_t *x = mix->buf;
+    const int32_t *q = map_obj != Py_None ? map->buf : NULL;
+    int bad = codes->len != n * 4;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = q != NULL ? c[i] < 0 || c[i] >= k || q[c[i]] < 0 || q[c[i]] >= m : c[i] < 0 || c[i] >= m;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        if (q != NULL) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int32_t g = q[c[i]];
+                c[i] = g;
+                key[i] ^= x[g];
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++)
+                key[i] ^= x[c[i]];
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release_views(&vs);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a code outside q_map or query_mix, or arrays of unequal lengths");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+#define REPEAT_ROWS_MAX (1 << 20) /* the longest run of equal codes repeats() looks into (a 16 MB table) */
+
+/* repeats(keys, codes, start, stop[, max_rows]) -> 1 when, within some run of equal codes in rows [start, stop), a
+   key occurs twice; 0 when none does; -1 when a run is longer than max_rows (at most, and by default,
+   REPEAT_ROWS_MAX) rows and no repeat was found before it (the caller sorts those rows). Each run's keys go into
+   an open-addressing table of at least twice its rows (linear probing; 0 marks an empty slot, a key 0 is flagged
+   apart), cleared for the next run: a query's table stays in the cache, and no sort is made. */
+static PyObject *repeats(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *codes_obj;
+    Py_ssize_t start, stop, max_rows = REPEAT_ROWS_MAX;
+    if (!PyArg_ParseTuple(args, "OOnn|n", &keys_obj, &codes_obj, &start, &stop, &max_rows))
+        return NULL;
+    if (max_rows < 0 || max_rows > REPEAT_ROWS_MAX)
+        max_rows = REPEAT_ROWS_MAX;
+    Views vs = {.n = 0};
+    Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
+    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
+    if (codes == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t n = keys->len / 8;
+    if (codes->len != n * 4 || start < 0 || start > stop || stop > n) {
+        release_views(&vs);
+        PyErr_SetString(PyExc_ValueError, "keys and codes of unequal lengths, or a range outside them");
+        return NULL;
+    }
+    const uint64_t *key = keys->buf;
+    const int32_t *c = codes->buf;
+    int found = 0, memory = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *table = NULL;
+    Py_ssize_t capacity = 0;
+    for (Py_ssize_t lo = start, hi; lo < stop && !found; lo = hi) {
+        for (hi = lo + 1; hi < stop && c[hi] == c[lo]; hi++)
+            ;
+        Py_ssize_t rows = hi - lo;
+        if (rows > max_rows) {
+            found = -1;
+            break;
+        }
+        int bits = 4;
+        while (((Py_ssize_t)1 << bits) < 2 * rows)
+            bits++;
+        Py_ssize_t size = (Py_ssize_t)1 << bits;
+        if (size > capacity) {
+            free(table);
+            capacity = size;
+            table = malloc((size_t)capacity * 8);
+            if (table == NULL) {
+                memory = 1;
+                break;
+            }
+        }
+        memset(table, 0, (size_t)size * 8);
+        uint64_t mask = (uint64_t)size - 1;
+        int zero = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            uint64_t k = key[i];
+            if (k == 0) {
+                found = zero;
+                zero = 1;
+                if (found)
+                    break;
+                continue;
+            }
+            uint64_t s = (k * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
+            while (table[s] != 0 && table[s] != k)
+                s = (s + 1) & mask;
+            if (table[s] == k) {
+                found = 1;
+                break;
+            }
+            table[s] = k;
+        }
+    }
+    free(table);
+    Py_END_ALLOW_THREADS
+    release_views(&vs);
+    if (memory)
+        return PyErr_NoMemory();
+    return PyLong_FromLong(found);
+}
+
+/* copy_ranges(source, starts, lengths, dest, at): dest[at[i]:at[i] + lengths[i]] = source[starts[i]:starts[i] +
+   lengths[i]] for every i (int64 arrays of one length), each range checked to lie within its buffer first: the
+   bytes of a few rows of a string column, gathered (readers.table.gather_strings) */
+static PyObject *copy_ranges(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *source_obj, *starts_obj, *lengths_obj, *dest_obj, *at_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO", &source_obj, &starts_obj, &lengths_obj, &dest_obj, &at_obj))
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *source = view_of(&vs, source_obj, 0, 1, "source");
+    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
+    Py_buffer *lengths = view_of(&vs, lengths_obj, 0, 8, "lengths");
+    Py_buffer *dest = view_of(&vs, dest_obj, 1, 1, "dest");
+    Py_buffer *at = view_of(&vs, at_obj, 0, 8, "at");
+    if (at == NULL) {
+        release_views(&vs);
+        return NULL;
+    }
+    Py_ssize_t n = starts->len / 8;
+    const int64_t *s = starts->buf, *l = lengths->buf, *a = at->buf;
+    int bad = lengths->len != starts->len || at->len != starts->len;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = s[i] < 0 || l[i] < 0 || a[i] < 0 || s[i] > source->len - l[i] || a[i] > dest->len - l[i];
+    if (!bad) {
+        const unsigned char *src = source->buf;
+        unsigned char *dst = dest->buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(dst + a[i], src + s[i], (size_t)l[i]);
+        Py_END_ALLOW_THREADS
+    }
+    release_views(&vs);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "arrays of unequal lengths, or a range outside its buffer");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"group_order", group_order, METH_VARARGS, "Each string's place in its group of consecutive strings."},
     {"map_codes", map_codes, METH_VARARGS, "out = q_map[codes]; the number of negative entries met."},
     {"probe", probe, METH_VARARGS, "The rows whose key's top bits are flagged, in order; their number."},
     {"resampled_sums", resampled_sums, METH_VARARGS, "Each resample's sums of the drawn rows, in draw order."},
     {"rank_check", rank_check, METH_VARARGS, "-1, or the tied positions of rows in query blocks by score."},
+    {"run_starts", run_starts, METH_VARARGS, "The rows where a string differs from the one before."},
+    {"fill_runs", fill_runs, METH_VARARGS, "Each run of rows set to its value."},
+    {"mix_pairs", mix_pairs, METH_VARARGS, "keys ^= query_mix[codes], in place (codes = q_map[codes] first)."},
+    {"repeats", repeats, METH_VARARGS, "1 when a key occurs twice in a run of equal codes of a range of rows."},
+    {"copy_ranges", copy_ranges, METH_VARARGS, "dest[at[i]:at[i] + lengths[i]] = source[starts[i]:...], each i."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "ckernel", "Passes over a run's rows for the join and the kernel, in C.", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "ckernel", "Passes over a table's rows for the readers, the join and the kernel, in C.",
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit_ckernel(void) { return PyModule_Create(&module); }

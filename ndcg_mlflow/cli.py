@@ -13,13 +13,23 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import NdcgError
-from .format import TERMINAL, listing, number, p_value, queries_line, text_table
-from .rules import headline_key, metric_name
+from .errors import NdcgError, SpecError, TrackingError
+from .terminal import (
+    configure_logging,
+    format_locations,
+    format_summary,
+    logged_lines,
+    mlflow_ui_hint,
+    progress_reporter,
+    redacting_streams,
+    restore_streams,
+    validation_lines,
+)
 from .version import __version__
 
 log = logging.getLogger("ndcg_mlflow")
@@ -205,9 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USER
-    _configure_logging(quiet=getattr(args, "quiet", False))
+    configure_logging(quiet=getattr(args, "quiet", False))
     previous = _on_sigterm()
-    streams = _redacting_streams()  # no credential in a URI reaches stdout or stderr, whoever prints it
+    streams = redacting_streams()  # no credential in a URI reaches stdout or stderr, whoever prints it
     thresholds = _fewer_collections()
     try:
         _check_overrides(args)
@@ -232,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_TERMINATED
     finally:
         _restore_sigterm(previous)
-        _restore_streams(streams)
+        restore_streams(streams)
         gc.set_threshold(*thresholds)
 
 
@@ -256,9 +266,6 @@ def _fewer_collections() -> tuple[int, ...]:
 def _check_overrides(args: argparse.Namespace) -> None:
     """Command-line values that MLflow would refuse only after the work is done: refused before any work
     (exit 2). A tracking URI must name a store that persists; an experiment name must fit MLflow's limit."""
-    import os
-
-    from .errors import SpecError
     from .spec import experiment_name_problem
     from .uris import store_problem
 
@@ -276,32 +283,6 @@ def _check_overrides(args: argparse.Namespace) -> None:
         problem = experiment_name_problem(experiment) or (None if experiment.strip() else "it is empty.")
         if problem:
             raise SpecError("mlflow.experiment", f"--experiment: {problem}")
-
-
-class _Redacting:
-    """A text stream that writes through :func:`ndcg_mlflow.uris.redact`."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        from .uris import redact
-
-        self._stream.write(redact(text))
-        return len(text)
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
-
-
-def _redacting_streams():
-    saved = (sys.stdout, sys.stderr)
-    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
-    return saved
-
-
-def _restore_streams(saved) -> None:
-    sys.stdout, sys.stderr = saved
 
 
 def _terminated():
@@ -337,60 +318,15 @@ def _restore_sigterm(previous) -> None:
             pass
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time of each record."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
-
-
-def _progress(quiet: bool):
-    """Progress lines on stderr when it is a terminal (with the time since the start); logged at DEBUG
-    otherwise, so that CI logs and pipes stay clean. ``--quiet`` silences them."""
-    import time
-
-    start = time.monotonic()
-    interactive = not quiet and sys.stderr.isatty()
-
-    def report(message: str) -> None:
-        elapsed = time.monotonic() - start
-        log.log(logging.INFO if interactive else logging.DEBUG, f"[{elapsed:5.1f}s] {message}")
-
-    return report
-
-
-def _configure_logging(quiet: bool) -> None:
-    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("ndcg-mlflow: %(message)s"))
-        log.addHandler(handler)
-    log.setLevel(logging.WARNING if quiet else logging.INFO)
-    log.propagate = False
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .errors import SpecError
     from .spec import check_files, load_spec
 
     spec = load_spec(args.spec, overrides=args.set)
     problems = check_files(spec)
     if problems:
         raise SpecError("", "; ".join(problems), args.spec)
-    read = [] if args.spec_only else _read_data(spec)
-    resolved = spec.resolved()
-    print(f"{args.spec}: valid spec '{spec.name}'" + ("" if args.spec_only else ", its data read as 'run' reads it"))
-    for line in read:
-        print(f"  {line}")
-    for key, value in resolved.items():
-        origin = ""
-        if key.startswith("metric.") and key != "metric.preset":
-            origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
-        print(f"  {key}: {value}{origin}")
+    read = None if args.spec_only else _read_data(spec)
+    print(*validation_lines(args.spec, spec, read), sep="\n")
     return EXIT_OK
 
 
@@ -417,11 +353,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
-        from .evaluation import EvaluationResult
         from .sensitivity import format_sensitivity, sensitivity
 
-        result = evaluate(spec, progress=_progress(args.quiet), keep_data=True)
-        assert isinstance(result, EvaluationResult)  # the local engine's
+        result = evaluate(spec, progress=progress_reporter(args.quiet), keep_data=True)
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
         for label in table["cutoff"].drop_duplicates():
             print()
@@ -430,29 +364,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import os
     import tempfile
     import uuid
 
     from .api import evaluate
-    from .evaluation import EvaluationResult
-    from .outputs import (
-        check_target,
-        folder_lock,
-        new_output_dir,
-        per_query_home,
-        previous_per_query,
-        remove_per_query,
-        write_outputs,
-    )
+    from .outputs.folder import check_target, folder_lock
+    from .outputs.write import new_output_dir, per_query_home, previous_per_query, remove_per_query, write_outputs
 
     quiet = args.quiet
     if args.out:
         check_target(Path(args.out))  # a file, or a non-empty folder that is not ours: refused before evaluating
     from .spec import load_spec
 
-    progress = _progress(quiet)
-    from .errors import SpecError
+    progress = progress_reporter(quiet)
 
     if args.spark_remote and args.engine != "spark":
         raise SpecError("--spark-remote", "applies to --engine spark.")
@@ -479,6 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a model's scored rows wait here until write_outputs puts them in the output folder
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-scored-") as scoring:
         if args.engine == "spark":
+            from .engines import Spark
             from .engines.spark import session
 
             out_dir = Path(args.out) if args.out else new_output_dir(spec.name)
@@ -489,106 +414,53 @@ def cmd_run(args: argparse.Namespace) -> int:
             # beyond the driver limit the per-query table goes to a new folder next to the output folder
             pq_path = per_query_home(out_dir) / uuid.uuid4().hex[:12]
             try:
-                result = evaluate(
-                    spec,
-                    progress=progress,
-                    engine="spark",
-                    spark=spark,
-                    tracking_uri=uri,
-                    scored_dir=scoring if models else None,
+                engine = Spark(
+                    spark,
                     driver_queries=args.driver_queries,
                     per_query_path=pq_path,
                     driver_judgments=args.driver_judgments,
                 )
+                result = evaluate(
+                    spec, progress=progress, engine=engine, tracking_uri=uri, scored_dir=scoring if models else None
+                )
             except BaseException:  # the engine removed its own folder; the home goes when left empty
                 remove_per_query(out_dir, pq_path)
                 raise
-            if not isinstance(result, EvaluationResult):
-                return _run_grouped(result, out_dir, args, uri, expected)
         else:
             result = evaluate(spec, progress=progress, tracking_uri=uri, scored_dir=scoring)
-            assert isinstance(result, EvaluationResult)  # the local engine's
             out_dir = Path(args.out) if args.out else new_output_dir(result.spec.name)
         # one process at a time per folder, from writing until logging ends: what is logged is what was written
         with folder_lock(out_dir):
-            if progress:
-                progress(f"writing the local results and the report to {out_dir}")
+            progress(f"writing the local results and the report to {out_dir}")
             replaced = previous_per_query(out_dir)
-            write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            try:
+                write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+            except BaseException:  # beyond the driver limit: no folder refers to the new per-query table, it goes
+                remove_per_query(out_dir, result.per_query_path)
+                raise
             remove_per_query(out_dir, replaced)
             if not quiet:
                 print(format_summary(result))
                 print()
                 print(format_locations(out_dir))
+                if result.per_query_path is not None:
+                    print(f"per-query table (Parquet): {result.per_query_path}")
             if args.no_mlflow:
                 return _decision_exit(result, quiet)
 
             from .tracking import log_evaluation
 
             logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
-    if not quiet:
-        _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
-    if args.promote is not None and not _promote(result, args.promote, logged, quiet, expected):
+    return _logged_exit(result, logged, args, expected)
+
+
+def _logged_exit(result, logged, args: argparse.Namespace, expected: str | None) -> int:
+    """The end of ``run`` once the result is logged: where it was logged, ``--promote``, the exit code."""
+    if not args.quiet:
+        print(*logged_lines(logged, None if args.run_id else result.spec.mlflow.experiment), sep="\n")
+    if args.promote is not None and not _promote(result, args.promote, logged, args.quiet, expected):
         return EXIT_DECISION
-    return _decision_exit(result, quiet)
-
-
-def _run_grouped(result, out_dir: Path, args: argparse.Namespace, uri: str | None, expected: str | None) -> int:
-    """``run --engine spark`` beyond the driver limit: the output folder without per-query files (the table is
-    in Parquet at ``summary.json``'s ``per_query_path``; models' scored rows in ``systems/``), logged as any other,
-    ``--promote`` included."""
-    from .outputs import folder_lock, previous_per_query, remove_per_query, write_grouped_outputs
-
-    quiet = args.quiet
-    with folder_lock(out_dir):
-        replaced = previous_per_query(out_dir)
-        try:
-            write_grouped_outputs(result, out_dir)
-        except BaseException:  # no folder refers to the new per-query table: it goes too
-            remove_per_query(out_dir, result.per_query_path)
-            raise
-        remove_per_query(out_dir, replaced)
-        if not quiet:
-            print(format_grouped_summary(result.summary))
-            print()
-            print(format_locations(out_dir))
-            print(f"per-query table (Parquet): {result.per_query_path}")
-        if args.no_mlflow:
-            return _decision_exit(result, quiet)
-        from .tracking import log_folder
-
-        logged = log_folder(out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
-    if not quiet:
-        _print_logged(logged, None if args.run_id else result.spec.mlflow.experiment)
-    if args.promote is not None and not _promote(result, args.promote, logged, quiet, expected):
-        return EXIT_DECISION
-    return _decision_exit(result, quiet)
-
-
-def format_grouped_summary(summary: dict) -> str:
-    """The terminal summary of a run whose per-query rows stayed in Spark: means, intervals, comparisons."""
-    lines = [
-        f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
-        f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"
-    ]
-    for name, means in summary["systems"].items():
-        cells = [
-            f"{key}={_fmt(m.get('mean'))}"
-            + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]" if "ci_low" in m else "")
-            for key, m in means.items()
-        ]
-        lines.append(f"  {name}: " + "  ".join(cells))
-    for c in summary["comparisons"]:
-        lines.append(
-            f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
-            f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
-            f"p corrected {_p(c.get('p_corrected'))}"
-        )
-    if summary.get("decision"):
-        from .decision import summary_line
-
-        lines.append(summary_line(summary["decision"]))
-    return "\n".join(lines)
+    return _decision_exit(result, args.quiet)
 
 
 def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> bool:
@@ -596,7 +468,6 @@ def _promote(result, alias: str, logged, quiet: bool, expected: str | None) -> b
     the decision passed and the alias still points to ``expected``, the version it pointed to when the evaluation
     started. False when it was moved by someone else meanwhile (said on stderr; exit 4, as a failed decision). A
     registry failure is a tracking failure (exit 3)."""
-    from .errors import TrackingError
     from .tracking.registry import AliasMoved, promote
 
     if result.decision is None or result.decision["outcome"] != "pass":
@@ -635,67 +506,8 @@ def _decision_exit(result, quiet: bool) -> int:
     return EXIT_DECISION
 
 
-def _print_logged(logged, experiment: str | None) -> None:
-    from .uris import safe_uri
-
-    print(f"MLflow tracking URI: {safe_uri(logged.tracking_uri)}")
-    print(
-        f"  experiment {experiment!r} (id {logged.experiment_id})"
-        if experiment is not None
-        else f"  experiment id {logged.experiment_id} (that of the run logged into)"
-    )
-    print(
-        f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused else "")
-    )
-    for name, rid in logged.system_run_ids.items():
-        print(f"  system run {name}: {rid}")
-    print(mlflow_ui_hint(logged.tracking_uri, logged.experiment_id, logged.parent_run_id))
-
-
-def format_locations(out_dir: Path) -> str:
-    """Where the local results and the report are (absolute paths, to open or paste)."""
-    folder = Path(out_dir).resolve()
-    return f"local results: {folder}\nreport: {folder / 'report.html'}"
-
-
-def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:
-    """How to see a run in the MLflow UI: the command that serves a local store (SQLite or a folder) and the
-    run's page in it, or the run's page on a tracking server. Credentials are never shown."""
-    import shlex
-
-    from .uris import safe_uri
-
-    page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else ""
-    text = str(uri or "").strip()
-    scheme, sep, rest = text.partition("://")
-    scheme = scheme.lower() if sep else ""
-    if scheme in ("http", "https"):
-        return f"MLflow UI: {safe_uri(text.rstrip('/'))}/{page}" + ("" if page else f" (run {run_id})")
-    store = None
-    if scheme.startswith("sqlite"):
-        database, q, query = rest[1:].partition("?") if rest.startswith("/") else ("", "", "")
-        if database:
-            store = f"{scheme}:///{Path(database).resolve()}{q}{query}"
-    elif scheme == "file":
-        store = Path(rest).resolve().as_uri()
-    elif not sep and text and not text.lower().startswith("databricks"):
-        store = Path(text).resolve().as_uri()  # a folder of runs (MLflow's file store)
-    if store is None:
-        return (
-            f"MLflow UI: run {run_id}"
-            + (f" in experiment {experiment_id}" if experiment_id else "")
-            + (f" of {safe_uri(text)}" if text else "")
-        )
-    return (
-        f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
-        f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})")
-    )
-
-
 def cmd_upload(args: argparse.Namespace) -> int:
-    import os
-
-    from .outputs import folder_lock, read_result_folder, refuse_non_folder
+    from .outputs.folder import folder_lock, read_result_folder, refuse_non_folder
 
     folder = Path(args.folder)
     refuse_non_folder(folder)
@@ -706,12 +518,13 @@ def cmd_upload(args: argparse.Namespace) -> int:
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         logged = log_folder(folder, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     if not args.quiet:
-        _print_logged(logged, None if args.run_id else summary.get("mlflow", {}).get("experiment") or summary["name"])
+        experiment = None if args.run_id else summary.get("mlflow", {}).get("experiment") or summary["name"]
+        print(*logged_lines(logged, experiment), sep="\n")
     return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .outputs import check_target
+    from .outputs.folder import check_target
     from .tracking import rebuild_report
 
     out = Path(args.out) if args.out else Path("ndcg_reports") / f"report-{args.run_id}"
@@ -759,97 +572,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             uri = args.tracking_uri or default_tracking_uri()
             print(mlflow_ui_hint(uri, None, new_run))
     return EXIT_OK
-
-
-def format_summary(result) -> str:
-    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses."""
-    spec = result.spec
-    keys = spec.metric.keys
-    summary = result.summary["systems"]
-    with_ci = spec.uncertainty is not None
-    heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
-    rows = []
-    for name in result.systems:
-        cells = [name]
-        for k in keys:
-            m = summary[name][k]
-            cell = _fmt(m["mean"])
-            if with_ci:
-                cell += f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
-            cells.append(cell)
-        first = summary[name][keys[0]]
-        cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
-        rows.append(cells)
-    lines = [
-        f"{spec.name}: {queries_line(result.summary)}",
-        f"weights {spec.resolved()['queries.weights']}"
-        + (
-            f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
-            f"{spec.uncertainty.resamples} bootstrap resamples of queries"
-            if with_ci
-            else ""
-        ),
-    ]
-    lines += text_table(heads, rows)
-    if result.analysis is not None and result.analysis.comparisons:
-        lines.append("")
-        lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
-        # the p-value of a test the spec does not declare is left out, not shown as undefined
-        tests = [
-            (head, field)
-            for head, field, test in (("p_rand", "p_randomization", "randomization"), ("p_t", "p_t_test", "t_test"))
-            if spec.comparison.test in (test, "both")
-        ]
-        heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
-        rows = []
-        for c in result.analysis.comparisons:
-            rows.append(
-                [
-                    c["candidate"],
-                    c["cutoff"],
-                    _fmt(c.get("delta"), signed=True),
-                    f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
-                ]
-                + [_p(c.get(field)) for _, field in tests]
-                + [
-                    _p(c.get("p_corrected")),
-                    _fmt(c.get("effect_size_dz"), True),
-                    f"{c['wins']}/{c['ties']}/{c['losses']}",
-                ]
-            )
-        lines += text_table(heads, rows)
-        lines.append(
-            "delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard "
-            "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
-            "candidate wins, ties, loses"
-        )
-        for block in result.analysis.wins_losses:
-            if block["key"] != headline_key(keys):
-                continue
-            lines.append("")
-            lines.append(
-                f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: largest wins / losses"
-            )
-            for kind in ("wins", "losses"):
-                items = block[kind][:3]
-                text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
-                lines.append(f"  {kind:<6} {text}")
-    if result.decision is not None:
-        from .decision import summary_line
-
-        lines.append("")
-        lines.append(summary_line(result.decision))
-    for note in result.notes:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
-
-
-def _p(x: float | None) -> str:
-    return p_value(x, missing=TERMINAL)
-
-
-def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
-    return number(x, digits, signed=signed, missing=TERMINAL)
 
 
 if __name__ == "__main__":  # pragma: no cover

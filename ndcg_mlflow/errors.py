@@ -60,11 +60,12 @@ class TrackingError(NdcgError):
     exit_code = 3
 
 
-def preview(items: Iterable[object], limit: int = 5) -> str:
-    """``'a', 'b', 'c' and 12 more`` — a short quoted list for error messages."""
+def preview(items: Iterable[object], limit: int = 5, total: int | None = None) -> str:
+    """``'a', 'b', 'c' and 12 more`` — a short quoted list for error messages (``total``: how many there are in
+    all, when ``items`` holds only the first of them)."""
     items = list(items)
     shown = ", ".join(repr(str(x)) for x in items[:limit])
-    rest = len(items) - limit
+    rest = (len(items) if total is None else total) - min(limit, len(items))
     return f"{shown} and {rest} more" if rest > 0 else shown
 
 

@@ -10,245 +10,35 @@ statistics -> sensitivity.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import DataError, EvaluationError, SpecError, preview
-from .join import Catalog, PreparedRun, check_unjudged, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
-from .kernel import EMPTY_IDEAL, MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
+from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
+from .paths import shown_path
+from .queries import QueryRows, overflow_message, score_queries
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.table import take_rows, yield_cpu
-from .rules import cutoff_of_label
-from .spec import Metric, Spec, check_files, cutoff_key, cutoff_label, load_spec, outside_paths, shown_path
-from .stats import nan_weighted_mean
-from .uris import redact, safe_uri
-from .version import __version__
-
-PER_QUERY_COLUMNS = (
-    "system",
-    "query_id",
-    "cutoff",
-    "ndcg",
-    "dcg",
-    "idcg",
-    "idcg_candidates",
-    "judged_coverage",
-    "n_returned",
-    "weight",
-    "status",
+from .result import (  # noqa: F401 (re-exported)
+    EvaluationResult,
+    FileInfo,
+    SystemResult,
+    json_safe,
+    relative,
 )
-
-
-@dataclass
-class FileInfo:
-    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights"
-    path: str
-    declared: str
-    sha256: str
-    rows: int
-
-
-@dataclass
-class TopLists:
-    """The first ``depth`` documents each query showed, as the metric ranked them (for wins and losses)."""
-
-    depth: int
-    query: np.ndarray  # evaluated query code of each entry
-    position: np.ndarray  # 0-based rank
-    doc: list  # doc id of each entry
-    grade: np.ndarray  # its grade, NaN where unjudged
-
-    def of(self, query: int, k: int | None = None) -> list[dict[str, Any]]:
-        sel = np.flatnonzero((self.query == query) & (self.position < (k if k is not None else self.depth)))
-        sel = sel[np.argsort(self.position[sel], kind="stable")]
-        return [
-            {
-                "rank": int(self.position[i]) + 1,
-                "doc_id": self.doc[i],
-                "grade": None if np.isnan(self.grade[i]) else _num(self.grade[i]),
-            }
-            for i in sel
-        ]
-
-
-def _num(x: float) -> float | int:
-    x = float(x)
-    return int(x) if x.is_integer() else x
-
-
-@dataclass
-class SystemResult:
-    name: str
-    result: QueryResult
-    means: dict[str, dict[str, Any]]
-    top: TopLists | None = None
-    duplicate_rate: np.ndarray | None = None  # (n_queries, n_cutoffs), with companions.duplicates
-
-
-@dataclass
-class EvaluationResult:
-    """Everything one evaluation produced; no MLflow involved.
-
-    ``per_query`` is the long table (one row per system, query and cutoff);
-    ``summary`` the JSON-ready summary (means and counts per system and key).
-    """
-
-    spec: Spec
-    query_ids: np.ndarray
-    weights: np.ndarray
-    systems: dict[str, SystemResult]
-    files: list[FileInfo]
-    notes: list[str] = field(default_factory=list)
-    analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
-    sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
-    prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
-    catalog: Any = None
-    grades: list = field(default_factory=list)  # the distinct grades of the qrels
-    engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
-    models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
-    scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
-    engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
-    _per_query: Any = None
-
-    @property
-    def relative_weights(self) -> np.ndarray:
-        """The weights over the largest one (same ratios, so the same means): what every computation uses,
-        so that weights of any magnitude neither overflow nor underflow. ``weights`` are as given."""
-        return relative(self.weights)
-
-    @property
-    def per_query(self):
-        if self._per_query is None:
-            self._per_query = self._build_per_query()
-        return self._per_query
-
-    def mean(self, system: str, cutoff: int | str | None) -> float:
-        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
-        key = cutoff_key(k)
-        return self.systems[system].means[key]["mean"]
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        spec = self.spec
-        return {
-            "name": spec.name,
-            "spec_sha256": spec.sha256,
-            "definition_sha256": spec.definition_digest(),
-            "ndcg_mlflow_version": __version__,
-            "spec": spec.resolved(),
-            "n_queries": int(len(self.query_ids)),
-            "weight_sum": float(self.weights.sum()),
-            "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
-            "systems": self._system_summary(),
-            "grades": list(self.grades),
-            # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
-            "mlflow": {
-                "experiment": spec.mlflow.experiment,
-                "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                "run_name": spec.mlflow.run_name,
-                "tags": dict(spec.mlflow.tags),
-                "timeout": spec.mlflow.timeout,
-                "max_retries": spec.mlflow.max_retries,
-                "total_timeout": spec.mlflow.total_timeout,
-            },
-            "paths_outside_spec_folder": outside_paths(spec),
-            "comparisons": list(self.analysis.comparisons) if self.analysis else [],
-            "comparison_family": self.analysis.family if self.analysis else "",
-            "decision": self.decision,
-            "notes": list(self.notes),
-            "engine": self.engine,
-            **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
-            "engine_info": self.engine_info,
-        }
-
-    def _system_summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, sr in self.systems.items():
-            out[name] = {}
-            for key, m in sr.means.items():
-                entry = dict(m)
-                if self.analysis and name in self.analysis.intervals:
-                    entry.update(self.analysis.intervals[name][key])
-                out[name][key] = entry
-        return out
-
-    @property
-    def comparisons(self):
-        """The comparisons table as a DataFrame (empty without a comparison section)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
-
-    def wins_losses_json(self) -> str:
-        data = {
-            "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
-            "comparisons": self.analysis.wins_losses if self.analysis else [],
-        }
-        return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-    def summary_json(self) -> str:
-        return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
-
-    def _build_per_query(self):
-        import pandas as pd
-
-        frames = []
-        labels = [cutoff_label(k) for k in self.spec.metric.cutoffs]
-        nq, nc = len(self.query_ids), len(labels)
-        for name, sr in self.systems.items():
-            r = sr.result
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
-                        "query_id": np.repeat(self.query_ids, nc),
-                        "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
-                        "ndcg": r.ndcg.ravel(),
-                        "dcg": r.dcg.ravel(),
-                        "idcg": r.idcg.ravel(),
-                        "idcg_candidates": r.idcg_candidates.ravel(),
-                        "judged_coverage": r.judged_coverage.ravel(),
-                        "n_returned": np.repeat(r.n_returned, nc),
-                        "weight": np.repeat(self.weights, nc),
-                        "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
-                    }
-                )
-            )
-            if sr.duplicate_rate is not None:
-                frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
-        return pd.concat(frames, ignore_index=True)
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with non-finite floats as None, numpy scalars as Python numbers and every string without
-    credentials (:func:`ndcg_mlflow.uris.redact`: a tag value, a data path, a model source ...), for
-    ``summary.json``."""
-    return _json_safe(obj)
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return redact(obj)
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return None if not math.isfinite(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
+from .rules import needs_row_order, stops
+from .sensitivity import alternatives as sensitivity_alternatives
+from .sensitivity import collect_alternatives
+from .spec import Metric, Spec, check_files, load_spec, outside_paths
+from .stats import nan_weighted_mean
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -312,12 +102,11 @@ def evaluate_tables(
             f"data.systems.{unscored[0]}",
             "is a model: ndcg_mlflow.evaluate (or 'ndcg-mlflow run') scores its candidates first (ndcg_mlflow.models).",
         )
-    keep_data = keep_data or spec.sensitivity
     shared = dict(columns or {})
     files = [("qrels", spec.qrels)] if qrels is None else []
     files += [(name, src) for name, src in spec.systems] if systems is None else []
     with _Digests(files) as digests:
-        rank = keep_data or spec.metric.ties == "displayed_order"
+        rank = keep_data or needs_row_order(spec.metric.ties, spec.sensitivity)
         if systems is not None:
             runs: dict[str, Any] = {name: _RunObject(name, obj, shared) for name, obj in systems.items()}
         else:
@@ -518,6 +307,8 @@ def _pipeline(
     catalog = judged.catalog
 
     companions = read_companions(spec, files)
+    alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the systems'
+    computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     systems: dict[str, SystemResult] = {}
     prepared: dict[str, PreparedRun] = {}
     notes: list[str] = []
@@ -528,7 +319,9 @@ def _pipeline(
             run, info = source.load()
             files.append(info)
             try:
-                sr, prep = _system(spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress)
+                sr, prep, rows = _system(
+                    spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress, alts
+                )
             except BaseException:
                 run.checked()  # a duplicate found by the check still under way is the error, before the join's
                 raise
@@ -537,14 +330,20 @@ def _pipeline(
         if sha is not None:
             files[-1] = dataclasses.replace(info, sha256=sha)
         systems[name] = sr
+        if rows.alternatives is not None:
+            computed[name] = (
+                {(r, a): rows.alternatives[:, i, :] for i, (r, a, _) in enumerate(alts)},
+                {(r, a) for i, (r, a, _) in enumerate(alts) if i in rows.overflowed},
+            )
         if keep_data:
             prepared[name] = prep
-        del run, prep  # one run in memory at a time: the next one is read without this one's rows
+        del run, prep, rows  # one run in memory at a time: the next one is read without this one's rows
+    by_alternative = collect_alternatives(alts, systems, computed, notes) if spec.sensitivity else None
     result = finish(spec, query_ids, weights, systems, files, notes, qrels)
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog
-    return statistics(result, progress)
+    return statistics(result, progress, by_alternative)
 
 
 @contextmanager
@@ -584,40 +383,29 @@ def _system(
     notes: list[str],
     qrels: Table,
     progress,
-) -> tuple[SystemResult, PreparedRun]:
+    alternatives: Sequence[tuple[str, str, Metric]] = (),
+) -> tuple[SystemResult, PreparedRun, QueryRows]:
     """One system's run joined to the judgments: its per-query numbers, means, top lists and companion measures,
-    and its prepared rows."""
+    its prepared rows and its per-query rows (with sensitivity's ``alternatives``)."""
     metric, catalog, nq = spec.metric, judged.catalog, len(query_ids)
     prep, unknown_queries = join(name, run, judged)
     if prep.query.size == 0:
-        raise EvaluationError(
-            f"system '{name}' ({run.path}) returns none of the {nq} evaluated queries (its "
-            f"{len(run.query.values)} queries, e.g. {preview(run.query.values[:3])}, are all outside the set): "
-            f"is it the run of another collection?"
-        )
-    if unknown_queries:
-        notes.append(f"{name}: {unknown_queries} queries of the run are not in the evaluated set and were ignored")
-    check_unjudged(metric, prep)
+        none_returned(name, run.path, nq, len(run.query.values), run.query.values[:3])
+    note_unknown_queries(notes, name, unknown_queries)
     if progress:
         progress(f"computing nDCG of '{name}'")
     try:
-        qr = compute(metric, prep, catalog)
+        rows = score_queries(metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives])
     except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
         if exc.what != "ndcg":
             raise
-        raise DataError(
-            qrels.path,
-            f"system '{name}': the nDCG of query "
-            f"{str(query_ids[exc.queries[0]])!r} (its DCG over its ideal DCG) "
-            f"overflows a float: the gains of metric.gain "
-            f"{metric.gain.describe()} differ too much in size.",
-        ) from None
+        raise DataError(qrels.path, f"system '{name}': {overflow_message(query_ids[exc.queries[0]], metric)}") from None
+    qr = rows.result
     apply_error_rules(name, run.path, metric, qr, query_ids)
-    top = _top_lists(qr, prep, display_depth(metric))
-    sr = SystemResult(name, qr, system_means(metric, qr, weights), top)
+    sr = SystemResult(name, qr, system_means(metric, qr, weights), rows.top)
     if companions is not None:
         _companion_measures(spec, companions, prep, qr, sr, relative(weights))
-    return sr, prep
+    return sr, prep, rows
 
 
 def finish(
@@ -780,38 +568,47 @@ def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> n
     return weights
 
 
-def relative(weights: np.ndarray) -> np.ndarray:
-    """Weights over the largest one: the ratios (all a weighted mean depends on) without overflow or underflow
-    (:func:`~ndcg_mlflow.readers.read_weights` refuses ratios that are not normal doubles)."""
-    return weights / weights.max() if weights.size else weights
-
-
 def display_depth(metric: Metric) -> int:
     """How many documents per query are kept for showing wins and losses."""
     finite = [k for k in metric.cutoffs if k is not None]
     return min(max(finite + [10]), 100)
 
 
-def _top_lists(qr: QueryResult, prep: PreparedRun, depth: int) -> TopLists:
-    r, pos = qr.top(depth)
-    return TopLists(depth, prep.query[r], pos, prep.run.doc.take(prep.original(r)), prep.grade_of(r))
-
-
 def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
-    if metric.missing_queries == "error":
-        missing = query_ids[(qr.status == MISSING).any(axis=1)]
-        if missing.size:
-            raise EvaluationError(
-                f"system '{name}' ({path}) returns nothing for {missing.size} evaluated "
-                f"queries: {preview(missing)}; metric.missing_queries is 'error'."
-            )
-    if metric.empty_ideal == "error":
-        empty = query_ids[(qr.status == EMPTY_IDEAL).any(axis=1)]
-        if empty.size:
-            raise EvaluationError(
-                f"system '{name}': {empty.size} queries have an ideal DCG of 0 under "
-                f"ideal '{metric.ideal}': {preview(empty)}; metric.empty_ideal is 'error'."
-            )
+    """The ``error`` choices of ``missing_queries`` and ``empty_ideal``, applied to a system's per-query status."""
+    for status in (STATUS_MISSING, STATUS_EMPTY_IDEAL):
+        hit = query_ids[(qr.status == status).any(axis=1)]
+        if hit.size:
+            stopped_by(metric, status, name, path, hit.size, hit[:5])
+
+
+def none_returned(name: str, path: str | Path, nq: int, run_queries: int, examples: Any) -> None:
+    """Raise the error of a run that returns none of the evaluated queries (``examples``: some of its queries)."""
+    raise EvaluationError(
+        f"system '{name}' ({path}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
+        f"{preview(examples)}, are all outside the set): is it the run of another collection?"
+    )
+
+
+def note_unknown_queries(notes: list[str], name: str, unknown: int) -> None:
+    """The note of a run's queries outside the evaluated set (none when there are none)."""
+    if unknown:
+        notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
+
+
+def stopped_by(metric: Metric, status: int, name: str, path: str | Path, n: int, first: Any) -> None:
+    """Raise the error of a query status (missing, empty ideal) whose rule is ``error``, when it is: ``n`` queries
+    of system ``name`` have it, ``first`` the first of them (every engine words it so)."""
+    if status == STATUS_MISSING and stops(metric.missing_queries):
+        raise EvaluationError(
+            f"system '{name}' ({path}) returns nothing for {n} evaluated "
+            f"queries: {preview(first, total=n)}; metric.missing_queries is 'error'."
+        )
+    if status == STATUS_EMPTY_IDEAL and stops(metric.empty_ideal):
+        raise EvaluationError(
+            f"system '{name}': {n} queries have an ideal DCG of 0 under "
+            f"ideal '{metric.ideal}': {preview(first, total=n)}; metric.empty_ideal is 'error'."
+        )
 
 
 def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
@@ -826,8 +623,8 @@ def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[s
             "mean": nan_weighted_mean(x, rel),
             "n_evaluated": int(ok.sum()),
             "n_excluded": int((~ok).sum()),
-            "n_missing": int((qr.status[:, j] == MISSING).sum()),
-            "n_empty_ideal": int((qr.status[:, j] == EMPTY_IDEAL).sum()),
+            "n_missing": int((qr.status[:, j] == STATUS_MISSING).sum()),
+            "n_empty_ideal": int((qr.status[:, j] == STATUS_EMPTY_IDEAL).sum()),
             "weight_sum": float(w.sum()),
             "n_eff": float(r.sum() ** 2 / (r**2).sum()) if ok.any() else 0.0,
             "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))

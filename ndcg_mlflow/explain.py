@@ -13,7 +13,7 @@ from .spec import Spec
 def gain_credit(gain: Gain, grades: list[float]) -> str:
     from .join import map_gains
 
-    if gain.kind == "table":
+    if gain.is_table:
         table = dict(gain.table)
         pairs = [(g, table[g]) for g in grades if g in table]
         extra = [(g, v) for g, v in gain.table if g not in set(grades)]

@@ -23,436 +23,46 @@ For tests and tools the SVG is marked up: each axis is a ``<g class="axis" data-
 
 from __future__ import annotations
 
-import html
 import math
-import re
-import unicodedata
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .rules import NAME, headline_key, key_label, metric_name
+from .svg import (
+    BINS,
+    HIST,
+    INK,
+    INTERVAL,
+    LABEL_SIZE,
+    MAX_POINTS,
+    OBSERVED,
+    TICK_GAP,
+    TICK_SIZE,
+    WIDTH,
+    ZERO,
+    Box,
+    LegendItem,
+    Scale,
+    Svg,
+    Ticks,
+    axis_x,
+    axis_y,
+    draw_title,
+    finite_or_none,
+    fit_text,
+    fit_ticks,
+    fmt,
+    gap_runs,
+    legend,
+    note,
+    polyline,
+    series_colour,
+    text_width,
+    xml_text,
+    y_margin,
+)
 
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
-
-WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
-TITLE_SIZE, LABEL_SIZE, TICK_SIZE, LEGEND_SIZE = 16, 14, 13, 14
-EM = 0.66  # the width in em of a digit or a lowercase letter: at least that of common sans fonts (text_width)
-TICK_GAP = 10  # px between two tick labels at least
-MAX_POINTS = 1000  # a sorted series is drawn through at most this many of its values
-BINS = 40  # bins of each bootstrap histogram
-
-# Okabe & Ito's palette, readable by people with the common colour-vision deficiencies (yellow left out: too
-# light on white); beyond eight systems the colours repeat with a dashed line
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999")
-INK, GRID, MUTED = "#1d1d1f", "#e3e3e6", "#555555"
-HIST, INTERVAL, OBSERVED, ZERO = "#9ecae1", "#D55E00", "#0072B2", "#1d1d1f"
-MINUS = "\u2212"
-
-
-# --------------------------------------------------------------------------- text
-
-
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
-
-
-def xml_text(value: Any) -> str:
-    """``value`` as the text of an SVG element or attribute: escaped, without the characters XML 1.0 forbids."""
-    return html.escape(_NOT_XML.sub("\ufffd", str(value)), quote=True)
-
-
-def text_width(text: str, size: float, *, bold: bool = False) -> float:
-    """An upper estimate of the width of ``text`` at font ``size`` (px), from the widths of DejaVu Sans (the
-    widest of the usual sans fonts): wide characters (``m``, ``W``, ``%``, the minus sign, East Asian ones) one
-    em, capitals 0.78, narrow ones (``i``, ``l``, punctuation) 0.45, anything else :data:`EM`; bold 12% more."""
-    ems = sum(_em(c) for c in text)
-    return ems * size * (1.12 if bold else 1.0)
-
-
-_WIDE = frozenset("mwMW@%−—…")
-_NARROW = frozenset("iljtfrI.,:;!|'\" ()[]")
-
-
-def _em(c: str) -> float:
-    if c in _WIDE or unicodedata.east_asian_width(c) in "WF":
-        return 1.0
-    if c in _NARROW:
-        return 0.45
-    return 0.78 if c.isupper() else EM
-
-
-def fit_text(text: str, size: float, width: float, *, bold: bool = False) -> str:
-    """``text`` on one line, cut (with an ellipsis) to fit ``width`` pixels at font ``size``."""
-    text = " ".join(str(text).split())
-    if text_width(text, size, bold=bold) <= width:
-        return text
-    while text and text_width(text + "…", size, bold=bold) > width:
-        text = text[:-1]
-    return text + "…"
-
-
-def _n(x: float) -> str:
-    """A coordinate: two decimals at most, no trailing zeros, never ``-0``."""
-    text = f"{x:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-# --------------------------------------------------------------------------- nice numbers
-
-
-def nice_number(x: float, *, round_: bool) -> tuple[int, int]:
-    """Heckbert's nice number near ``x > 0`` as (mantissa, exponent): mantissa 1, 2, 5 or 10 times 10**exponent;
-    rounded to the nearest (``round_``) or the smallest not below ``x``."""
-    exp = math.floor(math.log10(x))
-    f = x / 10**exp
-    if round_:
-        m = 1 if f < 1.5 else 2 if f < 3 else 5 if f < 7 else 10
-    else:
-        m = 1 if f <= 1 else 2 if f <= 2 else 5 if f <= 5 else 10
-    return (1, exp + 1) if m == 10 else (m, exp)
-
-
-@dataclass(frozen=True)
-class Ticks:
-    values: tuple[float, ...]
-    labels: tuple[str, ...]
-
-    @property
-    def lo(self) -> float:
-        return self.values[0]
-
-    @property
-    def hi(self) -> float:
-        return self.values[-1]
-
-
-def nice_ticks(lo: float, hi: float, count: int, *, suffix: str = "") -> Ticks:
-    """About ``count`` (at least 2) ticks at multiples of a nice step (the nice number nearest the range over
-    ``count - 1``), covering [lo, hi]; labels with as many
-    decimals as the step needs, a true minus sign and ``suffix``. An empty or undefined range becomes a small
-    one around its value (or [0, 1])."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        lo, hi = 0.0, 1.0
-    lo, hi = min(lo, hi), max(lo, hi)
-    if hi - lo <= 1e-9 * max(1.0, abs(lo), abs(hi)):
-        pad = max(abs(lo) * 0.05, 1e-3)
-        lo, hi = lo - pad, hi + pad
-    m, e = nice_number((hi - lo) / max(count - 1, 1), round_=True)
-    step = m * 10.0**e
-    first = math.floor(lo / step + 1e-9)
-    last = math.ceil(hi / step - 1e-9)
-    last = max(last, first + 1)
-    decimals = max(0, -e)
-    values, labels = [], []
-    for k in range(first, last + 1):
-        v = k * m * 10.0**e if e >= 0 else k * m / 10.0**-e  # exact multiples, no drift
-        values.append(v)
-        text = f"{v:.{decimals}f}"
-        if float(text) == 0:
-            text = text.lstrip("-")
-        labels.append(text.replace("-", MINUS) + suffix)
-    return Ticks(tuple(values), tuple(labels))
-
-
-def fit_ticks(
-    lo: float, hi: float, length: float, *, horizontal: bool, size: float = TICK_SIZE, suffix: str = "", most: int = 10
-) -> Ticks:
-    """The most ticks (up to ``most``) over [lo, hi] whose labels do not touch along an axis ``length`` px
-    long: horizontal labels need their estimated width plus :data:`TICK_GAP`, vertical ones their height. When
-    no count fits, only the two end ticks are labelled."""
-    best = None
-    for count in range(most, 1, -1):
-        ticks = nice_ticks(lo, hi, count, suffix=suffix)
-        n = len(ticks.values)
-        spacing = length / (n - 1)
-        need = (max(text_width(t, size) for t in ticks.labels) if horizontal else size * 1.2) + TICK_GAP
-        if spacing >= need:
-            return ticks
-        best = ticks
-    assert best is not None  # most >= 2: the loop ran
-    return Ticks((best.lo, best.hi), (best.labels[0], best.labels[-1]))  # the two ends: as far apart as can be
-
-
-# --------------------------------------------------------------------------- drawing
-
-
-@dataclass
-class Scale:
-    """A linear map from data [lo, hi] to pixels [p0, p1]."""
-
-    lo: float
-    hi: float
-    p0: float
-    p1: float
-
-    def __call__(self, v: float) -> float:
-        return self.p0 + (v - self.lo) / (self.hi - self.lo) * (self.p1 - self.p0)
-
-
-@dataclass
-class Box:
-    """A plot area in pixels."""
-
-    left: float
-    top: float
-    width: float
-    height: float
-
-    @property
-    def right(self) -> float:
-        return self.left + self.width
-
-    @property
-    def bottom(self) -> float:
-        return self.top + self.height
-
-
-class Svg:
-    def __init__(self, name: str, title: str):
-        self.name = name
-        self.title = title
-        self.parts: list[str] = []
-
-    def add(self, element: str) -> None:
-        self.parts.append(element)
-
-    def text(
-        self,
-        x: float,
-        y: float,
-        text: str,
-        *,
-        size: float,
-        anchor: str = "start",
-        cls: str = "",
-        fill: str = INK,
-        weight: str = "",
-        rotate: bool = False,
-        full: str | None = None,
-    ) -> None:
-        attrs = f'x="{_n(x)}" y="{_n(y)}" font-size="{_n(size)}" fill="{fill}"'
-        if anchor != "start":
-            attrs += f' text-anchor="{anchor}"'
-        if weight:
-            attrs += f' font-weight="{weight}"'
-        if cls:
-            attrs += f' class="{cls}"'
-        if rotate:
-            attrs += f' transform="rotate(-90 {_n(x)} {_n(y)})"'
-        tip = f"<title>{xml_text(full)}</title>" if full is not None and full != text else ""
-        self.add(f"<text {attrs}>{tip}{xml_text(text)}</text>")
-
-    def render(self, height: float) -> str:
-        head = (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{_n(height)}" '
-            f'viewBox="0 0 {WIDTH} {_n(height)}" role="img" class="ndcg-figure" data-figure="{self.name}" '
-            f'font-family="{FONT}">'
-        )
-        return "\n".join(
-            [
-                head,
-                f"<title>{xml_text(self.title)}</title>",
-                f'<rect width="{WIDTH}" height="{_n(height)}" fill="#ffffff"/>',
-                *self.parts,
-                "</svg>",
-            ]
-        )
-
-
-@dataclass(frozen=True)
-class LegendItem:
-    label: str
-    colour: str
-    kind: str  # "line", "point" (a line through a dot), "bar", "dashed", "interval" (an error bar)
-
-
-def legend(svg: Svg, items: Sequence[LegendItem], top: float, left: float, width: float) -> float:
-    """Legend items flowing in rows from (left, top); returns the y below the legend."""
-    row_height = LEGEND_SIZE * 1.7
-    swatch = 26
-    x, y = left, top
-    out = ['<g class="legend">']
-    for item in items:
-        label = fit_text(item.label, LEGEND_SIZE, width - swatch - 8)
-        w = swatch + 6 + text_width(label, LEGEND_SIZE) + 18
-        if x > left and x + w > left + width:
-            x, y = left, y + row_height
-        cy = y + row_height / 2
-        sw = _swatch(item, x, cy, swatch)
-        tip = f"<title>{xml_text(item.label)}</title>" if label != item.label else ""
-        out.append(
-            f'<g class="legend-item">{sw}<text x="{_n(x + swatch + 6)}" y="{_n(cy + LEGEND_SIZE * 0.35)}" '
-            f'font-size="{LEGEND_SIZE}" fill="{INK}">{tip}{xml_text(label)}</text></g>'
-        )
-        x += w
-    out.append("</g>")
-    svg.add("\n".join(out))
-    return y + row_height
-
-
-def _swatch(item: LegendItem, x: float, cy: float, width: float) -> str:
-    if item.kind == "bar":
-        return (
-            f'<rect class="swatch" x="{_n(x + 4)}" y="{_n(cy - 6)}" width="{_n(width - 8)}" height="12" '
-            f'fill="{item.colour}"/>'
-        )
-    if item.kind == "interval":  # an error bar: a vertical line with caps
-        mid = x + width / 2
-        return (
-            f'<path class="swatch" d="M{_n(mid)} {_n(cy - 8)}V{_n(cy + 8)}M{_n(mid - 4)} {_n(cy - 8)}'
-            f'H{_n(mid + 4)}M{_n(mid - 4)} {_n(cy + 8)}H{_n(mid + 4)}" stroke="{item.colour}" '
-            f'stroke-width="1.5" fill="none"/>'
-        )
-    dash = ' stroke-dasharray="5 3"' if item.kind == "dashed" else ""
-    line = (
-        f'<line class="swatch" x1="{_n(x)}" y1="{_n(cy)}" x2="{_n(x + width)}" y2="{_n(cy)}" '
-        f'stroke="{item.colour}" stroke-width="2"{dash} fill="none"/>'
-    )
-    if item.kind == "point":
-        line += f'<circle class="swatch" cx="{_n(x + width / 2)}" cy="{_n(cy)}" r="4" fill="{item.colour}"/>'
-    return line
-
-
-def axis_x(
-    svg: Svg, box: Box, ticks: Sequence[tuple[float, str]], label: str, *, panel: str = "", grid: bool = False
-) -> None:
-    """A horizontal axis under ``box``: ticks at pixel positions with their labels, and the axis label."""
-    out = [
-        f'<g class="axis" data-axis="x"{_panel(panel)}>',
-        f'<line x1="{_n(box.left)}" y1="{_n(box.bottom)}" x2="{_n(box.right)}" y2="{_n(box.bottom)}" '
-        f'stroke="{INK}" stroke-width="1"/>',
-    ]
-    for px, text in ticks:
-        if grid:
-            out.append(
-                f'<line x1="{_n(px)}" y1="{_n(box.top)}" x2="{_n(px)}" y2="{_n(box.bottom)}" '
-                f'stroke="{GRID}" stroke-width="1"/>'
-            )
-        out.append(
-            f'<line x1="{_n(px)}" y1="{_n(box.bottom)}" x2="{_n(px)}" y2="{_n(box.bottom + 5)}" '
-            f'stroke="{INK}" stroke-width="1"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{_n(px)}" y="{_n(box.bottom + 8 + TICK_SIZE)}" '
-            f'font-size="{TICK_SIZE}" text-anchor="middle" fill="{INK}">{xml_text(text)}</text>'
-        )
-    shown = fit_text(label, LABEL_SIZE, box.width)
-    out.append(
-        f'<text class="axis-label" x="{_n(box.left + box.width / 2)}" '
-        f'y="{_n(box.bottom + 16 + TICK_SIZE + LABEL_SIZE)}" font-size="{LABEL_SIZE}" text-anchor="middle" '
-        f'fill="{INK}">{xml_text(shown)}</text>'
-    )
-    out.append("</g>")
-    svg.add("\n".join(out))
-
-
-def axis_y(svg: Svg, box: Box, ticks: Sequence[tuple[float, str]], label: str, *, panel: str = "") -> None:
-    """A vertical axis left of ``box`` with horizontal grid lines, tick labels and the (rotated) axis label."""
-    out = [f'<g class="axis" data-axis="y"{_panel(panel)}>']
-    for py, text in ticks:
-        out.append(
-            f'<line x1="{_n(box.left)}" y1="{_n(py)}" x2="{_n(box.right)}" y2="{_n(py)}" '
-            f'stroke="{GRID}" stroke-width="1"/>'
-        )
-        out.append(
-            f'<line x1="{_n(box.left - 5)}" y1="{_n(py)}" x2="{_n(box.left)}" y2="{_n(py)}" '
-            f'stroke="{INK}" stroke-width="1"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{_n(box.left - 8)}" y="{_n(py + TICK_SIZE * 0.35)}" '
-            f'font-size="{TICK_SIZE}" text-anchor="end" fill="{INK}">{xml_text(text)}</text>'
-        )
-    out.append(
-        f'<line x1="{_n(box.left)}" y1="{_n(box.top)}" x2="{_n(box.left)}" y2="{_n(box.bottom)}" '
-        f'stroke="{INK}" stroke-width="1"/>'
-    )
-    widest = max((text_width(t, TICK_SIZE) for _, t in ticks), default=0.0)
-    x = box.left - 14 - widest - LABEL_SIZE * 0.3
-    shown = fit_text(label, LABEL_SIZE, box.height)
-    out.append(
-        f'<text class="axis-label" x="{_n(x)}" y="{_n(box.top + box.height / 2)}" font-size="{LABEL_SIZE}" '
-        f'text-anchor="middle" fill="{INK}" transform="rotate(-90 {_n(x)} {_n(box.top + box.height / 2)})">'
-        f"{xml_text(shown)}</text>"
-    )
-    out.append("</g>")
-    svg.add("\n".join(out))
-
-
-def _panel(panel: str) -> str:
-    return f' data-panel="{xml_text(panel)}"' if panel else ""
-
-
-def y_margin(ticks: Ticks) -> float:
-    """The room left of a plot for its y tick labels and its rotated axis label."""
-    return 14 + max(text_width(t, TICK_SIZE) for t in ticks.labels) + LABEL_SIZE * 1.6
-
-
-def note(svg: Svg, box: Box, text: str) -> None:
-    """A message in the middle of an empty plot."""
-    svg.text(
-        box.left + box.width / 2,
-        box.top + box.height / 2,
-        fit_text(text, LABEL_SIZE, box.width - 20),
-        size=LABEL_SIZE,
-        anchor="middle",
-        fill=MUTED,
-        cls="empty-note",
-    )
-
-
-def polyline(
-    points: Sequence[tuple[float, float]], colour: str, *, width: float = 2, dashed: bool = False, cls: str = "mark"
-) -> str:
-    dash = ' stroke-dasharray="6 4"' if dashed else ""
-    coords = " ".join(f"{_n(x)},{_n(y)}" for x, y in points)
-    return (
-        f'<polyline class="{cls}" points="{coords}" fill="none" stroke="{colour}" stroke-width="{_n(width)}" '
-        f'stroke-linejoin="round"{dash}/>'
-    )
-
-
-def _runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:
-    """Consecutive defined points: an undefined value breaks the line."""
-    out: list[list[tuple[float, float]]] = [[]]
-    for x, y in points:
-        if y is None:
-            if out[-1]:
-                out.append([])
-        else:
-            out[-1].append((x, y))
-    return [r for r in out if r]
-
-
-def _finite(x: Any) -> float | None:
-    """A defined number, or None for None, NaN, infinities and anything not a number."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _colour(i: int) -> tuple[str, bool]:
-    return PALETTE[i % len(PALETTE)], (i // len(PALETTE)) % 2 == 1
-
-
-def _title(svg: Svg, text: str) -> float:
-    svg.text(
-        16,
-        16 + TITLE_SIZE,
-        fit_text(text, TITLE_SIZE, WIDTH - 32, bold=True),
-        size=TITLE_SIZE,
-        weight="600",
-        cls="figure-title",
-        full=text,
-    )
-    return 16 + TITLE_SIZE + 10
-
-
-# --------------------------------------------------------------------------- the figures
 
 
 def ndcg_by_cutoff(summary: dict) -> str:
@@ -461,9 +71,9 @@ def ndcg_by_cutoff(summary: dict) -> str:
     keys = list(next(iter(systems.values()), {}))
     conf = summary.get("spec", {}).get("uncertainty.confidence")
     has_ci = any("ci_low" in m for entry in systems.values() for m in entry.values())
-    level = f"{float(conf):.0%} " if has_ci and _finite(conf) is not None else ""
+    level = f"{float(conf):.0%} " if has_ci and finite_or_none(conf) is not None else ""
     svg = Svg("ndcg_by_cutoff", "Mean nDCG by cutoff" + (f" (bars: {level}confidence interval)" if has_ci else ""))
-    top = _title(svg, svg.title)
+    top = draw_title(svg, svg.title)
     items = [LegendItem(name, *_style(i, "point")) for i, name in enumerate(systems)]
     if has_ci:
         items.append(LegendItem(f"{level}confidence interval (in each system's colour)", INK, "interval"))
@@ -473,7 +83,11 @@ def ndcg_by_cutoff(summary: dict) -> str:
         v
         for entry in systems.values()
         for k in keys
-        for v in (_finite(entry[k].get("mean")), _finite(entry[k].get("ci_low")), _finite(entry[k].get("ci_high")))
+        for v in (
+            finite_or_none(entry[k].get("mean")),
+            finite_or_none(entry[k].get("ci_low")),
+            finite_or_none(entry[k].get("ci_high")),
+        )
         if v is not None
     ]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
@@ -493,37 +107,37 @@ def ndcg_by_cutoff(summary: dict) -> str:
     spread = min(14.0, band * 0.5 / max(n, 1))
     marks = []
     for i, (name, entry) in enumerate(systems.items()):
-        colour, dashed = _colour(i)
+        colour, dashed = series_colour(i)
         off = (i - (n - 1) / 2) * spread
         pts = []
         for j, k in enumerate(keys):
             m = entry[k]
-            mean = _finite(m.get("mean"))
+            mean = finite_or_none(m.get("mean"))
             px = xs[j] + off
             pts.append((px, None if mean is None else y(mean)))
-            lo_, hi_ = _finite(m.get("ci_low")), _finite(m.get("ci_high"))
+            lo_, hi_ = finite_or_none(m.get("ci_low")), finite_or_none(m.get("ci_high"))
             if lo_ is not None and hi_ is not None:
                 # an interval a rounding error off its mean still spans the mean: never a negative length
                 a, b = (min(lo_, hi_), max(lo_, hi_)) if mean is None else (min(lo_, mean), max(hi_, mean))
                 marks.append(
                     f'<g class="error-bar"><title>{xml_text(name)}, {xml_text(metric_name(k))}: '
                     f"[{lo_:.4f}, {hi_:.4f}]</title>"
-                    f'<line class="mark" x1="{_n(px)}" y1="{_n(y(a))}" x2="{_n(px)}" y2="{_n(y(b))}" '
+                    f'<line class="mark" x1="{fmt(px)}" y1="{fmt(y(a))}" x2="{fmt(px)}" y2="{fmt(y(b))}" '
                     f'stroke="{colour}" stroke-width="1.5" fill="none"/>'
                     + "".join(
-                        f'<line class="mark" x1="{_n(px - 4)}" y1="{_n(y(v))}" x2="{_n(px + 4)}" '
-                        f'y2="{_n(y(v))}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
+                        f'<line class="mark" x1="{fmt(px - 4)}" y1="{fmt(y(v))}" x2="{fmt(px + 4)}" '
+                        f'y2="{fmt(y(v))}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
                         for v in (a, b)
                     )
                     + "</g>"
                 )
-        for run in _runs(pts):
+        for run in gap_runs(pts):
             marks.append(polyline(run, colour, dashed=dashed))
         for (px, py), k in zip(pts, keys):
             if py is not None:
                 mean = float(entry[k]["mean"])
                 marks.append(
-                    f'<circle class="mark" cx="{_n(px)}" cy="{_n(py)}" r="4.5" fill="{colour}" '
+                    f'<circle class="mark" cx="{fmt(px)}" cy="{fmt(py)}" r="4.5" fill="{colour}" '
                     f'stroke="#ffffff" stroke-width="1"><title>{xml_text(name)}, '
                     f"{xml_text(metric_name(k))}: {mean:.4f}</title></circle>"
                 )
@@ -534,7 +148,7 @@ def ndcg_by_cutoff(summary: dict) -> str:
 
 
 def _style(i: int, kind: str) -> tuple[str, str]:
-    colour, dashed = _colour(i)
+    colour, dashed = series_colour(i)
     return colour, "dashed" if dashed else kind
 
 
@@ -570,7 +184,7 @@ def per_query_differences(summary: dict, per_query) -> str | None:
         for c in comps
     ]
     svg = Svg("per_query_differences", f"Per-query differences in {label}, sorted")
-    top = _title(svg, svg.title)
+    top = draw_title(svg, svg.title)
     items = [LegendItem(name, *_style(i, "line")) for i, (name, _) in enumerate(series)]
     items.append(LegendItem("zero: no difference", ZERO, "line"))
     top = legend(svg, items, top, 16, WIDTH - 32) + 8
@@ -595,13 +209,13 @@ def per_query_differences(summary: dict, per_query) -> str | None:
         "queries, sorted from the largest loss to the largest win (query count)",
     )
     marks = [
-        f'<line class="mark" x1="{_n(box.left)}" y1="{_n(y(0))}" x2="{_n(box.right)}" y2="{_n(y(0))}" '
+        f'<line class="mark" x1="{fmt(box.left)}" y1="{fmt(y(0))}" x2="{fmt(box.right)}" y2="{fmt(y(0))}" '
         f'stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
     ]
     for i, (_, d) in enumerate(series):
         if not d.size:
             continue
-        colour, dashed = _colour(i)
+        colour, dashed = series_colour(i)
         idx = (
             np.arange(d.size)
             if d.size <= MAX_POINTS
@@ -609,7 +223,7 @@ def per_query_differences(summary: dict, per_query) -> str | None:
         )
         pts = [(x(int(j) + 1), y(float(d[j]))) for j in idx]
         if len(pts) == 1:
-            marks.append(f'<circle class="mark" cx="{_n(pts[0][0])}" cy="{_n(pts[0][1])}" r="3" fill="{colour}"/>')
+            marks.append(f'<circle class="mark" cx="{fmt(pts[0][0])}" cy="{fmt(pts[0][1])}" r="3" fill="{colour}"/>')
         else:
             marks.append(polyline(pts, colour, dashed=dashed))
     svg.add("\n".join(marks))
@@ -636,12 +250,12 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     ]
     if not comps:
         return None
-    conf = _finite(summary.get("spec", {}).get("uncertainty.confidence"))
+    conf = finite_or_none(summary.get("spec", {}).get("uncertainty.confidence"))
     level = f"{conf:.0%} " if conf is not None else ""
     dists = [np.asarray(bootstrap[f"{c['candidate']}:{c['key']}"], dtype=float) for c in comps]
     dists = [d[np.isfinite(d)] for d in dists]
     svg = Svg("bootstrap_differences", "Bootstrap distributions of the differences of means")
-    top = _title(svg, svg.title)
+    top = draw_title(svg, svg.title)
     items = [
         LegendItem("bootstrap resamples (histogram)", HIST, "bar"),
         LegendItem("observed difference", OBSERVED, "line"),
@@ -654,7 +268,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     extremes += [
         v
         for c in comps
-        for v in (_finite(c.get("delta")), _finite(c.get("ci_low")), _finite(c.get("ci_high")))
+        for v in (finite_or_none(c.get("delta")), finite_or_none(c.get("ci_low")), finite_or_none(c.get("ci_high")))
         if v is not None
     ]
     lo, hi = min(extremes + [0.0]), max(extremes + [0.0])
@@ -715,17 +329,17 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
                 if share[b] > 0:
                     x0, x1 = x(edges[b]), x(edges[b + 1])
                     marks.append(
-                        f'<rect class="mark" x="{_n(x0)}" y="{_n(y(share[b]))}" width="{_n(x1 - x0)}" '
-                        f'height="{_n(box.bottom - y(share[b]))}" fill="{HIST}"/>'
+                        f'<rect class="mark" x="{fmt(x0)}" y="{fmt(y(share[b]))}" width="{fmt(x1 - x0)}" '
+                        f'height="{fmt(box.bottom - y(share[b]))}" fill="{HIST}"/>'
                     )
             marks.append(
-                f'<line class="mark" x1="{_n(x(0))}" y1="{_n(box.top)}" x2="{_n(x(0))}" '
-                f'y2="{_n(box.bottom)}" stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
+                f'<line class="mark" x1="{fmt(x(0))}" y1="{fmt(box.top)}" x2="{fmt(x(0))}" '
+                f'y2="{fmt(box.bottom)}" stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
             )
             for v, colour, dash in (
-                (_finite(c.get("ci_low")), INTERVAL, True),
-                (_finite(c.get("ci_high")), INTERVAL, True),
-                (_finite(c.get("delta")), OBSERVED, False),
+                (finite_or_none(c.get("ci_low")), INTERVAL, True),
+                (finite_or_none(c.get("ci_high")), INTERVAL, True),
+                (finite_or_none(c.get("delta")), OBSERVED, False),
             ):
                 if v is not None:
                     marks.append(polyline([(x(v), box.top), (x(v), box.bottom)], colour, width=1.8, dashed=dash))

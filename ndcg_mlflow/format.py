@@ -32,7 +32,7 @@ never starts a line (a heading, list item or table row) of its own. The one raw 
 files use (``<summary>``, whose content markdown does not process) takes :func:`md_html` instead:
 HTML escaping.
 
-A leaf module (nothing of the package imported): ``cli``, ``explain``, ``sensitivity``, ``analysis`` and
+A leaf module (nothing of the package imported): ``terminal``, ``explain``, ``sensitivity``, ``analysis`` and
 ``report`` use it.
 """
 
@@ -44,6 +44,8 @@ import numbers
 import re
 from collections.abc import Sequence
 from typing import Any
+
+from .rules import excludes
 
 TERMINAL = "undefined"  # a missing number in the terminal
 FILE = "–"  # a missing number in report.html, report.md and wins_losses.md
@@ -137,12 +139,12 @@ def queries_line(summary: dict) -> str:
     reasons = []
     empty = {int(m.get("n_empty_ideal", 0)) for m in firsts}
     missing = {int(m.get("n_missing", 0)) for m in firsts}
-    if spec.get("metric.empty_ideal") == "exclude" and len(empty) == 1 and min(empty):
+    if excludes(spec.get("metric.empty_ideal")) and len(empty) == 1 and min(empty):
         k = min(empty)
         reasons.append(
             (k, f"{k} with an empty ideal (ideal DCG 0: nothing relevant to find; metric.empty_ideal: exclude)")
         )
-    if spec.get("metric.missing_queries") == "exclude" and len(missing) == 1 and min(missing):
+    if excludes(spec.get("metric.missing_queries")) and len(missing) == 1 and min(missing):
         k = min(missing)
         reasons.append((k, f"{k} that the runs do not answer (metric.missing_queries: exclude)"))
     why = (": " + " and ".join(r for _, r in reasons)) if sum(k for k, _ in reasons) == excluded else ""

@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError, EvaluationError, preview
+from .errors import DataError, preview
 from .kernel import NonFiniteError, QueryResult, RunRows, evaluate_rows, native_kernel
 from .readers import Table
 from .readers.hashing import pair_hashes
 from .readers.table import numpy_values, numpy_values_or, pool_array, same_strings, string_buffers, take_rows
-from .spec import Gain, Metric
+from .rules import Gain, id_tiebreak, keeps_displayed_order
+from .spec import Metric
 
 
 def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.ndarray:
@@ -28,7 +29,7 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
     An exponential gain 2^g - 1 beyond the largest float (g >= 1024) is refused: a DataError at the
     first such line of ``qrels`` when given, else :class:`~ndcg_mlflow.kernel.NonFiniteError`.
     """
-    if gain.kind == "exponential":
+    if gain.is_exponential:
         with np.errstate(over="ignore"):
             gains = np.where(grades > 0, np.exp2(np.maximum(grades, 0)) - 1.0, 0.0)
         over = ~np.isfinite(gains)
@@ -43,7 +44,7 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
                 f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.",
             )
         return gains
-    if gain.kind == "linear":
+    if not gain.is_table:  # linear
         return np.where(grades > 0, grades, 0.0)
     keys = np.array([k for k, _ in gain.table])
     vals = np.array([v for _, v in gain.table])
@@ -334,28 +335,15 @@ def prepare_run(
     return PreparedRun(name, run, kept, q, score, catalog.grade[cat_rows], is_judged), unknown_queries
 
 
-def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
-    if metric.unjudged == "error" and not prep.judged.all():
-        bad = np.flatnonzero(~prep.judged)
-        first = int(prep.original(bad[:1])[0])
-        run = prep.run
-        raise EvaluationError(
-            f"{run.at(first)}: document {run.doc.row(first)!r} returned for query "
-            f"{run.query.row(first)!r} has no judgment, and metric.unjudged is 'error' "
-            f"({bad.size} unjudged returned documents in all)."
-        )
-
-
 def tiebreak(ties: str, prep: PreparedRun) -> Callable[[np.ndarray], np.ndarray] | None:
     """Keys ordering tied rows: the displayed rank, or the doc id (only tied rows are ever looked up)."""
-    if ties == "displayed_order":
+    if keeps_displayed_order(ties):
         if prep.run.rank is None:
             return None
         rank = prep.run.rank if prep.kept is None else prep.run.rank[prep.kept]
         return lambda rows: rank[rows]
-    if ties in ("id_ascending", "id_descending"):
-        return IdOrder(prep, descending=ties == "id_descending")
-    return None
+    descending = id_tiebreak(ties)
+    return None if descending is None else IdOrder(prep, descending=descending)
 
 
 class IdOrder:

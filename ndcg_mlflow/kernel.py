@@ -28,7 +28,9 @@ from typing import Any, overload
 
 import numpy as np
 
-OK, EMPTY_IDEAL, MISSING = 0, 1, 2
+from .rules import averages_ties, condenses, empty_ideal_score, ideal_of_catalog, missing_score
+
+STATUS_OK, STATUS_EMPTY_IDEAL, STATUS_MISSING = 0, 1, 2  # QueryResult.status codes
 STATUS_NAMES = ("ok", "empty_ideal", "missing")
 
 # A cutoff deeper than any list counts the whole list; clipping to this depth (more rows than any array can
@@ -392,7 +394,8 @@ def evaluate_rows(
     few rows that carry gain (judged rows, for coverage): millions of returned rows
     cost one ranking pass, and positions are only computed for the rows that count.
     """
-    order = _rank(run.query, run.score, None if ties == "average" else run.tiebreak, n_queries)
+    averaged = averages_ties(ties)
+    order = _rank(run.query, run.score, None if averaged else run.tiebreak, n_queries)
     ranked = order.apply
     q = ranked(run.query, same_within_ties=True)
     rk = Ranking(order, q)
@@ -401,7 +404,7 @@ def evaluate_rows(
     judged = ranked(run.judged)
     j_at = np.flatnonzero(judged)
 
-    if ties == "average" and q.size:
+    if averaged and q.size:
         # like the gains, a tied group's judged share is spread over its positions, so a cutoff that
         # cuts the group does not depend on the order of the group's lines in the file
         score = ranked(run.score, same_within_ties=True)
@@ -418,11 +421,11 @@ def evaluate_rows(
 
     view_rows: np.ndarray | None
     view_pos: np.ndarray | None
-    if unjudged == "condense":  # only judged rows remain; their ranks are counted among themselves
+    if condenses(unjudged):  # only judged rows remain; their ranks are counted among themselves
         rows = rk.rows(j_at)
         cq, cgain = run.query[rows], run.gain_of(rows)
         cpos = positions(cq)
-        shown_gain = _tie_average(cq, run.score[rows], cgain) if ties == "average" and cq.size else cgain
+        shown_gain = _tie_average(cq, run.score[rows], cgain) if averaged and cq.size else cgain
         carry = shown_gain != 0
         dcg = dcg_by_query(cq[carry], cpos[carry], shown_gain[carry], n_queries, cutoffs)
         idcg_cand = ideal_dcg(cq, cgain, n_queries, cutoffs)
@@ -431,31 +434,31 @@ def evaluate_rows(
         # unjudged rows earn 0: without tie averaging, only the judged rows' gains enter the sums, which
         # then see the same nonzero terms in the same order (adding a 0 changes no float sum); a negative
         # gain ranks after the zeros in the ideal list, so it takes every row's gain
-        j_gain = None if run.gain is not None or ties == "average" else run.gain_of(rk.rows(j_at))
+        j_gain = None if run.gain is not None or averaged else run.gain_of(rk.rows(j_at))
         if j_gain is not None and (j_gain.size == 0 or j_gain.min() >= 0):
             carry = np.flatnonzero(j_gain != 0)
             dcg = dcg_by_query(q[j_at[carry]], rk.position(j_at[carry]), j_gain[carry], n_queries, cutoffs)
             idcg_cand = ideal_dcg(q[j_at], j_gain, n_queries, cutoffs)
         else:
             gain = ranked(run.full_gain())
-            shown_gain = _tie_average(q, score, gain) if ties == "average" and q.size else gain
+            shown_gain = _tie_average(q, score, gain) if averaged and q.size else gain
             carry = np.flatnonzero(shown_gain != 0)
             dcg = dcg_by_query(q[carry], rk.position(carry), shown_gain[carry], n_queries, cutoffs)
             idcg_cand = ideal_dcg(q, gain, n_queries, cutoffs)
         view_rows = view_pos = None
     idcg_cat = ideal_dcg(catalog_query, catalog_gain, n_queries, cutoffs)
 
-    ideal_arr = idcg_cat if ideal == "judged_catalog" else idcg_cand
-    status = np.full((n_queries, len(cutoffs)), OK, dtype=np.int8)
+    ideal_arr = idcg_cat if ideal_of_catalog(ideal) else idcg_cand
+    status = np.full((n_queries, len(cutoffs)), STATUS_OK, dtype=np.int8)
     empty = ideal_arr <= 0
-    status[empty] = EMPTY_IDEAL
-    status[n_returned == 0, :] = MISSING
+    status[empty] = STATUS_EMPTY_IDEAL
+    status[n_returned == 0, :] = STATUS_MISSING
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # overflow: check_finite
-        ndcg = np.where(status == OK, dcg / np.where(empty, 1.0, ideal_arr), np.nan)
-    ndcg[status == EMPTY_IDEAL] = {"zero": 0.0, "one": 1.0}.get(empty_ideal, np.nan)
-    ndcg[status == MISSING] = 0.0 if missing_queries == "zero" else np.nan
-    check_finite(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=np.where(status == OK, ndcg, 0.0))
+        ndcg = np.where(status == STATUS_OK, dcg / np.where(empty, 1.0, ideal_arr), np.nan)
+    ndcg[status == STATUS_EMPTY_IDEAL] = empty_ideal_score(empty_ideal)
+    ndcg[status == STATUS_MISSING] = missing_score(missing_queries)
+    check_finite(dcg=dcg, idcg=idcg_cat, idcg_candidates=idcg_cand, ndcg=np.where(status == STATUS_OK, ndcg, 0.0))
     return QueryResult(
         dcg=dcg,
         idcg=idcg_cat,

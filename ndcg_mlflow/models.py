@@ -84,8 +84,8 @@ def _candidate_batches(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from .paths import dataset_files
     from .readers.columns import detect_format
-    from .spec import dataset_files
 
     path = src.file
     fmt = src.format if src.format != "auto" else detect_format(path)
@@ -277,7 +277,7 @@ def model_systems(spec: Spec) -> list[str]:
 
 def scored_name(name: str) -> str:
     """The scored rows' file inside an output folder: ``systems/<stem>.scored.parquet``."""
-    from .outputs import system_file_stem
+    from .spec import system_file_stem
 
     return f"systems/{system_file_stem(name)}.scored.parquet"
 

@@ -140,14 +140,6 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _f(x: Any, digits: int = 4, signed: bool = False) -> str:
-    return number(x, digits, signed=signed, missing=FILE)
-
-
-def _p(x: Any) -> str:
-    return p_value(x, missing=FILE)
-
-
 _label = metric_name
 
 
@@ -241,9 +233,9 @@ def _section_decision(bundle: Bundle) -> str:
         return ""
     items = "".join(
         f"<li><b>{_e(r['candidate'])}</b>: {_e(r['outcome'].upper())} — difference "
-        f"{_f(r.get('delta'), signed=True)}, interval [{_f(r.get('ci_low'), signed=True)}, "
-        f"{_f(r.get('ci_high'), signed=True)}]"
-        + (f", p corrected {_p(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
+        f"{number(r.get('delta'), signed=True)}, interval [{number(r.get('ci_low'), signed=True)}, "
+        f"{number(r.get('ci_high'), signed=True)}]"
+        + (f", p corrected {p_value(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
         + f" ({_e(r['reason'])})</li>"
         for r in d.get("candidates", [])
     )
@@ -274,7 +266,7 @@ def _section_coverage(bundle: Bundle) -> str:
             f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
             f"</td><td>{first['n_empty_ideal']}</td><td>{first['n_missing']}</td>"
             f"<td>{first['weight_sum']:g}</td>"
-            + "".join(f"<td>{_f(entry[k].get('judged_coverage'), 3)}</td>" for k in keys)
+            + "".join(f"<td>{number(entry[k].get('judged_coverage'), 3)}</td>" for k in keys)
             + "</tr>"
         )
     rows.append(
@@ -302,16 +294,16 @@ def _section_results(bundle: Bundle) -> str:
         cells = []
         for k in keys:
             m = entry[k]
-            cell = _f(m["mean"])
+            cell = number(m["mean"])
             if ci:
                 cell += (
-                    f"<br><span class='muted'>[{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}] "
-                    f"SE {_f(m.get('std_error'))}, n<sub>eff</sub> {_f(m.get('n_eff'), 1)}</span>"
+                    f"<br><span class='muted'>[{number(m.get('ci_low'))}, {number(m.get('ci_high'))}] "
+                    f"SE {number(m.get('std_error'))}, n<sub>eff</sub> {number(m.get('n_eff'), 1)}</span>"
                 )
             if "duplicate_rate" in m:
-                cell += f"<br><span class='muted'>duplicate rate {_f(m['duplicate_rate'], 3)}</span>"
+                cell += f"<br><span class='muted'>duplicate rate {number(m['duplicate_rate'], 3)}</span>"
             if "catalog_coverage" in m:
-                cell += f"<br><span class='muted'>catalog coverage {_f(m['catalog_coverage'], 4)}</span>"
+                cell += f"<br><span class='muted'>catalog coverage {number(m['catalog_coverage'], 4)}</span>"
             cells.append(f"<td>{cell}</td>")
         rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
     rows.append("</table>")
@@ -336,12 +328,12 @@ def _section_comparisons(bundle: Bundle) -> str:
         rel = c.get("relative_delta")
         rows.append(
             f"<tr><td class='l'>{_e(c['candidate'])}</td><td class='l'>{_e(c['baseline'])}</td>"
-            f"<td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td><td>{_f(c.get('baseline_mean'))}</td>"
-            f"<td>{_f(c.get('candidate_mean'))}</td><td class='{cls}'>{_f(c.get('delta'), signed=True)}</td>"
-            f"<td>[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]</td>"
-            f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{_p(c.get('p_randomization'))}</td>"
-            f"<td>{_p(c.get('p_t_test'))}</td><td>{_p(c.get('p_corrected'))}</td>"
-            f"<td>{_f(c.get('effect_size_dz'), 3, signed=True)}</td>"
+            f"<td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td><td>{number(c.get('baseline_mean'))}</td>"
+            f"<td>{number(c.get('candidate_mean'))}</td><td class='{cls}'>{number(c.get('delta'), signed=True)}</td>"
+            f"<td>[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]</td>"
+            f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{p_value(c.get('p_randomization'))}</td>"
+            f"<td>{p_value(c.get('p_t_test'))}</td><td>{p_value(c.get('p_corrected'))}</td>"
+            f"<td>{number(c.get('effect_size_dz'), 3, signed=True)}</td>"
             f"<td>{_wtl(c)}</td></tr>"
         )
     rows.append(
@@ -414,8 +406,8 @@ def _section_wins_losses(bundle: Bundle) -> str:
                 left = listing(e.get("relevant_left", []))
                 parts.append(
                     f"<details><summary>query <b>{_e(e['query_id'])}</b> (weight {e['weight']:g}): "
-                    f"{_f(e['baseline_ndcg'])} → {_f(e['candidate_ndcg'])} "
-                    f"(<span class='{'up' if e['delta'] > 0 else 'down'}'>{_f(e['delta'], signed=True)}</span>); "
+                    f"{number(e['baseline_ndcg'])} → {number(e['candidate_ndcg'])} "
+                    f"(<span class='{'up' if e['delta'] > 0 else 'down'}'>{number(e['delta'], signed=True)}</span>); "
                     f"relevant entered: {_e(entered)}; left: {_e(left)}</summary>{_doc_rows(e)}</details>"
                 )
     return "".join(parts)
@@ -444,10 +436,10 @@ def _section_sensitivity(bundle: Bundle) -> str:
                 continue
             r = r.iloc[0]
             if rule == "declared":
-                cells.append(f"<td>{_f(r['value'], signed=k == 'comparison')}</td>")
+                cells.append(f"<td>{number(r['value'], signed=k == 'comparison')}</td>")
             else:
                 flip = " <span class='down'>FLIP</span>" if bool(r["sign_flip"]) else ""
-                cells.append(f"<td>{_f(r['change'], signed=True)}{flip}</td>")
+                cells.append(f"<td>{number(r['change'], signed=True)}{flip}</td>")
         rows.append(f"<tr><td class='l'>{_e(rule)}</td><td class='l'>{_e(alt)}</td>{''.join(cells)}</tr>")
     rows.append("</table>")
     return "".join(rows)
@@ -491,8 +483,8 @@ def render_markdown(bundle: Bundle) -> str:
         for r in d.get("candidates", []):
             lines.append(
                 f"- {_md(r['candidate'])}: {r['outcome'].upper()}, difference "
-                f"{_f(r.get('delta'), signed=True)} [{_f(r.get('ci_low'), signed=True)}, "
-                f"{_f(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})"
+                f"{number(r.get('delta'), signed=True)} [{number(r.get('ci_low'), signed=True)}, "
+                f"{number(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})"
             )
         lines.append("")
     spec = s.get("spec", {})
@@ -512,7 +504,9 @@ def render_markdown(bundle: Bundle) -> str:
         cells = [_md(name)]
         for k in keys:
             m = entry[k]
-            cells.append(_f(m["mean"]) + (f" [{_f(m.get('ci_low'))}, {_f(m.get('ci_high'))}]" if ci else ""))
+            cells.append(
+                number(m["mean"]) + (f" [{number(m.get('ci_low'))}, {number(m.get('ci_high'))}]" if ci else "")
+            )
         first = entry[keys[0]]
         cells += [_md(first["n_evaluated"]), _md(first["n_excluded"]), _md(first["n_missing"])]
         rows.append(cells)
@@ -533,10 +527,10 @@ def render_markdown(bundle: Bundle) -> str:
                 [
                     _md(c["candidate"]),
                     _md(c["cutoff"]),
-                    _f(c.get("delta"), signed=True),
-                    f"[{_f(c.get('ci_low'), signed=True)}, {_f(c.get('ci_high'), signed=True)}]",
-                    _p(p),
-                    _p(c.get("p_corrected")),
+                    number(c.get("delta"), signed=True),
+                    f"[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]",
+                    p_value(p),
+                    p_value(c.get("p_corrected")),
                     _md(_wtl(c, "/")),
                 ]
             )
@@ -551,7 +545,7 @@ def render_markdown(bundle: Bundle) -> str:
             lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_md_label(head)}:"]
             for kind in ("wins", "losses"):
                 items = block.get(kind, [])[:3]
-                text = listing([f"{_md(e['query_id'])} ({_f(e['delta'], 3, signed=True)})" for e in items])
+                text = listing([f"{_md(e['query_id'])} ({number(e['delta'], 3, signed=True)})" for e in items])
                 lines.append(f"- largest {kind}: {text}")
     notes = s.get("notes") or []
     if notes:

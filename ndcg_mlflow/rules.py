@@ -19,6 +19,7 @@ what ``compare`` requires to be equal.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,16 @@ class Gain:
     kind: str
     table: tuple[tuple[float, float], ...] = ()
 
+    @property
+    def is_table(self) -> bool:
+        return self.kind == "table"
+
+    @property
+    def is_exponential(self) -> bool:
+        return self.kind == "exponential"
+
     def describe(self) -> str:
-        if self.kind == "table":
+        if self.is_table:
             return json.dumps({_num(k): _num(v) for k, v in self.table})
         return self.kind
 
@@ -155,7 +164,7 @@ def _gain_parse(text: str) -> Gain:
 
 
 def _gain_raw(gain: Gain) -> Any:
-    return {g: v for g, v in gain.table} if gain.kind == "table" else gain.kind
+    return {g: v for g, v in gain.table} if gain.is_table else gain.kind
 
 
 def _gain_alternatives(gain: Gain) -> list[Gain]:
@@ -298,6 +307,65 @@ QUERY_SET = _path_rule(
         "path": "the declared set in {}",
     },
 )
+
+# --------------------------------------------------------------------------- what each choice implies
+# Every module asks these; none compares a rule's value with a literal.
+
+
+def stops(value: Any) -> bool:
+    """The choice stops the evaluation (``error``) where its case arises, naming the queries or documents."""
+    return value == STOPS
+
+
+def keeps_displayed_order(ties: str) -> bool:
+    """Equal scores keep the order the run shows them in: its rank column, else its rows' order."""
+    return ties == "displayed_order"
+
+
+def averages_ties(ties: str) -> bool:
+    """Each group of equal scores earns its mean gain at each of its positions (the rows' order within a group
+    then decides only which documents a top list shows)."""
+    return ties == "average"
+
+
+def id_tiebreak(ties: str) -> bool | None:
+    """Equal scores are ordered by document id: whether descending (``id_descending``); None for another rule."""
+    return {"id_ascending": False, "id_descending": True}.get(ties)
+
+
+def needs_row_order(ties: str, sensitivity: bool = False) -> bool:
+    """The numbers depend on the run's displayed order (a rank column, else the rows' order): under
+    ``displayed_order``, or when sensitivity recomputes under an alternative that keeps it."""
+    return keeps_displayed_order(ties) or (
+        sensitivity and any(keeps_displayed_order(t) for t in TIES.alternatives(ties))
+    )
+
+
+def ideal_of_catalog(ideal: str) -> bool:
+    """The ideal list is made of every judged document of the query (``judged_catalog``), not only the returned."""
+    return ideal == "judged_catalog"
+
+
+def condenses(unjudged: str) -> bool:
+    """Returned documents without a judgment are removed before ranks are counted (``condense``)."""
+    return unjudged == "condense"
+
+
+def excludes(value: Any) -> bool:
+    """The case's queries have no value: left out of the mean and counted (``exclude``)."""
+    return value == "exclude"
+
+
+def empty_ideal_score(empty_ideal: str) -> float:
+    """The nDCG of a query whose ideal DCG is 0: 0 (``zero``), 1 (``one``), else none (NaN: ``exclude``, and
+    ``error``, which the caller applies)."""
+    return {"zero": 0.0, "one": 1.0}.get(empty_ideal, math.nan)
+
+
+def missing_score(missing_queries: str) -> float:
+    """The nDCG of a query the run does not return: 0 (``zero``), else none (NaN: ``exclude``, and ``error``)."""
+    return 0.0 if missing_queries == "zero" else math.nan
+
 
 METRIC_RULES = (GAIN, CUTOFFS, DISCOUNT, TIES, IDEAL, EMPTY_IDEAL, UNJUDGED, MISSING_QUERIES)
 QUERY_RULES = (WEIGHTS, QUERY_SET)

@@ -3,16 +3,17 @@
 Each system's mean and each comparison's difference (candidate minus baseline,
 on the queries valid for both) are recomputed with one metric field changed and
 the others as declared. The table is built from each system's per-query nDCG under
-each alternative (:data:`AlternativeNdcg`): the local engine recomputes them from the
-joined columnar rows it kept (:class:`~ndcg_mlflow.join.PreparedRun`; no file is read
-again), the Spark engine computes them in its query buckets next to the declared
-numbers (:mod:`ndcg_mlflow.engines.spark`). Either way the means and differences are
-formed here, on the driver, from the same arrays.
+each alternative (:data:`AlternativeNdcg`), computed next to the declared numbers by
+:func:`ndcg_mlflow.queries.score_queries` on each system's joined rows (the local engine
+once per system, one run in memory at a time; the Spark engine per query bucket) and
+collected by :func:`collect_alternatives`; or recomputed from the joined rows an
+evaluation kept (``keep_data``, :func:`alternative_ndcg`). Either way the means and
+differences are formed here, on the driver, from the same arrays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,40 @@ def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
         except NonFiniteError:  # this alternative's gains overflow a float
             ndcg = {name: np.full((nq, nc), np.nan) for name in result.prepared}  # undefined
         out[(rule, alt)] = ndcg
+    return out
+
+
+def collect_alternatives(
+    alts: Sequence[tuple[str, str, Metric]],
+    systems: Mapping[str, Any],
+    computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
+    notes: list[str],
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """Every system's per-query nDCG under each alternative (:data:`AlternativeNdcg`), from what the engine
+    computed on the joined rows (:func:`ndcg_mlflow.queries.score_queries`; ``computed``: per system, the arrays
+    and the alternatives that overflowed, in some bucket on Spark). The declared numbers are the systems' own. An
+    alternative that overflowed for some system is NaN for every system (undefined); one some system's rows could
+    not give (on Spark, :func:`ndcg_mlflow.engines.spark.computable`) is left out of the table, and a note says
+    so."""
+    out: dict[tuple[str, str], dict[str, np.ndarray]] = {
+        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}
+    }
+    overflowed = set().union(*(over for _, over in computed.values()))
+    for rule, alt, _ in alts:
+        key = (rule, alt)
+        lacking = [name for name in systems if key not in computed[name][0]]
+        if lacking:
+            notes.append(
+                f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
+                f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
+                f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
+                f"see this alternative"
+            )
+            continue
+        if key in overflowed:
+            out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
+        else:
+            out[key] = {name: computed[name][0][key] for name in systems}
     return out
 
 

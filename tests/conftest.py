@@ -115,16 +115,23 @@ def server(tmp_path_factory, migrated_db):
     srv.stop()
 
 
-@pytest.fixture(scope="module", params=["native", "pure"])
+@pytest.fixture(scope="module", params=["native", "scalar", "pure"])
 def reader_mode(request):
-    """A module's tests with the readers as built (the C TREC reader, where the install compiled it) and in
-    pure Python (Arrow's readers and the line reader, as where no compiler is): ``NDCG_MLFLOW_PURE_PYTHON``."""
+    """A module's tests with the readers as built (the C TREC reader, where the install compiled it), with the C
+    reader's scalar code (no vectors, as a build without SSE2 runs: ``vector_width(0)``, ``NDCG_MLFLOW_SCALAR``)
+    and in pure Python (Arrow's readers and the line reader, as where no compiler is): ``NDCG_MLFLOW_PURE_PYTHON``."""
     from ndcg_mlflow.readers.trec import native_reader
 
     patch = pytest.MonkeyPatch()
+    fast = native_reader()
     if request.param == "pure":
         patch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")
-    elif native_reader() is None:
+    elif fast is None:
         pytest.skip("the C reader is not built (no C compiler where the package was installed)")
+    width = fast.vector_width(None) if fast is not None else 0
+    if request.param == "scalar":
+        fast.vector_width(0)
     yield request.param
+    if fast is not None:
+        fast.vector_width(width)
     patch.undo()

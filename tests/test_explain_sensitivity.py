@@ -25,8 +25,9 @@ import ndcg_mlflow
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.explain import explain
 from ndcg_mlflow.presets import PRESETS, TOOLS
+from ndcg_mlflow.rules import RULES
 from ndcg_mlflow.sensitivity import alternatives, format_sensitivity, sensitivity
-from ndcg_mlflow.spec import EMPTY_IDEAL, IDEALS, METRIC_FIELDS, MISSING, TIES, UNJUDGED, load_spec
+from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 
 TOOL_NAMES = ["trec_eval", "gdeval", "sklearn", "torchmetrics", "ranx"]
 
@@ -334,13 +335,8 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
 
     # one row per (rule, alternative) x (system or comparison) x cutoff; every non-declared alternative
     expected_alts = {("declared", "as declared")}
-    for rule, choices in (
-        ("ties", TIES),
-        ("ideal", IDEALS),
-        ("empty_ideal", EMPTY_IDEAL),
-        ("unjudged", UNJUDGED),
-        ("missing_queries", MISSING),
-    ):
+    for rule in ("ties", "ideal", "empty_ideal", "unjudged", "missing_queries"):
+        choices = RULES[f"metric.{rule}"].choices
         expected_alts |= {(rule, c) for c in choices if c != getattr(m, rule) and c != "error"}
     expected_alts |= {("gain", g) for g in ("exponential", "linear") if g != m.gain.kind}
     got_alts = set(zip(table["rule"], table["alternative"]))
@@ -399,13 +395,14 @@ def test_sensitivity_needs_the_kept_data(tmp_path):
     result = ndcg_mlflow.evaluate(full_spec({"preset": "trec_eval"}, systems, comparison=False), base_dir=tmp_path)
     with pytest.raises(ValueError, match="keep_data"):
         sensitivity(result)
-    # report.sensitivity keeps the data itself and attaches the table
-    with_report = ndcg_mlflow.evaluate(
-        full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True), base_dir=tmp_path
-    )
-    assert with_report.sensitivity is not None
-    again = sensitivity(with_report)
-    pd.testing.assert_frame_equal(with_report.sensitivity, again)
+    # report.sensitivity computes the alternatives beside the declared numbers, one run at a time (no joined rows
+    # kept); the table equals the one recomputed from the rows a keep_data evaluation kept
+    spec = full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True)
+    with_report = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    assert with_report.sensitivity is not None and not with_report.prepared
+    kept = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, keep_data=True)
+    again = sensitivity(kept)
+    pd.testing.assert_frame_equal(with_report.sensitivity, again, check_exact=True)
     assert set(with_report.sensitivity["kind"]) == {"system"}  # no comparison section: systems only
 
 

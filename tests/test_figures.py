@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ndcg_mlflow import figures as F
+from ndcg_mlflow import svg as S
 
 SVG = "{http://www.w3.org/2000/svg}"
 KEYS = ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
@@ -102,18 +103,18 @@ def check_structure(svg: str) -> ElementTree.Element:
     ],
 )
 def test_nice_ticks_by_hand(lo, hi, count, labels):
-    assert list(F.nice_ticks(lo, hi, count).labels) == labels
+    assert list(S.nice_ticks(lo, hi, count).labels) == labels
 
 
 def test_nice_ticks_of_an_empty_or_undefined_range():
-    flat = F.nice_ticks(0.6181, 0.6181, 5)
+    flat = S.nice_ticks(0.6181, 0.6181, 5)
     assert flat.lo < 0.6181 < flat.hi and len(set(flat.labels)) == len(flat.labels)
-    assert F.nice_ticks(float("nan"), 1.0, 5).labels == F.nice_ticks(0.0, 1.0, 5).labels
-    assert F.nice_ticks(0.0, 0.0, 3).lo < 0 < F.nice_ticks(0.0, 0.0, 3).hi
+    assert S.nice_ticks(float("nan"), 1.0, 5).labels == S.nice_ticks(0.0, 1.0, 5).labels
+    assert S.nice_ticks(0.0, 0.0, 3).lo < 0 < S.nice_ticks(0.0, 0.0, 3).hi
 
 
 def test_a_zero_tick_is_never_negative():
-    ticks = F.nice_ticks(-0.3, 0.2, 6)
+    ticks = S.nice_ticks(-0.3, 0.2, 6)
     assert "0.0" in ticks.labels and "−0.0" not in ticks.labels and "-0.0" not in ticks.labels
     assert all("-" not in t for t in ticks.labels)  # a true minus sign, as in print
 
@@ -122,7 +123,7 @@ def test_a_zero_tick_is_never_negative():
 @given(st.floats(-10, 10), st.floats(1e-6, 20), st.integers(2, 12))
 def test_nice_ticks_cover_the_range_at_one_nice_step(lo, span, count):
     hi = lo + span
-    ticks = F.nice_ticks(lo, hi, count)
+    ticks = S.nice_ticks(lo, hi, count)
     values = np.array(ticks.values)
     assert values[0] <= lo + 1e-12 and values[-1] >= hi - 1e-12
     steps = np.diff(values)
@@ -140,20 +141,20 @@ def test_nice_ticks_cover_the_range_at_one_nice_step(lo, span, count):
 @given(st.floats(-1, 1), st.floats(1e-4, 2), st.floats(80, 900))
 def test_fitted_tick_labels_cannot_touch(lo, span, length):
     """The labels of a horizontal axis, at their estimated width, leave at least TICK_GAP between them."""
-    ticks = F.fit_ticks(lo, lo + span, length, horizontal=True)
+    ticks = S.fit_ticks(lo, lo + span, length, horizontal=True)
     n = len(ticks.values)
     spacing = length / (ticks.hi - ticks.lo) * min(np.diff(ticks.values))
-    widest = max(F.text_width(t, F.TICK_SIZE) for t in ticks.labels)
+    widest = max(S.text_width(t, S.TICK_SIZE) for t in ticks.labels)
     # only an axis too short for two labels (and then just its two ends) may break the rule
-    assert spacing >= widest + F.TICK_GAP or (n == 2 and length < widest + F.TICK_GAP)
+    assert spacing >= widest + S.TICK_GAP or (n == 2 and length < widest + S.TICK_GAP)
 
 
 def test_the_bootstrap_panel_that_collided():
     """The old figure's panel printed '−0.0250.000': a narrow axis over [−0.037, 0.133] now gets few enough
     labels, each readable apart."""
-    ticks = F.fit_ticks(-0.0374, 0.1332, 225, horizontal=True, most=7)
+    ticks = S.fit_ticks(-0.0374, 0.1332, 225, horizontal=True, most=7)
     spacing = 225 / (len(ticks.values) - 1)
-    assert spacing >= max(F.text_width(t, F.TICK_SIZE) for t in ticks.labels) + F.TICK_GAP
+    assert spacing >= max(S.text_width(t, S.TICK_SIZE) for t in ticks.labels) + S.TICK_GAP
     assert 3 <= len(ticks.values) <= 5
 
 
@@ -326,6 +327,6 @@ def test_a_long_series_is_drawn_through_at_most_max_points():
         if "tick-label" in classes(t)
     ]
     (y0, v0), (y1, v1) = ticks[0], ticks[-1]
-    to_value = lambda y: v0 + (y - (y0 - F.TICK_SIZE * 0.35)) * (v1 - v0) / (y1 - y0)  # noqa: E731
+    to_value = lambda y: v0 + (y - (y0 - S.TICK_SIZE * 0.35)) * (v1 - v0) / (y1 - y0)  # noqa: E731
     assert to_value(ys[0]) == pytest.approx(diffs[0], abs=0.01)
     assert to_value(ys[-1]) == pytest.approx(diffs[-1], abs=0.01)

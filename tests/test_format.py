@@ -100,7 +100,7 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
     from helpers import metric_spec, write_qrels, write_run
 
     import ndcg_mlflow
-    from ndcg_mlflow.cli import format_summary
+    from ndcg_mlflow.terminal import format_summary
 
     qrels = write_qrels(tmp_path, {"q1": {"d1": 1, "d2": 2}})
     a = write_run(tmp_path, {"q1": ["d1", "d2"]}, "a.run")
@@ -201,7 +201,7 @@ def test_the_query_line_tells_the_set_from_the_evaluated():
     ],
 )
 def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
-    from ndcg_mlflow.cli import mlflow_ui_hint
+    from ndcg_mlflow.terminal import mlflow_ui_hint
 
     monkeypatch.chdir(tmp_path)
     cwd = str(tmp_path.resolve())

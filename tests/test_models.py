@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ndcg_mlflow import Spark
 from ndcg_mlflow.cli import main
 
 pytestmark = pytest.mark.integration
@@ -921,9 +922,7 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
     cands.iloc[:half].to_parquet(tmp_path / "cands" / "a.parquet", index=False)
     cands.iloc[half:].to_parquet(tmp_path / "cands" / "b.parquet", index=False)
     local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
-    on_spark = ndcg_mlflow.evaluate(
-        spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "spark"
-    )
+    on_spark = ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "spark")
     assert on_spark.summary["engine"] == "spark"
     pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
     for name, column, version in (("champion", "noise", "1"), ("challenger", "good", "2")):
@@ -1098,7 +1097,7 @@ def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, mon
             raise AssertionError(f"Spark used: {name}")
 
     with pytest.raises(SpecError, match="has no alias 'gold'"):
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=NoSpark(), tracking_uri=store)
+        ndcg_mlflow.evaluate(spec, engine=Spark(NoSpark()), tracking_uri=store)
 
     def no_session(remote=None):
         raise AssertionError("a Spark session was started")
@@ -1112,7 +1111,7 @@ def test_spark_refuses_a_missing_alias_before_spark(store, tmp_path, capsys, mon
         tmp_path, {"x": {"model": "models:/ranker@gold", "candidates": "candidates.parquet"}}, comparison=False
     )
     with pytest.raises(SpecError, match="metric.ties.*no displayed order"):
-        ndcg_mlflow.evaluate(ordered, engine="spark", spark=NoSpark(), tracking_uri=store)
+        ndcg_mlflow.evaluate(ordered, engine=Spark(NoSpark()), tracking_uri=store)
 
 
 def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_path, spark):
@@ -1127,7 +1126,7 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     )
     cands.drop(columns=["noise"]).to_parquet(tmp_path / "few.parquet", index=False)
     with pytest.raises(DataError, match=r"lack the column\(s\) 'noise'.*good, noise"):
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s1")
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "s1")
 
     frame = cands[cands["query_id"].isin(["q00", "q01"])].copy()
     frame["mode"] = "score"
@@ -1136,13 +1135,13 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     odd = odd_spec(tmp_path, frame)
     odd.write_text(odd.read_text().replace("ties: displayed_order", "ties: average"))
     with pytest.raises(DataError, match=r"returned .* for query 'q01', doc 'd[0-9]' and 1 more non-finite scores"):
-        ndcg_mlflow.evaluate(odd, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s2")
+        ndcg_mlflow.evaluate(odd, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "s2")
 
     frame["good"] = 1.0
     frame["mode"] = "fail"
     frame.to_parquet(tmp_path / "odd.parquet", index=False)
     with pytest.raises(NdcgError, match="models:/odd/1 failed on Spark .*ValueError: feature store unavailable"):
-        ndcg_mlflow.evaluate(odd, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s3")
+        ndcg_mlflow.evaluate(odd, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "s3")
 
     lists = pd.DataFrame({"query_id": ["q00"], "doc_id": ["-"], "docs": ["d1,d2"]})
     retriever = odd_spec(tmp_path, lists, model=f"models:/{model_store['retriever']}")
@@ -1150,14 +1149,14 @@ def test_spark_refuses_bad_candidates_and_bad_scores(store, model_store, tmp_pat
     with pytest.raises(
         DataError, match="returned ranked lists of doc ids .*a retriever is scored by the local engine only"
     ):
-        ndcg_mlflow.evaluate(retriever, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s4")
+        ndcg_mlflow.evaluate(retriever, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "s4")
 
     cands.to_csv(tmp_path / "c.csv", index=False)
     csv = model_spec(
         tmp_path, {"x": {"model": "models:/ranker/2", "candidates": "c.csv"}}, comparison=False, ties="average"
     )
     with pytest.raises(DataError, match="Parquet .* Delta or JSONL.*these are csv"):
-        ndcg_mlflow.evaluate(csv, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / "s5")
+        ndcg_mlflow.evaluate(csv, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "s5")
 
 
 def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark):
@@ -1173,7 +1172,7 @@ def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark)
         spec = odd_spec(tmp_path, cands.assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
         on_spark = ndcg_mlflow.evaluate(
-            spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / f"s-{mode}"
+            spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / f"s-{mode}"
         )
         scored = pd.read_parquet(on_spark.scored["odd"]).merge(cands, on=["query_id", "doc_id"])
         assert len(scored) == len(cands)
@@ -1189,9 +1188,7 @@ def test_spark_reads_the_models_output_by_the_local_rule(store, tmp_path, spark)
         spec = odd_spec(tmp_path, cands[cands["query_id"] == "q00"].assign(mode=mode))
         spec.write_text(spec.read_text().replace("ties: displayed_order", "ties: average"))
         with pytest.raises(DataError) as info:
-            ndcg_mlflow.evaluate(
-                spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / f"s-{mode}"
-            )
+            ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / f"s-{mode}")
         message = str(info.value)
         assert message.startswith(f"{tmp_path / 'odd.parquet'}: models:/odd/1 ") and expected in message, message
         assert "(scored on Spark)" in message and "Traceback" not in message
@@ -1208,7 +1205,8 @@ folder = tempfile.mkdtemp()  # the executors import the package under test: ship
 spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", repo, "ndcg_mlflow"), pyfile=True)
 import json
 import ndcg_mlflow
-result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=uri, scored_dir=os.path.join(out, "s"))
+scored = os.path.join(out, "s")
+result = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark), tracking_uri=uri, scored_dir=scored)
 result.per_query.to_parquet(os.path.join(out, "per_query.parquet"))
 with open(os.path.join(out, "models.json"), "w") as fh:
     json.dump(result.summary["models"], fh)
@@ -1300,7 +1298,7 @@ def test_a_problem_in_the_rows_scored_on_spark_names_the_candidates_file(store, 
         )
         frame.to_parquet(tmp_path / f"{bad}.parquet", index=False)
         with pytest.raises(DataError) as info:
-            ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, tracking_uri=store, scored_dir=tmp_path / bad)
+            ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / bad)
         message = str(info.value)
         assert message.startswith(f"{tmp_path / f'{bad}.parquet'}: ") and "models:/ranker/2" in message, message
         assert "scored.parquet" not in message

@@ -71,15 +71,20 @@ def line_reading(path: Path, kind: str, rank: bool):
 PAD = {"run": b"zz Q0 pad 1 0 tag\n" * 6, "qrels": b"zz 0 pad 1\n" * 10}
 
 
-@pytest.fixture(scope="module", params=[256, 128])
+# the C reader's vector widths: none (the scalar code), SSE2 (every x86-64), AVX2; the widest last, as the tests
+# after the ones of every width run with the last (the fixture's module scope keeps it until the module's end)
+WIDTHS = [0, 128, 256]
+
+
+@pytest.fixture(scope="module", params=WIDTHS)
 def vector_width(request):
-    """Every test with the line reader's 256-bit vectors (AVX2) and its 128-bit ones (SSE2, every x86-64)."""
-    if FAST is None or FAST.vector_width(None) == 0:
-        pytest.skip("the C reader has no vector path on this CPU")
+    """Every test with the C reader's 256-bit vectors (AVX2), its 128-bit ones (SSE2) and without vectors (the
+    scalar code that a build without SSE2 runs, ``NDCG_MLFLOW_SCALAR=1``)."""
+    assert FAST is not None
     before = FAST.vector_width(None)
     if FAST.vector_width(request.param) != request.param:
         FAST.vector_width(before)
-        pytest.skip(f"this CPU has no {request.param}-bit vectors")
+        pytest.skip(f"this build or CPU has no {request.param}-bit vectors")
     yield request.param
     FAST.vector_width(before)
 
@@ -261,6 +266,25 @@ def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
     """Parts of a few bytes: a query's rows across parts keep one code, blank lines between parts leave no gap,
     each part's document ids are one Arrow chunk."""
     check(_write(folder, data), "run", True, part_size=part_size)
+
+
+@PROPERTY
+@given(data=trec_file("run"), part_size=st.sampled_from([readers_trec.NATIVE_PART, 40]))
+def test_the_vector_code_reads_as_the_scalar_code(folder, data, part_size):
+    """A file (lines after it, so that its own lines are read the vector way) read at each vector width there is:
+    the same table as without vectors, or the same refusal."""
+    path = _write(folder, data + (b"\n" if data and not data.endswith(b"\n") else b"") + PAD["run"])
+    before = FAST.vector_width(None)
+    readings = {}
+    try:
+        for width in WIDTHS:
+            if FAST.vector_width(width) == width:
+                got = readers_trec._trec_native(path, "run", True, part_size=part_size)
+                readings[width] = None if got is None else reading(got)
+    finally:
+        FAST.vector_width(before)
+    assert len(readings) > 1 or FAST.vector_width(None) == 0
+    assert all(r == readings[0] for r in readings.values())
 
 
 @widths
@@ -614,14 +638,17 @@ EDGE_NUMBERS = [
 ]
 
 
+@widths
 def test_the_number_parser_reads_edge_cases_as_float_does():
     assert_numbers_read_as_float_does(EDGE_NUMBERS)
 
 
+@widths
 def test_the_number_parser_reads_every_length_and_place_of_the_dot_as_float_does():
     assert_numbers_read_as_float_does(_every_length_cases())
 
 
+@widths
 def test_the_number_parser_reads_long_exponents_and_long_runs_of_zeros_as_float_does():
     """The exponent counted in full (or the number left to strtod): an exponent of a million beside as many zeros
     is no longer read as if it stopped at 100,000 (1.0 for what float() reads as inf)."""
@@ -654,12 +681,14 @@ def number_text(draw) -> str:
     return text
 
 
+@widths
 @PROPERTY
 @given(text=number_text())
 def test_the_number_parser_reads_generated_text_as_float_does(text):
     assert_numbers_read_as_float_does([text])
 
 
+@widths
 def test_the_table_carries_the_hashes_once(folder):
     """The first pair_hashes takes the C reader's keys; a second one computes them again, alike."""
     path = _write(folder, b"q1 Q0 7 1 2 t\nq1 Q0 x 2 1 t\nq2 Q0 7 1 2 t\n")
@@ -902,6 +931,7 @@ def test_a_file_that_cannot_be_mapped_is_read_by_arrows_reader(folder, monkeypat
     assert table.read_pair_keys is None  # (not the C reader's table)
 
 
+@widths
 @PROPERTY
 @given(data=st.binary(max_size=200), start=st.integers(0, 200), stop=st.integers(0, 200))
 def test_count_lines_counts_the_line_feeds(data, start, stop):

@@ -175,14 +175,14 @@ def test_a_failure_while_rendering_the_report_keeps_the_previous_result(tmp_path
 def test_a_full_disk_while_writing_keeps_the_previous_result_and_exits_2(tmp_path, monkeypatch, capsys):
     import errno
 
-    from ndcg_mlflow import outputs
+    from ndcg_mlflow.outputs import write
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     spec = write_spec(tmp_path, "full-disk")
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
     before = _snapshot(out)
-    real = outputs._atomic_bytes
+    real = write.atomic_bytes
     calls = []
 
     def full(path, data):
@@ -191,7 +191,7 @@ def test_a_full_disk_while_writing_keeps_the_previous_result_and_exits_2(tmp_pat
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, data)
 
-    monkeypatch.setattr(outputs, "_atomic_bytes", full)
+    monkeypatch.setattr(write, "atomic_bytes", full)
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "No space left on device" in err and str(out) in err and "unchanged" in err
@@ -487,23 +487,23 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(tmp_path, monke
     hidden half-written folder, which upload refuses and the next writer of that folder removes."""
     import shutil
 
-    from ndcg_mlflow import outputs
+    from ndcg_mlflow.outputs import write
 
     monkeypatch.chdir(tmp_path)
     spec = write_spec(tmp_path, "interrupted")
     out = tmp_path / "out"
-    real = outputs._atomic_bytes
+    real = write.atomic_bytes
 
     def interrupted(path, data):
         real(path, data)
         if path.name.endswith(".csv"):  # (the first table written)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs, "_atomic_bytes", interrupted)
+    monkeypatch.setattr(write, "atomic_bytes", interrupted)
     assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert not out.exists() and not _siblings(out)
-    monkeypatch.setattr(outputs, "_atomic_bytes", real)
+    monkeypatch.setattr(write, "atomic_bytes", real)
 
     # what a SIGKILL leaves: a hidden folder without a manifest (and maybe a replaced one)
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0

@@ -12,8 +12,8 @@ import pytest
 from helpers import write_spec
 
 import ndcg_mlflow
-from ndcg_mlflow.evaluation import TopLists
 from ndcg_mlflow.outputs import csv_lines, top_lines, top_table, write_outputs
+from ndcg_mlflow.queries import TopLists
 
 
 def pandas_text(frame: pd.DataFrame) -> str:

@@ -1018,3 +1018,90 @@ def test_no_module_but_rules_builds_or_parses_a_metric_key():
         isinstance(n, ast.Constant) and "ndcg_at_" in n.value
         for n in ast.walk(ast.parse('k.replace("ndcg_at_", "nDCG@")'))
     )
+
+
+# --------------------------------------------------------------------------- what each choice implies
+
+IMPLIED = {  # choice -> (keeps displayed order, averages ties, id tiebreak)
+    "displayed_order": (True, False, None),
+    "id_ascending": (False, False, False),
+    "id_descending": (False, False, True),
+    "average": (False, True, None),
+}
+
+
+def test_each_tie_rule_states_what_it_implies():
+    from ndcg_mlflow import rules
+
+    assert set(IMPLIED) == set(RULES["metric.ties"].choices)
+    for ties, (displayed, averaged, by_id) in IMPLIED.items():
+        assert rules.keeps_displayed_order(ties) is displayed
+        assert rules.averages_ties(ties) is averaged
+        assert rules.id_tiebreak(ties) is by_id
+        assert rules.needs_row_order(ties) is displayed
+        # sensitivity recomputes under every other tie rule, displayed_order among them
+        assert rules.needs_row_order(ties, sensitivity=True)
+
+
+def test_each_empty_and_missing_rule_states_its_score():
+    from ndcg_mlflow import rules
+
+    scores = {"zero": 0.0, "one": 1.0, "exclude": None, "error": None}
+    assert set(scores) == set(RULES["metric.empty_ideal"].choices)
+    for choice, score in scores.items():
+        got = rules.empty_ideal_score(choice)
+        assert np.isnan(got) if score is None else got == score
+        assert rules.stops(choice) is (choice == "error")
+        assert rules.excludes(choice) is (choice == "exclude")
+    for choice in RULES["metric.missing_queries"].choices:
+        got = rules.missing_score(choice)
+        assert got == 0.0 if choice == "zero" else np.isnan(got)
+    assert [c for c in RULES["metric.unjudged"].choices if rules.condenses(c)] == ["condense"]
+    assert [c for c in RULES["metric.ideal"].choices if rules.ideal_of_catalog(c)] == ["judged_catalog"]
+
+
+RULE_FIELDS = ("ties", "ideal", "empty_ideal", "unjudged", "missing_queries", "gain", "kind", "rule")
+
+
+def _literal_rule_comparisons(source: str, filename: str) -> list[str]:
+    """Comparisons of a rule's value with one of its choices written as a literal: ``ties == "average"``."""
+    import ast
+
+    choices = {c for r in RULES.values() for c in r.choices} | {"table"}
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        literals = [
+            s.value
+            for s in sides
+            for s in ([s] if not isinstance(s, ast.Tuple) else s.elts)
+            if isinstance(s, ast.Constant) and isinstance(s.value, str)
+        ]
+        names = {
+            n.attr if isinstance(n, ast.Attribute) else n.id
+            for s in sides
+            for n in ast.walk(s)
+            if isinstance(n, (ast.Attribute, ast.Name))
+        }
+        if any(v in choices for v in literals) and names & set(RULE_FIELDS):
+            found.append(f"{filename}:{node.lineno}")
+    return found
+
+
+def test_no_module_compares_a_rule_with_a_literal():
+    """What a choice implies is asked of :mod:`ndcg_mlflow.rules`; only the modules that declare rules (and the
+    presets, which are specs) write their choices."""
+    from pathlib import Path
+
+    package = Path(ndcg_mlflow.__file__).parent
+    declaring = {"rules.py", "presets.py"}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name not in declaring:
+            found += _literal_rule_comparisons(path.read_text(encoding="utf-8"), str(path.relative_to(package)))
+    assert found == []
+    # the check sees such a comparison where one is written
+    planted = 'def f(metric, ties):\n    return metric.ties == "average" or ties in ("id_ascending",)\n'
+    assert _literal_rule_comparisons(planted, "planted.py") == ["planted.py:2", "planted.py:2"]

@@ -15,6 +15,7 @@ import pytest
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
+from ndcg_mlflow import Spark
 from ndcg_mlflow.errors import DataError, EvaluationError, SpecError
 
 pytestmark = pytest.mark.integration
@@ -115,11 +116,9 @@ def both(spark, spec, qrels, systems, *, buckets, base_dir=None):
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark, buckets=buckets),
         qrels=spark.createDataFrame(qrels),
         systems=frames,
-        buckets=buckets,
         base_dir=base_dir,
     )
     return local, remote
@@ -186,8 +185,7 @@ def test_the_bucket_count_chosen_from_the_size(spark):
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark),
         qrels=qrels,  # pandas judgments too
         systems={"a": spark.createDataFrame(run)},
     )
@@ -215,7 +213,7 @@ def test_parquet_and_trec_files_read_by_spark(spark, tmp_path):
     (plain / "notes.txt").write_text("not data\n", encoding="utf-8")
     spec["data"] = {"qrels": "qrels.txt", "systems": {"p": "run.parquet", "t": "run.trec", "c": "run.csv", "f": "runs"}}
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
+    remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3), base_dir=tmp_path)
     assert_same(local, remote)
     assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
 
@@ -267,13 +265,9 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
     for k, v in conf.items():
         spark.conf.set(k, v)
     try:
-        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3, prefilter=False)
+        remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3, prefilter=False), base_dir=tmp_path)
         filtered = ndcg_mlflow.evaluate(
-            {**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}},
-            engine="spark",
-            spark=spark,
-            base_dir=tmp_path,
-            buckets=2,
+            {**spec, "metric": {**spec["metric"], "cutoffs": [1, 3]}}, engine=Spark(spark, buckets=2), base_dir=tmp_path
         )
         # the key itself: the rows sorted by it are the files' rows in their order, every key distinct
         from pyspark.sql import functions as F
@@ -330,12 +324,7 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
     flipped = _reversed_within_queries(run)
     local = ndcg_mlflow.evaluate(spec_of(ties="displayed_order"), qrels=qrels, systems={"a": run, "b": flipped})
     remote = ndcg_mlflow.evaluate(
-        spec_of(ties="displayed_order"),
-        engine="spark",
-        spark=spark,
-        qrels=qrels,
-        systems={"a": run, "b": flipped},
-        buckets=3,
+        spec_of(ties="displayed_order"), engine=Spark(spark, buckets=3), qrels=qrels, systems={"a": run, "b": flipped}
     )
     assert_same(local, remote)
 
@@ -353,7 +342,7 @@ def _spark_error(spark, run, exc=DataError, **rules):
         else spark.createDataFrame(run, "query_id string, doc_id string, score double")
     )
     with pytest.raises(exc) as info:
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"v3": frame}, buckets=2)
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2), qrels=qrels, systems={"v3": frame})
     return str(info.value)
 
 
@@ -385,9 +374,7 @@ def test_ranks_that_are_null_or_not_integers_are_refused(spark):
             [("q1", "a", 1.0, 1.0), ("q1", "b", 2.0, rank)], "query_id string, doc_id string, score double, rank double"
         )
         with pytest.raises(DataError, match=expected) as info:
-            ndcg_mlflow.evaluate(
-                spec_of(ties="average"), engine="spark", spark=spark, qrels=qrels, systems={"v3": frame}
-            )
+            ndcg_mlflow.evaluate(spec_of(ties="average"), engine=Spark(spark), qrels=qrels, systems={"v3": frame})
         assert "document 'b'" in str(info.value)
 
 
@@ -409,8 +396,7 @@ def test_unsupported_requests_are_refused_before_any_work(spark):
     with pytest.raises(SpecError, match="keeps no joined rows"):
         ndcg_mlflow.evaluate(
             spec_of(ties="average"),
-            engine="spark",
-            spark=spark,
+            engine=Spark(spark),
             keep_data=True,
             qrels={"q": {"a": 1}},
             systems={"s": {"q": {"a": 1.0}}},
@@ -434,15 +420,15 @@ from tests.test_spark import assert_same, make_data, spec_of
 qrels, run = make_data(seed=21, int_ids=True)
 spec = spec_of(ties="id_descending", unjudged="condense", missing_queries="exclude")
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
-remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                              systems={"a": spark.createDataFrame(run)}, buckets=3)
+remote = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark, buckets=3), qrels=spark.createDataFrame(qrels),
+                              systems={"a": spark.createDataFrame(run)})
 assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
 assert_same(local, remote)
 spec = spec_of(ties="id_ascending", cutoffs=(3, 10), unjudged="condense")  # the top-K pre-filter
 spec["report"] = {"sensitivity": True}  # and the alternatives computed in the buckets
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
-remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=spark.createDataFrame(qrels),
-                              systems={"a": spark.createDataFrame(run)}, buckets=3, prefilter=True)
+remote = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark, buckets=3, prefilter=True),
+                              qrels=spark.createDataFrame(qrels), systems={"a": spark.createDataFrame(run)})
 assert_same(local, remote)
 assert remote.engine_info["prefilter"]["applied"]
 import pandas as pd
@@ -463,7 +449,7 @@ for ties in ("displayed_order", "average"):
     spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run.parquet"}}
     spec["companions"] = {"duplicates": "groups.tsv", "catalog": 500}
     local = ndcg_mlflow.evaluate(spec, base_dir=".")
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=".", buckets=3)
+    remote = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark, buckets=3), base_dir=".")
     assert_same(local, remote)
     np.testing.assert_array_equal(local.systems["p"].duplicate_rate, remote.systems["p"].duplicate_rate)
 spec = spec_of(ties="average", cutoffs=(3, 10))
@@ -575,8 +561,7 @@ def test_judgments_beyond_the_driver_limit_are_refused(spark, monkeypatch):
     with pytest.raises(DataError, match="more than 2 judgments"):
         ndcg_mlflow.evaluate(
             spec_of(ties="average"),
-            engine="spark",
-            spark=spark,
+            engine=Spark(spark),
             qrels=spark.createDataFrame(qrels),
             systems={"s": {"q1": {"a": 1.0}}},
         )
@@ -588,7 +573,7 @@ def test_a_malformed_trec_line_is_refused_naming_it(spark, tmp_path):
     spec = spec_of(ties="average")
     spec["data"] = {"qrels": "qrels.txt", "systems": {"t": "run.trec"}}
     with pytest.raises(DataError) as info:
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark), base_dir=tmp_path)
     assert str(info.value) == f"{tmp_path / 'run.trec'}:2: score must be a number, got 'x0.25'."
 
 
@@ -649,7 +634,7 @@ def test_the_prefilter_gives_the_local_numbers_and_shuffles_fewer_rows(spark, mo
     try:
         frame = spark.createDataFrame(run)  # 2 partitions of 100-row batches, filtered 300 rows at a time
         remote = ndcg_mlflow.evaluate(
-            spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, buckets=3, prefilter=True
+            spec, engine=Spark(spark, buckets=3, prefilter=True), qrels=qrels, systems={"a": frame}
         )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -754,13 +739,7 @@ def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch
         ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": bad})
     with pytest.raises(DataError) as remote:
         ndcg_mlflow.evaluate(
-            spec,
-            engine="spark",
-            spark=spark,
-            qrels=qrels,
-            systems={"a": spark.createDataFrame(bad)},
-            buckets=2,
-            prefilter=True,
+            spec, engine=Spark(spark, buckets=2, prefilter=True), qrels=qrels, systems={"a": spark.createDataFrame(bad)}
         )
     q, d = min(zip(low["query_id"], low["doc_id"]))  # Spark names the smallest repeated (query, document)
     assert f"systems['a']: document {d!r} is listed twice for query {q!r} ({len(low)} repeated rows in all)" in str(
@@ -772,19 +751,14 @@ def test_when_the_prefilter_applies(spark):
     qrels, run = long_lists(seed=3, n_queries=5)
     frame = spark.createDataFrame(run)
     spec = spec_of(ties="average", cutoffs=(5, "all"))
-    result = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame})
+    result = ndcg_mlflow.evaluate(spec, engine=Spark(spark), qrels=qrels, systems={"a": frame})
     assert not result.engine_info["prefilter"]["applied"]
     assert "'all'" in result.engine_info["prefilter"]["reason"]
     assert result.engine_info["systems"]["a"]["rows_shuffled"] == len(run)
     with pytest.raises(SpecError, match="cannot apply: the cutoff 'all'"):
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems={"a": frame}, prefilter=True)
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark, prefilter=True), qrels=qrels, systems={"a": frame})
     off = ndcg_mlflow.evaluate(
-        spec_of(ties="average", cutoffs=(5,)),
-        engine="spark",
-        spark=spark,
-        qrels=qrels,
-        systems={"a": frame},
-        prefilter=False,
+        spec_of(ties="average", cutoffs=(5,)), engine=Spark(spark, prefilter=False), qrels=qrels, systems={"a": frame}
     )
     assert off.engine_info["prefilter"] == {
         "applied": False,
@@ -821,7 +795,7 @@ def test_delta_versions_and_jsonl_runs_read_by_spark(spark, tmp_path):
         },
     }
     local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
-    remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=2)
+    remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2), base_dir=tmp_path)
     assert_same(local, remote)
     assert [f.sha256 for f in local.files] == [f.sha256 for f in remote.files]
     pq = local.per_query
@@ -844,7 +818,7 @@ def test_a_malformed_jsonl_run_is_refused(spark, tmp_path):
     spec = spec_of(ties="average")
     spec["data"] = {"qrels": "qrels.txt", "systems": {"j": "run.jsonl"}}
     with pytest.raises(DataError) as info:
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path)
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark), base_dir=tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'run.jsonl'}:2: not valid JSON: ")
 
 
@@ -947,7 +921,7 @@ def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
     with pytest.raises(SpecError, match="not an empty folder"):
         evaluate_grouped(spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames)
     with pytest.raises(EvaluationError, match="evaluate_grouped"):
-        ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=frames, driver_queries=100)
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark, driver_queries=100), qrels=qrels, systems=frames)
 
 
 # --------------------------------------------------------------------------- sensitivity (report.sensitivity)
@@ -1040,12 +1014,9 @@ def test_the_sensitivity_table_equals_the_local_engine(spark, case):
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark, buckets=buckets, prefilter=prefilter),
         qrels=spark.createDataFrame(qrels),
         systems=frames,
-        buckets=buckets,
-        prefilter=prefilter,
     )
     assert_same(local, remote)
     assert_same_sensitivity(local, remote)
@@ -1077,12 +1048,9 @@ def test_the_prefilter_keeps_the_rows_every_alternative_needs(spark, monkeypatch
     try:
         remote = ndcg_mlflow.evaluate(
             spec,
-            engine="spark",
-            spark=spark,
+            engine=Spark(spark, buckets=3, prefilter=True),
             qrels=qrels,
             systems={k: spark.createDataFrame(v) for k, v in systems.items()},
-            buckets=3,
-            prefilter=True,
         )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -1105,11 +1073,9 @@ def test_an_alternative_whose_gains_overflow_is_undefined_as_locally(spark):
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark, buckets=3),
         qrels=qrels,
         systems={k: spark.createDataFrame(v) for k, v in systems.items()},
-        buckets=3,
     )
     assert_same_sensitivity(local, remote)
     t = remote.sensitivity
@@ -1127,11 +1093,9 @@ def test_without_a_rank_column_the_displayed_order_alternative_is_left_out_and_s
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark, buckets=3),
         qrels=qrels,
         systems={k: spark.createDataFrame(v) for k, v in systems.items()},
-        buckets=3,
     )
     lt = local.sensitivity
     displayed = (lt["rule"] == "ties") & (lt["alternative"] == "displayed_order")
@@ -1141,6 +1105,6 @@ def test_without_a_rank_column_the_displayed_order_alternative_is_left_out_and_s
     assert len(notes) == 1 and "ties = displayed_order" in notes[0] and "a, b have no rank column" in notes[0]
     assert not any(n.startswith("sensitivity:") for n in local.notes)
     # tables of another library keep their rows' order (their row numbers stand in for the rank): the whole table
-    ordered = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, qrels=qrels, systems=systems, buckets=3)
+    ordered = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3), qrels=qrels, systems=systems)
     pd.testing.assert_frame_equal(lt, ordered.sensitivity, check_exact=True)
     assert not any(n.startswith("sensitivity:") for n in ordered.notes)

@@ -19,6 +19,7 @@ import pytest
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
+from ndcg_mlflow import Spark
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.evaluation import json_safe
 
@@ -113,13 +114,10 @@ def both(spark, spec, qrels, systems, *, buckets, base_dir, **options):
     frames = {name: spark.createDataFrame(df) for name, df in systems.items()}
     remote = ndcg_mlflow.evaluate(
         spec,
-        engine="spark",
-        spark=spark,
+        engine=Spark(spark, buckets=buckets, **options),
         qrels=spark.createDataFrame(qrels),
         systems=frames,
-        buckets=buckets,
         base_dir=base_dir,
-        **options,
     )
     return local, remote
 
@@ -224,10 +222,8 @@ def _errors(spark, spec, qrels, systems, base_dir, exc):
     with pytest.raises(exc) as remote:
         ndcg_mlflow.evaluate(
             spec,
-            engine="spark",
-            spark=spark,
+            engine=Spark(spark, buckets=2),
             qrels=qrels,
-            buckets=2,
             base_dir=base_dir,
             systems={n: spark.createDataFrame(df) for n, df in systems.items()},
         )
@@ -404,7 +400,7 @@ def test_tied_rows_in_the_files_order_across_files_and_blocks(spark, tmp_path, c
             .distinct()
         )
         assert per_task.groupBy("t").count().agg(F.max("count")).collect()[0][0] > 1  # files packed
-        remote = ndcg_mlflow.evaluate(spec, engine="spark", spark=spark, base_dir=tmp_path, buckets=3)
+        remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3), base_dir=tmp_path)
     finally:
         for k, v in before.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)

@@ -15,7 +15,8 @@ import yaml
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
-from ndcg_mlflow.errors import SpecError
+from ndcg_mlflow import Spark
+from ndcg_mlflow.errors import EvaluationError, SpecError
 
 pytestmark = pytest.mark.integration
 
@@ -182,17 +183,19 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
 def test_the_api_returns_the_grouped_result_beyond_the_limit(spark, tmp_path):
     spec = demo_spec(tmp_path)
     pq = tmp_path / "pq"
-    result = ndcg_mlflow.evaluate(
-        str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq, groups=50
-    )
+    result = ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=pq, groups=50))
     assert result.per_query_path == pq and result.summary["engine_info"]["statistics"]["groups"] == 50
+    # one result type: it says where its per-query rows are, and answers from its summary
+    assert isinstance(result, ndcg_mlflow.EvaluationResult) and not result.systems
+    with pytest.raises(EvaluationError, match="stayed in Spark.*Parquet table"):
+        _ = result.per_query
+    key = next(iter(result.summary["systems"]["bm25"]))
+    assert result.mean("bm25", key.removeprefix("ndcg_at_")) == result.summary["systems"]["bm25"][key]["mean"]
     assert set(pd.read_parquet(pq)["system"].astype(str)) == {"bm25", "reranker-v2", "dense-ties"}
     assert result.decision is None
     # within the limit the same call gives the per-query result and writes nothing
-    below = ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, per_query_path=tmp_path / "unused")
+    below = ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, per_query_path=tmp_path / "unused"))
     assert len(below.per_query) > 0 and not (tmp_path / "unused").exists()
-    with pytest.raises(SpecError, match="engine='spark'"):
-        ndcg_mlflow.evaluate(str(spec), per_query_path=pq)
 
 
 @pytest.mark.parametrize(
@@ -212,7 +215,7 @@ def test_what_the_grouped_path_cannot_give_is_refused_before_the_spark_job(spark
     spec = demo_spec(tmp_path, **{key: value})
     pq = tmp_path / "pq"
     with pytest.raises(SpecError, match=rf"{key}.*{says}"):
-        ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq)
+        ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=pq))
     assert not pq.exists()
     out = tmp_path / "out"
     assert (
@@ -297,5 +300,5 @@ def test_a_replaced_result_takes_its_per_query_table_with_it(spark, tmp_path, ca
     # through the API too: the folder the engine made for the table is removed again
     pq = tmp_path / "api-table"
     with pytest.raises(ndcg_mlflow.DataError, match="twice"):
-        ndcg_mlflow.evaluate(str(spec), engine="spark", spark=spark, driver_queries=10, per_query_path=pq)
+        ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=pq))
     assert not pq.exists()

@@ -20,6 +20,7 @@ import pytest
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
+from ndcg_mlflow import Spark
 from ndcg_mlflow.errors import DataError, NdcgError
 
 pytestmark = pytest.mark.integration
@@ -121,7 +122,7 @@ def test_a_file_the_local_engine_refuses_is_refused_on_spark_with_its_message(sp
     local = _outcome(spec, tmp_path)
     assert isinstance(local, str), f"{case}: the local engine read it"
     assert str(tmp_path / name) in local, local
-    remote = _outcome(spec, tmp_path, engine="spark", spark=spark)
+    remote = _outcome(spec, tmp_path, engine=Spark(spark))
     assert remote == local
 
 
@@ -153,7 +154,7 @@ def test_files_the_local_engine_reads_give_its_numbers_and_digests_on_spark(spar
     spec = {**SPEC, "data": {"qrels": "qrels.txt", "systems": systems}}
     local = _outcome(spec, tmp_path)
     assert not isinstance(local, str), local
-    remote = _outcome(spec, tmp_path, engine="spark", spark=spark, buckets=2)
+    remote = _outcome(spec, tmp_path, engine=Spark(spark, buckets=2))
     assert not isinstance(remote, str), remote
     pd.testing.assert_frame_equal(local.per_query, remote.per_query, check_exact=True)
     assert set(remote.per_query["ndcg"]) == {1.0}
@@ -277,4 +278,4 @@ def test_a_run_replaced_after_its_digest_is_refused_on_spark(spark, tmp_path, mo
 
     monkeypatch.setattr(engine, "sha256_file", replacing)
     with pytest.raises(DataError, match=r"run\.txt: the file changed while it was read"):
-        ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine="spark", spark=spark)
+        ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine=Spark(spark))

@@ -479,9 +479,9 @@ def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
     import io
     import logging
 
-    from ndcg_mlflow import cli
+    from ndcg_mlflow import terminal
 
-    cli._configure_logging(quiet=False)
+    terminal.configure_logging(quiet=False)
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -489,15 +489,15 @@ def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
 
     tty = Tty()
     monkeypatch.setattr("sys.stderr", tty)
-    cli._progress(quiet=False)("reading system 'x'")
+    terminal.progress_reporter(quiet=False)("reading system 'x'")
     assert "reading system 'x'" in tty.getvalue()
     tty.truncate(0)
     tty.seek(0)
-    cli._progress(quiet=True)("resampling queries")
+    terminal.progress_reporter(quiet=True)("resampling queries")
     assert tty.getvalue() == ""
     pipe = io.StringIO()  # not a terminal: progress is only logged at DEBUG
     monkeypatch.setattr("sys.stderr", pipe)
-    cli._progress(quiet=False)("computing nDCG")
+    terminal.progress_reporter(quiet=False)("computing nDCG")
     assert pipe.getvalue() == ""
     assert logging.getLogger("ndcg_mlflow").level == logging.INFO
 

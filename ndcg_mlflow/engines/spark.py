@@ -78,34 +78,39 @@ from __future__ import annotations
 import math
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, EvaluationError, SpecError, preview
+from ..errors import DataError, EvaluationError, SpecError
 from ..evaluation import (
     EvaluationResult,
     FileInfo,
     SystemResult,
-    TopLists,
     apply_error_rules,
     display_depth,
     evaluated_query_set,
     finish,
     input_table,
+    none_returned,
+    note_unknown_queries,
     query_weights,
     read_companions,
     resolve_spec,
     statistics,
+    stopped_by,
     system_means,
 )
-from ..join import compute, index_in, join, judgments, map_gains
-from ..kernel import STATUS_NAMES, NonFiniteError, QueryResult
+from ..join import index_in, join, judgments, map_gains
+from ..kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from ..queries import TopLists, UnjudgedError, overflow_message, score_queries, unjudged_message
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
 from ..readers.hashing import check_unchanged, read_with_digest
+from ..rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
 from ..sensitivity import alternatives as sensitivity_alternatives
+from ..sensitivity import collect_alternatives
 from ..spec import Metric, Spec, outside_paths
 from ..uris import safe_uri
 from ..version import __version__
@@ -200,7 +205,7 @@ def evaluate(
     per_query_path: str | Path | None = None,
     groups: int = GROUPS,
     driver_judgments: int | None = None,
-) -> EvaluationResult | GroupedResult:
+) -> EvaluationResult:
     """Evaluate a spec on Spark: ``spark`` is a SparkSession (classic or Spark Connect; by default the active one).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
@@ -211,7 +216,8 @@ def evaluate(
     cannot apply), ``False`` never applies it. ``driver_queries``: the evaluated queries whose per-query rows
     may come back to the driver (default :data:`MAX_DRIVER_QUERIES`). Beyond it, with ``per_query_path`` (a new
     folder) the evaluation continues as :func:`evaluate_grouped` (``groups`` random groups) and returns its
-    :class:`GroupedResult`, after :func:`check_grouped` found nothing the grouped statistics cannot give; without
+    result (whose ``per_query_path`` says where the per-query rows are), after :func:`check_grouped` found
+    nothing the grouped statistics cannot give; without
     ``per_query_path`` an error points to :func:`evaluate_grouped`. ``driver_judgments``: with ``per_query_path``,
     the judgments read on the driver at most (default :data:`DRIVER_JUDGMENTS`); beyond, they are read and
     checked in Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses
@@ -281,44 +287,11 @@ def evaluate(
             if judged.companions is not None:
                 comps.measure(judged.companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": _rows_seen(rows), "buckets": n_buckets}
-    by_alternative = _alternative_ndcg(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     _files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)
-
-
-def _alternative_ndcg(
-    alts: Sequence[tuple[str, str, Metric]],
-    systems: dict[str, SystemResult],
-    computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
-    notes: list[str],
-) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    """Every system's per-query nDCG under each alternative (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`),
-    from the buckets' rows (``computed``: per system, the arrays and the alternatives that overflowed in some
-    bucket). The declared numbers are the systems' own. An alternative that overflowed for some system is NaN
-    for every system (as locally: undefined); one some system's rows could not give (:func:`computable`) is
-    left out of the table, and a note says so."""
-    out: dict[tuple[str, str], dict[str, np.ndarray]] = {
-        ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}
-    }
-    overflowed = set().union(*(over for _, over in computed.values()))
-    for rule, alt, _ in alts:
-        key = (rule, alt)
-        lacking = [name for name in systems if key not in computed[name][0]]
-        if lacking:
-            notes.append(
-                f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
-                f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
-                f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
-                f"see this alternative"
-            )
-            continue
-        if key in overflowed:
-            out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
-        else:
-            out[key] = {name: computed[name][0][key] for name in systems}
-    return out
 
 
 @dataclass
@@ -452,7 +425,7 @@ def computable(alternatives: Sequence[tuple[str, str, Metric]], has_rank: bool) 
     """The alternatives (rule, label, metric) the Spark engine computes for a run: all of them, except, for a run
     without a rank column, those ordering ties as displayed (``ties: displayed_order`` then means the rows' line
     order, which Spark does not keep; the local engine would use it)."""
-    return [a for a in alternatives if has_rank or a[2].ties != "displayed_order"]
+    return [a for a in alternatives if has_rank or not keeps_displayed_order(a[2].ties)]
 
 
 def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None) -> tuple[int | None, str]:
@@ -633,7 +606,7 @@ def _run_frame(
         }
         if t.rank is not None:
             cols["rank"] = pa.array(t.rank, type=pa.float64())
-        elif spec.metric.ties == "displayed_order" or spec.sensitivity:  # the rows' order (the shuffle's is not)
+        elif needs_row_order(spec.metric.ties, spec.sensitivity):  # the rows' order (the shuffle's is not)
             cols["rank"] = pa.array(np.arange(len(t), dtype=np.float64))
         if _keeps_ties_in_order(spec):  # tied rows in the table's order, as locally
             cols["_order"] = pa.array(np.arange(len(t), dtype=np.int64))
@@ -667,12 +640,12 @@ def _run_frame(
     # displayed_order and for sensitivity's displayed_order alternative), and the order of tied rows (a model's
     # scored rows have no order: Spark's tasks wrote them)
     ordered = version is None and declared != IN_MEMORY and getattr(source, "model", None) is None
-    wants_rank = rank_col is None and (spec.metric.ties == "displayed_order" or spec.sensitivity)
+    wants_rank = rank_col is None and needs_row_order(spec.metric.ties, spec.sensitivity)
     if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = _in_file_order(spark, df, selected, _source_files(source), label)
         if wants_rank:
             df, rank_col = df.withColumn("rank", F.col("_order").cast("double")), "rank"
-    elif spec.metric.ties == "displayed_order" and rank_col is None:
+    elif keeps_displayed_order(spec.metric.ties) and rank_col is None:
         raise SpecError(
             "metric.ties",
             f"{label} has no rank column, and ties: displayed_order then means the "
@@ -700,7 +673,7 @@ def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any, label: str
     column is in its rows' order (``_order``) where that order is the displayed one or orders tied rows."""
     from pyspark.sql import functions as F
 
-    displayed = spec.metric.ties == "displayed_order" or spec.sensitivity
+    displayed = needs_row_order(spec.metric.ties, spec.sensitivity)
     df, rows, has_rank = local_reader_frame(spark, source, "run", displayed)
     if not has_rank and displayed:
         df, has_rank = df.withColumn("rank", F.col("_order").cast("double")), True
@@ -713,13 +686,13 @@ def _locally_read_run(spark: Any, spec: Spec, name: str, source: Any, label: str
 def _keeps_ties_in_order(spec: Spec) -> bool:
     """Whether the order of tied rows shows in the results beyond the tie rule's own order: under ``ties:
     average`` it decides which documents of a tied group a top list shows (and so the companion measures)."""
-    return spec.metric.ties == "average"
+    return averages_ties(spec.metric.ties)
 
 
 def _source_files(source: Any) -> list[Path]:
     """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
     sorted; else the one file)."""
-    from ..spec import dataset_files
+    from ..paths import dataset_files
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     return files or [Path(source.file)]
@@ -937,13 +910,13 @@ def prefilter_rows(
                 if i == 0:
                     raise
                 continue  # an alternative whose gains overflow: undefined everywhere, whatever the rows
-        condense = m.unjudged == "condense"
+        condense = condenses(m.unjudged)
         zero = gain == 0
         keep |= _within(query, gain, ~zero & judged, depth)
         keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
         if condense:
             keep |= _within(query, score, judged, depth)
-    if metric.unjudged == "error":
+    if stops(metric.unjudged):
         keep |= ~judged
     dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))
     extra = np.zeros(n, dtype=np.int64)
@@ -1140,14 +1113,13 @@ def bucket_rows(
     run_table = _local_table(label, "run", q_col, run.column("score"), rank, run.column("doc_id"))
     judged_index = judgments(qrels, bucket_ids, metric)
     prep, _ = join(name, run_table, judged_index)
-    if metric.unjudged == "error" and not prep.judged.all():
-        bad = np.flatnonzero(~prep.judged)
-        first = int(prep.original(bad[:1])[0])
-        return _rows([_error("unjudged", run_table.query.row(first), run_table.doc.row(first), int(bad.size))])
     try:
-        qr = compute(metric, prep, judged_index.catalog)
+        scored = score_queries(metric, prep, judged_index.catalog, depth, alternatives)
+    except UnjudgedError as exc:
+        return _rows([_error("unjudged", exc.query, exc.doc, exc.count)])
     except NonFiniteError as exc:
         return _rows([_error("overflow", str(bucket_ids[exc.queries[0]]), None, int(exc.queries.size))])
+    qr = scored.result
     if "_extra" in run.column_names:  # rows the pre-filter left out still count in the list's length
         extra = np.asarray(run.column("_extra").to_numpy(zero_copy_only=False), dtype=np.int64)
         some = np.flatnonzero(extra)
@@ -1155,30 +1127,24 @@ def bucket_rows(
             at = index_in(np.asarray(q_col.take(pa.array(some)).to_pylist(), dtype=object), bucket_ids)
             np.add.at(qr.n_returned, at[at >= 0], extra[some][at >= 0])
     alt_ndcg = None
-    if alternatives:
-        shape = qr.ndcg.shape
-        alt_values = []
-        for i, alt in enumerate(alternatives):
-            try:
-                alt_values.append(compute(alt, prep, judged_index.catalog).ndcg)
-            except NonFiniteError:  # this alternative's gains overflow a float (e.g. 2^g - 1 of a grade >= 1024)
-                alt_values.append(np.full(shape, np.nan))
-                meta.setdefault("alt_overflow", []).append(i)
-        alt_ndcg = np.concatenate(alt_values, axis=1)  # (queries, alternatives x cutoffs)
+    if scored.alternatives is not None:  # (queries, alternatives x cutoffs)
+        alt_ndcg = scored.alternatives.reshape(scored.alternatives.shape[0], -1)
+        if scored.overflowed:
+            meta["alt_overflow"] = scored.overflowed
     rate, shown = None, _rows([])
     if companions is not None:
         rate, shown_docs, shown_pos = comps.bucket_measures(companions, run, prep, qr, bucket_ids.size)
         if shown_docs is not None and shown_pos is not None:
             shown = _shown_rows(shown_docs, shown_pos)
-    rows_top, pos_top = qr.top(depth)
-    tq = prep.query[rows_top]
-    order = np.lexsort((pos_top, tq))
-    tq, tr, tp = tq[order], rows_top[order], pos_top[order]
-    docs = prep.run.doc.take(prep.original(tr))
-    grades = prep.grade[tr]
-    bounds = np.searchsorted(tq, np.arange(bucket_ids.size + 1))
+    top = scored.top
+    bounds = np.searchsorted(top.query, np.arange(bucket_ids.size + 1))
     return pa.concat_tables(
-        [_rows([meta]), _query_rows(bucket_ids, qr, docs, tp, grades, bounds, alt_ndcg, rate), split_rows, shown]
+        [
+            _rows([meta]),
+            _query_rows(bucket_ids, qr, top.doc, top.position, top.grade, bounds, alt_ndcg, rate),
+            split_rows,
+            shown,
+        ]
     )
 
 
@@ -1356,7 +1322,9 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
 # --------------------------------------------------------------------------- back on the driver
 
 
-def _message(code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric) -> str:
+def _message(
+    code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric, label: str
+) -> str:
     where = f"query {query!r}, document {doc!r}"
     if code.startswith("null:"):
         c = code.split(":")[1]
@@ -1380,14 +1348,8 @@ def _message(code: str, query: str | None, doc: str | None, count: int, value: f
             f"holds each document once."
         )
     if code == "unjudged":
-        return (
-            f"document {doc!r} returned for query {query!r} has no judgment, and metric.unjudged is 'error' "
-            f"({count} unjudged returned documents in all)."
-        )
-    return (
-        f"the nDCG of query {query!r} (its DCG over its ideal DCG) overflows a float: the gains of metric.gain "
-        f"{metric.gain.describe()} differ too much in size."
-    )
+        return unjudged_message(label, query, doc, count)
+    return overflow_message(query, metric)
 
 
 def check_buckets(
@@ -1405,10 +1367,10 @@ def check_buckets(
         errors.sort(key=lambda e: (_ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]
         count = sum(x["count"] for x in errors if x["code"] == e["code"])
-        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric)
+        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric, label)
         if e["code"] in ("unjudged", "overflow"):
             raise (
-                EvaluationError(f"{label}: {message}")
+                EvaluationError(message)
                 if e["code"] == "unjudged"
                 else DataError("qrels", f"system '{name}': {message}")
             )
@@ -1466,13 +1428,8 @@ def _assemble(
     run_queries = int(sum(m["value"] for m in meta))
     unknown = int(sum(m["count"] for m in meta))
     if not n_returned.any():
-        examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
-        raise EvaluationError(
-            f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
-        )
-    if unknown:
-        notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
+        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
+    note_unknown_queries(notes, name, unknown)
     apply_error_rules(name, Path(label), metric, qr, query_ids)
     lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
     q_all = np.repeat(at, lengths)
@@ -1492,21 +1449,6 @@ def _assemble(
 
 
 # --------------------------------------------------------------------------- beyond the driver: per-group sums
-
-
-@dataclass
-class GroupedResult:
-    """What :func:`evaluate_grouped` computed: ``summary`` (the shape of ``summary.json``'s systems and
-    comparisons), the per-query table's Parquet folder, and how."""
-
-    summary: dict[str, Any]
-    per_query_path: Path
-    files: list[FileInfo]
-    notes: list[str]
-    spec: Spec
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
-    models: dict[str, Any] = field(default_factory=dict)  # system -> what its model URI resolved to
-    scored: dict[str, Path] = field(default_factory=dict)  # system -> its scored rows (a Parquet folder)
 
 
 GROUPED_NOT_COMPUTED = (
@@ -1564,7 +1506,7 @@ def evaluate_grouped(
     prefilter: bool | None = None,
     groups: int = GROUPS,
     driver_judgments: int | None = None,
-) -> GroupedResult:
+) -> EvaluationResult:
     """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
@@ -1606,7 +1548,7 @@ def _evaluate_grouped(
     progress,
     buckets: int | None,
     groups: int,
-) -> GroupedResult:
+) -> EvaluationResult:
     """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared. The
     folder ``out_path`` (new or empty: :func:`_grouped_target`) is removed again when the evaluation fails: a
     per-query table of some systems, no result refers to, is not left behind."""
@@ -1637,7 +1579,7 @@ def _evaluate_grouped_into(
     progress,
     buckets: int | None,
     groups: int,
-) -> GroupedResult:
+) -> EvaluationResult:
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -1927,7 +1869,19 @@ def _evaluate_grouped_into(
         "per_query_path": str(out_path),
     }
     _files_unchanged(files)
-    return GroupedResult(summary, out_path, files, notes, spec, decision)
+    return EvaluationResult(
+        spec,
+        np.empty(0, dtype=object),
+        np.empty(0),
+        {},
+        files,
+        notes,
+        engine="spark",
+        decision=decision,
+        engine_info=engine_info,
+        per_query_path=out_path,
+        grouped_summary=summary,
+    )
 
 
 def _files_unchanged(files: list[FileInfo]) -> None:
@@ -1951,30 +1905,20 @@ def _grouped_rules(
 
     returned = per.where(F.col("n_returned") > 0).select("query_id").distinct().limit(1).count()
     if not returned:
-        examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
-        raise EvaluationError(
-            f"system '{name}' ({label}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-            f"{preview(examples)}, are all outside the set): is it the run of another collection?"
-        )
-    for rule, status, text in (
-        ("missing_queries", "missing", "returns nothing for"),
-        ("empty_ideal", "empty_ideal", "has an ideal DCG of 0 for"),
-    ):
-        if getattr(metric, rule) != "error":
+        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
+    for status, rule in ((STATUS_MISSING, metric.missing_queries), (STATUS_EMPTY_IDEAL, metric.empty_ideal)):
+        if not stops(rule):
             continue
-        bad = per.where(F.col("status") == status).select("query_id").distinct()
+        bad = per.where(F.col("status") == STATUS_NAMES[status]).select("query_id").distinct()
         n = bad.count()
         if n:
-            first = [r["query_id"] for r in bad.orderBy("query_id").limit(3).collect()]
-            raise EvaluationError(
-                f"system '{name}' ({label}) {text} {n} evaluated queries: {preview(first)}; metric.{rule} is 'error'."
-            )
+            first = [r["query_id"] for r in bad.orderBy("query_id").limit(5).collect()]
+            stopped_by(metric, status, name, label, n, first)
 
 
 __all__ = [
     "evaluate",
     "evaluate_grouped",
-    "GroupedResult",
     "GROUPED_NOT_COMPUTED",
     "check_grouped",
     "check_buckets",

@@ -48,8 +48,8 @@ def column_type_ok(spark_type: str, numeric: bool) -> bool:
 def source_format(source: Any) -> tuple[str, list[Path] | None]:
     """A spec source's format as the local readers decide it, and the files of a Parquet folder or glob (None for
     one file)."""
+    from ..paths import dataset_files
     from ..readers import detect_format
-    from ..spec import dataset_files
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     if files is not None:
@@ -103,7 +103,7 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
 
     from pyspark.sql import functions as F
 
-    from ..spec import shown_path
+    from ..paths import shown_path
 
     shown = str(source.file)
     opened = os.path.abspath(shown)
@@ -197,7 +197,7 @@ def read_run_file(spark: Any, source: Any) -> Any:
     """A source Spark reads itself, its columns as stored: Parquet (a file, folder or glob: the files the local
     readers read, in their order), a Delta table at its version, or JSONL (a model's candidates, whose columns the
     local readers do not keep). Paths are given to Spark literally (:func:`literal_path`)."""
-    from ..spec import shown_path, source_problem
+    from ..paths import shown_path, source_problem
 
     path = source.file
     fmt, files = source_format(source)
@@ -228,8 +228,8 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
     ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
     tables it cannot read that way) and read by ``spark.read.parquet``."""
+    from ..paths import shown_path, source_problem
     from ..readers.delta import snapshot_files
-    from ..spec import shown_path, source_problem
 
     problem = source_problem(path, delta=True)
     if problem is not None:

@@ -24,7 +24,7 @@ output folder's files (``per_query.csv``, ``summary.json``, ``report.html`` ...)
 folder is written locally first (``evaluator_config["out"]``, else a temporary folder removed after logging).
 
 MLflow hands a Spark DataFrame over cut to its first 10,000 rows, which cuts through queries: a Spark DataFrame
-that reached that limit is refused (evaluate it with ``ndcg_mlflow.evaluate(spec, engine="spark")``).
+that reached that limit is refused (evaluate it with ``ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(session))``).
 
 mlflow is imported inside the methods only: MLflow's registry loads this class by its entry point and calls
 :meth:`NdcgSpecEvaluator.can_evaluate` and :meth:`NdcgSpecEvaluator.evaluate`.
@@ -212,7 +212,8 @@ def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
             f"{rows} rows arrived, MLflow's limit for a Spark DataFrame, whose rows beyond it ({size}) MLflow does not "
             f"hand to an evaluator (it passes the first {limit} rows): a cut through queries, whose candidates beyond "
             f"it would be missing, a wrong nDCG. Evaluate Spark data with the Spark engine: score the rows on Spark, "
-            f"then ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine='spark', spark=spark); or pass "
+            f"then ndcg_mlflow.evaluate(spec, systems={{'model': scored_df}}, engine=ndcg_mlflow.Spark(spark));"
+            f" or pass "
             f"mlflow.models.evaluate a pandas DataFrame of every row."
         ),
     )
@@ -327,7 +328,8 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     from mlflow.tracking import MlflowClient
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
-    from ..outputs import system_file_stem, write_outputs
+    from ..outputs.write import write_outputs
+    from ..spec import system_file_stem
     from ..tracking.client import log_batch, log_outputs
     from ..tracking.names import TAG_PREFIX, common_tags, data_tags, param_value, system_metrics
 

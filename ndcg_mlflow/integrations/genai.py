@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
-from ..rules import cutoff_key, cutoff_label, metric_name
+from ..rules import cutoff_key, cutoff_label, keeps_displayed_order, metric_name, missing_score
 
 SYSTEM = "retriever"
 ERROR_CODE = "NDCG_UNDEFINED"
@@ -65,7 +65,7 @@ def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None
         raw.pop("comparison", None)
         loaded = parse_raw(raw, folder, source, (SYSTEM,))
     source = str(loaded.source) if loaded.source else None
-    if loaded.metric.ties != "displayed_order":
+    if not keeps_displayed_order(loaded.metric.ties):
         raise SpecError(
             "metric.ties",
             f"is {loaded.metric.ties!r}, but a retriever span returns its documents in an "
@@ -232,10 +232,10 @@ def score_trace(spec: Any, scorer: Any, inputs: Any, expectations: Any, trace: A
     if not docs:
         rule = spec.metric.missing_queries
         row = {f"{META}status": "missing", f"{META}n_returned": "0", f"{META}dcg": "0.0"}
-        if rule == "zero":
-            return _feedback(
-                0.0, None, {**meta, **row}, "the retriever returned no document: 0 under missing_queries: zero"
-            )
+        score = missing_score(rule)
+        if not math.isnan(score):
+            why = f"the retriever returned no document: {score:g} under missing_queries: {rule}"
+            return _feedback(score, None, {**meta, **row}, why)
         return _feedback(
             None,
             f"the retriever returned no document for query {qid!r}; metric.missing_queries is "
@@ -429,7 +429,7 @@ def compare_genai_runs(
     )
     result.analysis = analyze(result, loaded.uncertainty, loaded.comparison)
     if out is not None:
-        from ..outputs import write_outputs
+        from ..outputs.write import write_outputs
 
         write_outputs(result, out)
     return result

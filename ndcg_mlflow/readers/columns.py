@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..spec import dataset_files, shown_path, source_problem
+from ..paths import dataset_files, shown_path, source_problem
 from .hashing import dedupe_qrels, first_duplicate, pair_hashes
 from .table import (
     QRELS,

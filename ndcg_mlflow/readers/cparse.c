@@ -1,4 +1,5 @@
-/* The TREC reader's inner loop, and the id hashes, in C.
+/* The TREC reader's inner loop, and the id hashes, in C: parsing only (the passes over a table's rows are
+   ckernel.c's).
 
    parse_trec() reads a range of a TREC run or qrels file's bytes (whole lines) exactly as the line-by-line
    reader in trec.py does: fields are runs of bytes between runs of ASCII spaces and tabs, lines end with LF or
@@ -23,21 +24,25 @@
    above 0x7F; SSE2, every x86-64, or AVX2 where the CPU has it, chosen at import), whose set bits are walked
    with a count of trailing zeros: no branch per byte. Any other line goes byte by byte, with the same rules.
    A number of at most 16 bytes, [+-]?digits.digits, and a decimal id of at most 16 digits are read eight
-   digits at a time from one 64-bit word (three multiplications). Each pass is tested against the line reader
-   and float() with both vector widths (tests/test_native.py).
+   digits at a time from one 64-bit word (three multiplications). Without vectors (vector_bits 0: a build
+   without SSE2, or NDCG_MLFLOW_SCALAR=1, or vector_width(0)) every line goes byte by byte and every number
+   through parse_number. Each is tested against the line reader and float() at every width, 0 included
+   (tests/test_native.py).
 
-   Beside the reader, passes over a table's columns, each with its numpy form in the Python module that calls it:
-   string_hashes, run_starts and fill_runs (an id column's hashes and codes), mix_pairs (the (query, doc) keys),
-   repeats (the duplicate check: a key twice within a query, by a small hash table a query) and copy_ranges (the
-   bytes of a few rows of a string column, for readers.table.take_rows).
+   string_hashes is the id hash of parse_trec's rows (hashing.string_hashes) applied to an Arrow string
+   column's ids, from the other readers: one definition of the hash, beside the parser that makes it.
 
    A mapped file that another program truncates while it is read raises SIGBUS at the first access past its new
    end. The calls that read a mapping (count_lines, parse_trec) are guarded: the fault ends the call with
-   FileCutShort (an OSError) instead of ending the process.
+   FileCutShort (an OSError) instead of ending the process. (Reading the file with pread into buffers would need
+   no handler, but costs the read 10-30% more CPU: benchmarks/README.md.)
 */
 #include "../cbuffers.h"
 
 #include <locale.h>
+#if defined(__APPLE__)
+#include <xlocale.h> /* (strtod_l) */
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -48,6 +53,12 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/* The width in bits of the vectors the reader uses: 256 (AVX2, where the CPU has it), 128 (SSE2: every x86-64) or
+   0, the scalar code that a build without SSE2 runs (each line cut into fields a byte at a time, each number by
+   parse_number, the line feeds counted a byte at a time). The widest there is at import, or 0 when the
+   environment has NDCG_MLFLOW_SCALAR=1; vector_width() switches it (the tests read every file at each width). */
+static int vector_bits;
 
 /* ------------------------------------------------------------------------- a mapping cut short (SIGBUS) */
 
@@ -642,8 +653,8 @@ static inline int window_fields(const unsigned char *p, Classes c, const unsigne
 #define CLASSES(avx2, p) classes_sse2(p)
 #endif
 
-/* the rows of the range's lines (the CPU's vector width chosen by the caller) */
-static inline __attribute__((always_inline)) int parse_body(Job *j, int avx2)
+/* the rows of the range's lines, with vectors of ``width`` bits (vector_bits, chosen by the caller) */
+static inline __attribute__((always_inline)) int parse_body(Job *j, int width)
 {
     const unsigned char *p = j->data, *end = j->data + j->size;
     const int need = j->qrels ? 4 : 6;
@@ -661,8 +672,8 @@ static inline __attribute__((always_inline)) int parse_body(Job *j, int avx2)
         const unsigned char *next;
 #if defined(__SSE2__)
         /* padded: 64 bytes are readable from the line's start (and the fast reads of a field check its own) */
-        int padded = end - p >= WINDOW;
-        if (!(padded && window_fields(p, CLASSES(avx2, p), fs, fl, &nf, &next, &high)))
+        int padded = width != 0 && end - p >= WINDOW;
+        if (!(padded && window_fields(p, CLASSES(width == 256, p), fs, fl, &nf, &next, &high)))
 #else
         int padded = 0;
 #endif
@@ -728,33 +739,26 @@ static inline __attribute__((always_inline)) int parse_body(Job *j, int avx2)
     return OK;
 }
 
-
-static int has_avx2;
-
 #if defined(HAVE_AVX2_PATH)
 __attribute__((target("avx2"))) static int parse_range_avx2(Job *j)
 {
-    return parse_body(j, 1);
+    return parse_body(j, 256);
 }
 #endif
 
 static int parse_range(Job *j)
 {
 #if defined(HAVE_AVX2_PATH)
-    if (has_avx2)
+    if (vector_bits == 256)
         return parse_range_avx2(j);
+#endif
+#if defined(__SSE2__)
+    if (vector_bits == 128)
+        return parse_body(j, 128);
 #endif
     return parse_body(j, 0);
 }
 
-/* whether an Arrow string array's n + 1 offsets are ascending and within its data's len bytes */
-static int offsets_within(const int32_t *off, Py_ssize_t n, Py_ssize_t len)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > len)
-            return 0;
-    return 1;
-}
 
 
 #if defined(__linux__)
@@ -781,27 +785,6 @@ static void populate(void *buf, Py_ssize_t len)
 }
 
 /* ------------------------------------------------------------------------------------------------ Python */
-
-/* the (offsets(int32, n + 1), data, out) arguments of a pass over an Arrow string array's buffers, ``out`` of
-   ``out_item``-byte items for each string: its views taken and checked, n set; 0 (an error set) otherwise */
-static int string_args(PyObject *args, Views *vs, Py_buffer **offsets, Py_buffer **data, Py_buffer **out,
-                       Py_ssize_t out_item, Py_ssize_t *n)
-{
-    PyObject *offsets_obj, *data_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &offsets_obj, &data_obj, &out_obj))
-        return 0;
-    *offsets = view_of(vs, offsets_obj, 0, 4, "offsets");
-    *data = view_of(vs, data_obj, 0, 1, "data");
-    *out = view_of(vs, out_obj, 1, out_item, "out");
-    if (*out == NULL)
-        return 0;
-    *n = (*offsets)->len / 4 - 1;
-    if (*n < 0 || (*out)->len < *n * out_item || !offsets_within((*offsets)->buf, *n, (*data)->len)) {
-        PyErr_SetString(PyExc_ValueError, "offsets outside the data, or an output too small");
-        return 0;
-    }
-    return 1;
-}
 
 typedef struct {
     Job *j;
@@ -984,7 +967,7 @@ static void count_call(void *arg)
     /* sixteen bytes at a time, where SSE2 is (every x86-64): each byte's LF count summed in a byte lane (up to 255
        blocks), the lanes then added up */
     const __m128i lf = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
-    while (end - p >= 16) {
+    while (vector_bits != 0 && end - p >= 16) {
         __m128i lanes = zero;
         for (int k = 0; k < 255 && end - p >= 16; k++, p += 16)
             lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), lf));
@@ -997,244 +980,23 @@ static void count_call(void *arg)
     call->count = count;
 }
 
-/* run_starts(offsets(int32, n + 1), data, out(int64, n)) -> k: out[:k] the rows i where string i differs from
-   string i - 1 (row 0 included) of an Arrow string array's buffers */
-static PyObject *run_starts(PyObject *self, PyObject *args)
+/* the widest vectors of at most ``most`` bits that this build and this CPU have (0: none, the scalar code) */
+static int widest(long most)
 {
-    (void)self;
-    Views vs = {.n = 0};
-    Py_buffer *offsets, *data, *out;
-    Py_ssize_t n, k = 0;
-    if (!string_args(args, &vs, &offsets, &data, &out, 8, &n)) {
-        release_views(&vs);
-        return NULL;
-    }
-    const int32_t *off = offsets->buf;
-    const unsigned char *d = data->buf;
-    int64_t *o = out->buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t len = off[i + 1] - off[i];
-        if (i == 0 || len != off[i] - off[i - 1] || memcmp(d + off[i], d + off[i - 1], (size_t)len) != 0)
-            o[k++] = i;
-    }
-    Py_END_ALLOW_THREADS
-    release_views(&vs);
-    return PyLong_FromSsize_t(k);
+#if defined(HAVE_AVX2_PATH)
+    if (most >= 256 && __builtin_cpu_supports("avx2"))
+        return 256;
+#endif
+#if defined(__SSE2__)
+    if (most >= 128)
+        return 128;
+#endif
+    (void)most;
+    return 0;
 }
 
-/* fill_runs(values(int32, k), starts(int64, k + 1), out(int32)): out[starts[j]:starts[j + 1]] = values[j] */
-static PyObject *fill_runs(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *values_obj, *starts_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &values_obj, &starts_obj, &out_obj))
-        return NULL;
-    Views vs = {.n = 0};
-    Py_buffer *values = view_of(&vs, values_obj, 0, 4, "values");
-    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
-    Py_buffer *out = view_of(&vs, out_obj, 1, 4, "out");
-    if (out == NULL) {
-        release_views(&vs);
-        return NULL;
-    }
-    Py_ssize_t k = values->len / 4, n = out->len / 4;
-    const int32_t *v = values->buf;
-    const int64_t *st = starts->buf;
-    int32_t *o = out->buf;
-    int bad = starts->len != (k + 1) * 8;
-    for (Py_ssize_t j = 0; !bad && j < k; j++)
-        bad = st[j] < 0 || st[j] > st[j + 1] || st[j + 1] > n;
-    if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t j = 0; j < k; j++)
-            for (int64_t i = st[j]; i < st[j + 1]; i++)
-                o[i] = v[j];
-        Py_END_ALLOW_THREADS
-    }
-    release_views(&vs);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "run starts outside the output");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* mix_pairs(keys(uint64, n), codes(int32, n), query_mix(uint64, m)[, q_map(int32)]): keys[i] ^= query_mix[codes[i]];
-   with q_map, codes[i] = q_map[codes[i]] first (in place): a part's codes made the whole file's */
-static PyObject *mix_pairs(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *keys_obj, *codes_obj, *mix_obj, *map_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "OOO|O", &keys_obj, &codes_obj, &mix_obj, &map_obj))
-        return NULL;
-    Views vs = {.n = 0};
-    Py_buffer *keys = view_of(&vs, keys_obj, 1, 8, "keys");
-    Py_buffer *codes = view_of(&vs, codes_obj, map_obj != Py_None, 4, "codes");
-    Py_buffer *mix = view_of(&vs, mix_obj, 0, 8, "query_mix");
-    Py_buffer *map = map_obj != Py_None ? view_of(&vs, map_obj, 0, 4, "q_map") : mix;
-    if (map == NULL) {
-        release_views(&vs);
-        return NULL;
-    }
-    Py_ssize_t n = keys->len / 8, m = mix->len / 8, k = map_obj != Py_None ? map->len / 4 : 0;
-    uint64_t *key = keys->buf;
-    int32_t *c = codes->buf;
-    const uint64_t *x = mix->buf;
-    const int32_t *q = map_obj != Py_None ? map->buf : NULL;
-    int bad = codes->len != n * 4;
-    for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = q != NULL ? c[i] < 0 || c[i] >= k || q[c[i]] < 0 || q[c[i]] >= m : c[i] < 0 || c[i] >= m;
-    if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        if (q != NULL) {
-            for (Py_ssize_t i = 0; i < n; i++) {
-                int32_t g = q[c[i]];
-                c[i] = g;
-                key[i] ^= x[g];
-            }
-        } else {
-            for (Py_ssize_t i = 0; i < n; i++)
-                key[i] ^= x[c[i]];
-        }
-        Py_END_ALLOW_THREADS
-    }
-    release_views(&vs);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "a code outside q_map or query_mix, or arrays of unequal lengths");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-#define REPEAT_ROWS_MAX (1 << 20) /* the longest run of equal codes repeats() looks into (a 16 MB table) */
-
-/* repeats(keys, codes, start, stop[, max_rows]) -> 1 when, within some run of equal codes in rows [start, stop), a
-   key occurs twice; 0 when none does; -1 when a run is longer than max_rows (at most, and by default,
-   REPEAT_ROWS_MAX) rows and no repeat was found before it (the caller sorts those rows). Each run's keys go into
-   an open-addressing table of at least twice its rows (linear probing; 0 marks an empty slot, a key 0 is flagged
-   apart), cleared for the next run: a query's table stays in the cache, and no sort is made. */
-static PyObject *repeats(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *keys_obj, *codes_obj;
-    Py_ssize_t start, stop, max_rows = REPEAT_ROWS_MAX;
-    if (!PyArg_ParseTuple(args, "OOnn|n", &keys_obj, &codes_obj, &start, &stop, &max_rows))
-        return NULL;
-    if (max_rows < 0 || max_rows > REPEAT_ROWS_MAX)
-        max_rows = REPEAT_ROWS_MAX;
-    Views vs = {.n = 0};
-    Py_buffer *keys = view_of(&vs, keys_obj, 0, 8, "keys");
-    Py_buffer *codes = view_of(&vs, codes_obj, 0, 4, "codes");
-    if (codes == NULL) {
-        release_views(&vs);
-        return NULL;
-    }
-    Py_ssize_t n = keys->len / 8;
-    if (codes->len != n * 4 || start < 0 || start > stop || stop > n) {
-        release_views(&vs);
-        PyErr_SetString(PyExc_ValueError, "keys and codes of unequal lengths, or a range outside them");
-        return NULL;
-    }
-    const uint64_t *key = keys->buf;
-    const int32_t *c = codes->buf;
-    int found = 0, memory = 0;
-    Py_BEGIN_ALLOW_THREADS
-    uint64_t *table = NULL;
-    Py_ssize_t capacity = 0;
-    for (Py_ssize_t lo = start, hi; lo < stop && !found; lo = hi) {
-        for (hi = lo + 1; hi < stop && c[hi] == c[lo]; hi++)
-            ;
-        Py_ssize_t rows = hi - lo;
-        if (rows > max_rows) {
-            found = -1;
-            break;
-        }
-        int bits = 4;
-        while (((Py_ssize_t)1 << bits) < 2 * rows)
-            bits++;
-        Py_ssize_t size = (Py_ssize_t)1 << bits;
-        if (size > capacity) {
-            free(table);
-            capacity = size;
-            table = malloc((size_t)capacity * 8);
-            if (table == NULL) {
-                memory = 1;
-                break;
-            }
-        }
-        memset(table, 0, (size_t)size * 8);
-        uint64_t mask = (uint64_t)size - 1;
-        int zero = 0;
-        for (Py_ssize_t i = lo; i < hi; i++) {
-            uint64_t k = key[i];
-            if (k == 0) {
-                found = zero;
-                zero = 1;
-                if (found)
-                    break;
-                continue;
-            }
-            uint64_t s = (k * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
-            while (table[s] != 0 && table[s] != k)
-                s = (s + 1) & mask;
-            if (table[s] == k) {
-                found = 1;
-                break;
-            }
-            table[s] = k;
-        }
-    }
-    free(table);
-    Py_END_ALLOW_THREADS
-    release_views(&vs);
-    if (memory)
-        return PyErr_NoMemory();
-    return PyLong_FromLong(found);
-}
-
-/* copy_ranges(source, starts, lengths, dest, at): dest[at[i]:at[i] + lengths[i]] = source[starts[i]:starts[i] +
-   lengths[i]] for every i (int64 arrays of one length), each range checked to lie within its buffer first: the
-   bytes of a few rows of a string column, gathered (readers.table.gather_strings) */
-static PyObject *copy_ranges(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *source_obj, *starts_obj, *lengths_obj, *dest_obj, *at_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO", &source_obj, &starts_obj, &lengths_obj, &dest_obj, &at_obj))
-        return NULL;
-    Views vs = {.n = 0};
-    Py_buffer *source = view_of(&vs, source_obj, 0, 1, "source");
-    Py_buffer *starts = view_of(&vs, starts_obj, 0, 8, "starts");
-    Py_buffer *lengths = view_of(&vs, lengths_obj, 0, 8, "lengths");
-    Py_buffer *dest = view_of(&vs, dest_obj, 1, 1, "dest");
-    Py_buffer *at = view_of(&vs, at_obj, 0, 8, "at");
-    if (at == NULL) {
-        release_views(&vs);
-        return NULL;
-    }
-    Py_ssize_t n = starts->len / 8;
-    const int64_t *s = starts->buf, *l = lengths->buf, *a = at->buf;
-    int bad = lengths->len != starts->len || at->len != starts->len;
-    for (Py_ssize_t i = 0; !bad && i < n; i++)
-        bad = s[i] < 0 || l[i] < 0 || a[i] < 0 || s[i] > source->len - l[i] || a[i] > dest->len - l[i];
-    if (!bad) {
-        const unsigned char *src = source->buf;
-        unsigned char *dst = dest->buf;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++)
-            memcpy(dst + a[i], src + s[i], (size_t)l[i]);
-        Py_END_ALLOW_THREADS
-    }
-    release_views(&vs);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "arrays of unequal lengths, or a range outside its buffer");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* vector_width(wanted or None) -> the width of the line reader's vectors in bits (256 with AVX2, 128 with SSE2, 0
-   without either): ``wanted`` (256 or 128) switches to it where the CPU has it; for the tests of both paths */
+/* vector_width(wanted or None) -> vector_bits, the reader's vector width in bits; ``wanted`` (0, 128 or 256)
+   switched to first, or the widest below it where the build or the CPU lacks it (0, the scalar code, always is) */
 static PyObject *vector_width(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -1242,29 +1004,19 @@ static PyObject *vector_width(PyObject *self, PyObject *arg)
         long wanted = PyLong_AsLong(arg);
         if (wanted == -1 && PyErr_Occurred())
             return NULL;
-        if (wanted != 128 && wanted != 256) {
-            PyErr_SetString(PyExc_ValueError, "a width of 128 or 256");
+        if (wanted != 0 && wanted != 128 && wanted != 256) {
+            PyErr_SetString(PyExc_ValueError, "a width of 0, 128 or 256");
             return NULL;
         }
-#if defined(HAVE_AVX2_PATH)
-        has_avx2 = wanted == 256 && __builtin_cpu_supports("avx2");
-#endif
+        vector_bits = widest(wanted);
     }
-#if defined(HAVE_AVX2_PATH)
-    if (has_avx2)
-        return PyLong_FromLong(256);
-#endif
-#if defined(__SSE2__)
-    return PyLong_FromLong(128);
-#else
-    return PyLong_FromLong(0);
-#endif
+    return PyLong_FromLong(vector_bits);
 }
 
 /* number(data, n) -> the double parse_trec reads for a number field of data's first n bytes, or None where it
    leaves the line to the line-by-line reader (not a number, or not finite); the bytes after the field stand for
-   the rest of the line: with 32 readable from the field's start, the word-at-a-time path first, as parse_trec.
-   For the tests against float() */
+   the rest of the line: with 32 readable from the field's start (and vectors on), the word-at-a-time path first,
+   as parse_trec. For the tests against float() */
 static PyObject *number(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1278,7 +1030,7 @@ static PyObject *number(PyObject *self, PyObject *args)
         return NULL;
     }
     double v;
-    int ok = NUMBER((const unsigned char *)b.buf, n, b.len >= 32, &v);
+    int ok = NUMBER((const unsigned char *)b.buf, n, vector_bits != 0 && b.len >= 32, &v);
     PyBuffer_Release(&b);
     if (!ok)
         Py_RETURN_NONE;
@@ -1286,16 +1038,11 @@ static PyObject *number(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"run_starts", run_starts, METH_VARARGS, "The rows where a string differs from the one before."},
-    {"fill_runs", fill_runs, METH_VARARGS, "Each run of rows set to its value."},
-    {"mix_pairs", mix_pairs, METH_VARARGS, "keys ^= query_mix[codes], in place (codes = q_map[codes] first)."},
     {"count_lines", count_lines, METH_VARARGS, "The LF bytes in a range of bytes."},
     {"parse_trec", parse_trec, METH_VARARGS, "Parse whole TREC lines of a range of bytes (see the module's source)."},
     {"string_hashes", string_hashes, METH_VARARGS, "64-bit hashes of an Arrow string array's ids."},
-    {"copy_ranges", copy_ranges, METH_VARARGS, "dest[at[i]:at[i] + lengths[i]] = source[starts[i]:...], each i."},
-    {"repeats", repeats, METH_VARARGS, "1 when a key occurs twice in a run of equal codes of a range of rows."},
     {"number", number, METH_VARARGS, "parse_trec's reading of a number field, data[:n]; None where it has none."},
-    {"vector_width", vector_width, METH_O, "The line reader's vector width in bits; switched by a width given."},
+    {"vector_width", vector_width, METH_O, "The reader's vector width in bits (0: scalar); switched by a width given."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1308,8 +1055,9 @@ PyMODINIT_FUNC PyInit_cparse(void)
     init_classes();
 #if defined(HAVE_AVX2_PATH)
     __builtin_cpu_init();
-    has_avx2 = __builtin_cpu_supports("avx2");
 #endif
+    const char *scalar = getenv("NDCG_MLFLOW_SCALAR");
+    vector_bits = scalar != NULL && scalar[0] != 0 && strcmp(scalar, "0") != 0 ? 0 : widest(256);
     c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
     if (c_locale == (locale_t)0) {
         PyErr_SetString(PyExc_ImportError, "no C locale");

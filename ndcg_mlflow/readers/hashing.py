@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..spec import dataset_files, shown_path
+from ..paths import dataset_files, shown_path
 from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
 from .text import CHANGED_WHILE_READ, blocks, native_reader, open_file, unchanged_since
 
@@ -330,7 +330,7 @@ def _any_equal_neighbours(sorted_keys: np.ndarray) -> bool:
     return False
 
 
-REPEAT_ROWS = 1 << 20  # the most rows of one query the C duplicate check takes (cparse.c's REPEAT_ROWS_MAX)
+REPEAT_ROWS = 1 << 20  # the most rows of one query the C duplicate check takes (ckernel.c's REPEAT_ROWS_MAX)
 SEGMENT_ROWS = 1 << 12  # rows of whole queries sorted together by the duplicate check of a grouped table
 
 
@@ -358,7 +358,7 @@ def query_segments(codes: np.ndarray, target: int | None = None) -> np.ndarray |
 
 def _repeats_in_segments(keys: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None) -> bool:
     """Whether some segment ``keys[bounds[i]:bounds[i + 1]]`` holds a key twice. Given the rows' query ``codes``,
-    the C pass (``cparse.repeats``) puts each query's keys in a small hash table, in one pass over the rows in
+    the C pass (``ckernel.repeats``) puts each query's keys in a small hash table, in one pass over the rows in
     this thread; else, and for a query of more rows than it takes, each segment is sorted on its own (small sorts
     stay in the cache: several times faster than one sort of the column), in two threads (numpy's sort and the C
     pass free the GIL)."""

@@ -208,7 +208,7 @@ def same_strings(a: Any, b: Any) -> bool:
 def gather_strings(array: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The strings of ``rows`` of an Arrow string or large_string array (chunked or not, without nulls) as
     (int64 offsets, length + 1; their UTF-8 bytes end to end), gathered from each chunk's buffers (a memcpy a row
-    in C, ``cparse.copy_ranges``; else numpy, a slice of rows at a time), for :func:`take_rows`: no Arrow take,
+    in C, ``ckernel.copy_ranges``; else numpy, a slice of rows at a time), for :func:`take_rows`: no Arrow take,
     whose compute module's import alone costs ~45 ms, and no Python string. None for an array of another type or
     with nulls."""
     import pyarrow as pa

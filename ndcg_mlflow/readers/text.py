@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import DataError
-from ..spec import file_problem, os_error_problem, shown_path
+from ..paths import file_problem, os_error_problem, shown_path
 
 BOM = b"\xef\xbb\xbf"
 
@@ -196,26 +196,17 @@ def clip(text: str, n: int = 120) -> str:
 
 
 def native_reader() -> Any:
-    """The C part's functions (``readers/cparse.c``: the TREC reader's inner loop, the id hashes), built when the
-    package is installed where a C compiler is; None when it is not built, or turned off by
-    ``NDCG_MLFLOW_PURE_PYTHON=1`` (the readers are then Arrow's and the line reader: the same numbers)."""
+    """The C functions the readers use: the TREC reader's inner loop and the id hashes (``readers/cparse.c``) and
+    the passes over a column's rows (``ckernel.c``), built when the package is installed where a C compiler is;
+    None when they are not built, or turned off by ``NDCG_MLFLOW_PURE_PYTHON=1`` (the readers are then Arrow's and
+    the line reader, and numpy makes the passes: the same numbers)."""
     import os
 
     if os.environ.get("NDCG_MLFLOW_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from .cparse import (
-            FileCutShort,
-            copy_ranges,
-            count_lines,
-            fill_runs,
-            mix_pairs,
-            parse_trec,
-            repeats,
-            run_starts,
-            string_hashes,
-            vector_width,
-        )
+        from ..ckernel import copy_ranges, fill_runs, mix_pairs, repeats, run_starts
+        from .cparse import FileCutShort, count_lines, parse_trec, string_hashes, vector_width
     except ImportError:
         return None
     return NativeReader(
@@ -240,7 +231,7 @@ class NativeReader:
     run_starts: Any  # (offsets, data, out) -> k: out[:k] the rows whose string differs from the one before
     fill_runs: Any  # (values, starts, out): out[starts[j]:starts[j + 1]] = values[j]
     mix_pairs: Any  # (keys, codes, query_mix): keys ^= query_mix[codes], in place
-    vector_width: Any  # (256, 128 or None) -> the line reader's vector width in bits (a width given: switched to)
+    vector_width: Any  # (0, 128, 256 or None) -> the C reader's vector width in bits (0: none; a width: switched to)
     repeats: Any  # (keys, codes, start, stop) -> 1 if a key repeats within a run of equal codes, 0 if not, -1: too long
     copy_ranges: Any  # (source, starts, lengths, dest, at): each range of bytes of source copied to dest at at[i]
     FileCutShort: Any  # the OSError of count_lines and parse_trec when the mapped file they read was cut short

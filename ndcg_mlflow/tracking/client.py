@@ -83,7 +83,7 @@ def log_folder(
     (:func:`ndcg_mlflow.outputs.folder_lock`) throughout: one process at a time writes, logs or uploads a
     folder, so a second upload of it waits and then finds the first one complete. ``tags`` (``--tag``) are set
     on every run, after the spec's ``mlflow.tags``."""
-    from ..outputs import folder_lock, refuse_non_folder
+    from ..outputs.folder import folder_lock, refuse_non_folder
 
     refuse_non_folder(Path(out_dir))
     with folder_lock(out_dir):
@@ -118,7 +118,7 @@ def _log_folder(
     """
     import mlflow
 
-    from ..outputs import read_result_folder
+    from ..outputs.folder import read_result_folder
 
     out_dir = Path(out_dir)
     folder = read_result_folder(out_dir)  # complete, unchanged, a valid run key and summary: else DataError
@@ -355,7 +355,7 @@ def _log_system(
 
     Metrics: the system's means and intervals and, for a candidate, its comparisons with the baseline
     (``compare.<key>.<figure>``); tables: its per-query rows, its figures and its comparisons."""
-    from ..outputs import system_file_stem
+    from ..spec import system_file_stem
 
     files = summary.get("files", {})
     child = client.create_run(

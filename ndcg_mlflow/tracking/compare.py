@@ -131,7 +131,7 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
     The folder is built beside ``out`` and put in its place whole, with a manifest (kind ``report``), only
     once the report is rendered: ``out`` follows the output-folder contract of :mod:`ndcg_mlflow.outputs`
     (absent, empty or an earlier folder of ndcg-mlflow; anything else is refused; unchanged on failure)."""
-    from ..outputs import staged_folder
+    from ..outputs.folder import staged_folder
     from ..report import write_reports
 
     out = Path(out)
@@ -160,7 +160,7 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
             f"{TAG_PREFIX}.role = system; give the child run of the system, not the evaluation)."
         )
     system = tags[f"{TAG_PREFIX}.system"]
-    from ..outputs import system_file_stem
+    from ..spec import system_file_stem
 
     stem = system_file_stem(system)
     dest.mkdir(parents=True, exist_ok=True)
@@ -222,7 +222,7 @@ def compare_runs(
     """
     import tempfile
 
-    from ..outputs import new_output_dir, write_outputs
+    from ..outputs.write import new_output_dir, write_outputs
     from ..spec import parse_spec
 
     client = _client(tracking_uri)
@@ -318,8 +318,10 @@ def _experiment_name(client, run) -> str:
 
 def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
-    from ..evaluation import EvaluationResult, SystemResult, TopLists, display_depth, system_means
+    from ..evaluation import display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
+    from ..queries import TopLists
+    from ..result import EvaluationResult, SystemResult
 
     labels = [cutoff_label(k) for k in spec.metric.cutoffs]
     ids = sorted(set().union(*[set(s.per_query["query_id"]) for _, s in systems]))

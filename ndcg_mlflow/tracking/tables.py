@@ -81,7 +81,7 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
     if system is None:
         tables.append(("per_query.csv", "per_query_table.json", None))
     else:
-        from ..outputs import system_file_stem
+        from ..spec import system_file_stem
 
         tables.append((f"systems/{system_file_stem(system)}.per_query.csv", "per_query_table.json", None))
     tables += [

@@ -1,10 +1,4 @@
-"""Local outputs of an evaluation, written before anything is sent to a tracking server.
-
-The folder holds ``spec.yaml`` (the spec text as given, less credentials in URIs), ``summary.json``,
-``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``; with a
-comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``; with
-``report.sensitivity``, ``sensitivity.csv``. ``report.html`` and ``report.md`` are rendered
-from these files (:mod:`ndcg_mlflow.report`), as are the figures logged to MLflow.
+"""An output folder as a whole: its atomic publish, its manifest, reading it back, and its lock.
 
 The folder contract:
 
@@ -26,7 +20,6 @@ The folder contract:
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import hashlib
 import json
@@ -36,20 +29,15 @@ import re
 import secrets
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from ..errors import DataError, NdcgError, preview
+from ..spec import PARTIAL_SUFFIX
 
-from .errors import DataError, NdcgError, preview
-from .evaluation import EvaluationResult
-from .spec import PARTIAL_SUFFIX, system_file_stem  # noqa: F401 (system_file_stem: re-exported)
-
-DEFAULT_ROOT = "ndcg_reports"
 MANIFEST = "manifest.json"
 WRITTEN_BY = "ndcg-mlflow"
 MANIFEST_VERSION = 1
@@ -67,306 +55,15 @@ _SUMMARY_KEYS = {
 log = logging.getLogger("ndcg_mlflow")
 
 
-def new_output_dir(name: str, root: str | Path = DEFAULT_ROOT) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "evaluation"
-    return Path(root) / f"{safe}-{stamp}-{secrets.token_hex(3)}"
-
-
-def write_outputs(result: EvaluationResult, out_dir: str | Path, *, reports: bool = True) -> Path:
-    """Write every local output into a new folder that then replaces ``out_dir`` whole (see the module
-    docstring); ``out_dir`` keeps its previous contents when anything fails.
-
-    ``reports`` also renders ``report.html`` and ``report.md`` from the written files.
-    """
-    out = Path(out_dir)
-    run_key = uuid.uuid4().hex  # a new result, a new key: identifies it in MLflow, so uploads are idempotent
-    try:
-        with staged_folder(out, kind="evaluation", run_key=run_key) as tmp:
-            _write_all(result, tmp, run_key, reports)
-    except OSError as exc:
-        raise NdcgError(f"cannot write the local results to {out}: {_why(exc)}; {out} is unchanged.") from None
-    return out
-
-
-def write_grouped_outputs(result: Any, out_dir: str | Path) -> Path:
-    """The output folder of an evaluation whose per-query rows stayed in Spark (``result``: a
-    :class:`~ndcg_mlflow.engines.spark.GroupedResult`): ``spec.yaml``, ``run_key.txt``, ``summary.json`` (its
-    ``per_query_path`` says where the per-query Parquet table is), ``explanation.txt``, ``comparisons.csv``, the
-    models' scored rows (``systems/<name>.scored.parquet``) and the reports; no ``per_query.csv`` nor per-system
-    tables. Replaces ``out_dir`` whole, as :func:`write_outputs`."""
-    import pandas as pd
-
-    from .evaluation import json_safe
-    from .explain import explain
-
-    out = Path(out_dir)
-    run_key = uuid.uuid4().hex
-    summary = result.summary
-    try:
-        with staged_folder(out, kind="evaluation", run_key=run_key) as tmp:
-            _atomic_bytes(tmp / "spec.yaml", result.spec.recorded_text.encode("utf-8"))
-            _atomic_bytes(tmp / "run_key.txt", (run_key + "\n").encode())
-            text = json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n"
-            _atomic_bytes(tmp / "summary.json", text.encode("utf-8"))
-            _atomic_bytes(tmp / "explanation.txt", (explain(result.spec, summary["grades"]) + "\n").encode("utf-8"))
-            if summary["comparisons"]:
-                _atomic_csv(tmp / "comparisons.csv", pd.DataFrame(summary["comparisons"]))
-            _copy_scored(getattr(result, "scored", {}), tmp)
-            from .report import write_reports
-
-            write_reports(tmp)
-    except OSError as exc:
-        raise NdcgError(f"cannot write the local results to {out}: {_why(exc)}; {out} is unchanged.") from None
-    return out
-
-
-def per_query_home(out_dir: str | Path) -> Path:
-    """Where ``ndcg-mlflow run`` puts per-query tables that stay in Spark: ``OUT.per_query/``, one new folder
-    per evaluation inside it."""
-    return Path(f"{os.path.abspath(out_dir)}.per_query")
-
-
-def previous_per_query(out_dir: str | Path) -> Path | None:
-    """The per-query table the result now in ``out_dir`` refers to (``summary.json``'s ``per_query_path``), when
-    it is one ``ndcg-mlflow run`` put in :func:`per_query_home`; None otherwise (no result, a result with its
-    per-query rows in the folder, or a table the user placed elsewhere, which is never removed)."""
-    try:
-        summary = json.loads((Path(out_dir) / "summary.json").read_text(encoding="utf-8"))
-        path = Path(os.path.abspath(summary["per_query_path"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return path if path.parent == per_query_home(out_dir) else None
-
-
-def remove_per_query(out_dir: str | Path, path: str | Path | None) -> None:
-    """Remove a per-query table of :func:`per_query_home` that no result refers to any more (the result that
-    referred to it was replaced, or the new result was not written), and the home when it is left empty.
-    Tables another result in ``out_dir`` refers to are kept (the caller holds the folder lock)."""
-    if path is None:
-        return
-    path = Path(os.path.abspath(path))
-    home = per_query_home(out_dir)
-    if path.parent != home or path == previous_per_query(out_dir):
-        return
-    shutil.rmtree(path, ignore_errors=True)
-    try:
-        home.rmdir()  # only when empty: another evaluation may be writing its table there
-    except OSError:
-        pass
-
-
-def _copy_scored(scored: dict, out: Path) -> None:
-    """Models' scored rows into ``systems/<name>.scored.parquet``: each system's run from now on (a file from the
-    local engine, a folder of part files from Spark)."""
-    for name, path in scored.items():
-        source, target = Path(path), out / "systems" / f"{system_file_stem(name)}.scored.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.crc"))
-        else:
-            shutil.copyfile(source, target)
-
-
-def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool) -> None:
-    (out / "systems").mkdir(parents=True, exist_ok=True)
-    spec = result.spec
-    # the spec text without URI credentials (Spec.recorded_text); its sha256 is summary.spec_sha256
-    _atomic_bytes(out / "spec.yaml", spec.recorded_text.encode("utf-8"))
-    _atomic_bytes(out / "run_key.txt", (run_key + "\n").encode())
-    _atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
-    table = result.per_query
-    lines = csv_lines(table)  # formatted once: the systems' files take their rows' lines
-    whole = b""  # the file's bytes, when its lines were formatted here
-    if lines is None:
-        _atomic_csv(out / "per_query.csv", table)
-    else:
-        whole = "".join(lines).encode("utf-8")
-        _atomic_bytes(out / "per_query.csv", whole)
-    system_column = table["system"].to_numpy(dtype=object)
-    for name, sr in result.systems.items():
-        stem = system_file_stem(name)
-        if lines is None:
-            _atomic_csv(out / "systems" / f"{stem}.per_query.csv", table[table["system"] == name])
-        else:
-            rows = np.flatnonzero(system_column == name) + 1
-            _atomic_bytes(
-                out / "systems" / f"{stem}.per_query.csv",
-                whole
-                if len(rows) == len(lines) - 1
-                # (one system's rows: the whole file's bytes)
-                else "".join([lines[0], *(lines[i] for i in rows)]).encode("utf-8"),
-            )
-        if sr.top is not None:
-            _atomic_bytes(out / "systems" / f"{stem}.top.csv", "".join(top_lines(result, name)).encode("utf-8"))
-    _copy_scored(result.scored, out)
-    from .explain import explain
-
-    _atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))
-    if result.analysis is not None and result.analysis.comparisons:
-        from .analysis import wins_losses_markdown
-
-        _atomic_csv(out / "comparisons.csv", result.comparisons)
-        _atomic_bytes(out / "wins_losses.json", result.wins_losses_json().encode("utf-8"))
-        _atomic_bytes(out / "wins_losses.md", wins_losses_markdown(result, result.analysis).encode("utf-8"))
-        if result.analysis.distributions:
-            _atomic_csv(out / "bootstrap.csv", bootstrap_table(result.analysis))
-    if result.sensitivity is not None:
-        _atomic_csv(out / "sensitivity.csv", result.sensitivity)
-    if reports:
-        from .report import write_reports
-
-        write_reports(out)
-
-
-def top_table(result: EvaluationResult, name: str):
-    """The documents each query showed first (``systems/<name>.top.csv``): query_id, rank, doc_id, grade."""
-    import numpy as np
-    import pandas as pd
-
-    top = result.systems[name].top
-    assert top is not None  # called for the systems whose top lists were kept
-    frame = pd.DataFrame(
-        {
-            "query_id": result.query_ids[top.query],
-            "rank": top.position + 1,
-            "doc_id": np.asarray(top.doc, dtype=object),
-            "grade": top.grade,
-        }
-    )
-    return frame.sort_values(["query_id", "rank"], kind="stable")
-
-
-def top_lines(result: EvaluationResult, name: str) -> list[str]:
-    """The lines of ``csv_lines(top_table(result, name))``, the same text, without the frame: the rows in
-    (query_id, rank) order (the query ids are distinct, and so are a query's ranks), formatted as
-    :func:`csv_lines` formats them."""
-    top = result.systems[name].top
-    assert top is not None  # called for the systems whose top lists were kept
-    ids = np.asarray(result.query_ids, dtype=object)
-    place = np.empty(len(ids), dtype=np.int64)
-    place[np.argsort(ids, kind="stable")] = np.arange(len(ids))  # each query's place in query_id order
-    key = place[top.query] * (int(top.position.max(initial=0)) + 1) + top.position
-    order = None if bool(np.all(key[1:] > key[:-1])) else np.argsort(key, kind="stable")
-    query, position, grade = top.query, top.position, np.asarray(top.grade)
-    doc = np.asarray(top.doc, dtype=object)
-    if order is not None:
-        query, position, grade, doc = query[order], position[order], grade[order], doc[order]
-    docs = doc.tolist()
-    return _csv_join(
-        ["query_id", "rank", "doc_id", "grade"],
-        [
-            ids[query].tolist(),
-            _number_text(position + 1),
-            ["" if v is None else str(v) for v in docs],
-            _number_text(grade),
-        ],
-    )
-
-
-def bootstrap_table(analysis):
-    """Bootstrap distributions of every compared difference, one column ``<candidate>:<key>`` each."""
-    import pandas as pd
-
-    return pd.DataFrame({f"{c}:{k}": d for (c, k), d in analysis.distributions.items()})
-
-
-def _atomic_bytes(path: Path, data: bytes) -> None:
+def atomic_bytes(path: Path, data: bytes) -> None:
+    """Write a file under a temporary name (``<name>.partial``), then rename it into place."""
     tmp = path.with_name(path.name + PARTIAL_SUFFIX)
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
-def _atomic_csv(path: Path, frame) -> None:
-    lines = csv_lines(frame)
-    if lines is None:
-        tmp = path.with_name(path.name + PARTIAL_SUFFIX)
-        frame.to_csv(tmp, index=False, float_format=FLOAT_FORMAT, na_rep="")
-        os.replace(tmp, path)
-    else:
-        _atomic_bytes(path, "".join(lines).encode("utf-8"))
-
-
-FLOAT_FORMAT = "%.17g"  # every float of the CSV files: 17 significant digits, which read back as the same double
-
-
-_NEEDS_QUOTES = re.compile('[,"\r\n]')  # what csv.writer (QUOTE_MINIMAL, comma, double quote) quotes a field for
-
-
-class _Lines(list):
-    """A file for :func:`csv.writer` that keeps what each call writes (one row) as a list item."""
-
-    def write(self, text: str) -> None:
-        self.append(text)
-
-
-def csv_lines(frame) -> list[str] | None:
-    """The lines (header first, each with its line end) of ``frame.to_csv(index=False, float_format="%.17g",
-    na_rep="")``, the same text, formatted column by column: floats with :data:`FLOAT_FORMAT`, integers and
-    booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
-    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end). None for a column of
-    another type (pandas' extension types: left to pandas)."""
-    import pandas as pd
-
-    columns: list[list[str]] = []
-    for name in frame.columns:
-        column = frame[name]
-        numpy_type = isinstance(column.dtype, np.dtype)
-        if numpy_type and column.dtype.kind in "fiub":
-            columns.append(_number_text(column.to_numpy()))
-        elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
-            columns.append(_object_text(column.to_numpy(dtype=object), column.isna().to_numpy()))
-        else:
-            return None
-    return _csv_join([str(c) for c in frame.columns], columns)
-
-
-def _number_text(values: np.ndarray) -> list[str]:
-    """A float column's fields (:data:`FLOAT_FORMAT`, NaN empty), or an integer or boolean one's (``str``).
-
-    A long column of few distinct values (grades, ranks) formats each distinct value once: distinct by their bits,
-    so that -0.0 and 0.0 keep their own text."""
-    if values.size >= FEW_VALUES_MIN_ROWS and values.dtype.itemsize in (1, 2, 4, 8):
-        bits = np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}")
-        if np.unique(bits[:FEW_VALUES_MIN_ROWS]).size * 8 <= FEW_VALUES_MIN_ROWS:  # (few in the first rows)
-            distinct, where = np.unique(bits, return_inverse=True)
-            if distinct.size * 8 <= values.size:
-                text = _number_text(distinct.view(values.dtype))
-                return [text[i] for i in where.ravel().tolist()]
-    if values.dtype.kind != "f":
-        return [str(v) for v in values.tolist()]
-    text = [FLOAT_FORMAT % v for v in values.tolist()]
-    for i in np.flatnonzero(np.isnan(values)).tolist():
-        text[i] = ""
-    return text
-
-
-FEW_VALUES_MIN_ROWS = 4096  # a column at least this long is formatted by its distinct values when they are few
-
-
-def _object_text(values: np.ndarray, missing: np.ndarray) -> list[str]:
-    """A text column's fields: each value's ``str``, a missing one empty."""
-    return ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
-
-
-def _csv_join(header: list[str], columns: list[list[str]]) -> list[str]:
-    """The CSV lines of a header and its columns' fields, quoted as Python's CSV writer quotes them."""
-    import csv
-
-    # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end): each
-    # row is its fields joined by commas, as the writer would write it (one field alone, empty, is quoted: left
-    # to the writer)
-    if len(header) > 1 and not any(_NEEDS_QUOTES.search("".join(fields)) for fields in (header, *columns)):
-        ends = [field + "\n" for field in columns[-1]]  # (each row's last field with the line end)
-        return [",".join(header) + "\n", *map(",".join, zip(*columns[:-1], ends))]
-    lines = _Lines()
-    writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow(header)
-    writer.writerows(zip(*columns))
-    return lines
-
-
-def _why(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
+    """Why an operating-system call failed, naming the file."""
     text = exc.strerror or str(exc)
     return f"{text} ({exc.filename})" if exc.filename else text
 
@@ -418,7 +115,7 @@ def check_target(out: str | Path) -> Path:
     try:
         entries = sorted(p.name for p in target.iterdir())
     except OSError as exc:
-        raise NdcgError(f"output folder {out}: cannot be read: {_why(exc)}.") from None
+        raise NdcgError(f"output folder {out}: cannot be read: {os_reason(exc)}.") from None
     if not entries:
         return target
     manifest = _load_manifest(target)
@@ -516,7 +213,7 @@ def _files_of(folder: Path) -> list[str]:
 
 def write_manifest(folder: Path, *, kind: str, run_key: str | None) -> Path:
     """``manifest.json``: every file of the folder with its size and sha256, written last and atomically."""
-    from .version import __version__
+    from ..version import __version__
 
     files = {}
     for rel in _files_of(folder):
@@ -530,7 +227,7 @@ def write_manifest(folder: Path, *, kind: str, run_key: str | None) -> Path:
         "run_key": run_key,
         "files": files,
     }
-    _atomic_bytes(folder / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    atomic_bytes(folder / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return folder / MANIFEST
 
 
@@ -759,7 +456,7 @@ def _acquire(folder: Path) -> tuple[int, Path | None]:
                 fd = os.open(folder, os.O_RDONLY)
                 _flock(fd, folder, waited)
                 return fd, None
-            raise NdcgError(f"output folder {folder}: cannot create its lock file {path}: {_why(exc)}.") from None
+            raise NdcgError(f"output folder {folder}: cannot create its lock file {path}: {os_reason(exc)}.") from None
         try:
             waited = _flock(fd, folder, waited) or waited
             try:

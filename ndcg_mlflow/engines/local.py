@@ -1,0 +1,75 @@
+"""The local engine: every run read, joined, ranked and summed in this process (:mod:`ndcg_mlflow.evaluation`),
+one run in memory at a time; model systems scored here first (:mod:`ndcg_mlflow.tracking.registry`)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..evaluation import EvaluationResult, resolve_spec
+from ..evaluation import evaluate as evaluate_files
+from ..spec import InMemory, Spec, load_spec
+
+
+def evaluate(
+    spec: Any,
+    *,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress: Any = None,
+    keep_data: bool = False,
+    tracking_uri: str | None = None,
+    scored_dir: str | Path | None = None,
+) -> EvaluationResult:
+    """:func:`ndcg_mlflow.evaluate` on this process."""
+    loaded = model_spec(spec, qrels, systems, base_dir)
+    if loaded is None:
+        return evaluate_files(
+            spec,
+            qrels=qrels,
+            systems=systems,
+            columns=columns,
+            base_dir=base_dir,
+            progress=progress,
+            keep_data=keep_data,
+        )
+    from ..tracking.registry import score_model_systems
+
+    folder = scoring_folder(scored_dir)
+    scored_spec, resolved, scored = score_model_systems(
+        loaded, folder, progress=progress, tracking_uri=tracking_uri or loaded.mlflow.tracking_uri
+    )
+    result = evaluate_files(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
+    result.models, result.scored = resolved, scored
+    if scored_dir is None:
+        remove_with(result, folder)
+    return result
+
+
+def model_spec(spec: Any, qrels: Any, systems: Mapping[str, Any] | None, base_dir: str | Path | None) -> Spec | None:
+    """The spec, its files checked, when some of its systems are models to score first (their candidates' files
+    are checked before any model is loaded); None when every system is a run (or the runs are given)."""
+    if systems is not None:
+        return None
+    given = InMemory(qrels=True) if qrels is not None else None
+    loaded = spec if isinstance(spec, Spec) else load_spec(spec, base_dir=base_dir, tables=given)
+    if not any(src.unscored for _, src in loaded.systems):
+        return None
+    return resolve_spec(loaded, None, None)
+
+
+def scoring_folder(scored_dir: str | Path | None) -> Path:
+    """Where a model's scored rows are written: the caller's folder, else a new temporary one."""
+    return Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
+
+
+def remove_with(result: Any, folder: Path) -> None:
+    """A scoring folder of our own lives as long as the result that names its files."""
+    import shutil
+    import weakref
+
+    weakref.finalize(result, shutil.rmtree, folder, True)

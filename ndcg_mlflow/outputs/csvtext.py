@@ -1,0 +1,84 @@
+"""The CSV files' text: the lines ``frame.to_csv(index=False, float_format="%.17g", na_rep="")`` writes, formatted
+column by column without pandas' writer (:func:`csv_lines`)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+FLOAT_FORMAT = "%.17g"  # every float of the CSV files: 17 significant digits, which read back as the same double
+FEW_VALUES_MIN_ROWS = 4096  # a column at least this long is formatted by its distinct values when they are few
+
+
+_NEEDS_QUOTES = re.compile('[,"\r\n]')  # what csv.writer (QUOTE_MINIMAL, comma, double quote) quotes a field for
+
+
+class _Lines(list):
+    """A file for :func:`csv.writer` that keeps what each call writes (one row) as a list item."""
+
+    def write(self, text: str) -> None:
+        self.append(text)
+
+
+def csv_lines(frame) -> list[str] | None:
+    """The lines (header first, each with its line end) of ``frame.to_csv(index=False, float_format="%.17g",
+    na_rep="")``, the same text, formatted column by column: floats with :data:`FLOAT_FORMAT`, integers and
+    booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
+    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end). None for a column of
+    another type (pandas' extension types: left to pandas)."""
+    import pandas as pd
+
+    columns: list[list[str]] = []
+    for name in frame.columns:
+        column = frame[name]
+        numpy_type = isinstance(column.dtype, np.dtype)
+        if numpy_type and column.dtype.kind in "fiub":
+            columns.append(number_text(column.to_numpy()))
+        elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
+            columns.append(_object_text(column.to_numpy(dtype=object), column.isna().to_numpy()))
+        else:
+            return None
+    return csv_join([str(c) for c in frame.columns], columns)
+
+
+def number_text(values: np.ndarray) -> list[str]:
+    """A float column's fields (:data:`FLOAT_FORMAT`, NaN empty), or an integer or boolean one's (``str``).
+
+    A long column of few distinct values (grades, ranks) formats each distinct value once: distinct by their bits,
+    so that -0.0 and 0.0 keep their own text."""
+    if values.size >= FEW_VALUES_MIN_ROWS and values.dtype.itemsize in (1, 2, 4, 8):
+        bits = np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}")
+        if np.unique(bits[:FEW_VALUES_MIN_ROWS]).size * 8 <= FEW_VALUES_MIN_ROWS:  # (few in the first rows)
+            distinct, where = np.unique(bits, return_inverse=True)
+            if distinct.size * 8 <= values.size:
+                text = number_text(distinct.view(values.dtype))
+                return [text[i] for i in where.ravel().tolist()]
+    if values.dtype.kind != "f":
+        return [str(v) for v in values.tolist()]
+    text = [FLOAT_FORMAT % v for v in values.tolist()]
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        text[i] = ""
+    return text
+
+
+def _object_text(values: np.ndarray, missing: np.ndarray) -> list[str]:
+    """A text column's fields: each value's ``str``, a missing one empty."""
+    return ["" if gone else str(v) for v, gone in zip(values.tolist(), missing.tolist())]
+
+
+def csv_join(header: list[str], columns: list[list[str]]) -> list[str]:
+    """The CSV lines of a header and its columns' fields, quoted as Python's CSV writer quotes them."""
+    import csv
+
+    # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end): each
+    # row is its fields joined by commas, as the writer would write it (one field alone, empty, is quoted: left
+    # to the writer)
+    if len(header) > 1 and not any(_NEEDS_QUOTES.search("".join(fields)) for fields in (header, *columns)):
+        ends = [field + "\n" for field in columns[-1]]  # (each row's last field with the line end)
+        return [",".join(header) + "\n", *map(",".join, zip(*columns[:-1], ends))]
+    lines = _Lines()
+    writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(header)
+    writer.writerows(zip(*columns))
+    return lines

@@ -1,0 +1,240 @@
+"""What an evaluation produced: each system's per-query rows and means, the files read, the statistics; no MLflow.
+
+:class:`EvaluationResult` is what every engine returns and what the output folder, the report, the terminal and
+MLflow read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import EvaluationError
+from .kernel import STATUS_NAMES, QueryResult
+from .queries import TopLists
+from .rules import cutoff_key, cutoff_label, cutoff_of_label
+from .spec import Spec, outside_paths
+from .uris import redact, safe_uri
+from .version import __version__
+
+PER_QUERY_COLUMNS = (
+    "system",
+    "query_id",
+    "cutoff",
+    "ndcg",
+    "dcg",
+    "idcg",
+    "idcg_candidates",
+    "judged_coverage",
+    "n_returned",
+    "weight",
+    "status",
+)
+
+
+@dataclass
+class FileInfo:
+    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights"
+    path: str
+    declared: str
+    sha256: str
+    rows: int
+
+
+def _num(x: float) -> float | int:
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+@dataclass
+class SystemResult:
+    name: str
+    result: QueryResult
+    means: dict[str, dict[str, Any]]
+    top: TopLists | None = None
+    duplicate_rate: np.ndarray | None = None  # (n_queries, n_cutoffs), with companions.duplicates
+
+
+@dataclass
+class EvaluationResult:
+    """Everything one evaluation produced; no MLflow involved.
+
+    ``per_query`` is the long table (one row per system, query and cutoff);
+    ``summary`` the JSON-ready summary (means and counts per system and key).
+
+    Beyond the Spark engine's driver limit the per-query rows stay in Spark: ``per_query_path`` is then the Parquet
+    table Spark wrote them to (partitioned by system), ``summary`` holds the means, intervals and comparisons
+    computed from per-group sums, and ``systems`` is empty (no per-query arrays on the driver).
+    """
+
+    spec: Spec
+    query_ids: np.ndarray
+    weights: np.ndarray
+    systems: dict[str, SystemResult]
+    files: list[FileInfo]
+    notes: list[str] = field(default_factory=list)
+    analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
+    sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
+    prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
+    catalog: Any = None
+    grades: list = field(default_factory=list)  # the distinct grades of the qrels
+    engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
+    models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
+    scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
+    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+    engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
+    per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
+    grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
+    _per_query: Any = None
+
+    @property
+    def relative_weights(self) -> np.ndarray:
+        """The weights over the largest one (same ratios, so the same means): what every computation uses,
+        so that weights of any magnitude neither overflow nor underflow. ``weights`` are as given."""
+        return relative(self.weights)
+
+    @property
+    def per_query(self):
+        if self.per_query_path is not None:
+            raise EvaluationError(
+                f"the per-query rows of this evaluation stayed in Spark (more evaluated queries than the driver's "
+                f"limit): they are the Parquet table {self.per_query_path}, partitioned by system (read it with "
+                f"spark.read.parquet, or a part of it with pandas.read_parquet)."
+            )
+        if self._per_query is None:
+            self._per_query = self._build_per_query()
+        return self._per_query
+
+    def mean(self, system: str, cutoff: int | str | None) -> float:
+        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
+        key = cutoff_key(k)
+        if self.grouped_summary is not None:
+            return self.grouped_summary["systems"][system][key]["mean"]
+        return self.systems[system].means[key]["mean"]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        if self.grouped_summary is not None:
+            return self.grouped_summary
+        spec = self.spec
+        return {
+            "name": spec.name,
+            "spec_sha256": spec.sha256,
+            "definition_sha256": spec.definition_digest(),
+            "ndcg_mlflow_version": __version__,
+            "spec": spec.resolved(),
+            "n_queries": int(len(self.query_ids)),
+            "weight_sum": float(self.weights.sum()),
+            "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
+            "systems": self._system_summary(),
+            "grades": list(self.grades),
+            # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
+            "mlflow": {
+                "experiment": spec.mlflow.experiment,
+                "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
+                "run_name": spec.mlflow.run_name,
+                "tags": dict(spec.mlflow.tags),
+                "timeout": spec.mlflow.timeout,
+                "max_retries": spec.mlflow.max_retries,
+                "total_timeout": spec.mlflow.total_timeout,
+            },
+            "paths_outside_spec_folder": outside_paths(spec),
+            "comparisons": list(self.analysis.comparisons) if self.analysis else [],
+            "comparison_family": self.analysis.family if self.analysis else "",
+            "decision": self.decision,
+            "notes": list(self.notes),
+            "engine": self.engine,
+            **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
+            "engine_info": self.engine_info,
+        }
+
+    def _system_summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, sr in self.systems.items():
+            out[name] = {}
+            for key, m in sr.means.items():
+                entry = dict(m)
+                if self.analysis and name in self.analysis.intervals:
+                    entry.update(self.analysis.intervals[name][key])
+                out[name][key] = entry
+        return out
+
+    @property
+    def comparisons(self):
+        """The comparisons table as a DataFrame (empty without a comparison section)."""
+        import pandas as pd
+
+        if self.grouped_summary is not None:
+            return pd.DataFrame(self.grouped_summary["comparisons"])
+        return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
+
+    def wins_losses_json(self) -> str:
+        data = {
+            "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
+            "comparisons": self.analysis.wins_losses if self.analysis else [],
+        }
+        return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def summary_json(self) -> str:
+        return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
+
+    def _build_per_query(self):
+        import pandas as pd
+
+        frames = []
+        labels = [cutoff_label(k) for k in self.spec.metric.cutoffs]
+        nq, nc = len(self.query_ids), len(labels)
+        for name, sr in self.systems.items():
+            r = sr.result
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
+                        "query_id": np.repeat(self.query_ids, nc),
+                        "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
+                        "ndcg": r.ndcg.ravel(),
+                        "dcg": r.dcg.ravel(),
+                        "idcg": r.idcg.ravel(),
+                        "idcg_candidates": r.idcg_candidates.ravel(),
+                        "judged_coverage": r.judged_coverage.ravel(),
+                        "n_returned": np.repeat(r.n_returned, nc),
+                        "weight": np.repeat(self.weights, nc),
+                        "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
+                    }
+                )
+            )
+            if sr.duplicate_rate is not None:
+                frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
+        return pd.concat(frames, ignore_index=True)
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None, numpy scalars as Python numbers and every string without
+    credentials (:func:`ndcg_mlflow.uris.redact`: a tag value, a data path, a model source ...), for
+    ``summary.json``."""
+    return _json_safe(obj)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return None if not math.isfinite(obj) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def relative(weights: np.ndarray) -> np.ndarray:
+    """Weights over the largest one: the ratios (all a weighted mean depends on) without overflow or underflow
+    (:func:`~ndcg_mlflow.readers.read_weights` refuses ratios that are not normal doubles)."""
+    return weights / weights.max() if weights.size else weights

@@ -1,0 +1,599 @@
+"""Validation: a spec parsed from YAML (or given as a mapping) checked against the schema and resolved into
+:class:`~.types.Spec`. Unknown keys are errors (with a "did you mean"), every ``metric`` field and
+``queries.weights`` is required, and each error names the key path and what was expected."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError, did_you_mean
+from ..rules import METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
+from .names import experiment_name_problem, system_name_problem, tag_problem
+from .types import (
+    CANDIDATE_COLUMNS,
+    CI_METHODS,
+    CORRECTIONS,
+    DECISION_RULES,
+    FORMATS,
+    IN_MEMORY,
+    MAX_CUTOFF,
+    MAX_RESAMPLES,
+    QRELS_COLUMNS,
+    RUN_COLUMNS,
+    SPEC_VERSION,
+    TESTS,
+    Companions,
+    Comparison,
+    Decision,
+    InMemory,
+    Metric,
+    MlflowSection,
+    Queries,
+    Report,
+    Source,
+    Spec,
+    Uncertainty,
+)
+from .yamltext import dump, got, recorded_spec_text, short_repr
+
+
+class _Ctx:
+    def __init__(self, source: str | None, base_dir: Path):
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, path: str, message: str) -> SpecError:
+        return SpecError(path, message, self.source)
+
+
+def _mapping(
+    ctx: _Ctx, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ctx.fail(path, f"expected a mapping with keys {', '.join(required + optional)}. {got(value)}")
+    allowed = required + optional
+    for key in value:
+        if not isinstance(key, str):
+            raise ctx.fail(path, f"keys must be strings; found key {key!r}.")
+        if key not in allowed:
+            where = f"{path}.{key}" if path else key
+            raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; allowed keys here: {', '.join(allowed)}.")
+    for key in required:
+        if key not in value:
+            where = f"{path}.{key}" if path else key
+            raise ctx.fail(where, "missing required key (no default is assumed: it changes the numbers).")
+    return value
+
+
+def _choice(ctx: _Ctx, value: Any, path: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        raise ctx.fail(path, f"must be one of {', '.join(choices)}{hint}. {got(value)}")
+    return value
+
+
+def _text(ctx: _Ctx, value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ctx.fail(path, f"must be a non-empty string. {got(value)}")
+    return value
+
+
+def _finite(ctx: _Ctx, value: Any, path: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ctx.fail(path, f"{what} must be a finite number. {got(value)}")
+    try:
+        number = float(value)  # an integer beyond the largest float overflows here
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ctx.fail(path, f"{what} must be a finite number (at most 1.8e308 in size). {got(value)}")
+    return number
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _gain(ctx: _Ctx, value: Any, path: str) -> Gain:
+    if isinstance(value, dict):
+        if not value:
+            raise ctx.fail(path, "a gain table must map at least one grade to a gain.")
+        pairs = []
+        for grade, gain in value.items():
+            where = f"{path}[{short_repr(grade)}]"
+            g = _finite(ctx, grade, where, "a grade (table key)")
+            v = _finite(ctx, gain, where, "a gain")
+            pairs.append((g, v))
+        pairs.sort()
+        return Gain("table", tuple(pairs))
+    if isinstance(value, str) and value in RULES["metric.gain"].choices:
+        return Gain(value)
+    hint = did_you_mean(value, RULES["metric.gain"].choices) if isinstance(value, str) else ""
+    raise ctx.fail(
+        path, f"must be exponential, linear, or a table such as {{0: 0, 1: 1, 2: 3, 3: 7}}{hint}. {got(value)}"
+    )
+
+
+def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.fail(path, f"must be a non-empty list of positive integers or 'all'. {got(value)}")
+    out: list[int | None] = []
+    for i, item in enumerate(value):
+        if item == "all" and isinstance(item, str):
+            k = None
+        elif isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= MAX_CUTOFF:
+            k = item
+        else:
+            raise ctx.fail(f"{path}[{i}]", f"must be a positive integer (at most 10^30) or 'all'. {got(item)}")
+        if k in out:
+            raise ctx.fail(f"{path}[{i}]", f"cutoff {cutoff_label(k)} is listed twice.")
+        out.append(k)
+    return tuple(out)
+
+
+def _metric(ctx: _Ctx, value: Any) -> Metric:
+    from ..presets import PRESETS
+
+    preset_name = value.get("preset") if isinstance(value, dict) else None
+    origin = {}
+    if preset_name is not None:
+        if not isinstance(preset_name, str) or preset_name not in PRESETS:
+            hint = did_you_mean(preset_name, tuple(PRESETS)) if isinstance(preset_name, str) else ""
+            raise ctx.fail("metric.preset", f"must be one of {', '.join(PRESETS)}{hint}. {got(preset_name)}")
+        preset = PRESETS[preset_name]
+        merged = dict(preset.values)
+        origin = {k: f"preset {preset_name}" for k in METRIC_FIELDS}
+        for k, v in value.items():
+            if k != "preset":
+                merged[k] = v
+                origin[k] = "spec"
+        _mapping(ctx, {k: v for k, v in value.items()}, "metric", ("preset",), METRIC_FIELDS)
+        m = merged
+    else:
+        m = _mapping(ctx, value, "metric", METRIC_FIELDS, ("preset",))
+        origin = {k: "spec" for k in METRIC_FIELDS}
+    return Metric(
+        preset=preset_name,
+        origin=tuple(origin.items()),
+        gain=_gain(ctx, m["gain"], "metric.gain"),
+        cutoffs=_cutoffs(ctx, m["cutoffs"], "metric.cutoffs"),
+        **{
+            r.name: _choice(ctx, m[r.name], r.key, r.choices)
+            for r in METRIC_RULES  # the rules of named choices
+            if r.name not in ("gain", "cutoffs")
+        },
+    )
+
+
+def _columns(ctx: _Ctx, value: Any, path: str, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """A column mapping ``{query_id: userID, ...}``: the tool's names to the source's names."""
+    if not isinstance(value, dict) or not value:
+        raise ctx.fail(path, f"must map some of {', '.join(names)} to the column names the source uses. {got(value)}")
+    out = []
+    for key, name in value.items():
+        if key not in names:
+            hint = did_you_mean(key, names) if isinstance(key, str) else ""
+            raise ctx.fail(
+                f"{path}.{_key_text(key)}", f"unknown column{hint}; a column mapping here names {', '.join(names)}."
+            )
+        out.append((key, _text(ctx, name, f"{path}.{key}")))
+    given = [n for _, n in out]
+    for n in given:
+        if given.count(n) > 1:
+            raise ctx.fail(
+                path, f"column {n!r} is mapped to {given.count(n)} names; each source column serves one purpose."
+            )
+    return tuple(out)
+
+
+def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> Source:
+    mapping: tuple[tuple[str, str], ...] = ()
+    version = None
+    if isinstance(value, dict):
+        m = _mapping(ctx, value, path, ("path",), ("format", "columns", "version") if columns else ("format",))
+        declared = _text(ctx, m["path"], f"{path}.path")
+        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS if columns else FORMATS[:-1])
+        if fmt == "delta":
+            if "version" not in m:
+                raise ctx.fail(
+                    f"{path}.version",
+                    "missing required key: the version of the Delta table to read "
+                    "(no default is assumed: the latest version changes with every "
+                    "write).",
+                )
+            version = _int(ctx, m["version"], f"{path}.version", 0)
+        elif "version" in m:
+            raise ctx.fail(
+                f"{path}.version",
+                f"a version is read from a Delta table (format: delta); this source's format is {fmt}.",
+            )
+        if "columns" in m:
+            mapping = _columns(ctx, m["columns"], f"{path}.columns", columns)
+            if fmt == "trec":
+                raise ctx.fail(
+                    f"{path}.columns",
+                    "TREC files have no column names to map; a column mapping is "
+                    "for csv, tsv, jsonl and parquet sources.",
+                )
+    elif isinstance(value, str) and value.strip():
+        declared, fmt = value, "auto"
+    else:
+        raise ctx.fail(path, f"must be a file path, or a mapping {{path: ..., format: ...}}. {got(value)}")
+    try:
+        p = Path(declared).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        raise ctx.fail(path, f"cannot expand the home directory in {declared!r}.") from None
+    if not p.is_absolute():
+        p = ctx.base_dir / p
+    return Source(path=p, declared=declared, format=fmt, columns=mapping, version=version)
+
+
+def _queries(ctx: _Ctx, value: Any) -> Queries:
+    q = _mapping(ctx, value, "queries", ("weights",), ("set",))
+    w = q["weights"]
+    weights = None if w == "uniform" else _source(ctx, w, "queries.weights")
+    s = q.get("set")
+    qset = None if s is None else _source(ctx, s, "queries.set")
+    return Queries(weights=weights, set=qset)
+
+
+def _system_name(ctx: _Ctx, name: Any) -> None:
+    problem = system_name_problem(name)
+    if problem:
+        raise ctx.fail(f"data.systems.{_key_text(name)}", problem)
+
+
+def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple[tuple[str, Source], ...]]:
+    """The data section; tables given in memory take the place of ``data.qrels`` and ``data.systems``, and the
+    section may then be left out (only when both are given)."""
+    has_qrels = tables is not None and tables.qrels
+    names = tables.systems if tables is not None else None
+    if value is None:
+        if not has_qrels or names is None:
+            given = "the judgments" if has_qrels else "the systems' rows" if names is not None else None
+            raise ctx.fail(
+                "data",
+                "missing required key (no default is assumed: it changes the numbers)"
+                + (f"; only {given} were given as tables, so the files of the rest are needed." if given else "."),
+            )
+        d: dict[str, Any] = {}
+    else:
+        d = _mapping(
+            ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"), ("qrels", "systems")
+        )
+        for key, in_tables in (("qrels", has_qrels), ("systems", names is not None)):
+            if key not in d and not in_tables:
+                raise ctx.fail(f"data.{key}", "missing required key (no default is assumed: it changes the numbers).")
+    if has_qrels:
+        qrels = Source(None, IN_MEMORY, "table")
+    else:
+        qrels = _source(ctx, d["qrels"], "data.qrels", QRELS_COLUMNS)
+    out = []
+    if names is not None:
+        if not names:
+            raise ctx.fail("data.systems", "must map at least one system name to its rows; no table was given.")
+        for name in names:
+            _system_name(ctx, name)
+            out.append((name, Source(None, IN_MEMORY, "table")))
+        return qrels, tuple(out)
+    systems = d["systems"]
+    if not isinstance(systems, dict) or not systems:
+        raise ctx.fail("data.systems", f"must map at least one system name to its run file. {got(systems)}")
+    for name, src in systems.items():
+        _system_name(ctx, name)
+        if isinstance(src, dict) and "model" in src:
+            out.append((name, _model_system(ctx, src, f"data.systems.{name}")))
+        else:
+            out.append((name, _source(ctx, src, f"data.systems.{name}", RUN_COLUMNS)))
+    return qrels, tuple(out)
+
+
+def _model_system(ctx: _Ctx, value: dict, path: str) -> Source:
+    """``{model: URI, candidates: SOURCE}``: a model that scores the candidates (the shape only; the URI is
+    resolved, and the model loaded, by :mod:`ndcg_mlflow.models`)."""
+    from ..uris import model_uri_problem
+
+    m = _mapping(ctx, value, path, ("model", "candidates"))
+    uri = _text(ctx, m["model"], f"{path}.model")
+    problem = model_uri_problem(uri)
+    if problem:
+        raise ctx.fail(f"{path}.model", problem)
+    candidates = _source(ctx, m["candidates"], f"{path}.candidates", CANDIDATE_COLUMNS)
+    if candidates.format == "trec":
+        raise ctx.fail(
+            f"{path}.candidates.format",
+            "candidates are a table (csv, tsv, jsonl or parquet) holding "
+            "query_id, doc_id and the model's input columns, not TREC text.",
+        )
+    return Source(path=None, declared=uri, format="model", model=uri, candidates=candidates)
+
+
+def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
+    if value is None:
+        problem = experiment_name_problem(name)
+        if problem:  # the experiment defaults to the spec's name
+            raise ctx.fail(
+                "mlflow.experiment", f"not given, so it is the spec's name, but {problem} Give mlflow.experiment."
+            )
+        return MlflowSection(experiment=name)
+    m = _mapping(
+        ctx,
+        value,
+        "mlflow",
+        ("experiment",),
+        ("tracking_uri", "run_name", "tags", "timeout", "max_retries", "total_timeout"),
+    )
+    uri = m.get("tracking_uri")
+    tags = m.get("tags")
+    if tags is not None and not isinstance(tags, dict):
+        raise ctx.fail(
+            "mlflow.tags", f"must be a mapping of tag keys to string values, such as {{team: search}}. {got(tags)}"
+        )
+    for key, tag_value in (tags or {}).items():
+        problem = tag_problem(key, tag_value)
+        if problem:
+            raise ctx.fail(f"mlflow.tags.{_key_text(key)}", problem)
+    run_name = m.get("run_name")
+    timeout = m.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600
+    ):
+        raise ctx.fail("mlflow.timeout", f"must be a number of seconds in (0, 3600]. {got(timeout)}")
+    total = m.get("total_timeout")
+    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < total <= 86400):
+        raise ctx.fail("mlflow.total_timeout", f"must be a number of seconds in (0, 86400]. {got(total)}")
+    retries = m.get("max_retries")
+    experiment = _text(ctx, m["experiment"], "mlflow.experiment")
+    problem = experiment_name_problem(experiment)
+    if problem:
+        raise ctx.fail("mlflow.experiment", problem)
+    from ..uris import redact, store_problem
+
+    if uri is not None:
+        problem = store_problem(_text(ctx, uri, "mlflow.tracking_uri"))
+        if problem:
+            raise ctx.fail("mlflow.tracking_uri", problem)
+    return MlflowSection(
+        experiment=experiment,
+        tracking_uri=None if uri is None else _text(ctx, uri, "mlflow.tracking_uri"),
+        run_name=None if run_name is None else _text(ctx, run_name, "mlflow.run_name"),
+        tags=tuple((key, redact(tag_value)) for key, tag_value in (tags or {}).items()),  # what is recorded
+        timeout=None if timeout is None else float(timeout),
+        max_retries=None if retries is None else _int(ctx, retries, "mlflow.max_retries", 0, 20),
+        total_timeout=None if total is None else float(total),
+    )
+
+
+def _int(ctx: _Ctx, value: Any, path: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+        raise ctx.fail(path, f"must be {bound}. {got(value)}")
+    return value
+
+
+def _uncertainty(ctx: _Ctx, value: Any) -> Uncertainty | None:
+    if value is None:
+        return None
+    u = _mapping(ctx, value, "uncertainty", ("resamples", "confidence", "method", "seed"))
+    conf = u["confidence"]
+    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 < conf < 1:
+        raise ctx.fail(
+            "uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. {got(conf)}"
+        )
+    return Uncertainty(
+        resamples=_int(ctx, u["resamples"], "uncertainty.resamples", 100, MAX_RESAMPLES),
+        confidence=float(conf),
+        method=_choice(ctx, u["method"], "uncertainty.method", CI_METHODS),
+        seed=_int(ctx, u["seed"], "uncertainty.seed", 0, 2**63 - 1),
+    )
+
+
+def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Uncertainty | None) -> Comparison | None:
+    if value is None:
+        return None
+    c = _mapping(ctx, value, "comparison", ("baseline", "test", "correction", "wins_losses", "tie_tolerance"))
+    baseline = c["baseline"]
+    if not isinstance(baseline, str) or baseline not in systems:
+        hint = did_you_mean(baseline, systems) if isinstance(baseline, str) else ""
+        raise ctx.fail(
+            "comparison.baseline",
+            f"must name one of the systems of data.systems ({', '.join(systems)}){hint}. {got(baseline)}",
+        )
+    if len(systems) < 2:
+        raise ctx.fail("comparison", "comparing needs at least two systems in data.systems.")
+    if uncertainty is None:
+        raise ctx.fail(
+            "comparison",
+            "needs the uncertainty section too: its resamples and seed drive the "
+            "paired intervals and the randomization test.",
+        )
+    tol = c["tie_tolerance"]
+    if (
+        isinstance(tol, bool)
+        or not isinstance(tol, (int, float))
+        or tol < 0
+        or (isinstance(tol, float) and not math.isfinite(tol))
+        or tol > 1e308
+    ):  # an int never overflows here
+        raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {got(tol)}")
+    return Comparison(
+        baseline=baseline,
+        test=_choice(ctx, c["test"], "comparison.test", TESTS),
+        correction=_choice(ctx, c["correction"], "comparison.correction", CORRECTIONS),
+        wins_losses=_int(ctx, c["wins_losses"], "comparison.wins_losses", 0, 10_000),
+        tie_tolerance=float(tol),
+    )
+
+
+def _decision(ctx: _Ctx, value: Any, comparison: Comparison | None, keys: tuple[str, ...]) -> Decision | None:
+    if value is None:
+        return None
+    d = _mapping(ctx, value, "decision", ("key", "rule", "margin"), ("max_p",))
+    if comparison is None:
+        raise ctx.fail(
+            "decision",
+            "needs the comparison section: the decision is read off the paired interval of "
+            "each candidate against comparison.baseline.",
+        )
+    key = d["key"]
+    if not isinstance(key, str) or key not in keys:
+        hint = did_you_mean(key, keys) if isinstance(key, str) else ""
+        raise ctx.fail(
+            "decision.key",
+            f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of metric.cutoffs){hint}. {got(key)}",
+        )
+    rule = _choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
+    margin = d["margin"]
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float))
+        or not math.isfinite(margin)
+        or not 0 <= margin < 1
+    ):
+        raise ctx.fail(
+            "decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. {got(margin)}"
+        )
+    max_p = d.get("max_p")
+    if max_p is not None and (
+        isinstance(max_p, bool) or not isinstance(max_p, (int, float)) or not math.isfinite(max_p) or not 0 < max_p <= 1
+    ):
+        raise ctx.fail(
+            "decision.max_p",
+            f"must be a number in (0, 1], such as 0.05 (a bound on the corrected "
+            f"p-value), or be left out. {got(max_p)}",
+        )
+    return Decision(key, rule, float(margin), None if max_p is None else float(max_p))
+
+
+def _companions(ctx: _Ctx, value: Any) -> Companions | None:
+    if value is None:
+        return None
+    c = _mapping(ctx, value, "companions", (), ("duplicates", "catalog"))
+    if not c:
+        raise ctx.fail(
+            "companions", "declare duplicates (a doc_id -> group file), catalog (a size or a file of doc ids), or both."
+        )
+    dup = _source(ctx, c["duplicates"], "companions.duplicates") if "duplicates" in c else None
+    size = catalog = None
+    if "catalog" in c:
+        raw = c["catalog"]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            size = _int(ctx, raw, "companions.catalog", 1, MAX_CUTOFF)
+        else:
+            catalog = _source(ctx, raw, "companions.catalog")
+    return Companions(dup, size, catalog)
+
+
+def _report(ctx: _Ctx, value: Any) -> Report | None:
+    if value is None:
+        return None
+    r = _mapping(ctx, value, "report", ("sensitivity",))
+    if not isinstance(r["sensitivity"], bool):
+        raise ctx.fail("report.sensitivity", f"must be true or false. {got(r['sensitivity'])}")
+    return Report(sensitivity=r["sensitivity"])
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+TOP_REQUIRED = ("spec_version", "name", "metric", "queries")
+TOP_OPTIONAL = ("data", "uncertainty", "comparison", "decision", "report", "companions", "mlflow")
+
+
+def parse_spec(
+    raw: Any, *, base_dir: Path | str = ".", source: str | None = None, text: str = "", tables: InMemory | None = None
+) -> Spec:
+    """Validate a spec already parsed from YAML (or given as a dict) and resolve it.
+
+    ``tables`` says which data are given as in-memory tables (they replace the data section's entries, which
+    may then be left out)."""
+    ctx = _Ctx(source, Path(base_dir))
+    _check_strings(ctx, raw)
+    top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
+    version = top["spec_version"]
+    if version != SPEC_VERSION or isinstance(version, bool):
+        raise ctx.fail("spec_version", f"this version of ndcg-mlflow reads spec_version {SPEC_VERSION}. {got(version)}")
+    name = _text(ctx, top["name"], "name")
+    metric = _metric(ctx, top["metric"])
+    queries = _queries(ctx, top["queries"])
+    qrels, systems = _data(ctx, top.get("data"), tables)
+    uncertainty = _uncertainty(ctx, top.get("uncertainty"))
+    comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
+    decision = _decision(ctx, top.get("decision"), comparison, metric.keys)
+    report = _report(ctx, top.get("report"))
+    companions = _companions(ctx, top.get("companions"))
+    mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
+    if not text:
+        text = dump(raw)
+    return Spec(
+        SPEC_VERSION,
+        name,
+        metric,
+        queries,
+        qrels,
+        systems,
+        mlflow_section,
+        uncertainty,
+        comparison,
+        report,
+        companions,
+        decision,
+        source=Path(source) if source else None,
+        text=text,
+        recorded=recorded_spec_text(raw, text),
+    )
+
+
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key as it appears in a key path: characters that cannot be printed on one line as they are (line
+    breaks such as LF, CR, U+0085 and U+2028, other controls, lone surrogates) shown as escapes."""
+    if not isinstance(key, str):
+        return repr(key)
+    if key.isprintable():
+        return key
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
+
+
+def _check_strings(ctx: _Ctx, raw: Any) -> None:
+    """Refuse, with its key path, any string of the spec (key or value) that is not storable text.
+
+    A lone surrogate (YAML ``"\\udc80"``) cannot be written as UTF-8 to any output, parameter or
+    message, and a NUL character cannot be part of a path or an MLflow name. Each container is
+    visited once, so aliases that repeat a subtree cost nothing more.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            bad = _NOT_TEXT.search(value)
+            if bad:
+                what = (
+                    "a NUL character (U+0000)"
+                    if bad.group() == "\x00"
+                    else f"a lone surrogate U+{ord(bad.group()):04X}, which is not Unicode text"
+                )
+                raise ctx.fail(
+                    path,
+                    f"the string contains {what} (at character {bad.start() + 1}). Write the "
+                    f"text itself (UTF-8), not an escape of half a character.",
+                )
+            continue
+        if not isinstance(value, (dict, list, tuple)) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        children: list[tuple[str, Any]] = []
+        if isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{path}.{_key_text(key)}" if path else _key_text(key)
+                if isinstance(key, str) and _NOT_TEXT.search(key):
+                    children.append((child, key))  # the key itself is reported at its own path
+                children.append((child, item))
+        else:
+            children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+        stack.extend(reversed(children))

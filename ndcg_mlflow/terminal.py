@@ -1,0 +1,269 @@
+"""What the ``ndcg-mlflow`` command prints, and how it reaches the terminal.
+
+The summary of an evaluation (:func:`format_summary`, with :func:`format_grouped_summary` when its per-query rows
+stayed in Spark), where its results are (:func:`format_locations`), where it was logged (:func:`logged_lines`,
+:func:`mlflow_ui_hint`) and what ``validate`` finds (:func:`validation_lines`), with the terminal's number rules
+of :mod:`ndcg_mlflow.format`; progress lines and messages on stderr (:func:`progress_reporter`,
+:func:`configure_logging`); stdout and stderr without credentials (:func:`redacting_streams`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from .format import TERMINAL, listing, number, p_value, queries_line, text_table
+from .rules import headline_key, metric_name
+from .uris import redact, safe_uri
+
+log = logging.getLogger("ndcg_mlflow")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def progress_reporter(quiet: bool):
+    """Progress lines on stderr when it is a terminal (with the time since the start); logged at DEBUG
+    otherwise, so that CI logs and pipes stay clean. ``--quiet`` silences them."""
+    import time
+
+    start = time.monotonic()
+    interactive = not quiet and sys.stderr.isatty()
+
+    def report(message: str) -> None:
+        elapsed = time.monotonic() - start
+        log.log(logging.INFO if interactive else logging.DEBUG, f"[{elapsed:5.1f}s] {message}")
+
+    return report
+
+
+def configure_logging(quiet: bool) -> None:
+    """The package's messages on stderr, prefixed ``ndcg-mlflow:``; warnings and errors only with ``--quiet``."""
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("ndcg-mlflow: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+class _Redacting:
+    """A text stream that writes through :func:`ndcg_mlflow.uris.redact`."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def redacting_streams():
+    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact`; the streams before, to restore."""
+    saved = (sys.stdout, sys.stderr)
+    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
+    return saved
+
+
+def restore_streams(saved) -> None:
+    sys.stdout, sys.stderr = saved
+
+
+def format_summary(result) -> str:
+    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses (the means,
+    intervals and comparisons only, when the per-query rows stayed in Spark)."""
+    if result.per_query_path is not None:
+        return format_grouped_summary(result.summary)
+    spec = result.spec
+    keys = spec.metric.keys
+    summary = result.summary["systems"]
+    with_ci = spec.uncertainty is not None
+    heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
+    rows = []
+    for name in result.systems:
+        cells = [name]
+        for k in keys:
+            m = summary[name][k]
+            cell = _fmt(m["mean"])
+            if with_ci:
+                cell += f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
+            cells.append(cell)
+        first = summary[name][keys[0]]
+        cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
+        rows.append(cells)
+    lines = [
+        f"{spec.name}: {queries_line(result.summary)}",
+        f"weights {spec.resolved()['queries.weights']}"
+        + (
+            f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
+            f"{spec.uncertainty.resamples} bootstrap resamples of queries"
+            if with_ci
+            else ""
+        ),
+    ]
+    lines += text_table(heads, rows)
+    if result.analysis is not None and result.analysis.comparisons:
+        lines.append("")
+        lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
+        # the p-value of a test the spec does not declare is left out, not shown as undefined
+        tests = [
+            (head, field)
+            for head, field, test in (("p_rand", "p_randomization", "randomization"), ("p_t", "p_t_test", "t_test"))
+            if spec.comparison.test in (test, "both")
+        ]
+        heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
+        rows = []
+        for c in result.analysis.comparisons:
+            rows.append(
+                [
+                    c["candidate"],
+                    c["cutoff"],
+                    _fmt(c.get("delta"), signed=True),
+                    f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
+                ]
+                + [_p(c.get(field)) for _, field in tests]
+                + [
+                    _p(c.get("p_corrected")),
+                    _fmt(c.get("effect_size_dz"), True),
+                    f"{c['wins']}/{c['ties']}/{c['losses']}",
+                ]
+            )
+        lines += text_table(heads, rows)
+        lines.append(
+            "delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard "
+            "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
+            "candidate wins, ties, loses"
+        )
+        for block in result.analysis.wins_losses:
+            if block["key"] != headline_key(keys):
+                continue
+            lines.append("")
+            lines.append(
+                f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: largest wins / losses"
+            )
+            for kind in ("wins", "losses"):
+                items = block[kind][:3]
+                text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
+                lines.append(f"  {kind:<6} {text}")
+    if result.decision is not None:
+        from .decision import summary_line
+
+        lines.append("")
+        lines.append(summary_line(result.decision))
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def format_grouped_summary(summary: dict) -> str:
+    """The terminal summary of a run whose per-query rows stayed in Spark: means, intervals, comparisons."""
+    lines = [
+        f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
+        f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"
+    ]
+    for name, means in summary["systems"].items():
+        cells = [
+            f"{key}={_fmt(m.get('mean'))}"
+            + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]" if "ci_low" in m else "")
+            for key, m in means.items()
+        ]
+        lines.append(f"  {name}: " + "  ".join(cells))
+    for c in summary["comparisons"]:
+        lines.append(
+            f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
+            f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
+            f"p corrected {_p(c.get('p_corrected'))}"
+        )
+    if summary.get("decision"):
+        from .decision import summary_line
+
+        lines.append(summary_line(summary["decision"]))
+    return "\n".join(lines)
+
+
+def logged_lines(logged, experiment: str | None) -> list[str]:
+    """Where an evaluation was logged (``logged``: :class:`ndcg_mlflow.tracking.LoggedRuns`): the tracking URI,
+    the experiment, the evaluation's and the systems' runs, and how to open them in the MLflow UI. Lines, to
+    print with ``sep="\\n"``: each goes through the redacting stream apart, as it was printed."""
+    return [
+        f"MLflow tracking URI: {safe_uri(str(logged.tracking_uri))}",
+        f"  experiment {experiment!r} (id {logged.experiment_id})"
+        if experiment is not None
+        else f"  experiment id {logged.experiment_id} (that of the run logged into)",
+        f"  evaluation run: {logged.parent_run_id}" + (" (already logged: nothing uploaded)" if logged.reused else ""),
+        *(f"  system run {name}: {rid}" for name, rid in logged.system_run_ids.items()),
+        mlflow_ui_hint(logged.tracking_uri, logged.experiment_id, logged.parent_run_id),
+    ]
+
+
+def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
+    """What ``validate`` prints of a valid spec: the rows read from each data file (``read``; None with
+    ``--spec-only``), then every resolved field, a metric rule's with where its value came from. Lines, as
+    :func:`logged_lines`."""
+    lines = [f"{path}: valid spec '{spec.name}'" + ("" if read is None else ", its data read as 'run' reads it")]
+    lines += [f"  {line}" for line in read or []]
+    for key, value in spec.resolved().items():
+        origin = ""
+        if key.startswith("metric.") and key != "metric.preset":
+            origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
+        lines.append(f"  {key}: {value}{origin}")
+    return lines
+
+
+def format_locations(out_dir: Path) -> str:
+    """Where the local results and the report are (absolute paths, to open or paste)."""
+    folder = Path(out_dir).resolve()
+    return f"local results: {folder}\nreport: {folder / 'report.html'}"
+
+
+def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:
+    """How to see a run in the MLflow UI: the command that serves a local store (SQLite or a folder) and the
+    run's page in it, or the run's page on a tracking server. Credentials are never shown."""
+    import shlex
+
+    page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else ""
+    text = str(uri or "").strip()
+    scheme, sep, rest = text.partition("://")
+    scheme = scheme.lower() if sep else ""
+    if scheme in ("http", "https"):
+        return f"MLflow UI: {safe_uri(text.rstrip('/'))}/{page}" + ("" if page else f" (run {run_id})")
+    store = None
+    if scheme.startswith("sqlite"):
+        database, q, query = rest[1:].partition("?") if rest.startswith("/") else ("", "", "")
+        if database:
+            store = f"{scheme}:///{Path(database).resolve()}{q}{query}"
+    elif scheme == "file":
+        store = Path(rest).resolve().as_uri()
+    elif not sep and text and not text.lower().startswith("databricks"):
+        store = Path(text).resolve().as_uri()  # a folder of runs (MLflow's file store)
+    if store is None:
+        return (
+            f"MLflow UI: run {run_id}"
+            + (f" in experiment {experiment_id}" if experiment_id else "")
+            + (f" of {safe_uri(text)}" if text else "")
+        )
+    return (
+        f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
+        f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})")
+    )
+
+
+def _p(x: float | None) -> str:
+    return p_value(x, missing=TERMINAL)
+
+
+def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
+    return number(x, digits, signed=signed, missing=TERMINAL)
