@@ -278,8 +278,9 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
     from pyarrow import csv as pacsv
 
     delimiter = "," if fmt == "csv" else "\t"
-    scan = scan_text(path)  # refuses a lone CR, whichever reader runs
-    header_line, first = first_line(path)
+    scan = scan_text(path)
+    # the header: the first line that is not blank, checked as the line reader checks every line
+    header_line, first = next(((n, t) for n, t in text_lines(path) if not is_blank(t)), (0, ""))
     with refusals(path, header_line):
         header = csv_fields(first, delimiter, fmt.upper())
         value_col, rank_col = required_columns(kind, canonical_names(header, columns))
@@ -290,7 +291,14 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
     with open_data(path) as fh:
         bom = fh.read(3) == BOM
     try:
-        if line_reader_only() or bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
+        if (
+            line_reader_only()
+            or bom
+            or not scan.utf8
+            or scan.lone_cr
+            or len(set(header)) != len(header)
+            or "" in header
+        ):
             raise FastPathRefused()
         tbl = pacsv.read_csv(
             path,

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from ..errors import DataError
 from ..paths import file_problem, os_error_problem, shown_path
-from .accept import BOM, Refused, clip, is_blank, line_text, lone_cr, strip_line_end
+from .accept import BOM, Refused, clip, is_blank, line_text, strip_line_end
 
 # --------------------------------------------------------------------------- files
 
@@ -188,6 +188,7 @@ class _Scan:
     """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
 
     utf8: bool = True
+    lone_cr: bool = False  # a carriage return not followed by a line feed (the scan stops there)
     has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
     empty_field: bool = False  # with ``fields``: a TREC field would be empty under a one-byte separator
 
@@ -230,13 +231,12 @@ def blocks(fh: Any, size: int = SCAN_BLOCK) -> Iterator[bytearray]:
 
 
 def scan_text(path: Path, fields: bool = False) -> _Scan:
-    """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
-    quote occur; checks UTF-8. With ``fields``, also records whether splitting each line at every single space
-    or tab would give an empty field (a separator at a line's start or end, or two in a row), which the split
-    at runs of spaces and tabs would not see. Lines are counted only to name the line of a lone CR."""
+    """One pass over the bytes: records whether space, tab and the double quote occur, and a lone CR (where it
+    stops: the line reader then reads the file, naming the first line at fault); checks UTF-8. With ``fields``,
+    also records whether splitting each line at every single space or tab would give an empty field (a separator
+    at a line's start or end, or two in a row), which the split at runs of spaces and tabs would not see."""
     scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
     decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0  # bytes (after a BOM) before ``data``
     cr_before = False  # the byte before ``data`` is a CR (whose LF, if any, opens ``data``)
     before = -1  # the byte before ``data`` (-1: the start of the file, as a line start)
     scratch: _FieldScratch | None = None
@@ -247,20 +247,11 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             data: bytes | bytearray = block[3:] if i == 0 and block.startswith(BOM) else block
             if not data:
                 continue
-            if cr_before and data[0] != _LF:  # a block's last byte, a CR, not followed by a LF
-                raise DataError(path, lone_cr(b"\r" + data[:1]), _lines_in(path, offset - 1) + 1)
-            cr_before = data[-1] == _CR
-            if b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
-                at = data.find(b"\r")
-                while data[at + 1 : at + 2] == b"\n":
-                    at = data.find(b"\r", at + 1)
-                start = data.rfind(b"\n", 0, at) + 1
-                # (a CR in the block's last byte is its next block's concern: this one has a byte after it)
-                raise DataError(
-                    path,
-                    lone_cr(bytes(data[start : at + 2])),
-                    _lines_in(path, offset) + data.count(b"\n", 0, at) + 1,
-                )
+            # a CR not followed by a LF (one in a block's last byte: its next block's first byte says)
+            cr_before, lone = data[-1] == _CR, cr_before and data[0] != _LF
+            if lone or b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
+                scan.lone_cr = True
+                return scan
             if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
                 try:
                     decoder.decode(data)
@@ -272,9 +263,7 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             if scratch is not None and not scan.empty_field:
                 scan.empty_field = _empty_field(data, before, scratch)
             before = data[-1]
-            offset += len(data)
-    if cr_before:  # a CR at the very end of the file
-        raise DataError(path, lone_cr(b"\r"), _lines_in(path, offset - 1) + 1)
+    scan.lone_cr = cr_before  # a CR at the very end of the file
     if fields and before in _SEPARATORS:  # the last line ends with a separator
         scan.empty_field = True
     if scan.utf8:
@@ -322,21 +311,3 @@ def _empty_field(data: bytes | bytearray, before: int, scratch: _FieldScratch) -
     if head in _SEPARATORS:
         return before < 0 or before in _SEPARATORS or before in _LINE_BREAKS
     return head in _LINE_BREAKS and before in _SEPARATORS
-
-
-def _lines_in(path: Path, nbytes: int) -> int:
-    """The line breaks among a file's first ``nbytes`` bytes (after a BOM): a second pass, made only to name the
-    line of an error."""
-    count = 0
-    first = True
-    with open_data(path) as fh:
-        while nbytes > 0:
-            block = fh.read(min(1 << 22, nbytes + (3 if first else 0)))
-            if not block:
-                break
-            if first and block.startswith(BOM):
-                block = block[3:]
-            first = False
-            count += block.count(b"\n", 0, nbytes)
-            nbytes -= len(block)
-    return count

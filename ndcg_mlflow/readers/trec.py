@@ -57,7 +57,7 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
 
     The scan of the bytes that decides it runs beside Arrow's parse, which starts on the separator of the
     file's first block; the parse is kept only when the scan then names the same separator (a lone CR the
-    scan finds is the error, whatever the parse gave)."""
+    scan finds sends the file to the line reader, whatever the parse gave)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if line_reader_only():
@@ -79,7 +79,7 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
             except FastPathRefused:
                 table = None
             except BaseException:
-                decided.result()  # the scan's error (a lone CR) comes first
+                decided.result()  # the scan's error (a file that cannot be read) comes first
                 raise
         delimiter = decided.result()
     if delimiter is not None and delimiter == guess:
@@ -320,9 +320,9 @@ def _trec_delimiter(path: Path) -> str | None:
     separators in a row, or one at a line's start or end), which the line-by-line split on runs of spaces and
     tabs would not see: the line-by-line reader then reads the file. Arrow's split on that one separator is
     then the line-by-line split, in every column, also the ones Arrow is not asked to convert."""
-    scan = scan_text(path, fields=True)  # also refuses a lone CR, whichever reader runs
+    scan = scan_text(path, fields=True)
     with open_data(path) as fh:
-        if fh.read(3) == BOM or not scan.utf8 or scan.empty_field:
+        if fh.read(3) == BOM or not scan.utf8 or scan.lone_cr or scan.empty_field:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
         if scan.has[sep] and not scan.has[other]:
