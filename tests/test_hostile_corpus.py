@@ -182,6 +182,14 @@ CORPUS: list[Case] = [
     # files: line ends, bytes, blanks and fields, numbers as text, headers
     every("crlf", R, b"\n", b"\r\n", like_base=True, spark=True),
     Case("bom", R, "run.txt", b"\xef\xbb\xbf" + BASE[R], like_base=True, spark=True),
+    Case(
+        "bom-short-line",
+        R,
+        "run.txt",
+        b"\xef\xbb\xbf" + BASE[R].replace(b"d5 3 1.0", b"d5 3"),
+        refused="6 fields",
+        line=3,
+    ),
     Case("bom-crlf", Q, "qrels.txt", b"\xef\xbb\xbf" + BASE[Q].replace(b"\n", b"\r\n"), like_base=True),
     every("tabs-and-spaces", R, b" Q0 ", b"\t Q0\t\t", like_base=True),
     every("trailing-blanks", R, b"\n", b" \t\n", like_base=True),

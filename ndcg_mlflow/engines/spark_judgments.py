@@ -2,13 +2,14 @@
 limit of judgments: :data:`ndcg_mlflow.engines.spark.DRIVER_JUDGMENTS`).
 
 The judgments are read by Spark (a file of the spec: TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL;
-or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in the same
-order: null or empty ids, null or non-finite grades, a document judged twice with different grades (identical
-duplicates are merged), the gain mapping of every grade (the distinct grades are collected: they are few),
-the evaluated query set (the judged queries, or the spec's ``queries.set``, each of whose queries must be
-judged), the weights (``queries.weights``: every evaluated query needs one) and the per-query sums of the
-gains that could overflow a float. Spark has no line numbers: the errors name the source and the offending
-query and document ids. The query set and the weights files are read by the local readers (their grammar,
+or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in their words
+(:mod:`ndcg_mlflow.readers.accept`, the messages of :mod:`ndcg_mlflow.join`): null or empty ids, null or
+non-finite grades, a document judged twice with different grades (identical duplicates are merged), the gain
+mapping of every grade (the distinct grades are collected: they are few), the evaluated query set (the judged
+queries, or the spec's ``queries.set``, each of whose queries must be judged), the weights (``queries.weights``:
+every evaluated query needs one) and the per-query sums of the gains that could overflow a float. Spark has no
+line numbers and no row order: the errors name the source, the rows at fault and the smallest (query,
+document) among them. The query set and the weights files are read by the local readers (their grammar,
 duplicates and positive finite weights are theirs), then checked against the judgments in Spark.
 """
 
@@ -131,10 +132,10 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     their distinct grades."""
     from pyspark.sql import functions as F
 
-    finite = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
+    # the codes of the run checks' bucket errors (engines.spark): the same conditions, the same messages
     checks = {f"null:{c}": F.col(c).isNull() for c in ("query_id", "doc_id", "grade")}
     checks.update({f"empty:{c}": F.length(F.col(c)) == 0 for c in ("query_id", "doc_id")})
-    checks["finite"] = finite
+    checks["nonfinite:grade"] = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
     # one pass over the source counts every problem; the rows of the first one found are looked up then
     counts = df.agg(*[F.count(F.when(cond, 1)).alias(k.replace(":", "_")) for k, cond in checks.items()]).collect()[0]
 
@@ -153,7 +154,7 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
         found, _ = first(f"empty:{c}")
         if found.n:
             raise DataError(label, empty_id(c, found))
-    found, r = first("finite")
+    found, r = first("nonfinite:grade")
     if found.n:
         raise DataError(label, not_finite("grade", r["grade"], found))
     pairs = df.groupBy("query_id", "doc_id").agg(F.min("grade").alias("lo"), F.max("grade").alias("hi"))

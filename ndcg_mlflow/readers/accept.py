@@ -123,19 +123,21 @@ def split_fields(text: str) -> list[str]:
 
 def csv_fields(text: str, delimiter: str, fmt: str | None = None) -> list[str]:
     """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
-    line), each without surrounding ASCII spaces and tabs. With ``fmt`` (``CSV``, ``TSV``) a carriage return in
-    the text (a line split at LF only) or a quote left open is refused; without (a guess at a header), the fields
-    are then the text split at the delimiter."""
-    if "\r" in text:
-        if fmt is None:
-            return [f.strip(" \t") for f in text.split(delimiter)]
-        raise Refused(lone_cr(text.encode("utf-8", "surrogatepass")), "line end")
+    line), each without surrounding ASCII spaces and tabs. With ``fmt`` (``CSV``, ``TSV``: a line of the file, as
+    :func:`line_text` gives it) a quote left open is refused; without (a guess at a header, from any text), the
+    fields are then the text split at the delimiter, as they are where a carriage return is in the text."""
+
+    def guess() -> list[str]:
+        return [f.strip(" \t") for f in text.split(delimiter)]
+
+    if fmt is None and "\r" in text:
+        return guess()
     try:
         fields = next(csv.reader([text], delimiter=delimiter, strict=True))
     except csv.Error as exc:
         if "expected after" not in str(exc):  # an unterminated quote: a field may not span lines
             if fmt is None:
-                return [f.strip(" \t") for f in text.split(delimiter)]
+                return guess()
             raise Refused(f"not readable as {fmt}: {exc} (a quoted field must end on its line).", "fields") from None
         fields = next(csv.reader([text], delimiter=delimiter))  # '"a"b' is 'ab', as Arrow reads it
     except StopIteration:
