@@ -104,46 +104,38 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
 
     header: list[str] | None = None
     idx: list[int] | None = None
-
-    def row(text: str) -> list[str] | None:
-        """The line's fields of ``columns``; None for the header."""
-        nonlocal header, idx
-        fields = split_fields(text) if delim is None else csv_fields(text, delim, "CSV" if delim == "," else "TSV")
-        if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
-            header = [f.lower() for f in fields]
-            for c in columns:
-                if header.count(c) > 1:
-                    raise Refused(column_twice(c, header.count(c)))
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise Refused(f"missing column(s) {', '.join(missing)} in the header.")
-            idx = [header.index(c) for c in columns]
-            return None
-        if idx is not None:
-            assert header is not None  # read with idx
-            if len(fields) != len(header):
-                raise Refused(named_fields(header, len(fields)))
-            fields = [fields[i] for i in idx]
-        else:
-            header = []  # the first line was data: no header in this file
-            if len(fields) != len(columns):
-                raise Refused(
-                    f"expected {len(columns)} field(s) ({' '.join(columns)}), found {len(fields)}: {clip(text)!r}."
-                )
-        for c, value in zip(columns, fields):
-            if not value:
-                raise Refused(empty_id(c))
-        return fields
-
     for lineno, text in lines:
         if is_blank(text):
             continue
         try:
-            fields = row(text)
+            fields = split_fields(text) if delim is None else csv_fields(text, delim, "CSV" if delim == "," else "TSV")
+            if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
+                header = [f.lower() for f in fields]
+                for c in columns:
+                    if header.count(c) > 1:
+                        raise Refused(column_twice(c, header.count(c)))
+                missing = [c for c in columns if c not in header]
+                if missing:
+                    raise Refused(f"missing column(s) {', '.join(missing)} in the header.")
+                idx = [header.index(c) for c in columns]
+                continue
+            if idx is not None:
+                assert header is not None  # read with idx
+                if len(fields) != len(header):
+                    raise Refused(named_fields(header, len(fields)))
+                fields = [fields[i] for i in idx]
+            else:
+                header = []  # the first line was data: no header in this file
+                if len(fields) != len(columns):
+                    raise Refused(
+                        f"expected {len(columns)} field(s) ({' '.join(columns)}), found {len(fields)}: {clip(text)!r}."
+                    )
+            for c, value in zip(columns, fields):
+                if not value:
+                    raise Refused(empty_id(c))
         except Refused as exc:
             raise exc.at(path, lineno) from None
-        if fields is not None:
-            yield lineno, fields
+        yield lineno, fields
 
 
 def _delimiter(path: Path, first: str, key: str) -> str | None:
