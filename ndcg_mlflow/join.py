@@ -74,7 +74,6 @@ def gain_sums_overflow(query: str, gain: Gain, examples: str, count: int) -> str
     )
 
 
-
 def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qrels: Table, keep: np.ndarray) -> None:
     """Refuse gains whose DCG could overflow a float, naming the query and its first judgment's line.
 

@@ -3,11 +3,12 @@ CSV or JSONL) and, where a table can hold the same rows, those rows as an in-mem
 
 Every path must give the same outcome: read, with the same per-query numbers (bit for bit), or refused, with the
 same words (:mod:`ndcg_mlflow.readers.accept`'s), the place aside (a file's line, a table's row, Spark's count of
-rows and example). The paths: the C reader at each vector width it has, Arrow's readers (no C reader), the line
-reader (``NDCG_MLFLOW_LINE_READER``), the file gzipped (read as a stream), a TREC file with lines after the case's
-(so that the C reader reads every line of the case through its vector windows), pandas and pyarrow tables; and,
-marked ``integration``, Spark (one ``local[1]`` session): the files it reads in a task, its checks of a run
-DataFrame, and of judgments kept in Spark. A difference is a bug of the shared rules, not a tolerance.
+rows and example). The paths: the C reader at each vector width it has and in its scalar code, Arrow's readers
+(no C reader), the line reader (``NDCG_MLFLOW_LINE_READER``), the file gzipped (read as a stream), a TREC file
+with lines after the case's (so that the C reader reads every line of the case through its vector windows),
+pandas and pyarrow tables; and, marked ``integration``, Spark (one ``local[1]`` session): the files it reads in a
+task, its checks of a run DataFrame, and of judgments kept in Spark. A difference is a bug of the shared rules,
+not a tolerance.
 """
 
 from __future__ import annotations
@@ -273,25 +274,19 @@ def outcome(evaluate: Any, columns: tuple[str, ...] = COLUMNS) -> tuple:
     except DataError as exc:
         row = re.match(r"row (\d+): ", exc.message)
         return ("refused", words(exc), exc.line, int(row.group(1)) if row else None)
-    per_query = getattr(result, "per_query", None)
-    return ("read", numbers(pd.read_parquet(result.per_query_path) if per_query is None else per_query, columns))
+    grouped = result.per_query_path is not None
+    return ("read", numbers(pd.read_parquet(result.per_query_path) if grouped else result.per_query, columns))
 
 
-def vector_widths() -> list[int | None]:
-    """The C reader's vector widths this CPU has (None: the width it chose, where it has no switch)."""
+def vector_widths() -> list[int]:
+    """The C reader's vector widths this CPU has, and 0: its scalar code."""
     fast = native_reader()
     if fast is None:
         return []
     before = fast.vector_width(None)
-    widths: list[int | None] = []
-    for width in (256, 128):
-        try:
-            if fast.vector_width(width) == width:
-                widths.append(width)
-        except ValueError:
-            pass
+    widths = [width for width in (256, 128, 0) if fast.vector_width(width) == width]
     fast.vector_width(before)
-    return widths or [None]
+    return widths
 
 
 PAD = {  # 64 bytes and more after every line of the case, of a query no case judges
@@ -308,9 +303,9 @@ def file_paths(case: Case) -> list[tuple[str, dict[str, str], int | None, str]]:
     paths.append(("gzip", {}, None, "gzip"))
     if trec_file:
         for width in vector_widths():
-            paths.append((f"c{width or ''}", {}, width, "as is"))
-            if case.data.endswith(b"\n") and case.case != "blank-file":
-                paths.append((f"c{width or ''}-padded", {}, width, "padded"))
+            paths.append((f"c{width}", {}, width, "as is"))
+            if width and case.data.endswith(b"\n") and case.case != "blank-file":
+                paths.append((f"c{width}-padded", {}, width, "padded"))
     return paths
 
 
@@ -331,18 +326,20 @@ def write_case(folder: Path, case: Case, variant: str = "as is") -> dict[str, st
 
 
 def read_file(folder: Path, case: Case, env: dict[str, str], width: int | None, variant: str) -> tuple:
+    """The outcome of the case's file read with ``env`` set and the C reader at vector ``width`` (0: its scalar
+    code; None: as it is)."""
     data = write_case(folder, case, variant)
-    fast = native_reader()
-    before = fast.vector_width(None) if fast is not None and width else None
+    fast = native_reader() if width is not None else None
+    before = fast.vector_width(None) if fast is not None else None
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            if width:
+            if fast is not None:
                 fast.vector_width(width)
             return outcome(lambda: ndcg_mlflow.evaluate({**SPEC, "data": data}, base_dir=folder))
         finally:
-            if before:
+            if fast is not None:
                 fast.vector_width(before)
 
 
@@ -394,8 +391,8 @@ def base(tmp_path_factory) -> dict[str, tuple]:
 
 @pytest.mark.parametrize("case", CORPUS, ids=[f"{c.kind}:{c.case}" for c in CORPUS])
 def test_every_reader_gives_each_case_the_same_outcome(tmp_path, base, case):
-    """The line reader, Arrow's readers, the C reader at each vector width (and with lines after the case), the
-    file gzipped, and the rows as pyarrow and pandas tables: one outcome, the case's own."""
+    """The line reader, Arrow's readers, the C reader at each vector width and in its scalar code (and with lines
+    after the case), the file gzipped, and the rows as pyarrow and pandas tables: one outcome, the case's own."""
     got = {
         path: read_file(tmp_path / path, case, env, width, variant) for path, env, width, variant in file_paths(case)
     }
@@ -437,11 +434,12 @@ def grouped_numbers(got: tuple) -> tuple:
 def test_spark_gives_each_case_the_local_outcome(spark, tmp_path, case):
     """The case's file read by Spark (in a task, by the local readers; judgments also kept in Spark), and its rows as
     a Spark DataFrame (Spark's own checks of a run, or of judgments kept in Spark): the local engine's outcome."""
+    from ndcg_mlflow.engines import Spark
     from ndcg_mlflow.engines.spark import evaluate_grouped
 
     local = read_file(tmp_path / "local", case, {}, None, "as is")
     spec = {**SPEC, "data": write_case(tmp_path, case)}
-    got = outcome(lambda: ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine="spark", spark=spark))
+    got = outcome(lambda: ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine=Spark(spark)))
     assert got == local, f"{case.case}: Spark gives {got}, the local engine {local}"
 
     def grouped(name: str, **tables: Any) -> tuple:
@@ -461,9 +459,7 @@ def test_spark_gives_each_case_the_local_outcome(spark, tmp_path, case):
     tables = read_table(case, "pyarrow")
     if case.kind == "run":
         qrels = table(QRELS, "qrels")
-        got = outcome(
-            lambda: ndcg_mlflow.evaluate(SPEC, qrels=qrels, systems={"s": frame}, engine="spark", spark=spark)
-        )
+        got = outcome(lambda: ndcg_mlflow.evaluate(SPEC, qrels=qrels, systems={"s": frame}, engine=Spark(spark)))
     else:
         got, tables = grouped("frame", qrels=frame), grouped_numbers(tables)
     assert got[:2] == tables[:2], f"{case.case}: a Spark DataFrame gives {got}, a table {tables}"

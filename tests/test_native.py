@@ -281,15 +281,15 @@ def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
 @given(data=trec_file("run"), part_size=st.sampled_from([readers_trec.NATIVE_PART, 40]))
 def test_the_vector_code_reads_as_the_scalar_code(folder, data, part_size):
     """A file (lines after it, so that its own lines are read the vector way) read at each vector width there is:
-    the same table as without vectors, or the same refusal."""
+    the same table as without vectors, or the same refusal (the same error, naming the same line)."""
     path = _write(folder, data + (b"\n" if data and not data.endswith(b"\n") else b"") + PAD["run"])
     before = FAST.vector_width(None)
     readings = {}
     try:
         for width in WIDTHS:
             if FAST.vector_width(width) == width:
-                got = readers_trec._trec_native(path, "run", True, part_size=part_size)
-                readings[width] = None if got is None else reading(got)
+                got = native_reading(path, "run", True, part_size)
+                readings[width] = (str(got), got.line) if isinstance(got, DataError) else reading(got)
     finally:
         FAST.vector_width(before)
     assert len(readings) > 1 or FAST.vector_width(None) == 0

@@ -1335,8 +1335,8 @@ def _message(
     would be the count of rows and the smallest (query, document) among them."""
     rows = Rows(count, query, doc)
     if code.startswith(("null:", "empty:")):
-        kind, c = code.split(":")
-        return null_value(c, rows) if kind == "null" else empty_id(c, rows)
+        problem, column = code.split(":")
+        return null_value(column, rows) if problem == "null" else empty_id(column, rows)
     if code == "nonfinite:score":
         return not_finite("score", float("nan") if value is None else value, rows)
     if code == "rank":
