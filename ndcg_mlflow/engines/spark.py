@@ -109,12 +109,11 @@ from ..queries import TopLists, UnjudgedError, overflow_message, score_queries, 
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
 from ..readers.accept import Rows, column_type, empty_id, listed_twice, not_finite, not_integer, null_value
 from ..readers.hashing import check_unchanged, read_with_digest
+from ..result import summary_of
 from ..rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
 from ..sensitivity import alternatives as sensitivity_alternatives
 from ..sensitivity import collect_alternatives
-from ..spec import Metric, Spec, outside_paths
-from ..uris import safe_uri
-from ..version import __version__
+from ..spec import Metric, Spec
 from . import spark_companions as comps
 from .grouped import GROUPS
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
@@ -1831,40 +1830,25 @@ def _evaluate_grouped_into(
         f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
         f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
     )
-    summary = {
-        "name": spec.name,
-        "spec_sha256": spec.sha256,
-        "definition_sha256": spec.definition_digest(),
-        "ndcg_mlflow_version": __version__,
-        "spec": spec.resolved(),
-        "n_queries": nq,
-        "weight_sum": weight_sum,
-        "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
-        "systems": summary_systems,
-        "grades": grades,
-        "mlflow": {
-            "experiment": spec.mlflow.experiment,
-            "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-            "run_name": spec.mlflow.run_name,
-            "tags": dict(spec.mlflow.tags),
-            "timeout": spec.mlflow.timeout,
-            "max_retries": spec.mlflow.max_retries,
-            "total_timeout": spec.mlflow.total_timeout,
-        },
-        "paths_outside_spec_folder": outside_paths(spec),
-        "comparisons": comparisons,
-        "comparison_family": (
-            f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; "
-            f"correction {comparison.correction}"
-        )
+    family = (
+        f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; correction {comparison.correction}"
         if comparison is not None
-        else "",
-        "decision": decision,
-        "notes": notes,
-        "engine": "spark",
-        "engine_info": engine_info,
-        "per_query_path": str(out_path),
-    }
+        else ""
+    )
+    summary = summary_of(
+        spec,
+        n_queries=nq,
+        weight_sum=weight_sum,
+        files=files,
+        systems=summary_systems,
+        grades=grades,
+        comparisons=comparisons,
+        family=family,
+        decision=decision,
+        notes=notes,
+        engine="spark",
+        tail={"engine_info": engine_info, "per_query_path": str(out_path)},
+    )
     _files_unchanged(files)
     return EvaluationResult(
         spec,
