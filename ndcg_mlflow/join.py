@@ -37,12 +37,7 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
             row = int(np.flatnonzero(over)[0])
             if qrels is None:
                 raise NonFiniteError("exponential gain", np.flatnonzero(over))
-            raise qrels.error(
-                row,
-                f"grade {grades[row]:g}: its exponential gain 2^{grades[row]:g} - 1 overflows a "
-                f"float (metric.gain exponential takes grades below 1024; "
-                f"{int(over.sum())} judgments in all). Use gain: linear or a gain table.",
-            )
+            raise qrels.error(row, gain_overflow(grades[row], int(over.sum())))
         return gains
     if not gain.is_table:  # linear
         return np.where(grades > 0, grades, 0.0)
@@ -53,13 +48,30 @@ def map_gains(gain: Gain, grades: np.ndarray, qrels: Table | None = None) -> np.
     known = keys[idx_c] == grades
     if not known.all():
         row = int(np.flatnonzero(~known)[0])
-        missing = sorted({float(g) for g in grades[~known]})
-        message = (
-            f"grade {grades[row]:g} is not in the gain table (metric.gain); grades missing from it: "
-            f"{', '.join(f'{g:g}' for g in missing)}."
-        )
+        message = not_in_gain_table(grades[row], sorted({float(g) for g in grades[~known]}))
         raise qrels.error(row, message) if qrels is not None else DataError("qrels", message)
     return vals[idx_c]
+
+
+# the messages of the gain rules, also said by the Spark engine, where ``of`` names the example row
+def gain_overflow(grade: float, count: int, of: str = "") -> str:
+    return (
+        f"grade {grade:g}{of}: its exponential gain 2^{grade:g} - 1 overflows a float (metric.gain exponential "
+        f"takes grades below 1024; {count} judgments in all). Use gain: linear or a gain table."
+    )
+
+
+def not_in_gain_table(grade: float, missing: list[float], of: str = "") -> str:
+    listed = ", ".join(f"{g:g}" for g in missing)
+    return f"grade {grade:g}{of} is not in the gain table (metric.gain); grades missing from it: {listed}."
+
+
+def gain_sums_overflow(query: str, gain: Gain, examples: str, count: int) -> str:
+    return (
+        f"the gains of query {query!r} (metric.gain {gain.describe()}) sum to more than the largest float "
+        f"(1.8e308), so its ideal DCG would overflow ({count} queries in all, e.g. {examples}). Use smaller gains "
+        f"(gain: linear, or a gain table with smaller values)."
+    )
 
 
 def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qrels: Table, keep: np.ndarray) -> None:
@@ -76,13 +88,8 @@ def check_gain_sums(metric: Metric, catalog: Catalog, query_ids: np.ndarray, qre
     if over.size:
         q = int(over[0])
         row = int(np.flatnonzero(keep)[np.flatnonzero(catalog.query == q)[0]])
-        raise qrels.error(
-            row,
-            f"the gains of query {str(query_ids[q])!r} (metric.gain {metric.gain.describe()}) sum "
-            f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-            f"({over.size} queries in all, e.g. {preview(query_ids[over])}). Use smaller gains "
-            f"(gain: linear, or a gain table with smaller values).",
-        )
+        message = gain_sums_overflow(str(query_ids[q]), metric.gain, preview(query_ids[over]), over.size)
+        raise qrels.error(row, message)
 
 
 @dataclass

@@ -122,36 +122,23 @@ class EvaluationResult:
         if self.grouped_summary is not None:
             return self.grouped_summary
         spec = self.spec
-        return {
-            "name": spec.name,
-            "spec_sha256": spec.sha256,
-            "definition_sha256": spec.definition_digest(),
-            "ndcg_mlflow_version": __version__,
-            "spec": spec.resolved(),
-            "n_queries": int(len(self.query_ids)),
-            "weight_sum": float(self.weights.sum()),
-            "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in self.files},
-            "systems": self._system_summary(),
-            "grades": list(self.grades),
-            # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
-            "mlflow": {
-                "experiment": spec.mlflow.experiment,
-                "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-                "run_name": spec.mlflow.run_name,
-                "tags": dict(spec.mlflow.tags),
-                "timeout": spec.mlflow.timeout,
-                "max_retries": spec.mlflow.max_retries,
-                "total_timeout": spec.mlflow.total_timeout,
+        return summary_of(
+            spec,
+            n_queries=int(len(self.query_ids)),
+            weight_sum=float(self.weights.sum()),
+            files=self.files,
+            systems=self._system_summary(),
+            grades=list(self.grades),
+            comparisons=list(self.analysis.comparisons) if self.analysis else [],
+            family=self.analysis.family if self.analysis else "",
+            decision=self.decision,
+            notes=list(self.notes),
+            engine=self.engine,
+            tail={
+                **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
+                "engine_info": self.engine_info,
             },
-            "paths_outside_spec_folder": outside_paths(spec),
-            "comparisons": list(self.analysis.comparisons) if self.analysis else [],
-            "comparison_family": self.analysis.family if self.analysis else "",
-            "decision": self.decision,
-            "notes": list(self.notes),
-            "engine": self.engine,
-            **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
-            "engine_info": self.engine_info,
-        }
+        )
 
     def _system_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -211,6 +198,53 @@ class EvaluationResult:
             if sr.duplicate_rate is not None:
                 frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
         return pd.concat(frames, ignore_index=True)
+
+
+def summary_of(
+    spec: Spec,
+    *,
+    n_queries: int,
+    weight_sum: float,
+    files: list[FileInfo],
+    systems: dict[str, Any],
+    grades: list,
+    comparisons: list,
+    family: str,
+    decision: dict[str, Any] | None,
+    notes: list[str],
+    engine: str,
+    tail: dict[str, Any],
+) -> dict[str, Any]:
+    """``summary.json``'s content, whatever computed its numbers (``tail``: the entries that follow ``engine``)."""
+    return {
+        "name": spec.name,
+        "spec_sha256": spec.sha256,
+        "definition_sha256": spec.definition_digest(),
+        "ndcg_mlflow_version": __version__,
+        "spec": spec.resolved(),
+        "n_queries": n_queries,
+        "weight_sum": weight_sum,
+        "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
+        "systems": systems,
+        "grades": grades,
+        # the tracking URI without credentials (ndcg_mlflow.uris.redact): never recorded
+        "mlflow": {
+            "experiment": spec.mlflow.experiment,
+            "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
+            "run_name": spec.mlflow.run_name,
+            "tags": dict(spec.mlflow.tags),
+            "timeout": spec.mlflow.timeout,
+            "max_retries": spec.mlflow.max_retries,
+            "total_timeout": spec.mlflow.total_timeout,
+        },
+        "paths_outside_spec_folder": outside_paths(spec),
+        "comparisons": comparisons,
+        "comparison_family": family,
+        "decision": decision,
+        "notes": notes,
+        "engine": engine,
+        **tail,
+    }
 
 
 def json_safe(obj: Any) -> Any:

@@ -81,13 +81,13 @@ def java_problem() -> str | None:
     return None if out.returncode == 0 else f"java -version fails: {out.stderr.strip()[:200]}"
 
 
-def local_spark():
-    """A module's SparkSession for the Spark tests (a generator for a module-scoped fixture): ``local[2]``, a 1 GB
-    driver, 4 shuffle partitions, no UI, UTC; stopped after the module."""
+def local_spark(cores: int = 2):
+    """A module's SparkSession for the Spark tests (a generator for a module-scoped fixture): ``local[cores]``, a
+    1 GB driver, 4 shuffle partitions, no UI, UTC; stopped after the module."""
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(f"local[{cores}]")
         .appName("ndcg-mlflow-tests")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", "4")

@@ -32,10 +32,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ndcg_mlflow import DataError, NdcgError, Spec, load_spec
-from ndcg_mlflow.readers import columns as readers_columns
 from ndcg_mlflow.readers import read_qrels, read_query_set, read_run, read_weights
-from ndcg_mlflow.readers import text as readers_text
-from ndcg_mlflow.readers import trec as readers_trec
 
 pytestmark = pytest.mark.usefixtures("reader_mode")  # each test with the C reader and without
 
@@ -309,24 +306,8 @@ def rows_of(table) -> list[tuple]:
 
 
 def line_by_line(monkeypatch) -> None:
-    """Force the line-by-line readers (the Arrow fast paths refuse every file)."""
-
-    def no_delimiter(path, *_):
-        getattr(readers_text, "scan_text", str)(path)  # what the fast path's choice also checks (a lone CR)
-        return None
-
-    monkeypatch.setattr(readers_trec, "_trec_delimiter", no_delimiter)
-    real = readers_columns._delimited_python
-
-    def no_arrow(path, kind, fmt):
-        delim = "," if fmt == "csv" else "\t"
-        readers_text.scan_text(path)
-        header_line, first = readers_text.first_line(path)
-        header = readers_text.csv_fields(first, delim, path, header_line, fmt.upper())
-        value_col, rank_col, _ = readers_columns.required_columns(kind, header, path, header_line)
-        return real(path, kind, delim, value_col, rank_col, fmt)
-
-    monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)
+    """Force the line-by-line readers (no C reader, no Arrow fast path)."""
+    monkeypatch.setenv("NDCG_MLFLOW_LINE_READER", "1")
 
 
 def _names_a_line(exc: DataError, path: Path) -> bool:

@@ -1,8 +1,9 @@
 """The C TREC reader and id hashes (``readers/cparse.c``) against the Python readings of the same bytes.
 
 Every property compares what the C reader accepted with the line-by-line reader's reading of the same file (ids,
-codes, numbers bit for bit, ranks), or with ``float()`` and the numpy hashes; and where the C reader is not sure
-of a file (it returns None, and the line reader then reads it), the line reader must refuse the file too.
+codes, numbers bit for bit, ranks), or with ``float()`` and the numpy hashes; and where the C reader refuses a
+line (its code and place, worded by ``readers/accept.py``), the line reader must refuse the file with the same
+error, naming the same line.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ def line_reading(path: Path, kind: str, rank: bool):
         return exc
 
 
+def native_reading(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIVE_PART):
+    """The C reader's table, or the DataError it raises (None: it left the file to the line reader)."""
+    try:
+        return readers_trec._trec_native(path, kind, rank, part_size=part_size)
+    except DataError as exc:
+        return exc
+
+
 # Lines after the ones a test is about: with 64 bytes after a line's start, the C reader cuts the line into fields
 # by the bit masks of its bytes' classes, and with 32 after a number's, or 16 after an id's, it reads them a word
 # at a time (the last bytes of a range go the byte-by-byte way)
@@ -99,12 +108,12 @@ def check(path: Path, kind: str, rank: bool, part_size: int = readers_trec.NATIV
         check(path, kind, rank, part_size, padded=False)
         data = path.read_bytes()
         path = _write(path.parent, data + (b"\n" if data and not data.endswith(b"\n") else b"") + PAD[kind])
-    got = readers_trec._trec_native(path, kind, rank, part_size=part_size)
+    got = native_reading(path, kind, rank, part_size)
     expect = line_reading(path, kind, rank)
-    if got is None:  # the C reader was not sure: the line reader refuses the file (and names the line)
-        assert isinstance(expect, DataError), (
-            f"the C reader refused a file the line reader reads: {path.read_bytes()!r}"
-        )
+    assert got is not None, f"the C reader's refusal is not the line reader's: {path.read_bytes()!r}"
+    if isinstance(got, DataError):  # the same error, naming the same line
+        assert isinstance(expect, DataError), f"the C reader refused a file the line reader reads ({got})"
+        assert (str(got), got.line) == (str(expect), expect.line)
         return
     assert not isinstance(expect, DataError), f"the C reader read a file the line reader refuses ({expect})"
     assert reading(got) == reading(expect)
@@ -272,15 +281,15 @@ def test_a_file_read_in_parts_reads_as_one(folder, data, part_size):
 @given(data=trec_file("run"), part_size=st.sampled_from([readers_trec.NATIVE_PART, 40]))
 def test_the_vector_code_reads_as_the_scalar_code(folder, data, part_size):
     """A file (lines after it, so that its own lines are read the vector way) read at each vector width there is:
-    the same table as without vectors, or the same refusal."""
+    the same table as without vectors, or the same refusal (the same error, naming the same line)."""
     path = _write(folder, data + (b"\n" if data and not data.endswith(b"\n") else b"") + PAD["run"])
     before = FAST.vector_width(None)
     readings = {}
     try:
         for width in WIDTHS:
             if FAST.vector_width(width) == width:
-                got = readers_trec._trec_native(path, "run", True, part_size=part_size)
-                readings[width] = None if got is None else reading(got)
+                got = native_reading(path, "run", True, part_size)
+                readings[width] = (str(got), got.line) if isinstance(got, DataError) else reading(got)
     finally:
         FAST.vector_width(before)
     assert len(readings) > 1 or FAST.vector_width(None) == 0
@@ -293,13 +302,13 @@ def test_the_vector_code_reads_as_the_scalar_code(folder, data, part_size):
 def test_numbers_are_python_floats_bit_for_bit(folder, text):
     for pad in (b"", PAD["run"]):  # (the last bytes of a file byte by byte; the others a word at a time)
         path = _write(folder, f"q Q0 d 1 {text} t\n".encode() + pad)
-        got = readers_trec._trec_native(path, "run", False)
+        got = native_reading(path, "run", False)
         try:
             expect = readers_trec._trec_python(path, "run", False).value[0]
-        except DataError:
-            assert got is None
+        except DataError as exc:
+            assert isinstance(got, DataError) and str(got) == str(exc)
             continue
-        assert got is not None and bits(got.value[:1]) == bits([expect])
+        assert not isinstance(got, DataError) and bits(got.value[:1]) == bits([expect])
 
 
 @widths
@@ -355,7 +364,8 @@ def test_a_lone_cr_at_a_part_boundary_and_at_the_end_is_refused(folder):
     for data in (b"q Q0 d1 1 2 t\r\nq Q0 d2 2 1 t\r", b"q Q0 d1 1 2 t\rq Q0 d2 2 1 t\n", b"q Q0 d1 1 2 t\r"):
         for part_size in (1, 5, 14, 15, 16, 1 << 20):
             check(_write(folder, data), "run", True, part_size=part_size)
-            assert readers_trec._trec_native(_write(folder, data), "run", True, part_size=part_size) is None
+            got = native_reading(_write(folder, data), "run", True, part_size)
+            assert isinstance(got, DataError) and "carriage return" in str(got)
 
 
 @widths

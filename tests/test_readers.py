@@ -592,23 +592,11 @@ def test_csv_fields_padded_with_spaces_are_stripped(tmp_path):
 
 from ndcg_mlflow.readers import columns as readers_columns  # noqa: E402
 from ndcg_mlflow.readers import read_query_set, read_weights  # noqa: E402
-from ndcg_mlflow.readers import text as readers_text  # noqa: E402
-from ndcg_mlflow.readers import trec as readers_trec  # noqa: E402
 
 
 def force_line_reader(monkeypatch):
-    """Make the Arrow fast paths refuse every file, so the line-by-line readers run."""
-    monkeypatch.setenv("NDCG_MLFLOW_PURE_PYTHON", "1")  # (no C reader either)
-    monkeypatch.setattr(readers_trec, "_trec_delimiter", lambda path: (readers_text.scan_text(path), None)[1])
-
-    def no_arrow(path, kind, fmt):
-        readers_text.scan_text(path)
-        header_line, first = readers_text.first_line(path)
-        header = readers_text.csv_fields(first, "," if fmt == "csv" else "\t", path, header_line)
-        value_col, rank_col, _ = readers_columns.required_columns(kind, header, path, header_line)
-        return readers_columns._delimited_python(path, kind, "," if fmt == "csv" else "\t", value_col, rank_col, fmt)
-
-    monkeypatch.setattr(readers_columns, "_read_delimited", no_arrow)
+    """Every text file read by the line-by-line readers (no C reader, no Arrow fast path)."""
+    monkeypatch.setenv("NDCG_MLFLOW_LINE_READER", "1")
 
 
 def small_file_readers():
@@ -1091,7 +1079,7 @@ def test_an_empty_id_is_named_by_its_row_across_row_groups_and_string_widths(tmp
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ndcg_mlflow.readers.table import first_empty
+    from ndcg_mlflow.readers.accept import first_empty
 
     docs = [f"d{i}" for i in range(10)]
     docs[7] = ""

@@ -107,13 +107,13 @@ from ..join import index_in, join, judgments, map_gains
 from ..kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
 from ..queries import TopLists, UnjudgedError, overflow_message, score_queries, unjudged_message
 from ..readers import Ids, Strings, Table, read_qrels, sha256_file
+from ..readers.accept import Rows, column_type, empty_id, listed_twice, not_finite, not_integer, null_value
 from ..readers.hashing import check_unchanged, read_with_digest
+from ..result import summary_of
 from ..rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
 from ..sensitivity import alternatives as sensitivity_alternatives
 from ..sensitivity import collect_alternatives
-from ..spec import Metric, Spec, outside_paths
-from ..uris import safe_uri
-from ..version import __version__
+from ..spec import Metric, Spec
 from . import spark_companions as comps
 from .grouped import GROUPS
 from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
@@ -578,7 +578,7 @@ def _run_frame(
     the source has none), its label for errors, its file information and whether it has ranks."""
     from pyspark.sql import functions as F
 
-    from ..readers.columns import required_columns
+    from ..readers.accept import refusals, required_columns
     from ..spec import IN_MEMORY
 
     label = f"systems[{name!r}]"
@@ -620,7 +620,8 @@ def _run_frame(
         )
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
     present = [inverse.get(c, c) for c in df.columns]
-    value_col, rank_col, _ = required_columns("run", present, label, None)
+    with refusals(label):
+        value_col, rank_col = required_columns("run", present)
     types = dict(df.dtypes)
     selected = []
     for c in ("query_id", "doc_id", value_col, rank_col):
@@ -630,11 +631,11 @@ def _run_frame(
         t = types[src]
         if c in ("query_id", "doc_id"):
             if not column_type_ok(t, numeric=False):
-                raise DataError(label, f"column {c} must hold strings (or integers), found {t}.")
+                raise DataError(label, column_type(c, t, numeric=False))
             selected.append(F.col(src).cast("string").alias(c))
         else:
             if not column_type_ok(t, numeric=True):
-                raise DataError(label, f"column {c} must be numeric (an integer or floating-point type), found {t}.")
+                raise DataError(label, column_type(c, t, numeric=True))
             selected.append(F.col(src).cast("double").alias(c))
     # the rows' order in the files: the displayed order, whose key stands in for a missing rank (under ties:
     # displayed_order and for sensitivity's displayed_order alternative), and the order of tied rows (a model's
@@ -1268,17 +1269,22 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
     q = _plain(run.column("query_id"))
     d = _plain(run.column("doc_id"))
 
+    row = 0
+
     def first(mask: Any) -> tuple[str | None, str | None, int]:
+        nonlocal row
         m = np.asarray(mask, dtype=bool)
         at = np.flatnonzero(m)
         if not at.size:
             return None, None, 0
         # the smallest (query, doc) among the offending rows, so that the error is the same whatever the buckets
-        pairs = sorted(
-            zip(q.take(at).to_pylist(), d.take(at).to_pylist()),
-            key=lambda p: (p[0] is not None, p[0] or "", p[1] is not None, p[1] or ""),
+        pairs = list(zip(q.take(at).to_pylist(), d.take(at).to_pylist()))
+        i = min(
+            range(at.size),
+            key=lambda k: (pairs[k][0] is not None, pairs[k][0] or "", pairs[k][1] is not None, pairs[k][1] or ""),
         )
-        return pairs[0][0], pairs[0][1], int(at.size)
+        row = int(at[i])  # (the value a message shows is this row's)
+        return pairs[i][0], pairs[i][1], int(at.size)
 
     def null(col):
         return col.is_null().to_numpy(zero_copy_only=False)
@@ -1296,13 +1302,12 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
     bad = ~np.isfinite(score)
     qq, dd, n = first(bad)
     if n:
-        value = float(score[np.flatnonzero(bad)[0]])
-        return [_error("nonfinite:score", qq, dd, n, value)]
+        return [_error("nonfinite:score", qq, dd, n, float(score[row]))]
     if has_rank:
         rank = np.asarray(run.column("rank").to_numpy(zero_copy_only=False), dtype=np.float64)
         qq, dd, n = first(~np.isfinite(rank) | (rank != np.round(rank)))
         if n:
-            return [_error("rank", qq, dd, n)]
+            return [_error("rank", qq, dd, n, float(rank[row]))]
     import pyarrow as pa
 
     from ..readers import duplicate_pairs
@@ -1325,28 +1330,19 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
 def _message(
     code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric, label: str
 ) -> str:
-    where = f"query {query!r}, document {doc!r}"
-    if code.startswith("null:"):
-        c = code.split(":")[1]
-        return (
-            f"{c} is null in {count} rows (e.g. the row of {where}); every row needs a {c} (nulls are refused "
-            f"in every format)."
-        )
-    if code.startswith("empty:"):
-        c = code.split(":")[1]
-        return f"{c} is empty in {count} rows (e.g. the row of {where}); every row needs a {c}."
+    """A bucket error's message: the local engine's words (:mod:`~ndcg_mlflow.readers.accept`), where a row's line
+    would be the count of rows and the smallest (query, document) among them."""
+    rows = Rows(count, query, doc)
+    if code.startswith(("null:", "empty:")):
+        problem, column = code.split(":")
+        return null_value(column, rows) if problem == "null" else empty_id(column, rows)
     if code == "nonfinite:score":
-        return (
-            f"score must be a finite number, got {value} for {where} (NaN, an infinity, or a value beyond the "
-            f"range of a double; {count} rows in all)."
-        )
+        return not_finite("score", float("nan") if value is None else value, rows)
     if code == "rank":
-        return f"rank must be an integer, not so for {where} ({count} rows in all)."
+        x = float("nan") if value is None else value
+        return not_integer("rank", x, rows) if math.isfinite(x) else not_finite("rank", x, rows)
     if code == "duplicate":
-        return (
-            f"document {doc!r} is listed twice for query {query!r} ({count} repeated rows in all); a ranking "
-            f"holds each document once."
-        )
+        return listed_twice(doc, query, f"{count} repeated rows in all")
     if code == "unjudged":
         return unjudged_message(label, query, doc, count)
     return overflow_message(query, metric)
@@ -1834,40 +1830,25 @@ def _evaluate_grouped_into(
         f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
         f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
     )
-    summary = {
-        "name": spec.name,
-        "spec_sha256": spec.sha256,
-        "definition_sha256": spec.definition_digest(),
-        "ndcg_mlflow_version": __version__,
-        "spec": spec.resolved(),
-        "n_queries": nq,
-        "weight_sum": weight_sum,
-        "files": {f.role: {"path": f.declared, "sha256": f.sha256, "rows": f.rows} for f in files},
-        "systems": summary_systems,
-        "grades": grades,
-        "mlflow": {
-            "experiment": spec.mlflow.experiment,
-            "tracking_uri": safe_uri(spec.mlflow.tracking_uri),
-            "run_name": spec.mlflow.run_name,
-            "tags": dict(spec.mlflow.tags),
-            "timeout": spec.mlflow.timeout,
-            "max_retries": spec.mlflow.max_retries,
-            "total_timeout": spec.mlflow.total_timeout,
-        },
-        "paths_outside_spec_folder": outside_paths(spec),
-        "comparisons": comparisons,
-        "comparison_family": (
-            f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; "
-            f"correction {comparison.correction}"
-        )
+    family = (
+        f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; correction {comparison.correction}"
         if comparison is not None
-        else "",
-        "decision": decision,
-        "notes": notes,
-        "engine": "spark",
-        "engine_info": engine_info,
-        "per_query_path": str(out_path),
-    }
+        else ""
+    )
+    summary = summary_of(
+        spec,
+        n_queries=nq,
+        weight_sum=weight_sum,
+        files=files,
+        systems=summary_systems,
+        grades=grades,
+        comparisons=comparisons,
+        family=family,
+        decision=decision,
+        notes=notes,
+        engine="spark",
+        tail={"engine_info": engine_info, "per_query_path": str(out_path)},
+    )
     _files_unchanged(files)
     return EvaluationResult(
         spec,

@@ -2,13 +2,14 @@
 limit of judgments: :data:`ndcg_mlflow.engines.spark.DRIVER_JUDGMENTS`).
 
 The judgments are read by Spark (a file of the spec: TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL;
-or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in the same
-order: null or empty ids, null or non-finite grades, a document judged twice with different grades (identical
-duplicates are merged), the gain mapping of every grade (the distinct grades are collected: they are few),
-the evaluated query set (the judged queries, or the spec's ``queries.set``, each of whose queries must be
-judged), the weights (``queries.weights``: every evaluated query needs one) and the per-query sums of the
-gains that could overflow a float. Spark has no line numbers: the errors name the source and the offending
-query and document ids. The query set and the weights files are read by the local readers (their grammar,
+or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in their words
+(:mod:`ndcg_mlflow.readers.accept`, the messages of :mod:`ndcg_mlflow.join`): null or empty ids, null or
+non-finite grades, a document judged twice with different grades (identical duplicates are merged), the gain
+mapping of every grade (the distinct grades are collected: they are few), the evaluated query set (the judged
+queries, or the spec's ``queries.set``, each of whose queries must be judged), the weights (``queries.weights``:
+every evaluated query needs one) and the per-query sums of the gains that could overflow a float. Spark has no
+line numbers and no row order: the errors name the source, the rows at fault and the smallest (query,
+document) among them. The query set and the weights files are read by the local readers (their grammar,
 duplicates and positive finite weights are theirs), then checked against the judgments in Spark.
 """
 
@@ -23,9 +24,21 @@ import numpy as np
 
 from ..errors import DataError, SpecError, preview
 from ..evaluation import FileInfo
-from ..join import map_gains
+from ..join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
 from ..kernel import NonFiniteError
 from ..readers import read_query_set, read_weights, sha256_file
+from ..readers.accept import (
+    NO_ROWS,
+    Rows,
+    column_type,
+    empty_id,
+    judged_twice,
+    no_data_lines,
+    not_finite,
+    null_value,
+    refusals,
+    required_columns,
+)
 from ..spec import Spec
 
 MAX_GRADES = 100_000
@@ -86,19 +99,15 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
         raise SpecError(
             "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
         )
+    inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "grade")}
+    with refusals(label):
+        required_columns("qrels", [inverse.get(c, c) for c in df.columns])
     types = dict(df.dtypes)
     selected = []
     for c in ("query_id", "doc_id", "grade"):
         src = mapping.get(c, c)
-        if src not in types:
-            raise DataError(
-                label,
-                f"missing column(s) {src}; judgments have the columns query_id, doc_id and "
-                f"grade (or a column mapping naming them).",
-            )
         if not column_type_ok(types[src], c == "grade"):
-            kind = "be numeric (an integer or floating-point type)" if c == "grade" else "hold strings (or integers)"
-            raise DataError(label, f"column {c} must {kind}, found {types[src]}.")
+            raise DataError(label, column_type(c, types[src], numeric=c == "grade"))
         selected.append(F.col(src).cast("double" if c == "grade" else "string").alias(c))
     return df.select(*selected), label, info
 
@@ -123,52 +132,42 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     their distinct grades."""
     from pyspark.sql import functions as F
 
-    finite = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
+    # the codes of the run checks' bucket errors (engines.spark): the same conditions, the same messages
     checks = {f"null:{c}": F.col(c).isNull() for c in ("query_id", "doc_id", "grade")}
     checks.update({f"empty:{c}": F.length(F.col(c)) == 0 for c in ("query_id", "doc_id")})
-    checks["finite"] = finite
+    checks["nonfinite:grade"] = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
     # one pass over the source counts every problem; the rows of the first one found are looked up then
     counts = df.agg(*[F.count(F.when(cond, 1)).alias(k.replace(":", "_")) for k, cond in checks.items()]).collect()[0]
 
-    def first(cond: Any) -> tuple[int, list[Any]]:
-        key = next(k for k, v in checks.items() if v is cond)
+    def first(key: str) -> tuple[Rows, Any]:
+        """The rows of a check (their count and the smallest (query, document) among them) and the first's row."""
         n = int(counts[key.replace(":", "_")])
-        return n, (df.where(cond).orderBy("query_id", "doc_id").limit(1).collect() if n else [])
+        r = df.where(checks[key]).orderBy("query_id", "doc_id").limit(1).collect()[0] if n else None
+        return Rows(n, r and r["query_id"], r and r["doc_id"]), r
 
+    # the local engine's messages (readers.accept), with the count of rows and an example for the line
     for c in ("query_id", "doc_id", "grade"):
-        n, rows = first(checks[f"null:{c}"])
-        if n:
-            raise DataError(
-                label,
-                f"{c} is null in {n} judgments (e.g. {_ids(rows)}); every row needs a {c} "
-                f"(nulls are refused in every format).",
-            )
+        found, _ = first(f"null:{c}")
+        if found.n:
+            raise DataError(label, null_value(c, found))
     for c in ("query_id", "doc_id"):
-        n, rows = first(checks[f"empty:{c}"])
-        if n:
-            raise DataError(label, f"{c} is empty in {n} judgments (e.g. {_ids(rows)}); every row needs a {c}.")
-    n, rows = first(finite)
-    if n:
-        raise DataError(
-            label,
-            f"grade must be a finite number, got {rows[0]['grade']} for {_ids(rows)} (NaN, an "
-            f"infinity, or a value beyond the range of a double; {n} judgments in all).",
-        )
+        found, _ = first(f"empty:{c}")
+        if found.n:
+            raise DataError(label, empty_id(c, found))
+    found, r = first("nonfinite:grade")
+    if found.n:
+        raise DataError(label, not_finite("grade", r["grade"], found))
     pairs = df.groupBy("query_id", "doc_id").agg(F.min("grade").alias("lo"), F.max("grade").alias("hi"))
     conflicts = pairs.where(F.col("lo") != F.col("hi"))
     n = conflicts.count()
     if n:
         r = conflicts.orderBy("query_id", "doc_id").limit(1).collect()[0]
-        raise DataError(
-            label,
-            f"document {r['doc_id']!r} of query {r['query_id']!r} is judged twice with "
-            f"different grades ({r['lo']:g} and {r['hi']:g}; {n} documents judged with "
-            f"different grades in all).",
-        )
+        detail = f"{r['lo']:g} and {r['hi']:g}; {n} documents judged with different grades in all"
+        raise DataError(label, judged_twice(r["doc_id"], r["query_id"], detail))
     deduped = pairs.select("query_id", "doc_id", F.col("lo").alias("grade")).persist()
     n_rows = deduped.count()
     if not n_rows:
-        raise DataError(label, "the qrels file has no data lines." if label != "qrels" else "the table has no rows.")
+        raise DataError(label, no_data_lines("qrels") if label != "qrels" else NO_ROWS)
     distinct = deduped.select("grade").distinct().limit(MAX_GRADES + 1).collect()
     if len(distinct) > MAX_GRADES:
         deduped.unpersist()
@@ -187,24 +186,13 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
         n = bad_rows.count()
         rows = bad_rows.orderBy("query_id", "doc_id").limit(1).collect()
         deduped.unpersist()
-        g = rows[0]["grade"]
-        raise DataError(
-            label,
-            f"grade {g:g} ({_ids(rows)}): its exponential gain 2^{g:g} - 1 overflows a float "
-            f"(metric.gain exponential takes grades below 1024; {n} judgments in all). Use "
-            f"gain: linear or a gain table.",
-        ) from None
+        raise DataError(label, gain_overflow(rows[0]["grade"], n, f" ({_ids(rows)})")) from None
     except DataError:
         keys = {k for k, _ in gain.table}
         missing = [g for g in grades if g not in keys]
         rows = deduped.where(F.col("grade").isin(missing)).orderBy("query_id", "doc_id").limit(1).collect()
         deduped.unpersist()
-        raise DataError(
-            label,
-            f"grade {rows[0]['grade']:g} ({_ids(rows)}) is not in "
-            f"the gain table (metric.gain); grades missing from it: "
-            f"{', '.join(f'{g:g}' for g in missing)}.",
-        ) from None
+        raise DataError(label, not_in_gain_table(rows[0]["grade"], missing, f" ({_ids(rows)})")) from None
     return deduped, n_rows, grades
 
 
@@ -321,13 +309,7 @@ def spark_judgments(
         n = over.count()
         if n:
             first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
-            raise DataError(
-                label,
-                f"the gains of query {first[0]!r} (metric.gain {spec.metric.gain.describe()}) sum "
-                f"to more than the largest float (1.8e308), so its ideal DCG would overflow "
-                f"({n} queries in all, e.g. {_more(first, n)}). Use smaller gains (gain: linear, "
-                f"or a gain table with smaller values).",
-            )
+            raise DataError(label, gain_sums_overflow(first[0], spec.metric.gain, _more(first, n), n))
         return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
     except BaseException:  # nothing refers to the cached frames: they go
         SparkJudgments(None, None, 0, 0.0, [], 0, frames).release()

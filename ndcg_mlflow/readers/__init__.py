@@ -29,9 +29,12 @@ with no empty field; UTF-8 without a BOM; no empty id, no line end inside a quot
 other file, or one Arrow refuses, is read line by line, which either finds the exact line at
 fault or reads the file. Both paths give the same table for any file they accept.
 
-The package: :mod:`.table` (the table type), :mod:`.text` (opening files; lines, fields and numbers),
-:mod:`.trec`, :mod:`.columns` (CSV/TSV, JSONL, Parquet and the entry points), :mod:`.frames` (tables in
-memory), :mod:`.small` (query sets and weights) and :mod:`.hashing` (string hashes, duplicate pairs, digests).
+The package: :mod:`.accept` (what a line, a field, a number, an id and a header may be, and every refusal's
+words: one definition that the C reader, the Arrow paths, the line reader, tables and the Spark engine apply),
+:mod:`.text` (opening files, their lines, the scan that chooses a reader), :mod:`.table` (the table type),
+:mod:`.trec`, :mod:`.columns` (CSV/TSV, JSONL, Parquet and the entry points), :mod:`.frames` (tables in memory),
+:mod:`.small` (query sets and weights) and :mod:`.hashing` (string hashes, duplicate pairs, digests).
+``NDCG_MLFLOW_LINE_READER=1`` reads every text file line by line (no C reader, no Arrow fast path).
 """
 
 from ..errors import preview

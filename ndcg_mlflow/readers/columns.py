@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import math
 import sys
 import threading
 from pathlib import Path
@@ -13,37 +12,35 @@ import numpy as np
 
 from ..errors import DataError
 from ..paths import dataset_files, shown_path, source_problem
-from .hashing import dedupe_qrels, first_duplicate, pair_hashes
-from .table import (
+from .accept import (
+    BOM,
+    NO_ROWS,
     QRELS,
     RUN,
-    Strings,
-    Table,
-    check_finite,
-    encode_id_list,
-    encode_ids,
-    first_empty,
-    numpy_column,
-    string_column,
-    yield_cpu,
-)
-from .text import (
-    BOM,
-    COMPRESSION,
-    check_file,
-    checked_number,
+    Refused,
     clip,
+    column_type,
     csv_fields,
-    first_line,
+    empty_id,
+    first_bad_row,
+    first_empty,
     is_blank,
-    is_number,
-    not_finite,
-    open_data,
-    open_file,
-    scan_text,
+    json_id,
+    json_number,
+    json_object,
+    listed_twice,
+    looks_like_header,
+    named_fields,
+    no_data_lines,
+    not_integer,
+    number,
+    refusals,
+    required_columns,
     split_fields,
-    text_lines,
 )
+from .hashing import dedupe_qrels, first_duplicate, pair_hashes
+from .table import Strings, Table, check_finite, encode_id_list, encode_ids, numpy_column, string_column, yield_cpu
+from .text import COMPRESSION, check_file, first_line, line_reader_only, open_data, open_file, scan_text, text_lines
 from .trec import FastPathRefused, read_trec, valid_utf8
 
 # (query ids, doc ids, values, ranks) of a columnar source: Arrow string columns and float64 arrays (or None)
@@ -90,18 +87,14 @@ def read_run(
 
 
 def checked_run(table: Table, pair_keys: bool = False, background: bool = False) -> Table:
-    """Refuse scores that are not finite, ranks that are not integers and a document listed twice for a query.
-    ``background``: the duplicate check runs in a thread (the table is returned with its ``pending`` check; the
-    caller joins it to the judgments meanwhile and then calls :meth:`Table.checked`)."""
+    """Refuse scores and ranks that are not finite, ranks that are not integers and a document listed twice for a
+    query. ``background``: the duplicate check runs in a thread (the table is returned with its ``pending`` check;
+    the caller joins it to the judgments meanwhile and then calls :meth:`Table.checked`)."""
     check_finite(table, "score")
     if table.rank is not None:
-        # a rank that is not finite first, wherever it is: the line reader refuses it as it reads its line
-        bad = np.flatnonzero(~np.isfinite(table.rank))
-        if bad.size:
-            raise table.error(int(bad[0]), not_finite("rank", float(table.rank[bad[0]])))
         bad = np.flatnonzero(table.rank != np.round(table.rank))
         if bad.size:
-            raise table.error(int(bad[0]), f"rank must be an integer, got {float(table.rank[bad[0]])!r}.")
+            raise table.error(int(bad[0]), not_integer("rank", float(table.rank[bad[0]])))
     keys = pair_hashes(table)
     if pair_keys:
         table.pair_keys = keys
@@ -126,12 +119,8 @@ def _duplicate_error(table: Table, keys: np.ndarray) -> DataError | None:
     if dup is None:
         return None
     first, second = dup
-    return table.error(
-        second,
-        f"document {table.doc.row(second)!r} is listed twice for query "
-        f"{table.query.row(second)!r} (first at {table.locate(first)}); a ranking holds each "
-        f"document once.",
-    )
+    note = f"first at {table.locate(first)}"
+    return table.error(second, listed_twice(table.doc.row(second), table.query.row(second), note))
 
 
 # --------------------------------------------------------------------------- format dispatch
@@ -166,55 +155,6 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
         if source_name(columns, "query_id").lower() in names or looks_like_header(fields):
             return suffix[1:]  # a header, with the expected names or not: the CSV reader names what is missing
     return "trec"
-
-
-def looks_like_header(fields: list[str]) -> bool:
-    """A line of column names: two or more fields, none empty, and no number anywhere in them, even between spaces
-    (every TREC line holds numbers)."""
-    return (
-        len(fields) >= 2
-        and all(f.strip(" \t") for f in fields)
-        and not any(is_number(word) for f in fields for word in split_fields(f))
-    )
-
-
-# the names other tools give the tool's columns, for the mapping an error message suggests
-SYNONYMS = {
-    "query_id": ("qid", "query", "queryid", "q_id", "topic", "topic_id", "user", "userid", "user_id", "session_id"),
-    "doc_id": (
-        "docid",
-        "doc",
-        "docno",
-        "document",
-        "document_id",
-        "d_id",
-        "pid",
-        "passage_id",
-        "item",
-        "itemid",
-        "item_id",
-        "product_id",
-    ),
-    "grade": ("rel", "relevance", "label", "rating", "judgment", "judgement", "qrel", "score"),
-    "score": ("prediction", "pred", "predicted", "sim", "similarity", "logit", "relevance_score"),
-    "rank": ("position", "pos", "rnk"),
-}
-
-
-def mapping_hint(missing: list[str], present: list[str]) -> str:
-    """A column mapping that would name the missing columns, guessed from usual names, as a spec would write it."""
-    guesses: dict[str, str] = {}
-    lowered = {p.lower(): p for p in present}
-    for name in missing:
-        for synonym in SYNONYMS.get(name, ()):
-            if synonym in lowered and lowered[synonym] not in guesses.values():
-                guesses[name] = lowered[synonym]
-                break
-    example = ", ".join(f"{k}: {v}" for k, v in guesses.items()) or "query_id: <your query column>, ..."
-    return (
-        f" Map the file's own names under the source in the spec (`path: ...` and `columns: {{{example}}}`), "
-        f"or with `columns=` in evaluate(), or rename the columns."
-    )
 
 
 def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
@@ -332,55 +272,18 @@ def _chunks(column: Any) -> list[Any]:
 # --------------------------------------------------------------------------- named columns
 
 
-def required_columns(
-    kind: str, present: list[str], path: str | Path, line: int | None = 1
-) -> tuple[str | None, str | None, None]:
-    """(value column, rank column) for the present column names; a needed name present twice is an error."""
-    needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
-    for name in needed:
-        if present.count(name) > 1:
-            raise DataError(
-                path,
-                f"column {name!r} appears {present.count(name)} times in the header; each column is named once.",
-                line,
-            )
-    missing = [c for c in ("query_id", "doc_id") if c not in present]
-    if kind == QRELS:
-        if "grade" not in present:
-            missing.append("grade")
-        if missing:
-            raise DataError(
-                path,
-                f"missing column(s) {', '.join(missing)}; a qrels file with named columns "
-                f"has query_id, doc_id, grade. Found: {', '.join(present)}."
-                f"{mapping_hint(missing, present)}",
-                line,
-            )
-        return "grade", None, None
-    if "score" not in present and "rank" not in present:
-        missing.append("score (or rank)")
-    if missing:
-        wanted = [m.split(" ")[0] for m in missing] + (["rank"] if "score (or rank)" in missing else [])
-        raise DataError(
-            path,
-            f"missing column(s) {', '.join(missing)}; a run file with named columns has "
-            f"query_id, doc_id, score and/or rank. Found: {', '.join(present)}."
-            f"{mapping_hint(wanted, present)}",
-            line,
-        )
-    return ("score" if "score" in present else None), ("rank" if "rank" in present else None), None
-
-
 def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyarrow import csv as pacsv
 
     delimiter = "," if fmt == "csv" else "\t"
-    scan = scan_text(path)  # refuses a lone CR, whichever reader runs
-    header_line, first = first_line(path)
-    header = csv_fields(first, delimiter, path, header_line, fmt.upper())
-    value_col, rank_col, _ = required_columns(kind, canonical_names(header, columns), path, header_line)
+    scan = scan_text(path)
+    # the header: the first line that is not blank, checked as the line reader checks every line
+    header_line, first = next(((n, t) for n, t in text_lines(path) if not is_blank(t)), (0, ""))
+    with refusals(path, header_line):
+        header = csv_fields(first, delimiter, fmt.upper())
+        value_col, rank_col = required_columns(kind, canonical_names(header, columns))
     src = {c: source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
     include = [src[c] for c in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]]
     types = {src["query_id"]: pa.string(), src["doc_id"]: pa.string()}
@@ -388,7 +291,14 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
     with open_data(path) as fh:
         bom = fh.read(3) == BOM
     try:
-        if bom or not scan.utf8 or len(set(header)) != len(header) or any(not h for h in header):
+        if (
+            line_reader_only()
+            or bom
+            or not scan.utf8
+            or scan.lone_cr
+            or len(set(header)) != len(header)
+            or "" in header
+        ):
             raise FastPathRefused()
         tbl = pacsv.read_csv(
             path,
@@ -402,10 +312,7 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
             raise FastPathRefused()
         ids = {c: _trimmed(tbl.column(src[c])) for c in ("query_id", "doc_id")}
         for c in ids:  # an empty id or a line end inside a quoted id: the line reader names the line
-            if (
-                pc.any(pc.equal(pc.utf8_length(ids[c]), 0)).as_py()
-                or pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py()
-            ):
+            if first_empty(ids[c]) is not None or pc.any(pc.match_substring_regex(ids[c], "[\r\n]")).as_py():
                 raise FastPathRefused()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, KeyError, FastPathRefused):
         return _delimited_python(path, kind, delimiter, value_col, rank_col, fmt, columns)
@@ -432,44 +339,58 @@ def _delimited_python(
 ) -> Table:
     """Line-by-line CSV/TSV reader (quoted fields allowed within a line); errors name the exact line."""
     csv.field_size_limit(sys.maxsize)  # an id may be long: the line itself is the limit
-    header = None
+    header: list[str] | None = None
     idx: dict[str, int] = {}
-    qs: list[str] = []
-    ds: list[str] = []
-    vs: list[float] = []
-    rs: list[float] = []
+    rows = _Rows(value_col, rank_col)
     for lineno, text in text_lines(path):
         if is_blank(text):
             continue
-        fields = csv_fields(text, delimiter, path, lineno, fmt.upper())
-        if header is None:
-            header = fields
-            named = canonical_names(header, columns)
-            idx = {name: named.index(name) for name in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]}
-            continue
-        if len(fields) != len(header):
-            raise DataError(path, f"expected {len(header)} fields ({', '.join(header)}), found {len(fields)}.", lineno)
-        for name, out in (("query_id", qs), ("doc_id", ds)):
-            value = fields[idx[name]]
-            if not value:
-                raise DataError(path, f"{name} is empty; every row needs a {name}.", lineno)
-            out.append(value)
-        if value_col:
-            vs.append(checked_number(path, lineno, fields[idx[value_col]], value_col))
-        if rank_col:
-            rs.append(checked_number(path, lineno, fields[idx[rank_col]], rank_col))
-    if not qs:
-        raise DataError(path, f"the {kind} file has no data lines.")
-    return table_from_columns(
-        path,
-        kind,
-        fmt,
-        qs,
-        ds,
-        np.asarray(vs) if value_col else None,
-        np.asarray(rs) if rank_col else None,
-        header_lines=1,
-    )
+        try:
+            fields = csv_fields(text, delimiter, fmt.upper())
+            if header is None:
+                header, named = fields, canonical_names(fields, columns)
+                idx = {name: named.index(name) for name in ("query_id", "doc_id", value_col, rank_col) if name}
+                continue
+            if len(fields) != len(header):
+                raise Refused(named_fields(header, len(fields)))
+            rows.add({name: fields[i] for name, i in idx.items()}, _text_id, number)
+        except Refused as exc:
+            raise exc.at(path, lineno) from None
+    return rows.table(path, kind, fmt, header_lines=1)
+
+
+def _text_id(column: str, value: str) -> str:
+    if not value:
+        raise Refused(empty_id(column))
+    return value
+
+
+class _Rows:
+    """The rows a line reader of named columns has read: ids, and each row's numbers (the rank first, as a TREC
+    line's fields)."""
+
+    def __init__(self, value_col: str | None, rank_col: str | None) -> None:
+        self.value_col, self.rank_col = value_col, rank_col
+        self.qs: list[str] = []
+        self.ds: list[str] = []
+        self.vs: list[float] = []
+        self.rs: list[float] = []
+
+    def add(self, cells: dict[str, Any], as_id: Any, as_number: Any) -> None:
+        q, d = as_id("query_id", cells["query_id"]), as_id("doc_id", cells["doc_id"])
+        if self.rank_col:
+            self.rs.append(as_number(cells[self.rank_col], self.rank_col))
+        if self.value_col:
+            self.vs.append(as_number(cells[self.value_col], self.value_col))
+        self.qs.append(q)
+        self.ds.append(d)
+
+    def table(self, path: Path, kind: str, fmt: str, header_lines: int = 0) -> Table:
+        if not self.qs:
+            raise DataError(path, no_data_lines(kind))
+        value = np.asarray(self.vs) if self.value_col else None
+        rank = np.asarray(self.rs) if self.rank_col else None
+        return table_from_columns(path, kind, fmt, self.qs, self.ds, value, rank, header_lines)
 
 
 def _trimmed(column: Any) -> Any:
@@ -480,79 +401,25 @@ def _trimmed(column: Any) -> Any:
 
 
 def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
-    import json
-
-    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = {}
-        for k, v in pairs:
-            if k in obj:
-                raise _DuplicateKey(k)
-            obj[k] = v
-        return obj
-
-    qs: list[str] = []
-    ds: list[str] = []
-    vs: list[float] = []
-    rs: list[float] = []
-    value_col = rank_col = None
+    rows: _Rows | None = None
     for lineno, text in text_lines(path):
         if is_blank(text):
             continue
         try:
-            obj = json.loads(text, object_pairs_hook=unique_keys)
-        except json.JSONDecodeError as exc:
-            raise DataError(path, f"not valid JSON: {exc.msg} (column {exc.colno}).", lineno) from None
-        except RecursionError:
-            raise DataError(path, "not valid here: JSON nested too deeply.", lineno) from None
-        except _DuplicateKey as exc:
-            raise DataError(
-                path, f"field {clip(exc.args[0], 60)!r} appears twice in the object; each field is named once.", lineno
-            ) from None
-        if not isinstance(obj, dict):
-            raise DataError(path, "each line must be a JSON object.", lineno)
-        if columns:
-            obj = dict(zip(canonical_names(list(obj), columns), obj.values()))
-        if value_col is None and rank_col is None:
-            value_col, rank_col, _ = required_columns(kind, list(obj), path, lineno)
-        for col in ("query_id", "doc_id") + tuple(c for c in (value_col, rank_col) if c):
-            if col not in obj:
-                raise DataError(path, f"missing field {col!r}.", lineno)
-        for col, out in (("query_id", qs), ("doc_id", ds)):
-            v = obj[col]
-            if v is None or not isinstance(v, (str, int)) or isinstance(v, bool):
-                raise DataError(path, f"{col} must be a string (or an integer), got {clip(json.dumps(v), 60)}.", lineno)
-            v = str(v)
-            if not v:
-                raise DataError(path, f"{col} is empty; every row needs a {col}.", lineno)
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise DataError(
-                    path,
-                    f"{col} holds a lone surrogate ({json.dumps(v[exc.start])}), which is not "
-                    f"a character: ids must be valid Unicode text.",
-                    lineno,
-                ) from None
-            out.append(v)
-        for name, numbers in ((value_col, vs), (rank_col, rs)):
-            if name:
-                v = obj[name]
-                try:
-                    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(float(v))
-                except OverflowError:
-                    ok = False
-                if not ok:
-                    raise DataError(path, f"{name} must be a finite number, got {clip(json.dumps(v), 60)}.", lineno)
-                numbers.append(float(v))
-    if not qs:
-        raise DataError(path, f"the {kind} file has no data lines.")
-    return table_from_columns(
-        path, kind, "jsonl", qs, ds, np.asarray(vs) if value_col else None, np.asarray(rs) if rank_col else None
-    )
-
-
-class _DuplicateKey(Exception):
-    pass
+            obj = json_object(text)
+            if columns:
+                obj = dict(zip(canonical_names(list(obj), columns), obj.values()))
+            if rows is None:
+                rows = _Rows(*required_columns(kind, list(obj)))
+            for col in ("query_id", "doc_id", rows.value_col, rows.rank_col):
+                if col and col not in obj:
+                    raise Refused(f"missing field {col!r}.")
+            rows.add(obj, json_id, lambda v, name: json_number(name, v))
+        except Refused as exc:
+            raise exc.at(path, lineno) from None
+    if rows is None:
+        raise DataError(path, no_data_lines(kind))
+    return rows.table(path, kind, "jsonl")
 
 
 def _read_parquet(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()) -> Table:
@@ -587,9 +454,8 @@ def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...]
     try:
         with open_file(path) as fh:
             parquet = pq.ParquetFile(fh)
-            value_col, rank_col, _ = required_columns(
-                kind, canonical_names(parquet.schema_arrow.names, columns), path, None
-            )
+            with refusals(path):
+                value_col, rank_col = required_columns(kind, canonical_names(parquet.schema_arrow.names, columns))
             needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
             query_name = source_name(columns, "query_id")
             query_type = parquet.schema_arrow.field(query_name).type
@@ -609,17 +475,17 @@ def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...]
 def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | None) -> ArrowColumns:
     """(query ids, doc ids, values, ranks) of an Arrow table with the tool's column names, checked as every
     format is: ids of a string type (dictionary-encoded, large or view strings alike) or an integer type (read
-    as their decimal text), non-empty; numbers of an integer or floating-point type, read as the nearest
-    double; no nulls. Errors name ``path`` and the row."""
+    as their decimal text), numbers of an integer or floating-point type, read as the nearest double; then the
+    rows (:func:`.accept.first_bad_row`: no null, no empty id, no number that is not finite). Errors name ``path``
+    and the row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    cols = {}
-    c: str | None  # an id column's name, then a number column's (None when absent)
+    ids, nums = {}, {}
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
-        if c == "query_id" and _plain_dictionary(col):  # (encode_ids maps each chunk's dictionary)
-            cols[c] = col
+        if c == "query_id" and _plain_dictionary(col):  # (checked by its dictionaries; encode_ids maps them)
+            ids[c] = col
             continue
         if pa.types.is_dictionary(col.type):
             col = _decoded(col)
@@ -629,25 +495,20 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
             or _is_string_view(col.type)
             or pa.types.is_integer(col.type)
         ):
-            raise DataError(path, f"column {c} must hold strings (or integers), found {col.type}.")
-        _refuse_nulls(path, col, c)
-        col = col.cast(pa.string())
-        row = first_empty(col)
-        if row is not None:
-            raise DataError(path, f"row {row + 1}: {c} is empty; every row needs a {c}.")
-        cols[c] = col
-    nums: dict[str | None, np.ndarray] = {}
-    for c in (value_col, rank_col):
-        if c:
-            col = tbl.column(c)
+            raise DataError(path, column_type(c, col.type, numeric=False))
+        ids[c] = col.cast(pa.string())
+    for name in (rank_col, value_col):  # (the rank first, as a TREC line's fields)
+        if name:
+            col = tbl.column(name)
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                raise DataError(
-                    path, f"column {c} must be numeric (an integer or floating-point type), found {col.type}."
-                )
-            _refuse_nulls(path, col, c)
+                raise DataError(path, column_type(name, col.type, numeric=True))
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
-            nums[c] = numpy_column(pc.cast(col, pa.float64(), safe=False))
-    return cols["query_id"], cols["doc_id"], nums.get(value_col), nums.get(rank_col)
+            nums[name] = pc.cast(col, pa.float64(), safe=False)
+    bad = first_bad_row({c: v for c, v in ids.items() if not pa.types.is_dictionary(v.type)}, nums)
+    if bad is not None:
+        raise DataError(path, f"row {bad[0] + 1}: {bad[1]}")
+    value, rank = (numpy_column(nums[c]) if c else None for c in (value_col, rank_col))
+    return ids["query_id"], ids["doc_id"], value, rank
 
 
 def _decoded(column: Any) -> Any:
@@ -686,14 +547,6 @@ def _is_string_view(t: Any) -> bool:
     return bool(getattr(pa.types, "is_string_view", lambda _: False)(t))
 
 
-def _refuse_nulls(path: Path | str, col: Any, name: str) -> None:
-    if col.null_count:
-        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DataError(
-            path, f"row {row + 1}: {name} is null; every row needs a {name} (nulls are refused in every format)."
-        )
-
-
 def table_from_columns(
     path: str | Path, kind: str, fmt: str, query: Any, doc: Any, value: Any, rank: Any, header_lines: int = 0
 ) -> Table:
@@ -702,7 +555,7 @@ def table_from_columns(
     q = encode_ids(query) if not isinstance(query, list) else encode_id_list(query)
     d = Strings(doc) if not isinstance(doc, list) else string_column(doc)
     if len(q) == 0:
-        raise DataError(path, "the table has no rows." if fmt == "table" else f"the {kind} file has no data lines.")
+        raise DataError(path, NO_ROWS if fmt == "table" else no_data_lines(kind))
     return Table(
         str(path),
         kind,

@@ -8,10 +8,11 @@
    It writes one row per data line: the query id's code (in order of first appearance within the range), the
    document id's bytes and its 64-bit hash (hashing.string_hashes), the score or grade, and the rank.
 
-   It never chooses what a line means when the line-by-line reader would refuse it: on the first line it is not
-   sure of (a field count, a number, a lone CR) it stops and says so, and the caller reads the file line by line,
-   which names the line and its problem. Bytes that are not UTF-8 are found by a pass over the range made only
-   when a byte above 0x7F was seen.
+   It never chooses what a line means when the line-by-line reader would refuse it: on the first line it does not
+   take it stops and reports why (a lone CR, bytes that are not UTF-8, a field count, a number: WHY_*) and where
+   (the line's offset); the caller checks that line with readers/accept.py, whose message names the line. Bytes
+   that are not UTF-8 are found by a pass over the range made only when a byte above 0x7F was seen (over the
+   lines before a refused one too: the first line at fault is reported).
 
    Numbers: a decimal with at most 15 significant digits and a power of ten within 10^22 is exact in one
    multiplication or division of two exactly represented doubles (Clinger's fast path); every other number goes
@@ -341,7 +342,8 @@ static inline int fast_number(const unsigned char *s, Py_ssize_t n, double *out)
 
 /* ------------------------------------------------------------------------------------------------ UTF-8 */
 
-static int valid_utf8(const unsigned char *s, Py_ssize_t n)
+/* the offset of the first byte of s[0:n] that does not start a valid UTF-8 sequence; n when all is UTF-8 */
+static Py_ssize_t utf8_end(const unsigned char *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
@@ -362,18 +364,18 @@ static int valid_utf8(const unsigned char *s, Py_ssize_t n)
             k = 3;
             cp = c & 0x07;
         } else {
-            return 0;
+            return i;
         }
         for (Py_ssize_t j = 1; j <= k; j++) {
             if (i + j >= n || (s[i + j] & 0xC0) != 0x80)
-                return 0;
+                return i;
             cp = (cp << 6) | (s[i + j] & 0x3F);
         }
         if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
+            return i;
         i += k + 1;
     }
-    return 1;
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------------ query ids */
@@ -463,6 +465,8 @@ static int32_t intern(Interner *t, const unsigned char *base, Py_ssize_t start, 
 /* ------------------------------------------------------------------------------------------------ lines */
 
 enum { OK = 0, REFUSED = 1, NO_MEMORY = 2 };
+/* why a line is refused: the rules of readers/accept.py's C_RULES */
+enum { WHY_LINE_END = 1, WHY_UTF8 = 2, WHY_FIELDS = 3, WHY_NUMBER = 4 };
 
 typedef struct {
     const unsigned char *data; /* the range */
@@ -475,7 +479,9 @@ typedef struct {
     double *values, *ranks;
     uint64_t *doc_hash;
     /* out */
-    Py_ssize_t rows, doc_bytes, long_ids, refused_row;
+    Py_ssize_t rows, doc_bytes, long_ids;
+    Py_ssize_t refused_at; /* the offset of the first line refused (REFUSED) */
+    int why;               /* why it was refused (WHY_*) */
     int high_bytes;
     Interner queries;
 } Job;
@@ -653,6 +659,23 @@ static inline int window_fields(const unsigned char *p, Classes c, const unsigne
 #define CLASSES(avx2, p) classes_sse2(p)
 #endif
 
+/* REFUSED, for the line at offset at and reason why; or for the first line of the bytes before offset checked
+   (bytes above 0x7F seen: ``high``) that is not UTF-8, which comes first: the lines before, and the refused line
+   itself when the reason is checked after its text (readers/accept.py: a CR first, then UTF-8, then its fields) */
+static int refuse(Job *j, Py_ssize_t at, Py_ssize_t checked, int why, int high)
+{
+    Py_ssize_t bad = high ? utf8_end(j->data, checked) : checked;
+    if (bad < checked) {
+        while (bad > 0 && j->data[bad - 1] != '\n')
+            bad--;
+        at = bad;
+        why = WHY_UTF8;
+    }
+    j->refused_at = at;
+    j->why = why;
+    return REFUSED;
+}
+
 /* the rows of the range's lines, with vectors of ``width`` bits (vector_bits, chosen by the caller) */
 static inline __attribute__((always_inline)) int parse_body(Job *j, int width)
 {
@@ -677,24 +700,18 @@ static inline __attribute__((always_inline)) int parse_body(Job *j, int width)
 #else
         int padded = 0;
 #endif
-            if (slow_fields(p, end, fs, fl, &nf, &next, &high) != OK) {
-                j->refused_row = rows;
-                return REFUSED;
-            }
+            if (slow_fields(p, end, fs, fl, &nf, &next, &high) != OK)
+                return refuse(j, p - j->data, p - j->data, WHY_LINE_END, high);
         if (nf == 0) {
             p = next;
             continue; /* a blank line */
         }
-        if (nf < need || (j->qrels && nf > need) || rows >= j->max_rows) {
-            j->refused_row = rows;
-            return REFUSED;
-        }
+        if (nf < need || (j->qrels && nf > need) || rows >= j->max_rows)
+            return refuse(j, p - j->data, next - j->data, WHY_FIELDS, high);
         double value, rank = 0.0;
         if (!NUMBER(fs[value_f], fl[value_f], padded && end - fs[value_f] >= 32, &value) ||
-            (!j->qrels && j->want_rank && !NUMBER(fs[3], fl[3], padded && end - fs[3] >= 32, &rank))) {
-            j->refused_row = rows;
-            return REFUSED;
-        }
+            (!j->qrels && j->want_rank && !NUMBER(fs[3], fl[3], padded && end - fs[3] >= 32, &rank)))
+            return refuse(j, p - j->data, next - j->data, WHY_NUMBER, high);
         Py_ssize_t qstart = fs[0] - j->data, qlen = fl[0];
         int32_t code;
         if (qlen == last_len && memcmp(j->data + last_start, fs[0], (size_t)qlen) == 0) {
@@ -732,10 +749,8 @@ static inline __attribute__((always_inline)) int parse_body(Job *j, int width)
     j->rows = rows;
     j->doc_bytes = doc_pos;
     j->high_bytes = high;
-    if (high && !valid_utf8(j->data, j->size)) {
-        j->refused_row = -1;
-        return REFUSED;
-    }
+    if (high && utf8_end(j->data, j->size) < j->size)
+        return refuse(j, j->size, j->size, WHY_UTF8, high);
     return OK;
 }
 
@@ -816,8 +831,9 @@ static void parse_call(void *arg)
 }
 
 /* parse_trec(data, start, end, qrels, want_rank, codes, doc_offsets, doc_data, values, ranks_or_None, doc_hash)
-   -> (status, rows, doc_bytes, long_ids, query_ids) with query_ids the bytes of each query code's id, in code
-   order; status 0 ok, 1 refused (read the file line by line) */
+   -> (status, rows, doc_bytes, long_ids, query_ids, why, refused_at) with query_ids the bytes of each query
+   code's id, in code order; status 0 ok, 1 refused: the line at offset refused_at (from start) for the reason
+   why (WHY_*) */
 static PyObject *parse_trec(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -890,7 +906,8 @@ static PyObject *parse_trec(PyObject *self, PyObject *args)
     free(call.id_bytes);
     interner_free(&j.queries);
     release_views(&vs);
-    return ids == NULL ? NULL : Py_BuildValue("(innnN)", status, j.rows, j.doc_bytes, j.long_ids, ids);
+    return ids == NULL ? NULL
+                       : Py_BuildValue("(innnNin)", status, j.rows, j.doc_bytes, j.long_ids, ids, j.why, j.refused_at);
 }
 
 /* string_hashes(offsets(int32, n + 1), data(uint8), out(uint64, n)) -> the number of ids longer than

@@ -9,18 +9,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .columns import (
-    arrow_columns,
-    canonical_names,
-    checked_qrels,
-    checked_run,
+from .accept import (
+    NO_ROWS,
+    QRELS,
+    Refused,
+    clip,
+    empty_id,
+    id_type,
+    not_a_number,
+    not_finite,
+    refusals,
     required_columns,
-    source_name,
-    table_from_columns,
 )
+from .columns import arrow_columns, canonical_names, checked_qrels, checked_run, source_name, table_from_columns
 from .hashing import table_digest
-from .table import QRELS, Table
-from .text import clip
+from .table import Table
 
 # --------------------------------------------------------------------------- in-memory tables
 
@@ -40,7 +43,7 @@ def table_from_object(obj: Any, kind: str, label: str, columns: tuple[tuple[str,
     if isinstance(obj, Table):
         return obj
     if isinstance(obj, Mapping) and not obj:
-        raise DataError(label, "the table has no rows.")
+        raise DataError(label, NO_ROWS)
     if isinstance(obj, Mapping) and all(isinstance(v, Mapping) for v in obj.values()):
         if columns:
             raise DataError(
@@ -61,8 +64,9 @@ def table_from_object(obj: Any, kind: str, label: str, columns: tuple[tuple[str,
     else:
         tbl = _arrow_table(obj, label)
         if tbl.num_rows == 0:
-            raise DataError(label, "the table has no rows.")
-        value_col, rank_col, _ = required_columns(kind, canonical_names(tbl.column_names, columns), label, None)
+            raise DataError(label, NO_ROWS)
+        with refusals(label):
+            value_col, rank_col = required_columns(kind, canonical_names(tbl.column_names, columns))
         needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
         named = pa.table({c: tbl.column(source_name(columns, c)) for c in needed})
         table = table_from_columns(label, kind, "table", *arrow_columns(named, label, value_col, rank_col))
@@ -99,37 +103,40 @@ def _arrow_table(obj: Any, label: str) -> Any:
 
 
 def _nested_rows(obj: Any, kind: str, label: str) -> tuple[list[str], list[str], list[float]]:
+    """The rows of ``{query_id: {doc_id: value}}``: ids strings or integers (their decimal text), non-empty;
+    values finite numbers. Errors name the label and the entry (``['q1']['d3']``)."""
     import numbers
 
     what = "grade" if kind == QRELS else "score"
     qs, ds, vs = [], [], []
 
-    def text(key: Any, where: str) -> str:
+    def text(column: str, key: Any) -> str:
         if isinstance(key, (bool, np.bool_)) or not isinstance(key, (str, numbers.Integral)):
-            raise DataError(
-                label, f"{where}: ids must be strings (or integers), got {type(key).__name__} {clip(repr(key), 60)}."
-            )
+            raise Refused(id_type(column, f"{type(key).__name__} {clip(repr(key), 60)}"))
         key = str(key) if isinstance(key, str) else str(int(key))
         if not key:
-            raise DataError(label, f"{where}: an id is empty; every row needs a query_id and a doc_id.")
+            raise Refused(empty_id(column))
         return key
 
-    for q, docs in obj.items():
-        qid = text(q, f"[{q!r}]")
-        for d, v in docs.items():
-            where = f"[{q!r}][{d!r}]"
-            doc = text(d, where)
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-                raise DataError(
-                    label, f"{where}: {what} must be a finite number, got {type(v).__name__} {clip(repr(v), 60)}."
-                )
-            try:
-                x = float(v)
-            except OverflowError:
-                x = math.inf
-            if not math.isfinite(x):
-                raise DataError(label, f"{where}: {what} must be a finite number, got {clip(repr(v), 60)}.")
-            qs.append(qid)
-            ds.append(doc)
-            vs.append(x)
+    where = ""
+    try:
+        for q, docs in obj.items():
+            where = f"[{q!r}]"
+            qid = text("query_id", q)
+            for d, v in docs.items():
+                where = f"[{q!r}][{d!r}]"
+                doc = text("doc_id", d)
+                if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+                    raise Refused(not_a_number(what, f"{type(v).__name__} {clip(repr(v), 60)}"))
+                try:
+                    x = float(v)
+                except OverflowError:
+                    x = -math.inf if str(v).startswith("-") else math.inf  # (an integer beyond a double)
+                if not math.isfinite(x):
+                    raise Refused(not_finite(what, x))
+                qs.append(qid)
+                ds.append(doc)
+                vs.append(x)
+    except Refused as exc:
+        raise DataError(label, f"{where}: {exc.message}") from None
     return qs, ds, vs

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..paths import dataset_files, shown_path
+from .accept import judged_twice
 from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
 from .text import CHANGED_WHILE_READ, blocks, native_reader, open_file, unchanged_since
 
@@ -465,12 +466,8 @@ def dedupe_qrels(table: Table) -> Table:
     if conflict.size:
         i = conflict[np.argmin(b[conflict])]
         first, second = int(a[i]), int(b[i])
-        raise table.error(
-            second,
-            f"document {table.doc.row(second)!r} of query {table.query.row(second)!r} "
-            f"is judged twice with different grades ({table.value[first]:g} at "
-            f"{table.locate(first)}, {table.value[second]:g} here).",
-        )
+        grades = f"{table.value[first]:g} at {table.locate(first)}, {table.value[second]:g} here"
+        raise table.error(second, judged_twice(table.doc.row(second), table.query.row(second), grades))
     keep = np.ones(len(table), dtype=bool)
     keep[b] = False
     return Table(

@@ -9,7 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
-from .text import check_file, clip, csv_fields, is_blank, parse_number, split_fields, text_lines
+from .accept import (
+    Refused,
+    clip,
+    column_twice,
+    csv_fields,
+    empty_id,
+    is_blank,
+    named_fields,
+    parse_number,
+    split_fields,
+)
+from .text import check_file, text_lines
 
 
 def read_query_set(path: str | Path) -> list[str]:
@@ -91,49 +102,40 @@ def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list
     lines = list(text_lines(path))
     delim = _delimiter(path, next((t for _, t in lines if not is_blank(t)), ""), columns[0])
 
-    def split(lineno: int, text: str) -> list[str]:
-        if delim is None:
-            return split_fields(text)
-        return csv_fields(text, delim, path, lineno, "CSV" if delim == "," else "TSV")
-
     header: list[str] | None = None
     idx: list[int] | None = None
     for lineno, text in lines:
         if is_blank(text):
             continue
-        fields = split(lineno, text)
-        if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
-            header = [f.lower() for f in fields]
-            for c in columns:
-                if header.count(c) > 1:
-                    raise DataError(
-                        path,
-                        f"column {c!r} appears {header.count(c)} times in the header; each column is named once.",
-                        lineno,
+        try:
+            fields = split_fields(text) if delim is None else csv_fields(text, delim, "CSV" if delim == "," else "TSV")
+            if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
+                header = [f.lower() for f in fields]
+                for c in columns:
+                    if header.count(c) > 1:
+                        raise Refused(column_twice(c, header.count(c)))
+                missing = [c for c in columns if c not in header]
+                if missing:
+                    raise Refused(f"missing column(s) {', '.join(missing)} in the header.")
+                idx = [header.index(c) for c in columns]
+                continue
+            if idx is not None:
+                assert header is not None  # read with idx
+                if len(fields) != len(header):
+                    raise Refused(named_fields(header, len(fields)))
+                fields = [fields[i] for i in idx]
+            else:
+                header = []  # the first line was data: no header in this file
+                if len(fields) != len(columns):
+                    raise Refused(
+                        f"expected {len(columns)} field(s) ({' '.join(columns)}), found {len(fields)}: {clip(text)!r}."
                     )
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise DataError(path, f"missing column(s) {', '.join(missing)} in the header.", lineno)
-            idx = [header.index(c) for c in columns]
-            continue
-        if idx is not None:
-            assert header is not None  # read with idx
-            if len(fields) != len(header):
-                raise DataError(path, f"expected {len(header)} fields, found {len(fields)}.", lineno)
-            row = [fields[i] for i in idx]
-        else:
-            header = []  # the first line was data: no header in this file
-            if len(fields) != len(columns):
-                raise DataError(
-                    path,
-                    f"expected {len(columns)} field(s) ({' '.join(columns)}), found {len(fields)}: {clip(text)!r}.",
-                    lineno,
-                )
-            row = fields
-        for c, value in zip(columns, row):
-            if not value:
-                raise DataError(path, f"{c} is empty.", lineno)
-        yield lineno, row
+            for c, value in zip(columns, fields):
+                if not value:
+                    raise Refused(empty_id(c))
+        except Refused as exc:
+            raise exc.at(path, lineno) from None
+        yield lineno, fields
 
 
 def _delimiter(path: Path, first: str, key: str) -> str | None:

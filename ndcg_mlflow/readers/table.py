@@ -9,16 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .text import BOM, native_reader, not_finite, open_data
-
-QRELS = "qrels"
-RUN = "run"
-
-TREC_COLUMNS = {
-    QRELS: ("query_id", "iteration", "doc_id", "grade"),
-    RUN: ("query_id", "q0", "doc_id", "rank", "score", "tag"),
-}
-TREC_LAYOUT = {QRELS: "qid iter docid grade", RUN: "qid Q0 docid rank score tag"}
+from .accept import BOM, first_bad_row
+from .text import native_reader, open_data
 
 
 @dataclass
@@ -360,31 +352,6 @@ def string_array(items: Any) -> Any:
     return array
 
 
-def has_empty(column: Any) -> bool:
-    """Whether a string column (chunked or not, no nulls) holds an empty string."""
-    return first_empty(column) is not None
-
-
-def first_empty(column: Any) -> int | None:
-    """The first row of a string column (chunked or not, no nulls; ``string`` or ``large_string``) holding an
-    empty string: two equal offsets, looked at chunk by chunk (the strings' bytes are not read); None if none."""
-    import pyarrow as pa
-
-    base = 0
-    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
-        n = len(chunk)
-        if n:
-            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-            offsets = np.frombuffer(
-                chunk.buffers()[1], dtype=width, count=n + 1, offset=np.dtype(width).itemsize * chunk.offset
-            )
-            same = np.flatnonzero(offsets[1:] == offsets[:-1])
-            if same.size:
-                return base + int(same[0])
-        base += n
-    return None
-
-
 # Arrow <-> numpy without pandas: pyarrow's own conversions (``to_numpy``, ``pa.array`` of an ndarray) import pandas
 # when it is installed, which costs more than reading a large file's ids takes; these read and wrap the buffers.
 
@@ -522,11 +489,14 @@ def numpy_column(column: Any) -> np.ndarray:
 
 
 def check_finite(table: Table, what: str) -> None:
+    """Refuse the first row whose rank or value (``what``: grade or score) is not finite (the rank first, as its
+    field comes first in a TREC line)."""
     if table.finite:
         return
-    bad = np.flatnonzero(~np.isfinite(table.value))
-    if bad.size:
-        raise table.error(int(bad[0]), not_finite(what, float(table.value[bad[0]])))
+    numbers = {"rank": table.rank} if table.rank is not None else {}
+    bad = first_bad_row({}, {**numbers, what: table.value})
+    if bad is not None:
+        raise table.error(*bad)
 
 
 def yield_cpu() -> None:

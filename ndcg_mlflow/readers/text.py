@@ -1,11 +1,9 @@
-"""Opening data files (gzip, zstd) and the text every reader shares: lines, line ends, fields, numbers."""
+"""Opening data files (gzip, zstd), reading their lines, and the scan of their bytes that chooses a reader (what a
+line, a field and a number may be: :mod:`.accept`)."""
 
 from __future__ import annotations
 
 import codecs
-import csv
-import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +11,7 @@ from typing import Any, BinaryIO
 
 from ..errors import DataError
 from ..paths import file_problem, os_error_problem, shown_path
-
-BOM = b"\xef\xbb\xbf"
-
+from .accept import BOM, Refused, clip, is_blank, line_text, strip_line_end
 
 # --------------------------------------------------------------------------- files
 
@@ -97,102 +93,35 @@ def first_line(path: Path) -> tuple[int, str]:
         for lineno, raw in enumerate(fh, 1):
             if lineno == 1 and raw.startswith(BOM):
                 raw = raw[3:]
-            text = _strip_line_end(raw).decode("utf-8", errors="replace")
+            text = strip_line_end(raw).decode("utf-8", errors="replace")
             if not is_blank(text):
                 return lineno, text
     return 0, ""
 
 
-# --------------------------------------------------------------------------- text: lines, fields, numbers
-
-_FIELD_SEP = re.compile(r"[ \t]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_NON_FINITE_WORDS = {"nan", "inf", "infinity"}
-_LINE_ENDS = "line ends must be LF or CRLF"
-
-
-def is_blank(text: str) -> bool:
-    """A line holding nothing but ASCII spaces and tabs (the only characters that separate fields)."""
-    return not text.strip(" \t")
-
-
-def split_fields(text: str) -> list[str]:
-    """TREC and plain small-file fields: separated by runs of ASCII spaces and tabs, nothing else."""
-    text = text.strip(" \t")
-    return _FIELD_SEP.split(text) if text else []
-
-
-def parse_number(raw: str) -> float:
-    """A decimal number (``-1``, ``2.5``, ``.5``, ``1e3``); NaN or an infinity for those words (refused by the
-    callers, as ``1e999`` is); ValueError for anything else (``0x10``, ``1_0``, non-ASCII digits)."""
-    if _DECIMAL.fullmatch(raw):
-        return float(raw)
-    if raw.lstrip("+-").lower() in _NON_FINITE_WORDS and len(raw) - len(raw.lstrip("+-")) <= 1:
-        return float(raw)
-    raise ValueError(raw)
-
-
-def is_number(raw: str) -> bool:
-    """Whether ``raw`` reads as a number (:func:`parse_number`)."""
-    try:
-        parse_number(raw)
-    except ValueError:
-        return False
-    return True
-
-
-def checked_number(path: Path, lineno: int, raw: str, what: str) -> float:
-    try:
-        x = parse_number(raw)
-    except ValueError:
-        raise DataError(path, f"{what} must be a number, got {clip(raw)!r}.", lineno) from None
-    if not math.isfinite(x):
-        raise DataError(path, not_finite(what, x), lineno)
-    return x
-
-
-def not_finite(what: str, x: float) -> str:
-    """The problem of a value read as NaN or an infinity (``1e999`` too), whichever reader of a file read it."""
-    return f"{what} must be a finite number, got {x} (NaN, an infinity, or a value beyond the range of a double)."
-
-
-def _strip_line_end(raw: bytes) -> bytes:
-    if raw.endswith(b"\r\n"):
-        return raw[:-2]
-    if raw.endswith(b"\n"):
-        return raw[:-1]
-    return raw
+# --------------------------------------------------------------------------- lines, and the scan of a file's bytes
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its line end) of every line, LF or CRLF ended; a carriage return anywhere
-    else (CR-only line ends, a stray CR inside a line) is an error naming the line, as is non-UTF-8 text."""
+    """(line number, text without its line end) of every line, LF or CRLF ended (:func:`.accept.line_text`: a
+    carriage return anywhere else, or text that is not UTF-8, is an error naming the line)."""
     with open_data(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             if lineno == 1 and raw.startswith(BOM):
                 raw = raw[3:]
-            body = _strip_line_end(raw)
-            if b"\r" in body:
-                raise DataError(path, _lone_cr_message(body), lineno)
             try:
-                yield lineno, body.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(path, f"not UTF-8 text (byte {exc.start + 1} of the line).", lineno) from None
+                text = line_text(strip_line_end(raw))
+            except Refused as exc:
+                raise exc.at(path, lineno) from None
+            yield lineno, text
 
 
-def _lone_cr_message(body: bytes) -> str:
-    at = body.index(b"\r")
-    if at + 1 < len(body):
-        return (
-            f"a carriage return (CR) not followed by a line feed, at byte {at + 1} of the line: {_LINE_ENDS} "
-            f"(a file with CR-only line ends, as old Mac editors wrote, must be converted)."
-        )
-    return f"the line ends with a carriage return (CR) alone: {_LINE_ENDS}."
+def line_reader_only() -> bool:
+    """Whether every text file is read line by line (``NDCG_MLFLOW_LINE_READER=1``: no C reader, no Arrow fast
+    path; the same tables and errors, slower), for the tests of each path."""
+    import os
 
-
-def clip(text: str, n: int = 120) -> str:
-    text = text.rstrip("\r\n")
-    return text if len(text) <= n else text[: n - 3] + "..."
+    return os.environ.get("NDCG_MLFLOW_LINE_READER", "") not in ("", "0")
 
 
 def native_reader() -> Any:
@@ -259,6 +188,7 @@ class _Scan:
     """What one pass over a text file's bytes found (for choosing the Arrow fast path safely)."""
 
     utf8: bool = True
+    lone_cr: bool = False  # a carriage return not followed by a line feed (the scan stops there)
     has: dict[bytes, bool] = field(default_factory=dict)  # byte -> present anywhere
     empty_field: bool = False  # with ``fields``: a TREC field would be empty under a one-byte separator
 
@@ -301,13 +231,12 @@ def blocks(fh: Any, size: int = SCAN_BLOCK) -> Iterator[bytearray]:
 
 
 def scan_text(path: Path, fields: bool = False) -> _Scan:
-    """One pass over the bytes: refuses a lone CR (naming its line); records whether space, tab and the double
-    quote occur; checks UTF-8. With ``fields``, also records whether splitting each line at every single space
-    or tab would give an empty field (a separator at a line's start or end, or two in a row), which the split
-    at runs of spaces and tabs would not see. Lines are counted only to name the line of a lone CR."""
+    """One pass over the bytes: records whether space, tab and the double quote occur, and a lone CR (where it
+    stops: the line reader then reads the file, naming the first line at fault); checks UTF-8. With ``fields``,
+    also records whether splitting each line at every single space or tab would give an empty field (a separator
+    at a line's start or end, or two in a row), which the split at runs of spaces and tabs would not see."""
     scan = _Scan(has={b" ": False, b"\t": False, b'"': False})
     decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0  # bytes (after a BOM) before ``data``
     cr_before = False  # the byte before ``data`` is a CR (whose LF, if any, opens ``data``)
     before = -1  # the byte before ``data`` (-1: the start of the file, as a line start)
     scratch: _FieldScratch | None = None
@@ -318,20 +247,11 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             data: bytes | bytearray = block[3:] if i == 0 and block.startswith(BOM) else block
             if not data:
                 continue
-            if cr_before and data[0] != _LF:  # a block's last byte, a CR, not followed by a LF
-                raise DataError(path, _lone_cr_message(b"\r" + data[:1]), _lines_in(path, offset - 1) + 1)
-            cr_before = data[-1] == _CR
-            if b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
-                at = data.find(b"\r")
-                while data[at + 1 : at + 2] == b"\n":
-                    at = data.find(b"\r", at + 1)
-                start = data.rfind(b"\n", 0, at) + 1
-                # (a CR in the block's last byte is its next block's concern: this one has a byte after it)
-                raise DataError(
-                    path,
-                    _lone_cr_message(bytes(data[start : at + 2])),
-                    _lines_in(path, offset) + data.count(b"\n", 0, at) + 1,
-                )
+            # a CR not followed by a LF (one in a block's last byte: its next block's first byte says)
+            cr_before, lone = data[-1] == _CR, cr_before and data[0] != _LF
+            if lone or b"\r" in data and data.count(b"\r") - cr_before != data.count(b"\r\n"):
+                scan.lone_cr = True
+                return scan
             if scan.utf8 and not (data.isascii() and decoder.getstate()[0] == b""):
                 try:
                     decoder.decode(data)
@@ -343,9 +263,7 @@ def scan_text(path: Path, fields: bool = False) -> _Scan:
             if scratch is not None and not scan.empty_field:
                 scan.empty_field = _empty_field(data, before, scratch)
             before = data[-1]
-            offset += len(data)
-    if cr_before:  # a CR at the very end of the file
-        raise DataError(path, _lone_cr_message(b"\r"), _lines_in(path, offset - 1) + 1)
+    scan.lone_cr = cr_before  # a CR at the very end of the file
     if fields and before in _SEPARATORS:  # the last line ends with a separator
         scan.empty_field = True
     if scan.utf8:
@@ -393,45 +311,3 @@ def _empty_field(data: bytes | bytearray, before: int, scratch: _FieldScratch) -
     if head in _SEPARATORS:
         return before < 0 or before in _SEPARATORS or before in _LINE_BREAKS
     return head in _LINE_BREAKS and before in _SEPARATORS
-
-
-def _lines_in(path: Path, nbytes: int) -> int:
-    """The line breaks among a file's first ``nbytes`` bytes (after a BOM): a second pass, made only to name the
-    line of an error."""
-    count = 0
-    first = True
-    with open_data(path) as fh:
-        while nbytes > 0:
-            block = fh.read(min(1 << 22, nbytes + (3 if first else 0)))
-            if not block:
-                break
-            if first and block.startswith(BOM):
-                block = block[3:]
-            first = False
-            count += block.count(b"\n", 0, nbytes)
-            nbytes -= len(block)
-    return count
-
-
-def csv_fields(text: str, delimiter: str, path: Path | None = None, lineno: int = 0, fmt: str = "CSV") -> list[str]:
-    """One CSV/TSV line's fields (quotes as Python's csv module and Arrow read them; a quoted field ends on its
-    line), each without surrounding ASCII spaces and tabs. A carriage return in the text (a line split at LF
-    only, as the first line's heuristics see it) is the line ends' error with a ``path``; without one (a guess at
-    a header), the fields are the text split at the delimiter. The csv module's own errors never escape."""
-    if "\r" in text:
-        if path is None:
-            return [f.strip(" \t") for f in text.split(delimiter)]
-        raise DataError(path, _lone_cr_message(text.encode("utf-8", "surrogatepass")), lineno)
-    try:
-        fields = next(csv.reader([text], delimiter=delimiter, strict=True))
-    except csv.Error as exc:
-        if "expected after" not in str(exc):  # an unterminated quote: a field may not span lines
-            if path is None:
-                return [f.strip(" \t") for f in text.split(delimiter)]
-            raise DataError(
-                path, f"not readable as {fmt}: {exc} (a quoted field must end on its line).", lineno
-            ) from None
-        fields = next(csv.reader([text], delimiter=delimiter))  # '"a"b' is 'ab', as Arrow reads it
-    except StopIteration:
-        return []
-    return [f.strip(" \t") for f in fields]

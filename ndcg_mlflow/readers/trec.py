@@ -10,34 +10,38 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .hashing import long_hashes, query_mixes
-from .table import (
+from .accept import (
+    BOM,
     QRELS,
     RUN,
     TREC_COLUMNS,
-    TREC_LAYOUT,
+    Refused,
+    first_empty,
+    no_data_lines,
+    strip_line_end,
+    trec_refusal,
+    trec_row,
+)
+from .hashing import long_hashes, query_mixes
+from .table import (
     Ids,
     Strings,
     Table,
     encode_dictionary,
     encode_id_list,
-    has_empty,
     parse_pool,
     pool_array,
     pooled_values,
     string_column,
 )
 from .text import (
-    BOM,
     CHANGED_WHILE_READ,
     COMPRESSION,
-    checked_number,
-    clip,
+    line_reader_only,
     native_reader,
     open_data,
     open_file,
     scan_text,
-    split_fields,
     text_lines,
     unchanged_since,
 )
@@ -46,15 +50,18 @@ from .text import (
 
 
 def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
-    """A TREC file: through the C reader (:func:`_trec_native`) when it is built and the file is not compressed;
-    else through Arrow's reader when :func:`_trec_delimiter` clears it; else (and whenever the C reader is not
-    sure of a line) line by line, which names the line of an error.
+    """A TREC file: through the C reader (:func:`_trec_native`) when it is built and the file is not compressed
+    (its first refused line is then the error, in :mod:`.accept`'s words); else through Arrow's reader when
+    :func:`_trec_delimiter` clears it; else (and whenever the C reader is not sure of a line) line by line, which
+    names the line of an error. ``NDCG_MLFLOW_LINE_READER=1``: line by line.
 
     The scan of the bytes that decides it runs beside Arrow's parse, which starts on the separator of the
     file's first block; the parse is kept only when the scan then names the same separator (a lone CR the
-    scan finds is the error, whatever the parse gave)."""
+    scan finds sends the file to the line reader, whatever the parse gave)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if line_reader_only():
+        return _trec_python(path, kind, rank)
     if native_reader() is not None and path.suffix.lower() not in COMPRESSION:
         try:
             native = _trec_native(path, kind, rank)
@@ -72,7 +79,7 @@ def read_trec(path: Path, kind: str, rank: bool = True) -> Table:
             except FastPathRefused:
                 table = None
             except BaseException:
-                decided.result()  # the scan's error (a lone CR) comes first
+                decided.result()  # the scan's error (a file that cannot be read) comes first
                 raise
         delimiter = decided.result()
     if delimiter is not None and delimiter == guess:
@@ -95,10 +102,11 @@ NATIVE_PART = 1 << 24  # bytes of a file the C reader parses in one call (one Ar
 
 def _trec_native(path: Path, kind: str, want_rank: bool = True, part_size: int = NATIVE_PART) -> Table | None:
     """The file's rows as the line-by-line reader reads them, parsed in C (``readers/cparse.c``), the file's parts
-    (whole lines, about ``part_size`` bytes each) on Arrow's CPU threads; None when the C reader is not sure of a
-    line (a field count, a number, a line end, bytes that are not UTF-8) or finds no data line: the line reader
-    then reads the file, naming the line. The rows' (query, doc) keys (``hashing.pair_hashes``) come with the
-    table (``read_pair_keys``), for the duplicate check and the join."""
+    (whole lines, about ``part_size`` bytes each) on Arrow's CPU threads. The first line the C reader does not take
+    (a line end, bytes that are not UTF-8, a field count, a number: its code and the line's offset) is a DataError
+    naming the line, in the words of :func:`.accept.trec_refusal`; None when that check of the line does not
+    agree with the C reader's (the line reader then reads the file). The rows' (query, doc) keys
+    (``hashing.pair_hashes``) come with the table (``read_pair_keys``), for the duplicate check and the join."""
     fast = native_reader()
     fh = open_file(path)
     try:
@@ -123,7 +131,7 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
     before = os.fstat(fd)
     size = before.st_size
     if size == 0:
-        return None
+        raise DataError(path, no_data_lines(kind))
     try:
         mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # a file system or special file that cannot be mapped
@@ -185,11 +193,21 @@ def _trec_mapped(path: Path, fh: Any, fast: Any, kind: str, want_rank: bool, par
                 return out, offsets, data
 
             results = list(ex.map(parse, range(len(parts))))
-            if any(r[0][0] != 0 for r in results) or sum(r[0][1] for r in results) == 0:
-                return None
+            refused = next((k for k, r in enumerate(results) if r[0][0] != 0), None)
+            if refused is not None:  # the first part's first refused line (earlier parts took every line)
+                why, at = results[refused][0][5:]
+                line = parts[refused][0] + at
+                end = _line_end(fd, line, size, path)
+                body = strip_line_end(os.pread(fd, (size if end < 0 else end + 1) - line, line))
+                message = trec_refusal(why, body, kind, want_rank)
+                if message is None:
+                    return None
+                raise DataError(path, message, fast.count_lines(mm, 0, line) + 1)
+            if sum(r[0][1] for r in results) == 0:
+                raise DataError(path, no_data_lines(kind))
             query_values: dict[bytes, int] = {}
             chunks, kept, maps = [], [], []
-            for k, ((_, rows, doc_bytes, long_ids, query_ids), offsets, data) in enumerate(results):
+            for k, ((_, rows, doc_bytes, long_ids, query_ids, *_), offsets, data) in enumerate(results):
                 lo = int(first[k])
                 local = np.fromiter(
                     (query_values.setdefault(q, len(query_values)) for q in query_ids),
@@ -302,9 +320,9 @@ def _trec_delimiter(path: Path) -> str | None:
     separators in a row, or one at a line's start or end), which the line-by-line split on runs of spaces and
     tabs would not see: the line-by-line reader then reads the file. Arrow's split on that one separator is
     then the line-by-line split, in every column, also the ones Arrow is not asked to convert."""
-    scan = scan_text(path, fields=True)  # also refuses a lone CR, whichever reader runs
+    scan = scan_text(path, fields=True)
     with open_data(path) as fh:
-        if fh.read(3) == BOM or not scan.utf8 or scan.empty_field:
+        if fh.read(3) == BOM or not scan.utf8 or scan.lone_cr or scan.empty_field:
             return None
     for sep, other in ((b"\t", b" "), (b" ", b"\t")):
         if scan.has[sep] and not scan.has[other]:
@@ -353,8 +371,8 @@ def _trec_arrow(path: Path, kind: str, delimiter: str, want_rank: bool = True) -
         raise FastPathRefused() from None
     if (
         tbl.num_rows == 0
-        or has_empty(tbl.column("doc_id"))
-        or any(has_empty(c.dictionary) for c in tbl.column("query_id").chunks)
+        or first_empty(tbl.column("doc_id")) is not None
+        or any(first_empty(c.dictionary) is not None for c in tbl.column("query_id").chunks)
     ):
         raise FastPathRefused()
     # the numbers and codes in one buffer each, from the pages the parse has freed in its pool
@@ -387,32 +405,20 @@ def valid_utf8(tbl: Any, columns: Iterable[str]) -> bool:
 
 
 def _trec_python(path: Path, kind: str, want_rank: bool = True) -> Table:
-    """Line-by-line reader: runs of ASCII spaces and tabs separate fields; errors name the exact line."""
-    ncols = len(TREC_COLUMNS[kind])
-    layout = TREC_LAYOUT[kind]
+    """Line-by-line reader (:func:`.accept.trec_row`); errors name the exact line."""
     qs, ds, vs, rs = [], [], [], []
     for lineno, text in text_lines(path):
-        parts = split_fields(text)
-        if not parts:
-            continue
-        if len(parts) < ncols or (kind == QRELS and len(parts) > ncols):
-            raise DataError(
-                path,
-                f"expected {ncols} fields ({layout}) separated by spaces or tabs, found {len(parts)}: {clip(text)!r}.",
-                lineno,
-            )
-        if kind == QRELS:
-            qid, _, doc, grade = parts
-            vs.append(checked_number(path, lineno, grade, "grade"))
-        else:
-            qid, _, doc, rank, score = parts[:5]  # fields after the tag are ignored, as trec_eval does
-            if want_rank:
-                rs.append(checked_number(path, lineno, rank, "rank"))
-            vs.append(checked_number(path, lineno, score, "score"))
-        qs.append(qid)
-        ds.append(doc)
+        try:
+            row = trec_row(text, kind, want_rank)
+        except Refused as exc:
+            raise exc.at(path, lineno) from None
+        if row is not None:
+            qs.append(row[0])
+            ds.append(row[1])
+            vs.append(row[2])
+            rs.append(row[3])
     if not qs:
-        raise DataError(path, f"the {kind} file has no data lines.")
+        raise DataError(path, no_data_lines(kind))
     return Table(
         str(path),
         kind,
