@@ -26,6 +26,7 @@ from .paths import shown_path
 from .queries import QueryRows, overflow_message, score_queries
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
+from .readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from .readers.table import take_rows, yield_cpu
 from .result import (  # noqa: F401 (re-exported)
     EvaluationResult,
@@ -527,12 +528,7 @@ def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.n
     files.append(FileInfo("queries.set", str(src.path), src.declared, sha, len(ids)))
     unknown = sorted(set(ids) - set(judged))
     if unknown:
-        raise DataError(
-            src.file,
-            f"{len(unknown)} queries of the declared set have no judgments in "
-            f"{spec.qrels.declared}: {preview(unknown)}. Judge them or remove them from "
-            f"the set.",
-        )
+        raise DataError(src.file, unjudged_set_message(len(unknown), unknown[:5], spec.qrels.declared))
     return _object_array(sorted(ids))
 
 
@@ -552,19 +548,14 @@ def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> n
     files.append(FileInfo("queries.weights", str(src.path), src.declared, sha, len(table)))
     missing = [q for q in query_ids if q not in table]
     if missing:
-        raise DataError(src.file, f"{len(missing)} evaluated queries have no weight: {preview(missing)}.")
+        raise DataError(src.file, unweighted_message(len(missing), missing[:5]))
     weights = np.array([table[q] for q in query_ids], dtype=np.float64)
     try:
         total = math.fsum(weights)
     except OverflowError:
         total = math.inf
     if not math.isfinite(total):
-        raise DataError(
-            src.file,
-            f"the weights of the {weights.size} evaluated queries add up to more than the "
-            f"largest double ({np.finfo(np.float64).max:.4g}), so their sum cannot be "
-            f"reported; only their ratios matter: divide them all by a common factor.",
-        )
+        raise DataError(src.file, weight_sum_message(weights.size))
     return weights
 
 

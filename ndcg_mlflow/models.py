@@ -202,6 +202,14 @@ def _ids(values: Any) -> Any:
     return arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
 
 
+def non_finite_message(
+    uri: str, value: Any, query: str, doc: str, more: int, where: str, row: int | None = None
+) -> str:
+    """The words of a model's score that is not a finite number (``row``: its 1-based row, when known)."""
+    at = f"row {row} (query {query!r}, doc {doc!r})" if row is not None else f"query {query!r}, doc {doc!r}"
+    return f"{uri} returned {value} for {at} and {more} more non-finite scores {where}; every score must be finite."
+
+
 def scored_rows(
     output: Any,
     frame: Any,
@@ -259,9 +267,7 @@ def scored_rows(
         query, doc = str(frame[qcol].iloc[i]), str(frame[dcol].iloc[i])
         raise DataError(
             path,
-            f"{resolved.loaded_uri} returned {scores[i]} for row {start + i + 1} (query {query!r}, "
-            f"doc {doc!r}) and {bad.size - 1} more non-finite scores in {where}; every score must be "
-            f"a finite number.",
+            non_finite_message(resolved.loaded_uri, scores[i], query, doc, bad.size - 1, f"in {where}", start + i + 1),
         )
     return pa.table(
         {"query_id": _ids(pa.array(frame[qcol])), "doc_id": _ids(pa.array(frame[dcol])), "score": pa.array(scores)}

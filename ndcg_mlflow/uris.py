@@ -75,9 +75,9 @@ def safe_uri(uri: str | None) -> str | None:
     return None if uri is None else redact(str(uri))
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message as it may be shown: without credentials, at most about 500
-    characters."""
+def first_line(exc: BaseException | str) -> str:
+    """The first line of an error's message (or of a text) as it may be shown: without credentials, at most about
+    500 characters."""
     text = redact(str(exc)).strip().splitlines()
     if not text:
         return ""

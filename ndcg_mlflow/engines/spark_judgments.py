@@ -39,6 +39,7 @@ from ..readers.accept import (
     refusals,
     required_columns,
 )
+from ..readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from ..spec import Spec
 
 MAX_GRADES = 100_000
@@ -255,11 +256,7 @@ def spark_judgments(
             if n:
                 first = [r["query_id"] for r in unknown.orderBy("query_id").limit(5).collect()]
                 qrels_name = spec.qrels.declared if spec.qrels is not None else "qrels"
-                raise DataError(
-                    src.file,
-                    f"{n} queries of the declared set have no judgments in {qrels_name}: "
-                    f"{_more(first, n)}. Judge them or remove them from the set.",
-                )
+                raise DataError(src.file, unjudged_set_message(n, first, qrels_name))
         if spec.queries.weights is None:
             weights_df = evaluated.select("query_id", F.lit(1.0).alias("weight"))
         else:
@@ -283,7 +280,7 @@ def spark_judgments(
             n = missing.count()
             if n:
                 first = [r["query_id"] for r in missing.orderBy("query_id").limit(5).collect()]
-                raise DataError(src.file, f"{n} evaluated queries have no weight: {_more(first, n)}.")
+                raise DataError(src.file, unweighted_message(n, first))
             weights_df = evaluated.join(given, "query_id")
         agg = weights_df.agg(
             F.count(F.lit(1)).alias("n"), F.sum("weight").alias("s"), F.max("weight").alias("m")
@@ -292,9 +289,7 @@ def spark_judgments(
         if not math.isfinite(weight_sum):
             raise DataError(
                 spec.queries.weights.file if spec.queries.weights is not None else label,
-                f"the weights of the {n_queries} evaluated queries add up to more than the largest double "
-                f"({np.finfo(np.float64).max:.4g}), so their sum cannot be reported; only their ratios "
-                f"matter: divide them all by a common factor.",
+                weight_sum_message(n_queries),
             )
         weights_df = weights_df.select("query_id", "weight", (F.col("weight") / F.lit(top)).alias("rw")).persist()
         frames.append(weights_df)
@@ -309,16 +304,11 @@ def spark_judgments(
         n = over.count()
         if n:
             first = [r["query_id"] for r in over.orderBy("query_id").limit(5).collect()]
-            raise DataError(label, gain_sums_overflow(first[0], spec.metric.gain, _more(first, n), n))
+            raise DataError(label, gain_sums_overflow(first[0], spec.metric.gain, preview(first, total=n), n))
         return SparkJudgments(judged_df, weights_df, n_queries, weight_sum, grades, n_judged, frames)
     except BaseException:  # nothing refers to the cached frames: they go
         SparkJudgments(None, None, 0, 0.0, [], 0, frames).release()
         raise
-
-
-def _more(first: list[str], n: int) -> str:
-    text = preview(first)
-    return text + (f" and {n - len(first)} more" if n > len(first) else "")
 
 
 def _large(path: Any) -> bool:

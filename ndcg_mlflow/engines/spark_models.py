@@ -31,10 +31,11 @@ from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError
 from ..evaluation import said_of_candidates
-from ..models import ResolvedModel, check_input_columns, scored_name, with_scored
+from ..models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
 from ..rules import keeps_displayed_order
 from ..spec import Spec
 from ..tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
+from ..uris import first_line
 from .grouped import GROUPS
 from .local import model_spec, remove_with, scoring_folder
 
@@ -166,10 +167,7 @@ def score_candidates(
         row = first[0]
         shown = "NULL" if row["score"] is None else repr(row["score"])
         raise DataError(
-            path,
-            f"{uri} returned {shown} for query {row['query_id']!r}, doc {row['doc_id']!r} and "
-            f"{count - 1} more non-finite scores (scored on Spark); every score must be a finite "
-            f"number.",
+            path, non_finite_message(uri, shown, row["query_id"], row["doc_id"], count - 1, "(scored on Spark)")
         )
     count = int(written.count())
     if count == 0:
@@ -257,14 +255,7 @@ def python_error(text: str) -> str:
     inner = [m for m in found if m.group(1).rsplit(".", 1)[-1] not in {w.rsplit(".", 1)[-1] for w in _WRAPPERS}]
     if inner:
         return f"{inner[-1].group(1).rsplit('.', 1)[-1]}: {inner[-1].group(2).strip()[:300]}"
-    return _first_line(text)
-
-
-def _first_line(text: str) -> str:
-    from ..uris import redact
-
-    lines = redact(text).strip().splitlines()
-    return lines[0][:300] if lines else "(no message)"
+    return first_line(text) or "(no message)"
 
 
 def evaluate_on(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, preview
 from .accept import (
     Refused,
     clip,
@@ -43,6 +43,28 @@ def read_query_set(path: str | Path) -> list[str]:
 # the smallest ratio of a weight to the largest weight: below it, w / max(w) loses precision (subnormal)
 # and the weighted mean could not tell the query from one of weight 0
 MIN_WEIGHT_RATIO = sys.float_info.min
+
+
+def unjudged_set_message(n: int, first: Iterable[object], qrels: str) -> str:
+    """The words of queries of a declared set that ``qrels`` does not judge (``first``: some of them, ``n`` in all)."""
+    return (
+        f"{n} queries of the declared set have no judgments in {qrels}: {preview(first, total=n)}. Judge them or "
+        f"remove them from the set."
+    )
+
+
+def unweighted_message(n: int, first: Iterable[object]) -> str:
+    """The words of evaluated queries the weights file does not list (``first``: some of them, ``n`` in all)."""
+    return f"{n} evaluated queries have no weight: {preview(first, total=n)}."
+
+
+def weight_sum_message(n: int) -> str:
+    """The words of weights whose sum overflows a double (every engine checks the sum of the evaluated queries')."""
+    return (
+        f"the weights of the {n} evaluated queries add up to more than the largest double "
+        f"({sys.float_info.max:.4g}), so their sum cannot be reported; only their ratios matter: divide them all by "
+        f"a common factor."
+    )
 
 
 def read_weights(path: str | Path) -> dict[str, float]:
