@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .companions import coverage_of_counts, fill_means, shown_counts
+from .companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
 from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
@@ -397,7 +397,8 @@ def _system(
     if progress:
         progress(f"computing nDCG of '{name}'")
     try:
-        plan, groups = _companion_plan(spec, companions, run)
+        plan = CompanionPlan.of(spec, companions)
+        groups = group_codes(companions["duplicates"], run.doc.array) if plan and plan.duplicates else None
         rows = score_queries(
             metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives], plan, groups
         )
@@ -415,16 +416,6 @@ def _system(
             coverage = coverage_of_counts(counts, metric.cutoffs, companions, name, str(spec.source or "") or None)
         fill_means(sr, metric, rows.duplicate_rate, coverage, relative(weights))
     return sr, prep, rows
-
-
-def _companion_plan(spec: Spec, companions: Any, run: Table) -> tuple[Any, np.ndarray | None]:
-    """The companion measures' plan and each run row's duplicate group code (:func:`~.companions.group_codes`)."""
-    if companions is None:
-        return None, None
-    from .companions import CompanionPlan, group_codes
-
-    dup = companions.get("duplicates")
-    return CompanionPlan.of(spec, companions), None if dup is None else group_codes(dup, run.doc.array)
 
 
 def finish(
