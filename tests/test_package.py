@@ -21,6 +21,29 @@ def test_import_does_not_import_mlflow():
     assert out.stdout.strip() == "False"
 
 
+def test_the_package_and_its_tracking_hook_import_nothing_until_used():
+    """MLflow loads ``ndcg_mlflow.tracking.bounds`` (the request header provider of this package's entry point) in
+    every process that imports its registry: that import, like ``import ndcg_mlflow``, loads neither numpy nor the
+    package's modules; the package's names load when first used."""
+    code = (
+        "import sys, ndcg_mlflow.tracking.bounds; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pyarrow', 'mlflow', 'ndcg_mlflow'))); "
+        "import ndcg_mlflow; print(ndcg_mlflow.evaluate.__module__, 'numpy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, used = out.stdout.splitlines()
+    assert loaded == str(
+        [
+            "ndcg_mlflow",
+            "ndcg_mlflow.lazy",
+            "ndcg_mlflow.tracking",
+            "ndcg_mlflow.tracking.bounds",
+            "ndcg_mlflow.version",
+        ]
+    )
+    assert used == "ndcg_mlflow.api True"
+
+
 def test_python_dash_m_validates(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "ndcg_mlflow", "validate", str(CONFIGS / "demo.yaml")],

@@ -571,20 +571,22 @@ def test_a_batch_splits_at_mlflow_limits_and_sets_the_final_tags_last(n_metrics,
 
 @pytest.mark.integration  # imports mlflow
 def test_mlflow_asks_the_request_clock_before_every_request_of_a_watched_call(tmp_path):
-    """``tracking/bounds.py`` needs one hook beyond MLflow's settings: a request header provider registered with
-    MLflow's registry is asked for its headers before every HTTP request MLflow makes, tracking and artifacts
-    alike, in the thread that makes it; that is how the watchdog bounds a whole request (a server trickling a byte
-    at a time). Checked on the installed MLflow, which must be in the range pyproject.toml supports, against a
-    server on 127.0.0.1 that answers everything: if this fails, bounds.py must change before the range does."""
+    """``tracking/bounds.py`` needs one hook beyond MLflow's settings: a request header provider (declared by this
+    package's ``mlflow.request_header_provider`` entry point) is asked for its headers before every HTTP request
+    MLflow makes, tracking and artifacts alike, in the thread that makes it; that is how the watchdog bounds a whole
+    request (a server trickling a byte at a time). Checked on the installed MLflow, which must be in the range
+    pyproject.toml supports, against a server on 127.0.0.1 that answers everything: if this fails, bounds.py must
+    change before the range does."""
     import http.server
     import threading
+    from importlib.metadata import entry_points
 
     import mlflow
     from helpers import REPO
     from mlflow.tracking import MlflowClient
     from packaging.version import Version
 
-    from ndcg_mlflow.tracking.bounds import Bounds, Watch, install
+    from ndcg_mlflow.tracking.bounds import Bounds, RequestClock, Watch, installed
 
     low, high = re.search(r'"mlflow>=([\d.]+),<([\d.]+)"', (REPO / "pyproject.toml").read_text()).groups()
     assert Version(low) <= Version(mlflow.__version__) < Version(high), (mlflow.__version__, low, high)
@@ -626,7 +628,8 @@ def test_mlflow_asks_the_request_clock_before_every_request_of_a_watched_call(tm
             super().restart()
 
     try:
-        assert install() and install()  # registered once, however often installed
+        clocks = [e for e in entry_points(group="mlflow.request_header_provider") if e.load() is RequestClock]
+        assert len(clocks) == 1 and installed()  # declared once, and MLflow loaded it
         folder = tmp_path / "files"
         folder.mkdir()
         (folder / "a.txt").write_text("a")

@@ -23,13 +23,20 @@ system's run-file digest, the version), and the custom tags of ``mlflow.tags`` a
 Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
 """
 
-from ..uris import redact, safe_uri
-from .bounds import CLEANUP_SECONDS, DEFAULT_HTTP, SIGNAL_CLEANUP_SECONDS, TOTAL_TIMEOUT, Bounds, configure_http
-from .client import LoggedRuns, default_tracking_uri, log_evaluation, log_folder
-from .compare import CompareError, compare_runs, rebuild_report
-from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics
-from .stale import filter_literal, owner_id, process_start
-from .worker import Terminated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import exports
+
+if TYPE_CHECKING:
+    from ..uris import redact, safe_uri
+    from .bounds import CLEANUP_SECONDS, DEFAULT_HTTP, SIGNAL_CLEANUP_SECONDS, TOTAL_TIMEOUT, Bounds, configure_http
+    from .client import LoggedRuns, default_tracking_uri, log_evaluation, log_folder
+    from .compare import CompareError, compare_runs, rebuild_report
+    from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics
+    from .stale import filter_literal, owner_id, process_start
+    from .worker import Terminated
 
 __all__ = [
     "ARTIFACTS",
@@ -57,3 +64,33 @@ __all__ = [
     "safe_uri",
     "system_metrics",
 ]
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "redact": "..uris",
+        "safe_uri": "..uris",
+        "CLEANUP_SECONDS": ".bounds",
+        "DEFAULT_HTTP": ".bounds",
+        "SIGNAL_CLEANUP_SECONDS": ".bounds",
+        "TOTAL_TIMEOUT": ".bounds",
+        "Bounds": ".bounds",
+        "configure_http": ".bounds",
+        "LoggedRuns": ".client",
+        "default_tracking_uri": ".client",
+        "log_evaluation": ".client",
+        "log_folder": ".client",
+        "CompareError": ".compare",
+        "compare_runs": ".compare",
+        "rebuild_report": ".compare",
+        "ARTIFACTS": ".names",
+        "COMPARISON_METRICS": ".names",
+        "TAG_PREFIX": ".names",
+        "comparison_metrics": ".names",
+        "system_metrics": ".names",
+        "filter_literal": ".stale",
+        "owner_id": ".stale",
+        "process_start": ".stale",
+        "Terminated": ".worker",
+    },
+)
