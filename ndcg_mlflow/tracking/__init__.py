@@ -10,8 +10,10 @@ the models of model systems.
 
 Layout of what is logged (the README's "What is logged to MLflow" in full; :mod:`.names` names it):
 
-* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means and
-  intervals as ``<system>.ndcg_at_<K>``, ``<system>.ndcg_at_<K>.ci_low`` / ``.ci_high`` metrics; every
+* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means as
+  ``<system>.ndcg_at_<K>`` metrics, each candidate's headline comparison as
+  ``<candidate>.compare.ndcg_at_<K>.<figure>`` (:func:`.names.parent_metrics`), the verdict first in its
+  description (:func:`.names.parent_note`); every
   resolved spec field as a param; the folder's files as artifacts and its tables as MLflow tables
   (``per_query_table.json``, ``figures_table.json``, ``comparisons_table.json``).
 * one nested child run per system (tag ``mlflow.parentRunId``): ``ndcg_at_<K>`` and its interval, a candidate's
