@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("wins-losses", int, "largest wins and losses listed"),
         ("tie-tolerance", float, "a |difference| at or below this is a tie"),
     ):
-        cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value)")
+        cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value, else run B's)")
     return parser
 
 

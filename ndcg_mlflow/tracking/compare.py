@@ -286,8 +286,9 @@ def compare_runs(
 
     Returns (result, output folder, new MLflow run id or None). ``overrides`` may set
     ``resamples``, ``confidence``, ``method``, ``seed``, ``test``, ``correction``,
-    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used. ``tags`` (``--tag``) are set
-    on the new run.
+    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used, else run B's (a CompareError
+    names a section neither run's evaluation declared). Each system is named by :func:`system_label`. ``tags``
+    (``--tag``) are set on the new run.
     """
     import tempfile
 
