@@ -66,7 +66,8 @@ class DataError(NdcgError):
 
 
 class EvaluationError(NdcgError):
-    """A declared rule (``empty_ideal: error``, ``unjudged: error`` ...) stopped the evaluation."""
+    """A declared rule (``empty_ideal: error``, ``unjudged: error`` ...) stopped the evaluation, or a result was asked
+    for what it does not hold (a system or cutoff not evaluated, per-query rows that stayed in Spark)."""
 
 
 class TrackingError(NdcgError):

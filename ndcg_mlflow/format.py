@@ -32,8 +32,8 @@ never starts a line (a heading, list item or table row) of its own. The one raw 
 files use (``<summary>``, whose content markdown does not process) takes :func:`md_html` instead:
 HTML escaping.
 
-A leaf module (nothing of the package imported): ``terminal``, ``explain``, ``sensitivity``, ``analysis`` and
-``report`` use it.
+A leaf module (nothing of the package imported): ``terminal``, ``explain``, ``sensitivity``, ``analysis``,
+``report`` and ``notebook`` use it.
 """
 
 from __future__ import annotations
