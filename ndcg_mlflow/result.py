@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,12 +281,12 @@ class EvaluationResult:
             "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
             "comparisons": self.analysis.wins_losses if self.analysis else [],
         }
-        return JsonText(json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     @property
     def summary_json(self) -> str:
         """``summary.json``'s text."""
-        return JsonText(json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n")
+        return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
 
     def _build_per_query(self):
         import pandas as pd
@@ -319,19 +318,6 @@ class EvaluationResult:
             if sr.duplicate_rate is not None:
                 frames[-1]["duplicate_rate"] = sr.duplicate_rate.ravel()
         return pd.concat(frames, ignore_index=True)
-
-
-class JsonText(str):
-    """The text of ``summary_json`` and ``wins_losses_json``, attributes as the result's other views are; calling
-    it, as when they were methods, gives the same text (deprecated)."""
-
-    def __call__(self) -> str:
-        warnings.warn(
-            "summary_json and wins_losses_json are attributes: write result.summary_json, without ()",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return str(self)
 
 
 def summary_of(

@@ -345,11 +345,7 @@ def test_mean_takes_the_cutoff_in_each_spelling(result):
 # --------------------------------------------------------------------------- the JSON texts
 
 
-def test_the_json_texts_are_attributes_and_the_old_call_still_works(result):
+def test_the_json_texts_are_attributes(result):
     assert isinstance(result.summary_json, str) and isinstance(result.wins_losses_json, str)
     assert json.loads(result.summary_json)["systems"]["cand"]["ndcg_at_10"]["mean"] == result.mean("cand", 10)
     assert json.loads(result.wins_losses_json)["baseline"] == "base"
-    with pytest.warns(DeprecationWarning, match="attributes"):
-        assert result.summary_json() == result.summary_json
-    with pytest.warns(DeprecationWarning):
-        assert result.wins_losses_json() == result.wins_losses_json
