@@ -354,7 +354,7 @@ def _decision_exit(result, quiet: bool) -> int:
     if quiet:
         from .decision import summary_line
 
-        print(f"ndcg-mlflow: {summary_line(result.decision)}", file=sys.stderr)
+        print(f"ndcg-mlflow: {summary_line(result.decision, result.summary.get('models'))}", file=sys.stderr)
     return EXIT_DECISION
 
 

@@ -125,6 +125,12 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
         table = {r["key"]: r for r in _table(client, child.info.run_id, "comparisons_table.json", tmp_path)}
         for figure in ("effect_size_dz", "relative_delta", "wins", "ties", "losses", "n_paired"):
             assert table[c["key"]][figure] == pytest.approx(c[figure], rel=1e-12, abs=1e-10), figure
+    # the columns a reviewer reads first lead the table the MLflow UI shows, then every other column of the CSV
+    rows = _table(client, parent.info.run_id, "comparisons_table.json", tmp_path)
+    first = ["candidate", "baseline", "key", "delta", "ci_low", "ci_high", "p_corrected", "wins", "ties", "losses"]
+    assert list(rows[0])[: len(first)] == first and len(rows) == len(comparisons)
+    csv_columns = (out / "comparisons.csv").read_text().splitlines()[0].split(",")
+    assert sorted(rows[0]) == sorted(csv_columns)
 
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {
