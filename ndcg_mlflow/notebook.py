@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import preview
-from .format import is_missing, number, p_value
+from .format import is_missing, number, p_value, system_label
 from .rules import key_label, metric_name
 
 NAME_WIDTH = 40  # a name longer than this is cut in the repr, ending in "…"
@@ -102,11 +102,12 @@ def result_html(result: Any) -> str:
         head += f"; per-query rows: the Parquet table <code>{_e(result.per_query_path)}</code>"
     out = ["<div>", f"<p>{head}</p>"]
 
+    models = {name: m.record() for name, m in result.models.items()}
     means = {(m["system"], m["key"]): m for m in result.means.to_dict("records")}
     confidence = f" [{spec.uncertainty.confidence:.0%} interval]" if spec.uncertainty is not None else ""
     rows = []
     for name in result.system_names:
-        cells = [_e(name)]
+        cells = [_e(system_label(name, models))]
         for key in keys:
             m = means[(name, key)]
             cells.append(_e(f"{number(m['mean'])} {_interval(m['ci_low'], m['ci_high'])}".strip()))
@@ -120,7 +121,7 @@ def result_html(result: Any) -> str:
             wtl = "/".join(str(c[f]) for f in ("wins", "ties", "losses")) if "wins" in c else number(None)
             rows.append(
                 [
-                    _e(c["candidate"]),
+                    _e(system_label(c["candidate"], models)),
                     _e(key_label(c["key"])),
                     _e(number(c["delta"], signed=True)),
                     _e(_interval(c["ci_low"], c["ci_high"], signed=True)),
@@ -129,14 +130,15 @@ def result_html(result: Any) -> str:
                 ]
             )
         first = comparisons.iloc[0]
-        caption = f"Against the baseline {_e(first['baseline'])} (p corrected: {_e(first.get('correction', ''))})"
+        baseline = system_label(first["baseline"], models)
+        caption = f"Against the baseline {_e(baseline)} (p corrected: {_e(first.get('correction', ''))})"
         out += _table(caption, ["candidate", "cutoff", "difference", "interval", "p corrected", "W/T/L"], rows)
 
     decision = result.decision
     if decision is not None:
         out.append(f"<p>Decision: <b>{_e(decision['outcome'])}</b>. {_e(decision['statement'])}</p><ul>")
         out += [
-            f"<li>{_e(r['candidate'])}: <b>{_e(r['outcome'])}</b>, {_e(r['reason'])}</li>"
+            f"<li>{_e(system_label(r['candidate'], models))}: <b>{_e(r['outcome'])}</b>, {_e(r['reason'])}</li>"
             for r in decision["candidates"][:ROWS]
         ]
         out.append("</ul>")

@@ -109,7 +109,7 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
         for figure in ("delta", "ci_low", "ci_high", "p_corrected"):
             assert parent.data.metrics[f"{name}.compare.ndcg_at_10.{figure}"] == pytest.approx(c[figure], rel=1e-12)
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith("Against baseline 'bm25' at nDCG@10:\n- reranker-v2: +0.0")
+    assert note.startswith("Against baseline bm25 at nDCG@10:\n- reranker-v2: +0.0")
     assert f"wins/ties/losses {headline['dense-ties']['wins']}/" in note
     assert {(c["candidate"], c["key"]) for c in comparisons} == {
         (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
