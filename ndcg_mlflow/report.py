@@ -17,28 +17,24 @@ logged to MLflow.
 from __future__ import annotations
 
 import html
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
 from .format import (
     FILE,
-    is_missing,
     listing,
-    md_table,
-    md_text,
     models_sentence,
     number,
     p_value,
     per_query_elsewhere,
     queries_line,
     share,
-    system_label,
     wins_ties_losses,
 )
-from .rules import headline_key, key_label, metric_name
+from .markdown import render_markdown
+from .rules import key_label, metric_name
 
 __all__ = [
     "FIGURES",
@@ -51,82 +47,6 @@ __all__ = [
     "write_figures",
     "write_reports",
 ]
-
-
-@dataclass
-class Bundle:
-    """The content of an output folder."""
-
-    folder: Path
-    summary: dict
-    per_query: Any  # DataFrame; None when the per-query rows stayed in Spark
-    wins_losses: dict | None
-    bootstrap: Any | None  # DataFrame
-    sensitivity: Any | None  # DataFrame
-    explanation: str
-
-    @property
-    def keys(self) -> list[str]:
-        first: dict[str, Any] = next(iter(self.summary["systems"].values()), {})
-        return list(first)
-
-    @property
-    def headline(self) -> str:
-        return headline_key(self.keys)
-
-    @property
-    def models(self) -> dict:
-        """What each model system's model URI resolved to (``summary.json`` ``models``)."""
-        return self.summary.get("models") or {}
-
-    def label(self, system: str) -> str:
-        """A system as the reports name it: a model system with its model (``challenger (ranker v2)``)."""
-        return system_label(system, self.models)
-
-
-def load_bundle(folder: str | Path) -> Bundle:
-    import pandas as pd
-
-    folder = Path(folder)
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    pq = folder / "per_query.csv"
-    # absent when the per-query rows stayed in Spark (summary.json's per_query_path says where they are)
-    per_query = (
-        pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""])
-        if pq.is_file()
-        else None
-    )
-    wl = folder / "wins_losses.json"
-    boot = folder / "bootstrap.csv"
-    sens = folder / "sensitivity.csv"
-    expl = folder / "explanation.txt"
-    return Bundle(
-        folder,
-        summary,
-        per_query,
-        json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
-        pd.read_csv(boot) if boot.is_file() else None,
-        # ids stay strings ("" for a system row's baseline); an empty number is an undefined mean (NaN)
-        pd.read_csv(
-            sens,
-            dtype={
-                "cutoff": str,
-                "system": str,
-                "baseline": str,
-                "rule": str,
-                "alternative": str,
-                "kind": str,
-                "declared": float,
-                "value": float,
-                "change": float,
-            },
-            keep_default_na=False,
-            na_values={c: [""] for c in ("declared", "value", "change")},
-        )
-        if sens.is_file()
-        else None,
-        expl.read_text(encoding="utf-8") if expl.is_file() else "",
-    )
 
 
 def write_reports(folder: str | Path) -> tuple[Path, Path]:
@@ -175,11 +95,6 @@ def figures(bundle: Bundle) -> dict[str, str]:
     """The report's figures as SVG text (:mod:`ndcg_mlflow.figures`): nDCG by cutoff, sorted per-query
     differences and bootstrap distributions of the differences (the last two only with a comparison)."""
     return draw(bundle.summary, bundle.per_query, bundle.bootstrap)
-
-
-def _has_ci(bundle: Bundle) -> bool:
-    entry: dict[str, Any] = next(iter(bundle.summary["systems"].values()), {})
-    return any("ci_low" in v for v in entry.values())
 
 
 # --------------------------------------------------------------------------- HTML
@@ -322,7 +237,7 @@ def _section_coverage(bundle: Bundle) -> str:
 def _section_results(bundle: Bundle) -> str:
     keys = bundle.keys
     spec = bundle.summary.get("spec", {})
-    ci = _has_ci(bundle)
+    ci = bundle.has_ci
     head = f"<h2 id='results'>Results</h2><p>{_e(queries_line(bundle.summary))}</p>"
     if ci:
         head += (
@@ -394,7 +309,7 @@ def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
     head = _label(bundle.headline)
     captions = {
         "ndcg_by_cutoff": "Mean nDCG against cutoff for each system"
-        + (", with its confidence interval." if _has_ci(bundle) else "."),
+        + (", with its confidence interval." if bundle.has_ci else "."),
         "per_query_differences": f"Per-query differences at {head} (candidate − baseline), sorted: the queries "
         f"where the line is above zero are the candidate's wins.",
         "bootstrap_differences": "Bootstrap distribution of each difference of means, with the observed "
@@ -507,122 +422,3 @@ def _section_files(bundle: Bundle) -> str:
         )
     rows.append("</table>")
     return "".join(rows)
-
-
-# --------------------------------------------------------------------------- markdown
-
-
-def render_markdown(bundle: Bundle) -> str:
-    """``report.md``, in the order of ``report.html``: the answer, the systems x cutoffs table, the comparisons,
-    then the rules. Every string from the data or the spec goes through :func:`format.md_text`."""
-    s = bundle.summary
-    keys = bundle.keys
-    label = bundle.label
-    lines = [f"# nDCG report — {_md(s['name'])}", "", *_md_lead(bundle), _md(queries_line(s)), ""]
-    if bundle.per_query is None:
-        lines += [_md(per_query_elsewhere(s)), ""]
-    ci = _has_ci(bundle)
-    rows = []
-    for name, entry in s["systems"].items():
-        cells = [_md(label(name))]
-        for k in keys:
-            m = entry[k]
-            cells.append(
-                number(m["mean"]) + (f" [{number(m.get('ci_low'))}, {number(m.get('ci_high'))}]" if ci else "")
-            )
-        first = entry[keys[0]]
-        cells += [_md(first["n_evaluated"]), _md(first["n_excluded"]), _md(first["n_missing"])]
-        rows.append(cells)
-    lines += md_table(
-        ["system", *(_md_label(k) for k in keys), "evaluated", "excluded", "missing"],
-        rows,
-        "l" + "r" * len(keys) + "rrr",
-    )
-    if bundle.models:
-        lines += ["", _md(models_sentence(bundle.models))]
-    comps = s.get("comparisons") or []
-    if comps:
-        lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", ""]
-        rows = []
-        for c in comps:
-            p = c.get("p_randomization")
-            if is_missing(p):
-                p = c.get("p_t_test")
-            rows.append(
-                [
-                    _md(label(c["candidate"])),
-                    _md(c["cutoff"]),
-                    number(c.get("delta"), signed=True),
-                    f"[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]",
-                    p_value(p),
-                    p_value(c.get("p_corrected")),
-                    _md(wins_ties_losses(c, "/")),
-                ]
-            )
-        lines += md_table(
-            ["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows, "llrlrrl"
-        )
-    if bundle.wins_losses:
-        head = bundle.headline
-        for block in bundle.wins_losses.get("comparisons", []):
-            if block["key"] != head:
-                continue
-            lines += ["", f"{_md(label(block['candidate']))} vs {_md(label(block['baseline']))} at {_md_label(head)}:"]
-            for kind in ("wins", "losses"):
-                items = block.get(kind, [])[:3]
-                text = listing([f"{_md(e['query_id'])} ({number(e['delta'], 3, signed=True)})" for e in items])
-                lines.append(f"- largest {kind}: {text}")
-    rules = [(k.split(".", 1)[1], v) for k, v in s.get("spec", {}).items() if k.startswith("metric.")]
-    rules_text = "; ".join(f"{_md(k)} {_md(v)}" for k, v in rules if k != "preset")
-    lines += ["", f"Rules: {rules_text}.", "", f"Spec sha256 {_md(s.get('spec_sha256', ''))}."]
-    notes = s.get("notes") or []
-    if notes:
-        lines += ["", "Notes:"] + [f"- {_md(n)}" for n in notes]
-    lines.append("")
-    lines.append("The full report is `report.html`; its figures are also in `figures/` as SVG files.")
-    return "\n".join(lines) + "\n"
-
-
-def _md_lead(bundle: Bundle) -> list[str]:
-    """The answer in markdown, as ``report.html`` opens (each block followed by an empty line): the decision, else
-    each candidate against the baseline at the headline cutoff."""
-    label = bundle.label
-    d = bundle.summary.get("decision")
-    if d:
-        against = f" against the baseline {_md(label(d['candidates'][0]['baseline']))}" if d.get("candidates") else ""
-        lines = [f"**Decision: {d['outcome'].upper()}**{against} — {_md(d['statement'])}", ""]
-        for r in d.get("candidates", []):
-            lines.append(
-                f"- {_md(label(r['candidate']))}: {r['outcome'].upper()}, difference "
-                f"{number(r.get('delta'), signed=True)} [{number(r.get('ci_low'), signed=True)}, "
-                f"{number(r.get('ci_high'), signed=True)}]"
-                + (f", p corrected {p_value(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
-                + f" ({_md(r['reason'])})"
-            )
-        return [*lines, ""]
-    comps = [c for c in bundle.summary.get("comparisons") or [] if c["key"] == bundle.headline]
-    if not comps:
-        return []
-    rows = [
-        [
-            _md(label(c["candidate"])),
-            number(c.get("delta"), signed=True),
-            f"[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]",
-            p_value(c.get("p_corrected")),
-            _md(wins_ties_losses(c, "/")),
-        ]
-        for c in comps
-    ]
-    return [
-        f"Each candidate against the baseline {_md(label(comps[0]['baseline']))} at {_md_label(bundle.headline)}:",
-        "",
-        *md_table(["candidate", "difference", "interval", "p corrected", "W/T/L"], rows, "lrlrl"),
-        "",
-    ]
-
-
-_md = md_text  # every string from the data in markdown, the same way in report.md and wins_losses.md
-
-
-def _md_label(key: str) -> str:
-    return metric_name(key, _md)
