@@ -61,7 +61,7 @@ spec_version: 1
 name: demo-product-search
 metric:
   gain: exponential            # gain = 2^grade - 1 (rewards exact matches strongly)
-  cutoffs: [5, 10, all]        # nDCG@5, nDCG@10 and nDCG over the full list
+  cutoffs: [5, 10, all]        # cutoffs 5, 10 and the full list
   discount: log2               # discount = 1 / log2(rank + 1)
   ties: displayed_order        # tied scores: trust the rank order shown in the run file
   ideal: judged_catalog        # ideal ranking built from all judged docs of the query
@@ -103,7 +103,7 @@ spec_version: 1
 name: demo-product-search-weighted
 metric:
   gain: exponential            # gain = 2^grade - 1 (rewards exact matches strongly)
-  cutoffs: [5, 10, all]        # nDCG@5, nDCG@10 and nDCG over the full list
+  cutoffs: [5, 10, all]        # cutoffs 5, 10 and the full list
   discount: log2               # discount = 1 / log2(rank + 1)
   ties: average                # tied scores: average DCG over all orders of the tie group
   ideal: judged_catalog        # ideal ranking built from all judged docs of the query
