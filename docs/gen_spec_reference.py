@@ -255,10 +255,13 @@ def _rule_section(rule: Rule) -> list[str]:
 
 
 def _field_rows(keys: list[str]) -> list[str]:
-    out = ["| key | required | values | meaning |", "| --- | --- | --- | --- |"]
+    """A table of keys: whether each is required, its choices (a column only where some key has them), its meaning."""
+    with_choices = any(key in CHOICES for key in keys)
+    out = ["| key | required |" + (" values |" if with_choices else "") + " meaning |"]
+    out.append("| --- | --- |" + (" --- |" if with_choices else "") + " --- |")
     for key in keys:
-        choices = ", ".join(_code(c) for c in CHOICES.get(key, ()))
-        out.append(f"| `{key}` | {'yes' if required(key) else 'no'} | {choices} | {FIELDS[key]} |")
+        choices = f" {', '.join(_code(c) for c in CHOICES[key])} |" if key in CHOICES else " |" if with_choices else ""
+        out.append(f"| `{key}` | {'yes' if required(key) else 'no'} |{choices} {FIELDS[key]} |")
     return out + [""]
 
 
