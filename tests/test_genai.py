@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import readme_block
+from helpers import doc_block
 
 from ndcg_mlflow.api import evaluate
 from ndcg_mlflow.errors import SpecError
@@ -188,7 +188,7 @@ def test_the_query_id_is_given_or_the_inputs_as_json():
     assert query_id_of({"b": 1, "a": "é"}, {"relevance": {}}) == '{"a": "é", "b": 1}'
 
 
-def test_readme_genai_section_runs(genai_store, tmp_path):
+def test_the_documented_genai_example_runs(genai_store, tmp_path):
     import yaml
 
     (tmp_path / "eval.yaml").write_text(yaml.safe_dump({**_spec(**STATS), "metric": {**METRIC, "cutoffs": [10]}}))
@@ -205,7 +205,7 @@ def test_readme_genai_section_runs(genai_store, tmp_path):
         return lambda question: {"documents": [d.page_content for d in retrieve(question)]}
 
     namespace = {"app_v1": app(0), "app_v2": app(1)}
-    exec(readme_block("### `mlflow.genai.evaluate`: a retriever scorer"), namespace)
+    exec(doc_block("integrations.md", "## `mlflow.genai.evaluate`: a retriever scorer"), namespace)
     (row,) = namespace["result"].analysis.comparisons
     ideal1 = 3 / math.log2(2) + 1 / math.log2(3)  # q1: sku-7 (grade 2, gain 3), sku-3 (grade 1, gain 1)
     first = (1 / math.log2(2) + 3 / math.log2(3)) / ideal1  # v1: sku-3, sku-7, sku-1 (q2: sku-9 first, 1.0)

@@ -251,7 +251,7 @@ def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     assert not (tmp_path / "mlflow.db").exists()
 
 
-README_SEARCHES = {  # the searches of the README's "What is logged to MLflow", with the values filled in
+DOCUMENTED_SEARCHES = {  # the searches of docs/mlflow.md ("Searching runs"), with the values filled in
     "spec": "tags.`ndcg_mlflow.spec_sha256` = '{spec}'",
     "judgments": "tags.`ndcg_mlflow.data.qrels.sha256` = '{qrels}'",
     "system": "tags.`ndcg_mlflow.data.system.reranker-v2.sha256` LIKE '%'",
@@ -261,14 +261,14 @@ README_SEARCHES = {  # the searches of the README's "What is logged to MLflow", 
 
 
 @pytest.mark.integration
-def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_path):
+def test_the_documented_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_path):
     """An evaluation (with --set, spec tags and --tag) and a comparison of two of its system runs; each search
-    of the README finds the evaluation run, the system runs and the comparison run it should."""
+    of docs/mlflow.md finds the evaluation run, the system runs and the comparison run it should."""
     import mlflow
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    for search in README_SEARCHES.values():
-        assert search.split(" = ")[0].split(" LIKE ")[0] in readme, search
+    page = (Path(__file__).resolve().parents[1] / "docs" / "mlflow.md").read_text(encoding="utf-8")
+    for search in DOCUMENTED_SEARCHES.values():
+        assert search.split(" = ")[0].split(" LIKE ")[0] in page, search
     spec_path = demo_copy / "demo.yaml"
     assert (
         main(
@@ -323,7 +323,9 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
 
     def kinds(search: str) -> list[tuple[str, str]]:
         found = mlflow.search_runs(
-            search_all_experiments=True, output_format="list", filter_string=README_SEARCHES[search].format(**values)
+            search_all_experiments=True,
+            output_format="list",
+            filter_string=DOCUMENTED_SEARCHES[search].format(**values),
         )
         return sorted((r.data.tags["ndcg_mlflow.role"], r.data.tags.get("ndcg_mlflow.system", "")) for r in found)
 
