@@ -10,7 +10,7 @@ import os
 
 import pandas as pd
 import pytest
-from helpers import readme_block
+from helpers import doc_block
 
 from ndcg_mlflow.api import evaluate
 from ndcg_mlflow.errors import DataError, SpecError
@@ -273,7 +273,7 @@ def test_the_query_id_is_given_or_the_inputs_as_json():
     assert query_id_of({"b": 1, "a": "é"}, {"relevance": {}}) == '{"a": "é", "b": 1}'
 
 
-def test_readme_genai_section_runs(genai_store, tmp_path, monkeypatch):
+def test_the_documented_genai_example_runs(genai_store, tmp_path, monkeypatch):
     import yaml
 
     stats = {**STATS, "comparison": {**STATS["comparison"], "baseline": "app-v1"}}
@@ -291,8 +291,8 @@ def test_readme_genai_section_runs(genai_store, tmp_path, monkeypatch):
         return lambda question: {"documents": [d.page_content for d in retrieve(question)]}
 
     namespace = {"app_v1": app(0), "app_v2": app(1)}
-    monkeypatch.delenv("MLFLOW_GENAI_EVAL_MAX_WORKERS")  # the README bounds MLflow's parallelism itself
-    exec(readme_block("### `mlflow.genai.evaluate`: a retriever scorer"), namespace)
+    monkeypatch.delenv("MLFLOW_GENAI_EVAL_MAX_WORKERS")  # the example bounds MLflow's parallelism itself
+    exec(doc_block("integrations.md", "## `mlflow.genai.evaluate`: a retriever scorer"), namespace)
     assert os.environ["MLFLOW_GENAI_EVAL_MAX_WORKERS"] == str(SQLITE_MAX_WORKERS)
     (row,) = namespace["result"].analysis.comparisons
     ideal1 = 3 / math.log2(2) + 1 / math.log2(3)  # q1: sku-7 (grade 2, gain 3), sku-3 (grade 1, gain 1)

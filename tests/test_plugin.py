@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from helpers import java_problem, readme_block, run_cli
+from helpers import doc_block, java_problem, run_cli
 
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.integrations.evaluator import NAME, NdcgSpecEvaluator, read_config
@@ -369,12 +369,12 @@ def test_a_spark_dataframe_cut_by_mlflow_is_refused(registered, tmp_path, spark)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
 
-def test_readme_evaluator_section_runs(registered, tmp_path):
+def test_the_documented_evaluator_example_runs(registered, tmp_path):
     cands, qrels = _data(seed=21)
-    shutil.copy(_spec(tmp_path, qrels), tmp_path / "eval.yaml")  # the README's names, in the working folder
+    shutil.copy(_spec(tmp_path, qrels), tmp_path / "eval.yaml")  # the documented names, in the working folder
     _log_ranker("ranker")
     namespace = {"candidates": cands}
-    exec(readme_block("### `mlflow.models.evaluate`: the `ndcg_spec` evaluator"), namespace)
+    exec(doc_block("integrations.md", "## `mlflow.models.evaluate`: the `ndcg_spec` evaluator"), namespace)
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert namespace["result"].metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 

@@ -67,6 +67,7 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     printed = capsys.readouterr().out
     assert code == 4
     assert "random groups" in printed and "decision: FAIL" in printed
+    assert printed.splitlines()[0] == "demo-product-search — decision: FAIL against baseline bm25"  # the answer first
 
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     for name in (

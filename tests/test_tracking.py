@@ -109,7 +109,7 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
         for figure in ("delta", "ci_low", "ci_high", "p_corrected"):
             assert parent.data.metrics[f"{name}.compare.ndcg_at_10.{figure}"] == pytest.approx(c[figure], rel=1e-12)
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith("Against baseline 'bm25' at nDCG@10:\n- reranker-v2: +0.0")
+    assert note.startswith("Against baseline bm25 at nDCG@10:\n- reranker-v2: +0.0")
     assert f"wins/ties/losses {headline['dense-ties']['wins']}/" in note
     assert {(c["candidate"], c["key"]) for c in comparisons} == {
         (c, k) for c in ("reranker-v2", "dense-ties") for k in ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
@@ -125,6 +125,12 @@ def test_demo_run_logs_everything(tracking_uri, demo_copy, tmp_path, capsys):
         table = {r["key"]: r for r in _table(client, child.info.run_id, "comparisons_table.json", tmp_path)}
         for figure in ("effect_size_dz", "relative_delta", "wins", "ties", "losses", "n_paired"):
             assert table[c["key"]][figure] == pytest.approx(c[figure], rel=1e-12, abs=1e-10), figure
+    # the columns a reviewer reads first lead the table the MLflow UI shows, then every other column of the CSV
+    rows = _table(client, parent.info.run_id, "comparisons_table.json", tmp_path)
+    first = ["candidate", "baseline", "key", "delta", "ci_low", "ci_high", "p_corrected", "wins", "ties", "losses"]
+    assert list(rows[0])[: len(first)] == first and len(rows) == len(comparisons)
+    csv_columns = (out / "comparisons.csv").read_text().splitlines()[0].split(",")
+    assert sorted(rows[0]) == sorted(csv_columns)
 
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {
@@ -245,7 +251,7 @@ def test_no_mlflow_option_writes_local_only(demo_copy, tmp_path, monkeypatch):
     assert not (tmp_path / "mlflow.db").exists()
 
 
-README_SEARCHES = {  # the searches of the README's "What is logged to MLflow", with the values filled in
+DOCUMENTED_SEARCHES = {  # the searches of docs/mlflow.md ("Searching runs"), with the values filled in
     "spec": "tags.`ndcg_mlflow.spec_sha256` = '{spec}'",
     "judgments": "tags.`ndcg_mlflow.data.qrels.sha256` = '{qrels}'",
     "system": "tags.`ndcg_mlflow.data.system.reranker-v2.sha256` LIKE '%'",
@@ -255,14 +261,14 @@ README_SEARCHES = {  # the searches of the README's "What is logged to MLflow", 
 
 
 @pytest.mark.integration
-def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_path):
+def test_the_documented_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_path):
     """An evaluation (with --set, spec tags and --tag) and a comparison of two of its system runs; each search
-    of the README finds the evaluation run, the system runs and the comparison run it should."""
+    of docs/mlflow.md finds the evaluation run, the system runs and the comparison run it should."""
     import mlflow
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    for search in README_SEARCHES.values():
-        assert search.split(" = ")[0].split(" LIKE ")[0] in readme, search
+    page = (Path(__file__).resolve().parents[1] / "docs" / "mlflow.md").read_text(encoding="utf-8")
+    for search in DOCUMENTED_SEARCHES.values():
+        assert search.split(" = ")[0].split(" LIKE ")[0] in page, search
     spec_path = demo_copy / "demo.yaml"
     assert (
         main(
@@ -317,7 +323,9 @@ def test_readme_searches_find_every_kind_of_run(tracking_uri, demo_copy, tmp_pat
 
     def kinds(search: str) -> list[tuple[str, str]]:
         found = mlflow.search_runs(
-            search_all_experiments=True, output_format="list", filter_string=README_SEARCHES[search].format(**values)
+            search_all_experiments=True,
+            output_format="list",
+            filter_string=DOCUMENTED_SEARCHES[search].format(**values),
         )
         return sorted((r.data.tags["ndcg_mlflow.role"], r.data.tags.get("ndcg_mlflow.system", "")) for r in found)
 

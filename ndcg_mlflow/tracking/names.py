@@ -103,7 +103,10 @@ def parent_metrics(summary: dict[str, Any]) -> dict[str, float]:
 def parent_note(summary: dict[str, Any]) -> str:
     """The evaluation run's description (``mlflow.note.content``, shown first on its page, as Markdown): the
     verdict (the decision, else each candidate against the baseline at :func:`parent_key`), then what is where."""
-    from ..format import number, p_value
+    from ..format import number, p_value, system_label
+
+    def label(name: str) -> str:
+        return system_label(name, summary.get("models"))
 
     systems = list(summary["systems"])
     comparisons = summary.get("comparisons") or []
@@ -113,15 +116,15 @@ def parent_note(summary: dict[str, Any]) -> str:
     lines = []
     if decision:
         lines.append(f"**Decision: {decision['outcome'].upper()}** — {decision['statement']}")
-        lines += [f"- {r['candidate']}: {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
+        lines += [f"- {label(r['candidate'])}: {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
         lines.append("")
     if key is not None:
         rows = [r for r in comparisons if r["key"] == key]
-        lines.append(f"Against baseline '{rows[0]['baseline']}' at {metric_name(key)}:" if rows else "")
+        lines.append(f"Against baseline {label(rows[0]['baseline'])} at {metric_name(key)}:" if rows else "")
         for r in rows:
             interval = f"[{number(r['ci_low'], signed=True)}, {number(r['ci_high'], signed=True)}]"
             lines.append(
-                f"- {r['candidate']}: {number(r['delta'], signed=True)} {interval}, p corrected "
+                f"- {label(r['candidate'])}: {number(r['delta'], signed=True)} {interval}, p corrected "
                 f"{p_value(r.get('p_corrected'))}; wins/ties/losses {r['wins']}/{r['ties']}/{r['losses']}"
             )
         lines.append("")
