@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, SpecError, did_you_mean, preview
+from ..tracking.names import DEFAULT_SYSTEM
 
 NAME = "ndcg_spec"  # the entry-point name (pyproject.toml, [project.entry-points."mlflow.model_evaluator"])
 RANKER, RETRIEVER = "ranker", "retriever"
 MODEL_TYPES = (RANKER, RETRIEVER)
 CONFIG_KEYS = ("spec", "system", "out")
-DEFAULT_SYSTEM = "model"
 SPARK_ROW_LIMIT = 10_000  # MLflow 3's EvaluationDataset.SPARK_DATAFRAME_LIMIT, read from MLflow where it has it
 PREDICTIONS = "the model's predictions"
 

@@ -20,7 +20,7 @@ from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
-from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
+from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
 from .stale import fail_runs
 
 
@@ -221,7 +221,6 @@ def system_label(client, system: SystemRun) -> str:
     tags = system.run.data.tags
     if tags.get(f"{TAG_PREFIX}.role") == "system":
         return system.system
-    from ..integrations.evaluator import DEFAULT_SYSTEM
 
     named = system.system if system.system != DEFAULT_SYSTEM else tags.get("mlflow.runName")
     return model_label(client, system.run) or (named if _usable(named) else system.system)

@@ -17,6 +17,7 @@ from ..rules import companion_key, headline_key, key_label, metric_name
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
+DEFAULT_SYSTEM = "model"  # the system of an ``ndcg_spec`` evaluation run whose evaluator_config names none
 ATTACHED_TAG = f"{TAG_PREFIX}.attached"  # "true" on a run the caller owns that an evaluation was logged into
 ARTIFACTS = (
     "spec.yaml",
