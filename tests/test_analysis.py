@@ -970,7 +970,7 @@ def test_studentized_is_undefined_below_its_minimum(n):
     assert plo[0] < boot.theta[0] < phi[0] and stats.standard_error(boot, x)[0] > 0
 
 
-# --------------------------------------------------------------------------- what the README states at the edges
+# --------------------------------------------------------------------------- what the documentation states at the edges
 
 
 def _edge_spec(metric: dict, weights="uniform") -> dict:

@@ -4,7 +4,7 @@
   print what the page shows.
 - The spec reference, generated from ndcg_mlflow/rules.py, presets.py and spec/types.py by
   docs/gen_spec_reference.py, lists every rule and choice, every key and whether it is required.
-- The exit codes are worded as errors.EXIT_CODES words them, and the proposed README links only to pages that exist.
+- The exit codes are worded as errors.EXIT_CODES words them, and the README links only to pages that exist.
 """
 
 from __future__ import annotations
@@ -151,8 +151,8 @@ def test_the_docs_say_each_exit_code_in_the_same_words():
         assert re.search(rf"\b{code} (\([^)]*\) )?{re.escape(meaning)}", text), (code, meaning)
 
 
-def test_the_proposed_readme_links_to_pages_that_exist():
-    text = (DOCS / "_proposed_README.md").read_text(encoding="utf-8")
+def test_the_readme_links_to_pages_that_exist():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
     assert links
     for link in links:

@@ -8,7 +8,7 @@ thread, its watchdog and the cleanup after a failure); :mod:`.stale` ends the ru
 :mod:`.compare` rebuilds reports from and compares logged runs; :mod:`.registry` resolves, loads and promotes
 the models of model systems.
 
-Layout of what is logged (the README's "What is logged to MLflow" in full; :mod:`.names` names it):
+Layout of what is logged (docs/mlflow.md in full; :mod:`.names` names it):
 
 * one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means as
   ``<system>.ndcg_at_<K>`` metrics, each candidate's headline comparison as

@@ -3,7 +3,7 @@ run names and the files logged as artifacts. Pure: no mlflow.
 
 One scheme for the three kinds of run (an evaluation, one run per system, a comparison): a tag key means the
 same thing on every run that carries it, and a metric key is the same figure on every run that carries it,
-so one key charts across runs. The layout is described in the README ("What is logged to MLflow")."""
+so one key charts across runs. The layout is described in docs/mlflow.md."""
 
 from __future__ import annotations
 
