@@ -662,3 +662,25 @@ def test_mlflow_asks_the_request_clock_before_every_request_of_a_watched_call(tm
         "PUT /api/2.0/mlflow-artifacts/artifacts/0/r1/artifacts/b.txt",
     ]
     assert watch.restarts == 3 and watch.request is None
+
+
+def test_the_evaluation_runs_description_and_metrics_without_wins_losses():
+    """Beyond the driver's limit the comparisons carry no wins, ties and losses (the per-query rows stayed in
+    Spark): the evaluation run's description says they were not computed, and its metrics are the means and the
+    headline comparison's four figures."""
+    from ndcg_mlflow.tracking.names import parent_metrics, parent_note
+
+    row = {"baseline": "a", "candidate": "b", "key": "ndcg_at_10", "delta": 0.25, "ci_low": 0.125, "ci_high": 0.5}
+    summary = {
+        "name": "s",
+        "n_queries": 3,
+        "spec": {"metric.cutoffs": "5,10"},
+        "systems": {s: {"ndcg_at_5": {"mean": 0.5}, "ndcg_at_10": {"mean": 0.75}} for s in ("a", "b")},
+        "comparisons": [row | {"p_corrected": 0.03}, row | {"key": "ndcg_at_5", "p_corrected": 0.5}],
+    }
+    note = parent_note(summary)
+    assert note.startswith("Against baseline a at nDCG@10:\n- b: +0.2500 [+0.1250, +0.5000], p corrected 0.0300;")
+    assert "wins/ties/losses not computed" in note
+    metrics = parent_metrics(summary)
+    assert metrics["b.compare.ndcg_at_10.p_corrected"] == 0.03 and "b.compare.ndcg_at_5.delta" not in metrics
+    assert len(metrics) == 4 + 4

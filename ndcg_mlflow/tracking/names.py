@@ -104,7 +104,7 @@ def parent_metrics(summary: dict[str, Any]) -> dict[str, float]:
 def parent_note(summary: dict[str, Any]) -> str:
     """The evaluation run's description (``mlflow.note.content``, shown first on its page, as Markdown): the
     verdict (the decision, else each candidate against the baseline at :func:`parent_key`), then what is where."""
-    from ..format import number, p_value, system_label
+    from ..format import number, p_value, system_label, wins_ties_losses
 
     def label(name: str) -> str:
         return system_label(name, summary.get("models"))
@@ -126,7 +126,7 @@ def parent_note(summary: dict[str, Any]) -> str:
             interval = f"[{number(r['ci_low'], signed=True)}, {number(r['ci_high'], signed=True)}]"
             lines.append(
                 f"- {label(r['candidate'])}: {number(r['delta'], signed=True)} {interval}, p corrected "
-                f"{p_value(r.get('p_corrected'))}; wins/ties/losses {r['wins']}/{r['ties']}/{r['losses']}"
+                f"{p_value(r.get('p_corrected'))}; wins/ties/losses {wins_ties_losses(r, '/')}"
             )
         lines.append("")
     lines.append(
