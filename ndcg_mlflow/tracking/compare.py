@@ -234,6 +234,8 @@ def model_label(client, run) -> str | None:
 
     from mlflow.exceptions import MlflowException
 
+    from ..format import model_label as model_words
+
     ids = {m.model_id for m in getattr(run.inputs, "model_inputs", None) or []}
     try:
         ids |= {d["model"] for d in json.loads(run.data.tags.get("mlflow.datasets") or "[]") if d.get("model")}
@@ -241,7 +243,8 @@ def model_label(client, run) -> str | None:
             return None
         model = client.get_logged_model(ids.pop())
         versions = json.loads(model.tags.get("mlflow.modelVersions") or "[]")
-        label = f"{versions[0]['name']} v{versions[0]['version']}" if len(versions) == 1 else model.name
+        one = {"registered_model": versions[0]["name"], "version": versions[0]["version"]} if len(versions) == 1 else {}
+        label = model_words(one) or model.name
     except (MlflowException, ValueError, TypeError, KeyError, AttributeError):
         return None
     return label if _usable(label) else None
