@@ -273,7 +273,7 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
         from pyspark.sql import functions as F
 
         from ndcg_mlflow.engines import spark as engine
-        from ndcg_mlflow.engines.spark_sources import local_reader_frame, read_run_file
+        from ndcg_mlflow.engines.spark.sources import local_reader_frame, read_run_file
         from ndcg_mlflow.spec import load_spec
 
         loaded = load_spec(spec, base_dir=tmp_path)

@@ -23,14 +23,14 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 from ndcg_mlflow.engines import spark as spark_engine  # noqa: E402
-from ndcg_mlflow.engines import spark_judgments  # noqa: E402
+from ndcg_mlflow.engines.spark import judgments_in_spark  # noqa: E402
 
 
 @pytest.fixture(params=["driver", "spark"])
 def small_files(request, monkeypatch):
     """The query set and weights files read on the driver (local readers), or by Spark (as large ones are)."""
     if request.param == "spark":
-        monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+        monkeypatch.setattr(judgments_in_spark, "DRIVER_SMALL_FILE_BYTES", -1)
     return request.param
 
 
@@ -326,7 +326,7 @@ def test_refuses_a_weight_that_is_not_a_number(spark, tmp_path, small_files):
 
 
 def test_query_set_and_weights_read_by_spark_match_the_local_engine(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+    monkeypatch.setattr(judgments_in_spark, "DRIVER_SMALL_FILE_BYTES", -1)
     qrels, runs, query_set, weights = random_data(21)
     data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "parquet")
     spec = make_spec(data, tmp_path / "in")

@@ -67,7 +67,7 @@ class Spark:
             raise SpecError("prefilter", f"is None, True or False, got {self.prefilter!r}.")
 
     def evaluate(self, spec: Any, **inputs: Any) -> Any:
-        from .spark_models import evaluate_on
+        from .spark.models import evaluate_on
 
         return evaluate_on(self, spec, **inputs)
 

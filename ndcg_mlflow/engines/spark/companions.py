@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernel import depth_of
+from ...kernel import depth_of
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def bucket_measures(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..companions import duplicate_rate
+    from ...companions import duplicate_rate
 
     ranked = qr.ranked
     position = qr.position
@@ -167,7 +167,7 @@ def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
 def coverage(comp: CompanionFrames, counts: list[int], name: str, spec: Any) -> list[float]:
     """A system's catalog coverage at each cutoff from :func:`shown_counts`, divided as locally (a declared size
     below the documents shown is the local engine's :class:`~ndcg_mlflow.errors.SpecError`)."""
-    from ..companions import coverage_of_counts
+    from ...companions import coverage_of_counts
 
     catalog = comp.companions.get("catalog")
     return coverage_of_counts(
@@ -194,9 +194,9 @@ def fill(
     ``query`` rows ``rows``, a pyarrow Table) and their weighted means, then the coverage."""
     import pyarrow.compute as pc
 
-    from ..evaluation import relative
-    from ..join import index_in
-    from ..stats import nan_weighted_mean
+    from ...evaluation import relative
+    from ...join import index_in
+    from ...stats import nan_weighted_mean
 
     if comp.plan.duplicates:
         rows = rows.filter(pc.equal(rows.column("kind"), "query"))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from ...errors import DataError
 
 
 def is_spark_frame(obj: Any) -> bool:
@@ -48,8 +48,8 @@ def column_type_ok(spark_type: str, numeric: bool) -> bool:
 def source_format(source: Any) -> tuple[str, list[Path] | None]:
     """A spec source's format as the local readers decide it, and the files of a Parquet folder or glob (None for
     one file)."""
-    from ..paths import dataset_files
-    from ..readers import detect_format
+    from ...paths import dataset_files
+    from ...readers import detect_format
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     if files is not None:
@@ -103,7 +103,7 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
 
     from pyspark.sql import functions as F
 
-    from ..paths import shown_path
+    from ...paths import shown_path
 
     shown = str(source.file)
     opened = os.path.abspath(shown)
@@ -148,7 +148,7 @@ def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str],
     import numpy as np
     import pyarrow as pa
 
-    from ..readers import read_qrels, read_query_set, read_run, read_weights
+    from ...readers import read_qrels, read_query_set, read_run, read_weights
 
     arrow = {"string": pa.string(), "double": pa.float64(), "long": pa.int64()}
     schema = pa.schema([(name, arrow[type_]) for name, type_ in READ_COLUMNS[kind] + _TASK_COLUMNS])
@@ -197,7 +197,7 @@ def read_run_file(spark: Any, source: Any) -> Any:
     """A source Spark reads itself, its columns as stored: Parquet (a file, folder or glob: the files the local
     readers read, in their order), a Delta table at its version, or JSONL (a model's candidates, whose columns the
     local readers do not keep). Paths are given to Spark literally (:func:`literal_path`)."""
-    from ..paths import shown_path, source_problem
+    from ...paths import shown_path, source_problem
 
     path = source.file
     fmt, files = source_format(source)
@@ -228,8 +228,8 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
     ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
     tables it cannot read that way) and read by ``spark.read.parquet``."""
-    from ..paths import shown_path, source_problem
-    from ..readers.delta import snapshot_files
+    from ...paths import shown_path, source_problem
+    from ...readers.delta import snapshot_files
 
     problem = source_problem(path, delta=True)
     if problem is not None:

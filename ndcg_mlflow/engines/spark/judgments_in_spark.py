@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, SpecError, preview
-from ..evaluation import FileInfo
-from ..join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
-from ..kernel import NonFiniteError
-from ..readers import read_query_set, read_weights, sha256_file
-from ..readers.accept import (
+from ...errors import DataError, SpecError, preview
+from ...evaluation import FileInfo
+from ...join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
+from ...kernel import NonFiniteError
+from ...readers import read_query_set, read_weights, sha256_file
+from ...readers.accept import (
     NO_ROWS,
     Rows,
     column_type,
@@ -39,8 +39,8 @@ from ..readers.accept import (
     refusals,
     required_columns,
 )
-from ..readers.small import unjudged_set_message, unweighted_message, weight_sum_message
-from ..spec import Spec
+from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
+from ...spec import Spec
 
 MAX_GRADES = 100_000
 """Distinct grades collected to the driver for the gain mapping at most."""
@@ -77,8 +77,8 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
     errors and its file information (rows filled in later)."""
     from pyspark.sql import functions as F
 
-    from ..spec import IN_MEMORY
-    from .spark_sources import column_type_ok, is_spark_frame
+    from ...spec import IN_MEMORY
+    from .sources import column_type_ok, is_spark_frame
 
     if qrels is None:
         q = spec.qrels
@@ -117,7 +117,7 @@ def _read_qrels_file(spark: Any, q: Any) -> tuple[Any, dict[str, str]]:
     """A judgments file of the spec read in Spark, and the column mapping still to apply: a TREC, CSV, TSV or JSONL
     file read by the local engine's reader in a Spark task (the same checks and messages, naming the line; its
     columns the tool's names), else as a run is read (Parquet, Delta)."""
-    from .spark_sources import local_reader_frame, read_run_file, reads_locally
+    from .sources import local_reader_frame, read_run_file, reads_locally
 
     if reads_locally(q):
         return local_reader_frame(spark, q, "qrels", False)[0].drop("_order"), {}
@@ -227,7 +227,7 @@ def spark_judgments(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from .spark_sources import digest_columns, local_reader_frame
+    from .sources import digest_columns, local_reader_frame
 
     raw, label, info = judgment_frame(spark, spec, qrels, shared)
     deduped, n_rows, grades = check_judgments(spark, raw, label, spec)

@@ -84,8 +84,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, EvaluationError, SpecError
-from ..evaluation import (
+from ...errors import DataError, EvaluationError, SpecError
+from ...evaluation import (
     EvaluationResult,
     FileInfo,
     SystemResult,
@@ -103,21 +103,21 @@ from ..evaluation import (
     stopped_by,
     system_means,
 )
-from ..join import index_in, join, judgments, map_gains
-from ..kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
-from ..queries import TopLists, UnjudgedError, overflow_message, score_queries, unjudged_message
-from ..readers import Ids, Strings, Table, read_qrels, sha256_file
-from ..readers.accept import Rows, column_type, empty_id, listed_twice, not_finite, not_integer, null_value
-from ..readers.hashing import check_unchanged, read_with_digest
-from ..result import summary_of
-from ..rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
-from ..sensitivity import alternatives as sensitivity_alternatives
-from ..sensitivity import collect_alternatives
-from ..spec import Metric, Spec
-from . import spark_companions as comps
-from .grouped import GROUPS
-from .spark_judgments import SparkJudgments, judgment_frame, spark_judgments
-from .spark_sources import (
+from ...join import index_in, join, judgments, map_gains
+from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES, NonFiniteError, QueryResult
+from ...queries import TopLists, UnjudgedError, overflow_message, score_queries, unjudged_message
+from ...readers import Ids, Strings, Table, read_qrels, sha256_file
+from ...readers.accept import Rows, column_type, empty_id, listed_twice, not_finite, not_integer, null_value
+from ...readers.hashing import check_unchanged, read_with_digest
+from ...result import summary_of
+from ...rules import averages_ties, condenses, keeps_displayed_order, needs_row_order, stops
+from ...sensitivity import alternatives as sensitivity_alternatives
+from ...sensitivity import collect_alternatives
+from ...spec import Metric, Spec
+from ..grouped import GROUPS
+from . import companions as comps
+from .judgments_in_spark import SparkJudgments, judgment_frame, spark_judgments
+from .sources import (
     column_type_ok,
     frame_digest,
     is_spark_frame,
@@ -513,7 +513,7 @@ def read_source(spark: Any, source: Any) -> Any:
 
 
 def _judgments(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tuple[Table, FileInfo]:
-    from ..spec import IN_MEMORY
+    from ...spec import IN_MEMORY
 
     if qrels is None:
         q = spec.qrels
@@ -578,8 +578,8 @@ def _run_frame(
     the source has none), its label for errors, its file information and whether it has ranks."""
     from pyspark.sql import functions as F
 
-    from ..readers.accept import refusals, required_columns
-    from ..spec import IN_MEMORY
+    from ...readers.accept import refusals, required_columns
+    from ...spec import IN_MEMORY
 
     label = f"systems[{name!r}]"
     mapping = shared
@@ -693,7 +693,7 @@ def _keeps_ties_in_order(spec: Spec) -> bool:
 def _source_files(source: Any) -> list[Path]:
     """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
     sorted; else the one file)."""
-    from ..paths import dataset_files
+    from ...paths import dataset_files
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     return files or [Path(source.file)]
@@ -1310,7 +1310,7 @@ def _run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dic
             return [_error("rank", qq, dd, n, float(rank[row]))]
     import pyarrow as pa
 
-    from ..readers import duplicate_pairs
+    from ...readers import duplicate_pairs
 
     rows = np.arange(len(q)) if checked_twice is None else np.flatnonzero(checked_twice)
     if rows.size:
@@ -1579,10 +1579,10 @@ def _evaluate_grouped_into(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from ..evaluation import relative
-    from ..rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
-    from ..stats import correct
-    from .grouped import group_counts, group_interval, group_sign_flip, group_sums_spark, group_units
+    from ...evaluation import relative
+    from ...rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
+    from ...stats import correct
+    from ..grouped import group_counts, group_interval, group_sign_flip, group_sums_spark, group_units
 
     metric, shared, qrels_table, files = spec.metric, judged.shared, judged.qrels_table, judged.files
     query_ids, weights, judged_df, depth = judged.query_ids, judged.weights, judged.judged_df, judged.depth
@@ -1820,7 +1820,7 @@ def _evaluate_grouped_into(
                     )
     decision = None
     if spec.decision is not None and u is not None:
-        from ..decision import decide
+        from ...decision import decide
 
         decision = decide(
             spec.decision, comparisons, u.confidence, paired, unit=("group of queries", "groups of queries")

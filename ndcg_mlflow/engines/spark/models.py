@@ -29,15 +29,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, NdcgError, SpecError
-from ..evaluation import said_of_candidates
-from ..models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
-from ..rules import keeps_displayed_order
-from ..spec import Spec
-from ..tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
-from ..uris import first_line
-from .grouped import GROUPS
-from .local import model_spec, remove_with, scoring_folder
+from ...errors import DataError, NdcgError, SpecError
+from ...evaluation import said_of_candidates
+from ...models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
+from ...rules import keeps_displayed_order
+from ...spec import Spec
+from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
+from ...uris import first_line
+from ..grouped import GROUPS
+from ..local import model_spec, remove_with, scoring_folder
 
 SPARK_FORMATS = ("parquet", "delta", "jsonl")
 """The candidates' formats scored on Spark (Spark reads the input columns' types from them)."""
@@ -95,8 +95,8 @@ def score_candidates(
 
     from pyspark.sql import functions as F
 
-    from ..readers import detect_format
-    from .spark import read_source
+    from ...readers import detect_format
+    from . import read_source
 
     key = f"data.systems.{name}"
     src = dict(spec.systems)[name].candidates
@@ -198,7 +198,7 @@ class BatchScorer:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        from ..predictions import LISTS, read_predictions
+        from ...predictions import LISTS, read_predictions
 
         model = local_model(self.model_path)
         for frame in batches:
@@ -223,7 +223,7 @@ class BatchScorer:
 
 
 def _is_dataset(path: Path) -> bool:
-    from ..paths import dataset_files
+    from ...paths import dataset_files
 
     return dataset_files(path) is not None
 
@@ -289,7 +289,7 @@ def evaluate_on(
     }
     loaded = model_spec(spec, qrels, systems, base_dir)
     if loaded is None:
-        from .spark import evaluate
+        from . import evaluate
 
         return evaluate(
             spec,
@@ -301,8 +301,8 @@ def evaluate_on(
             progress=progress,
             **settings,
         )
-    from ..tracking.registry import resolve_model_systems
-    from .spark import active_session, evaluate
+    from ...tracking.registry import resolve_model_systems
+    from . import active_session, evaluate
 
     if keeps_displayed_order(loaded.metric.ties):
         raise SpecError(
