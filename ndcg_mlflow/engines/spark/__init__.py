@@ -92,7 +92,6 @@ from typing import Any
 from ...errors import SpecError
 from ...evaluation import EvaluationResult, said_of_candidates
 from ...rules import keeps_displayed_order
-from ...tracking.registry import resolve_model_systems
 from .. import Spark
 from ..local import model_spec, remove_with, scoring_folder
 from .driver import MAX_DRIVER_QUERIES, evaluate
@@ -135,6 +134,8 @@ def evaluate_on(
             "order (Spark's tasks write them in no fixed order); choose another tie "
             "rule, or evaluate with the local engine, which keeps the candidates' order.",
         )
+    from ...tracking.registry import resolve_model_systems
+
     uri = tracking_uri or loaded.mlflow.tracking_uri
     resolved = resolve_model_systems(loaded, uri)  # on the driver, before any Spark job: a missing alias stops here
     spark = active_session(engine.session)

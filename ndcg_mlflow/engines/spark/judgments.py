@@ -162,7 +162,7 @@ def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric
     keep = index_in(qrels.query.values, query_ids)[qrels.query.codes] >= 0
     table = pa.table(
         {
-            "query_id": id_strings(qrels.query).filter(pa.array(keep)),
+            "query_id": id_strings(qrels.query, keep),
             "doc_id": plain(qrels.doc.array.filter(pa.array(keep))),
             "grade": pa.array(qrels.value[keep], type=pa.float64()),
         }

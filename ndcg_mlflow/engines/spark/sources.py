@@ -40,12 +40,13 @@ def plain(array: Any) -> Any:
     return array.cast(pa.string())
 
 
-def id_strings(ids: Any) -> Any:
+def id_strings(ids: Any, rows: Any = None) -> Any:
     """A table's id column (:class:`~ndcg_mlflow.readers.Ids`: codes into distinct values) as an Arrow string
-    array, one id a row."""
+    array, one id a row (of ``rows``, a mask or indices, when given)."""
     import pyarrow as pa
 
-    return pa.array(list(ids.values), type=pa.string()).take(pa.array(ids.codes))
+    codes = ids.codes if rows is None else ids.codes[rows]
+    return pa.array(list(ids.values), type=pa.string()).take(pa.array(codes))
 
 
 def arrow_schema(ddl: str) -> Any:
