@@ -58,16 +58,8 @@ def evaluate(
     scored rows are a Parquet folder written by Spark (:mod:`ndcg_mlflow.engines.spark.models`).
     """
     chosen = engine_of(engine)
-    inputs: dict[str, Any] = {
-        "qrels": qrels,
-        "systems": systems,
-        "columns": columns,
-        "base_dir": base_dir,
-        "progress": progress,
-        "keep_data": keep_data,
-        "tracking_uri": tracking_uri,
-        "scored_dir": scored_dir,
-    }
+    inputs: dict[str, Any] = dict(qrels=qrels, systems=systems, columns=columns, base_dir=base_dir, progress=progress)
+    inputs.update(keep_data=keep_data, tracking_uri=tracking_uri, scored_dir=scored_dir)
     if isinstance(chosen, Spark):
         from .engines.spark import evaluate_on
 

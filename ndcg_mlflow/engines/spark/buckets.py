@@ -126,9 +126,7 @@ def bucket_rows(
     q_col = plain(run.column("query_id"))
     run_queries = pc.unique(q_col)
     jq = plain(judged.column("query_id"))
-    bucket_ids = np.empty(0, dtype=object)
-    if judged.num_rows:
-        bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
+    bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
     unknown = sorted(set(run_queries.to_pylist()) - set(bucket_ids.tolist()))
     meta = {
         "kind": "meta",

@@ -21,7 +21,7 @@ from ..grouped import GROUPS
 from . import companions as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_rows, unchecked_duplicates
 from .grouped import check_grouped, grouped_result, grouped_target
-from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
+from .judgments import judged_in_spark, judged_on_driver, judgments_beyond
 from .session import active_session
 
 MAX_DRIVER_QUERIES = 5_000_000
@@ -55,30 +55,35 @@ def evaluate(
     spark = active_session(engine.session)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
+    judged, where = None, " (counted in Spark, where the judgments are)"
     if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
-        in_spark = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
-        assert in_spark.spark_side is not None
-        n_evaluated = in_spark.spark_side.n_queries
-        if n_evaluated > limit:
-            where = " (counted in Spark, where the judgments are)"
-            return _beyond(spark, spec, in_spark, systems, progress, engine, n_evaluated, limit, where)
-        in_spark.release()  # within the limit: the per-query rows come to the driver, the judgments too
-    on_driver = judged_on_driver(spark, spec, qrels, columns, engine.prefilter)
-    metric, qrels_table, files = spec.metric, on_driver.qrels_table, on_driver.files
-    query_ids, weights, companions = on_driver.query_ids, on_driver.weights, on_driver.companions
-    assert query_ids is not None and weights is not None and qrels_table is not None
-    engine_info: dict[str, Any] = {"prefilter": on_driver.prefilter_info(), "judgments": "driver", "systems": {}}
-
-    if len(query_ids) > limit and engine.per_query_path is not None:
+        judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
+        if judged.n_queries <= limit:  # the per-query rows come to the driver, the judgments too
+            judged.release()
+            judged = None
+    if judged is None:
+        judged, where = judged_on_driver(spark, spec, qrels, columns, engine.prefilter), ""
+    if judged.n_queries > limit and engine.per_query_path is not None:
+        check_grouped(spec)  # before any Spark job
+        if progress:
+            progress(
+                f"{judged.n_queries:,} evaluated queries{where}, more than the {limit:,} whose per-query rows come "
+                f"back to the driver: per-query table to {engine.per_query_path}, statistics from "
+                f"{GROUPS if engine.groups is None else engine.groups} groups"
+            )
         # the judgments already read and prepared go on to the grouped path (read once)
-        return _beyond(spark, spec, on_driver, systems, progress, engine, len(query_ids), limit, "")
-    if len(query_ids) > limit:
+        return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
+    if judged.n_queries > limit:
         raise EvaluationError(
-            f"{len(query_ids):,} evaluated queries, more than the {limit:,} whose per-query rows "
+            f"{judged.n_queries:,} evaluated queries, more than the {limit:,} whose per-query rows "
             f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
             f"evaluate with ndcg_mlflow.engines.spark.evaluate_grouped, which writes the "
             f"per-query table to Parquet and computes the statistics from per-group sums."
         )
+    metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
+    query_ids, weights, companions = judged.query_ids, judged.weights, judged.companions
+    assert query_ids is not None and weights is not None and qrels_table is not None
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": "driver", "systems": {}}
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
     sources = dict(systems) if systems is not None else dict(spec.systems)
@@ -86,12 +91,12 @@ def evaluate(
     alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
         out_df, run_df, label, info, n_buckets, computed = system_rows(
-            spark, spec, on_driver, name, source, engine.buckets, progress, alts
+            spark, spec, judged, name, source, engine.buckets, progress, alts
         )
         files.append(info)
         with comps.kept(out_df, companions) as (out_df, rows_df):
             rows = rows_df.toArrow()
-            duplicates = unchecked_duplicates(spark, on_driver, run_df, rows)
+            duplicates = unchecked_duplicates(spark, judged, run_df, rows)
             systems_out[name], alt_out[name] = assemble(
                 name, label, metric, rows, query_ids, weights, notes, duplicates, [(r, a) for r, a, _ in computed]
             )
@@ -103,26 +108,3 @@ def evaluate(
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)
-
-
-def _beyond(
-    spark: Any,
-    spec: Spec,
-    prepared: Judged,
-    systems: Mapping[str, Any] | None,
-    progress,
-    engine: Spark,
-    n_evaluated: int,
-    limit: int,
-    where: str,
-) -> EvaluationResult:
-    """More evaluated queries than ``limit``: on to the grouped path, with the judgments already prepared."""
-    assert engine.per_query_path is not None
-    check_grouped(spec)  # before any Spark job
-    if progress:
-        groups = GROUPS if engine.groups is None else engine.groups
-        progress(
-            f"{n_evaluated:,} evaluated queries{where}, more than the {limit:,} whose per-query rows come back to "
-            f"the driver: per-query table to {engine.per_query_path}, statistics from {groups} groups"
-        )
-    return grouped_result(spark, spec, prepared, systems, grouped_target(engine.per_query_path), progress, engine)

@@ -293,11 +293,12 @@ def _grouped_into(
             cand = per_query(name).select("query_id", "cutoff", F.col("ndcg").alias("c"))
             both = base.join(cand, ["query_id", "cutoff"])
             series.append(_series(both, f"compare\0{name}", F.col("c") - F.col("b")))
-    seed = spec.uncertainty.seed if spec.uncertainty is not None else 0
+    u = spec.uncertainty
     union = series[0]
     for other in series[1:]:
         union = union.unionByName(other)
-    sums = group_sums_spark(union, groups, seed)
+    sums = group_sums_spark(union, groups, u.seed if u is not None else 0)
+    counts_matrix = group_counts(groups, u.resamples, np.random.default_rng(u.seed)) if u is not None else None
     for name in sources:
         for key, entry in summary_systems[name].items():
             s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
@@ -307,54 +308,46 @@ def _grouped_into(
                 entry["duplicate_rate"] = d.mean if d is not None else float("nan")
             if name in coverages:
                 entry["catalog_coverage"] = float(coverages[name][list(metric.keys).index(key)])
+            if s is not None and u is not None and counts_matrix is not None:
+                interval = group_interval(s, counts_matrix, u.confidence)
+                entry.update({k: v for k, v in interval.items() if k != "mean"})
     comparisons: list[dict[str, Any]] = []
     paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    u = spec.uncertainty
-    if u is not None:
-        rng = np.random.default_rng(u.seed)
-        counts_matrix = group_counts(groups, u.resamples, rng)
+    if u is not None and counts_matrix is not None and comparison is not None:
+        flips = np.random.default_rng([u.seed, 1])
         for name in sources:
-            for key, entry in summary_systems[name].items():
-                s = sums.get(f"system\0{name}\0{cutoff_label(cutoff_of_key(key))}")
-                if s is not None:
-                    entry.update(
-                        {k: v for k, v in group_interval(s, counts_matrix, u.confidence).items() if k != "mean"}
-                    )
-        if comparison is not None:
-            flips = np.random.default_rng([u.seed, 1])
-            for name in sources:
-                if name == comparison.baseline:
+            if name == comparison.baseline:
+                continue
+            for k in metric.cutoffs:
+                label = cutoff_label(k)
+                s = sums.get(f"compare\0{name}\0{label}")
+                if s is None:
                     continue
-                for k in metric.cutoffs:
-                    label = cutoff_label(k)
-                    s = sums.get(f"compare\0{name}\0{label}")
-                    if s is None:
-                        continue
-                    ci = group_interval(s, counts_matrix, u.confidence)
-                    paired[(name, cutoff_key(k))] = group_units(s)
-                    comparisons.append(
-                        {
-                            "baseline": comparison.baseline,
-                            "candidate": name,
-                            "key": cutoff_key(k),
-                            "cutoff": label,
-                            "delta": ci["mean"],
-                            "ci_low": ci["ci_low"],
-                            "ci_high": ci["ci_high"],
-                            "n_paired": int(s.count.sum()),
-                            "p_randomization": group_sign_flip(s, u.resamples, flips),
-                        }
-                    )
-            if comparisons:
-                corrected = correct([c["p_randomization"] for c in comparisons], comparison.correction)
-                for c, p in zip(comparisons, corrected):
-                    c.update(
-                        {
-                            "p_corrected": float(p),
-                            "corrected_test": "randomization",
-                            "correction": comparison.correction,
-                        }
-                    )
+                ci = group_interval(s, counts_matrix, u.confidence)
+                paired[(name, cutoff_key(k))] = group_units(s)
+                comparisons.append(
+                    {
+                        "baseline": comparison.baseline,
+                        "candidate": name,
+                        "key": cutoff_key(k),
+                        "cutoff": label,
+                        "delta": ci["mean"],
+                        "ci_low": ci["ci_low"],
+                        "ci_high": ci["ci_high"],
+                        "n_paired": int(s.count.sum()),
+                        "p_randomization": group_sign_flip(s, u.resamples, flips),
+                    }
+                )
+        if comparisons:
+            corrected = correct([c["p_randomization"] for c in comparisons], comparison.correction)
+            for c, p in zip(comparisons, corrected):
+                c.update(
+                    {
+                        "p_corrected": float(p),
+                        "corrected_test": "randomization",
+                        "correction": comparison.correction,
+                    }
+                )
     decision = None
     if spec.decision is not None and u is not None:
         from ...decision import decide

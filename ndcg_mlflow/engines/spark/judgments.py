@@ -57,7 +57,16 @@ class Judged:
         """Where the judgments were read and checked: ``driver`` or ``spark``."""
         return "driver" if self.spark_side is None else "spark"
 
+    @property
+    def n_queries(self) -> int:
+        """The number of evaluated queries (counted in Spark where the judgments are)."""
+        if self.spark_side is not None:
+            return self.spark_side.n_queries
+        assert self.query_ids is not None
+        return len(self.query_ids)
+
     def release(self) -> None:
+        """Unpersist what the judgments keep in Spark (nothing else refers to it)."""
         if self.spark_side is not None:
             self.spark_side.release()
 

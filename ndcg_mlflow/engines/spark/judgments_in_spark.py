@@ -210,12 +210,6 @@ def _gain_column(spark: Any, spec: Spec, grades: list[float]) -> Any:
     )
 
 
-def _string_frame(spark: Any, columns: dict[str, Any]) -> Any:
-    import pyarrow as pa
-
-    return spark.createDataFrame(pa.table(columns))
-
-
 def spark_judgments(
     spark: Any, spec: Spec, qrels: Any, shared: dict[str, str], files: list[FileInfo]
 ) -> SparkJudgments:
@@ -245,7 +239,7 @@ def spark_judgments(
             else:
                 ids = read_query_set(src.file)
                 n_set = len(ids)
-                evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+                evaluated = spark.createDataFrame(pa.table({"query_id": pa.array(ids, type=pa.string())}))
             files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
             unknown = evaluated.join(judged_queries, "query_id", "left_anti")
             n = unknown.count()
@@ -264,12 +258,13 @@ def spark_judgments(
             else:
                 table = read_weights(src.file)
                 n_weights = len(table)
-                given = _string_frame(
-                    spark,
-                    {
-                        "query_id": pa.array(list(table), type=pa.string()),
-                        "weight": pa.array(list(table.values()), type=pa.float64()),
-                    },
+                given = spark.createDataFrame(
+                    pa.table(
+                        {
+                            "query_id": pa.array(list(table), type=pa.string()),
+                            "weight": pa.array(list(table.values()), type=pa.float64()),
+                        }
+                    )
                 )
             files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
             missing = evaluated.join(given, "query_id", "left_anti")
