@@ -1,14 +1,22 @@
 """ndcg_mlflow: spec-driven, reproducible nDCG evaluation of ranking systems, logged to MLflow.
 
-``import ndcg_mlflow`` does not import mlflow; only :mod:`ndcg_mlflow.tracking` does, lazily.
+``import ndcg_mlflow`` loads the names below when first used (:mod:`.lazy`). mlflow is imported only by
+:mod:`ndcg_mlflow.tracking` and :mod:`ndcg_mlflow.integrations`, lazily.
 """
 
-from .api import evaluate  # noqa: E402
-from .engines import Local, Spark  # noqa: E402
-from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingError  # noqa: E402
-from .evaluation import EvaluationResult, evaluate_tables  # noqa: E402
-from .spec import Spec, load_spec  # noqa: E402
-from .version import __version__  # noqa: E402
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lazy import exports
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .api import evaluate
+    from .engines import Local, Spark
+    from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingError
+    from .evaluation import EvaluationResult, evaluate_tables
+    from .spec import Spec, load_spec
 
 __all__ = [
     "__version__",
@@ -25,3 +33,17 @@ __all__ = [
     "EvaluationError",
     "TrackingError",
 ]
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "evaluate": ".api",
+        "evaluate_tables": ".evaluation",
+        "EvaluationResult": ".evaluation",
+        "Local": ".engines",
+        "Spark": ".engines",
+        "load_spec": ".spec",
+        "Spec": ".spec",
+        **dict.fromkeys(("NdcgError", "SpecError", "DataError", "EvaluationError", "TrackingError"), ".errors"),
+    },
+)

@@ -1,11 +1,5 @@
-"""The ``ndcg-mlflow`` command.
-
-Exit codes: 0 success; 2 a user error (spec, data, a declared rule stopped the
-run); 3 the tracking server failed (local results are kept); 4 evaluated and
-logged, and the spec's decision rule failed, or ``--promote``'s alias was moved
-by someone else during the evaluation and left there (``run`` only); 130 interrupted
-(SIGINT), 143 terminated (SIGTERM); 1 an internal error (a bug: the traceback is
-printed).
+"""The ``ndcg-mlflow`` command: ``main(argv) -> int`` and one function per command. The parser and each command's
+help are in :mod:`ndcg_mlflow.arguments`, the exit codes and their meanings in :data:`ndcg_mlflow.errors.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -18,7 +12,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import NdcgError, SpecError, TrackingError
+from .arguments import build_parser
+from .errors import (
+    EXIT_BUG,  # noqa: F401 - (every exit code importable from here, as before)
+    EXIT_DECISION,
+    EXIT_INTERRUPT,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_TRACKING,  # noqa: F401
+    EXIT_USER,
+    NdcgError,
+    SpecError,
+    TrackingError,
+)
 from .terminal import (
     configure_logging,
     format_locations,
@@ -30,165 +36,8 @@ from .terminal import (
     restore_streams,
     validation_lines,
 )
-from .version import __version__
 
 log = logging.getLogger("ndcg_mlflow")
-
-EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
-EXIT_DECISION = 4  # everything evaluated, written and logged; the decision rule says no, or --promote's alias moved
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ndcg-mlflow", description="Spec-driven nDCG evaluation of ranking systems, logged to MLflow."
-    )
-    parser.add_argument("--version", action="version", version=f"ndcg-mlflow {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    run = sub.add_parser("run", help="evaluate every system of a spec and log the results to MLflow")
-    run.add_argument("spec", help="path to the YAML evaluation spec")
-    run.add_argument("--out", metavar="DIR", help="local output folder (default: a new folder under ./ndcg_reports/)")
-    run.add_argument(
-        "--tracking-uri",
-        metavar="URI",
-        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then the spec's mlflow.tracking_uri, "
-        "then MLflow's default local store ./mlflow.db)",
-    )
-    run.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
-    run.add_argument("--quiet", action="store_true", help="print only errors")
-    _set_option(run)
-    _tag_option(run)
-    run.add_argument(
-        "--run-id",
-        metavar="RUN_ID",
-        help="log into this existing MLflow run (a training run, say) instead of a new evaluation run: "
-        "the system runs nest under it",
-    )
-    run.add_argument(
-        "--promote",
-        metavar="ALIAS",
-        help="when the spec's decision passes and logging completed, move this registry alias to the "
-        "candidate's model version (one candidate, a registered model version)",
-    )
-    run.add_argument(
-        "--engine",
-        choices=("local", "spark"),
-        default="local",
-        help="what computes the per-query numbers (the same numbers): this process (local, the default) "
-        "or Apache Spark (needs the spark extra and Java 17)",
-    )
-    run.add_argument(
-        "--spark-remote",
-        metavar="URL",
-        help="with --engine spark: a Spark Connect server "
-        "(sc://host:15002; default: a classic session, as "
-        "spark-submit or the environment configures it)",
-    )
-    run.add_argument(
-        "--driver-queries",
-        metavar="N",
-        type=int,
-        help="with --engine spark: beyond N evaluated queries (default 5,000,000) the per-query rows "
-        "stay in Spark, written as Parquet next to the output folder (OUT.per_query/), and the "
-        "statistics come from random groups of queries",
-    )
-    run.add_argument(
-        "--driver-judgments",
-        metavar="N",
-        type=int,
-        help="with --engine spark, beyond --driver-queries: beyond N judgments (default 50,000,000) "
-        "the judgments, the evaluated query set and the weights are read and checked in Spark "
-        "and stay there (0: always)",
-    )
-
-    val = sub.add_parser("validate", help="check a spec and read its data files as 'run' would, without running")
-    val.add_argument("spec", help="path to the YAML evaluation spec")
-    val.add_argument(
-        "--spec-only", action="store_true", help="check the spec and that its files exist, without reading them"
-    )
-    _set_option(val)
-
-    exp = sub.add_parser("explain", help="every resolved choice in plain words, and how other tools differ")
-    exp.add_argument("spec", help="path to the YAML evaluation spec")
-    _set_option(exp)
-    exp.add_argument(
-        "--sensitivity",
-        action="store_true",
-        help="also evaluate and show how far each rule's alternatives move every mean and difference",
-    )
-    exp.add_argument("--quiet", action="store_true", help="no progress messages")
-
-    up = sub.add_parser("upload", help="log a finished local result to MLflow (idempotent)")
-    up.add_argument("folder", help="the output folder written by 'ndcg-mlflow run'")
-    up.add_argument(
-        "--tracking-uri",
-        metavar="URI",
-        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, "
-        "then the spec's mlflow.tracking_uri, then ./mlflow.db)",
-    )
-    up.add_argument("--quiet", action="store_true", help="print only errors")
-    up.add_argument(
-        "--run-id",
-        metavar="RUN_ID",
-        help="log into this existing MLflow run instead of a new evaluation run (as 'run --run-id')",
-    )
-    _tag_option(up)
-
-    rep = sub.add_parser("report", help="rebuild the report of a logged evaluation locally")
-    rep.add_argument("run_id", help="the evaluation's MLflow run id (or one of its systems' runs)")
-    rep.add_argument("--out", metavar="DIR", help="folder for the report (default: ./ndcg_reports/report-RUN_ID)")
-    rep.add_argument(
-        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, then ./mlflow.db)"
-    )
-
-    cmp_ = sub.add_parser("compare", help="compare two systems' runs logged by earlier evaluations")
-    cmp_.add_argument("run_a", help="the baseline system's run id (a child run of an evaluation)")
-    cmp_.add_argument("run_b", help="the candidate system's run id")
-    cmp_.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI")
-    cmp_.add_argument("--out", metavar="DIR", help="local output folder")
-    cmp_.add_argument(
-        "--allow-spec-mismatch",
-        action="store_true",
-        help="compare even when the runs' metric or query definitions differ (the report says so)",
-    )
-    cmp_.add_argument("--experiment", help="experiment of the new comparison run (default: run A's)")
-    cmp_.add_argument("--no-mlflow", action="store_true", help="write the local results only")
-    cmp_.add_argument("--quiet", action="store_true", help="print only errors")
-    _tag_option(cmp_)
-    for flag, kind, what in (
-        ("resamples", int, "bootstrap resamples"),
-        ("confidence", float, "interval level"),
-        ("method", str, "bca | percentile | studentized"),
-        ("seed", int, "random seed"),
-        ("test", str, "randomization | t_test | both"),
-        ("correction", str, "holm | bonferroni | benjamini_hochberg | none"),
-        ("wins-losses", int, "largest wins and losses listed"),
-        ("tie-tolerance", float, "a |difference| at or below this is a tie"),
-    ):
-        cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value)")
-    return parser
-
-
-def _set_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a spec field (dotted key path; the value is read as YAML), e.g. "
-        "--set metric.cutoffs=[5,10]; repeatable; validated like the file and recorded in the "
-        "spec written with the results",
-    )
-
-
-def _tag_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tag",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an MLflow tag set on every run logged (after the spec's mlflow.tags); repeatable",
-    )
 
 
 def _tags(args: argparse.Namespace) -> dict[str, str]:
@@ -229,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "report": cmd_report,
             "compare": cmd_compare,
             "upload": cmd_upload,
+            "demo": cmd_demo,
         }
         return commands[args.command](args)
     except NdcgError as exc:
@@ -274,7 +124,9 @@ def _check_overrides(args: argparse.Namespace) -> None:
         ("--tracking-uri", uri_flag),
         ("MLFLOW_TRACKING_URI", None if uri_flag else os.environ.get("MLFLOW_TRACKING_URI")),
     ):
-        uses_store = args.command in ("run", "upload", "report", "compare") and not getattr(args, "no_mlflow", False)
+        uses_store = args.command in ("run", "upload", "report", "compare", "demo") and not getattr(
+            args, "no_mlflow", False
+        )
         problem = store_problem(uri) if uses_store else None
         if problem:
             raise NdcgError(f"{where}: {problem}")
@@ -502,8 +354,24 @@ def _decision_exit(result, quiet: bool) -> int:
     if quiet:
         from .decision import summary_line
 
-        print(f"ndcg-mlflow: {summary_line(result.decision)}", file=sys.stderr)
+        print(f"ndcg-mlflow: {summary_line(result.decision, result.summary.get('models'))}", file=sys.stderr)
     return EXIT_DECISION
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The demo's files written into ``--dir``, then ``run`` on its spec, the command line printed first (or only,
+    with ``--no-run``)."""
+    import shlex
+
+    from .demo import write_demo
+
+    spec = write_demo(Path(args.dir))
+    flags = [f for f, on in (("--no-mlflow", args.no_mlflow), ("--quiet", args.quiet)) if on]
+    argv = ["run", str(spec), *flags, *(["--engine", args.engine] if args.engine != "local" else [])]
+    if args.no_run or not args.quiet:
+        print(f"the demo's specs and data are in {spec.parent}/; {'evaluate them' if args.no_run else 'running'}:")
+        print(f"  ndcg-mlflow {shlex.join(argv)}")
+    return EXIT_OK if args.no_run else cmd_run(build_parser().parse_args(argv))
 
 
 def cmd_upload(args: argparse.Namespace) -> int:

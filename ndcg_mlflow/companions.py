@@ -13,12 +13,12 @@ numpy and pyarrow only; computed from the joined rows of one system and its rank
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .errors import DataError, SpecError
 from .kernel import depth_of
-from .readers.hashing import string_hashes
 from .readers.small import small_rows
 
 
@@ -89,51 +89,111 @@ def duplicate_rate(
     return out
 
 
-def catalog_coverage(
-    position: np.ndarray,
-    docs,
-    cutoffs: tuple,
-    *,
-    size: int | None = None,
-    catalog=None,
-    system: str = "",
-    source: str | None = None,
-) -> list[float]:
-    """Per cutoff: distinct shown documents over the catalog size, or the shown share of a catalog file.
+@dataclass(frozen=True)
+class CompanionPlan:
+    """What the per-query rows carry beside nDCG (:func:`ndcg_mlflow.queries.score_queries`); small, so that the
+    Spark engine sends it to its executors."""
 
-    A declared size below the number of distinct documents one system shows cannot be the
-    catalog's size (coverage would pass 100%): a :class:`SpecError` at ``companions.catalog``.
-    """
+    duplicates: bool  # each query's duplicate rate, from each run row's duplicate group
+    coverage: bool  # the documents shown, for catalog coverage
+    cutoffs: tuple
+    shown_depth: int | None  # the deepest finite cutoff, or None (cutoff ``all``): every ranked row
+
+    @staticmethod
+    def of(spec: Any, companions: dict[str, Any] | None) -> CompanionPlan | None:
+        if companions is None:
+            return None
+        cutoffs = tuple(spec.metric.cutoffs)
+        finite = [depth_of(k) for k in cutoffs if k is not None]
+        depth = max(finite) if len(finite) == len(cutoffs) else None
+        return CompanionPlan(
+            "duplicates" in companions, "catalog" in companions or "catalog_size" in companions, cutoffs, depth
+        )
+
+
+@dataclass
+class Shown:
+    """The distinct documents a ranking shows within the plan's deepest cutoff, each with the best (0-based)
+    position it is shown at."""
+
+    docs: Any  # pyarrow array of doc ids
+    best: np.ndarray
+
+
+def group_codes(groups: DuplicateGroups, docs: Any) -> np.ndarray:
+    """Each of ``docs``' duplicate group code, -1 for a document the mapping does not list."""
+    import pyarrow.compute as pc
+
+    idx = np.asarray(pc.fill_null(pc.index_in(docs, value_set=groups.docs), -1).to_numpy(zero_copy_only=False))
+    return np.where(idx >= 0, groups.group[np.maximum(idx, 0)], -1)
+
+
+def measure_queries(
+    plan: CompanionPlan, prep: Any, qr: Any, groups: np.ndarray | None
+) -> tuple[np.ndarray | None, Shown | None]:
+    """The companion measures of the per-query rows ``qr`` of the prepared rows ``prep``: each query's duplicate
+    rate per cutoff (``groups``: each run row's group code), and the documents shown (:class:`Shown`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    counts = []
-    for k in cutoffs:
-        sel = np.flatnonzero(position < depth_of(k)) if k is not None else np.arange(position.size)
-        shown = docs.take(pa.array(sel, type=pa.int64()))
-        if catalog is not None:
-            idx = pc.fill_null(pc.index_in(shown, value_set=catalog), -1).to_numpy(zero_copy_only=False)
-            counts.append(int(np.unique(idx[idx >= 0]).size))
-        else:
-            counts.append(int(np.unique(string_hashes(shown)).size))
-    return coverage_of_counts(
-        counts, cutoffs, size=size, catalog_size=None if catalog is None else len(catalog), system=system, source=source
-    )
+    from .readers.table import take_rows
+
+    original = prep.original(qr.ranked)
+    rate = None
+    if plan.duplicates:
+        assert groups is not None
+        rate = duplicate_rate(
+            prep.query[qr.ranked], qr.position, groups[original], qr.n_returned.size, plan.cutoffs, qr.n_returned
+        )
+    if not plan.coverage:
+        return rate, None
+    position = qr.position
+    sel = np.flatnonzero(position < plan.shown_depth) if plan.shown_depth is not None else np.arange(position.size)
+    enc = pc.dictionary_encode(take_rows(prep.run.doc.array, original[sel]))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    best = np.full(len(enc.dictionary), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(best, code, np.asarray(position[sel], dtype=np.int64))
+    return rate, Shown(enc.dictionary, best)
+
+
+def shown_counts(shown: Shown, cutoffs: tuple, catalog: Any = None) -> list[int]:
+    """Per cutoff, the documents shown above it (of ``catalog``, a pyarrow array of distinct doc ids, when a
+    catalog file is declared). The Spark engine counts the same over its buckets' :class:`Shown` rows."""
+    import pyarrow.compute as pc
+
+    best = shown.best
+    if catalog is not None:
+        best = best[np.asarray(pc.is_in(shown.docs, value_set=catalog).to_numpy(zero_copy_only=False), dtype=bool)]
+    return [int(best.size) if k is None else int(np.count_nonzero(best < depth_of(k))) for k in cutoffs]
+
+
+def fill_means(sr: Any, metric: Any, rate: np.ndarray | None, coverage: list[float] | None, weights: Any) -> None:
+    """A system's companion fields: its per-query duplicate rates and their weighted means (``weights``: relative
+    to the largest), and its catalog coverage per cutoff."""
+    from .stats import nan_weighted_mean
+
+    if rate is not None:
+        sr.duplicate_rate = rate
+        for j, key in enumerate(metric.keys):
+            sr.means[key]["duplicate_rate"] = nan_weighted_mean(rate[:, j], weights)
+    if coverage is not None:
+        for key, value in zip(metric.keys, coverage):
+            sr.means[key]["catalog_coverage"] = float(value)
 
 
 def coverage_of_counts(
-    counts: list[int],
-    cutoffs: tuple,
-    *,
-    size: int | None = None,
-    catalog_size: int | None = None,
-    system: str = "",
-    source: str | None = None,
+    counts: list[int], cutoffs: tuple, companions: dict[str, Any], system: str = "", source: str | None = None
 ) -> list[float]:
-    """Catalog coverage per cutoff from the counts of shown documents: ``counts[j]`` is, at cutoff ``cutoffs[j]``,
-    the number of the catalog file's documents shown (``catalog_size``: the file's distinct documents), else the
-    number of distinct documents shown (over the declared ``size``; refused as :func:`catalog_coverage` says).
-    Every engine divides here, so that the numbers and the refusal are the same."""
+    """Catalog coverage per cutoff from the counts of shown documents (:func:`shown_counts`): ``counts[j]`` is, at
+    cutoff ``cutoffs[j]``, the number of the catalog file's documents shown (over the file's distinct documents),
+    else the number of distinct documents shown (over the declared ``catalog_size``). A declared size below the
+    documents one system shows cannot be the catalog's size (coverage would pass 100%): a :class:`SpecError` at
+    ``companions.catalog``. Every engine divides here, so that the numbers and the refusal are the same."""
+    catalog = companions.get("catalog")
+    catalog_size = None if catalog is None else len(catalog)
+    size = companions.get("catalog_size")
     out = []
     for k, n in zip(cutoffs, counts):
         if catalog_size is not None:

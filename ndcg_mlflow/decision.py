@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .format import system_label
 from .rules import metric_name
 from .spec import Decision
 
@@ -168,9 +169,10 @@ def statement(decision: Decision, confidence: float) -> str:
     return words + "; the decision passes only when every candidate passes."
 
 
-def summary_line(decision: dict[str, Any]) -> str:
-    """One line for terminals and reports: ``decision: FAIL (non-inferiority at nDCG@10 ...): cand ...``."""
-    parts = [f"{r['candidate']} {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
+def summary_line(decision: dict[str, Any], models: Mapping[str, Any] | None = None) -> str:
+    """One line for a CI log: ``decision: FAIL — non-inferiority at nDCG@10 ...: cand fail (...)``; a model
+    system named with its model (``models``: ``summary.json``'s)."""
+    parts = [f"{system_label(r['candidate'], models)} {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
     return (
         f"decision: {decision['outcome'].upper()} — {decision['statement']} "
         + ("; ".join(parts) if parts else "no candidate was compared")

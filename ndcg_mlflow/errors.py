@@ -10,11 +10,26 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_DECISION, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 4, 130, 143
+
+#: What each exit code of the ``ndcg-mlflow`` command means: every command's ``--help`` lists the codes it returns
+#: in these words, and the README's paragraph repeats them (``tests/test_cli.py`` checks both).
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_BUG: "an internal error (a bug: the traceback is printed)",
+    EXIT_USER: "a bad spec, data file or option, or a declared rule stopped the evaluation (nothing logged)",
+    EXIT_TRACKING: "the tracking server failed (the local results are kept)",
+    EXIT_DECISION: "evaluated, written and logged, and the spec's decision rule failed, or --promote's alias was "
+    "moved by someone else during the evaluation (and left there)",
+    EXIT_INTERRUPT: "interrupted (SIGINT)",
+    EXIT_TERMINATED: "terminated (SIGTERM)",
+}
+
 
 class NdcgError(Exception):
     """Base class of every error caused by the user's input or environment."""
 
-    exit_code = 2
+    exit_code = EXIT_USER
 
     def __str__(self) -> str:
         """The message without credentials (:func:`ndcg_mlflow.uris.redact`), wherever it is shown."""
@@ -51,13 +66,14 @@ class DataError(NdcgError):
 
 
 class EvaluationError(NdcgError):
-    """A declared rule (``empty_ideal: error``, ``unjudged: error`` ...) stopped the evaluation."""
+    """A declared rule (``empty_ideal: error``, ``unjudged: error`` ...) stopped the evaluation, or a result was asked
+    for what it does not hold (a system or cutoff not evaluated, per-query rows that stayed in Spark)."""
 
 
 class TrackingError(NdcgError):
     """Logging to the MLflow tracking server failed; local results are kept."""
 
-    exit_code = 3
+    exit_code = EXIT_TRACKING
 
 
 def preview(items: Iterable[object], limit: int = 5, total: int | None = None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
 from .errors import DataError, EvaluationError, SpecError, preview
 from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
@@ -27,7 +28,7 @@ from .queries import QueryRows, overflow_message, score_queries
 from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
 from .readers.small import unjudged_set_message, unweighted_message, weight_sum_message
-from .readers.table import take_rows, yield_cpu
+from .readers.table import yield_cpu
 from .result import (  # noqa: F401 (re-exported)
     EvaluationResult,
     FileInfo,
@@ -396,7 +397,11 @@ def _system(
     if progress:
         progress(f"computing nDCG of '{name}'")
     try:
-        rows = score_queries(metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives])
+        plan = CompanionPlan.of(spec, companions)
+        groups = group_codes(companions["duplicates"], run.doc.array) if plan and plan.duplicates else None
+        rows = score_queries(
+            metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives], plan, groups
+        )
     except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
         if exc.what != "ndcg":
             raise
@@ -405,7 +410,11 @@ def _system(
     apply_error_rules(name, run.path, metric, qr, query_ids)
     sr = SystemResult(name, qr, system_means(metric, qr, weights), rows.top)
     if companions is not None:
-        _companion_measures(spec, companions, prep, qr, sr, relative(weights))
+        coverage = None
+        if rows.shown is not None:
+            counts = shown_counts(rows.shown, metric.cutoffs, companions.get("catalog"))
+            coverage = coverage_of_counts(counts, metric.cutoffs, companions, name, str(spec.source or "") or None)
+        fill_means(sr, metric, rows.duplicate_rate, coverage, relative(weights))
     return sr, prep, rows
 
 
@@ -479,39 +488,6 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
-
-
-def _companion_measures(
-    spec: Spec, companions: dict[str, Any], prep: PreparedRun, qr: QueryResult, sr: SystemResult, weights: np.ndarray
-) -> None:
-    import pyarrow.compute as pc
-
-    from .companions import catalog_coverage, duplicate_rate
-
-    metric = spec.metric
-    ranked = qr.ranked
-    docs = take_rows(prep.run.doc.array, prep.original(ranked))
-    query = prep.query[ranked]
-    if "duplicates" in companions:
-        dup = companions["duplicates"]
-        idx = pc.fill_null(pc.index_in(docs, value_set=dup.docs), -1).to_numpy(zero_copy_only=False)
-        group = np.where(idx >= 0, dup.group[np.maximum(idx, 0)], -1)
-        rate = duplicate_rate(query, qr.position, group, len(weights), metric.cutoffs, qr.n_returned)
-        sr.duplicate_rate = rate
-        for j, key in enumerate(metric.keys):
-            sr.means[key]["duplicate_rate"] = nan_weighted_mean(rate[:, j], weights)
-    if "catalog" in companions or "catalog_size" in companions:
-        cov = catalog_coverage(
-            qr.position,
-            docs,
-            metric.cutoffs,
-            size=companions.get("catalog_size"),
-            catalog=companions.get("catalog"),
-            system=sr.name,
-            source=str(spec.source) if spec.source else None,
-        )
-        for key, value in zip(metric.keys, cov):
-            sr.means[key]["catalog_coverage"] = float(value)
 
 
 def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:

@@ -32,8 +32,12 @@ never starts a line (a heading, list item or table row) of its own. The one raw 
 files use (``<summary>``, whose content markdown does not process) takes :func:`md_html` instead:
 HTML escaping.
 
-A leaf module (nothing of the package imported): ``terminal``, ``explain``, ``sensitivity``, ``analysis`` and
-``report`` use it.
+Model systems: wherever a system is named for people, a model system carries its model beside it, as resolved
+when the evaluation started (``summary.json`` ``models``): ``challenger (ranker v2)``, ``champion (ranker v1
+@champion)`` (:func:`system_label`), and :func:`models_sentence` says it in words once.
+
+A leaf module (nothing of the package imported but the rules): ``terminal``, ``decision``, ``explain``,
+``sensitivity``, ``analysis``, ``report`` and ``notebook`` use it.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import html
 import math
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .rules import excludes
@@ -109,6 +113,14 @@ def listing(items: Sequence[str]) -> str:
     return ", ".join(items) or EMPTY
 
 
+def wins_ties_losses(comparison: Mapping[str, Any], sep: str = " / ") -> str:
+    """A comparison's wins, ties and losses (``163 / 0 / 70``), or why there are none: ``not computed`` (the
+    per-query rows stayed in Spark)."""
+    if "wins" not in comparison:
+        return "not computed"
+    return sep.join(str(comparison[k]) for k in ("wins", "ties", "losses"))
+
+
 # --------------------------------------------------------------------------- query counts
 
 
@@ -153,8 +165,57 @@ def queries_line(summary: dict) -> str:
     )
 
 
+def per_query_elsewhere(summary: dict) -> str:
+    """What a report says when the folder holds no per-query rows (they stayed in Spark)."""
+    stats = (summary.get("engine_info") or {}).get("statistics") or {}
+    return (
+        f"The per-query rows are not in this folder: Spark wrote them as Parquet to "
+        f"{summary.get('per_query_path')}. The intervals and tests come from {stats.get('groups', '?')} random "
+        f"groups of queries (percentile bootstrap over groups, sign flips of groups); per-query figures, "
+        f"t-tests, effect sizes and wins, ties and losses are not computed."
+    )
+
+
 def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
+
+
+# --------------------------------------------------------------------------- model systems
+
+
+def model_label(record: Mapping[str, Any] | None) -> str:
+    """A model system's model in a few words (``record``: its ``summary.json`` ``models`` entry): ``ranker v2``
+    (registered model ranker, version 2), ``ranker v1 @champion`` (the version the alias pointed to when the
+    evaluation started), a logged model's id when it is not a registry version, else the URI loaded; "" for a
+    system that is not a model."""
+    if not record:
+        return ""
+    name, alias = record.get("registered_model"), record.get("alias")
+    if name:
+        return f"{name} v{record.get('version')}" + (f" @{alias}" if alias else "")
+    return str(record.get("model_id") or record.get("loaded_uri") or record.get("uri") or "")
+
+
+def system_label(name: str, models: Mapping[str, Any] | None) -> str:
+    """A system's name as people read it: with its model beside it when it is a model system (``challenger
+    (ranker v2)``), else the name alone. Plain text: escape it for the medium."""
+    model = model_label((models or {}).get(name))
+    return f"{name} ({model})" if model else name
+
+
+def models_sentence(models: Mapping[str, Any] | None) -> str:
+    """The model systems in words, for the report and the terminal ("" without one): which registered model and
+    version each was, and the alias that named it, as resolved when the evaluation started."""
+    parts = []
+    for name, r in (models or {}).items():
+        if r.get("registered_model"):
+            alias = f", named by the alias @{r['alias']}" if r.get("alias") else ""
+            parts.append(f"{name} is registered model {r['registered_model']} version {r.get('version')}{alias}")
+        else:
+            parts.append(f"{name} is the model {model_label(r)} (not a registry version)")
+    if not parts:
+        return ""
+    return "Model systems, as resolved when the evaluation started: " + "; ".join(parts) + "."
 
 
 # --------------------------------------------------------------------------- tables

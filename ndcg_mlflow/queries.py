@@ -2,9 +2,10 @@
 (:func:`ndcg_mlflow.join.join`), become their per-query rows here.
 
 :func:`score_queries` checks the joined rows (``unjudged: error``), ranks and sums them under the declared metric
-(:func:`ndcg_mlflow.join.compute`), recomputes them under sensitivity's alternatives when asked, and takes each
-query's first documents. The local engine calls it once per system over every evaluated query; the Spark engine
-once per bucket of whole queries, in its executors. Both are query-local, so a bucket's queries get the numbers
+(:func:`ndcg_mlflow.join.compute`), recomputes them under sensitivity's alternatives when asked, takes each
+query's first documents, and measures the companions (:mod:`ndcg_mlflow.companions`) on the ranking it made.
+The local engine calls it once per system over every evaluated query; the Spark engine once per bucket of whole
+queries, in its executors. Both are query-local, so a bucket's queries get the numbers
 the whole would give. What happens before (reading, the readers' checks, the join) and after (the error rules
 that name queries across the whole set, means, statistics) is the callers'.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .companions import CompanionPlan, Shown, measure_queries
 from .errors import EvaluationError
 from .join import Catalog, PreparedRun, compute
 from .kernel import NonFiniteError, QueryResult
@@ -87,6 +89,8 @@ class QueryRows:
     # numbers overflow a float is NaN here and listed in ``overflowed`` (it is then undefined for every query)
     alternatives: np.ndarray | None = None
     overflowed: list[int] = field(default_factory=list)
+    duplicate_rate: np.ndarray | None = None  # each query's duplicate rate per cutoff, (queries, cutoffs)
+    shown: Shown | None = None  # the documents shown, for catalog coverage
 
 
 def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
@@ -100,10 +104,17 @@ def check_unjudged(metric: Metric, prep: PreparedRun) -> None:
 
 
 def score_queries(
-    metric: Metric, prep: PreparedRun, catalog: Catalog, depth: int, alternatives: Sequence[Metric] = ()
+    metric: Metric,
+    prep: PreparedRun,
+    catalog: Catalog,
+    depth: int,
+    alternatives: Sequence[Metric] = (),
+    companions: CompanionPlan | None = None,
+    groups: np.ndarray | None = None,
 ) -> QueryRows:
     """The per-query rows of ``prep`` (one system's rows joined to the judgments of a set of whole queries, whose
-    ``catalog`` it is). Raises :class:`UnjudgedError` under ``unjudged: error``, and
+    ``catalog`` it is), with the companion measures of ``companions`` (``groups``: each run row's duplicate group
+    code, :func:`~ndcg_mlflow.companions.group_codes`). Raises :class:`UnjudgedError` under ``unjudged: error``, and
     :class:`~ndcg_mlflow.kernel.NonFiniteError` when the declared metric's numbers overflow a float."""
     check_unjudged(metric, prep)
     qr = compute(metric, prep, catalog)
@@ -122,4 +133,5 @@ def score_queries(
     order = np.lexsort((pos, query))
     rows, pos, query = rows[order], pos[order], query[order]
     top = TopLists(depth, query, pos, prep.run.doc.take(prep.original(rows)), prep.grade_of(rows))
-    return QueryRows(qr, top, alt, overflowed)
+    rate, shown = measure_queries(companions, prep, qr, groups) if companions is not None else (None, None)
+    return QueryRows(qr, top, alt, overflowed, rate, shown)

@@ -7,7 +7,9 @@ MLflow (``ndcg-mlflow report RUN_ID``), or for a comparison of logged runs.
 
 ``report.html`` is one self-contained file: inline CSS, figures as inline SVG, no
 script and nothing fetched from anywhere; every id and string from the data is
-HTML-escaped. ``report.md`` is a short markdown summary. The figures
+HTML-escaped. ``report.md`` is a short markdown summary. Both lead with the answer: the decision when the spec
+declares one, else each candidate against the baseline at the headline cutoff; then the systems x cutoffs
+table, the comparisons, and the spec in words after the numbers (collapsed in ``report.html``). The figures
 (:mod:`ndcg_mlflow.figures`) are also written as ``figures/<name>.svg``, the files
 logged to MLflow.
 """
@@ -15,14 +17,24 @@ logged to MLflow.
 from __future__ import annotations
 
 import html
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
-from .format import FILE, is_missing, listing, md_table, md_text, number, p_value, queries_line, share
-from .rules import headline_key, key_label, metric_name
+from .format import (
+    FILE,
+    listing,
+    models_sentence,
+    number,
+    p_value,
+    per_query_elsewhere,
+    queries_line,
+    share,
+    wins_ties_losses,
+)
+from .markdown import render_markdown
+from .rules import key_label, metric_name
 
 __all__ = [
     "FIGURES",
@@ -35,73 +47,6 @@ __all__ = [
     "write_figures",
     "write_reports",
 ]
-
-
-@dataclass
-class Bundle:
-    """The content of an output folder."""
-
-    folder: Path
-    summary: dict
-    per_query: Any  # DataFrame; None when the per-query rows stayed in Spark
-    wins_losses: dict | None
-    bootstrap: Any | None  # DataFrame
-    sensitivity: Any | None  # DataFrame
-    explanation: str
-
-    @property
-    def keys(self) -> list[str]:
-        first: dict[str, Any] = next(iter(self.summary["systems"].values()), {})
-        return list(first)
-
-    @property
-    def headline(self) -> str:
-        return headline_key(self.keys)
-
-
-def load_bundle(folder: str | Path) -> Bundle:
-    import pandas as pd
-
-    folder = Path(folder)
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    pq = folder / "per_query.csv"
-    # absent when the per-query rows stayed in Spark (summary.json's per_query_path says where they are)
-    per_query = (
-        pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""])
-        if pq.is_file()
-        else None
-    )
-    wl = folder / "wins_losses.json"
-    boot = folder / "bootstrap.csv"
-    sens = folder / "sensitivity.csv"
-    expl = folder / "explanation.txt"
-    return Bundle(
-        folder,
-        summary,
-        per_query,
-        json.loads(wl.read_text(encoding="utf-8")) if wl.is_file() else None,
-        pd.read_csv(boot) if boot.is_file() else None,
-        # ids stay strings ("" for a system row's baseline); an empty number is an undefined mean (NaN)
-        pd.read_csv(
-            sens,
-            dtype={
-                "cutoff": str,
-                "system": str,
-                "baseline": str,
-                "rule": str,
-                "alternative": str,
-                "kind": str,
-                "declared": float,
-                "value": float,
-                "change": float,
-            },
-            keep_default_na=False,
-            na_values={c: [""] for c in ("declared", "value", "change")},
-        )
-        if sens.is_file()
-        else None,
-        expl.read_text(encoding="utf-8") if expl.is_file() else "",
-    )
 
 
 def write_reports(folder: str | Path) -> tuple[Path, Path]:
@@ -152,11 +97,6 @@ def figures(bundle: Bundle) -> dict[str, str]:
     return draw(bundle.summary, bundle.per_query, bundle.bootstrap)
 
 
-def _has_ci(bundle: Bundle) -> bool:
-    entry: dict[str, Any] = next(iter(bundle.summary["systems"].values()), {})
-    return any("ci_low" in v for v in entry.values())
-
-
 # --------------------------------------------------------------------------- HTML
 
 CSS = """
@@ -170,9 +110,9 @@ th{background:#f5f5f7}td.l,th.l{text-align:left}.muted{color:#666;font-size:.85r
 pre{background:#f5f5f7;padding:.75rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
 figure{margin:1rem 0}figure svg{max-width:100%;height:auto}code{font-size:.85rem}
 details{margin:.3rem 0}summary{cursor:pointer}
-.decision{border:2px solid;border-radius:6px;padding:.5rem .8rem;margin:1rem 0}
+.decision,.lead{border:2px solid #999;border-radius:6px;padding:.5rem .8rem;margin:1rem 0}
 .decision.pass{border-color:#1a7f37;background:#eef8f0}.decision.fail{border-color:#c62828;background:#fdeeee}
-.decision ul{margin:.3rem 0}
+.decision ul{margin:.3rem 0}.lead table{margin:.4rem 0}
 """
 
 
@@ -189,14 +129,14 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
         f"<p class='muted'>ndcg-mlflow {_e(s.get('ndcg_mlflow_version', ''))} · spec sha256 "
         f"<code>{_e(s.get('spec_sha256', ''))}</code></p>"
     )
-    parts.append(f"<p>{_e(queries_line(s))}</p>")
+    # the answer first, then the numbers it rests on, then what was measured (collapsed) and the details
+    parts.append(_section_decision(bundle) or _section_headline(bundle))
     if bundle.per_query is None:
         parts.append(f"<p class='muted' id='per-query'>{_e(per_query_elsewhere(s))}</p>")
-    parts.append(_section_decision(bundle))
-    parts.append(_section_spec(bundle))
-    parts.append(_section_coverage(bundle))
     parts.append(_section_results(bundle))
     parts.append(_section_comparisons(bundle))
+    parts.append(_section_spec(bundle))
+    parts.append(_section_coverage(bundle))
     parts.append(_section_figures(bundle, figures(bundle) if figs is None else figs))
     parts.append(_section_wins_losses(bundle))
     parts.append(_section_sensitivity(bundle))
@@ -208,22 +148,9 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     return "\n".join(parts)
 
 
-def per_query_elsewhere(summary: dict) -> str:
-    """What a report says when the folder holds no per-query rows (they stayed in Spark)."""
-    stats = (summary.get("engine_info") or {}).get("statistics") or {}
-    return (
-        f"The per-query rows are not in this folder: Spark wrote them as Parquet to "
-        f"{summary.get('per_query_path')}. The intervals and tests come from {stats.get('groups', '?')} random "
-        f"groups of queries (percentile bootstrap over groups, sign flips of groups); per-query figures, "
-        f"t-tests, effect sizes and wins, ties and losses are not computed."
-    )
-
-
-def _wtl(c: dict, sep: str = " / ") -> str:
-    """A comparison's wins, ties and losses, or why there are none."""
-    if "wins" not in c:
-        return "not computed"
-    return sep.join(str(c[k]) for k in ("wins", "ties", "losses"))
+def _tone(c: dict) -> str:
+    """The class of a comparison's difference: ``up`` when its whole interval is above 0, ``down`` below."""
+    return "up" if (c.get("ci_low") or 0) > 0 else "down" if (c.get("ci_high") or 0) < 0 else ""
 
 
 def _section_decision(bundle: Bundle) -> str:
@@ -232,24 +159,55 @@ def _section_decision(bundle: Bundle) -> str:
     if not d:
         return ""
     items = "".join(
-        f"<li><b>{_e(r['candidate'])}</b>: {_e(r['outcome'].upper())} — difference "
+        f"<li><b>{_e(bundle.label(r['candidate']))}</b>: {_e(r['outcome'].upper())} — difference "
         f"{number(r.get('delta'), signed=True)}, interval [{number(r.get('ci_low'), signed=True)}, "
         f"{number(r.get('ci_high'), signed=True)}]"
         + (f", p corrected {p_value(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
         + f" ({_e(r['reason'])})</li>"
         for r in d.get("candidates", [])
     )
+    against = f" against the baseline {_e(bundle.label(d['candidates'][0]['baseline']))}" if d.get("candidates") else ""
     return (
         f"<div class='decision {_e(d['outcome'])}' id='decision'><b>Decision: {_e(d['outcome'].upper())}</b>"
-        f"<p class='muted'>{_e(d['statement'])}</p><ul>{items}</ul></div>"
+        f"{against}<p class='muted'>{_e(d['statement'])}</p><ul>{items}</ul></div>"
+    )
+
+
+def _section_headline(bundle: Bundle) -> str:
+    """Without a decision, the answer first: each candidate against the baseline at the headline cutoff."""
+    comps = [c for c in bundle.summary.get("comparisons") or [] if c["key"] == bundle.headline]
+    if not comps:
+        return ""
+    rows = "".join(
+        f"<tr><td class='l'>{_e(bundle.label(c['candidate']))}</td>"
+        f"<td class='{_tone(c)}'>{number(c.get('delta'), signed=True)}</td>"
+        f"<td>[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]</td>"
+        f"<td>{p_value(c.get('p_corrected'))}</td><td>{_e(wins_ties_losses(c))}</td></tr>"
+        for c in comps
+    )
+    return (
+        f"<div class='lead' id='headline'><b>Each candidate against the baseline "
+        f"{_e(bundle.label(comps[0]['baseline']))} at {_e(_label(bundle.headline))}</b><table><tr>"
+        f"<th class='l'>candidate</th><th>difference</th><th>interval</th><th>p corrected</th>"
+        f"<th>wins / ties / losses</th></tr>{rows}</table>"
+        f"<p class='muted'>The difference is the candidate's mean minus the baseline's: <span class='up'>green</span> "
+        f"where its whole interval is above 0, <span class='down'>red</span> where it is below 0. p corrected is the "
+        f"{_e(comps[0].get('corrected_test', ''))} p-value corrected over "
+        f"{_e(bundle.summary.get('comparison_family', ''))}. No decision rule is declared; every cutoff is in the "
+        f"comparisons below.</p></div>"
     )
 
 
 def _section_spec(bundle: Bundle) -> str:
+    """What was measured: the spec in words (``explanation.txt`` without the other tools' table), collapsed."""
     text = bundle.explanation.split("\nHow other tools")[0].strip() if bundle.explanation else ""
     if not text:
         text = "\n".join(f"{k}: {v}" for k, v in bundle.summary.get("spec", {}).items())
-    return f"<h2>What was measured</h2><pre>{_e(text)}</pre>"
+    return (
+        "<h2 id='spec'>What was measured</h2><details><summary>The spec in words: each rule of the metric and what "
+        f"it does, the queries and their weights, the uncertainty and the comparison</summary><pre>{_e(text)}</pre>"
+        "</details>"
+    )
 
 
 def _section_coverage(bundle: Bundle) -> str:
@@ -263,7 +221,7 @@ def _section_coverage(bundle: Bundle) -> str:
     for name, entry in bundle.summary["systems"].items():
         first = entry[keys[0]]
         rows.append(
-            f"<tr><td class='l'>{_e(name)}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
+            f"<tr><td class='l'>{_e(bundle.label(name))}</td><td>{first['n_evaluated']}</td><td>{first['n_excluded']}"
             f"</td><td>{first['n_empty_ideal']}</td><td>{first['n_missing']}</td>"
             f"<td>{first['weight_sum']:g}</td>"
             + "".join(f"<td>{number(entry[k].get('judged_coverage'), 3)}</td>" for k in keys)
@@ -279,8 +237,8 @@ def _section_coverage(bundle: Bundle) -> str:
 def _section_results(bundle: Bundle) -> str:
     keys = bundle.keys
     spec = bundle.summary.get("spec", {})
-    ci = _has_ci(bundle)
-    head = "<h2>Results</h2>"
+    ci = bundle.has_ci
+    head = f"<h2 id='results'>Results</h2><p>{_e(queries_line(bundle.summary))}</p>"
     if ci:
         head += (
             f"<p class='muted'>{float(spec.get('uncertainty.confidence', 0.95)):.0%} "
@@ -305,8 +263,10 @@ def _section_results(bundle: Bundle) -> str:
             if "catalog_coverage" in m:
                 cell += f"<br><span class='muted'>catalog coverage {number(m['catalog_coverage'], 4)}</span>"
             cells.append(f"<td>{cell}</td>")
-        rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr><td class='l'>{_e(bundle.label(name))}</td>{''.join(cells)}</tr>")
     rows.append("</table>")
+    if bundle.models:
+        rows.append(f"<p class='muted' id='models'>{_e(models_sentence(bundle.models))}</p>")
     return "".join(rows)
 
 
@@ -324,17 +284,17 @@ def _section_comparisons(bundle: Bundle) -> str:
         "<th>wins / ties / losses</th></tr>"
     ]
     for c in comps:
-        cls = "up" if (c.get("ci_low") or 0) > 0 else "down" if (c.get("ci_high") or 0) < 0 else ""
         rel = c.get("relative_delta")
         rows.append(
-            f"<tr><td class='l'>{_e(c['candidate'])}</td><td class='l'>{_e(c['baseline'])}</td>"
-            f"<td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td><td>{number(c.get('baseline_mean'))}</td>"
-            f"<td>{number(c.get('candidate_mean'))}</td><td class='{cls}'>{number(c.get('delta'), signed=True)}</td>"
+            f"<tr><td class='l'>{_e(bundle.label(c['candidate']))}</td>"
+            f"<td class='l'>{_e(bundle.label(c['baseline']))}</td><td>{_e(c['cutoff'])}</td><td>{c['n_paired']}</td>"
+            f"<td>{number(c.get('baseline_mean'))}</td><td>{number(c.get('candidate_mean'))}</td>"
+            f"<td class='{_tone(c)}'>{number(c.get('delta'), signed=True)}</td>"
             f"<td>[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]</td>"
             f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{p_value(c.get('p_randomization'))}</td>"
             f"<td>{p_value(c.get('p_t_test'))}</td><td>{p_value(c.get('p_corrected'))}</td>"
             f"<td>{number(c.get('effect_size_dz'), 3, signed=True)}</td>"
-            f"<td>{_wtl(c)}</td></tr>"
+            f"<td>{_e(wins_ties_losses(c))}</td></tr>"
         )
     rows.append(
         "</table><p class='muted'>The difference is the candidate's mean minus the baseline's: "
@@ -349,7 +309,7 @@ def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
     head = _label(bundle.headline)
     captions = {
         "ndcg_by_cutoff": "Mean nDCG against cutoff for each system"
-        + (", with its confidence interval." if _has_ci(bundle) else "."),
+        + (", with its confidence interval." if bundle.has_ci else "."),
         "per_query_differences": f"Per-query differences at {head} (candidate − baseline), sorted: the queries "
         f"where the line is above zero are the candidate's wins.",
         "bootstrap_differences": "Bootstrap distribution of each difference of means, with the observed "
@@ -395,7 +355,10 @@ def _section_wins_losses(bundle: Bundle) -> str:
         "for a loss.</p>"
     ]
     for block in bundle.wins_losses["comparisons"]:
-        parts.append(f"<h3>{_e(block['candidate'])} vs {_e(block['baseline'])}, {_e(_label(block['key']))}</h3>")
+        parts.append(
+            f"<h3>{_e(bundle.label(block['candidate']))} vs {_e(bundle.label(block['baseline']))}, "
+            f"{_e(_label(block['key']))}</h3>"
+        )
         for kind in ("wins", "losses"):
             items = block.get(kind) or []
             parts.append(f"<p><b>{kind.capitalize()}</b> ({len(items)})</p>")
@@ -420,7 +383,8 @@ def _section_sensitivity(bundle: Bundle) -> str:
     label = key_label(bundle.headline)
     t = t[t["cutoff"] == label]
     cols = list(dict.fromkeys(zip(t["kind"], t["system"], t["baseline"].fillna(""))))
-    head = "".join(f"<th>{_e(s if k == 'system' else f'{s} − {b}')}</th>" for k, s, b in cols)
+    name = bundle.label
+    head = "".join(f"<th>{_e(name(s) if k == 'system' else f'{name(s)} − {name(b)}')}</th>" for k, s, b in cols)
     rows = [
         f"<h2>Sensitivity to the declared choices</h2><p class='muted'>{_e(_label(bundle.headline))}: each "
         f"row changes one rule and keeps the others as declared; cells show the change from the declared "
@@ -458,105 +422,3 @@ def _section_files(bundle: Bundle) -> str:
         )
     rows.append("</table>")
     return "".join(rows)
-
-
-# --------------------------------------------------------------------------- markdown
-
-
-def render_markdown(bundle: Bundle) -> str:
-    """``report.md``: every string from the data or the spec goes through :func:`format.md_text`."""
-    s = bundle.summary
-    keys = bundle.keys
-    lines = [
-        f"# nDCG report — {_md(s['name'])}",
-        "",
-        _md(queries_line(s)),
-        "",
-        f"Spec sha256 {_md(s.get('spec_sha256', ''))}.",
-        "",
-    ]
-    if bundle.per_query is None:
-        lines += [_md(per_query_elsewhere(s)), ""]
-    d = s.get("decision")
-    if d:
-        lines += [f"**Decision: {d['outcome'].upper()}** — {_md(d['statement'])}", ""]
-        for r in d.get("candidates", []):
-            lines.append(
-                f"- {_md(r['candidate'])}: {r['outcome'].upper()}, difference "
-                f"{number(r.get('delta'), signed=True)} [{number(r.get('ci_low'), signed=True)}, "
-                f"{number(r.get('ci_high'), signed=True)}] ({_md(r['reason'])})"
-            )
-        lines.append("")
-    spec = s.get("spec", {})
-    lines.append(
-        "Rules: "
-        + "; ".join(
-            f"{_md(k.split('.', 1)[1])} {_md(v)}"
-            for k, v in spec.items()
-            if k.startswith("metric.") and k != "metric.preset"
-        )
-        + "."
-    )
-    lines.append("")
-    ci = _has_ci(bundle)
-    rows = []
-    for name, entry in s["systems"].items():
-        cells = [_md(name)]
-        for k in keys:
-            m = entry[k]
-            cells.append(
-                number(m["mean"]) + (f" [{number(m.get('ci_low'))}, {number(m.get('ci_high'))}]" if ci else "")
-            )
-        first = entry[keys[0]]
-        cells += [_md(first["n_evaluated"]), _md(first["n_excluded"]), _md(first["n_missing"])]
-        rows.append(cells)
-    lines += md_table(
-        ["system", *(_md_label(k) for k in keys), "evaluated", "excluded", "missing"],
-        rows,
-        "l" + "r" * len(keys) + "rrr",
-    )
-    comps = s.get("comparisons") or []
-    if comps:
-        lines += ["", f"Comparisons ({_md(s.get('comparison_family', ''))}):", ""]
-        rows = []
-        for c in comps:
-            p = c.get("p_randomization")
-            if is_missing(p):
-                p = c.get("p_t_test")
-            rows.append(
-                [
-                    _md(c["candidate"]),
-                    _md(c["cutoff"]),
-                    number(c.get("delta"), signed=True),
-                    f"[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]",
-                    p_value(p),
-                    p_value(c.get("p_corrected")),
-                    _md(_wtl(c, "/")),
-                ]
-            )
-        lines += md_table(
-            ["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows, "llrlrrl"
-        )
-    if bundle.wins_losses:
-        head = bundle.headline
-        for block in bundle.wins_losses.get("comparisons", []):
-            if block["key"] != head:
-                continue
-            lines += ["", f"{_md(block['candidate'])} vs {_md(block['baseline'])} at {_md_label(head)}:"]
-            for kind in ("wins", "losses"):
-                items = block.get(kind, [])[:3]
-                text = listing([f"{_md(e['query_id'])} ({number(e['delta'], 3, signed=True)})" for e in items])
-                lines.append(f"- largest {kind}: {text}")
-    notes = s.get("notes") or []
-    if notes:
-        lines += ["", "Notes:"] + [f"- {_md(n)}" for n in notes]
-    lines.append("")
-    lines.append("The full report is `report.html`; its figures are also in `figures/` as SVG files.")
-    return "\n".join(lines) + "\n"
-
-
-_md = md_text  # every string from the data in markdown, the same way in report.md and wins_losses.md
-
-
-def _md_label(key: str) -> str:
-    return metric_name(key, _md)

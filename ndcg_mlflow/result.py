@@ -1,23 +1,29 @@
 """What an evaluation produced: each system's per-query rows and means, the files read, the statistics; no MLflow.
 
 :class:`EvaluationResult` is what every engine returns and what the output folder, the report, the terminal and
-MLflow read.
+MLflow read. Its read-only views are attributes (``summary``, ``per_query``, ``means``, ``comparisons``,
+``summary_json`` ...); what takes an argument is a method (``mean(system, cutoff)``, ``per_query_wide(cutoff)``).
+In its tables, the ``cutoff`` column holds the cutoffs as the spec writes them, ``5``, ``10`` and ``"all"``: an
+ordered categorical (:func:`cutoff_dtype`) that compares equal to those values and sorts in cutoff order, ``all``
+last; it is written to CSV as before (``5``, ``10``, ``all``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import EvaluationError
+from . import notebook
+from .errors import EvaluationError, did_you_mean, preview
 from .kernel import STATUS_NAMES, QueryResult
 from .queries import TopLists
-from .rules import cutoff_key, cutoff_label, cutoff_of_label
+from .rules import cutoff_key, cutoff_of_label, headline_key, key_label
 from .spec import Spec, outside_paths
 from .uris import redact, safe_uri
 from .version import __version__
@@ -51,7 +57,26 @@ def _num(x: float) -> float | int:
     return int(x) if x.is_integer() else x
 
 
-@dataclass
+def cutoff_dtype(cutoffs: Sequence[int | None]):
+    """The type of a table's ``cutoff`` column: an ordered categorical of the evaluated cutoffs (``None`` standing
+    for ``"all"``), ints in increasing order and ``"all"`` last, so that ``table.cutoff == 10`` selects nDCG@10's
+    rows and sorting follows the cutoffs."""
+    import pandas as pd
+
+    finite = sorted(k for k in cutoffs if k is not None)
+    return pd.CategoricalDtype([*finite, *(["all"] if None in cutoffs else [])], ordered=True)
+
+
+def cutoff_column(labels: Iterable[str], cutoffs: Sequence[int | None]):
+    """Cutoff labels (``"10"``, ``"all"``, as ``summary.json`` writes them) as a ``cutoff`` column
+    (:func:`cutoff_dtype`)."""
+    import pandas as pd
+
+    values = [label if label == "all" else cutoff_of_label(label) for label in labels]
+    return pd.Categorical(values, dtype=cutoff_dtype(cutoffs))
+
+
+@dataclass(repr=False)
 class SystemResult:
     name: str
     result: QueryResult
@@ -59,8 +84,11 @@ class SystemResult:
     top: TopLists | None = None
     duplicate_rate: np.ndarray | None = None  # (n_queries, n_cutoffs), with companions.duplicates
 
+    def __repr__(self) -> str:
+        return notebook.system_repr(self)
 
-@dataclass
+
+@dataclass(repr=False)
 class EvaluationResult:
     """Everything one evaluation produced; no MLflow involved.
 
@@ -98,24 +126,103 @@ class EvaluationResult:
         so that weights of any magnitude neither overflow nor underflow. ``weights`` are as given."""
         return relative(self.weights)
 
+    def __repr__(self) -> str:
+        return notebook.result_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.result_html(self)
+
+    @property
+    def system_names(self) -> list[str]:
+        """The evaluated systems, in the spec's order."""
+        return list(self.grouped_summary["systems"] if self.grouped_summary is not None else self.systems)
+
     @property
     def per_query(self):
+        """The per-query table (the columns of ``per_query.csv``): one row per system, query and cutoff."""
+        self._check_per_query_here()
+        if self._per_query is None:
+            self._per_query = self._build_per_query()
+        return self._per_query
+
+    def _check_per_query_here(self) -> None:
         if self.per_query_path is not None:
             raise EvaluationError(
                 f"the per-query rows of this evaluation stayed in Spark (more evaluated queries than the driver's "
                 f"limit): they are the Parquet table {self.per_query_path}, partitioned by system (read it with "
                 f"spark.read.parquet, or a part of it with pandas.read_parquet)."
             )
-        if self._per_query is None:
-            self._per_query = self._build_per_query()
-        return self._per_query
+
+    def _key_of(self, system: str | None, cutoff: int | str | None) -> str:
+        """The metric key (``ndcg_at_10``) of an evaluated cutoff (``10``, ``"10"``, ``"all"`` or None for all),
+        checking that ``system`` (unless None) and the cutoff were evaluated: else an
+        :class:`~ndcg_mlflow.errors.EvaluationError` naming what was."""
+        keys = self.spec.metric.keys
+        try:
+            if isinstance(cutoff, str):
+                key = cutoff_key(cutoff_of_label(cutoff))
+            elif cutoff is None:
+                key = cutoff_key(None)
+            else:
+                k = int(cutoff)
+                key = cutoff_key(k) if k == cutoff else ""
+        except (TypeError, ValueError):
+            key = ""  # (no cutoff)
+        names = self.system_names
+        wrong = []
+        if system is not None and system not in names:
+            wrong.append(f"system {system!r} was not evaluated{did_you_mean(str(system), names)}")
+        if key not in keys:
+            wrong.append(f"cutoff {cutoff!r} was not evaluated")
+        if wrong:
+            raise EvaluationError(
+                f"{' and '.join(wrong)}: this evaluation has the systems {preview(names, limit=20)} and the "
+                f"cutoffs {', '.join(key_label(k) for k in keys)}."
+            )
+        return key
 
     def mean(self, system: str, cutoff: int | str | None) -> float:
-        k = cutoff_of_label(cutoff) if isinstance(cutoff, str) else None if cutoff is None else int(cutoff)
-        key = cutoff_key(k)
+        """The weighted mean nDCG of ``system`` at ``cutoff`` (``10``, ``"10"``, ``"all"`` or None for all)."""
+        key = self._key_of(system, cutoff)
         if self.grouped_summary is not None:
             return self.grouped_summary["systems"][system][key]["mean"]
         return self.systems[system].means[key]["mean"]
+
+    @property
+    def means(self):
+        """The means with their intervals as a DataFrame: one row per system and cutoff, with ``summary.json``'s
+        names (``system, key, cutoff, mean, ci_low, ci_high``, then the rest of ``summary["systems"]``'s entries:
+        ``n_evaluated``, ``n_eff``, ``std_error`` ...; the intervals are missing without an ``uncertainty``
+        section)."""
+        import pandas as pd
+
+        systems = self.grouped_summary["systems"] if self.grouped_summary is not None else self._system_summary()
+        rows = [
+            {"system": name, "key": key, "cutoff": key_label(key), **entry}
+            for name, entries in systems.items()
+            for key, entry in entries.items()
+        ]
+        lead = ["system", "key", "cutoff", "mean", "ci_low", "ci_high"]
+        frame = pd.DataFrame(rows)
+        frame = frame.reindex(columns=lead + [c for c in frame.columns if c not in lead])
+        frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
+        return frame
+
+    def per_query_wide(self, cutoff: int | str | None = "headline"):
+        """The per-query nDCG at one cutoff as a DataFrame: one row per query (index ``query_id``, the
+        evaluation's order), one column per system (the spec's order); ``cutoff`` as in :meth:`mean`, by default
+        the headline cutoff (10 when evaluated, else the first). The same numbers as ``per_query``'s rows."""
+        import pandas as pd
+
+        self._check_per_query_here()
+        key = headline_key(self.spec.metric.keys) if cutoff == "headline" else self._key_of(None, cutoff)
+        j = self.spec.metric.keys.index(key)
+        frame = pd.DataFrame(
+            {name: sr.result.ndcg[:, j] for name, sr in self.systems.items()},
+            index=pd.Index(self.query_ids, name="query_id"),
+        )
+        frame.columns.name = "system"
+        return frame
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -153,29 +260,42 @@ class EvaluationResult:
 
     @property
     def comparisons(self):
-        """The comparisons table as a DataFrame (empty without a comparison section)."""
+        """The comparisons against the baseline as a DataFrame, one row per candidate and cutoff, with
+        ``summary.json``'s names (``baseline, candidate, key, cutoff, n_paired, ... delta, ci_low, ci_high ...
+        wins, ties, losses, p_corrected``: the columns of ``comparisons.csv``); empty without a comparison
+        section."""
         import pandas as pd
 
         if self.grouped_summary is not None:
-            return pd.DataFrame(self.grouped_summary["comparisons"])
-        return pd.DataFrame(self.analysis.comparisons if self.analysis else [])
+            frame = pd.DataFrame(self.grouped_summary["comparisons"])
+        else:
+            frame = pd.DataFrame(self.analysis.comparisons if self.analysis else [])
+        if "cutoff" in frame.columns:
+            frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
+        return frame
 
+    @property
     def wins_losses_json(self) -> str:
+        """``wins_losses.json``'s text."""
         data = {
             "baseline": self.spec.comparison.baseline if self.spec.comparison else None,
             "comparisons": self.analysis.wins_losses if self.analysis else [],
         }
         return json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
+    @property
     def summary_json(self) -> str:
+        """``summary.json``'s text."""
         return json.dumps(_json_safe(self.summary), indent=2, allow_nan=False) + "\n"
 
     def _build_per_query(self):
         import pandas as pd
 
         frames = []
-        labels = [cutoff_label(k) for k in self.spec.metric.cutoffs]
-        nq, nc = len(self.query_ids), len(labels)
+        cutoffs = self.spec.metric.cutoffs
+        dtype = cutoff_dtype(cutoffs)
+        codes = np.asarray([dtype.categories.get_loc("all" if k is None else k) for k in cutoffs], dtype=np.int64)
+        nq, nc = len(self.query_ids), len(cutoffs)
         for name, sr in self.systems.items():
             r = sr.result
             frames.append(
@@ -183,7 +303,7 @@ class EvaluationResult:
                     {
                         "system": np.repeat(np.asarray([name], dtype=object), nq * nc),
                         "query_id": np.repeat(self.query_ids, nc),
-                        "cutoff": np.tile(np.asarray(labels, dtype=object), nq),
+                        "cutoff": pd.Categorical.from_codes(np.tile(codes, nq), dtype=dtype),
                         "ndcg": r.ndcg.ravel(),
                         "dcg": r.dcg.ravel(),
                         "idcg": r.idcg.ravel(),

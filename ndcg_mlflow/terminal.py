@@ -13,7 +13,17 @@ import logging
 import sys
 from pathlib import Path
 
-from .format import TERMINAL, listing, number, p_value, queries_line, text_table
+from .format import (
+    TERMINAL,
+    listing,
+    models_sentence,
+    number,
+    p_value,
+    queries_line,
+    system_label,
+    text_table,
+    wins_ties_losses,
+)
 from .rules import headline_key, metric_name
 from .uris import redact, safe_uri
 
@@ -83,41 +93,46 @@ def restore_streams(saved) -> None:
 
 
 def format_summary(result) -> str:
-    """Plain-text summary: systems x cutoffs (with intervals), comparisons, top wins and losses (the means,
-    intervals and comparisons only, when the per-query rows stayed in Spark)."""
+    """Plain-text summary, the answer first (:func:`_lead`: the decision, or each candidate against the
+    baseline at the headline cutoff), then systems x cutoffs (with intervals), every comparison and the top wins
+    and losses (the means, intervals and comparisons only, when the per-query rows stayed in Spark). A model
+    system is named with its model, ``challenger (ranker v2)``."""
+    summary = result.summary
     if result.per_query_path is not None:
-        return format_grouped_summary(result.summary)
+        return format_grouped_summary(summary)
     spec = result.spec
     keys = spec.metric.keys
-    summary = result.summary["systems"]
+    models = summary.get("models")
     with_ci = spec.uncertainty is not None
     heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
     rows = []
     for name in result.systems:
-        cells = [name]
+        cells = [system_label(name, models)]
         for k in keys:
-            m = summary[name][k]
+            m = summary["systems"][name][k]
             cell = _fmt(m["mean"])
             if with_ci:
                 cell += f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]"
             cells.append(cell)
-        first = summary[name][keys[0]]
+        first = summary["systems"][name][keys[0]]
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
         rows.append(cells)
-    lines = [
-        f"{spec.name}: {queries_line(result.summary)}",
+    lines = _opening(summary, queries_line(summary))
+    lines.append(
         f"weights {spec.resolved()['queries.weights']}"
         + (
             f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
             f"{spec.uncertainty.resamples} bootstrap resamples of queries"
             if with_ci
             else ""
-        ),
-    ]
+        )
+    )
     lines += text_table(heads, rows)
+    if models:
+        lines.append(models_sentence(models))
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
-        lines.append(f"against baseline '{spec.comparison.baseline}' ({result.analysis.family}):")
+        lines.append(f"all comparisons ({result.analysis.family}):")
         # the p-value of a test the spec does not declare is left out, not shown as undefined
         tests = [
             (head, field)
@@ -129,17 +144,13 @@ def format_summary(result) -> str:
         for c in result.analysis.comparisons:
             rows.append(
                 [
-                    c["candidate"],
+                    system_label(c["candidate"], models),
                     c["cutoff"],
                     _fmt(c.get("delta"), signed=True),
                     f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
                 ]
                 + [_p(c.get(field)) for _, field in tests]
-                + [
-                    _p(c.get("p_corrected")),
-                    _fmt(c.get("effect_size_dz"), True),
-                    f"{c['wins']}/{c['ties']}/{c['losses']}",
-                ]
+                + [_p(c.get("p_corrected")), _fmt(c.get("effect_size_dz"), True), wins_ties_losses(c, "/")]
             )
         lines += text_table(heads, rows)
         lines.append(
@@ -152,46 +163,90 @@ def format_summary(result) -> str:
                 continue
             lines.append("")
             lines.append(
-                f"{block['candidate']} vs {block['baseline']} at {metric_name(block['key'])}: largest wins / losses"
+                f"{system_label(block['candidate'], models)} vs {system_label(block['baseline'], models)} at "
+                f"{metric_name(block['key'])}: largest wins / losses"
             )
             for kind in ("wins", "losses"):
                 items = block[kind][:3]
                 text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
                 lines.append(f"  {kind:<6} {text}")
-    if result.decision is not None:
-        from .decision import summary_line
-
-        lines.append("")
-        lines.append(summary_line(result.decision))
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
 def format_grouped_summary(summary: dict) -> str:
-    """The terminal summary of a run whose per-query rows stayed in Spark: means, intervals, comparisons."""
-    lines = [
-        f"{summary['name']}: {summary['n_queries']} evaluated queries (per-query rows in Spark; statistics "
-        f"from {summary['engine_info']['statistics']['groups']} random groups of queries)"
-    ]
+    """The terminal summary of a run whose per-query rows stayed in Spark, the answer first as in
+    :func:`format_summary`: then means, intervals, comparisons."""
+    models = summary.get("models")
+    lines = _opening(
+        summary,
+        f"{summary['n_queries']} evaluated queries (per-query rows in Spark; statistics from "
+        f"{summary['engine_info']['statistics']['groups']} random groups of queries)",
+    )
     for name, means in summary["systems"].items():
         cells = [
             f"{key}={_fmt(m.get('mean'))}"
             + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]" if "ci_low" in m else "")
             for key, m in means.items()
         ]
-        lines.append(f"  {name}: " + "  ".join(cells))
+        lines.append(f"  {system_label(name, models)}: " + "  ".join(cells))
+    if models:
+        lines.append(models_sentence(models))
     for c in summary["comparisons"]:
         lines.append(
-            f"  {c['candidate']} - {c['baseline']} at {c['cutoff']}: {_fmt(c['delta'], signed=True)} "
-            f"[{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
+            f"  {system_label(c['candidate'], models)} - {system_label(c['baseline'], models)} at {c['cutoff']}: "
+            f"{_fmt(c['delta'], signed=True)} [{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
             f"p corrected {_p(c.get('p_corrected'))}"
         )
-    if summary.get("decision"):
-        from .decision import summary_line
-
-        lines.append(summary_line(summary["decision"]))
     return "\n".join(lines)
+
+
+def _lead(summary: dict) -> list[str]:
+    """The answer, the first lines of the summary (none when there is nothing to decide or compare): the spec's
+    decision (its outcome and rule, then each candidate's outcome, difference, interval and reason), else each
+    candidate against the baseline at the headline cutoff (difference, interval, corrected p-value, wins, ties
+    and losses), as ``report.html`` and ``report.md`` open."""
+    models = summary.get("models")
+    d = summary.get("decision")
+    if d:
+        against = f" against baseline {system_label(d['candidates'][0]['baseline'], models)}" if d["candidates"] else ""
+        lines = [f"{summary['name']} — decision: {d['outcome'].upper()}{against}", f"  rule: {d['statement']}"]
+        for r in d["candidates"]:
+            lines.append(
+                f"  {system_label(r['candidate'], models)}: {r['outcome'].upper()} — difference "
+                f"{_fmt(r.get('delta'), True)}, interval [{_fmt(r.get('ci_low'), True)}, "
+                f"{_fmt(r.get('ci_high'), True)}]"
+                + (f", p corrected {_p(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
+                + f" ({r['reason']})"
+            )
+        return lines
+    head = headline_key(list(next(iter(summary["systems"].values()), {})))
+    comps = [c for c in summary.get("comparisons") or [] if c["key"] == head]
+    if not comps:
+        return []
+    rows = [
+        [
+            system_label(c["candidate"], models),
+            _fmt(c.get("delta"), True),
+            f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
+            _p(c.get("p_corrected")),
+            wins_ties_losses(c, "/"),
+        ]
+        for c in comps
+    ]
+    return [
+        f"{summary['name']} — each candidate against baseline {system_label(comps[0]['baseline'], models)} at "
+        f"{metric_name(head)}",
+        *text_table(["candidate", "delta", "interval", "p_corr", "W/T/L"], rows),
+    ]
+
+
+def _opening(summary: dict, counts: str) -> list[str]:
+    """The answer (:func:`_lead`) and then the query counts; the counts open the summary when there is no
+    answer to lead with."""
+    lead = _lead(summary)
+    return [*lead, "", counts] if lead else [f"{summary['name']}: {counts}"]
 
 
 def logged_lines(logged, experiment: str | None) -> list[str]:

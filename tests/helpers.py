@@ -31,7 +31,7 @@ def trec_eval_missing() -> str | None:
     return (
         f"trec_eval conformance data not found at {TREC_EVAL_DATA} (no out.test.aq there): clone "
         f"https://github.com/usnistgov/trec_eval and set {TREC_EVAL_ENV}=<checkout>/test "
-        f"(README: 'The conformance tests')"
+        f"(CONTRIBUTING.md: 'Conformance data')"
     )
 
 
@@ -57,7 +57,7 @@ __all__ = [
     "free_port",
     "metric_spec",
     "parse_trec_eval_output",
-    "readme_block",
+    "doc_block",
     "run_cli",
     "runs_of_experiment",
     "runs_of_key",
@@ -211,12 +211,12 @@ def parse_trec_eval_output(name: str) -> dict[tuple[str, str], float]:
     return out
 
 
-# --------------------------------------------------------------------------- the README
+# --------------------------------------------------------------------------- the documentation
 
 
-def readme_block(heading: str) -> str:
-    """The first python block of README.md after ``heading``."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def doc_block(page: str, heading: str) -> str:
+    """The first python block of the docs page ``page`` (``docs/<page>``) after ``heading``."""
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
     after = text[text.index(heading) :]
     start = after.index("```python\n") + len("```python\n")
     return after[start : after.index("```", start)]

@@ -317,7 +317,21 @@ def test_compare_without_settings_names_the_missing_flags(store, cli, tmp_path):
         str(tmp_path / "x"),
     )
     assert code == 2
-    assert "--test" in err and "--correction" in err and "Traceback" not in err
+    assert "neither run records the comparison settings (its evaluation's spec had no comparison section)" in err
+    assert "--test, --correction, --wins-losses, --tie-tolerance" in err and "Traceback" not in err
+
+
+def test_compare_takes_the_settings_of_run_b_when_run_a_declared_none(store, cli, tmp_path):
+    """Run A's evaluation had no comparison section, run B's (the joint evaluation) had: no flags needed."""
+    out = tmp_path / "cmp"
+    code, _, err = cli(
+        "compare", store.child["a"]["bm25"], store.child["both"]["reranker-v2"], "--out", str(out), "--no-mlflow"
+    )
+    assert code == 0, err
+    joint = _summary(store.out["both"])["comparisons"]
+    for got, want in zip(_summary(out)["comparisons"], joint, strict=True):
+        for field in FLOATS:
+            assert _close(got[field], want[field]), field
 
 
 # --------------------------------------------------------------------------- refusals

@@ -84,7 +84,7 @@ def evaluate_case(case: str, run_path: str | None = None):
 
 def _per_query_values(result) -> dict[tuple[str, str], float]:
     pq = result.per_query
-    return {(c, str(q)): v for c, q, v in zip(pq["cutoff"], pq["query_id"], pq["ndcg"])}
+    return {(str(c), str(q)): v for c, q, v in zip(pq["cutoff"], pq["query_id"], pq["ndcg"])}
 
 
 def _check(result, expected_file: str, cutoffs) -> None:
@@ -168,7 +168,7 @@ def test_trec_eval_preset(case):
         metric["missing_queries"] = missing
     spec = {**trec_spec(qrels, run), "metric": metric}
     result = ndcg_mlflow.evaluate(spec, base_dir=DATA)
-    assert [str(k) for k in cutoffs] == list(dict.fromkeys(result.per_query["cutoff"]))
+    assert list(cutoffs) == list(dict.fromkeys(result.per_query["cutoff"]))
     _check(result, expected_file, cutoffs)
 
 

@@ -305,9 +305,11 @@ def test_the_decision_comes_first_in_both_reports(tmp_path):
     assert _run(spec, out) == EXIT_DECISION
     html = (out / "report.html").read_text()
     assert "class='decision fail'" in html
-    assert html.index("Decision: FAIL") < html.index("What was measured") < html.index("<h2>Results")
+    # the answer, then the numbers, then what was measured (collapsed)
+    assert html.index("Decision: FAIL") < html.index(">Results</h2>") < html.index("What was measured")
+    assert re.search(r">What was measured</h2><details><summary>[^<]*</summary><pre>", html)
     md = (out / "report.md").read_text()
-    assert md.index("**Decision: FAIL**") < md.index("Rules:")
+    assert md.index("**Decision: FAIL**") < md.index("| system |") < md.index("Rules:")
     assert "better: FAIL" in md
     assert "decision: superiority at nDCG@10" in (out / "explanation.txt").read_text()
 

@@ -180,7 +180,7 @@ def evaluate_in_memory(data: Data, **metric):
 def table(result) -> dict:
     """``{(qid, cutoff): row}`` of the per-query frame."""
     pq = result.per_query
-    return {(str(r.query_id), r.cutoff): r for r in pq.itertuples(index=False)}
+    return {(str(r.query_id), str(r.cutoff)): r for r in pq.itertuples(index=False)}
 
 
 def gain_of(grade, kind: str) -> float:

@@ -361,8 +361,8 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
                     assert _close(want, result.mean(row.system, row.cutoff)), ctx
             else:
                 assert row.baseline == baseline and row.system != baseline, ctx
-                a = pq[(pq.system == row.system) & (pq.cutoff == row.cutoff)].set_index("query_id")
-                b = pq[(pq.system == baseline) & (pq.cutoff == row.cutoff)].set_index("query_id")
+                a = pq[(pq.system == row.system) & (pq.cutoff.astype(str) == row.cutoff)].set_index("query_id")
+                b = pq[(pq.system == baseline) & (pq.cutoff.astype(str) == row.cutoff)].set_index("query_id")
                 ok = a["ndcg"].notna() & b["ndcg"].notna()
                 d = a.loc[ok, "ndcg"] - b.loc[ok, "ndcg"]
                 w = a.loc[ok, "weight"]

@@ -110,7 +110,10 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
     raw["comparison"] = {"baseline": "a", "test": test, "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9}
     result = ndcg_mlflow.evaluate(raw, base_dir=tmp_path)
     lines = format_summary(result).splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
+    # the answer first: b against a at nDCG@10, its corrected p-value and wins, ties and losses
+    assert lines[0] == "one — each candidate against baseline a at nDCG@10"
+    assert lines[1].split() == ["candidate", "delta", "interval", "p_corr", "W/T/L"] and lines[2].startswith("b ")
+    head = next(i for i, line in enumerate(lines) if line.startswith("all comparisons")) + 1
     heads = lines[head].split()
     want = {"randomization": ["p_rand"], "t_test": ["p_t"], "both": ["p_rand", "p_t"]}[test]
     assert heads == ["candidate", "cutoff", "delta", "interval", *want, "p_corr", "d_z", "W/T/L"]

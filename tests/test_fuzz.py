@@ -1,6 +1,6 @@
 """Fuzzing the readers and the spec loader.
 
-Readers: every generated file is also read by an independent reference written here from the README's
+Readers: every generated file is also read by an independent reference written here from the documentation's
 description of the formats (lines end with LF or CRLF, a CR anywhere else is refused; TREC fields are
 separated by runs of ASCII spaces and tabs; numbers are decimal and finite; CSV quoting within a line; ids
 are non-empty; nulls are refused ...). A file the reference accepts must be read to exactly the reference's

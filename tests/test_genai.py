@@ -6,14 +6,21 @@ rankings, and the comparison's figures equal those of one evaluation holding bot
 from __future__ import annotations
 
 import math
+import os
 
 import pandas as pd
 import pytest
-from helpers import readme_block
+from helpers import doc_block
 
 from ndcg_mlflow.api import evaluate
-from ndcg_mlflow.errors import SpecError
-from ndcg_mlflow.integrations.genai import compare_genai_runs, genai_per_query, ndcg_scorer, query_id_of
+from ndcg_mlflow.errors import DataError, SpecError
+from ndcg_mlflow.integrations.genai import (
+    SQLITE_MAX_WORKERS,
+    compare_genai_runs,
+    genai_per_query,
+    ndcg_scorer,
+    query_id_of,
+)
 
 METRIC = {
     "gain": "exponential",
@@ -94,14 +101,16 @@ def _spec(**extra) -> dict:
 @pytest.fixture
 def genai_store(fluent_store, monkeypatch):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_SKIP_TRACE_VALIDATION", "true")  # no trial call before the evaluation
+    # a SQLite store: MLflow's default parallelism runs out of its connections and drops traces and scores
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", str(SQLITE_MAX_WORKERS))
     return fluent_store
 
 
-def _evaluate(shift: int, scorer, run_name: str):
+def _evaluate(shift: int, scorer, run_name: str | None, **kwargs):
     import mlflow
 
     with mlflow.start_run(run_name=run_name):
-        return mlflow.genai.evaluate(data=_data(), predict_fn=_retriever(shift), scorers=[scorer])
+        return mlflow.genai.evaluate(data=_data(), predict_fn=_retriever(shift), scorers=[scorer], **kwargs)
 
 
 def test_scorer_values_equal_the_engine_query_by_query(genai_store):
@@ -165,12 +174,88 @@ def test_two_runs_compared_as_one_evaluation_of_both(genai_store, tmp_path):
     assert result.mean("second", 5) == pytest.approx(both.mean("second", 5), rel=1e-12)
     assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "comparisons.csv").is_file()
     logged = log_folder(tmp_path / "out", tracking_uri=genai_store)  # what `ndcg-mlflow upload OUT` does
+    assert logged.experiment_id == mlflow.get_run(first.run_id).info.experiment_id  # beside the runs (not "rag")
     candidate = mlflow.get_run(logged.system_run_ids["second"])
     assert candidate.data.metrics["compare.ndcg_at_5.delta"] == pytest.approx(want["delta"], rel=1e-12)
     with pytest.raises(SpecError, match="other metric or query rules"):
         compare_genai_runs(
             first.run_id, second.run_id, {**spec, "metric": {**METRIC, "gain": "linear"}}, name="ndcg_at_5"
         )
+
+
+def test_the_baseline_named_by_the_spec_is_the_baseline(genai_store):
+    spec = _spec(**STATS)
+    scorer = ndcg_scorer(spec, k=5)
+    first, second = _evaluate(0, scorer, "first"), _evaluate(2, scorer, "second")
+    (forward,) = compare_genai_runs(first.run_id, second.run_id, spec, name="ndcg_at_5").analysis.comparisons
+    flipped = {**spec, "comparison": {**STATS["comparison"], "baseline": "second"}}
+    (backward,) = compare_genai_runs(first.run_id, second.run_id, flipped, name="ndcg_at_5").analysis.comparisons
+    assert (forward["baseline"], forward["candidate"]) == ("first", "second")
+    assert (backward["baseline"], backward["candidate"]) == ("second", "first")
+    assert backward["delta"] == pytest.approx(-forward["delta"], rel=1e-12) and forward["delta"] != 0
+    by_id = {**spec, "comparison": {**STATS["comparison"], "baseline": second.run_id}}
+    (same,) = compare_genai_runs(first.run_id, second.run_id, by_id, name="ndcg_at_5").analysis.comparisons
+    assert same["baseline"] == "second"
+    nobody = {**spec, "comparison": {**STATS["comparison"], "baseline": "third"}}
+    with pytest.raises(SpecError, match=r"comparison\.baseline.*'third'.*neither.*'first'.*'second'"):
+        compare_genai_runs(first.run_id, second.run_id, nobody, name="ndcg_at_5")
+
+
+def test_systems_are_named_by_the_model_evaluated_else_the_run_name_given_else_the_run_id(genai_store):
+    import mlflow
+
+    spec = _spec(**STATS)
+    scorer = ndcg_scorer(spec, k=5)
+    app = mlflow.create_external_model(name="rag-app")
+    mlflow.register_model(f"models:/{app.model_id}", "rag-app-registered")  # version 1
+    versioned = _evaluate(0, scorer, "named-but-a-model", model_id=app.model_id)
+    unnamed = _evaluate(2, scorer, None)  # MLflow makes a name up: not a name of the system
+    assert mlflow.get_run(unnamed.run_id).info.run_name  # (it has one)
+    by_id = {**spec, "comparison": {**STATS["comparison"], "baseline": "rag-app-registered v1"}}
+    result = compare_genai_runs(versioned.run_id, unnamed.run_id, by_id, name="ndcg_at_5")
+    assert list(result.systems) == ["rag-app-registered v1", unnamed.run_id]
+    plain = mlflow.create_external_model(name="rag-app-v2")
+    with_model = _evaluate(2, scorer, None, model_id=plain.model_id)
+    named = _evaluate(0, scorer, "my-baseline")
+    result = compare_genai_runs(
+        with_model.run_id,
+        named.run_id,
+        {**spec, "comparison": {**STATS["comparison"], "baseline": "my-baseline"}},
+        name="ndcg_at_5",
+    )
+    assert list(result.systems) == ["my-baseline", "rag-app-v2"]
+
+
+def test_missing_scores_are_reported_as_missing_not_as_a_wrong_name(genai_store):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    spec = _spec(**STATS)
+    scorer = ndcg_scorer(spec, k=5)
+    first, second = _evaluate(0, scorer, "first"), _evaluate(2, scorer, "second")
+    client = MlflowClient()
+    traces = {
+        a.metadata["ndcg_mlflow.query_id"]: t
+        for t in mlflow.search_traces(run_id=second.run_id, return_type="list")
+        for a in t.info.assessments
+        if a.name == "ndcg_at_5"
+    }
+    # what MLflow leaves when it fails to write (it only warns): a trace without its score, a row without a trace
+    unscored, lost = traces["q04"], traces["q09"]
+    for a in unscored.info.assessments:
+        if a.name == "ndcg_at_5":
+            mlflow.delete_assessment(unscored.info.trace_id, a.assessment_id)
+    client.delete_traces(lost.info.experiment_id, trace_ids=[lost.info.trace_id])
+    with pytest.raises(DataError, match="2 of its 12 rows have no 'ndcg_at_5' score") as got:
+        genai_per_query(second.run_id, name="ndcg_at_5")
+    assert unscored.info.trace_id in str(got.value) and "MLFLOW_GENAI_EVAL_MAX_WORKERS=" in str(got.value)
+    assert "name the scorer logged" not in str(got.value)
+    with pytest.raises(DataError, match=f"run {second.run_id}: 2 of its 12 rows") as got:
+        compare_genai_runs(first.run_id, second.run_id, spec, name="ndcg_at_5")
+    assert f"queries scored in run {first.run_id} but not here: 'q04', 'q09'" in str(got.value)
+    assert first.run_id + ":" not in str(got.value)  # the complete run is not blamed
+    with pytest.raises(DataError, match="no trace has an assessment 'ndcg_at_10'.*carry 'ndcg_at_5'"):
+        genai_per_query(first.run_id, name="ndcg_at_10")  # a wrong name is a wrong name
 
 
 def test_tie_rules_a_trace_cannot_express_are_refused_when_the_scorer_is_made():
@@ -188,10 +273,11 @@ def test_the_query_id_is_given_or_the_inputs_as_json():
     assert query_id_of({"b": 1, "a": "é"}, {"relevance": {}}) == '{"a": "é", "b": 1}'
 
 
-def test_readme_genai_section_runs(genai_store, tmp_path):
+def test_the_documented_genai_example_runs(genai_store, tmp_path, monkeypatch):
     import yaml
 
-    (tmp_path / "eval.yaml").write_text(yaml.safe_dump({**_spec(**STATS), "metric": {**METRIC, "cutoffs": [10]}}))
+    stats = {**STATS, "comparison": {**STATS["comparison"], "baseline": "app-v1"}}
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump({**_spec(**stats), "metric": {**METRIC, "cutoffs": [10]}}))
     shown = {"wool socks": (["sku-3", "sku-7", "sku-1"], ["sku-7", "sku-3"]), "rain jacket": (["sku-9"], ["sku-4"])}
 
     def app(version: int):
@@ -205,7 +291,9 @@ def test_readme_genai_section_runs(genai_store, tmp_path):
         return lambda question: {"documents": [d.page_content for d in retrieve(question)]}
 
     namespace = {"app_v1": app(0), "app_v2": app(1)}
-    exec(readme_block("### `mlflow.genai.evaluate`: a retriever scorer"), namespace)
+    monkeypatch.delenv("MLFLOW_GENAI_EVAL_MAX_WORKERS")  # the example bounds MLflow's parallelism itself
+    exec(doc_block("integrations.md", "## `mlflow.genai.evaluate`: a retriever scorer"), namespace)
+    assert os.environ["MLFLOW_GENAI_EVAL_MAX_WORKERS"] == str(SQLITE_MAX_WORKERS)
     (row,) = namespace["result"].analysis.comparisons
     ideal1 = 3 / math.log2(2) + 1 / math.log2(3)  # q1: sku-7 (grade 2, gain 3), sku-3 (grade 1, gain 1)
     first = (1 / math.log2(2) + 3 / math.log2(3)) / ideal1  # v1: sku-3, sku-7, sku-1 (q2: sku-9 first, 1.0)

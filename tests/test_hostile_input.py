@@ -1,7 +1,7 @@
 """Hostile and malformed input: every case ends in a clear user error or in a documented, deliberate handling.
 
 A user error is exit code 2 through the CLI, with the file and line (or the spec key path) in the message and
-no traceback; a deliberate handling is checked against what the README documents (BOM, CRLF and irregular
+no traceback; a deliberate handling is checked against what docs/data.md documents (BOM, CRLF and irregular
 white space read as usual, float and negative grades, duplicate identical judgments merged, ids kept as
 given and escaped in the report, paths outside the spec folder allowed but recorded).
 """

@@ -70,7 +70,7 @@ def test_keys_join_a_run_without_the_exact_lookup_and_give_the_closed_form(tmp_p
         tmp_path, {"q1": {"A": 3, "B": 1}, "q2": {"C": 2}}, {"q1": ["X", "B", "A"], "q2": ["C", "A"]}, gain="linear"
     )
     assert calls == []  # the run's rows went through the keys, and no exact keys of the judgments were made
-    q1 = got[(got.query_id == "q1") & (got.cutoff == "3")].iloc[0]
+    q1 = got[(got.query_id == "q1") & (got.cutoff == 3)].iloc[0]
     assert q1.dcg == pytest.approx(1 / np.log2(3) + 3 / 2)
     assert q1.idcg == pytest.approx(3 + 1 / np.log2(3))
     assert q1.judged_coverage == pytest.approx(2 / 3)

@@ -243,6 +243,68 @@ def test_aliases_resolved_scored_and_recorded(store, model_store, tmp_path):
     assert summary["models"]["challenger"]["model_id"] == model_store["model_ids"][2]
 
 
+@pytest.mark.parametrize("decision", ["", "decision: {key: ndcg_at_10, rule: superiority, margin: 0.005}\n"])
+def test_the_model_of_a_model_system_is_shown_wherever_it_is_named(store, model_store, tmp_path, capsys, decision):
+    """The terminal, report.html and report.md name a model system with its registered model, version and alias,
+    as summary.json's models records them: in the lead (the decision or the headline comparison), the tables and
+    the wins and losses; the run-file system keeps its bare name."""
+    from test_report import HtmlDoc
+
+    from ndcg_mlflow.format import md_text
+
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": "candidates.parquet"},
+            "challenger": {"model": "models:/ranker/2", "candidates": "candidates.parquet"},
+            "logged": {"model": f"models:/{model_store['model_ids'][2]}", "candidates": "candidates.parquet"},
+        },
+        decision=decision,
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow"]) == 0
+    printed = capsys.readouterr().out
+    champion, challenger = "champion (ranker v1 @champion)", "challenger (ranker v2)"
+    logged = f"logged ({model_store['model_ids'][2]})"
+    lines = printed.splitlines()
+    if decision:  # the decision leads, each candidate with its model
+        assert lines[0] == f"rankers — decision: PASS against baseline {champion}"
+        assert lines[1].startswith("  rule: superiority at nDCG@10: each candidate passes when")
+        assert lines[2].startswith(f"  {challenger}: PASS — difference +")
+        assert lines[3].startswith(f"  {logged}: PASS — difference +")
+    else:  # each candidate against the baseline at nDCG@10 leads
+        assert lines[0] == f"rankers — each candidate against baseline {champion} at nDCG@10"
+        assert lines[2].startswith(challenger) and lines[3].startswith(logged)
+    table = lines.index(next(ln for ln in lines if ln.startswith("system ")))
+    assert [ln.split("  ")[0] for ln in lines[table + 1 : table + 4]] == [champion, challenger, logged]
+    sentence = (
+        "Model systems, as resolved when the evaluation started: champion is registered model ranker version 1, "
+        "named by the alias @champion; challenger is registered model ranker version 2; logged is the model "
+        f"{model_store['model_ids'][2]} (not a registry version)."
+    )
+    assert sentence in lines
+    assert f"{challenger} vs {champion} at nDCG@10: largest wins / losses" in lines
+
+    doc = HtmlDoc((out / "report.html").read_text(encoding="utf-8"))
+    assert [r[0] for r in doc.table("system", "nDCG@5")[1:]] == [champion, challenger, logged]
+    assert [r[0] for r in doc.table("system", "evaluated")[1:]] == [champion, challenger, logged]
+    assert [r[:2] for r in doc.table("candidate", "baseline")[1:3]] == [[challenger, champion]] * 2
+    if decision:
+        assert challenger in doc.bold and logged in doc.bold
+        assert f"<b>Decision: PASS</b> against the baseline {champion}<p" in (out / "report.html").read_text()
+    else:
+        assert [r[0] for r in doc.table("candidate", "difference")[1:]] == [challenger, logged]
+    assert sentence in (out / "report.html").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert f"| {md_text(champion)} | " in md and f"| {md_text(challenger)} | 5 | " in md
+    assert md_text(sentence) in md.splitlines()
+    if decision:
+        assert md.startswith(
+            f"# nDCG report — rankers\n\n**Decision: PASS** against the baseline {md_text(champion)} — "
+        )
+        assert f"- {md_text(challenger)}: PASS, difference +" in md
+
+
 def _runs(uri: str, experiment: str = "rankers") -> tuple:
     from helpers import client_for, runs_of_experiment
 

@@ -21,6 +21,29 @@ def test_import_does_not_import_mlflow():
     assert out.stdout.strip() == "False"
 
 
+def test_the_package_and_its_tracking_hook_import_nothing_until_used():
+    """MLflow loads ``ndcg_mlflow.tracking.bounds`` (the request header provider of this package's entry point) in
+    every process that imports its registry: that import, like ``import ndcg_mlflow``, loads neither numpy nor the
+    package's modules; the package's names load when first used."""
+    code = (
+        "import sys, ndcg_mlflow.tracking.bounds; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pyarrow', 'mlflow', 'ndcg_mlflow'))); "
+        "import ndcg_mlflow; print(ndcg_mlflow.evaluate.__module__, 'numpy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, used = out.stdout.splitlines()
+    assert loaded == str(
+        [
+            "ndcg_mlflow",
+            "ndcg_mlflow.lazy",
+            "ndcg_mlflow.tracking",
+            "ndcg_mlflow.tracking.bounds",
+            "ndcg_mlflow.version",
+        ]
+    )
+    assert used == "ndcg_mlflow.api True"
+
+
 def test_python_dash_m_validates(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "ndcg_mlflow", "validate", str(CONFIGS / "demo.yaml")],
@@ -282,3 +305,46 @@ def test_a_command_raises_the_collectors_first_threshold_and_restores_it(given, 
         gc.set_threshold(*before)
     want = given if given[0] == 0 else (max(given[0], cli.YOUNG_GENERATION), *given[1:])
     assert seen == [want]
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo(tmp_path):
+    """What a user installs: the wheel built from the package's files alone, installed into a new virtual
+    environment (the dependencies from the system's site-packages, nothing downloaded), runs ``ndcg-mlflow demo``
+    through its console script in a folder outside the source tree, with its C parts where the tree has them."""
+    import importlib.util
+    import os
+    import shutil
+
+    from ndcg_mlflow.kernel import native_kernel
+
+    if not (importlib.util.find_spec("wheel") or importlib.util.find_spec("setuptools.command.bdist_wheel")):
+        pytest.skip("no bdist_wheel here: pip install wheel (the test extra has it)")
+    root = Path(__file__).resolve().parents[1]
+    src, dist, venv, work = (tmp_path / name for name in ("src", "dist", "venv", "work"))
+    shutil.copytree(root / "ndcg_mlflow", src / "ndcg_mlflow", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(root / name, src / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(("NDCG_MLFLOW_", "MLFLOW_"))}
+
+    def run(*argv, cwd=tmp_path):
+        done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+        assert done.returncode == 0, f"{argv}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    pip = ("-m", "pip", "--disable-pip-version-check")
+    run(sys.executable, *pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
+    (wheel,) = dist.glob("ndcg_mlflow-*.whl")
+    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv)
+    run(venv / "bin" / "python", *pip, "install", "--no-deps", "--no-index", "--ignore-installed", wheel)
+    work.mkdir()
+    where = run(venv / "bin" / "python", "-c", "import ndcg_mlflow; print(ndcg_mlflow.__file__)", cwd=work)
+    assert Path(where.strip()).is_relative_to(venv)
+    version = run(venv / "bin" / "ndcg-mlflow", "--version", cwd=work)
+    if native_kernel() is not None:  # (built in the tree: so in the wheel, with the same compiler)
+        assert "C parts: loaded" in version, version
+    out = run(venv / "bin" / "ndcg-mlflow", "demo", "--no-mlflow", cwd=work)
+    assert "  ndcg-mlflow run ndcg-mlflow-demo/demo.yaml --no-mlflow\n" in out
+    assert (work / "ndcg-mlflow-demo" / "demo" / "qrels.tsv").is_file()
+    (folder,) = (work / "ndcg_reports").iterdir()
+    assert (folder / "summary.json").is_file() and (folder / "report.html").is_file()

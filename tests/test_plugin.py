@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from helpers import java_problem, readme_block, run_cli
+from helpers import doc_block, java_problem, run_cli
 
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.integrations.evaluator import NAME, NdcgSpecEvaluator, read_config
@@ -89,6 +89,7 @@ def _spec(folder: Path, qrels: pd.DataFrame, *, systems: dict | None = None, ext
 
 
 UNCERTAINTY = {"uncertainty": {"resamples": 500, "confidence": 0.9, "method": "percentile", "seed": 3}}
+COMPARISON = {"baseline": "bm25", "test": "both", "correction": "holm", "wins_losses": 3, "tie_tolerance": 1e-9}
 
 
 def _cli_summary(folder: Path, scored: pd.DataFrame, qrels: pd.DataFrame, extra: dict | None = None) -> dict:
@@ -100,17 +101,21 @@ def _cli_summary(folder: Path, scored: pd.DataFrame, qrels: pd.DataFrame, extra:
     return json.loads((folder / "cli_out" / "summary.json").read_text())["systems"]["model"]
 
 
-def _log_ranker(name: str) -> str:
-    """A registered pyfunc ranker whose score is its input x (so the test knows every score)."""
+def _log_ranker(name: str, noise: np.ndarray | None = None) -> str:
+    """A registered pyfunc ranker whose score is its input x, plus ``noise`` row by row (so the test knows every
+    score); a new version of the model ``name`` each time."""
     import mlflow
 
     class XRanker(mlflow.pyfunc.PythonModel):
         def predict(self, context, model_input, params=None):
-            return model_input["x"].to_numpy() * 1.0
+            x = model_input["x"].to_numpy() * 1.0
+            return x if noise is None else x + noise[: len(x)]
 
     with mlflow.start_run():
-        mlflow.pyfunc.log_model(name="ranker", python_model=XRanker(), pip_requirements=[], registered_model_name=name)
-    return f"models:/{name}/1"
+        info = mlflow.pyfunc.log_model(
+            name="ranker", python_model=XRanker(), pip_requirements=[], registered_model_name=name
+        )
+    return f"models:/{name}/{info.registered_model_version}"
 
 
 def test_ranker_from_the_registry_equals_the_cli_and_logs_the_folder(registered, tmp_path):
@@ -246,27 +251,24 @@ def test_refusals_name_what_was_expected(registered, tmp_path):
                 evaluators="ndcg_spec",
                 evaluator_config={"sepc": str(spec)},
             )
-        compared = _spec(
-            tmp_path,
-            qrels,
-            extra={
-                **UNCERTAINTY,
-                "comparison": {
-                    "baseline": "bm25",
-                    "test": "randomization",
-                    "correction": "holm",
-                    "wins_losses": 3,
-                    "tie_tolerance": 1e-9,
-                },
-            },
-        )
-        with pytest.raises(SpecError, match="at key 'comparison'.*evaluates one model"):
+        own = _spec(tmp_path, qrels, extra={**UNCERTAINTY, "comparison": {**COMPARISON, "baseline": "model"}})
+        with pytest.raises(SpecError, match="at key 'comparison'.*evaluates one model.*another system"):
+            mlflow.models.evaluate(  # the baseline is the model's own rows
+                lambda f: f["x"],
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(own)},
+            )
+        decision = {"key": "ndcg_at_10", "rule": "superiority", "margin": 0.0}
+        decided = _spec(tmp_path, qrels, extra={**UNCERTAINTY, "comparison": COMPARISON, "decision": decision})
+        with pytest.raises(SpecError, match="at key 'decision'.*no candidate to decide on"):
             mlflow.models.evaluate(
                 lambda f: f["x"],
                 data=cands,
                 model_type="ranker",
                 evaluators="ndcg_spec",
-                evaluator_config={"spec": str(compared)},
+                evaluator_config={"spec": str(decided)},
             )
 
 
@@ -367,12 +369,12 @@ def test_a_spark_dataframe_cut_by_mlflow_is_refused(registered, tmp_path, spark)
     assert result.metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
 
-def test_readme_evaluator_section_runs(registered, tmp_path):
+def test_the_documented_evaluator_example_runs(registered, tmp_path):
     cands, qrels = _data(seed=21)
-    shutil.copy(_spec(tmp_path, qrels), tmp_path / "eval.yaml")  # the README's names, in the working folder
+    shutil.copy(_spec(tmp_path, qrels), tmp_path / "eval.yaml")  # the documented names, in the working folder
     _log_ranker("ranker")
     namespace = {"candidates": cands}
-    exec(readme_block("### `mlflow.models.evaluate`: the `ndcg_spec` evaluator"), namespace)
+    exec(doc_block("integrations.md", "## `mlflow.models.evaluate`: the `ndcg_spec` evaluator"), namespace)
     cli = _cli_summary(tmp_path, cands.rename(columns={"x": "score"}), qrels)
     assert namespace["result"].metrics["ndcg_at_10"] == cli["ndcg_at_10"]["mean"]
 
@@ -408,12 +410,78 @@ def test_two_evaluator_runs_compare_as_one_evaluation_of_both(registered, tmp_pa
         systems={"first": cands.assign(score=cands["x"]), "second": cands.assign(score=cands["x"] + noise)},
     )
     for got, want in zip(result.analysis.comparisons, both.analysis.comparisons, strict=True):
-        assert got["key"] == want["key"]
+        assert (got["key"], got["candidate"], got["baseline"]) == (want["key"], "second", "first")  # systems named
         for key in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "n_paired", "wins", "losses"):
             assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), (got["key"], key)
     assert any(abs(c["delta"]) > 1e-3 for c in both.analysis.comparisons)  # the two models differ
     html, _ = rebuild_report(runs["second"], tmp_path / "report")  # `ndcg-mlflow report RUN_ID` reads it too
     assert "second" in html.read_text(encoding="utf-8")
+
+
+def test_two_evaluator_runs_compare_without_flags_named_by_their_models(registered, tmp_path, capsys):
+    """The spec's comparison settings are recorded on each run, so `ndcg-mlflow compare A B` needs no flag; each
+    system is named by the registered model version the run evaluated."""
+    import mlflow
+
+    from ndcg_mlflow.api import evaluate
+    from ndcg_mlflow.cli import main
+
+    cands, qrels = _data(seed=41, n_queries=25)
+    spec = _spec(tmp_path, qrels, extra={**UNCERTAINTY, "comparison": COMPARISON})
+    noise = np.random.default_rng(6).normal(0, 2, len(cands))
+    runs = []
+    for uri in (_log_ranker("xranker"), _log_ranker("xranker", noise)):
+        with mlflow.start_run() as run:
+            mlflow.models.evaluate(
+                uri, data=cands, model_type="ranker", evaluators="ndcg_spec", evaluator_config={"spec": str(spec)}
+            )
+        runs.append(run.info.run_id)
+    params = mlflow.get_run(runs[0]).data.params
+    assert {k: params[k] for k in params if k.startswith("comparison.")} == {
+        "comparison.test": "both",
+        "comparison.correction": "holm",
+        "comparison.wins_losses": "3",
+        "comparison.tie_tolerance": "1e-09",
+    }  # the baseline (bm25) is not the model's: compare's run A is
+    assert main(["compare", *runs, "--out", str(tmp_path / "cmp"), "--no-mlflow", "--quiet"]) == 0
+    got = json.loads((tmp_path / "cmp" / "summary.json").read_text())["comparisons"]
+    raw = yaml.safe_load(spec.read_text())
+    raw["comparison"] = {**COMPARISON, "baseline": "xranker v1"}
+    scored = {"xranker v1": cands.assign(score=cands["x"]), "xranker v2": cands.assign(score=cands["x"] + noise)}
+    want = evaluate(raw, base_dir=tmp_path, systems=scored).analysis.comparisons
+    assert [(c["candidate"], c["baseline"]) for c in got] == [("xranker v2", "xranker v1")] * 3
+    for g, w in zip(got, want, strict=True):
+        for key in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_corrected", "wins", "losses"):
+            assert g[key] == pytest.approx(w[key], rel=1e-12, abs=1e-15), (g["key"], key)
+
+    plain = _spec(tmp_path, qrels, extra=UNCERTAINTY)  # no comparison section: nothing to compare with
+    for uri in ("models:/xranker/1", "models:/xranker/2"):
+        with mlflow.start_run() as run:
+            mlflow.models.evaluate(
+                uri, data=cands, model_type="ranker", evaluators="ndcg_spec", evaluator_config={"spec": str(plain)}
+            )
+        runs.append(run.info.run_id)
+    capsys.readouterr()
+    assert main(["compare", *runs[2:], "--out", str(tmp_path / "cmp2"), "--no-mlflow", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "neither run records the comparison settings" in err and "no comparison section" in err
+    assert "--test, --correction, --wins-losses, --tie-tolerance" in err and "--resamples" not in err
+    assert main(["compare", runs[2], runs[1], "--out", str(tmp_path / "cmp3"), "--no-mlflow", "--quiet"]) == 0
+
+    spec = _spec(tmp_path, qrels, extra={**UNCERTAINTY, "comparison": COMPARISON})  # (the same file name)
+    for name in ("alpha", "beta"):  # no model MLflow knows, the default system name: the run's name
+        with mlflow.start_run(run_name=name) as run:
+            mlflow.models.evaluate(
+                lambda f: f["x"],
+                data=cands,
+                model_type="ranker",
+                evaluators="ndcg_spec",
+                evaluator_config={"spec": str(spec)},
+            )
+        runs.append(run.info.run_id)
+    assert main(["compare", *runs[4:], "--out", str(tmp_path / "cmp4"), "--no-mlflow", "--quiet"]) == 0
+    systems = json.loads((tmp_path / "cmp4" / "summary.json").read_text())["systems"]
+    assert list(systems) == ["alpha", "beta"]
 
 
 def test_a_retrievers_lists_become_ranked_rows():

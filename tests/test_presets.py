@@ -160,7 +160,7 @@ def evaluate_data(data: Data, metric: dict, *, with_folder=None):
 
 def rows_of(result) -> dict:
     pq = result.per_query
-    return {(str(r.query_id), r.cutoff): r for r in pq.itertuples(index=False)}
+    return {(str(r.query_id), str(r.cutoff)): r for r in pq.itertuples(index=False)}
 
 
 def mean_of(values) -> float:
@@ -379,7 +379,7 @@ def test_trec_eval_conformance_through_the_preset(case):
     labels = [str(k) for k in (overrides.get("cutoffs") or TREC_CUTOFFS)]
     assert {c for c, _ in expected} == set(labels)  # every value we compute, trec_eval printed
     pq = result.per_query
-    ours = {(c, str(q)): v for c, q, v in zip(pq["cutoff"], pq["query_id"], pq["ndcg"])}
+    ours = {(str(c), str(q)): v for c, q, v in zip(pq["cutoff"], pq["query_id"], pq["ndcg"])}
     problems = []
     for (cutoff, qid), want in sorted(expected.items()):
         got = result.mean("run", cutoff) if qid == "all" else ours.get((cutoff, qid), float("nan"))

@@ -372,6 +372,48 @@ def test_query_counts_tell_the_set_from_the_evaluated(demo):
 
 
 @pytest.mark.integration
+def test_the_answer_leads_and_the_spec_follows_collapsed(demo):
+    """Without a decision, report.html and report.md open with each candidate against the baseline at nDCG@10
+    (the numbers of summary.json's comparisons), then the systems x cutoffs table and the comparisons; the spec in
+    words comes after the numbers, inside <details>."""
+    html, md = demo.html, demo.md
+    order = [html.index(s) for s in ("id='headline'", "id='results'", ">Comparisons</h2>", "id='spec'")]
+    assert order == sorted(order)
+    assert html.index("<h1>") < order[0] and "Decision" not in html
+    spec = re.search(
+        r"<h2 id='spec'>What was measured</h2><details><summary>[^<]*</summary><pre>(.*?)</pre></details>", html, re.S
+    )
+    assert spec and "gain: exponential" in spec.group(1) and "<details open" not in html
+    at_10 = [c for c in demo.summary["comparisons"] if c["key"] == "ndcg_at_10"]
+    lead = HtmlDoc(html).table("candidate", "difference")
+    assert lead == [["candidate", "difference", "interval", "p corrected", "wins / ties / losses"]] + [
+        [
+            c["candidate"],
+            s4(c["delta"]),
+            f"[{s4(c['ci_low'])}, {s4(c['ci_high'])}]",
+            pfmt(c["p_corrected"]),
+            f"{c['wins']} / {c['ties']} / {c['losses']}",
+        ]
+        for c in at_10
+    ]
+    assert "Each candidate against the baseline bm25 at nDCG@10" in html
+    rows = [
+        f"| {c['candidate']} | {s4(c['delta'])} | [{s4(c['ci_low'])}, {s4(c['ci_high'])}] | {pfmt(c['p_corrected'])} "
+        f"| {c['wins']}/{c['ties']}/{c['losses']} |"
+        for c in at_10
+    ]
+    lines = md.splitlines()
+    assert lines[2] == "Each candidate against the baseline bm25 at nDCG@10:"
+    assert lines[4:6] == [
+        "| candidate | difference | interval | p corrected | W/T/L |",
+        "| --- | ---: | --- | ---: | --- |",
+    ]
+    assert lines[6:8] == rows
+    assert lines.index(rows[-1]) < lines.index(next(ln for ln in lines if ln.startswith("| system |")))
+    assert md.index("| system |") < md.index("Comparisons (") < md.index("Rules:") < md.index("Spec sha256")
+
+
+@pytest.mark.integration
 def test_the_colours_of_the_tables_are_explained(demo):
     doc = HtmlDoc(demo.html)
     coloured = [c for c in demo.summary["comparisons"] if c["ci_low"] > 0 or c["ci_high"] < 0]
@@ -584,9 +626,14 @@ def test_terminal_says_where_the_report_is_and_how_to_open_mlflow(tracking_uri, 
     assert main(["run", str(spec), "--out", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    assert lines[0].endswith(
-        ": 5 queries in the evaluation (every judged query); every mean is over all 5 (none excluded)."
-    )
+    # the answer first: the candidate against the baseline at nDCG@10, then the counts and the systems table
+    assert lines[0].endswith(" — each candidate against baseline base at nDCG@10")
+    assert lines[1].split() == ["candidate", "delta", "interval", "p_corr", "W/T/L"] and lines[2].startswith("cand ")
+    assert lines[3:5] == [
+        "",
+        "5 queries in the evaluation (every judged query); every mean is over all 5 (none excluded).",
+    ]
+    assert lines[6].startswith("system ")
     assert any(
         line.startswith(
             "delta: candidate minus baseline mean; d_z: the mean per-query difference over its standard deviation"

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -243,16 +244,53 @@ MEASURE = """<script>
 </script>"""
 
 
-def measure(report: Path, work: Path, width: int) -> list[dict]:
-    """The figures of ``report`` laid out in a window ``width`` pixels wide: boxes, colours, texts."""
+def measure(report: Path, work: Path, width: int, script: str = MEASURE) -> Any:
+    """What ``script`` measures of ``report`` laid out in a window ``width`` pixels wide (by default the figures:
+    boxes, colours, texts); the script leaves it as JSON in ``<pre id="measured">``."""
     page = work / "measured.html"
     work.mkdir(parents=True, exist_ok=True)
-    page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    page.write_text(report.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
     seen = browse(page, work / "run", "--dump-dom", f"--window-size={width},2000")
     assert _console_lines(seen.log) == [], _console_lines(seen.log)
     m = re.search(r'<pre id="measured">(.*?)</pre>', seen.dom, flags=re.S)
     assert m, "the measuring script did not run"
     return json.loads(html.unescape(m.group(1)))
+
+
+# --------------------------------------------------------------------------- the first screen
+
+LAYOUT = """<script>
+(function () {
+  const top = (el) => el === null ? null : el.getBoundingClientRect().top + window.scrollY;
+  const bottom = (el) => el === null ? null : el.getBoundingClientRect().bottom + window.scrollY;
+  let table = document.getElementById("results");
+  while (table !== null && table.tagName !== "TABLE") table = table.nextElementSibling;
+  const spec = document.getElementById("spec");
+  const details = spec.nextElementSibling;
+  const out = {
+    lead: top(document.getElementById("headline")), lead_bottom: bottom(document.getElementById("headline")),
+    results: top(table), spec: top(spec), details: details.tagName, open: details.open,
+    details_height: details.getBoundingClientRect().height, next: top(details.nextElementSibling),
+    summary: details.querySelector("summary").textContent};
+  const pre_out = document.createElement("pre");
+  pre_out.id = "measured";
+  pre_out.textContent = JSON.stringify(out);
+  document.body.appendChild(pre_out);
+})();
+</script>"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_demo_report_leads_with_the_answer_on_the_first_screen(reports, tmp_path, width):
+    """At a browser's width (1280) and at about the width of MLflow's artifact viewer (800): the comparison of
+    each candidate with the baseline comes first and ends, and the systems x cutoffs table starts, within the
+    first 900 pixels; the spec in words comes after them, collapsed: its line or two, not its 30 lines of text,
+    before the next section."""
+    laid = measure(reports.demo, tmp_path, width, LAYOUT)
+    assert laid["lead"] < laid["lead_bottom"] < laid["results"] < 900 < laid["spec"], laid
+    assert laid["details"] == "DETAILS" and laid["open"] is False and laid["details_height"] < 80, laid
+    assert laid["next"] - laid["spec"] < 200, laid
+    assert laid["summary"].startswith("The spec in words")
 
 
 def _overlap(a: dict, b: dict, gap: float = 1.0) -> bool:

@@ -54,7 +54,7 @@ def run_eval(tmp_path, judgments, ranking, **metric):
 
 def row(result, query="q1", cutoff=3, system="sys"):
     pq = result.per_query
-    sel = pq[(pq.system == system) & (pq.query_id == query) & (pq.cutoff == str(cutoff))]
+    sel = pq[(pq.system == system) & (pq.query_id == query) & (pq.cutoff == cutoff)]
     assert len(sel) == 1, sel
     return sel.iloc[0]
 

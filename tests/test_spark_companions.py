@@ -286,7 +286,8 @@ def test_beyond_the_driver_limit_the_per_query_rates_are_the_local_ones(spark, t
             groups=7,
         )
         table = pd.concat([pd.read_parquet(out / f"system={n}").assign(system=n) for n in ("a", "b")])
-        merged = local.per_query.merge(table, on=["system", "query_id", "cutoff"], suffixes=("", "_spark"))
+        mine = local.per_query.astype({"cutoff": str})
+        merged = mine.merge(table.astype({"cutoff": str}), on=["system", "query_id", "cutoff"], suffixes=("", "_spark"))
         assert len(merged) == len(local.per_query)
         np.testing.assert_array_equal(
             merged["duplicate_rate"].to_numpy(dtype=float), merged["duplicate_rate_spark"].to_numpy(dtype=float)

@@ -295,13 +295,13 @@ def _with_aliases(n: int) -> str:
 
 
 def test_the_alias_limit_is_the_documented_one(tmp_path):
-    """README: YAML that uses more than 50 aliases is refused. 50 are read (the spec then fails on its unknown
-    key, after the YAML was read); 51 are refused while reading."""
+    """docs/data.md: YAML that uses more than 50 aliases is refused. 50 are read (the spec then fails on its
+    unknown key, after the YAML was read); 51 are refused while reading."""
     from ndcg_mlflow.spec import MAX_ALIASES
 
     assert MAX_ALIASES == 50
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"more than {MAX_ALIASES} aliases" in readme
+    page = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
+    assert f"more than {MAX_ALIASES} aliases" in page
     p = tmp_path / "s.yaml"
     p.write_text(_with_aliases(50))
     with pytest.raises(SpecError, match="at key 'x_anchor': unknown key"):

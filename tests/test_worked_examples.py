@@ -43,7 +43,7 @@ def _evaluate(tmp_path, order, *, gain="exponential", ideal="judged_catalog", cu
     return ndcg_mlflow.evaluate(_spec(qrels, {"sys": run}, gain=gain, ideal=ideal, cutoffs=cutoffs), base_dir=tmp_path)
 
 
-def _row(result, cutoff="3", system="sys", query="q1"):
+def _row(result, cutoff=3, system="sys", query="q1"):
     pq = result.per_query
     sel = pq[(pq.system == system) & (pq.query_id == query) & (pq.cutoff == cutoff)]
     assert len(sel) == 1, sel
@@ -109,12 +109,12 @@ def test_order_bdac_matches_explainer_sklearn_snippet(tmp_path):
 @pytest.mark.parametrize("gain", ["exponential", "linear"])
 def test_best_order_scores_one(tmp_path, gain):
     res = _evaluate(tmp_path, ["A", "B", "C", "D"], gain=gain, cutoffs=(3, "all"))
-    for cutoff in ("3", "all"):
+    for cutoff in (3, "all"):
         row = _row(res, cutoff)
         assert row.ndcg == pytest.approx(1.0, rel=1e-12)
         assert row.dcg == pytest.approx(row.idcg, rel=1e-12)
     expected_idcg = EXP_IDCG3 if gain == "exponential" else LIN_IDCG3
-    assert _row(res, "3").dcg == pytest.approx(expected_idcg, rel=1e-12)
+    assert _row(res, 3).dcg == pytest.approx(expected_idcg, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- A missed

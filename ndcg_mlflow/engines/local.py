@@ -10,7 +10,7 @@ from typing import Any
 
 from ..evaluation import EvaluationResult, resolve_spec
 from ..evaluation import evaluate as evaluate_files
-from ..spec import InMemory, Spec, load_spec
+from ..spec import Spec
 
 
 def evaluate(
@@ -26,8 +26,9 @@ def evaluate(
     scored_dir: str | Path | None = None,
 ) -> EvaluationResult:
     """:func:`ndcg_mlflow.evaluate` on this process."""
-    loaded = model_spec(spec, qrels, systems, base_dir)
-    if loaded is None:
+    if systems is None:  # the spec's own systems: loaded once here, its files checked
+        spec = resolve_spec(spec, qrels, None, base_dir)
+    if systems is not None or not any(src.unscored for _, src in spec.systems):
         return evaluate_files(
             spec,
             qrels=qrels,
@@ -41,7 +42,7 @@ def evaluate(
 
     folder = scoring_folder(scored_dir)
     scored_spec, resolved, scored = score_model_systems(
-        loaded, folder, progress=progress, tracking_uri=tracking_uri or loaded.mlflow.tracking_uri
+        spec, folder, progress=progress, tracking_uri=tracking_uri or spec.mlflow.tracking_uri
     )
     result = evaluate_files(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
     result.models, result.scored = resolved, scored
@@ -55,11 +56,8 @@ def model_spec(spec: Any, qrels: Any, systems: Mapping[str, Any] | None, base_di
     are checked before any model is loaded); None when every system is a run (or the runs are given)."""
     if systems is not None:
         return None
-    given = InMemory(qrels=True) if qrels is not None else None
-    loaded = spec if isinstance(spec, Spec) else load_spec(spec, base_dir=base_dir, tables=given)
-    if not any(src.unscored for _, src in loaded.systems):
-        return None
-    return resolve_spec(loaded, None, None)
+    loaded = resolve_spec(spec, qrels, None, base_dir)
+    return loaded if any(src.unscored for _, src in loaded.systems) else None
 
 
 def scoring_folder(scored_dir: str | Path | None) -> Path:

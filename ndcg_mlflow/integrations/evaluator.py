@@ -15,13 +15,15 @@ The model receives every column of ``data`` (a model logged with a signature rec
 names; MLflow drops the others). Without a model, ``predictions=`` names the column of ``data`` holding the
 scores (ranker) or the lists of ids (retriever). The spec's ``data.qrels`` gives the judgments; its
 ``data.systems`` may be left out (the model's rows are the one system, named ``evaluator_config["system"]``,
-default ``model``). The evaluation is the local engine's (:func:`~ndcg_mlflow.evaluation.evaluate_tables`), so
-the numbers are those ``ndcg-mlflow run`` gives for the same scored rows.
+default ``model``); its comparison section is not applied, its settings are recorded (:func:`load_plugin_spec`).
+The evaluation is the local engine's (:func:`~ndcg_mlflow.evaluation.evaluate_tables`), so the numbers are those
+``ndcg-mlflow run`` gives for the same scored rows.
 
 Logged to the evaluation's run: the system's metrics under the keys of a system run (``ndcg_at_10``,
-``ndcg_at_10.ci_low`` ...), the spec's metric and query fields as params, the tags of an evaluation run, the
-output folder's files (``per_query.csv``, ``summary.json``, ``report.html`` ...) and tables as artifacts. The
-folder is written locally first (``evaluator_config["out"]``, else a temporary folder removed after logging).
+``ndcg_at_10.ci_low`` ...), the spec's metric, query, uncertainty and comparison fields as params (what
+``ndcg-mlflow compare`` reads), the tags of an evaluation run, the output folder's files (``per_query.csv``,
+``summary.json``, ``report.html`` ...) and tables as artifacts. The folder is written locally first
+(``evaluator_config["out"]``, else a temporary folder removed after logging).
 
 MLflow hands a Spark DataFrame over cut to its first 10,000 rows, which cuts through queries: a Spark DataFrame
 that reached that limit is refused (evaluate it with ``ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(session))``).
@@ -41,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, SpecError, did_you_mean, preview
+from ..tracking.names import DEFAULT_SYSTEM
 
 NAME = "ndcg_spec"  # the entry-point name (pyproject.toml, [project.entry-points."mlflow.model_evaluator"])
 RANKER, RETRIEVER = "ranker", "retriever"
 MODEL_TYPES = (RANKER, RETRIEVER)
 CONFIG_KEYS = ("spec", "system", "out")
-DEFAULT_SYSTEM = "model"
 SPARK_ROW_LIMIT = 10_000  # MLflow 3's EvaluationDataset.SPARK_DATAFRAME_LIMIT, read from MLflow where it has it
 PREDICTIONS = "the model's predictions"
 
@@ -94,29 +96,53 @@ def read_config(evaluator_config: Any) -> Config:
     return Config(spec, system, Path(out) if out is not None else None)
 
 
-def load_plugin_spec(config: Config):
-    """The spec, its systems being the model's rows (``data.systems`` may be left out); a comparison section is
-    refused (one model is evaluated: compare logged runs with ``ndcg-mlflow compare``)."""
+def load_plugin_spec(config: Config) -> tuple[Any, dict[str, Any]]:
+    """The spec as applied to the model's rows (its systems being those rows: ``data.systems`` may be left out), and
+    the params that record its comparison settings. A comparison section is not applied (one model is evaluated):
+    its test, correction, wins_losses and tie_tolerance are recorded as the run's ``comparison.*`` params, which
+    ``ndcg-mlflow compare`` of two such runs uses; its baseline names another system than the model's rows. A
+    decision section is refused (there is no candidate to decide on)."""
+    import dataclasses
+
     from ..spec import InMemory, load_spec
 
     def one_model(source: str | None) -> SpecError:
         return SpecError(
             "comparison",
             f"the {NAME} evaluator evaluates one model, so there is no baseline to "
-            f"compare it with here; leave the comparison section out of this spec (the "
-            f"uncertainty section gives the model's intervals).",
+            f"compare it with here: comparison.baseline names another system than the model's rows "
+            f"({config.system!r}); the section's other settings are recorded for ndcg-mlflow compare.",
             source,
         )
 
     try:
         spec = load_spec(config.spec, tables=InMemory(qrels=False, systems=(config.system,)))
     except SpecError as exc:
-        if exc.path.startswith("comparison"):  # its baseline names a system other than the model's rows
+        if not exc.path.startswith("comparison"):
+            raise
+        baseline = _declared_baseline(config.spec)  # the spec was read: its baseline names no system here
+        if baseline is None or baseline == config.system:
             raise one_model(exc.source) from None
-        raise
-    if spec.comparison is not None:
-        raise one_model(str(spec.source) if spec.source else None)
-    return spec
+        spec = load_spec(config.spec, tables=InMemory(qrels=False, systems=(config.system, baseline)))
+    if spec.decision is not None:
+        raise SpecError(
+            "decision",
+            f"the {NAME} evaluator evaluates one model, so there is no candidate to decide on here; leave the "
+            f"decision section out of this spec (ndcg-mlflow run decides between systems).",
+            str(spec.source) if spec.source else None,
+        )
+    params = {k: v for k, v in spec.resolved().items() if k.startswith("comparison.") and k != "comparison.baseline"}
+    return dataclasses.replace(spec, systems=spec.systems[:1], comparison=None), params
+
+
+def _declared_baseline(spec: Any) -> str | None:
+    """``comparison.baseline`` as a spec that was read once already declares it (None if it is not a name)."""
+    from ..spec.yamltext import safe_yaml
+
+    raw = spec if isinstance(spec, Mapping) else safe_yaml(Path(spec).read_text(encoding="utf-8-sig"), str(spec))
+    comparison = raw.get("comparison") if isinstance(raw, Mapping) else None
+    baseline = comparison.get("baseline") if isinstance(comparison, Mapping) else None
+    return baseline if isinstance(baseline, str) else None
 
 
 class NdcgSpecEvaluator:
@@ -162,12 +188,12 @@ class NdcgSpecEvaluator:
                 f"extra metrics or custom artifacts with another evaluator.",
             )
         config = read_config(evaluator_config)
-        spec = load_plugin_spec(config)
+        spec, recorded = load_plugin_spec(config)
         frame = dataset.features_data
         refuse_cut_spark_frame(dataset, run_id)
         output = model_output(model, frame, dataset, predictions)
         table = system_table(model_type, frame, output)
-        return MlflowResult(*log_to_run(spec, config, table, run_id))
+        return MlflowResult(*log_to_run(spec, config, table, run_id, recorded))
 
 
 def refuse_cut_spark_frame(dataset: Any, run_id: str) -> None:
@@ -309,19 +335,22 @@ def system_table(model_type: str, frame: Any, output: Any) -> Any:
     )
 
 
-def log_to_run(spec: Any, config: Config, table: Any, run_id: str) -> tuple[dict[str, float], dict[str, Any], str]:
-    """Evaluate the model's rows, write the output folder, log it to ``run_id``; the metrics, the artifacts
-    (name -> MLflow EvaluationArtifact) and the run id, as MLflow's EvaluationResult takes them."""
+def log_to_run(
+    spec: Any, config: Config, table: Any, run_id: str, recorded: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, Any], str]:
+    """Evaluate the model's rows, write the output folder, log it to ``run_id`` (with the ``recorded`` params of
+    :func:`load_plugin_spec`); the metrics, the artifacts (name -> MLflow EvaluationArtifact) and the run id, as
+    MLflow's EvaluationResult takes them."""
     from ..evaluation import evaluate_tables
 
     result = evaluate_tables(spec, None, {config.system: table})
     if config.out is not None:
-        return _write_and_log(result, config, config.out, run_id)
+        return _write_and_log(result, config, config.out, run_id, recorded)
     with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-evaluate-") as tmp:
-        return _write_and_log(result, config, Path(tmp) / "out", run_id)
+        return _write_and_log(result, config, Path(tmp) / "out", run_id, recorded)
 
 
-def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
+def _write_and_log(result: Any, config: Config, out: Path, run_id: str, recorded: dict[str, Any]):
     import json
 
     from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact, JsonEvaluationArtifact, TextEvaluationArtifact
@@ -341,8 +370,8 @@ def _write_and_log(result: Any, config: Config, out: Path, run_id: str):
     # (name, system) that the user's own params could hold: those are tags here
     params = {
         k: param_value(v)
-        for k, v in summary["spec"].items()
-        if k.startswith(("metric.", "queries.", "uncertainty.")) or k == "data.qrels"
+        for k, v in {**summary["spec"], **recorded}.items()
+        if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k == "data.qrels"
     }
     tags = {
         **common_tags(summary, run_key),

@@ -27,7 +27,9 @@ GenAI evaluation runs.
 Each Feedback's metadata holds the query's row of the per-query table (``query_id``, ``cutoff``, ``dcg``,
 ``idcg``, ``idcg_candidates``, ``judged_coverage``, ``n_returned``, ``status``) and the definition's digest;
 :func:`compare_genai_runs` reads them back from two evaluation runs' traces to give ``compare``'s intervals, paired
-tests, wins and losses.
+tests, wins and losses. A row of a run without its score (MLflow only warns when it fails to write a trace or a
+score, as it does on a SQLite store at its default parallelism: see :data:`SQLITE_MAX_WORKERS`) is reported as
+missing, counted against the rows of the run's logged dataset, never passed over.
 
 mlflow is imported inside the functions only.
 """
@@ -42,7 +44,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, NdcgError, SpecError
+from ..errors import DataError, NdcgError, SpecError, preview
 from ..rules import cutoff_key, cutoff_label, keeps_displayed_order, metric_name, missing_score
 
 SYSTEM = "retriever"
@@ -299,14 +301,51 @@ def _grades(expectations: Any, key: str) -> dict[Any, Any]:
 # --------------------------------------------------------------------------- two evaluation runs
 
 
-def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str | None = None):
-    """The per-query table (the columns of ``per_query.csv``) of a GenAI evaluation run: one row per trace of the
-    run that carries the scorer's assessment ``name``, read from its metadata. A trace without that assessment,
-    two traces of one query, or assessments of two cutoffs or definitions are refused (DataError)."""
-    import pandas as pd
-    from mlflow.tracking import MlflowClient
+# MLFLOW_GENAI_EVAL_MAX_WORKERS on a SQLite store: MLflow's default, 10 prediction and 10 scoring threads each
+# writing traces and scores, outruns SQLAlchemy's pool of a SQLite store (5 connections and 10 more), and MLflow
+# only warns of a trace or a score it then fails to write
+SQLITE_MAX_WORKERS = 4
+LOST = (
+    "MLflow only warns when it fails to write a trace or a score; on a SQLite store its default parallelism runs "
+    f"out of database connections: evaluate again with MLFLOW_GENAI_EVAL_MAX_WORKERS={SQLITE_MAX_WORKERS}."
+)
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+
+@dataclasses.dataclass
+class RunScores:
+    """A GenAI evaluation run's scores: the per-query table of its traces that carry the scorer's assessment, the
+    traces that carry none (their ids and inputs) and the number of rows of the data it evaluated (its logged
+    dataset's, None where MLflow recorded none)."""
+
+    run: Any
+    table: Any
+    unscored: list[str]
+    rows: int | None
+
+    def missing(self, name: str, other: RunScores | None = None) -> str | None:
+        """The rows without a score, in words (how many, which traces, and which queries, those scored in
+        ``other`` but not here); None when every row has its score."""
+        scored = len(self.table)
+        lost = self.rows - scored if self.rows is not None else len(self.unscored)
+        if lost <= 0:
+            return None
+        rows = f"{lost} of its {self.rows} rows have" if self.rows is not None else f"{lost} of its traces have"
+        words = [f"{rows} no {name!r} score ({scored + len(self.unscored)} traces logged, {scored} scored)"]
+        if self.unscored:
+            words.append(f"traces without it: {preview(self.unscored, 3)}")
+        gone = sorted(set(other.table["query_id"]) - set(self.table["query_id"])) if other is not None else []
+        if other is not None and gone:
+            words.append(f"queries scored in run {other.run.info.run_id} but not here: {preview(gone, 10)}")
+        why = "no trace carries a score of ndcg_scorer (was it among the scorers?)" if not scored else LOST
+        return "; ".join(words) + f". {why}"
+
+
+def read_scores(client: Any, run_id: str, name: str) -> RunScores:
+    """The scores of the scorer's assessment ``name`` in a GenAI evaluation run (see :class:`RunScores`). Refused
+    (DataError): a run without traces or data, a name that is not the scorer's (the names it logged are given), two
+    traces of one query, a query that could not be scored, assessments of two cutoffs or definitions."""
+    import pandas as pd
+
     run = client.get_run(run_id)
     traces, token = [], None
     while True:
@@ -317,22 +356,20 @@ def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str 
         token = page.token
         if not token:
             break
-    if not traces:
+    n_rows = _dataset_rows(run)
+    if not traces and n_rows is None:
         raise DataError(f"run {run_id}", "has no traces: give the run of an mlflow.genai.evaluate call.")
     rows: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
+    unscored: list[str] = []
+    names: set[str] = set()
     for trace in traces:
-        found = [
-            a
-            for a in trace.info.assessments or []
-            if a.name == name and a.feedback is not None and (a.metadata or {}).get(f"{META}query_id") is not None
-        ]
+        ours = [a for a in trace.info.assessments or [] if (a.metadata or {}).get(f"{META}query_id") is not None]
+        found = [a for a in ours if a.name == name and a.feedback is not None]
         if not found:
-            raise DataError(
-                f"run {run_id}",
-                f"trace {trace.info.trace_id} has no assessment {name!r} of "
-                f"ndcg_scorer: give the name the scorer logged (its name=).",
-            )
+            names.update(a.name for a in ours)
+            unscored.append(f"{trace.info.trace_id} (inputs {(trace.info.request_preview or '')[:80]})")
+            continue
         a = max(found, key=lambda x: x.last_update_time_ms or 0)  # the latest, should the trace be scored again
         m = a.metadata
         qid = m[f"{META}query_id"]
@@ -363,12 +400,46 @@ def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str 
                 "definition_sha256": m.get(f"{META}definition_sha256", ""),
             }
         )
-    table = pd.DataFrame(rows)
+    if not rows and names:
+        raise DataError(
+            f"run {run_id}",
+            f"no trace has an assessment {name!r} of ndcg_scorer; its traces carry "
+            f"{', '.join(map(repr, sorted(names)))}: give the name the scorer logged (its name=).",
+        )
+    columns = ["query_id", "cutoff", "ndcg", *ROW_FIELDS, "n_returned", "weight", "status", "definition_sha256"]
+    table = pd.DataFrame(rows, columns=columns)
     for column in ("cutoff", "definition_sha256"):
         values = sorted(set(table[column]))
         if len(values) > 1:
             raise DataError(f"run {run_id}", f"its {name!r} assessments differ in {column}: {values}.")
-    return table
+    return RunScores(run, table, unscored, n_rows)
+
+
+def _dataset_rows(run: Any) -> int | None:
+    """The rows of the data a GenAI evaluation run evaluated: the ``num_rows`` of its one logged dataset."""
+    counts = set()
+    for entry in getattr(run.inputs, "dataset_inputs", None) or []:
+        try:
+            profile = json.loads(entry.dataset.profile or "null")
+        except ValueError:
+            profile = None
+        if isinstance(profile, dict) and isinstance(profile.get("num_rows"), int):
+            counts.add(profile["num_rows"])
+    return counts.pop() if len(counts) == 1 else None
+
+
+def genai_per_query(run_id: str, *, name: str = DEFAULT_NAME, tracking_uri: str | None = None):
+    """The per-query table (the columns of ``per_query.csv``) of a GenAI evaluation run: one row per trace of the
+    run that carries the scorer's assessment ``name``, read from its metadata. Rows of the run without that score
+    (MLflow failed to write their trace or score) are refused, counted and named, as is everything
+    :func:`read_scores` refuses (DataError)."""
+    from mlflow.tracking import MlflowClient
+
+    scores = read_scores(MlflowClient(tracking_uri=tracking_uri), run_id, name)
+    missing = scores.missing(name)
+    if missing:
+        raise DataError(f"run {run_id}", missing)
+    return scores.table
 
 
 def compare_genai_runs(
@@ -381,28 +452,49 @@ def compare_genai_runs(
     out: str | Path | None = None,
     base_dir: str | Path | None = None,
 ):
-    """Compare GenAI evaluation run B (candidate) with run A (baseline) as ``ndcg-mlflow compare`` compares two
-    systems: intervals, the paired tests, wins and losses, on the queries both runs scored, under ``spec``'s
-    ``uncertainty`` and ``comparison`` sections (its ``comparison.baseline`` is replaced by run A). The spec's
-    metric and query rules must be those the scorer applied (the digest each Feedback records), else a SpecError.
-    Returns the :class:`~ndcg_mlflow.evaluation.EvaluationResult`; ``out`` also writes its output folder (report
-    included)."""
+    """Compare two GenAI evaluation runs as ``ndcg-mlflow compare`` compares two systems: intervals, the paired
+    tests, wins and losses, on the queries both runs scored, under ``spec``'s ``uncertainty`` and ``comparison``
+    sections. Each run is a system named by what it evaluated (:func:`run_names`); ``comparison.baseline`` names the
+    baseline run (by that name, its run name or its id; run A when the section names none) and is refused when it
+    names neither run. The spec's metric and query rules must be those the scorer applied (the digest each Feedback
+    records), else a SpecError; a run whose rows lack scores is refused, naming them (DataError). Returns the
+    :class:`~ndcg_mlflow.evaluation.EvaluationResult`; ``out`` also writes its output folder (report included),
+    whose ``mlflow.experiment`` is the baseline run's experiment (where ``ndcg-mlflow upload OUT`` logs it)."""
+    from mlflow.tracking import MlflowClient
+
     from ..analysis import analyze
     from ..tracking.compare import SystemRun, result_from_tables
 
     if run_a == run_b:
         raise DataError(f"run {run_a}", "is given twice: compare two different evaluation runs.")
-    tables = [genai_per_query(r, name=name, tracking_uri=tracking_uri) for r in (run_a, run_b)]
-    cutoffs = {t["cutoff"].iloc[0] for t in tables}
+    client = MlflowClient(tracking_uri=tracking_uri)
+    scores = [read_scores(client, r, name) for r in (run_a, run_b)]
+    missing = [f"run {s.run.info.run_id}: {m}" for s, o in zip(scores, scores[::-1]) if (m := s.missing(name, o))]
+    if missing:
+        raise DataError(
+            "runs", "scores are missing, so the runs cannot be paired query by query:\n  " + "\n  ".join(missing)
+        )
+    cutoffs = {s.table["cutoff"].iloc[0] for s in scores}
     if len(cutoffs) > 1:
         raise DataError("runs", f"the two runs' {name!r} assessments are at different cutoffs: {sorted(cutoffs)}.")
-    names = _system_names(run_a, run_b, tracking_uri)
     raw, folder, source = _raw_spec(spec, base_dir)
     raw.pop("data", None)
     raw["metric"] = {**raw.get("metric", {}), "cutoffs": [_cutoff_value(cutoffs.pop())]}
+    names = run_names(client, [s.run for s in scores])
+    first = 0
     if isinstance(raw.get("comparison"), dict):
-        raw["comparison"] = {**raw["comparison"], "baseline": names[0]}
-    loaded = parse_raw(raw, folder, source, names)
+        first = _baseline_run(raw["comparison"].get("baseline", names[0]), names, [s.run for s in scores], source)
+        raw["comparison"] = {**raw["comparison"], "baseline": names[first]}
+    order = (first, 1 - first)
+    section = raw.get("mlflow")
+    if section is None or isinstance(section, dict):  # logged beside the runs compared
+        experiment = client.get_experiment(scores[first].run.info.experiment_id).name
+        raw["mlflow"] = {
+            **(section or {}),
+            "experiment": experiment,
+            **({"tracking_uri": tracking_uri} if tracking_uri else {}),
+        }
+    loaded = parse_raw(raw, folder, source, tuple(names[i] for i in order))
     if loaded.uncertainty is None or loaded.comparison is None:
         raise SpecError(
             "comparison",
@@ -411,21 +503,24 @@ def compare_genai_runs(
             "tie_tolerance).",
         )
     digest = load_scorer_spec(loaded, _cutoff_value(loaded.metric.cutoffs[0] or "all")).definition_digest()
-    for run_id, table in zip((run_a, run_b), tables):
-        if table["definition_sha256"].iloc[0] != digest:
+    for s in scores:
+        if s.table["definition_sha256"].iloc[0] != digest:
             raise SpecError(
                 "metric",
-                f"run {run_id} was scored under other metric or query rules than this spec's "
-                f"(definition digest {table['definition_sha256'].iloc[0][:12]}… vs "
+                f"run {s.run.info.run_id} was scored under other metric or query rules than this spec's "
+                f"(definition digest {s.table['definition_sha256'].iloc[0][:12]}… vs "
                 f"{digest[:12]}…): compare under the spec the scorer used.",
             )
-    systems = [(n, SystemRun(None, n, t.drop(columns="definition_sha256"), None)) for n, t in zip(names, tables)]
+    tables = [scores[i].table.drop(columns="definition_sha256") for i in order]
+    systems = [(names[i], SystemRun(None, names[i], t, None)) for i, t in zip(order, tables)]
     result = result_from_tables(loaded, systems)
     only = sorted(set(tables[0]["query_id"]) ^ set(tables[1]["query_id"]))
     if only:
         result.notes.append(f"{len(only)} queries were scored in one run only and are not paired")
+    ids = [scores[i].run.info.run_id for i in order]
     result.notes.append(
-        f"compared GenAI evaluation runs: baseline {names[0]} = run {run_a}, candidate {names[1]} = run {run_b}"
+        f"compared GenAI evaluation runs: baseline {names[order[0]]} = run {ids[0]}, "
+        f"candidate {names[order[1]]} = run {ids[1]}"
     )
     result.analysis = analyze(result, loaded.uncertainty, loaded.comparison)
     if out is not None:
@@ -433,6 +528,35 @@ def compare_genai_runs(
 
         write_outputs(result, out)
     return result
+
+
+def run_names(client: Any, runs: list[Any]) -> list[str]:
+    """Each GenAI evaluation run's system name: what it evaluated (its logged model, by registered name and version
+    or by name: :func:`~ndcg_mlflow.tracking.compare.model_label`), else the run name given to it (not one MLflow
+    made up), else its id; made distinct with the ids when equal."""
+    from ..tracking.compare import model_label, user_run_name
+
+    names = [model_label(client, r) or user_run_name(r) or r.info.run_id for r in runs]
+    if len(set(names)) < len(names):
+        names = [f"{n}-{r.info.run_id[:8]}" for n, r in zip(names, runs)]
+    return names
+
+
+def _baseline_run(baseline: Any, names: list[str], runs: list[Any], source: str | None) -> int:
+    """Which run ``comparison.baseline`` names: by its system name, its run name or its id."""
+    hits = [i for i, r in enumerate(runs) if baseline in (names[i], r.info.run_name, r.info.run_id)]
+    if len(hits) != 1:
+        which = "neither" if not hits else "both"
+        shown = " and ".join(
+            repr(n) + ("" if n == r.info.run_id else f" (run {r.info.run_id})") for n, r in zip(names, runs)
+        )
+        raise SpecError(
+            "comparison.baseline",
+            f"is {baseline!r}, which names {which} of the runs compared, {shown}: name the baseline run by one "
+            f"of these names or its run id.",
+            source,
+        )
+    return hits[0]
 
 
 def _cutoff_value(label: Any) -> int | str:
@@ -474,14 +598,3 @@ def parse_raw(raw: dict[str, Any], folder: Path, source: str | None, systems: tu
     from ..spec import InMemory, parse_spec
 
     return parse_spec(raw, base_dir=folder, source=source, tables=InMemory(qrels=True, systems=systems))
-
-
-def _system_names(run_a: str, run_b: str, tracking_uri: str | None) -> tuple[str, str]:
-    """The two runs' names (``mlflow.runName``), made distinct with their ids when equal."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    names = [client.get_run(r).data.tags.get("mlflow.runName") or r[:8] for r in (run_a, run_b)]
-    if names[0] == names[1]:
-        names = [f"{n}-{r[:8]}" for n, r in zip(names, (run_a, run_b))]
-    return names[0], names[1]

@@ -25,8 +25,9 @@ def csv_lines(frame) -> list[str] | None:
     """The lines (header first, each with its line end) of ``frame.to_csv(index=False, float_format="%.17g",
     na_rep="")``, the same text, formatted column by column: floats with :data:`FLOAT_FORMAT`, integers and
     booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
-    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end). None for a column of
-    another type (pandas' extension types: left to pandas)."""
+    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end); a categorical column (the
+    ``cutoff`` column) as its values are written. None for a column of another type (pandas' other extension
+    types: left to pandas)."""
     import pandas as pd
 
     columns: list[list[str]] = []
@@ -37,6 +38,9 @@ def csv_lines(frame) -> list[str] | None:
             columns.append(number_text(column.to_numpy()))
         elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
             columns.append(_object_text(column.to_numpy(dtype=object), column.isna().to_numpy()))
+        elif isinstance(column.dtype, pd.CategoricalDtype):
+            text = [str(c) for c in column.cat.categories] + [""]  # (code -1, a missing value: empty)
+            columns.append([text[i] for i in column.cat.codes.tolist()])
         else:
             return None
     return csv_join([str(c) for c in frame.columns], columns)

@@ -138,7 +138,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
     # the spec text without URI credentials (Spec.recorded_text); its sha256 is summary.spec_sha256
     atomic_bytes(out / "spec.yaml", spec.recorded_text.encode("utf-8"))
     atomic_bytes(out / "run_key.txt", (run_key + "\n").encode())
-    atomic_bytes(out / "summary.json", result.summary_json().encode("utf-8"))
+    atomic_bytes(out / "summary.json", result.summary_json.encode("utf-8"))
     table = result.per_query
     lines = csv_lines(table)  # formatted once: the systems' files take their rows' lines
     whole = b""  # the file's bytes, when its lines were formatted here
@@ -171,7 +171,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
         from ..analysis import wins_losses_markdown
 
         _atomic_csv(out / "comparisons.csv", result.comparisons)
-        atomic_bytes(out / "wins_losses.json", result.wins_losses_json().encode("utf-8"))
+        atomic_bytes(out / "wins_losses.json", result.wins_losses_json.encode("utf-8"))
         atomic_bytes(out / "wins_losses.md", wins_losses_markdown(result, result.analysis).encode("utf-8"))
         if result.analysis.distributions:
             _atomic_csv(out / "bootstrap.csv", bootstrap_table(result.analysis))

@@ -8,10 +8,12 @@ thread, its watchdog and the cleanup after a failure); :mod:`.stale` ends the ru
 :mod:`.compare` rebuilds reports from and compares logged runs; :mod:`.registry` resolves, loads and promotes
 the models of model systems.
 
-Layout of what is logged (the README's "What is logged to MLflow" in full; :mod:`.names` names it):
+Layout of what is logged (docs/mlflow.md in full; :mod:`.names` names it):
 
-* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means and
-  intervals as ``<system>.ndcg_at_<K>``, ``<system>.ndcg_at_<K>.ci_low`` / ``.ci_high`` metrics; every
+* one parent run for the evaluation (experiment ``mlflow.experiment`` of the spec): each system's means as
+  ``<system>.ndcg_at_<K>`` metrics, each candidate's headline comparison as
+  ``<candidate>.compare.ndcg_at_<K>.<figure>`` (:func:`.names.parent_metrics`), the verdict first in its
+  description (:func:`.names.parent_note`); every
   resolved spec field as a param; the folder's files as artifacts and its tables as MLflow tables
   (``per_query_table.json``, ``figures_table.json``, ``comparisons_table.json``).
 * one nested child run per system (tag ``mlflow.parentRunId``): ``ndcg_at_<K>`` and its interval, a candidate's
@@ -23,13 +25,20 @@ system's run-file digest, the version), and the custom tags of ``mlflow.tags`` a
 Metric keys never contain ``@`` (MLflow rejects it): ``nDCG@10`` is ``ndcg_at_10``.
 """
 
-from ..uris import redact, safe_uri
-from .bounds import CLEANUP_SECONDS, DEFAULT_HTTP, SIGNAL_CLEANUP_SECONDS, TOTAL_TIMEOUT, Bounds, configure_http
-from .client import LoggedRuns, default_tracking_uri, log_evaluation, log_folder
-from .compare import CompareError, compare_runs, rebuild_report
-from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics
-from .stale import filter_literal, owner_id, process_start
-from .worker import Terminated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import exports
+
+if TYPE_CHECKING:
+    from ..uris import redact, safe_uri
+    from .bounds import CLEANUP_SECONDS, DEFAULT_HTTP, SIGNAL_CLEANUP_SECONDS, TOTAL_TIMEOUT, Bounds, configure_http
+    from .client import LoggedRuns, default_tracking_uri, log_evaluation, log_folder
+    from .compare import CompareError, compare_runs, rebuild_report
+    from .names import ARTIFACTS, COMPARISON_METRICS, TAG_PREFIX, comparison_metrics, system_metrics
+    from .stale import filter_literal, owner_id, process_start
+    from .worker import Terminated
 
 __all__ = [
     "ARTIFACTS",
@@ -57,3 +66,33 @@ __all__ = [
     "safe_uri",
     "system_metrics",
 ]
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "redact": "..uris",
+        "safe_uri": "..uris",
+        "CLEANUP_SECONDS": ".bounds",
+        "DEFAULT_HTTP": ".bounds",
+        "SIGNAL_CLEANUP_SECONDS": ".bounds",
+        "TOTAL_TIMEOUT": ".bounds",
+        "Bounds": ".bounds",
+        "configure_http": ".bounds",
+        "LoggedRuns": ".client",
+        "default_tracking_uri": ".client",
+        "log_evaluation": ".client",
+        "log_folder": ".client",
+        "CompareError": ".compare",
+        "compare_runs": ".compare",
+        "rebuild_report": ".compare",
+        "ARTIFACTS": ".names",
+        "COMPARISON_METRICS": ".names",
+        "TAG_PREFIX": ".names",
+        "comparison_metrics": ".names",
+        "system_metrics": ".names",
+        "filter_literal": ".stale",
+        "owner_id": ".stale",
+        "process_start": ".stale",
+        "Terminated": ".worker",
+    },
+)

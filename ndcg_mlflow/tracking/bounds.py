@@ -7,9 +7,10 @@ a byte at a time (each byte restarts the read timeout): only a bound on the whol
 watchdog of :mod:`.worker` must know when each request began. :class:`Watch` holds it: the call of the client
 under way (set by the worker's client wrapper) and the start of its current HTTP request, set by
 :class:`RequestClock`, a request header provider (MLflow's plugin interface, called once before every request it
-makes, tracking and artifacts alike) that adds no header. It is registered with MLflow's registry of those
-providers once (:func:`install`); ``tests/test_tracking.py`` checks, for the supported MLflow range, that MLflow
-still calls it for every request.
+makes, tracking and artifacts alike) that adds no header. This package declares it as an
+``mlflow.request_header_provider`` entry point (``pyproject.toml``), MLflow's public way of adding one, which
+MLflow loads when its registry is first imported (:func:`installed` says whether it did);
+``tests/test_tracking.py`` checks, for the supported MLflow range, that MLflow calls it for every request.
 """
 
 from __future__ import annotations
@@ -148,17 +149,27 @@ class RequestClock:
         return {}
 
 
-def install() -> bool:
-    """:class:`RequestClock` registered with MLflow's request header providers (once); False when this MLflow
-    has no such registry (then only the whole logging's deadline bounds a trickling server)."""
-    try:
-        from mlflow.tracking.request_header.registry import _request_header_provider_registry as registry
+class _Asked:
+    asked = False
 
-        if not any(isinstance(p, RequestClock) for p in registry):
-            registry.register(RequestClock)
-    except (ImportError, AttributeError, TypeError):
+    def restart(self) -> None:
+        self.asked = True
+
+
+def installed() -> bool:
+    """Whether MLflow asks :class:`RequestClock` before its requests (it does when this package is installed with
+    its entry point); else only the whole logging's deadline bounds a trickling server."""
+    try:
+        from mlflow.tracking.request_header.registry import resolve_request_headers
+    except ImportError:
         return False
-    return True
+    probe = _Asked()
+    _LOCAL.watch = probe
+    try:
+        resolve_request_headers()
+    finally:
+        _LOCAL.watch = None
+    return probe.asked
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from .names import (
     comparison_metrics,
     evaluation_run_name,
     param_value,
+    parent_metrics,
     parent_tags,
     system_metrics,
     system_run_name,
@@ -184,9 +185,7 @@ def _log_body(state: Logging) -> LoggedRuns:
     judgments = judgments_dataset(summary)
 
     params = _evaluation_params(summary)
-    parent_metrics = {
-        f"{system}.{k}": v for system, means in summary["systems"].items() for k, v in system_metrics(means).items()
-    }
+    metrics = parent_metrics(summary)
     state.stage = "logging the datasets of the evaluation run"
     models = (summary.get("models") or {}).items()
     log_inputs(client, pid, datasets=[judgments] + [candidates_dataset(n, r, summary) for n, r in models])
@@ -217,7 +216,7 @@ def _log_body(state: Logging) -> LoggedRuns:
         pid,
         out_dir,
         summary,
-        metrics=parent_metrics,
+        metrics=metrics,
         params=params,
         tags=state.custom_tags,
         final_tags={f"{TAG_PREFIX}.logging": "complete"},

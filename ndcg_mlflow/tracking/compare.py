@@ -20,12 +20,25 @@ from ..errors import NdcgError, TrackingError
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
-from .names import TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
+from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
 from .stale import fail_runs
 
 
 class CompareError(NdcgError):
     """The two runs cannot be compared as asked."""
+
+
+# compare's settings: the params of a run whose evaluation declared them
+SETTINGS = {
+    "resamples": "uncertainty.resamples",
+    "confidence": "uncertainty.confidence",
+    "method": "uncertainty.method",
+    "seed": "uncertainty.seed",
+    "test": "comparison.test",
+    "correction": "comparison.correction",
+    "wins_losses": "comparison.wins_losses",
+    "tie_tolerance": "comparison.tie_tolerance",
+}
 
 
 @dataclass
@@ -201,6 +214,61 @@ def qrels_digest(run) -> str | None:
     return tags.get(f"{TAG_PREFIX}.data.qrels.sha256") or tags.get(f"{TAG_PREFIX}.qrels_sha256")
 
 
+def system_label(client, system: SystemRun) -> str:
+    """The name of a run's system in a comparison: a system run's own name; for the run of ``mlflow.models.evaluate``
+    (one model), the model it evaluated (:func:`model_label`), else the system named in ``evaluator_config``, else
+    the run's name."""
+    tags = system.run.data.tags
+    if tags.get(f"{TAG_PREFIX}.role") == "system":
+        return system.system
+
+    named = system.system if system.system != DEFAULT_SYSTEM else tags.get("mlflow.runName")
+    return model_label(client, system.run) or (named if _usable(named) else system.system)
+
+
+def model_label(client, run) -> str | None:
+    """The model a run evaluated, as MLflow records it (the run's model inputs, the models of its ``mlflow.datasets``
+    tag): ``<registered name> v<version>`` when that one logged model is one registered version, else the logged
+    model's name; None when the run names no model, several, or one the store does not hold."""
+    import json
+
+    from mlflow.exceptions import MlflowException
+
+    ids = {m.model_id for m in getattr(run.inputs, "model_inputs", None) or []}
+    try:
+        ids |= {d["model"] for d in json.loads(run.data.tags.get("mlflow.datasets") or "[]") if d.get("model")}
+        if len(ids) != 1:
+            return None
+        model = client.get_logged_model(ids.pop())
+        versions = json.loads(model.tags.get("mlflow.modelVersions") or "[]")
+        label = f"{versions[0]['name']} v{versions[0]['version']}" if len(versions) == 1 else model.name
+    except (MlflowException, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return label if _usable(label) else None
+
+
+def user_run_name(run) -> str | None:
+    """The run's name when someone gave it: not one MLflow made up (``<adjective>-<noun>-<number>``)."""
+    import re
+
+    name = run.data.tags.get("mlflow.runName")
+    parts = re.fullmatch(r"([a-z]+)-([a-z]+)-\d+", name or "")
+    if parts is not None:
+        from mlflow.utils import name_utils
+
+        adjectives = getattr(name_utils, "_GENERATOR_PREDICATES", None) or ()  # (private: a shape alone if gone)
+        nouns = getattr(name_utils, "_GENERATOR_NOUNS", None) or ()
+        if not (adjectives and nouns) or (parts[1] in adjectives and parts[2] in nouns):
+            return None
+    return name if _usable(name) else None
+
+
+def _usable(name: str | None) -> bool:
+    from ..spec.names import system_name_problem
+
+    return bool(name) and system_name_problem(name) is None
+
+
 def compare_runs(
     run_a: str,
     run_b: str,
@@ -217,8 +285,9 @@ def compare_runs(
 
     Returns (result, output folder, new MLflow run id or None). ``overrides`` may set
     ``resamples``, ``confidence``, ``method``, ``seed``, ``test``, ``correction``,
-    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used. ``tags`` (``--tag``) are set
-    on the new run.
+    ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used, else run B's (a CompareError
+    names a section neither run's evaluation declared). Each system is named by :func:`system_label`. ``tags``
+    (``--tag``) are set on the new run.
     """
     import tempfile
 
@@ -240,25 +309,20 @@ def compare_runs(
             + "\n(--allow-spec-mismatch compares them anyway and says so "
             "in the report)"
         )
-    name_a, name_b = a.system, b.system
+    name_a, name_b = system_label(client, a), system_label(client, b)
     if name_a == name_b:
         name_a, name_b = f"{name_a}-{run_a[:8]}", f"{name_b}-{run_b[:8]}"
     params = a.run.data.params
-    settings = {
-        "resamples": params.get("uncertainty.resamples"),
-        "confidence": params.get("uncertainty.confidence"),
-        "method": params.get("uncertainty.method"),
-        "seed": params.get("uncertainty.seed"),
-        "test": params.get("comparison.test"),
-        "correction": params.get("comparison.correction"),
-        "wins_losses": params.get("comparison.wins_losses"),
-        "tie_tolerance": params.get("comparison.tie_tolerance"),
+    settings: dict[str, Any] = {  # run A's, else run B's (an evaluation without the section records none)
+        key: next((r.run.data.params[p] for r in (a, b) if p in r.run.data.params), None) for key, p in SETTINGS.items()
     }
     settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
     missing = [k for k, v in settings.items() if v is None]
     if missing:
+        sections = list(dict.fromkeys(SETTINGS[k].split(".")[0] for k in missing))
+        why = f"no {sections[0]} section" if len(sections) == 1 else "neither section"
         raise CompareError(
-            "run A's evaluation declared no uncertainty/comparison settings; give "
+            f"neither run records the {' and '.join(sections)} settings (its evaluation's spec had {why}); give "
             + ", ".join(f"--{k.replace('_', '-')}" for k in missing)
         )
     definition = raw_definition(params)  # the metric and queries sections, from run A's logged params

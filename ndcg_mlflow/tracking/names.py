@@ -3,7 +3,7 @@ run names and the files logged as artifacts. Pure: no mlflow.
 
 One scheme for the three kinds of run (an evaluation, one run per system, a comparison): a tag key means the
 same thing on every run that carries it, and a metric key is the same figure on every run that carries it,
-so one key charts across runs. The layout is described in the README ("What is logged to MLflow")."""
+so one key charts across runs. The layout is described in docs/mlflow.md."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..rules import companion_key, key_label
+from ..rules import companion_key, headline_key, key_label, metric_name
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
+DEFAULT_SYSTEM = "model"  # the system of an ``ndcg_spec`` evaluation run whose evaluator_config names none
 ATTACHED_TAG = f"{TAG_PREFIX}.attached"  # "true" on a run the caller owns that an evaluation was logged into
 ARTIFACTS = (
     "spec.yaml",
@@ -67,6 +68,74 @@ def comparison_metrics(comparisons: list[dict[str, Any]], test: str | None = Non
             if value is not None and field_name not in skip:
                 out[f"compare.{row['key']}.{field_name}"] = value
     return out
+
+
+# the comparison figures the evaluation run carries, per candidate at the headline key (the decision's key when the
+# spec declares one): what a reviewer landing on it reads first; every figure is on the candidate's run and in
+# the comparisons table
+PARENT_COMPARISON = ("delta", "ci_low", "ci_high", "p_corrected")
+
+
+def parent_key(comparisons: list[dict[str, Any]], decision: dict[str, Any] | None, keys: list[str]) -> str | None:
+    """The key whose comparisons the evaluation run shows: the decision's, else nDCG@10 if declared, else the
+    first cutoff's; None without comparisons."""
+    if not comparisons:
+        return None
+    return decision["key"] if decision else headline_key(keys)
+
+
+def parent_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The evaluation run's metrics: each system's mean at each cutoff (``<system>.ndcg_at_<K>``), and each
+    candidate's comparison with the baseline at one key (:func:`parent_key`) as
+    ``<candidate>.compare.ndcg_at_<K>.<figure>`` for the figures of :data:`PARENT_COMPARISON`. Intervals, companion
+    measures and the other comparisons are on the system runs and in the tables."""
+    out = {f"{system}.{key}": m["mean"] for system, means in summary["systems"].items() for key, m in means.items()}
+    comparisons = summary.get("comparisons") or []
+    keys = list(next(iter(summary["systems"].values()), {}))
+    key = parent_key(comparisons, summary.get("decision"), keys)
+    for row in comparisons:
+        if row["key"] == key:
+            for figure in PARENT_COMPARISON:
+                if row.get(figure) is not None:
+                    out[f"{row['candidate']}.compare.{key}.{figure}"] = row[figure]
+    return out
+
+
+def parent_note(summary: dict[str, Any]) -> str:
+    """The evaluation run's description (``mlflow.note.content``, shown first on its page, as Markdown): the
+    verdict (the decision, else each candidate against the baseline at :func:`parent_key`), then what is where."""
+    from ..format import number, p_value, system_label
+
+    def label(name: str) -> str:
+        return system_label(name, summary.get("models"))
+
+    systems = list(summary["systems"])
+    comparisons = summary.get("comparisons") or []
+    decision = summary.get("decision")
+    keys = list(next(iter(summary["systems"].values()), {}))
+    key = parent_key(comparisons, decision, keys)
+    lines = []
+    if decision:
+        lines.append(f"**Decision: {decision['outcome'].upper()}** — {decision['statement']}")
+        lines += [f"- {label(r['candidate'])}: {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
+        lines.append("")
+    if key is not None:
+        rows = [r for r in comparisons if r["key"] == key]
+        lines.append(f"Against baseline {label(rows[0]['baseline'])} at {metric_name(key)}:" if rows else "")
+        for r in rows:
+            interval = f"[{number(r['ci_low'], signed=True)}, {number(r['ci_high'], signed=True)}]"
+            lines.append(
+                f"- {label(r['candidate'])}: {number(r['delta'], signed=True)} {interval}, p corrected "
+                f"{p_value(r.get('p_corrected'))}; wins/ties/losses {r['wins']}/{r['ties']}/{r['losses']}"
+            )
+        lines.append("")
+    lines.append(
+        f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) ({', '.join(systems)}) on "
+        f"{summary['n_queries']} queries; cutoffs {summary['spec'].get('metric.cutoffs')}. The report is the artifact "
+        f"report.html, the spec spec.yaml, every figure summary.json and the table figures_table.json"
+        + (", every comparison comparisons_table.json and each candidate's run." if comparisons else ".")
+    )
+    return "\n".join(lines)
 
 
 def figure_rows(systems: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -155,18 +224,7 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
         f"{TAG_PREFIX}.systems": param_value(",".join(systems)),
         f"{TAG_PREFIX}.local_output": str(out_dir.resolve()),  # the one machine-local value logged
         f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": (
-            f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) "
-            f"({', '.join(systems)}) on {summary['n_queries']} queries; cutoffs "
-            f"{summary['spec'].get('metric.cutoffs')}. The spec is the artifact spec.yaml, "
-            f"the report report.html, every figure summary.json and the table "
-            f"figures_table.json"
-            + (
-                ", the comparisons comparisons_table.json and the metrics of each candidate's run."
-                if summary.get("comparisons")
-                else "."
-            )
-        ),
+        "mlflow.note.content": parent_note(summary),
         **data_tags(summary.get("files", {})),
     }
     outside = summary.get("paths_outside_spec_folder") or []

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import NdcgError, SpecError
+from ..errors import EXIT_DECISION, NdcgError, SpecError
 from ..models import (
     BATCH_ROWS,
     ResolvedModel,
@@ -278,7 +278,7 @@ class AliasMoved(NdcgError):
     """``--promote``: the alias was moved by someone else during the evaluation (or as it was moved); it is left
     where it is (exit 4: evaluated and logged, not promoted)."""
 
-    exit_code = 4
+    exit_code = EXIT_DECISION
 
 
 def promote(

@@ -9,6 +9,20 @@ from typing import Any
 
 from .names import figure_rows
 
+# the columns of comparisons_table.json a reviewer reads first (the MLflow UI shows a table's first columns without
+# scrolling); the others follow as comparisons.csv has them
+COMPARISON_COLUMNS = (
+    "candidate",
+    "baseline",
+    "key",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p_corrected",
+    "wins",
+    "ties",
+    "losses",
+)
 _KEY = "ndcg_mlflow.table_key"  # a table's frame.attrs entry: (sha256 of its CSV's bytes, filter column, system)
 _TEXTS: dict[Any, str] = {}  # the last few tables' JSON by the content of the CSV file they were read from
 _TEXTS_LOCK = threading.Lock()  # (evaluations may be logged from several threads at once)
@@ -71,7 +85,8 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
     """The tables as MLflow tables (shown by the MLflow UI), each as (name, DataFrame), or (name, its JSON) when
     the JSON of a table read from the same bytes with the same filter was made before: the per-query rows
     (``per_query_table.json``), every figure of ``summary.json`` (``figures_table.json``), the comparisons
-    (``comparisons_table.json``) and the sensitivity table; ``system`` keeps one system's rows (its own run)."""
+    (``comparisons_table.json``, its columns in the order of :data:`COMPARISON_COLUMNS`, then the others) and the
+    sensitivity table; ``system`` keeps one system's rows (its own run)."""
     import hashlib
     import io
 
@@ -112,6 +127,9 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
             frame = frame[frame[column] == system]
             if frame.empty:
                 continue
+        if table_name == "comparisons_table.json":
+            first = [c for c in COMPARISON_COLUMNS if c in frame.columns]
+            frame = frame[first + [c for c in frame.columns if c not in first]]
         frame.attrs[_KEY] = key
         out.append((table_name, frame))
     if summary is not None:

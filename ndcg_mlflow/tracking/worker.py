@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import NdcgError, TrackingError
 from ..uris import first_line, safe_uri
-from .bounds import SIGNAL_CLEANUP_SECONDS, Abandoned, Bounds, Watch, cleanup_http, install
+from .bounds import SIGNAL_CLEANUP_SECONDS, Abandoned, Bounds, Watch, cleanup_http
 from .names import TAG_PREFIX
 from .stale import ACTIVE_KEYS, end_strays, fail_runs, owner_id
 
@@ -125,7 +125,6 @@ class Logging:
 
     def run(self, body: Callable[[Logging], Any]) -> Any:
         """``body(self)`` in the worker thread, within the bounds; its result, or the error that ended it."""
-        install()
         self.deadline = time.monotonic() + self.bounds.total
         worker = threading.Thread(target=self._work, args=(body,), name="ndcg-mlflow-logging", daemon=True)
         ACTIVE_KEYS.add(self.run_key)

@@ -105,7 +105,7 @@ def bucket_rows(
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
     each gets one row, computed by the local join and kernel (and the companion measures of ``companions``,
-    :func:`.companions.bucket_measures`). Each of ``alternatives`` (sensitivity's other
+    :func:`ndcg_mlflow.companions.measure_queries`). Each of ``alternatives`` (sensitivity's other
     metrics) is computed by the same kernel on the same joined rows: its nDCG per query and cutoff goes in
     ``alt_ndcg``; one whose numbers overflow a float is NaN there and listed in the meta row's
     ``alt_overflow`` (the driver then makes it undefined for every query and system, as the local engine
@@ -143,7 +143,8 @@ def bucket_rows(
     judged_index = judgments(qrels, bucket_ids, metric)
     prep, _ = join(name, run_table, judged_index)
     try:
-        scored = score_queries(metric, prep, judged_index.catalog, depth, alternatives)
+        groups = comps.row_groups(run) if companions is not None and companions.duplicates else None
+        scored = score_queries(metric, prep, judged_index.catalog, depth, alternatives, companions, groups)
     except UnjudgedError as exc:
         return _result_rows([error("unjudged", exc.query, exc.doc, exc.count)])
     except NonFiniteError as exc:
@@ -160,17 +161,13 @@ def bucket_rows(
         alt_ndcg = scored.alternatives.reshape(scored.alternatives.shape[0], -1)
         if scored.overflowed:
             meta["alt_overflow"] = scored.overflowed
-    rate, shown = None, _result_rows([])
-    if companions is not None:
-        rate, shown_docs, shown_pos = comps.bucket_measures(companions, run, prep, qr, bucket_ids.size)
-        if shown_docs is not None and shown_pos is not None:
-            shown = _shown_rows(shown_docs, shown_pos)
+    shown = _result_rows([]) if scored.shown is None else _shown_rows(scored.shown.docs, scored.shown.best)
     top = scored.top
     bounds = np.searchsorted(top.query, np.arange(bucket_ids.size + 1))
     return pa.concat_tables(
         [
             _result_rows([meta]),
-            _query_rows(bucket_ids, qr, top.doc, top.position, top.grade, bounds, alt_ndcg, rate),
+            _query_rows(bucket_ids, qr, top.doc, top.position, top.grade, bounds, alt_ndcg, scored.duplicate_rate),
             split_rows,
             shown,
         ]

@@ -29,28 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ...companions import CompanionPlan, coverage_of_counts, fill_means
 from ...kernel import depth_of
-
-
-@dataclass(frozen=True)
-class CompanionPlan:
-    """What the buckets compute beside nDCG (sent to the executors with the UDF: small)."""
-
-    duplicates: bool  # the duplicate rate, from the ``_group`` column of the run rows
-    coverage: bool  # the ``shown`` rows for catalog coverage
-    cutoffs: tuple
-    shown_depth: int | None  # the deepest finite cutoff, or None (cutoff ``all``): every ranked row
-
-    @staticmethod
-    def of(spec: Any, companions: dict[str, Any] | None) -> CompanionPlan | None:
-        if companions is None:
-            return None
-        cutoffs = tuple(spec.metric.cutoffs)
-        finite = [depth_of(k) for k in cutoffs if k is not None]
-        depth = max(finite) if len(finite) == len(cutoffs) else None
-        return CompanionPlan(
-            "duplicates" in companions, "catalog" in companions or "catalog_size" in companions, cutoffs, depth
-        )
 
 
 @dataclass
@@ -95,7 +75,7 @@ def with_groups(rows: Any, comp: CompanionFrames | None) -> Any:
         return rows
     from pyspark.sql import functions as F
 
-    if "_order" not in rows.columns:  # (a file's or a table's rows carry their order: spark._in_file_order)
+    if "_order" not in rows.columns:  # (a file's or a table's rows carry their order: runs.in_file_order)
         rows = rows.withColumn("_order", F.monotonically_increasing_id())
     if not comp.plan.duplicates:
         return rows
@@ -114,35 +94,12 @@ def in_source_order(run: Any) -> Any:
     return run.take(pa.array(np.argsort(order, kind="stable"), type=pa.int64()))
 
 
-def bucket_measures(
-    plan: CompanionPlan, run: Any, prep: Any, qr: Any, n_queries: int
-) -> tuple[np.ndarray | None, Any, np.ndarray | None]:
-    """In a bucket, after the kernel: (the duplicate rate of each of its queries, shape (n_queries, n_cutoffs),
-    or None; the distinct documents shown and the best 0-based position each is shown at, or None)."""
-    import pyarrow as pa
+def row_groups(run: Any) -> np.ndarray:
+    """A bucket's run rows' duplicate group codes (the ``_group`` column of :func:`with_groups`), -1 where the
+    mapping does not list the document, as :func:`~ndcg_mlflow.companions.group_codes` gives locally."""
     import pyarrow.compute as pc
 
-    from ...companions import duplicate_rate
-
-    ranked = qr.ranked
-    position = qr.position
-    original = prep.original(ranked)
-    rate = None
-    if plan.duplicates:
-        codes = run.column("_group")
-        group = np.asarray(pc.fill_null(codes, -1).to_numpy(zero_copy_only=False), dtype=np.int64)[original]
-        rate = duplicate_rate(prep.query[ranked], position, group, n_queries, plan.cutoffs, qr.n_returned)
-    if not plan.coverage:
-        return rate, None, None
-    sel = np.flatnonzero(position < plan.shown_depth) if plan.shown_depth is not None else np.arange(position.size)
-    docs = prep.run.doc.array.take(pa.array(original[sel], type=pa.int64()))
-    enc = pc.dictionary_encode(docs)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    best = np.full(len(enc.dictionary), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(best, code, np.asarray(position[sel], dtype=np.int64))
-    return rate, enc.dictionary, best
+    return np.asarray(pc.fill_null(run.column("_group"), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
@@ -167,17 +124,7 @@ def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
 def coverage(comp: CompanionFrames, counts: list[int], name: str, spec: Any) -> list[float]:
     """A system's catalog coverage at each cutoff from :func:`shown_counts`, divided as locally (a declared size
     below the documents shown is the local engine's :class:`~ndcg_mlflow.errors.SpecError`)."""
-    from ...companions import coverage_of_counts
-
-    catalog = comp.companions.get("catalog")
-    return coverage_of_counts(
-        counts,
-        comp.plan.cutoffs,
-        size=comp.companions.get("catalog_size"),
-        catalog_size=None if catalog is None else len(catalog),
-        system=name,
-        source=str(spec.source) if spec.source else None,
-    )
+    return coverage_of_counts(counts, comp.plan.cutoffs, comp.companions, name, str(spec.source or "") or None)
 
 
 def fill(
@@ -196,8 +143,8 @@ def fill(
 
     from ...evaluation import relative
     from ...join import index_in
-    from ...stats import nan_weighted_mean
 
+    rate = None
     if comp.plan.duplicates:
         rows = rows.filter(pc.equal(rows.column("kind"), "query"))
         at = index_in(np.asarray(rows.column("query_id").to_pylist(), dtype=object), query_ids)
@@ -207,13 +154,7 @@ def fill(
             pc.list_flatten(rows.column("duplicate_rate")).to_numpy(zero_copy_only=False), dtype=np.float64
         )
         rate[at] = flat.reshape(len(at), nc)
-        sr.duplicate_rate = rate
-        rel = relative(weights)
-        for j, key in enumerate(metric.keys):
-            sr.means[key]["duplicate_rate"] = nan_weighted_mean(rate[:, j], rel)
-    if cover is not None:
-        for key, value in zip(metric.keys, cover):
-            sr.means[key]["catalog_coverage"] = float(value)
+    fill_means(sr, metric, rate, cover, relative(weights))
 
 
 @contextmanager
@@ -247,7 +188,7 @@ __all__ = [
     "frames",
     "with_groups",
     "in_source_order",
-    "bucket_measures",
+    "row_groups",
     "kept",
     "shown_counts",
     "coverage",

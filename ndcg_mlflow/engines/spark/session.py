@@ -6,6 +6,8 @@ from typing import Any
 
 from ...errors import EvaluationError
 
+PANDAS_WARNING = "PySpark does not yet fully support pandas"  # the start of pyspark's FutureWarning
+
 
 def session(remote: str | None = None) -> Any:
     """A SparkSession: on the Spark Connect server ``remote`` (``sc://host:15002``), else the classic session
@@ -14,6 +16,7 @@ def session(remote: str | None = None) -> Any:
     ``python3`` on PATH may not), unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another."""
     import os
     import sys
+    import warnings
 
     SparkSession = _session_type()
     from pyspark import SparkContext
@@ -21,7 +24,15 @@ def session(remote: str | None = None) -> Any:
     if remote:
         return SparkSession.builder.remote(remote).getOrCreate()
     started = SparkContext._active_spark_context is None
-    spark = SparkSession.builder.appName("ndcg-mlflow").getOrCreate()
+    # the tool prints its own progress: no stage bars on the console, nor pyspark's warning about the installed
+    # pandas version (on the driver and in the Python workers), which its user cannot act on
+    warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
+    spark = (
+        SparkSession.builder.appName("ndcg-mlflow")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYTHONWARNINGS", f"ignore:{PANDAS_WARNING}:FutureWarning")
+        .getOrCreate()
+    )
     if started and not os.environ.get("PYSPARK_PYTHON"):
         sc = spark.sparkContext
         sc.pythonExec = sc.getConf().get("spark.pyspark.python") or sys.executable

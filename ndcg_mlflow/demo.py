@@ -1,4 +1,5 @@
-"""Generate the deterministic demo data set used by ``configs/demo*.yaml``.
+"""The demo: two specs and their data, which ``ndcg-mlflow demo`` writes into a folder (``configs/`` holds the
+copy the tests read).
 
 Scenario: a small product-search engine. A catalog of products (ids
 ``P-000000`` .. ``P-199999``) is queried by 240 queries (``q0001`` ..
@@ -29,10 +30,9 @@ distribution) that drives their scores, like real unjudged products.
 ``weights.tsv`` gives every judged query a positive, traffic-like (lognormal,
 heavily skewed) weight, normalised to mean 1.
 
-Everything is derived from ``numpy.random.default_rng(SEED)``; running the
-script twice produces byte-identical files. Run from anywhere with
-``python configs/make_demo.py``; output goes to ``configs/demo/`` next to this
-script.
+Everything is derived from ``numpy.random.default_rng(SEED)``: every run
+writes byte-identical files (``tests/test_cli.py`` compares them with
+``configs/``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+from .errors import NdcgError
 
 SEED = 20240611
 N_QUERIES = 240
@@ -51,7 +53,86 @@ SCRAMBLED_FRACTION = 0.15
 JUDGED_GRADE_P = np.array([0.45, 0.32, 0.16, 0.07])
 UNJUDGED_GRADE_P = np.array([0.62, 0.26, 0.10, 0.02])
 
-OUT_DIR = Path(__file__).resolve().parent / "demo"
+DATA = "demo"  # the data's folder, beside the specs
+
+DEMO_SPEC = """\
+# The demo's spec, written by `ndcg-mlflow demo` (its data in demo/).
+spec_version: 1
+name: demo-product-search
+metric:
+  gain: exponential            # gain = 2^grade - 1 (rewards exact matches strongly)
+  cutoffs: [5, 10, all]        # cutoffs 5, 10 and the full list
+  discount: log2               # discount = 1 / log2(rank + 1)
+  ties: displayed_order        # tied scores: trust the rank order shown in the run file
+  ideal: judged_catalog        # ideal ranking built from all judged docs of the query
+  empty_ideal: exclude         # queries with ideal DCG = 0 (all grades 0) are left out
+  unjudged: zero               # unjudged retrieved docs count as grade 0
+  missing_queries: zero        # judged query absent from a run scores nDCG = 0
+queries:
+  weights: uniform
+  set: null
+data:
+  qrels: demo/qrels.tsv
+  systems:
+    bm25: demo/bm25.run
+    reranker-v2: demo/reranker_v2.run
+    dense-ties: demo/dense_ties.run
+uncertainty:
+  resamples: 10000             # bootstrap resamples of queries
+  confidence: 0.95
+  method: bca                  # bca | percentile | studentized
+  seed: 20261130
+comparison:
+  baseline: bm25               # every other system is compared with it
+  test: randomization          # randomization (paired sign-flip) | t_test | both
+  correction: holm             # over all (candidate, cutoff) comparisons
+  wins_losses: 10              # largest per-query wins and losses listed
+  tie_tolerance: 1.0e-9        # |difference| at or below this is a tie
+companions:                    # reported beside nDCG (see the nDCG explainer)
+  duplicates: demo/duplicate_groups.tsv   # doc_id -> near-duplicate group: duplicate rate in the top K
+  catalog: 200000              # catalog size: share of the catalog shown in the top K over all queries
+report:
+  sensitivity: true            # recompute under every alternative of each rule, one at a time
+mlflow:
+  experiment: demo-product-search
+"""
+
+WEIGHTED_SPEC = """\
+# Weighted demo spec: same data as demo.yaml, queries weighted by traffic.
+spec_version: 1
+name: demo-product-search-weighted
+metric:
+  gain: exponential            # gain = 2^grade - 1 (rewards exact matches strongly)
+  cutoffs: [5, 10, all]        # cutoffs 5, 10 and the full list
+  discount: log2               # discount = 1 / log2(rank + 1)
+  ties: average                # tied scores: average DCG over all orders of the tie group
+  ideal: judged_catalog        # ideal ranking built from all judged docs of the query
+  empty_ideal: exclude         # queries with ideal DCG = 0 (all grades 0) are left out
+  unjudged: zero               # unjudged retrieved docs count as grade 0
+  missing_queries: zero        # judged query absent from a run scores nDCG = 0
+queries:
+  weights: demo/weights.tsv    # per-query traffic weights (query_id<TAB>weight)
+  set: null
+data:
+  qrels: demo/qrels.tsv
+  systems:
+    bm25: demo/bm25.run
+    reranker-v2: demo/reranker_v2.run
+    dense-ties: demo/dense_ties.run
+uncertainty:
+  resamples: 10000             # bootstrap resamples of queries
+  confidence: 0.95
+  method: bca                  # bca | percentile | studentized
+  seed: 20261130
+comparison:
+  baseline: bm25               # every other system is compared with it
+  test: randomization          # randomization (paired sign-flip) | t_test | both
+  correction: holm             # over all (candidate, cutoff) comparisons
+  wins_losses: 10              # largest per-query wins and losses listed
+  tie_tolerance: 1.0e-9        # |difference| at or below this is a tie
+mlflow:
+  experiment: demo-product-search
+"""
 
 
 def _qid(i: int) -> str:
@@ -69,15 +150,34 @@ def _order(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return perm[np.argsort(-scores[perm], kind="stable")]
 
 
-def _write(path: Path, lines: list[str]) -> int:
-    data = "".join(line + "\n" for line in lines).encode("ascii")
-    path.write_bytes(data)
-    return len(data)
+def _text(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode("ascii")
 
 
-def main() -> None:
+def write_demo(folder: Path) -> Path:
+    """The demo's specs (``demo.yaml``, ``demo_weighted.yaml``) and data (``demo/``) written into ``folder``; the
+    path of ``demo.yaml``. A file already there with other contents is refused (exit 2), not replaced: the files
+    are always the same, so writing into a folder twice leaves it as it is."""
+    files = {"demo.yaml": DEMO_SPEC.encode(), "demo_weighted.yaml": WEIGHTED_SPEC.encode()}
+    files.update((f"{DATA}/{name}", data) for name, data in demo_data().items())
+    for name, data in files.items():
+        path = folder / name
+        if path.exists() and (not path.is_file() or path.read_bytes() != data):
+            raise NdcgError(f"{path} is there and is not the demo's: give another folder (--dir), or move it away.")
+    try:
+        for name, data in files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                path.write_bytes(data)
+    except OSError as exc:
+        raise NdcgError(f"cannot write the demo into {folder}: {exc.strerror or exc} ({exc.filename}).") from None
+    return folder / "demo.yaml"
+
+
+def demo_data() -> dict[str, bytes]:
+    """The demo's data files, by name."""
     rng = np.random.default_rng(SEED)
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
 
     all_zero = set(rng.choice(N_QUERIES, size=N_ALL_ZERO, replace=False).tolist())
     nonzero = [i for i in range(N_QUERIES) if i not in all_zero]
@@ -98,7 +198,6 @@ def main() -> None:
     raw_weights = rng.lognormal(mean=0.0, sigma=1.3, size=N_QUERIES)
     raw_weights = raw_weights / raw_weights.mean()
 
-    n_judged_total = 0
     for qi in range(N_QUERIES):
         qid = _qid(qi)
         n_judged = int(rng.integers(15, 41))
@@ -117,7 +216,6 @@ def main() -> None:
 
         for d, g in zip(judged_docs, grades):
             qrels_lines.append(f"{qid}\t{_pid(int(d))}\t{int(g)}")
-        n_judged_total += n_judged
         weights_lines.append(f"{qid}\t{raw_weights[qi]:.6f}")
 
         for tag in ("bm25", "reranker-v2", "dense-ties"):
@@ -155,21 +253,14 @@ def main() -> None:
             for rank, k in enumerate(order, start=1):
                 run_lines[tag].append(f"{qid} Q0 {_pid(int(ret_docs[k]))} {rank} {scores[k]:.6f} {tag}")
 
-    dup_lines = _duplicate_groups(run_lines)
-    sizes = {
-        "duplicate_groups.tsv": _write(OUT_DIR / "duplicate_groups.tsv", dup_lines),
-        "qrels.tsv": _write(OUT_DIR / "qrels.tsv", qrels_lines),
-        "bm25.run": _write(OUT_DIR / "bm25.run", run_lines["bm25"]),
-        "reranker_v2.run": _write(OUT_DIR / "reranker_v2.run", run_lines["reranker-v2"]),
-        "dense_ties.run": _write(OUT_DIR / "dense_ties.run", run_lines["dense-ties"]),
-        "weights.tsv": _write(OUT_DIR / "weights.tsv", weights_lines),
+    return {
+        "duplicate_groups.tsv": _text(_duplicate_groups(run_lines)),
+        "qrels.tsv": _text(qrels_lines),
+        "bm25.run": _text(run_lines["bm25"]),
+        "reranker_v2.run": _text(run_lines["reranker-v2"]),
+        "dense_ties.run": _text(run_lines["dense-ties"]),
+        "weights.tsv": _text(weights_lines),
     }
-    print(
-        f"wrote {len(sizes)} files to {OUT_DIR} ({sum(sizes.values())} bytes): "
-        f"{N_QUERIES} queries, {n_judged_total} judgments, "
-        f"{N_ALL_ZERO} all-zero queries, reranker-v2 missing {_qid(missing_in_reranker)}, "
-        f"{n_scrambled} scrambled reranker-v2 queries"
-    )
 
 
 def _duplicate_groups(run_lines: dict[str, list[str]]) -> list[str]:
@@ -198,7 +289,3 @@ def _duplicate_groups(run_lines: dict[str, list[str]]) -> list[str]:
                 group_of[doc] = group
     lines = ["doc_id\tgroup"] + [f"{doc}\t{group}" for doc, group in sorted(group_of.items())]
     return lines
-
-
-if __name__ == "__main__":
-    main()

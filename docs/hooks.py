@@ -1,0 +1,38 @@
+"""mkdocs hooks (mkdocs.yml ``hooks:``): the spec reference page generated from the package on every build
+(``gen_spec_reference.py``), and the reST roles of the package's docstrings (:func:`x`) shown as the code they
+name."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+DOCS = Path(__file__).resolve().parent
+if str(DOCS.parent) not in sys.path:
+    sys.path.insert(0, str(DOCS.parent))  # this checkout's package, as mkdocstrings reads it (paths: [.])
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_spec_reference", DOCS / "gen_spec_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def on_files(files, config):
+    gen = _generator()
+    files.append(File.generated(config, gen.PAGE, content=gen.render()))
+    return files
+
+
+ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj):(?=<code>)")
+SHORT = re.compile(r"<code>~(?:[\w]+\.)*(\w+)</code>")  # :class:`~a.b.C` shows C, as Sphinx does
+
+
+def on_page_content(html, page, config, files):
+    return SHORT.sub(r"<code>\1</code>", ROLE.sub("", html))
