@@ -2,7 +2,7 @@
 
 Both engines give the same per-query numbers and the same :class:`~ndcg_mlflow.evaluation.EvaluationResult`:
 the local engine (:class:`~ndcg_mlflow.engines.Local`, this process, the default) and Apache Spark
-(:class:`~ndcg_mlflow.engines.Spark`, whose module is imported only when an evaluation runs on it).
+(:class:`~ndcg_mlflow.engines.Spark`, whose package is imported only when an evaluation runs on it).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .engines import Engine, engine_of
+from .engines import Engine, Spark, engine_of
 from .evaluation import EvaluationResult
 from .spec import Spec
 
@@ -55,16 +55,15 @@ def evaluate(
     default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
     (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run
     (``result.scored``, ``result.models``). On Spark the candidates are scored on Spark's executors and the
-    scored rows are a Parquet folder written by Spark (:mod:`ndcg_mlflow.engines.spark_models`).
+    scored rows are a Parquet folder written by Spark (:mod:`ndcg_mlflow.engines.spark.models`).
     """
-    return engine_of(engine).evaluate(
-        spec,
-        qrels=qrels,
-        systems=systems,
-        columns=columns,
-        base_dir=base_dir,
-        progress=progress,
-        keep_data=keep_data,
-        tracking_uri=tracking_uri,
-        scored_dir=scored_dir,
-    )
+    chosen = engine_of(engine)
+    inputs: dict[str, Any] = dict(qrels=qrels, systems=systems, columns=columns, base_dir=base_dir, progress=progress)
+    inputs.update(keep_data=keep_data, tracking_uri=tracking_uri, scored_dir=scored_dir)
+    if isinstance(chosen, Spark):
+        from .engines.spark import evaluate_on
+
+        return evaluate_on(chosen, spec, **inputs)
+    from .engines.local import evaluate as evaluate_here
+
+    return evaluate_here(spec, **inputs)

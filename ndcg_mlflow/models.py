@@ -6,7 +6,7 @@ and that version is what is loaded and recorded: :class:`ResolvedModel`), by
 local engine: :func:`score_candidates` scores one model's candidates in bounded batches; the scored rows
 (``query_id, doc_id, score``, and ``rank`` for a model that returns ranked lists) are written as Parquet, and that
 file is the system's run from then on (:func:`with_scored` points the spec's model system at it). With the Spark
-engine, :mod:`ndcg_mlflow.engines.spark_models` scores on Spark's executors instead, after the same resolution and
+engine, :mod:`ndcg_mlflow.engines.spark.models` scores on Spark's executors instead, after the same resolution and
 with the same records. This module imports no mlflow; the spec-level checks of model systems and ``--promote``
 (:func:`check_not_itself`, :func:`promotion_problem`) are here too.
 

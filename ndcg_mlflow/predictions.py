@@ -1,6 +1,6 @@
 """What a model's ``predict`` returned, read by one rule: one score per input row, or one ranked list of doc ids
 per query. Every place that scores a model reads its output here: the local engine (:mod:`ndcg_mlflow.models`),
-the Spark engine's executors (:mod:`ndcg_mlflow.engines.spark_models`) and the ``ndcg_spec`` evaluator
+the Spark engine's executors (:mod:`ndcg_mlflow.engines.spark.models`) and the ``ndcg_spec`` evaluator
 (:mod:`ndcg_mlflow.integrations.evaluator`). numpy and pandas only.
 
 * **Scores**: a 1-d array, a 2-d array of one column (``(n, 1)``, as Keras and many scikit-learn wrappers

@@ -72,7 +72,7 @@ def collect_alternatives(
     computed on the joined rows (:func:`ndcg_mlflow.queries.score_queries`; ``computed``: per system, the arrays
     and the alternatives that overflowed, in some bucket on Spark). The declared numbers are the systems' own. An
     alternative that overflowed for some system is NaN for every system (undefined); one some system's rows could
-    not give (on Spark, :func:`ndcg_mlflow.engines.spark.computable`) is left out of the table, and a note says
+    not give (on Spark, :func:`ndcg_mlflow.engines.spark.runs.computable`) is left out of the table, and a note says
     so."""
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {
         ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}

@@ -141,10 +141,10 @@ def test_no_module_of_the_package_takes_part_in_an_import_cycle():
 
 # the layer rules: (what is imported, the only parts of the package that may import it, whether only inside
 # functions there): mlflow in the logging layer and the MLflow integrations, lazily (importing the package
-# imports no mlflow); pyspark in the engines
+# imports no mlflow); pyspark in the Spark engine
 LAYERS = {
     "mlflow": (("ndcg_mlflow.tracking", "ndcg_mlflow.integrations"), True),
-    "pyspark": (("ndcg_mlflow.engines",), False),
+    "pyspark": (("ndcg_mlflow.engines.spark",), False),
 }
 
 
@@ -175,10 +175,10 @@ def _layer_violations(imports: dict[str, set[tuple[str, int, bool]]]) -> list[st
 
 
 def test_mlflow_and_pyspark_are_imported_only_in_their_layers():
-    """mlflow only in tracking/ and integrations/, inside functions; pyspark only in engines/."""
+    """mlflow only in tracking/ and integrations/, inside functions; pyspark only in engines/spark/."""
     imports = _imports()
     assert _imports_of(imports, "mlflow", ("ndcg_mlflow.tracking",))  # (the rule sees the imports it is about)
-    assert _imports_of(imports, "pyspark", ("ndcg_mlflow.engines",))
+    assert _imports_of(imports, "pyspark", ("ndcg_mlflow.engines.spark",))
     violations = _layer_violations(imports)
     assert not violations, "imports outside their layer:\n" + "\n".join(violations)
 
@@ -193,8 +193,9 @@ def test_the_readers_do_not_import_the_spec():
 
 def test_the_import_rules_find_what_breaks_them(tmp_path):
     """Each rule above on a package planted with one breach of each (and with what each rule allows): an eager
-    or misplaced mlflow import, pyspark outside the engines, a reader importing the spec (a submodule of it,
-    inside a function), a cycle through an import inside a function."""
+    or misplaced mlflow import, pyspark outside the Spark engine (in another module of engines/ too, inside a
+    function), a reader importing the spec (a submodule of it, inside a function), a cycle through an import inside
+    a function."""
     files = {
         "__init__.py": "",
         "core.py": "def f():\n    from mlflow.tracking import MlflowClient\n",
@@ -209,7 +210,9 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
         "tracking/client.py": "def f():\n    import mlflow\n",
         "tracking/eager.py": "import mlflow.entities\n",
         "integrations/genai.py": "def f():\n    import mlflow.genai\n",
-        "engines/spark.py": "import pyspark.sql\n",
+        "engines/spark/__init__.py": "",
+        "engines/spark/buckets.py": "import pyspark.sql\n",
+        "engines/grouped.py": "def f():\n    from pyspark.sql import functions\n",
         "report.py": "from pyspark.sql import functions\n",
     }
     root = tmp_path / "ndcg_mlflow"
@@ -220,6 +223,7 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
     assert _layer_violations(imports) == [
         "ndcg_mlflow.core:2: mlflow.tracking (inside a function)",
         "ndcg_mlflow.tracking.eager:1: mlflow.entities",
+        "ndcg_mlflow.engines.grouped:2: pyspark.sql (inside a function)",
         "ndcg_mlflow.report:1: pyspark.sql",
     ]
     assert _imports_of(imports, "ndcg_mlflow.spec", ("ndcg_mlflow.readers",)) == [

@@ -272,8 +272,8 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
         # the key itself: the rows sorted by it are the files' rows in their order, every key distinct
         from pyspark.sql import functions as F
 
-        from ndcg_mlflow.engines import spark as engine
-        from ndcg_mlflow.engines.spark_sources import local_reader_frame, read_run_file
+        from ndcg_mlflow.engines.spark.runs import in_file_order
+        from ndcg_mlflow.engines.spark.sources import local_reader_frame, read_run_file, source_files
         from ndcg_mlflow.spec import load_spec
 
         loaded = load_spec(spec, base_dir=tmp_path)
@@ -292,7 +292,7 @@ def test_displayed_order_without_a_rank_column_is_the_rows_order(spark, tmp_path
                 F.col(c).cast("string" if c.endswith("_id") else "double").alias(c)
                 for c in ("query_id", "doc_id", "score")
             ]
-            keyed = engine._in_file_order(spark, df, cols, engine._source_files(source), name).toPandas()
+            keyed = in_file_order(spark, df, cols, source_files(source), name).toPandas()
             per_task = (
                 df.select(
                     F.spark_partition_id().alias("task"),
@@ -554,9 +554,9 @@ def test_spark_remote_needs_the_spark_engine(tmp_path, capsys):
 
 
 def test_judgments_beyond_the_driver_limit_are_refused(spark, monkeypatch):
-    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.engines.spark import judgments
 
-    monkeypatch.setattr(engine, "MAX_JUDGMENTS", 2)
+    monkeypatch.setattr(judgments, "MAX_JUDGMENTS", 2)
     qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "doc_id": ["a", "b", "a"], "grade": [1, 2, 0]})
     with pytest.raises(DataError, match="more than 2 judgments"):
         ndcg_mlflow.evaluate(
@@ -623,13 +623,13 @@ PREFILTER_CASES = [
 
 @pytest.mark.parametrize("ties, rules", PREFILTER_CASES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(PREFILTER_CASES)])
 def test_the_prefilter_gives_the_local_numbers_and_shuffles_fewer_rows(spark, monkeypatch, ties, rules):
-    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.engines.spark import prefilter
 
     i = PREFILTER_CASES.index((ties, rules))
     qrels, run = long_lists(seed=300 + i, gain_ties=i == 2)
     spec = spec_of(ties=ties, **rules)
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
-    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)  # several chunks per partition
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 300)  # several chunks per partition
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         frame = spark.createDataFrame(run)  # 2 partitions of 100-row batches, filtered 300 rows at a time
@@ -654,7 +654,7 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
     the whole list, for each tie rule, both unjudged rules and both ideals."""
     import pyarrow as pa
 
-    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.engines.spark.prefilter import prefilter_rows
     from ndcg_mlflow.evaluation import resolve_spec
 
     qrels, run = long_lists(seed=5)
@@ -691,7 +691,7 @@ def test_prefilter_rows_with_alternatives_keeps_what_each_alternative_needs():
     the declared rules alone keep too few for some alternative."""
     import pyarrow as pa
 
-    from ndcg_mlflow.engines.spark import prefilter_rows
+    from ndcg_mlflow.engines.spark.prefilter import prefilter_rows
     from ndcg_mlflow.evaluation import resolve_spec
     from ndcg_mlflow.sensitivity import alternatives
 
@@ -725,9 +725,9 @@ def test_with_the_prefilter_a_document_twice_is_still_refused(spark, monkeypatch
     """Repeated rows below the cut (the pre-filter leaves them out): in another chunk than the query's other rows
     (the query's rows are then checked in Spark), or next to them in the same chunk (the chunk is passed whole
     and checked after the shuffle). The local engine's message, naming the smallest repeated pair."""
-    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.engines.spark import prefilter
 
-    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 1_000_000 if where == "same chunk" else 300)
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 1_000_000 if where == "same chunk" else 300)
     qrels, run = long_lists(seed=9, n_queries=6)
     low = run.sort_values("score").groupby("query_id").head(2)  # the lowest rows of each query, twice
     if where == "other chunk":
@@ -1034,7 +1034,7 @@ def test_the_prefilter_keeps_the_rows_every_alternative_needs(spark, monkeypatch
     """Long lists, a small cutoff, several chunks: the declared rules (linear gain, unjudged zero, the judged
     catalog) keep fewer rows than unjudged: condense, the exponential gain or the candidates' ideal need; the
     table is still the local engine's."""
-    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.engines.spark import prefilter
 
     qrels, run = long_lists(seed=41, n_queries=30)
     run["rank"] = run.groupby("query_id").cumcount() + 1  # every alternative computed (displayed_order too)
@@ -1043,7 +1043,7 @@ def test_the_prefilter_keeps_the_rows_every_alternative_needs(spark, monkeypatch
     systems = {"a": run, "b": second}
     spec = sensitivity_spec(comparison=True, ties="id_ascending", cutoffs=(3,), gain="linear")
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=systems)
-    monkeypatch.setattr(engine, "PREFILTER_CHUNK_ROWS", 300)
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 300)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         remote = ndcg_mlflow.evaluate(

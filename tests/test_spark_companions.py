@@ -313,8 +313,8 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
     import pyarrow.compute as pc
 
     from ndcg_mlflow.companions import read_duplicate_groups
-    from ndcg_mlflow.engines import spark_companions as comps
-    from ndcg_mlflow.engines.spark import bucket_rows
+    from ndcg_mlflow.engines.spark import companions as comps
+    from ndcg_mlflow.engines.spark.buckets import bucket_rows
     from ndcg_mlflow.evaluation import display_depth
 
     qrels, run = make_data(seed=71)

@@ -234,7 +234,7 @@ def test_a_run_replaced_after_its_digest_is_refused_on_spark(spark, tmp_path, mo
     """Spark reads a run when its jobs need the rows, after the run's sha256 is taken: a file renamed over in
     between gives numbers of one file and the digest of another, so it is refused, naming the file, as on the
     local engine."""
-    from ndcg_mlflow.engines import spark as engine
+    from ndcg_mlflow.engines.spark import runs as engine
 
     _write(tmp_path, {"run.txt": RUN})
     spec = {**SPEC, "data": {"qrels": "qrels.txt", "systems": {"s": "run.txt"}}}

@@ -13,6 +13,7 @@ import pytest
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
+from ndcg_mlflow import Spark
 from ndcg_mlflow.errors import DataError
 
 pytestmark = pytest.mark.integration
@@ -22,15 +23,14 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
-from ndcg_mlflow.engines import spark as spark_engine  # noqa: E402
-from ndcg_mlflow.engines import spark_judgments  # noqa: E402
+from ndcg_mlflow.engines.spark import evaluate_grouped, judgments_in_spark  # noqa: E402
 
 
 @pytest.fixture(params=["driver", "spark"])
 def small_files(request, monkeypatch):
     """The query set and weights files read on the driver (local readers), or by Spark (as large ones are)."""
     if request.param == "spark":
-        monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+        monkeypatch.setattr(judgments_in_spark, "DRIVER_SMALL_FILE_BYTES", -1)
     return request.param
 
 
@@ -130,7 +130,7 @@ def make_spec(
 
 
 def grouped(spark, spec, tmp: Path, **kwargs):
-    return spark_engine.evaluate_grouped(
+    return evaluate_grouped(
         spec, per_query_path=tmp / "per_query", spark=spark, driver_judgments=0, groups=4, buckets=3, **kwargs
     )
 
@@ -198,13 +198,12 @@ def test_evaluate_switches_to_the_grouped_path_counting_in_spark(spark, tmp_path
     data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "trec")
     spec = make_spec(data, tmp_path / "in")
     local = ndcg_mlflow.evaluate(spec)
-    result = spark_engine.evaluate(
-        spec, spark=spark, driver_judgments=0, driver_queries=3, per_query_path=tmp_path / "pq", groups=4
-    )
+    engine = Spark(spark, driver_judgments=0, driver_queries=3, per_query_path=tmp_path / "pq", groups=4)
+    result = ndcg_mlflow.evaluate(spec, engine=engine)
     assert result.per_query_path is not None and not result.systems
     check_same(local, result)
     # within the driver limit of queries, the judgments are read on the driver, as before
-    within = spark_engine.evaluate(spec, spark=spark, driver_judgments=0, per_query_path=tmp_path / "pq2")
+    within = ndcg_mlflow.evaluate(spec, engine=Spark(spark, driver_judgments=0, per_query_path=tmp_path / "pq2"))
     assert within.engine_info["judgments"] == "driver"
 
 
@@ -300,10 +299,10 @@ def test_within_the_judgment_limit_nothing_changes(spark, tmp_path):
     qrels, runs, query_set, weights = random_data(2)
     data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "trec")
     spec = make_spec(data, tmp_path / "in")
-    result = spark_engine.evaluate_grouped(spec, per_query_path=tmp_path / "pq", spark=spark, groups=4)
+    result = evaluate_grouped(spec, per_query_path=tmp_path / "pq", spark=spark, groups=4)
     assert result.summary["engine_info"]["judgments"] == "driver"
     with pytest.raises(DataError):
-        spark_engine.evaluate_grouped(
+        evaluate_grouped(
             spec,
             per_query_path=tmp_path / "pq3",
             spark=spark,
@@ -326,7 +325,7 @@ def test_refuses_a_weight_that_is_not_a_number(spark, tmp_path, small_files):
 
 
 def test_query_set_and_weights_read_by_spark_match_the_local_engine(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr(spark_judgments, "DRIVER_SMALL_FILE_BYTES", -1)
+    monkeypatch.setattr(judgments_in_spark, "DRIVER_SMALL_FILE_BYTES", -1)
     qrels, runs, query_set, weights = random_data(21)
     data = write_inputs(tmp_path / "in", qrels, runs, query_set, weights, "parquet")
     spec = make_spec(data, tmp_path / "in")

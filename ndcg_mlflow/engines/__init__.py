@@ -1,9 +1,11 @@
-"""The engines an evaluation runs on: an engine is an object the caller chooses, holding its own settings.
+"""The engines an evaluation runs on: an engine is an object the caller chooses, holding its own settings,
+checked when it is made.
 
-``ndcg_mlflow.evaluate(spec, ..., engine=Local())`` (the default) evaluates in this process;
-``engine=Spark(session, buckets=...)`` evaluates the runs' rows on Apache Spark (:mod:`.spark`). Both give the
-same per-query numbers and an :class:`~ndcg_mlflow.evaluation.EvaluationResult`. Nothing here imports pyspark:
-the Spark engine's module is imported when an evaluation runs on it.
+``ndcg_mlflow.evaluate(spec, ..., engine=Local())`` (the default) evaluates in this process (:mod:`.local`);
+``engine=Spark(session, buckets=...)`` evaluates the runs' rows on Apache Spark (:mod:`.spark`, entered by
+:func:`.spark.evaluate_on`). Both give the same per-query numbers and an
+:class:`~ndcg_mlflow.evaluation.EvaluationResult`. Nothing here imports an engine's modules (nor pyspark):
+:func:`ndcg_mlflow.evaluate` imports the one an evaluation runs on, and the engines may make these objects.
 """
 
 from __future__ import annotations
@@ -22,11 +24,6 @@ class Local:
     """This process: the runs are read one at a time and joined, ranked and summed with numpy (and C)."""
 
     name = "local"
-
-    def evaluate(self, spec: Any, **inputs: Any) -> Any:
-        from .local import evaluate
-
-        return evaluate(spec, **inputs)
 
 
 @dataclass(frozen=True)
@@ -63,13 +60,10 @@ class Spark:
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise SpecError(key, f"must be a number (0 or more), got {value!r}.")
+        if self.groups is not None and self.groups < 2:
+            raise SpecError("groups", f"must be an integer of at least 2, got {self.groups!r}.")
         if self.prefilter not in (None, True, False):
             raise SpecError("prefilter", f"is None, True or False, got {self.prefilter!r}.")
-
-    def evaluate(self, spec: Any, **inputs: Any) -> Any:
-        from .spark_models import evaluate_on
-
-        return evaluate_on(self, spec, **inputs)
 
 
 Engine = Local | Spark

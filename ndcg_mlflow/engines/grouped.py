@@ -19,13 +19,14 @@ percentile interval when ``G`` is large (hundreds; the relative error of the var
 Under the null hypothesis of the sign-flip test (each query's difference symmetric about 0), a group's sum of
 independent symmetric differences is symmetric too, so flipping groups is an exact test; its power nears the
 per-query test's as ``G`` grows. BCa and studentized intervals, t-tests and the largest wins and losses need
-per-query values: a spec declaring them is refused on this path (``engines.spark.check_grouped``).
+per-query values: a spec declaring them is refused on this path
+(:func:`ndcg_mlflow.engines.spark.grouped.check_grouped`). The sums themselves are Spark's
+(:func:`ndcg_mlflow.engines.spark.grouped.group_sums_spark`); this module is their arithmetic, numpy only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,12 +47,6 @@ class GroupSums:
     def mean(self) -> float:
         total = float(self.weight.sum())
         return float(self.value.sum()) / total if total > 0 else float("nan")
-
-
-@dataclass
-class GroupedStatistics:
-    intervals: dict[str, dict[str, float]] = field(default_factory=dict)
-    tests: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def group_counts(groups: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -95,47 +90,11 @@ def group_sign_flip(sums: GroupSums, resamples: int, rng: np.random.Generator) -
     return (1 + count) / (resamples + 1)
 
 
-def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:
-    """Spark: per-group sums of each series of ``rows`` (columns ``key``: the series, ``query_id``, ``weight``
-    and ``x``: the value, null where the query is not in the series' mean), as :class:`GroupSums` by key."""
-    from pyspark.sql import functions as F
-
-    g = F.pmod(F.xxhash64(F.col("query_id"), F.lit(seed)), F.lit(groups)).alias("_group")
-    valid = F.col("x").isNotNull()
-    table = (
-        rows.groupBy(F.col("key"), g)
-        .agg(
-            F.sum(F.when(valid, F.col("weight") * F.col("x"))).alias("v"),
-            F.sum(F.when(valid, F.col("weight"))).alias("w"),
-            F.count(F.when(valid, F.lit(1))).alias("n"),
-        )
-        .toArrow()
-    )
-    keys = np.asarray(table.column("key").to_pylist(), dtype=object)
-    at = np.asarray(table.column("_group").to_numpy(zero_copy_only=False), dtype=np.int64)
-    cols = {
-        c: np.nan_to_num(np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64))
-        for c in ("v", "w", "n")
-    }
-    out: dict[str, GroupSums] = {}
-    for key in sorted(set(keys.tolist())):
-        sel = keys == key
-        arrays = []
-        for c in ("v", "w", "n"):
-            full = np.zeros(groups)
-            np.add.at(full, at[sel], cols[c][sel])
-            arrays.append(full)
-        out[key] = GroupSums(*arrays)
-    return out
-
-
 __all__ = [
     "GROUPS",
     "GroupSums",
-    "GroupedStatistics",
     "group_counts",
     "group_interval",
     "group_sign_flip",
-    "group_sums_spark",
     "group_units",
 ]

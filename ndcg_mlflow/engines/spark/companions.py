@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..companions import CompanionPlan, coverage_of_counts, fill_means
-from ..kernel import depth_of
+from ...companions import CompanionPlan, coverage_of_counts, fill_means
+from ...kernel import depth_of
 
 
 @dataclass
@@ -75,7 +75,7 @@ def with_groups(rows: Any, comp: CompanionFrames | None) -> Any:
         return rows
     from pyspark.sql import functions as F
 
-    if "_order" not in rows.columns:  # (a file's or a table's rows carry their order: spark._in_file_order)
+    if "_order" not in rows.columns:  # (a file's or a table's rows carry their order: runs.in_file_order)
         rows = rows.withColumn("_order", F.monotonically_increasing_id())
     if not comp.plan.duplicates:
         return rows
@@ -141,8 +141,8 @@ def fill(
     ``query`` rows ``rows``, a pyarrow Table) and their weighted means, then the coverage."""
     import pyarrow.compute as pc
 
-    from ..evaluation import relative
-    from ..join import index_in
+    from ...evaluation import relative
+    from ...join import index_in
 
     rate = None
     if comp.plan.duplicates:

@@ -24,20 +24,16 @@ download, the load).
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, NdcgError, SpecError
-from ..evaluation import said_of_candidates
-from ..models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
-from ..rules import keeps_displayed_order
-from ..spec import Spec
-from ..tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
-from ..uris import first_line
-from .grouped import GROUPS
-from .local import model_spec, remove_with, scoring_folder
+from ...errors import DataError, NdcgError, SpecError
+from ...models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
+from ...spec import Spec
+from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
+from ...uris import first_line
+from .sources import read_run_file, source_format
 
 SPARK_FORMATS = ("parquet", "delta", "jsonl")
 """The candidates' formats scored on Spark (Spark reads the input columns' types from them)."""
@@ -95,18 +91,11 @@ def score_candidates(
 
     from pyspark.sql import functions as F
 
-    from ..readers import detect_format
-    from .spark import read_source
-
     key = f"data.systems.{name}"
     src = dict(spec.systems)[name].candidates
     assert src is not None
     path = src.file
-    fmt = (
-        "parquet"
-        if src.format in ("auto", "parquet") and _is_dataset(path)
-        else detect_format(path, src.format, src.columns)
-    )
+    fmt = source_format(src)[0]
     if fmt not in SPARK_FORMATS:
         raise DataError(
             path,
@@ -127,7 +116,7 @@ def score_candidates(
     qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
     if progress:
         progress(f"scoring '{name}' with {uri} on Spark")
-    df = read_source(spark, src)
+    df = read_run_file(spark, src)
     check_input_columns(name, resolved, path, list(df.columns), wanted, qcol)
     if dcol not in df.columns:
         raise DataError(
@@ -198,7 +187,7 @@ class BatchScorer:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        from ..predictions import LISTS, read_predictions
+        from ...predictions import LISTS, read_predictions
 
         model = local_model(self.model_path)
         for frame in batches:
@@ -220,12 +209,6 @@ class BatchScorer:
                     "score": predicted.scores,
                 }
             )
-
-
-def _is_dataset(path: Path) -> bool:
-    from ..paths import dataset_files
-
-    return dataset_files(path) is not None
 
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
@@ -256,78 +239,3 @@ def python_error(text: str) -> str:
     if inner:
         return f"{inner[-1].group(1).rsplit('.', 1)[-1]}: {inner[-1].group(2).strip()[:300]}"
     return first_line(text) or "(no message)"
-
-
-def evaluate_on(
-    engine: Any,
-    spec: Any,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress: Any = None,
-    keep_data: bool = False,
-    tracking_uri: str | None = None,
-    scored_dir: str | Path | None = None,
-) -> Any:
-    """:func:`ndcg_mlflow.evaluate` on Spark, with the settings of ``engine`` (a
-    :class:`~ndcg_mlflow.engines.Spark`): model systems are resolved on the driver and scored on Spark's executors
-    first (:func:`score_model_systems`), then every run is evaluated by :func:`.spark.evaluate`."""
-    if keep_data:
-        raise SpecError(
-            "keep_data",
-            "the Spark engine keeps no joined rows on the driver; evaluate with the local engine to keep them.",
-        )
-    settings = {
-        "buckets": engine.buckets,
-        "prefilter": engine.prefilter,
-        "driver_queries": engine.driver_queries,
-        "per_query_path": engine.per_query_path,
-        "groups": GROUPS if engine.groups is None else engine.groups,
-        "driver_judgments": engine.driver_judgments,
-    }
-    loaded = model_spec(spec, qrels, systems, base_dir)
-    if loaded is None:
-        from .spark import evaluate
-
-        return evaluate(
-            spec,
-            spark=engine.session,
-            qrels=qrels,
-            systems=systems,
-            columns=columns,
-            base_dir=base_dir,
-            progress=progress,
-            **settings,
-        )
-    from ..tracking.registry import resolve_model_systems
-    from .spark import active_session, evaluate
-
-    if keeps_displayed_order(loaded.metric.ties):
-        raise SpecError(
-            "metric.ties",
-            "is displayed_order, but the rows a model scores on Spark have no displayed "
-            "order (Spark's tasks write them in no fixed order); choose another tie "
-            "rule, or evaluate with the local engine, which keeps the candidates' order.",
-        )
-    uri = tracking_uri or loaded.mlflow.tracking_uri
-    resolved = resolve_model_systems(loaded, uri)  # on the driver, before any Spark job: a missing alias stops here
-    spark = active_session(engine.session)
-    folder = scoring_folder(scored_dir)
-    scored_spec, resolved, scored = score_model_systems(
-        spark, loaded, folder, tracking_uri=uri, progress=progress, resolved=resolved
-    )
-    try:
-        with said_of_candidates(src for _, src in scored_spec.systems):
-            result = evaluate(scored_spec, spark=spark, qrels=qrels, columns=columns, progress=progress, **settings)
-    except BaseException:
-        if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    result.models, result.scored = resolved, scored
-    if result.grouped_summary is not None:  # the grouped path: its summary is summary.json's
-        result.summary["models"] = {name: m.record() for name, m in resolved.items()}
-    if scored_dir is None:
-        remove_with(result, folder)
-    return result

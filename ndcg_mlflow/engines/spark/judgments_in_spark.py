@@ -1,5 +1,5 @@
 """The judgments, the evaluated query set and the weights kept in Spark (the grouped path, beyond the driver's
-limit of judgments: :data:`ndcg_mlflow.engines.spark.DRIVER_JUDGMENTS`).
+limit of judgments: :data:`.judgments.DRIVER_JUDGMENTS`).
 
 The judgments are read by Spark (a file of the spec: TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL;
 or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in their words
@@ -16,18 +16,17 @@ duplicates and positive finite weights are theirs), then checked against the jud
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, SpecError, preview
-from ..evaluation import FileInfo
-from ..join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
-from ..kernel import NonFiniteError
-from ..readers import read_query_set, read_weights, sha256_file
-from ..readers.accept import (
+from ...errors import DataError, SpecError, preview
+from ...evaluation import FileInfo
+from ...join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
+from ...kernel import NonFiniteError
+from ...readers import read_query_set, read_weights, sha256_file
+from ...readers.accept import (
     NO_ROWS,
     Rows,
     column_type,
@@ -39,8 +38,18 @@ from ..readers.accept import (
     refusals,
     required_columns,
 )
-from ..readers.small import unjudged_set_message, unweighted_message, weight_sum_message
-from ..spec import Spec
+from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
+from ...spec import IN_MEMORY, Spec
+from .sources import (
+    check_mapping,
+    column_type_ok,
+    digest_columns,
+    is_spark_frame,
+    local_reader_frame,
+    read_run_file,
+    reads_locally,
+    with_mapping,
+)
 
 MAX_GRADES = 100_000
 """Distinct grades collected to the driver for the gain mapping at most."""
@@ -48,7 +57,7 @@ MAX_GRADES = 100_000
 DRIVER_SMALL_FILE_BYTES = 256 << 20
 """A query set or weights file of at most this many bytes is read on the driver by the local readers (line
 numbers in their errors); a larger one is read by the same readers in a Spark task
-(:func:`.spark_sources.local_reader_frame`): the same checks and messages, its rows kept in Spark."""
+(:func:`.sources.local_reader_frame`): the same checks and messages, its rows kept in Spark."""
 
 
 @dataclass
@@ -77,29 +86,20 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
     errors and its file information (rows filled in later)."""
     from pyspark.sql import functions as F
 
-    from ..spec import IN_MEMORY
-    from .spark_sources import column_type_ok, is_spark_frame
-
     if qrels is None:
         q = spec.qrels
         df, mapping = _read_qrels_file(spark, q)
         label: str = str(q.file)
         info = FileInfo("qrels", str(q.path), q.declared, sha256_file(q.file, q.version), 0)
     else:
-        obj, mapping = qrels, dict(shared)
-        if isinstance(qrels, tuple) and len(qrels) == 2 and isinstance(qrels[1], Mapping):
-            obj, mapping = qrels[0], {**shared, **qrels[1]}
+        obj, mapping = with_mapping(qrels, shared)
         if not is_spark_frame(obj):
             raise SpecError(
                 "qrels",
                 f"judgments kept in Spark are a file of the spec or a Spark DataFrame; got {type(obj).__name__}.",
             )
         df, label, info = obj, "qrels", FileInfo("qrels", "", IN_MEMORY, "", 0)
-    unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
-    if unknown:
-        raise SpecError(
-            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
-        )
+    check_mapping(mapping)
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "grade")}
     with refusals(label):
         required_columns("qrels", [inverse.get(c, c) for c in df.columns])
@@ -117,8 +117,6 @@ def _read_qrels_file(spark: Any, q: Any) -> tuple[Any, dict[str, str]]:
     """A judgments file of the spec read in Spark, and the column mapping still to apply: a TREC, CSV, TSV or JSONL
     file read by the local engine's reader in a Spark task (the same checks and messages, naming the line; its
     columns the tool's names), else as a run is read (Parquet, Delta)."""
-    from .spark_sources import local_reader_frame, read_run_file, reads_locally
-
     if reads_locally(q):
         return local_reader_frame(spark, q, "qrels", False)[0].drop("_order"), {}
     return read_run_file(spark, q), dict(q.columns)
@@ -133,7 +131,7 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     their distinct grades."""
     from pyspark.sql import functions as F
 
-    # the codes of the run checks' bucket errors (engines.spark): the same conditions, the same messages
+    # the codes of the run checks' bucket errors (buckets.py): the same conditions, the same messages
     checks = {f"null:{c}": F.col(c).isNull() for c in ("query_id", "doc_id", "grade")}
     checks.update({f"empty:{c}": F.length(F.col(c)) == 0 for c in ("query_id", "doc_id")})
     checks["nonfinite:grade"] = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
@@ -212,22 +210,14 @@ def _gain_column(spark: Any, spec: Spec, grades: list[float]) -> Any:
     )
 
 
-def _string_frame(spark: Any, columns: dict[str, Any]) -> Any:
-    import pyarrow as pa
-
-    return spark.createDataFrame(pa.table(columns))
-
-
 def spark_judgments(
     spark: Any, spec: Spec, qrels: Any, shared: dict[str, str], files: list[FileInfo]
 ) -> SparkJudgments:
     """The judgments read and checked in Spark, the evaluated query set, the weights and the checks of the gain
-    sums, as :func:`~ndcg_mlflow.engines.spark._judged` does on the driver (``files`` gets the qrels', query
+    sums, as :func:`.judgments.judged_on_driver` does on the driver (``files`` gets the qrels', query
     set's and weights' information)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
-
-    from .spark_sources import digest_columns, local_reader_frame
 
     raw, label, info = judgment_frame(spark, spec, qrels, shared)
     deduped, n_rows, grades = check_judgments(spark, raw, label, spec)
@@ -249,7 +239,7 @@ def spark_judgments(
             else:
                 ids = read_query_set(src.file)
                 n_set = len(ids)
-                evaluated = _string_frame(spark, {"query_id": pa.array(ids, type=pa.string())})
+                evaluated = spark.createDataFrame(pa.table({"query_id": pa.array(ids, type=pa.string())}))
             files.append(FileInfo("queries.set", str(src.path), src.declared, sha256_file(src.file), n_set))
             unknown = evaluated.join(judged_queries, "query_id", "left_anti")
             n = unknown.count()
@@ -268,12 +258,13 @@ def spark_judgments(
             else:
                 table = read_weights(src.file)
                 n_weights = len(table)
-                given = _string_frame(
-                    spark,
-                    {
-                        "query_id": pa.array(list(table), type=pa.string()),
-                        "weight": pa.array(list(table.values()), type=pa.float64()),
-                    },
+                given = spark.createDataFrame(
+                    pa.table(
+                        {
+                            "query_id": pa.array(list(table), type=pa.string()),
+                            "weight": pa.array(list(table.values()), type=pa.float64()),
+                        }
+                    )
                 )
             files.append(FileInfo("queries.weights", str(src.path), src.declared, sha256_file(src.file), n_weights))
             missing = evaluated.join(given, "query_id", "left_anti")

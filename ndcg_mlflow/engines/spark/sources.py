@@ -2,16 +2,61 @@
 Delta tables at a version, TREC, CSV, TSV, JSONL) or a large query set or weights file as a DataFrame, and the
 order-independent content digest of a DataFrame. Text files are read by the local engine's own readers in a Spark
 task (:func:`local_reader_frame`), so both engines accept the same files, with the same numbers and messages;
-Spark's own readers get Parquet and Delta paths literally (:func:`literal_path`). Used by :mod:`.spark` and
-:mod:`.spark_judgments`; imports pyspark lazily, inside its functions."""
+Spark's own readers get Parquet and Delta paths literally (:func:`literal_path`). Imports pyspark lazily, inside
+its functions."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from ...errors import DataError, SpecError
+
+
+def with_mapping(source: Any, shared: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
+    """A source and its column mapping: ``(table, {column: name})`` given together, over ``shared`` (the columns
+    given for every source), else ``shared``."""
+    if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping):
+        return source[0], {**shared, **source[1]}
+    return source, dict(shared)
+
+
+def check_mapping(mapping: Mapping[str, str]) -> None:
+    """Refuse a column mapping naming a column the tool does not know (the local engine's message)."""
+    unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
+    if unknown:
+        raise SpecError(
+            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
+        )
+
+
+def plain(array: Any) -> Any:
+    """An Arrow array of ids (chunked or not, any string or integer type) as one plain string array."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array.cast(pa.string())
+
+
+def id_strings(ids: Any, rows: Any = None) -> Any:
+    """A table's id column (:class:`~ndcg_mlflow.readers.Ids`: codes into distinct values) as an Arrow string
+    array, one id a row (of ``rows``, a mask or indices, when given)."""
+    import pyarrow as pa
+
+    codes = ids.codes if rows is None else ids.codes[rows]
+    return pa.array(list(ids.values), type=pa.string()).take(pa.array(codes))
+
+
+def arrow_schema(ddl: str) -> Any:
+    """A Spark schema of flat columns (``"query_id string, score double, top array<long>"``: the types string, double,
+    long, int, tinyint and arrays of them) as the Arrow schema of the same columns, for the UDFs' record batches."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "double": pa.float64(), "long": pa.int64(), "int": pa.int32(), "tinyint": pa.int8()}
+    fields = [column.split(" ") for column in ddl.split(", ")]
+    return pa.schema([(n, pa.list_(types[t[6:-1]]) if t.startswith("array<") else types[t]) for n, t in fields])
 
 
 def is_spark_frame(obj: Any) -> bool:
@@ -48,13 +93,22 @@ def column_type_ok(spark_type: str, numeric: bool) -> bool:
 def source_format(source: Any) -> tuple[str, list[Path] | None]:
     """A spec source's format as the local readers decide it, and the files of a Parquet folder or glob (None for
     one file)."""
-    from ..paths import dataset_files
-    from ..readers import detect_format
+    from ...paths import dataset_files
+    from ...readers import detect_format
 
     files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
     if files is not None:
         return "parquet", files
     return detect_format(source.file, source.format, source.columns), None
+
+
+def source_files(source: Any) -> list[Path]:
+    """The files of a spec source in the order the local readers read them (a Parquet folder's or glob's files
+    sorted; else the one file)."""
+    from ...paths import dataset_files
+
+    files = dataset_files(source.file) if source.format in ("auto", "parquet") else None
+    return files or [Path(source.file)]
 
 
 # --------------------------------------------------------------------------- a file read by the local readers in a task
@@ -91,6 +145,11 @@ READ_COLUMNS = {
 _TASK_COLUMNS = (("_order", "long"), ("_error", "string"), ("_line", "long"), ("_file", "string"))
 
 
+def _schema(kind: str) -> str:
+    """The columns of :func:`local_reader_frame`'s task for a file of ``kind``, as a Spark schema."""
+    return ", ".join(f"{name} {type_}" for name, type_ in READ_COLUMNS[kind] + _TASK_COLUMNS)
+
+
 def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -> tuple[Any, int, bool]:
     """A file source of the spec read by the local engine's own reader (``read_run``, ``read_qrels``,
     ``read_query_set`` or ``read_weights`` for ``kind`` run, qrels, set or weights: the same lines, fields, numbers,
@@ -103,16 +162,12 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
 
     from pyspark.sql import functions as F
 
-    from ..paths import shown_path
+    from ...paths import shown_path
 
     shown = str(source.file)
     opened = os.path.abspath(shown)
-    columns = READ_COLUMNS[kind] + _TASK_COLUMNS
     task = spark.createDataFrame([(opened,)], "path string").repartition(1)
-    df = task.mapInArrow(
-        _file_rows(kind, source.format, tuple(source.columns), rank),
-        ", ".join(f"{name} {type_}" for name, type_ in columns),
-    )
+    df = task.mapInArrow(_file_rows(kind, source.format, tuple(source.columns), rank), _schema(kind))
     error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
     checked = df.agg(
         F.count("_order").alias("n"),
@@ -148,17 +203,15 @@ def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str],
     import numpy as np
     import pyarrow as pa
 
-    from ..readers import read_qrels, read_query_set, read_run, read_weights
+    from ...readers import read_qrels, read_query_set, read_run, read_weights
 
-    arrow = {"string": pa.string(), "double": pa.float64(), "long": pa.int64()}
-    schema = pa.schema([(name, arrow[type_]) for name, type_ in READ_COLUMNS[kind] + _TASK_COLUMNS])
+    schema = arrow_schema(_schema(kind))
     try:
         if kind in ("run", "qrels"):
             table = read_run(path, fmt, rank=rank, columns=columns) if kind == "run" else read_qrels(path, fmt, columns)
-            doc = table.doc.array
             values = [
-                pa.array(list(table.query.values), type=pa.string()).take(pa.array(table.query.codes)),
-                (doc.combine_chunks() if isinstance(doc, pa.ChunkedArray) else doc).cast(pa.string()),
+                id_strings(table.query),
+                plain(table.doc.array),
                 pa.array(table.value, type=pa.float64()),
             ]
             if kind == "run":
@@ -197,7 +250,7 @@ def read_run_file(spark: Any, source: Any) -> Any:
     """A source Spark reads itself, its columns as stored: Parquet (a file, folder or glob: the files the local
     readers read, in their order), a Delta table at its version, or JSONL (a model's candidates, whose columns the
     local readers do not keep). Paths are given to Spark literally (:func:`literal_path`)."""
-    from ..paths import shown_path, source_problem
+    from ...paths import shown_path, source_problem
 
     path = source.file
     fmt, files = source_format(source)
@@ -228,8 +281,8 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
     ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
     tables it cannot read that way) and read by ``spark.read.parquet``."""
-    from ..paths import shown_path, source_problem
-    from ..readers.delta import snapshot_files
+    from ...paths import shown_path, source_problem
+    from ...readers.delta import snapshot_files
 
     problem = source_problem(path, delta=True)
     if problem is not None:

@@ -1,0 +1,212 @@
+"""Back on the driver: one system's Spark job (:func:`system_rows`: its run read, pre-filtered and cut into query
+buckets), the buckets' rows checked as the local engine checks (:func:`check_buckets`, raising the error it would
+raise first, in its words) and assembled into the same :class:`~ndcg_mlflow.evaluation.SystemResult`
+(:func:`assemble`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import DataError, EvaluationError
+from ...evaluation import (
+    FileInfo,
+    SystemResult,
+    apply_error_rules,
+    display_depth,
+    none_returned,
+    note_unknown_queries,
+    system_means,
+)
+from ...join import index_in
+from ...kernel import QueryResult
+from ...queries import TopLists, overflow_message, unjudged_message
+from ...readers.accept import Rows, empty_id, listed_twice, not_finite, not_integer, null_value
+from ...readers.hashing import check_unchanged
+from ...spec import Metric, Spec
+from . import companions as comps
+from .buckets import ERROR_ORDER, bucket_results
+from .judgments import Judged
+from .prefilter import duplicates, shuffled
+from .runs import computable, run_frame
+
+ROWS_PER_BUCKET = 1_000_000
+"""Run rows per bucket when the bucket count is chosen from the run's size."""
+
+
+def system_rows(
+    spark: Any,
+    spec: Spec,
+    judged: Judged,
+    name: str,
+    source: Any,
+    buckets: int | None,
+    progress,
+    alternatives: Sequence[tuple[str, str, Metric]] = (),
+) -> tuple[Any, Any, str, FileInfo, int, list]:
+    """One system's bucket rows (:data:`.buckets.RESULT_SCHEMA`) as a DataFrame, not yet computed; its run
+    DataFrame, label, file information, bucket count and which of ``alternatives`` (sensitivity's, without the
+    declared metric) the rows hold (:func:`.runs.computable`)."""
+    if progress:
+        progress(f"reading system '{name}' on Spark")
+    run_df, label, info, has_rank = run_frame(spark, spec, name, source, judged.shared)
+    n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
+    if progress:
+        progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
+    alts = computable(alternatives, has_rank)
+    metrics = [m for _, _, m in alts]
+    rows = shuffled(run_df, judged.judged_df, spec.metric, judged.depth, has_rank, metrics)
+    rows = comps.with_groups(rows, judged.companions)
+    plan = judged.companions.plan if judged.companions is not None else None
+    out = bucket_results(rows, judged.judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)
+    return out, run_df, label, info, n_buckets, alts
+
+
+def unchecked_duplicates(
+    spark: Any, judged: Judged, run_df: Any, rows: Any
+) -> tuple[list[dict[str, Any]], bool] | None:
+    """With the pre-filter, the duplicate check of the rows the buckets did not see (:func:`.prefilter.duplicates`),
+    unless a bucket found a problem that the local engine reports before duplicates; else None."""
+    import pyarrow.compute as pc
+
+    codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
+    if judged.depth is None or any(ERROR_ORDER.index(c) < ERROR_ORDER.index("duplicate") for c in codes):
+        return None
+    return duplicates(spark, run_df, rows)
+
+
+def rows_seen(rows: Any) -> int:
+    """The run rows the buckets received (after the pre-filter, when it applies)."""
+    import pyarrow.compute as pc
+
+    meta = rows.filter(pc.equal(rows.column("kind"), "meta"))
+    return int(pc.sum(meta.column("n_returned")).as_py() or 0)
+
+
+def _message(
+    code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric, label: str
+) -> str:
+    """A bucket error's message: the local engine's words (:mod:`~ndcg_mlflow.readers.accept`), where a row's line
+    would be the count of rows and the smallest (query, document) among them."""
+    rows = Rows(count, query, doc)
+    if code.startswith(("null:", "empty:")):
+        problem, column = code.split(":")
+        return null_value(column, rows) if problem == "null" else empty_id(column, rows)
+    if code == "nonfinite:score":
+        return not_finite("score", float("nan") if value is None else value, rows)
+    if code == "rank":
+        x = float("nan") if value is None else value
+        return not_integer("rank", x, rows) if math.isfinite(x) else not_finite("rank", x, rows)
+    if code == "duplicate":
+        return listed_twice(doc, query, f"{count} repeated rows in all")
+    if code == "unjudged":
+        return unjudged_message(label, query, doc, count)
+    return overflow_message(query, metric)
+
+
+def check_buckets(
+    name: str, label: str, metric: Metric, table: Any, duplicates: tuple[list[dict[str, Any]], bool] | None = None
+) -> list[dict[str, Any]]:
+    """Raise the error the local engine would raise first, from the buckets' ``error`` rows (``duplicates``: the
+    duplicate check of the rows the buckets did not check, :func:`.prefilter.duplicates`); the ``meta`` rows."""
+    import pyarrow.compute as pc
+
+    errors = table.filter(pc.equal(table.column("kind"), "error")).to_pylist()
+    if duplicates is not None:
+        found, every = duplicates
+        errors = [e for e in errors if not every or e["code"] != "duplicate"] + found
+    if errors:
+        errors.sort(key=lambda e: (ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
+        e = errors[0]
+        count = sum(x["count"] for x in errors if x["code"] == e["code"])
+        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric, label)
+        if e["code"] in ("unjudged", "overflow"):
+            raise (
+                EvaluationError(message)
+                if e["code"] == "unjudged"
+                else DataError("qrels", f"system '{name}': {message}")
+            )
+        raise DataError(label, message)
+    return table.filter(pc.equal(table.column("kind"), "meta")).to_pylist()
+
+
+def assemble(
+    name: str,
+    label: str,
+    metric: Metric,
+    table: Any,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    notes: list[str],
+    duplicates: tuple[list[dict[str, Any]], bool] | None = None,
+    alternatives: Sequence[tuple[str, str]] = (),
+) -> tuple[SystemResult, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]]:
+    """One system's :class:`SystemResult` from the buckets' rows, checked as the local engine checks;
+    ``duplicates``: the duplicate check over every row, when the buckets saw only the pre-filtered rows. With
+    ``alternatives`` (the (rule, label) of each alternative the buckets computed, in their order), also each
+    one's per-query nDCG in the evaluated-query order, and those that overflowed a float in some bucket."""
+    import pyarrow.compute as pc
+
+    meta = check_buckets(name, label, metric, table, duplicates)
+    rows = table.filter(pc.equal(table.column("kind"), "query"))
+    nq, nc = len(query_ids), len(metric.cutoffs)
+    got = rows.column("query_id").to_pylist()
+    at = index_in(np.asarray(got, dtype=object), query_ids)
+    if len(got) != nq or (at < 0).any() or np.unique(at).size != nq:
+        raise EvaluationError(
+            f"internal error: the Spark buckets gave {len(got)} query rows for {nq} evaluated "
+            f"queries of system '{name}'."
+        )
+
+    def flat(col: str, dtype: Any) -> np.ndarray:
+        return np.asarray(pc.list_flatten(rows.column(col)).to_numpy(zero_copy_only=False), dtype=dtype)
+
+    def matrix(col: str, dtype: Any) -> np.ndarray:
+        out = np.empty((nq, nc), dtype=dtype)
+        out[at] = flat(col, dtype).reshape(len(got), nc)
+        return out
+
+    n_returned = np.empty(nq, dtype=np.int64)
+    n_returned[at] = rows.column("n_returned").to_numpy(zero_copy_only=False)
+    qr = QueryResult(
+        dcg=matrix("dcg", np.float64),
+        idcg=matrix("idcg", np.float64),
+        idcg_candidates=matrix("idcg_candidates", np.float64),
+        ndcg=matrix("ndcg", np.float64),
+        judged_coverage=matrix("judged_coverage", np.float64),
+        status=matrix("status", np.int8),
+        n_returned=n_returned,
+    )
+    run_queries = int(sum(m["value"] for m in meta))
+    unknown = int(sum(m["count"] for m in meta))
+    if not n_returned.any():
+        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
+    note_unknown_queries(notes, name, unknown)
+    apply_error_rules(name, Path(label), metric, qr, query_ids)
+    lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
+    q_all = np.repeat(at, lengths)
+    pos_all = flat("top_pos", np.int64)
+    order = np.lexsort((pos_all, q_all))
+    docs = pc.list_flatten(rows.column("top_doc")).take(order).to_pylist()
+    top = TopLists(display_depth(metric), q_all[order], pos_all[order], docs, flat("top_grade", np.float64)[order])
+    by_alt: dict[tuple[str, str], np.ndarray] = {}
+    overflowed: set[tuple[str, str]] = set()
+    if alternatives:
+        na = len(alternatives)
+        values = np.empty((nq, na, nc), dtype=np.float64)
+        values[at] = flat("alt_ndcg", np.float64).reshape(len(got), na, nc)
+        by_alt = {key: values[:, i, :] for i, key in enumerate(alternatives)}  # views: no copy
+        overflowed = {alternatives[i] for m in meta for i in (m["alt_overflow"] or [])}
+    return SystemResult(name, qr, system_means(metric, qr, weights), top), (by_alt, overflowed)
+
+
+def files_unchanged(files: list[FileInfo]) -> None:
+    """Spark reads a file when a job needs its rows, as often as the jobs do: once they are done, each file must
+    still be the one its sha256 was taken of (a file replaced meanwhile is refused, naming it)."""
+    for f in files:
+        if f.path:
+            check_unchanged(f.path, f.sha256)

@@ -1,0 +1,110 @@
+"""An evaluation whose per-query rows come back to the driver (:func:`evaluate`): one row per evaluated query and
+system, assembled into the local engine's :class:`~ndcg_mlflow.evaluation.EvaluationResult`, whose statistics
+are then the local engine's. Beyond :data:`MAX_DRIVER_QUERIES` evaluated queries it continues on the grouped
+path (:mod:`.grouped`) when given a folder for the per-query table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import EvaluationError
+from ...evaluation import EvaluationResult, SystemResult, finish, resolve_spec, statistics
+from ...sensitivity import alternatives as sensitivity_alternatives
+from ...sensitivity import collect_alternatives
+from ...spec import Spec
+from .. import Spark
+from ..grouped import GROUPS
+from . import companions as comps
+from .assemble import assemble, files_unchanged, rows_seen, system_rows, unchecked_duplicates
+from .grouped import check_grouped, grouped_result, grouped_target
+from .judgments import judged_in_spark, judged_on_driver, judgments_beyond
+from .session import active_session
+
+MAX_DRIVER_QUERIES = 5_000_000
+"""Evaluated queries whose per-query rows come back to the driver at most; beyond, the grouped path."""
+
+
+def evaluate(
+    engine: Spark,
+    spec: str | Path | Mapping[str, Any] | Spec,
+    *,
+    qrels: Any = None,
+    systems: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+    progress=None,
+) -> EvaluationResult:
+    """Evaluate a spec on Spark with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`: its
+    session, classic or Spark Connect, by default the active one).
+
+    ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
+    takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
+    globs, TREC, CSV and TSV). Beyond the engine's ``driver_queries`` evaluated queries (default
+    :data:`MAX_DRIVER_QUERIES`), with its ``per_query_path`` (a new folder), the evaluation continues on the
+    grouped path (:func:`.grouped.evaluate_grouped`) and returns its result (whose ``per_query_path`` says where
+    the per-query rows are), after :func:`.grouped.check_grouped` found nothing the grouped statistics cannot
+    give; without ``per_query_path`` an error points to the grouped path. With ``per_query_path``, beyond
+    ``driver_judgments`` judgments (default :data:`.judgments.DRIVER_JUDGMENTS`) they are read and checked in
+    Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses them from
+    Spark (within it, the judgments are read on the driver as always, up to :data:`.judgments.MAX_JUDGMENTS`).
+    """
+    spark = active_session(engine.session)
+    spec = resolve_spec(spec, qrels, systems, base_dir)
+    limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
+    judged, where = None, " (counted in Spark, where the judgments are)"
+    if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
+        judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
+        if judged.n_queries <= limit:  # the per-query rows come to the driver, the judgments too
+            judged.release()
+            judged = None
+    if judged is None:
+        judged, where = judged_on_driver(spark, spec, qrels, columns, engine.prefilter), ""
+    if judged.n_queries > limit and engine.per_query_path is not None:
+        check_grouped(spec)  # before any Spark job
+        if progress:
+            progress(
+                f"{judged.n_queries:,} evaluated queries{where}, more than the {limit:,} whose per-query rows come "
+                f"back to the driver: per-query table to {engine.per_query_path}, statistics from "
+                f"{GROUPS if engine.groups is None else engine.groups} groups"
+            )
+        # the judgments already read and prepared go on to the grouped path (read once)
+        return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
+    if judged.n_queries > limit:
+        raise EvaluationError(
+            f"{judged.n_queries:,} evaluated queries, more than the {limit:,} whose per-query rows "
+            f"come back to the driver (engines.spark.MAX_DRIVER_QUERIES, or driver_queries=): "
+            f"evaluate with ndcg_mlflow.engines.spark.evaluate_grouped, which writes the "
+            f"per-query table to Parquet and computes the statistics from per-group sums."
+        )
+    metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
+    query_ids, weights, companions = judged.query_ids, judged.weights, judged.companions
+    assert query_ids is not None and weights is not None and qrels_table is not None
+    engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": "driver", "systems": {}}
+    systems_out: dict[str, SystemResult] = {}
+    notes: list[str] = []
+    sources = dict(systems) if systems is not None else dict(spec.systems)
+    alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the engine's own
+    alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
+    for name, source in sources.items():
+        out_df, run_df, label, info, n_buckets, computed = system_rows(
+            spark, spec, judged, name, source, engine.buckets, progress, alts
+        )
+        files.append(info)
+        with comps.kept(out_df, companions) as (out_df, rows_df):
+            rows = rows_df.toArrow()
+            duplicates = unchecked_duplicates(spark, judged, run_df, rows)
+            systems_out[name], alt_out[name] = assemble(
+                name, label, metric, rows, query_ids, weights, notes, duplicates, [(r, a) for r, a, _ in computed]
+            )
+            if companions is not None:
+                comps.measure(companions, systems_out[name], rows, out_df, spec, query_ids, weights)
+        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": rows_seen(rows), "buckets": n_buckets}
+    by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    files_unchanged(files)
+    result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
+    result.engine_info = engine_info
+    return statistics(result, progress, by_alternative)
