@@ -10,7 +10,6 @@ statistics -> sensitivity.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,9 +24,9 @@ from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # n
 from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
 from .paths import shown_path
 from .queries import QueryRows, overflow_message, score_queries
-from .readers import Table, read_qrels, read_query_set, read_run, read_weights, sha256_file
+from .query_inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
+from .readers import Table, read_qrels, read_run, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
-from .readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from .readers.table import yield_cpu
 from .result import (  # noqa: F401 (re-exported)
     EvaluationResult,
@@ -309,6 +308,7 @@ def _pipeline(
     catalog = judged.catalog
 
     companions = read_companions(spec, files)
+    segments = query_segments(spec, query_ids, files)
     alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the systems'
     computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     systems: dict[str, SystemResult] = {}
@@ -341,7 +341,7 @@ def _pipeline(
             prepared[name] = prep
         del run, prep, rows  # one run in memory at a time: the next one is read without this one's rows
     by_alternative = collect_alternatives(alts, systems, computed, notes) if spec.sensitivity else None
-    result = finish(spec, query_ids, weights, systems, files, notes, qrels)
+    result = finish(spec, query_ids, weights, systems, files, notes, qrels, segments=segments)
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog
@@ -427,11 +427,13 @@ def finish(
     notes: list[str],
     qrels: Table,
     engine: str = "local",
+    segments: np.ndarray | None = None,
 ) -> EvaluationResult:
-    """The result of every system's per-query numbers (before the statistics), whatever engine computed them."""
+    """The result of every system's per-query numbers (before the statistics), whatever engine computed them;
+    ``segments``: the evaluated queries' segments (:func:`~ndcg_mlflow.query_inputs.query_segments`)."""
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
-    result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine)
+    result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine, segments=segments)
     result.grades = sorted(set(qrels.value.tolist()))
     return result
 
@@ -488,51 +490,6 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
-
-
-def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:
-    """The evaluated query ids in plain string order, as an object array (never a fixed-width ``<U`` copy,
-    whose size would be the longest id times the number of queries)."""
-    judged_values = qrels.query.values[
-        np.flatnonzero(np.bincount(qrels.query.codes, minlength=len(qrels.query.values)))
-    ]
-    judged = sorted(str(q) for q in judged_values)
-    if spec.queries.set is None:
-        return _object_array(judged)
-    src = spec.queries.set
-    ids, sha = read_with_digest(src.file, None, lambda: read_query_set(src.file))
-    files.append(FileInfo("queries.set", str(src.path), src.declared, sha, len(ids)))
-    unknown = sorted(set(ids) - set(judged))
-    if unknown:
-        raise DataError(src.file, unjudged_set_message(len(unknown), unknown[:5], spec.qrels.declared))
-    return _object_array(sorted(ids))
-
-
-def _object_array(items: list[str]) -> np.ndarray:
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out
-
-
-def query_weights(spec: Spec, query_ids: np.ndarray, files: list[FileInfo]) -> np.ndarray:
-    """The evaluated queries' weights as given (the per-query table shows them); computations use
-    :attr:`EvaluationResult.relative_weights`, the weights over the largest one."""
-    if spec.queries.weights is None:
-        return np.ones(len(query_ids))
-    src = spec.queries.weights
-    table, sha = read_with_digest(src.file, None, lambda: read_weights(src.file))
-    files.append(FileInfo("queries.weights", str(src.path), src.declared, sha, len(table)))
-    missing = [q for q in query_ids if q not in table]
-    if missing:
-        raise DataError(src.file, unweighted_message(len(missing), missing[:5]))
-    weights = np.array([table[q] for q in query_ids], dtype=np.float64)
-    try:
-        total = math.fsum(weights)
-    except OverflowError:
-        total = math.inf
-    if not math.isfinite(total):
-        raise DataError(src.file, weight_sum_message(weights.size))
-    return weights
 
 
 def display_depth(metric: Metric) -> int:

@@ -28,7 +28,7 @@ from .spec import Spec, outside_paths
 from .uris import redact, safe_uri
 from .version import __version__
 
-PER_QUERY_COLUMNS = (
+PER_QUERY_COLUMNS = (  # (then segment after weight, with queries.segments; duplicate_rate last, with duplicates)
     "system",
     "query_id",
     "cutoff",
@@ -45,7 +45,7 @@ PER_QUERY_COLUMNS = (
 
 @dataclass
 class FileInfo:
-    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights"
+    role: str  # "qrels", "system:<name>", "queries.set", "queries.weights", "queries.segments", "companions.*"
     path: str
     declared: str
     sha256: str
@@ -106,6 +106,7 @@ class EvaluationResult:
     systems: dict[str, SystemResult]
     files: list[FileInfo]
     notes: list[str] = field(default_factory=list)
+    segments: np.ndarray | None = None  # each query's segment label (str), aligned with query_ids; queries.segments
     analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
     sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
     prepared: dict = field(default_factory=dict)  # system -> PreparedRun, with keep_data
@@ -139,7 +140,8 @@ class EvaluationResult:
 
     @property
     def per_query(self):
-        """The per-query table (the columns of ``per_query.csv``): one row per system, query and cutoff."""
+        """The per-query table (the columns of ``per_query.csv``): one row per system, query and cutoff; with
+        ``queries.segments``, a ``segment`` column after ``weight``."""
         self._check_per_query_here()
         if self._per_query is None:
             self._per_query = self._build_per_query()
@@ -311,6 +313,7 @@ class EvaluationResult:
                         "judged_coverage": r.judged_coverage.ravel(),
                         "n_returned": np.repeat(r.n_returned, nc),
                         "weight": np.repeat(self.weights, nc),
+                        **({} if self.segments is None else {"segment": np.repeat(self.segments, nc)}),
                         "status": np.asarray(STATUS_NAMES, dtype=object)[r.status.ravel()],
                     }
                 )

@@ -591,7 +591,7 @@ def test_csv_fields_padded_with_spaces_are_stripped(tmp_path):
 # --------------------------------------------------------------------------- line ends, separators, nulls, headers
 
 from ndcg_mlflow.readers import columns as readers_columns  # noqa: E402
-from ndcg_mlflow.readers import read_query_set, read_weights  # noqa: E402
+from ndcg_mlflow.readers import read_query_set, read_segments, read_weights  # noqa: E402
 
 
 def force_line_reader(monkeypatch):
@@ -607,6 +607,7 @@ def small_file_readers():
         "weights": (read_weights, "q1 1\nq2 2\nq3 3\n"),
         "groups": (read_duplicate_groups, "d1 g1\nd2 g1\nd3 g2\n"),
         "catalog": (read_catalog, "d1\nd2\nd3\n"),
+        "segments": (read_segments, "q1 a\nq2 a\nq3 b\n"),
     }
 
 
@@ -641,7 +642,7 @@ def test_cr_only_line_ends_are_refused_in_every_format(tmp_path, monkeypatch, fa
     expect_data_error(reader, stray, 3, contains="carriage return")
 
 
-@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog"])
+@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog", "segments"])
 def test_cr_only_line_ends_are_refused_in_small_files(tmp_path, which):
     reader, text = small_file_readers()[which]
     path = write(tmp_path, f"{which}.txt", text, newline="\r")
@@ -844,7 +845,7 @@ def test_a_needed_column_named_twice_is_refused(tmp_path, fmt):
         read_run(path)
 
 
-@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog"])
+@pytest.mark.parametrize("which", ["set", "weights", "groups", "catalog", "segments"])
 def test_small_files_refuse_a_needed_column_named_twice(tmp_path, which):
     reader, _ = small_file_readers()[which]
     header = {
@@ -852,6 +853,7 @@ def test_small_files_refuse_a_needed_column_named_twice(tmp_path, which):
         "weights": "query_id,weight,weight",
         "groups": "doc_id,group,group",
         "catalog": "doc_id,doc_id",
+        "segments": "query_id,segment,segment",
     }[which]
     path = write(tmp_path, f"{which}.csv", header + "\n" + ",".join(["a"] * (header.count(",") + 1)) + "\n")
     expect_data_error(reader, path, 1, contains="appears 2 times")
@@ -1244,23 +1246,28 @@ def test_a_run_replaced_between_its_hash_and_its_read_is_refused(tmp_path, monke
         evaluate(spec, base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("what", ["queries.weights", "queries.set"])
+@pytest.mark.parametrize("what", ["queries.weights", "queries.set", "queries.segments"])
 def test_a_small_file_replaced_while_it_is_read_and_hashed_is_refused(tmp_path, monkeypatch, what):
-    """The weights and query set are hashed after their read: a file renamed over in between is refused."""
+    """The weights, query set and segments are hashed after their read: a file renamed over in between is
+    refused."""
     from ndcg_mlflow import evaluate
-    from ndcg_mlflow import evaluation as ev
+    from ndcg_mlflow import query_inputs as ev
 
     spec = _race_spec(tmp_path)
-    name = "w.tsv" if what == "queries.weights" else "set.txt"
-    (tmp_path / name).write_text("q1 1\nq2 3\n" if what == "queries.weights" else "q1\nq2\n")
-    spec["queries"]["weights" if what == "queries.weights" else "set"] = name
+    key = what.split(".")[1]
+    name, text, reader, other = {
+        "weights": ("w.tsv", "q1 1\nq2 3\n", "read_weights", "q1 5\nq2 1\n"),
+        "set": ("set.txt", "q1\nq2\n", "read_query_set", "q1\n"),
+        "segments": ("seg.tsv", "q1 a\nq2 b\n", "read_segments", "q1 b\nq2 a\n"),
+    }[key]
+    (tmp_path / name).write_text(text)
+    spec["queries"][key] = name
     assert len(evaluate(spec, base_dir=tmp_path).query_ids) == 2  # (read as it is)
-    reader = "read_weights" if what == "queries.weights" else "read_query_set"
     real = getattr(ev, reader)
 
     def replacing(p, *args, **kwargs):
         out = real(p, *args, **kwargs)
-        _replace(Path(p), "q1 5\nq2 1\n" if what == "queries.weights" else "q1\n")
+        _replace(Path(p), other)
         return out
 
     monkeypatch.setattr(ev, reader, replacing)

@@ -1,4 +1,4 @@
-"""Readers for judgments (qrels), rankings (runs), query sets and weights.
+"""Readers for judgments (qrels), rankings (runs), query sets, weights and segments.
 
 Formats:
 
@@ -33,7 +33,7 @@ The package: :mod:`.accept` (what a line, a field, a number, an id and a header 
 words: one definition that the C reader, the Arrow paths, the line reader, tables and the Spark engine apply),
 :mod:`.text` (opening files, their lines, the scan that chooses a reader), :mod:`.table` (the table type),
 :mod:`.trec`, :mod:`.columns` (CSV/TSV, JSONL, Parquet and the entry points), :mod:`.frames` (tables in memory),
-:mod:`.small` (query sets and weights) and :mod:`.hashing` (string hashes, duplicate pairs, digests).
+:mod:`.small` (query sets, weights and segments) and :mod:`.hashing` (string hashes, duplicate pairs, digests).
 ``NDCG_MLFLOW_LINE_READER=1`` reads every text file line by line (no C reader, no Arrow fast path).
 """
 
@@ -41,7 +41,7 @@ from ..errors import preview
 from .columns import detect_format, read_qrels, read_run
 from .frames import table_from_object
 from .hashing import duplicate_pairs, sha256_file, string_hashes, table_digest
-from .small import read_query_set, read_weights
+from .small import read_query_set, read_segments, read_weights
 from .table import Ids, Strings, Table
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "table_digest",
     "read_query_set",
     "read_weights",
+    "read_segments",
     "sha256_file",
     "detect_format",
     "string_hashes",

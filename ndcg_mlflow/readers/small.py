@@ -1,4 +1,4 @@
-"""Small files: query sets and weights, and the row reader they share with the companion files."""
+"""Small files: query sets, weights and segments, and the row reader they share with the companion files."""
 
 from __future__ import annotations
 
@@ -13,14 +13,18 @@ from .accept import (
     Refused,
     clip,
     column_twice,
+    column_type,
     csv_fields,
     empty_id,
     is_blank,
+    json_id,
+    json_object,
     named_fields,
+    null_value,
     parse_number,
     split_fields,
 )
-from .text import check_file, text_lines
+from .text import COMPRESSION, check_file, open_file, text_lines
 
 
 def read_query_set(path: str | Path) -> list[str]:
@@ -111,18 +115,143 @@ def read_weights(path: str | Path) -> dict[str, float]:
     return out
 
 
+# --------------------------------------------------------------------------- segments
+
+SEGMENT_FIELDS = ("query_id", "segment")  # a segments file's columns, as the tool names them
+
+
+def unsegmented_message(n: int, first: Iterable[object]) -> str:
+    """The words of evaluated queries the segments file does not list (``first``: some of them, ``n`` in all)."""
+    return (
+        f"{n} evaluated queries have no segment: {preview(first, total=n)}. Every evaluated query belongs to "
+        f"exactly one segment: add them to the segments file."
+    )
+
+
+def segment_twice_message(query: str, first: str, again: str) -> str:
+    """The words of a query listed twice in a segments file (``first``, ``again``: where, ``line 3``/``row 3``),
+    whether in one segment or two."""
+    return (
+        f"query {query!r} is listed twice ({first} and {again}); every query belongs to exactly one segment, "
+        f"listed once."
+    )
+
+
+def read_segments(path: str | Path, format: str = "auto", columns: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """Query segments: query id -> segment label, in the file's order.
+
+    TSV or whitespace-separated text ``query_id segment`` one a line (a header line naming ``query_id`` allowed;
+    a label holding spaces needs a TSV header or CSV), CSV with a header, JSONL objects, or a Parquet file, with the
+    columns ``query_id`` and ``segment`` (``columns`` maps these names to the file's). ``format``: ``auto`` (from
+    the file's name: ``.parquet``, ``.jsonl``/``.ndjson``, ``.csv``; anything else is text), ``csv``, ``tsv``,
+    ``jsonl`` or ``parquet``; text may be compressed (``.gz``, ``.zst``). A label is a non-empty string (an
+    integer is read as its decimal text) without surrounding ASCII spaces and tabs. A query listed twice, even in
+    the same segment, is refused naming both lines (rows, in Parquet)."""
+    path = Path(path)
+    names = tuple(dict(columns).get(c, c) for c in SEGMENT_FIELDS)
+    fmt = _segments_format(path, format)
+    if fmt == "parquet":
+        rows: Iterable[tuple[int, str, str]] = _parquet_segments(path, names)
+    elif fmt == "jsonl":
+        rows = _jsonl_segments(path, names)
+    else:
+        text_names = tuple(n.lower() for n in names)  # (small_rows compares a header's names in lower case)
+        rows = ((line, q, g) for line, (q, g) in small_rows(path, text_names, fmt))
+    unit = "row" if fmt == "parquet" else "line"
+    out: dict[str, str] = {}
+    where: dict[str, int] = {}
+    for at, qid, raw in rows:
+        label = raw.strip(" \t")
+        if not label:
+            raise _at(path, unit, at, empty_id("segment"))
+        if qid in out:
+            raise _at(path, unit, at, segment_twice_message(qid, f"{unit} {where[qid]}", f"{unit} {at}"))
+        out[qid] = label
+        where[qid] = at
+    if not out:
+        raise DataError(path, "the segments file is empty.")
+    return out
+
+
+def _at(path: Path, unit: str, at: int, message: str) -> DataError:
+    """A refusal at a line of a text file, or a row of a Parquet file (named in the message, as the readers do)."""
+    return DataError(path, message, at) if unit == "line" else DataError(path, f"row {at}: {message}")
+
+
+def _segments_format(path: Path, declared: str) -> str:
+    if declared != "auto":
+        return declared
+    suffix = path.suffix.lower()
+    if suffix in COMPRESSION:
+        suffix = Path(path.stem).suffix.lower()
+    return {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}.get(suffix, "auto")
+
+
+def _jsonl_segments(path: Path, names: tuple[str, ...]) -> Iterator[tuple[int, str, str]]:
+    check_file(path)
+    for lineno, text in text_lines(path):
+        if is_blank(text):
+            continue
+        try:
+            obj = json_object(text)
+            for tool, name in zip(SEGMENT_FIELDS, names):
+                if name not in obj:
+                    raise Refused(f"missing field {name!r}" + (f" (the {tool})." if name != tool else "."))
+            qid, label = (json_id(tool, obj[name]) for tool, name in zip(SEGMENT_FIELDS, names))
+        except Refused as exc:
+            raise exc.at(path, lineno) from None
+        yield lineno, qid, label
+
+
+def _parquet_segments(path: Path, names: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """A Parquet file's (row, query id, label): two columns of strings (or integers, read as their decimal text),
+    no null."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    check_file(path)
+    try:
+        with open_file(path) as fh:
+            parquet = pq.ParquetFile(fh)
+            present = parquet.schema_arrow.names
+            for tool, name in zip(SEGMENT_FIELDS, names):
+                if present.count(name) != 1:
+                    problem = column_twice(name, present.count(name)) if name in present else f"missing column {name!r}"
+                    raise DataError(path, f"{problem} (the {tool}); the file has {', '.join(map(repr, present))}.")
+            table = parquet.read(columns=list(names))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(path, f"not a readable Parquet file: {clip(str(exc), 300)}") from None
+    values = []
+    for tool, name in zip(SEGMENT_FIELDS, names):
+        column = table.column(name)
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)):
+            raise DataError(path, column_type(name, column.type, numeric=False))
+        if column.null_count:
+            first = column.is_null().to_pylist().index(True)
+            raise DataError(path, f"row {first + 1}: {null_value(tool)}")
+        values.append([str(v) for v in column.to_pylist()])
+    for i, qid in enumerate(values[0]):
+        if not qid:
+            raise DataError(path, f"row {i + 1}: {empty_id('query_id')}")
+    return [(i + 1, q, g) for i, (q, g) in enumerate(zip(*values))]
+
+
 # --------------------------------------------------------------------------- small files
 
 
-def small_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs): fields separated
-    by runs of ASCII spaces and tabs, or CSV/TSV whose header names ``columns`` (a header is recognized by
-    ``columns[0]``). Line ends, blank lines, quoting and field trimming are those of the data readers."""
+def small_rows(path: Path, columns: tuple[str, ...], fmt: str = "auto") -> Iterator[tuple[int, list[str]]]:
+    """Rows of a small file of a few columns (query sets, weights, duplicate groups, catalogs, segments): fields
+    separated by runs of ASCII spaces and tabs, or CSV/TSV whose header names ``columns`` (a header is recognized by
+    ``columns[0]``). Line ends, blank lines, quoting and field trimming are those of the data readers. ``fmt``
+    ``csv`` or ``tsv`` reads every line as CSV or TSV whatever the file's name (``auto``: see :func:`_delimiter`)."""
     path = Path(path)
     check_file(path)
     csv.field_size_limit(sys.maxsize)
     lines = list(text_lines(path))
-    delim = _delimiter(path, next((t for _, t in lines if not is_blank(t)), ""), columns[0])
+    delim = {"csv": ",", "tsv": "\t"}.get(fmt) or _delimiter(
+        path, next((t for _, t in lines if not is_blank(t)), ""), columns[0]
+    )
 
     header: list[str] | None = None
     idx: list[int] | None = None

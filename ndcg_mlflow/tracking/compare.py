@@ -184,7 +184,10 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
             f"run {run_id} has no per-query table artifact {stem}.per_query.csv ({type(exc).__name__})."
         ) from None
     per_query = pd.read_csv(
-        pq_path, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""]
+        pq_path,
+        dtype={"query_id": str, "system": str, "cutoff": str, "segment": str},
+        keep_default_na=False,
+        na_values=[""],
     )
     top = None
     try:
@@ -205,6 +208,25 @@ def definition_differences(a, b) -> list[str]:
     if qa != qb:
         out.append(f"judgments (qrels sha256): {qa} vs {qb}")
     return out
+
+
+def segments_difference(a: tuple[str, Any], b: tuple[str, Any]) -> str | None:
+    """Why two system runs (``(run id, mlflow Run)``) cannot be compared segment by segment: their evaluations
+    declared different segments files (tag ``ndcg_mlflow.data.queries.segments.sha256``), or one declared
+    ``queries.segments`` and the other none; None when both declared the same file, or neither."""
+    key = f"{TAG_PREFIX}.data.queries.segments.sha256"
+    if a[1].data.tags.get(key) == b[1].data.tags.get(key):
+        return None
+    said = [
+        f"run {run_id} has queries.segments {run.data.params.get('queries.segments', '?')!r} (sha256 {digest})"
+        if (digest := run.data.tags.get(key))
+        else f"run {run_id} declared no queries.segments"
+        for run_id, run in (a, b)
+    ]
+    return (
+        f"the two runs put their queries in different segments: {said[0]}, {said[1]}. Compare runs whose "
+        f"evaluations declared the same segments file, or neither"
+    )
 
 
 def qrels_digest(run) -> str | None:
@@ -312,6 +334,13 @@ def compare_runs(
             + "\n(--allow-spec-mismatch compares them anyway and says so "
             "in the report)"
         )
+    segments = segments_difference((run_a, a.run), (run_b, b.run))
+    if segments is not None:
+        if not allow_spec_mismatch:
+            raise CompareError(
+                f"{segments} (--allow-spec-mismatch compares them anyway, without segments, and says so in the report)."
+            )
+        differences.append(f"{segments}: compared without segments")
     name_a, name_b = system_label(client, a), system_label(client, b)
     if name_a == name_b:
         name_a, name_b = f"{name_a}-{run_a[:8]}", f"{name_b}-{run_b[:8]}"
@@ -356,8 +385,10 @@ def compare_runs(
         },
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
+    if segments is None:
+        _segment_settings(raw, a.run.data.params, b.run.data.params)
     spec = parse_spec(raw, base_dir=".")
-    result = result_from_tables(spec, [(name_a, a), (name_b, b)])
+    result = result_from_tables(spec, [(name_a, a), (name_b, b)], segments is None)
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
@@ -372,6 +403,21 @@ def compare_runs(
     return result, out_dir, new_run
 
 
+def _segment_settings(raw: dict[str, Any], *params: dict[str, str]) -> None:
+    """The comparison's spec ``raw`` with the logged runs' segments (the same file on both sides), and the settings
+    that go with them, put in place: ``queries.segments`` as declared; ``uncertainty.stratify`` and
+    ``comparison.risk_alpha`` of the first run whose evaluation had the section (as the other settings)."""
+    declared = next((p["queries.segments"] for p in params if "queries.segments" in p), None)
+    if declared is not None:
+        raw["queries"]["segments"] = declared
+    uncertainty = next((p for p in params if "uncertainty.method" in p), None)
+    if declared is not None and uncertainty is not None and uncertainty.get("uncertainty.stratify") == "segments":
+        raw["uncertainty"]["stratify"] = "segments"
+    comparison = next((p for p in params if "comparison.test" in p), None)
+    if comparison is not None and "comparison.risk_alpha" in comparison:
+        raw["comparison"]["risk_alpha"] = [float(a) for a in comparison["comparison.risk_alpha"].split(",")]
+
+
 def b_or(value: str | None, fallback: str) -> str:
     return value if value else fallback
 
@@ -383,8 +429,9 @@ def _experiment_name(client, run) -> str:
         return "ndcg-mlflow-comparisons"
 
 
-def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
-    """An EvaluationResult rebuilt from logged per-query tables (no data files are read)."""
+def result_from_tables(spec, systems: list[tuple[str, SystemRun]], segments: bool = True):
+    """An EvaluationResult rebuilt from logged per-query tables (no data files are read); with ``segments``, the
+    queries' segments from the tables' ``segment`` column, when they have it."""
     from ..evaluation import display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
     from ..queries import TopLists
@@ -395,6 +442,7 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     query_ids = np.asarray(ids, dtype=object)
     index = {q: i for i, q in enumerate(ids)}
     weights = np.full(len(ids), np.nan)
+    labels_of = np.full(len(ids), None, dtype=object)
     out = {}
     status_code = {name: i for i, name in enumerate(STATUS_NAMES)}
     for name, s in systems:
@@ -417,6 +465,12 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
         if np.any(known & ~np.isnan(weights) & (weights != w)):
             raise CompareError("the two runs weight their shared queries differently.")
         weights = np.where(np.isnan(weights), w, weights)
+        if segments and "segment" in pq.columns:
+            given = pq["segment"].to_numpy(dtype=object)
+            known = np.asarray([v is not None for v in labels_of[rows]])
+            if np.any(known & (labels_of[rows] != given)):
+                raise CompareError("the two runs put their shared queries in different segments.")
+            labels_of[rows] = given
         qr = QueryResult(
             dcg=arrays["dcg"],
             idcg=arrays["idcg"],
@@ -446,7 +500,12 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]]):
     systems_out = {
         name: SystemResult(name, qr, system_means(spec.metric, qr, weights), top) for name, (qr, top) in out.items()
     }
-    return EvaluationResult(spec, query_ids, weights, systems_out, [], [])
+    result = EvaluationResult(spec, query_ids, weights, systems_out, [], [])
+    if any(v is not None for v in labels_of):
+        if any(v is None for v in labels_of):
+            raise CompareError("one run's per-query table gives each query's segment, the other's does not.")
+        result.segments = labels_of
+    return result
 
 
 def pd_to_float(series) -> np.ndarray:

@@ -73,8 +73,10 @@ coverage from the documents the buckets show, counted in Spark; on both paths.
 
 Not on this engine (refused with an error): ``keep_data`` (it needs every joined row on the driver),
 ``ties: displayed_order`` for a Spark DataFrame or a Delta table without a rank column and for model systems (no
-rows' order to follow), and sensitivity beyond :data:`MAX_DRIVER_QUERIES` (the grouped path:
-:func:`check_grouped`).
+rows' order to follow), and, beyond :data:`MAX_DRIVER_QUERIES` (the grouped path: :func:`check_grouped`),
+sensitivity, query segments, a stratified bootstrap and the decision's guardrails (they need every query's value
+on the driver; within it, the segments are read on the driver by
+:func:`ndcg_mlflow.query_inputs.query_segments`, as locally).
 
 The entry point is :func:`evaluate_on` (:func:`ndcg_mlflow.evaluate` with a :class:`~ndcg_mlflow.engines.Spark`):
 model systems are scored first (:mod:`.models`), then :func:`.driver.evaluate` runs. The SparkSession is

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import EvaluationError
-from ...evaluation import EvaluationResult, SystemResult, finish, resolve_spec, statistics
+from ...evaluation import EvaluationResult, SystemResult, finish, query_segments, resolve_spec, statistics
 from ...sensitivity import alternatives as sensitivity_alternatives
 from ...sensitivity import collect_alternatives
 from ...spec import Spec
@@ -83,6 +83,7 @@ def evaluate(
     metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
     query_ids, weights, companions = judged.query_ids, judged.weights, judged.companions
     assert query_ids is not None and weights is not None and qrels_table is not None
+    segments = query_segments(spec, query_ids, files)  # (after the companion files, as the local engine reads them)
     engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": "driver", "systems": {}}
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
@@ -105,6 +106,6 @@ def evaluate(
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": rows_seen(rows), "buckets": n_buckets}
     by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     files_unchanged(files)
-    result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, engine="spark")
+    result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, "spark", segments)
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)

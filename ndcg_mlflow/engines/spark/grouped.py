@@ -17,7 +17,7 @@ from ...evaluation import EvaluationResult, none_returned, resolve_spec, stopped
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
 from ...result import summary_of
 from ...rules import stops
-from ...spec import Metric, Spec
+from ...spec import Guardrails, Metric, Spec
 from .. import Spark
 from ..grouped import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from . import companions as comps
@@ -64,6 +64,18 @@ def check_grouped(spec: Spec) -> None:
             f"is true, but {beyond} the sensitivity table is not computed: set it "
             f"to false, or evaluate within the driver limit.",
         )
+    d = spec.decision
+    for key, declared, what in (
+        ("uncertainty.stratify", u is not None and u.stratify, "no interval is stratified by segment"),
+        ("decision.guardrails", d is not None and d.guardrails != Guardrails(), "the guardrails are not checked"),
+        ("queries.segments", spec.queries.segments is not None, "no segment's means and comparisons are computed"),
+    ):
+        if declared:
+            raise SpecError(
+                key,
+                f"is declared, but {beyond} {what} (they need every query's value on the driver): remove it, or "
+                f"evaluate within the driver limit.",
+            )
 
 
 def evaluate_grouped(

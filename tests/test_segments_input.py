@@ -1,0 +1,408 @@
+"""Query segments as input: the segments file in every format, its refusals with file and line, the result's
+``segments`` aligned with its query ids on both engines, the per-query table's ``segment`` column, the grouped
+Spark path's refusal, and ``compare``'s refusal of runs whose segments differ.
+
+Every expected value is read from the files in the test itself (``csv``, ``json``), not by the reader under test."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import metric_spec, write_qrels, write_run
+
+import ndcg_mlflow
+from ndcg_mlflow.errors import DataError, SpecError
+from ndcg_mlflow.outputs import write_outputs
+from ndcg_mlflow.readers import read_segments
+from ndcg_mlflow.result import PER_QUERY_COLUMNS
+
+# --------------------------------------------------------------------------- the reader
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _parquet(path: Path, columns: dict) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+EXPECTED = {"q1": "head", "q2": "tail", "q10": "head"}
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("seg.tsv", "query_id\tsegment\nq1\thead\nq2\ttail\nq10\thead\n"),
+        ("seg.tsv", "q1\thead\nq2\ttail\n\nq10\thead\n"),  # no header; a blank line
+        ("seg.txt", "q1 head\n  q2\t\ttail  \nq10   head\r\n"),  # runs of spaces and tabs; CRLF
+        ("seg.txt", "query_id segment\nq1 head\nq2 tail\nq10 head\n"),
+        ("seg.csv", 'query_id,segment\nq1,head\n q2 , tail \nq10,"head"\n'),
+        ("seg.csv", "segment,query_id,extra\nhead,q1,x\ntail,q2,y\nhead,q10,z\n"),  # any order, other columns
+        (
+            "seg.jsonl",
+            '{"query_id": "q1", "segment": "head"}\n{"segment": "tail", "query_id": "q2"}\n'
+            '{"query_id": "q10", "segment": "head", "note": 1}\n',
+        ),
+    ],
+)
+def test_each_text_format_reads_the_same_segments(tmp_path, name, text):
+    got = read_segments(_write(tmp_path / name, text))
+    assert got == EXPECTED and list(got) == list(EXPECTED)  # the file's order
+
+
+def test_parquet_and_compressed_text(tmp_path):
+    path = _parquet(tmp_path / "seg.parquet", {"query_id": ["q1", "q2", "q10"], "segment": ["head", "tail", "head"]})
+    assert read_segments(path) == EXPECTED
+    # integer ids and labels are read as their decimal text, as ids are everywhere
+    path = _parquet(tmp_path / "ints.parquet", {"query_id": [3, 17], "segment": [1, 2]})
+    assert read_segments(path) == {"3": "1", "17": "2"}
+    gz = tmp_path / "seg.tsv.gz"
+    gz.write_bytes(gzip.compress(b"query_id\tsegment\nq1\thead\nq2\ttail\nq10\thead\n"))
+    assert read_segments(gz) == EXPECTED
+    gz = tmp_path / "seg.csv.gz"
+    gz.write_bytes(gzip.compress(b"query_id,segment\nq1,head\nq2,tail\nq10,head\n"))
+    assert read_segments(gz) == EXPECTED
+
+
+def test_a_label_may_hold_spaces_in_tsv_with_a_header_and_in_csv(tmp_path):
+    assert read_segments(_write(tmp_path / "s.tsv", "query_id\tsegment\nq1\tlong tail\n")) == {"q1": "long tail"}
+    assert read_segments(_write(tmp_path / "s.csv", 'query_id,segment\nq1,"a, b"\n')) == {"q1": "a, b"}
+    # declared as tsv: tabs split every line, with or without a header
+    assert read_segments(_write(tmp_path / "s.txt", "q1\tlong tail\n"), "tsv") == {"q1": "long tail"}
+
+
+def test_a_column_mapping_and_a_declared_format(tmp_path):
+    mapping = (("query_id", "QID"), ("segment", "market"))
+    path = _write(tmp_path / "s.txt", "QID,market,segment\nq1,de,x\nq2,fr,y\n")
+    assert read_segments(path, "csv", mapping) == {"q1": "de", "q2": "fr"}  # 'segment' is not the mapped column
+    path = _parquet(tmp_path / "m.parquet", {"QID": ["q1"], "market": ["de"]})
+    assert read_segments(path, "auto", mapping) == {"q1": "de"}
+    path = _write(tmp_path / "m.jsonl", '{"QID": "q1", "market": "de"}\n')
+    assert read_segments(path, "jsonl", mapping) == {"q1": "de"}
+
+
+@pytest.mark.parametrize(
+    "name, text, line, words",
+    [
+        ("s.tsv", "q1\thead\nq2\ttail\nq1\thead\n", 3, "query 'q1' is listed twice (line 1 and line 3)"),
+        ("s.tsv", "query_id\tsegment\nq1\thead\nq1\ttail\n", 3, "query 'q1' is listed twice (line 2 and line 3)"),
+        ("s.csv", "query_id,segment\nq1,a\nq2,b\nq2,b\n", 4, "query 'q2' is listed twice (line 3 and line 4)"),
+        ("s.jsonl", '{"query_id": "q1", "segment": "a"}\n{"query_id": "q1", "segment": "a"}\n', 2, "listed twice"),
+        ("s.tsv", "query_id\tsegment\nq1\thead\nq2\t\n", 3, "segment is empty"),
+        ("s.csv", "query_id,segment\nq1,head\nq2,  \n", 3, "segment is empty"),
+        ("s.jsonl", '{"query_id": "q1", "segment": "  "}\n', 1, "segment is empty"),
+        ("s.jsonl", '{"query_id": "q1", "segment": ""}\n', 1, "segment is empty"),
+        ("s.jsonl", '{"query_id": "q1", "segment": null}\n', 1, "segment is null"),
+        ("s.jsonl", '{"query_id": "q1", "segment": 1.5}\n', 1, "segment must be a string"),
+        ("s.jsonl", '{"query_id": "q1"}\n', 1, "missing field 'segment'"),
+        ("s.txt", "q1 head\nq2 long tail\n", 2, "expected 2 field(s) (query_id segment), found 3"),
+        ("s.txt", "q1 head\nq2\n", 2, "expected 2 field(s) (query_id segment), found 1"),
+        ("s.csv", "query_id,segment\nq1,head,x\n", 2, "expected 2 fields (query_id, segment), found 3"),
+        ("s.csv", "query_id,label\nq1,head\n", 1, "missing column(s) segment"),
+    ],
+)
+def test_refusals_name_the_file_and_line(tmp_path, name, text, line, words):
+    path = _write(tmp_path / name, text)
+    with pytest.raises(DataError) as err:
+        read_segments(path)
+    assert err.value.file == str(path) and err.value.line == line, str(err.value)
+    assert words in err.value.message, str(err.value)
+
+
+@pytest.mark.parametrize(
+    "columns, words",
+    [
+        (
+            {"query_id": ["q1", "q2", "q1"], "segment": ["a", "b", "a"]},
+            "row 3: query 'q1' is listed twice (row 1 and row 3)",
+        ),
+        ({"query_id": ["q1", "q2"], "segment": ["a", None]}, "row 2: segment is null"),
+        ({"query_id": ["q1", None], "segment": ["a", "b"]}, "row 2: query_id is null"),
+        ({"query_id": ["q1", "q2"], "segment": ["a", " "]}, "row 2: segment is empty"),
+        ({"query_id": ["q1", ""], "segment": ["a", "b"]}, "row 2: query_id is empty"),
+        ({"query_id": ["q1"], "segment": [1.5]}, "column segment must hold strings"),
+        ({"query_id": ["q1"], "label": ["a"]}, "missing column 'segment'"),
+    ],
+)
+def test_parquet_refusals_name_the_file_and_row(tmp_path, columns, words):
+    path = _parquet(tmp_path / "s.parquet", columns)
+    with pytest.raises(DataError) as err:
+        read_segments(path)
+    assert err.value.file == str(path) and words in err.value.message, str(err.value)
+
+
+def test_an_empty_file_is_refused(tmp_path):
+    with pytest.raises(DataError, match="the segments file is empty"):
+        read_segments(_write(tmp_path / "s.tsv", "query_id\tsegment\n"))
+
+
+# --------------------------------------------------------------------------- the evaluation
+
+QRELS = {f"q{i}": {"d1": i % 3, "d2": 1, "d3": (i + 1) % 2} for i in range(1, 13)}
+RUNS = {
+    "base": {q: ["d1", "d2", "x"] for q in QRELS},
+    "cand": {q: ["d3", "d1", "d2"] if int(q[1:]) % 2 else ["d2", "d3"] for q in QRELS},
+}
+LABELS = ("head", "torso", "long tail")
+
+
+def segments_text(queries, extra=()) -> str:
+    """A TSV with a header: query i in LABELS[i % 3] (a label with a space too), and queries not evaluated."""
+    lines = ["query_id\tsegment"] + [f"{q}\t{LABELS[int(q[1:]) % 3]}" for q in queries]
+    return "\n".join(lines + [f"{q}\tother" for q in extra]) + "\n"
+
+
+def case(folder: Path, *, segments: str | None = None, qset=None, **changes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    qrels = write_qrels(folder, QRELS)
+    runs = {name: write_run(folder, ranking, f"{name}.run") for name, ranking in RUNS.items()}
+    raw = metric_spec(qrels, runs, name="segments", cutoffs=(1, 3), qset=qset)
+    if segments is not None:
+        _write(folder / "segments.tsv", segments)
+        raw["queries"]["segments"] = "segments.tsv"
+    raw["uncertainty"] = {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 5}
+    raw["comparison"] = {
+        "baseline": "base",
+        "test": "randomization",
+        "correction": "holm",
+        "wins_losses": 0,
+        "tie_tolerance": 0,
+    }
+    raw["mlflow"] = {"experiment": "segments"}
+    for key, value in changes.items():
+        section, field = key.split("__")
+        raw.setdefault(section, {})[field] = value
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def labels_in(path: Path) -> dict[str, str]:
+    """The file's query -> label, read here with the csv module (tab-separated, a header line)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        return {row["query_id"]: row["segment"] for row in csv.DictReader(fh, delimiter="\t")}
+
+
+def test_the_result_carries_each_querys_segment(tmp_path):
+    spec = case(tmp_path, segments=segments_text(QRELS, extra=["q99", "zz"]))
+    result = ndcg_mlflow.evaluate(str(spec))
+    file = labels_in(tmp_path / "segments.tsv")
+    assert list(result.query_ids) == sorted(QRELS)
+    assert result.segments is not None and result.segments.dtype == object and len(result.segments) == len(QRELS)
+    assert list(result.segments) == [file[q] for q in result.query_ids]
+    assert all(type(label) is str for label in result.segments)
+    (info,) = [f for f in result.files if f.role == "queries.segments"]
+    data = (tmp_path / "segments.tsv").read_bytes()
+    assert info.sha256 == hashlib.sha256(data).hexdigest() and info.rows == len(QRELS) + 2
+    assert info.declared == "segments.tsv"
+    assert result.summary["files"]["queries.segments"]["sha256"] == info.sha256
+
+
+def test_the_per_query_table_has_a_segment_column_after_the_weight(tmp_path):
+    spec = case(tmp_path, segments=segments_text(QRELS))
+    result = ndcg_mlflow.evaluate(str(spec))
+    table = result.per_query
+    columns = list(PER_QUERY_COLUMNS)
+    assert (
+        list(table.columns)
+        == columns[: columns.index("weight") + 1] + ["segment"] + columns[columns.index("weight") + 1 :]
+    )
+    file = labels_in(tmp_path / "segments.tsv")
+    assert table["segment"].tolist() == [file[q] for q in table["query_id"]]
+    out = tmp_path / "out"
+    write_outputs(result, out, reports=False)
+    for csv_path in (out / "per_query.csv", out / "systems" / "cand.per_query.csv"):
+        with csv_path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assert list(rows[0]) == list(table.columns)
+        assert rows and all(row["segment"] == file[row["query_id"]] for row in rows)
+
+
+def test_without_segments_the_table_is_as_before(tmp_path):
+    result = ndcg_mlflow.evaluate(str(case(tmp_path)))
+    assert result.segments is None
+    assert list(result.per_query.columns) == list(PER_QUERY_COLUMNS)
+    assert "queries.segments" not in result.summary["files"]
+    out = tmp_path / "out"
+    write_outputs(result, out, reports=False)
+    header = (out / "per_query.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert header == ",".join(PER_QUERY_COLUMNS)
+
+
+def test_an_evaluated_query_without_a_segment_is_refused(tmp_path):
+    listed = sorted(QRELS)[4:]  # in string order q1, q10, q11, q12 come first: they are left out
+    spec = case(tmp_path, segments=segments_text(listed))
+    with pytest.raises(DataError) as err:
+        ndcg_mlflow.evaluate(str(spec))
+    missing = sorted(QRELS)[:4]
+    assert err.value.file == str(tmp_path / "segments.tsv")
+    assert err.value.message.startswith(f"4 evaluated queries have no segment: {', '.join(map(repr, missing))}.")
+    assert "exactly one segment" in err.value.message
+
+
+def test_with_a_query_set_only_its_queries_need_a_segment(tmp_path):
+    chosen = ["q1", "q2", "q3"]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    _write(tmp_path / "set.txt", "\n".join(chosen) + "\n")
+    result = ndcg_mlflow.evaluate(str(case(tmp_path, segments=segments_text(chosen), qset="set.txt")))
+    assert list(result.query_ids) == chosen
+    assert list(result.segments) == [LABELS[int(q[1:]) % 3] for q in chosen]
+
+
+def test_a_bad_segments_file_stops_the_evaluation_naming_its_line(tmp_path):
+    text = segments_text(QRELS) + "q1\thead\n"
+    with pytest.raises(DataError) as err:
+        ndcg_mlflow.evaluate(str(case(tmp_path, segments=text)))
+    assert err.value.line == len(QRELS) + 2 and "query 'q1' is listed twice (line 2 and line" in err.value.message
+
+
+def test_a_missing_segments_file_is_named_at_its_key(tmp_path):
+    spec = case(tmp_path, segments=segments_text(QRELS))
+    (tmp_path / "segments.tsv").unlink()
+    with pytest.raises(SpecError, match=r"at key 'queries.segments': .*segments.tsv"):
+        ndcg_mlflow.evaluate(str(spec))
+
+
+# --------------------------------------------------------------------------- the grouped Spark path
+
+
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        ({}, "queries.segments"),
+        ({"uncertainty__stratify": "segments"}, "uncertainty.stratify"),
+        (
+            {
+                "decision__key": "ndcg_at_3",
+                "decision__rule": "superiority",
+                "decision__margin": 0,
+                "decision__guardrails": {"regressions": {"delta": 0.1, "max_share": 0.1}},
+            },
+            "decision.guardrails",
+        ),
+    ],
+)
+def test_the_grouped_path_refuses_what_needs_every_query(tmp_path, changes, key):
+    pytest.importorskip("pyspark")
+    from ndcg_mlflow.engines.spark import check_grouped
+
+    spec = ndcg_mlflow.load_spec(case(tmp_path, segments=segments_text(QRELS), **changes))
+    with pytest.raises(SpecError) as err:
+        check_grouped(spec)
+    assert err.value.path == key and "every query's value on the driver" in err.value.message
+    # without what needs every query, the grouped path's checks pass
+    raw = yaml.safe_load((tmp_path / "spec.yaml").read_text(encoding="utf-8"))
+    raw["queries"].pop("segments")
+    raw["uncertainty"].pop("stratify", None)
+    raw.pop("decision", None)
+    check_grouped(ndcg_mlflow.load_spec(raw, base_dir=tmp_path))
+
+
+# --------------------------------------------------------------------------- compare of logged runs
+
+
+@pytest.mark.integration
+def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
+    from helpers import client_for
+
+    from ndcg_mlflow.cli import main
+    from ndcg_mlflow.tracking.compare import CompareError, compare_runs
+
+    specs = {
+        "plain": case(tmp_path / "plain"),
+        "seg": case(tmp_path / "seg", segments=segments_text(QRELS)),
+        "same": case(tmp_path / "same", segments=segments_text(QRELS)),
+        "other": case(tmp_path / "other", segments=segments_text(QRELS).replace("long tail", "tail")),
+    }
+    client = client_for(tracking_uri)
+    runs = {}
+    for key, path in specs.items():
+        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
+        summary = json.loads((tmp_path / f"out_{key}" / "summary.json").read_text(encoding="utf-8"))
+        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
+        found = client.search_runs(
+            [client.get_experiment_by_name("segments").experiment_id],
+            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
+        )
+        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+        assert summary["files"].get("queries.segments", {}).get("sha256") == (
+            None if key == "plain" else hashlib.sha256((tmp_path / key / "segments.tsv").read_bytes()).hexdigest()
+        )
+
+    def compare(a: str, b: str, **kw):
+        return compare_runs(
+            runs[a]["base"].info.run_id,
+            runs[b]["cand"].info.run_id,
+            tracking_uri=tracking_uri,
+            out=tmp_path / f"cmp_{a}_{b}",
+            log=False,
+            **kw,
+        )
+
+    sha = {k: hashlib.sha256((tmp_path / k / "segments.tsv").read_bytes()).hexdigest() for k in ("seg", "other")}
+    with pytest.raises(CompareError) as err:
+        compare("seg", "other")
+    message = str(err.value)
+    assert runs["seg"]["base"].info.run_id in message and runs["other"]["cand"].info.run_id in message
+    assert sha["seg"] in message and sha["other"] in message and "'segments.tsv'" in message
+    with pytest.raises(CompareError) as err:
+        compare("plain", "seg")
+    message = str(err.value)
+    assert f"run {runs['plain']['base'].info.run_id} declared no queries.segments" in message
+    assert sha["seg"] in message
+    # anyway, when told: without segments, and said
+    result, out, _ = compare("plain", "seg", allow_spec_mismatch=True)
+    assert result.segments is None and "segment" not in result.per_query.columns
+    assert any("different segments" in note for note in result.notes)
+    # the same file on both sides: the segments come back from the logged per-query tables
+    result, out, _ = compare("seg", "same")
+    file = labels_in(tmp_path / "seg" / "segments.tsv")
+    assert result.segments is not None and list(result.segments) == [file[q] for q in result.query_ids]
+    assert result.spec.queries.segments is not None and result.spec.queries.segments.declared == "segments.tsv"
+    with (out / "per_query.csv").open(encoding="utf-8", newline="") as fh:
+        assert all(row["segment"] == file[row["query_id"]] for row in csv.DictReader(fh))
+
+
+# --------------------------------------------------------------------------- both engines
+
+
+@pytest.mark.integration
+def test_the_spark_engine_carries_the_same_segments(tmp_path):
+    pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed")
+    from helpers import java_problem, local_spark
+
+    if java_problem():
+        pytest.skip(java_problem() or "")
+    assert pyspark
+    spec = case(tmp_path, segments=segments_text(QRELS, extra=["q99"]))
+    local = ndcg_mlflow.evaluate(str(spec))
+    session = local_spark()
+    spark = next(session)
+    try:
+        on_spark = ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
+        assert on_spark.engine == "spark"
+        assert list(on_spark.query_ids) == list(local.query_ids)
+        assert on_spark.segments is not None and on_spark.segments.dtype == object
+        file = labels_in(tmp_path / "segments.tsv")
+        assert list(on_spark.segments) == [file[q] for q in on_spark.query_ids] == list(local.segments)
+        assert on_spark.per_query["segment"].tolist() == local.per_query["segment"].tolist()
+        (info,) = [f for f in on_spark.files if f.role == "queries.segments"]
+        assert info.sha256 == hashlib.sha256((tmp_path / "segments.tsv").read_bytes()).hexdigest()
+        # the same refusal on Spark as locally, from the same words
+        _write(tmp_path / "segments.tsv", segments_text(sorted(QRELS)[1:]))
+        with pytest.raises(DataError, match=r"1 evaluated queries have no segment: 'q1'\."):
+            ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
+    finally:
+        next(session, None)
