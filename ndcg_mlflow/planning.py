@@ -457,7 +457,7 @@ def format_plan(plan: dict[str, Any]) -> str:
                     f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
                     f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
                     f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
-                    f"power {power:g}"
+                    f"power {power:g}" + (f" ({c['reason']})" if c["reason"] else "")
                 )
             lines.append(f"  {system_label(c['candidate'], models)}: {what}")
     return "\n".join(lines)
