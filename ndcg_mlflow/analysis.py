@@ -147,11 +147,13 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
                 pairs.append((name, key))
                 d = cand[:, j] - base[:, j]
-                for label, m, st in [(None, mask, strata)] + [(lb, mask & sm, None) for lb, sm in seg_masks]:
+                scoped: list[tuple[str | None, np.ndarray, np.ndarray | None]] = [(None, mask, strata)]
+                scoped += [(lb, mask & sm, None) for lb, sm in seg_masks]
+                for where, m, st in scoped:
                     if m.any():
-                        boot.add(m, ("delta", name, key, label), d, st)
+                        boot.add(m, ("delta", name, key, where), d, st)
                         if guard is not None:
-                            boot.add(m, ("regressed", name, key, label), regressed(d, guard.delta), st)
+                            boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st)
     boot.run()
 
     for name in names:
@@ -188,27 +190,28 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     )
     base = result.systems[comparison.baseline].result.ndcg
     jobs: list[tuple[str, str, str | None, np.ndarray]] = []
-    for label, sm in [(None, None)] + seg_masks:
+    scopes: list[tuple[str | None, np.ndarray | None]] = [(None, None), *seg_masks]
+    for scope, within in scopes:
         for name, key in pairs:
             j = keys.index(key)
             cand = result.systems[name].result.ndcg
             mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
-            jobs.append((name, key, label, mask if sm is None else mask & sm))
+            jobs.append((name, key, scope, mask if within is None else mask & within))
     randomization = (
         _randomization(result, comparison, uncertainty, jobs) if comparison.test in ("randomization", "both") else {}
     )
     primary = []
     rows = []
-    for name, key, label, mask in jobs:
+    for name, key, scope, mask in jobs:
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
         w = w_all[mask]
         d = cand[mask, j] - base[mask, j]
-        if label is None:
+        if scope is None:
             out.paired[(name, key)] = (d, w)
         else:
-            out.segment_paired[(name, key, label)] = (d, w)
-        row: dict[str, Any] = {} if label is None else {"segment": label}
+            out.segment_paired[(name, key, scope)] = (d, w)
+        row: dict[str, Any] = {} if scope is None else {"segment": scope}
         row.update(
             {
                 "baseline": comparison.baseline,
@@ -221,12 +224,12 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         if mask.any():
             base_mean = float(stats.weighted_mean(base[mask, j], w))
             delta = float(stats.weighted_mean(d, w))
-            lo, hi, se, dist = boot.get(("delta", name, key, label))
-            if label is None and dist is not None:
+            lo, hi, se, dist = boot.get(("delta", name, key, scope))
+            if scope is None and dist is not None:
                 out.distributions[(name, key)] = dist
             p_rand = p_t = float("nan")
-            if (name, key, label) in randomization:
-                p_rand, exact = randomization[(name, key, label)]
+            if (name, key, scope) in randomization:
+                p_rand, exact = randomization[(name, key, scope)]
                 row["randomization_exact"] = exact
             if comparison.test in ("t_test", "both"):
                 p_t = stats.paired_t_test(d, w)
@@ -252,7 +255,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         else:
             row.update({k: float("nan") for k in _NAN_FIELDS})
             row.update({"wins": 0, "ties": 0, "losses": 0})
-        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, boot.get(("regressed", name, key, label))))
+        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, boot.get(("regressed", name, key, scope))))
         primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
         rows.append(row)
     corrected = stats.correct(primary, comparison.correction)
@@ -339,14 +342,14 @@ def _randomization(
         if mask.any():
             token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
             groups.setdefault(token, []).append(((name, key, label), mask, cand[:, j] - base[:, j]))
-    out = {}
+    out: dict[tuple[str, str, str | None], tuple[float, bool]] = {}
     for items in groups.values():
         mask = items[0][1]
         d = np.column_stack([diff[mask] for _, _, diff in items])
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ["randomization", *result.query_ids[mask]]))
         p, exact = stats.randomization_tests(d, result.relative_weights[mask], resamples=uncertainty.resamples, rng=rng)
-        for (label, _, _), pv in zip(items, p):
-            out[label] = (float(pv), exact)
+        for (which, _, _), pv in zip(items, p):
+            out[which] = (float(pv), exact)
     return out
 
 
