@@ -43,17 +43,27 @@ COMPLETE: dict[str, Any] = {
         "unjudged": "zero",
         "missing_queries": "zero",
     },
-    "queries": {"weights": "weights.tsv", "set": "queries.txt"},
+    "queries": {"weights": "weights.tsv", "set": "queries.txt", "segments": "segments.tsv"},
     "data": {"qrels": "qrels.tsv", "systems": {"a": "a.run", "b": "b.run"}},
-    "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1},
+    "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1, "stratify": "segments"},
     "comparison": {
         "baseline": "a",
         "test": "randomization",
         "correction": "holm",
         "wins_losses": 10,
         "tie_tolerance": 1e-9,
+        "risk_alpha": [1, 5],
     },
-    "decision": {"key": "ndcg_at_10", "rule": "superiority", "margin": 0.0, "max_p": 0.05},
+    "decision": {
+        "key": "ndcg_at_10",
+        "rule": "superiority",
+        "margin": 0.0,
+        "max_p": 0.05,
+        "guardrails": {
+            "segments": {"rule": "non_inferiority", "margin": 0.02},
+            "regressions": {"delta": 0.1, "max_share": 0.1},
+        },
+    },
     "report": {"sensitivity": True},
     "companions": {"duplicates": "groups.tsv", "catalog": 1000},
     "mlflow": {
@@ -81,6 +91,12 @@ FIELDS: dict[str, str] = {
     "report": "what the report adds.",
     "companions": "measures reported beside nDCG; declare `duplicates`, `catalog` or both.",
     "mlflow": "where and how the results are logged.",
+    "queries.segments": "a file that puts each evaluated query in exactly one segment (a query missing from it is "
+    "an error; queries it lists that are not evaluated are ignored): each segment's means and comparisons are "
+    "reported beside the overall ones. A path (TSV or whitespace-separated `query_id segment` lines, a header "
+    "line allowed), or a source mapping `{path, format, columns}` with format "
+    f"{', '.join(f'`{f}`' for f in T.SEGMENT_FORMATS)} and columns "
+    f"{', '.join(T.SEGMENT_COLUMNS)}.",
     "metric.preset": "a tool's definition: it fills every metric field; a field written beside it overrides it.",
     "data.qrels": "the judgments: a path (a file, a Parquet folder or glob), or a source mapping (below).",
     "data.systems": "a mapping of system names to their run (a path or a source mapping) or to a model system "
@@ -100,17 +116,33 @@ FIELDS: dict[str, str] = {
     "uncertainty.confidence": "the intervals' confidence, strictly between 0 and 1 (`0.95`).",
     "uncertainty.method": "the bootstrap interval: BCa, percentile or studentized (bootstrap-t).",
     "uncertainty.seed": "the resampling seed, from 0 to 2^63 - 1.",
+    "uncertainty.stratify": "`none` (the default): each resample draws from all the queries; `segments`: the "
+    "bootstrap of each overall interval resamples queries within each segment, each keeping its size (needs "
+    "`queries.segments`).",
     "comparison.baseline": "the system every other system is compared with (a name of `data.systems`).",
     "comparison.test": "the paired sign-flip randomization test, the paired t-test, or both.",
     "comparison.correction": "the multiple-comparison correction over all (candidate, cutoff) comparisons.",
     "comparison.wins_losses": "how many of the largest per-query wins and of the losses to list (0 to 10,000).",
     "comparison.tie_tolerance": "a per-query difference whose absolute value is at or below it is a tie (a finite "
     "number >= 0).",
+    "comparison.risk_alpha": "the alphas of the tail-risk measures URisk and TRisk, where each loss against the "
+    f"baseline counts 1 + alpha times: a non-empty list of distinct finite numbers >= 0 (default "
+    f"`[{', '.join(f'{a:g}' for a in T.RISK_ALPHA)}]`).",
     "decision.key": "the compared key the rule reads: `ndcg_at_<K>` for a cutoff K of `metric.cutoffs`.",
     "decision.rule": "`superiority`: passes when the interval's lower end is above +margin; `non_inferiority`: "
     "above -margin.",
     "decision.margin": "a difference of nDCG, in [0, 1).",
     "decision.max_p": "also require each candidate's corrected p-value at or below it, in (0, 1].",
+    "decision.guardrails": "checks the decision adds beyond the overall comparison: `segments`, `regressions` "
+    "or both; a candidate that fails one fails.",
+    "decision.guardrails.segments": "every segment's comparison must pass too (needs `queries.segments`).",
+    "decision.guardrails.segments.rule": "the rule each segment's comparison must pass, as `decision.rule` words it.",
+    "decision.guardrails.segments.margin": "the segments' margin, a difference of nDCG >= 0 (finite).",
+    "decision.guardrails.regressions": "a bound on the queries that lose much against the baseline.",
+    "decision.guardrails.regressions.delta": "a query regresses when it loses more than this much nDCG (a finite "
+    "number > 0).",
+    "decision.guardrails.regressions.max_share": "the largest share of the evaluated queries (weighted as in the "
+    "mean) that may regress, in [0, 1).",
     "report.sensitivity": "recompute every mean and comparison under each alternative of each rule "
     "(`sensitivity.csv`).",
     "companions.duplicates": "a file mapping doc_id to a near-duplicate group: the duplicate rate in the top K.",
@@ -131,6 +163,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "comparison.test": T.TESTS,
     "comparison.correction": T.CORRECTIONS,
     "decision.rule": T.DECISION_RULES,
+    "decision.guardrails.segments.rule": T.DECISION_RULES,
+    "uncertainty.stratify": T.STRATIFY,
     "metric.preset": tuple(PRESETS),
 }
 
@@ -143,6 +177,9 @@ SECTIONS: dict[str, Any] = {
     "uncertainty": T.Uncertainty,
     "comparison": T.Comparison,
     "decision": T.Decision,
+    "decision.guardrails": T.Guardrails,
+    "decision.guardrails.segments": T.SegmentGuardrail,
+    "decision.guardrails.regressions": T.RegressionGuardrail,
     "report": T.Report,
     "companions": T.Companions,
     "mlflow": T.MlflowSection,
@@ -312,6 +349,7 @@ def render() -> str:
     lines += ["## `queries`", ""]
     for rule in QUERY_RULES:
         lines += _rule_section(rule)
+    lines += ["### Other keys", "", *_field_rows(under("queries"))]
     lines += [
         "## `data`",
         "",

@@ -195,7 +195,12 @@ def _read_data(spec) -> list[str]:
     result = evaluate(
         dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None)
     )
-    return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
+    lines = [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
+    if spec.decision is not None and spec.comparison is not None and spec.uncertainty is not None:
+        from .analysis import planned_detection
+
+        lines += [f"warning: {w}" for w in planned_detection(result, spec)]
+    return lines
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -71,18 +71,25 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
     values = rule_values(spec)
     lines.append("- queries: " + QUERY_SET.words(values[QUERY_SET.key]))
     lines.append("    weights: " + WEIGHTS.words(values[WEIGHTS.key]))
+    if spec.queries.segments is not None:
+        lines.append("    " + segments_words(spec))
     if spec.uncertainty:
         u = spec.uncertainty
         lines.append(
             f"- uncertainty: {u.confidence:.0%} {u.method} intervals from {u.resamples} bootstrap "
             f"resamples of queries (seed {u.seed})"
+            + (
+                "; stratified by segment: each resample draws, within every segment, as many queries as it holds"
+                if u.stratify
+                else ""
+            )
         )
     if spec.comparison:
         c = spec.comparison
         lines.append(
             f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
             f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
-            f"losses; |difference| <= {c.tie_tolerance:g} is a tie"
+            f"losses; |difference| <= {c.tie_tolerance:g} is a tie; {risk_words(c.risk_alpha)}"
         )
     if spec.decision and spec.uncertainty:
         from .decision import statement
@@ -90,6 +97,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(
             f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."
         )
+        lines += ["    " + words for words in guardrail_words(spec)]
     if spec.companions:
         comp = spec.companions
         if comp.duplicates:
@@ -133,6 +141,49 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         for caveat in tool.caveats:
             lines.append(f"    note: {caveat}")
     return "\n".join(lines)
+
+
+def segments_words(spec: Spec) -> str:
+    """``queries.segments`` in words."""
+    src = spec.queries.segments
+    assert src is not None
+    return (
+        f"segments: from {src.declared}; every evaluated query belongs to exactly one segment, and each segment's "
+        f"means and comparisons are reported beside the overall ones"
+    )
+
+
+def risk_words(alphas: tuple[float, ...]) -> str:
+    """``comparison.risk_alpha`` in words: URisk and TRisk count each query's loss against the baseline
+    (1 + alpha) times (Wang, Bennett & Collins-Thompson 2012; Dincer, Macdonald & Ounis 2014)."""
+    shown = ", ".join(f"{a:g}" for a in alphas)
+    return f"tail risk (URisk, TRisk): each loss against the baseline counts 1 + alpha times, at alpha = {shown}"
+
+
+def guardrail_words(spec: Spec) -> list[str]:
+    """``decision.guardrails`` in words, one line each: what each adds to the decision's rule."""
+    d, u = spec.decision, spec.uncertainty
+    if d is None or u is None:
+        return []
+    from .rules import metric_name
+
+    label, out = metric_name(d.key), []
+    g = d.guardrails
+    if g.segments is not None:
+        s = g.segments
+        bound = s.margin if s.rule == "superiority" else -s.margin
+        out.append(
+            f"guardrail (segments): in every segment too, each candidate's {u.confidence:.0%} interval of its "
+            f"difference from the baseline at {label} must lie above {bound:+g} ({s.rule.replace('_', '-')}, "
+            f"margin {s.margin:g}); a segment that fails fails the candidate"
+        )
+    if g.regressions is not None:
+        r = g.regressions
+        out.append(
+            f"guardrail (regressions): at most {r.max_share * 100:g}% of the evaluated queries (weighted as in the "
+            f"mean) may lose more than {r.delta:g} of {label} against the baseline"
+        )
+    return out
 
 
 def _raw_text(field_name: str, value) -> str:

@@ -6,8 +6,9 @@ compared. Validation runs before any data is read: unknown keys are errors
 required, and each error names the key path and what was expected. Each metric and query rule (its
 choices, words, alternatives and resolved form) is declared in :mod:`ndcg_mlflow.rules`.
 
-The package: :mod:`.types` (the frozen dataclasses and the schema's constants), :mod:`.validate` (the schema's
-checks, :func:`parse_spec`), :mod:`.load` (:func:`load_spec`, ``--set`` overrides, the files a spec names),
+The package: :mod:`.types` (the frozen dataclasses and the schema's constants), :mod:`.checks` (the checks of one
+value), :mod:`.statistics` (the uncertainty, comparison and decision sections), :mod:`.validate` (the other
+sections, :func:`parse_spec`), :mod:`.load` (:func:`load_spec`, ``--set`` overrides, the files a spec names),
 :mod:`.yamltext` (YAML read safely and the text recorded) and :mod:`.names` (MLflow's naming rules). The path
 checks that readers share are in :mod:`ndcg_mlflow.paths`.
 
@@ -27,6 +28,7 @@ Version 1::
     queries:
       weights: uniform           # uniform | path to a (query_id, weight) file
       set: null                  # optional path to a list of query ids
+      segments: segments.tsv     # optional (query_id, segment) file: every evaluated query in one segment
     data:                        # may be left out when the data are given as tables (evaluate_tables)
       qrels: demo/qrels.tsv      # a path (a Parquet folder or glob too), or
                                  # {path: ..., format: trec|csv|tsv|jsonl|parquet, columns: {query_id: ...}}
@@ -68,17 +70,24 @@ from .types import (  # noqa: F401
     MAX_CUTOFF,
     MAX_RESAMPLES,
     QRELS_COLUMNS,
+    RISK_ALPHA,
     RUN_COLUMNS,
+    SEGMENT_COLUMNS,
+    SEGMENT_FORMATS,
     SPEC_VERSION,
+    STRATIFY,
     TESTS,
     Companions,
     Comparison,
     Decision,
+    Guardrails,
     InMemory,
     Metric,
     MlflowSection,
     Queries,
+    RegressionGuardrail,
     Report,
+    SegmentGuardrail,
     Source,
     Spec,
     Uncertainty,

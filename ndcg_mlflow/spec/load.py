@@ -133,7 +133,8 @@ def outside_paths(spec: Spec) -> list[str]:
     if spec.source is None:
         return []
     base = spec.source.resolve().parent
-    sources = [spec.qrels, spec.queries.weights, spec.queries.set] + [s.candidates or s for _, s in spec.systems]
+    q = spec.queries
+    sources = [spec.qrels, q.weights, q.set, q.segments] + [s.candidates or s for _, s in spec.systems]
     if spec.companions is not None:
         sources += [spec.companions.duplicates, spec.companions.catalog]
     out = []
@@ -154,6 +155,7 @@ def check_files(spec: Spec) -> list[str]:
         ("data.qrels", spec.qrels),
         ("queries.weights", spec.queries.weights),
         ("queries.set", spec.queries.set),
+        ("queries.segments", spec.queries.segments),
     ]
     named += [
         (f"data.systems.{n}.candidates", s.candidates)

@@ -25,6 +25,10 @@ MAX_RESAMPLES = 10_000_000
 # declared catalog size: bounded only so that metric names and parameters stay short.
 MAX_CUTOFF = 10**30
 DECISION_RULES = ("superiority", "non_inferiority")
+STRATIFY = ("none", "segments")  # uncertainty.stratify as written: "segments" resamples within each segment
+RISK_ALPHA = (1.0, 5.0)  # comparison.risk_alpha's default
+SEGMENT_COLUMNS = ("query_id", "segment")  # the columns of a queries.segments file
+SEGMENT_FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet")
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ CANDIDATE_COLUMNS = ("query_id", "doc_id")  # a model's inputs keep their own na
 class Queries:
     weights: Source | None  # None means uniform
     set: Source | None
+    segments: Source | None = None  # a (query_id, segment) file: every evaluated query in exactly one segment
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,7 @@ class Uncertainty:
     confidence: float
     method: str
     seed: int
+    stratify: bool = False  # ``stratify: segments``: each overall interval's bootstrap resamples within segments
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,31 @@ class Comparison:
     correction: str
     wins_losses: int
     tie_tolerance: float
+    risk_alpha: tuple[float, ...] = RISK_ALPHA  # the tail-risk measures' alphas (distinct, finite, >= 0)
+
+
+@dataclass(frozen=True)
+class SegmentGuardrail:
+    """Every segment's paired comparison must pass ``rule`` with ``margin`` (the rules of ``decision.rule``)."""
+
+    rule: str  # superiority | non_inferiority
+    margin: float  # finite, >= 0
+
+
+@dataclass(frozen=True)
+class RegressionGuardrail:
+    """At most ``max_share`` of the evaluated queries may lose more than ``delta`` of nDCG to the baseline."""
+
+    delta: float  # finite, > 0
+    max_share: float  # in [0, 1)
+
+
+@dataclass(frozen=True)
+class Guardrails:
+    """The checks a decision adds beyond the overall comparison (each optional)."""
+
+    segments: SegmentGuardrail | None = None  # needs queries.segments
+    regressions: RegressionGuardrail | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +169,7 @@ class Decision:
     rule: str  # superiority | non_inferiority
     margin: float  # >= 0
     max_p: float | None = None  # optional bound on the corrected p-value
+    guardrails: Guardrails = Guardrails()
 
 
 @dataclass(frozen=True)
@@ -204,8 +236,13 @@ class Spec:
             "name": self.name,
             "metric.preset": m.preset or "none",
             **resolved_rules(self),  # metric.gain ... metric.missing_queries, queries.weights, queries.set
-            "data.qrels": self.qrels.declared,
         }
+        segments = self.queries.segments
+        if segments is not None:  # (only when declared: every other spec's params stay as they were)
+            out["queries.segments"] = segments.declared
+            if segments.columns:
+                out["queries.segments.columns"] = _mapping_text(segments.columns)
+        out["data.qrels"] = self.qrels.declared
         if self.qrels.columns:
             out["data.qrels.columns"] = _mapping_text(self.qrels.columns)
         if self.qrels.version is not None:
@@ -234,6 +271,8 @@ class Spec:
                     "uncertainty.seed": u.seed,
                 }
             )
+            if u.stratify:
+                out["uncertainty.stratify"] = "segments"
         if self.comparison is not None:
             c = self.comparison
             out.update(
@@ -245,6 +284,8 @@ class Spec:
                     "comparison.tie_tolerance": c.tie_tolerance,
                 }
             )
+            if c.risk_alpha != RISK_ALPHA:
+                out["comparison.risk_alpha"] = ",".join(_number_text(a) for a in c.risk_alpha)
         if self.decision is not None:
             d = self.decision
             out.update(
@@ -255,6 +296,13 @@ class Spec:
                     "decision.max_p": "none" if d.max_p is None else d.max_p,
                 }
             )
+            g = d.guardrails
+            if g.segments is not None:
+                out["decision.guardrails.segments.rule"] = g.segments.rule
+                out["decision.guardrails.segments.margin"] = g.segments.margin
+            if g.regressions is not None:
+                out["decision.guardrails.regressions.delta"] = g.regressions.delta
+                out["decision.guardrails.regressions.max_share"] = g.regressions.max_share
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:
@@ -273,6 +321,11 @@ class Spec:
         keep = {k: resolved[k] for k in DEFINITION_KEYS}
         blob = json.dumps(keep, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+def _number_text(x: float) -> str:
+    """A number as written, exactly: ``5`` for 5.0, else the shortest text that reads back as the same double."""
+    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
 
 
 def _mapping_text(columns: tuple[tuple[str, str], ...]) -> str:

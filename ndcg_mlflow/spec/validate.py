@@ -1,33 +1,37 @@
 """Validation: a spec parsed from YAML (or given as a mapping) checked against the schema and resolved into
 :class:`~.types.Spec`. Unknown keys are errors (with a "did you mean"), every ``metric`` field and
-``queries.weights`` is required, and each error names the key path and what was expected."""
+``queries.weights`` is required, and each error names the key path and what was expected.
+
+The primitive checks (a mapping's keys, a choice, a number) are :mod:`.checks`; the statistics sections
+(``uncertainty``, ``comparison``, ``decision``) :mod:`.statistics`; this module the rest and :func:`parse_spec`."""
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
+from ..errors import did_you_mean
 from ..rules import METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
+from . import statistics
+from .checks import Ctx as _Ctx
+from .checks import choice as _choice
+from .checks import finite as _finite
+from .checks import integer as _int
+from .checks import mapping as _mapping
+from .checks import text as _text
 from .names import experiment_name_problem, system_name_problem, tag_problem
 from .types import (
     CANDIDATE_COLUMNS,
-    CI_METHODS,
-    CORRECTIONS,
-    DECISION_RULES,
     FORMATS,
     IN_MEMORY,
     MAX_CUTOFF,
-    MAX_RESAMPLES,
     QRELS_COLUMNS,
     RUN_COLUMNS,
+    SEGMENT_COLUMNS,
+    SEGMENT_FORMATS,
     SPEC_VERSION,
-    TESTS,
     Companions,
-    Comparison,
-    Decision,
     InMemory,
     Metric,
     MlflowSection,
@@ -35,63 +39,8 @@ from .types import (
     Report,
     Source,
     Spec,
-    Uncertainty,
 )
 from .yamltext import dump, got, recorded_spec_text, short_repr
-
-
-class _Ctx:
-    def __init__(self, source: str | None, base_dir: Path):
-        self.source = source
-        self.base_dir = base_dir
-
-    def fail(self, path: str, message: str) -> SpecError:
-        return SpecError(path, message, self.source)
-
-
-def _mapping(
-    ctx: _Ctx, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ctx.fail(path, f"expected a mapping with keys {', '.join(required + optional)}. {got(value)}")
-    allowed = required + optional
-    for key in value:
-        if not isinstance(key, str):
-            raise ctx.fail(path, f"keys must be strings; found key {key!r}.")
-        if key not in allowed:
-            where = f"{path}.{key}" if path else key
-            raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; allowed keys here: {', '.join(allowed)}.")
-    for key in required:
-        if key not in value:
-            where = f"{path}.{key}" if path else key
-            raise ctx.fail(where, "missing required key (no default is assumed: it changes the numbers).")
-    return value
-
-
-def _choice(ctx: _Ctx, value: Any, path: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        raise ctx.fail(path, f"must be one of {', '.join(choices)}{hint}. {got(value)}")
-    return value
-
-
-def _text(ctx: _Ctx, value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ctx.fail(path, f"must be a non-empty string. {got(value)}")
-    return value
-
-
-def _finite(ctx: _Ctx, value: Any, path: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ctx.fail(path, f"{what} must be a finite number. {got(value)}")
-    try:
-        number = float(value)  # an integer beyond the largest float overflows here
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise ctx.fail(path, f"{what} must be a finite number (at most 1.8e308 in size). {got(value)}")
-    return number
-
 
 # --------------------------------------------------------------------------- sections
 
@@ -188,13 +137,21 @@ def _columns(ctx: _Ctx, value: Any, path: str, names: tuple[str, ...]) -> tuple[
     return tuple(out)
 
 
-def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> Source:
+def _source(
+    ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = (), formats: tuple[str, ...] | None = None
+) -> Source:
+    """A source: a path, or a mapping ``{path, format, columns, version}``. ``columns``: the names a column mapping
+    may map (none: no mapping, no Delta table); ``formats``: the formats it may be read in (default: every format,
+    Delta with a column mapping only)."""
     mapping: tuple[tuple[str, str], ...] = ()
     version = None
+    if formats is None:
+        formats = FORMATS if columns else FORMATS[:-1]
     if isinstance(value, dict):
-        m = _mapping(ctx, value, path, ("path",), ("format", "columns", "version") if columns else ("format",))
+        keys = ("format", "columns", "version") if "delta" in formats else ("format", "columns")
+        m = _mapping(ctx, value, path, ("path",), keys if columns else ("format",))
         declared = _text(ctx, m["path"], f"{path}.path")
-        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", FORMATS if columns else FORMATS[:-1])
+        fmt = _choice(ctx, m.get("format", "auto"), f"{path}.format", formats)
         if fmt == "delta":
             if "version" not in m:
                 raise ctx.fail(
@@ -231,12 +188,14 @@ def _source(ctx: _Ctx, value: Any, path: str, columns: tuple[str, ...] = ()) -> 
 
 
 def _queries(ctx: _Ctx, value: Any) -> Queries:
-    q = _mapping(ctx, value, "queries", ("weights",), ("set",))
+    q = _mapping(ctx, value, "queries", ("weights",), ("set", "segments"))
     w = q["weights"]
     weights = None if w == "uniform" else _source(ctx, w, "queries.weights")
     s = q.get("set")
     qset = None if s is None else _source(ctx, s, "queries.set")
-    return Queries(weights=weights, set=qset)
+    g = q.get("segments")
+    segments = None if g is None else _source(ctx, g, "queries.segments", SEGMENT_COLUMNS, SEGMENT_FORMATS)
+    return Queries(weights=weights, set=qset, segments=segments)
 
 
 def _system_name(ctx: _Ctx, name: Any) -> None:
@@ -366,107 +325,6 @@ def _mlflow(ctx: _Ctx, value: Any, name: str) -> MlflowSection:
     )
 
 
-def _int(ctx: _Ctx, value: Any, path: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bound = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
-        raise ctx.fail(path, f"must be {bound}. {got(value)}")
-    return value
-
-
-def _uncertainty(ctx: _Ctx, value: Any) -> Uncertainty | None:
-    if value is None:
-        return None
-    u = _mapping(ctx, value, "uncertainty", ("resamples", "confidence", "method", "seed"))
-    conf = u["confidence"]
-    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 < conf < 1:
-        raise ctx.fail(
-            "uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. {got(conf)}"
-        )
-    return Uncertainty(
-        resamples=_int(ctx, u["resamples"], "uncertainty.resamples", 100, MAX_RESAMPLES),
-        confidence=float(conf),
-        method=_choice(ctx, u["method"], "uncertainty.method", CI_METHODS),
-        seed=_int(ctx, u["seed"], "uncertainty.seed", 0, 2**63 - 1),
-    )
-
-
-def _comparison(ctx: _Ctx, value: Any, systems: tuple[str, ...], uncertainty: Uncertainty | None) -> Comparison | None:
-    if value is None:
-        return None
-    c = _mapping(ctx, value, "comparison", ("baseline", "test", "correction", "wins_losses", "tie_tolerance"))
-    baseline = c["baseline"]
-    if not isinstance(baseline, str) or baseline not in systems:
-        hint = did_you_mean(baseline, systems) if isinstance(baseline, str) else ""
-        raise ctx.fail(
-            "comparison.baseline",
-            f"must name one of the systems of data.systems ({', '.join(systems)}){hint}. {got(baseline)}",
-        )
-    if len(systems) < 2:
-        raise ctx.fail("comparison", "comparing needs at least two systems in data.systems.")
-    if uncertainty is None:
-        raise ctx.fail(
-            "comparison",
-            "needs the uncertainty section too: its resamples and seed drive the "
-            "paired intervals and the randomization test.",
-        )
-    tol = c["tie_tolerance"]
-    if (
-        isinstance(tol, bool)
-        or not isinstance(tol, (int, float))
-        or tol < 0
-        or (isinstance(tol, float) and not math.isfinite(tol))
-        or tol > 1e308
-    ):  # an int never overflows here
-        raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {got(tol)}")
-    return Comparison(
-        baseline=baseline,
-        test=_choice(ctx, c["test"], "comparison.test", TESTS),
-        correction=_choice(ctx, c["correction"], "comparison.correction", CORRECTIONS),
-        wins_losses=_int(ctx, c["wins_losses"], "comparison.wins_losses", 0, 10_000),
-        tie_tolerance=float(tol),
-    )
-
-
-def _decision(ctx: _Ctx, value: Any, comparison: Comparison | None, keys: tuple[str, ...]) -> Decision | None:
-    if value is None:
-        return None
-    d = _mapping(ctx, value, "decision", ("key", "rule", "margin"), ("max_p",))
-    if comparison is None:
-        raise ctx.fail(
-            "decision",
-            "needs the comparison section: the decision is read off the paired interval of "
-            "each candidate against comparison.baseline.",
-        )
-    key = d["key"]
-    if not isinstance(key, str) or key not in keys:
-        hint = did_you_mean(key, keys) if isinstance(key, str) else ""
-        raise ctx.fail(
-            "decision.key",
-            f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of metric.cutoffs){hint}. {got(key)}",
-        )
-    rule = _choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
-    margin = d["margin"]
-    if (
-        isinstance(margin, bool)
-        or not isinstance(margin, (int, float))
-        or not math.isfinite(margin)
-        or not 0 <= margin < 1
-    ):
-        raise ctx.fail(
-            "decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. {got(margin)}"
-        )
-    max_p = d.get("max_p")
-    if max_p is not None and (
-        isinstance(max_p, bool) or not isinstance(max_p, (int, float)) or not math.isfinite(max_p) or not 0 < max_p <= 1
-    ):
-        raise ctx.fail(
-            "decision.max_p",
-            f"must be a number in (0, 1], such as 0.05 (a bound on the corrected "
-            f"p-value), or be left out. {got(max_p)}",
-        )
-    return Decision(key, rule, float(margin), None if max_p is None else float(max_p))
-
-
 def _companions(ctx: _Ctx, value: Any) -> Companions | None:
     if value is None:
         return None
@@ -519,9 +377,10 @@ def parse_spec(
     metric = _metric(ctx, top["metric"])
     queries = _queries(ctx, top["queries"])
     qrels, systems = _data(ctx, top.get("data"), tables)
-    uncertainty = _uncertainty(ctx, top.get("uncertainty"))
-    comparison = _comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
-    decision = _decision(ctx, top.get("decision"), comparison, metric.keys)
+    segments = queries.segments is not None
+    uncertainty = statistics.uncertainty(ctx, top.get("uncertainty"), segments)
+    comparison = statistics.comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
+    decision = statistics.decision(ctx, top.get("decision"), comparison, metric.keys, segments)
     report = _report(ctx, top.get("report"))
     companions = _companions(ctx, top.get("companions"))
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
