@@ -25,11 +25,11 @@ Laws of the differences:
 
 Weights: 1 (equal), or exp(z), z ~ N(0, 1) (lognormal, sigma 1: n_eff / n about exp(-1) = 0.37), independent of
 the differences. A setting PASSes when the empirical power is at least the target minus 2.58 Monte-Carlo standard
-errors (the planned power is reached within simulation error), else it is LOW. The plan takes Kish's n_eff - 1
-degrees of freedom, the most the weighted t takes; under unequal weights the test takes Satterthwaite's, far fewer
-(the ``df`` column: their mean over the repetitions), so there the plan is optimistic and a LOW setting measures
-by how much. Exit status 0 when every equal-weight setting passes (where the plan's degrees of freedom are the
-test's). ``--quick``: 400 repetitions.
+errors (the planned power is reached within simulation error), else it is LOW. Under unequal weights the test
+takes Satterthwaite's degrees of freedom, far fewer than Kish's n_eff - 1 (the ``df`` column: their mean over the
+repetitions); the plan takes the pilot's share of n_eff - 1, which is smaller at a large pilot than at the planned
+n, so there the plan is conservative (the power reached above the target). Exit status 0 when every equal-weight
+setting passes. ``--quick``: 400 repetitions.
 """
 
 from __future__ import annotations

@@ -135,35 +135,39 @@ def current_power(d: Any, w: Any, confidence: float, distance: float) -> float:
     return float(st.t.cdf(distance / se - st.t.ppf(0.5 + confidence / 2, df), df))
 
 
-def queries_for(sd: float, ratio: float, confidence: float, power: float, distance: float) -> int | None:
+def queries_for(
+    sd: float, ratio: float, confidence: float, power: float, distance: float, *, df_share: float = 1.0
+) -> int | None:
     """The smallest number of queries ``n >= 2`` with
 
         (t_(1 - alpha/2, df(n)) + t_(power, df(n))) * sd / sqrt(n_eff(n)) <= distance,
-        n_eff(n) = n * ratio,   df(n) = n_eff(n) - 1 >= 1
+        n_eff(n) = n * ratio,   df(n) = df_share * (n_eff(n) - 1) >= 1
 
-    for a per-query standard deviation ``sd`` and a ratio n_eff / n of the weights (1 for equal weights). The
-    degrees of freedom are Kish's n_eff - 1, the most the weighted t takes, and at least 1, as the interval needs.
-    Under unequal weights the test takes fewer (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`: the smaller of
-    that and Satterthwaite's, often a fifth of it), so the plan is optimistic there: with lognormal weights (sigma
-    1) the planned queries reached a power of 0.77-0.80 for 0.8 and 0.877-0.886 for 0.9
-    (``benchmarks/power_sim.py``); with equal weights the planned power is reached.
+    for a per-query standard deviation ``sd``, a ratio n_eff / n of the weights (1 for equal weights) and the share
+    ``df_share`` of Kish's n_eff - 1 that the weighted t's degrees of freedom are (1 for equal weights: n - 1).
+    Under unequal weights the test takes fewer than n_eff - 1 (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`:
+    the smaller of that and Satterthwaite's, often a fifth of it); :func:`queries_needed` passes the observed
+    share, assumed to hold for more queries with the same distribution of weights. With Kish's n_eff - 1 alone
+    the plan was optimistic: with lognormal weights (sigma 1) the planned queries reached a power of 0.77-0.80 for
+    0.8 (``benchmarks/power_sim.py`` shows the planned power with the observed share).
 
     The left side decreases with ``n``, so the smallest ``n`` is found exactly: from the normal approximation
     ``n ~ ((z_(1 - alpha/2) + z_power) sd / distance)^2 / ratio`` (a lower bound when ``power >= 0.5``), by
     doubling then bisection. None when ``distance <= 0`` (or not a number), ``sd`` is not a finite number, or
     beyond :data:`MOST_QUERIES` queries."""
     _levels(confidence, power)
-    if not (distance > 0 and math.isfinite(sd) and sd >= 0 and 0 < ratio <= 1):
+    if not (distance > 0 and math.isfinite(sd) and sd >= 0 and 0 < ratio <= 1 and 0 < df_share <= 1):
         return None
 
     def enough(n: int) -> bool:
         n_eff = n * ratio
-        if not n_eff - 1 >= 1:
+        df = df_share * (n_eff - 1)
+        if not df >= 1:
             return False
-        return t_sum(confidence, power, n_eff - 1) * sd / math.sqrt(n_eff) <= distance
+        return t_sum(confidence, power, df) * sd / math.sqrt(n_eff) <= distance
 
     low = max(2, math.ceil(2 / ratio))
-    while not low * ratio - 1 >= 1:  # (2 / ratio rounded)
+    while not df_share * (low * ratio - 1) >= 1:  # (the first n with one degree of freedom)
         low += 1
     if enough(low):
         return low
@@ -194,13 +198,17 @@ def queries_needed(d: Any, w: Any, confidence: float, power: float, *, distance:
 
         (t_(1 - alpha/2, df(n)) + t_(power, df(n))) * sigma / sqrt(n_eff(n)) <= distance,
 
-    n_eff(n) = n * n_eff / n_obs and df(n) = n_eff(n) - 1 (Kish's bound on the weighted t's degrees of freedom).
+    n_eff(n) = n * n_eff / n_obs and df(n) = share * (n_eff(n) - 1), share = df_obs / (n_eff - 1) the observed
+    weighted t's degrees of freedom over Kish's bound (1 under equal weights: df(n) = n - 1).
     None when ``distance <= 0``, or sigma is undefined (fewer than 2 queries)."""
     d, w = _paired(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return None
-    return queries_for(query_sd(d, w), kish_n(w) / d.size, confidence, power, distance)
+    n_eff = kish_n(w)
+    df = stats.weighted_t(d, w)[2]
+    share = min(1.0, df / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 and df >= 1 else 1.0
+    return queries_for(query_sd(d, w), n_eff / d.size, confidence, power, distance, df_share=share)
 
 
 def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, margin: float) -> dict[str, Any]:

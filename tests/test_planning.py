@@ -10,17 +10,20 @@ import pytest
 from scipy import stats as st
 from scipy.special import ndtri
 
+from ndcg_mlflow import stats
 from ndcg_mlflow.planning import current_power, decision_plan, mde, queries_for, queries_needed, query_sd
 
 
-def brute_force(sd: float, ratio: float, confidence: float, power: float, distance: float, limit: int = 200_000):
-    """The first n = 2, 3, ... with n_eff = n ratio, df = n_eff - 1 >= 1 and
+def brute_force(
+    sd: float, ratio: float, confidence: float, power: float, distance: float, limit: int = 200_000, share: float = 1.0
+):
+    """The first n = 2, 3, ... with n_eff = n ratio, df = share (n_eff - 1) >= 1 and
     (t_(1 - alpha/2, df) + t_(power, df)) sd / sqrt(n_eff) <= distance."""
     for n in range(2, limit):
         n_eff = n * ratio
-        if n_eff - 1 < 1:
+        df = share * (n_eff - 1)
+        if df < 1:
             continue
-        df = n_eff - 1
         if (st.t.ppf(1 - (1 - confidence) / 2, df) + st.t.ppf(power, df)) * sd / math.sqrt(n_eff) <= distance:
             return n
     raise AssertionError("no n below the limit")
@@ -105,10 +108,13 @@ def test_queries_needed_is_the_brute_force_answer(sd, distance, confidence, powe
     assert queries_needed(d, w, confidence, power, distance=distance) == brute_force(
         query_sd(d, w), 1.0, confidence, power, distance
     )
-    # unequal weights: n_eff scales as n * n_eff / n_obs
+    # unequal weights: n_eff scales as n * n_eff / n_obs, the degrees of freedom as the observed share of n_eff - 1
     w = np.exp(rng.normal(0, 0.8, 60))
     ratio = kish(w) / 60
-    expected = brute_force(bias_corrected_se(d, w) * math.sqrt(kish(w)), ratio, confidence, power, distance)
+    share = stats.t_degrees_of_freedom(w) / (kish(w) - 1)
+    assert 0 < share < 1
+    sd_w = bias_corrected_se(d, w) * math.sqrt(kish(w))
+    expected = brute_force(sd_w, ratio, confidence, power, distance, share=share)
     assert queries_needed(d, w, confidence, power, distance=distance) == expected
 
 
