@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -305,3 +306,20 @@ def test_segment_outputs_report_and_tables(data: Path, tmp_path: Path) -> None:
     assert svg.count('<circle class="mark"') == 2 * (1 + len(SEGMENTS))
     md = (out / "report.md").read_text()
     assert "Segments at nDCG@10" in md
+
+
+def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: Path, tmp_path: Path, capsys) -> None:
+    decision = {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.001}
+    spec = _spec(data, queries__segments=None, decision=decision)
+    assert main(["validate", str(spec)]) == 0
+    printed = capsys.readouterr().out
+    result = ndcg_mlflow.evaluate(spec)
+    notes = [n for n in result.notes if "non-inferiority margin 0.001" in n]
+    assert len(notes) == 2  # one per candidate
+    c = next(c for c in result.analysis.comparisons if c["candidate"] == "better" and c["key"] == "ndcg_at_10")
+    assert c["mde"] > 0.001 and c["detectable"] is False and c["queries_needed"] > 32
+    shown = [float(m) for m in re.findall(r"smallest detectable difference is ([0-9.e+-]+)\)", " ".join(notes))]
+    assert any(v == pytest.approx(c["mde"], rel=1e-12) for v in shown)
+    assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
+    wide = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
+    assert not [n for n in wide.notes if "non-inferiority margin" in n]
