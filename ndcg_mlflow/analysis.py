@@ -6,8 +6,14 @@
 * per candidate against the baseline and key, on the queries valid for both: the
   paired difference with its interval (the same resampled queries for both
   systems), randomization and t-test p-values, p-values corrected over the family
-  of all (candidate, key) comparisons, relative difference, effect size d_z, and
-  win / tie / loss counts;
+  of all (candidate, key) comparisons, relative difference, effect size d_z,
+  win / tie / loss counts, tail risk (:mod:`ndcg_mlflow.risk`: URisk and TRisk at
+  each declared alpha; the share of queries that regressed by more than a
+  regressions guardrail's delta, with its interval from the same resamples) and
+  planning figures (:mod:`ndcg_mlflow.planning`: the minimum detectable difference
+  at 80% power; with a decision, the queries needed to decide its margin);
+* the same per segment when the spec declares segments (:mod:`ndcg_mlflow.segments`),
+  the correction then running over every comparison, overall and per segment;
 * the largest per-query wins and losses, with each side's top documents.
 
 Series that share the same valid queries share one resampling; the resampled
@@ -21,10 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from . import planning, stats
 from .format import listing, md_html, md_table, md_text, number
+from .risk import regressed, risk_entry
 from .rules import cutoff_label, key_label, metric_name
+from .segments import Segments, consistency, stratified_indices
 from .spec import Comparison, Uncertainty
+
+POWER = 0.8  # the power of the reported minimum detectable difference and of the queries needed
 
 
 @dataclass
@@ -36,32 +46,96 @@ class Analysis:
     distributions: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (candidate, key) -> deltas
     # (candidate, key) -> the per-query differences and weights on the queries valid for both (the decision's input)
     paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # with declared segments (ndcg_mlflow.segments): segment -> system -> key -> mean, interval, n, n_eff
+    segments: dict[str, dict[str, dict[str, dict[str, float]]]] = field(default_factory=dict)
+    segment_comparisons: list[dict[str, Any]] = field(default_factory=list)
+    segment_paired: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    consistency: list[dict[str, Any]] = field(default_factory=list)
+    # the family the correction runs over: its size, test, method and members (candidate, key, segment)
+    correction_family: dict[str, Any] | None = None
 
 
-def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | None) -> Analysis:
-    """Statistics for an :class:`~ndcg_mlflow.evaluation.EvaluationResult` (nothing when not declared)."""
+_NAN_FIELDS = (
+    "baseline_mean",
+    "candidate_mean",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "std_error",
+    "p_randomization",
+    "p_t_test",
+    "relative_delta",
+    "effect_size_dz",
+)
+
+
+class _Resampling:
+    """The bootstrap jobs of one analysis: every series resampled on the same queries (the same valid-query
+    mask, and the same strata) shares one resampling, seeded by the seed and those queries' ids."""
+
+    def __init__(self, result, uncertainty: Uncertainty) -> None:
+        self.ids = result.query_ids
+        self.w = result.relative_weights
+        self.unc = uncertainty
+        self.jobs: dict[bytes, tuple[np.ndarray, np.ndarray | None, list[tuple[Any, np.ndarray]]]] = {}
+        self.out: dict[Any, tuple[float, float, float, np.ndarray]] = {}
+
+    def add(self, mask: np.ndarray, label: Any, series: np.ndarray, strata: np.ndarray | None = None) -> None:
+        token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little") + (b"S" if strata is not None else b"")
+        self.jobs.setdefault(token, (mask, strata, []))[2].append((label, series))
+
+    def run(self) -> None:
+        unc = self.unc
+        for mask, strata, series in self.jobs.values():
+            ids = self.ids[mask]
+            w = self.w[mask]
+            x = np.column_stack([s[mask] for _, s in series])
+            chunks = None
+            if strata is not None:
+                chunks = stratified_indices(unc.seed, ids, strata[mask], unc.resamples)
+            rng = np.random.default_rng(stats.resample_seed(unc.seed, ids))
+            boot = stats.bootstrap_means(
+                x,
+                w,
+                resamples=unc.resamples,
+                rng=rng,
+                studentized=unc.method == "studentized",
+                index_chunks=chunks,
+            )
+            lows, highs = stats.interval(boot, x, w, confidence=unc.confidence, method=unc.method)
+            ses = stats.standard_error(boot, x)
+            for c, (label, _) in enumerate(series):
+                self.out[label] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
+
+    def get(self, label: Any) -> tuple[float, float, float, np.ndarray | None]:
+        return self.out.get(label, (np.nan, np.nan, np.nan, None))
+
+
+def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | None, decision=None) -> Analysis:
+    """Statistics for an :class:`~ndcg_mlflow.evaluation.EvaluationResult` (nothing when not declared); per
+    segment too when the result has segments (:mod:`ndcg_mlflow.segments`). ``decision``: the spec's, for the
+    planning figures and the regressions guardrail's share."""
     out = Analysis()
     if uncertainty is None:
         return out
     keys = result.spec.metric.keys
     names = list(result.systems)
     w_all = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
-
-    # one job per (label, valid-query mask): columns to resample together
-    jobs: dict[bytes, list[tuple[str, str, np.ndarray]]] = {}
-    masks: dict[bytes, np.ndarray] = {}
-
-    def add(mask: np.ndarray, label: tuple[str, str], series: np.ndarray) -> None:
-        token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
-        masks[token] = mask
-        jobs.setdefault(token, []).append((label[0], label[1], series))
+    segs = Segments.of(result)
+    strata = segs.codes if segs is not None and getattr(uncertainty, "stratify", False) else None
+    seg_masks = [(label, segs.mask(s)) for s, label in enumerate(segs.labels)] if segs is not None else []
+    guard = getattr(getattr(decision, "guardrails", None), "regressions", None)
+    boot = _Resampling(result, uncertainty)
 
     for name in names:
         x = result.systems[name].result.ndcg
         for j, key in enumerate(keys):
             mask = ~np.isnan(x[:, j])
             if mask.any():
-                add(mask, ("system:" + name, key), x[:, j])
+                boot.add(mask, ("system", name, key, None), x[:, j], strata)
+            for label, sm in seg_masks:
+                if (mask & sm).any():
+                    boot.add(mask & sm, ("system", name, key, label), x[:, j])
     pairs: list[tuple[str, str]] = []
     if comparison is not None:
         base = result.systems[comparison.baseline].result.ndcg
@@ -72,71 +146,90 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             for j, key in enumerate(keys):
                 mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
                 pairs.append((name, key))
-                if mask.any():
-                    add(mask, ("delta:" + name, key), cand[:, j] - base[:, j])
-
-    boot_results: dict[tuple[str, str], tuple[float, float, float, np.ndarray]] = {}
-    for token, series in jobs.items():
-        mask = masks[token]
-        ids = result.query_ids[mask]
-        w = w_all[mask]
-        x = np.column_stack([s[mask] for _, _, s in series])
-        rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ids))
-        boot = stats.bootstrap_means(
-            x, w, resamples=uncertainty.resamples, rng=rng, studentized=uncertainty.method == "studentized"
-        )
-        lows, highs = stats.interval(boot, x, w, confidence=uncertainty.confidence, method=uncertainty.method)
-        ses = stats.standard_error(boot, x)
-        for c, (kind, key, _) in enumerate(series):
-            boot_results[(kind, key)] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
+                d = cand[:, j] - base[:, j]
+                scoped: list[tuple[str | None, np.ndarray, np.ndarray | None]] = [(None, mask, strata)]
+                scoped += [(lb, mask & sm, None) for lb, sm in seg_masks]
+                for where, m, st in scoped:
+                    if m.any():
+                        boot.add(m, ("delta", name, key, where), d, st)
+                        if guard is not None:
+                            boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st)
+    boot.run()
 
     for name in names:
         out.intervals[name] = {}
         x = result.systems[name].result.ndcg
         for j, key in enumerate(keys):
             mask = ~np.isnan(x[:, j])
-            lo, hi, se, _ = boot_results.get(("system:" + name, key), (np.nan, np.nan, np.nan, None))
+            lo, hi, se, _ = boot.get(("system", name, key, None))
             out.intervals[name][key] = {
                 "ci_low": lo,
                 "ci_high": hi,
                 "std_error": se,
                 "n_eff": stats.effective_n(w_all[mask]),
             }
+            for label, sm in seg_masks:
+                m = mask & sm
+                lo, hi, se, _ = boot.get(("system", name, key, label))
+                out.segments.setdefault(label, {}).setdefault(name, {})[key] = {
+                    "mean": stats.nan_weighted_mean(x[sm, j], w_all[sm]),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "std_error": se,
+                    "n": int(m.sum()),
+                    "n_eff": stats.effective_n(w_all[m]),
+                }
 
     if comparison is None:
         return out
+    units = f" x (1 + {len(seg_masks)} segments)" if seg_masks else ""
+    members = len(pairs) * (1 + len(seg_masks))
     out.family = (
-        f"{len(pairs)} comparisons: each of {len(names) - 1} candidate(s) against baseline "
-        f"'{comparison.baseline}' at each of {len(keys)} cutoff(s); correction {comparison.correction}"
+        f"{members} comparisons: each of {len(names) - 1} candidate(s) against baseline "
+        f"'{comparison.baseline}' at each of {len(keys)} cutoff(s){units}; correction {comparison.correction}"
     )
     base = result.systems[comparison.baseline].result.ndcg
+    jobs: list[tuple[str, str, str | None, np.ndarray]] = []
+    scopes: list[tuple[str | None, np.ndarray | None]] = [(None, None), *seg_masks]
+    for scope, within in scopes:
+        for name, key in pairs:
+            j = keys.index(key)
+            cand = result.systems[name].result.ndcg
+            mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
+            jobs.append((name, key, scope, mask if within is None else mask & within))
     randomization = (
-        _randomization(result, comparison, uncertainty, pairs) if comparison.test in ("randomization", "both") else {}
+        _randomization(result, comparison, uncertainty, jobs) if comparison.test in ("randomization", "both") else {}
     )
     primary = []
-    for name, key in pairs:
+    rows = []
+    for name, key, scope, mask in jobs:
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
-        mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
         w = w_all[mask]
         d = cand[mask, j] - base[mask, j]
-        b = base[mask, j]
-        out.paired[(name, key)] = (d, w)
-        row: dict[str, Any] = {
-            "baseline": comparison.baseline,
-            "candidate": name,
-            "key": key,
-            "cutoff": key_label(key),
-            "n_paired": int(mask.sum()),
-        }
+        if scope is None:
+            out.paired[(name, key)] = (d, w)
+        else:
+            out.segment_paired[(name, key, scope)] = (d, w)
+        row: dict[str, Any] = {} if scope is None else {"segment": scope}
+        row.update(
+            {
+                "baseline": comparison.baseline,
+                "candidate": name,
+                "key": key,
+                "cutoff": key_label(key),
+                "n_paired": int(mask.sum()),
+            }
+        )
         if mask.any():
-            base_mean = float(stats.weighted_mean(b, w))
+            base_mean = float(stats.weighted_mean(base[mask, j], w))
             delta = float(stats.weighted_mean(d, w))
-            lo, hi, se, dist = boot_results[("delta:" + name, key)]
-            out.distributions[(name, key)] = dist
+            lo, hi, se, dist = boot.get(("delta", name, key, scope))
+            if scope is None and dist is not None:
+                out.distributions[(name, key)] = dist
             p_rand = p_t = float("nan")
-            if (name, key) in randomization:
-                p_rand, exact = randomization[(name, key)]
+            if (name, key, scope) in randomization:
+                p_rand, exact = randomization[(name, key, scope)]
                 row["randomization_exact"] = exact
             if comparison.test in ("t_test", "both"):
                 p_t = stats.paired_t_test(d, w)
@@ -160,59 +253,103 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 }
             )
         else:
-            row.update(
-                {
-                    k: float("nan")
-                    for k in (
-                        "baseline_mean",
-                        "candidate_mean",
-                        "delta",
-                        "ci_low",
-                        "ci_high",
-                        "std_error",
-                        "p_randomization",
-                        "p_t_test",
-                        "relative_delta",
-                        "effect_size_dz",
-                    )
-                }
-            )
+            row.update({k: float("nan") for k in _NAN_FIELDS})
             row.update({"wins": 0, "ties": 0, "losses": 0})
+        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, boot.get(("regressed", name, key, scope))))
         primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
-        out.comparisons.append(row)
+        rows.append(row)
     corrected = stats.correct(primary, comparison.correction)
     test_name = "randomization" if comparison.test in ("randomization", "both") else "t_test"
-    for row, p in zip(out.comparisons, corrected):
+    for row, p in zip(rows, corrected):
         row["p_corrected"] = float(p)
         row["corrected_test"] = test_name
         row["correction"] = comparison.correction
+    out.comparisons = rows[: len(pairs)]
+    out.segment_comparisons = rows[len(pairs) :]
+    out.correction_family = {
+        "size": members,
+        "correction": comparison.correction,
+        "test": test_name,
+        "statement": out.family,
+        "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb, _ in jobs],
+    }
+    if seg_masks:
+        for row in out.comparisons:
+            parts = [
+                (c["segment"], c["delta"], float(out.segment_paired[(c["candidate"], c["key"], c["segment"])][1].sum()))
+                for c in out.segment_comparisons
+                if c["candidate"] == row["candidate"] and c["key"] == row["key"] and c["n_paired"] > 0
+            ]
+            out.consistency.append(
+                consistency(row["candidate"], row["key"], row["delta"], parts, metric_name(row["key"]))
+            )
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
 
 
+def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision, regressed_share) -> dict:
+    """The comparison's tail risk (URisk and TRisk at each declared alpha), its share of regressed queries with
+    the bootstrap interval of the same resamples (with a regressions guardrail), and its planning figures: the
+    minimum detectable difference at 80% power and, with a decision, the queries needed to decide its margin."""
+    out: dict[str, Any] = risk_entry(d, w, comparison.risk_alpha)
+    guard = getattr(getattr(decision, "guardrails", None), "regressions", None)
+    if guard is not None:
+        lo, hi, _, _ = regressed_share
+        share = float(stats.weighted_mean(regressed(d, guard.delta), w)) if d.size else float("nan")
+        out["regressed_share"] = {"delta": guard.delta, "share": share, "ci_low": lo, "ci_high": hi}
+    out["mde"] = planning.mde(d, w, uncertainty.confidence, POWER)
+    out["mde_power"] = POWER
+    if decision is not None:
+        plan = planning.decision_plan(d, w, uncertainty.confidence, POWER, decision.rule, decision.margin)
+        out["queries_needed"] = plan["queries_needed"]
+        out["detectable"] = plan["detectable"]
+    return out
+
+
+def planned_detection(result, spec) -> list[str]:
+    """Before any statistics (``validate``): the warning of :func:`~ndcg_mlflow.decision.undetectable_message` for
+    each candidate whose paired queries at the decision's key cannot detect its non-inferiority margin."""
+    from .decision import undetectable_message
+
+    if spec.comparison.baseline not in result.systems:  # a model, scored only by 'run'
+        return []
+    j = spec.metric.keys.index(spec.decision.key)
+    base = result.systems[spec.comparison.baseline].result.ndcg[:, j]
+    out = []
+    for name, sr in result.systems.items():
+        if name == spec.comparison.baseline:
+            continue
+        x = sr.result.ndcg[:, j]
+        mask = ~np.isnan(base) & ~np.isnan(x)
+        mde = planning.mde(x[mask] - base[mask], result.relative_weights[mask], spec.uncertainty.confidence, POWER)
+        text = undetectable_message(name, int(mask.sum()), mde, spec.decision)
+        if text:
+            out.append(text)
+    return out
+
+
 def _randomization(
-    result, comparison: Comparison, uncertainty: Uncertainty, pairs: list[tuple[str, str]]
-) -> dict[tuple[str, str], tuple[float, bool]]:
-    """Randomization p-values of every comparison; comparisons on the same queries share one stream of
-    sign vectors (seeded by the seed and those queries' ids), drawn once."""
+    result, comparison: Comparison, uncertainty: Uncertainty, jobs: list[tuple[str, str, str | None, np.ndarray]]
+) -> dict[tuple[str, str, str | None], tuple[float, bool]]:
+    """Randomization p-values of every comparison (overall and per segment); comparisons on the same queries
+    share one stream of sign vectors (seeded by the seed and those queries' ids), drawn once."""
     keys = list(result.spec.metric.keys)
     base = result.systems[comparison.baseline].result.ndcg
-    groups: dict[bytes, list[tuple[tuple[str, str], np.ndarray, np.ndarray]]] = {}
-    for name, key in pairs:
+    groups: dict[bytes, list[tuple[tuple[str, str, str | None], np.ndarray, np.ndarray]]] = {}
+    for name, key, label, mask in jobs:
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
-        mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
         if mask.any():
             token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
-            groups.setdefault(token, []).append(((name, key), mask, cand[:, j] - base[:, j]))
-    out = {}
+            groups.setdefault(token, []).append(((name, key, label), mask, cand[:, j] - base[:, j]))
+    out: dict[tuple[str, str, str | None], tuple[float, bool]] = {}
     for items in groups.values():
         mask = items[0][1]
         d = np.column_stack([diff[mask] for _, _, diff in items])
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ["randomization", *result.query_ids[mask]]))
         p, exact = stats.randomization_tests(d, result.relative_weights[mask], resamples=uncertainty.resamples, rng=rng)
-        for (label, _, _), pv in zip(items, p):
-            out[label] = (float(pv), exact)
+        for (which, _, _), pv in zip(items, p):
+            out[which] = (float(pv), exact)
     return out
 
 

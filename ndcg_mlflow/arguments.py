@@ -103,6 +103,19 @@ COMMANDS: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {
             ),
         ),
     ),
+    "plan": (
+        LOGGING,
+        (
+            (
+                "the queries a non-inferiority margin of 0.01 needs at 80% power, from an evaluation's output folder",
+                "ndcg-mlflow plan ndcg_reports/demo-product-search-20260105-093000-4f1c2a --margin 0.01",
+            ),
+            (
+                "at 90% power and nDCG@10 only, from an evaluation logged to a tracking server",
+                "ndcg-mlflow plan RUN_ID --margin 0.02 --power 0.9 --key 10 --tracking-uri http://mlflow.internal:5000",
+            ),
+        ),
+    ),
     "demo": (
         LOGGING,
         (
@@ -285,6 +298,42 @@ def build_parser() -> argparse.ArgumentParser:
         ("tie-tolerance", float, "a |difference| at or below this is a tie"),
     ):
         cmp_.add_argument(f"--{flag}", type=kind, help=f"{what} (default: run A's evaluation's value, else run B's)")
+
+    plan = command(
+        "plan",
+        "how many queries a comparison needs: the smallest difference its test detects now, and the queries at "
+        "which it detects a margin with a given power",
+    )
+    plan.add_argument(
+        "source",
+        metavar="FOLDER_OR_RUN_ID",
+        help="an evaluation's output folder, or the MLflow run id of an evaluation (or of one of its systems' runs)",
+    )
+    plan.add_argument(
+        "--margin",
+        metavar="M",
+        type=float,
+        required=True,
+        help="the difference of nDCG to detect: the distance between the true difference and the threshold the "
+        "interval must clear (a non-inferiority margin, for a candidate as good as the baseline)",
+    )
+    plan.add_argument(
+        "--power", metavar="P", type=float, default=0.8, help="the probability of detecting it (default: 0.8)"
+    )
+    plan.add_argument(
+        "--confidence",
+        metavar="C",
+        type=float,
+        help="the two-sided interval's level (default: the evaluation's uncertainty.confidence)",
+    )
+    plan.add_argument(
+        "--key", metavar="KEY", help="one compared key: ndcg_at_10, 10 or nDCG@10 (default: every compared key)"
+    )
+    plan.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI, for a run id (default: MLFLOW_TRACKING_URI, then ./mlflow.db)",
+    )
 
     demo = command("demo", "write the demo's specs and data into a folder, and evaluate demo.yaml as 'run' does")
     demo.add_argument(

@@ -77,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "explain": cmd_explain,
             "report": cmd_report,
             "compare": cmd_compare,
+            "plan": cmd_plan,
             "upload": cmd_upload,
             "demo": cmd_demo,
         }
@@ -194,7 +195,12 @@ def _read_data(spec) -> list[str]:
     result = evaluate(
         dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None)
     )
-    return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
+    lines = [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
+    if spec.decision is not None and spec.comparison is not None and spec.uncertainty is not None:
+        from .analysis import planned_detection
+
+        lines += [f"warning: {w}" for w in planned_detection(result, spec)]
+    return lines
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -439,6 +445,43 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"comparison run: {new_run}")
             uri = args.tracking_uri or default_tracking_uri()
             print(mlflow_ui_hint(uri, None, new_run))
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The planning table of an evaluation (an output folder, or a logged run's artifacts downloaded into a
+    temporary folder): :func:`ndcg_mlflow.planning.plan_evaluation`, printed by
+    :func:`~ndcg_mlflow.planning.format_plan`."""
+    import math
+    import re
+    import tempfile
+
+    from .errors import DataError
+    from .planning import format_plan, plan_evaluation
+
+    if not (math.isfinite(args.margin) and args.margin > 0):
+        raise NdcgError(f"--margin {args.margin:g}: expected a positive difference of nDCG, such as --margin 0.01.")
+    if not 0 < args.power < 1:
+        raise NdcgError(f"--power {args.power:g}: expected a probability strictly between 0 and 1, such as 0.8.")
+    if args.confidence is not None and not 0 < args.confidence < 1:
+        raise NdcgError(f"--confidence {args.confidence:g}: expected a level strictly between 0 and 1, such as 0.95.")
+    options = dict(margin=args.margin, power=args.power, confidence=args.confidence, key=args.key)
+    folder = Path(args.source)
+    if folder.exists():
+        plan = plan_evaluation(folder, **options)
+    elif re.fullmatch(r"[0-9a-fA-F]{32}", args.source):
+        from .tracking.compare import download_evaluation
+
+        with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-plan-") as tmp:
+            download_evaluation(args.source, Path(tmp), args.tracking_uri)
+            plan = plan_evaluation(Path(tmp), **options, shown=f"MLflow run {args.source}")
+    else:
+        raise DataError(
+            folder,
+            "no such folder, and not an MLflow run id (32 hexadecimal digits): give the output folder of an "
+            "evaluation or the id of its MLflow run.",
+        )
+    print(format_plan(plan))
     return EXIT_OK
 
 

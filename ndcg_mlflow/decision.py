@@ -23,6 +23,21 @@ candidates, one failing candidate fails the evaluation.
 
 The paired values are per query (the local engine), or per random group of queries (the grouped Spark path: each
 group's weighted mean difference, weighted by the group's weight sum), through the same function.
+
+Guardrails (``decision.guardrails``), each judged per candidate beside the main rule:
+
+- ``segments: {rule, margin}``: the rule above, with its own margin, in every declared segment: each segment's
+  weighted t interval (on its paired queries at the decision's key) must lie above the threshold. A segment whose
+  interval is undefined (one paired query, say) fails: nothing shows it did not lose.
+- ``regressions: {delta, max_share}``: the weighted share of paired queries that lose more than ``delta``
+  (``candidate - baseline < -delta``) must be at most ``max_share``, read at the upper end of its bootstrap
+  interval (the comparison's resamples, at the spec's confidence).
+
+A candidate passes only when the main rule and every guardrail pass. This is an intersection-union test (Berger,
+1982): each part is a one-sided test at level (1 - confidence) / 2 and the decision passes only when all of them
+reject, so the chance of passing a candidate that fails any one part is at most that level without any
+adjustment of alpha. The price is power: the chance of passing is at most the smallest of the parts' chances, so a
+spec with guardrails needs more queries to pass a candidate that is in fact good.
 """
 
 from __future__ import annotations
@@ -54,12 +69,14 @@ def decide(
     paired: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]],
     *,
     unit: tuple[str, str] = ("query", "queries"),
+    segment_paired: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """The decision as recorded in ``summary.json``: the rule, each candidate's numbers and verdict, the outcome.
 
     ``paired[(candidate, key)]``: the paired differences and their weights (one per ``unit``, singular and plural:
     a query, or a group of queries) whose :func:`~ndcg_mlflow.stats.t_interval` the rule reads; a comparison
-    without them has none."""
+    without them has none. ``segment_paired[(candidate, key, segment)]``: the same per segment (the segments
+    guardrail)."""
     bound = threshold(decision)
     label = metric_name(decision.key)
     rows = []
@@ -105,7 +122,10 @@ def decide(
                 "reason": "; ".join(reasons) if reasons else why,
             }
         )
+        if decision.guardrails.segments is not None or decision.guardrails.regressions is not None:
+            _guard(rows[-1], decision, c, confidence, segment_paired or {})
     outcome = PASS if rows and all(r["outcome"] == PASS for r in rows) else FAIL
+    extra = {"guardrails": guardrails_record(decision)} if "guardrails" in (rows[0] if rows else {}) else {}
     return {
         "key": decision.key,
         "rule": decision.rule,
@@ -117,6 +137,132 @@ def decide(
         "outcome": outcome,
         "statement": statement(decision, confidence),
         "candidates": rows,
+        **extra,
+    }
+
+
+def _guard(
+    row: dict[str, Any],
+    decision: Decision,
+    comparison: Mapping[str, Any],
+    confidence: float,
+    segment_paired: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
+) -> None:
+    """Judge the candidate's guardrails; the row's ``outcome`` becomes the main rule's and theirs together (the
+    rule's own in ``rule_outcome`` and ``rule_reason``)."""
+    g = decision.guardrails
+    checks: list[dict[str, Any]] = []
+    if g.segments is not None:
+        bound = -g.segments.margin if g.segments.rule == "non_inferiority" else g.segments.margin
+        parts = []
+        for (cand, key, segment), (d, w) in segment_paired.items():
+            if cand != row["candidate"] or key != decision.key:
+                continue
+            lo, hi, df = stats.t_interval(d, w, confidence)
+            if not math.isfinite(lo):
+                why, ok = "no interval: " + undefined_reason(d, w, df), False
+            else:
+                ok = lo > bound
+                a, b = distinct(lo, bound)
+                why = f"lower end {a} is {'' if ok else 'not '}above {b}"
+            parts.append(
+                {
+                    "segment": segment,
+                    "delta": float(stats.weighted_mean(d, w)) if d.size else float("nan"),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "df": df,
+                    "n_paired": int(d.size),
+                    "outcome": PASS if ok else FAIL,
+                    "reason": why,
+                }
+            )
+        failed = [p for p in parts if p["outcome"] == FAIL]
+        checks.append(
+            {
+                "guardrail": "segments",
+                "rule": g.segments.rule,
+                "margin": g.segments.margin,
+                "threshold": bound,
+                "outcome": FAIL if failed or not parts else PASS,
+                "reason": (
+                    "segment " + "; segment ".join(f"'{p['segment']}': {p['reason']}" for p in failed)
+                    if failed
+                    else f"every segment's lower end is above {number(bound, signed=True)}"
+                    if parts
+                    else "no segment was compared"
+                ),
+                "segments": parts,
+            }
+        )
+    if g.regressions is not None:
+        share = comparison.get("regressed_share") or {}
+        hi = share.get("ci_high", float("nan"))
+        ok = math.isfinite(hi) and hi <= g.regressions.max_share
+        what = f"queries losing more than {number(g.regressions.delta)}"
+        checks.append(
+            {
+                "guardrail": "regressions",
+                "delta": g.regressions.delta,
+                "max_share": g.regressions.max_share,
+                "share": share.get("share", float("nan")),
+                "ci_low": share.get("ci_low", float("nan")),
+                "ci_high": hi,
+                "outcome": PASS if ok else FAIL,
+                "reason": (
+                    f"no interval of the share of {what}"
+                    if not math.isfinite(hi)
+                    else f"the share of {what} is {share['share']:.1%}, at most {hi:.1%} (the interval's upper end), "
+                    f"{'within' if ok else 'above'} {g.regressions.max_share:.1%}"
+                ),
+            }
+        )
+    row["rule_outcome"], row["rule_reason"] = row["outcome"], row["reason"]
+    row["guardrails"] = checks
+    failed = [c for c in checks if c["outcome"] == FAIL]
+    if failed:
+        row["outcome"] = FAIL
+        row["reason"] += "; " + "; ".join(f"{c['guardrail']} guardrail fails: {c['reason']}" for c in failed)
+    else:
+        row["reason"] += "; " + "; ".join(f"{c['guardrail']} guardrail passes: {c['reason']}" for c in checks)
+
+
+def undetectable_notes(comparisons: list[dict[str, Any]], decision: Decision) -> list[str]:
+    """:func:`undetectable_message` of each candidate's comparison at the decision's key."""
+    out = []
+    for c in comparisons:
+        if c["key"] == decision.key and "mde" in c:
+            text = undetectable_message(c["candidate"], c["n_paired"], c["mde"], decision)
+            if text:
+                out.append(text)
+    return out
+
+
+def undetectable_message(candidate: str, n: int, mde: float, decision: Decision) -> str | None:
+    """The warning when a non-inferiority margin is below what ``n`` paired queries can detect (``mde``: the
+    minimum detectable difference at 80% power, :func:`ndcg_mlflow.planning.mde`); None otherwise."""
+    if decision.rule != "non_inferiority" or not math.isfinite(mde) or mde <= decision.margin:
+        return None
+    return (
+        f"{candidate}: the non-inferiority margin {number(decision.margin)} at {metric_name(decision.key)} is below "
+        f"what {n} paired queries can detect (at 80% power the smallest detectable difference is {number(mde)}): "
+        "a candidate as good as the baseline will often fail; more queries, or a wider margin, are needed"
+    )
+
+
+def guardrails_record(decision: Decision) -> dict[str, Any]:
+    """The declared guardrails and how they combine with the rule, as ``summary.json`` records them."""
+    g = decision.guardrails
+    return {
+        "segments": None if g.segments is None else {"rule": g.segments.rule, "margin": g.segments.margin},
+        "regressions": None
+        if g.regressions is None
+        else {"delta": g.regressions.delta, "max_share": g.regressions.max_share},
+        "multiplicity": (
+            "an intersection-union test: a candidate passes only when the rule and every guardrail pass, each at "
+            "the spec's confidence, so no adjustment of alpha is needed; power is at most the smallest of the "
+            "parts' (more queries are needed to pass a good candidate)"
+        ),
     }
 
 
@@ -166,6 +312,18 @@ def statement(decision: Decision, confidence: float) -> str:
     )
     if decision.max_p is not None:
         words += f" and its corrected p-value is at most {decision.max_p:g}"
+    g = decision.guardrails
+    if g.segments is not None:
+        t = -g.segments.margin if g.segments.rule == "non_inferiority" else g.segments.margin
+        words += (
+            f"; guardrail: in every segment the interval lies above {number(t, signed=True)} "
+            f"({g.segments.rule.replace('_', '-')})"
+        )
+    if g.regressions is not None:
+        words += (
+            f"; guardrail: at most {g.regressions.max_share:.1%} of the queries lose more than "
+            f"{number(g.regressions.delta)} (the upper end of the share's interval)"
+        )
     return words + "; the decision passes only when every candidate passes."
 
 

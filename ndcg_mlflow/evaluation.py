@@ -448,13 +448,19 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
 
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
-        result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+        result.analysis = analyze(result, spec.uncertainty, spec.comparison, spec.decision)
+        result.notes.extend(c["note"] for c in result.analysis.consistency if "note" in c)
         if spec.decision is not None:
-            from .decision import decide
+            from .decision import decide, undetectable_notes
 
             result.decision = decide(
-                spec.decision, result.analysis.comparisons, spec.uncertainty.confidence, result.analysis.paired
+                spec.decision,
+                result.analysis.comparisons,
+                spec.uncertainty.confidence,
+                result.analysis.paired,
+                segment_paired=result.analysis.segment_paired,
             )
+            result.notes.extend(undetectable_notes(result.analysis.comparisons, spec.decision))
     if spec.sensitivity:
         from .sensitivity import sensitivity
 

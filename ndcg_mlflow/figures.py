@@ -62,7 +62,7 @@ from .svg import (
     y_margin,
 )
 
-FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
+FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences", "segment_differences")
 
 
 def ndcg_by_cutoff(summary: dict) -> str:
@@ -359,4 +359,9 @@ def draw(summary: dict, per_query, bootstrap) -> dict[str, str]:
     boot = bootstrap_differences(summary, bootstrap)
     if boot is not None:
         out["bootstrap_differences"] = boot
+    from .forest import segment_differences
+
+    forest = segment_differences(summary)
+    if forest is not None:
+        out["segment_differences"] = forest
     return out

@@ -16,6 +16,7 @@ from .format import (
     queries_line,
     wins_ties_losses,
 )
+from .report_sections import detection_note, md_sections
 from .rules import metric_name
 
 
@@ -69,6 +70,7 @@ def render_markdown(bundle: Bundle) -> str:
         lines += md_table(
             ["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows, "llrlrrl"
         )
+    lines += md_sections(bundle)
     if bundle.wins_losses:
         head = bundle.headline
         for block in bundle.wins_losses.get("comparisons", []):
@@ -105,6 +107,7 @@ def _md_lead(bundle: Bundle) -> list[str]:
                 f"{number(r.get('ci_high'), signed=True)}]"
                 + (f", p corrected {p_value(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
                 + f" ({_md(r['reason'])})"
+                + (f" {_md(note)}" if (note := detection_note(bundle, r["candidate"])) else "")
             )
         return [*lines, ""]
     comps = [c for c in bundle.summary.get("comparisons") or [] if c["key"] == bundle.headline]
@@ -125,6 +128,7 @@ def _md_lead(bundle: Bundle) -> list[str]:
         "",
         *md_table(["candidate", "difference", "interval", "p corrected", "W/T/L"], rows, "lrlrl"),
         "",
+        *(f"{_md(label(c['candidate']))}: {_md(n)}\n" for c in comps if (n := detection_note(bundle, c["candidate"]))),
     ]
 
 

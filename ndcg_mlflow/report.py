@@ -34,6 +34,7 @@ from .format import (
     wins_ties_losses,
 )
 from .markdown import render_markdown
+from .report_sections import detection_note, html_sections
 from .rules import key_label, metric_name
 
 __all__ = [
@@ -135,6 +136,7 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
         parts.append(f"<p class='muted' id='per-query'>{_e(per_query_elsewhere(s))}</p>")
     parts.append(_section_results(bundle))
     parts.append(_section_comparisons(bundle))
+    parts.append(html_sections(bundle))
     parts.append(_section_spec(bundle))
     parts.append(_section_coverage(bundle))
     parts.append(_section_figures(bundle, figures(bundle) if figs is None else figs))
@@ -163,7 +165,7 @@ def _section_decision(bundle: Bundle) -> str:
         f"{number(r.get('delta'), signed=True)}, interval [{number(r.get('ci_low'), signed=True)}, "
         f"{number(r.get('ci_high'), signed=True)}]"
         + (f", p corrected {p_value(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
-        + f" ({_e(r['reason'])})</li>"
+        + f" ({_e(r['reason'])}) {_e(detection_note(bundle, r['candidate']))}</li>"
         for r in d.get("candidates", [])
     )
     against = f" against the baseline {_e(bundle.label(d['candidates'][0]['baseline']))}" if d.get("candidates") else ""
@@ -185,13 +187,16 @@ def _section_headline(bundle: Bundle) -> str:
         f"<td>{p_value(c.get('p_corrected'))}</td><td>{_e(wins_ties_losses(c))}</td></tr>"
         for c in comps
     )
+    notes = [f"{bundle.label(c['candidate'])}: {n}" for c in comps if (n := detection_note(bundle, c["candidate"]))]
     return (
         f"<div class='lead' id='headline'><b>Each candidate against the baseline "
         f"{_e(bundle.label(comps[0]['baseline']))} at {_e(_label(bundle.headline))}</b><table><tr>"
         f"<th class='l'>candidate</th><th>difference</th><th>interval</th><th>p corrected</th>"
         f"<th>wins / ties / losses</th></tr>{rows}</table>"
-        f"<p class='muted'>The difference is the candidate's mean minus the baseline's: <span class='up'>green</span> "
-        f"where its whole interval is above 0, <span class='down'>red</span> where it is below 0. p corrected is the "
+        + "".join(f"<p>{_e(n)}</p>" for n in notes)
+        + "<p class='muted'>The difference is the candidate's mean minus the baseline's: "
+        f"<span class='up'>green</span> where its whole interval is above 0, <span class='down'>red</span> where it "
+        f"is below 0. p corrected is the "
         f"{_e(comps[0].get('corrected_test', ''))} p-value corrected over "
         f"{_e(bundle.summary.get('comparison_family', ''))}. No decision rule is declared; every cutoff is in the "
         f"comparisons below.</p></div>"
@@ -314,6 +319,8 @@ def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
         f"where the line is above zero are the candidate's wins.",
         "bootstrap_differences": "Bootstrap distribution of each difference of means, with the observed "
         "difference and its interval; every panel has the same scales.",
+        "segment_differences": f"Each candidate's difference from the baseline at {head}, overall and in each "
+        "segment, with its interval: where it won and where it lost.",
     }
     parts = ["<h2>Figures</h2>"]
     for name, svg in figs.items():

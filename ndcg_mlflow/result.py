@@ -240,6 +240,7 @@ class EvaluationResult:
             grades=list(self.grades),
             comparisons=list(self.analysis.comparisons) if self.analysis else [],
             family=self.analysis.family if self.analysis else "",
+            family_detail=self._family_detail(),
             decision=self.decision,
             notes=list(self.notes),
             engine=self.engine,
@@ -248,6 +249,17 @@ class EvaluationResult:
                 "engine_info": self.engine_info,
             },
         )
+
+    def _family_detail(self) -> dict[str, Any]:
+        a = self.analysis
+        if a is None or a.correction_family is None:
+            return {}
+        out: dict[str, Any] = {"correction_family": a.correction_family}
+        if getattr(self, "segments", None) is not None:
+            out["segments"] = a.segments
+            out["segment_comparisons"] = a.segment_comparisons
+            out["segment_consistency"] = a.consistency
+        return out
 
     def _system_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -269,9 +281,38 @@ class EvaluationResult:
         import pandas as pd
 
         if self.grouped_summary is not None:
-            frame = pd.DataFrame(self.grouped_summary["comparisons"])
+            frame = pd.DataFrame(flat_rows(self.grouped_summary["comparisons"]))
         else:
-            frame = pd.DataFrame(self.analysis.comparisons if self.analysis else [])
+            frame = pd.DataFrame(flat_rows(self.analysis.comparisons if self.analysis else []))
+        if "cutoff" in frame.columns:
+            frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
+        return frame
+
+    @property
+    def segment_means(self):
+        """The per-segment means with their intervals as a DataFrame (``segments.csv``): one row per segment,
+        system and cutoff (``segment, system, key, cutoff, mean, ci_low, ci_high, std_error, n, n_eff``); empty
+        without declared segments."""
+        import pandas as pd
+
+        rows = [
+            {"segment": seg, "system": name, "key": key, "cutoff": key_label(key), **entry}
+            for seg, systems in (self.analysis.segments if self.analysis else {}).items()
+            for name, entries in systems.items()
+            for key, entry in entries.items()
+        ]
+        frame = pd.DataFrame(rows)
+        if "cutoff" in frame.columns:
+            frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
+        return frame
+
+    @property
+    def segment_comparisons(self):
+        """Each candidate's comparison with the baseline per segment as a DataFrame (``segment_comparisons.csv``:
+        ``comparisons``' columns after ``segment``); empty without declared segments."""
+        import pandas as pd
+
+        frame = pd.DataFrame(flat_rows(self.analysis.segment_comparisons if self.analysis else []))
         if "cutoff" in frame.columns:
             frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
         return frame
@@ -337,8 +378,11 @@ def summary_of(
     notes: list[str],
     engine: str,
     tail: dict[str, Any],
+    family_detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``summary.json``'s content, whatever computed its numbers (``tail``: the entries that follow ``engine``)."""
+    """``summary.json``'s content, whatever computed its numbers (``tail``: the entries that follow ``engine``;
+    ``family_detail``: the correction's family and, with segments, the per-segment tables, after
+    ``comparison_family``)."""
     return {
         "name": spec.name,
         "spec_sha256": spec.sha256,
@@ -363,11 +407,40 @@ def summary_of(
         "paths_outside_spec_folder": outside_paths(spec),
         "comparisons": comparisons,
         "comparison_family": family,
+        **(family_detail or {}),
         "decision": decision,
         "notes": notes,
         "engine": engine,
         **tail,
     }
+
+
+def flat_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Comparison rows with their nested entries as columns, for CSV and DataFrames: ``urisk`` -> ``urisk_<alpha>``,
+    ``trisk`` -> ``trisk_<alpha>`` and ``trisk_p_<alpha>``, ``regressed_share`` -> ``regressed_share`` (the share),
+    ``regressed_share_ci_low``, ``regressed_share_ci_high`` and ``regressed_delta``."""
+    out = []
+    for row in rows:
+        flat: dict[str, Any] = {}
+        for k, v in row.items():
+            if k == "urisk":
+                flat.update({f"urisk_{a}": x for a, x in v.items()})
+            elif k == "trisk":
+                for a, t in v.items():
+                    flat[f"trisk_{a}"], flat[f"trisk_p_{a}"] = t["value"], t["p"]
+            elif k == "regressed_share":
+                flat.update(
+                    {
+                        "regressed_share": v["share"],
+                        "regressed_share_ci_low": v["ci_low"],
+                        "regressed_share_ci_high": v["ci_high"],
+                        "regressed_delta": v["delta"],
+                    }
+                )
+            else:
+                flat[k] = v
+        out.append(flat)
+    return out
 
 
 def json_safe(obj: Any) -> Any:

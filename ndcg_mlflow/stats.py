@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,10 +152,13 @@ def bootstrap_means(
     studentized: bool = False,
     chunk: int = DEFAULT_CHUNK,
     indices: np.ndarray | None = None,
+    index_chunks: Iterable[np.ndarray] | None = None,
 ) -> BootstrapDistribution:
     """Bootstrap distribution of the weighted means of the columns of ``x`` (n x k).
 
-    ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool.
+    ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool;
+    ``index_chunks`` does the same a chunk of rows at a time (the stratified draw,
+    :func:`ndcg_mlflow.segments.stratified_indices`).
     Every resampled sum adds that resample's own drawn rows of the few (n x k) columns of weighted
     values in draw order (:func:`resampled_sums`), so the numbers are bit-for-bit the same whatever
     ``chunk`` (how many resamples are drawn at a time) and whatever other columns are resampled
@@ -169,8 +172,10 @@ def bootstrap_means(
     w2 = w**2
     dist = np.empty((resamples, k))
     se = np.empty((resamples, k)) if studentized else None
-    if indices is not None:
-        source: Iterator[tuple[np.ndarray, bool]] = ((indices[i : i + chunk], True) for i in range(0, resamples, chunk))
+    if index_chunks is not None:
+        source: Iterator[tuple[np.ndarray, bool]] = ((idx, True) for idx in index_chunks)
+    elif indices is not None:
+        source = ((indices[i : i + chunk], True) for i in range(0, resamples, chunk))
     elif studentized:  # (the standard errors take the indices)
         source = ((idx, True) for idx in resample_indices(rng, n, resamples, chunk))
     else:  # (a few MB at a time, drawn into one buffer: the sums read each chunk before the next is drawn)

@@ -158,6 +158,7 @@ def format_summary(result) -> str:
             "deviation (an effect size that does not grow with the number of queries); W/T/L: queries the "
             "candidate wins, ties, loses"
         )
+        lines += _segment_lines(result, models)
         for block in result.analysis.wins_losses:
             if block["key"] != headline_key(keys):
                 continue
@@ -173,6 +174,29 @@ def format_summary(result) -> str:
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _segment_lines(result, models) -> list[str]:
+    """Each candidate's difference per segment at the headline cutoff (none without segments)."""
+    head = headline_key(result.spec.metric.keys)
+    comps = [c for c in result.analysis.segment_comparisons if c["key"] == head]
+    if not comps:
+        return []
+    rows = [
+        [
+            str(c["segment"]),
+            system_label(c["candidate"], models),
+            str(c["n_paired"]),
+            _fmt(c.get("delta"), signed=True),
+            f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
+            _p(c.get("p_corrected")),
+            wins_ties_losses(c, "/"),
+        ]
+        for c in comps
+    ]
+    return ["", f"by segment at {metric_name(head)}:"] + text_table(
+        ["segment", "candidate", "paired", "delta", "interval", "p_corr", "W/T/L"], rows, left=2
+    )
 
 
 def format_grouped_summary(summary: dict) -> str:

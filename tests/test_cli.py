@@ -24,6 +24,7 @@ RETURNS = {
     "upload": EVERY | {3},
     "report": EVERY | {3},
     "compare": EVERY | {3},
+    "plan": EVERY | {3},
     "demo": EVERY | {3},
 }
 

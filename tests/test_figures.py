@@ -223,10 +223,13 @@ def test_hostile_system_names_are_text():
     names = {n: [0.5 + i / 100, 0.6, 0.7] for i, n in enumerate(HOSTILE)}
     comps = [comparison(n, HOSTILE[0], "ndcg_at_10", 0.01, -0.02, 0.04) for n in HOSTILE[1:]]
     s = summary_of(names, comparisons=comps)
+    s["segment_comparisons"] = [dict(c, segment=seg, n_paired=3) for c in comps for seg in HOSTILE]
     pq = per_query_of({n: [0.5, 0.6, 0.7] for n in HOSTILE})
     boot = pd.DataFrame({f"{n}:ndcg_at_10": np.linspace(-0.05, 0.05, 50) for n in HOSTILE[1:]})
     figs = F.draw(s, pq, boot)
     assert list(figs) == list(F.FIGURES)
+    without = dict(s, segment_comparisons=[])
+    assert list(F.draw(without, pq, boot)) == [f for f in F.FIGURES if f != "segment_differences"]
     for svg in figs.values():
         root = check_structure(svg)
         assert not any(el.tag.removeprefix(SVG) in ("script", "foreignObject", "a", "image") for el in root.iter())

@@ -21,6 +21,7 @@ from ndcg_mlflow.analysis import Analysis
 from ndcg_mlflow.errors import EvaluationError
 from ndcg_mlflow.format import number, p_value
 from ndcg_mlflow.outputs import write_outputs
+from ndcg_mlflow.result import flat_rows
 
 QUERIES = [f"q{i:02d}" for i in range(30)]
 WEIRD = "<b>x</b>"  # a system name that is markup (the spec refuses it; a result renamed here holds it)
@@ -228,8 +229,11 @@ def test_means_without_an_uncertainty_section_have_empty_intervals(made):
 
 def test_comparisons_are_the_summary_numbers_with_the_same_names(result):
     frame = result.comparisons
-    rows = result.summary["comparisons"]
+    nested = result.summary["comparisons"]
+    rows = flat_rows(nested)  # the nested risk entries as columns: urisk_<alpha>, trisk_<alpha>, trisk_p_<alpha>
     assert list(frame.columns) == list(rows[0])
+    assert rows[0]["urisk_1"] == nested[0]["urisk"]["1"] and rows[0]["trisk_p_5"] == nested[0]["trisk"]["5"]["p"]
+    assert "urisk" not in frame.columns and "trisk" not in frame.columns
     assert len(frame) == len(rows) == 6
     for got, want in zip(frame.to_dict("records"), rows):
         assert got["cutoff"] == ("all" if want["cutoff"] == "all" else int(want["cutoff"]))

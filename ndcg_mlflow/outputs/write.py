@@ -171,6 +171,9 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
         from ..analysis import wins_losses_markdown
 
         _atomic_csv(out / "comparisons.csv", result.comparisons)
+        if result.analysis.segment_comparisons:
+            _atomic_csv(out / "segments.csv", result.segment_means)
+            _atomic_csv(out / "segment_comparisons.csv", result.segment_comparisons)
         atomic_bytes(out / "wins_losses.json", result.wins_losses_json.encode("utf-8"))
         atomic_bytes(out / "wins_losses.md", wins_losses_markdown(result, result.analysis).encode("utf-8"))
         if result.analysis.distributions:

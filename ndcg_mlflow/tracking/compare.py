@@ -161,6 +161,17 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
     return out / "report.html", out / "report.md"
 
 
+def download_evaluation(run_id: str, dest: Path, tracking_uri: str | None = None) -> Path:
+    """A logged evaluation's tables (``summary.json``, ``per_query.csv``, ...) downloaded into ``dest``, as its output
+    folder holds them; ``run_id`` names the evaluation, one of its systems' runs or a comparison run."""
+    client = _client(tracking_uri)
+    pid = evaluation_run_id(client, run_id)
+    download_folder(client, pid, dest)
+    if not (dest / "summary.json").is_file():
+        raise CompareError(f"run {pid} has no summary.json artifact: it was not logged completely.")
+    return dest
+
+
 def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
     import pandas as pd
 

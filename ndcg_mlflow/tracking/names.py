@@ -255,6 +255,19 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
     for row in (summary.get("decision") or {}).get("candidates", []):
         if row["candidate"] == name:  # this candidate's own verdict under the decision rule
             tags[f"{TAG_PREFIX}.decision"] = row["outcome"]
+            tags.update(guardrail_tags(row))
+    return tags
+
+
+def guardrail_tags(row: dict[str, Any]) -> dict[str, str]:
+    """A candidate's guardrails (``summary.json`` decision's candidate row): ``ndcg_mlflow.guardrail.<name>`` the
+    outcome, ``….reason`` why; the main rule's own outcome as ``ndcg_mlflow.decision.rule_outcome``."""
+    if "guardrails" not in row:
+        return {}
+    tags = {f"{TAG_PREFIX}.decision.rule_outcome": row["rule_outcome"]}
+    for g in row["guardrails"]:
+        tags[f"{TAG_PREFIX}.guardrail.{g['guardrail']}"] = g["outcome"]
+        tags[f"{TAG_PREFIX}.guardrail.{g['guardrail']}.reason"] = param_value(g["reason"])
     return tags
 
 

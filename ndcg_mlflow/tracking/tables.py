@@ -101,6 +101,8 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
         tables.append((f"systems/{system_file_stem(system)}.per_query.csv", "per_query_table.json", None))
     tables += [
         ("comparisons.csv", "comparisons_table.json", "candidate"),
+        ("segments.csv", "segments_table.json", "system"),
+        ("segment_comparisons.csv", "segment_comparisons_table.json", "candidate"),
         ("sensitivity.csv", "sensitivity_table.json", "system"),
     ]
     out: list[tuple[str, Any]] = []
@@ -117,7 +119,7 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
             continue
         frame = pd.read_csv(
             io.BytesIO(data),
-            dtype={"query_id": str, "cutoff": str, "system": str, "candidate": str, "baseline": str},
+            dtype={"query_id": str, "cutoff": str, "system": str, "candidate": str, "baseline": str, "segment": str},
             keep_default_na=False,
             na_values=[""],
         )
@@ -127,8 +129,8 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
             frame = frame[frame[column] == system]
             if frame.empty:
                 continue
-        if table_name == "comparisons_table.json":
-            first = [c for c in COMPARISON_COLUMNS if c in frame.columns]
+        if table_name in ("comparisons_table.json", "segment_comparisons_table.json"):
+            first = [c for c in ("segment", *COMPARISON_COLUMNS) if c in frame.columns]
             frame = frame[first + [c for c in frame.columns if c not in first]]
         frame.attrs[_KEY] = key
         out.append((table_name, frame))

@@ -1,0 +1,471 @@
+"""Planning a comparison: the smallest difference the decision's test detects, and how many queries it needs.
+
+The approach is Sakai's topic set size design ("Topic set size design", Information Retrieval Journal 19, 2016):
+from the variance observed in one evaluation, the number of topics a paired t test needs to detect a given
+difference with a given power. Here the test is the one the spec's decision reads
+(:func:`ndcg_mlflow.stats.t_interval`): the two-sided weighted t interval at confidence ``C`` (alpha = 1 - C)
+of the weighted mean of the paired differences ``d_i = candidate_i - baseline_i`` with weights ``w_i``, whose
+lower end must clear a threshold (``+margin`` for superiority, ``-margin`` for non-inferiority). With ``se`` and
+``df`` the weighted standard error and its degrees of freedom (:func:`ndcg_mlflow.stats.weighted_t`), the lower
+end clears a threshold at ``distance`` below the true difference with probability ``power`` when
+
+    distance = (t_(1 - alpha/2, df) + t_(power, df)) * se
+
+(the t approximation of the power of the t test, which replaces the noncentral t by a shifted central t; at
+powers of 0.8 to 0.9 the two differ by less than 0.003 from 10 queries on, by less than 0.001 from 20). That
+distance at the current number of queries is the minimum detectable difference (:func:`mde`). For planning, the
+per-query standard deviation the observed standard error implies, ``sigma = se * sqrt(n_eff)`` (n_eff = (sum w)^2 /
+sum w^2, Kish's effective number of queries; with equal weights sigma is the sample standard deviation of the
+differences), is assumed to hold for a larger set of queries with the same distribution of weights, whose n_eff is
+then ``n * n_eff / n_obs`` (:func:`queries_needed`).
+
+Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
+:func:`format_plan`), which reads an evaluation's output folder with pandas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .errors import DataError, NdcgError, did_you_mean
+from .format import TERMINAL, number, system_label, text_table
+from .rules import key_label, metric_name
+
+RULES = ("superiority", "non_inferiority")
+#: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
+MOST_QUERIES = 2**53
+
+
+def _paired(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``d`` and ``w`` as float64 vectors of one length: finite differences, finite positive weights."""
+    d = np.asarray(d, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if d.ndim != 1 or w.shape != d.shape:
+        raise ValueError(
+            f"expected one paired difference per weight, as two vectors of one length; got shapes {d.shape} "
+            f"and {w.shape}"
+        )
+    if not np.isfinite(d).all():
+        raise ValueError("expected finite paired differences (the queries valid for both systems); got NaN or inf")
+    if not (np.isfinite(w).all() and (w > 0).all()):
+        raise ValueError("expected finite positive query weights; got a weight that is 0, negative, NaN or inf")
+    return d, w
+
+
+def _levels(confidence: float, power: float) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}")
+    if not 0 < power < 1:
+        raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
+
+
+def kish_n(w: np.ndarray) -> float:
+    """Kish's effective number of queries (sum w)^2 / sum w^2; exactly the number of queries when the weights are
+    equal (as :func:`ndcg_mlflow.stats.weighted_t` takes n - 1 degrees of freedom there)."""
+    if w.size and np.ptp(w) == 0:
+        return float(w.size)
+    return stats.effective_n(w)
+
+
+def t_sum(confidence: float, power: float, df: float) -> float:
+    """``t_(1 - alpha/2, df) + t_(power, df)``, alpha = 1 - confidence: the distance, in standard errors, between
+    the true difference and a threshold that the interval's lower end clears with probability ``power``."""
+    from scipy import stats as st
+
+    return float(st.t.ppf(0.5 + confidence / 2, df) + st.t.ppf(power, df))
+
+
+def query_sd(d: Any, w: Any) -> float:
+    """sigma = se * sqrt(n_eff): the per-query standard deviation of the differences that the weighted standard
+    error implies (se from :func:`ndcg_mlflow.stats.weighted_t`, n_eff from :func:`kish_n`). With equal weights, the
+    sample standard deviation (denominator n - 1). NaN below 2 queries."""
+    d, w = _paired(d, w)
+    if d.size < 2:
+        return float("nan")
+    _, se, _ = stats.weighted_t(d, w)
+    return se * math.sqrt(kish_n(w))
+
+
+def mde(d: Any, w: Any, confidence: float, power: float = 0.8) -> float:
+    """The minimum detectable difference of the two-sided weighted paired t at ``confidence`` and ``power``::
+
+        mde = (t_(1 - alpha/2, df) + t_(power, df)) * se,    alpha = 1 - confidence
+
+    with ``se, df`` from :func:`ndcg_mlflow.stats.weighted_t`: the smallest distance between the true difference
+    and a threshold that the interval's lower end (:func:`ndcg_mlflow.stats.t_interval`) clears with probability
+    ``power``, at the current queries. 0 when every difference is equal (the interval is then a point); NaN where
+    the interval is undefined (fewer than 2 queries, or weights leaving less than 1 degree of freedom)."""
+    d, w = _paired(d, w)
+    _levels(confidence, power)
+    if d.size < 2:
+        return float("nan")
+    _, se, df = stats.weighted_t(d, w)
+    if np.ptp(d) == 0:
+        return 0.0
+    if not df >= 1:
+        return float("nan")
+    return t_sum(confidence, power, df) * se
+
+
+def current_power(d: Any, w: Any, confidence: float, distance: float) -> float:
+    """The power of the test at the current queries against a threshold ``distance`` below the true difference,
+    in the same approximation as :func:`mde` (its inverse in ``power``)::
+
+        power = F_t(distance / se - t_(1 - alpha/2, df); df)
+
+    with F_t Student's t distribution function. Every difference equal: 1 when ``distance > 0``, else 0. NaN where
+    the interval is undefined."""
+    from scipy import stats as st
+
+    d, w = _paired(d, w)
+    _levels(confidence, 0.5)
+    if d.size < 2 or not math.isfinite(distance):
+        return float("nan")
+    _, se, df = stats.weighted_t(d, w)
+    if np.ptp(d) == 0:
+        return 1.0 if distance > 0 else 0.0
+    if not df >= 1:
+        return float("nan")
+    return float(st.t.cdf(distance / se - st.t.ppf(0.5 + confidence / 2, df), df))
+
+
+def queries_for(
+    sd: float, ratio: float, confidence: float, power: float, distance: float, *, df_share: float = 1.0
+) -> int | None:
+    """The smallest number of queries ``n >= 2`` with
+
+        (t_(1 - alpha/2, df(n)) + t_(power, df(n))) * sd / sqrt(n_eff(n)) <= distance,
+        n_eff(n) = n * ratio,   df(n) = df_share * (n_eff(n) - 1) >= 1
+
+    for a per-query standard deviation ``sd``, a ratio n_eff / n of the weights (1 for equal weights) and the share
+    ``df_share`` of Kish's n_eff - 1 that the weighted t's degrees of freedom are (1 for equal weights: n - 1).
+    Under unequal weights the test takes fewer than n_eff - 1 (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`:
+    the smaller of that and Satterthwaite's, often a fifth of it); :func:`queries_needed` passes the observed
+    share, assumed to hold for more queries with the same distribution of weights. With Kish's n_eff - 1 alone
+    the plan was optimistic: with lognormal weights (sigma 1) the planned queries reached a power of 0.77-0.80 for
+    0.8 (``benchmarks/power_sim.py`` shows the planned power with the observed share).
+
+    The left side decreases with ``n``, so the smallest ``n`` is found exactly: from the normal approximation
+    ``n ~ ((z_(1 - alpha/2) + z_power) sd / distance)^2 / ratio`` (a lower bound when ``power >= 0.5``), by
+    doubling then bisection. None when ``distance <= 0`` (or not a number), ``sd`` is not a finite number, or
+    beyond :data:`MOST_QUERIES` queries."""
+    _levels(confidence, power)
+    if not (distance > 0 and math.isfinite(sd) and sd >= 0 and 0 < ratio <= 1 and 0 < df_share <= 1):
+        return None
+
+    def enough(n: int) -> bool:
+        n_eff = n * ratio
+        df = df_share * (n_eff - 1)
+        if not df >= 1:
+            return False
+        return t_sum(confidence, power, df) * sd / math.sqrt(n_eff) <= distance
+
+    low = max(2, math.ceil(2 / ratio))
+    while not df_share * (low * ratio - 1) >= 1:  # (the first n with one degree of freedom)
+        low += 1
+    if enough(low):
+        return low
+    from scipy.special import ndtri
+
+    guess = ((float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance) ** 2) / ratio
+    if not guess < MOST_QUERIES:
+        return None
+    high = max(low + 1, math.ceil(guess))
+    while not enough(high):  # low fails, high is doubled until it meets the condition
+        low, high = high, 2 * high
+        if high > MOST_QUERIES:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def queries_needed(d: Any, w: Any, confidence: float, power: float, *, distance: float) -> int | None:
+    """The smallest number of queries, with the same distribution of weights as ``w``, at which a test against a
+    threshold at ``distance`` from the assumed true difference has that power: :func:`queries_for` with sigma =
+    :func:`query_sd` of the observed differences and the ratio n_eff / n of the observed weights. That is, the
+    smallest ``n >= 2`` with
+
+        (t_(1 - alpha/2, df(n)) + t_(power, df(n))) * sigma / sqrt(n_eff(n)) <= distance,
+
+    n_eff(n) = n * n_eff / n_obs and df(n) = share * (n_eff(n) - 1), share = df_obs / (n_eff - 1) the observed
+    weighted t's degrees of freedom over Kish's bound (1 under equal weights: df(n) = n - 1).
+    None when ``distance <= 0``, or sigma is undefined (fewer than 2 queries)."""
+    d, w = _paired(d, w)
+    _levels(confidence, power)
+    if d.size < 2:
+        return None
+    n_eff = kish_n(w)
+    df = stats.weighted_t(d, w)[2]
+    share = min(1.0, df / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 and df >= 1 else 1.0
+    return queries_for(query_sd(d, w), n_eff / d.size, confidence, power, distance, df_share=share)
+
+
+def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, margin: float) -> dict[str, Any]:
+    """What the declared decision could detect at the current queries, and the queries it would need.
+
+    - ``non_inferiority`` (passes when the interval's lower end is above ``-margin``): the assumed true difference
+      is 0 (a candidate as good as the baseline must pass), at ``distance = margin`` from the threshold;
+    - ``superiority`` (passes when the lower end is above ``+margin``): the assumed true difference is the
+      observed weighted mean difference, at ``distance = observed - margin``; when that is not positive no number
+      of queries makes the candidate pass with that power (``queries_needed`` None, and the reason says so).
+
+    Returns ``{"mde", "power", "queries_needed", "assumed_difference", "distance", "reason", "detectable",
+    "current_power", "sd"}``: :func:`mde` at ``power`` (the power planned for, as given); :func:`queries_needed`
+    at ``distance``; ``reason``: why ``queries_needed`` (or ``mde``) is undefined, else None; ``detectable``:
+    whether the current queries detect the distance with that power (``mde <= margin`` for non-inferiority,
+    ``mde <= distance`` for superiority, with a positive distance); ``current_power``: the power at the current
+    queries against that distance (:func:`current_power`); ``sd``: :func:`query_sd`."""
+    d, w = _paired(d, w)
+    _levels(confidence, power)
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
+    if not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number at or above 0; got {margin!r}")
+    observed = float(stats.weighted_mean(d, w)) if d.size else float("nan")
+    assumed = 0.0 if rule == "non_inferiority" else observed
+    distance = margin if rule == "non_inferiority" else observed - margin
+    smallest = mde(d, w, confidence, power)
+    needed = queries_needed(d, w, confidence, power, distance=distance)
+    reasons = []
+    if d.size < 2:
+        reasons.append(
+            "no query is valid for both systems" if d.size == 0 else "only one query is valid for both systems"
+        )
+    else:
+        if not math.isfinite(smallest):
+            df = stats.weighted_t(d, w)[2]
+            reasons.append(f"the weights leave {df:.3g} degrees of freedom: the interval needs at least 1")
+        if rule == "superiority" and not distance > 0:
+            reasons.append("the observed difference does not exceed the margin")
+        elif not distance > 0:
+            reasons.append("the margin is 0: no number of queries detects a distance of 0")
+        elif needed is None:
+            reasons.append(f"more than {MOST_QUERIES:,} queries would be needed")
+    return {
+        "mde": smallest,
+        "power": power,
+        "queries_needed": needed,
+        "assumed_difference": assumed,
+        "distance": distance,
+        "reason": "; ".join(reasons) if reasons else None,
+        "detectable": bool(math.isfinite(smallest) and distance > 0 and smallest <= distance),
+        "current_power": current_power(d, w, confidence, distance) if d.size >= 2 else float("nan"),
+        "sd": query_sd(d, w),
+    }
+
+
+# --------------------------------------------------------------------------- the plan command
+
+
+def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
+    """An evaluation's ``summary.json`` and ``per_query.csv`` (a DataFrame: system, query_id, cutoff, ndcg, weight,
+    ...), as ``ndcg-mlflow run`` writes them; a :class:`DataError` naming the file (and line) otherwise."""
+    import pandas as pd
+
+    path = folder / "summary.json"
+    if not folder.is_dir():
+        raise DataError(folder, "not a folder: give the output folder of an evaluation (ndcg-mlflow run writes it).")
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(
+            path, "not found: give the output folder of an evaluation (ndcg-mlflow run writes it)."
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(path, f"cannot be read as JSON: {exc}.") from None
+    if not isinstance(summary, dict):
+        raise DataError(path, "expected a JSON object (the summary of an evaluation).")
+    table = folder / "per_query.csv"
+    if not table.is_file():
+        where = summary.get("per_query_path")
+        stayed = f" (its per-query rows stayed in Spark, in {where})" if isinstance(where, str) else ""
+        raise DataError(
+            table,
+            f"not found{stayed}: plan reads the per-query table of an evaluation; give an output folder of "
+            f"'ndcg-mlflow run' that holds per_query.csv.",
+        )
+    try:
+        frame = pd.read_csv(
+            table, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""]
+        )
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(table, f"cannot be read as CSV: {str(exc).splitlines()[0] if str(exc) else exc}.") from None
+    missing = [c for c in ("system", "query_id", "cutoff", "ndcg", "weight") if c not in frame.columns]
+    if missing:
+        raise DataError(table, f"expected the columns system, query_id, cutoff, ndcg and weight; {missing} missing.")
+    for column in ("ndcg", "weight"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna() if column == "ndcg" else ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            expected = "a number or an empty field" if column == "ndcg" else "a finite positive weight"
+            value = frame[column].iloc[row]
+            shown = repr(value) if isinstance(value, str) else str(value)
+            raise DataError(table, f"column {column}: expected {expected}, found {shown}.", row + 2)
+        frame[column] = values.astype(np.float64)
+    return summary, frame
+
+
+def paired(frame: Any, baseline: str, candidate: str, key: str, source: Path | None = None) -> tuple[np.ndarray, ...]:
+    """The paired differences candidate - baseline at ``key`` on the queries valid for both (an nDCG in each), in
+    the baseline's order, and their weights over the largest weight of the table (as the analysis takes them)."""
+    label = key_label(key)
+    rows = []
+    for system in (baseline, candidate):
+        part = frame[(frame["system"] == system) & (frame["cutoff"] == label)]
+        if part.empty:
+            raise DataError(source or "per_query.csv", f"no row of system '{system}' at cutoff {label}.")
+        if part["query_id"].duplicated().any():
+            query = part["query_id"][part["query_id"].duplicated()].iloc[0]
+            raise DataError(source or "per_query.csv", f"query '{query}' of system '{system}' twice at cutoff {label}.")
+        rows.append(part[["query_id", "ndcg", "weight"]])
+    both = rows[0].merge(rows[1], on="query_id", suffixes=("_b", "_c"))  # (the baseline's order)
+    both = both[both["ndcg_b"].notna() & both["ndcg_c"].notna()]
+    d = both["ndcg_c"].to_numpy(np.float64) - both["ndcg_b"].to_numpy(np.float64)
+    w = both["weight_b"].to_numpy(np.float64) / float(frame["weight"].max())
+    return d, w
+
+
+def _key_of(text: str, keys: list[str]) -> str:
+    """A key as given to ``--key``: ``ndcg_at_10``, ``10``, ``all`` or ``nDCG@10``."""
+    for candidate in (text, "ndcg_at_" + text, "ndcg_at_" + text.split("@", 1)[-1]):
+        if candidate in keys:
+            return candidate
+    raise NdcgError(
+        f"--key {text!r}: the evaluation compared {', '.join(keys)} (a key, its cutoff or nDCG@K)"
+        + did_you_mean(text, keys)
+        + "."
+    )
+
+
+def plan_evaluation(
+    folder: Path,
+    *,
+    margin: float,
+    power: float = 0.8,
+    confidence: float | None = None,
+    key: str | None = None,
+    shown: str | None = None,
+) -> dict[str, Any]:
+    """The ``plan`` command's numbers for an evaluation's output folder: for each candidate against the baseline
+    and each compared key (or ``key``), on the queries valid for both: n, n_eff, the weighted mean difference,
+    sigma (:func:`query_sd`), :func:`mde` at ``power`` and :func:`queries_needed` at ``distance = margin``.
+    ``confidence``: the evaluation's (``summary.json``) unless given. ``shown``: how to name the source."""
+    summary, frame = read_evaluation(folder)
+    comparisons = summary.get("comparisons") or []
+    if not comparisons:
+        raise NdcgError(
+            f"{shown or folder}: the evaluation compared no candidate with a baseline (its spec declares no "
+            f"'comparison' section, or one system only): plan needs a baseline and a candidate."
+        )
+    if confidence is None:
+        confidence = (summary.get("spec") or {}).get("uncertainty.confidence")
+        if not isinstance(confidence, (int, float)):
+            raise NdcgError(f"{shown or folder}: the evaluation records no confidence; give --confidence.")
+    keys = list(dict.fromkeys(c["key"] for c in comparisons))
+    chosen = [_key_of(key, keys)] if key is not None else keys
+    rows = []
+    for c in comparisons:
+        if c["key"] not in chosen:
+            continue
+        d, w = paired(frame, c["baseline"], c["candidate"], c["key"], folder / "per_query.csv")
+        rows.append(
+            {
+                "candidate": c["candidate"],
+                "baseline": c["baseline"],
+                "key": c["key"],
+                "n_paired": int(d.size),
+                "n_eff": stats.effective_n(w),
+                "delta": float(stats.weighted_mean(d, w)) if d.size else float("nan"),
+                "sd": query_sd(d, w),
+                "mde": mde(d, w, confidence, power),
+                "queries_needed": queries_needed(d, w, confidence, power, distance=margin),
+            }
+        )
+    decision = summary.get("decision")
+    declared = []
+    if isinstance(decision, dict) and decision.get("key") in keys:
+        for c in comparisons:
+            if c["key"] == decision["key"]:
+                d, w = paired(frame, c["baseline"], c["candidate"], c["key"], folder / "per_query.csv")
+                entry = decision_plan(d, w, confidence, power, decision["rule"], float(decision["margin"]))
+                declared.append({"candidate": c["candidate"], **entry})
+    return {
+        "name": summary.get("name", ""),
+        "source": shown or str(folder),
+        "baseline": comparisons[0]["baseline"],
+        "confidence": float(confidence),
+        "power": power,
+        "margin": margin,
+        "rows": rows,
+        "decision": {**decision, "candidates": declared} if declared and isinstance(decision, dict) else None,
+        "models": summary.get("models") or {},
+    }
+
+
+def _count(n: int | None) -> str:
+    return TERMINAL if n is None else f"{n:,}"
+
+
+def format_plan(plan: dict[str, Any]) -> str:
+    """The ``plan`` command's output: the table, what its columns mean, and the declared decision's plan."""
+    power, margin, models = plan["power"], plan["margin"], plan["models"]
+    lines = [
+        f"{plan['name']} ({plan['source']}) — each candidate against baseline "
+        f"{system_label(plan['baseline'], models)}: the {plan['confidence']:.0%} two-sided weighted t interval "
+        f"the decision reads, power {power:g}, margin {margin:g}"
+    ]
+    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin:g}"]
+    body = [
+        [
+            system_label(r["candidate"], models),
+            key_label(r["key"]),
+            str(r["n_paired"]),
+            f"{r['n_eff']:.1f}",
+            number(r["delta"], signed=True, missing=TERMINAL),
+            number(r["sd"], missing=TERMINAL),
+            number(r["mde"], missing=TERMINAL),
+            _count(r["queries_needed"]),
+        ]
+        for r in plan["rows"]
+    ]
+    lines += text_table(heads, body, left=2)
+    lines += [
+        "n: queries valid for both systems; n_eff: (Σw)²/Σw²; delta: the weighted mean difference",
+        "σ: the per-query standard deviation of the differences that the weighted standard error implies (se·√n_eff)",
+        f"mde: the smallest distance between the true difference and a threshold that the interval's lower end "
+        f"clears with power {power:g} at these n queries",
+        f"queries for {margin:g}: the queries, with the same spread of weights, at which it clears a threshold "
+        f"{margin:g} below the true difference with power {power:g} (a non-inferiority margin of {margin:g} for a "
+        f"candidate as good as the baseline; Sakai's topic set size design)",
+    ]
+    decision = plan["decision"]
+    if decision:
+        lines += [
+            "",
+            f"the declared decision ({decision['rule'].replace('_', '-')} at {metric_name(decision['key'])}, margin "
+            f"{decision['margin']:g}), power {power:g}:",
+        ]
+        for c in decision["candidates"]:
+            if c["reason"] and c["queries_needed"] is None:
+                what = c["reason"]
+            else:
+                what = (
+                    f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
+                    f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
+                    f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
+                    f"power {power:g}" + (f" ({c['reason']})" if c["reason"] else "")
+                )
+            lines.append(f"  {system_label(c['candidate'], models)}: {what}")
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""``ndcg-mlflow plan`` on real output folders of the demo's specs (evaluated here, logging nothing): the printed
+numbers against the planning functions applied to the test's own reading of per_query.csv with pandas, the
+declared decision's plan, the options, the error cases, and a run read back from MLflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CONFIGS
+
+from ndcg_mlflow.cli import main
+from ndcg_mlflow.planning import decision_plan, mde, queries_needed, query_sd
+
+
+def _evaluate(spec: Path, out: Path, *sets: str) -> Path:
+    """``ndcg-mlflow run SPEC --out OUT --no-mlflow --quiet`` from a temporary working folder."""
+    old = os.getcwd()
+    os.chdir(out.parent)
+    try:
+        code = main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet", *[f"--set={s}" for s in sets]])
+    finally:
+        os.chdir(old)
+    assert code in (0, 4)  # 4: the declared decision failed, the folder is written all the same
+    return out
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("plan")
+    return {
+        "demo": _evaluate(CONFIGS / "demo.yaml", root / "demo"),
+        "weighted": _evaluate(
+            CONFIGS / "demo_weighted.yaml",
+            root / "weighted",
+            "decision={key: ndcg_at_10, rule: non_inferiority, margin: 0.02}",
+        ),
+        "superiority": _evaluate(
+            CONFIGS / "demo.yaml", root / "superiority", "decision={key: ndcg_at_5, rule: superiority, margin: 0.01}"
+        ),
+        "no comparison": _evaluate(CONFIGS / "demo.yaml", root / "no_comparison", "comparison=null"),
+    }
+
+
+def _plan(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _table(out: str) -> list[list[str]]:
+    """The table's rows (the heading and the explanation lines left out)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("candidate "))
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("n: "):
+            break
+        rows.append(line.split())
+    return rows
+
+
+def _pairs(folder: Path, candidate: str, cutoff: str) -> tuple[np.ndarray, np.ndarray]:
+    """The test's own reading: candidate - baseline (bm25) on the queries with an nDCG in both, weights over the
+    largest weight of the evaluation."""
+    table = pd.read_csv(
+        folder / "per_query.csv",
+        dtype={"system": str, "query_id": str, "cutoff": str},
+        keep_default_na=False,
+        na_values=[""],
+    )
+    base = table[(table.system == "bm25") & (table.cutoff == cutoff)].set_index("query_id")
+    cand = table[(table.system == candidate) & (table.cutoff == cutoff)].set_index("query_id")
+    both = base[["ndcg", "weight"]].join(cand[["ndcg"]].rename(columns={"ndcg": "ndcg_cand"}), how="inner").dropna()
+    return (both.ndcg_cand - both.ndcg).to_numpy(), both.weight.to_numpy() / table.weight.max()
+
+
+def _check_rows(rows, folder: Path, *, confidence: float, power: float, margin: float) -> None:
+    summary = json.loads((folder / "summary.json").read_text())
+    compared = {(c["candidate"], c["cutoff"]): c for c in summary["comparisons"]}
+    for candidate, cutoff, n, n_eff, delta, sd, smallest, needed in rows:
+        d, w = _pairs(folder, candidate, cutoff)
+        assert int(n) == d.size == compared[(candidate, cutoff)]["n_paired"]
+        assert float(n_eff) == pytest.approx(w.sum() ** 2 / (w**2).sum(), abs=0.051)
+        assert float(delta) == pytest.approx(np.sum(w * d) / np.sum(w), abs=5.1e-5)
+        assert float(delta) == pytest.approx(compared[(candidate, cutoff)]["delta"], abs=5.1e-5)
+        assert float(sd) == pytest.approx(query_sd(d, w), abs=5.1e-5)
+        assert float(smallest) == pytest.approx(mde(d, w, confidence, power), abs=5.1e-5)
+        assert int(needed.replace(",", "")) == queries_needed(d, w, confidence, power, distance=margin)
+
+
+def test_the_table_plans_every_comparison_from_the_per_query_table(folders, capsys):
+    code, out, err = _plan(capsys, str(folders["demo"]), "--margin", "0.02")
+    assert code == 0 and err == ""
+    rows = _table(out)
+    assert [(r[0], r[1]) for r in rows] == [
+        (c, k) for c in ("reranker-v2", "dense-ties") for k in ("5", "10", "all")
+    ]  # summary.json's order of comparisons
+    _check_rows(rows, folders["demo"], confidence=0.95, power=0.8, margin=0.02)
+    assert "95% two-sided weighted t interval" in out and "power 0.8, margin 0.02" in out
+    assert "declared decision" not in out  # the demo declares none
+
+
+def test_weights_and_the_declared_non_inferiority_decision(folders, capsys):
+    folder = folders["weighted"]
+    code, out, _ = _plan(capsys, str(folder), "--margin", "0.05", "--power", "0.9")
+    assert code == 0
+    rows = _table(out)
+    assert all(float(r[3]) < int(r[2]) for r in rows)  # unequal weights: n_eff below n
+    _check_rows(rows, folder, confidence=0.95, power=0.9, margin=0.05)
+    assert "the declared decision (non-inferiority at nDCG@10, margin 0.02), power 0.9:" in out
+    for candidate in ("reranker-v2", "dense-ties"):
+        d, w = _pairs(folder, candidate, "10")
+        plan = decision_plan(d, w, 0.95, 0.9, "non_inferiority", 0.02)
+        line = next(line for line in out.splitlines() if line.startswith(f"  {candidate}: "))
+        assert line.startswith(f"  {candidate}: {'detectable' if plan['detectable'] else 'not detectable'} at ")
+        assert f"; {plan['queries_needed']:,} queries for power 0.9" in line
+        assert f"mde {plan['mde']:.4f} against a distance of 0.0200" in line
+
+
+def test_the_declared_superiority_decision_says_when_no_number_of_queries_helps(folders, capsys):
+    folder = folders["superiority"]
+    code, out, _ = _plan(capsys, str(folder), "--margin", "0.05", "--key", "5")
+    assert code == 0
+    lines = out.splitlines()
+    assert "  dense-ties: the observed difference does not exceed the margin" in lines  # observed -0.005 at nDCG@5
+    d, w = _pairs(folder, "reranker-v2", "5")
+    plan = decision_plan(d, w, 0.95, 0.8, "superiority", 0.01)
+    assert plan["distance"] == pytest.approx(np.sum(w * d) / np.sum(w) - 0.01)
+    assert any(line.endswith(f"; {plan['queries_needed']:,} queries for power 0.8") for line in lines)
+
+
+@pytest.mark.parametrize("key", ["10", "ndcg_at_10", "nDCG@10"])
+def test_one_key_at_another_confidence(folders, capsys, key):
+    code, out, _ = _plan(capsys, str(folders["demo"]), "--margin", "0.03", "--key", key, "--confidence", "0.9")
+    assert code == 0
+    rows = _table(out)
+    assert [(r[0], r[1]) for r in rows] == [("reranker-v2", "10"), ("dense-ties", "10")]
+    _check_rows(rows, folders["demo"], confidence=0.9, power=0.8, margin=0.03)
+    assert "the 90% two-sided" in out
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--margin", "0"], "--margin 0: expected a positive difference of nDCG"),
+        (["--margin", "-0.01"], "--margin -0.01: expected a positive difference"),
+        (["--margin", "nan"], "--margin nan: expected a positive difference"),
+        (["--margin", "inf"], "--margin inf: expected a positive difference"),
+        (["--margin", "0.01", "--power", "1"], "--power 1: expected a probability strictly between 0 and 1"),
+        (["--margin", "0.01", "--power", "0"], "--power 0: expected a probability"),
+        (["--margin", "0.01", "--confidence", "1.5"], "--confidence 1.5: expected a level strictly between 0 and 1"),
+        (["--margin", "0.01", "--key", "20"], "--key '20': the evaluation compared ndcg_at_5, ndcg_at_10, ndcg_at_all"),
+    ],
+)
+def test_bad_options_exit_2_saying_what_was_expected(folders, capsys, argv, words):
+    code, out, err = _plan(capsys, str(folders["demo"]), *argv)
+    assert code == 2 and out == ""
+    assert words in err
+
+
+def test_a_missing_margin_is_a_usage_error(folders, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["plan", str(folders["demo"])])
+    assert done.value.code == 2
+    assert "--margin" in capsys.readouterr().err
+
+
+def test_an_evaluation_without_comparison_exits_2(folders, capsys):
+    code, _, err = _plan(capsys, str(folders["no comparison"]), "--margin", "0.01")
+    assert code == 2
+    assert "the evaluation compared no candidate with a baseline" in err
+
+
+def test_a_folder_without_its_tables_exits_2_naming_the_file(folders, capsys, tmp_path):
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    shutil.copy(folders["demo"] / "summary.json", partial)
+    code, _, err = _plan(capsys, str(partial), "--margin", "0.01")
+    assert code == 2
+    assert f"{partial / 'per_query.csv'}: not found" in err and "plan reads the per-query table" in err
+    (partial / "summary.json").unlink()
+    code, _, err = _plan(capsys, str(partial), "--margin", "0.01")
+    assert code == 2 and f"{partial / 'summary.json'}: not found" in err
+
+
+def test_a_bad_weight_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["demo"], folder)
+    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\n").split(",")
+    cells = lines[6].rstrip("\n").split(",")
+    cells[head.index("weight")] = "-1"
+    lines[6] = ",".join(cells) + "\n"
+    (folder / "per_query.csv").write_text("".join(lines))
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2
+    assert f"{folder / 'per_query.csv'}:7: column weight: expected a finite positive weight, found -1" in err
+
+
+def test_neither_a_folder_nor_a_run_id_exits_2(capsys, tmp_path):
+    code, _, err = _plan(capsys, str(tmp_path / "nowhere"), "--margin", "0.01")
+    assert code == 2
+    assert "no such folder, and not an MLflow run id (32 hexadecimal digits)" in err
+
+
+# --------------------------------------------------------------------------- from MLflow
+
+
+def test_a_logged_evaluation_is_planned_from_its_run(folders, capsys, tracking_uri, tmp_path):
+    """The folder uploaded to a store of this test's own, then planned from the evaluation's run id and from one of
+    its systems' runs: the same table as from the folder."""
+    folder = tmp_path / "uploaded"
+    shutil.copytree(folders["weighted"], folder)
+    assert main(["upload", str(folder), "--tracking-uri", tracking_uri]) == 0
+    logged = capsys.readouterr().out
+    run_id = re.search(r"evaluation run: ([0-9a-f]{32})", logged).group(1)
+    system_run = re.search(r"system run bm25: ([0-9a-f]{32})", logged).group(1)
+    _, from_folder, _ = _plan(capsys, str(folders["weighted"]), "--margin", "0.02")
+    for rid in (run_id, system_run):
+        code, out, err = _plan(capsys, rid, "--margin", "0.02", "--tracking-uri", tracking_uri)
+        assert code == 0, err
+        assert f"(MLflow run {rid})" in out.splitlines()[0]
+        assert out.splitlines()[1:] == from_folder.splitlines()[1:]
+    code, _, err = _plan(capsys, "0" * 32, "--margin", "0.02", "--tracking-uri", tracking_uri)
+    assert code == 2 and f"run {'0' * 32!r} not found" in err

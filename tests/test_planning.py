@@ -1,0 +1,224 @@
+"""Planning (ndcg_mlflow.planning): the minimum detectable difference against its closed form with scipy's t
+quantiles, the queries needed against a brute-force loop written here, monotonicity, and the decision's plan."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from scipy.special import ndtri
+
+from ndcg_mlflow import stats
+from ndcg_mlflow.planning import current_power, decision_plan, mde, queries_for, queries_needed, query_sd
+
+
+def brute_force(
+    sd: float, ratio: float, confidence: float, power: float, distance: float, limit: int = 200_000, share: float = 1.0
+):
+    """The first n = 2, 3, ... with n_eff = n ratio, df = share (n_eff - 1) >= 1 and
+    (t_(1 - alpha/2, df) + t_(power, df)) sd / sqrt(n_eff) <= distance."""
+    for n in range(2, limit):
+        n_eff = n * ratio
+        df = share * (n_eff - 1)
+        if df < 1:
+            continue
+        if (st.t.ppf(1 - (1 - confidence) / 2, df) + st.t.ppf(power, df)) * sd / math.sqrt(n_eff) <= distance:
+            return n
+    raise AssertionError("no n below the limit")
+
+
+def kish(w: np.ndarray) -> float:
+    return float(w.sum() ** 2 / (w**2).sum())
+
+
+def bias_corrected_se(d: np.ndarray, w: np.ndarray) -> float:
+    """sqrt(sum lambda_i (d_i - m)^2), lambda_i = h_i^2 / (1 - 2 h_i + sum h^2), h = w / sum w."""
+    h = w / w.sum()
+    m = float(np.sum(h * d))
+    lam = h**2 / (1 - 2 * h + np.sum(h**2))
+    return math.sqrt(float(np.sum(lam * (d - m) ** 2)))
+
+
+# --------------------------------------------------------------------------- mde
+
+
+@pytest.mark.parametrize("confidence, power", [(0.95, 0.8), (0.9, 0.9), (0.99, 0.5)])
+def test_mde_with_equal_weights_is_the_closed_form(confidence, power):
+    d = np.random.default_rng(3).normal(0.01, 0.25, 30)
+    se = np.std(d, ddof=1) / math.sqrt(30)
+    expected = (st.t.ppf(1 - (1 - confidence) / 2, 29) + st.t.ppf(power, 29)) * se
+    assert mde(d, np.ones(30), confidence, power) == pytest.approx(expected, rel=1e-12)
+    assert mde(d, np.full(30, 7.0), confidence, power) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mde_of_five_queries_worked_by_hand():
+    # d = 0.01, 0.02, 0.03, 0.04, 0.05: mean 0.03, s^2 = (4 + 1 + 0 + 1 + 4) 1e-4 / 4 = 2.5e-4, se = sqrt(2.5e-4 / 5)
+    # = sqrt(5e-5) = 0.0070711; t_(0.975, 4) = 2.776445, t_(0.8, 4) = 0.940965: mde = 3.717410 * 0.0070711 = 0.026286
+    d = [0.01, 0.02, 0.03, 0.04, 0.05]
+    # (the quantiles as a table prints them, to 6 decimals)
+    assert mde(d, [1.0] * 5, 0.95, 0.8) == pytest.approx((2.776445 + 0.940965) * math.sqrt(5e-5), rel=2e-7)
+    assert mde(d, [1.0] * 5, 0.95, 0.8) == pytest.approx(0.026286, abs=1e-6)
+    assert query_sd(d, [1.0] * 5) == pytest.approx(math.sqrt(2.5e-4), rel=1e-12)
+
+
+def test_mde_with_weights_reads_the_weighted_t():
+    rng = np.random.default_rng(8)
+    d, w = rng.normal(0, 0.2, 50), np.exp(rng.normal(size=50))
+    from ndcg_mlflow.stats import weighted_t
+
+    _, se, df = weighted_t(d, w)
+    assert se == pytest.approx(bias_corrected_se(d, w), rel=1e-12)
+    assert 1 <= df <= kish(w) - 1
+    assert mde(d, w, 0.95, 0.8) == pytest.approx((st.t.ppf(0.975, df) + st.t.ppf(0.8, df)) * se, rel=1e-12)
+    assert query_sd(d, w) == pytest.approx(bias_corrected_se(d, w) * math.sqrt(kish(w)), rel=1e-12)
+
+
+def test_current_power_is_the_t_approximation_and_inverts_mde():
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.02, 0.3, 40)
+    se = np.std(d, ddof=1) / math.sqrt(40)
+    for distance in (0.01, 0.05, 0.2):
+        expected = st.t.cdf(distance / se - st.t.ppf(0.975, 39), 39)
+        assert current_power(d, np.ones(40), 0.95, distance) == pytest.approx(expected, rel=1e-12)
+    assert current_power(d, np.ones(40), 0.95, mde(d, np.ones(40), 0.95, 0.9)) == pytest.approx(0.9, rel=1e-10)
+
+
+# --------------------------------------------------------------------------- queries needed
+
+
+@pytest.mark.parametrize(
+    "sd, distance, confidence, power",
+    [
+        (0.2, 0.05, 0.95, 0.8),
+        (0.2, 0.2, 0.95, 0.8),  # small n: the t quantiles matter
+        (0.3, 0.02, 0.95, 0.9),
+        (0.1, 0.25, 0.9, 0.8),  # the first n with a degree of freedom already suffices
+        (0.35, 0.1, 0.99, 0.95),
+        (0.25, 0.04, 0.95, 0.3),  # a power below one half
+    ],
+)
+def test_queries_needed_is_the_brute_force_answer(sd, distance, confidence, power):
+    rng = np.random.default_rng(11)
+    d = rng.normal(0, 1, 60)
+    d = (d - d.mean()) / np.std(d, ddof=1) * sd  # sample standard deviation exactly sd (up to rounding)
+    w = np.ones(60)
+    assert query_sd(d, w) == pytest.approx(sd, rel=1e-12)
+    assert queries_needed(d, w, confidence, power, distance=distance) == brute_force(
+        query_sd(d, w), 1.0, confidence, power, distance
+    )
+    # unequal weights: n_eff scales as n * n_eff / n_obs, the degrees of freedom as the observed share of n_eff - 1
+    w = np.exp(rng.normal(0, 0.8, 60))
+    ratio = kish(w) / 60
+    share = stats.t_degrees_of_freedom(w) / (kish(w) - 1)
+    assert 0 < share < 1
+    sd_w = bias_corrected_se(d, w) * math.sqrt(kish(w))
+    expected = brute_force(sd_w, ratio, confidence, power, distance, share=share)
+    assert queries_needed(d, w, confidence, power, distance=distance) == expected
+
+
+def test_queries_needed_exceeds_the_normal_approximation_where_it_matters():
+    # sd 0.2, distance 0.2: ((1.96 + 0.84) 0.2 / 0.2)^2 = 7.85 -> 8 queries by the normal approximation; the t
+    # quantiles at 7 degrees of freedom are 2.365 + 0.896: 8 queries give power below 0.8
+    normal = math.ceil((ndtri(0.975) + ndtri(0.8)) ** 2)
+    assert normal == 8
+    needed = queries_for(0.2, 1.0, 0.95, 0.8, 0.2)
+    assert needed == brute_force(0.2, 1.0, 0.95, 0.8, 0.2) == 10
+    assert queries_for(0.2, 1.0, 0.95, 0.8, 0.02) == brute_force(0.2, 1.0, 0.95, 0.8, 0.02)  # ~787
+
+
+def test_the_current_queries_are_needed_for_the_current_mde():
+    """With equal weights, mde at n queries and queries_needed at that distance are one equation read both ways."""
+    d = np.random.default_rng(9).normal(0.0, 0.2, 45)
+    w = np.ones(45)
+    m = mde(d, w, 0.95, 0.8)
+    assert queries_needed(d, w, 0.95, 0.8, distance=m * (1 + 1e-9)) == 45
+    assert queries_needed(d, w, 0.95, 0.8, distance=m * (1 - 1e-6)) == 46
+
+
+def test_queries_needed_moves_the_right_way():
+    d = np.random.default_rng(12).normal(0.0, 0.25, 80)
+    w = np.ones(80)
+    by_distance = [queries_needed(d, w, 0.95, 0.8, distance=x) for x in (0.01, 0.02, 0.05, 0.1, 0.3)]
+    assert by_distance == sorted(by_distance, reverse=True) and by_distance[0] > by_distance[-1]
+    by_power = [queries_needed(d, w, 0.95, p, distance=0.05) for p in (0.5, 0.8, 0.9, 0.99)]
+    assert by_power == sorted(by_power) and len(set(by_power)) == 4
+    by_level = [queries_needed(d, w, c, 0.8, distance=0.05) for c in (0.8, 0.9, 0.95, 0.99)]
+    assert by_level == sorted(by_level) and len(set(by_level)) == 4
+    # halving the distance takes about four times the queries
+    assert by_distance[1] / by_distance[0] == pytest.approx(0.25, rel=0.01)
+    # the same differences under half as many effective queries per query need twice the queries
+    twice = queries_for(0.25, 0.5, 0.95, 0.8, 0.02)
+    once = queries_for(0.25, 1.0, 0.95, 0.8, 0.02)
+    assert twice is not None and once is not None and abs(twice - 2 * once) <= 2
+
+
+def test_queries_needed_edge_cases():
+    d, w = [0.1, 0.3, -0.2], [1.0, 1.0, 1.0]
+    assert queries_needed(d, w, 0.95, 0.8, distance=0.0) is None
+    assert queries_needed(d, w, 0.95, 0.8, distance=-0.1) is None
+    assert queries_needed(d, w, 0.95, 0.8, distance=float("nan")) is None
+    assert queries_needed([0.1], [1.0], 0.95, 0.8, distance=0.1) is None  # no standard deviation from one query
+    assert queries_needed([0.1, 0.1, 0.1], w, 0.95, 0.8, distance=0.01) == 2  # no spread: 2 queries, 1 df
+    assert queries_for(0.3, 1.0, 0.95, 0.8, 1e-12) is None  # beyond 2^53 queries: no plan
+    assert queries_for(0.0, 0.25, 0.95, 0.8, 0.1) == 8  # n_eff = n / 4 must reach 2 (one degree of freedom)
+    assert mde([0.1], [1.0], 0.95) != mde([0.1], [1.0], 0.95)  # NaN
+    assert mde([0.1, 0.1, 0.1], w, 0.95) == 0.0
+    assert math.isnan(mde([0.3, -0.1, 0.2], [1.0, 1e-9, 1e-9], 0.95))  # less than one degree of freedom
+    for bad in (dict(confidence=1.0, power=0.8), dict(confidence=0.95, power=0.0), dict(confidence=0.95, power=1)):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            mde(d, w, **bad)
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            queries_needed(d, w, **bad, distance=0.1)
+
+
+# --------------------------------------------------------------------------- the decision's plan
+
+
+def test_non_inferiority_assumes_no_difference_and_the_margin_as_distance():
+    rng = np.random.default_rng(21)
+    d = rng.normal(0.03, 0.2, 100)
+    w = np.ones(100)
+    m = mde(d, w, 0.95, 0.8)  # about (1.98 + 0.85) 0.2 / 10 = 0.057
+    wide = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.08)
+    assert wide["assumed_difference"] == 0.0 and wide["distance"] == 0.08
+    assert wide["mde"] == m and wide["power"] == 0.8
+    assert wide["queries_needed"] == queries_needed(d, w, 0.95, 0.8, distance=0.08) < 100
+    assert wide["detectable"] is True and wide["reason"] is None
+    assert wide["current_power"] > 0.8
+    narrow = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.02)
+    assert narrow["detectable"] is False and narrow["current_power"] < 0.8
+    assert narrow["queries_needed"] == brute_force(query_sd(d, w), 1.0, 0.95, 0.8, 0.02) > 100
+    zero = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.0)
+    assert zero["queries_needed"] is None and "margin is 0" in zero["reason"] and zero["detectable"] is False
+
+
+def test_superiority_assumes_the_observed_difference():
+    rng = np.random.default_rng(22)
+    d = rng.normal(0.0, 0.2, 100)
+    d = d - d.mean() + 0.05  # observed weighted mean 0.05 (equal weights)
+    w = np.ones(100)
+    plan = decision_plan(d, w, 0.95, 0.9, "superiority", 0.01)
+    assert plan["assumed_difference"] == pytest.approx(0.05)
+    assert plan["distance"] == pytest.approx(0.04)
+    assert plan["queries_needed"] == brute_force(query_sd(d, w), 1.0, 0.95, 0.9, plan["distance"])
+    assert plan["detectable"] == (plan["mde"] <= plan["distance"])
+    above = decision_plan(d, w, 0.95, 0.8, "superiority", 0.06)
+    assert above["queries_needed"] is None and above["detectable"] is False
+    assert above["reason"] == "the observed difference does not exceed the margin"
+    assert above["distance"] == pytest.approx(-0.01)
+
+
+def test_decision_plan_says_why_it_cannot_plan():
+    one = decision_plan([0.1], [1.0], 0.95, 0.8, "non_inferiority", 0.05)
+    assert one["queries_needed"] is None and math.isnan(one["mde"]) and one["detectable"] is False
+    assert one["reason"] == "only one query is valid for both systems"
+    none = decision_plan([], [], 0.95, 0.8, "superiority", 0.05)
+    assert none["reason"] == "no query is valid for both systems" and math.isnan(none["distance"])
+    few = decision_plan([0.3, -0.1, 0.2], [1.0, 1e-9, 1e-9], 0.95, 0.8, "non_inferiority", 0.05)
+    assert "degrees of freedom" in few["reason"] and few["queries_needed"] is not None
+    with pytest.raises(ValueError, match="rule must be one of"):
+        decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "equivalence", 0.05)
+    with pytest.raises(ValueError, match="margin must be"):
+        decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "superiority", -0.05)

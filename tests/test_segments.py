@@ -1,0 +1,325 @@
+"""Segments, guardrails, tail risk and planning figures of an evaluation, each pinned against an independent
+computation: a per-segment figure against the same evaluation restricted to that segment's queries (the same seed
+rule makes them equal), means and shares against ``per_query.csv`` read with pandas, URisk and TRisk against the
+papers' formulas written here, the correction against Holm's procedure written here."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats as st
+
+import ndcg_mlflow
+from ndcg_mlflow.cli import EXIT_DECISION, main
+from ndcg_mlflow.segments import consistency, stratified_indices
+
+SEGMENTS = {"head": 14, "torso": 10, "tail": 8}
+
+
+def _data(tmp: Path, *, seed: int = 3, tail_loss: float = 0.0) -> dict:
+    """Three segments of queries, graded judgments, a baseline and two candidates with random rankings; the
+    ``better`` candidate puts the best document first more often, except in the tail with ``tail_loss``."""
+    rng = np.random.default_rng(seed)
+    queries = [(f"{seg}-{i:02d}", seg) for seg, n in SEGMENTS.items() for i in range(n)]
+    (tmp / "segments.tsv").write_text("query_id\tsegment\n" + "".join(f"{q}\t{s}\n" for q, s in queries))
+    qrels, runs = [], {"base": [], "better": [], "other": []}
+    for q, seg in queries:
+        grades = rng.integers(0, 4, size=12)
+        grades[0] = 3
+        qrels += [f"{q} 0 d{j} {g}\n" for j, g in enumerate(grades)]
+        for name in runs:
+            order = rng.permutation(12)
+            lift = name == "better" and not (seg == "tail" and rng.random() < tail_loss)
+            if lift:
+                order = np.concatenate([[0], order[order != 0]])
+            elif name == "better":
+                order = np.concatenate([order[order != 0], [0]])
+            runs[name] += [f"{q} Q0 d{j} {r + 1} {20 - r} t\n" for r, j in enumerate(order[:10])]
+    (tmp / "qrels.txt").write_text("".join(qrels))
+    for name, lines in runs.items():
+        (tmp / f"{name}.run").write_text("".join(lines))
+    return {"queries": queries}
+
+
+def _spec(tmp: Path, **over) -> Path:
+    raw = {
+        "spec_version": 1,
+        "name": "segments",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [5, 10],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform", "segments": "segments.tsv"},
+        "data": {"qrels": "qrels.txt", "systems": {n: f"{n}.run" for n in ("base", "better", "other")}},
+        "uncertainty": {"resamples": 2000, "confidence": 0.95, "method": "percentile", "seed": 11},
+        "comparison": {
+            "baseline": "base",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 3,
+            "tie_tolerance": 1e-9,
+        },
+        "mlflow": {"experiment": "segments"},
+    }
+    for path, value in over.items():
+        node = raw
+        parts = path.split("__")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        if value is None:
+            node.pop(parts[-1], None)
+        else:
+            node[parts[-1]] = value
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    _data(tmp_path)
+    return tmp_path
+
+
+def test_segment_figures_equal_the_evaluation_restricted_to_the_segment(data: Path) -> None:
+    """A segment's mean, interval, difference, paired interval and raw p-values are those of the same spec with
+    ``queries.set`` = the segment's queries (the resampling is seeded by the exact list of resampled queries)."""
+    result = ndcg_mlflow.evaluate(_spec(data))
+    a = result.analysis
+    for seg in SEGMENTS:
+        ids = [q for q in result.query_ids if q.startswith(seg + "-")]
+        (data / f"{seg}.set").write_text("".join(f"{q}\n" for q in ids))
+        alone = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, queries__set=f"{seg}.set"))
+        for name in ("base", "better", "other"):
+            for key in ("ndcg_at_5", "ndcg_at_10"):
+                got = a.segments[seg][name][key]
+                want = alone.summary["systems"][name][key]
+                assert got["mean"] == want["mean"]
+                assert (got["ci_low"], got["ci_high"]) == (want["ci_low"], want["ci_high"])
+                assert got["n"] == want["n_evaluated"]
+        for c in a.segment_comparisons:
+            if c["segment"] != seg:
+                continue
+            w = next(x for x in alone.analysis.comparisons if (x["candidate"], x["key"]) == (c["candidate"], c["key"]))
+            for field in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "n_paired", "wins", "losses"):
+                assert c[field] == w[field], (seg, field)
+
+
+def test_segment_means_are_the_weighted_means_of_per_query_rows(data: Path, tmp_path: Path) -> None:
+    weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in _data(data))}
+    (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
+    out = tmp_path / "out"
+    assert main(["run", str(_spec(data, queries__weights="weights.tsv")), "--out", str(out), "--no-mlflow"]) == 0
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
+    seg = pd.read_csv(out / "segments.csv", dtype={"cutoff": str})
+    summary = json.loads((out / "summary.json").read_text())
+    assert "segment" in pq.columns
+    for row in seg.itertuples():
+        rows = pq[(pq.segment == row.segment) & (pq.system == row.system) & (pq.cutoff == row.cutoff)]
+        rows = rows[rows.ndcg.notna()]
+        want = float(np.sum(rows.weight * rows.ndcg) / np.sum(rows.weight))
+        assert row.mean == pytest.approx(want, rel=1e-15, abs=0)
+        assert row.n == len(rows)
+        assert row.n_eff == pytest.approx(rows.weight.sum() ** 2 / (rows.weight**2).sum(), rel=1e-12)
+        assert summary["segments"][row.segment][row.system][row.key]["mean"] == row.mean
+
+
+def test_one_correction_family_over_overall_and_segment_comparisons(data: Path) -> None:
+    result = ndcg_mlflow.evaluate(_spec(data))
+    a = result.analysis
+    rows = a.comparisons + a.segment_comparisons
+    fam = a.correction_family
+    assert fam["size"] == len(rows) == 2 * 2 * (1 + len(SEGMENTS))
+    assert [(m["candidate"], m["key"], m["segment"]) for m in fam["members"]] == [
+        (r["candidate"], r["key"], r.get("segment")) for r in rows
+    ]
+    # Holm's step-down procedure, written out
+    p = np.array([r["p_randomization"] for r in rows])
+    order = np.argsort(p, kind="stable")
+    m = len(p)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    assert np.allclose([r["p_corrected"] for r in rows], adjusted, rtol=0, atol=1e-15)
+    assert result.summary["correction_family"]["size"] == m
+
+
+def test_without_segments_the_numbers_are_unchanged(data: Path) -> None:
+    """The overall figures do not depend on whether segments are declared, except the corrected p-values."""
+    with_ = ndcg_mlflow.evaluate(_spec(data)).analysis
+    without = ndcg_mlflow.evaluate(_spec(data, queries__segments=None)).analysis
+    assert without.segment_comparisons == [] and without.segments == {}
+    for a, b in zip(with_.comparisons, without.comparisons):
+        for k in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "mde"):
+            assert a[k] == b[k]
+        assert a["p_corrected"] >= b["p_corrected"]
+    assert with_.intervals == without.intervals
+
+
+def test_stratified_draws_keep_each_segment_and_do_not_depend_on_chunks() -> None:
+    ids = np.array([f"q{i}" for i in range(23)])
+    strata = np.array([i % 3 for i in range(23)])
+    a = np.vstack(list(stratified_indices(5, ids, strata, 300, chunk=7)))
+    b = np.vstack(list(stratified_indices(5, ids, strata, 300, chunk=300)))
+    assert np.array_equal(a, b)
+    assert np.array_equal(strata[a], np.broadcast_to(strata, a.shape))  # every draw stays in its position's stratum
+    assert len(np.unique(a)) == 23
+
+
+def test_stratified_interval_is_a_point_when_segments_are_constant(tmp_path: Path) -> None:
+    """Every query of a segment has the same nDCG: the stratified bootstrap's resampled means all equal the mean
+    (a point interval), while the plain bootstrap's interval has a width."""
+    lines_q, lines_r, seg = [], [], []
+    for i in range(30):
+        q = f"q{i:02d}"
+        s = "a" if i < 12 else "b"
+        seg.append(f"{q}\t{s}\n")
+        lines_q.append(f"{q} 0 rel 1\n")
+        docs = ["rel", "x"] if s == "a" else ["x", "y", "rel"]
+        lines_r += [f"{q} Q0 {d} {r + 1} {9 - r} t\n" for r, d in enumerate(docs)]
+    (tmp_path / "qrels.txt").write_text("".join(lines_q))
+    for n in ("base", "better", "other"):
+        (tmp_path / f"{n}.run").write_text("".join(lines_r))
+    (tmp_path / "segments.tsv").write_text("".join(seg))
+    plain = ndcg_mlflow.evaluate(_spec(tmp_path, comparison=None)).summary["systems"]["base"]["ndcg_at_10"]
+    strat = ndcg_mlflow.evaluate(_spec(tmp_path, comparison=None, uncertainty__stratify="segments"))
+    s = strat.summary["systems"]["base"]["ndcg_at_10"]
+    mean = (12 * 1.0 + 18 / math.log2(4)) / 30
+    assert s["mean"] == pytest.approx(mean, rel=1e-15)
+    assert s["ci_low"] == pytest.approx(mean, rel=1e-14) and s["ci_high"] == pytest.approx(mean, rel=1e-14)
+    assert plain["ci_high"] - plain["ci_low"] > 0.1
+
+
+def test_consistency_says_when_most_of_the_weight_moved_the_other_way() -> None:
+    parts = [("a", -0.01, 3.0), ("b", -0.02, 3.0), ("c", 0.2, 4.0)]
+    delta = (3 * -0.01 + 3 * -0.02 + 4 * 0.2) / 10
+    e = consistency("cand", "ndcg_at_10", delta, parts, "nDCG@10")
+    assert e["agrees"] is False and e["opposite_weight_share"] == pytest.approx(0.6)
+    assert e["opposite_segments"] == ["a", "b"] and "60%" in e["note"]
+    assert consistency("cand", "k", delta, [("a", 0.1, 6.0), ("c", -0.2, 4.0)], "k")["agrees"] is True
+
+
+def _urisk(d: np.ndarray, alpha: float) -> float:
+    """Wang, Bennett & Collins-Thompson (2012): (1/c) [sum of wins + (1 + alpha) * sum of losses]."""
+    return (d[d > 0].sum() + (1 + alpha) * d[d < 0].sum()) / d.size
+
+
+def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    spec = _spec(
+        data, comparison__risk_alpha=[1, 5], decision={"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.05}
+    )
+    main(["run", str(spec), "--out", str(out), "--no-mlflow"])
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
+    summary = json.loads((out / "summary.json").read_text())
+    for c in summary["comparisons"]:
+        wide = pq[pq.cutoff == c["cutoff"]].pivot(index="query_id", columns="system", values="ndcg").dropna()
+        d = (wide[c["candidate"]] - wide["base"]).to_numpy()
+        n = d.size
+        for alpha in (1, 5):
+            assert c["urisk"][str(alpha)] == pytest.approx(_urisk(d, alpha), abs=1e-15)
+            z = np.where(d >= 0, d, (1 + alpha) * d)  # Dinçer, Macdonald & Ounis (2014)
+            t = z.mean() / (z.std(ddof=1) / math.sqrt(n))
+            assert c["trisk"][str(alpha)]["value"] == pytest.approx(t, rel=1e-12)
+            assert c["trisk"][str(alpha)]["p"] == pytest.approx(2 * st.t.sf(abs(t), n - 1), rel=1e-9)
+        se = d.std(ddof=1) / math.sqrt(n)
+        mde = (st.t.ppf(0.975, n - 1) + st.t.ppf(0.8, n - 1)) * se
+        assert c["mde"] == pytest.approx(mde, rel=1e-12)
+        assert "queries_needed" in c
+
+
+def test_guardrails_fail_a_candidate_that_loses_a_segment(tmp_path: Path) -> None:
+    _data(tmp_path, tail_loss=1.0)  # "better" puts the best document last in every tail query
+    decision = {
+        "key": "ndcg_at_10",
+        "rule": "non_inferiority",
+        "margin": 0.5,
+        "guardrails": {"segments": {"rule": "non_inferiority", "margin": 0.02}},
+    }
+    spec = _spec(tmp_path, data__systems={"base": "base.run", "better": "better.run"}, decision=decision)
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow"]) == EXIT_DECISION
+    summary = json.loads((out / "summary.json").read_text())
+    row = summary["decision"]["candidates"][0]
+    assert row["rule_outcome"] == "pass" and row["outcome"] == "fail"
+    g = row["guardrails"][0]
+    assert g["guardrail"] == "segments" and g["outcome"] == "fail" and "'tail'" in g["reason"]
+    tail = next(p for p in g["segments"] if p["segment"] == "tail")
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
+    wide = pq[(pq.cutoff == "10") & (pq.segment == "tail")].pivot(index="query_id", columns="system", values="ndcg")
+    d = (wide["better"] - wide["base"]).to_numpy()
+    half = st.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
+    assert tail["ci_low"] == pytest.approx(d.mean() - half, rel=1e-12)
+    assert summary["decision"]["guardrails"]["segments"] == {"rule": "non_inferiority", "margin": 0.02}
+
+
+def test_regressions_guardrail_reads_the_upper_end_of_the_share(tmp_path: Path) -> None:
+    _data(tmp_path, tail_loss=1.0)
+    out = tmp_path / "out"
+    decision = {
+        "key": "ndcg_at_10",
+        "rule": "non_inferiority",
+        "margin": 0.5,
+        "guardrails": {"regressions": {"delta": 0.1, "max_share": 0.3}},
+    }
+    spec = _spec(
+        tmp_path, queries__segments=None, decision=decision, data__systems={"base": "base.run", "better": "better.run"}
+    )
+    code = main(["run", str(spec), "--out", str(out), "--no-mlflow"])
+    summary = json.loads((out / "summary.json").read_text())
+    c = next(c for c in summary["comparisons"] if c["key"] == "ndcg_at_10")
+    pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
+    wide = pq[pq.cutoff == "10"].pivot(index="query_id", columns="system", values="ndcg")
+    share = float(np.mean((wide["better"] - wide["base"]) < -0.1))
+    r = c["regressed_share"]
+    assert r["share"] == pytest.approx(share, abs=1e-15)
+    assert r["ci_low"] <= share <= r["ci_high"]
+    g = summary["decision"]["candidates"][0]["guardrails"][0]
+    assert g["ci_high"] == r["ci_high"]
+    assert (g["outcome"] == "pass") == (r["ci_high"] <= 0.3)
+    assert code == (0 if g["outcome"] == "pass" else EXIT_DECISION)
+
+
+def test_segment_outputs_report_and_tables(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    main(["run", str(_spec(data)), "--out", str(out), "--no-mlflow"])
+    sc = pd.read_csv(out / "segment_comparisons.csv")
+    assert len(sc) == 2 * 2 * len(SEGMENTS) and list(sc.columns[:2]) == ["segment", "baseline"]
+    html = (out / "report.html").read_text()
+    assert "id='segments'" in html and 'data-figure="segment_differences"' in html
+    svg = (out / "figures" / "segment_differences.svg").read_text()
+    assert svg.count('<circle class="mark"') == 2 * (1 + len(SEGMENTS))
+    md = (out / "report.md").read_text()
+    assert "Segments at nDCG@10" in md
+
+
+def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: Path, tmp_path: Path, capsys) -> None:
+    decision = {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.001}
+    spec = _spec(data, queries__segments=None, decision=decision)
+    assert main(["validate", str(spec)]) == 0
+    printed = capsys.readouterr().out
+    result = ndcg_mlflow.evaluate(spec)
+    notes = [n for n in result.notes if "non-inferiority margin 0.001" in n]
+    assert len(notes) == 2  # one per candidate
+    c = next(c for c in result.analysis.comparisons if c["candidate"] == "better" and c["key"] == "ndcg_at_10")
+    assert c["mde"] > 0.001 and c["detectable"] is False and c["queries_needed"] > 32
+    shown = [float(m) for m in re.findall(r"smallest detectable difference is ([0-9.e+-]+)\)", " ".join(notes))]
+    assert any(v == pytest.approx(c["mde"], rel=1e-12) for v in shown)
+    assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
+    wide = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
+    assert not [n for n in wide.notes if "non-inferiority margin" in n]
