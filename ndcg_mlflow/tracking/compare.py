@@ -21,6 +21,7 @@ from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
 from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
+from .segment_runs import segment_settings, segments_difference
 from .stale import fail_runs
 
 
@@ -221,25 +222,6 @@ def definition_differences(a, b) -> list[str]:
     return out
 
 
-def segments_difference(a: tuple[str, Any], b: tuple[str, Any]) -> str | None:
-    """Why two system runs (``(run id, mlflow Run)``) cannot be compared segment by segment: their evaluations
-    declared different segments files (tag ``ndcg_mlflow.data.queries.segments.sha256``), or one declared
-    ``queries.segments`` and the other none; None when both declared the same file, or neither."""
-    key = f"{TAG_PREFIX}.data.queries.segments.sha256"
-    if a[1].data.tags.get(key) == b[1].data.tags.get(key):
-        return None
-    said = [
-        f"run {run_id} has queries.segments {run.data.params.get('queries.segments', '?')!r} (sha256 {digest})"
-        if (digest := run.data.tags.get(key))
-        else f"run {run_id} declared no queries.segments"
-        for run_id, run in (a, b)
-    ]
-    return (
-        f"the two runs put their queries in different segments: {said[0]}, {said[1]}. Compare runs whose "
-        f"evaluations declared the same segments file, or neither"
-    )
-
-
 def qrels_digest(run) -> str | None:
     """The judgments' sha256 of a logged run (tag ``ndcg_mlflow.data.qrels.sha256``; ``ndcg_mlflow.qrels_sha256``
     on system runs logged by earlier versions)."""
@@ -397,7 +379,7 @@ def compare_runs(
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
     if segments is None:
-        _segment_settings(raw, a.run.data.params, b.run.data.params)
+        segment_settings(raw, a.run.data.params, b.run.data.params)
     spec = parse_spec(raw, base_dir=".")
     result = result_from_tables(spec, [(name_a, a), (name_b, b)], segments is None)
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
@@ -412,21 +394,6 @@ def compare_runs(
     if log:
         new_run = _log_comparison(client, result, out_dir, (run_a, a), (run_b, b), differences, tags or {})
     return result, out_dir, new_run
-
-
-def _segment_settings(raw: dict[str, Any], *params: dict[str, str]) -> None:
-    """The comparison's spec ``raw`` with the logged runs' segments (the same file on both sides), and the settings
-    that go with them, put in place: ``queries.segments`` as declared; ``uncertainty.stratify`` and
-    ``comparison.risk_alpha`` of the first run whose evaluation had the section (as the other settings)."""
-    declared = next((p["queries.segments"] for p in params if "queries.segments" in p), None)
-    if declared is not None:
-        raw["queries"]["segments"] = declared
-    uncertainty = next((p for p in params if "uncertainty.method" in p), None)
-    if declared is not None and uncertainty is not None and uncertainty.get("uncertainty.stratify") == "segments":
-        raw["uncertainty"]["stratify"] = "segments"
-    comparison = next((p for p in params if "comparison.test" in p), None)
-    if comparison is not None and "comparison.risk_alpha" in comparison:
-        raw["comparison"]["risk_alpha"] = [float(a) for a in comparison["comparison.risk_alpha"].split(",")]
 
 
 def b_or(value: str | None, fallback: str) -> str:

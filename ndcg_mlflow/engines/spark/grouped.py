@@ -38,9 +38,22 @@ GROUPED_NOT_COMPUTED = (
 
 def check_grouped(spec: Spec) -> None:
     """Refuse (SpecError naming the key) a spec asking for what the grouped statistics cannot give: a declared
-    choice is never replaced by another."""
+    choice is never replaced by another. What needs every query's value on the driver (segments, a stratified
+    bootstrap, guardrails) is named first."""
     u, c = spec.uncertainty, spec.comparison
     beyond = "the per-query rows stay in Spark (more evaluated queries than the driver limit), where"
+    d = spec.decision
+    for key, declared, what in (
+        ("uncertainty.stratify", u is not None and u.stratify, "no interval is stratified by segment"),
+        ("decision.guardrails", d is not None and d.guardrails != Guardrails(), "the guardrails are not checked"),
+        ("queries.segments", spec.queries.segments is not None, "no segment's means and comparisons are computed"),
+    ):
+        if declared:
+            raise SpecError(
+                key,
+                f"is declared, but {beyond} {what} (they need every query's value on the driver): remove it, or "
+                f"evaluate within the driver limit.",
+            )
     if u is not None and u.method != "percentile":
         raise SpecError(
             "uncertainty.method",
@@ -64,18 +77,6 @@ def check_grouped(spec: Spec) -> None:
             f"is true, but {beyond} the sensitivity table is not computed: set it "
             f"to false, or evaluate within the driver limit.",
         )
-    d = spec.decision
-    for key, declared, what in (
-        ("uncertainty.stratify", u is not None and u.stratify, "no interval is stratified by segment"),
-        ("decision.guardrails", d is not None and d.guardrails != Guardrails(), "the guardrails are not checked"),
-        ("queries.segments", spec.queries.segments is not None, "no segment's means and comparisons are computed"),
-    ):
-        if declared:
-            raise SpecError(
-                key,
-                f"is declared, but {beyond} {what} (they need every query's value on the driver): remove it, or "
-                f"evaluate within the driver limit.",
-            )
 
 
 def evaluate_grouped(
