@@ -88,7 +88,9 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         c = spec.comparison
         lines.append(
             f"- comparison: every other system against '{c.baseline}'; test {c.test}; correction "
-            f"{c.correction} over all (candidate, cutoff) pairs; {c.wins_losses} largest wins and "
+            f"{c.correction} over all (candidate, cutoff) pairs"
+            + (", overall and in each segment (one family)" if spec.queries.segments is not None else "")
+            + f"; {c.wins_losses} largest wins and "
             f"losses; |difference| <= {c.tie_tolerance:g} is a tie; {risk_words(c.risk_alpha)}"
         )
     if spec.decision and spec.uncertainty:
@@ -97,7 +99,6 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(
             f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."
         )
-        lines += ["    " + words for words in guardrail_words(spec)]
     if spec.companions:
         comp = spec.companions
         if comp.duplicates:
@@ -158,32 +159,6 @@ def risk_words(alphas: tuple[float, ...]) -> str:
     (1 + alpha) times (Wang, Bennett & Collins-Thompson 2012; Dincer, Macdonald & Ounis 2014)."""
     shown = ", ".join(f"{a:g}" for a in alphas)
     return f"tail risk (URisk, TRisk): each loss against the baseline counts 1 + alpha times, at alpha = {shown}"
-
-
-def guardrail_words(spec: Spec) -> list[str]:
-    """``decision.guardrails`` in words, one line each: what each adds to the decision's rule."""
-    d, u = spec.decision, spec.uncertainty
-    if d is None or u is None:
-        return []
-    from .rules import metric_name
-
-    label, out = metric_name(d.key), []
-    g = d.guardrails
-    if g.segments is not None:
-        s = g.segments
-        bound = s.margin if s.rule == "superiority" else -s.margin
-        out.append(
-            f"guardrail (segments): in every segment too, each candidate's {u.confidence:.0%} interval of its "
-            f"difference from the baseline at {label} must lie above {bound:+g} ({s.rule.replace('_', '-')}, "
-            f"margin {s.margin:g}); a segment that fails fails the candidate"
-        )
-    if g.regressions is not None:
-        r = g.regressions
-        out.append(
-            f"guardrail (regressions): at most {r.max_share * 100:g}% of the evaluated queries (weighted as in the "
-            f"mean) may lose more than {r.delta:g} of {label} against the baseline"
-        )
-    return out
 
 
 def _raw_text(field_name: str, value) -> str:

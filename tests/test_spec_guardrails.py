@@ -244,15 +244,13 @@ def test_explain_states_each_new_field_in_words():
         "stratified by segment: each resample draws, within every segment, as many queries as it holds"
     )
     (comparison,) = [line for line in lines if line.startswith("- comparison:")]
+    assert "correction holm over all (candidate, cutoff) pairs, overall and in each segment (one family);" in comparison
     assert comparison.endswith("each loss against the baseline counts 1 + alpha times, at alpha = 1, 2.5, 0")
-    assert (
-        "    guardrail (segments): in every segment too, each candidate's 95% interval of its difference from the "
-        "baseline at nDCG@10 must lie above -0.02 (non-inferiority, margin 0.02)" in text
-    )
-    assert (
-        "    guardrail (regressions): at most 10% of the evaluated queries (weighted as in the mean) may lose more "
-        "than 0.1 of nDCG@10 against the baseline" in text
-    )
+    # the guardrails are said once each, in the decision's statement
+    (decision,) = [line for line in lines if line.startswith("- decision:")]
+    assert text.count("-0.02") == 1 and "-0.02" in decision and "non-inferiority" in decision
+    assert text.count("more than 0.1 ") == 1 and "more than 0.1 " in decision
     plain = explain(parse_spec(PLAIN, base_dir="/b"), [0.0, 1.0], tools=False)
     assert "segment" not in plain and "guardrail" not in plain
+    assert "correction holm over all (candidate, cutoff) pairs; 0 largest" in plain
     assert "at alpha = 1, 5" in plain  # the default alphas: the tail-risk measures are always computed
