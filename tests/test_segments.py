@@ -119,7 +119,7 @@ def test_segment_figures_equal_the_evaluation_restricted_to_the_segment(data: Pa
 
 
 def test_segment_means_are_the_weighted_means_of_per_query_rows(data: Path, tmp_path: Path) -> None:
-    weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in _data(data))}
+    weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in _data(data)["queries"])}
     (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
     out = tmp_path / "out"
     assert main(["run", str(_spec(data, queries__weights="weights.tsv")), "--out", str(out), "--no-mlflow"]) == 0
