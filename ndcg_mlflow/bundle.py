@@ -58,7 +58,12 @@ def load_bundle(folder: str | Path) -> Bundle:
     pq = folder / "per_query.csv"
     # absent when the per-query rows stayed in Spark (summary.json's per_query_path says where they are)
     per_query = (
-        pd.read_csv(pq, dtype={"query_id": str, "system": str, "cutoff": str}, keep_default_na=False, na_values=[""])
+        pd.read_csv(
+            pq,
+            dtype={"query_id": str, "system": str, "cutoff": str, "segment": str},
+            keep_default_na=False,
+            na_values=[""],
+        )
         if pq.is_file()
         else None
     )

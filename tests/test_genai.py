@@ -264,6 +264,8 @@ def test_tie_rules_a_trace_cannot_express_are_refused_when_the_scorer_is_made():
             ndcg_scorer(_spec(metric={**METRIC, "ties": ties}), k=5)
     with pytest.raises(SpecError, match="queries.weights must be"):
         ndcg_scorer({**_spec(), "queries": {"weights": "w.tsv"}}, k=5)
+    with pytest.raises(SpecError, match="queries.segments absent"):
+        ndcg_scorer({**_spec(), "queries": {"weights": "uniform", "segments": "s.tsv"}}, k=5)
     with pytest.raises(SpecError, match="at key 'k'"):
         ndcg_scorer(_spec(), k=0)
 

@@ -18,7 +18,8 @@ GenAI evaluation runs.
   value is computed by the engine itself (:func:`~ndcg_mlflow.evaluation.evaluate_tables` on the one query), so
   it equals the per-query value ``ndcg-mlflow run`` gives for the same ranking. A retrieval is an order without
   scores, so ties cannot occur: the spec must say ``ties: displayed_order`` (other tie rules are refused when
-  the scorer is made), and ``queries.weights: uniform`` without ``queries.set`` (one trace is one query).
+  the scorer is made), and ``queries.weights: uniform`` without ``queries.set`` or ``queries.segments`` (one
+  trace is one query).
 * **Undefined values are not 0.** A query whose ideal DCG is 0 under ``empty_ideal: exclude`` or ``error``, a
   query without judgments, a retrieval of nothing under ``missing_queries: exclude`` or ``error``, and any bad
   input (no retriever span, a document without an id, a document returned twice) give a Feedback carrying an
@@ -75,11 +76,11 @@ def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None
             f"ties: displayed_order (the order returned) for the scorer.",
             source,
         )
-    if loaded.queries.weights is not None or loaded.queries.set is not None:
+    if loaded.queries.weights is not None or loaded.queries.set is not None or loaded.queries.segments is not None:
         raise SpecError(
             "queries",
             "the scorer evaluates one trace (one query) at a time: queries.weights must be "
-            "uniform and queries.set absent.",
+            "uniform, and queries.set and queries.segments absent.",
             source,
         )
     if k == "all":
