@@ -245,7 +245,7 @@ def undetectable_message(candidate: str, n: int, mde: float, decision: Decision)
         return None
     return (
         f"{candidate}: the non-inferiority margin {number(decision.margin)} at {metric_name(decision.key)} is below "
-        f"what {n} paired queries can detect (at 80% power the smallest detectable difference is {number(mde)}): "
+        f"what {n} paired queries can detect (at 80% power the smallest detectable difference is {mde:.4g}): "
         "a candidate as good as the baseline will often fail; more queries, or a wider margin, are needed"
     )
 

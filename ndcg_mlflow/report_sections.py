@@ -88,7 +88,7 @@ def risk_legend(bundle: Bundle) -> str:
     )
     if delta is not None:
         words += (
-            f"The regressed share is the weighted share of queries that lose more than {number(delta)}, with its "
+            f"The regressed share is the weighted share of queries that lose more than {delta:g}, with its "
             "bootstrap interval. "
         )
     words += (
@@ -100,8 +100,9 @@ def risk_legend(bundle: Bundle) -> str:
 
 
 def detection_note(bundle: Bundle, candidate: str) -> str:
-    """Beside a candidate that did not pass or whose difference is not significant at the headline or decision
-    key: whether this evaluation could have detected the margin (or any difference of its size) at all."""
+    """Beside a candidate that failed the decision's rule, or whose difference is not significant at the headline
+    key without a decision: whether this evaluation could have detected the margin (or any difference of its size)
+    at all."""
     s = bundle.summary
     d = s.get("decision") or {}
     key = d.get("key") or bundle.headline
@@ -109,7 +110,8 @@ def detection_note(bundle: Bundle, candidate: str) -> str:
     if c is None or is_missing(c.get("mde")):
         return ""
     mde = number(c["mde"])
-    if d and c.get("detectable") is False:
+    row = next((r for r in d.get("candidates", []) if r["candidate"] == candidate), {})
+    if d and c.get("detectable") is False and row.get("rule_outcome", row.get("outcome")) == "fail":
         need = c.get("queries_needed")
         return (
             f"With {c['n_paired']} paired queries this evaluation could not have decided the margin: the smallest "

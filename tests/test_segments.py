@@ -319,7 +319,7 @@ def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: 
     c = next(c for c in result.analysis.comparisons if c["candidate"] == "better" and c["key"] == "ndcg_at_10")
     assert c["mde"] > 0.001 and c["detectable"] is False and c["queries_needed"] > 32
     shown = [float(m) for m in re.findall(r"smallest detectable difference is ([0-9.e+-]+)\)", " ".join(notes))]
-    assert any(v == pytest.approx(c["mde"], rel=1e-12) for v in shown)
+    assert any(v == pytest.approx(c["mde"], rel=1e-3) for v in shown)  # 4 significant digits
     assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
     wide = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
     assert not [n for n in wide.notes if "non-inferiority margin" in n]
