@@ -323,3 +323,21 @@ def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: 
     assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
     wide = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
     assert not [n for n in wide.notes if "non-inferiority margin" in n]
+
+
+def test_the_report_says_when_a_failed_rule_could_not_have_passed(tmp_path: Path) -> None:
+    _data(tmp_path, tail_loss=1.0)
+    out = tmp_path / "out"
+    decision = {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.02}
+    assert main(["run", str(_spec(tmp_path, decision=decision)), "--out", str(out), "--no-mlflow"]) == EXIT_DECISION
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["candidate"]: r for r in summary["decision"]["candidates"]}
+    comps = {c["candidate"]: c for c in summary["comparisons"] if c["key"] == "ndcg_at_10"}
+    md = (out / "report.md").read_text()
+    lines = {name: next(line for line in md.splitlines() if line.startswith(f"- {name}:")) for name in rows}
+    for name, row in rows.items():
+        says = "could not have decided the margin" in lines[name]
+        assert says == (row["outcome"] == "fail" and comps[name]["detectable"] is False), name
+        if says:
+            assert f"about {comps[name]['queries_needed']} queries would" in lines[name]
+    assert any(r["outcome"] == "fail" for r in rows.values()) and any(r["outcome"] == "pass" for r in rows.values())
