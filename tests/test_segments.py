@@ -341,3 +341,20 @@ def test_the_report_says_when_a_failed_rule_could_not_have_passed(tmp_path: Path
         if says:
             assert f"about {comps[name]['queries_needed']} queries would" in lines[name]
     assert any(r["outcome"] == "fail" for r in rows.values()) and any(r["outcome"] == "pass" for r in rows.values())
+
+
+def test_the_segment_tables_are_mlflow_tables(data: Path, tmp_path: Path) -> None:
+    from ndcg_mlflow.tracking.tables import folder_tables
+
+    out = tmp_path / "out"
+    main(["run", str(_spec(data)), "--out", str(out), "--no-mlflow"])
+    summary = json.loads((out / "summary.json").read_text())
+    tables = dict(folder_tables(out, summary))
+    seg, comps = tables["segments_table.json"], tables["segment_comparisons_table.json"]
+    assert list(comps.columns[:5]) == ["segment", "candidate", "baseline", "key", "delta"]
+    assert len(seg) == len(SEGMENTS) * 3 * 2 and len(comps) == len(SEGMENTS) * 2 * 2
+    for row in seg.itertuples():
+        assert summary["segments"][row.segment][row.system][row.key]["mean"] == row.mean
+    one = dict(folder_tables(out, summary, system="better"))
+    assert set(one["segment_comparisons_table.json"].candidate) == {"better"}
+    assert set(one["segments_table.json"].system) == {"better"}
