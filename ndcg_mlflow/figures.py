@@ -47,6 +47,7 @@ from .svg import (
     Ticks,
     axis_x,
     axis_y,
+    block_title,
     draw_title,
     finite_or_none,
     fit_text,
@@ -293,15 +294,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     y0 = top
     for (candidate, baseline), members in blocks.items():
         pair = f"{candidate} − {baseline}"
-        svg.text(
-            16,
-            y0 + LABEL_SIZE + 6,
-            fit_text(pair, LABEL_SIZE + 1, WIDTH - 32, bold=True),
-            size=LABEL_SIZE + 1,
-            weight="600",
-            cls="block-title",
-            full=pair,
-        )
+        block_title(svg, pair, y0)
         y0 += head_h
         for n, i in enumerate(members):
             c, d, share = comps[i], dists[i], shares[i]

@@ -18,6 +18,7 @@ from .svg import (
     Svg,
     axis_x,
     axis_y,
+    block_title,
     draw_title,
     finite_or_none,
     fit_text,
@@ -77,15 +78,7 @@ def segment_differences(summary: dict) -> str | None:
     y0 = top
     for candidate, baseline, rows in blocks:
         pair = f"{candidate} − {baseline}"
-        svg.text(
-            16,
-            y0 + LABEL_SIZE + 6,
-            fit_text(pair, LABEL_SIZE + 1, WIDTH - 32, bold=True),
-            size=LABEL_SIZE + 1,
-            weight="600",
-            cls="block-title",
-            full=pair,
-        )
+        block_title(svg, pair, y0)
         y0 += LABEL_SIZE + 16
         box = Box(left, y0, box_w, ROW * len(rows))
         marks = [

@@ -35,27 +35,12 @@ import numpy as np
 from . import stats
 from .errors import DataError, NdcgError, did_you_mean
 from .format import TERMINAL, number, system_label, text_table
+from .risk import paired_vectors
 from .rules import key_label, metric_name
 
 RULES = ("superiority", "non_inferiority")
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
 MOST_QUERIES = 2**53
-
-
-def _paired(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``d`` and ``w`` as float64 vectors of one length: finite differences, finite positive weights."""
-    d = np.asarray(d, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    if d.ndim != 1 or w.shape != d.shape:
-        raise ValueError(
-            f"expected one paired difference per weight, as two vectors of one length; got shapes {d.shape} "
-            f"and {w.shape}"
-        )
-    if not np.isfinite(d).all():
-        raise ValueError("expected finite paired differences (the queries valid for both systems); got NaN or inf")
-    if not (np.isfinite(w).all() and (w > 0).all()):
-        raise ValueError("expected finite positive query weights; got a weight that is 0, negative, NaN or inf")
-    return d, w
 
 
 def _levels(confidence: float, power: float) -> None:
@@ -85,7 +70,7 @@ def query_sd(d: Any, w: Any) -> float:
     """sigma = se * sqrt(n_eff): the per-query standard deviation of the differences that the weighted standard
     error implies (se from :func:`ndcg_mlflow.stats.weighted_t`, n_eff from :func:`kish_n`). With equal weights, the
     sample standard deviation (denominator n - 1). NaN below 2 queries."""
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     if d.size < 2:
         return float("nan")
     _, se, _ = stats.weighted_t(d, w)
@@ -101,7 +86,7 @@ def mde(d: Any, w: Any, confidence: float, power: float = 0.8) -> float:
     and a threshold that the interval's lower end (:func:`ndcg_mlflow.stats.t_interval`) clears with probability
     ``power``, at the current queries. 0 when every difference is equal (the interval is then a point); NaN where
     the interval is undefined (fewer than 2 queries, or weights leaving less than 1 degree of freedom)."""
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return float("nan")
@@ -123,7 +108,7 @@ def current_power(d: Any, w: Any, confidence: float, distance: float) -> float:
     the interval is undefined."""
     from scipy import stats as st
 
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     _levels(confidence, 0.5)
     if d.size < 2 or not math.isfinite(distance):
         return float("nan")
@@ -201,7 +186,7 @@ def queries_needed(d: Any, w: Any, confidence: float, power: float, *, distance:
     n_eff(n) = n * n_eff / n_obs and df(n) = share * (n_eff(n) - 1), share = df_obs / (n_eff - 1) the observed
     weighted t's degrees of freedom over Kish's bound (1 under equal weights: df(n) = n - 1).
     None when ``distance <= 0``, or sigma is undefined (fewer than 2 queries)."""
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return None
@@ -226,7 +211,7 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
     whether the current queries detect the distance with that power (``mde <= margin`` for non-inferiority,
     ``mde <= distance`` for superiority, with a positive distance); ``current_power``: the power at the current
     queries against that distance (:func:`current_power`); ``sd``: :func:`query_sd`."""
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")

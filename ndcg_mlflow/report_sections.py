@@ -110,7 +110,7 @@ def detection_note(bundle: Bundle, candidate: str) -> str:
     if c is None or is_missing(c.get("mde")):
         return ""
     mde = number(c["mde"])
-    row = next((r for r in d.get("candidates", []) if r["candidate"] == candidate), {})
+    row: dict[str, Any] = next((r for r in d.get("candidates", []) if r["candidate"] == candidate), {})
     if d and c.get("detectable") is False and row.get("rule_outcome", row.get("outcome")) == "fail":
         need = c.get("queries_needed")
         return (

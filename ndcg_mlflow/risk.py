@@ -28,7 +28,7 @@ import numpy as np
 from . import stats
 
 
-def _paired(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
+def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
     """``d`` and ``w`` as float64 vectors of one length: finite differences, finite positive weights."""
     d = np.asarray(d, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -69,7 +69,7 @@ def urisk(d: Any, w: Any, alpha: float) -> float:
     >>> urisk([0.2, -0.1], [1.0, 1.0], 1.0)
     0.0
     """
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     a = _alpha(alpha)
     if d.size == 0:
         return float("nan")
@@ -98,7 +98,7 @@ def trisk(d: Any, w: Any, alpha: float) -> tuple[float, float]:
     weighs twice in the mean and its standard error, but is one query, not two (listing it twice would add a
     degree of freedom and shrink the standard error). Scaling every weight changes nothing.
     """
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     a = _alpha(alpha)
     if d.size < 2:
         return float("nan"), float("nan")
@@ -135,7 +135,7 @@ def risk_entry(d: Any, w: Any, alphas: Sequence[float]) -> dict[str, dict[str, A
         {"urisk": {"1": -0.01, ...}, "trisk": {"1": {"value": -0.42, "p": 0.67}, ...}}
 
     Two alphas written alike (1 and 1.0) are one key: refused."""
-    d, w = _paired(d, w)
+    d, w = paired_vectors(d, w)
     texts = [alpha_text(_alpha(a)) for a in alphas]
     if len(set(texts)) != len(texts):
         raise ValueError(f"alphas written alike: {texts} (each alpha is a JSON key f'{{alpha:g}}')")

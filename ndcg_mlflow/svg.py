@@ -416,6 +416,19 @@ def series_colour(i: int) -> tuple[str, bool]:
     return PALETTE[i % len(PALETTE)], (i // len(PALETTE)) % 2 == 1
 
 
+def block_title(svg: Svg, text: str, top: float) -> None:
+    """The bold heading of a block of panels (a candidate against the baseline), below ``top``."""
+    svg.text(
+        16,
+        top + LABEL_SIZE + 6,
+        fit_text(text, LABEL_SIZE + 1, WIDTH - 32, bold=True),
+        size=LABEL_SIZE + 1,
+        weight="600",
+        cls="block-title",
+        full=text,
+    )
+
+
 def draw_title(svg: Svg, text: str) -> float:
     svg.text(
         16,
