@@ -18,6 +18,7 @@ from .errors import (
     EXIT_TRACKING,
     EXIT_USER,
 )
+from .rules import KEY_FORMS
 
 #: the exit codes of a command that does not use MLflow; one that logs to it or reads from it adds 3, ``run`` adds 4
 LOCAL = (EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_INTERRUPT, EXIT_TERMINATED)
@@ -111,7 +112,7 @@ COMMANDS: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {
                 "ndcg-mlflow plan ndcg_reports/demo-product-search-20260105-093000-4f1c2a --margin 0.01",
             ),
             (
-                "at 90% power and nDCG@10 only, from an evaluation logged to a tracking server",
+                "at 90% power and at the cutoff 10 only, from an evaluation logged to a tracking server",
                 "ndcg-mlflow plan RUN_ID --margin 0.02 --power 0.9 --key 10 --tracking-uri http://mlflow.internal:5000",
             ),
         ),
@@ -326,9 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="the two-sided interval's level (default: the evaluation's uncertainty.confidence)",
     )
-    plan.add_argument(
-        "--key", metavar="KEY", help="one compared key: ndcg_at_10, 10 or nDCG@10 (default: every compared key)"
-    )
+    plan.add_argument("--key", metavar="KEY", help=f"one compared key: {KEY_FORMS} (default: every compared key)")
     plan.add_argument(
         "--tracking-uri",
         metavar="URI",

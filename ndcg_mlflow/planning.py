@@ -36,7 +36,7 @@ from . import stats
 from .errors import DataError, NdcgError, did_you_mean
 from .format import TERMINAL, number, system_label, text_table
 from .risk import paired_vectors
-from .rules import key_label, metric_name
+from .rules import KEY_FORMS, key_label, key_of_text, metric_name
 
 RULES = ("superiority", "non_inferiority")
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
@@ -324,13 +324,11 @@ def paired(frame: Any, baseline: str, candidate: str, key: str, source: Path | N
 
 def _key_of(text: str, keys: list[str]) -> str:
     """A key as given to ``--key``: ``ndcg_at_10``, ``10``, ``all`` or ``nDCG@10``."""
-    for candidate in (text, "ndcg_at_" + text, "ndcg_at_" + text.split("@", 1)[-1]):
-        if candidate in keys:
-            return candidate
+    key = key_of_text(text, keys)
+    if key is not None:
+        return key
     raise NdcgError(
-        f"--key {text!r}: the evaluation compared {', '.join(keys)} (a key, its cutoff or nDCG@K)"
-        + did_you_mean(text, keys)
-        + "."
+        f"--key {text!r}: the evaluation compared {', '.join(keys)} ({KEY_FORMS})" + did_you_mean(text, keys) + "."
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .bundle import Bundle
-from .format import is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
+from .format import FILE, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
 from .rules import metric_name
 
 Table = tuple[list[str], list[list[str]], str]  # heads, rows, alignment ("l"/"r" per column)
@@ -72,7 +72,7 @@ def risk_table(bundle: Bundle, esc: Callable[[Any], str]) -> Table | None:
         cells.append(number(c.get("mde")))
         if plan:
             q = c.get("queries_needed")
-            cells.append("—" if is_missing(q) else str(q))
+            cells.append(FILE if is_missing(q) else str(q))
         rows.append(cells)
     return heads, rows, "l" + "r" * (len(heads) - 1)
 

@@ -93,6 +93,23 @@ def cutoff_of_key(key: str) -> int | None:
     return cutoff_of_label(key_label(key))
 
 
+def key_of_text(text: str, keys: Sequence[str]) -> str | None:
+    """One of ``keys`` as a person writes it: the key itself (``ndcg_at_10``), its cutoff (``10``, ``all``) or its
+    name (``nDCG@10``, any case); None when it names none of them."""
+    if text in keys:
+        return text
+    head = NAME.lower() + "@"
+    label = text[len(head) :] if text.lower().startswith(head) else text
+    try:
+        key = cutoff_key(cutoff_of_label(label))
+    except ValueError:
+        return None
+    return key if key in keys else None
+
+
+KEY_FORMS = f"a key ({KEY_PREFIX}10), its cutoff (10) or its name ({NAME}@10)"  # what key_of_text reads
+
+
 def metric_name(key: str, escape: Callable[[str], str] = str) -> str:
     """The label of a metric key for people: ``ndcg_at_10`` -> ``nDCG@10``; ``escape`` is applied to the cutoff
     (markdown escaping would turn the ``@`` itself into ``\\@``)."""

@@ -1105,3 +1105,17 @@ def test_no_module_compares_a_rule_with_a_literal():
     # the check sees such a comparison where one is written
     planted = 'def f(metric, ties):\n    return metric.ties == "average" or ties in ("id_ascending",)\n'
     assert _literal_rule_comparisons(planted, "planted.py") == ["planted.py:2", "planted.py:2"]
+
+
+def test_a_key_as_people_write_it():
+    from ndcg_mlflow.rules import key_of_text
+
+    keys = ["ndcg_at_5", "ndcg_at_10", "ndcg_at_all"]
+    assert [key_of_text(t, keys) for t in ("10", "nDCG@10", "NDCG@all", "ndcg_at_5", "all")] == [
+        "ndcg_at_10",
+        "ndcg_at_10",
+        "ndcg_at_all",
+        "ndcg_at_5",
+        "ndcg_at_all",
+    ]
+    assert [key_of_text(t, keys) for t in ("7", "x", "nDCG@", "010", "ndcg_at_7", "@10")] == [None] * 6
