@@ -277,8 +277,8 @@ def profile(args: Any) -> dict[str, Any]:
 
     timed(drv, "judged_on_driver", "judgments read and checked on the driver", keep="judged")
     timed(drv, "system_rows", "run read, counted and hashed; the job's plan built (system_rows)")
-    timed(asm, "run_frame", "  of which run_frame (read, count, sha256)", keep="run")
-    timed(asm, "shuffled", "  of which the pre-filter's frame", keep="shuffled")
+    timed(asm, "run_frame", "  within it: run_frame (read, count, sha256)", keep="run")
+    timed(asm, "shuffled", "  within it: the pre-filter's frame", keep="shuffled")
     timed(DataFrame, "toArrow", "the bucket job (toArrow of the query rows)")
     timed(drv, "unchecked_duplicates", "duplicate check of the rows the buckets did not see")
     timed(drv, "assemble", "assemble the per-query rows")
