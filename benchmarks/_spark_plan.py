@@ -305,6 +305,7 @@ def profile(args: Any) -> dict[str, Any]:
     engine_kept = frames["shuffled"].agg(F.count(F.lit(1)), F.sum("_extra")).collect()[0]
     python_kept = in_python.agg(F.count(F.lit(1)), F.sum("_extra")).collect()[0]
     out["kept"] = {"engine": list(engine_kept), "python_read": list(python_kept)}
+    out["same_query_rows"] = same_query_rows(frames["shuffled"], in_python, frames["judged"].judged_df, metric)
     for label, df in [
         *alone(frames["run"], frames["judged"].judged_df, frames["shuffled"]),
         ("Parquet read by pyarrow in tasks + grades + pre-filter", in_python),
@@ -401,6 +402,43 @@ def python_prefilter(spark: Any, path: str, judged_df: Any, metric: Any, depth: 
                 yield from prefilter_rows(t, metric, depth, False, chunk).to_batches()
 
     return items.mapInArrow(task, RUN_SCHEMA)
+
+
+def same_query_rows(engine_rows: Any, python_rows: Any, judged_df: Any, metric: Any) -> list[str]:
+    """The columns in which the engine's bucket UDF (:func:`~ndcg_mlflow.engines.spark.buckets.bucket_results`)
+    gives some query other numbers from the prototype's pre-filtered rows than from the engine's (bit for bit, a
+    NaN equal to a NaN); empty: the same query rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ndcg_mlflow.engines.spark.buckets import bucket_results
+
+    def query_rows(rows: Any) -> Any:
+        out = bucket_results(rows, judged_df, 7, "bench", "bench", metric, False).toArrow()
+        out = out.filter(pc.equal(out.column("kind"), "query"))
+        return out.take(pc.sort_indices(out, [("query_id", "ascending")]))
+
+    def values(col: Any) -> np.ndarray:
+        col = col.combine_chunks()
+        if pa.types.is_list(col.type):
+            col = pc.list_flatten(col)
+        return np.asarray(col.to_numpy(zero_copy_only=False))
+
+    a, b = query_rows(engine_rows), query_rows(python_rows)
+    if a.num_rows != b.num_rows:
+        return ["the number of query rows"]
+    columns = ("query_id", "n_returned", "dcg", "idcg", "idcg_candidates", "ndcg", "judged_coverage", "status")
+    differ = []
+    for c in columns:
+        x, y = values(a.column(c)), values(b.column(c))
+        if x.dtype.kind == "f":
+            same = x.shape == y.shape and np.array_equal(x.view(np.int64), y.view(np.int64))  # bit for bit
+        else:
+            same = x.shape == y.shape and bool((x == y).all())
+        if not same:
+            differ.append(c)
+    return differ
 
 
 def explain(df: Any) -> str:

@@ -340,7 +340,10 @@ def case_plan(workdir: Path, driver_memory: str, mode: str) -> None:
         print("  parts run alone (noop sink):")
         for label, p in r["parts"].items():
             print(f"    {label:<52} {p['seconds']:6.2f} s  CPU s {p['cpu']}")
-        print(f"  rows kept (count, sum of _extra): {r['kept']}")
+        print(
+            f"  rows kept (count, sum of _extra): {r['kept']}; "
+            f"query rows differing in: {r['same_query_rows'] or 'none'}"
+        )
         print(f"  plans: {r['explain']}; driver cProfile: {r['cprofile']}")
     print(f"  {peaks}; load average {load()}")
 
