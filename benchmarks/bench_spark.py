@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Benchmark: the Spark engine on ``local[2]`` against the local engine, and a run beyond the local engine's budget.
 
-    python benchmarks/bench_spark.py [--case 7m|50m|all] [--workdir benchmarks/_data] [--driver-memory 1g]
-                                     [--queries-50m 100000] [--docs-50m 500] [--keep]
+    python benchmarks/bench_spark.py [--case 7m|50m|plan|profile|all] [--workdir benchmarks/_data]
+                                     [--driver-memory 1g] [--queries-50m 100000] [--docs-50m 500] [--keep]
 
 * ``7m``: the 7M-line MS MARCO-like run of ``bench_ndcg.py`` (6,980 queries x 1,000 documents, generated once
   into ``--workdir``, as Parquet): nDCG@10 by the local engine, then by the Spark engine on ``local[2]`` with
@@ -11,6 +11,15 @@
 * ``50m``: a Parquet folder of ``queries x docs`` rows (default 100,000 x 500 = 50M rows) and its judgments,
   generated on disk, evaluated by the Spark engine with ``spark.driver.memory`` bounded (``--driver-memory``);
   deleted afterwards unless ``--keep``.
+* ``plan``: the 7M-row run as Parquet and its judgments as Parquet, in one ``local[2]`` session (driver 2 GB
+  unless ``--driver-memory`` says otherwise, 8 shuffle partitions, UI off): a plain Spark SQL plan with window
+  functions and ``ndcg_mlflow.evaluate(spec, engine=Spark(session))`` with gdeval's rules at cutoff 10
+  (exponential gain, ties by document id descending, empty ideals excluded, missing queries 0), alternated, twice
+  each: the best time of each, their ratio, the two means and their difference, and the CPU seconds of the
+  driver's Python, the JVM and the Python workers in each (``_spark_plan.py``).
+* ``profile``: the engine's run on that data, after a warm-up run: the driver's steps timed, the stages' wall
+  times (``statusTracker``), CPU by process, the read and the pre-filter run alone, a cProfile of the driver
+  (written to ``--workdir``, with the physical plans).
 
 For each measured process: wall time from the start of the process to the result in hand, and the peak resident
 memory of its process tree sampled every 0.2 s: the Python driver, the JVM (on ``local[2]`` the driver and the
@@ -292,23 +301,80 @@ def case_50m(workdir: Path, driver_memory: str, n_queries: int, n_docs: int, kee
             qrels.unlink(missing_ok=True)
 
 
+def case_plan(workdir: Path, driver_memory: str, mode: str) -> None:
+    sys.path.insert(0, str(HERE))
+    from _spark_plan import ensure_qrels_parquet
+    from bench_ndcg import ensure_data, ensure_parquet
+
+    run, qrels, _ = ensure_data(workdir, 6980, 1000, 42)
+    parquet, qrels_parquet = ensure_parquet(run), ensure_qrels_parquet(qrels)
+    print(f"7M-row run and judgments as Parquet, nDCG@10 (gdeval rules); load average {load()}", flush=True)
+    r = measure(
+        ["--child", mode, "--run", str(parquet), "--qrels", str(qrels_parquet), "--driver-memory", driver_memory]
+    )
+    peaks = (
+        f"peak: total {r['total_mb']:.0f} MB (driver Python {r['driver_python_mb']:.0f}, JVM {r['jvm_mb']:.0f}, "
+        f"Python workers {r['python_workers_mb']:.0f})"
+    )
+    if mode == "plan":
+        plan, engine = min(r["times"]["plan"]), min(r["times"]["engine"])
+        print(f"  session start {r['session_s']:.1f} s (driver {driver_memory}, local[2], 8 shuffle partitions)")
+        for name in ("plan", "engine"):
+            runs = ", ".join(f"{t:.2f} s" for t in r["times"][name])
+            cpu = "; ".join(
+                f"driver {c['driver']:.1f}, JVM {c['jvm']:.1f}, workers {c['workers']:.1f}" for c in r["cpu"][name]
+            )
+            print(f"  {name:<7} runs {runs} (best {min(r['times'][name]):.2f} s); CPU s: {cpu}")
+        print(f"  engine / plan: {engine / plan:.2f}x (best of two each)")
+        m = r["means"]
+        print(f"  mean nDCG@10: plan {m['plan']!r}, engine {m['engine']!r}, difference {m['engine'] - m['plan']:.3g}")
+    else:
+        print(f"  engine run {r['total_s']:.2f} s (after a warm-up run), mean {r['mean']!r}")
+        print("  driver steps:")
+        for label, seconds in r["steps"].items():
+            print(f"    {label:<66} {seconds:6.2f} s")
+        print("  stages (wall time, from the status tracker):")
+        for s in r["stages"]:
+            print(f"    {s['stage']:>4} {s['name'][:60]:<60} {s['tasks']:>4} tasks {s['seconds']:6.2f} s")
+        print(f"  CPU s: {r['cpu']}")
+        print("  parts run alone (noop sink):")
+        for label, p in r["parts"].items():
+            print(f"    {label:<52} {p['seconds']:6.2f} s  CPU s {p['cpu']}")
+        print(
+            f"  rows kept (count, sum of _extra): {r['kept']}; "
+            f"query rows differing in: {r['same_query_rows'] or 'none'}"
+        )
+        print(f"  plans: {r['explain']}; driver cProfile: {r['cprofile']}")
+    print(f"  {peaks}; load average {load()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=("7m", "50m", "all"), default="all")
+    ap.add_argument("--case", choices=("7m", "50m", "plan", "profile", "all"), default="all")
     ap.add_argument("--workdir", type=Path, default=HERE / "_data")
-    ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument("--driver-memory", help="spark.driver.memory (default: 1g, 2g for plan and profile)")
     ap.add_argument("--queries-50m", type=int, default=100_000)
     ap.add_argument("--docs-50m", type=int, default=500)
     ap.add_argument("--keep", action="store_true", help="keep the generated 50M-row data")
-    ap.add_argument("--child", choices=("local", "spark", "spark-full"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("local", "spark", "spark-full", "plan", "profile"), help=argparse.SUPPRESS)
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--qrels", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child in ("plan", "profile"):
+        sys.path[:0] = [str(REPO), str(HERE)]
+        from _spark_plan import child as plan_child
+
+        plan_child(args)
+        return 0
     if args.child:
         child(args)
         return 0
     workdir = args.workdir.resolve()
     print(f"machine: {os.cpu_count()} cores, load average {load()}")
+    if args.case in ("plan", "profile"):
+        case_plan(workdir, args.driver_memory or "2g", args.case)
+        return 0
+    args.driver_memory = args.driver_memory or "1g"
     if args.case in ("7m", "all"):
         case_7m(workdir, args.driver_memory)
     if args.case in ("50m", "all"):
