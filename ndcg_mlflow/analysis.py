@@ -69,6 +69,11 @@ _NAN_FIELDS = (
 )
 
 
+def _mask_token(mask: np.ndarray) -> bytes:
+    """A dictionary key of a valid-query mask: series on the same queries share one resampling."""
+    return np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
+
+
 class _Resampling:
     """The bootstrap jobs of one analysis: every series resampled on the same queries (the same valid-query
     mask, and the same strata) shares one resampling, seeded by the seed and those queries' ids."""
@@ -81,7 +86,7 @@ class _Resampling:
         self.out: dict[Any, tuple[float, float, float, np.ndarray]] = {}
 
     def add(self, mask: np.ndarray, label: Any, series: np.ndarray, strata: np.ndarray | None = None) -> None:
-        token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little") + (b"S" if strata is not None else b"")
+        token = _mask_token(mask) + (b"S" if strata is not None else b"")
         self.jobs.setdefault(token, (mask, strata, []))[2].append((label, series))
 
     def run(self) -> None:
@@ -122,9 +127,9 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     names = list(result.systems)
     w_all = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
     segs = Segments.of(result)
-    strata = segs.codes if segs is not None and getattr(uncertainty, "stratify", False) else None
+    strata = segs.codes if segs is not None and uncertainty.stratify else None
     seg_masks = [(label, segs.mask(s)) for s, label in enumerate(segs.labels)] if segs is not None else []
-    guard = getattr(getattr(decision, "guardrails", None), "regressions", None)
+    guard = decision.guardrails.regressions if decision is not None else None
     boot = _Resampling(result, uncertainty)
 
     for name in names:
@@ -137,6 +142,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 if (mask & sm).any():
                     boot.add(mask & sm, ("system", name, key, label), x[:, j])
     pairs: list[tuple[str, str]] = []
+    pair_masks: list[np.ndarray] = []  # the queries valid for both systems of each pair
     if comparison is not None:
         base = result.systems[comparison.baseline].result.ndcg
         for name in names:
@@ -146,6 +152,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             for j, key in enumerate(keys):
                 mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
                 pairs.append((name, key))
+                pair_masks.append(mask)
                 d = cand[:, j] - base[:, j]
                 scoped: list[tuple[str | None, np.ndarray, np.ndarray | None]] = [(None, mask, strata)]
                 scoped += [(lb, mask & sm, None) for lb, sm in seg_masks]
@@ -189,14 +196,12 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         f"'{comparison.baseline}' at each of {len(keys)} cutoff(s){units}; correction {comparison.correction}"
     )
     base = result.systems[comparison.baseline].result.ndcg
-    jobs: list[tuple[str, str, str | None, np.ndarray]] = []
     scopes: list[tuple[str | None, np.ndarray | None]] = [(None, None), *seg_masks]
-    for scope, within in scopes:
-        for name, key in pairs:
-            j = keys.index(key)
-            cand = result.systems[name].result.ndcg
-            mask = ~np.isnan(base[:, j]) & ~np.isnan(cand[:, j])
-            jobs.append((name, key, scope, mask if within is None else mask & within))
+    jobs = [
+        (name, key, scope, mask if within is None else mask & within)
+        for scope, within in scopes
+        for (name, key), mask in zip(pairs, pair_masks)
+    ]
     randomization = (
         _randomization(result, comparison, uncertainty, jobs) if comparison.test in ("randomization", "both") else {}
     )
@@ -255,7 +260,8 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         else:
             row.update({k: float("nan") for k in _NAN_FIELDS})
             row.update({"wins": 0, "ties": 0, "losses": 0})
-        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, boot.get(("regressed", name, key, scope))))
+        share = boot.get(("regressed", name, key, scope)) if guard is not None else None
+        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, share))
         primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
         rows.append(row)
     corrected = stats.correct(primary, comparison.correction)
@@ -289,11 +295,12 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
 
 def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision, regressed_share) -> dict:
     """The comparison's tail risk (URisk and TRisk at each declared alpha), its share of regressed queries with
-    the bootstrap interval of the same resamples (with a regressions guardrail), and its planning figures: the
-    minimum detectable difference at 80% power and, with a decision, the queries needed to decide its margin."""
+    the bootstrap interval of the same resamples (``regressed_share``: with a regressions guardrail, its
+    resampling's result), and its planning figures: the minimum detectable difference at 80% power and, with a
+    decision, the queries needed to decide its margin."""
     out: dict[str, Any] = risk_entry(d, w, comparison.risk_alpha)
-    guard = getattr(getattr(decision, "guardrails", None), "regressions", None)
-    if guard is not None:
+    if regressed_share is not None:
+        guard = decision.guardrails.regressions
         lo, hi, _, _ = regressed_share
         share = float(stats.weighted_mean(regressed(d, guard.delta), w)) if d.size else float("nan")
         out["regressed_share"] = {"delta": guard.delta, "share": share, "ci_low": lo, "ci_high": hi}
@@ -340,7 +347,7 @@ def _randomization(
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
         if mask.any():
-            token = np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
+            token = _mask_token(mask)
             groups.setdefault(token, []).append(((name, key, label), mask, cand[:, j] - base[:, j]))
     out: dict[tuple[str, str, str | None], tuple[float, bool]] = {}
     for items in groups.values():

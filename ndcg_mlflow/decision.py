@@ -59,7 +59,13 @@ INTERVAL = "weighted t"  # the interval the rule reads (stats.t_interval), as su
 
 def threshold(decision: Decision) -> float:
     """The value the lower end of the interval must exceed: ``+margin`` or ``-margin``."""
-    return decision.margin if decision.rule == "superiority" else -decision.margin
+    return rule_threshold(decision.rule, decision.margin)
+
+
+def rule_threshold(rule: str, margin: float) -> float:
+    """The threshold of a rule with a margin (the decision's, or a segments guardrail's): ``+margin`` under
+    superiority, ``-margin`` under non-inferiority."""
+    return margin if rule == "superiority" else -margin
 
 
 def decide(
@@ -153,7 +159,7 @@ def _guard(
     g = decision.guardrails
     checks: list[dict[str, Any]] = []
     if g.segments is not None:
-        bound = -g.segments.margin if g.segments.rule == "non_inferiority" else g.segments.margin
+        bound = rule_threshold(g.segments.rule, g.segments.margin)
         parts = []
         for (cand, key, segment), (d, w) in segment_paired.items():
             if cand != row["candidate"] or key != decision.key:
@@ -314,7 +320,7 @@ def statement(decision: Decision, confidence: float) -> str:
         words += f" and its corrected p-value is at most {decision.max_p:g}"
     g = decision.guardrails
     if g.segments is not None:
-        t = -g.segments.margin if g.segments.rule == "non_inferiority" else g.segments.margin
+        t = rule_threshold(g.segments.rule, g.segments.margin)
         words += (
             f"; guardrail: in every segment the interval lies above {number(t, signed=True)} "
             f"({g.segments.rule.replace('_', '-')})"

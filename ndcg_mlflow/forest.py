@@ -3,6 +3,7 @@ the headline cutoff, with its interval (the conventions of :mod:`ndcg_mlflow.fig
 
 from __future__ import annotations
 
+from .decision import rule_threshold
 from .rules import NAME, headline_key, metric_name
 from .svg import (
     INTERVAL,
@@ -46,7 +47,7 @@ def segment_differences(summary: dict) -> str | None:
     guard = ((summary.get("decision") or {}).get("guardrails") or {}).get("segments")
     threshold = None
     if guard is not None and (summary.get("decision") or {}).get("key") == key:
-        threshold = -guard["margin"] if guard["rule"] == "non_inferiority" else guard["margin"]
+        threshold = rule_threshold(guard["rule"], guard["margin"])
     blocks = []
     for c in comps:
         if c["key"] != key:

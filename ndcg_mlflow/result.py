@@ -255,7 +255,7 @@ class EvaluationResult:
         if a is None or a.correction_family is None:
             return {}
         out: dict[str, Any] = {"correction_family": a.correction_family}
-        if getattr(self, "segments", None) is not None:
+        if self.segments is not None:
             out["segments"] = a.segments
             out["segment_comparisons"] = a.segment_comparisons
             out["segment_consistency"] = a.consistency

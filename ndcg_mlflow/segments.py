@@ -51,7 +51,7 @@ class Segments:
 
     @classmethod
     def of(cls, result: Any) -> Segments | None:
-        values = getattr(result, "segments", None)
+        values = result.segments
         if values is None:
             return None
         labels, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
