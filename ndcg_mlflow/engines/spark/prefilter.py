@@ -5,7 +5,7 @@ found (:func:`duplicates`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,22 +99,27 @@ def _filtered(
 
         def done(buffered):
             chunk = int.from_bytes(os.urandom(8), "little") >> 1
-            return prefilter_rows(
-                pa.Table.from_batches(buffered), metric, depth, has_rank, chunk, alternatives
-            ).to_batches()
+            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk, alternatives)
 
-        buffered: list[Any] = []
-        n = 0
-        for batch in batches:
-            buffered.append(batch)
-            n += batch.num_rows
-            if n >= chunk_rows:
-                yield from done(buffered)
-                buffered, n = [], 0
-        if buffered:
-            yield from done(buffered)
+        for table in in_chunks(batches, chunk_rows, done):
+            yield from table.to_batches()
 
     return graded.mapInArrow(chunks, ORDERED_RUN_SCHEMA if ordered else RUN_SCHEMA)
+
+
+def in_chunks(parts: Iterable[Any], rows: int, done: Callable[[list[Any]], Any]) -> Iterator[Any]:
+    """``done`` of the consecutive ``parts`` (Arrow batches or tables, in order) gathered into chunks of at least
+    ``rows`` rows (the last one: what remains): the pre-filter's chunks of a task's rows."""
+    buffered: list[Any] = []
+    n = 0
+    for part in parts:
+        buffered.append(part)
+        n += part.num_rows
+        if n >= rows:
+            yield done(buffered)
+            buffered, n = [], 0
+    if buffered:
+        yield done(buffered)
 
 
 def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:

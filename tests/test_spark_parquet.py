@@ -1,0 +1,248 @@
+"""Parquet runs read by pyarrow in Spark tasks (:mod:`ndcg_mlflow.engines.spark.parquet_tasks`): the tasks' rows
+give the local engine's numbers; each row's grade and place are those of the files; the checks and messages are
+those of Spark's reader. The tests without Spark call the tasks' function directly; the others (``integration``)
+run one ``local[2]`` session for the module and are skipped when pyspark or Java is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import java_problem, local_spark
+from test_spark import assert_same, long_lists, spec_of
+
+import ndcg_mlflow
+from ndcg_mlflow.engines.spark.parquet_tasks import grade_lookup, grades_of, parquet_tasks
+from ndcg_mlflow.errors import NdcgError
+from ndcg_mlflow.evaluation import resolve_spec
+
+
+def _write(folder, run: pd.DataFrame, cuts: list[int], row_group: int, rename: dict[str, str] | None = None) -> list:
+    """The run's rows in files ``part-<i>.parquet`` cut at ``cuts`` (written last to first), with row groups of
+    ``row_group`` rows; the files in their names' order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = run.rename(columns=rename or {})
+    bounds = [0, *cuts, len(run)]
+    files = [folder / f"part-{i}.parquet" for i in range(len(bounds) - 1)]
+    for i in reversed(range(len(files))):
+        part = pa.Table.from_pandas(table.iloc[bounds[i] : bounds[i + 1]], preserve_index=False)
+        pq.write_table(part, files[i], row_group_size=row_group)
+    return files
+
+
+def _judged(qrels: pd.DataFrame) -> pa.Table:
+    return pa.table(
+        {
+            "query_id": qrels["query_id"].astype(str).tolist(),
+            "doc_id": qrels["doc_id"].astype(str).tolist(),
+            "grade": qrels["grade"].astype(float).tolist(),
+        }
+    )
+
+
+def _all_tasks(plan, *args, **kwargs) -> pd.DataFrame:
+    """Every task's output of the tasks' function, called as Spark calls it (batches of task numbers)."""
+    read = plan.reader(*args, **kwargs)
+    ids = pa.record_batch({"id": pa.array(range(len(plan.tasks)), type=pa.int64())})
+    return pa.Table.from_batches(list(read([ids]))).to_pandas()
+
+
+# --------------------------------------------------------------------------- without Spark
+
+
+@pytest.mark.parametrize("ties", ["average", "id_descending", "displayed_order"])
+def test_the_tasks_rows_give_the_numbers_of_the_whole_run(tmp_path, ties):
+    """Row groups of 37 and 53 rows over two files, chunks of at least 200 rows: the kept rows, with the counts of
+    the rest, give the local engine's numbers of the whole run; each kept row's ``_order`` is its row in the two
+    files read in order, and, without a rank column under ``displayed_order``, its rank."""
+    qrels, run = long_lists(seed=11)
+    files = _write(tmp_path, run, [len(run) // 3], 37, {"query_id": "qid"})
+    pq.write_table(pa.Table.from_pandas(run.iloc[len(run) // 3 :].rename(columns={"query_id": "qid"})), files[1], 53)
+    spec = spec_of(ties=ties, cutoffs=(3, 7))
+    metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+    from_order = ties == "displayed_order"
+    columns = {"query_id": "qid", "doc_id": "doc_id", "score": "score", "rank": None}
+    plan = parquet_tasks(files, columns, keep_order=True, rank_from_order=from_order)
+    assert plan is not None and plan.rows == len(run)
+    kept = _all_tasks(plan, _judged(qrels), metric, 10, from_order, chunk_rows=200)
+    assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
+    assert kept["_extra"].sum() + len(kept) == len(run)
+    at = kept["_order"].to_numpy()
+    np.testing.assert_array_equal(run["query_id"].to_numpy()[at], kept["query_id"].to_numpy())
+    np.testing.assert_array_equal(run["doc_id"].to_numpy()[at], kept["doc_id"].to_numpy())
+    if from_order:
+        np.testing.assert_array_equal(kept["rank"].to_numpy(), at.astype(float))
+    else:
+        assert kept["rank"].isna().all()
+    whole = run.assign(rank=np.arange(len(run), dtype=float))
+    mine = kept[["query_id", "doc_id", "score", "rank"]]
+    cols = ["query_id", "doc_id", "score"] + (["rank"] if from_order else [])
+    a = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": whole[cols]}).per_query
+    b = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": mine[cols]}).per_query
+    extra = kept.groupby("query_id")["_extra"].sum()
+    b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_each_row_gets_its_own_grade_in_the_rows_order():
+    """Grades by position: each row's (query, document) looked up exactly, rows in their order, null where not
+    judged; pairs whose texts joined would be equal (``'a\\x00'`` + ``'b'``, ``'a'`` + ``'\\x00b'``) are apart."""
+    judged = pa.table(
+        {
+            "query_id": ["q1", "q1", "q2", "a\x00", "a", "q10"],
+            "doc_id": ["d1", "d2", "d1", "b", "\x00b", "d"],
+            "grade": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        }
+    )
+    rows = pa.table(
+        {
+            "query_id": ["q2", "q1", "q1", "q3", "a", "a\x00", "q1", "q1", "q10"],
+            "doc_id": ["d1", "d2", "d9", "d1", "\x00b", "b", "0d", "d1", "d"],
+        }
+    )
+    expected = {(q, d): g for q, d, g in zip(*[judged.column(c).to_pylist() for c in judged.column_names])}
+    got = grades_of(rows, grade_lookup(judged)).to_pylist()
+    assert got == [expected.get(p) for p in zip(rows.column(0).to_pylist(), rows.column(1).to_pylist())]
+    assert got == [3.0, 2.0, None, None, 5.0, 4.0, None, 1.0, 6.0]
+
+
+def test_a_run_the_tasks_cannot_read_is_left_to_sparks_reader(tmp_path):
+    """No plan (Spark's reader then reads the run, with its checks) for a file pyarrow cannot open, a missing
+    column, a column type the local reader refuses (a decimal score), a run without rows; integer ids and a
+    rank column are planned, row groups cut into tasks of at least the pre-filter's chunk rows."""
+    from decimal import Decimal
+
+    from ndcg_mlflow.engines.spark import prefilter
+
+    columns = {"query_id": "query_id", "doc_id": "doc_id", "score": "score", "rank": None}
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not a parquet file")
+    assert parquet_tasks([tmp_path / "bad.parquet"], columns, False, False) is None
+    pq.write_table(pa.table({"query_id": ["q"], "doc_id": ["d"]}), tmp_path / "noscore.parquet")
+    assert parquet_tasks([tmp_path / "noscore.parquet"], columns, False, False) is None
+    decimal = pa.table({"query_id": ["q"], "doc_id": ["d"], "score": pa.array([Decimal("1.5")], pa.decimal128(4, 2))})
+    pq.write_table(decimal, tmp_path / "decimal.parquet")
+    assert parquet_tasks([tmp_path / "decimal.parquet"], columns, False, False) is None
+    pq.write_table(pa.table({"query_id": pa.array([], pa.string()), "doc_id": [], "score": []}), tmp_path / "e.parquet")
+    assert parquet_tasks([tmp_path / "e.parquet"], columns, False, False) is None
+    ints = pa.table({"query_id": np.arange(10), "doc_id": np.arange(10) * 7, "score": np.ones(10), "rank": np.ones(10)})
+    pq.write_table(ints, tmp_path / "ints.parquet", row_group_size=3)
+    with_rank = {**columns, "rank": "rank"}
+    plan = parquet_tasks([tmp_path / "ints.parquet"], with_rank, False, False)
+    assert plan is not None and plan.rows == 10 and len(plan.tasks) == 1
+    saved = prefilter.PREFILTER_CHUNK_ROWS
+    prefilter.PREFILTER_CHUNK_ROWS = 5
+    try:
+        plan = parquet_tasks([tmp_path / "ints.parquet"], with_rank, False, False)
+    finally:
+        prefilter.PREFILTER_CHUNK_ROWS = saved
+    assert plan is not None
+    assert plan.tasks == (((0, 0, 0), (0, 1, 3)), ((0, 2, 6), (0, 3, 9)))  # (file, row group, first row)
+
+
+# --------------------------------------------------------------------------- on Spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    if java_problem():
+        pytest.skip(java_problem() or "")
+    yield from local_spark()
+
+
+def _spy(monkeypatch) -> list:
+    """The plans whose rows the tasks read (their ``prefiltered`` calls)."""
+    from ndcg_mlflow.engines.spark.parquet_tasks import ParquetTasks
+
+    calls: list = []
+    real = ParquetTasks.prefiltered
+
+    def spied(self, *args, **kwargs):
+        calls.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ParquetTasks, "prefiltered", spied)
+    return calls
+
+
+CASES = [
+    ("average", {"cutoffs": (5, 10)}),
+    ("displayed_order", {"cutoffs": (3,), "unjudged": "condense"}),
+    ("id_descending", {"cutoffs": (1, 10), "ideal": "candidates"}),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ties, rules", CASES, ids=[c[0] for c in CASES])
+def test_a_parquet_run_read_in_tasks_gives_the_local_numbers(spark, tmp_path, monkeypatch, ties, rules):
+    """A folder of three Parquet files (a query's rows across two of them), row groups of 41 rows, tasks and
+    chunks of at least 150 rows, its columns named otherwise (a mapping): the local engine's per-query numbers,
+    top lists, digests and row counts; the tasks read it."""
+    from ndcg_mlflow import Spark
+    from ndcg_mlflow.engines.spark import prefilter
+
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 150)
+    qrels, run = long_lists(seed=21)
+    _write(tmp_path / "run", run, [len(run) // 3 + 5, 2 * len(run) // 3], 41, {"doc_id": "item"})
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    spec = spec_of(ties=ties, **rules)
+    spec["data"] = {
+        "qrels": "qrels.csv",
+        "systems": {"p": {"path": "run", "format": "parquet", "columns": {"doc_id": "item"}}},
+    }
+    calls = _spy(monkeypatch)
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3), base_dir=tmp_path)
+    assert len(calls) == 1 and len(calls[0].tasks) > 1
+    assert remote.engine_info["prefilter"]["applied"]
+    assert remote.engine_info["systems"]["p"]["rows_shuffled"] < len(run)
+    assert_same(local, remote)
+    assert [(f.sha256, f.rows) for f in local.files] == [(f.sha256, f.rows) for f in remote.files]
+
+
+def _outcome(spark, spec, folder, **engine) -> str:
+    from ndcg_mlflow import Spark
+
+    try:
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2, **engine), base_dir=folder)
+    except NdcgError as exc:
+        return str(exc)
+    raise AssertionError("the run was accepted")
+
+
+@pytest.mark.integration
+def test_the_checks_and_messages_are_those_of_sparks_reader(spark, tmp_path, monkeypatch):
+    """Runs the checks refuse (a document twice, below the cut, in another task or next to the query's rows; a
+    score that is not finite; a null document; a rank that is not an integer): read in tasks, the message is the
+    one of Spark's reader with the broadcast join (the tasks turned off) and names the same rows."""
+    from ndcg_mlflow.engines.spark import judgments, prefilter
+
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 100)
+    qrels, run = long_lists(seed=9, n_queries=6)
+    run = run.assign(rank=run.groupby("query_id").cumcount().astype(float) + 1)
+    low = run.sort_values("score").groupby("query_id").head(2)
+    bad = {
+        "twice-far": pd.concat([run, low], ignore_index=True),
+        "twice-near": pd.concat([run, low]).sort_values("query_id", kind="stable").reset_index(drop=True),
+        "nan-score": run.assign(score=np.where(np.arange(len(run)) == 40, np.nan, run["score"])),
+        "null-doc": run.assign(doc_id=np.where(np.arange(len(run)) == 7, None, run["doc_id"])),
+        "half-rank": run.assign(rank=np.where(np.arange(len(run)) == 70, 2.5, run["rank"])),
+    }
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    calls = _spy(monkeypatch)
+    for case, frame in bad.items():
+        _write(tmp_path / case, frame, [len(frame) // 2], 64)
+        spec = spec_of(ties="average", cutoffs=(3,))
+        spec["data"] = {"qrels": "qrels.csv", "systems": {"s": case}}
+        before = len(calls)
+        mine = _outcome(spark, spec, tmp_path)
+        assert len(calls) == before + 1, case
+        with monkeypatch.context() as m:
+            m.setattr(judgments, "SHIPPED_JUDGMENTS_BYTES", -1)  # Spark's reader, the judgments joined
+            theirs = _outcome(spark, spec, tmp_path)
+        assert len(calls) == before + 1, case
+        assert mine == theirs, case
+        assert str(tmp_path / case) in mine, case
