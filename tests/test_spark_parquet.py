@@ -53,24 +53,38 @@ def _all_tasks(plan, *args, **kwargs) -> pd.DataFrame:
 # --------------------------------------------------------------------------- without Spark
 
 
-@pytest.mark.parametrize("ties", ["average", "id_descending", "displayed_order"])
-def test_the_tasks_rows_give_the_numbers_of_the_whole_run(tmp_path, ties):
-    """Row groups of 37 and 53 rows over two files, chunks of at least 200 rows: the kept rows, with the counts of
-    the rest, give the local engine's numbers of the whole run; each kept row's ``_order`` is its row in the two
-    files read in order, and, without a rank column under ``displayed_order``, its rank."""
+@pytest.mark.parametrize(
+    "ties, stored", [("average", "by query"), ("id_descending", "by query"), ("displayed_order", "scattered")]
+)
+def test_the_tasks_rows_give_the_numbers_of_the_whole_run(tmp_path, monkeypatch, ties, stored):
+    """Row groups of 37 and 53 rows over two files, tasks of at least 150 rows, chunks of at least 200: each row
+    is read by one task (the kept rows and the counts of the rest make up the run), and they give the local
+    engine's numbers of the whole run; each kept row's ``_order`` is its row in the two files read in order, and,
+    without a rank column under ``displayed_order``, its rank. A run stored query by query has each query in one
+    chunk (no query's duplicates left to check in Spark)."""
+    from ndcg_mlflow.engines.spark import prefilter
+
     qrels, run = long_lists(seed=11)
-    files = _write(tmp_path, run, [len(run) // 3], 37, {"query_id": "qid"})
-    pq.write_table(pa.Table.from_pandas(run.iloc[len(run) // 3 :].rename(columns={"query_id": "qid"})), files[1], 53)
+    if stored == "scattered":
+        run = run.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    third = len(run) // 3
+    files = _write(tmp_path, run, [third], 37, {"query_id": "qid"})
+    rest = pa.Table.from_pandas(run.iloc[third:].rename(columns={"query_id": "qid"}), preserve_index=False)
+    pq.write_table(rest, files[1], row_group_size=53)
     spec = spec_of(ties=ties, cutoffs=(3, 7))
     metric = resolve_spec(spec, qrels, {"a": run}, None).metric
     from_order = ties == "displayed_order"
     columns = {"query_id": "qid", "doc_id": "doc_id", "score": "score", "rank": None}
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 150)
     plan = parquet_tasks(files, columns, keep_order=True, rank_from_order=from_order)
-    assert plan is not None and plan.rows == len(run)
+    assert plan is not None and plan.rows == len(run) and len(plan.tasks) > 5
     kept = _all_tasks(plan, _judged(qrels), metric, 10, from_order, chunk_rows=200)
     assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
     assert kept["_extra"].sum() + len(kept) == len(run)
+    chunks_per_query = kept.groupby("query_id")["_chunk"].nunique()
+    assert chunks_per_query.max() == 1 if stored == "by query" else chunks_per_query.max() > 1
     at = kept["_order"].to_numpy()
+    assert len(set(at)) == len(at)
     np.testing.assert_array_equal(run["query_id"].to_numpy()[at], kept["query_id"].to_numpy())
     np.testing.assert_array_equal(run["doc_id"].to_numpy()[at], kept["doc_id"].to_numpy())
     if from_order:
@@ -85,6 +99,35 @@ def test_the_tasks_rows_give_the_numbers_of_the_whole_run(tmp_path, ties):
     extra = kept.groupby("query_id")["_extra"].sum()
     b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_each_row_is_read_by_the_task_holding_the_first_row_of_its_stretch():
+    """Hand-made tasks of row groups (query ids per group): a stretch of one query over three groups and two tasks,
+    a task all of whose rows continue an earlier task's stretch, a null id; each task reads the rows whose stretch
+    starts in it, and every row is read once."""
+    from ndcg_mlflow.engines.spark.parquet_tasks import owned_rows, query_chunks
+
+    groups = [["a", "a"], ["a", "b"], ["b", "b"], ["b", "c"], [None, "c"], ["c", "d"]]
+    tasks = [[0, 1], [2], [3, 4], [5]]  # the groups of each task
+    items = {g: (0, g, 2 * g) for g in range(len(groups))}
+
+    def group_rows(item):
+        _, g, start = item
+        yield pa.table({"query_id": pa.array(groups[g], pa.string()), "row": [start, start + 1]})
+
+    def last_query(item):
+        return groups[item[1]][-1]
+
+    plan = [[items[g] for g in t] for t in tasks]
+    got = [
+        [row for table in owned_rows(t, plan, group_rows, last_query) for row in table.column("row").to_pylist()]
+        for t in range(len(tasks))
+    ]
+    assert got == [[0, 1, 2, 3, 4, 5, 6], [], [7, 8, 9, 10], [11]]
+    # chunks of at least 3 rows, cut where the query changes
+    table = pa.table({"query_id": ["a", "a", "b", "b", "b", "c", None, "d"], "row": list(range(8))})
+    chunks = [c.column("row").to_pylist() for c in query_chunks([table.slice(i, 1) for i in range(8)], 3)]
+    assert chunks == [[0, 1], [2, 3, 4], [5, 6], [7]]
 
 
 def test_each_row_gets_its_own_grade_in_the_rows_order():

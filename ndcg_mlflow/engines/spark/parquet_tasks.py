@@ -14,12 +14,17 @@ of JVM time on the benchmark's machine: ``benchmarks/README.md``). Here:
   reader does (ids to strings, numbers to doubles), gives each row its place in the whole run (``_order``: the
   file's rows before it plus its row in the file, the local engine's row order) where the numbers need it, looks
   up each row's grade in the evaluated judgments shipped with the task (:func:`grades_of`: by position, the rows
-  keep their order), and yields only :func:`.prefilter.prefilter_rows`' output, chunk by chunk
-  (:func:`.prefilter.in_chunks`): the same function, checks and kept rows as after Spark's reader.
+  keep their order), and yields only :func:`.prefilter.prefilter_rows`' output, chunk by chunk: the same
+  function, checks and kept rows as after Spark's reader.
+* a query whose rows follow one another in the files (a run stored query by query) is read whole by one task,
+  in one chunk (:func:`owned_rows`, :func:`query_chunks`): a task reads on past its row groups to the end of its
+  last query and leaves the rows continuing the previous task's last query to that task, and each chunk is cut
+  where the query id changes. Its rows' duplicates are then all checked by the pre-filter of that chunk.
 
 The rows' checks (nulls, empty ids, scores that are not finite, ranks that are not integers, a document listed
-twice) stay those of the pre-filter and the buckets, with their messages; the duplicates of queries split
-between chunks are checked as before (:func:`.prefilter.duplicates`, on Spark's reader of the same files).
+twice) stay those of the pre-filter and the buckets, with their messages; the duplicates of queries whose rows
+are in more than one chunk (rows of a query scattered in the files) are checked as before
+(:func:`.prefilter.duplicates`, on Spark's reader of the same files).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 
 from ...spec import Metric
 from . import prefilter
-from .prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA, in_chunks, prefilter_rows
+from .prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA, prefilter_rows
 
 SHIPPED_JUDGMENTS_BYTES = 64 << 20
 """The evaluated judgments are shipped with the tasks that read a Parquet run (as Arrow) up to this size; beyond,
@@ -94,29 +99,33 @@ class ParquetTasks:
 
             opened: dict[int, Any] = {}
 
-            def rows(task: int) -> Iterator[Any]:
-                for file, group, start in tasks[task]:
-                    if file not in opened:
-                        opened[file] = pq.ParquetFile(files[file])
-                    at = start
-                    for batch in opened[file].iter_batches(READ_BATCH_ROWS, row_groups=[group], columns=names):
-                        yield run_batch(batch, files[file], columns, at if keep_order else None, rank_from_order)
-                        at += batch.num_rows
+            def group_rows(item: tuple[int, int, int]) -> Iterator[Any]:
+                file, group, start = item
+                if file not in opened:
+                    opened[file] = pq.ParquetFile(files[file])
+                at = start
+                for batch in opened[file].iter_batches(READ_BATCH_ROWS, row_groups=[group], columns=names):
+                    yield run_batch(batch, files[file], columns, at if keep_order else None, rank_from_order)
+                    at += batch.num_rows
 
-            def filtered(tables: list[Any]) -> Any:
+            def last_query(item: tuple[int, int, int]) -> str | None:
+                file, group, _ = item
+                if file not in opened:
+                    opened[file] = pq.ParquetFile(files[file])
+                ids = opened[file].read_row_group(group, columns=[columns["query_id"]]).column(0)
+                return _query_text(ids.slice(len(ids) - 1))
+
+            def filtered(table: Any) -> Any:
                 import os
 
-                import pyarrow as pa
-
-                table = pa.concat_tables(tables)
                 table = table.append_column("grade", grades_of(table, lookup))
                 chunk = int.from_bytes(os.urandom(8), "little") >> 1
                 return prefilter_rows(table, metric, depth, has_rank, chunk, alternatives)
 
             for batch in batches:
                 for task in batch.column(0).to_pylist():
-                    for table in in_chunks(rows(task), chunk_rows, filtered):
-                        yield from table.to_batches()
+                    for table in query_chunks(owned_rows(task, tasks, group_rows, last_query), chunk_rows):
+                        yield from filtered(table).to_batches()
 
         return read
 
@@ -200,6 +209,109 @@ def run_batch(batch: Any, path: str, columns: dict[str, str | None], start: int 
     if order is not None:
         out["_order"] = order
     return pa.table(out)
+
+
+def owned_rows(
+    task: int,
+    tasks: Sequence[Sequence[tuple[int, int, int]]],
+    group_rows: Callable[[tuple[int, int, int]], Iterator[Any]],
+    last_query: Callable[[tuple[int, int, int]], str | None],
+) -> Iterator[Any]:
+    """The rows task ``task`` owns, as tables of :func:`run_batch`, in the run's order: a query whose rows follow
+    one another in the files (a run stored query by query) is read whole by the task holding its first row.
+
+    With the run's rows in order (the tasks' row groups one after the other), a *stretch* is a longest run of
+    consecutive rows of one query id (a null id is a stretch of its own). The task skips its first rows while
+    they continue the stretch of the row before them (the last row of the previous task's last row group:
+    ``last_query``), and reads on past its last row group, into the next tasks' row groups, while the rows
+    continue the stretch of its last row (unless it skipped all its rows: that stretch is then an earlier
+    task's). So each row is read by exactly one task: the one holding the first row of its stretch."""
+    previous = last_query(tasks[task - 1][-1]) if task > 0 else None
+    last: str | None = None
+    own = False
+    for item in tasks[task]:
+        for table in group_rows(item):
+            if not own:
+                start = 0 if previous is None else _stretch_end(table.column("query_id"), previous)
+                if start == table.num_rows:
+                    continue
+                table, own = table.slice(start), True
+            yield table
+            last = _query_text(table.column("query_id").slice(table.num_rows - 1))
+    if not own or last is None:
+        return
+    for following in tasks[task + 1 :]:
+        for item in following:
+            for table in group_rows(item):
+                end = _stretch_end(table.column("query_id"), last)
+                if end:
+                    yield table.slice(0, end)
+                if end < table.num_rows:
+                    return
+
+
+def query_chunks(tables: Iterable[Any], rows: int) -> Iterator[Any]:
+    """Consecutive tables of run rows gathered into chunks of at least ``rows`` rows (the last one: what remains),
+    each cut where the query id changes (the rows of the last query wait for the next chunk; a chunk of one query
+    grows until another query starts): a query stored in one stretch is in one chunk, whose pre-filter then
+    checked all its rows for duplicates."""
+    import pyarrow as pa
+
+    buffered: list[Any] = []
+    n = 0
+    for table in tables:
+        buffered.append(table)
+        n += table.num_rows
+        if n < rows:
+            continue
+        whole = pa.concat_tables(buffered)
+        q = whole.column("query_id")
+        tail = _stretch_start(q, _query_text(q.slice(n - 1)))
+        if tail == 0:  # one query so far
+            buffered = [whole]
+            continue
+        yield whole.slice(0, tail)
+        buffered, n = [whole.slice(tail)], n - tail
+    if n:
+        yield pa.concat_tables(buffered)
+
+
+def _query_text(one: Any) -> str | None:
+    """The query id of a one-row slice of a query id column (read as its text), None when null."""
+    from .sources import plain
+
+    return plain(one)[0].as_py()
+
+
+def _differs(ids: Any, query: str) -> Any:
+    """Whether each row's query id (read as its text) differs from ``query`` (a null id differs), as numpy."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .sources import plain
+
+    same = pc.fill_null(pc.equal(plain(ids), pa.scalar(query, pa.string())), False)
+    return ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _stretch_end(ids: Any, query: str) -> int:
+    """The number of first rows of ``ids`` whose query id is ``query``."""
+    import numpy as np
+
+    at = np.flatnonzero(_differs(ids, query))
+    return int(at[0]) if at.size else len(ids)
+
+
+def _stretch_start(ids: Any, query: str | None) -> int:
+    """Where the last rows of ``ids`` whose query id is ``query`` start (``len(ids)`` for a null ``query``: a null
+    id is a stretch of its own, and is cut after)."""
+    import numpy as np
+
+    if query is None:
+        return len(ids)
+    at = np.flatnonzero(_differs(ids, query))
+    return int(at[-1]) + 1 if at.size else 0
 
 
 def grade_lookup(judged: Any) -> tuple[Any, Any]:
