@@ -12,12 +12,44 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import java_problem, local_spark
-from test_spark import assert_same, long_lists, spec_of
 
 import ndcg_mlflow
 from ndcg_mlflow.engines.spark.parquet_tasks import grade_lookup, grades_of, parquet_tasks
 from ndcg_mlflow.errors import NdcgError
 from ndcg_mlflow.evaluation import resolve_spec
+
+
+def long_lists(seed: int, *, n_queries: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judgments and a run stored query by query: 20-120 documents a query, few judged (grades -1 to 3, some
+    judged documents not returned), scores with many ties."""
+    rng = np.random.default_rng(seed)
+    qrels, run = [], []
+    for q in range(n_queries):
+        docs = [f"d{j}" for j in rng.choice(400, size=int(rng.integers(20, 120)), replace=False)]
+        run += [(f"q{q}", d, float(s)) for d, s in zip(docs, rng.integers(0, 8, size=len(docs)) / 4.0)]
+        judged = [d for d in docs if rng.random() < 0.25] + [f"x{j}" for j in range(int(rng.integers(0, 3)))]
+        qrels += [(f"q{q}", d, int(rng.integers(-1, 4))) for d in judged or ["only"]]
+    return pd.DataFrame(qrels, columns=["query_id", "doc_id", "grade"]), pd.DataFrame(
+        run, columns=["query_id", "doc_id", "score"]
+    )
+
+
+def spec_of(*, ties: str, cutoffs=(3, 7), unjudged="zero", ideal="judged_catalog") -> dict:
+    return {
+        "spec_version": 1,
+        "name": "spark-parquet",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": list(cutoffs),
+            "discount": "log2",
+            "ties": ties,
+            "ideal": ideal,
+            "empty_ideal": "exclude",
+            "unjudged": unjudged,
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform"},
+    }
 
 
 def _write(folder, run: pd.DataFrame, cuts: list[int], row_group: int, rename: dict[str, str] | None = None) -> list:
@@ -224,6 +256,8 @@ def test_a_parquet_run_read_in_tasks_gives_the_local_numbers(spark, tmp_path, mo
     """A folder of three Parquet files (a query's rows across two of them), row groups of 41 rows, tasks and
     chunks of at least 150 rows, its columns named otherwise (a mapping): the local engine's per-query numbers,
     top lists, digests and row counts; the tasks read it."""
+    from test_spark import assert_same
+
     from ndcg_mlflow import Spark
     from ndcg_mlflow.engines.spark import prefilter
 
