@@ -255,6 +255,7 @@ def profile(args: Any) -> dict[str, Any]:
 
     from ndcg_mlflow.engines.spark import assemble as asm
     from ndcg_mlflow.engines.spark import driver as drv
+    from ndcg_mlflow.engines.spark.parquet_tasks import ParquetTasks
 
     spark = session(args.driver_memory)
     engine_mean(spark, args.run, args.qrels)  # warm-up: the JVM's code, the workers started, the files cached
@@ -278,7 +279,8 @@ def profile(args: Any) -> dict[str, Any]:
     timed(drv, "judged_on_driver", "judgments read and checked on the driver", keep="judged")
     timed(drv, "system_rows", "run read, counted and hashed; the job's plan built (system_rows)")
     timed(asm, "run_frame", "  within it: run_frame (read, count, sha256)", keep="run")
-    timed(asm, "shuffled", "  within it: the pre-filter's frame", keep="shuffled")
+    timed(asm, "shuffled", "  within it: the pre-filter's frame (Spark's reader, broadcast join)", keep="shuffled")
+    timed(ParquetTasks, "prefiltered", "  within it: the pre-filter's frame (Parquet read in tasks)", keep="tasks")
     timed(DataFrame, "toArrow", "the bucket job (toArrow of the query rows)")
     timed(drv, "unchecked_duplicates", "duplicate check of the rows the buckets did not see")
     timed(drv, "assemble", "assemble the per-query rows")
@@ -294,6 +296,9 @@ def profile(args: Any) -> dict[str, Any]:
     stages = poller.stop()
     cpu = cpu_delta(before, sampler.totals())
     out: dict[str, Any] = {"total_s": total, "mean": mean, "steps": dict(steps), "stages": stages, "cpu": cpu}
+    if "shuffled" not in frames:  # the run read by pyarrow in tasks: (self, spark, judged, metric, depth, ...)
+        frames["shuffled"] = frames["tasks"]
+        frames["shuffled_args"] = frames["tasks_args"][1:]
     explain_path = Path(args.qrels).parent / "engine_explain.txt"
     with explain_path.open("w") as fh:
         for key in ("run", "shuffled"):

@@ -479,12 +479,30 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
     rows (:func:`.accept.first_bad_row`: no null, no empty id, no number that is not finite). Errors name ``path``
     and the row."""
     import pyarrow as pa
+
+    ids, nums = typed_columns(tbl, path, value_col, rank_col, dictionary=True)
+    bad = first_bad_row({c: v for c, v in ids.items() if not pa.types.is_dictionary(v.type)}, nums)
+    if bad is not None:
+        raise DataError(path, f"row {bad[0] + 1}: {bad[1]}")
+    value, rank = (numpy_column(nums[c]) if c else None for c in (value_col, rank_col))
+    return ids["query_id"], ids["doc_id"], value, rank
+
+
+def typed_columns(
+    tbl: Any, path: str, value_col: str | None, rank_col: str | None, dictionary: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The type checks and casts of :func:`arrow_columns`, without the rows' checks: the id columns (by name) as
+    Arrow strings, the number columns (by name: the rank first) as Arrow float64; with ``dictionary``, query ids
+    that are dictionary-encoded strings needing no other check kept so (:func:`_plain_dictionary`). A column of
+    another type is refused naming ``path``. The Spark engine's tasks that read Parquet apply it too."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    ids, nums = {}, {}
+    ids: dict[str, Any] = {}
+    nums: dict[str, Any] = {}
     for c in ("query_id", "doc_id"):
         col = tbl.column(c)
-        if c == "query_id" and _plain_dictionary(col):  # (checked by its dictionaries; encode_ids maps them)
+        if dictionary and c == "query_id" and _plain_dictionary(col):  # (checked by its dictionaries)
             ids[c] = col
             continue
         if pa.types.is_dictionary(col.type):
@@ -504,11 +522,7 @@ def arrow_columns(tbl: Any, path: str, value_col: str | None, rank_col: str | No
                 raise DataError(path, column_type(name, col.type, numeric=True))
             # any integer type is read as the nearest double, as a decimal text number is (2^64-1 included)
             nums[name] = pc.cast(col, pa.float64(), safe=False)
-    bad = first_bad_row({c: v for c, v in ids.items() if not pa.types.is_dictionary(v.type)}, nums)
-    if bad is not None:
-        raise DataError(path, f"row {bad[0] + 1}: {bad[1]}")
-    value, rank = (numpy_column(nums[c]) if c else None for c in (value_col, rank_col))
-    return ids["query_id"], ids["doc_id"], value, rank
+    return ids, nums
 
 
 def _decoded(column: Any) -> Any:

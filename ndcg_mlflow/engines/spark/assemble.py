@@ -53,13 +53,17 @@ def system_rows(
     declared metric) the rows hold (:func:`.runs.computable`)."""
     if progress:
         progress(f"reading system '{name}' on Spark")
-    run_df, label, info, has_rank = run_frame(spark, spec, name, source, judged.shared)
+    shipped = judged.shipped
+    run_df, label, info, has_rank, tasks = run_frame(spark, spec, name, source, judged.shared, shipped is not None)
     n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
     if progress:
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
     alts = computable(alternatives, has_rank)
     metrics = [m for _, _, m in alts]
-    rows = shuffled(run_df, judged.judged_df, spec.metric, judged.depth, has_rank, metrics)
+    if tasks is not None and judged.depth is not None:  # a Parquet run read and pre-filtered in Spark tasks
+        rows = tasks.prefiltered(spark, shipped, spec.metric, judged.depth, has_rank, metrics)
+    else:
+        rows = shuffled(run_df, judged.judged_df, spec.metric, judged.depth, has_rank, metrics)
     rows = comps.with_groups(rows, judged.companions)
     plan = judged.companions.plan if judged.companions is not None else None
     out = bucket_results(rows, judged.judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)

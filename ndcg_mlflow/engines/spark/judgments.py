@@ -20,6 +20,7 @@ from ...readers.hashing import read_with_digest
 from ...spec import IN_MEMORY, Metric, Spec
 from . import companions as comps
 from .judgments_in_spark import SparkJudgments, judgment_frame, spark_judgments
+from .parquet_tasks import SHIPPED_JUDGMENTS_BYTES
 from .prefilter import prefilter_plan
 from .sources import id_strings, is_spark_frame, plain, source_format, with_mapping
 
@@ -48,9 +49,18 @@ class Judged:
     reason: str
     companions: comps.CompanionFrames | None = None  # the companion files, as Spark DataFrames
     spark_side: SparkJudgments | None = None  # the judgments, evaluated queries and weights kept in Spark
+    judged_table: Any = None  # the evaluated judgments on the driver (Arrow: query_id, doc_id, grade), or None
 
     def prefilter_info(self) -> dict[str, Any]:
         return {"applied": self.depth is not None, "depth": self.depth, "reason": self.reason}
+
+    @property
+    def shipped(self) -> Any:
+        """The evaluated judgments as an Arrow table, when the pre-filter applies and they are small enough to
+        ship with the tasks that read a Parquet run (:data:`.parquet_tasks.SHIPPED_JUDGMENTS_BYTES`); else None."""
+        if self.depth is None or self.judged_table is None or self.judged_table.nbytes > SHIPPED_JUDGMENTS_BYTES:
+            return None
+        return self.judged_table
 
     @property
     def where(self) -> str:
@@ -82,10 +92,13 @@ def judged_on_driver(
     map_gains(spec.metric.gain, qrels_table.value, qrels_table)
     query_ids = evaluated_query_set(spec, qrels_table, files)
     weights = query_weights(spec, query_ids, files)
-    judged_df, n_judged = _evaluated_judgments(spark, qrels_table, query_ids, spec.metric)
+    judged_table = _evaluated_judgments(qrels_table, query_ids, spec.metric)
+    judged_df = spark.createDataFrame(judged_table)
     companions = comps.frames(spark, spec, read_companions(spec, files))  # read as locally, after the judgments
-    depth, reason = prefilter_plan(spec.metric, n_judged, prefilter)
-    return Judged(shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions)
+    depth, reason = prefilter_plan(spec.metric, judged_table.num_rows, prefilter)
+    return Judged(
+        shared, qrels_table, files, query_ids, weights, judged_df, depth, reason, companions, judged_table=judged_table
+    )
 
 
 def judged_in_spark(
@@ -162,9 +175,9 @@ def _check_judgment_count(n: int, label: str) -> None:
         )
 
 
-def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric: Metric) -> tuple[Any, int]:
-    """The judgments of the evaluated queries as a Spark DataFrame (query_id, doc_id, grade) and their count,
-    after the local checks of the whole (gains whose sums overflow stop here, naming the query and line)."""
+def _evaluated_judgments(qrels: Table, query_ids: np.ndarray, metric: Metric) -> Any:
+    """The judgments of the evaluated queries as an Arrow table (query_id, doc_id, grade), after the local checks
+    of the whole (gains whose sums overflow stop here, naming the query and line)."""
     import pyarrow as pa
 
     judgments(qrels, query_ids, metric)  # the checks of the local engine, on all the evaluated judgments
@@ -176,4 +189,4 @@ def _evaluated_judgments(spark: Any, qrels: Table, query_ids: np.ndarray, metric
             "grade": pa.array(qrels.value[keep], type=pa.float64()),
         }
     )
-    return spark.createDataFrame(table), int(keep.sum())
+    return table

@@ -5,7 +5,7 @@ found (:func:`duplicates`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,33 +99,49 @@ def _filtered(
 
         def done(buffered):
             chunk = int.from_bytes(os.urandom(8), "little") >> 1
-            return prefilter_rows(
-                pa.Table.from_batches(buffered), metric, depth, has_rank, chunk, alternatives
-            ).to_batches()
+            return prefilter_rows(pa.Table.from_batches(buffered), metric, depth, has_rank, chunk, alternatives)
 
-        buffered: list[Any] = []
-        n = 0
-        for batch in batches:
-            buffered.append(batch)
-            n += batch.num_rows
-            if n >= chunk_rows:
-                yield from done(buffered)
-                buffered, n = [], 0
-        if buffered:
-            yield from done(buffered)
+        for table in in_chunks(batches, chunk_rows, done):
+            yield from table.to_batches()
 
     return graded.mapInArrow(chunks, ORDERED_RUN_SCHEMA if ordered else RUN_SCHEMA)
 
 
-def _within(query: np.ndarray, value: np.ndarray, mask: np.ndarray, depth: int, distinct: bool = False) -> np.ndarray:
+def in_chunks(parts: Iterable[Any], rows: int, done: Callable[[list[Any]], Any]) -> Iterator[Any]:
+    """``done`` of the consecutive ``parts`` (Arrow batches or tables, in order) gathered into chunks of at least
+    ``rows`` rows (the last one: what remains): the pre-filter's chunks of a task's rows."""
+    buffered: list[Any] = []
+    n = 0
+    for part in parts:
+        buffered.append(part)
+        n += part.num_rows
+        if n >= rows:
+            yield done(buffered)
+            buffered, n = [], 0
+    if buffered:
+        yield done(buffered)
+
+
+def _within(
+    query: np.ndarray,
+    value: np.ndarray,
+    mask: np.ndarray,
+    depth: int,
+    distinct: bool = False,
+    by_value: np.ndarray | None = None,
+) -> np.ndarray:
     """Rows of ``mask`` with fewer than ``depth`` rows of ``mask`` of the same query holding a strictly larger
     ``value`` (every row tied with the depth-th value is kept); with ``distinct``, the first ``depth`` rows of
-    each query by ``value`` (ties in any order)."""
+    each query by ``value`` (ties in any order). ``by_value``: every row's place sorted by (query, -value), when
+    the caller sorted them once (the rows of ``mask`` in that order are sorted so too)."""
     keep = np.zeros(query.size, dtype=bool)
-    at = np.flatnonzero(mask)
-    if not at.size:
+    if by_value is None:
+        at = np.flatnonzero(mask)
+        order = at[np.lexsort((-value[at], query[at]))]
+    else:
+        order = by_value[mask[by_value]]
+    if not order.size:
         return keep
-    order = at[np.lexsort((-value[at], query[at]))]
     q, v = query[order], value[order]
     new_query = np.r_[True, q[1:] != q[:-1]]
     pos = np.arange(q.size) - np.maximum.accumulate(np.where(new_query, np.arange(q.size), 0))
@@ -194,7 +210,8 @@ def prefilter_rows(
         if judged.any()
         else np.zeros(n, dtype=np.float64)
     )
-    keep = _within(query, score, np.ones(n, dtype=bool), depth)
+    by_score = np.lexsort((-score, query))  # sorted once, for every cut by score below
+    keep = _within(query, score, np.ones(n, dtype=bool), depth, by_value=by_score)
     seen: list[tuple[Any, str]] = []
     for i, m in enumerate([metric, *alternatives]):
         if (m.gain, m.unjudged) in seen:  # the rows kept depend on these two rules only
@@ -211,9 +228,9 @@ def prefilter_rows(
         condense = condenses(m.unjudged)
         zero = gain == 0
         keep |= _within(query, gain, ~zero & judged, depth)
-        keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True)
+        keep |= _within(query, score, zero & judged if condense else zero, depth, distinct=True, by_value=by_score)
         if condense:
-            keep |= _within(query, score, judged, depth)
+            keep |= _within(query, score, judged, depth, by_value=by_score)
     if stops(metric.unjudged):
         keep |= ~judged
     dropped = np.bincount(query[~keep], minlength=len(enc.dictionary))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from ...readers import sha256_file
 from ...readers.accept import column_type, refusals, required_columns
 from ...rules import averages_ties, keeps_displayed_order, needs_row_order
 from ...spec import IN_MEMORY, Metric, Spec
+from .parquet_tasks import ParquetTasks, parquet_tasks
 from .sources import (
     check_mapping,
     column_type_ok,
@@ -27,15 +28,34 @@ from .sources import (
     read_run_file,
     reads_locally,
     source_files,
+    source_format,
     with_mapping,
 )
 
 
+class RunFrame(NamedTuple):
+    """A system's run as :func:`run_frame` gives it: its rows as a DataFrame, its label for errors, its file
+    information, whether it has ranks, and, for a Parquet run read by pyarrow in Spark tasks, their plan (the
+    DataFrame is then Spark's reader of the same files, for the duplicate check of the rows the pre-filter
+    leaves out: :func:`.prefilter.duplicates`)."""
+
+    df: Any
+    label: str
+    info: FileInfo
+    has_rank: bool
+    tasks: ParquetTasks | None = None
+
+
 def run_frame(
-    spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str]
-) -> tuple[Any, str, FileInfo, bool]:
+    spark: Any, spec: Spec, name: str, source: Any, shared: dict[str, str], in_tasks: bool = False
+) -> RunFrame:
     """A system's rows as a DataFrame of query_id, doc_id (strings), score and rank (doubles; rank all NULL when
-    the source has none), its label for errors, its file information and whether it has ranks."""
+    the source has none), its label for errors, its file information and whether it has ranks.
+
+    With ``in_tasks`` (the pre-filter applies and the evaluated judgments can be shipped with tasks), a Parquet
+    file, folder or glob of the spec that Spark's reader would read is read by pyarrow in Spark tasks instead,
+    when :func:`.parquet_tasks.parquet_tasks` can plan it (after the same checks of its columns as Spark's
+    reader's); its row count is then its footers'."""
     from pyspark.sql import functions as F
 
     label = f"systems[{name!r}]"
@@ -66,7 +86,7 @@ def run_frame(
         if _keeps_ties_in_order(spec):  # tied rows in the table's order, as locally
             cols["_order"] = pa.array(np.arange(len(t), dtype=np.int64))
         df = spark.createDataFrame(pa.table(cols))
-        return df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols
+        return RunFrame(df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols)
 
     check_mapping(mapping)
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
@@ -93,6 +113,19 @@ def run_frame(
     # scored rows have no order: Spark's tasks wrote them)
     ordered = version is None and declared != IN_MEMORY and getattr(source, "model", None) is None
     wants_rank = rank_col is None and needs_row_order(spec.metric.ties, spec.sensitivity)
+    if in_tasks and ordered and source_format(source)[0] == "parquet":
+        names = {
+            c: mapping.get(c, c) if c in ("query_id", "doc_id", value_col, rank_col) else None for c in RUN_COLUMNS
+        }
+        tasks = parquet_tasks(source_files(source), names, wants_rank or _keeps_ties_in_order(spec), wants_rank)
+        if tasks is not None:
+            df = df.select(*selected)
+            if value_col is None:
+                df = df.withColumn("score", -F.col("rank"))
+            if rank_col is None:
+                df = df.withColumn("rank", F.lit(None).cast("double"))
+            info = FileInfo(f"system:{name}", path, declared, sha256_file(path, version), tasks.rows)
+            return RunFrame(df, label, info, rank_col is not None or wants_rank, tasks)
     if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = in_file_order(spark, df, selected, source_files(source), label)
         if wants_rank:
@@ -112,13 +145,14 @@ def run_frame(
     if rank_col is None:
         df = df.withColumn("rank", F.lit(None).cast("double"))
     digest = frame_digest(df) if declared == IN_MEMORY else None
-    rows = digest[1] if digest else df.count()
+    footers = None if digest or version is not None else footer_rows(source)
+    rows = digest[1] if digest else footers if footers is not None else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None
-    return df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank
+    return RunFrame(df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank)
 
 
-def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) -> tuple[Any, str, FileInfo, bool]:
+def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) -> RunFrame:
     """:func:`run_frame` for a file the local engine's reader reads in a Spark task
     (:func:`.sources.local_reader_frame`): its rows checked as locally, with the local messages; the rank
     is read when some numbers order ties by it (as locally: sensitivity keeps every column); a run without a rank
@@ -132,7 +166,24 @@ def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) ->
     elif not _keeps_ties_in_order(spec):
         df = df.drop("_order")
     sha = sha256_file(source.file, source.version)
-    return df, label, FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows), has_rank
+    return RunFrame(df, label, FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows), has_rank)
+
+
+RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
+
+
+def footer_rows(source: Any) -> int | None:
+    """The rows of a Parquet source of the spec (a file, folder or glob) from its files' footers (no Spark job);
+    None for another format, or a file pyarrow cannot open (Spark then counts the rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if source_format(source)[0] != "parquet":
+        return None
+    try:
+        return sum(pq.ParquetFile(str(f)).metadata.num_rows for f in source_files(source))
+    except (pa.ArrowException, OSError):
+        return None
 
 
 def _keeps_ties_in_order(spec: Spec) -> bool:
