@@ -61,6 +61,40 @@ def ensure_qrels_parquet(qrels: Path) -> Path:
     return out
 
 
+PAIR_STATISTICS = {
+    "uncertainty": {"resamples": 10000, "confidence": 0.95, "method": "bca", "seed": 20261130},
+    "comparison": {
+        "baseline": "bench",
+        "test": "randomization",
+        "correction": "holm",
+        "wins_losses": 10,
+        "tie_tolerance": 1.0e-9,
+    },
+}
+"""With two systems: the demo's statistics (10,000 BCa bootstrap resamples, a paired randomization test against
+the baseline ``bench``, Holm's correction, the 10 largest wins and losses)."""
+
+
+def ensure_second_run(run: Path, seed: int = 5) -> Path:
+    """A second system beside the Parquet run (``<stem>.b.parquet``): the same rows in the same order, each score
+    moved by N(0, 0.5) noise and rounded as the first (3 decimals), written once."""
+    out = run.with_name(run.stem + ".b.parquet")
+    if out.is_file() and out.stat().st_mtime >= run.stat().st_mtime:
+        return out
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(run)
+    score = table.column("score").to_numpy()
+    moved = np.round(score + np.random.default_rng(seed).normal(0.0, 0.5, size=score.size), 3)
+    table = table.set_column(table.schema.get_field_index("score"), "score", pa.array(moved))
+    tmp = out.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, out)
+    return out
+
+
 def session(driver_memory: str) -> Any:
     from pyspark.sql import SparkSession
 
@@ -78,6 +112,24 @@ def session(driver_memory: str) -> Any:
 
 def plan_mean(spark: Any, run: str, qrels: str, k: int = 10) -> float:
     """The plain Spark SQL plan's mean nDCG@k (the module docstring's formulas), read from the Parquet files."""
+    from pyspark.sql import functions as F
+
+    return float(plan_per_query(spark, run, qrels, k).agg(F.avg("ndcg")).collect()[0][0])
+
+
+def plan_pair(spark: Any, runs: list[str], qrels: str, k: int = 10) -> list[float]:
+    """Two systems in one plain plan: each one's per-query nDCG@k, joined by query; the two means and the mean
+    paired difference (second less first), in one job."""
+    from pyspark.sql import functions as F
+
+    a = plan_per_query(spark, runs[0], qrels, k).withColumnRenamed("ndcg", "a")
+    b = plan_per_query(spark, runs[1], qrels, k).withColumnRenamed("ndcg", "b")
+    row = a.join(b, "query_id").agg(F.avg("a"), F.avg("b"), F.avg(F.col("b") - F.col("a"))).collect()[0]
+    return [float(x) for x in row]
+
+
+def plan_per_query(spark: Any, run: str, qrels: str, k: int = 10) -> Any:
+    """The plain plan's per-query nDCG@k (``query_id``, ``ndcg``) over the judged queries with an ideal above 0."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -104,10 +156,9 @@ def plan_mean(spark: Any, run: str, qrels: str, k: int = 10) -> float:
         .agg(F.sum(gain(F.col("grade")) / discount(F.col("rank"))).alias("idcg"))
         .where(F.col("idcg") > 0)
     )
-    per_query = ideal.join(dcg, "query_id", "left").select(
-        (F.coalesce(F.col("dcg"), F.lit(0.0)) / F.col("idcg")).alias("ndcg")
+    return ideal.join(dcg, "query_id", "left").select(
+        "query_id", (F.coalesce(F.col("dcg"), F.lit(0.0)) / F.col("idcg")).alias("ndcg")
     )
-    return float(per_query.agg(F.avg("ndcg")).collect()[0][0])
 
 
 def engine_mean(spark: Any, run: str, qrels: str) -> tuple[float, Any]:
@@ -116,6 +167,16 @@ def engine_mean(spark: Any, run: str, qrels: str) -> tuple[float, Any]:
     spec = dict(PLAN_SPEC, data={"qrels": qrels, "systems": {"bench": run}})
     result = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark))
     return float(result.mean("bench", 10)), result
+
+
+def engine_pair(spark: Any, runs: list[str], qrels: str) -> list[float]:
+    """The engine on two systems with :data:`PAIR_STATISTICS`: the two means and the mean paired difference."""
+    import ndcg_mlflow
+
+    spec = dict(PLAN_SPEC, **PAIR_STATISTICS, data={"qrels": qrels, "systems": {"bench": runs[0], "other": runs[1]}})
+    result = ndcg_mlflow.evaluate(spec, engine=ndcg_mlflow.Spark(spark))
+    (row,) = result.analysis.comparisons
+    return [float(result.mean("bench", 10)), float(result.mean("other", 10)), float(row["delta"])]
 
 
 # --------------------------------------------------------------------------- CPU time of the process tree
@@ -235,7 +296,10 @@ def compare(args: Any) -> dict[str, Any]:
         for name in ("plan", "engine"):
             before = sampler.totals()
             t = time.perf_counter()
-            if name == "plan":
+            runs = args.run.split(",")
+            if len(runs) == 2:
+                means[name] = (plan_pair if name == "plan" else engine_pair)(spark, runs, args.qrels)
+            elif name == "plan":
                 means[name] = plan_mean(spark, args.run, args.qrels)
             else:
                 means[name], _ = engine_mean(spark, args.run, args.qrels)

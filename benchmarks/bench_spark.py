@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: the Spark engine on ``local[2]`` against the local engine, and a run beyond the local engine's budget.
 
-    python benchmarks/bench_spark.py [--case 7m|50m|plan|profile|all] [--workdir benchmarks/_data]
+    python benchmarks/bench_spark.py [--case 7m|50m|plan|profile|cli|all] [--workdir benchmarks/_data]
                                      [--driver-memory 1g] [--queries-50m 100000] [--docs-50m 500] [--keep]
 
 * ``7m``: the 7M-line MS MARCO-like run of ``bench_ndcg.py`` (6,980 queries x 1,000 documents, generated once
@@ -16,7 +16,15 @@
   functions and ``ndcg_mlflow.evaluate(spec, engine=Spark(session))`` with gdeval's rules at cutoff 10
   (exponential gain, ties by document id descending, empty ideals excluded, missing queries 0), alternated, twice
   each: the best time of each, their ratio, the two means and their difference, and the CPU seconds of the
-  driver's Python, the JVM and the Python workers in each (``_spark_plan.py``).
+  driver's Python, the JVM and the Python workers in each (``_spark_plan.py``). With ``--systems 2``, a second
+  run beside the first (its scores moved by N(0, 0.5) noise) and both systems in each: in the plan, the per-query
+  nDCG of each joined by query (the two means and the mean paired difference, one job); in the engine, the demo's
+  statistics (10,000 BCa bootstrap resamples, a paired randomization test against the first, Holm's correction).
+* ``cli``: ``ndcg-mlflow run configs/demo.yaml --timings`` with ``--engine local`` and ``--engine spark``
+  (``spark``: the classic session the command starts), each in a fresh process, alternated, twice each, logging
+  into one SQLite store migrated beforehand: the phases of the faster of each engine's two runs (session start,
+  read, scoring, statistics, outputs, logging, other) side by side, and the ratio of the Spark run's own part
+  (its total less the session start) to the local run's total.
 * ``profile``: the engine's run on that data, after a warm-up run: the driver's steps timed, the stages' wall
   times (``statusTracker``), CPU by process, the read and the pre-filter run alone, a cProfile of the driver
   (written to ``--workdir``, with the physical plans).
@@ -301,17 +309,17 @@ def case_50m(workdir: Path, driver_memory: str, n_queries: int, n_docs: int, kee
             qrels.unlink(missing_ok=True)
 
 
-def case_plan(workdir: Path, driver_memory: str, mode: str) -> None:
+def case_plan(workdir: Path, driver_memory: str, mode: str, systems: int = 1) -> None:
     sys.path.insert(0, str(HERE))
-    from _spark_plan import ensure_qrels_parquet
+    from _spark_plan import ensure_qrels_parquet, ensure_second_run
     from bench_ndcg import ensure_data, ensure_parquet
 
     run, qrels, _ = ensure_data(workdir, 6980, 1000, 42)
     parquet, qrels_parquet = ensure_parquet(run), ensure_qrels_parquet(qrels)
-    print(f"7M-row run and judgments as Parquet, nDCG@10 (gdeval rules); load average {load()}", flush=True)
-    r = measure(
-        ["--child", mode, "--run", str(parquet), "--qrels", str(qrels_parquet), "--driver-memory", driver_memory]
-    )
+    runs = str(parquet) if systems == 1 else f"{parquet},{ensure_second_run(parquet)}"
+    what = "one system" if systems == 1 else "two systems, intervals and a paired comparison"
+    print(f"7M-row runs and judgments as Parquet, nDCG@10 (gdeval rules), {what}; load average {load()}", flush=True)
+    r = measure(["--child", mode, "--run", runs, "--qrels", str(qrels_parquet), "--driver-memory", driver_memory])
     peaks = (
         f"peak: total {r['total_mb']:.0f} MB (driver Python {r['driver_python_mb']:.0f}, JVM {r['jvm_mb']:.0f}, "
         f"Python workers {r['python_workers_mb']:.0f})"
@@ -327,7 +335,13 @@ def case_plan(workdir: Path, driver_memory: str, mode: str) -> None:
             print(f"  {name:<7} runs {runs} (best {min(r['times'][name]):.2f} s); CPU s: {cpu}")
         print(f"  engine / plan: {engine / plan:.2f}x (best of two each)")
         m = r["means"]
-        print(f"  mean nDCG@10: plan {m['plan']!r}, engine {m['engine']!r}, difference {m['engine'] - m['plan']:.3g}")
+        if systems == 1:
+            diff = m["engine"] - m["plan"]
+            print(f"  mean nDCG@10: plan {m['plan']!r}, engine {m['engine']!r}, difference {diff:.3g}")
+        else:
+            for i, label in enumerate(("mean nDCG@10, first", "mean nDCG@10, second", "mean paired difference")):
+                diff = m["engine"][i] - m["plan"][i]
+                print(f"  {label}: plan {m['plan'][i]!r}, engine {m['engine'][i]!r}, difference {diff:.3g}")
     else:
         print(f"  engine run {r['total_s']:.2f} s (after a warm-up run), mean {r['mean']!r}")
         print("  driver steps:")
@@ -348,14 +362,66 @@ def case_plan(workdir: Path, driver_memory: str, mode: str) -> None:
     print(f"  {peaks}; load average {load()}")
 
 
+def cli_run(workdir: Path, engine: str) -> dict[str, float]:
+    """``ndcg-mlflow run configs/demo.yaml --timings --quiet --engine ENGINE`` in a fresh process, in ``workdir``
+    (its store and output folders there): the phases it printed, in seconds, with ``total``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "ndcg_mlflow", "run", str(REPO / "configs" / "demo.yaml"), "--timings", "--quiet"]
+    cmd += ["--engine", engine, "--tracking-uri", uri, "--out", str(workdir / f"out-{engine}")]
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"ndcg-mlflow run --engine {engine} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    lines = proc.stderr.splitlines()
+    start = lines.index("where the time went (wall seconds):")
+    phases = {}
+    for line in lines[start + 1 :]:
+        name, _, seconds = line.strip().rpartition(" ")
+        phases[name.strip()] = float(seconds)
+    return phases
+
+
+def case_cli(workdir: Path) -> None:
+    import tempfile
+
+    print(f"ndcg-mlflow run configs/demo.yaml --timings, local and Spark engines; load average {load()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-spark-cli-", dir=workdir if workdir.is_dir() else None) as tmp:
+        home = Path(tmp)
+        cli_run(home, "local")  # the store created and migrated, the files cached: not measured
+        runs: dict[str, list[dict[str, float]]] = {"local": [], "spark": []}
+        for _ in range(2):
+            for engine in ("local", "spark"):
+                runs[engine].append(cli_run(home, engine))
+    best = {engine: min(r, key=lambda p: p["total"]) for engine, r in runs.items()}
+    names = [n for n in ("session start", "read", "scoring", "statistics", "outputs", "logging", "other", "total")]
+    print(f"  {'phase (s)':<16} {'local':>8} {'spark':>8}")
+    for name in names:
+        cells = [f"{best[e][name]:8.2f}" if name in best[e] else f"{'-':>8}" for e in ("local", "spark")]
+        print(f"  {name:<16} {cells[0]} {cells[1]}")
+    totals = {e: ", ".join(f"{r['total']:.2f} s" for r in runs[e]) for e in runs}
+    print(f"  totals: local {totals['local']}; spark {totals['spark']} (the faster of each shown)")
+    own = best["spark"]["total"] - best["spark"].get("session start", 0.0)
+    print(
+        f"  Spark's own part (total less session start) / local total: {own:.2f} / {best['local']['total']:.2f} s"
+        f" = {own / best['local']['total']:.2f}x; load average {load()}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=("7m", "50m", "plan", "profile", "all"), default="all")
+    ap.add_argument("--case", choices=("7m", "50m", "plan", "profile", "cli", "all"), default="all")
     ap.add_argument("--workdir", type=Path, default=HERE / "_data")
     ap.add_argument("--driver-memory", help="spark.driver.memory (default: 1g, 2g for plan and profile)")
     ap.add_argument("--queries-50m", type=int, default=100_000)
     ap.add_argument("--docs-50m", type=int, default=500)
     ap.add_argument("--keep", action="store_true", help="keep the generated 50M-row data")
+    ap.add_argument(
+        "--systems",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="plan: one system, or two with intervals and a paired comparison (a second run: the scores moved)",
+    )
     ap.add_argument("--child", choices=("local", "spark", "spark-full", "plan", "profile"), help=argparse.SUPPRESS)
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--qrels", help=argparse.SUPPRESS)
@@ -372,7 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir.resolve()
     print(f"machine: {os.cpu_count()} cores, load average {load()}")
     if args.case in ("plan", "profile"):
-        case_plan(workdir, args.driver_memory or "2g", args.case)
+        case_plan(workdir, args.driver_memory or "2g", args.case, args.systems)
+        return 0
+    if args.case == "cli":
+        case_cli(workdir)
         return 0
     args.driver_memory = args.driver_memory or "1g"
     if args.case in ("7m", "all"):

@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
     run.add_argument("--quiet", action="store_true", help="print only errors")
+    run.add_argument(
+        "--timings",
+        action="store_true",
+        help="print on stderr where the wall time went: session start, read, scoring, statistics, outputs, logging",
+    )
     _set_option(run)
     _tag_option(run)
     run.add_argument(

@@ -36,6 +36,7 @@ from .terminal import (
     restore_streams,
     validation_lines,
 )
+from .timings import phase
 
 log = logging.getLogger("ndcg_mlflow")
 
@@ -222,6 +223,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not args.timings:
+        return _run(args)
+    from .timings import recording
+
+    with recording() as timings:
+        code = _run(args)
+    print(timings.format(), file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     import tempfile
     import uuid
 
@@ -292,7 +304,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress(f"writing the local results and the report to {out_dir}")
             replaced = previous_per_query(out_dir)
             try:
-                write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
+                with phase("outputs"):
+                    write_outputs(result, out_dir)  # a new folder with a new run key, put in place of --out whole
             except BaseException:  # beyond the driver limit: no folder refers to the new per-query table, it goes
                 remove_per_query(out_dir, result.per_query_path)
                 raise
@@ -308,7 +321,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             from .tracking import log_evaluation
 
-            logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
+            with phase("logging"):
+                logged = log_evaluation(result, out_dir, tracking_uri=uri, tags=_tags(args), run_id=args.run_id)
     return _logged_exit(result, logged, args, expected)
 
 

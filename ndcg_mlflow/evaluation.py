@@ -40,6 +40,7 @@ from .sensitivity import alternatives as sensitivity_alternatives
 from .sensitivity import collect_alternatives
 from .spec import Metric, Spec, check_files, load_spec, outside_paths
 from .stats import nan_weighted_mean
+from .timings import phase
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -119,9 +120,10 @@ def evaluate_tables(
             qrels_info = FileInfo("qrels", "", IN_MEMORY, qrels_table.digest or "", len(qrels_table))
         else:
             q = spec.qrels
-            qrels_table, identity = read_unchanged(
-                q.file, q.version, lambda: read_qrels(q.file, q.format, q.columns, q.version)
-            )
+            with phase("read"):
+                qrels_table, identity = read_unchanged(
+                    q.file, q.version, lambda: read_qrels(q.file, q.format, q.columns, q.version)
+                )
             qrels_info = FileInfo(
                 "qrels",
                 str(q.path),
@@ -300,15 +302,14 @@ def _pipeline(
     metric = spec.metric
     qrels, qrels_info = qrels_in
     files: list[FileInfo] = [qrels_info]
-    map_gains(metric.gain, qrels.value, qrels)  # a grade missing from a gain table stops here, before any run
-
-    query_ids = evaluated_query_set(spec, qrels, files)
-    weights = query_weights(spec, query_ids, files)
-    judged = judgments(qrels, query_ids, metric)
-    catalog = judged.catalog
-
-    companions = read_companions(spec, files)
-    segments = query_segments(spec, query_ids, files)
+    with phase("read"):
+        map_gains(metric.gain, qrels.value, qrels)  # a grade missing from a gain table stops here, before any run
+        query_ids = evaluated_query_set(spec, qrels, files)
+        weights = query_weights(spec, query_ids, files)
+        judged = judgments(qrels, query_ids, metric)
+        catalog = judged.catalog
+        companions = read_companions(spec, files)
+        segments = query_segments(spec, query_ids, files)
     alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the systems'
     computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     systems: dict[str, SystemResult] = {}
@@ -318,12 +319,14 @@ def _pipeline(
         if progress:
             progress(f"reading system '{name}' from {source.declared}")
         with said_of_candidates([getattr(source, "src", None)]):
-            run, info = source.load()
+            with phase("read"):
+                run, info = source.load()
             files.append(info)
             try:
-                sr, prep, rows = _system(
-                    spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress, alts
-                )
+                with phase("scoring"):
+                    sr, prep, rows = _system(
+                        spec, name, run, judged, query_ids, weights, companions, notes, qrels, progress, alts
+                    )
             except BaseException:
                 run.checked()  # a duplicate found by the check still under way is the error, before the join's
                 raise
@@ -442,6 +445,11 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
     """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows;
     ``alternative_ndcg``: the per-query numbers of sensitivity's alternatives as the engine computed them
     (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`; default: recomputed from the kept rows)."""
+    with phase("statistics"):
+        return _statistics(result, progress, alternative_ndcg)
+
+
+def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> EvaluationResult:
     spec = result.spec
     if spec.uncertainty is not None:
         from .analysis import analyze

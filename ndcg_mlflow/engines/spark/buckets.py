@@ -16,6 +16,7 @@ from ...queries import UnjudgedError, score_queries
 from ...readers import Ids, Strings, Table
 from ...spec import Metric
 from . import companions as comps
+from .partitions import bucket_keys
 from .sources import arrow_schema, plain
 
 RESULT_SCHEMA = (
@@ -63,8 +64,11 @@ def bucket_results(
     too), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
 
-    def bucketed(df):
-        return df.withColumn("_bucket", F.pmod(F.xxhash64(F.col("query_id")), F.lit(n_buckets)))
+    keys = F.array(*[F.lit(k) for k in bucket_keys(n_buckets)]).cast("array<bigint>")
+
+    def bucketed(df):  # a query's bucket, keyed so that each bucket is a partition of its own (.partitions)
+        index = F.pmod(F.xxhash64(F.col("query_id")), F.lit(n_buckets)) + 1
+        return df.withColumn("_bucket", F.element_at(keys, index.cast("int"))).repartition(n_buckets, "_bucket")
 
     depth = display_depth(metric)
 

@@ -16,6 +16,7 @@ from ...evaluation import EvaluationResult, SystemResult, finish, query_segments
 from ...sensitivity import alternatives as sensitivity_alternatives
 from ...sensitivity import collect_alternatives
 from ...spec import Spec
+from ...timings import phase
 from .. import Spark
 from ..grouped import GROUPS
 from . import companions as comps
@@ -55,14 +56,8 @@ def evaluate(
     spark = active_session(engine.session)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
-    judged, where = None, " (counted in Spark, where the judgments are)"
-    if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
-        judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
-        if judged.n_queries <= limit:  # the per-query rows come to the driver, the judgments too
-            judged.release()
-            judged = None
-    if judged is None:
-        judged, where = judged_on_driver(spark, spec, qrels, columns, engine.prefilter), ""
+    with phase("read"):
+        judged, where = _judged(spark, spec, qrels, columns, engine, limit)
     if judged.n_queries > limit and engine.per_query_path is not None:
         check_grouped(spec)  # before any Spark job
         if progress:
@@ -72,7 +67,8 @@ def evaluate(
                 f"{GROUPS if engine.groups is None else engine.groups} groups"
             )
         # the judgments already read and prepared go on to the grouped path (read once)
-        return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
+        with phase("scoring"):
+            return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
     if judged.n_queries > limit:
         raise EvaluationError(
             f"{judged.n_queries:,} evaluated queries, more than the {limit:,} whose per-query rows "
@@ -83,7 +79,8 @@ def evaluate(
     metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
     query_ids, weights, companions = judged.query_ids, judged.weights, judged.companions
     assert query_ids is not None and weights is not None and qrels_table is not None
-    segments = query_segments(spec, query_ids, files)  # (after the companion files, as the local engine reads them)
+    with phase("read"):  # (after the companion files, as the local engine reads them)
+        segments = query_segments(spec, query_ids, files)
     engine_info: dict[str, Any] = {"prefilter": judged.prefilter_info(), "judgments": "driver", "systems": {}}
     systems_out: dict[str, SystemResult] = {}
     notes: list[str] = []
@@ -91,11 +88,12 @@ def evaluate(
     alts = sensitivity_alternatives(metric)[1:] if spec.sensitivity else []  # the declared numbers are the engine's own
     alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets, computed = system_rows(
-            spark, spec, judged, name, source, engine.buckets, progress, alts
-        )
+        with phase("read"):  # the run's footers, row count and digest; its rows are read by the scoring job
+            out_df, run_df, label, info, n_buckets, computed = system_rows(
+                spark, spec, judged, name, source, engine.buckets, progress, alts
+            )
         files.append(info)
-        with comps.kept(out_df, companions) as (out_df, rows_df):
+        with comps.kept(out_df, companions) as (out_df, rows_df), phase("scoring"):
             rows = rows_df.toArrow()
             duplicates = unchecked_duplicates(spark, judged, run_df, rows)
             systems_out[name], alt_out[name] = assemble(
@@ -105,7 +103,20 @@ def evaluate(
                 comps.measure(companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": rows_seen(rows), "buckets": n_buckets}
     by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
-    files_unchanged(files)
+    with phase("read"):
+        files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, "spark", segments)
     result.engine_info = engine_info
     return statistics(result, progress, by_alternative)
+
+
+def _judged(spark: Any, spec: Spec, qrels: Any, columns: Any, engine: Spark, limit: int) -> tuple[Any, str]:
+    """The judgments read and checked: in Spark when the engine has a per-query folder, there are more than its
+    ``driver_judgments`` and more evaluated queries than ``limit``, else on the driver; and how the evaluated
+    queries were counted, for the progress line."""
+    if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
+        judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
+        if judged.n_queries > limit:
+            return judged, " (counted in Spark, where the judgments are)"
+        judged.release()  # the per-query rows come to the driver, the judgments too
+    return judged_on_driver(spark, spec, qrels, columns, engine.prefilter), ""

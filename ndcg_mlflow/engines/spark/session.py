@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EvaluationError
+from ...timings import phase
 
 PANDAS_WARNING = "PySpark does not yet fully support pandas"  # the start of pyspark's FutureWarning
 
@@ -14,6 +15,11 @@ def session(remote: str | None = None) -> Any:
     that spark-submit or the environment configures (``local[*]`` by default). A session started here runs its
     Python workers on this interpreter (``sys.executable``: the tool's, which imports ``ndcg_mlflow``, where the
     ``python3`` on PATH may not), unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another."""
+    with phase("session start"):
+        return _start(remote)
+
+
+def _start(remote: str | None) -> Any:
     import os
     import sys
     import warnings

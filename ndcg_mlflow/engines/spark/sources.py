@@ -166,8 +166,10 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
 
     shown = str(source.file)
     opened = os.path.abspath(shown)
-    task = spark.createDataFrame([(opened,)], "path string").repartition(1)
-    df = task.mapInArrow(_file_rows(kind, source.format, tuple(source.columns), rank), _schema(kind))
+    # one partition of spark.range, with no shuffle: a shuffle of a fixed number of partitions (repartition)
+    # would keep Spark's adaptive execution from coalescing the later shuffles of the plan
+    task = spark.range(0, 1, 1, 1)
+    df = task.mapInArrow(_file_rows(opened, kind, source.format, tuple(source.columns), rank), _schema(kind))
     error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
     checked = df.agg(
         F.count("_order").alias("n"),
@@ -185,13 +187,13 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     return df.select(*names), int(checked["n"]), bool(kind == "run" and checked["ranked"])
 
 
-def _file_rows(kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:
-    """The function of :func:`local_reader_frame`'s task: for each path, the file's rows as Arrow batches, or one
-    row holding the reader's error."""
+def _file_rows(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:
+    """The function of :func:`local_reader_frame`'s task (one row): the file's rows as Arrow batches, or one row
+    holding the reader's error."""
 
     def rows(batches: Any) -> Any:
         for batch in batches:
-            for path in batch.column(0).to_pylist():
+            for _ in range(batch.num_rows):
                 yield from file_batches(path, kind, fmt, columns, rank)
 
     return rows
