@@ -11,10 +11,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import java_problem, local_spark
+from helpers import examples, java_problem, local_spark
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ndcg_mlflow
 from ndcg_mlflow.engines.spark.parquet_tasks import grade_lookup, grades_of, parquet_tasks
+from ndcg_mlflow.engines.spark.prefilter import by_query_then_score
 from ndcg_mlflow.errors import NdcgError
 from ndcg_mlflow.evaluation import resolve_spec
 
@@ -160,6 +163,25 @@ def test_each_row_is_read_by_the_task_holding_the_first_row_of_its_stretch():
     table = pa.table({"query_id": ["a", "a", "b", "b", "b", "c", None, "d"], "row": list(range(8))})
     chunks = [c.column("row").to_pylist() for c in query_chunks([table.slice(i, 1) for i in range(8)], 3)]
     assert chunks == [[0, 1], [2, 3, 4], [5, 6], [7]]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([-1.0, 0.0, 0.25, 0.5, 2.0])), max_size=40),
+    stored=st.sampled_from(["as drawn", "query by query in rank order", "query by query, scores ascending"]),
+)
+def test_the_rows_sorted_by_query_then_score_are_numpys_lexsort(rows, stored):
+    """The pre-filter's order of a chunk (query, then score descending, ties in the rows' order) is numpy's
+    stable ``lexsort`` whether the rows come sorted (a run stored query by query in rank order: the places in
+    order, found without sorting) or not."""
+    if stored != "as drawn":
+        sign = 1 if stored == "query by query in rank order" else -1
+        rows = sorted(rows, key=lambda r: (r[0], -sign * r[1]))  # stable: ties keep their order
+    codes: dict[int, int] = {}
+    query = np.array([codes.setdefault(q, len(codes)) for q, _ in rows], dtype=np.int64)  # order of appearance
+    score = np.array([s for _, s in rows], dtype=np.float64)
+    got = by_query_then_score(query, score)
+    assert got.tolist() == np.lexsort((-score, query)).tolist()
 
 
 def test_each_row_gets_its_own_grade_in_the_rows_order():

@@ -152,6 +152,18 @@ def _within(
     return keep
 
 
+def by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-score, query))``: the rows' places sorted by query code, then by score descending, tied
+    rows in their order. Rows already so (a run stored query by query in rank order, its query codes given in
+    order of appearance) are their own order, found in one pass instead of a sort."""
+    if query.size < 2:
+        return np.arange(query.size)
+    same = query[1:] == query[:-1]
+    if bool(np.all((query[1:] > query[:-1]) | (same & (score[1:] <= score[:-1])))):
+        return np.arange(query.size)
+    return np.lexsort((-score, query))
+
+
 def prefilter_rows(
     rows: Any, metric: Metric, depth: int, has_rank: bool, chunk: int = 0, alternatives: Sequence[Metric] = ()
 ) -> Any:
@@ -210,7 +222,7 @@ def prefilter_rows(
         if judged.any()
         else np.zeros(n, dtype=np.float64)
     )
-    by_score = np.lexsort((-score, query))  # sorted once, for every cut by score below
+    by_score = by_query_then_score(query, score)  # sorted once, for every cut by score below
     keep = _within(query, score, np.ones(n, dtype=bool), depth, by_value=by_score)
     seen: list[tuple[Any, str]] = []
     for i, m in enumerate([metric, *alternatives]):
