@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import examples, java_problem, local_spark
+from helpers import examples, java_problem, local_spark, metric_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,21 +38,10 @@ def long_lists(seed: int, *, n_queries: int = 30) -> tuple[pd.DataFrame, pd.Data
 
 
 def spec_of(*, ties: str, cutoffs=(3, 7), unjudged="zero", ideal="judged_catalog") -> dict:
-    return {
-        "spec_version": 1,
-        "name": "spark-parquet",
-        "metric": {
-            "gain": "exponential",
-            "cutoffs": list(cutoffs),
-            "discount": "log2",
-            "ties": ties,
-            "ideal": ideal,
-            "empty_ideal": "exclude",
-            "unjudged": unjudged,
-            "missing_queries": "zero",
-        },
-        "queries": {"weights": "uniform"},
-    }
+    """The tests' spec without its data section (each test gives its own)."""
+    spec = metric_spec("", {}, name="spark-parquet", ties=ties, cutoffs=cutoffs, unjudged=unjudged, ideal=ideal)
+    del spec["data"]
+    return spec
 
 
 def _write(folder, run: pd.DataFrame, cuts: list[int], row_group: int, rename: dict[str, str] | None = None) -> list:
