@@ -334,3 +334,35 @@ def test_the_checks_and_messages_are_those_of_sparks_reader(spark, tmp_path, mon
         assert len(calls) == before + 1, case
         assert mine == theirs, case
         assert str(tmp_path / case) in mine, case
+
+
+@pytest.mark.integration
+def test_engine_info_says_how_each_run_was_read(spark, tmp_path):
+    """``engine_info.systems.<name>.read_by``: a Parquet folder pre-filtered in tasks, or read by Spark's reader
+    when the pre-filter is off; a TREC file by the local reader in a task; a DataFrame as given. The numbers are
+    the local engine's either way."""
+    from test_spark import assert_same
+
+    from ndcg_mlflow import Spark
+
+    qrels, run = long_lists(seed=4, n_queries=8)
+    _write(tmp_path / "run", run, [len(run) // 2], 50)
+    lines = [f"{q} Q0 {d} {i + 1} {s} t" for i, (q, d, s) in enumerate(run.itertuples(index=False, name=None))]
+    (tmp_path / "run.trec").write_text("\n".join(lines) + "\n")
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    spec = spec_of(ties="id_descending", cutoffs=(3, 7))
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"p": "run", "t": "run.trec"}}
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    on = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2), base_dir=tmp_path)
+    off = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2, prefilter=False), base_dir=tmp_path)
+    framed = ndcg_mlflow.evaluate(
+        spec, engine=Spark(spark, buckets=2), base_dir=tmp_path, systems={"p": spark.createDataFrame(run)}
+    )
+    read_by = [{n: s["read_by"] for n, s in r.engine_info["systems"].items()} for r in (on, off, framed)]
+    assert read_by == [
+        {"p": "pyarrow in Spark tasks, pre-filtered there", "t": "the local reader in a Spark task"},
+        {"p": "Spark's parquet reader", "t": "the local reader in a Spark task"},
+        {"p": "a Spark DataFrame"},
+    ]
+    assert_same(local, on)
+    assert_same(local, off)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,24 @@ ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
 
 
+class SystemJob(NamedTuple):
+    """One system's Spark job as :func:`system_rows` makes it, not yet run."""
+
+    out_df: Any  # the buckets' rows (:data:`.buckets.RESULT_SCHEMA`)
+    run_df: Any  # the run's rows (Spark's reader, for the duplicate check of the rows the pre-filter left out)
+    label: str
+    info: FileInfo
+    n_buckets: int
+    alternatives: list  # which of sensitivity's alternatives the rows hold (:func:`.runs.computable`)
+    read_by: str  # how the run was read (:class:`.runs.RunFrame`'s ``reader``)
+
+
+def system_info(job: SystemJob, shuffled: int) -> dict[str, Any]:
+    """A system's entry of ``engine_info.systems``: its run's rows, the rows its buckets received (``shuffled``,
+    :func:`rows_seen`), its bucket count and how its run was read."""
+    return {"rows": job.info.rows, "rows_shuffled": shuffled, "buckets": job.n_buckets, "read_by": job.read_by}
+
+
 def system_rows(
     spark: Any,
     spec: Spec,
@@ -47,14 +65,16 @@ def system_rows(
     buckets: int | None,
     progress,
     alternatives: Sequence[tuple[str, str, Metric]] = (),
-) -> tuple[Any, Any, str, FileInfo, int, list]:
+) -> SystemJob:
     """One system's bucket rows (:data:`.buckets.RESULT_SCHEMA`) as a DataFrame, not yet computed; its run
-    DataFrame, label, file information, bucket count and which of ``alternatives`` (sensitivity's, without the
-    declared metric) the rows hold (:func:`.runs.computable`)."""
+    DataFrame, label, file information, bucket count, which of ``alternatives`` (sensitivity's, without the
+    declared metric) the rows hold (:func:`.runs.computable`) and how the run was read."""
     if progress:
         progress(f"reading system '{name}' on Spark")
     shipped = judged.shipped
-    run_df, label, info, has_rank, tasks = run_frame(spark, spec, name, source, judged.shared, shipped is not None)
+    run_df, label, info, has_rank, reader, tasks = run_frame(
+        spark, spec, name, source, judged.shared, shipped is not None
+    )
     n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
     if progress:
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
@@ -67,7 +87,7 @@ def system_rows(
     rows = comps.with_groups(rows, judged.companions)
     plan = judged.companions.plan if judged.companions is not None else None
     out = bucket_results(rows, judged.judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)
-    return out, run_df, label, info, n_buckets, alts
+    return SystemJob(out, run_df, label, info, n_buckets, alts, reader)
 
 
 def unchecked_duplicates(

@@ -20,7 +20,7 @@ from ...timings import phase
 from .. import Spark
 from ..grouped import GROUPS
 from . import companions as comps
-from .assemble import assemble, files_unchanged, rows_seen, system_rows, unchecked_duplicates
+from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .grouped import check_grouped, grouped_result, grouped_target
 from .judgments import judged_in_spark, judged_on_driver, judgments_beyond
 from .session import active_session
@@ -89,19 +89,18 @@ def evaluate(
     alt_out: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]] = {}
     for name, source in sources.items():
         with phase("read"):  # the run's footers, row count and digest; its rows are read by the scoring job
-            out_df, run_df, label, info, n_buckets, computed = system_rows(
-                spark, spec, judged, name, source, engine.buckets, progress, alts
-            )
-        files.append(info)
-        with comps.kept(out_df, companions) as (out_df, rows_df), phase("scoring"):
+            job = system_rows(spark, spec, judged, name, source, engine.buckets, progress, alts)
+        files.append(job.info)
+        with comps.kept(job.out_df, companions) as (out_df, rows_df), phase("scoring"):
             rows = rows_df.toArrow()
-            duplicates = unchecked_duplicates(spark, judged, run_df, rows)
+            duplicates = unchecked_duplicates(spark, judged, job.run_df, rows)
+            computed = [(r, a) for r, a, _ in job.alternatives]
             systems_out[name], alt_out[name] = assemble(
-                name, label, metric, rows, query_ids, weights, notes, duplicates, [(r, a) for r, a, _ in computed]
+                name, job.label, metric, rows, query_ids, weights, notes, duplicates, computed
             )
             if companions is not None:
                 comps.measure(companions, systems_out[name], rows, out_df, spec, query_ids, weights)
-        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": rows_seen(rows), "buckets": n_buckets}
+        engine_info["systems"][name] = system_info(job, rows_seen(rows))
     by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
     with phase("read"):
         files_unchanged(files)

@@ -21,7 +21,7 @@ from ...spec import Guardrails, Metric, Spec
 from .. import Spark
 from ..grouped import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from . import companions as comps
-from .assemble import check_buckets, files_unchanged, rows_seen, system_rows, unchecked_duplicates
+from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
 from .session import active_session
 
@@ -208,7 +208,8 @@ def _grouped_into(
     duplicate_rates = comp is not None and comp.plan.duplicates
     coverages: dict[str, list[float]] = {}
     for name, source in sources.items():
-        out_df, run_df, label, info, n_buckets, _ = system_rows(spark, spec, judged, name, source, buckets, progress)
+        job = system_rows(spark, spec, judged, name, source, buckets, progress)
+        out_df, run_df, label, info = job.out_df, job.run_df, job.label, job.info
         files.append(info)
         out_df = out_df.persist()
         counts = None
@@ -257,7 +258,7 @@ def _grouped_into(
             coverages[name] = comps.coverage(comp, counts, name, spec)
         if unknown:
             notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
-        engine_info["systems"][name] = {"rows": info.rows, "rows_shuffled": rows_seen(small), "buckets": n_buckets}
+        engine_info["systems"][name] = system_info(job, rows_seen(small))
 
     def per_query(name: str) -> Any:
         return spark.read.parquet(str(out_path / f"system={_part(name)}")).join(

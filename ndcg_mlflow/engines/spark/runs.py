@@ -43,7 +43,15 @@ class RunFrame(NamedTuple):
     label: str
     info: FileInfo
     has_rank: bool
+    reader: str
     tasks: ParquetTasks | None = None
+
+
+READ_IN_TASKS = "pyarrow in Spark tasks, pre-filtered there"
+READ_LOCALLY = "the local reader in a Spark task"
+READ_FRAME = "a Spark DataFrame"
+READ_IN_MEMORY = "a table in memory, checked on the driver"
+"""How a run was read (``engine_info.systems.<name>.read_by``; Spark's own readers: ``Spark's <format> reader``)."""
 
 
 def run_frame(
@@ -86,7 +94,8 @@ def run_frame(
         if _keeps_ties_in_order(spec):  # tied rows in the table's order, as locally
             cols["_order"] = pa.array(np.arange(len(t), dtype=np.int64))
         df = spark.createDataFrame(pa.table(cols))
-        return RunFrame(df, label, FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t)), "rank" in cols)
+        info = FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t))
+        return RunFrame(df, label, info, "rank" in cols, READ_IN_MEMORY)
 
     check_mapping(mapping)
     inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
@@ -125,7 +134,7 @@ def run_frame(
             if rank_col is None:
                 df = df.withColumn("rank", F.lit(None).cast("double"))
             info = FileInfo(f"system:{name}", path, declared, sha256_file(path, version), tasks.rows)
-            return RunFrame(df, label, info, rank_col is not None or wants_rank, tasks)
+            return RunFrame(df, label, info, rank_col is not None or wants_rank, READ_IN_TASKS, tasks)
     if ordered and (wants_rank or _keeps_ties_in_order(spec)):
         df = in_file_order(spark, df, selected, source_files(source), label)
         if wants_rank:
@@ -149,7 +158,8 @@ def run_frame(
     rows = digest[1] if digest else footers if footers is not None else df.count()
     sha = digest[0] if digest else sha256_file(path, version)
     has_rank = rank_col is not None
-    return RunFrame(df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank)
+    reader = READ_FRAME if declared == IN_MEMORY else f"Spark's {source_format(source)[0]} reader"
+    return RunFrame(df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank, reader)
 
 
 def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) -> RunFrame:
@@ -166,7 +176,8 @@ def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) ->
     elif not _keeps_ties_in_order(spec):
         df = df.drop("_order")
     sha = sha256_file(source.file, source.version)
-    return RunFrame(df, label, FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows), has_rank)
+    info = FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows)
+    return RunFrame(df, label, info, has_rank, READ_LOCALLY)
 
 
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
