@@ -291,12 +291,12 @@ def compare(args: Any) -> dict[str, Any]:
     times: dict[str, list[float]] = {"plan": [], "engine": []}
     cpu: dict[str, list[dict[str, float]]] = {"plan": [], "engine": []}
     means: dict[str, float] = {}
+    runs = args.run.split(",")
     sampler = CpuSampler()
     for _ in range(2):
         for name in ("plan", "engine"):
             before = sampler.totals()
             t = time.perf_counter()
-            runs = args.run.split(",")
             if len(runs) == 2:
                 means[name] = (plan_pair if name == "plan" else engine_pair)(spark, runs, args.qrels)
             elif name == "plan":

@@ -393,7 +393,10 @@ def case_cli(workdir: Path) -> None:
             for engine in ("local", "spark"):
                 runs[engine].append(cli_run(home, engine))
     best = {engine: min(r, key=lambda p: p["total"]) for engine, r in runs.items()}
-    names = [n for n in ("session start", "read", "scoring", "statistics", "outputs", "logging", "other", "total")]
+    sys.path.insert(0, str(REPO))
+    from ndcg_mlflow.timings import PHASES
+
+    names = (*PHASES, "other", "total")
     print(f"  {'phase (s)':<16} {'local':>8} {'spark':>8}")
     for name in names:
         cells = [f"{best[e][name]:8.2f}" if name in best[e] else f"{'-':>8}" for e in ("local", "spark")]

@@ -36,7 +36,7 @@ from .terminal import (
     restore_streams,
     validation_lines,
 )
-from .timings import phase
+from .timings import phase, recording
 
 log = logging.getLogger("ndcg_mlflow")
 
@@ -225,8 +225,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if not args.timings:
         return _run(args)
-    from .timings import recording
-
     with recording() as timings:
         code = _run(args)
     print(timings.format(), file=sys.stderr)

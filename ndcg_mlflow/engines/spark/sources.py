@@ -193,7 +193,7 @@ def _file_rows(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], .
 
     def rows(batches: Any) -> Any:
         for batch in batches:
-            for _ in range(batch.num_rows):
+            if batch.num_rows:
                 yield from file_batches(path, kind, fmt, columns, rank)
 
     return rows
