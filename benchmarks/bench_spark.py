@@ -3,6 +3,7 @@
 
     python benchmarks/bench_spark.py [--case 7m|50m|plan|profile|cli|all] [--workdir benchmarks/_data]
                                      [--driver-memory 1g] [--queries-50m 100000] [--docs-50m 500] [--keep]
+                                     [--systems 1|2] [--java-options OPTIONS]
 
 * ``7m``: the 7M-line MS MARCO-like run of ``bench_ndcg.py`` (6,980 queries x 1,000 documents, generated once
   into ``--workdir``, as Parquet): nDCG@10 by the local engine, then by the Spark engine on ``local[2]`` with
@@ -24,7 +25,11 @@
   (``spark``: the classic session the command starts), each in a fresh process, alternated, twice each, logging
   into one SQLite store migrated beforehand: the phases of the faster of each engine's two runs (session start,
   read, scoring, statistics, outputs, logging, other) side by side, and the ratio of the Spark run's own part
-  (its total less the session start) to the local run's total.
+  (its total less the session start) to the local run's total; alternated with them, twice, a plain Spark SQL plan
+  of the demo's numbers in a fresh process and session (each run by Spark's CSV reader, its per-query nDCG@5, @10
+  and @all by window functions, to the driver as Arrow; its means of nDCG@10 checked against the local engine's):
+  its session start, its seconds beyond it, and the ratios of the engine's part to it and of it to the local run.
+  ``--java-options`` gives the Spark runs' driver JVM those options (``PYSPARK_SUBMIT_ARGS``).
 * ``profile``: the engine's run on that data, after a warm-up run: the driver's steps timed, the stages' wall
   times (``statusTracker``), CPU by process, the read and the pre-filter run alone, a cProfile of the driver
   (written to ``--workdir``, with the physical plans).
@@ -47,6 +52,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -362,10 +368,13 @@ def case_plan(workdir: Path, driver_memory: str, mode: str, systems: int = 1) ->
     print(f"  {peaks}; load average {load()}")
 
 
-def cli_run(workdir: Path, engine: str) -> dict[str, float]:
+def cli_run(workdir: Path, engine: str, java_options: str | None = None) -> dict[str, float]:
     """``ndcg-mlflow run configs/demo.yaml --timings --quiet --engine ENGINE`` in a fresh process, in ``workdir``
-    (its store and output folders there): the phases it printed, in seconds, with ``total``."""
+    (its store and output folders there): the phases it printed, in seconds, with ``total``. ``java_options``: the
+    driver JVM's options of the session the command starts (``PYSPARK_SUBMIT_ARGS``)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    if java_options:
+        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{java_options}' pyspark-shell"
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     cmd = [sys.executable, "-m", "ndcg_mlflow", "run", str(REPO / "configs" / "demo.yaml"), "--timings", "--quiet"]
     cmd += ["--engine", engine, "--tracking-uri", uri, "--out", str(workdir / f"out-{engine}")]
@@ -381,22 +390,80 @@ def cli_run(workdir: Path, engine: str) -> dict[str, float]:
     return phases
 
 
-def case_cli(workdir: Path) -> None:
+def demo_plan_child() -> None:
+    """The plain Spark SQL plan on the demo, in a fresh process and a session started as the command line starts
+    it: each system's run read by Spark's CSV reader, its per-query nDCG@5, @10 and @all (the demo's rules:
+    2^g - 1, the displayed order, the judged catalog's ideal, empty ideals left out, missing queries 0) by window
+    functions, and its rows brought to the driver as Arrow, as the engine brings its per-query rows. Prints the
+    session start, the seconds beyond it and each system's mean nDCG@10."""
+    t0 = time.perf_counter()
+    sys.path.insert(0, str(REPO))
+    from ndcg_mlflow.engines.spark import session
+
+    spark = session()
+    t1 = time.perf_counter()
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    demo = REPO / "configs" / "demo"
+    cutoffs = {"5": 5, "10": 10, "all": None}
+
+    def sums(df: Any, value: Any, prefix: str) -> Any:
+        def cut(k: int | None) -> Any:
+            return value if k is None else F.when(F.col("rank") <= k, value).otherwise(F.lit(0.0))
+
+        return df.groupBy("query_id").agg(*[F.sum(cut(k)).alias(prefix + c) for c, k in cutoffs.items()])
+
+    def gain(g: Any) -> Any:
+        return F.when(g > 0, F.pow(F.lit(2.0), g) - 1).otherwise(F.lit(0.0))
+
+    qrels = spark.read.csv(
+        str(demo / "qrels.tsv"), sep="\t", header=True, schema="query_id string, doc_id string, grade double"
+    )
+    by_grade = Window.partitionBy("query_id").orderBy(F.desc("grade"))
+    ranked = qrels.withColumn("rank", F.row_number().over(by_grade))
+    ideal = sums(ranked, gain(F.col("grade")) / F.log2(F.col("rank") + 1), "i").where(F.col("iall") > 0)
+    means = {}
+    for name in ("bm25", "reranker_v2", "dense_ties"):
+        run = spark.read.csv(
+            str(demo / f"{name}.run"),
+            sep=" ",
+            schema="query_id string, q0 string, doc_id string, rank long, score double, tag string",
+        )
+        # the displayed order: the file's order, which its ranks follow
+        joined = run.join(qrels, ["query_id", "doc_id"], "left")
+        dcg = sums(joined, gain(F.coalesce(F.col("grade"), F.lit(0.0))) / F.log2(F.col("rank") + 1), "d")
+        per_query = ideal.join(dcg, "query_id", "left").select(
+            "query_id",
+            *[(F.coalesce(F.col("d" + c), F.lit(0.0)) / F.col("i" + c)).alias("ndcg" + c) for c in cutoffs],
+        )
+        rows = per_query.toArrow()
+        means[name] = float(sum(rows.column("ndcg10").to_pylist()) / rows.num_rows)
+    t2 = time.perf_counter()
+    print("RESULT " + json.dumps({"session start": t1 - t0, "beyond": t2 - t1, "means": means}), flush=True)
+
+
+def case_cli(workdir: Path, java_options: str | None = None) -> None:
     import tempfile
 
-    print(f"ndcg-mlflow run configs/demo.yaml --timings, local and Spark engines; load average {load()}", flush=True)
+    jvm = f" (Spark's driver JVM: {java_options})" if java_options else ""
+    print(
+        f"ndcg-mlflow run configs/demo.yaml --timings, local and Spark engines{jvm}; load average {load()}", flush=True
+    )
     with tempfile.TemporaryDirectory(prefix="bench-spark-cli-", dir=workdir if workdir.is_dir() else None) as tmp:
         home = Path(tmp)
         cli_run(home, "local")  # the store created and migrated, the files cached: not measured
         runs: dict[str, list[dict[str, float]]] = {"local": [], "spark": []}
+        plans = []
         for _ in range(2):
             for engine in ("local", "spark"):
-                runs[engine].append(cli_run(home, engine))
+                runs[engine].append(cli_run(home, engine, java_options if engine == "spark" else None))
+            plans.append(measure(["--child", "demo-plan"]))
     best = {engine: min(r, key=lambda p: p["total"]) for engine, r in runs.items()}
     sys.path.insert(0, str(REPO))
     from ndcg_mlflow.timings import PHASES
 
-    names = (*PHASES, "other", "total")
+    names = (*[p for p in PHASES if any(p in best[e] for e in best)], "other", "total")  # the phases that ran
     print(f"  {'phase (s)':<16} {'local':>8} {'spark':>8}")
     for name in names:
         cells = [f"{best[e][name]:8.2f}" if name in best[e] else f"{'-':>8}" for e in ("local", "spark")]
@@ -407,6 +474,23 @@ def case_cli(workdir: Path) -> None:
     print(
         f"  Spark's own part (total less session start) / local total: {own:.2f} / {best['local']['total']:.2f} s"
         f" = {own / best['local']['total']:.2f}x; load average {load()}"
+    )
+    plan = min(plans, key=lambda p: p["beyond"])
+    import ndcg_mlflow
+
+    result = ndcg_mlflow.evaluate(REPO / "configs" / "demo.yaml")
+    names = {"bm25": "bm25", "reranker_v2": "reranker-v2", "dense_ties": "dense-ties"}
+    differ = max(abs(plan["means"][f] - result.mean(s, 10)) for f, s in names.items())
+    beyond = ", ".join(f"{p['beyond']:.2f}" for p in plans)
+    print(
+        f"  the plain Spark SQL plan on the demo in a fresh session (its three runs by Spark's CSV reader, nDCG@5,"
+        f" @10 and @all per query to the driver; means of nDCG@10 within {differ:.1e} of the engine's):"
+        f" session start {plan['session start']:.2f} s, beyond it {beyond} s"
+    )
+    print(
+        f"  Spark's own part / the plain plan's part beyond the session start: {own:.2f} / {plan['beyond']:.2f} s"
+        f" = {own / plan['beyond']:.2f}x; the plain plan's part / local total:"
+        f" {plan['beyond'] / best['local']['total']:.2f}x"
     )
 
 
@@ -419,13 +503,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs-50m", type=int, default=500)
     ap.add_argument("--keep", action="store_true", help="keep the generated 50M-row data")
     ap.add_argument(
+        "--java-options",
+        help="cli: the driver JVM's options of the Spark runs (e.g. '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC')",
+    )
+    ap.add_argument(
         "--systems",
         type=int,
         choices=(1, 2),
         default=1,
         help="plan: one system, or two with intervals and a paired comparison (a second run: the scores moved)",
     )
-    ap.add_argument("--child", choices=("local", "spark", "spark-full", "plan", "profile"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--child", choices=("local", "spark", "spark-full", "plan", "profile", "demo-plan"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--qrels", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -434,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         from _spark_plan import child as plan_child
 
         plan_child(args)
+        return 0
+    if args.child == "demo-plan":
+        demo_plan_child()
         return 0
     if args.child:
         child(args)
@@ -444,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         case_plan(workdir, args.driver_memory or "2g", args.case, args.systems)
         return 0
     if args.case == "cli":
-        case_cli(workdir)
+        case_cli(workdir, args.java_options)
         return 0
     args.driver_memory = args.driver_memory or "1g"
     if args.case in ("7m", "all"):

@@ -7,6 +7,8 @@ twice, so the phases and ``other`` add up to the recorded wall time.
 The phases, in the order they are shown (:data:`PHASES`):
 
 * ``session start``: the Spark session started (and pyspark imported) by the command line;
+* ``models``: the spec's registered models resolved and their candidates scored (their scored rows are then the
+  systems' runs, read in ``read``);
 * ``read``: judgments, query files and runs read and checked (on Spark: on the driver, and the runs' footers,
   row counts and digests; the run rows themselves are read by the scoring job's tasks);
 * ``scoring``: the per-query numbers (the local engine's join and kernel; on Spark the job that reads the runs'
@@ -23,7 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-PHASES = ("session start", "read", "scoring", "statistics", "outputs", "logging")
+PHASES = ("session start", "models", "read", "scoring", "statistics", "outputs", "logging")
 """The phases, in the order of a run."""
 
 

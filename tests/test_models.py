@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ndcg_mlflow import Spark
+from ndcg_mlflow import Spark, timings
 from ndcg_mlflow.cli import main
 
 pytestmark = pytest.mark.integration
@@ -983,8 +983,13 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
     half = len(cands) // 2 + 3  # a query split across the two files
     cands.iloc[:half].to_parquet(tmp_path / "cands" / "a.parquet", index=False)
     cands.iloc[half:].to_parquet(tmp_path / "cands" / "b.parquet", index=False)
-    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
-    on_spark = ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "spark")
+    with timings.recording() as local_times:
+        local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    with timings.recording() as spark_times:
+        on_spark = ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "spark")
+    # --timings: the models' resolution and scoring are their own phase on both engines, before the runs' read
+    for recorded in (local_times, spark_times):
+        assert recorded.seconds["models"] > 0 and {"read", "scoring", "statistics"} <= set(recorded.seconds)
     assert on_spark.summary["engine"] == "spark"
     pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
     for name, column, version in (("champion", "noise", "1"), ("challenger", "good", "2")):

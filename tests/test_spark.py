@@ -152,6 +152,20 @@ def test_every_per_query_number_equals_the_local_engine(spark, ties, buckets, ru
     assert_same(local, remote)
 
 
+def test_buckets_keyed_by_their_index_give_the_same_numbers(spark, monkeypatch):
+    """Beyond KEYED_BUCKETS buckets (here lowered to 4) a bucket's index is its key: Spark may put two buckets in
+    one partition and leave another empty, and every number is still the local engine's."""
+    from ndcg_mlflow.engines.spark import partitions
+
+    monkeypatch.setattr(partitions, "KEYED_BUCKETS", 4)
+    qrels, run = make_data(seed=41)
+    second = run.sample(frac=0.6, random_state=3).reset_index(drop=True)
+    spec = spec_of(ties="id_descending", unjudged="condense")
+    local, remote = both(spark, spec, qrels, {"a": run, "b": second}, buckets=7)
+    assert remote.engine_info["systems"]["a"]["buckets"] == 7
+    assert_same(local, remote)
+
+
 def test_weights_and_query_sets(spark, tmp_path):
     qrels, run = make_data(seed=7)
     ids = sorted(set(qrels["query_id"]))

@@ -63,9 +63,14 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
     local, out = tmp_path / "local", tmp_path / "grouped"
     assert main(["run", str(spec), "--no-mlflow", "--quiet", "--out", str(local)]) == 4
     capsys.readouterr()
-    code = main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--out", str(out)])
-    printed = capsys.readouterr().out
+    code = main(["run", str(spec), "--engine", "spark", "--driver-queries", "10", "--out", str(out), "--timings"])
+    captured = capsys.readouterr()
+    printed = captured.out
     assert code == 4
+    # --timings: the grouped statistics (per-group sums, intervals, tests, the decision) are their own phase
+    table = captured.err.split("where the time went (wall seconds):\n")[1].splitlines()
+    phases = [line.split()[0] for line in table]
+    assert phases[:4] == ["session", "read", "scoring", "statistics"] and "logging" in phases
     assert "random groups" in printed and "decision: FAIL" in printed
     assert printed.splitlines()[0] == "demo-product-search — decision: FAIL against baseline bm25"  # the answer first
 

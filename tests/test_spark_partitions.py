@@ -1,7 +1,8 @@
 """Query buckets one to a Spark partition (:mod:`ndcg_mlflow.engines.spark.partitions`): the hash Spark gives a
 64-bit integer, computed on the driver, is Spark's own (``pyspark.sql.functions.hash``), and the key of bucket
-``b`` of ``n`` is put by Spark's hash partitioning into partition ``b``. Spark is the independent reference; the
-tests are skipped when pyspark or Java is missing."""
+``b`` of ``n`` is put by Spark's hash partitioning into partition ``b``; and the UDFs' return schemas, made in
+Python from their column lists, are what Spark's own parser makes of the same lists. Spark is the independent
+reference; the tests are skipped when pyspark or Java is missing."""
 
 from __future__ import annotations
 
@@ -57,3 +58,15 @@ def test_each_bucket_key_is_the_smallest_in_its_partition():
 def test_a_bucket_count_below_one_is_refused():
     with pytest.raises(ValueError, match="a positive number of buckets, got 0"):
         bucket_keys(0)
+
+
+def test_the_udf_schemas_made_in_python_are_sparks_parse_of_the_same_columns(spark):
+    from pyspark.sql.types import _parse_datatype_string
+
+    from ndcg_mlflow.engines.spark.buckets import RESULT_SCHEMA
+    from ndcg_mlflow.engines.spark.prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
+    from ndcg_mlflow.engines.spark.sources import READ_COLUMNS, _schema, spark_schema
+
+    ddls = [RESULT_SCHEMA, RUN_SCHEMA, ORDERED_RUN_SCHEMA, *(_schema(kind) for kind in READ_COLUMNS)]
+    for ddl in ddls:
+        assert spark_schema(ddl) == _parse_datatype_string(ddl), ddl

@@ -11,6 +11,7 @@ from typing import Any
 from ..evaluation import EvaluationResult, resolve_spec
 from ..evaluation import evaluate as evaluate_files
 from ..spec import Spec
+from ..timings import phase
 
 
 def evaluate(
@@ -41,9 +42,10 @@ def evaluate(
     from ..tracking.registry import score_model_systems
 
     folder = scoring_folder(scored_dir)
-    scored_spec, resolved, scored = score_model_systems(
-        spec, folder, progress=progress, tracking_uri=tracking_uri or spec.mlflow.tracking_uri
-    )
+    with phase("models"):
+        scored_spec, resolved, scored = score_model_systems(
+            spec, folder, progress=progress, tracking_uri=tracking_uri or spec.mlflow.tracking_uri
+        )
     result = evaluate_files(scored_spec, qrels=qrels, columns=columns, progress=progress, keep_data=keep_data)
     result.models, result.scored = resolved, scored
     if scored_dir is None:

@@ -96,6 +96,7 @@ from typing import Any
 from ...errors import SpecError
 from ...evaluation import EvaluationResult, said_of_candidates
 from ...rules import keeps_displayed_order
+from ...timings import phase
 from .. import Spark
 from ..local import model_spec, remove_with, scoring_folder
 from .driver import MAX_DRIVER_QUERIES, evaluate
@@ -141,12 +142,14 @@ def evaluate_on(
     from ...tracking.registry import resolve_model_systems
 
     uri = tracking_uri or loaded.mlflow.tracking_uri
-    resolved = resolve_model_systems(loaded, uri)  # on the driver, before any Spark job: a missing alias stops here
+    with phase("models"):  # on the driver, before any Spark job: a missing alias stops here
+        resolved = resolve_model_systems(loaded, uri)
     spark = active_session(engine.session)
     folder = scoring_folder(scored_dir)
-    scored_spec, resolved, scored = score_model_systems(
-        spark, loaded, folder, tracking_uri=uri, progress=progress, resolved=resolved
-    )
+    with phase("models"):
+        scored_spec, resolved, scored = score_model_systems(
+            spark, loaded, folder, tracking_uri=uri, progress=progress, resolved=resolved
+        )
     try:
         with said_of_candidates(src for _, src in scored_spec.systems):
             result = evaluate(

@@ -16,8 +16,8 @@ from ...queries import UnjudgedError, score_queries
 from ...readers import Ids, Strings, Table
 from ...spec import Metric
 from . import companions as comps
-from .partitions import bucket_keys
-from .sources import arrow_schema, plain
+from .partitions import bucket_column
+from .sources import arrow_schema, plain, spark_schema
 
 RESULT_SCHEMA = (
     "kind string, query_id string, n_returned long, dcg array<double>, idcg array<double>, "
@@ -64,11 +64,8 @@ def bucket_results(
     too), error and meta rows: a DataFrame."""
     from pyspark.sql import functions as F
 
-    keys = F.array(*[F.lit(k) for k in bucket_keys(n_buckets)]).cast("array<bigint>")
-
     def bucketed(df):  # a query's bucket, keyed so that each bucket is a partition of its own (.partitions)
-        index = F.pmod(F.xxhash64(F.col("query_id")), F.lit(n_buckets)) + 1
-        return df.withColumn("_bucket", F.element_at(keys, index.cast("int"))).repartition(n_buckets, "_bucket")
+        return df.withColumn("_bucket", bucket_column(F.col("query_id"), n_buckets)).repartition(n_buckets, "_bucket")
 
     depth = display_depth(metric)
 
@@ -79,7 +76,7 @@ def bucket_results(
         bucketed(run_df)
         .groupBy("_bucket")
         .cogroup(bucketed(judged_df).groupBy("_bucket"))
-        .applyInArrow(per_bucket, RESULT_SCHEMA)
+        .applyInArrow(per_bucket, spark_schema(RESULT_SCHEMA))
     )
 
 

@@ -18,6 +18,7 @@ from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
 from ...result import summary_of
 from ...rules import stops
 from ...spec import Guardrails, Metric, Spec
+from ...timings import phase
 from .. import Spark
 from ..grouped import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from . import companions as comps
@@ -174,8 +175,7 @@ def _grouped_into(
     from pyspark.sql import functions as F
 
     from ...evaluation import relative
-    from ...rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
-    from ...stats import correct
+    from ...rules import cutoff_label
 
     metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
     query_ids, weights = judged.query_ids, judged.weights
@@ -208,7 +208,8 @@ def _grouped_into(
     duplicate_rates = comp is not None and comp.plan.duplicates
     coverages: dict[str, list[float]] = {}
     for name, source in sources.items():
-        job = system_rows(spark, spec, judged, name, source, buckets, progress)
+        with phase("read"):  # the run's footers, row count and digest; its rows are read by the scoring job
+            job = system_rows(spark, spec, judged, name, source, buckets, progress)
         out_df, run_df, label, info = job.out_df, job.run_df, job.label, job.info
         files.append(info)
         out_df = out_df.persist()
@@ -259,6 +260,71 @@ def _grouped_into(
         if unknown:
             notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
         engine_info["systems"][name] = system_info(job, rows_seen(small))
+
+    with phase("statistics"):
+        summary_systems, comparisons, decision = _grouped_statistics(
+            spark, spec, sources, out_path, weights_df, groups, duplicate_rates, coverages
+        )
+    notes.append(
+        f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
+        f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
+        f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
+    )
+    comparison = spec.comparison
+    family = (
+        f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; correction {comparison.correction}"
+        if comparison is not None
+        else ""
+    )
+    summary = summary_of(
+        spec,
+        n_queries=nq,
+        weight_sum=weight_sum,
+        files=files,
+        systems=summary_systems,
+        grades=grades,
+        comparisons=comparisons,
+        family=family,
+        decision=decision,
+        notes=notes,
+        engine="spark",
+        tail={"engine_info": engine_info, "per_query_path": str(out_path)},
+    )
+    with phase("read"):
+        files_unchanged(files)
+    return EvaluationResult(
+        spec,
+        np.empty(0, dtype=object),
+        np.empty(0),
+        {},
+        files,
+        notes,
+        engine="spark",
+        decision=decision,
+        engine_info=engine_info,
+        per_query_path=out_path,
+        grouped_summary=summary,
+    )
+
+
+def _grouped_statistics(
+    spark: Any,
+    spec: Spec,
+    sources: Mapping[str, Any],
+    out_path: Path,
+    weights_df: Any,
+    groups: int,
+    duplicate_rates: bool,
+    coverages: dict[str, list[float]],
+) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:
+    """The grouped path's statistics from the per-query table in ``out_path``: each system's summary by cutoff
+    (counts, means, intervals), the paired comparisons against the baseline and the decision."""
+    from pyspark.sql import functions as F
+
+    from ...rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
+    from ...stats import correct
+
+    metric = spec.metric
 
     def per_query(name: str) -> Any:
         return spark.read.parquet(str(out_path / f"system={_part(name)}")).join(
@@ -369,44 +435,7 @@ def _grouped_into(
         decision = decide(
             spec.decision, comparisons, u.confidence, paired, unit=("group of queries", "groups of queries")
         )
-    notes.append(
-        f"statistics from {groups} random groups of queries (the per-query rows stay in Spark): "
-        f"percentile intervals from a bootstrap over the groups, sign-flip tests flipping whole groups; "
-        f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
-    )
-    family = (
-        f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; correction {comparison.correction}"
-        if comparison is not None
-        else ""
-    )
-    summary = summary_of(
-        spec,
-        n_queries=nq,
-        weight_sum=weight_sum,
-        files=files,
-        systems=summary_systems,
-        grades=grades,
-        comparisons=comparisons,
-        family=family,
-        decision=decision,
-        notes=notes,
-        engine="spark",
-        tail={"engine_info": engine_info, "per_query_path": str(out_path)},
-    )
-    files_unchanged(files)
-    return EvaluationResult(
-        spec,
-        np.empty(0, dtype=object),
-        np.empty(0),
-        {},
-        files,
-        notes,
-        engine="spark",
-        decision=decision,
-        engine_info=engine_info,
-        per_query_path=out_path,
-        grouped_summary=summary,
-    )
+    return summary_systems, comparisons, decision
 
 
 def _nan_null(field: str) -> Any:

@@ -37,6 +37,7 @@ from typing import Any
 from ...spec import Metric
 from . import prefilter
 from .prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA, prefilter_rows
+from .sources import spark_schema
 
 SHIPPED_JUDGMENTS_BYTES = 64 << 20
 """The evaluated judgments are shipped with the tasks that read a Parquet run (as Arrow) up to this size; beyond,
@@ -74,7 +75,8 @@ class ParquetTasks:
         grade), shipped with the tasks."""
         n = len(self.tasks)
         read = self.reader(judged, metric, depth, has_rank, alternatives, prefilter.PREFILTER_CHUNK_ROWS)
-        return spark.range(0, n, 1, n).mapInArrow(read, ORDERED_RUN_SCHEMA if self.keep_order else RUN_SCHEMA)
+        schema = spark_schema(ORDERED_RUN_SCHEMA if self.keep_order else RUN_SCHEMA)
+        return spark.range(0, n, 1, n).mapInArrow(read, schema)
 
     def reader(
         self,

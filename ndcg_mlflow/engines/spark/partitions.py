@@ -6,12 +6,14 @@ except where the result is persisted (catalog coverage reads it twice), where th
 on a small evaluation, seconds of task overhead a job. The engine instead shuffles both sides of the job into
 exactly as many partitions as buckets, each bucket into a partition of its own: Spark's hash partitioning puts a
 row whose key is ``v`` into partition ``pmod(murmur3(v, 42), n)``, so bucket ``b`` is given the key
-:func:`bucket_keys` ``(n)[b]``, the smallest non-negative integer that Spark places in partition ``b``.
+:func:`bucket_keys` ``(n)[b]``, the smallest non-negative integer that Spark places in partition ``b``
+(:func:`bucket_column`). Beyond :data:`KEYED_BUCKETS` buckets the bucket's index is its key.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 _MASK = 0xFFFFFFFF
 SEED = 42
@@ -48,6 +50,26 @@ def murmur3_long(value: int, seed: int = SEED) -> int:
 def spark_partition(value: int, n: int) -> int:
     """The partition, among ``n``, of a row whose only partitioning key is the ``long`` ``value``."""
     return murmur3_long(value) % n  # Python's % of a negative hash is Spark's pmod
+
+
+KEYED_BUCKETS = 4096
+"""Bucket counts up to this one are keyed by :func:`bucket_keys` (a literal array of the keys in the plan, found
+in about 0.1 s); beyond it, the keys would cost seconds on the driver and a plan of as many literals, and the
+bucket's index is its key: Spark's hash partitioning may then put two buckets in one partition and leave another
+empty, and the numbers are the same (the job groups the rows by bucket, not by partition)."""
+
+
+def bucket_column(query_id: Any, n: int) -> Any:
+    """The key (a ``long`` column) of the bucket of the query ``query_id`` (a string column), among ``n``: the
+    query's bucket is ``pmod(xxhash64(query_id), n)``; up to :data:`KEYED_BUCKETS` buckets, its key is
+    :func:`bucket_keys` ``(n)`` of it, which puts it in a partition of its own."""
+    from pyspark.sql import functions as F
+
+    index = F.pmod(F.xxhash64(query_id), F.lit(n))
+    if n > KEYED_BUCKETS:
+        return index
+    keys = F.array(*[F.lit(k) for k in bucket_keys(n)]).cast("array<bigint>")
+    return F.element_at(keys, (index + 1).cast("int"))
 
 
 @lru_cache(maxsize=64)

@@ -17,7 +17,7 @@ from ...kernel import NonFiniteError
 from ...rules import condenses, stops
 from ...spec import Metric
 from .buckets import error, run_errors
-from .sources import arrow_schema, plain
+from .sources import arrow_schema, plain, spark_schema
 
 PREFILTER_MAX_JUDGMENTS = 5_000_000
 """The top-K pre-filter joins each run row to its grade before the shuffle by a broadcast join of the evaluated
@@ -104,7 +104,7 @@ def _filtered(
         for table in in_chunks(batches, chunk_rows, done):
             yield from table.to_batches()
 
-    return graded.mapInArrow(chunks, ORDERED_RUN_SCHEMA if ordered else RUN_SCHEMA)
+    return graded.mapInArrow(chunks, spark_schema(ORDERED_RUN_SCHEMA if ordered else RUN_SCHEMA))
 
 
 def in_chunks(parts: Iterable[Any], rows: int, done: Callable[[list[Any]], Any]) -> Iterator[Any]:

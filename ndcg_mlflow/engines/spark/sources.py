@@ -59,6 +59,15 @@ def arrow_schema(ddl: str) -> Any:
     return pa.schema([(n, pa.list_(types[t[6:-1]]) if t.startswith("array<") else types[t]) for n, t in fields])
 
 
+def spark_schema(ddl: str) -> Any:
+    """The Spark schema of :func:`arrow_schema`'s columns, made in Python: the UDFs' declared return types, without
+    the round trip to the JVM's SQL parser that a DDL string costs on each call (about 0.1 s each while the JVM is
+    cold)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema(ddl))
+
+
 def is_spark_frame(obj: Any) -> bool:
     mod = type(obj).__module__ or ""
     return mod.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
@@ -169,7 +178,8 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     # one partition of spark.range, with no shuffle: a shuffle of a fixed number of partitions (repartition)
     # would keep Spark's adaptive execution from coalescing the later shuffles of the plan
     task = spark.range(0, 1, 1, 1)
-    df = task.mapInArrow(_file_rows(opened, kind, source.format, tuple(source.columns), rank), _schema(kind))
+    rows = _file_rows(opened, kind, source.format, tuple(source.columns), rank)
+    df = task.mapInArrow(rows, spark_schema(_schema(kind)))
     error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
     checked = df.agg(
         F.count("_order").alias("n"),
