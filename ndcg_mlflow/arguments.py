@@ -19,6 +19,7 @@ from .errors import (
     EXIT_USER,
 )
 from .rules import KEY_FORMS
+from .timings import PHASES
 
 #: the exit codes of a command that does not use MLflow; one that logs to it or reads from it adds 3, ``run`` adds 4
 LOCAL = (EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_INTERRUPT, EXIT_TERMINATED)
@@ -192,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--timings",
         action="store_true",
-        help="print on stderr where the wall time went: session start, read, scoring, statistics, outputs, logging",
+        help=f"print on stderr where the wall time went: {', '.join(PHASES)} (the phases that ran), other",
     )
     _set_option(run)
     _tag_option(run)
