@@ -15,7 +15,7 @@ import pytest
 from helpers import java_problem, local_spark
 
 import ndcg_mlflow
-from ndcg_mlflow import Spark
+from ndcg_mlflow import Spark, timings
 from ndcg_mlflow.errors import DataError, EvaluationError, SpecError
 
 pytestmark = pytest.mark.integration
@@ -883,9 +883,11 @@ def test_grouped_statistics_agree_with_the_per_query_method(spark, tmp_path):
     local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems=runs)
     frames = {k: spark.createDataFrame(v) for k, v in runs.items()}
     out = tmp_path / "per_query"
-    grouped = evaluate_grouped(
-        spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300, buckets=2
-    )
+    with timings.recording() as recorded:
+        grouped = evaluate_grouped(
+            spec, per_query_path=out, spark=spark, qrels=qrels, systems=frames, groups=300, buckets=2
+        )
+    assert {"read", "scoring", "statistics"} <= set(recorded.seconds)  # --timings' phases, as through evaluate
     written = pd.read_parquet(out)
     written["system"] = written["system"].astype(str)
     cols = [

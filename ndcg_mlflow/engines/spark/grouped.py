@@ -116,12 +116,14 @@ def evaluate_grouped(
     spark = active_session(engine.session)
     spec = resolve_spec(spec, qrels, systems, base_dir)
     check_grouped(spec)
-    judged = (
-        judged_in_spark(spark, spec, qrels, columns, prefilter)
-        if judgments_beyond(spark, spec, qrels, columns, driver_judgments)
-        else judged_on_driver(spark, spec, qrels, columns, prefilter)
-    )
-    return grouped_result(spark, spec, judged, systems, out_path, progress, engine)
+    with phase("read"):
+        judged = (
+            judged_in_spark(spark, spec, qrels, columns, prefilter)
+            if judgments_beyond(spark, spec, qrels, columns, driver_judgments)
+            else judged_on_driver(spark, spec, qrels, columns, prefilter)
+        )
+    with phase("scoring"):  # within it, each run's read, and the statistics, are their own phases
+        return grouped_result(spark, spec, judged, systems, out_path, progress, engine)
 
 
 def grouped_target(per_query_path: str | Path) -> Path:
