@@ -402,10 +402,11 @@ def demo_plan_child() -> None:
 
     spark = session()
     t1 = time.perf_counter()
+    import yaml
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    demo = REPO / "configs" / "demo"
+    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text(encoding="utf-8"))["data"]
     cutoffs = {"5": 5, "10": 10, "all": None}
 
     def sums(df: Any, value: Any, prefix: str) -> Any:
@@ -418,15 +419,18 @@ def demo_plan_child() -> None:
         return F.when(g > 0, F.pow(F.lit(2.0), g) - 1).otherwise(F.lit(0.0))
 
     qrels = spark.read.csv(
-        str(demo / "qrels.tsv"), sep="\t", header=True, schema="query_id string, doc_id string, grade double"
+        str(REPO / "configs" / data["qrels"]),
+        sep="\t",
+        header=True,
+        schema="query_id string, doc_id string, grade double",
     )
     by_grade = Window.partitionBy("query_id").orderBy(F.desc("grade"))
     ranked = qrels.withColumn("rank", F.row_number().over(by_grade))
     ideal = sums(ranked, gain(F.col("grade")) / F.log2(F.col("rank") + 1), "i").where(F.col("iall") > 0)
     means = {}
-    for name in ("bm25", "reranker_v2", "dense_ties"):
+    for name, path in data["systems"].items():
         run = spark.read.csv(
-            str(demo / f"{name}.run"),
+            str(REPO / "configs" / path),
             sep=" ",
             schema="query_id string, q0 string, doc_id string, rank long, score double, tag string",
         )
@@ -479,8 +483,7 @@ def case_cli(workdir: Path, java_options: str | None = None) -> None:
     import ndcg_mlflow
 
     result = ndcg_mlflow.evaluate(REPO / "configs" / "demo.yaml")
-    names = {"bm25": "bm25", "reranker_v2": "reranker-v2", "dense_ties": "dense-ties"}
-    differ = max(abs(plan["means"][f] - result.mean(s, 10)) for f, s in names.items())
+    differ = max(abs(mean - result.mean(name, 10)) for name, mean in plan["means"].items())
     beyond = ", ".join(f"{p['beyond']:.2f}" for p in plans)
     print(
         f"  the plain Spark SQL plan on the demo in a fresh session (its three runs by Spark's CSV reader, nDCG@5,"
