@@ -3,7 +3,7 @@
 
     python benchmarks/bench_spark.py [--case 7m|50m|plan|profile|cli|all] [--workdir benchmarks/_data]
                                      [--driver-memory 1g] [--queries-50m 100000] [--docs-50m 500] [--keep]
-                                     [--systems 1|2] [--java-options OPTIONS]
+                                     [--systems 1|2] [--java-options OPTIONS] [--cds]
 
 * ``7m``: the 7M-line MS MARCO-like run of ``bench_ndcg.py`` (6,980 queries x 1,000 documents, generated once
   into ``--workdir``, as Parquet): nDCG@10 by the local engine, then by the Spark engine on ``local[2]`` with
@@ -28,8 +28,12 @@
   (its total less the session start) to the local run's total; alternated with them, twice, a plain Spark SQL plan
   of the demo's numbers in a fresh process and session (each run by Spark's CSV reader, its per-query nDCG@5, @10
   and @all by window functions, to the driver as Arrow; its means of nDCG@10 checked against the local engine's):
-  its session start, its seconds beyond it, and the ratios of the engine's part to it and of it to the local run.
-  ``--java-options`` gives the Spark runs' driver JVM those options (``PYSPARK_SUBMIT_ARGS``).
+  its session start, its seconds beyond it, and the ratios of the engine's part to it and of it to the local run;
+  and alternated with them, twice, a fresh session's first job alone (``spark.range(1).count()``), the least any
+  Spark program pays beyond its session start. ``--java-options`` gives every Spark JVM measured those options
+  (``PYSPARK_SUBMIT_ARGS``). With ``--cds`` an unmeasured run of the Spark command writes the classes its JVM
+  loaded to a class-data-sharing archive (``-XX:ArchiveClassesAtExit``, Java 17's dynamic archive), and every
+  Spark JVM measured starts from it (``-XX:SharedArchiveFile``): the engine's, the plain plan's, the first job's.
 * ``profile``: the engine's run on that data, after a warm-up run: the driver's steps timed, the stages' wall
   times (``statusTracker``), CPU by process, the read and the pre-filter run alone, a cProfile of the driver
   (written to ``--workdir``, with the physical plans).
@@ -160,10 +164,11 @@ def _tree(root: int) -> list[tuple[int, str, int]]:
     return out
 
 
-def measure(argv: list[str]) -> dict:
-    """Run this script's child mode with ``argv`` and sample its tree's memory; its RESULT line, with peaks."""
+def measure(argv: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run this script's child mode with ``argv`` (in ``env``, else this process's environment) and sample its
+    tree's memory; its RESULT line, with peaks."""
     proc = subprocess.Popen(
-        [sys.executable, __file__, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, __file__, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     peaks = {"driver_python_mb": 0.0, "jvm_mb": 0.0, "python_workers_mb": 0.0, "total_mb": 0.0}
     done = threading.Event()
@@ -368,13 +373,20 @@ def case_plan(workdir: Path, driver_memory: str, mode: str, systems: int = 1) ->
     print(f"  {peaks}; load average {load()}")
 
 
+def jvm_env(java_options: str | None) -> dict[str, str]:
+    """This process's environment, with the package on the path and ``java_options`` (if any) given to the driver
+    JVM of a session pyspark starts (``PYSPARK_SUBMIT_ARGS``)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if java_options:
+        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{java_options}' pyspark-shell"
+    return env
+
+
 def cli_run(workdir: Path, engine: str, java_options: str | None = None) -> dict[str, float]:
     """``ndcg-mlflow run configs/demo.yaml --timings --quiet --engine ENGINE`` in a fresh process, in ``workdir``
     (its store and output folders there): the phases it printed, in seconds, with ``total``. ``java_options``: the
     driver JVM's options of the session the command starts (``PYSPARK_SUBMIT_ARGS``)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    if java_options:
-        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{java_options}' pyspark-shell"
+    env = jvm_env(java_options)
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     cmd = [sys.executable, "-m", "ndcg_mlflow", "run", str(REPO / "configs" / "demo.yaml"), "--timings", "--quiet"]
     cmd += ["--engine", engine, "--tracking-uri", uri, "--out", str(workdir / f"out-{engine}")]
@@ -447,22 +459,51 @@ def demo_plan_child() -> None:
     print("RESULT " + json.dumps({"session start": t1 - t0, "beyond": t2 - t1, "means": means}), flush=True)
 
 
-def case_cli(workdir: Path, java_options: str | None = None) -> None:
+def first_job_child() -> None:
+    """A fresh session started as the command line starts it, and its first job, the least a Spark program runs:
+    ``spark.range(1).count()``. Prints the session start and the seconds beyond it."""
+    t0 = time.perf_counter()
+    sys.path.insert(0, str(REPO))
+    from ndcg_mlflow.engines.spark import session
+
+    spark = session()
+    t1 = time.perf_counter()
+    spark.range(1).count()
+    t2 = time.perf_counter()
+    print("RESULT " + json.dumps({"session start": t1 - t0, "beyond": t2 - t1}), flush=True)
+
+
+def _options(*options: str | None) -> str | None:
+    return " ".join(o for o in options if o) or None
+
+
+def case_cli(workdir: Path, java_options: str | None = None, cds: bool = False) -> None:
     import tempfile
 
     jvm = f" (Spark's driver JVM: {java_options})" if java_options else ""
+    cds_said = ", every JVM from a class-data-sharing archive" if cds else ""
     print(
-        f"ndcg-mlflow run configs/demo.yaml --timings, local and Spark engines{jvm}; load average {load()}", flush=True
+        f"ndcg-mlflow run configs/demo.yaml --timings, local and Spark engines{jvm}{cds_said}; load average {load()}",
+        flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-spark-cli-", dir=workdir if workdir.is_dir() else None) as tmp:
         home = Path(tmp)
         cli_run(home, "local")  # the store created and migrated, the files cached: not measured
+        if cds:
+            # the classes an unmeasured run of the Spark command loads, written at its exit (Java 17's dynamic
+            # archive), then mapped by every Spark process measured: the command's, the plain plan's, the first job's
+            archive = home / "spark-classes.jsa"
+            cli_run(home, "spark", _options(java_options, f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off"))
+            if not archive.is_file():
+                raise SystemExit(f"the JVM wrote no class-data-sharing archive ({archive}): Java 17 or later?")
+            java_options = _options(java_options, f"-XX:SharedArchiveFile={archive}")
         runs: dict[str, list[dict[str, float]]] = {"local": [], "spark": []}
-        plans = []
+        plans, firsts = [], []
         for _ in range(2):
             for engine in ("local", "spark"):
                 runs[engine].append(cli_run(home, engine, java_options if engine == "spark" else None))
-            plans.append(measure(["--child", "demo-plan"]))
+            plans.append(measure(["--child", "demo-plan"], jvm_env(java_options)))
+            firsts.append(measure(["--child", "first-job"], jvm_env(java_options)))
     best = {engine: min(r, key=lambda p: p["total"]) for engine, r in runs.items()}
     sys.path.insert(0, str(REPO))
     from ndcg_mlflow.timings import PHASES
@@ -495,6 +536,13 @@ def case_cli(workdir: Path, java_options: str | None = None) -> None:
         f" = {own / plan['beyond']:.2f}x; the plain plan's part / local total:"
         f" {plan['beyond'] / best['local']['total']:.2f}x"
     )
+    first = min(firsts, key=lambda p: p["beyond"])
+    first_beyond = ", ".join(f"{p['beyond']:.2f}" for p in firsts)
+    print(
+        f"  a fresh session's first job alone (spark.range(1).count(), session started as the command starts it):"
+        f" session start {first['session start']:.2f} s, beyond it {first_beyond}"
+        f" s = {first['beyond'] / best['local']['total']:.2f}x the local total"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -510,6 +558,12 @@ def main(argv: list[str] | None = None) -> int:
         help="cli: the driver JVM's options of the Spark runs (e.g. '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC')",
     )
     ap.add_argument(
+        "--cds",
+        action="store_true",
+        help="cli: every Spark JVM measured starts from a class-data-sharing archive of the classes an unmeasured"
+        " run of the Spark command loaded (-XX:SharedArchiveFile, Java 17's dynamic archive)",
+    )
+    ap.add_argument(
         "--systems",
         type=int,
         choices=(1, 2),
@@ -517,7 +571,9 @@ def main(argv: list[str] | None = None) -> int:
         help="plan: one system, or two with intervals and a paired comparison (a second run: the scores moved)",
     )
     ap.add_argument(
-        "--child", choices=("local", "spark", "spark-full", "plan", "profile", "demo-plan"), help=argparse.SUPPRESS
+        "--child",
+        choices=("local", "spark", "spark-full", "plan", "profile", "demo-plan", "first-job"),
+        help=argparse.SUPPRESS,
     )
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--qrels", help=argparse.SUPPRESS)
@@ -531,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child == "demo-plan":
         demo_plan_child()
         return 0
+    if args.child == "first-job":
+        first_job_child()
+        return 0
     if args.child:
         child(args)
         return 0
@@ -540,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         case_plan(workdir, args.driver_memory or "2g", args.case, args.systems)
         return 0
     if args.case == "cli":
-        case_cli(workdir, args.java_options)
+        case_cli(workdir, args.java_options, args.cds)
         return 0
     args.driver_memory = args.driver_memory or "1g"
     if args.case in ("7m", "all"):
