@@ -126,8 +126,8 @@ FIELDS: dict[str, str] = {
     "comparison.tie_tolerance": "a per-query difference whose absolute value is at or below it is a tie (a finite "
     "number >= 0).",
     "comparison.risk_alpha": "the alphas of the tail-risk measures URisk and TRisk, where each loss against the "
-    f"baseline counts 1 + alpha times: a non-empty list of distinct finite numbers >= 0 (default "
-    f"`[{', '.join(f'{a:g}' for a in T.RISK_ALPHA)}]`).",
+    f"baseline counts 1 + alpha times: a non-empty list of distinct numbers from 0 to {T.MAX_RISK_ALPHA:,.0f} "
+    f"(default `[{', '.join(f'{a:g}' for a in T.RISK_ALPHA)}]`).",
     "decision.key": "the compared key the rule reads: `ndcg_at_<K>` for a cutoff K of `metric.cutoffs`.",
     "decision.rule": "`superiority`: passes when the interval's lower end is above +margin; `non_inferiority`: "
     "above -margin.",
@@ -137,7 +137,7 @@ FIELDS: dict[str, str] = {
     "or both; a candidate that fails one fails.",
     "decision.guardrails.segments": "every segment's comparison must pass too (needs `queries.segments`).",
     "decision.guardrails.segments.rule": "the rule each segment's comparison must pass, as `decision.rule` words it.",
-    "decision.guardrails.segments.margin": "the segments' margin, a difference of nDCG >= 0 (finite).",
+    "decision.guardrails.segments.margin": "the segments' margin, a difference of nDCG, in [0, 1).",
     "decision.guardrails.regressions": "a bound on the queries that lose much against the baseline.",
     "decision.guardrails.regressions.delta": "a query regresses when it loses more than this much nDCG (a finite "
     "number > 0).",

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .spec.types import MAX_RISK_ALPHA
 
 
 def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +47,10 @@ def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _alpha(alpha: float) -> float:
     a = float(alpha)
-    if not (math.isfinite(a) and a >= 0):
-        raise ValueError(f"alpha must be a finite number at or above 0 (a loss weighs 1 + alpha times); got {alpha!r}")
+    if not (math.isfinite(a) and 0 <= a <= MAX_RISK_ALPHA):
+        raise ValueError(
+            f"alpha must be a number in [0, {MAX_RISK_ALPHA:g}] (a loss weighs 1 + alpha times); got {alpha!r}"
+        )
     return a
 
 
@@ -125,8 +128,12 @@ def regressed(d: Any, delta: float) -> np.ndarray:
 
 
 def alpha_text(alpha: float) -> str:
-    """An alpha as the JSON keys write it: ``f"{alpha:g}"`` (``1``, ``0.5``, ``10``)."""
-    return f"{float(alpha):g}"
+    """An alpha as the JSON keys and the table columns write it: ``f"{alpha:g}"`` (``1``, ``0.5``, ``10``) where
+    that reads back as the same number, else the shortest text that does (``1.0000001``): two different alphas
+    never share a key."""
+    a = float(alpha)
+    short = f"{a:g}"
+    return short if float(short) == a else repr(a)
 
 
 def risk_entry(d: Any, w: Any, alphas: Sequence[float]) -> dict[str, dict[str, Any]]:
@@ -134,11 +141,11 @@ def risk_entry(d: Any, w: Any, alphas: Sequence[float]) -> dict[str, dict[str, A
 
         {"urisk": {"1": -0.01, ...}, "trisk": {"1": {"value": -0.42, "p": 0.67}, ...}}
 
-    Two alphas written alike (1 and 1.0) are one key: refused."""
+    The same alpha twice (1 and 1.0) is one key: refused."""
     d, w = paired_vectors(d, w)
     texts = [alpha_text(_alpha(a)) for a in alphas]
     if len(set(texts)) != len(texts):
-        raise ValueError(f"alphas written alike: {texts} (each alpha is a JSON key f'{{alpha:g}}')")
+        raise ValueError(f"alphas written alike: {texts} (each alpha is a JSON key, alpha_text)")
     out: dict[str, dict[str, Any]] = {"urisk": {}, "trisk": {}}
     for a, text in zip(alphas, texts):
         out["urisk"][text] = urisk(d, w, a)

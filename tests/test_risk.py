@@ -165,8 +165,9 @@ def test_edge_cases_follow_the_paired_t_tests_conventions():
         ([0.1, float("nan")], [1.0, 1.0], 1.0, "finite paired differences"),
         ([0.1, 0.2], [1.0, 0.0], 1.0, "positive query weights"),
         ([0.1, 0.2], [1.0, -1.0], 1.0, "positive query weights"),
-        ([0.1, 0.2], [1.0, 1.0], -0.5, "alpha must be a finite number at or above 0"),
+        ([0.1, 0.2], [1.0, 1.0], -0.5, r"alpha must be a number in \[0, 1e\+06\]"),
         ([0.1, 0.2], [1.0, 1.0], float("inf"), "alpha must be"),
+        ([0.1, 0.2], [1.0, 1.0], 1e6 * (1 + 1e-15), r"alpha must be a number in \[0, 1e\+06\]"),
     ],
 )
 def test_bad_input_is_refused_saying_what_was_expected(d, w, alpha, match):
@@ -199,3 +200,16 @@ def test_risk_entry_keys_each_alpha_as_written():
     assert entry["trisk"]["0.5"] == {"value": pytest.approx(t), "p": pytest.approx(p)}
     with pytest.raises(ValueError, match="alphas written alike"):
         risk_entry(d, [1.0] * 5, [1, 1.0])
+
+
+def test_alphas_that_differ_beyond_six_digits_get_keys_of_their_own():
+    """An alpha is keyed by its short form (``1``, ``1e+06``) only where that reads back as the same number: two
+    alphas six-digit formatting would write alike are two keys, each holding its own numbers."""
+    d = [0.2, -0.1, 0.0, 0.3, -0.2]
+    entry = risk_entry(d, [1.0] * 5, [1, 1.0000001, 1e6])
+    assert list(entry["urisk"]) == ["1", "1.0000001", "1e+06"]
+    assert entry["urisk"]["1.0000001"] == pytest.approx(urisk_paper(d, 1.0000001), rel=1e-12)
+    assert entry["urisk"]["1.0000001"] != entry["urisk"]["1"]
+    assert entry["urisk"]["1e+06"] == pytest.approx(urisk_paper(d, 1e6), rel=1e-12)
+    t, p = trisk_paper(d, 1e6)
+    assert entry["trisk"]["1e+06"] == {"value": pytest.approx(t, rel=1e-9), "p": pytest.approx(p, rel=1e-9)}

@@ -222,7 +222,9 @@ def _urisk(d: np.ndarray, alpha: float) -> float:
 def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     spec = _spec(
-        data, comparison__risk_alpha=[1, 5], decision={"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.05}
+        data,
+        comparison__risk_alpha=[1, 5, 1.0000001],  # (1 and 1.0000001: one text to six digits, two keys)
+        decision={"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.05},
     )
     main(["run", str(spec), "--out", str(out), "--no-mlflow"])
     pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
@@ -231,7 +233,8 @@ def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_p
         wide = pq[pq.cutoff == c["cutoff"]].pivot(index="query_id", columns="system", values="ndcg").dropna()
         d = (wide[c["candidate"]] - wide["base"]).to_numpy()
         n = d.size
-        for alpha in (1, 5):
+        assert list(c["urisk"]) == list(c["trisk"]) == ["1", "5", "1.0000001"]
+        for alpha in (1, 5, 1.0000001):
             assert c["urisk"][str(alpha)] == pytest.approx(_urisk(d, alpha), abs=1e-15)
             z = np.where(d >= 0, d, (1 + alpha) * d)  # Dinçer, Macdonald & Ounis (2014)
             t = z.mean() / (z.std(ddof=1) / math.sqrt(n))
@@ -241,6 +244,8 @@ def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_p
         mde = (st.t.ppf(0.975, n - 1) + st.t.ppf(0.8, n - 1)) * se
         assert c["mde"] == pytest.approx(mde, rel=1e-12)
         assert "queries_needed" in c
+    columns = pd.read_csv(out / "comparisons.csv").columns
+    assert {"urisk_1", "urisk_1.0000001", "trisk_1.0000001", "trisk_p_1.0000001"} <= set(columns)
 
 
 def test_guardrails_fail_a_candidate_that_loses_a_segment(tmp_path: Path) -> None:

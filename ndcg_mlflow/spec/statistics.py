@@ -16,6 +16,7 @@ from .types import (
     CORRECTIONS,
     DECISION_RULES,
     MAX_RESAMPLES,
+    MAX_RISK_ALPHA,
     RISK_ALPHA,
     STRATIFY,
     TESTS,
@@ -98,14 +99,24 @@ def comparison(ctx: Ctx, value: Any, systems: tuple[str, ...], uncertain: Uncert
 
 
 def risk_alpha(ctx: Ctx, value: Any, path: str = "comparison.risk_alpha") -> tuple[float, ...]:
-    """A non-empty list of distinct finite numbers >= 0, in the order written."""
+    """A non-empty list of distinct numbers in [0, :data:`.types.MAX_RISK_ALPHA`], in the order written."""
     if not isinstance(value, list) or not value:
-        raise ctx.fail(path, f"must be a non-empty list of distinct finite numbers >= 0, such as [1, 5]. {got(value)}")
+        raise ctx.fail(
+            path,
+            f"must be a non-empty list of distinct finite numbers >= 0 (at most {MAX_RISK_ALPHA:,.0f}), such as "
+            f"[1, 5]. {got(value)}",
+        )
     out: list[float] = []
     for i, item in enumerate(value):
         alpha = finite(ctx, item, f"{path}[{i}]", "an alpha") + 0.0  # (-0.0 as 0.0)
         if alpha < 0:
             raise ctx.fail(f"{path}[{i}]", f"an alpha must be >= 0. {got(item)}")
+        if alpha > MAX_RISK_ALPHA:
+            raise ctx.fail(
+                f"{path}[{i}]",
+                f"an alpha must be at most {MAX_RISK_ALPHA:,.0f} (a loss then weighs a million times a win; a "
+                f"larger alpha only scales the losses' part further). {got(item)}",
+            )
         if alpha in out:
             raise ctx.fail(f"{path}[{i}]", f"alpha {item!r} is listed twice (first at {path}[{out.index(alpha)}]).")
         out.append(alpha)
@@ -133,16 +144,7 @@ def decision(
             f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of metric.cutoffs){hint}. {got(key)}",
         )
     rule = choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
-    margin = d["margin"]
-    if (
-        isinstance(margin, bool)
-        or not isinstance(margin, (int, float))
-        or not math.isfinite(margin)
-        or not 0 <= margin < 1
-    ):
-        raise ctx.fail(
-            "decision.margin", f"must be a number in [0, 1) (a difference of nDCG), such as 0.005. {got(margin)}"
-        )
+    margin = ndcg_margin(ctx, d["margin"], "decision.margin", "0.005")
     max_p = d.get("max_p")
     if max_p is not None and (
         isinstance(max_p, bool) or not isinstance(max_p, (int, float)) or not math.isfinite(max_p) or not 0 < max_p <= 1
@@ -155,10 +157,18 @@ def decision(
     return Decision(
         key,
         rule,
-        float(margin),
+        margin,
         None if max_p is None else float(max_p),
         guardrails(ctx, d.get("guardrails"), segments),
     )
+
+
+def ndcg_margin(ctx: Ctx, value: Any, path: str, example: str) -> float:
+    """A decision rule's margin (``decision.margin``, ``decision.guardrails.segments.margin``): a difference of
+    nDCG in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
+        raise ctx.fail(path, f"must be a number in [0, 1) (a difference of nDCG), such as {example}. {got(value)}")
+    return float(value)
 
 
 def guardrails(ctx: Ctx, value: Any, segments: bool) -> Guardrails:
@@ -178,9 +188,7 @@ def guardrails(ctx: Ctx, value: Any, segments: bool) -> Guardrails:
                 f"needs the file that puts each query in its segment (declare queries.segments, or remove "
                 f"{path}.segments).",
             )
-        margin = finite(ctx, s["margin"], f"{path}.segments.margin", "a margin (a difference of nDCG)")
-        if margin < 0:
-            raise ctx.fail(f"{path}.segments.margin", f"must be a number >= 0, such as 0.02. {got(s['margin'])}")
+        margin = ndcg_margin(ctx, s["margin"], f"{path}.segments.margin", "0.02")
         per_segment = SegmentGuardrail(choice(ctx, s["rule"], f"{path}.segments.rule", DECISION_RULES), margin)
     regressions = None
     if g.get("regressions") is not None:

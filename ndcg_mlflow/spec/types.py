@@ -27,6 +27,10 @@ MAX_CUTOFF = 10**30
 DECISION_RULES = ("superiority", "non_inferiority")
 STRATIFY = ("none", "segments")  # uncertainty.stratify as written: "segments" resamples within each segment
 RISK_ALPHA = (1.0, 5.0)  # comparison.risk_alpha's default
+# Largest alpha of the tail-risk measures: a loss then weighs a million times a win, and a larger alpha only scales
+# the losses' part further (URisk / alpha and TRisk tend to their limits); bounded so that the risk-adjusted
+# differences, their sums and their squares stay finite numbers.
+MAX_RISK_ALPHA = 1e6
 SEGMENT_COLUMNS = ("query_id", "segment")  # the columns of a queries.segments file
 SEGMENT_FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet")
 
