@@ -339,7 +339,8 @@ def test_the_checks_and_messages_are_those_of_sparks_reader(spark, tmp_path, mon
 @pytest.mark.integration
 def test_engine_info_says_how_each_run_was_read(spark, tmp_path):
     """``engine_info.systems.<name>.read_by``: a Parquet folder pre-filtered in tasks, or read by Spark's reader
-    when the pre-filter is off; a TREC file by the local reader in a task; a DataFrame as given. The numbers are
+    when the pre-filter is off; a TREC file by the local reader in a task, pre-filtered there unless the pre-filter
+    is off; a DataFrame as given. The numbers are
     the local engine's either way."""
     from test_spark import assert_same
 
@@ -359,8 +360,9 @@ def test_engine_info_says_how_each_run_was_read(spark, tmp_path):
         spec, engine=Spark(spark, buckets=2), base_dir=tmp_path, systems={"p": spark.createDataFrame(run)}
     )
     read_by = [{n: s["read_by"] for n, s in r.engine_info["systems"].items()} for r in (on, off, framed)]
+    parquet_tasks_read = "pyarrow in Spark tasks, pre-filtered there"
     assert read_by == [
-        {"p": "pyarrow in Spark tasks, pre-filtered there", "t": "the local reader in a Spark task"},
+        {"p": parquet_tasks_read, "t": "the local reader in a Spark task, pre-filtered there"},
         {"p": "Spark's parquet reader", "t": "the local reader in a Spark task"},
         {"p": "a Spark DataFrame"},
     ]

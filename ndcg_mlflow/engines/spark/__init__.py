@@ -42,9 +42,11 @@ How it works:
 
 A TREC, CSV, TSV or JSONL file of the spec is read by the local engine's own reader in a Spark task
 (:func:`.sources.local_reader_frame`): the same rows, checks and errors (file and line) as locally, by
-construction. Parquet and Delta sources are read by Spark's readers, their paths given literally; when the top-K
-pre-filter applies and the evaluated judgments are small enough to ship with tasks, a Parquet run of the spec is
-read by pyarrow in Spark tasks instead, which yield only the pre-filter's rows (:mod:`.parquet_tasks`). The run rows
+construction; when the pre-filter applies and the evaluated judgments ship with tasks, that task yields only the
+pre-filter's rows (:mod:`.text_tasks`). Parquet and Delta sources are read by Spark's readers, their paths given
+literally; when the top-K pre-filter applies and the evaluated judgments are small enough to ship with tasks, a
+Parquet run of the spec is read by pyarrow in Spark tasks instead, which yield only the pre-filter's rows
+(:mod:`.parquet_tasks`). The run rows
 are checked as strictly as locally: a null or empty id, a non-finite score, a rank that is not an integer, a
 document listed twice for a query, a run sharing no query with the evaluated set; errors of the checks made in
 Spark name the source and the offending query and document ids. Only DataFrame operations

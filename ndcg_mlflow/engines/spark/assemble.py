@@ -80,7 +80,7 @@ def system_rows(
         progress(f"computing nDCG of '{name}' on Spark ({n_buckets} query buckets)")
     alts = computable(alternatives, has_rank)
     metrics = [m for _, _, m in alts]
-    if tasks is not None and judged.depth is not None:  # a Parquet run read and pre-filtered in Spark tasks
+    if tasks is not None and judged.depth is not None:  # a Parquet or text run read and pre-filtered in Spark tasks
         rows = tasks.prefiltered(spark, shipped, spec.metric, judged.depth, has_rank, metrics)
     else:
         rows = shuffled(run_df, judged.judged_df, spec.metric, judged.depth, has_rank, metrics)

@@ -117,19 +117,33 @@ class ParquetTasks:
                 ids = opened[file].read_row_group(group, columns=[columns["query_id"]]).column(0)
                 return _query_text(ids.slice(len(ids) - 1))
 
-            def filtered(table: Any) -> Any:
-                import os
-
-                table = table.append_column("grade", grades_of(table, lookup))
-                chunk = int.from_bytes(os.urandom(8), "little") >> 1
-                return prefilter_rows(table, metric, depth, has_rank, chunk, alternatives)
-
             for batch in batches:
                 for task in batch.column(0).to_pylist():
-                    for table in query_chunks(owned_rows(task, tasks, group_rows, last_query), chunk_rows):
-                        yield from filtered(table).to_batches()
+                    tables = owned_rows(task, tasks, group_rows, last_query)
+                    yield from prefiltered_chunks(tables, lookup, metric, depth, has_rank, alternatives, chunk_rows)
 
         return read
+
+
+def prefiltered_chunks(
+    tables: Iterable[Any],
+    lookup: tuple[Any, Any],
+    metric: Metric,
+    depth: int,
+    has_rank: bool,
+    alternatives: Sequence[Metric],
+    chunk_rows: int,
+) -> Iterator[Any]:
+    """A task's run rows (consecutive tables of :func:`run_batch`'s columns, in the run's order) -> the rows the
+    top-K pre-filter keeps, as Arrow batches: gathered into chunks cut where the query id changes
+    (:func:`query_chunks`), each row given its grade from the shipped judgments (:func:`grades_of`), each chunk
+    filtered by :func:`.prefilter.prefilter_rows` under a chunk number of its own."""
+    import os
+
+    for table in query_chunks(tables, chunk_rows):
+        table = table.append_column("grade", grades_of(table, lookup))
+        chunk = int.from_bytes(os.urandom(8), "little") >> 1
+        yield from prefilter_rows(table, metric, depth, has_rank, chunk, alternatives).to_batches()
 
 
 def parquet_tasks(

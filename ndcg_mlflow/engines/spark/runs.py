@@ -31,6 +31,7 @@ from .sources import (
     source_format,
     with_mapping,
 )
+from .text_tasks import TextTask
 
 
 class RunFrame(NamedTuple):
@@ -44,11 +45,12 @@ class RunFrame(NamedTuple):
     info: FileInfo
     has_rank: bool
     reader: str
-    tasks: ParquetTasks | None = None
+    tasks: ParquetTasks | TextTask | None = None
 
 
 READ_IN_TASKS = "pyarrow in Spark tasks, pre-filtered there"
 READ_LOCALLY = "the local reader in a Spark task"
+READ_LOCALLY_IN_TASK = "the local reader in a Spark task, pre-filtered there"
 READ_FRAME = "a Spark DataFrame"
 READ_IN_MEMORY = "a table in memory, checked on the driver"
 """How a run was read (``engine_info.systems.<name>.read_by``; Spark's own readers: ``Spark's <format> reader``)."""
@@ -74,7 +76,7 @@ def run_frame(
     elif hasattr(source, "declared") and getattr(source, "path", None) is not None:  # a spec Source
         label = str(source.path)
         if reads_locally(source):
-            return _read_locally(spark, spec, name, source, label)
+            return _read_locally(spark, spec, name, source, label, in_tasks)
         df = read_run_file(spark, source)
         path, declared, mapping = str(source.path), source.declared, dict(source.columns)
         version = source.version
@@ -162,22 +164,33 @@ def run_frame(
     return RunFrame(df, label, FileInfo(f"system:{name}", path, declared, sha, rows), has_rank, reader)
 
 
-def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str) -> RunFrame:
+def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str, in_tasks: bool) -> RunFrame:
     """:func:`run_frame` for a file the local engine's reader reads in a Spark task
     (:func:`.sources.local_reader_frame`): its rows checked as locally, with the local messages; the rank
     is read when some numbers order ties by it (as locally: sensitivity keeps every column); a run without a rank
-    column is in its rows' order (``_order``) where that order is the displayed one or orders tied rows."""
+    column is in its rows' order (``_order``) where that order is the displayed one or orders tied rows. With
+    ``in_tasks`` (the evaluated judgments can be shipped with tasks), the plan of a task that reads the file and
+    pre-filters its rows where it reads them (:class:`.text_tasks.TextTask`), used when the pre-filter applies."""
+    import os
+
     from pyspark.sql import functions as F
 
     displayed = needs_row_order(spec.metric.ties, spec.sensitivity)
-    df, rows, has_rank = local_reader_frame(spark, source, "run", displayed)
-    if not has_rank and displayed:
-        df, has_rank = df.withColumn("rank", F.col("_order").cast("double")), True
-    elif not _keeps_ties_in_order(spec):
+    df, rows, ranked = local_reader_frame(spark, source, "run", displayed)
+    rank_from_order = not ranked and displayed
+    keep_order = rank_from_order or _keeps_ties_in_order(spec)
+    if rank_from_order:
+        df = df.withColumn("rank", F.col("_order").cast("double"))
+    elif not keep_order:
         df = df.drop("_order")
     sha = sha256_file(source.file, source.version)
     info = FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows)
-    return RunFrame(df, label, info, has_rank, READ_LOCALLY)
+    has_rank = ranked or rank_from_order
+    if not in_tasks:
+        return RunFrame(df, label, info, has_rank, READ_LOCALLY)
+    path = os.path.abspath(str(source.file))
+    task = TextTask(path, source.format, tuple(source.columns), displayed, keep_order, rank_from_order)
+    return RunFrame(df, label, info, has_rank, READ_LOCALLY_IN_TASK, task)
 
 
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")

@@ -152,6 +152,7 @@ READ_COLUMNS = {
     "weights": (("query_id", "string"), ("weight", "double")),
 }
 _TASK_COLUMNS = (("_order", "long"), ("_error", "string"), ("_line", "long"), ("_file", "string"))
+_SUMMARY = "n long, ranked long, _error string, _line long, _file string"
 
 
 def _schema(kind: str) -> str:
@@ -166,10 +167,11 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     columns of :data:`READ_COLUMNS` (a run's ``rank`` NULL where the file has none) and ``_order``, each row's
     place in the file (the local engine's row order). The reader's error is raised on the driver as it is raised
     locally (a DataError). Returns the DataFrame, its rows and whether it has ranks. The executors read the file
-    at its absolute path, as Spark's own readers would."""
-    import os
+    at its absolute path, as Spark's own readers would.
 
-    from pyspark.sql import functions as F
+    The rows are counted and the reader's error found by a job of their own, whose task reads the file and
+    returns one row (:func:`_file_summary`): the file's rows enter Spark only where the DataFrame is used."""
+    import os
 
     from ...paths import shown_path
 
@@ -178,16 +180,11 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     # one partition of spark.range, with no shuffle: a shuffle of a fixed number of partitions (repartition)
     # would keep Spark's adaptive execution from coalescing the later shuffles of the plan
     task = spark.range(0, 1, 1, 1)
-    rows = _file_rows(opened, kind, source.format, tuple(source.columns), rank)
-    df = task.mapInArrow(rows, spark_schema(_schema(kind)))
-    error = F.when(F.col("_error").isNotNull(), F.struct("_error", "_line", "_file"))
-    checked = df.agg(
-        F.count("_order").alias("n"),
-        F.first(error, ignorenulls=True).alias("error"),
-        F.count("rank" if kind == "run" else "_order").alias("ranked"),
-    ).collect()[0]
-    if checked["error"] is not None:
-        message, line, file = checked["error"]
+    args = (opened, kind, source.format, tuple(source.columns), rank)
+    df = task.mapInArrow(_file_rows(*args), spark_schema(_schema(kind)))
+    checked = task.mapInArrow(_file_summary(*args), spark_schema(_SUMMARY)).collect()[0]
+    if checked["_error"] is not None:
+        message, line, file = checked["_error"], checked["_line"], checked["_file"]
         if file == opened:
             file = shown
         elif file == shown_path(opened):
@@ -207,6 +204,31 @@ def _file_rows(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], .
                 yield from file_batches(path, kind, fmt, columns, rank)
 
     return rows
+
+
+def _file_summary(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:
+    """The function of :func:`local_reader_frame`'s checking task (one row): one row of the file's row count, its
+    rows with a rank (a run's) and the reader's error (its message, line and file; null when none)."""
+
+    def summary(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            n = ranked = 0
+            error: list[Any] = [None, None, None]
+            for part in file_batches(path, kind, fmt, columns, rank):
+                if part.column("_error").null_count < part.num_rows:  # (the reader's error: one row)
+                    error = [part.column(c)[0].as_py() for c in ("_error", "_line", "_file")]
+                    break
+                n += part.num_rows
+                ranked += part.num_rows - part.column("rank").null_count if kind == "run" else part.num_rows
+            schema = arrow_schema(_SUMMARY)
+            cells = [n, ranked, *error]
+            yield pa.RecordBatch.from_arrays([pa.array([c], type=f.type) for c, f in zip(cells, schema)], schema=schema)
+
+    return summary
 
 
 def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str], ...], rank: bool) -> Any:

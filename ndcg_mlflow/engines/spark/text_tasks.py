@@ -1,0 +1,98 @@
+"""A text run of the spec (TREC, CSV, TSV, JSONL) read by the local engine's own reader in a Spark task and
+pre-filtered there (:class:`TextTask`): only the rows the top-K pre-filter keeps enter Spark.
+
+Without it, the task's rows (every row of the file) go to Spark's JVM, are joined to the evaluated judgments
+there and come back to a Python worker for the pre-filter. Here the task that reads the file looks each row's
+grade up in the evaluated judgments shipped with it (:func:`.parquet_tasks.grades_of`), gathers the rows into
+chunks cut where the query id changes and yields what :func:`.prefilter.prefilter_rows` keeps of each
+(:func:`.parquet_tasks.prefiltered_chunks`): the same reader, the same function, checks and kept rows as after
+the join. A query stored in one stretch of the file is in one chunk, whose pre-filter checked all its rows for
+duplicates; the rows of a query scattered in the file are checked as before (:func:`.prefilter.duplicates`, on
+the file read again by the local reader in a task). The file's rows were counted and its reader's error raised
+by :func:`.sources.local_reader_frame` before."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...spec import Metric
+from . import prefilter
+from .parquet_tasks import grade_lookup, prefiltered_chunks
+from .prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
+from .sources import file_batches, spark_schema
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """How a text run's task reads it: the file (its absolute path), its format and column mapping as the spec
+    declares them, whether its rank column is read, whether the rows carry their place in the file (``_order``)
+    and whether that place is their rank (a run without ranks under a rule that follows the displayed order)."""
+
+    path: str
+    format: str
+    columns: tuple[tuple[str, str], ...]
+    read_rank: bool
+    keep_order: bool
+    rank_from_order: bool
+
+    def prefiltered(
+        self,
+        spark: Any,
+        judged: Any,
+        metric: Metric,
+        depth: int,
+        has_rank: bool,
+        alternatives: Sequence[Metric] = (),
+    ) -> Any:
+        """The run rows that can decide some query's top ``depth`` (:func:`.prefilter.prefilter_rows`), as they
+        enter the shuffle (:data:`.prefilter.RUN_SCHEMA`, with ``_order`` when :attr:`keep_order`): a DataFrame
+        of one partition. ``judged``: the evaluated judgments (an Arrow table of query_id, doc_id, grade),
+        shipped with the task."""
+        read = self.reader(judged, metric, depth, has_rank, alternatives, prefilter.PREFILTER_CHUNK_ROWS)
+        schema = spark_schema(ORDERED_RUN_SCHEMA if self.keep_order else RUN_SCHEMA)
+        return spark.range(0, 1, 1, 1).mapInArrow(read, schema)
+
+    def reader(
+        self,
+        judged: Any,
+        metric: Metric,
+        depth: int,
+        has_rank: bool,
+        alternatives: Sequence[Metric] = (),
+        chunk_rows: int | None = None,
+    ) -> Any:
+        """The task's function (of :meth:`prefiltered`): its one-row batch -> the file's pre-filtered rows, as
+        Arrow batches, chunk by chunk of at least ``chunk_rows`` rows (default
+        :data:`.prefilter.PREFILTER_CHUNK_ROWS`)."""
+        chunk_rows = prefilter.PREFILTER_CHUNK_ROWS if chunk_rows is None else chunk_rows
+        lookup = grade_lookup(judged)
+        task = self
+
+        def read(batches: Iterable[Any]) -> Iterator[Any]:
+            for batch in batches:
+                if batch.num_rows:
+                    yield from prefiltered_chunks(
+                        task.tables(), lookup, metric, depth, has_rank, alternatives, chunk_rows
+                    )
+
+        return read
+
+    def tables(self) -> Iterator[Any]:
+        """The file's rows as the pre-filter takes them (query_id, doc_id, score, rank; ``_order`` when kept), in
+        the file's order, a batch of the reader at a time. A reader's error (the file changed since it was
+        checked) gives no rows: the evaluation then stops on the file's changed digest, as on the other paths."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for batch in file_batches(self.path, "run", self.format, self.columns, self.read_rank):
+            if batch.column("_error").null_count < batch.num_rows:
+                return
+            order = batch.column("_order")
+            rank = pc.cast(order, pa.float64()) if self.rank_from_order else batch.column("rank")
+            cols = {"query_id": batch.column("query_id"), "doc_id": batch.column("doc_id")}
+            cols.update(score=batch.column("score"), rank=rank)
+            if self.keep_order:
+                cols["_order"] = order
+            yield pa.table(cols)

@@ -1,0 +1,237 @@
+"""Text runs read by the local reader in a Spark task and pre-filtered there
+(:mod:`ndcg_mlflow.engines.spark.text_tasks`): the task's rows give the local engine's numbers of the whole file;
+each kept row's place is its line's; the checks and messages are those of the path that joins the file's rows to
+the judgments in Spark. The tests without Spark call the task's function directly; the others (``integration``)
+run one ``local[2]`` session for the module and are skipped when pyspark or Java is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from helpers import java_problem, local_spark
+from test_spark_parquet import long_lists, spec_of
+
+import ndcg_mlflow
+from ndcg_mlflow.engines.spark import sources
+from ndcg_mlflow.engines.spark.prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
+from ndcg_mlflow.engines.spark.sources import arrow_schema
+from ndcg_mlflow.engines.spark.text_tasks import TextTask
+from ndcg_mlflow.errors import NdcgError
+from ndcg_mlflow.evaluation import resolve_spec
+
+
+def _judged(qrels: pd.DataFrame) -> pa.Table:
+    return pa.table(
+        {
+            "query_id": qrels["query_id"].astype(str).tolist(),
+            "doc_id": qrels["doc_id"].astype(str).tolist(),
+            "grade": qrels["grade"].astype(float).tolist(),
+        }
+    )
+
+
+def _trec(path, run: pd.DataFrame) -> None:
+    """The run as a TREC file, its ranks the rows' places within their query (1, 2, ...)."""
+    rank = run.groupby("query_id").cumcount() + 1
+    lines = [f"{q} Q0 {d} {r} {s} t" for (q, d, s), r in zip(run.itertuples(index=False, name=None), rank)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _task_rows(task: TextTask, *args, **kwargs) -> pd.DataFrame:
+    """The task's output, called as Spark calls it (one batch of one task number)."""
+    read = task.reader(*args, **kwargs)
+    one = pa.record_batch({"id": pa.array([0], type=pa.int64())})
+    schema = arrow_schema(ORDERED_RUN_SCHEMA if task.keep_order else RUN_SCHEMA)
+    return pa.Table.from_batches(list(read([one])), schema=schema).to_pandas()
+
+
+# --------------------------------------------------------------------------- without Spark
+
+
+@pytest.mark.parametrize(
+    "ties, stored, fmt",
+    [
+        ("average", "by query", "trec"),
+        ("id_descending", "scattered", "trec"),
+        ("displayed_order", "by query", "csv"),  # no rank column: the lines' order is the rank
+        ("displayed_order", "scattered", "csv"),
+    ],
+)
+def test_the_tasks_rows_give_the_numbers_of_the_whole_file(tmp_path, monkeypatch, ties, stored, fmt):
+    """The reader's batches of 37 rows, chunks of at least 150 rows: the kept rows and the counts of the rest make
+    up the file, and they give the local engine's numbers of the whole file; each kept row's ``_order`` is its row
+    in the file and, without a rank column under ``displayed_order``, its rank. A file stored query by query has
+    each query in one chunk (none of its duplicates left to check in Spark); a scattered one has queries in
+    several."""
+    monkeypatch.setattr(sources, "BATCH_ROWS", 37)
+    qrels, run = long_lists(seed=11)
+    if stored == "scattered":
+        run = run.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    path = tmp_path / f"run.{fmt}"
+    if fmt == "trec":
+        _trec(path, run)
+    else:
+        run.to_csv(path, index=False)
+    spec = spec_of(ties=ties, cutoffs=(3, 7))
+    metric = resolve_spec(spec, qrels, {"a": run}, None).metric
+    from_order = fmt == "csv" and ties == "displayed_order"
+    task = TextTask(str(path), fmt, (), ties == "displayed_order", True, from_order)
+    kept = _task_rows(task, _judged(qrels), metric, 10, from_order or ties == "displayed_order", chunk_rows=150)
+    assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
+    assert kept["_extra"].sum() + len(kept) == len(run)
+    chunks_per_query = kept.groupby("query_id")["_chunk"].nunique()
+    assert chunks_per_query.max() == 1 if stored == "by query" else chunks_per_query.max() > 1
+    at = kept["_order"].to_numpy()
+    assert len(set(at)) == len(at)
+    np.testing.assert_array_equal(run["query_id"].to_numpy()[at], kept["query_id"].to_numpy())
+    np.testing.assert_array_equal(run["doc_id"].to_numpy()[at], kept["doc_id"].to_numpy())
+    np.testing.assert_array_equal(run["score"].to_numpy()[at], kept["score"].to_numpy())
+    if from_order:
+        np.testing.assert_array_equal(kept["rank"].to_numpy(), at.astype(float))
+    elif fmt == "trec" and ties == "displayed_order":
+        assert not kept["rank"].isna().any()
+    whole = run.assign(rank=np.arange(len(run), dtype=float))
+    mine = kept[["query_id", "doc_id", "score", "rank"]]
+    cols = ["query_id", "doc_id", "score"] + (["rank"] if from_order else [])
+    a = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": whole[cols]}).per_query
+    b = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": mine[cols]}).per_query
+    extra = kept.groupby("query_id")["_extra"].sum()
+    b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_a_file_the_reader_now_refuses_gives_no_rows(tmp_path):
+    """A file changed since it was checked so that the reader refuses it: the task yields nothing (no row of
+    the reader's error row enters the shuffle); the changed digest stops the evaluation."""
+    qrels, run = long_lists(seed=2, n_queries=3)
+    path = tmp_path / "run.trec"
+    path.write_text("q0 Q0 d1 1 not-a-number t\n", encoding="utf-8")
+    metric = resolve_spec(spec_of(ties="average"), qrels, {"a": run}, None).metric
+    task = TextTask(str(path), "trec", (), False, False, False)
+    assert list(task.tables()) == []
+    assert _task_rows(task, _judged(qrels), metric, 10, False).empty
+
+
+# --------------------------------------------------------------------------- on Spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    if java_problem():
+        pytest.skip(java_problem() or "")
+    yield from local_spark()
+
+
+def _spy(monkeypatch) -> list:
+    """The text tasks whose rows were read pre-filtered (their ``prefiltered`` calls)."""
+    calls: list = []
+    real = TextTask.prefiltered
+
+    def spied(self, *args, **kwargs):
+        calls.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TextTask, "prefiltered", spied)
+    return calls
+
+
+CASES = [
+    ("average", "trec", {}),
+    ("id_descending", "trec", {"unjudged": "condense"}),
+    ("displayed_order", "csv", {}),
+    ("id_descending", "tsv", {"cutoffs": (1, 10), "ideal": "candidates"}),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ties, fmt, rules", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_a_text_run_pre_filtered_in_its_task_gives_the_local_numbers(spark, tmp_path, monkeypatch, ties, fmt, rules):
+    """A text run (TREC with ranks; CSV and TSV without, the lines' order then the displayed one), chunks of at
+    least 150 rows: the local engine's per-query numbers, top lists, digests and row counts; the task read it and
+    fewer rows than the file's entered the buckets."""
+    from test_spark import assert_same
+
+    from ndcg_mlflow import Spark
+    from ndcg_mlflow.engines.spark import prefilter
+
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 150)
+    qrels, run = long_lists(seed=21)
+    name = f"run.{fmt}"
+    if fmt == "trec":
+        _trec(tmp_path / name, run)
+    else:
+        run.to_csv(tmp_path / name, index=False, sep="," if fmt == "csv" else "\t")
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    spec = spec_of(ties=ties, **rules)
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"t": name}}
+    calls = _spy(monkeypatch)
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=3), base_dir=tmp_path)
+    assert len(calls) == 1
+    info = remote.engine_info["systems"]["t"]
+    assert info["read_by"] == "the local reader in a Spark task, pre-filtered there"
+    assert remote.engine_info["prefilter"]["applied"] and info["rows_shuffled"] < len(run)
+    assert_same(local, remote)
+    assert [(f.sha256, f.rows) for f in local.files] == [(f.sha256, f.rows) for f in remote.files]
+
+
+def _outcome(spark, spec, folder) -> str:
+    from ndcg_mlflow import Spark
+
+    try:
+        ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2), base_dir=folder)
+    except NdcgError as exc:
+        return str(exc)
+    raise AssertionError("the run was accepted")
+
+
+@pytest.mark.integration
+def test_the_checks_and_messages_are_those_of_the_join_in_spark(spark, tmp_path, monkeypatch):
+    """Text runs the checks refuse. The reader's own refusals (a document twice, far from or next to its query's
+    other rows; a score that is not a number) stop the evaluation before any task reads the file, with the local
+    engine's message (file and line). The refusals made after the reader (a run sharing no query with the
+    judgments; an unjudged document under ``unjudged: error``), pre-filtered in the task: the message of the
+    file's rows joined to the judgments in Spark (the tasks turned off), naming the file."""
+    from ndcg_mlflow.engines.spark import judgments, prefilter
+
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 100)
+    qrels, run = long_lists(seed=9, n_queries=6)
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    low = run.sort_values("score").groupby("query_id").head(2)
+    read = {
+        "twice-far": pd.concat([run, low], ignore_index=True),
+        "twice-near": pd.concat([run, low]).sort_values("query_id", kind="stable").reset_index(drop=True),
+        "bad-score": run,
+    }
+    after = {"unknown-queries": (run.assign(query_id="nobody-" + run["query_id"]), "zero"), "unjudged": (run, "error")}
+    calls = _spy(monkeypatch)
+    for case, frame in read.items():
+        _trec(tmp_path / f"{case}.trec", frame)
+        if case == "bad-score":
+            lines = (tmp_path / f"{case}.trec").read_text(encoding="utf-8").splitlines()
+            lines[4] = lines[4].rsplit(" ", 2)[0] + " x0.5 t"
+            (tmp_path / f"{case}.trec").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        spec = spec_of(ties="average", cutoffs=(3,))
+        spec["data"] = {"qrels": "qrels.csv", "systems": {"s": f"{case}.trec"}}
+        with pytest.raises(NdcgError) as local:
+            ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+        assert _outcome(spark, spec, tmp_path) == str(local.value), case
+        assert f"{tmp_path / case}.trec:" in str(local.value), case
+    assert calls == []
+    for case, (frame, unjudged) in after.items():
+        _trec(tmp_path / f"{case}.trec", frame)
+        spec = spec_of(ties="average", cutoffs=(3,), unjudged=unjudged)
+        spec["data"] = {"qrels": "qrels.csv", "systems": {"s": f"{case}.trec"}}
+        before = len(calls)
+        mine = _outcome(spark, spec, tmp_path)
+        assert len(calls) == before + 1, case
+        with monkeypatch.context() as m:
+            m.setattr(judgments, "SHIPPED_JUDGMENTS_BYTES", -1)  # the file's rows joined to the judgments in Spark
+            theirs = _outcome(spark, spec, tmp_path)
+        assert len(calls) == before + 1, case
+        assert mine == theirs, case
+        assert f"{case}.trec" in mine, case
