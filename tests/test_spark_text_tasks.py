@@ -235,3 +235,35 @@ def test_the_checks_and_messages_are_those_of_the_join_in_spark(spark, tmp_path,
         assert len(calls) == before + 1, case
         assert mine == theirs, case
         assert f"{case}.trec" in mine, case
+
+
+@pytest.mark.integration
+def test_a_scattered_text_run_needs_no_second_duplicate_check(spark, tmp_path, monkeypatch):
+    """A TREC file whose queries' rows are scattered (a query's rows in several chunks of the task): the local
+    reader already refused any document listed twice, so no Spark job reads the file again to check the queries
+    split across chunks; the numbers are the local engine's."""
+    from test_spark import assert_same
+
+    from ndcg_mlflow import Spark
+    from ndcg_mlflow.engines.spark import assemble, prefilter
+
+    monkeypatch.setattr(prefilter, "PREFILTER_CHUNK_ROWS", 150)
+    checks: list = []
+    real = assemble.duplicates
+
+    def spied(*args, **kwargs):
+        checks.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(assemble, "duplicates", spied)
+    qrels, run = long_lists(seed=5, n_queries=12)
+    _trec(tmp_path / "run.trec", run.sample(frac=1.0, random_state=8).reset_index(drop=True))
+    qrels.to_csv(tmp_path / "qrels.csv", index=False)
+    spec = spec_of(ties="id_descending", cutoffs=(3, 7))
+    spec["data"] = {"qrels": "qrels.csv", "systems": {"t": "run.trec"}}
+    calls = _spy(monkeypatch)
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    remote = ndcg_mlflow.evaluate(spec, engine=Spark(spark, buckets=2), base_dir=tmp_path)
+    assert len(calls) == 1 and checks == []
+    assert remote.engine_info["systems"]["t"]["rows_shuffled"] < len(run)
+    assert_same(local, remote)

@@ -32,7 +32,7 @@ from . import companions as comps
 from .buckets import ERROR_ORDER, bucket_results
 from .judgments import Judged
 from .prefilter import duplicates, shuffled
-from .runs import computable, run_frame
+from .runs import READ_LOCALLY, READ_LOCALLY_IN_TASK, computable, run_frame
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
@@ -91,16 +91,20 @@ def system_rows(
 
 
 def unchecked_duplicates(
-    spark: Any, judged: Judged, run_df: Any, rows: Any
+    spark: Any, judged: Judged, job: SystemJob, rows: Any
 ) -> tuple[list[dict[str, Any]], bool] | None:
     """With the pre-filter, the duplicate check of the rows the buckets did not see (:func:`.prefilter.duplicates`),
-    unless a bucket found a problem that the local engine reports before duplicates; else None."""
+    unless a bucket found a problem that the local engine reports before duplicates, or the run was read by the
+    local reader (which refused a document listed twice, naming its lines, before any job read the rows); else
+    None."""
     import pyarrow.compute as pc
 
+    if job.read_by in (READ_LOCALLY, READ_LOCALLY_IN_TASK):
+        return None
     codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
     if judged.depth is None or any(ERROR_ORDER.index(c) < ERROR_ORDER.index("duplicate") for c in codes):
         return None
-    return duplicates(spark, run_df, rows)
+    return duplicates(spark, job.run_df, rows)
 
 
 def rows_seen(rows: Any) -> int:

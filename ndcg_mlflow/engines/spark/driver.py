@@ -93,7 +93,7 @@ def evaluate(
         files.append(job.info)
         with comps.kept(job.out_df, companions) as (out_df, rows_df), phase("scoring"):
             rows = rows_df.toArrow()
-            duplicates = unchecked_duplicates(spark, judged, job.run_df, rows)
+            duplicates = unchecked_duplicates(spark, judged, job, rows)
             computed = [(r, a) for r, a, _ in job.alternatives]
             systems_out[name], alt_out[name] = assemble(
                 name, job.label, metric, rows, query_ids, weights, notes, duplicates, computed

@@ -212,13 +212,13 @@ def _grouped_into(
     for name, source in sources.items():
         with phase("read"):  # the run's footers, row count and digest; its rows are read by the scoring job
             job = system_rows(spark, spec, judged, name, source, buckets, progress)
-        out_df, run_df, label, info = job.out_df, job.run_df, job.label, job.info
+        out_df, label, info = job.out_df, job.label, job.info
         files.append(info)
         out_df = out_df.persist()
         counts = None
         try:
             small = out_df.where(~F.col("kind").isin("query", "shown")).toArrow()
-            meta = check_buckets(name, label, metric, small, unchecked_duplicates(spark, judged, run_df, small))
+            meta = check_buckets(name, label, metric, small, unchecked_duplicates(spark, judged, job, small))
             zipped = F.arrays_zip(
                 "ndcg",
                 "dcg",

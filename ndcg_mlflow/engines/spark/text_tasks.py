@@ -6,10 +6,10 @@ there and come back to a Python worker for the pre-filter. Here the task that re
 grade up in the evaluated judgments shipped with it (:func:`.parquet_tasks.grades_of`), gathers the rows into
 chunks cut where the query id changes and yields what :func:`.prefilter.prefilter_rows` keeps of each
 (:func:`.parquet_tasks.prefiltered_chunks`): the same reader, the same function, checks and kept rows as after
-the join. A query stored in one stretch of the file is in one chunk, whose pre-filter checked all its rows for
-duplicates; the rows of a query scattered in the file are checked as before (:func:`.prefilter.duplicates`, on
-the file read again by the local reader in a task). The file's rows were counted and its reader's error raised
-by :func:`.sources.local_reader_frame` before."""
+the join. The file's rows were counted and its reader's error raised by :func:`.sources.local_reader_frame`
+before; the reader refuses a document listed twice for a query (naming both lines), so no query's rows need the
+second duplicate check of the rows the pre-filter left out (:func:`.assemble.unchecked_duplicates`), however
+scattered in the file."""
 
 from __future__ import annotations
 
