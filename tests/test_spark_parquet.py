@@ -74,6 +74,33 @@ def _all_tasks(plan, *args, **kwargs) -> pd.DataFrame:
     return pa.Table.from_batches(list(read([ids]))).to_pandas()
 
 
+def check_kept_rows(kept: pd.DataFrame, run: pd.DataFrame, spec: dict, qrels, from_order: bool, stored: str) -> None:
+    """The pre-filtered rows of a whole run (``kept``, read in tasks) against the run: in several chunks, fewer
+    than the run's rows, which with the counts of the rest make up the run; a query stored in one stretch in one
+    chunk, a scattered one in several; each kept row's ``_order`` its row in the run, and its rank where the
+    run's order is its rank (else null); and the local engine's numbers of the whole run from them."""
+    assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
+    assert kept["_extra"].sum() + len(kept) == len(run)
+    chunks_per_query = kept.groupby("query_id")["_chunk"].nunique()
+    assert chunks_per_query.max() == 1 if stored == "by query" else chunks_per_query.max() > 1
+    at = kept["_order"].to_numpy()
+    assert len(set(at)) == len(at)
+    for column in ("query_id", "doc_id", "score"):
+        np.testing.assert_array_equal(run[column].to_numpy()[at], kept[column].to_numpy())
+    if from_order:
+        np.testing.assert_array_equal(kept["rank"].to_numpy(), at.astype(float))
+    else:
+        assert kept["rank"].isna().all()
+    whole = run.assign(rank=np.arange(len(run), dtype=float))
+    mine = kept[["query_id", "doc_id", "score", "rank"]]
+    cols = ["query_id", "doc_id", "score"] + (["rank"] if from_order else [])
+    a = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": whole[cols]}).per_query
+    b = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": mine[cols]}).per_query
+    extra = kept.groupby("query_id")["_extra"].sum()
+    b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
 # --------------------------------------------------------------------------- without Spark
 
 
@@ -103,26 +130,7 @@ def test_the_tasks_rows_give_the_numbers_of_the_whole_run(tmp_path, monkeypatch,
     plan = parquet_tasks(files, columns, keep_order=True, rank_from_order=from_order)
     assert plan is not None and plan.rows == len(run) and len(plan.tasks) > 5
     kept = _all_tasks(plan, _judged(qrels), metric, 10, from_order, chunk_rows=200)
-    assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
-    assert kept["_extra"].sum() + len(kept) == len(run)
-    chunks_per_query = kept.groupby("query_id")["_chunk"].nunique()
-    assert chunks_per_query.max() == 1 if stored == "by query" else chunks_per_query.max() > 1
-    at = kept["_order"].to_numpy()
-    assert len(set(at)) == len(at)
-    np.testing.assert_array_equal(run["query_id"].to_numpy()[at], kept["query_id"].to_numpy())
-    np.testing.assert_array_equal(run["doc_id"].to_numpy()[at], kept["doc_id"].to_numpy())
-    if from_order:
-        np.testing.assert_array_equal(kept["rank"].to_numpy(), at.astype(float))
-    else:
-        assert kept["rank"].isna().all()
-    whole = run.assign(rank=np.arange(len(run), dtype=float))
-    mine = kept[["query_id", "doc_id", "score", "rank"]]
-    cols = ["query_id", "doc_id", "score"] + (["rank"] if from_order else [])
-    a = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": whole[cols]}).per_query
-    b = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": mine[cols]}).per_query
-    extra = kept.groupby("query_id")["_extra"].sum()
-    b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    check_kept_rows(kept, run, spec, qrels, from_order, stored)
 
 
 def test_each_row_is_read_by_the_task_holding_the_first_row_of_its_stretch():
@@ -239,18 +247,19 @@ def spark():
     yield from local_spark()
 
 
-def _spy(monkeypatch) -> list:
-    """The plans whose rows the tasks read (their ``prefiltered`` calls)."""
+def _spy(monkeypatch, kind: type | None = None) -> list:
+    """The plans whose rows the tasks read (their ``prefiltered`` calls), of ``kind`` (default ParquetTasks)."""
     from ndcg_mlflow.engines.spark.parquet_tasks import ParquetTasks
 
+    kind = kind or ParquetTasks
     calls: list = []
-    real = ParquetTasks.prefiltered
+    real = kind.prefiltered
 
     def spied(self, *args, **kwargs):
         calls.append(self)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(ParquetTasks, "prefiltered", spied)
+    monkeypatch.setattr(kind, "prefiltered", spied)
     return calls
 
 

@@ -7,12 +7,12 @@ run one ``local[2]`` session for the module and are skipped when pyspark or Java
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from helpers import java_problem, local_spark
-from test_spark_parquet import long_lists, spec_of
+from test_spark_parquet import _judged, check_kept_rows, long_lists, spec_of
+from test_spark_parquet import _spy as spy_on
+from test_spark_parquet import spark as spark  # noqa: F401 (the module's session fixture)
 
 import ndcg_mlflow
 from ndcg_mlflow.engines.spark import sources
@@ -21,16 +21,6 @@ from ndcg_mlflow.engines.spark.sources import arrow_schema
 from ndcg_mlflow.engines.spark.text_tasks import TextTask
 from ndcg_mlflow.errors import NdcgError
 from ndcg_mlflow.evaluation import resolve_spec
-
-
-def _judged(qrels: pd.DataFrame) -> pa.Table:
-    return pa.table(
-        {
-            "query_id": qrels["query_id"].astype(str).tolist(),
-            "doc_id": qrels["doc_id"].astype(str).tolist(),
-            "grade": qrels["grade"].astype(float).tolist(),
-        }
-    )
 
 
 def _trec(path, run: pd.DataFrame) -> None:
@@ -80,27 +70,7 @@ def test_the_tasks_rows_give_the_numbers_of_the_whole_file(tmp_path, monkeypatch
     from_order = fmt == "csv" and ties == "displayed_order"
     task = TextTask(str(path), fmt, (), ties == "displayed_order", True, from_order)
     kept = _task_rows(task, _judged(qrels), metric, 10, from_order or ties == "displayed_order", chunk_rows=150)
-    assert kept["_chunk"].nunique() > 3 and len(kept) < len(run)
-    assert kept["_extra"].sum() + len(kept) == len(run)
-    chunks_per_query = kept.groupby("query_id")["_chunk"].nunique()
-    assert chunks_per_query.max() == 1 if stored == "by query" else chunks_per_query.max() > 1
-    at = kept["_order"].to_numpy()
-    assert len(set(at)) == len(at)
-    np.testing.assert_array_equal(run["query_id"].to_numpy()[at], kept["query_id"].to_numpy())
-    np.testing.assert_array_equal(run["doc_id"].to_numpy()[at], kept["doc_id"].to_numpy())
-    np.testing.assert_array_equal(run["score"].to_numpy()[at], kept["score"].to_numpy())
-    if from_order:
-        np.testing.assert_array_equal(kept["rank"].to_numpy(), at.astype(float))
-    elif fmt == "trec" and ties == "displayed_order":
-        assert not kept["rank"].isna().any()
-    whole = run.assign(rank=np.arange(len(run), dtype=float))
-    mine = kept[["query_id", "doc_id", "score", "rank"]]
-    cols = ["query_id", "doc_id", "score"] + (["rank"] if from_order else [])
-    a = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": whole[cols]}).per_query
-    b = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": mine[cols]}).per_query
-    extra = kept.groupby("query_id")["_extra"].sum()
-    b["n_returned"] = b["n_returned"] + b["query_id"].map(extra).fillna(0).astype(b["n_returned"].dtype)
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    check_kept_rows(kept, run, spec, qrels, from_order, stored)
 
 
 def test_a_file_the_reader_now_refuses_gives_no_rows(tmp_path):
@@ -118,25 +88,9 @@ def test_a_file_the_reader_now_refuses_gives_no_rows(tmp_path):
 # --------------------------------------------------------------------------- on Spark
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    yield from local_spark()
-
-
 def _spy(monkeypatch) -> list:
     """The text tasks whose rows were read pre-filtered (their ``prefiltered`` calls)."""
-    calls: list = []
-    real = TextTask.prefiltered
-
-    def spied(self, *args, **kwargs):
-        calls.append(self)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(TextTask, "prefiltered", spied)
-    return calls
+    return spy_on(monkeypatch, TextTask)
 
 
 CASES = [

@@ -47,18 +47,20 @@ READ_BATCH_ROWS = 1 << 16
 """Rows of one Arrow batch a task reads from a row group (a chunk of the pre-filter gathers many)."""
 
 
-@dataclass(frozen=True)
-class ParquetTasks:
-    """A Parquet run's reading plan: the files (absolute paths, in the local readers' order), each task's row
-    groups (file index, row group, the place of its first row in the run), the source's names of the tool's
-    columns (``None``: absent), and whether the rows carry their place (``_order``) and take it as their rank."""
+class PrefilteringTasks:
+    """Tasks that read a run and pre-filter its rows where they read them (:class:`ParquetTasks`,
+    :class:`.text_tasks.TextTask`): :meth:`prefiltered` runs their :meth:`reader` in one Spark task each."""
 
-    files: tuple[str, ...]
-    tasks: tuple[tuple[tuple[int, int, int], ...], ...]
-    columns: dict[str, str | None]
-    rows: int
-    keep_order: bool
-    rank_from_order: bool
+    keep_order: bool  # whether the rows carry their place in the run (``_order``)
+
+    @property
+    def task_count(self) -> int:
+        """The Spark tasks that read the run."""
+        raise NotImplementedError
+
+    # (judged, metric, depth, has_rank, alternatives, chunk_rows) -> the tasks' function: batches of task numbers ->
+    # the pre-filtered rows of those tasks, as Arrow batches
+    reader: Callable[..., Callable[[Iterable[Any]], Iterator[Any]]]
 
     def prefiltered(
         self,
@@ -73,10 +75,28 @@ class ParquetTasks:
         enter the shuffle (:data:`.prefilter.RUN_SCHEMA`, with ``_order`` when :attr:`keep_order`): a DataFrame
         of one partition per task. ``judged``: the evaluated judgments (an Arrow table of query_id, doc_id,
         grade), shipped with the tasks."""
-        n = len(self.tasks)
+        n = self.task_count
         read = self.reader(judged, metric, depth, has_rank, alternatives, prefilter.PREFILTER_CHUNK_ROWS)
         schema = spark_schema(ORDERED_RUN_SCHEMA if self.keep_order else RUN_SCHEMA)
         return spark.range(0, n, 1, n).mapInArrow(read, schema)
+
+
+@dataclass(frozen=True)
+class ParquetTasks(PrefilteringTasks):
+    """A Parquet run's reading plan: the files (absolute paths, in the local readers' order), each task's row
+    groups (file index, row group, the place of its first row in the run), the source's names of the tool's
+    columns (``None``: absent), and whether the rows carry their place (``_order``) and take it as their rank."""
+
+    files: tuple[str, ...]
+    tasks: tuple[tuple[tuple[int, int, int], ...], ...]
+    columns: dict[str, str | None]
+    rows: int
+    keep_order: bool
+    rank_from_order: bool
+
+    @property
+    def task_count(self) -> int:
+        return len(self.tasks)
 
     def reader(
         self,

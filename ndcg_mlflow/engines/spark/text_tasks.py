@@ -19,13 +19,12 @@ from typing import Any
 
 from ...spec import Metric
 from . import prefilter
-from .parquet_tasks import grade_lookup, prefiltered_chunks
-from .prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
-from .sources import file_batches, spark_schema
+from .parquet_tasks import PrefilteringTasks, grade_lookup, prefiltered_chunks
+from .sources import file_batches
 
 
 @dataclass(frozen=True)
-class TextTask:
+class TextTask(PrefilteringTasks):
     """How a text run's task reads it: the file (its absolute path), its format and column mapping as the spec
     declares them, whether its rank column is read, whether the rows carry their place in the file (``_order``)
     and whether that place is their rank (a run without ranks under a rule that follows the displayed order)."""
@@ -37,22 +36,9 @@ class TextTask:
     keep_order: bool
     rank_from_order: bool
 
-    def prefiltered(
-        self,
-        spark: Any,
-        judged: Any,
-        metric: Metric,
-        depth: int,
-        has_rank: bool,
-        alternatives: Sequence[Metric] = (),
-    ) -> Any:
-        """The run rows that can decide some query's top ``depth`` (:func:`.prefilter.prefilter_rows`), as they
-        enter the shuffle (:data:`.prefilter.RUN_SCHEMA`, with ``_order`` when :attr:`keep_order`): a DataFrame
-        of one partition. ``judged``: the evaluated judgments (an Arrow table of query_id, doc_id, grade),
-        shipped with the task."""
-        read = self.reader(judged, metric, depth, has_rank, alternatives, prefilter.PREFILTER_CHUNK_ROWS)
-        schema = spark_schema(ORDERED_RUN_SCHEMA if self.keep_order else RUN_SCHEMA)
-        return spark.range(0, 1, 1, 1).mapInArrow(read, schema)
+    @property
+    def task_count(self) -> int:
+        return 1
 
     def reader(
         self,
@@ -63,8 +49,8 @@ class TextTask:
         alternatives: Sequence[Metric] = (),
         chunk_rows: int | None = None,
     ) -> Any:
-        """The task's function (of :meth:`prefiltered`): its one-row batch -> the file's pre-filtered rows, as
-        Arrow batches, chunk by chunk of at least ``chunk_rows`` rows (default
+        """The task's function (of :meth:`~.parquet_tasks.PrefilteringTasks.prefiltered`): its one-row batch ->
+        the file's pre-filtered rows, as Arrow batches, chunk by chunk of at least ``chunk_rows`` rows (default
         :data:`.prefilter.PREFILTER_CHUNK_ROWS`)."""
         chunk_rows = prefilter.PREFILTER_CHUNK_ROWS if chunk_rows is None else chunk_rows
         lookup = grade_lookup(judged)
