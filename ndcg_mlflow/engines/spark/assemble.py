@@ -32,7 +32,7 @@ from . import companions as comps
 from .buckets import ERROR_ORDER, bucket_results
 from .judgments import Judged
 from .prefilter import duplicates, shuffled
-from .runs import READ_LOCALLY, READ_LOCALLY_IN_TASK, computable, run_frame
+from .runs import computable, run_frame
 
 ROWS_PER_BUCKET = 1_000_000
 """Run rows per bucket when the bucket count is chosen from the run's size."""
@@ -48,6 +48,7 @@ class SystemJob(NamedTuple):
     n_buckets: int
     alternatives: list  # which of sensitivity's alternatives the rows hold (:func:`.runs.computable`)
     read_by: str  # how the run was read (:class:`.runs.RunFrame`'s ``reader``)
+    duplicates_checked: bool  # its reader refused a document listed twice (:class:`.runs.RunFrame`)
 
 
 def system_info(job: SystemJob, shuffled: int) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def system_rows(
     if progress:
         progress(f"reading system '{name}' on Spark")
     shipped = judged.shipped
-    run_df, label, info, has_rank, reader, tasks = run_frame(
+    run_df, label, info, has_rank, reader, tasks, checked = run_frame(
         spark, spec, name, source, judged.shared, shipped is not None
     )
     n_buckets = buckets or max(1, math.ceil(info.rows / ROWS_PER_BUCKET))
@@ -87,7 +88,7 @@ def system_rows(
     rows = comps.with_groups(rows, judged.companions)
     plan = judged.companions.plan if judged.companions is not None else None
     out = bucket_results(rows, judged.judged_df, n_buckets, name, label, spec.metric, has_rank, metrics, plan)
-    return SystemJob(out, run_df, label, info, n_buckets, alts, reader)
+    return SystemJob(out, run_df, label, info, n_buckets, alts, reader, checked)
 
 
 def unchecked_duplicates(
@@ -99,7 +100,7 @@ def unchecked_duplicates(
     None."""
     import pyarrow.compute as pc
 
-    if job.read_by in (READ_LOCALLY, READ_LOCALLY_IN_TASK):
+    if job.duplicates_checked:
         return None
     codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
     if judged.depth is None or any(ERROR_ORDER.index(c) < ERROR_ORDER.index("duplicate") for c in codes):

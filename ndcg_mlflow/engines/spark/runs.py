@@ -38,7 +38,8 @@ class RunFrame(NamedTuple):
     """A system's run as :func:`run_frame` gives it: its rows as a DataFrame, its label for errors, its file
     information, whether it has ranks, and, for a Parquet run read by pyarrow in Spark tasks, their plan (the
     DataFrame is then Spark's reader of the same files, for the duplicate check of the rows the pre-filter
-    leaves out: :func:`.prefilter.duplicates`)."""
+    leaves out: :func:`.prefilter.duplicates`), or for a text run the plan of its task; and whether its reader
+    already refused a document listed twice (the local reader's check, naming its lines)."""
 
     df: Any
     label: str
@@ -46,6 +47,7 @@ class RunFrame(NamedTuple):
     has_rank: bool
     reader: str
     tasks: ParquetTasks | TextTask | None = None
+    duplicates_checked: bool = False
 
 
 READ_IN_TASKS = "pyarrow in Spark tasks, pre-filtered there"
@@ -187,10 +189,10 @@ def _read_locally(spark: Any, spec: Spec, name: str, source: Any, label: str, in
     info = FileInfo(f"system:{name}", str(source.path), source.declared, sha, rows)
     has_rank = ranked or rank_from_order
     if not in_tasks:
-        return RunFrame(df, label, info, has_rank, READ_LOCALLY)
+        return RunFrame(df, label, info, has_rank, READ_LOCALLY, duplicates_checked=True)
     path = os.path.abspath(str(source.file))
     task = TextTask(path, source.format, tuple(source.columns), displayed, keep_order, rank_from_order)
-    return RunFrame(df, label, info, has_rank, READ_LOCALLY_IN_TASK, task)
+    return RunFrame(df, label, info, has_rank, READ_LOCALLY_IN_TASK, task, duplicates_checked=True)
 
 
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")

@@ -54,13 +54,12 @@ class TextTask(PrefilteringTasks):
         :data:`.prefilter.PREFILTER_CHUNK_ROWS`)."""
         chunk_rows = prefilter.PREFILTER_CHUNK_ROWS if chunk_rows is None else chunk_rows
         lookup = grade_lookup(judged)
-        task = self
 
         def read(batches: Iterable[Any]) -> Iterator[Any]:
             for batch in batches:
                 if batch.num_rows:
                     yield from prefiltered_chunks(
-                        task.tables(), lookup, metric, depth, has_rank, alternatives, chunk_rows
+                        self.tables(), lookup, metric, depth, has_rank, alternatives, chunk_rows
                     )
 
         return read
@@ -77,8 +76,7 @@ class TextTask(PrefilteringTasks):
                 return
             order = batch.column("_order")
             rank = pc.cast(order, pa.float64()) if self.rank_from_order else batch.column("rank")
-            cols = {"query_id": batch.column("query_id"), "doc_id": batch.column("doc_id")}
-            cols.update(score=batch.column("score"), rank=rank)
+            cols = {c: batch.column(c) for c in ("query_id", "doc_id", "score")} | {"rank": rank}
             if self.keep_order:
                 cols["_order"] = order
             yield pa.table(cols)
