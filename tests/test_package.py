@@ -310,11 +310,14 @@ def test_a_command_raises_the_collectors_first_threshold_and_restores_it(given, 
 @pytest.mark.slow
 def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo(tmp_path):
     """What a user installs: the wheel built from the package's files alone, installed into a new virtual
-    environment (the dependencies from the system's site-packages, nothing downloaded), runs ``ndcg-mlflow demo``
-    through its console script in a folder outside the source tree, with its C parts where the tree has them."""
+    environment, runs ``ndcg-mlflow demo`` through its console script in a folder outside the source tree, with its
+    C parts where the tree has them. Nothing is downloaded: the dependencies are those of the interpreter running
+    the tests, a virtual environment's or not (a ``.pth`` file of the new environment names that interpreter's own
+    site-packages folders; ``--system-site-packages`` would give the base interpreter's, not a venv's)."""
     import importlib.util
     import os
     import shutil
+    import site
 
     from ndcg_mlflow.kernel import native_kernel
 
@@ -335,7 +338,11 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo(tmp_path):
     pip = ("-m", "pip", "--disable-pip-version-check")
     run(sys.executable, *pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
     (wheel,) = dist.glob("ndcg_mlflow-*.whl")
-    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv)
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    ours = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    ours = [p for p in dict.fromkeys(ours) if Path(p).is_dir()]
+    purelib = run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    (Path(purelib) / "_running_interpreter.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
     run(venv / "bin" / "python", *pip, "install", "--no-deps", "--no-index", "--ignore-installed", wheel)
     work.mkdir()
     where = run(venv / "bin" / "python", "-c", "import ndcg_mlflow; print(ndcg_mlflow.__file__)", cwd=work)
