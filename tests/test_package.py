@@ -311,22 +311,24 @@ def test_a_command_raises_the_collectors_first_threshold_and_restores_it(given, 
 def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo(tmp_path):
     """What a user installs: the wheel built from the package's files alone, installed into a new virtual
     environment, runs ``ndcg-mlflow demo`` through its console script in a folder outside the source tree, with its
-    C parts where the tree has them. Nothing is downloaded: the dependencies are those of the interpreter running
-    the tests, a virtual environment's or not (a ``.pth`` file of the new environment names that interpreter's own
-    site-packages folders; ``--system-site-packages`` would give the base interpreter's, not a venv's)."""
-    import importlib.util
+    C parts where the tree has them; its metadata states the license as an SPDX expression. Nothing is downloaded:
+    the dependencies are those of the interpreter running the tests, a virtual environment's or not (a ``.pth``
+    file of the new environment names that interpreter's own site-packages folders; ``--system-site-packages``
+    would give the base interpreter's, not a venv's)."""
     import os
     import shutil
     import site
+    import zipfile
+    from importlib.metadata import version as installed
 
     from ndcg_mlflow.kernel import native_kernel
 
-    if not (importlib.util.find_spec("wheel") or importlib.util.find_spec("setuptools.command.bdist_wheel")):
-        pytest.skip("no bdist_wheel here: pip install wheel (the test extra has it)")
+    if int(installed("setuptools").split(".")[0]) < 77:  # (pyproject.toml's build-system floor)
+        pytest.skip("setuptools before 77 here: pip install 'setuptools>=77' (the test extra has it)")
     root = Path(__file__).resolve().parents[1]
     src, dist, venv, work = (tmp_path / name for name in ("src", "dist", "venv", "work"))
     shutil.copytree(root / "ndcg_mlflow", src / "ndcg_mlflow", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy(root / name, src / name)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(("NDCG_MLFLOW_", "MLFLOW_"))}
 
@@ -338,6 +340,11 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_the_demo(tmp_path):
     pip = ("-m", "pip", "--disable-pip-version-check")
     run(sys.executable, *pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
     (wheel,) = dist.glob("ndcg_mlflow-*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # the license as an SPDX expression and its file (PEP 639)
+        metadata = archive.read("ndcg_mlflow-0.1.0.dist-info/METADATA").decode().splitlines()
+        assert "ndcg_mlflow-0.1.0.dist-info/licenses/LICENSE" in archive.namelist()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert not [line for line in metadata if line.startswith(("License:", "Classifier: License ::"))]
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     ours = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     ours = [p for p in dict.fromkeys(ours) if Path(p).is_dir()]
