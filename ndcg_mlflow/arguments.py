@@ -136,6 +136,19 @@ COMMANDS: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {
             ),
         ),
     ),
+    "ui": (
+        LOCAL,
+        (
+            (
+                "MLflow's UI on MLflow's default local store, ./mlflow.db, at http://127.0.0.1:5000 (until Ctrl-C)",
+                "ndcg-mlflow ui",
+            ),
+            (
+                "the store an evaluation printed, on another port",
+                "ndcg-mlflow ui --backend-store-uri sqlite:////home/me/eval/mlflow.db --port 5001",
+            ),
+        ),
+    ),
 }
 
 
@@ -351,6 +364,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-mlflow", action="store_true", help="write the local results only; log nothing")
     demo.add_argument("--engine", choices=("local", "spark"), default="local", help="as 'run --engine'")
     demo.add_argument("--quiet", action="store_true", help="print only errors")
+
+    ui = command(
+        "ui",
+        "serve MLflow's UI (mlflow ui) from this tool's own Python environment, wherever it was installed "
+        "(pipx too: no mlflow command needed on PATH)",
+    )
+    ui.add_argument(
+        "--backend-store-uri",
+        metavar="URI",
+        help="the store whose runs it shows, as the 'MLflow UI:' line of run prints it (default: mlflow ui's, "
+        "./mlflow.db)",
+    )
+    ui.add_argument("--host", metavar="HOST", help="the address to listen on (default: mlflow ui's, 127.0.0.1)")
+    ui.add_argument("--port", metavar="PORT", type=int, help="the port to listen on (default: mlflow ui's, 5000)")
+    ui.add_argument("--workers", metavar="N", type=int, help="the server's worker processes (default: mlflow ui's, 4)")
     return parser
 
 

@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "plan": cmd_plan,
             "upload": cmd_upload,
             "demo": cmd_demo,
+            "ui": cmd_ui,
         }
         return commands[args.command](args)
     except NdcgError as exc:
@@ -390,6 +391,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"the demo's specs and data are in {spec.parent}/; {'evaluate them' if args.no_run else 'running'}:")
         print(f"  ndcg-mlflow {shlex.join(argv)}")
     return EXIT_OK if args.no_run else cmd_run(build_parser().parse_args(argv))
+
+
+def ui_command(args: argparse.Namespace) -> list[str]:
+    """``mlflow ui`` with ``ui``'s options, run by this interpreter (``python -m mlflow``): the tool's own
+    environment has mlflow, while the ``mlflow`` command may not be on PATH (``pipx install`` puts only the
+    tool's commands there)."""
+    argv = [sys.executable, "-m", "mlflow", "ui"]
+    for flag in ("--backend-store-uri", "--host", "--port", "--workers"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """MLflow's UI until it stops (Ctrl-C: exit 130); an exit of its own that is not 0 (a port in use, a store
+    it cannot open: its message printed above) is exit 2. Interrupted or terminated, the tool waits for it to
+    stop (Ctrl-C reaches both), then asks it to (SIGTERM), then ends it, so that no server is left behind."""
+    import shlex
+    import subprocess
+
+    argv = ui_command(args)
+    proc = subprocess.Popen(argv)
+    try:
+        code = proc.wait()
+    except BaseException:
+        for ask in (None, proc.terminate, proc.kill):
+            if ask is not None:
+                ask()
+            try:
+                proc.wait(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise
+    if code != 0:
+        raise NdcgError(f"mlflow ui exited with code {code} (its messages are above): {shlex.join(argv)}")
+    return EXIT_OK
 
 
 def cmd_upload(args: argparse.Namespace) -> int:

@@ -310,7 +310,9 @@ def format_locations(out_dir: Path) -> str:
 
 def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:
     """How to see a run in the MLflow UI: the command that serves a local store (SQLite or a folder) and the
-    run's page in it, or the run's page on a tracking server. Credentials are never shown."""
+    run's page in it, or the run's page on a tracking server. Credentials are never shown. The command is
+    ``ndcg-mlflow ui``, which runs MLflow's UI from the tool's own environment: ``mlflow ui`` is not a command
+    where the tool was installed with pipx."""
     import shlex
 
     page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else ""
@@ -335,7 +337,7 @@ def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> s
             + (f" of {safe_uri(text)}" if text else "")
         )
     return (
-        f"MLflow UI: mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
+        f"MLflow UI: ndcg-mlflow ui --backend-store-uri {shlex.quote(safe_uri(store) or store)}\n"
         f"  then open http://127.0.0.1:5000/{page}" + ("" if page else f" (run {run_id})")
     )
 

@@ -26,6 +26,7 @@ RETURNS = {
     "compare": EVERY | {3},
     "plan": EVERY | {3},
     "demo": EVERY | {3},
+    "ui": EVERY,
 }
 
 
@@ -189,3 +190,50 @@ def test_the_demo_prints_the_run_command_and_runs_it(tmp_path, capsys, monkeypat
     (folder,) = (tmp_path / "ndcg_reports").iterdir()
     assert folder.name.startswith("demo-product-search-") and (folder / "summary.json").is_file()
     assert f"local results: {folder.resolve()}" in out
+
+
+@pytest.mark.integration
+def test_ui_serves_mlflows_ui_with_no_mlflow_command_on_path(tmp_path):
+    """``ndcg-mlflow ui`` (the command every run prints) where no ``mlflow`` command is on PATH, as after ``pipx
+    install .``: MLflow's UI answers on the port given, for the store given; Ctrl-C ends it with exit 130."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+    import urllib.request
+
+    from helpers import clean_env, cli_command, free_port
+
+    path = os.pathsep.join(d for d in ("/usr/bin", "/bin") if os.path.isdir(d))
+    assert shutil.which("mlflow", path=path) is None, "an mlflow command on the PATH of the test"
+    port = free_port()
+    store = f"sqlite:///{tmp_path / 'ui.db'}"
+    argv = cli_command("ui", "--backend-store-uri", store, "--port", str(port), "--workers", "1")
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=clean_env(PATH=path, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # (its own process group, as a terminal's foreground job: Ctrl-C reaches all)
+    )
+    try:
+        deadline, answered = time.monotonic() + 120, False
+        while time.monotonic() < deadline and proc.poll() is None and not answered:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                    answered = resp.status == 200
+            except OSError:
+                time.sleep(0.5)
+        assert answered, f"no answer on port {port} (exit {proc.poll()})"
+        assert (tmp_path / "ui.db").is_file()  # the store given, not ./mlflow.db
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out
+        assert "ndcg_mlflow/" not in out, out  # (no traceback of the tool's)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()

@@ -175,29 +175,29 @@ def test_the_query_line_tells_the_set_from_the_evaluated():
     [
         (
             "sqlite:///mlflow.db",
-            "MLflow UI: mlflow ui --backend-store-uri sqlite:///{cwd}/mlflow.db\n"
+            "MLflow UI: ndcg-mlflow ui --backend-store-uri sqlite:///{cwd}/mlflow.db\n"
             "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
         ),
         (
             "sqlite:////data/runs/mlflow.db",
-            "MLflow UI: mlflow ui --backend-store-uri sqlite:////data/runs/mlflow.db\n"
+            "MLflow UI: ndcg-mlflow ui --backend-store-uri sqlite:////data/runs/mlflow.db\n"
             "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
         ),
         ("http://user:secret@mlflow.example:5000/", "MLflow UI: http://mlflow.example:5000/#/experiments/7/runs/abc"),
         ("https://mlflow.example/ml", "MLflow UI: https://mlflow.example/ml/#/experiments/7/runs/abc"),
         (
             "file:///srv/mlruns",
-            "MLflow UI: mlflow ui --backend-store-uri file:///srv/mlruns\n"
+            "MLflow UI: ndcg-mlflow ui --backend-store-uri file:///srv/mlruns\n"
             "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
         ),
         (
             "my runs",
-            "MLflow UI: mlflow ui --backend-store-uri file://{cwd}/my%20runs\n"
+            "MLflow UI: ndcg-mlflow ui --backend-store-uri file://{cwd}/my%20runs\n"
             "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
         ),
         (
             "sqlite:///my dir/mlflow.db",
-            "MLflow UI: mlflow ui --backend-store-uri 'sqlite:///{cwd}/my dir/mlflow.db'\n"
+            "MLflow UI: ndcg-mlflow ui --backend-store-uri 'sqlite:///{cwd}/my dir/mlflow.db'\n"
             "  then open http://127.0.0.1:5000/#/experiments/7/runs/abc",
         ),
         ("databricks", "MLflow UI: run abc in experiment 7 of databricks"),
@@ -209,3 +209,29 @@ def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cwd = str(tmp_path.resolve())
     assert mlflow_ui_hint(uri, "7", "abc") == expected.format(cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    "uri, store",
+    [
+        ("sqlite:///my dir/mlflow.db", "sqlite:///{cwd}/my dir/mlflow.db"),
+        ("file:///srv/mlruns", "file:///srv/mlruns"),
+        ("my runs", "file://{cwd}/my%20runs"),
+    ],
+)
+def test_the_ui_command_printed_runs_mlflows_ui_from_the_tools_own_interpreter(uri, store, tmp_path, monkeypatch):
+    """The hint's command parses with the tool's own parser, and ``ndcg-mlflow ui`` runs ``mlflow ui`` on the
+    same store with the interpreter running the tool (``python -m mlflow``), not a ``mlflow`` found on PATH."""
+    import shlex
+    import sys
+
+    from ndcg_mlflow.arguments import build_parser
+    from ndcg_mlflow.cli import ui_command
+    from ndcg_mlflow.terminal import mlflow_ui_hint
+
+    monkeypatch.chdir(tmp_path)
+    first = mlflow_ui_hint(uri, "7", "abc").splitlines()[0]
+    words = shlex.split(first.removeprefix("MLflow UI: "))
+    assert words[:2] == ["ndcg-mlflow", "ui"]
+    argv = ui_command(build_parser().parse_args(words[1:]))
+    assert argv == [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store.format(cwd=tmp_path.resolve())]

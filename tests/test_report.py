@@ -649,7 +649,7 @@ def test_terminal_says_where_the_report_is_and_how_to_open_mlflow(tracking_uri, 
         if r.data.tags.get("ndcg_mlflow.role") == "evaluation"
     )
     db = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
-    i = lines.index(f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{db}")  # the store this run went to
+    i = lines.index(f"MLflow UI: ndcg-mlflow ui --backend-store-uri sqlite:///{db}")  # the store this run went to
     assert lines[i + 1] == (
         f"  then open http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
     )
