@@ -1,10 +1,12 @@
-"""The documentation site (docs/, mkdocs.yml) says what the package does.
+"""The documentation site (docs/, mkdocs.yml) and the README say what the package does.
 
 - docs/getting-started.md runs as written: its shell and Python blocks, in a new folder with a store of its own,
   print what the page shows.
 - The spec reference, generated from ndcg_mlflow/rules.py, presets.py and spec/types.py by
   docs/gen_spec_reference.py, lists every rule and choice, every key and whether it is required.
 - The exit codes are worded as errors.EXIT_CODES words them, and the README links only to pages that exist.
+- Every fenced block of the README and docs/ is checked by its language (the convention is above the tests:
+  yaml specs validated, python blocks run on the demo, bash commands parsed).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import CONFIGS
 from helpers import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,3 +161,189 @@ def test_the_readme_links_to_pages_that_exist():
     for link in links:
         assert (REPO / link).is_file(), link
     assert len(text.splitlines()) <= 250
+
+
+# --------------------------------------------------------------------------- every block of the README and docs/
+#
+# Every fenced block of README.md and docs/*.md is checked by its language:
+#
+# - ``yaml``: a spec. One with ``spec_version`` is validated by the spec loader as written; one without is a
+#   fragment: each top-level section it shows replaces that section of configs/demo.yaml (a section is shown whole,
+#   so a required key missing from it is an error), and the result is validated. Data files are not read.
+# - ``python``: every name it uses is imported or assigned in it (or named by ``given:`` in its marker); then it
+#   runs, in its own process, in a folder holding the demo as the page's own first command leaves it: the README's
+#   a copy of the source tree's ``configs/`` (``ndcg-mlflow run configs/demo.yaml``), a docs page's the
+#   ``ndcg-mlflow-demo/`` that ``ndcg-mlflow demo`` writes; with an MLflow store of its own.
+# - ``bash``: each command is one that exists: ``ndcg-mlflow`` with arguments its parser takes, ``pip install``
+#   of this package with extras it declares, ``python -m pytest``, ``java -version``; no ``mlflow`` command (not
+#   on PATH after ``pipx install .``: ``ndcg-mlflow ui`` is).
+# - ``text`` and unlabelled blocks: output and synopses, not run.
+#
+# ``<!-- docs-test: skip (why) -->`` on the line before a block keeps it from running (a reason is required); its
+# names, spec and commands are checked all the same. ``given: a b`` in the marker names what a skipped Python
+# block takes from its context. getting-started.md's blocks run in test_getting_started_runs_as_written.
+
+MARKED_BLOCK = re.compile(r"(?:<!-- docs-test: (?P<mark>[^\n]*?)-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S)
+PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def every_block() -> list[tuple[str, str, str, str]]:
+    """(where: page:line, marker text, language, text) of every fenced block of the README and docs/."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for m in MARKED_BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start("lang")) + 1
+            found.append((f"{page.relative_to(REPO)}:{line}", (m["mark"] or "").strip(), m["lang"], m["body"]))
+    return found
+
+
+def _of(lang: str) -> list:
+    return [pytest.param(where, mark, body, id=where) for where, mark, kind, body in every_block() if kind == lang]
+
+
+def test_every_block_has_a_language_the_checks_know_and_skips_say_why():
+    for where, mark, lang, _ in every_block():
+        assert lang in ("yaml", "python", "bash", "text", ""), (where, lang)
+        if mark.startswith("skip"):
+            assert re.match(r"skip \(.+\)", mark), f"{where}: a skip says why: <!-- docs-test: skip (why) -->"
+
+
+@pytest.mark.parametrize("where, mark, body", _of("yaml"))
+def test_each_yaml_block_is_a_valid_spec_or_spec_fragment(where, mark, body):
+    from ndcg_mlflow.spec import load_spec
+    from ndcg_mlflow.spec.yamltext import safe_yaml
+
+    shown = safe_yaml(body, "the block")
+    assert isinstance(shown, dict) and shown, "a yaml block is a spec or a mapping of spec sections"
+    spec = shown
+    if "spec_version" not in shown:
+        spec = {**safe_yaml((CONFIGS / "demo.yaml").read_text(encoding="utf-8"), "demo.yaml"), **shown}
+    load_spec(spec, base_dir=CONFIGS)
+
+
+def _undefined_names(code: str) -> set[str]:
+    """The names a block reads that nothing in it binds (no import, assignment, loop, def or class), builtins
+    aside: read from its symbol tables, nested scopes (lambdas, functions) included."""
+    import builtins
+    import symtable
+
+    top = symtable.symtable(code, "<block>", "exec")
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    bound |= set(dir(builtins))
+    missing: set[str] = set()
+
+    def visit(table: symtable.SymbolTable) -> None:
+        for symbol in table.get_symbols():
+            if symbol.is_referenced() and (table is top or symbol.is_global()) and symbol.get_name() not in bound:
+                missing.add(symbol.get_name())
+        for child in table.get_children():
+            visit(child)
+
+    visit(top)
+    return missing
+
+
+def test_the_name_check_finds_a_missing_import():
+    assert _undefined_names("import ndcg_mlflow\nr = ndcg_mlflow.evaluate(spec)\nf = lambda x: mlflow.y(x, r)\n") == {
+        "spec",
+        "mlflow",
+    }
+    assert _undefined_names("import os\nfor p in os.listdir():\n    print(p)\n") == set()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("where, mark, body", _of("python"))
+def test_each_python_block_names_what_it_uses_and_runs_on_the_demo(where, mark, body, tracking_uri, tmp_path):
+    given = set(re.search(r"given: ([\w ]+)", mark)[1].split()) if "given:" in mark else set()
+    missing = _undefined_names(body) - given
+    assert not missing, f"names used but never imported or assigned: {sorted(missing)}"
+    if mark.startswith("skip") or where.startswith("docs/getting-started.md:"):
+        return
+    import shutil
+
+    from ndcg_mlflow.demo import write_demo
+
+    if where.startswith("README.md:"):  # (the README is read in the source tree: pip install . && ndcg-mlflow run ...)
+        shutil.copytree(CONFIGS, tmp_path / "configs")
+    else:  # (the site is read where the tool was installed: ndcg-mlflow demo)
+        write_demo(tmp_path / "ndcg-mlflow-demo")
+    env = clean_env(MLFLOW_TRACKING_URI=tracking_uri)
+    done = subprocess.run(
+        [sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"the block failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"
+
+
+def _commands(body: str) -> list[list[str]]:
+    """The simple commands of a bash block: continuation lines joined, comments dropped, split at ``&&``, ``||``,
+    ``;`` and ``|``, leading ``NAME=value`` assignments dropped."""
+    import shlex
+
+    commands: list[list[str]] = []
+    for line in body.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        words: list[str] = []
+        for word in [*lexer, ";"]:
+            if set(word) <= set("|&;()"):
+                while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+                    words.pop(0)
+                if words:
+                    commands.append(words)
+                words = []
+            else:
+                words.append(word)
+    return commands
+
+
+def _command_problem(words: list[str]) -> str | None:
+    """Why a command of a docs page would not run as shown, or None."""
+    from importlib.metadata import metadata
+
+    from ndcg_mlflow.arguments import build_parser
+
+    name, args = words[0], words[1:]
+    if name == "ndcg-mlflow":
+        try:
+            build_parser().parse_args(args)
+        except SystemExit:
+            return "its arguments do not parse with ndcg-mlflow's parser"
+        return None
+    if name == "pip" and args[:1] == ["install"]:
+        extras = set(metadata("ndcg-mlflow").get_all("Provides-Extra") or [])
+        targets = [a for a in args[1:] if a != "-e"]
+        for target in targets:
+            m = re.fullmatch(r"(\.|ndcg-mlflow)(?:\[([\w,]+)\])?", target)
+            if not m:
+                return f"pip install {target}: not this package"
+            unknown = set((m[2] or "").split(",")) - {""} - extras
+            if unknown:
+                return f"extras {sorted(unknown)} are not declared in pyproject.toml"
+        return None if targets else "pip install of nothing"
+    if name == "mlflow":
+        return "the mlflow command is not on PATH where the tool was installed with pipx: ndcg-mlflow ui"
+    if [name, *args] in (["python", "-m", "pytest"], ["java", "-version"]) or name == "exit":
+        return None
+    return "not a command the docs' checks know"
+
+
+def test_the_command_check_finds_what_does_not_exist():
+    assert _commands("A=1 ndcg-mlflow run x.yaml --quiet || exit $?  # a gate\npip install . && \\\n  mkdocs") == [
+        ["ndcg-mlflow", "run", "x.yaml", "--quiet"],
+        ["exit", "$?"],
+        ["pip", "install", "."],
+        ["mkdocs"],
+    ]
+    assert _command_problem(["ndcg-mlflow", "run", "x.yaml", "--no-such-flag"])
+    assert _command_problem(["ndcg-mlflow", "plan", "FOLDER", "--margin", "M"])  # (a synopsis, not a command)
+    assert _command_problem(["pip", "install", ".[tests]"])
+    assert _command_problem(["mlflow", "ui"])
+    assert _command_problem(["pip", "install", "-e", ".[test,spark]"]) is None
+
+
+@pytest.mark.parametrize("where, mark, body", _of("bash"))
+def test_each_bash_block_runs_commands_that_exist(where, mark, body):
+    problems = [f"{' '.join(words)}: {p}" for words in _commands(body) if (p := _command_problem(words))]
+    assert not problems, "\n".join(problems)
