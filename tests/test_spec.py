@@ -544,3 +544,14 @@ def test_numpy_numbers_in_a_spec_mapping_are_those_numbers(tmp_path, over):
     want = load_spec(_with_statistics(**plain), base_dir=tmp_path)
     assert spec.resolved() == want.resolved()
     assert spec.text == want.text and yaml.safe_load(spec.text) == yaml.safe_load(want.text)
+
+
+def test_a_mapping_nested_too_deeply_is_a_spec_error_with_numpy_loaded(tmp_path):
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    node["x"] = np.float64(1.0)
+    with pytest.raises(SpecError, match="at key 'a': unknown key"):
+        load_spec(deep, base_dir=tmp_path)
