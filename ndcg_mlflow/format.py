@@ -3,6 +3,10 @@
 
 Numbers: means, differences and intervals with 4 decimals (signed where they are differences), p-values with 4
 decimals or, below 1e-4, one significant digit in e-notation (:func:`number`, :func:`p_value`, :func:`share`).
+A number declared in a spec or compared with one (a margin, a threshold, an alpha, a level) is written so that two
+different numbers never print alike: as given, the shortest text that reads back as it (:func:`exact`,
+:func:`exact_share` for a ratio as a percentage), and a figure beside the threshold it is compared with in as many
+digits as keep their order (:func:`distinct`, :func:`distinct_share`); never ``-0``.
 
 Missing values, one rule per medium: a number that is absent (None) or undefined (NaN: no query left in a mean,
 a test with too few queries) is written
