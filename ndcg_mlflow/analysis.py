@@ -29,12 +29,16 @@ import numpy as np
 
 from . import planning, stats
 from .format import listing, md_html, md_table, md_text, number
+from .result import relative
 from .risk import regressed, risk_entry
 from .rules import cutoff_label, key_label, metric_name
 from .segments import Segments, consistency, stratified_indices
 from .spec import Comparison, Uncertainty
 
 POWER = 0.8  # the power of the reported minimum detectable difference and of the queries needed
+#: the range of each resampled series' mean, which its interval never leaves: a system's mean nDCG and a share
+#: of regressed queries in [0, 1], a difference of two nDCG means in [-1, 1]
+RANGES = {"system": (0.0, 1.0), "regressed": (0.0, 1.0), "delta": (-1.0, 1.0)}
 
 
 @dataclass
@@ -74,26 +78,50 @@ def _mask_token(mask: np.ndarray) -> bytes:
     return np.packbits(mask).tobytes() + mask.size.to_bytes(8, "little")
 
 
+def scope_weights(result, segs: Segments | None) -> dict[str | None, np.ndarray]:
+    """The weights each scope's figures are computed with: overall (``None``) the evaluation's weights over the
+    largest one; in a segment, the segment's weights over the segment's largest one (zero outside it), which are
+    exactly the weights of the same spec restricted to the segment's queries. The same ratios either way, but
+    not the same bits: a resampled mean or an estimate summed from other bits rounds differently, and a BCa
+    interval's bias correction counts the resampled means below the estimate, which a rounding moves."""
+    out: dict[str | None, np.ndarray] = {None: result.relative_weights}
+    if segs is not None:
+        for s, label in enumerate(segs.labels):
+            sm = segs.mask(s)
+            w = np.zeros(sm.size)
+            w[sm] = relative(result.weights[sm])
+            out[label] = w
+    return out
+
+
 class _Resampling:
     """The bootstrap jobs of one analysis: every series resampled on the same queries (the same valid-query
-    mask, and the same strata) shares one resampling, seeded by the seed and those queries' ids."""
+    mask, the same scope's weights and the same strata) shares one resampling, seeded by the seed and those
+    queries' ids."""
 
-    def __init__(self, result, uncertainty: Uncertainty) -> None:
+    def __init__(self, result, uncertainty: Uncertainty, weights: dict[str | None, np.ndarray]) -> None:
         self.ids = result.query_ids
-        self.w = result.relative_weights
+        self.weights = weights
         self.unc = uncertainty
-        self.jobs: dict[bytes, tuple[np.ndarray, np.ndarray | None, list[tuple[Any, np.ndarray]]]] = {}
+        self.jobs: dict[bytes, tuple[np.ndarray, str | None, np.ndarray | None, list[tuple[Any, np.ndarray]]]] = {}
         self.out: dict[Any, tuple[float, float, float, np.ndarray]] = {}
 
-    def add(self, mask: np.ndarray, label: Any, series: np.ndarray, strata: np.ndarray | None = None) -> None:
-        token = _mask_token(mask) + (b"S" if strata is not None else b"")
-        self.jobs.setdefault(token, (mask, strata, []))[2].append((label, series))
+    def add(
+        self,
+        mask: np.ndarray,
+        label: Any,
+        series: np.ndarray,
+        strata: np.ndarray | None = None,
+        scope: str | None = None,
+    ) -> None:
+        token = _mask_token(mask) + (b"S" if strata is not None else b"") + repr(scope).encode("utf-8")
+        self.jobs.setdefault(token, (mask, scope, strata, []))[3].append((label, series))
 
     def run(self) -> None:
         unc = self.unc
-        for mask, strata, series in self.jobs.values():
+        for mask, scope, strata, series in self.jobs.values():
             ids = self.ids[mask]
-            w = self.w[mask]
+            w = self.weights[scope][mask]
             x = np.column_stack([s[mask] for _, s in series])
             chunks = None
             if strata is not None:
@@ -107,7 +135,10 @@ class _Resampling:
                 studentized=unc.method == "studentized",
                 index_chunks=chunks,
             )
-            lows, highs = stats.interval(boot, x, w, confidence=unc.confidence, method=unc.method)
+            bounds = np.array([RANGES[label[0]] for label, _ in series]).T
+            lows, highs = stats.interval(
+                boot, x, w, confidence=unc.confidence, method=unc.method, bounds=(bounds[0], bounds[1])
+            )
             ses = stats.standard_error(boot, x)
             for c, (label, _) in enumerate(series):
                 self.out[label] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
@@ -125,12 +156,14 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         return out
     keys = result.spec.metric.keys
     names = list(result.systems)
-    w_all = result.relative_weights  # weights over the largest: same ratios, no overflow or underflow
     segs = Segments.of(result)
+    # weights over the largest (same ratios, no overflow or underflow), per scope: overall and each segment
+    scope_w = scope_weights(result, segs)
+    w_all = scope_w[None]
     strata = segs.codes if segs is not None and uncertainty.stratify else None
     seg_masks = [(label, segs.mask(s)) for s, label in enumerate(segs.labels)] if segs is not None else []
     guard = decision.guardrails.regressions if decision is not None else None
-    boot = _Resampling(result, uncertainty)
+    boot = _Resampling(result, uncertainty, scope_w)
 
     for name in names:
         x = result.systems[name].result.ndcg
@@ -140,7 +173,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 boot.add(mask, ("system", name, key, None), x[:, j], strata)
             for label, sm in seg_masks:
                 if (mask & sm).any():
-                    boot.add(mask & sm, ("system", name, key, label), x[:, j])
+                    boot.add(mask & sm, ("system", name, key, label), x[:, j], scope=label)
     pairs: list[tuple[str, str]] = []
     pair_masks: list[np.ndarray] = []  # the queries valid for both systems of each pair
     if comparison is not None:
@@ -158,9 +191,9 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 scoped += [(lb, mask & sm, None) for lb, sm in seg_masks]
                 for where, m, st in scoped:
                     if m.any():
-                        boot.add(m, ("delta", name, key, where), d, st)
+                        boot.add(m, ("delta", name, key, where), d, st, where)
                         if guard is not None:
-                            boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st)
+                            boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st, where)
     boot.run()
 
     for name in names:
@@ -179,12 +212,12 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 m = mask & sm
                 lo, hi, se, _ = boot.get(("system", name, key, label))
                 out.segments.setdefault(label, {}).setdefault(name, {})[key] = {
-                    "mean": stats.nan_weighted_mean(x[sm, j], w_all[sm]),
+                    "mean": stats.nan_weighted_mean(x[sm, j], scope_w[label][sm]),
                     "ci_low": lo,
                     "ci_high": hi,
                     "std_error": se,
                     "n": int(m.sum()),
-                    "n_eff": stats.effective_n(w_all[m]),
+                    "n_eff": stats.effective_n(scope_w[label][m]),
                 }
 
     if comparison is None:
@@ -203,14 +236,16 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         for (name, key), mask in zip(pairs, pair_masks)
     ]
     randomization = (
-        _randomization(result, comparison, uncertainty, jobs) if comparison.test in ("randomization", "both") else {}
+        _randomization(result, comparison, uncertainty, jobs, scope_w)
+        if comparison.test in ("randomization", "both")
+        else {}
     )
     primary = []
     rows = []
     for name, key, scope, mask in jobs:
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
-        w = w_all[mask]
+        w = scope_w[scope][mask]
         d = cand[mask, j] - base[mask, j]
         if scope is None:
             out.paired[(name, key)] = (d, w)
@@ -272,11 +307,16 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         row["correction"] = comparison.correction
     out.comparisons = rows[: len(pairs)]
     out.segment_comparisons = rows[len(pairs) :]
+    undefined = int(np.count_nonzero(np.isnan(np.asarray(primary, dtype=np.float64))))
+    if undefined and comparison.correction != "none":
+        out.family += f" ({undefined} without a p-value, each counted as p = 1)"
     out.correction_family = {
         "size": members,
         "correction": comparison.correction,
         "test": test_name,
         "statement": out.family,
+        # members without a p-value stay in the family, counted as p = 1 (stats.correct)
+        "without_p_value": undefined,
         "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb, _ in jobs],
     }
     if seg_masks:
@@ -336,10 +376,15 @@ def planned_detection(result, spec) -> list[str]:
 
 
 def _randomization(
-    result, comparison: Comparison, uncertainty: Uncertainty, jobs: list[tuple[str, str, str | None, np.ndarray]]
+    result,
+    comparison: Comparison,
+    uncertainty: Uncertainty,
+    jobs: list[tuple[str, str, str | None, np.ndarray]],
+    scope_w: dict[str | None, np.ndarray],
 ) -> dict[tuple[str, str, str | None], tuple[float, bool]]:
-    """Randomization p-values of every comparison (overall and per segment); comparisons on the same queries
-    share one stream of sign vectors (seeded by the seed and those queries' ids), drawn once."""
+    """Randomization p-values of every comparison (overall and per segment, with that scope's weights);
+    comparisons on the same queries share one stream of sign vectors (seeded by the seed and those queries'
+    ids), drawn once."""
     keys = list(result.spec.metric.keys)
     base = result.systems[comparison.baseline].result.ndcg
     groups: dict[bytes, list[tuple[tuple[str, str, str | None], np.ndarray, np.ndarray]]] = {}
@@ -347,14 +392,14 @@ def _randomization(
         j = keys.index(key)
         cand = result.systems[name].result.ndcg
         if mask.any():
-            token = _mask_token(mask)
+            token = _mask_token(mask) + repr(label).encode("utf-8")
             groups.setdefault(token, []).append(((name, key, label), mask, cand[:, j] - base[:, j]))
     out: dict[tuple[str, str, str | None], tuple[float, bool]] = {}
     for items in groups.values():
-        mask = items[0][1]
+        (_, _, scope), mask, _ = items[0]
         d = np.column_stack([diff[mask] for _, _, diff in items])
         rng = np.random.default_rng(stats.resample_seed(uncertainty.seed, ["randomization", *result.query_ids[mask]]))
-        p, exact = stats.randomization_tests(d, result.relative_weights[mask], resamples=uncertainty.resamples, rng=rng)
+        p, exact = stats.randomization_tests(d, scope_w[scope][mask], resamples=uncertainty.resamples, rng=rng)
         for (which, _, _), pv in zip(items, p):
             out[which] = (float(pv), exact)
     return out

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .format import system_label
+from .format import distinct, distinct_share, exact, exact_share, system_label
 from .rules import metric_name
 from .spec import Decision
 
@@ -101,15 +101,17 @@ def decide(
             reasons.append(f"the interval's lower end {a} is not above {b}")
         if decision.max_p is not None and (p is None or not math.isfinite(p) or not p <= decision.max_p):
             reasons.append(
-                f"the corrected p-value {p:.4g} is above {decision.max_p:g}"
+                "the corrected p-value {} is above {}".format(*distinct(p, decision.max_p, signed=False, least=4))
                 if p is not None and math.isfinite(p)
                 else "no corrected p-value"
             )
         if not reasons:
             a, b = distinct(lo, bound)
             why = f"the interval's lower end {a} is above {b}" + (
-                f" and the corrected p-value {p:.4g} is at most {decision.max_p:g}"
-                if decision.max_p is not None
+                " and the corrected p-value {} is at most {}".format(
+                    *distinct(p, decision.max_p, signed=False, least=4)
+                )
+                if decision.max_p is not None and p is not None
                 else ""
             )
         rows.append(
@@ -194,7 +196,7 @@ def _guard(
                 "reason": (
                     "segment " + "; segment ".join(f"'{p['segment']}': {p['reason']}" for p in failed)
                     if failed
-                    else f"every segment's lower end is above {number(bound, signed=True)}"
+                    else f"every segment's lower end is above {exact(bound, signed=True)}"
                     if parts
                     else "no segment was compared"
                 ),
@@ -205,7 +207,7 @@ def _guard(
         share = comparison.get("regressed_share") or {}
         hi = share.get("ci_high", float("nan"))
         ok = math.isfinite(hi) and hi <= g.regressions.max_share
-        what = f"queries losing more than {number(g.regressions.delta)}"
+        what = f"queries losing more than {exact(g.regressions.delta)}"
         checks.append(
             {
                 "guardrail": "regressions",
@@ -218,8 +220,12 @@ def _guard(
                 "reason": (
                     f"no interval of the share of {what}"
                     if not math.isfinite(hi)
-                    else f"the share of {what} is {share['share']:.1%}, at most {hi:.1%} (the interval's upper end), "
-                    f"{'within' if ok else 'above'} {g.regressions.max_share:.1%}"
+                    else f"the share of {what} is {share['share']:.1%}, at most "
+                    + "{} (the interval's upper end), {} {}".format(
+                        distinct_share(hi, g.regressions.max_share)[0],
+                        "within" if ok else "above",
+                        exact_share(g.regressions.max_share),
+                    )
                 ),
             }
         )
@@ -250,7 +256,7 @@ def undetectable_message(candidate: str, n: int, mde: float, decision: Decision)
     if decision.rule != "non_inferiority" or not math.isfinite(mde) or mde <= decision.margin:
         return None
     return (
-        f"{candidate}: the non-inferiority margin {number(decision.margin)} at {metric_name(decision.key)} is below "
+        f"{candidate}: the non-inferiority margin {exact(decision.margin)} at {metric_name(decision.key)} is below "
         f"what {n} paired queries can detect (at 80% power the smallest detectable difference is {mde:.4g}): "
         "a candidate as good as the baseline will often fail; more queries, or a wider margin, are needed"
     )
@@ -286,25 +292,6 @@ def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, s
     )
 
 
-def number(x: float, signed: bool = False) -> str:
-    """``x`` with the fewest significant digits (at least 6 where it has them) that give it back exactly."""
-    for digits in range(6, 18):
-        text = f"{x:{'+' if signed else ''}.{digits}g}"
-        if float(text) == x:
-            return text
-    return f"{x:{'+' if signed else ''}.17g}"
-
-
-def distinct(value: float, bound: float) -> tuple[str, str]:
-    """``value`` and the signed ``bound`` with as many digits as show their order: two different numbers never
-    print the same (a lower end of 0.49999995 against a threshold of 0.4999999 is not "0.5 ... +0.5")."""
-    for digits in range(6, 18):
-        a, b = f"{value:.{digits}g}", f"{bound:+.{digits}g}"
-        if (float(a) == float(b)) == (value == bound):
-            return a, b
-    return f"{value:.17g}", f"{bound:+.17g}"
-
-
 def statement(decision: Decision, confidence: float) -> str:
     """The rule in words, as the report states it."""
     label = metric_name(decision.key)
@@ -312,23 +299,23 @@ def statement(decision: Decision, confidence: float) -> str:
         "better than the baseline by more than" if decision.rule == "superiority" else "not worse than the baseline by"
     )
     words = (
-        f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {confidence:.0%} "
+        f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {exact_share(confidence)} "
         f"{INTERVAL} interval of its difference from the baseline lies above "
-        f"{number(threshold(decision), signed=True)} ({what} {number(decision.margin)})"
+        f"{exact(threshold(decision), signed=True)} ({what} {exact(decision.margin)})"
     )
     if decision.max_p is not None:
-        words += f" and its corrected p-value is at most {decision.max_p:g}"
+        words += f" and its corrected p-value is at most {exact(decision.max_p)}"
     g = decision.guardrails
     if g.segments is not None:
         t = rule_threshold(g.segments.rule, g.segments.margin)
         words += (
-            f"; guardrail: in every segment the interval lies above {number(t, signed=True)} "
+            f"; guardrail: in every segment the interval lies above {exact(t, signed=True)} "
             f"({g.segments.rule.replace('_', '-')})"
         )
     if g.regressions is not None:
         words += (
-            f"; guardrail: at most {g.regressions.max_share:.1%} of the queries lose more than "
-            f"{number(g.regressions.delta)} (the upper end of the share's interval)"
+            f"; guardrail: at most {exact_share(g.regressions.max_share)} of the queries lose more than "
+            f"{exact(g.regressions.delta)} (the upper end of the share's interval)"
         )
     return words + "; the decision passes only when every candidate passes."
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .format import text_table
+from .format import exact, exact_share, text_table
 from .presets import TOOLS
 from .rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
 from .spec import Spec
@@ -26,7 +26,7 @@ def gain_credit(gain: Gain, grades: list[float]) -> str:
 
 
 def _n(x: float) -> str:
-    return f"{x:g}"
+    return exact(x)
 
 
 def _grades(spec: Spec) -> tuple[list[float], str]:
@@ -76,7 +76,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
     if spec.uncertainty:
         u = spec.uncertainty
         lines.append(
-            f"- uncertainty: {u.confidence:.0%} {u.method} intervals from {u.resamples} bootstrap "
+            f"- uncertainty: {exact_share(u.confidence)} {u.method} intervals from {u.resamples} bootstrap "
             f"resamples of queries (seed {u.seed})"
             + (
                 "; stratified by segment: each resample draws, within every segment, as many queries as it holds"
@@ -91,7 +91,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
             f"{c.correction} over all (candidate, cutoff) pairs"
             + (", overall and in each segment (one family)" if spec.queries.segments is not None else "")
             + f"; {c.wins_losses} largest wins and "
-            f"losses; |difference| <= {c.tie_tolerance:g} is a tie; {risk_words(c.risk_alpha)}"
+            f"losses; |difference| <= {exact(c.tie_tolerance)} is a tie; {risk_words(c.risk_alpha)}"
         )
     if spec.decision and spec.uncertainty:
         from .decision import statement
@@ -157,7 +157,7 @@ def segments_words(spec: Spec) -> str:
 def risk_words(alphas: tuple[float, ...]) -> str:
     """``comparison.risk_alpha`` in words: URisk and TRisk count each query's loss against the baseline
     (1 + alpha) times (Wang, Bennett & Collins-Thompson 2012; Dincer, Macdonald & Ounis 2014)."""
-    shown = ", ".join(f"{a:g}" for a in alphas)
+    shown = ", ".join(exact(a) for a in alphas)
     return f"tail risk (URisk, TRisk): each loss against the baseline counts 1 + alpha times, at alpha = {shown}"
 
 

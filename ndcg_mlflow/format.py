@@ -3,6 +3,10 @@
 
 Numbers: means, differences and intervals with 4 decimals (signed where they are differences), p-values with 4
 decimals or, below 1e-4, one significant digit in e-notation (:func:`number`, :func:`p_value`, :func:`share`).
+A number declared in a spec or compared with one (a margin, a threshold, an alpha, a level) is written so that two
+different numbers never print alike: as given, the shortest text that reads back as it (:func:`exact`,
+:func:`exact_share` for a ratio as a percentage), and a figure beside the threshold it is compared with in as many
+digits as keep their order (:func:`distinct`, :func:`distinct_share`); never ``-0``.
 
 Missing values, one rule per medium: a number that is absent (None) or undefined (NaN: no query left in a mean,
 a test with too few queries) is written
@@ -91,6 +95,66 @@ def number(x: Any, digits: int = 4, *, signed: bool = False, missing: str = FILE
     if is_missing(x):
         return missing
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def exact(x: Any, *, signed: bool = False) -> str:
+    """A number as given, for spec values, thresholds and keys: the shortest text that reads back as the same
+    double (``1``, ``0.3``, ``1.0000001``, ``0.30000000000000004``, ``1e-05``, ``1e+16``), so two different numbers
+    never print alike; ``+`` before a non-negative number when ``signed``; never ``-0`` (zero is ``0``, ``+0``).
+
+    >>> [exact(v) for v in (1, 1.0000001, 0.30000000000000004, 0.3, -0.0)]
+    ['1', '1.0000001', '0.30000000000000004', '0.3', '0']
+    """
+    v = float(x)
+    if v == 0:
+        v = 0.0  # (-0.0 is 0)
+    text = repr(v)
+    if text.endswith(".0"):
+        text = text[:-2]
+    return f"+{text}" if signed and not text.startswith("-") and math.isfinite(v) else text
+
+
+def _decimal(x: float) -> Any:
+    from decimal import Decimal
+
+    return Decimal(exact(x).replace("+", "").replace("inf", "Infinity").replace("nan", "NaN"))
+
+
+def exact_share(x: Any) -> str:
+    """A ratio given in a spec or compared with one (``max_share``), as an exact percentage: ``28.124%`` for
+    0.28124, ``10%`` for 0.1 (the decimal point of :func:`exact`'s text moved, no rounding)."""
+    d = _decimal(float(x)).scaleb(2).normalize()
+    return f"{d:f}%"
+
+
+def distinct(value: float, bound: float, *, signed: bool = True, least: int = 6) -> tuple[str, str]:
+    """``value`` and the threshold ``bound`` it is compared with, as many significant digits (at least ``least``)
+    as show their order: two different numbers never print the same (a lower end of 0.49999995 against a threshold
+    of 0.4999999 is not "0.5 ... +0.5"), two equal ones print the same; ``bound`` with its sign when ``signed``;
+    never ``-0``."""
+    value, bound = float(value) + 0.0, float(bound) + 0.0  # (+ 0.0: -0.0 is 0)
+    sign = "+" if signed else ""
+    for digits in range(least, 18):
+        a, b = f"{value:.{digits}g}", f"{bound:{sign}.{digits}g}"
+        if (float(a) == float(b)) == (value == bound):
+            return a, b
+    return f"{value:.17g}", f"{bound:{sign}.17g}"
+
+
+def distinct_share(value: float, bound: float, least: int = 1) -> tuple[str, str]:
+    """A ratio ``value`` and the ratio ``bound`` it is compared with, as percentages: ``bound`` exactly
+    (:func:`exact_share`), ``value`` with as many decimals (at least ``least``) as keep its order with ``bound``: a
+    share of 0.2813 against a bound of 0.28124 is 28.13% against 28.124%, never 28.1% against 28.124% (nor 28.1%
+    against 28.1%)."""
+    b = exact_share(bound)
+    target = _decimal(float(bound)).scaleb(2)
+    shifted = _decimal(float(value)).scaleb(2)
+    order = (float(value) > float(bound)) - (float(value) < float(bound))
+    for places in range(least, 25):
+        a = shifted.quantize(type(shifted)(1).scaleb(-places))
+        if (a > target) - (a < target) == order:
+            return f"{a + 0:f}%", b  # (+ 0: no -0)
+    return f"{shifted:f}%", b
 
 
 def share(x: Any, digits: int = 1, *, signed: bool = False, missing: str = FILE) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import preview
-from .format import is_missing, number, p_value, system_label
+from .format import exact_share, is_missing, number, p_value, system_label
 from .rules import key_label, metric_name
 
 NAME_WIDTH = 40  # a name longer than this is cut in the repr, ending in "…"
@@ -104,7 +104,7 @@ def result_html(result: Any) -> str:
 
     models = {name: m.record() for name, m in result.models.items()}
     means = {(m["system"], m["key"]): m for m in result.means.to_dict("records")}
-    confidence = f" [{spec.uncertainty.confidence:.0%} interval]" if spec.uncertainty is not None else ""
+    confidence = f" [{exact_share(spec.uncertainty.confidence)} interval]" if spec.uncertainty is not None else ""
     rows = []
     for name in result.system_names:
         cells = [_e(system_label(name, models))]

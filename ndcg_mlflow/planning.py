@@ -34,7 +34,7 @@ import numpy as np
 
 from . import stats
 from .errors import DataError, NdcgError, did_you_mean
-from .format import TERMINAL, number, system_label, text_table
+from .format import TERMINAL, exact, exact_share, number, system_label, text_table
 from .risk import paired_vectors
 from .rules import KEY_FORMS, key_label, key_of_text, metric_name
 
@@ -291,15 +291,128 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
         raise DataError(table, f"expected the columns system, query_id, cutoff, ndcg and weight; {missing} missing.")
     for column in ("ndcg", "weight"):
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = values.isna() & frame[column].notna() if column == "ndcg" else ~(np.isfinite(values) & (values > 0))
+        if column == "ndcg":
+            bad = (values.isna() & frame[column].notna()) | np.isinf(values)
+        else:
+            bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            expected = "a number or an empty field" if column == "ndcg" else "a finite positive weight"
+            expected = "a finite number or an empty field" if column == "ndcg" else "a finite positive weight"
             value = frame[column].iloc[row]
             shown = repr(value) if isinstance(value, str) else str(value)
             raise DataError(table, f"column {column}: expected {expected}, found {shown}.", row + 2)
         frame[column] = values.astype(np.float64)
     return summary, frame
+
+
+_ABSENT = object()  # a field that summary.json does not have
+
+
+def _shown(value: Any) -> str:
+    """A value of ``summary.json`` as a message shows it: a string quoted, anything else as JSON writes it."""
+    if value is _ABSENT:
+        return "no such field"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    text = json.dumps(value, allow_nan=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> bool:
+    """A finite JSON number (not a boolean, which Python counts as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Summary:
+    """The fields of an evaluation's ``summary.json`` that ``plan`` reads, each checked where it is read: a
+    :class:`DataError` naming the file and the field's path (``decision.margin``, ``comparisons[2].key``), what was
+    expected and what was found. Fields ``plan`` does not read are not looked at."""
+
+    def __init__(self, summary: dict[str, Any], path: Path, frame: Any) -> None:
+        self.summary = summary
+        self.path = path
+        self.systems = set(frame["system"].dropna().astype(str))
+        self.cutoffs = set(frame["cutoff"].dropna().astype(str))
+
+    def error(self, field: str, expected: str, value: Any) -> DataError:
+        return DataError(self.path, f"field {field}: expected {expected}, found {_shown(value)}.")
+
+    def name(self) -> str:
+        value = self.summary.get("name", "")
+        if not isinstance(value, str):
+            raise self.error("name", "the evaluation's name (a string)", value)
+        return value
+
+    def models(self) -> dict[str, Any]:
+        value = self.summary.get("models")
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error("models", "an object of model systems", value)
+        for system, record in value.items():
+            if record is not None and not isinstance(record, dict):
+                raise self.error(f"models.{system}", "an object (the model the system evaluated)", record)
+        return value
+
+    def comparisons(self) -> list[dict[str, Any]]:
+        value = self.summary.get("comparisons")
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error("comparisons", "a list of comparisons", value)
+        for i, c in enumerate(value):
+            where = f"comparisons[{i}]"
+            if not isinstance(c, dict):
+                raise self.error(where, "an object (a candidate against the baseline at one key)", c)
+            for field in ("baseline", "candidate"):
+                name = c.get(field, _ABSENT)
+                if not (isinstance(name, str) and name in self.systems):
+                    raise self.error(f"{where}.{field}", "a system of per_query.csv", name)
+            key = c.get("key", _ABSENT)
+            if not isinstance(key, str) or not _is_key(key):
+                raise self.error(f"{where}.key", "an nDCG key such as ndcg_at_10", key)
+            if key_label(key) not in self.cutoffs:
+                raise self.error(f"{where}.key", "the key of a cutoff of per_query.csv", key)
+        return value
+
+    def confidence(self) -> float | None:
+        """The evaluation's confidence; None when it records none (``spec`` without ``uncertainty.confidence``)."""
+        spec = self.summary.get("spec")
+        if spec is None:
+            return None
+        if not isinstance(spec, dict):
+            raise self.error("spec", "an object (the evaluation's resolved spec)", spec)
+        if "uncertainty.confidence" not in spec:
+            return None
+        value = spec["uncertainty.confidence"]
+        if not (_number(value) and 0 < value < 1):
+            raise self.error("spec.uncertainty.confidence", "a level strictly between 0 and 1", value)
+        return float(value)
+
+    def decision(self, keys: list[str]) -> dict[str, Any] | None:
+        value = self.summary.get("decision")
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.error("decision", "an object (the declared decision) or null", value)
+        key = value.get("key", _ABSENT)
+        if not isinstance(key, str) or key not in keys:
+            raise self.error("decision.key", f"one of the compared keys ({', '.join(keys)})", key)
+        rule = value.get("rule", _ABSENT)
+        if not isinstance(rule, str) or rule not in RULES:
+            raise self.error("decision.rule", " or ".join(RULES), rule)
+        margin = value.get("margin", _ABSENT)
+        if not (_number(margin) and margin >= 0):
+            raise self.error("decision.margin", "a finite number at or above 0", margin)
+        return value
+
+
+def _is_key(text: str) -> bool:
+    try:
+        key_label(text)
+    except ValueError:
+        return False
+    return True
 
 
 def paired(frame: Any, baseline: str, candidate: str, key: str, source: Path | None = None) -> tuple[np.ndarray, ...]:
@@ -346,15 +459,16 @@ def plan_evaluation(
     sigma (:func:`query_sd`), :func:`mde` at ``power`` and :func:`queries_needed` at ``distance = margin``.
     ``confidence``: the evaluation's (``summary.json``) unless given. ``shown``: how to name the source."""
     summary, frame = read_evaluation(folder)
-    comparisons = summary.get("comparisons") or []
+    fields = _Summary(summary, folder / "summary.json", frame)
+    comparisons = fields.comparisons()
     if not comparisons:
         raise NdcgError(
             f"{shown or folder}: the evaluation compared no candidate with a baseline (its spec declares no "
             f"'comparison' section, or one system only): plan needs a baseline and a candidate."
         )
     if confidence is None:
-        confidence = (summary.get("spec") or {}).get("uncertainty.confidence")
-        if not isinstance(confidence, (int, float)):
+        confidence = fields.confidence()
+        if confidence is None:
             raise NdcgError(f"{shown or folder}: the evaluation records no confidence; give --confidence.")
     keys = list(dict.fromkeys(c["key"] for c in comparisons))
     chosen = [_key_of(key, keys)] if key is not None else keys
@@ -376,24 +490,24 @@ def plan_evaluation(
                 "queries_needed": queries_needed(d, w, confidence, power, distance=margin),
             }
         )
-    decision = summary.get("decision")
+    decision = fields.decision(keys)
     declared = []
-    if isinstance(decision, dict) and decision.get("key") in keys:
+    if decision is not None:
         for c in comparisons:
             if c["key"] == decision["key"]:
                 d, w = paired(frame, c["baseline"], c["candidate"], c["key"], folder / "per_query.csv")
                 entry = decision_plan(d, w, confidence, power, decision["rule"], float(decision["margin"]))
                 declared.append({"candidate": c["candidate"], **entry})
     return {
-        "name": summary.get("name", ""),
+        "name": fields.name(),
         "source": shown or str(folder),
         "baseline": comparisons[0]["baseline"],
         "confidence": float(confidence),
         "power": power,
         "margin": margin,
         "rows": rows,
-        "decision": {**decision, "candidates": declared} if declared and isinstance(decision, dict) else None,
-        "models": summary.get("models") or {},
+        "decision": {**decision, "candidates": declared} if declared and decision is not None else None,
+        "models": fields.models(),
     }
 
 
@@ -403,13 +517,14 @@ def _count(n: int | None) -> str:
 
 def format_plan(plan: dict[str, Any]) -> str:
     """The ``plan`` command's output: the table, what its columns mean, and the declared decision's plan."""
-    power, margin, models = plan["power"], plan["margin"], plan["models"]
+    models = plan["models"]
+    power, margin = exact(plan["power"]), exact(plan["margin"])  # (as given: two different margins never print alike)
     lines = [
         f"{plan['name']} ({plan['source']}) — each candidate against baseline "
-        f"{system_label(plan['baseline'], models)}: the {plan['confidence']:.0%} two-sided weighted t interval "
-        f"the decision reads, power {power:g}, margin {margin:g}"
+        f"{system_label(plan['baseline'], models)}: the {exact_share(plan['confidence'])} two-sided weighted t "
+        f"interval the decision reads, power {power}, margin {margin}"
     ]
-    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin:g}"]
+    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin}"]
     body = [
         [
             system_label(r["candidate"], models),
@@ -428,9 +543,9 @@ def format_plan(plan: dict[str, Any]) -> str:
         "n: queries valid for both systems; n_eff: (Σw)²/Σw²; delta: the weighted mean difference",
         "σ: the per-query standard deviation of the differences that the weighted standard error implies (se·√n_eff)",
         f"mde: the smallest distance between the true difference and a threshold that the interval's lower end "
-        f"clears with power {power:g} at these n queries",
-        f"queries for {margin:g}: the queries, with the same spread of weights, at which it clears a threshold "
-        f"{margin:g} below the true difference with power {power:g} (a non-inferiority margin of {margin:g} for a "
+        f"clears with power {power} at these n queries",
+        f"queries for {margin}: the queries, with the same spread of weights, at which it clears a threshold "
+        f"{margin} below the true difference with power {power} (a non-inferiority margin of {margin} for a "
         f"candidate as good as the baseline; Sakai's topic set size design)",
     ]
     decision = plan["decision"]
@@ -438,7 +553,7 @@ def format_plan(plan: dict[str, Any]) -> str:
         lines += [
             "",
             f"the declared decision ({decision['rule'].replace('_', '-')} at {metric_name(decision['key'])}, margin "
-            f"{decision['margin']:g}), power {power:g}:",
+            f"{exact(decision['margin'])}), power {power}:",
         ]
         for c in decision["candidates"]:
             if c["reason"] and c["queries_needed"] is None:
@@ -448,7 +563,7 @@ def format_plan(plan: dict[str, Any]) -> str:
                     f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
                     f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
                     f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
-                    f"power {power:g}" + (f" ({c['reason']})" if c["reason"] else "")
+                    f"power {power}" + (f" ({c['reason']})" if c["reason"] else "")
                 )
             lines.append(f"  {system_label(c['candidate'], models)}: {what}")
     return "\n".join(lines)

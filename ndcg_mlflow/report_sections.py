@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .bundle import Bundle
-from .format import FILE, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
+from .format import FILE, exact, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
 from .rules import metric_name
 
 Table = tuple[list[str], list[list[str]], str]  # heads, rows, alignment ("l"/"r" per column)
@@ -88,7 +88,7 @@ def risk_legend(bundle: Bundle) -> str:
     )
     if delta is not None:
         words += (
-            f"The regressed share is the weighted share of queries that lose more than {delta:g}, with its "
+            f"The regressed share is the weighted share of queries that lose more than {exact(delta)}, with its "
             "bootstrap interval. "
         )
     words += (

@@ -155,24 +155,30 @@ class EvaluationResult:
                 f"spark.read.parquet, or a part of it with pandas.read_parquet)."
             )
 
-    def _key_of(self, system: str | None, cutoff: int | str | None) -> str:
+    def _key_of(self, system: str | None, cutoff: int | str | None, *, system_needed: bool = False) -> str:
         """The metric key (``ndcg_at_10``) of an evaluated cutoff (``10``, ``"10"``, ``"all"`` or None for all),
-        checking that ``system`` (unless None) and the cutoff were evaluated: else an
-        :class:`~ndcg_mlflow.errors.EvaluationError` naming what was."""
+        checking that ``system`` and the cutoff were evaluated: else an
+        :class:`~ndcg_mlflow.errors.EvaluationError` naming what was. ``system`` None is no system to check, unless
+        ``system_needed`` (the accessor reads one system's figures: None is then an evaluated system's name
+        missing)."""
         keys = self.spec.metric.keys
         try:
             if isinstance(cutoff, str):
                 key = cutoff_key(cutoff_of_label(cutoff))
             elif cutoff is None:
                 key = cutoff_key(None)
+            elif isinstance(cutoff, bool):  # (True == 1, but no cutoff)
+                key = ""
             else:
                 k = int(cutoff)
                 key = cutoff_key(k) if k == cutoff else ""
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             key = ""  # (no cutoff)
         names = self.system_names
         wrong = []
-        if system is not None and system not in names:
+        if system is None and system_needed:
+            wrong.append("no system was given (the first argument names one)")
+        elif system is not None and (not isinstance(system, str) or system not in names):
             wrong.append(f"system {system!r} was not evaluated{did_you_mean(str(system), names)}")
         if key not in keys:
             wrong.append(f"cutoff {cutoff!r} was not evaluated")
@@ -185,7 +191,7 @@ class EvaluationResult:
 
     def mean(self, system: str, cutoff: int | str | None) -> float:
         """The weighted mean nDCG of ``system`` at ``cutoff`` (``10``, ``"10"``, ``"all"`` or None for all)."""
-        key = self._key_of(system, cutoff)
+        key = self._key_of(system, cutoff, system_needed=True)
         if self.grouped_summary is not None:
             return self.grouped_summary["systems"][system][key]["mean"]
         return self.systems[system].means[key]["mean"]

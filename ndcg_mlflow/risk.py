@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .format import exact
 from .spec.types import MAX_RISK_ALPHA
 
 
@@ -129,11 +130,11 @@ def regressed(d: Any, delta: float) -> np.ndarray:
 
 def alpha_text(alpha: float) -> str:
     """An alpha as the JSON keys and the table columns write it: ``f"{alpha:g}"`` (``1``, ``0.5``, ``10``) where
-    that reads back as the same number, else the shortest text that does (``1.0000001``): two different alphas
-    never share a key."""
-    a = float(alpha)
+    that reads back as the same number, else the shortest text that does (:func:`~ndcg_mlflow.format.exact`:
+    ``1.0000001``): two different alphas never share a key."""
+    a = float(alpha) + 0.0  # (-0.0 is 0)
     short = f"{a:g}"
-    return short if float(short) == a else repr(a)
+    return short if float(short) == a else exact(a)
 
 
 def risk_entry(d: Any, w: Any, alphas: Sequence[float]) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,9 @@ overall, with the same rules:
   bootstrap interval with the declared method, ``n`` and ``n_eff``;
 * per candidate and cutoff, the paired comparison with the baseline on the segment's queries valid for both;
 * every resampling seeded as the overall one: by the seed and the exact list of resampled queries
-  (:func:`stats.resample_seed`), so a segment's numbers depend only on its queries.
+  (:func:`stats.resample_seed`), and every figure computed from the segment's weights over its own largest one
+  (:func:`ndcg_mlflow.analysis.scope_weights`), so a segment's numbers depend only on its queries: they are those
+  of the same spec restricted to them, bit for bit.
 
 The declared correction runs over one family: every comparison of the evaluation, overall and per segment
 (candidates x cutoffs x (1 + segments)).

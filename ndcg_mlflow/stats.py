@@ -27,11 +27,14 @@ import numpy as np
 
 DEFAULT_CHUNK = 512
 UNIFORM_BYTES = 1 << 22  # the bootstrap's uniform draws, at most this many bytes at a time (but one resample)
-#: below this many queries the studentized (bootstrap-t) interval is undefined (NaN). With few queries
-#: many resamples draw only two or three distinct queries, whose tiny standard errors make the resampled
-#: t explode: even with an exact variance, intervals of nDCG means wider than 1 are common below about
-#: 8 queries (at n = 2 every resample's t is 0 or undefined, giving a zero-width interval).
-STUDENTIZED_MIN_N = 10
+#: below this many effective queries (Kish's n_eff, :func:`effective_n`; n itself under uniform weights) the
+#: studentized (bootstrap-t) interval is undefined (NaN). With few queries many resamples draw only two or
+#: three distinct queries, whose tiny standard errors make the resampled t explode: even with an exact
+#: variance, intervals of nDCG means wider than 1 are common below about 8 queries (at n = 2 every resample's
+#: t is 0 or undefined, giving a zero-width interval). Unequal weights do the same with more queries: the mean
+#: then rests on about n_eff of them (15 queries with lognormal weights of sigma 1 and n_eff 3.78 gave the
+#: interval [-0.146, 0.970] of a mean nDCG), so the rule reads n_eff, not n.
+STUDENTIZED_MIN_N_EFF = 10
 
 
 # --------------------------------------------------------------------------- resampling
@@ -299,11 +302,21 @@ def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def interval(
-    boot: BootstrapDistribution, x: np.ndarray, w: np.ndarray, *, confidence: float, method: str
+    boot: BootstrapDistribution,
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    confidence: float,
+    method: str,
+    bounds: tuple[Any, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (low, high) per column; [theta, theta] where the distribution is degenerate (every value
-    equal). Studentized: undefined (NaN) below :data:`STUDENTIZED_MIN_N` queries; resamples without
-    within-resample variance (NaN standard error) are left out of the t quantiles."""
+    equal). Studentized: undefined (NaN) below :data:`STUDENTIZED_MIN_N_EFF` effective queries (Kish's n_eff of
+    ``w``); resamples without within-resample variance (NaN standard error) are left out of the t quantiles.
+
+    ``bounds``: (low, high), scalars or one per column, the range the series' mean cannot leave ([0, 1] for a
+    mean nDCG, [-1, 1] for a difference of two): an interval's ends are clipped to it. Percentile and BCa ends are
+    resampled means, always inside; a studentized end, theta -/+ t se, is not."""
     x = x if x.ndim > 1 else x[:, None]
     alpha = (1 - confidence) / 2
     theta = boot.theta
@@ -329,7 +342,7 @@ def interval(
         lo = np.where(np.isnan(probs[0]), np.nan, lo)
         hi = np.where(np.isnan(probs[1]), np.nan, hi)
     elif method == "studentized":
-        se_hat = np.where(x.shape[0] >= STUDENTIZED_MIN_N, weighted_se(x, w), np.nan)
+        se_hat = np.where(effective_n(w) >= STUDENTIZED_MIN_N_EFF, weighted_se(x, w), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (dist - theta) / boot.se_dist
         t = np.where(np.isfinite(t), t, np.nan)
@@ -340,6 +353,9 @@ def interval(
         hi = theta - tq[1] * se_hat
     else:  # pragma: no cover - the spec validates the method
         raise ValueError(method)
+    if bounds is not None:  # (NaN ends stay NaN)
+        lo = np.minimum(np.maximum(lo, bounds[0]), bounds[1])
+        hi = np.minimum(np.maximum(hi, bounds[0]), bounds[1])
     point = degenerate(boot, x)
     lo = np.where(point, theta, lo)
     hi = np.where(point, theta, hi)
@@ -549,27 +565,38 @@ def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
 
 
 def correct(pvalues: Sequence[float], method: str) -> np.ndarray:
-    """Family-wise (holm, bonferroni) or false-discovery-rate (benjamini_hochberg) adjusted p-values."""
+    """Family-wise (holm, bonferroni) or false-discovery-rate (benjamini_hochberg) adjusted p-values over the
+    family of all ``pvalues``, as declared.
+
+    An undefined p-value (NaN: a comparison without paired queries, or one its test cannot test) stays a member
+    of the family and counts as p = 1 there (ranked last): the family's size is ``len(pvalues)``, never only the
+    members that have a p-value, so a comparison that could not be tested never makes the others' corrections
+    smaller. Its own corrected p-value stays NaN. Bonferroni: min(1, m p); Holm: the step-down
+    max over ranks j <= i of min(1, (m - j + 1) p_(j)); Benjamini-Hochberg: the step-up min over ranks j >= i of
+    min(1, m p_(j) / j); m the family's size.
+    """
     p = np.asarray(pvalues, dtype=np.float64)
     out = np.full(p.shape, np.nan)
     ok = ~np.isnan(p)
     q = p[ok]
-    m = q.size
-    if m == 0 or method == "none":
+    m = p.size  # the whole family: an undefined p-value counts as 1 (ranked after every defined one)
+    if q.size == 0 or method == "none":
         out[ok] = q
         return out
     order = np.argsort(q, kind="stable")
     ranked = q[order]
+    rank = np.arange(q.size)  # 0-based ranks of the defined p-values, which precede every undefined one
     if method == "bonferroni":
         adj = np.minimum(ranked * m, 1.0)
     elif method == "holm":
-        adj = np.minimum(np.maximum.accumulate(ranked * (m - np.arange(m))), 1.0)
+        adj = np.minimum(np.maximum.accumulate(ranked * (m - rank)), 1.0)
     elif method == "benjamini_hochberg":
-        adj = ranked * m / np.arange(1, m + 1)
+        # the undefined members' own terms (1 * m / j >= 1) are capped at 1 and never lower a defined one's
+        adj = ranked * m / (rank + 1)
         adj = np.minimum(np.minimum.accumulate(adj[::-1])[::-1], 1.0)
     else:  # pragma: no cover - validated by the spec
         raise ValueError(method)
-    res = np.empty(m)
+    res = np.empty(q.size)
     res[order] = adj
     out[ok] = res
     return out

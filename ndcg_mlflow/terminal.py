@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .format import (
     TERMINAL,
+    exact_share,
     listing,
     models_sentence,
     number,
@@ -121,7 +122,7 @@ def format_summary(result) -> str:
     lines.append(
         f"weights {spec.resolved()['queries.weights']}"
         + (
-            f"; {spec.uncertainty.confidence:.0%} {spec.uncertainty.method} intervals from "
+            f"; {exact_share(spec.uncertainty.confidence)} {spec.uncertainty.method} intervals from "
             f"{spec.uncertainty.resamples} bootstrap resamples of queries"
             if with_ci
             else ""

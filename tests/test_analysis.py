@@ -576,9 +576,10 @@ def test_comparison_without_paired_queries(tmp_path):
         assert math.isnan(r[k])
     e = res.summary["systems"]["nothing"][KEY]
     assert math.isnan(e["ci_low"]) and e["n_eff"] == 0
-    # the empty comparison is not counted in the family: 'better' is corrected as the only test
+    # the empty comparison stays in the family, counted as p = 1: Holm over 2 members gives 'better' 2 p
     rb = one_row(res, "better")
-    assert rb["p_corrected"] == rb["p_randomization"]
+    assert rb["p_corrected"] == min(1.0, 2 * rb["p_randomization"])
+    assert res.analysis.correction_family["without_p_value"] == 1
     data = json.loads(res.summary_json)
     [row] = [x for x in data["comparisons"] if x["candidate"] == "nothing"]
     assert row["delta"] is None
@@ -896,9 +897,9 @@ def test_constant_series_has_a_point_interval_and_a_report(tmp_path, monkeypatch
     # the interval is the mean itself, bit for bit, and the bootstrap spread is exactly 0
     assert e["ci_low"] == e["mean"] and e["ci_high"] == e["mean"] and e["std_error"] == 0.0
     assert res.analysis.intervals["flat"][KEY]["std_error"] == 0.0
-    # ... while the varying system keeps a real interval (below STUDENTIZED_MIN_N queries: undefined)
+    # ... while the varying system keeps a real interval (below STUDENTIZED_MIN_N_EFF queries: undefined)
     b = res.summary["systems"]["bm25"][KEY]
-    if method == "studentized" and nq < stats.STUDENTIZED_MIN_N:
+    if method == "studentized" and nq < stats.STUDENTIZED_MIN_N_EFF:
         assert math.isnan(b["ci_low"]) and math.isnan(b["ci_high"])
     else:
         assert b["ci_low"] < b["mean"] < b["ci_high"] and b["std_error"] > 0
@@ -963,11 +964,78 @@ def test_studentized_is_undefined_below_its_minimum(n):
     x, w = _small_scores(n, n)
     boot = stats.bootstrap_means(x, w, resamples=500, rng=np.random.default_rng(1), studentized=True)
     lo, hi = stats.interval(boot, x, w, confidence=0.95, method="studentized")
-    assert n < stats.STUDENTIZED_MIN_N
+    assert n < stats.STUDENTIZED_MIN_N_EFF
     assert math.isnan(lo[0]) and math.isnan(hi[0])
     # the other methods and the standard error stay defined
     plo, phi = stats.interval(boot, x, w, confidence=0.95, method="percentile")
     assert plo[0] < boot.theta[0] < phi[0] and stats.standard_error(boot, x)[0] > 0
+
+
+def test_studentized_is_undefined_below_its_minimum_effective_number_of_queries():
+    """15 queries whose lognormal weights (sigma 1) leave fewer than 10 effective ones: undefined, as below 10
+    queries; the same queries with uniform weights keep their interval."""
+    r = np.random.default_rng(12)
+    tried = 0
+    for _ in range(200):
+        x = r.beta(0.6, 1.8, 15)
+        w = np.exp(r.normal(0, 1, 15))
+        if stats.effective_n(w) >= stats.STUDENTIZED_MIN_N_EFF:
+            continue
+        tried += 1
+        boot = stats.bootstrap_means(x, w, resamples=300, rng=np.random.default_rng(1), studentized=True)
+        lo, hi = stats.interval(boot, x, w, confidence=0.95, method="studentized")
+        assert math.isnan(lo[0]) and math.isnan(hi[0]), stats.effective_n(w)
+        ones = np.ones(15)
+        boot = stats.bootstrap_means(x, ones, resamples=300, rng=np.random.default_rng(1), studentized=True)
+        lo, hi = stats.interval(boot, x, ones, confidence=0.95, method="studentized")
+        assert lo[0] < boot.theta[0] < hi[0]
+    assert tried > 50
+
+
+def test_an_interval_never_leaves_the_range_of_what_it_estimates():
+    """A studentized interval of a mean near 0 (skewed values) reaches below 0 unclipped: the mean's interval is
+    clipped to [0, 1], a difference's to [-1, 1]; the percentile interval is inside already and unchanged."""
+    x = np.array([0.0] * 14 + [1.0])
+    w = np.ones_like(x)
+    boot = stats.bootstrap_means(x, w, resamples=2000, rng=np.random.default_rng(3), studentized=True)
+    raw_lo, raw_hi = stats.interval(boot, x, w, confidence=0.95, method="studentized")
+    assert raw_lo[0] < 0  # (what the clipping is for)
+    lo, hi = stats.interval(boot, x, w, confidence=0.95, method="studentized", bounds=(0.0, 1.0))
+    assert lo[0] == 0.0 and hi[0] == raw_hi[0]
+    boot = stats.bootstrap_means(-x, w, resamples=2000, rng=np.random.default_rng(3), studentized=True)
+    raw_lo, raw_hi = stats.interval(boot, -x, w, confidence=0.95, method="studentized")
+    assert raw_hi[0] > 0
+    lo, hi = stats.interval(boot, -x, w, confidence=0.95, method="studentized", bounds=(-1.0, 0.0))
+    assert hi[0] == 0.0 and lo[0] == raw_lo[0]
+    for method in ("percentile", "bca"):
+        plain = stats.interval(boot, -x, w, confidence=0.95, method=method)
+        clipped = stats.interval(boot, -x, w, confidence=0.95, method=method, bounds=(-1.0, 1.0))
+        np.testing.assert_array_equal(plain, clipped)
+
+
+def test_studentized_intervals_of_an_evaluation_stay_in_range(tmp_path):
+    """Every reported studentized interval, of a mean or of a difference, lies in its range ([0, 1], [-1, 1]), or is
+    undefined where n_eff is below the minimum."""
+    r = np.random.default_rng(5)
+    n = 30
+    folder = tmp_path
+    qrels, runs = [], {"bm25": [], "flat": []}
+    for i in range(n):
+        q = f"q{i:02d}"
+        qrels += [f"{q} 0 d{j} {int(j == 0) * 3}\n" for j in range(6)]
+        for name in runs:
+            order = r.permutation(6) if name == "bm25" or r.random() < 0.8 else np.arange(6)
+            runs[name] += [f"{q} Q0 d{j} {k + 1} {10 - k} t\n" for k, j in enumerate(order)]
+    (folder / "qrels.txt").write_text("".join(qrels))
+    for name, lines in runs.items():
+        (folder / f"{name}.run").write_text("".join(lines))
+    spec = make_spec(["bm25", "flat"], cutoffs=(1, 3), resamples=400, method="studentized")
+    res = ndcg_mlflow.evaluate(spec, base_dir=folder)
+    for entries in res.summary["systems"].values():
+        for e in entries.values():
+            assert 0 <= e["ci_low"] <= e["ci_high"] <= 1
+    for c in res.analysis.comparisons:
+        assert -1 <= c["ci_low"] <= c["ci_high"] <= 1
 
 
 # --------------------------------------------------------------------------- what the documentation states at the edges

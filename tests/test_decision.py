@@ -17,6 +17,7 @@ from ndcg_mlflow.cli import EXIT_DECISION, EXIT_OK, main
 from ndcg_mlflow.decision import decide
 from ndcg_mlflow.errors import SpecError
 from ndcg_mlflow.spec import Decision, parse_spec
+from ndcg_mlflow.spec.types import Guardrails, RegressionGuardrail
 
 D = 1 - 1 / math.log2(3)  # nDCG of the one relevant document at rank 1 minus at rank 2
 
@@ -238,6 +239,39 @@ def test_the_reason_prints_enough_digits_to_show_the_order(rule, margin, lo):
     a, b = float(shown.group(1)), float(shown.group(3))
     assert a != b and (a > b) == (lo > out["threshold"]) and (shown.group(2) is None) == (lo > out["threshold"])
     assert f"{margin!r}" in out["statement"] and f"{-margin if rule != 'superiority' else margin:+}" in out["statement"]
+
+
+def test_a_margin_of_0_never_prints_minus_0():
+    """Non-inferiority with margin 0: the threshold is -0.0, written 0 (+0 signed), in the reason and the statement."""
+    out = decide(Decision("ndcg_at_10", "non_inferiority", 0.0), [_row()], 0.95, {("c", "ndcg_at_10"): _constant(0.02)})
+    assert "-0" not in out["candidates"][0]["reason"].replace("-0.", "") and "-0" not in out["statement"]
+    assert "above +0 " in out["statement"] and out["candidates"][0]["reason"].endswith("above +0")
+
+
+@pytest.mark.parametrize(
+    ("hi", "max_share", "words"),
+    [
+        (0.2813, 0.28124, "at most 28.13% (the interval's upper end), above 28.124%"),
+        (0.2812, 0.28124, "at most 28.1% (the interval's upper end), within 28.124%"),
+    ],
+)
+def test_the_regressions_reason_tells_the_share_from_its_bound(hi, max_share, words):
+    """The share's upper end and max_share as percentages that differ when they differ: not "at most 28.1% ...
+    above 28.1%"; max_share as declared."""
+    decision = Decision(
+        "ndcg_at_10", "superiority", 0.0, guardrails=Guardrails(regressions=RegressionGuardrail(0.1, max_share))
+    )
+    row = {**_row(lo=0.01), "regressed_share": {"share": 0.25, "ci_low": 0.2, "ci_high": hi}}
+    out = decide(decision, [row], 0.95, {("c", "ndcg_at_10"): _constant(0.02)})
+    (check,) = out["candidates"][0]["guardrails"]
+    assert words in check["reason"], check["reason"]
+    assert "at most 28.124% of the queries" in out["statement"]
+
+
+def test_the_p_value_and_max_p_print_apart():
+    decision = Decision("ndcg_at_10", "superiority", 0.0, max_p=0.05)
+    out = decide(decision, [_row(p=0.050004)], 0.95, {("c", "ndcg_at_10"): _constant(0.02)})
+    assert "the corrected p-value 0.050004 is above 0.05" in out["candidates"][0]["reason"]
 
 
 # --------------------------------------------------------------------------- end to end, against closed forms

@@ -11,6 +11,10 @@ from ndcg_mlflow.format import (
     EMPTY,
     FILE,
     TERMINAL,
+    distinct,
+    distinct_share,
+    exact,
+    exact_share,
     is_missing,
     listing,
     md_table,
@@ -235,3 +239,51 @@ def test_the_ui_command_printed_runs_mlflows_ui_from_the_tools_own_interpreter(u
     assert words[:2] == ["ndcg-mlflow", "ui"]
     argv = ui_command(build_parser().parse_args(words[1:]))
     assert argv == [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store.format(cwd=tmp_path.resolve())]
+
+
+# --------------------------------------------------------------------------- numbers compared and spec values
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [(1, "1"), (1.0000001, "1.0000001"), (0.30000000000000004, "0.30000000000000004"), (0.3, "0.3"), (-0.0, "0")],
+)
+def test_exact_writes_the_shortest_text_that_reads_back(x, text):
+    assert exact(x) == text and float(text) == x
+    assert (
+        exact(-0.0, signed=True) == "+0"
+        and exact(0.25, signed=True) == "+0.25"
+        and exact(-0.25, signed=True) == "-0.25"
+    )
+
+
+def test_two_different_numbers_never_print_alike():
+    r = np.random.default_rng(4)
+    for x in np.concatenate([r.random(200), r.random(200) * 1e-9, [0.1 + 0.2, 1 - 1e-16, 5e-324]]):
+        y = np.nextafter(x, 2.0)
+        assert exact(x) != exact(y) and float(exact(x)) == x
+        a, b = distinct(x, y)
+        assert a != b.lstrip("+") and (float(a) < float(b)) == (x < y)
+        a, b = distinct_share(x, y)
+        assert a != b
+    assert distinct(0.5, 0.5) == ("0.5", "+0.5")
+
+
+@pytest.mark.parametrize(
+    ("value", "bound", "shown"),
+    [
+        (0.2813, 0.28124, ("28.13%", "28.124%")),
+        (0.28124, 0.28124, ("28.124%", "28.124%")),
+        (0.05, 0.1, ("5.0%", "10%")),
+        (0.281240001, 0.28124, ("28.1240001%", "28.124%")),
+    ],
+)
+def test_a_share_and_its_bound_as_percentages(value, bound, shown):
+    assert distinct_share(value, bound) == shown
+    assert exact_share(0.28124) == "28.124%" and exact_share(0.95) == "95%" and exact_share(0.975) == "97.5%"
+
+
+def test_explain_writes_each_risk_alpha_as_given():
+    from ndcg_mlflow.explain import risk_words
+
+    assert risk_words((1, 1.0000001, 0.30000000000000004, 0.3)).endswith("1, 1.0000001, 0.30000000000000004, 0.3")

@@ -233,3 +233,129 @@ def test_a_logged_evaluation_is_planned_from_its_run(folders, capsys, tracking_u
         assert out.splitlines()[1:] == from_folder.splitlines()[1:]
     code, _, err = _plan(capsys, "0" * 32, "--margin", "0.02", "--tracking-uri", tracking_uri)
     assert code == 2 and f"run {'0' * 32!r} not found" in err
+
+
+# --------------------------------------------------------------------------- summary.json edited by hand
+
+_SENTINEL = "__a_literal__"
+# what plan reads of summary.json (each edit of it exits 2 naming the field, or 0 when the value is still valid) ...
+_READ = [
+    "name",
+    "models",
+    "comparisons",
+    "comparisons[0]",
+    "comparisons[0].key",
+    "comparisons[0].baseline",
+    "comparisons[0].candidate",
+    "spec",
+    "spec.uncertainty.confidence",
+    "decision",
+    "decision.key",
+    "decision.rule",
+    "decision.margin",
+]
+# ... and fields it does not read: any edit leaves the same answer
+_IGNORED = ["n_queries", "notes", "systems", "comparisons[0].delta", "comparisons[0].p_corrected", "decision.outcome"]
+_EDITS = {
+    "absent": None,
+    "null": ("value", None),
+    "text": ("value", "abc"),
+    "true": ("value", True),
+    "negative": ("value", -1),
+    "zero": ("value", 0),
+    "half": ("value", 0.5),
+    "list": ("value", []),
+    "object": ("value", {}),
+    "1e999": ("literal", "1e999"),
+    "-1e999": ("literal", "-1e999"),
+    "NaN": ("literal", "NaN"),
+    "Infinity": ("literal", "Infinity"),
+}
+
+
+def _edited(summary: dict, path: str, edit) -> str:
+    """summary.json's text with the field at ``path`` removed (``edit`` None) or replaced."""
+    data = json.loads(json.dumps(summary))
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path.replace("spec.uncertainty.confidence", "spec.\0"))
+    parts = [p.replace("\0", "uncertainty.confidence") for p in parts]
+    node = data
+    for p in parts[:-1]:
+        node = node[int(p[1:-1])] if p.startswith("[") else node[p]
+    last = parts[-1]
+    index = int(last[1:-1]) if last.startswith("[") else last
+    if edit is None:
+        if isinstance(node, list):
+            node.pop(index)
+        else:
+            node.pop(index, None)
+    else:
+        kind, value = edit
+        node[index] = _SENTINEL if kind == "literal" else value
+    text = json.dumps(data, indent=2)
+    return text.replace(f'"{_SENTINEL}"', edit[1]) if edit is not None and edit[0] == "literal" else text
+
+
+@pytest.mark.parametrize("path", _READ + _IGNORED)
+def test_a_summary_edited_by_hand_exits_2_naming_the_field_or_gives_the_same_answer(folders, capsys, tmp_path, path):
+    """Every edit of a field of summary.json (removed, another type, a non-finite number): plan exits 2 with a
+    message naming the file and the field, or 0; an edit of a field plan does not read gives the unedited answer."""
+    source = folders["weighted"]
+    summary = json.loads((source / "summary.json").read_text(encoding="utf-8"))
+    assert summary["decision"]["key"] == "ndcg_at_10" and summary["comparisons"]
+    code, want, err = _plan(capsys, str(source), "--margin", "0.01")
+    assert code == 0, err
+    folder = tmp_path / "edited"
+    shutil.copytree(source, folder)
+    for name, edit in _EDITS.items():
+        (folder / "summary.json").write_text(_edited(summary, path, edit), encoding="utf-8")
+        code, out, err = _plan(capsys, str(folder), "--margin", "0.01")
+        assert "Traceback" not in err, (path, name, err)
+        assert code in (0, 2), (path, name, code, err)
+        if code == 2:
+            assert (
+                f"{folder / 'summary.json'}: field " in err
+                or "compared no candidate" in err
+                or ("records no confidence" in err)
+            ), (path, name, err)
+            assert path in err or "compared no candidate" in err or "records no confidence" in err, (path, name, err)
+        if path in _IGNORED:
+            assert code == 0 and out == want.replace(str(source), str(folder)), (path, name)
+
+
+@pytest.mark.parametrize(
+    ("path", "edit", "words"),
+    [
+        (
+            "decision.margin",
+            ("value", "abc"),
+            "field decision.margin: expected a finite number at or above 0, found 'abc'",
+        ),
+        ("decision.margin", ("literal", "1e999"), "field decision.margin: expected a finite number at or above 0"),
+        ("spec.uncertainty.confidence", ("literal", "1e999"), "field spec.uncertainty.confidence: expected a level"),
+        ("spec.uncertainty.confidence", ("value", True), "field spec.uncertainty.confidence: expected a level"),
+        ("comparisons[0].key", ("value", 10), "field comparisons[0].key: expected an nDCG key such as ndcg_at_10"),
+        ("decision.rule", ("value", "best"), "field decision.rule: expected superiority or non_inferiority"),
+        ("decision.key", None, "field decision.key: expected one of the compared keys"),
+    ],
+)
+def test_the_edits_that_ended_in_a_traceback_exit_2(folders, capsys, tmp_path, path, edit, words):
+    summary = json.loads((folders["weighted"] / "summary.json").read_text(encoding="utf-8"))
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["weighted"], folder)
+    (folder / "summary.json").write_text(_edited(summary, path, edit), encoding="utf-8")
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2 and f"{folder / 'summary.json'}: {words}" in err, err
+
+
+def test_a_non_finite_ndcg_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["demo"], folder)
+    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\n").split(",")
+    cells = lines[4].rstrip("\n").split(",")
+    cells[head.index("ndcg")] = "1e999"
+    lines[4] = ",".join(cells) + "\n"
+    (folder / "per_query.csv").write_text("".join(lines))
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2
+    assert f"{folder / 'per_query.csv'}:5: column ndcg: expected a finite number or an empty field" in err

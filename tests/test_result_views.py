@@ -321,6 +321,12 @@ def test_per_query_csv_is_written_as_before_and_reads_back(result, tmp_path):
         ("cand", "x", "cutoff 'x' was not evaluated:"),
         ("cand", 10.5, "cutoff 10.5 was not evaluated:"),
         ("v3", 3, "system 'v3' was not evaluated and cutoff 3 was not evaluated:"),
+        (None, 10, "no system was given (the first argument names one):"),
+        (None, 7, "no system was given (the first argument names one) and cutoff 7 was not evaluated:"),
+        (["cand"], 10, "system ['cand'] was not evaluated (did you mean 'cand'?):"),
+        (3, 10, "system 3 was not evaluated:"),
+        ("cand", True, "cutoff True was not evaluated:"),
+        ("cand", float("inf"), "cutoff inf was not evaluated:"),
     ],
 )
 def test_mean_of_what_was_not_evaluated_says_what_was(result, system, cutoff, words):

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import examples
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 from scipy import stats as st
 
 import ndcg_mlflow
@@ -118,6 +121,57 @@ def test_segment_figures_equal_the_evaluation_restricted_to_the_segment(data: Pa
                 assert c[field] == w[field], (seg, field)
 
 
+def _weighted_segments(tmp: Path, seed: int) -> dict[str, list[str]]:
+    """Two to four segments of 4 to 6 queries with lognormal weights (the segments' largest weights differ from the
+    evaluation's largest), graded judgments and three systems' random rankings."""
+    rng = np.random.default_rng(seed)
+    segments = {f"s{k}": [f"s{k}-q{i}" for i in range(int(rng.integers(4, 7)))] for k in range(int(rng.integers(2, 5)))}
+    queries = [q for ids in segments.values() for q in ids]
+    (tmp / "segments.tsv").write_text("".join(f"{q}\t{s}\n" for s, ids in segments.items() for q in ids))
+    weights = np.exp(rng.normal(0, 1, len(queries)))
+    (tmp / "weights.tsv").write_text("".join(f"{q}\t{w:.6g}\n" for q, w in zip(queries, weights)))
+    qrels, runs = [], {"base": [], "better": [], "other": []}
+    for q in queries:
+        grades = rng.integers(0, 4, size=8)
+        grades[0] = 3
+        qrels += [f"{q} 0 d{j} {g}\n" for j, g in enumerate(grades)]
+        for name in runs:
+            order = rng.permutation(8)
+            runs[name] += [f"{q} Q0 d{j} {r + 1} {20 - r} t\n" for r, j in enumerate(order[:6])]
+    (tmp / "qrels.txt").write_text("".join(qrels))
+    for name, lines in runs.items():
+        (tmp / f"{name}.run").write_text("".join(lines))
+    return segments
+
+
+@settings(max_examples=examples(40))
+@given(seed=hst.integers(0, 2**32 - 1), method=hst.sampled_from(["bca", "percentile"]))
+def test_weighted_segment_intervals_equal_the_evaluation_restricted_to_the_segment(
+    tmp_path_factory, seed: int, method: str
+) -> None:
+    """Under unequal weights, every per-segment interval (BCa and percentile) and paired figure is, bit for bit,
+    that of the same spec restricted to the segment's queries with ``queries.set``: the segment's figures are
+    computed from the segment's own weights over its largest, as the restricted evaluation's are."""
+    tmp = tmp_path_factory.mktemp("weighted_segments")
+    segments = _weighted_segments(tmp, seed)
+    over = {"queries__weights": "weights.tsv", "uncertainty__method": method, "uncertainty__resamples": 400}
+    a = ndcg_mlflow.evaluate(_spec(tmp, **over)).analysis
+    for seg, ids in segments.items():
+        (tmp / f"{seg}.set").write_text("".join(f"{q}\n" for q in ids))
+        alone = ndcg_mlflow.evaluate(_spec(tmp, queries__segments=None, queries__set=f"{seg}.set", **over))
+        for name in ("base", "better", "other"):
+            for key in ("ndcg_at_5", "ndcg_at_10"):
+                got, want = a.segments[seg][name][key], alone.summary["systems"][name][key]
+                for field in ("mean", "ci_low", "ci_high", "std_error", "n_eff"):
+                    assert got[field] == want[field], (seg, name, key, field)
+        for c in a.segment_comparisons:
+            if c["segment"] != seg:
+                continue
+            w = next(x for x in alone.analysis.comparisons if (x["candidate"], x["key"]) == (c["candidate"], c["key"]))
+            for field in ("delta", "ci_low", "ci_high", "std_error", "p_randomization", "p_t_test", "effect_size_dz"):
+                assert c[field] == w[field] or (math.isnan(c[field]) and math.isnan(w[field])), (seg, field)
+
+
 def test_segment_means_are_the_weighted_means_of_per_query_rows(data: Path, tmp_path: Path) -> None:
     weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in _data(data)["queries"])}
     (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
@@ -157,6 +211,42 @@ def test_one_correction_family_over_overall_and_segment_comparisons(data: Path) 
         adjusted[i] = running
     assert np.allclose([r["p_corrected"] for r in rows], adjusted, rtol=0, atol=1e-15)
     assert result.summary["correction_family"]["size"] == m
+
+
+@pytest.mark.parametrize("correction", ["bonferroni", "holm", "benjamini_hochberg"])
+def test_a_comparison_without_a_p_value_counts_as_one_in_the_family(data: Path, correction: str) -> None:
+    """A one-query segment has no t-test p-value: it stays in the family it states, counted as p = 1, and the
+    other members are corrected over the family's whole size (the formulas written out over the family)."""
+    seg = {q: s for q, s in _data(data)["queries"]}
+    seg["head-00"] = "solo"
+    (data / "segments.tsv").write_text("".join(f"{q}\t{s}\n" for q, s in seg.items()))
+    a = ndcg_mlflow.evaluate(_spec(data, comparison__test="t_test", comparison__correction=correction)).analysis
+    rows = a.comparisons + a.segment_comparisons
+    fam = a.correction_family
+    assert fam["size"] == len(rows) == 2 * 2 * (1 + 4)
+    p = np.array([r["p_t_test"] for r in rows])
+    undefined = np.isnan(p)
+    assert fam["without_p_value"] == int(undefined.sum()) == 4  # two candidates x two cutoffs in "solo"
+    assert "4 without a p-value, each counted as p = 1" in fam["statement"]
+    full = np.where(undefined, 1.0, p)
+    m = len(full)
+    order = np.argsort(full, kind="stable")
+    want = np.empty(m)
+    if correction == "bonferroni":
+        want = np.minimum(1.0, m * full)
+    elif correction == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * full[i]))
+            want[i] = running
+    else:
+        running = 1.0
+        for rank in range(m - 1, -1, -1):
+            running = min(running, m * full[order[rank]] / (rank + 1))
+            want[order[rank]] = min(1.0, running)
+    got = np.array([r["p_corrected"] for r in rows])
+    assert np.isnan(got[undefined]).all()
+    np.testing.assert_allclose(got[~undefined], want[~undefined], rtol=1e-14)
 
 
 def test_without_segments_the_numbers_are_unchanged(data: Path) -> None:

@@ -375,6 +375,65 @@ def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
         assert all(row["segment"] == file[row["query_id"]] for row in csv.DictReader(fh))
 
 
+@pytest.mark.integration
+def test_compare_without_segments_computes_the_declared_statistics(tracking_uri, tmp_path):
+    """Runs compared without segments (one declared them) keep every other declared statistic: the tail risk at
+    the logged alphas, not the defaults; the settings' run stratified by segments, which no comparison without
+    segments can compute, is refused, saying why."""
+    from helpers import client_for
+
+    from ndcg_mlflow.cli import main
+    from ndcg_mlflow.tracking.compare import CompareError, compare_runs
+
+    alphas = [2, 7]
+    specs = {
+        "plain": case(tmp_path / "plain", comparison__risk_alpha=alphas),
+        "seg": case(tmp_path / "seg", segments=segments_text(QRELS), comparison__risk_alpha=alphas),
+        "strat": case(
+            tmp_path / "strat",
+            segments=segments_text(QRELS),
+            comparison__risk_alpha=alphas,
+            uncertainty__stratify="segments",
+        ),
+    }
+    client = client_for(tracking_uri)
+    runs = {}
+    for key, path in specs.items():
+        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
+        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
+        found = client.search_runs(
+            [client.get_experiment_by_name("segments").experiment_id],
+            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
+        )
+        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+
+    def compare(a: str, b: str):
+        return compare_runs(
+            runs[a]["base"].info.run_id,
+            runs[b]["cand"].info.run_id,
+            tracking_uri=tracking_uri,
+            out=tmp_path / f"cmp_{a}_{b}",
+            log=False,
+            allow_spec_mismatch=True,
+        )
+
+    for a, b in (("plain", "seg"), ("seg", "plain"), ("plain", "strat")):
+        result, out, _ = compare(a, b)
+        assert result.segments is None
+        assert result.spec.comparison.risk_alpha == (2.0, 7.0), (a, b)
+        assert result.analysis.comparisons
+        for row in result.analysis.comparisons:
+            assert sorted(row["urisk"]) == sorted(row["trisk"]) == ["2", "7"], (a, b)
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        assert all(sorted(c["urisk"]) == ["2", "7"] for c in summary["comparisons"])
+    with pytest.raises(CompareError) as err:
+        compare("strat", "plain")
+    assert "uncertainty.stratify: segments" in str(err.value) and "without segments" in str(err.value)
+    # the same file on both sides: the stratified intervals as declared
+    result, _, _ = compare("strat", "strat")
+    assert result.spec.uncertainty.stratify and result.spec.comparison.risk_alpha == (2.0, 7.0)
+
+
 # --------------------------------------------------------------------------- both engines
 
 

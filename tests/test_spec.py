@@ -6,6 +6,7 @@ import copy
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ndcg_mlflow import SpecError, load_spec
@@ -484,3 +485,73 @@ def test_a_system_name_whose_file_name_is_too_long_is_refused_up_front(tmp_path,
     out = write_outputs(result, tmp_path / "out", reports=False)
     assert (out / "systems" / f"{name}.per_query.csv").exists()
     assert spec.system_names == (name,)
+
+
+def _with_statistics(**over) -> dict:
+    raw = copy.deepcopy(BASE)
+    raw["uncertainty"] = {"resamples": 1000, "confidence": 0.95, "method": "percentile", "seed": 7}
+    raw["comparison"] = {
+        "baseline": "bm25",
+        "test": "both",
+        "correction": "holm",
+        "wins_losses": 5,
+        "tie_tolerance": 1e-9,
+        "risk_alpha": [1, 5],
+    }
+    for path, value in over.items():
+        node = raw
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return raw
+
+
+def _python(value):
+    """``value`` with each numpy value written as the Python value it holds, here by hand."""
+    if isinstance(value, np.ndarray):
+        return [_python(v) for v in value]
+    if isinstance(value, list):
+        return [_python(v) for v in value]
+    if isinstance(value, dict):
+        return {_python(k): _python(v) for k, v in value.items()}
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"metric.cutoffs": [np.int64(10), np.int32(5), "all"]},
+        {"uncertainty.confidence": np.float64(0.95)},
+        {"comparison.tie_tolerance": np.float32(0.5)},
+        {"uncertainty.resamples": np.int64(1000), "uncertainty.seed": np.uint64(2**62 + 1)},
+        {"comparison.risk_alpha": np.array([1.0, 5.0])},
+        {"comparison.risk_alpha": [np.float64(0.30000000000000004), np.float16(2)]},
+        {"metric.gain": {np.int64(3): np.float64(7.0), 0: 0, 1: 1, 2: np.int8(3)}},
+    ],
+)
+def test_numpy_numbers_in_a_spec_mapping_are_those_numbers(tmp_path, over):
+    """A spec given as a mapping holding numpy values: the same spec as with the Python numbers they hold, recorded
+    as YAML that reads back as them (not a RepresenterError)."""
+    import yaml
+
+    spec = load_spec(_with_statistics(**over), base_dir=tmp_path)
+    plain = {k: _python(v) for k, v in over.items()}
+    want = load_spec(_with_statistics(**plain), base_dir=tmp_path)
+    assert spec.resolved() == want.resolved()
+    assert spec.text == want.text and yaml.safe_load(spec.text) == yaml.safe_load(want.text)
+
+
+def test_a_mapping_nested_too_deeply_is_a_spec_error_with_numpy_loaded(tmp_path):
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    node["x"] = np.float64(1.0)
+    with pytest.raises(SpecError, match="at key 'a': unknown key"):
+        load_spec(deep, base_dir=tmp_path)

@@ -457,7 +457,7 @@ def test_studentized_se_is_two_pass_and_skips_resamples_without_variance():
             xb, wb = x[row], w[row]
             assert boot.se_dist[b, 0] == pytest.approx(float(stats.weighted_se(xb, wb)), rel=1e-12)
     lo, hi = stats.interval(boot, x, w, confidence=0.9, method="studentized")
-    assert np.isnan(lo[0]) and np.isnan(hi[0])  # below STUDENTIZED_MIN_N: undefined, stated
+    assert np.isnan(lo[0]) and np.isnan(hi[0])  # below STUDENTIZED_MIN_N_EFF: undefined, stated
 
 
 @pytest.mark.parametrize("offset", [0.0, 1e3, 1e6])
@@ -891,15 +891,53 @@ def test_correction_none_and_single():
         np.testing.assert_allclose(stats.correct([0.03], method), [0.03])
 
 
+def _written_out(p: np.ndarray, method: str) -> np.ndarray:
+    """Bonferroni, Holm's step-down and Benjamini-Hochberg's step-up adjusted p-values, as statsmodels'
+    multipletests defines them, one rank at a time over the whole array."""
+    m = p.size
+    order = sorted(range(m), key=lambda i: p[i])
+    adj = np.empty(m)
+    if method == "bonferroni":
+        return np.minimum(1.0, m * p)
+    if method == "holm":
+        running = 0.0
+        for r, i in enumerate(order):
+            running = max(running, min(1.0, (m - r) * p[i]))
+            adj[i] = running
+        return adj
+    running = 1.0
+    for r in range(m - 1, -1, -1):  # Benjamini-Hochberg
+        i = order[r]
+        running = min(running, m * p[i] / (r + 1))
+        adj[i] = min(1.0, running)
+    return adj
+
+
 @pytest.mark.parametrize("method", ["holm", "bonferroni", "benjamini_hochberg", "none"])
-def test_correction_nan_passthrough(method):
-    """A comparison without a p-value stays NaN and is not counted in the family."""
-    with_nan = stats.correct([0.01, np.nan, 0.04, np.nan, 0.03, 0.005], method)
-    without = stats.correct(P4[:2] + P4[2:], method)  # same non-NaN values in the same order
-    assert np.isnan(with_nan[1]) and np.isnan(with_nan[3])
-    np.testing.assert_allclose(with_nan[[0, 2, 4, 5]], without)
+def test_correction_counts_an_undefined_p_value_as_one(method):
+    """A comparison without a p-value stays NaN but stays in the family, as p = 1: the others are corrected over
+    the family's whole size, as the written-out formulas over the family with 1 in its place give them."""
+    ps = np.array([0.01, np.nan, 0.04, np.nan, 0.03, 0.005, 0.2, np.nan])
+    with_nan = stats.correct(ps, method)
+    defined = ~np.isnan(ps)
+    assert np.isnan(with_nan[~defined]).all()
+    want = ps if method == "none" else _written_out(np.where(defined, ps, 1.0), method)
+    np.testing.assert_allclose(with_nan[defined], want[defined], rtol=1e-15)
+    if method == "bonferroni":
+        np.testing.assert_allclose(with_nan[defined], np.minimum(1, ps.size * ps[defined]), rtol=1e-15)
     assert np.isnan(stats.correct([np.nan, np.nan], method)).all()
     assert stats.correct([], method).shape == (0,)
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni", "benjamini_hochberg"])
+@pytest.mark.parametrize("seed", range(5))
+def test_correction_against_the_written_out_formulas(method, seed):
+    r = np.random.default_rng(seed)
+    ps = r.uniform(0, 0.3, size=15) ** 2
+    ps[r.random(15) < 0.3] = np.nan
+    defined = ~np.isnan(ps)
+    want = _written_out(np.where(defined, ps, 1.0), method)
+    np.testing.assert_allclose(stats.correct(ps, method)[defined], want[defined], rtol=1e-14)
 
 
 @pytest.mark.parametrize("method", ["holm", "bonferroni", "benjamini_hochberg"])

@@ -40,7 +40,7 @@ from .types import (
     Source,
     Spec,
 )
-from .yamltext import dump, got, recorded_spec_text, short_repr
+from .yamltext import dump, got, plain_values, recorded_spec_text, short_repr
 
 # --------------------------------------------------------------------------- sections
 
@@ -368,6 +368,7 @@ def parse_spec(
     ``tables`` says which data are given as in-memory tables (they replace the data section's entries, which
     may then be left out)."""
     ctx = _Ctx(source, Path(base_dir))
+    raw = plain_values(raw)
     _check_strings(ctx, raw)
     top = _mapping(ctx, raw, "", TOP_REQUIRED, TOP_OPTIONAL)
     version = top["spec_version"]

@@ -109,6 +109,43 @@ def safe_yaml(text: str, source: str) -> Any:
         ) from None
 
 
+def plain_values(raw: Any) -> Any:
+    """A spec given as a mapping, with each numpy value as the Python value it holds (``np.int64(10)`` -> ``10``,
+    ``np.float64(0.05)`` -> ``0.05``, ``np.bool_`` -> ``bool``, an array -> a list): the number itself, validated
+    and recorded (YAML) as if written so. Everything else as given (the checks then say what they expect)."""
+    import sys
+
+    np = sys.modules.get("numpy")  # (a numpy value can only exist once numpy is imported)
+    if np is None:
+        return raw
+    seen: dict[int, Any] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, (np.generic, np.ndarray)):
+            return walk(value.tolist()) if isinstance(value, np.ndarray) else value.item()
+        if isinstance(value, (dict, list, tuple)):
+            if id(value) in seen:  # (a repeated subtree: converted once)
+                return seen[id(value)]
+            if isinstance(value, dict):
+                out: Any = {}
+                seen[id(value)] = out
+                for k, v in value.items():
+                    out[walk(k)] = walk(v)
+                return out
+            if isinstance(value, tuple):
+                return tuple(walk(v) for v in value)
+            items: list[Any] = []
+            seen[id(value)] = items
+            items.extend(walk(v) for v in value)
+            return items
+        return value
+
+    try:
+        return walk(raw)
+    except RecursionError:  # nested deeper than any spec: the checks refuse it as given, naming its first key
+        return raw
+
+
 def dump(raw: Any) -> str:
     import yaml
 

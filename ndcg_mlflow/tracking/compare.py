@@ -378,8 +378,9 @@ def compare_runs(
         },
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
-    if segments is None:
-        segment_settings(raw, a.run.data.params, b.run.data.params)
+    undoable = segment_settings(raw, a.run.data.params, b.run.data.params, segments=segments is None)
+    if undoable is not None:
+        raise CompareError(f"{undoable}; compare runs whose evaluations declared the same segments file.")
     spec = parse_spec(raw, base_dir=".")
     result = result_from_tables(spec, [(name_a, a), (name_b, b)], segments is None)
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")

@@ -28,16 +28,24 @@ def segments_difference(a: tuple[str, Any], b: tuple[str, Any]) -> str | None:
     )
 
 
-def segment_settings(raw: dict[str, Any], *params: dict[str, str]) -> None:
-    """The comparison's spec ``raw`` with the logged runs' segments (the same file on both sides), and the settings
-    that go with them, put in place: ``queries.segments`` as declared; ``uncertainty.stratify`` and
-    ``comparison.risk_alpha`` of the first run whose evaluation had the section (as the other settings)."""
+def segment_settings(raw: dict[str, Any], *params: dict[str, str], segments: bool = True) -> str | None:
+    """The comparison's spec ``raw`` with the logged runs' segments and the statistics they declared put in
+    place: ``queries.segments`` as declared (with ``segments``: the same file on both sides); ``comparison.risk_alpha``
+    and ``uncertainty.stratify`` of the first run whose evaluation had the section (as the other settings), whether
+    or not the segments are compared. Returns why the comparison cannot compute what was declared (that run's
+    intervals stratified by segments, compared without segments), else None."""
     declared = next((p["queries.segments"] for p in params if "queries.segments" in p), None)
-    if declared is not None:
+    if segments and declared is not None:
         raw["queries"]["segments"] = declared
     uncertainty = next((p for p in params if "uncertainty.method" in p), None)
-    if declared is not None and uncertainty is not None and uncertainty.get("uncertainty.stratify") == "segments":
+    if uncertainty is not None and uncertainty.get("uncertainty.stratify") == "segments":
+        if not segments or declared is None:
+            return (
+                "the evaluation whose settings the comparison takes declared uncertainty.stratify: segments (each "
+                "interval resampled within segments), which a comparison without segments cannot compute"
+            )
         raw["uncertainty"]["stratify"] = "segments"
     comparison = next((p for p in params if "comparison.test" in p), None)
     if comparison is not None and "comparison.risk_alpha" in comparison:
         raw["comparison"]["risk_alpha"] = [float(a) for a in comparison["comparison.risk_alpha"].split(",")]
+    return None
