@@ -363,3 +363,61 @@ def test_the_segment_tables_are_mlflow_tables(data: Path, tmp_path: Path) -> Non
     one = dict(folder_tables(out, summary, system="better"))
     assert set(one["segment_comparisons_table.json"].candidate) == {"better"}
     assert set(one["segments_table.json"].system) == {"better"}
+
+
+# --------------------------------------------------------------------------- labels as the exact strings
+
+# labels that differ only by NULs, a lone carriage return, a line end inside: five segments of the 32 queries
+ODD = {"head": ["head", "head\x00", "\x00"], "torso": ["tail\rend"], "tail": ["\r"]}
+
+
+def _odd_segments(data: Path, kind: str) -> tuple[Path, dict[str, str]]:
+    """The queries of :data:`SEGMENTS` relabelled with :data:`ODD` (a segment's queries dealt out among its labels
+    in turn), written as JSONL or Parquet; returns the file and each query's label read back from the file by
+    json / pyarrow alone."""
+    queries = [(f"{seg}-{i:02d}", ODD[seg][i % len(ODD[seg])]) for seg, n in SEGMENTS.items() for i in range(n)]
+    if kind == "jsonl":
+        path = data / "odd.jsonl"
+        path.write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in queries))
+        back = [json.loads(line) for line in path.read_text().split("\n") if line]
+        return path, {r["query_id"]: r["segment"] for r in back}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = data / "odd.parquet"
+    pq.write_table(pa.table({"query_id": [q for q, _ in queries], "segment": [s for _, s in queries]}), path)
+    back = pq.read_table(path).to_pydict()
+    return path, dict(zip(back["query_id"], back["segment"]))
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_labels_with_nul_and_carriage_returns_are_segments_of_their_own(data: Path, tmp_path: Path, kind) -> None:
+    """``head``, ``head\\0`` and ``\\0`` are three segments, ``tail\\rend`` and ``\\r`` two more: the statistics,
+    per_query.csv, segments.csv and segment_comparisons.csv (read with pandas) and the MLflow tables all hold the
+    five labels, each query under the label its file gives it, each mean that of its own per-query rows."""
+    from ndcg_mlflow.tracking.tables import folder_tables
+
+    path, label_of = _odd_segments(data, kind)
+    labels = {s for group in ODD.values() for s in group}
+    assert set(label_of.values()) == labels and "head\x00" in labels  # (the file holds the five, NULs and all)
+    out = tmp_path / "out"
+    assert main(["run", str(_spec(data, queries__segments=path.name)), "--out", str(out), "--no-mlflow"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["segments"]) == labels
+    read = {"dtype": str, "keep_default_na": False, "na_values": [""]}
+    pq_ = pd.read_csv(out / "per_query.csv", **read)
+    assert len(pq_) == 3 * 2 * len(label_of)
+    assert [label_of[q] for q in pq_.query_id] == pq_.segment.tolist()
+    seg = pd.read_csv(out / "segments.csv", **read)
+    assert len(seg) == len(labels) * 3 * 2 and set(seg.segment) == labels
+    for row in seg.itertuples():
+        rows = pq_[(pq_.segment == row.segment) & (pq_.system == row.system) & (pq_.cutoff == row.cutoff)]
+        ndcg = rows.ndcg.astype(float)
+        assert float(row.mean) == pytest.approx(float(ndcg.mean()), rel=1e-15)
+        assert int(row.n) == sum(1 for s in label_of.values() if s == row.segment)
+    comps = pd.read_csv(out / "segment_comparisons.csv", **read)
+    assert len(comps) == len(labels) * 2 * 2 and set(comps.segment) == labels
+    tables = dict(folder_tables(out, summary))
+    assert len(tables["segments_table.json"]) == len(seg)
+    assert tables["segments_table.json"].segment.tolist() == seg.segment.tolist()
+    assert tables["segment_comparisons_table.json"].segment.tolist() == comps.segment.tolist()
