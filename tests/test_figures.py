@@ -370,3 +370,18 @@ def test_fit_text_measures_each_character_of_a_long_label_once(monkeypatch):
     k = math.floor((width / size - 1.0) / S.EM)  # (k * EM + 1) * size <= width: 30 letters and the ellipsis
     assert (k * S.EM + 1) * size < width < ((k + 1) * S.EM + 1) * size  # (far from the boundary either way)
     assert shown == "a" * k + "…"
+
+
+def test_a_segment_called_overall_is_not_the_overall_row():
+    """The forest plot's overall row reads apart from every segment's row, a segment called ``overall`` too."""
+    from ndcg_mlflow.forest import segment_differences
+
+    c = dict(comparison("b", "a", "ndcg_at_10", 0.01, -0.02, 0.04), n_paired=24)
+    s = summary_of({"a": [0.5, 0.6, 0.7], "b": [0.5, 0.6, 0.7]}, comparisons=[c])
+    s["segment_comparisons"] = [dict(c, segment=seg, n_paired=12) for seg in ("overall", "all queries, n=24")]
+    root = parse(segment_differences(s))
+    axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "y")
+    rows = [all_text(t) for t in axis.iter(f"{SVG}text") if "tick-label" in classes(t)]
+    assert len(rows) == 3 and len(set(rows)) == 3, rows
+    assert rows[0] == "all queries, n=24" and rows[1:] == ["overall (n=12)", "all queries, n=24 (n=12)"]
+    assert len([el for el in root.iter() if "overall-rule" in classes(el)]) == 1
