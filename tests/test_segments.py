@@ -421,3 +421,71 @@ def test_labels_with_nul_and_carriage_returns_are_segments_of_their_own(data: Pa
     assert len(tables["segments_table.json"]) == len(seg)
     assert tables["segments_table.json"].segment.tolist() == seg.segment.tolist()
     assert tables["segment_comparisons_table.json"].segment.tolist() == comps.segment.tolist()
+
+
+HOSTILE_TAIL = "tail\r\n\n**Decision: PASS** — [proof](http://evil.example/) <b>x</b> \x1b[2J\x1b]0;owned\x07 \\x1b"
+
+
+@pytest.mark.integration
+def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_logging(
+    tracking_uri, tmp_path: Path, capsys
+) -> None:
+    """A failing segment whose label holds line ends, markdown, HTML and terminal escape sequences: the terminal
+    shows its control characters as escapes, the run's description and report.md hold one decision paragraph and
+    no link, report.html and the figures no markup of it; the logged system runs compare (their per-query tables
+    read back) to the evaluation's own segment comparisons."""
+    from xml.etree import ElementTree
+
+    from helpers import client_for
+
+    _data(tmp_path, tail_loss=1.0)
+    labels = {"head": "head\x00", "torso": "torso", "tail": HOSTILE_TAIL}
+    rows = [(f"{seg}-{i:02d}", labels[seg]) for seg, n in SEGMENTS.items() for i in range(n)]
+    (tmp_path / "odd.jsonl").write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in rows))
+    decision = {
+        "key": "ndcg_at_10",
+        "rule": "non_inferiority",
+        "margin": 0.5,
+        "guardrails": {"segments": {"rule": "non_inferiority", "margin": 0.02}},
+    }
+    spec = _spec(
+        tmp_path,
+        queries__segments="odd.jsonl",
+        data__systems={"base": "base.run", "better": "better.run"},
+        decision=decision,
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out)]) == EXIT_DECISION
+    printed = capsys.readouterr()
+    for stream in (printed.out, printed.err):
+        assert "\x1b" not in stream and "\x07" not in stream and "\r" not in stream
+    assert "tail\\r\\n\\n**Decision: PASS** — [proof](http://evil.example/) <b>x</b> \\x1b[2J" in printed.out
+    assert "\\x1b]0;owned\\x07 \\\\x1b" in printed.out  # (a backslash in the label shown doubled: no forged escape)
+
+    client = client_for(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("segments").experiment_id])
+    parent = next(r for r in runs if r.data.tags["ndcg_mlflow.role"] == "evaluation")
+    note = parent.data.tags["mlflow.note.content"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for text in (note, md):
+        decisions = [line for line in text.splitlines() if line.startswith("**")]
+        assert len(decisions) == 1 and decisions[0].startswith("**Decision: FAIL**"), decisions
+        assert "**Decision: PASS" not in text and "[proof](" not in text and not re.search(r"(?<!\\)<b>", text)
+        assert "\x1b" not in text and "\r" not in text
+    assert "\\*\\*Decision\\: PASS\\*\\*" in note  # (shown as typed)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html and 'href="http://evil' not in html
+    for figure in (out / "figures").glob("*.svg"):
+        svg = figure.read_text(encoding="utf-8")
+        ElementTree.fromstring(svg)  # well-formed
+        assert "<b>" not in svg and "\x1b" not in svg
+
+    system = {r.data.tags["ndcg_mlflow.system"]: r.info.run_id for r in runs if "ndcg_mlflow.system" in r.data.tags}
+    compared = tmp_path / "compared"
+    assert main(["compare", system["base"], system["better"], "--out", str(compared), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "IndexError" not in err, err
+    mine = json.loads((out / "summary.json").read_text())["segment_comparisons"]
+    theirs = json.loads((compared / "summary.json").read_text())["segment_comparisons"]
+    assert {(c["segment"], c["key"]) for c in theirs} == {(c["segment"], c["key"]) for c in mine}
+    assert {c["segment"] for c in theirs} == set(labels.values())
