@@ -439,7 +439,7 @@ def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_
     from helpers import client_for
 
     _data(tmp_path, tail_loss=1.0)
-    labels = {"head": "head\x00", "torso": "torso", "tail": HOSTILE_TAIL}
+    labels = {"head": "head\x00", "torso": "\r", "tail": HOSTILE_TAIL}  # (a lone CR ended a CSV row)
     rows = [(f"{seg}-{i:02d}", labels[seg]) for seg, n in SEGMENTS.items() for i in range(n)]
     (tmp_path / "odd.jsonl").write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in rows))
     decision = {
