@@ -4,7 +4,8 @@ The summary of an evaluation (:func:`format_summary`, with :func:`format_grouped
 stayed in Spark), where its results are (:func:`format_locations`), where it was logged (:func:`logged_lines`,
 :func:`mlflow_ui_hint`) and what ``validate`` finds (:func:`validation_lines`), with the terminal's number rules
 of :mod:`ndcg_mlflow.format`; progress lines and messages on stderr (:func:`progress_reporter`,
-:func:`configure_logging`); stdout and stderr without credentials (:func:`redacting_streams`).
+:func:`configure_logging`); stdout and stderr without credentials or raw control characters
+(:func:`redacting_streams`). Every name, label and id is shown through :func:`~.format.term_text`.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def configure_logging(quiet: bool) -> None:
 
 
 class _Redacting:
-    """A text stream that writes through :func:`ndcg_mlflow.uris.redact`."""
+    """A text stream that writes through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream`."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -84,7 +85,8 @@ class _Redacting:
 
 
 def redacting_streams():
-    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact`; the streams before, to restore."""
+    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream` (no
+    escape sequence reaches the terminal, whoever prints); the streams before, to restore."""
     saved = (sys.stdout, sys.stderr)
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
     return saved
