@@ -33,6 +33,17 @@ from .svg import (
 ROW = 26  # px per row (the overall difference, then one per segment)
 
 
+def overall_label(comparison: dict) -> str:
+    """The overall row's label, ``all queries, n=24``: unlike any segment's row label (:func:`segment_label`,
+    which ends with ``)`` or, cut, with ``…``), whatever the segments are called."""
+    return f"all queries, n={comparison.get('n_paired', 0)}"
+
+
+def segment_label(comparison: dict) -> str:
+    """A segment's row label, ``<segment> (n=12)``."""
+    return f"{comparison['segment']} (n={comparison.get('n_paired', 0)})"
+
+
 def segment_differences(summary: dict) -> str | None:
     """One panel per candidate: a row for the overall difference and one per segment (``summary.json``'s
     ``comparisons`` and ``segment_comparisons`` at the headline cutoff), each a point at the difference and a bar
@@ -52,8 +63,8 @@ def segment_differences(summary: dict) -> str | None:
     for c in comps:
         if c["key"] != key:
             continue
-        rows = [("overall", c)] + [
-            (str(s["segment"]), s) for s in segs if s["candidate"] == c["candidate"] and s["key"] == key
+        rows = [(overall_label(c), c)] + [
+            (segment_label(s), s) for s in segs if s["candidate"] == c["candidate"] and s["key"] == key
         ]
         blocks.append((c["candidate"], c["baseline"], rows))
     svg = Svg("segment_differences", f"Differences from the baseline by segment at {metric_name(key)}")
@@ -71,7 +82,7 @@ def segment_differences(summary: dict) -> str | None:
         for _, r in rows:
             values += [v for v in (finite_or_none(r.get(k)) for k in ("delta", "ci_low", "ci_high")) if v is not None]
     room = WIDTH * 0.3  # the widest row label; a longer one is cut (the whole name is in the tables)
-    labels = [fit_text(f"{n} (n={r.get('n_paired', 0)})", TICK_SIZE, room) for _, _, rows in blocks for n, r in rows]
+    labels = [fit_text(n, TICK_SIZE, room) for _, _, rows in blocks for n, _ in rows]
     left = 16 + LABEL_SIZE * 1.6 + 14 + max(text_width(t, TICK_SIZE) for t in labels)
     box_w = WIDTH - left - 24
     xt = fit_ticks(min(values), max(values), box_w, horizontal=True, most=7)
@@ -86,6 +97,11 @@ def segment_differences(summary: dict) -> str | None:
             f'<line class="mark" x1="{fmt(x(0))}" y1="{fmt(box.top)}" x2="{fmt(x(0))}" y2="{fmt(box.bottom)}" '
             f'stroke="{ZERO}" stroke-width="1.2" fill="none"/>'
         ]
+        if len(rows) > 1:  # the overall row set apart from the segments' rows
+            marks.append(
+                f'<line class="overall-rule" x1="{fmt(box.left)}" y1="{fmt(box.top + ROW)}" x2="{fmt(box.right)}" '
+                f'y2="{fmt(box.top + ROW)}" stroke="{MUTED}" stroke-width="1" fill="none"/>'
+            )
         if threshold is not None:
             marks.append(
                 polyline([(x(threshold), box.top), (x(threshold), box.bottom)], INTERVAL, width=1.5, dashed=True)
@@ -93,7 +109,7 @@ def segment_differences(summary: dict) -> str | None:
         ticks = []
         for i, (name, r) in enumerate(rows):
             cy = box.top + ROW * i + ROW / 2
-            ticks.append((cy, fit_text(f"{name} (n={r.get('n_paired', 0)})", TICK_SIZE, room)))
+            ticks.append((cy, fit_text(name, TICK_SIZE, room)))
             lo, hi, d = (finite_or_none(r.get(k)) for k in ("ci_low", "ci_high", "delta"))
             if lo is not None and hi is not None:
                 marks.append(polyline([(x(lo), cy), (x(hi), cy)], OBSERVED, width=2))

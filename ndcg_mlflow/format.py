@@ -36,6 +36,12 @@ never starts a line (a heading, list item or table row) of its own. The one raw 
 files use (``<summary>``, whose content markdown does not process) takes :func:`md_html` instead:
 HTML escaping.
 
+Escaping elsewhere, one helper per medium: an HTML page (``report.html``, the notebook's tables) takes
+:func:`html_text`; the terminal :func:`term_text` for a name, label or id (every control character and
+backslash as Python writes it in a string literal: ``\\x1b``, ``\\n``, ``\\\\``), and every printed line
+passes :func:`term_stream` (its control characters but line feeds and tabs escaped the same way). Control
+characters become U+FFFD in markdown and HTML (the SVG figures: ``svg.xml_text``).
+
 Model systems: wherever a system is named for people, a model system carries its model beside it, as resolved
 when the evaluation started (``summary.json`` ``models``): ``challenger (ranker v2)``, ``champion (ranker v1
 @champion)`` (:func:`system_label`), and :func:`models_sentence` says it in words once.
@@ -67,8 +73,13 @@ _LEADING = re.compile(r"^( ?)([-+])")  # a list marker where a string opens a li
 _BREAKS = re.compile("[ \t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+")
 
 
+# the control characters left once line breaks are spaces (NUL, escape, bell, ...): shown as U+FFFD in markdown
+# and HTML, where a browser would show nothing or stop reading (XML forbids them: svg.xml_text does the same)
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
 def _one_line(value: Any) -> str:
-    return _BREAKS.sub(" ", str(value)).replace("\x00", "\ufffd")
+    return _CONTROLS.sub("\ufffd", _BREAKS.sub(" ", str(value)))
 
 
 def md_text(value: Any) -> str:
@@ -80,6 +91,38 @@ def md_text(value: Any) -> str:
 def md_html(value: Any) -> str:
     """``value`` as literal text inside a raw HTML element of a markdown file (``<summary>``)."""
     return html.escape(_one_line(value), quote=True)
+
+
+def html_text(value: Any) -> str:
+    """``value`` as literal text of an HTML page (``report.html``, the notebook's tables): HTML-escaped, quotes
+    too (for attributes), its control characters but white space shown as U+FFFD."""
+    return html.escape(_CONTROLS.sub("\ufffd", str(value)), quote=True)
+
+
+# what a terminal could act on rather than show: C0 and C1 control characters (escape sequences, bell, carriage
+# return, line breaks), DEL, the Unicode line and paragraph separators and the bidirectional controls
+_OTHER_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_TERMINAL_ANY = re.compile(f"[\\\\\t\n{_OTHER_CONTROL}]")
+_TERMINAL_STREAM = re.compile(f"[{_OTHER_CONTROL}]")  # (line feeds, tabs and backslashes kept)
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    c = match.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def term_text(value: Any) -> str:
+    """``value`` (a label, an id, a name from the data or the spec) as terminal text: each control character and
+    backslash written as Python writes it in a string literal (``\\x1b``, ``\\n``, ``\\\\``), so that the
+    terminal shows it, on one line, rather than acting on it, and the text reads back as the same string."""
+    return _TERMINAL_ANY.sub(_escape, str(value))
+
+
+def term_stream(text: str) -> str:
+    """Text on its way to the terminal (every line printed, whoever prints it): its control characters escaped
+    as :func:`term_text` escapes them, but line feeds and tabs, which lay the text out, and backslashes."""
+    return _TERMINAL_STREAM.sub(_escape, text)
 
 
 # --------------------------------------------------------------------------- numbers and missing values

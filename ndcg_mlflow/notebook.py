@@ -10,12 +10,11 @@ report writes them (:mod:`ndcg_mlflow.format`).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
 from .errors import preview
-from .format import exact_share, is_missing, number, p_value, system_label
+from .format import exact_share, html_text, is_missing, number, p_value, system_label
 from .rules import key_label, metric_name
 
 NAME_WIDTH = 40  # a name longer than this is cut in the repr, ending in "…"
@@ -71,8 +70,7 @@ def system_repr(system: Any) -> str:
 # --------------------------------------------------------------------------- HTML
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+_e = html_text  # every string shown in the page
 
 
 def _table(caption: str, heads: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

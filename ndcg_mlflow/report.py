@@ -16,14 +16,13 @@ logged to MLflow.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
-from typing import Any
 
 from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
 from .format import (
     FILE,
+    html_text,
     listing,
     models_sentence,
     number,
@@ -82,8 +81,7 @@ def write_figures(folder: str | Path, figs: dict[str, str]) -> list[Path]:
 # --------------------------------------------------------------------------- formatting
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+_e = html_text  # every string shown in the page
 
 
 _label = metric_name

@@ -5,12 +5,11 @@ Each table is built once as text cells; :func:`html_table` and :func:`~ndcg_mlfl
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import Any
 
 from .bundle import Bundle
-from .format import FILE, exact, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
+from .format import FILE, exact, html_text, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
 from .rules import metric_name
 
 Table = tuple[list[str], list[list[str]], str]  # heads, rows, alignment ("l"/"r" per column)
@@ -133,8 +132,7 @@ def html_table(table: Table) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+_e = html_text  # every string shown in the page
 
 
 def html_sections(bundle: Bundle) -> str:

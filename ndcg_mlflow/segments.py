@@ -56,7 +56,9 @@ class Segments:
         values = result.segments
         if values is None:
             return None
-        labels, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+        # an object array of the labels themselves: numpy's fixed-width text ('U') drops trailing NULs, which
+        # would make "head" and "head\0" one segment and "\0" an empty label
+        labels, codes = np.unique(np.asarray([str(v) for v in values], dtype=object), return_inverse=True)
         return cls(tuple(str(s) for s in labels), codes.astype(np.int64))
 
     def mask(self, s: int) -> np.ndarray:

@@ -62,13 +62,20 @@ def _em(c: str) -> float:
 
 
 def fit_text(text: str, size: float, width: float, *, bold: bool = False) -> str:
-    """``text`` on one line, cut (with an ellipsis) to fit ``width`` pixels at font ``size``."""
+    """``text`` on one line, cut (with an ellipsis) to fit ``width`` pixels at font ``size``: its longest prefix
+    that fits with the ellipsis (none when not even the ellipsis fits). Each character is measured once, so the
+    time is linear in the text's length."""
     text = " ".join(str(text).split())
     if text_width(text, size, bold=bold) <= width:
         return text
-    while text and text_width(text + "…", size, bold=bold) > width:
-        text = text[:-1]
-    return text + "…"
+    factor = 1.12 if bold else 1.0
+    ellipsis = _em("…")
+    ems = 0.0
+    for k, c in enumerate(text):  # the prefix of k characters fits; does the one of k + 1?
+        ems += _em(c)
+        if (ems + ellipsis) * size * factor > width:  # (text_width's arithmetic, in its order)
+            return text[:k] + "…"
+    return text + "…"  # (not reached: the whole text did not fit)
 
 
 def fmt(x: float) -> str:

@@ -4,7 +4,8 @@ The summary of an evaluation (:func:`format_summary`, with :func:`format_grouped
 stayed in Spark), where its results are (:func:`format_locations`), where it was logged (:func:`logged_lines`,
 :func:`mlflow_ui_hint`) and what ``validate`` finds (:func:`validation_lines`), with the terminal's number rules
 of :mod:`ndcg_mlflow.format`; progress lines and messages on stderr (:func:`progress_reporter`,
-:func:`configure_logging`); stdout and stderr without credentials (:func:`redacting_streams`).
+:func:`configure_logging`); stdout and stderr without credentials or raw control characters
+(:func:`redacting_streams`). Every name, label and id is shown through :func:`~.format.term_text`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .format import (
     p_value,
     queries_line,
     system_label,
+    term_stream,
+    term_text,
     text_table,
     wins_ties_losses,
 )
@@ -69,13 +72,13 @@ def configure_logging(quiet: bool) -> None:
 
 
 class _Redacting:
-    """A text stream that writes through :func:`ndcg_mlflow.uris.redact`."""
+    """A text stream that writes through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream`."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text))
+        self._stream.write(term_stream(redact(text)))
         return len(text)
 
     def __getattr__(self, name: str):
@@ -83,7 +86,8 @@ class _Redacting:
 
 
 def redacting_streams():
-    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact`; the streams before, to restore."""
+    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream` (no
+    escape sequence reaches the terminal, whoever prints); the streams before, to restore."""
     saved = (sys.stdout, sys.stderr)
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
     return saved
@@ -108,7 +112,7 @@ def format_summary(result) -> str:
     heads = ["system"] + [metric_name(k) for k in keys] + ["evaluated", "excluded", "missing"]
     rows = []
     for name in result.systems:
-        cells = [system_label(name, models)]
+        cells = [_label(name, models)]
         for k in keys:
             m = summary["systems"][name][k]
             cell = _fmt(m["mean"])
@@ -118,7 +122,7 @@ def format_summary(result) -> str:
         first = summary["systems"][name][keys[0]]
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
         rows.append(cells)
-    lines = _opening(summary, queries_line(summary))
+    lines = _opening(summary, term_text(queries_line(summary)))
     lines.append(
         f"weights {spec.resolved()['queries.weights']}"
         + (
@@ -130,7 +134,7 @@ def format_summary(result) -> str:
     )
     lines += text_table(heads, rows)
     if models:
-        lines.append(models_sentence(models))
+        lines.append(term_text(models_sentence(models)))
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
         lines.append(f"all comparisons ({result.analysis.family}):")
@@ -145,7 +149,7 @@ def format_summary(result) -> str:
         for c in result.analysis.comparisons:
             rows.append(
                 [
-                    system_label(c["candidate"], models),
+                    _label(c["candidate"], models),
                     c["cutoff"],
                     _fmt(c.get("delta"), signed=True),
                     f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
@@ -165,15 +169,15 @@ def format_summary(result) -> str:
                 continue
             lines.append("")
             lines.append(
-                f"{system_label(block['candidate'], models)} vs {system_label(block['baseline'], models)} at "
+                f"{_label(block['candidate'], models)} vs {_label(block['baseline'], models)} at "
                 f"{metric_name(block['key'])}: largest wins / losses"
             )
             for kind in ("wins", "losses"):
                 items = block[kind][:3]
-                text = listing([f"{e['query_id']} ({_fmt(e['delta'], True, 3)})" for e in items])
+                text = listing([f"{term_text(e['query_id'])} ({_fmt(e['delta'], True, 3)})" for e in items])
                 lines.append(f"  {kind:<6} {text}")
     for note in result.notes:
-        lines.append(f"note: {note}")
+        lines.append(f"note: {term_text(note)}")
     return "\n".join(lines)
 
 
@@ -185,8 +189,8 @@ def _segment_lines(result, models) -> list[str]:
         return []
     rows = [
         [
-            str(c["segment"]),
-            system_label(c["candidate"], models),
+            term_text(c["segment"]),
+            _label(c["candidate"], models),
             str(c["n_paired"]),
             _fmt(c.get("delta"), signed=True),
             f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
@@ -215,12 +219,12 @@ def format_grouped_summary(summary: dict) -> str:
             + (f" [{_fmt(m.get('ci_low'))}, {_fmt(m.get('ci_high'))}]" if "ci_low" in m else "")
             for key, m in means.items()
         ]
-        lines.append(f"  {system_label(name, models)}: " + "  ".join(cells))
+        lines.append(f"  {_label(name, models)}: " + "  ".join(cells))
     if models:
-        lines.append(models_sentence(models))
+        lines.append(term_text(models_sentence(models)))
     for c in summary["comparisons"]:
         lines.append(
-            f"  {system_label(c['candidate'], models)} - {system_label(c['baseline'], models)} at {c['cutoff']}: "
+            f"  {_label(c['candidate'], models)} - {_label(c['baseline'], models)} at {c['cutoff']}: "
             f"{_fmt(c['delta'], signed=True)} [{_fmt(c['ci_low'], signed=True)}, {_fmt(c['ci_high'], signed=True)}], "
             f"p corrected {_p(c.get('p_corrected'))}"
         )
@@ -235,15 +239,18 @@ def _lead(summary: dict) -> list[str]:
     models = summary.get("models")
     d = summary.get("decision")
     if d:
-        against = f" against baseline {system_label(d['candidates'][0]['baseline'], models)}" if d["candidates"] else ""
-        lines = [f"{summary['name']} — decision: {d['outcome'].upper()}{against}", f"  rule: {d['statement']}"]
+        against = f" against baseline {_label(d['candidates'][0]['baseline'], models)}" if d["candidates"] else ""
+        lines = [
+            f"{term_text(summary['name'])} — decision: {d['outcome'].upper()}{against}",
+            f"  rule: {term_text(d['statement'])}",
+        ]
         for r in d["candidates"]:
             lines.append(
-                f"  {system_label(r['candidate'], models)}: {r['outcome'].upper()} — difference "
+                f"  {_label(r['candidate'], models)}: {r['outcome'].upper()} — difference "
                 f"{_fmt(r.get('delta'), True)}, interval [{_fmt(r.get('ci_low'), True)}, "
                 f"{_fmt(r.get('ci_high'), True)}]"
                 + (f", p corrected {_p(r.get('p_corrected'))}" if d.get("max_p") is not None else "")
-                + f" ({r['reason']})"
+                + f" ({term_text(r['reason'])})"
             )
         return lines
     head = headline_key(list(next(iter(summary["systems"].values()), {})))
@@ -252,7 +259,7 @@ def _lead(summary: dict) -> list[str]:
         return []
     rows = [
         [
-            system_label(c["candidate"], models),
+            _label(c["candidate"], models),
             _fmt(c.get("delta"), True),
             f"[{_fmt(c.get('ci_low'), True)}, {_fmt(c.get('ci_high'), True)}]",
             _p(c.get("p_corrected")),
@@ -261,7 +268,7 @@ def _lead(summary: dict) -> list[str]:
         for c in comps
     ]
     return [
-        f"{summary['name']} — each candidate against baseline {system_label(comps[0]['baseline'], models)} at "
+        f"{term_text(summary['name'])} — each candidate against baseline {_label(comps[0]['baseline'], models)} at "
         f"{metric_name(head)}",
         *text_table(["candidate", "delta", "interval", "p_corr", "W/T/L"], rows),
     ]
@@ -271,7 +278,7 @@ def _opening(summary: dict, counts: str) -> list[str]:
     """The answer (:func:`_lead`) and then the query counts; the counts open the summary when there is no
     answer to lead with."""
     lead = _lead(summary)
-    return [*lead, "", counts] if lead else [f"{summary['name']}: {counts}"]
+    return [*lead, "", counts] if lead else [f"{term_text(summary['name'])}: {counts}"]
 
 
 def logged_lines(logged, experiment: str | None) -> list[str]:
@@ -293,7 +300,10 @@ def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
     """What ``validate`` prints of a valid spec: the rows read from each data file (``read``; None with
     ``--spec-only``), then every resolved field, a metric rule's with where its value came from. Lines, as
     :func:`logged_lines`."""
-    lines = [f"{path}: valid spec '{spec.name}'" + ("" if read is None else ", its data read as 'run' reads it")]
+    lines = [
+        f"{term_text(path)}: valid spec '{term_text(spec.name)}'"
+        + ("" if read is None else ", its data read as 'run' reads it")
+    ]
     lines += [f"  {line}" for line in read or []]
     for key, value in spec.resolved().items():
         origin = ""
@@ -349,3 +359,8 @@ def _p(x: float | None) -> str:
 
 def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
     return number(x, digits, signed=signed, missing=TERMINAL)
+
+
+def _label(name: str, models) -> str:
+    """A system as the terminal names it: :func:`~.format.system_label`, escaped (:func:`~.format.term_text`)."""
+    return term_text(system_label(name, models))

@@ -333,3 +333,55 @@ def test_a_long_series_is_drawn_through_at_most_max_points():
     to_value = lambda y: v0 + (y - (y0 - S.TICK_SIZE * 0.35)) * (v1 - v0) / (y1 - y0)  # noqa: E731
     assert to_value(ys[0]) == pytest.approx(diffs[0], abs=0.01)
     assert to_value(ys[-1]) == pytest.approx(diffs[-1], abs=0.01)
+
+
+# --------------------------------------------------------------------------- long labels, the overall row
+
+
+def _fit_by_brute_force(text: str, size: float, width: float, bold: bool) -> str:
+    """The longest prefix of the one-line text whose width with an ellipsis fits, each prefix measured whole."""
+    text = " ".join(text.split())
+    if S.text_width(text, size, bold=bold) <= width:
+        return text
+    fits = [k for k in range(len(text) + 1) if S.text_width(text[:k] + "…", size, bold=bold) <= width]
+    return text[: max(fits, default=0)] + "…"
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.text(st.sampled_from("aiMW中 \t.x%"), max_size=60),
+    st.sampled_from([13.0, 14.0, 17.0]),
+    st.floats(0, 500),
+    st.booleans(),
+)
+def test_fit_text_is_the_longest_prefix_that_fits(text, size, width, bold):
+    assert S.fit_text(text, size, width, bold=bold) == _fit_by_brute_force(text, size, width, bold)
+
+
+def test_fit_text_measures_each_character_of_a_long_label_once(monkeypatch):
+    """A 200,000-character label: each character measured at most twice (the whole text, then the prefix), and
+    the result the prefix of the length the widths give in closed form (a lowercase letter is EM wide)."""
+    calls = []
+    em = S._em
+    monkeypatch.setattr(S, "_em", lambda c: calls.append(c) or em(c))
+    n, size, width = 200_000, 14.0, 300.0
+    shown = S.fit_text("a" * n, size, width)
+    assert len(calls) <= 2 * n + 2
+    k = math.floor((width / size - 1.0) / S.EM)  # (k * EM + 1) * size <= width: 30 letters and the ellipsis
+    assert (k * S.EM + 1) * size < width < ((k + 1) * S.EM + 1) * size  # (far from the boundary either way)
+    assert shown == "a" * k + "…"
+
+
+def test_a_segment_called_overall_is_not_the_overall_row():
+    """The forest plot's overall row reads apart from every segment's row, a segment called ``overall`` too."""
+    from ndcg_mlflow.forest import segment_differences
+
+    c = dict(comparison("b", "a", "ndcg_at_10", 0.01, -0.02, 0.04), n_paired=24)
+    s = summary_of({"a": [0.5, 0.6, 0.7], "b": [0.5, 0.6, 0.7]}, comparisons=[c])
+    s["segment_comparisons"] = [dict(c, segment=seg, n_paired=12) for seg in ("overall", "all queries, n=24")]
+    root = parse(segment_differences(s))
+    axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "y")
+    rows = [all_text(t) for t in axis.iter(f"{SVG}text") if "tick-label" in classes(t)]
+    assert len(rows) == 3 and len(set(rows)) == 3, rows
+    assert rows[0] == "all queries, n=24" and rows[1:] == ["overall (n=12)", "all queries, n=24 (n=12)"]
+    assert len([el for el in root.iter() if "overall-rule" in classes(el)]) == 1

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import math
 
 import numpy as np
 import pytest
+from helpers import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ndcg_mlflow.format import (
     EMPTY,
@@ -22,6 +26,8 @@ from ndcg_mlflow.format import (
     p_value,
     queries_line,
     share,
+    term_stream,
+    term_text,
     text_table,
 )
 
@@ -287,3 +293,26 @@ def test_explain_writes_each_risk_alpha_as_given():
     from ndcg_mlflow.explain import risk_words
 
     assert risk_words((1, 1.0000001, 0.30000000000000004, 0.3)).endswith("1, 1.0000001, 0.30000000000000004, 0.3")
+
+
+# what a terminal may act on: the C0 and C1 controls, DEL, line and paragraph separators, bidirectional controls
+_ACTS = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F]}
+_ACTS |= {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(st.one_of(st.sampled_from(sorted(_ACTS) + ["\\", "x", "é", "😀"]), st.characters()), max_size=30))
+def test_terminal_text_shows_every_control_character_and_reads_back(text):
+    """A label in the terminal: nothing a terminal acts on is left (one line, no escape sequence), and the shown
+    text, read as the body of a Python string literal, is the label again."""
+    shown = term_text(text)
+    assert not (_ACTS & set(shown))
+    assert ast.literal_eval('"' + shown.replace('"', '\\"') + '"') == text
+    streamed = term_stream(text)
+    assert not ((_ACTS - {"\n", "\t"}) & set(streamed))
+    assert streamed.count("\n") == text.count("\n") and streamed.count("\t") == text.count("\t")  # (the layout)
+
+
+def test_terminal_escapes_by_hand():
+    assert term_text("a\x1b[31mred\x07\r\n\t\\x1b\u202e\x9b") == "a\\x1b[31mred\\x07\\r\\n\\t\\\\x1b\\u202e\\x9b"
+    assert term_stream("line\n\tx\x1b[2J\\") == "line\n\tx\\x1b[2J\\"

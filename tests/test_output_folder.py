@@ -267,6 +267,27 @@ def test_upload_refuses_an_incomplete_changed_or_corrupt_folder(tracking_uri, tm
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("forged", [False, True])
+def test_upload_follows_no_symbolic_link(tracking_uri, tmp_path, capsys, forged):
+    """A figure replaced by a link (to a copy of itself outside the folder, which its manifest still matches; or to
+    any other file, the manifest forged to match) is refused, naming the link, and nothing is logged."""
+    spec = write_spec(tmp_path, "linked", experiment="linked")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    figure = sorted((out / "figures").glob("*.svg"))[0]
+    outside = tmp_path / ("secret.txt" if forged else figure.name)
+    outside.write_bytes(b"not for the tracking server\n" if forged else figure.read_bytes())
+    figure.unlink()
+    figure.symlink_to(outside)
+    if forged:
+        _forge_manifest(out)  # (without it the manifest matches the linked file's bytes: only the link tells)
+    assert main(["upload", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and f"figures/{figure.name}" in err and "Traceback" not in err, err
+    assert client_for(tracking_uri).get_experiment_by_name("linked") is None
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("text", ["abc' or tags.x = 'y", "0123456789abcdef0123456789abcdeF", "", "\u00e9" * 32])
 def test_upload_refuses_a_run_key_that_is_not_ours(tracking_uri, tmp_path, capsys, text):
     spec = write_spec(tmp_path, "bad-key", experiment="bad-key")

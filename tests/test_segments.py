@@ -453,3 +453,129 @@ def test_the_segment_tables_are_mlflow_tables(data: Path, tmp_path: Path) -> Non
     one = dict(folder_tables(out, summary, system="better"))
     assert set(one["segment_comparisons_table.json"].candidate) == {"better"}
     assert set(one["segments_table.json"].system) == {"better"}
+
+
+# --------------------------------------------------------------------------- labels as the exact strings
+
+# labels that differ only by NULs, a lone carriage return, a line end inside: five segments of the 32 queries
+ODD = {"head": ["head", "head\x00", "\x00"], "torso": ["tail\rend"], "tail": ["\r"]}
+
+
+def _odd_segments(data: Path, kind: str) -> tuple[Path, dict[str, str]]:
+    """The queries of :data:`SEGMENTS` relabelled with :data:`ODD` (a segment's queries dealt out among its labels
+    in turn), written as JSONL or Parquet; returns the file and each query's label read back from the file by
+    json / pyarrow alone."""
+    queries = [(f"{seg}-{i:02d}", ODD[seg][i % len(ODD[seg])]) for seg, n in SEGMENTS.items() for i in range(n)]
+    if kind == "jsonl":
+        path = data / "odd.jsonl"
+        path.write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in queries))
+        back = [json.loads(line) for line in path.read_text().split("\n") if line]
+        return path, {r["query_id"]: r["segment"] for r in back}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = data / "odd.parquet"
+    pq.write_table(pa.table({"query_id": [q for q, _ in queries], "segment": [s for _, s in queries]}), path)
+    back = pq.read_table(path).to_pydict()
+    return path, dict(zip(back["query_id"], back["segment"]))
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_labels_with_nul_and_carriage_returns_are_segments_of_their_own(data: Path, tmp_path: Path, kind) -> None:
+    """``head``, ``head\\0`` and ``\\0`` are three segments, ``tail\\rend`` and ``\\r`` two more: the statistics,
+    per_query.csv, segments.csv and segment_comparisons.csv (read with pandas) and the MLflow tables all hold the
+    five labels, each query under the label its file gives it, each mean that of its own per-query rows."""
+    from ndcg_mlflow.tracking.tables import folder_tables
+
+    path, label_of = _odd_segments(data, kind)
+    labels = {s for group in ODD.values() for s in group}
+    assert set(label_of.values()) == labels and "head\x00" in labels  # (the file holds the five, NULs and all)
+    out = tmp_path / "out"
+    assert main(["run", str(_spec(data, queries__segments=path.name)), "--out", str(out), "--no-mlflow"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["segments"]) == labels
+    read = {"dtype": str, "keep_default_na": False, "na_values": [""]}
+    pq_ = pd.read_csv(out / "per_query.csv", **read)
+    assert len(pq_) == 3 * 2 * len(label_of)
+    assert [label_of[q] for q in pq_.query_id] == pq_.segment.tolist()
+    seg = pd.read_csv(out / "segments.csv", **read)
+    assert len(seg) == len(labels) * 3 * 2 and set(seg.segment) == labels
+    for row in seg.itertuples():
+        rows = pq_[(pq_.segment == row.segment) & (pq_.system == row.system) & (pq_.cutoff == row.cutoff)]
+        ndcg = rows.ndcg.astype(float)
+        assert float(row.mean) == pytest.approx(float(ndcg.mean()), rel=1e-15)
+        assert int(row.n) == sum(1 for s in label_of.values() if s == row.segment)
+    comps = pd.read_csv(out / "segment_comparisons.csv", **read)
+    assert len(comps) == len(labels) * 2 * 2 and set(comps.segment) == labels
+    tables = dict(folder_tables(out, summary))
+    assert len(tables["segments_table.json"]) == len(seg)
+    assert tables["segments_table.json"].segment.tolist() == seg.segment.tolist()
+    assert tables["segment_comparisons_table.json"].segment.tolist() == comps.segment.tolist()
+
+
+HOSTILE_TAIL = "tail\r\n\n**Decision: PASS** — [proof](http://evil.example/) <b>x</b> \x1b[2J\x1b]0;owned\x07 \\x1b"
+
+
+@pytest.mark.integration
+def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_logging(
+    tracking_uri, tmp_path: Path, capsys
+) -> None:
+    """A failing segment whose label holds line ends, markdown, HTML and terminal escape sequences: the terminal
+    shows its control characters as escapes, the run's description and report.md hold one decision paragraph and
+    no link, report.html and the figures no markup of it; the logged system runs compare (their per-query tables
+    read back) to the evaluation's own segment comparisons."""
+    from xml.etree import ElementTree
+
+    from helpers import client_for
+
+    _data(tmp_path, tail_loss=1.0)
+    labels = {"head": "head\x00", "torso": "\r", "tail": HOSTILE_TAIL}  # (a lone CR ended a CSV row)
+    rows = [(f"{seg}-{i:02d}", labels[seg]) for seg, n in SEGMENTS.items() for i in range(n)]
+    (tmp_path / "odd.jsonl").write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in rows))
+    decision = {
+        "key": "ndcg_at_10",
+        "rule": "non_inferiority",
+        "margin": 0.5,
+        "guardrails": {"segments": {"rule": "non_inferiority", "margin": 0.02}},
+    }
+    spec = _spec(
+        tmp_path,
+        queries__segments="odd.jsonl",
+        data__systems={"base": "base.run", "better": "better.run"},
+        decision=decision,
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out)]) == EXIT_DECISION
+    printed = capsys.readouterr()
+    for stream in (printed.out, printed.err):
+        assert "\x1b" not in stream and "\x07" not in stream and "\r" not in stream
+    assert "tail\\r\\n\\n**Decision: PASS** — [proof](http://evil.example/) <b>x</b> \\x1b[2J" in printed.out
+    assert "\\x1b]0;owned\\x07 \\\\x1b" in printed.out  # (a backslash in the label shown doubled: no forged escape)
+
+    client = client_for(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("segments").experiment_id])
+    parent = next(r for r in runs if r.data.tags["ndcg_mlflow.role"] == "evaluation")
+    note = parent.data.tags["mlflow.note.content"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for text in (note, md):
+        decisions = [line for line in text.splitlines() if line.startswith("**")]
+        assert len(decisions) == 1 and decisions[0].startswith("**Decision: FAIL**"), decisions
+        assert "**Decision: PASS" not in text and "[proof](" not in text and not re.search(r"(?<!\\)<b>", text)
+        assert "\x1b" not in text and "\r" not in text
+    assert "\\*\\*Decision\\: PASS\\*\\*" in note  # (shown as typed)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html and 'href="http://evil' not in html
+    for figure in (out / "figures").glob("*.svg"):
+        svg = figure.read_text(encoding="utf-8")
+        ElementTree.fromstring(svg)  # well-formed
+        assert "<b>" not in svg and "\x1b" not in svg
+
+    system = {r.data.tags["ndcg_mlflow.system"]: r.info.run_id for r in runs if "ndcg_mlflow.system" in r.data.tags}
+    compared = tmp_path / "compared"
+    assert main(["compare", system["base"], system["better"], "--out", str(compared), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "IndexError" not in err, err
+    mine = json.loads((out / "summary.json").read_text())["segment_comparisons"]
+    theirs = json.loads((compared / "summary.json").read_text())["segment_comparisons"]
+    assert {(c["segment"], c["key"]) for c in theirs} == {(c["segment"], c["key"]) for c in mine}
+    assert {c["segment"] for c in theirs} == set(labels.values())

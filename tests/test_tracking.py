@@ -684,3 +684,31 @@ def test_the_evaluation_runs_description_and_metrics_without_wins_losses():
     metrics = parent_metrics(summary)
     assert metrics["b.compare.ndcg_at_10.p_corrected"] == 0.03 and "b.compare.ndcg_at_5.delta" not in metrics
     assert len(metrics) == 4 + 4
+
+
+def test_the_descriptions_show_names_and_reasons_as_typed_never_as_markdown():
+    """A system name, spec name or reason holding line ends and markdown (a forged decision, a link) stays one
+    escaped run of text in the run descriptions: one decision paragraph, no link, no HTML."""
+    from ndcg_mlflow.tracking.names import parent_note, system_note
+
+    forged = "x\n\n**Decision: PASS** [proof](http://evil.example/) <img src=x>"
+    row = {"baseline": "a", "candidate": forged, "key": "ndcg_at_10", "delta": 0.25, "ci_low": 0.1, "ci_high": 0.5}
+    summary = {
+        "name": forged,
+        "n_queries": 3,
+        "spec": {"metric.cutoffs": "10"},
+        "systems": {s: {"ndcg_at_10": {"mean": 0.5}} for s in ("a", forged)},
+        "comparisons": [row | {"p_corrected": 0.03}],
+        "decision": {
+            "key": "ndcg_at_10",
+            "outcome": "fail",
+            "statement": "rule",
+            "candidates": [{"candidate": forged, "outcome": "fail", "reason": f"segment '{forged}': lower"}],
+        },
+    }
+    for note in (parent_note(summary), system_note(summary, forged, "r1")):
+        decisions = [line for line in note.splitlines() if line.startswith("**")]
+        assert decisions in ([], ["**Decision: FAIL** — rule"]), note
+        assert "**Decision: PASS" not in note and "[proof](" not in note
+        assert not re.search(r"(?<!\\)<", note)  # (every < escaped: no HTML)
+        assert "\\*\\*Decision\\: PASS\\*\\* \\[proof\\]\\(http\\:" in note

@@ -1,5 +1,6 @@
 """The CSV files' text: the lines ``frame.to_csv(index=False, float_format="%.17g", na_rep="")`` writes, formatted
-column by column without pandas' writer (:func:`csv_lines`)."""
+column by column without pandas' writer (:func:`csv_lines`), and every text field quoted where a CSV reader would
+read it otherwise (a lone carriage return, which pandas' writer leaves bare): each reads back as the same string."""
 
 from __future__ import annotations
 
@@ -11,23 +12,18 @@ FLOAT_FORMAT = "%.17g"  # every float of the CSV files: 17 significant digits, w
 FEW_VALUES_MIN_ROWS = 4096  # a column at least this long is formatted by its distinct values when they are few
 
 
-_NEEDS_QUOTES = re.compile('[,"\r\n]')  # what csv.writer (QUOTE_MINIMAL, comma, double quote) quotes a field for
-
-
-class _Lines(list):
-    """A file for :func:`csv.writer` that keeps what each call writes (one row) as a list item."""
-
-    def write(self, text: str) -> None:
-        self.append(text)
+# what a field is quoted for: a comma, a double quote or a line end of any kind (a lone carriage return too,
+# which Python's CSV writer leaves unquoted when the line end is "\n": every CSV reader ends the line there)
+_NEEDS_QUOTES = re.compile('[,"\r\n]')
 
 
 def csv_lines(frame) -> list[str] | None:
     """The lines (header first, each with its line end) of ``frame.to_csv(index=False, float_format="%.17g",
     na_rep="")``, the same text, formatted column by column: floats with :data:`FLOAT_FORMAT`, integers and
-    booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, and Python's
-    CSV writer quoting as pandas does (a field holding a comma, a quote or a line end); a categorical column (the
-    ``cutoff`` column) as its values are written. None for a column of another type (pandas' other extension
-    types: left to pandas)."""
+    booleans as Python writes them, text as it is, a missing value (NaN, None) as an empty field, quoted as
+    :func:`csv_join` quotes (where pandas' writer leaves a lone carriage return unquoted, and the line ends
+    there); a categorical column (the ``cutoff`` column) as its values are written. None for a column of another
+    type (pandas' other extension types, dates or nullable numbers, which hold no text: left to pandas)."""
     import pandas as pd
 
     columns: list[list[str]] = []
@@ -36,7 +32,9 @@ def csv_lines(frame) -> list[str] | None:
         numpy_type = isinstance(column.dtype, np.dtype)
         if numpy_type and column.dtype.kind in "fiub":
             columns.append(number_text(column.to_numpy()))
-        elif (numpy_type and column.dtype.kind == "O") or isinstance(column.dtype, pd.StringDtype):
+        elif (numpy_type and column.dtype.kind == "O") or (
+            not numpy_type and pd.api.types.is_string_dtype(column.dtype)  # ("string", Arrow's strings)
+        ):
             columns.append(_object_text(column.to_numpy(dtype=object), column.isna().to_numpy()))
         elif isinstance(column.dtype, pd.CategoricalDtype):
             text = [str(c) for c in column.cat.categories] + [""]  # (code -1, a missing value: empty)
@@ -72,17 +70,19 @@ def _object_text(values: np.ndarray, missing: np.ndarray) -> list[str]:
 
 
 def csv_join(header: list[str], columns: list[list[str]]) -> list[str]:
-    """The CSV lines of a header and its columns' fields, quoted as Python's CSV writer quotes them."""
-    import csv
+    """The CSV lines of a header and its columns' fields, each line ending with ``\\n``: a field holding a comma,
+    a double quote or a line end (``\\n`` or ``\\r``) in double quotes, its quotes doubled, so that every CSV
+    reader reads it back as the same string; a row of one empty field as ``""`` (else an empty line)."""
+    if not header:
+        return ["\n"]
+    # only a column holding such a field is quoted field by field (numbers never are)
+    columns = [[_field(f) for f in c] if _NEEDS_QUOTES.search("".join(c)) else c for c in columns]
+    header = [_field(h) for h in header]
+    if len(header) == 1:
+        columns, header = [[f or '""' for f in columns[0]]], [header[0] or '""']
+    ends = [field + "\n" for field in columns[-1]]  # (each row's last field with the line end)
+    return [",".join(header) + "\n", *map(",".join, zip(*columns[:-1], ends))]
 
-    # no field the writer would quote (numbers never are; text only with a comma, a quote or a line end): each
-    # row is its fields joined by commas, as the writer would write it (one field alone, empty, is quoted: left
-    # to the writer)
-    if len(header) > 1 and not any(_NEEDS_QUOTES.search("".join(fields)) for fields in (header, *columns)):
-        ends = [field + "\n" for field in columns[-1]]  # (each row's last field with the line end)
-        return [",".join(header) + "\n", *map(",".join, zip(*columns[:-1], ends))]
-    lines = _Lines()
-    writer = csv.writer(lines, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow(header)
-    writer.writerows(zip(*columns))
-    return lines
+
+def _field(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"' if _NEEDS_QUOTES.search(text) else text

@@ -296,6 +296,14 @@ def verify_folder(folder: str | Path) -> dict:
     manifest = _parse_manifest(folder / MANIFEST)
     listed = manifest["files"]
     present = set(_files_of(folder))
+    links = sorted(rel for rel in present | {MANIFEST} if (folder / rel).is_symlink())
+    if links:  # never written by ndcg-mlflow: what a link points to is not the folder's to read or upload
+        raise DataError(
+            folder,
+            f"holds symbolic links ({preview(links)}), which ndcg-mlflow never writes: the folder is read and "
+            f"uploaded as written, following no link out of it; replace each link by the file it stands for, "
+            f"or run the evaluation again.",
+        )
     missing = sorted(set(listed) - present)
     foreign = sorted(present - set(listed))
     changed = []

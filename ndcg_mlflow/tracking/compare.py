@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NdcgError, TrackingError
+from ..format import md_text
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
@@ -527,8 +528,8 @@ def _log_comparison(
         f"{TAG_PREFIX}.candidate_run": run_b,
         f"{TAG_PREFIX}.spec_mismatch": "true" if differences else "false",
         "mlflow.note.content": (
-            f"Comparison of logged system runs: candidate {names[1]} (run {run_b}) against "
-            f"baseline {names[0]} (run {run_a}). Every figure is in summary.json and the tables "
+            f"Comparison of logged system runs: candidate {md_text(names[1])} (run {run_b}) against "
+            f"baseline {md_text(names[0])} (run {run_a}). Every figure is in summary.json and the tables "
             f"figures_table.json and comparisons_table.json."
             + (" The definitions differ: " + "; ".join(differences) if differences else "")
         ),

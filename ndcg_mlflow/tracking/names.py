@@ -104,10 +104,10 @@ def parent_metrics(summary: dict[str, Any]) -> dict[str, float]:
 def parent_note(summary: dict[str, Any]) -> str:
     """The evaluation run's description (``mlflow.note.content``, shown first on its page, as Markdown): the
     verdict (the decision, else each candidate against the baseline at :func:`parent_key`), then what is where."""
-    from ..format import number, p_value, system_label, wins_ties_losses
+    from ..format import md_text, number, p_value, system_label, wins_ties_losses
 
-    def label(name: str) -> str:
-        return system_label(name, summary.get("models"))
+    def label(name: str) -> str:  # every string from the data or the spec escaped for markdown, as in report.md
+        return md_text(system_label(name, summary.get("models")))
 
     systems = list(summary["systems"])
     comparisons = summary.get("comparisons") or []
@@ -116,8 +116,8 @@ def parent_note(summary: dict[str, Any]) -> str:
     key = parent_key(comparisons, decision, keys)
     lines = []
     if decision:
-        lines.append(f"**Decision: {decision['outcome'].upper()}** — {decision['statement']}")
-        lines += [f"- {label(r['candidate'])}: {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
+        lines.append(f"**Decision: {decision['outcome'].upper()}** — {md_text(decision['statement'])}")
+        lines += [f"- {label(r['candidate'])}: {r['outcome']} ({md_text(r['reason'])})" for r in decision["candidates"]]
         lines.append("")
     if key is not None:
         rows = [r for r in comparisons if r["key"] == key]
@@ -130,7 +130,8 @@ def parent_note(summary: dict[str, Any]) -> str:
             )
         lines.append("")
     lines.append(
-        f"nDCG evaluation '{summary['name']}' of {len(systems)} system(s) ({', '.join(systems)}) on "
+        f"nDCG evaluation '{md_text(summary['name'])}' of {len(systems)} system(s) "
+        f"({', '.join(map(md_text, systems))}) on "
         f"{summary['n_queries']} queries; cutoffs {summary['spec'].get('metric.cutoffs')}. The report is the artifact "
         f"report.html, the spec spec.yaml, every figure summary.json and the table figures_table.json"
         + (", every comparison comparisons_table.json and each candidate's run." if comparisons else ".")
@@ -239,6 +240,13 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
     return tags
 
 
+def system_note(summary: dict, name: str, parent_id: str) -> str:
+    """A system run's description (Markdown): the names escaped as in :func:`parent_note`."""
+    from ..format import md_text
+
+    return f"nDCG of system '{md_text(name)}' in evaluation '{md_text(summary['name'])}' (parent run {parent_id})."
+
+
 def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[str, str]:
     tags = {
         "mlflow.parentRunId": parent_id,
@@ -247,7 +255,7 @@ def system_tags(summary: dict, name: str, parent_id: str, run_key: str) -> dict[
         **common_tags(summary, run_key),
         **data_tags(summary.get("files", {}), [name]),
         f"{TAG_PREFIX}.logging": "started",
-        "mlflow.note.content": f"nDCG of system '{name}' in evaluation '{summary['name']}' (parent run {parent_id}).",
+        "mlflow.note.content": system_note(summary, name, parent_id),
     }
     record = (summary.get("models") or {}).get(name)
     if record:
