@@ -480,3 +480,21 @@ def test_segments_and_judgments_mappings_giving_a_column_two_purposes_are_refuse
             assert file in str(err.value) and "serves one purpose" in str(err.value), str(err.value)
             words.append(str(err.value))
         assert words[0] == words[1]
+
+
+@pytest.mark.integration
+def test_a_mapping_given_for_every_table_maps_each_tables_own_columns_on_spark(spark):
+    """``columns={"grade": "score"}`` for judgments whose grades are in a ``score`` column, given for every table:
+    a run's ``score`` column stays its score, on Spark as locally (its DataFrame is not read as having a grade and
+    no score)."""
+    from ndcg_mlflow import Spark
+
+    qrels, run = long_lists(seed=8, n_queries=5)
+    spec = spec_of(ties="average", cutoffs=(3,))
+    expected = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"p": run}).per_query
+    stored = qrels.rename(columns={"grade": "score"})
+    local = ndcg_mlflow.evaluate(spec, qrels=stored, systems={"p": run}, columns={"grade": "score"}).per_query
+    pd.testing.assert_frame_equal(local, expected, check_exact=True)
+    frames = {"qrels": spark.createDataFrame(stored), "systems": {"p": spark.createDataFrame(run)}}
+    remote = ndcg_mlflow.evaluate(spec, **frames, columns={"grade": "score"}, engine=Spark(spark)).per_query
+    pd.testing.assert_frame_equal(remote, expected, check_exact=True)

@@ -457,6 +457,16 @@ NEEDED = {
 }
 """The tool's columns each kind of source with named columns must have."""
 
+MAPPED = {QRELS: ("query_id", "doc_id", "grade"), RUN: ("query_id", "doc_id", "score", "rank")}
+"""The tool's columns a mapping names for each kind of table (a mapping given for every table names them all)."""
+
+
+def kind_mapping(kind: str, mapping: Any) -> tuple[tuple[str, str], ...]:
+    """The part of a column mapping (``{column: name}`` or pairs) that a ``kind`` table reads: ``columns=`` given
+    for every table maps the judgments' grade beside the runs' score."""
+    return tuple((k, v) for k, v in dict(mapping).items() if k in MAPPED[kind])
+
+
 _HIDDEN = "\x00"  # (before a source's name that the mapping gives to another column: no name of the tool's)
 
 

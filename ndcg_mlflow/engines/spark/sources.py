@@ -40,12 +40,12 @@ def mapped_columns(df: Any, kind: str, mapping: Mapping[str, str], label: str) -
     the DataFrame's names differ by case alone its columns are renamed by their places (the ``df`` returned)."""
     from pyspark.sql import functions as F
 
-    from ...readers.accept import column_places, refusals
+    from ...readers.accept import column_places, kind_mapping, refusals
 
     check_mapping(mapping)
     names = list(df.columns)
     with refusals(label):
-        places = column_places(kind, names, tuple(mapping.items()))
+        places = column_places(kind, names, kind_mapping(kind, mapping))
     types = [t for _, t in df.dtypes]
     if len({n.lower() for n in names}) < len(names):
         df = df.toDF(*[f"_c{i}" for i in range(len(names))])  # (by place: no name is looked up)
