@@ -211,6 +211,7 @@ def resolve_spec(
 
 def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
     from .readers import table_from_object
+    from .readers.accept import kind_mapping
 
     mapping = shared
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Mapping):
@@ -223,8 +224,7 @@ def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Tabl
 
             obj.digest = table_digest(obj)
         return obj
-    wanted = ("query_id", "doc_id", "grade") if kind == "qrels" else ("query_id", "doc_id", "score", "rank")
-    usable = {k: v for k, v in mapping.items() if k in wanted}
+    usable = kind_mapping(kind, mapping)
     unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
     if unknown:
         raise SpecError(

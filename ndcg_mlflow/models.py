@@ -130,8 +130,7 @@ def score_candidates(
     import pyarrow.parquet as pq
 
     path = src.file
-    mapping = dict(src.columns)
-    qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
+    qcol, dcol = candidate_ids(src)
     names, total, batches = _candidate_batches(src, batch_rows, (qcol, dcol))
     if progress:
         progress(f"loading the model of system '{name}' ({resolved.loaded_uri})")
@@ -173,6 +172,16 @@ def score_candidates(
     if progress:
         progress(f"scored '{name}': {start:,} candidate rows, {written:,} scored rows")
     return start, written
+
+
+def candidate_ids(src: Source) -> tuple[str, str]:
+    """The candidates' columns of query ids and document ids, under their column mapping (one that gives one
+    column both purposes, or another's, refused as every reader refuses it)."""
+    from .readers.accept import CANDIDATES, one_purpose, refusals, source_name
+
+    with refusals(src.file):
+        one_purpose(CANDIDATES, src.columns)
+    return source_name(src.columns, "query_id"), source_name(src.columns, "doc_id")
 
 
 def check_input_columns(

@@ -1371,3 +1371,24 @@ def test_a_problem_in_the_rows_scored_on_spark_names_the_candidates_file(store, 
         assert message.startswith(f"{tmp_path / f'{bad}.parquet'}: ") and "models:/ranker/2" in message, message
         assert "scored.parquet" not in message
         assert ("doc_id is empty" in message) if bad == "empty" else ("'d0' is listed twice" in message), message
+
+
+@pytest.mark.parametrize(
+    "mapping, column",
+    [({"query_id": "doc_id"}, "doc_id"), ({"doc_id": "query_id"}, "query_id"), ({"query_id": "x", "doc_id": "x"}, "x")],
+)
+def test_a_candidates_mapping_giving_one_column_two_purposes_is_refused(tmp_path, mapping, column):
+    """The candidates' ids under a mapping that reads one column as both the query ids and the document ids (the
+    other left to the column of its own name, or both named): refused naming the candidates file, on both engines
+    (they share :func:`ndcg_mlflow.models.candidate_ids`); a mapping to two columns gives them."""
+    from ndcg_mlflow.errors import DataError
+    from ndcg_mlflow.models import candidate_ids
+    from ndcg_mlflow.spec import Source
+
+    path = tmp_path / "candidates.parquet"
+    with pytest.raises(DataError) as err:
+        candidate_ids(Source(path=path, declared="candidates.parquet", columns=tuple(mapping.items())))
+    assert err.value.file == str(path) and "each source column serves one purpose" in err.value.message
+    assert repr(column) in err.value.message
+    plain = Source(path=path, declared="candidates.parquet", columns=(("query_id", "user"), ("doc_id", "item")))
+    assert candidate_ids(plain) == ("user", "item")

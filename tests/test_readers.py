@@ -1273,3 +1273,84 @@ def test_a_small_file_replaced_while_it_is_read_and_hashed_is_refused(tmp_path, 
     monkeypatch.setattr(ev, reader, replacing)
     with pytest.raises(DataError, match=rf"{name}.*changed while it was read"):
         evaluate(spec, base_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- column mappings: one purpose a column
+
+
+def _mapped_file(tmp_path: Path, fmt: str, header: list[str], rows: list[list]) -> Path:
+    """The rows under ``header`` in a csv, jsonl or parquet file."""
+    path = tmp_path / f"data.{fmt}"
+    if fmt == "csv":
+        path.write_text("".join(",".join(map(str, r)) + "\n" for r in [header, *rows]))
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(dict(zip(header, r))) + "\n" for r in rows))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({h: [r[i] for r in rows] for i, h in enumerate(header)}), path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+@pytest.mark.parametrize(
+    "reader, header, mapping, column",
+    [
+        (read_run, ["query_id", "doc_id", "score"], (("score", "query_id"),), "query_id"),
+        (read_run, ["query_id", "doc_id", "score"], (("query_id", "doc_id"),), "doc_id"),
+        (read_qrels, ["query_id", "doc_id", "grade"], (("grade", "doc_id"),), "doc_id"),
+    ],
+)
+def test_a_mapping_giving_a_needed_columns_name_to_another_is_refused(tmp_path, fmt, reader, header, mapping, column):
+    """A mapping that reads a needed column's own name as another column, leaving that needed column unmapped
+    (read from the column of its own name): one column would serve two purposes. Refused in those words, naming
+    the column, in every format (and as a table in memory); not as a column missing from a list of names holding a
+    NUL."""
+    path = _mapped_file(tmp_path, fmt, header, [["q1", "d1", 1], ["q1", "d2", 2]])
+    with pytest.raises(DataError) as err:
+        reader(path, columns=mapping)
+    assert err.value.file == str(path), str(err.value)
+    message = err.value.message
+    assert "each source column serves one purpose" in message and f"column {column!r}" in message, message
+    assert "\x00" not in message and "missing" not in message, message
+    kind = "run" if reader is read_run else "qrels"
+    table = {h: [r[i] for r in [["q1", "d1", 1], ["q1", "d2", 2]]] for i, h in enumerate(header)}
+    with pytest.raises(DataError) as err:
+        ndcg_mlflow.readers.table_from_object(table, kind, "t", mapping)
+    assert "each source column serves one purpose" in err.value.message, err.value.message
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_one_column_mapped_to_two_names_is_refused_by_the_readers_too(tmp_path, fmt):
+    """``columns=`` given to a reader (not through the spec, whose check says the same): a column named for both
+    the score and the rank is refused, not read as the rank alone."""
+    path = _mapped_file(tmp_path, fmt, ["query_id", "doc_id", "x"], [["q1", "d1", 1], ["q1", "d2", 2]])
+    with pytest.raises(DataError) as err:
+        read_run(path, columns=(("score", "x"), ("rank", "x")))
+    assert err.value.message == "column 'x' is mapped to 2 names; each source column serves one purpose."
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_a_column_the_mapping_replaces_is_not_read_and_is_named_as_the_file_names_it(tmp_path, fmt):
+    """With ``{score: s}`` the file's own ``score`` column is not read (the ``s`` column is the score); without an
+    ``s`` column the refusal lists the file's names as they are (``score``, not a hidden name)."""
+    rows = [["q1", "d1", 0.5, 9.0], ["q1", "d2", 0.25, 8.0]]
+    path = _mapped_file(tmp_path, fmt, ["query_id", "doc_id", "s", "score"], rows)
+    table = read_run(path, columns=(("score", "s"),))
+    assert table.value.tolist() == [0.5, 0.25]
+    (tmp_path / "other").mkdir()
+    path = _mapped_file(tmp_path / "other", fmt, ["query_id", "doc_id", "score"], [r[:2] + r[3:] for r in rows])
+    with pytest.raises(DataError) as err:
+        read_run(path, columns=(("score", "s"),))
+    assert "\x00" not in err.value.message and "Found: query_id, doc_id, score." in err.value.message, str(err.value)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_names_that_differ_by_case_are_two_columns(tmp_path, fmt):
+    """``score`` and ``SCORE``, ``query_id`` and ``QUERY_ID``: each name is its own column, the tool's names read
+    exactly as written."""
+    header = ["QUERY_ID", "query_id", "doc_id", "SCORE", "score"]
+    path = _mapped_file(tmp_path, fmt, header, [["x", "q1", "d1", 7.0, 0.5], ["y", "q2", "d2", 6.0, 0.25]])
+    table = read_run(path)
+    assert list(table.query.values[table.query.codes]) == ["q1", "q2"] and table.value.tolist() == [0.5, 0.25]

@@ -465,3 +465,45 @@ def test_the_spark_engine_carries_the_same_segments(tmp_path):
             ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
     finally:
         next(session, None)
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("s.txt", "query_id segment\nq1 head\nq2 tail\n"),
+        ("s.tsv", "query_id\tsegment\nq1\thead\nq2\ttail\n"),
+        ("s.csv", "query_id,segment\nq1,head\nq2,tail\n"),
+        ("s.jsonl", '{"query_id": "q1", "segment": "head"}\n{"query_id": "q2", "segment": "tail"}\n'),
+        ("s.parquet", None),
+    ],
+)
+@pytest.mark.parametrize("mapping", [{"segment": "query_id"}, {"query_id": "segment"}])
+def test_a_mapping_giving_one_column_both_purposes_is_refused(tmp_path, name, text, mapping):
+    """``{segment: query_id}`` (the query ids read as their own segments: one query a segment) or
+    ``{query_id: segment}``: the other column is not mapped, so it is read from the column of its own name, which
+    the mapping gives to the first. Refused, naming the file and the column, as a run's mapping is."""
+    if text is None:
+        path = _parquet(tmp_path / name, {"query_id": ["q1", "q2"], "segment": ["head", "tail"]})
+    else:
+        path = _write(tmp_path / name, text)
+    with pytest.raises(DataError) as err:
+        read_segments(path, "auto", tuple(mapping.items()))
+    column = next(iter(mapping.values()))
+    assert err.value.file == str(path), str(err.value)
+    assert f"reads column {column!r} as the" in err.value.message, str(err.value)
+    assert "each source column serves one purpose" in err.value.message, str(err.value)
+
+
+def test_a_segments_mapping_giving_the_query_ids_a_second_purpose_stops_the_evaluation(tmp_path):
+    """Through the spec (``queries.segments: {path, columns: {segment: query_id}}``): no evaluation of one-query
+    segments; the error names the segments file."""
+    folder = tmp_path
+    judgments = {f"q{i}": {"d1": 1, "d2": 0} for i in range(4)}
+    ranking = {f"q{i}": ["d1", "d2"] for i in range(4)}
+    spec = metric_spec(write_qrels(folder, judgments), {"a": write_run(folder, ranking)}, name="seg-mapping")
+    _write(folder / "seg.csv", "query_id,segment\n" + "".join(f"q{i},s{i % 2}\n" for i in range(4)))
+    spec["queries"] = {**spec.get("queries", {}), "segments": {"path": "seg.csv", "columns": {"segment": "query_id"}}}
+    with pytest.raises(DataError) as err:
+        ndcg_mlflow.evaluate(spec, base_dir=folder)
+    assert err.value.file is not None and err.value.file.endswith("seg.csv"), str(err.value)
+    assert "serves one purpose" in err.value.message

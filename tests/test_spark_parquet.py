@@ -377,3 +377,124 @@ def test_engine_info_says_how_each_run_was_read(spark, tmp_path):
     ]
     assert_same(local, on)
     assert_same(local, off)
+
+
+# --------------------------------------------------------------------------- column names, by the readers' rule
+
+# (case, the file, its columns beyond query_id and doc_id: the values' column and a decoy, the mapping)
+NAMED = [
+    ("run-s-and-score", "run", ("s", "score"), {"score": "s"}),
+    ("run-score-and-SCORE", "run", ("score", "SCORE"), {}),
+    ("run-SCORE-mapped", "run", ("SCORE", "score"), {"score": "SCORE"}),
+    ("qrels-g-and-grade", "qrels", ("g", "grade"), {"grade": "g"}),
+    ("qrels-grade-and-GRADE", "qrels", ("grade", "GRADE"), {}),
+]
+
+
+def _named_files(folder, kind: str, names: tuple[str, str], mapping: dict) -> dict:
+    """Judgments and a run whose ``kind`` file is Parquet with its values under ``names[0]`` and a decoy (other
+    values, which give other numbers) under ``names[1]``; the other file CSV with the tool's names. Returns the
+    spec's data section and the same data as plain tables (the expected numbers' input)."""
+    qrels, run = long_lists(seed=5, n_queries=8)
+    value = "score" if kind == "run" else "grade"
+    frame = run if kind == "run" else qrels
+    decoy = frame[value].to_numpy()[::-1].copy()
+    stored = frame.drop(columns=[value]).assign(**{names[0]: frame[value], names[1]: decoy})
+    pq.write_table(pa.Table.from_pandas(stored, preserve_index=False), folder / f"{kind}.parquet", row_group_size=40)
+    other = "qrels" if kind == "run" else "run"
+    (qrels if kind == "run" else run).to_csv(folder / f"{other}.csv", index=False)
+    source = {"path": f"{kind}.parquet", "columns": mapping} if mapping else f"{kind}.parquet"
+    files = {"run": source if kind == "run" else "run.csv", "qrels": source if kind == "qrels" else "qrels.csv"}
+    return {"data": {"qrels": files["qrels"], "systems": {"p": files["run"]}}, "qrels": qrels, "run": run}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case, kind, names, mapping", NAMED, ids=[c[0] for c in NAMED])
+def test_a_parquet_files_columns_are_the_local_readers_on_spark(spark, tmp_path, case, kind, names, mapping):
+    """A column the mapping replaces (``{score: s}`` beside a ``score`` column) is not read, and names that differ
+    by case alone (``score`` and ``SCORE``) are two columns, as the local readers read them: Spark gives the
+    numbers of the same data in plain tables, read in tasks, by Spark's reader (no pre-filter), and, for
+    judgments, kept in Spark (the grouped path) - where it refused the file or took the decoy."""
+    from ndcg_mlflow import Spark
+    from ndcg_mlflow.engines.spark import evaluate_grouped
+
+    made = _named_files(tmp_path, kind, names, mapping)
+    spec = {**spec_of(ties="average", cutoffs=(3, 10)), "data": made["data"]}
+    expected = ndcg_mlflow.evaluate(spec, qrels=made["qrels"], systems={"p": made["run"]}).per_query
+    local = ndcg_mlflow.evaluate(spec, base_dir=tmp_path).per_query
+    pd.testing.assert_frame_equal(local, expected, check_exact=True)
+    for engine in (Spark(spark, buckets=2), Spark(spark, buckets=2, prefilter=False)):
+        remote = ndcg_mlflow.evaluate(spec, engine=engine, base_dir=tmp_path).per_query
+        pd.testing.assert_frame_equal(remote, expected, check_exact=True)
+    if kind == "qrels":
+        result = evaluate_grouped(
+            spec, per_query_path=tmp_path / "grouped", base_dir=tmp_path, spark=spark, driver_judgments=0
+        )
+
+        def rows(table: pd.DataFrame) -> list[tuple]:
+            return sorted((q, str(c), float(v).hex()) for q, c, v in table[["query_id", "cutoff", "ndcg"]].to_numpy())
+
+        assert rows(pd.read_parquet(result.per_query_path)) == rows(expected)
+
+
+@pytest.mark.integration
+def test_a_spark_dataframe_with_names_that_differ_by_case(spark, tmp_path):
+    """A run DataFrame with ``score`` and ``SCORE`` (and ``s``, mapped): its columns taken by the readers' rule,
+    by their place, as a table in memory is read locally."""
+    from ndcg_mlflow import Spark
+
+    qrels, run = long_lists(seed=6, n_queries=6)
+    decoy = run["score"].to_numpy()[::-1].copy()
+    table = pa.table({"query_id": run["query_id"], "doc_id": run["doc_id"], "score": run["score"], "SCORE": decoy})
+    spec = spec_of(ties="average", cutoffs=(3,))
+    expected = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"p": run}).per_query
+    for frame, mapping in ((table, {}), (table.rename_columns(["query_id", "doc_id", "s", "score"]), {"score": "s"})):
+        local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"p": (frame, mapping)}).per_query
+        pd.testing.assert_frame_equal(local, expected, check_exact=True)
+        df = spark.createDataFrame(frame)
+        remote = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"p": (df, mapping)}, engine=Spark(spark)).per_query
+        pd.testing.assert_frame_equal(remote, expected, check_exact=True)
+
+
+@pytest.mark.integration
+def test_segments_and_judgments_mappings_giving_a_column_two_purposes_are_refused_on_spark(spark, tmp_path):
+    """``{segment: query_id}`` and ``{grade: doc_id}``: refused on Spark in the local engine's words, naming the
+    file."""
+    from ndcg_mlflow import Spark
+
+    made = _named_files(tmp_path, "run", ("score", "SCORE"), {})
+    qrels = made["qrels"]
+    pq.write_table(
+        pa.table({"query_id": qrels["query_id"].unique(), "segment": ["s"] * qrels["query_id"].nunique()}),
+        tmp_path / "seg.parquet",
+    )
+    base = {**spec_of(ties="average", cutoffs=(3,)), "data": made["data"]}
+    segments = {**base, "queries": {"weights": "uniform", "segments": {"path": "seg.parquet", "columns": {}}}}
+    segments["queries"]["segments"]["columns"] = {"segment": "query_id"}
+    judged = {**base, "data": {**base["data"], "qrels": {"path": "qrels.csv", "columns": {"grade": "doc_id"}}}}
+    for spec, file in ((segments, "seg.parquet"), (judged, "qrels.csv")):
+        words = []
+        for engine in (None, Spark(spark, buckets=2)):
+            with pytest.raises(NdcgError) as err:
+                ndcg_mlflow.evaluate(spec, base_dir=tmp_path, **({"engine": engine} if engine else {}))
+            assert file in str(err.value) and "serves one purpose" in str(err.value), str(err.value)
+            words.append(str(err.value))
+        assert words[0] == words[1]
+
+
+@pytest.mark.integration
+def test_a_mapping_given_for_every_table_maps_each_tables_own_columns_on_spark(spark):
+    """``columns={"grade": "score"}`` for judgments whose grades are in a ``score`` column, given for every table:
+    a run's ``score`` column stays its score, on Spark as locally (its DataFrame is not read as having a grade and
+    no score)."""
+    from ndcg_mlflow import Spark
+
+    qrels, run = long_lists(seed=8, n_queries=5)
+    spec = spec_of(ties="average", cutoffs=(3,))
+    expected = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"p": run}).per_query
+    stored = qrels.rename(columns={"grade": "score"})
+    local = ndcg_mlflow.evaluate(spec, qrels=stored, systems={"p": run}, columns={"grade": "score"}).per_query
+    pd.testing.assert_frame_equal(local, expected, check_exact=True)
+    frames = {"qrels": spark.createDataFrame(stored), "systems": {"p": spark.createDataFrame(run)}}
+    remote = ndcg_mlflow.evaluate(spec, **frames, columns={"grade": "score"}, engine=Spark(spark)).per_query
+    pd.testing.assert_frame_equal(remote, expected, check_exact=True)

@@ -445,6 +445,86 @@ def column_twice(name: str, count: int) -> str:
     return f"column {name!r} appears {count} times in the header; each column is named once."
 
 
+# --------------------------------------------------------------------------- column mappings
+
+SEGMENTS = "segments"
+CANDIDATES = "candidates"
+NEEDED = {
+    QRELS: ("query_id", "doc_id", "grade"),
+    RUN: ("query_id", "doc_id"),  # and a score or a rank: the mapping's name of either wins over a column's own
+    SEGMENTS: ("query_id", "segment"),
+    CANDIDATES: ("query_id", "doc_id"),
+}
+"""The tool's columns each kind of source with named columns must have."""
+
+MAPPED = {QRELS: ("query_id", "doc_id", "grade"), RUN: ("query_id", "doc_id", "score", "rank")}
+"""The tool's columns a mapping names for each kind of table (a mapping given for every table names them all)."""
+
+
+def kind_mapping(kind: str, mapping: Any) -> tuple[tuple[str, str], ...]:
+    """The part of a column mapping (``{column: name}`` or pairs) that a ``kind`` table reads: ``columns=`` given
+    for every table maps the judgments' grade beside the runs' score."""
+    return tuple((k, v) for k, v in dict(mapping).items() if k in MAPPED[kind])
+
+
+_HIDDEN = "\x00"  # (before a source's name that the mapping gives to another column: no name of the tool's)
+
+
+def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
+    """The name a source uses for one of the tool's columns (``query_id``, ``doc_id``, ``grade``, ``score``,
+    ``rank``, ``segment``), under a column mapping."""
+    return dict(columns).get(name, name)
+
+
+def canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
+    """A source's column names as the tool's names: mapped ones renamed, and a name the mapping replaces (a
+    ``score`` column when ``score`` is mapped to ``prediction``) hidden, so it is not taken by mistake. Names are
+    compared exactly: ``score`` and ``SCORE`` are two columns."""
+    if not columns:
+        return list(present)
+    tool = {v: k for k, v in columns}
+    return [tool[h] if h in tool else (_HIDDEN + h if h in dict(columns) else h) for h in present]
+
+
+def one_purpose(kind: str, columns: tuple[tuple[str, str], ...]) -> None:
+    """Refuse a column mapping that gives one source column two purposes: one column named for two of the tool's
+    columns, or the own name of a column ``kind`` needs (:data:`NEEDED`) given to another column while that one is
+    not mapped (it would be read from the column of its own name: ``{segment: query_id}`` makes the query ids
+    their own segments)."""
+    names = [n for _, n in columns]
+    for n in names:
+        if names.count(n) > 1:
+            # (the words of the spec's check of a mapping: spec/validate.py)
+            raise Refused(f"column {n!r} is mapped to {names.count(n)} names; each source column serves one purpose.")
+    given = dict(columns)
+    for name in NEEDED[kind]:
+        if name not in given and name in names:
+            other = next(k for k, v in columns if v == name)
+            raise Refused(
+                f"the column mapping reads column {name!r} as the {other}, and {name}, which it does not map, "
+                f"from the column of its own name, {name!r}: each source column serves one purpose (map {name} "
+                f"to the column that holds it)."
+            )
+
+
+def named_columns(
+    kind: str, present: list[str], columns: tuple[tuple[str, str], ...] = ()
+) -> tuple[str | None, str | None]:
+    """(value column, rank column) that a run or qrels source whose columns are named ``present`` (its own names,
+    in order) has under the column mapping ``columns``: the one rule of every reader and engine
+    (:func:`one_purpose`, :func:`canonical_names`, :func:`required_columns`)."""
+    one_purpose(kind, columns)
+    return required_columns(kind, canonical_names(present, columns), present)
+
+
+def column_places(kind: str, present: list[str], columns: tuple[tuple[str, str], ...] = ()) -> dict[str, int]:
+    """The place in ``present`` of each of the tool's columns a run or qrels source reads (query_id, doc_id, then
+    the value's column and the rank's that it has), by :func:`named_columns`' rule."""
+    value_col, rank_col = named_columns(kind, present, columns)
+    named = canonical_names(present, columns)
+    return {c: named.index(c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
+
+
 # the names other tools give the tool's columns, for the mapping an error message suggests
 SYNONYMS = {
     "query_id": ("qid", "query", "queryid", "q_id", "topic", "topic_id", "user", "userid", "user_id", "session_id"),
@@ -484,9 +564,10 @@ def mapping_hint(missing: list[str], present: list[str]) -> str:
     )
 
 
-def required_columns(kind: str, present: list[str]) -> tuple[str | None, str | None]:
+def required_columns(kind: str, present: list[str], shown: list[str] | None = None) -> tuple[str | None, str | None]:
     """(value column, rank column) of a table or file with named columns (the tool's names); a needed name present
-    twice, or missing, is refused."""
+    twice, or missing, is refused (``shown``: the source's own names, which the message lists)."""
+    found = ", ".join(present if shown is None else shown)
     needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
     for name in needed:
         if present.count(name) > 1:
@@ -498,7 +579,7 @@ def required_columns(kind: str, present: list[str]) -> tuple[str | None, str | N
         if missing:
             raise Refused(
                 f"missing column(s) {', '.join(missing)}; a qrels file with named columns has query_id, doc_id, "
-                f"grade. Found: {', '.join(present)}.{mapping_hint(missing, present)}"
+                f"grade. Found: {found}.{mapping_hint(missing, present)}"
             )
         return "grade", None
     if "score" not in present and "rank" not in present:
@@ -507,6 +588,6 @@ def required_columns(kind: str, present: list[str]) -> tuple[str | None, str | N
         wanted = [m.split(" ")[0] for m in missing] + (["rank"] if "score (or rank)" in missing else [])
         raise Refused(
             f"missing column(s) {', '.join(missing)}; a run file with named columns has query_id, doc_id, score "
-            f"and/or rank. Found: {', '.join(present)}.{mapping_hint(wanted, present)}"
+            f"and/or rank. Found: {found}.{mapping_hint(wanted, present)}"
         )
     return ("score" if "score" in present else None), ("rank" if "rank" in present else None)

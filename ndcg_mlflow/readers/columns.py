@@ -18,6 +18,7 @@ from .accept import (
     QRELS,
     RUN,
     Refused,
+    canonical_names,
     clip,
     column_type,
     csv_fields,
@@ -30,12 +31,13 @@ from .accept import (
     json_object,
     listed_twice,
     looks_like_header,
+    named_columns,
     named_fields,
     no_data_lines,
     not_integer,
     number,
     refusals,
-    required_columns,
+    source_name,
     split_fields,
 )
 from .hashing import dedupe_qrels, first_duplicate, pair_hashes
@@ -157,21 +159,6 @@ def detect_format(path: Path, declared: str = "auto", columns: tuple[tuple[str, 
     return "trec"
 
 
-def source_name(columns: tuple[tuple[str, str], ...], name: str) -> str:
-    """The name a source uses for one of the tool's columns (``query_id``, ``doc_id``, ``grade``, ``score``,
-    ``rank``), under a column mapping."""
-    return dict(columns).get(name, name)
-
-
-def canonical_names(present: list[str], columns: tuple[tuple[str, str], ...]) -> list[str]:
-    """A source's column names as the tool's names: mapped ones renamed, and a name the mapping replaces (a
-    ``score`` column when ``score`` is mapped to ``prediction``) hidden, so it is not taken by mistake."""
-    if not columns:
-        return list(present)
-    tool = {v: k for k, v in columns}
-    return [tool[h] if h in tool else ("\x00" + h if h in dict(columns) else h) for h in present]
-
-
 def _read(
     path: Path,
     kind: str,
@@ -283,7 +270,7 @@ def _read_delimited(path: Path, kind: str, fmt: str, columns: tuple[tuple[str, s
     header_line, first = next(((n, t) for n, t in text_lines(path) if not is_blank(t)), (0, ""))
     with refusals(path, header_line):
         header = csv_fields(first, delimiter, fmt.upper())
-        value_col, rank_col = required_columns(kind, canonical_names(header, columns))
+        value_col, rank_col = named_columns(kind, header, columns)
     src = {c: source_name(columns, c) for c in ("query_id", "doc_id", value_col, rank_col) if c}
     include = [src[c] for c in ["query_id", "doc_id"] + [c for c in (value_col, rank_col) if c]]
     types = {src["query_id"]: pa.string(), src["doc_id"]: pa.string()}
@@ -407,10 +394,10 @@ def _read_jsonl(path: Path, kind: str, columns: tuple[tuple[str, str], ...] = ()
             continue
         try:
             obj = json_object(text)
+            if rows is None:
+                rows = _Rows(*named_columns(kind, list(obj), columns))
             if columns:
                 obj = dict(zip(canonical_names(list(obj), columns), obj.values()))
-            if rows is None:
-                rows = _Rows(*required_columns(kind, list(obj)))
             for col in ("query_id", "doc_id", rows.value_col, rows.rank_col):
                 if col and col not in obj:
                     raise Refused(f"missing field {col!r}.")
@@ -455,7 +442,7 @@ def _parquet_columns(path: Path, kind: str, columns: tuple[tuple[str, str], ...]
         with open_file(path) as fh:
             parquet = pq.ParquetFile(fh)
             with refusals(path):
-                value_col, rank_col = required_columns(kind, canonical_names(parquet.schema_arrow.names, columns))
+                value_col, rank_col = named_columns(kind, parquet.schema_arrow.names, columns)
             needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
             query_name = source_name(columns, "query_id")
             query_type = parquet.schema_arrow.field(query_name).type

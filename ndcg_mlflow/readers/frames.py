@@ -16,12 +16,13 @@ from .accept import (
     clip,
     empty_id,
     id_type,
+    named_columns,
     not_a_number,
     not_finite,
     refusals,
-    required_columns,
+    source_name,
 )
-from .columns import arrow_columns, canonical_names, checked_qrels, checked_run, source_name, table_from_columns
+from .columns import arrow_columns, checked_qrels, checked_run, table_from_columns
 from .hashing import table_digest
 from .table import Table
 
@@ -66,7 +67,7 @@ def table_from_object(obj: Any, kind: str, label: str, columns: tuple[tuple[str,
         if tbl.num_rows == 0:
             raise DataError(label, NO_ROWS)
         with refusals(label):
-            value_col, rank_col = required_columns(kind, canonical_names(tbl.column_names, columns))
+            value_col, rank_col = named_columns(kind, tbl.column_names, columns)
         needed = [c for c in ("query_id", "doc_id", value_col, rank_col) if c]
         named = pa.table({c: tbl.column(source_name(columns, c)) for c in needed})
         table = table_from_columns(label, kind, "table", *arrow_columns(named, label, value_col, rank_col))

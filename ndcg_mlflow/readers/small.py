@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import DataError, preview
 from .accept import (
+    SEGMENTS,
     Refused,
     clip,
     column_twice,
@@ -21,7 +22,9 @@ from .accept import (
     json_object,
     named_fields,
     null_value,
+    one_purpose,
     parse_number,
+    refusals,
     split_fields,
 )
 from .text import COMPRESSION, check_file, open_file, text_lines
@@ -148,6 +151,8 @@ def read_segments(path: str | Path, format: str = "auto", columns: tuple[tuple[s
     integer is read as its decimal text) without surrounding ASCII spaces and tabs. A query listed twice, even in
     the same segment, is refused naming both lines (rows, in Parquet)."""
     path = Path(path)
+    with refusals(path):
+        one_purpose(SEGMENTS, tuple(columns))
     names = tuple(dict(columns).get(c, c) for c in SEGMENT_FIELDS)
     fmt = _segments_format(path, format)
     if fmt == "parquet":

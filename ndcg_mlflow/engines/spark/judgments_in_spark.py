@@ -35,17 +35,15 @@ from ...readers.accept import (
     no_data_lines,
     not_finite,
     null_value,
-    refusals,
-    required_columns,
 )
 from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from ...spec import IN_MEMORY, Spec
 from .sources import (
-    check_mapping,
     column_type_ok,
     digest_columns,
     is_spark_frame,
     local_reader_frame,
+    mapped_columns,
     read_run_file,
     reads_locally,
     with_mapping,
@@ -84,8 +82,6 @@ class SparkJudgments:
 def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -> tuple[Any, str, FileInfo]:
     """The judgments as a DataFrame of query_id, doc_id (strings) and grade (double), unchecked, its label for
     errors and its file information (rows filled in later)."""
-    from pyspark.sql import functions as F
-
     if qrels is None:
         q = spec.qrels
         df, mapping = _read_qrels_file(spark, q)
@@ -99,17 +95,12 @@ def judgment_frame(spark: Any, spec: Spec, qrels: Any, shared: dict[str, str]) -
                 f"judgments kept in Spark are a file of the spec or a Spark DataFrame; got {type(obj).__name__}.",
             )
         df, label, info = obj, "qrels", FileInfo("qrels", "", IN_MEMORY, "", 0)
-    check_mapping(mapping)
-    inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "grade")}
-    with refusals(label):
-        required_columns("qrels", [inverse.get(c, c) for c in df.columns])
-    types = dict(df.dtypes)
+    df, columns = mapped_columns(df, "qrels", mapping, label)
     selected = []
-    for c in ("query_id", "doc_id", "grade"):
-        src = mapping.get(c, c)
-        if not column_type_ok(types[src], c == "grade"):
-            raise DataError(label, column_type(c, types[src], numeric=c == "grade"))
-        selected.append(F.col(src).cast("double" if c == "grade" else "string").alias(c))
+    for c, (col, t) in columns.items():
+        if not column_type_ok(t, c == "grade"):
+            raise DataError(label, column_type(c, t, numeric=c == "grade"))
+        selected.append(col.cast("double" if c == "grade" else "string").alias(c))
     return df.select(*selected), label, info
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, NdcgError, SpecError
-from ...models import ResolvedModel, check_input_columns, non_finite_message, scored_name, with_scored
+from ...models import ResolvedModel, candidate_ids, check_input_columns, non_finite_message, scored_name, with_scored
 from ...spec import Spec
 from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
 from ...uris import first_line
@@ -112,8 +112,7 @@ def score_candidates(
             f"a retriever is scored by the local engine only; evaluate without "
             f"engine spark.",
         )
-    mapping = dict(src.columns)
-    qcol, dcol = mapping.get("query_id", "query_id"), mapping.get("doc_id", "doc_id")
+    qcol, dcol = candidate_ids(src)
     if progress:
         progress(f"scoring '{name}' with {uri} on Spark")
     df = read_run_file(spark, src)

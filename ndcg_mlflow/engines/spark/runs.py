@@ -13,17 +13,17 @@ import numpy as np
 from ...errors import DataError, EvaluationError, SpecError
 from ...evaluation import FileInfo, input_table
 from ...readers import sha256_file
-from ...readers.accept import column_type, refusals, required_columns
+from ...readers.accept import column_type
 from ...rules import averages_ties, keeps_displayed_order, needs_row_order
 from ...spec import IN_MEMORY, Metric, Spec
 from .parquet_tasks import ParquetTasks, parquet_tasks
 from .sources import (
-    check_mapping,
     column_type_ok,
     frame_digest,
     id_strings,
     is_spark_frame,
     local_reader_frame,
+    mapped_columns,
     plain,
     read_run_file,
     reads_locally,
@@ -101,26 +101,15 @@ def run_frame(
         info = FileInfo(f"system:{name}", "", IN_MEMORY, t.digest or "", len(t))
         return RunFrame(df, label, info, "rank" in cols, READ_IN_MEMORY)
 
-    check_mapping(mapping)
-    inverse = {v: k for k, v in mapping.items() if k in ("query_id", "doc_id", "score", "rank")}
-    present = [inverse.get(c, c) for c in df.columns]
-    with refusals(label):
-        value_col, rank_col = required_columns("run", present)
-    types = dict(df.dtypes)
+    df, columns = mapped_columns(df, "run", mapping, label)
+    value_col = "score" if "score" in columns else None
+    rank_col = "rank" if "rank" in columns else None
     selected = []
-    for c in ("query_id", "doc_id", value_col, rank_col):
-        if c is None:
-            continue
-        src = mapping.get(c, c)
-        t = types[src]
-        if c in ("query_id", "doc_id"):
-            if not column_type_ok(t, numeric=False):
-                raise DataError(label, column_type(c, t, numeric=False))
-            selected.append(F.col(src).cast("string").alias(c))
-        else:
-            if not column_type_ok(t, numeric=True):
-                raise DataError(label, column_type(c, t, numeric=True))
-            selected.append(F.col(src).cast("double").alias(c))
+    for c, (col, t) in columns.items():
+        numeric = c not in ("query_id", "doc_id")
+        if not column_type_ok(t, numeric=numeric):
+            raise DataError(label, column_type(c, t, numeric=numeric))
+        selected.append(col.cast("double" if numeric else "string").alias(c))
     # the rows' order in the files: the displayed order, whose key stands in for a missing rank (under ties:
     # displayed_order and for sensitivity's displayed_order alternative), and the order of tied rows (a model's
     # scored rows have no order: Spark's tasks wrote them)

@@ -31,6 +31,29 @@ def check_mapping(mapping: Mapping[str, str]) -> None:
         )
 
 
+def mapped_columns(df: Any, kind: str, mapping: Mapping[str, str], label: str) -> tuple[Any, dict[str, Any]]:
+    """The columns of a DataFrame that the tool reads as a ``kind`` (``run`` or ``qrels``) source under the column
+    mapping ``mapping``, by the readers' one rule (:func:`ndcg_mlflow.readers.accept.column_places`: a name the
+    mapping gives to another column is not read, names are compared exactly): ``(df, {tool's name: (column, Spark
+    type)})``, each column taken by its place. Spark's analyzer reads a dot in a name as a field's and, by default
+    (``spark.sql.caseSensitive``), takes ``score`` and ``SCORE`` for one name: a name is quoted, and where two of
+    the DataFrame's names differ by case alone its columns are renamed by their places (the ``df`` returned)."""
+    from pyspark.sql import functions as F
+
+    from ...readers.accept import column_places, kind_mapping, refusals
+
+    check_mapping(mapping)
+    names = list(df.columns)
+    with refusals(label):
+        places = column_places(kind, names, kind_mapping(kind, mapping))
+    types = [t for _, t in df.dtypes]
+    if len({n.lower() for n in names}) < len(names):
+        df = df.toDF(*[f"_c{i}" for i in range(len(names))])  # (by place: no name is looked up)
+        names = list(df.columns)
+    quoted = {c: "`" + names[i].replace("`", "``") + "`" for c, i in places.items()}
+    return df, {c: (F.col(quoted[c]), types[i]) for c, i in places.items()}
+
+
 def plain(array: Any) -> Any:
     """An Arrow array of ids (chunked or not, any string or integer type) as one plain string array."""
     import pyarrow as pa
@@ -273,11 +296,33 @@ def file_batches(path: str, kind: str, fmt: str, columns: tuple[tuple[str, str],
 def reads_locally(source: Any) -> bool:
     """Whether a file source of the spec is read by the local engine's own reader in a Spark task
     (:func:`local_reader_frame`): a TREC, CSV, TSV or JSONL file (the readers' one definition of lines, fields and
-    numbers), or Parquet that Spark's reader cannot name literally (:func:`spark_can_name`)."""
+    numbers), or Parquet that Spark's reader cannot name literally (:func:`spark_can_name`) or whose columns it
+    cannot tell apart (:func:`spark_tells_apart`)."""
     if source.format == "delta":
         return False
     fmt, files = source_format(source)
-    return fmt in TEXT_FORMATS or (fmt == "parquet" and not spark_can_name(files or [Path(source.file)]))
+    if fmt != "parquet":
+        return fmt in TEXT_FORMATS
+    files = files or [Path(source.file)]
+    return not spark_can_name(files) or not spark_tells_apart(files)
+
+
+def spark_tells_apart(files: Sequence[Path]) -> bool:
+    """Whether Spark's Parquet reader tells each column of ``files`` from the others: no two names of a file that
+    differ by case alone (``score`` and ``SCORE``: two columns for the local readers, one name for Spark's
+    case-insensitive analyzer, which refuses the file). A file pyarrow cannot open is left to Spark's reader (and
+    its message)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            names = pq.read_schema(str(f)).names
+        except (pa.ArrowException, OSError):
+            continue
+        if len({n.lower() for n in names}) < len(names):
+            return False
+    return True
 
 
 def read_run_file(spark: Any, source: Any) -> Any:
