@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ STORE_FIXTURES = {"migrated_db", "tracking_uri", "server"}
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 SHARED = REPO.parent / "shared"
+
+# Spark's Python workers run the interpreter running the tests (with the packages it sees), not the ``python3``
+# first on PATH, which in a virtual environment that is not activated is another interpreter: the sessions the
+# tests build themselves, in this process or in a child, inherit it (the engine's own session does the same)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def pytest_configure(config) -> None:
