@@ -37,6 +37,7 @@ from .errors import DataError, NdcgError, did_you_mean
 from .format import TERMINAL, number, system_label, text_table
 from .risk import paired_vectors
 from .rules import KEY_FORMS, key_label, key_of_text, metric_name
+from .stats import kish_n
 
 RULES = ("superiority", "non_inferiority")
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
@@ -48,14 +49,6 @@ def _levels(confidence: float, power: float) -> None:
         raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}")
     if not 0 < power < 1:
         raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
-
-
-def kish_n(w: np.ndarray) -> float:
-    """Kish's effective number of queries (sum w)^2 / sum w^2; exactly the number of queries when the weights are
-    equal (as :func:`ndcg_mlflow.stats.weighted_t` takes n - 1 degrees of freedom there)."""
-    if w.size and np.ptp(w) == 0:
-        return float(w.size)
-    return stats.effective_n(w)
 
 
 def t_sum(confidence: float, power: float, df: float) -> float:
@@ -158,7 +151,8 @@ def queries_for(
         return low
     from scipy.special import ndtri
 
-    guess = ((float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance) ** 2) / ratio
+    z = float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance  # inf for a tiny distance
+    guess = z * z / ratio  # (not z ** 2: a float power beyond the largest double raises, a product is inf)
     if not guess < MOST_QUERIES:
         return None
     high = max(low + 1, math.ceil(guess))
@@ -397,8 +391,12 @@ def plan_evaluation(
     }
 
 
-def _count(n: int | None) -> str:
-    return TERMINAL if n is None else f"{n:,}"
+def _count(n: int | None, *, beyond: bool = False) -> str:
+    """A number of queries; None: ``>MOST_QUERIES`` when ``beyond`` (a finite sigma and a positive margin leave
+    only that reason), else undefined."""
+    if n is None:
+        return f">{MOST_QUERIES:,}" if beyond else TERMINAL
+    return f"{n:,}"
 
 
 def format_plan(plan: dict[str, Any]) -> str:
@@ -419,7 +417,7 @@ def format_plan(plan: dict[str, Any]) -> str:
             number(r["delta"], signed=True, missing=TERMINAL),
             number(r["sd"], missing=TERMINAL),
             number(r["mde"], missing=TERMINAL),
-            _count(r["queries_needed"]),
+            _count(r["queries_needed"], beyond=math.isfinite(r["sd"])),
         ]
         for r in plan["rows"]
     ]

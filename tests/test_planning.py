@@ -11,7 +11,7 @@ from scipy import stats as st
 from scipy.special import ndtri
 
 from ndcg_mlflow import stats
-from ndcg_mlflow.planning import current_power, decision_plan, mde, queries_for, queries_needed, query_sd
+from ndcg_mlflow.planning import MOST_QUERIES, current_power, decision_plan, mde, queries_for, queries_needed, query_sd
 
 
 def brute_force(
@@ -152,6 +152,19 @@ def test_queries_needed_moves_the_right_way():
     twice = queries_for(0.25, 0.5, 0.95, 0.8, 0.02)
     once = queries_for(0.25, 1.0, 0.95, 0.8, 0.02)
     assert twice is not None and once is not None and abs(twice - 2 * once) <= 2
+
+
+def test_a_tiny_distance_needs_more_queries_than_any_plan():
+    """A margin of 1e-200 (or the smallest double) is no overflow: more than MOST_QUERIES queries, said so."""
+    d, w = [0.1, 0.3, -0.2], [1.0, 1.0, 1.0]
+    for distance in (1e-200, 5e-324):
+        assert queries_for(0.3, 1.0, 0.95, 0.8, distance) is None
+        assert queries_for(0.3, 0.01, 0.95, 0.8, distance, df_share=0.2) is None
+        assert queries_needed(d, w, 0.95, 0.8, distance=distance) is None
+        plan = decision_plan(d, w, 0.95, 0.8, "non_inferiority", distance)
+        assert plan["queries_needed"] is None and plan["detectable"] is False
+        assert plan["reason"] == f"more than {MOST_QUERIES:,} queries would be needed"
+    assert queries_for(0.0, 1.0, 0.95, 0.8, 1e-200) == 2  # no spread: any distance is detected at 2 queries
 
 
 def test_queries_needed_edge_cases():
