@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The decision gate under the null: how often does ``superiority`` with margin 0 pass when nothing changed?
 
-    python benchmarks/gate_sim.py [--reps 2000] [--resamples 1000] [--seed 3] [--ties 0.0] [--no-bootstrap]
-                                  [--quick]
+    python benchmarks/gate_sim.py [--reps 2000] [--resamples 1000] [--seed 3] [--ties T] [--no-bootstrap]
+                                  [--part both|gate|regressions] [--quick]
 
 Two exchangeable systems: on each query both systems' nDCG follow the same law, a Beta(0.6, 1.8) score (mean
 0.25, skewed like nDCG) of a normal score that mixes a query difficulty shared by both systems (correlation
