@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Is the planned power achieved? The queries ``planning.queries_needed`` plans, against simulated evaluations.
 
-    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick]
+    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots]
 
 For each setting (a law of the per-query differences, a margin, equal or lognormal weights, a target power of 0.8
 or 0.9), a large pilot evaluation (100,000 queries of the setting's law and weights) gives sigma and the ratio
@@ -27,9 +27,15 @@ Weights: 1 (equal), or exp(z), z ~ N(0, 1) (lognormal, sigma 1: n_eff / n about 
 the differences. A setting PASSes when the empirical power is at least the target minus 2.58 Monte-Carlo standard
 errors (the planned power is reached within simulation error), else it is LOW. Under unequal weights the test
 takes Satterthwaite's degrees of freedom, far fewer than Kish's n_eff - 1 (the ``df`` column: their mean over the
-repetitions); the plan takes the pilot's share of n_eff - 1, which is smaller at a large pilot than at the planned
-n, so there the plan is conservative (the power reached above the target). Exit status 0 when every equal-weight
-setting passes. ``--quick``: 400 repetitions.
+repetitions), which the plan reads off draws of the weights at the planned n. Exit status 0 when every
+equal-weight setting passes. ``--quick``: 400 repetitions.
+
+``--pilots``: plans from pilots smaller than the plan (20, 50, 100 nDCG-like queries, lognormal weights σ = 0, 1,
+2; non-inferiority for a candidate as good as the baseline and superiority for one better than the margin), each
+repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
+code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
+planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
+400 repetitions with ``--pilots``; exit status 0 when every setting passes).
 """
 
 from __future__ import annotations

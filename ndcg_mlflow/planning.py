@@ -16,8 +16,10 @@ powers of 0.8 to 0.9 the two differ by less than 0.003 from 10 queries on, by le
 distance at the current number of queries is the minimum detectable difference (:func:`mde`). For planning, the
 per-query standard deviation the observed standard error implies, ``sigma = se * sqrt(n_eff)`` (n_eff = (sum w)^2 /
 sum w^2, Kish's effective number of queries; with equal weights sigma is the sample standard deviation of the
-differences), is assumed to hold for a larger set of queries with the same distribution of weights, whose n_eff is
-then ``n * n_eff / n_obs`` (:func:`queries_needed`).
+differences), is taken for a larger set of queries with weights drawn like the observed ones, and the power at n
+is averaged over what the observed queries leave unknown: the weights' n_eff and degrees of freedom at n, sigma
+(estimated on the observed degrees of freedom) and, for superiority, the observed difference
+(:func:`planned_power`, :func:`queries_needed`).
 
 Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
 :func:`format_plan`), which reads an evaluation's output folder with pandas.
@@ -125,10 +127,9 @@ def queries_for(
     for a per-query standard deviation ``sd``, a ratio n_eff / n of the weights (1 for equal weights) and the share
     ``df_share`` of Kish's n_eff - 1 that the weighted t's degrees of freedom are (1 for equal weights: n - 1).
     Under unequal weights the test takes fewer than n_eff - 1 (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`:
-    the smaller of that and Satterthwaite's, often a fifth of it); :func:`queries_needed` passes the observed
-    share, assumed to hold for more queries with the same distribution of weights. With Kish's n_eff - 1 alone
-    the plan was optimistic: with lognormal weights (sigma 1) the planned queries reached a power of 0.77-0.80 for
-    0.8 (``benchmarks/power_sim.py`` shows the planned power with the observed share).
+    the smaller of that and Satterthwaite's, often a fifth of it). With sigma, the ratio and the share taken as
+    known this is the plain plan, optimistic from a small pilot; :func:`queries_needed` starts its search here and
+    averages the power over their uncertainty (:func:`planned_power`).
 
     The left side decreases with ``n``, so the smallest ``n`` is found exactly: from the normal approximation
     ``n ~ ((z_(1 - alpha/2) + z_power) sd / distance)^2 / ratio`` (a lower bound when ``power >= 0.5``), by
