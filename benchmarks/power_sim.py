@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Is the planned power achieved? The queries ``planning.queries_needed`` plans, against simulated evaluations.
 
-    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick]
+    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots]
 
 For each setting (a law of the per-query differences, a margin, equal or lognormal weights, a target power of 0.8
 or 0.9), a large pilot evaluation (100,000 queries of the setting's law and weights) gives sigma and the ratio
@@ -27,9 +27,15 @@ Weights: 1 (equal), or exp(z), z ~ N(0, 1) (lognormal, sigma 1: n_eff / n about 
 the differences. A setting PASSes when the empirical power is at least the target minus 2.58 Monte-Carlo standard
 errors (the planned power is reached within simulation error), else it is LOW. Under unequal weights the test
 takes Satterthwaite's degrees of freedom, far fewer than Kish's n_eff - 1 (the ``df`` column: their mean over the
-repetitions); the plan takes the pilot's share of n_eff - 1, which is smaller at a large pilot than at the planned
-n, so there the plan is conservative (the power reached above the target). Exit status 0 when every equal-weight
-setting passes. ``--quick``: 400 repetitions.
+repetitions), which the plan reads off draws of the weights at the planned n. Exit status 0 when every
+equal-weight setting passes. ``--quick``: 400 repetitions.
+
+``--pilots``: plans from pilots smaller than the plan (20, 50, 100 nDCG-like queries, lognormal weights σ = 0, 1,
+2; non-inferiority for a candidate as good as the baseline and superiority for one better than the margin), each
+repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
+code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
+planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
+400 repetitions with ``--pilots``; exit status 0 when every setting passes).
 """
 
 from __future__ import annotations
@@ -162,12 +168,133 @@ def simulate(setting, reps: int, seed: int) -> dict:
     }
 
 
+PILOTS = (20, 50, 100)
+PILOT_SIGMAS = (0.0, 1.0, 2.0)
+#: (rule, margin, true difference): non-inferiority for a candidate as good as the baseline; superiority for one
+#: better by 0.06 against a margin of 0.01
+PILOT_RULES = (("non_inferiority", 0.05, 0.0), ("superiority", 0.01, 0.06))
+TARGET = 0.8
+
+
+def lognormal(shape, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    return np.exp(sigma * rng.standard_normal(shape)) if sigma > 0 else np.ones(shape)
+
+
+def plan_command(folder: Path, d: np.ndarray, w: np.ndarray, rule: str, margin: float) -> tuple[int | None, ...]:
+    """The queries the ``plan`` command's code path plans for a pilot (``planning.plan_evaluation`` on an output
+    folder holding its ``per_query.csv`` and ``summary.json``): (the table's row at ``--margin``, the declared
+    decision's)."""
+    import json
+
+    from ndcg_mlflow.planning import plan_evaluation
+
+    ids = [f"q{i}" for i in range(d.size)]
+    base = np.full(d.size, 0.5)
+    lines = ["system,query_id,cutoff,ndcg,weight"]
+    lines += [f"base,{q},10,{float(b)!r},{float(x)!r}" for q, b, x in zip(ids, base, w)]
+    lines += [f"cand,{q},10,{float(b + y)!r},{float(x)!r}" for q, b, y, x in zip(ids, base, d, w)]
+    (folder / "per_query.csv").write_text("\n".join(lines) + "\n")
+    summary = {
+        "name": "pilot",
+        "spec": {"uncertainty.confidence": CONFIDENCE},
+        "comparisons": [{"baseline": "base", "candidate": "cand", "key": "ndcg_at_10"}],
+        "decision": {"key": "ndcg_at_10", "rule": rule, "margin": margin},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    plan = plan_evaluation(folder, margin=margin, power=TARGET)
+    return plan["rows"][0]["queries_needed"], plan["decision"]["candidates"][0]["queries_needed"]
+
+
+def pilot_setting(pilot: int, sigma: float, rule: str, margin: float, truth: float, reps: int, seed: int, folder):
+    """Each repetition: a pilot of ``pilot`` nDCG-like queries (30% ties) with lognormal(sigma) weights; the
+    queries planned from it for the rule (``planning.decision_plan`` through ``queries_needed``, and the
+    ``plan`` command's code path); a fresh evaluation of that many queries and weights; the decision's test on
+    it. Returns the pass rates (among the pilots that give a plan) and the share that give none."""
+    from ndcg_mlflow.planning import decision_plan
+
+    rng = np.random.default_rng([seed, pilot, int(sigma * 10), len(rule)])
+    shift = solve_shift(truth, seed) if truth else 0.0
+    threshold = margin if rule == "superiority" else -margin
+    out = {"direct": [], "command": [], "n": [], "none": 0, "differ": 0}
+    for _ in range(reps):
+        d = ndcg_like((pilot,), shift, rng)
+        w = lognormal((pilot,), sigma, rng)
+        n = decision_plan(d, w / w.max(), CONFIDENCE, TARGET, rule, margin)["queries_needed"]
+        row, declared = plan_command(folder, d, w, rule, margin)
+        m = declared if rule == "superiority" else row
+        if n is None:
+            out["none"] += 1
+            continue
+        out["differ"] += m != n
+        out["n"].append(n)
+        e = ndcg_like((n,), shift, rng)
+        lo = stats.t_interval(e, lognormal((n,), sigma, rng), CONFIDENCE)[0]
+        out["direct"].append(lo > threshold)
+        if m == n:
+            out["command"].append(lo > threshold)
+        elif m is not None:
+            e = ndcg_like((m,), shift, rng)
+            out["command"].append(stats.t_interval(e, lognormal((m,), sigma, rng), CONFIDENCE)[0] > threshold)
+    return out
+
+
+def pilots_main(args) -> int:
+    import tempfile
+
+    load = os.getloadavg()
+    print(
+        f"pilots of {', '.join(map(str, PILOTS))} nDCG-like queries (30% ties), lognormal weights; {args.reps} "
+        f"repetitions per setting (a fresh pilot and a fresh evaluation each); target power {TARGET}; load average "
+        f"{load[0]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        "power: the share of the planned evaluations that pass (among the pilots that give a plan), through "
+        "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; PASS when at "
+        "least the target minus 2.58 of them"
+    )
+    print(
+        f"{'rule':>16}{'pilot':>7}{'σ':>5}{'median n':>10}{'no plan':>9}{'power':>8}{'± se':>7}{'plan cmd':>10}"
+        f"{'± se':>7}  result"
+    )
+    ok = True
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="power-sim-") as tmp:
+        for rule, margin, truth in PILOT_RULES:
+            for pilot in PILOTS:
+                for sigma in PILOT_SIGMAS:
+                    r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp))
+                    cells = []
+                    passed = True
+                    for key in ("direct", "command"):
+                        k = len(r[key])
+                        rate = sum(r[key]) / k if k else float("nan")
+                        se = math.sqrt(rate * (1 - rate) / k) if k else float("nan")
+                        passed &= bool(k) and rate >= TARGET - 2.58 * max(se, 1e-12)
+                        cells.append(f"{rate:>8.4f}{se:>7.4f}" if key == "direct" else f"{rate:>10.4f}{se:>7.4f}")
+                    ok &= passed
+                    median = int(np.median(r["n"])) if r["n"] else 0
+                    print(
+                        f"{rule:>16}{pilot:>7}{sigma:>5g}{median:>10}{r['none'] / args.reps:>9.3f}{cells[0]}{cells[1]}"
+                        f"  {'PASS' if passed else 'LOW'}",
+                        flush=True,
+                    )
+    print(f"overall: {'OK' if ok else 'NOT OK'} ({time.perf_counter() - t0:.1f} s)")
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000, help="repetitions per setting (default 2000)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--quick", action="store_true", help="400 repetitions")
+    ap.add_argument(
+        "--pilots", action="store_true", help="plans from small pilots (20, 50, 100 queries) instead; default 400 reps"
+    )
     args = ap.parse_args(argv)
+    if args.pilots:
+        if "--reps" not in (argv if argv is not None else sys.argv):
+            args.reps = 400
+        return pilots_main(args)
     if args.quick:
         args.reps = 400
     load = os.getloadavg()

@@ -139,10 +139,10 @@ FIELDS: dict[str, str] = {
     "decision.guardrails.segments.rule": "the rule each segment's comparison must pass, as `decision.rule` words it.",
     "decision.guardrails.segments.margin": "the segments' margin, a difference of nDCG, in [0, 1).",
     "decision.guardrails.regressions": "a bound on the queries that lose much against the baseline.",
-    "decision.guardrails.regressions.delta": "a query regresses when it loses more than this much nDCG (a finite "
-    "number > 0).",
+    "decision.guardrails.regressions.delta": "a query regresses when it loses more than this much nDCG, in (0, 1) "
+    "(no query loses 1 or more).",
     "decision.guardrails.regressions.max_share": "the largest share of the evaluated queries (weighted as in the "
-    "mean) that may regress, in [0, 1).",
+    "mean) that may regress, in (0, 1): the upper end of the share's interval must be at most this.",
     "report.sensitivity": "recompute every mean and comparison under each alternative of each rule "
     "(`sensitivity.csv`).",
     "companions.duplicates": "a file mapping doc_id to a near-duplicate group: the duplicate rate in the top K.",

@@ -9,7 +9,7 @@
   of all (candidate, key) comparisons, relative difference, effect size d_z,
   win / tie / loss counts, tail risk (:mod:`ndcg_mlflow.risk`: URisk and TRisk at
   each declared alpha; the share of queries that regressed by more than a
-  regressions guardrail's delta, with its interval from the same resamples) and
+  regressions guardrail's delta, with its Clopper-Pearson interval on n_eff) and
   planning figures (:mod:`ndcg_mlflow.planning`: the minimum detectable difference
   at 80% power; with a decision, the queries needed to decide its margin);
 * the same per segment when the spec declares segments (:mod:`ndcg_mlflow.segments`),
@@ -30,15 +30,15 @@ import numpy as np
 from . import planning, stats
 from .format import listing, md_html, md_table, md_text, number
 from .result import relative
-from .risk import regressed, risk_entry
+from .risk import regressed_share, risk_entry
 from .rules import cutoff_label, key_label, metric_name
 from .segments import Segments, consistency, stratified_indices
 from .spec import Comparison, Uncertainty
 
 POWER = 0.8  # the power of the reported minimum detectable difference and of the queries needed
-#: the range of each resampled series' mean, which its interval never leaves: a system's mean nDCG and a share
-#: of regressed queries in [0, 1], a difference of two nDCG means in [-1, 1]
-RANGES = {"system": (0.0, 1.0), "regressed": (0.0, 1.0), "delta": (-1.0, 1.0)}
+#: the range of each resampled series' mean, which its interval never leaves: a system's mean nDCG in [0, 1], a
+#: difference of two nDCG means in [-1, 1]
+RANGES = {"system": (0.0, 1.0), "delta": (-1.0, 1.0)}
 
 
 @dataclass
@@ -162,7 +162,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     w_all = scope_w[None]
     strata = segs.codes if segs is not None and uncertainty.stratify else None
     seg_masks = [(label, segs.mask(s)) for s, label in enumerate(segs.labels)] if segs is not None else []
-    guard = decision.guardrails.regressions if decision is not None else None
     boot = _Resampling(result, uncertainty, scope_w)
 
     for name in names:
@@ -192,8 +191,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 for where, m, st in scoped:
                     if m.any():
                         boot.add(m, ("delta", name, key, where), d, st, where)
-                        if guard is not None:
-                            boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st, where)
     boot.run()
 
     for name in names:
@@ -295,8 +292,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         else:
             row.update({k: float("nan") for k in _NAN_FIELDS})
             row.update({"wins": 0, "ties": 0, "losses": 0})
-        share = boot.get(("regressed", name, key, scope)) if guard is not None else None
-        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision, share))
+        row.update(_risk_and_plan(d, w, comparison, uncertainty, decision))
         primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
         rows.append(row)
     corrected = stats.correct(primary, comparison.correction)
@@ -333,17 +329,15 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     return out
 
 
-def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision, regressed_share) -> dict:
-    """The comparison's tail risk (URisk and TRisk at each declared alpha), its share of regressed queries with
-    the bootstrap interval of the same resamples (``regressed_share``: with a regressions guardrail, its
-    resampling's result), and its planning figures: the minimum detectable difference at 80% power and, with a
-    decision, the queries needed to decide its margin."""
+def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision) -> dict:
+    """The comparison's tail risk (URisk and TRisk at each declared alpha), with a regressions guardrail its share
+    of regressed queries and that share's interval (:func:`~ndcg_mlflow.risk.regressed_share`, at the spec's
+    confidence), and its planning figures: the minimum detectable difference at 80% power and, with a decision,
+    the queries needed to decide its margin."""
     out: dict[str, Any] = risk_entry(d, w, comparison.risk_alpha)
-    if regressed_share is not None:
-        guard = decision.guardrails.regressions
-        lo, hi, _, _ = regressed_share
-        share = float(stats.weighted_mean(regressed(d, guard.delta), w)) if d.size else float("nan")
-        out["regressed_share"] = {"delta": guard.delta, "share": share, "ci_low": lo, "ci_high": hi}
+    guard = decision.guardrails.regressions if decision is not None else None
+    if guard is not None:
+        out["regressed_share"] = regressed_share(d, w, guard.delta, uncertainty.confidence)
     out["mde"] = planning.mde(d, w, uncertainty.confidence, POWER)
     out["mde_power"] = POWER
     if decision is not None:

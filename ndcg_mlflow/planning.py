@@ -16,8 +16,10 @@ powers of 0.8 to 0.9 the two differ by less than 0.003 from 10 queries on, by le
 distance at the current number of queries is the minimum detectable difference (:func:`mde`). For planning, the
 per-query standard deviation the observed standard error implies, ``sigma = se * sqrt(n_eff)`` (n_eff = (sum w)^2 /
 sum w^2, Kish's effective number of queries; with equal weights sigma is the sample standard deviation of the
-differences), is assumed to hold for a larger set of queries with the same distribution of weights, whose n_eff is
-then ``n * n_eff / n_obs`` (:func:`queries_needed`).
+differences), is taken for a larger set of queries with weights drawn like the observed ones, and the power at n
+is averaged over what the observed queries leave unknown: the weights' n_eff and degrees of freedom at n, sigma
+(estimated on the observed degrees of freedom) and, for superiority, the observed difference
+(:func:`planned_power`, :func:`queries_needed`).
 
 Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
 :func:`format_plan`), which reads an evaluation's output folder with pandas.
@@ -25,6 +27,7 @@ Everything here is numpy/scipy only, but for the ``plan`` command's part at the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -37,6 +40,7 @@ from .errors import DataError, NdcgError, did_you_mean
 from .format import TERMINAL, exact, exact_share, number, system_label, text_table
 from .risk import paired_vectors
 from .rules import KEY_FORMS, key_label, key_of_text, metric_name
+from .stats import kish_n
 
 RULES = ("superiority", "non_inferiority")
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
@@ -48,14 +52,6 @@ def _levels(confidence: float, power: float) -> None:
         raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}")
     if not 0 < power < 1:
         raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
-
-
-def kish_n(w: np.ndarray) -> float:
-    """Kish's effective number of queries (sum w)^2 / sum w^2; exactly the number of queries when the weights are
-    equal (as :func:`ndcg_mlflow.stats.weighted_t` takes n - 1 degrees of freedom there)."""
-    if w.size and np.ptp(w) == 0:
-        return float(w.size)
-    return stats.effective_n(w)
 
 
 def t_sum(confidence: float, power: float, df: float) -> float:
@@ -131,10 +127,9 @@ def queries_for(
     for a per-query standard deviation ``sd``, a ratio n_eff / n of the weights (1 for equal weights) and the share
     ``df_share`` of Kish's n_eff - 1 that the weighted t's degrees of freedom are (1 for equal weights: n - 1).
     Under unequal weights the test takes fewer than n_eff - 1 (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`:
-    the smaller of that and Satterthwaite's, often a fifth of it); :func:`queries_needed` passes the observed
-    share, assumed to hold for more queries with the same distribution of weights. With Kish's n_eff - 1 alone
-    the plan was optimistic: with lognormal weights (sigma 1) the planned queries reached a power of 0.77-0.80 for
-    0.8 (``benchmarks/power_sim.py`` shows the planned power with the observed share).
+    the smaller of that and Satterthwaite's, often a fifth of it). With sigma, the ratio and the share taken as
+    known this is the plain plan, optimistic from a small pilot; :func:`queries_needed` starts its search here and
+    averages the power over their uncertainty (:func:`planned_power`).
 
     The left side decreases with ``n``, so the smallest ``n`` is found exactly: from the normal approximation
     ``n ~ ((z_(1 - alpha/2) + z_power) sd / distance)^2 / ratio`` (a lower bound when ``power >= 0.5``), by
@@ -158,7 +153,8 @@ def queries_for(
         return low
     from scipy.special import ndtri
 
-    guess = ((float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance) ** 2) / ratio
+    z = float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance  # inf for a tiny distance
+    guess = z * z / ratio  # (not z ** 2: a float power beyond the largest double raises, a product is inf)
     if not guess < MOST_QUERIES:
         return None
     high = max(low + 1, math.ceil(guess))
@@ -175,25 +171,137 @@ def queries_for(
     return high
 
 
-def queries_needed(d: Any, w: Any, confidence: float, power: float, *, distance: float) -> int | None:
-    """The smallest number of queries, with the same distribution of weights as ``w``, at which a test against a
-    threshold at ``distance`` from the assumed true difference has that power: :func:`queries_for` with sigma =
-    :func:`query_sd` of the observed differences and the ratio n_eff / n of the observed weights. That is, the
-    smallest ``n >= 2`` with
+#: the draws of the weights at a planned n (resampled from the pilot's), and the points of the pilot's
+#: uncertainty about sigma (and about the difference, for superiority) that :func:`planned_power` averages over
+WEIGHT_DRAWS = 16
+UNCERTAINTY_POINTS = 64
+#: beyond this many queries the weights' draws are not made again: n_eff / n and the degrees of freedom's share
+#: of n_eff - 1 at this n are taken for more queries
+SIMULATED_QUERIES = 8192
+_WEIGHTS_CACHE: dict[tuple[bytes, int], tuple[np.ndarray, np.ndarray]] = {}
 
-        (t_(1 - alpha/2, df(n)) + t_(power, df(n))) * sigma / sqrt(n_eff(n)) <= distance,
 
-    n_eff(n) = n * n_eff / n_obs and df(n) = share * (n_eff(n) - 1), share = df_obs / (n_eff - 1) the observed
-    weighted t's degrees of freedom over Kish's bound (1 under equal weights: df(n) = n - 1).
-    None when ``distance <= 0``, or sigma is undefined (fewer than 2 queries)."""
+def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Kish's n_eff and the weighted t's degrees of freedom (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`) of
+    :data:`WEIGHT_DRAWS` sets of ``n`` weights drawn from the pilot's ``w``: each a pilot weight drawn at random
+    times exp(h z), z standard normal, with h = 1.06 s m^(-1/5) (Silverman's bandwidth on the log scale, s the
+    standard deviation of the m pilot weights' logarithms): a smoothed bootstrap, whose draws reach beyond the
+    pilot's largest weight as the planned evaluation's will (the logarithms shrunk to keep the pilot's variance).
+    Equal weights: n and n - 1 exactly. The draws are made at the size of :func:`_grid_above` ``n`` (at most
+    :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees of freedom as the same share
+    of n_eff - 1). Seeded by that size alone: the same answer every time."""
+    w = np.asarray(w, dtype=np.float64)
+    if np.ptp(w) == 0:
+        return np.full(WEIGHT_DRAWS, float(n)), np.full(WEIGHT_DRAWS, float(n - 1))
+    m = min(_grid_above(n), SIMULATED_QUERIES)
+    key = (hashlib.blake2b(w.tobytes(), digest_size=16).digest(), m)
+    if key not in _WEIGHTS_CACHE:
+        logs = np.log(w / w.max())
+        s = float(np.std(logs, ddof=1))
+        h = 1.06 * s * w.size ** (-0.2)
+        rng = np.random.default_rng([0x706C616E, m])
+        picked = logs[rng.integers(0, w.size, (WEIGHT_DRAWS, m))]
+        # (shrunk towards the mean so that the logarithms keep the pilot's variance, s^2)
+        draws = np.exp((picked + h * rng.standard_normal((WEIGHT_DRAWS, m))) / math.sqrt(1 + (h / s) ** 2))
+        if len(_WEIGHTS_CACHE) > 4096:
+            _WEIGHTS_CACHE.clear()
+        _WEIGHTS_CACHE[key] = (
+            np.array([kish_n(row) for row in draws]),
+            np.array([stats.t_degrees_of_freedom(row) for row in draws]),
+        )
+    n_eff, df = _WEIGHTS_CACHE[key]
+    if n != m:
+        share = df / (n_eff - 1)
+        n_eff = n_eff * (n / m)
+        df = share * (n_eff - 1)
+    return n_eff, df
+
+
+def _grid_above(n: int) -> int:
+    """The smallest of 2, 3, ... 16 and then the integers nearest 2^(k/8) that is at least ``n``: the sizes the
+    weights are drawn at (n_eff / n and the share of the degrees of freedom fall as n grows, so scaling from the
+    size above is on the safe side)."""
+    if n <= 16:
+        return max(2, n)
+    return math.ceil(2 ** (math.ceil(8 * math.log2(n) - 1e-9) / 8))
+
+
+def planned_power(
+    n: int, w: Any, sd: float, nu: float, confidence: float, distance: float, distance_se: float = 0.0
+) -> float:
+    """The power of the decision's test at ``n`` queries, averaged over what a pilot of weights ``w`` leaves
+    unknown: the weights at ``n`` (:func:`weights_at`), sigma (the pilot's ``sd`` on ``nu`` degrees of freedom:
+    sigma^2 = nu sd^2 / X, X ~ chi^2(nu), the law a sample variance leaves for sigma; Julious and Owen, 2006) and,
+    with ``distance_se`` > 0, the distance itself (``distance + distance_se T``, T ~ t(nu): a distance read off
+    the pilot's observed difference). Each point's power is the t approximation of :func:`current_power`::
+
+        F_t(distance sqrt(n_eff) / sigma - t_(1 - alpha/2, df); df)
+
+    averaged over :data:`WEIGHT_DRAWS` x :data:`UNCERTAINTY_POINTS` points (the laws' quantiles at the midpoints
+    of equal steps, the two paired in a fixed shuffled order)."""
+    from scipy import stats as st
+
+    n_eff, df = weights_at(w, n)
+    q = (np.arange(UNCERTAINTY_POINTS) + 0.5) / UNCERTAINTY_POINTS
+    sigma = np.full(q.size, sd) if not math.isfinite(nu) else sd * np.sqrt(nu / st.chi2.ppf(q, nu))
+    shift = distance_se * st.t.ppf(np.random.default_rng(0x73686966).permutation(q), nu) if distance_se > 0 else 0
+    dist = distance + shift
+    n_eff, df = n_eff[:, None], df[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sigma > 0, dist * np.sqrt(n_eff) / sigma, np.where(dist > 0, np.inf, -np.inf))
+    p = st.t.cdf(z - st.t.ppf(0.5 + confidence / 2, df), df)
+    return float(np.mean(np.where(df >= 1, p, 0.0)))
+
+
+def queries_needed(
+    d: Any, w: Any, confidence: float, power: float, *, distance: float, observed: bool = False
+) -> int | None:
+    """The smallest number of queries at which the decision's test, against a threshold at ``distance`` from the
+    assumed true difference, has at least ``power`` by :func:`planned_power`: with sigma = :func:`query_sd` of
+    the observed differences on their degrees of freedom, the weights at n drawn from the observed ones, and,
+    with ``observed`` (superiority: the distance is the observed difference minus the margin), the distance's
+    own uncertainty (the observed standard error). Sigma and the distance estimated from few queries, and the
+    weights' n_eff / n and degrees of freedom falling as n grows, each make the plain plan (:func:`queries_for`
+    with the pilot's figures) optimistic; this plan takes them in (``benchmarks/power_sim.py``).
+
+    None when ``distance <= 0``, sigma is undefined (fewer than 2 queries, or weights leaving less than one
+    degree of freedom), no number of queries reaches ``power`` (with ``observed``: when the distance is not
+    surely enough positive: the power tends to the share of the distance's law above 0), or beyond
+    :data:`MOST_QUERIES` queries."""
     d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return None
+    _, se, nu = stats.weighted_t(d, w)
+    sd = query_sd(d, w)
+    if not (distance > 0 and math.isfinite(sd) and nu >= 1):
+        return None
+    if sd == 0:
+        return 2
+    spread = se if observed else 0.0
+
+    def enough(n: int) -> bool:
+        return planned_power(n, w, sd, nu, confidence, distance, spread) >= power
+
+    if observed and planned_power(MOST_QUERIES, w, sd, nu, confidence, distance, spread) < power:
+        return None
     n_eff = kish_n(w)
-    df = stats.weighted_t(d, w)[2]
-    share = min(1.0, df / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 and df >= 1 else 1.0
-    return queries_for(query_sd(d, w), n_eff / d.size, confidence, power, distance, df_share=share)
+    share = min(1.0, nu / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 else 1.0
+    start = queries_for(sd, n_eff / d.size, confidence, power, distance, df_share=share)
+    if start is None:
+        return None
+    low, high = 1, max(2, start)
+    while not enough(high):
+        low, high = high, 2 * high
+        if high > MOST_QUERIES:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, margin: float) -> dict[str, Any]:
@@ -221,7 +329,7 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
     assumed = 0.0 if rule == "non_inferiority" else observed
     distance = margin if rule == "non_inferiority" else observed - margin
     smallest = mde(d, w, confidence, power)
-    needed = queries_needed(d, w, confidence, power, distance=distance)
+    needed = queries_needed(d, w, confidence, power, distance=distance, observed=rule == "superiority")
     reasons = []
     if d.size < 2:
         reasons.append(
@@ -235,6 +343,13 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
             reasons.append("the observed difference does not exceed the margin")
         elif not distance > 0:
             reasons.append("the margin is 0: no number of queries detects a distance of 0")
+        elif needed is None and not math.isfinite(smallest):
+            pass  # (said above)
+        elif needed is None and rule == "superiority":
+            reasons.append(
+                f"the observed difference is not far enough above the margin, for its uncertainty, to promise "
+                f"power {power:g} at any number of queries (or more than {MOST_QUERIES:,} would be needed)"
+            )
         elif needed is None:
             reasons.append(f"more than {MOST_QUERIES:,} queries would be needed")
     return {
@@ -511,8 +626,12 @@ def plan_evaluation(
     }
 
 
-def _count(n: int | None) -> str:
-    return TERMINAL if n is None else f"{n:,}"
+def _count(n: int | None, *, beyond: bool = False) -> str:
+    """A number of queries; None: ``>MOST_QUERIES`` when ``beyond`` (a finite sigma and a positive margin leave
+    only that reason), else undefined."""
+    if n is None:
+        return f">{MOST_QUERIES:,}" if beyond else TERMINAL
+    return f"{n:,}"
 
 
 def format_plan(plan: dict[str, Any]) -> str:
@@ -534,7 +653,7 @@ def format_plan(plan: dict[str, Any]) -> str:
             number(r["delta"], signed=True, missing=TERMINAL),
             number(r["sd"], missing=TERMINAL),
             number(r["mde"], missing=TERMINAL),
-            _count(r["queries_needed"]),
+            _count(r["queries_needed"], beyond=math.isfinite(r["sd"])),
         ]
         for r in plan["rows"]
     ]

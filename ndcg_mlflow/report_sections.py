@@ -88,7 +88,7 @@ def risk_legend(bundle: Bundle) -> str:
     if delta is not None:
         words += (
             f"The regressed share is the weighted share of queries that lose more than {exact(delta)}, with its "
-            "bootstrap interval. "
+            "interval (Clopper-Pearson on the effective number of queries, whose upper end the guardrail reads). "
         )
     words += (
         "MDE is the smallest difference this evaluation's queries detect at 80% power with the two-sided weighted "

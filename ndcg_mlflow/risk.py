@@ -9,7 +9,7 @@ valid for both systems and their weights ``w_i > 0`` (the weights' scale does no
   retrieval systems", SIGIR 2014), URisk over its standard error: the paired t statistic of the risk-adjusted
   differences, with its two-sided p-value;
 - :func:`regressed`: which queries lose more than a given amount (the share of regressed queries is its weighted
-  mean);
+  mean), and :func:`regressed_share`: that share with its interval (the regressions guardrail's bound);
 - :func:`risk_entry`: URisk and TRisk at several values of alpha, keyed for JSON.
 
 The risk-adjusted difference of a query is ``z_i = d_i`` when ``d_i >= 0`` and ``(1 + alpha) d_i`` when
@@ -126,6 +126,19 @@ def regressed(d: Any, delta: float) -> np.ndarray:
     if not (math.isfinite(x) and x >= 0):
         raise ValueError(f"delta must be a finite number at or above 0 (a loss larger than delta); got {delta!r}")
     return (d < -x).astype(np.float64)
+
+
+def regressed_share(d: Any, w: Any, delta: float, confidence: float) -> dict[str, float]:
+    """The weighted share of the queries that lose more than ``delta`` (:func:`regressed`) and its interval at
+    ``confidence`` (:func:`ndcg_mlflow.stats.share_interval`: Clopper-Pearson on Kish's n_eff), as
+    ``summary.json`` records it and the regressions guardrail reads it (the upper end)::
+
+        {"delta": delta, "share": ..., "ci_low": ..., "ci_high": ...}
+
+    NaN share and ends for no query."""
+    d, w = paired_vectors(d, w)
+    share, lo, hi = stats.share_interval(regressed(d, delta), w, confidence)
+    return {"delta": float(delta), "share": share, "ci_low": lo, "ci_high": hi}
 
 
 def alpha_text(alpha: float) -> str:

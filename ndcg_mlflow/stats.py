@@ -378,6 +378,47 @@ def effective_n(w: np.ndarray) -> float:
     return float(w.sum() ** 2 / (w**2).sum()) if w.size else 0.0
 
 
+def kish_n(w: np.ndarray) -> float:
+    """Kish's effective number of queries (sum w)^2 / sum w^2; exactly the number of queries when the weights are
+    equal (as :func:`weighted_t` takes n - 1 degrees of freedom there)."""
+    if w.size and np.ptp(w) == 0:
+        return float(w.size)
+    return effective_n(w)
+
+
+def share_interval(x: np.ndarray, w: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """(share, lower end, upper end): the weighted share ``p = sum(w x) / sum(w)`` of the queries where the 0/1
+    indicator ``x`` is 1, and its two-sided Clopper-Pearson interval at ``confidence`` on Kish's effective number
+    of queries ``m = n_eff`` (:func:`kish_n`) with ``p m`` of them marked (Korn and Graubard's form for a weighted
+    proportion, 1998)::
+
+        lower = B(alpha/2; p m, m - p m + 1),   upper = B(1 - alpha/2; p m + 1, m - p m),   alpha = 1 - confidence
+
+    with B(q; a, b) the q-quantile of a Beta(a, b) law (lower 0 when p = 0, upper 1 when p = 1). With equal weights
+    this is the exact binomial interval of k marked queries out of n (scipy's ``binomtest(k, n)
+    .proportion_ci(method="exact")``): its upper end lies below the true share at most alpha/2 of the time, at any n
+    and share; with no marked query it is 1 - (alpha/2)^(1/n), not 0. Unequal weights (independent of ``x``) shrink
+    the information to that of n_eff queries (Var p = p (1 - p) / n_eff), which the interval takes in place of n.
+    The level under lognormal weights, ties and small n is measured in ``benchmarks/gate_sim.py``. NaN for no
+    query."""
+    from scipy.stats import beta
+
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = kish_n(w)
+    marked = int(np.count_nonzero(x))
+    share = marked / x.size  # k marked queries out of n, exactly (or none, or all)
+    if np.ptp(w) > 0 and 0 < marked < x.size:
+        share = float(np.clip(weighted_mean(x, w), 0.0, 1.0))
+    k = float(marked) if np.ptp(w) == 0 else share * m
+    a = (1 - confidence) / 2
+    lo = 0.0 if share == 0 else float(beta.ppf(a, k, m - k + 1))
+    hi = 1.0 if share == 1 else float(beta.ppf(1 - a, k + 1, m - k))
+    return share, lo, hi
+
+
 # --------------------------------------------------------------------------- paired tests
 
 

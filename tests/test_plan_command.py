@@ -16,7 +16,7 @@ import pytest
 from conftest import CONFIGS
 
 from ndcg_mlflow.cli import main
-from ndcg_mlflow.planning import decision_plan, mde, queries_needed, query_sd
+from ndcg_mlflow.planning import MOST_QUERIES, decision_plan, mde, queries_needed, query_sd
 
 
 def _evaluate(spec: Path, out: Path, *sets: str) -> Path:
@@ -134,6 +134,22 @@ def test_the_declared_superiority_decision_says_when_no_number_of_queries_helps(
     plan = decision_plan(d, w, 0.95, 0.8, "superiority", 0.01)
     assert plan["distance"] == pytest.approx(np.sum(w * d) / np.sum(w) - 0.01)
     assert any(line.endswith(f"; {plan['queries_needed']:,} queries for power 0.8") for line in lines)
+
+
+def test_a_tiny_margin_is_answered_with_more_queries_than_any_plan(folders, capsys, tmp_path):
+    """--margin 1e-200 (and a declared decision.margin of 1e-200): more than 2^53 queries, not an overflow."""
+    code, out, err = _plan(capsys, str(folders["demo"]), "--margin", "1e-200")
+    assert code == 0 and err == ""
+    rows = _table(out)
+    assert len(rows) == 6 and all(r[-1] == f">{MOST_QUERIES:,}" for r in rows)
+    folder = _evaluate(
+        CONFIGS / "demo.yaml", tmp_path / "tiny", "decision={key: ndcg_at_10, rule: non_inferiority, margin: 1.0e-200}"
+    )
+    summary = json.loads((folder / "summary.json").read_text())
+    assert [c["queries_needed"] for c in summary["comparisons"] if c["key"] == "ndcg_at_10"] == [None, None]
+    code, out, _ = _plan(capsys, str(folder), "--margin", "0.02")
+    assert code == 0
+    assert f"  reranker-v2: more than {MOST_QUERIES:,} queries would be needed" in out.splitlines()
 
 
 @pytest.mark.parametrize("key", ["10", "ndcg_at_10", "nDCG@10"])

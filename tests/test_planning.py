@@ -11,7 +11,7 @@ from scipy import stats as st
 from scipy.special import ndtri
 
 from ndcg_mlflow import stats
-from ndcg_mlflow.planning import current_power, decision_plan, mde, queries_for, queries_needed, query_sd
+from ndcg_mlflow.planning import MOST_QUERIES, current_power, decision_plan, mde, queries_for, queries_needed, query_sd
 
 
 def brute_force(
@@ -100,22 +100,48 @@ def test_current_power_is_the_t_approximation_and_inverts_mde():
     ],
 )
 def test_queries_needed_is_the_brute_force_answer(sd, distance, confidence, power):
+    """Equal weights: the first n whose power, averaged over sigma's law given the pilot's sd on nu = 59 degrees
+    of freedom (sigma^2 = nu sd^2 / X, X ~ chi^2(nu)), reaches the target; the average here by quadrature."""
+    from scipy.integrate import quad
+
     rng = np.random.default_rng(11)
     d = rng.normal(0, 1, 60)
     d = (d - d.mean()) / np.std(d, ddof=1) * sd  # sample standard deviation exactly sd (up to rounding)
     w = np.ones(60)
     assert query_sd(d, w) == pytest.approx(sd, rel=1e-12)
-    assert queries_needed(d, w, confidence, power, distance=distance) == brute_force(
-        query_sd(d, w), 1.0, confidence, power, distance
-    )
-    # unequal weights: n_eff scales as n * n_eff / n_obs, the degrees of freedom as the observed share of n_eff - 1
-    w = np.exp(rng.normal(0, 0.8, 60))
-    ratio = kish(w) / 60
+
+    def averaged(n: int) -> float:
+        crit = st.t.ppf(1 - (1 - confidence) / 2, n - 1)
+
+        def f(x: float) -> float:
+            return st.t.cdf(distance * math.sqrt(n) / (sd * math.sqrt(59 / x)) - crit, n - 1) * st.chi2.pdf(x, 59)
+
+        return quad(f, 0, np.inf, limit=200)[0]
+
+    got = queries_needed(d, w, confidence, power, distance=distance)
+    plain = brute_force(sd, 1.0, confidence, power, distance)
+    expected = next(n for n in range(max(2, plain - 5), 200_000) if averaged(n) >= power)
+    assert abs(got - expected) <= max(1, expected // 500)  # (the plan averages over 64 quantiles, not the integral)
+    assert averaged(got) >= power - 2e-3
+    assert got >= plain  # sigma estimated from 60 queries: never fewer queries than the plain plan
+    assert queries_needed(d, np.full(60, 3.0), confidence, power, distance=distance) == got
+
+
+def test_unequal_weights_are_planned_at_their_n_eff_at_the_planned_n():
+    """The weights at n are drawn from the pilot's: n_eff / n and the degrees of freedom's share of n_eff - 1 fall
+    as n grows, so the plan needs at least the plain plan's queries (the pilot's ratio and share at any n)."""
+    from ndcg_mlflow.planning import weights_at
+
+    rng = np.random.default_rng(12)
+    assert [a.tolist() for a in weights_at(np.ones(9), 40)] == [[40.0] * 16, [39.0] * 16]
+    w = np.exp(rng.normal(0, 1.5, 50))
+    ratios = [float(np.mean(weights_at(w, n)[0])) / n for n in (50, 500, 5000)]
+    assert ratios[0] > ratios[1] > ratios[2]
+    d = rng.normal(0, 0.25, 50)
     share = stats.t_degrees_of_freedom(w) / (kish(w) - 1)
-    assert 0 < share < 1
     sd_w = bias_corrected_se(d, w) * math.sqrt(kish(w))
-    expected = brute_force(sd_w, ratio, confidence, power, distance, share=share)
-    assert queries_needed(d, w, confidence, power, distance=distance) == expected
+    plain = brute_force(sd_w, kish(w) / 50, 0.95, 0.8, 0.05, share=share)
+    assert queries_needed(d, w, 0.95, 0.8, distance=0.05) > plain
 
 
 def test_queries_needed_exceeds_the_normal_approximation_where_it_matters():
@@ -129,12 +155,14 @@ def test_queries_needed_exceeds_the_normal_approximation_where_it_matters():
 
 
 def test_the_current_queries_are_needed_for_the_current_mde():
-    """With equal weights, mde at n queries and queries_needed at that distance are one equation read both ways."""
+    """With equal weights, mde at n queries and the plain plan (queries_for, sigma taken as known) at that distance
+    are one equation read both ways; the plan, which takes sigma as estimated from these 45 queries, needs more."""
     d = np.random.default_rng(9).normal(0.0, 0.2, 45)
     w = np.ones(45)
     m = mde(d, w, 0.95, 0.8)
-    assert queries_needed(d, w, 0.95, 0.8, distance=m * (1 + 1e-9)) == 45
-    assert queries_needed(d, w, 0.95, 0.8, distance=m * (1 - 1e-6)) == 46
+    assert queries_for(query_sd(d, w), 1.0, 0.95, 0.8, m * (1 + 1e-9)) == 45
+    assert queries_for(query_sd(d, w), 1.0, 0.95, 0.8, m * (1 - 1e-6)) == 46
+    assert queries_needed(d, w, 0.95, 0.8, distance=m * (1 + 1e-9)) > 45
 
 
 def test_queries_needed_moves_the_right_way():
@@ -152,6 +180,19 @@ def test_queries_needed_moves_the_right_way():
     twice = queries_for(0.25, 0.5, 0.95, 0.8, 0.02)
     once = queries_for(0.25, 1.0, 0.95, 0.8, 0.02)
     assert twice is not None and once is not None and abs(twice - 2 * once) <= 2
+
+
+def test_a_tiny_distance_needs_more_queries_than_any_plan():
+    """A margin of 1e-200 (or the smallest double) is no overflow: more than MOST_QUERIES queries, said so."""
+    d, w = [0.1, 0.3, -0.2], [1.0, 1.0, 1.0]
+    for distance in (1e-200, 5e-324):
+        assert queries_for(0.3, 1.0, 0.95, 0.8, distance) is None
+        assert queries_for(0.3, 0.01, 0.95, 0.8, distance, df_share=0.2) is None
+        assert queries_needed(d, w, 0.95, 0.8, distance=distance) is None
+        plan = decision_plan(d, w, 0.95, 0.8, "non_inferiority", distance)
+        assert plan["queries_needed"] is None and plan["detectable"] is False
+        assert plan["reason"] == f"more than {MOST_QUERIES:,} queries would be needed"
+    assert queries_for(0.0, 1.0, 0.95, 0.8, 1e-200) == 2  # no spread: any distance is detected at 2 queries
 
 
 def test_queries_needed_edge_cases():
@@ -189,7 +230,8 @@ def test_non_inferiority_assumes_no_difference_and_the_margin_as_distance():
     assert wide["current_power"] > 0.8
     narrow = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.02)
     assert narrow["detectable"] is False and narrow["current_power"] < 0.8
-    assert narrow["queries_needed"] == brute_force(query_sd(d, w), 1.0, 0.95, 0.8, 0.02) > 100
+    assert narrow["queries_needed"] == queries_needed(d, w, 0.95, 0.8, distance=0.02)
+    assert narrow["queries_needed"] >= brute_force(query_sd(d, w), 1.0, 0.95, 0.8, 0.02) > 100
     zero = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.0)
     assert zero["queries_needed"] is None and "margin is 0" in zero["reason"] and zero["detectable"] is False
 
@@ -202,7 +244,10 @@ def test_superiority_assumes_the_observed_difference():
     plan = decision_plan(d, w, 0.95, 0.9, "superiority", 0.01)
     assert plan["assumed_difference"] == pytest.approx(0.05)
     assert plan["distance"] == pytest.approx(0.04)
-    assert plan["queries_needed"] == brute_force(query_sd(d, w), 1.0, 0.95, 0.9, plan["distance"])
+    # the distance is read off the observed difference: its uncertainty is planned for too
+    needed = queries_needed(d, w, 0.95, 0.9, distance=plan["distance"], observed=True)
+    assert plan["queries_needed"] == needed > queries_needed(d, w, 0.95, 0.9, distance=plan["distance"])
+    assert needed > brute_force(query_sd(d, w), 1.0, 0.95, 0.9, plan["distance"])
     assert plan["detectable"] == (plan["mde"] <= plan["distance"])
     above = decision_plan(d, w, 0.95, 0.8, "superiority", 0.06)
     assert above["queries_needed"] is None and above["detectable"] is False
@@ -217,7 +262,8 @@ def test_decision_plan_says_why_it_cannot_plan():
     none = decision_plan([], [], 0.95, 0.8, "superiority", 0.05)
     assert none["reason"] == "no query is valid for both systems" and math.isnan(none["distance"])
     few = decision_plan([0.3, -0.1, 0.2], [1.0, 1e-9, 1e-9], 0.95, 0.8, "non_inferiority", 0.05)
-    assert "degrees of freedom" in few["reason"] and few["queries_needed"] is not None
+    assert few["reason"] == "the weights leave 4e-09 degrees of freedom: the interval needs at least 1"
+    assert few["queries_needed"] is None  # (sigma is not known from them)
     with pytest.raises(ValueError, match="rule must be one of"):
         decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "equivalence", 0.05)
     with pytest.raises(ValueError, match="margin must be"):

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as st
 
 from ndcg_mlflow import stats
-from ndcg_mlflow.risk import regressed, risk_entry, trisk, urisk
+from ndcg_mlflow.risk import regressed, regressed_share, risk_entry, trisk, urisk
 
 # --------------------------------------------------------------------------- the papers' formulas, equal weights
 
@@ -187,6 +187,43 @@ def test_regressed_marks_the_queries_that_lose_more_than_delta():
     assert stats.weighted_mean(regressed(d, 0.1), w) == pytest.approx(3 / 7)
     with pytest.raises(ValueError, match="delta must be a finite number at or above 0"):
         regressed(d, -0.1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 30, 101])
+def test_regressed_share_with_equal_weights_is_the_exact_binomial_interval(n):
+    """k regressed queries out of n: scipy's exact (Clopper-Pearson) interval, whose upper end is the guardrail's
+    bound; with none, 1 - (alpha/2)^(1/n) (0.116 at n = 30), never 0; never below 0."""
+    for k in sorted({0, 1, n // 3, n - 1, n}):
+        d = np.r_[np.full(k, -0.5), np.zeros(n - k)]
+        for w in (np.ones(n), np.full(n, 0.37)):
+            got = regressed_share(d, w, 0.1, 0.95)
+            ci = st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+            assert got["share"] == k / n and got["delta"] == 0.1
+            assert got["ci_low"] == pytest.approx(ci.low, rel=1e-7, abs=1e-15)  # (scipy finds it by root search)
+            assert got["ci_high"] == pytest.approx(ci.high, rel=1e-7)
+            assert 0 <= got["ci_low"] <= k / n <= got["ci_high"] <= 1
+        if k == 0:
+            assert got["ci_high"] == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-12)
+    assert regressed_share([0.2, 0.0] * 15, [1.0] * 30, 0.1, 0.95)["ci_high"] == pytest.approx(0.1157, abs=1e-4)
+    got = regressed_share(np.r_[-0.5, np.zeros(29)], np.ones(30), 0.1, 0.95)
+    assert got["ci_low"] > 0  # one regressed query of 30: a positive share, at both ends
+
+
+def test_regressed_share_under_unequal_weights_takes_kish_n_eff():
+    """Weights (1 x 9, 3): n_eff = 12^2 / 18 = 8. Regressed: the heavy query and three light ones, a weighted share
+    of 6 / 12: the exact interval of 4 out of 8. None regressed: 1 - (alpha/2)^(1/8); all: (alpha/2)^(1/8) below."""
+    w = np.r_[np.ones(9), 3.0]
+    d = np.r_[np.full(3, -0.3), np.zeros(6), -0.3]
+    got = regressed_share(d, w, 0.2, 0.9)
+    ci = st.binomtest(4, 8).proportion_ci(confidence_level=0.9, method="exact")
+    assert got["share"] == pytest.approx(0.5)
+    assert (got["ci_low"], got["ci_high"]) == (pytest.approx(ci.low, rel=1e-9), pytest.approx(ci.high, rel=1e-9))
+    none = regressed_share(np.zeros(10), w, 0.2, 0.9)
+    assert (none["share"], none["ci_low"]) == (0, 0) and none["ci_high"] == pytest.approx(1 - 0.05 ** (1 / 8))
+    every = regressed_share(np.full(10, -0.5), w, 0.2, 0.9)
+    assert every["ci_high"] == 1 and every["ci_low"] == pytest.approx(0.05 ** (1 / 8))
+    empty = regressed_share([], [], 0.2, 0.9)
+    assert all(math.isnan(empty[k]) for k in ("share", "ci_low", "ci_high"))
 
 
 def test_risk_entry_keys_each_alpha_as_written():

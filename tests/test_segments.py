@@ -390,6 +390,34 @@ def test_regressions_guardrail_reads_the_upper_end_of_the_share(tmp_path: Path) 
     assert code == (0 if g["outcome"] == "pass" else EXIT_DECISION)
 
 
+def test_regressions_guardrail_bounds_the_share_when_no_query_regressed(tmp_path: Path) -> None:
+    """A candidate identical to the baseline: no query regresses, and the share's upper end is the exact binomial
+    bound of 0 regressed queries out of n (1 - 0.025^(1/n), above 0 at any n), not 0: with n = 32 a max_share
+    of 0.10 cannot be shown (0.109), one of 0.12 can."""
+    _data(tmp_path)
+    (tmp_path / "same.run").write_text((tmp_path / "base.run").read_text())
+    n = sum(SEGMENTS.values())
+    bound = 1 - 0.025 ** (1 / n)
+    assert bound == pytest.approx(st.binomtest(0, n).proportion_ci(confidence_level=0.95, method="exact").high)
+    for max_share, outcome in ((0.10, "fail"), (0.12, "pass")):
+        decision = {
+            "key": "ndcg_at_10",
+            "rule": "non_inferiority",
+            "margin": 0.5,
+            "guardrails": {"regressions": {"delta": 0.1, "max_share": max_share}},
+        }
+        spec = _spec(
+            tmp_path, queries__segments=None, decision=decision, data__systems={"base": "base.run", "same": "same.run"}
+        )
+        summary = ndcg_mlflow.evaluate(spec).summary
+        r = next(c for c in summary["comparisons"] if c["key"] == "ndcg_at_10")["regressed_share"]
+        assert r["share"] == 0 and r["ci_low"] == 0
+        assert r["ci_high"] == pytest.approx(bound, rel=1e-12)
+        row = summary["decision"]["candidates"][0]
+        assert row["rule_outcome"] == "pass"
+        assert row["guardrails"][0]["outcome"] == row["outcome"] == outcome
+
+
 def test_segment_outputs_report_and_tables(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     main(["run", str(_spec(data)), "--out", str(out), "--no-mlflow"])

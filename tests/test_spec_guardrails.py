@@ -152,13 +152,21 @@ def test_the_spec_hash_is_the_text_as_given(tmp_path):
         ("decision.guardrails.segments.margin", 1e400, "decision.guardrails.segments.margin", "number in [0, 1)"),
         ("decision.guardrails.segments.margim", 0, "decision.guardrails.segments.margim", "did you mean 'margin'"),
         ("decision.guardrails.regressions", {"delta": 0.1}, "decision.guardrails.regressions.max_share", "missing"),
-        ("decision.guardrails.regressions.delta", 0, "decision.guardrails.regressions.delta", "must be a number > 0"),
-        ("decision.guardrails.regressions.delta", -1, "decision.guardrails.regressions.delta", "> 0"),
-        ("decision.guardrails.regressions.delta", "0.1", "decision.guardrails.regressions.delta", "finite number"),
-        ("decision.guardrails.regressions.max_share", 1, "decision.guardrails.regressions.max_share", "[0, 1)"),
-        ("decision.guardrails.regressions.max_share", -0.1, "decision.guardrails.regressions.max_share", "[0, 1)"),
-        ("decision.guardrails.regressions.max_share", False, "decision.guardrails.regressions.max_share", "[0, 1)"),
-        ("decision.guardrails.regressions.max_share", 1e9, "decision.guardrails.regressions.max_share", "[0, 1)"),
+        ("decision.guardrails.regressions.delta", 0, "decision.guardrails.regressions.delta", "number in (0, 1)"),
+        ("decision.guardrails.regressions.delta", -1, "decision.guardrails.regressions.delta", "number in (0, 1)"),
+        ("decision.guardrails.regressions.delta", "0.1", "decision.guardrails.regressions.delta", "number in (0, 1)"),
+        # nDCG lies in [0, 1]: no query loses 1 or more, so such a delta makes a guardrail that can never fail
+        ("decision.guardrails.regressions.delta", 1, "decision.guardrails.regressions.delta", "could never fail"),
+        ("decision.guardrails.regressions.delta", 5, "decision.guardrails.regressions.delta", "number in (0, 1)"),
+        ("decision.guardrails.regressions.delta", 1e400, "decision.guardrails.regressions.delta", "(0, 1)"),
+        ("decision.guardrails.regressions.delta", ".nan", "decision.guardrails.regressions.delta", "(0, 1)"),
+        ("decision.guardrails.regressions.delta", True, "decision.guardrails.regressions.delta", "(0, 1)"),
+        ("decision.guardrails.regressions.max_share", 1, "decision.guardrails.regressions.max_share", "(0, 1)"),
+        ("decision.guardrails.regressions.max_share", -0.1, "decision.guardrails.regressions.max_share", "(0, 1)"),
+        ("decision.guardrails.regressions.max_share", False, "decision.guardrails.regressions.max_share", "(0, 1)"),
+        ("decision.guardrails.regressions.max_share", 1e9, "decision.guardrails.regressions.max_share", "(0, 1)"),
+        # the share's upper bound is above 0 at any number of queries: a max_share of 0 could never pass
+        ("decision.guardrails.regressions.max_share", 0, "decision.guardrails.regressions.max_share", "never pass"),
     ],
 )
 def test_each_field_is_checked_at_its_key_path(path, value, key, words):

@@ -1,6 +1,6 @@
 """The schema's checks of one value, shared by the sections of :mod:`.validate` and :mod:`.statistics`: a mapping's
 keys (unknown keys refused with a "did you mean", required keys named), a choice, a non-empty string, a finite
-number, an integer in a range. Each error names the key path and what was expected (:class:`Ctx.fail`)."""
+number, a number or an integer in a range. Each error names the key path and what was expected (:class:`Ctx.fail`)."""
 
 from __future__ import annotations
 
@@ -75,3 +75,33 @@ def integer(ctx: Ctx, value: Any, path: str, low: int, high: int | None = None) 
         bound = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
         raise ctx.fail(path, f"must be {bound}. {got(value)}")
     return value
+
+
+def number_in(
+    ctx: Ctx,
+    value: Any,
+    path: str,
+    low: float,
+    high: float,
+    *,
+    what: str,
+    example: str,
+    low_open: bool = False,
+    high_open: bool = True,
+    why: str = "",
+) -> float:
+    """A YAML number (not a boolean) in the interval from ``low`` to ``high``, each end open or closed as given
+    (a NaN or an infinity is in none); the message names the interval, ``what`` the number is, an ``example`` and
+    ``why`` (a sentence after it, or nothing)."""
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            number = float(value)  # an integer beyond the largest float overflows here
+        except OverflowError:
+            number = math.inf
+        above = number > low if low_open else number >= low
+        below = number < high if high_open else number <= high
+        if above and below:
+            return number
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    tail = f" {why}" if why else ""
+    raise ctx.fail(path, f"must be a number in {interval} ({what}), such as {example}.{tail} {got(value)}")

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from ..errors import did_you_mean
-from .checks import Ctx, choice, finite, integer, mapping
+from .checks import Ctx, choice, finite, integer, mapping, number_in
 from .types import (
     CI_METHODS,
     CORRECTIONS,
@@ -166,9 +166,7 @@ def decision(
 def ndcg_margin(ctx: Ctx, value: Any, path: str, example: str) -> float:
     """A decision rule's margin (``decision.margin``, ``decision.guardrails.segments.margin``): a difference of
     nDCG in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
-        raise ctx.fail(path, f"must be a number in [0, 1) (a difference of nDCG), such as {example}. {got(value)}")
-    return float(value)
+    return number_in(ctx, value, path, 0, 1, what="a difference of nDCG", example=example)
 
 
 def guardrails(ctx: Ctx, value: Any, segments: bool) -> Guardrails:
@@ -193,16 +191,28 @@ def guardrails(ctx: Ctx, value: Any, segments: bool) -> Guardrails:
     regressions = None
     if g.get("regressions") is not None:
         r = mapping(ctx, g["regressions"], f"{path}.regressions", ("delta", "max_share"))
-        delta = finite(ctx, r["delta"], f"{path}.regressions.delta", "a delta (a loss of nDCG)")
-        if delta <= 0:
-            raise ctx.fail(
-                f"{path}.regressions.delta", f"must be a number > 0 (a loss of nDCG), such as 0.1. {got(r['delta'])}"
-            )
-        share = r["max_share"]
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
-            raise ctx.fail(
-                f"{path}.regressions.max_share",
-                f"must be a number in [0, 1) (a share of the evaluated queries), such as 0.10. {got(share)}",
-            )
+        delta = number_in(
+            ctx,
+            r["delta"],
+            f"{path}.regressions.delta",
+            0,
+            1,
+            low_open=True,
+            what="a loss of nDCG",
+            example="0.1",
+            why="nDCG lies in [0, 1], so no query loses 1 or more: the guardrail could never fail.",
+        )
+        share = number_in(
+            ctx,
+            r["max_share"],
+            f"{path}.regressions.max_share",
+            0,
+            1,
+            low_open=True,
+            what="a share of the evaluated queries",
+            example="0.10",
+            why="Its bound is the upper end of the share's interval, above 0 at any number of queries: a share "
+            "of 0 could never pass.",
+        )
         regressions = RegressionGuardrail(delta, float(share))
     return Guardrails(per_segment, regressions)

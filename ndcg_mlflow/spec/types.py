@@ -153,8 +153,8 @@ class SegmentGuardrail:
 class RegressionGuardrail:
     """At most ``max_share`` of the evaluated queries may lose more than ``delta`` of nDCG to the baseline."""
 
-    delta: float  # finite, > 0
-    max_share: float  # in [0, 1)
+    delta: float  # in (0, 1): a loss of nDCG that a query can have
+    max_share: float  # in (0, 1)
 
 
 @dataclass(frozen=True)
