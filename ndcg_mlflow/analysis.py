@@ -320,9 +320,12 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb, _ in jobs],
     }
     if seg_masks:
+        # a segment's paired weight as a share of the evaluation's: the overall weights (a segment's own weights
+        # over its largest tell nothing of how much weight it holds)
+        held = {(n, k, lb): float(w_all[m].sum()) for n, k, lb, m in jobs}
         for row in out.comparisons:
             parts = [
-                (c["segment"], c["delta"], float(out.segment_paired[(c["candidate"], c["key"], c["segment"])][1].sum()))
+                (c["segment"], c["delta"], held[(c["candidate"], c["key"], c["segment"])])
                 for c in out.segment_comparisons
                 if c["candidate"] == row["candidate"] and c["key"] == row["key"] and c["n_paired"] > 0
             ]

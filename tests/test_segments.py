@@ -579,3 +579,27 @@ def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_
     theirs = json.loads((compared / "summary.json").read_text())["segment_comparisons"]
     assert {(c["segment"], c["key"]) for c in theirs} == {(c["segment"], c["key"]) for c in mine}
     assert {c["segment"] for c in theirs} == set(labels.values())
+
+
+def test_consistency_weighs_segments_by_their_share_of_the_evaluations_weight(data: Path) -> None:
+    """The share of the paired weight that moved against the overall difference is the segments' share of the
+    evaluation's weights (each segment's figures use its own weights over its largest, which say nothing of how
+    much weight the segment holds): written out from the weights file and the segments' differences."""
+    queries = _data(data, seed=5)["queries"]  # (the other candidate loses in the head and the tail)
+    scale = {"head": 1.0, "torso": 300.0, "tail": 7.0}
+    weights = {q: scale[s] * (1 + i % 3) for i, (q, s) in enumerate(queries)}
+    (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
+    a = ndcg_mlflow.evaluate(_spec(data, queries__weights="weights.tsv")).analysis
+    assert any(e["opposite_segments"] for e in a.consistency)
+    for entry in a.consistency:
+        total = against = 0.0
+        overall = np.sign(entry["delta"])
+        for c in a.segment_comparisons:
+            if (c["candidate"], c["key"]) != (entry["candidate"], entry["key"]):
+                continue
+            held = sum(w for (q, s), w in zip(queries, weights.values()) if s == c["segment"])
+            total += held
+            if overall != 0 and np.sign(c["delta"]) == -overall:
+                against += held
+        assert entry["opposite_weight_share"] == pytest.approx(against / total, rel=1e-12)
+        assert entry["agrees"] == (against / total <= 0.5)
