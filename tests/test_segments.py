@@ -603,3 +603,11 @@ def test_consistency_weighs_segments_by_their_share_of_the_evaluations_weight(da
                 against += held
         assert entry["opposite_weight_share"] == pytest.approx(against / total, rel=1e-12)
         assert entry["agrees"] == (against / total <= 0.5)
+
+
+def test_the_consistency_note_tells_its_share_from_half() -> None:
+    """The note's share is compared with one half: 50.04% of the weight is not written as 50% (the rule is
+    "more than half")."""
+    e = consistency("cand", "k", 0.1, [("a", 0.1, 4.996), ("b", -0.2, 5.004)], "nDCG@10")
+    assert e["agrees"] is False
+    assert "segments holding 50.04% of the paired weight (more than half)" in e["note"]
