@@ -196,12 +196,7 @@ def test_a_folder_without_its_tables_exits_2_naming_the_file(folders, capsys, tm
 def test_a_bad_weight_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
     folder = tmp_path / "edited"
     shutil.copytree(folders["demo"], folder)
-    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
-    head = lines[0].rstrip("\n").split(",")
-    cells = lines[6].rstrip("\n").split(",")
-    cells[head.index("weight")] = "-1"
-    lines[6] = ",".join(cells) + "\n"
-    (folder / "per_query.csv").write_text("".join(lines))
+    _edit_cell(folder, 7, "weight", "-1")
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2
     assert f"{folder / 'per_query.csv'}:7: column weight: expected a finite positive weight, found -1" in err
@@ -350,12 +345,7 @@ def test_the_edits_that_ended_in_a_traceback_exit_2(folders, capsys, tmp_path, p
 def test_a_non_finite_ndcg_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
     folder = tmp_path / "edited"
     shutil.copytree(folders["demo"], folder)
-    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
-    head = lines[0].rstrip("\n").split(",")
-    cells = lines[4].rstrip("\n").split(",")
-    cells[head.index("ndcg")] = "1e999"
-    lines[4] = ",".join(cells) + "\n"
-    (folder / "per_query.csv").write_text("".join(lines))
+    _edit_cell(folder, 5, "ndcg", "1e999")
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2
     assert f"{folder / 'per_query.csv'}:5: column ndcg: expected an nDCG in [0, 1] or an empty field" in err

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -375,14 +376,30 @@ def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
         assert all(row["segment"] == file[row["query_id"]] for row in csv.DictReader(fh))
 
 
+def _system_runs(tracking_uri: str, tmp_path: Path, specs: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Each spec run and logged (``run SPEC``, output in ``out_<key>``), and its system runs by system name."""
+    from helpers import client_for
+
+    from ndcg_mlflow.cli import main
+
+    client = client_for(tracking_uri)
+    runs = {}
+    for key, path in specs.items():
+        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
+        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
+        found = client.search_runs(
+            [client.get_experiment_by_name("segments").experiment_id],
+            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
+        )
+        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+    return runs
+
+
 @pytest.mark.integration
 def test_compare_without_segments_computes_the_declared_statistics(tracking_uri, tmp_path):
     """Runs compared without segments (one declared them) keep every other declared statistic: the tail risk at
     the logged alphas, not the defaults; the settings' run stratified by segments, which no comparison without
     segments can compute, is refused, saying why."""
-    from helpers import client_for
-
-    from ndcg_mlflow.cli import main
     from ndcg_mlflow.tracking.compare import CompareError, compare_runs
 
     alphas = [2, 7]
@@ -396,16 +413,7 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
             uncertainty__stratify="segments",
         ),
     }
-    client = client_for(tracking_uri)
-    runs = {}
-    for key, path in specs.items():
-        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
-        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
-        found = client.search_runs(
-            [client.get_experiment_by_name("segments").experiment_id],
-            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
-        )
-        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+    runs = _system_runs(tracking_uri, tmp_path, specs)
 
     def compare(a: str, b: str):
         return compare_runs(
@@ -473,9 +481,6 @@ def test_compare_computes_what_both_runs_declared_or_refuses(tracking_uri, tmp_p
     """Settings both runs' evaluations declared with different values are not settled by taking run A's: the
     comparison refuses, naming each field and its flag, until a flag settles it; the tail risk is computed at
     every alpha either declared."""
-    from helpers import client_for
-
-    from ndcg_mlflow.cli import main
     from ndcg_mlflow.tracking.compare import CompareError, compare_runs
 
     specs = {
@@ -488,16 +493,7 @@ def test_compare_computes_what_both_runs_declared_or_refuses(tracking_uri, tmp_p
             comparison__tie_tolerance=0.01,
         ),
     }
-    client = client_for(tracking_uri)
-    runs = {}
-    for key, path in specs.items():
-        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
-        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
-        found = client.search_runs(
-            [client.get_experiment_by_name("segments").experiment_id],
-            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
-        )
-        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+    runs = _system_runs(tracking_uri, tmp_path, specs)
 
     def compare(overrides=None, tag=""):
         return compare_runs(
