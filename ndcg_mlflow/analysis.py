@@ -222,12 +222,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
 
     if comparison is None:
         return out
-    units = f" x (1 + {len(seg_masks)} segments)" if seg_masks else ""
-    members = len(pairs) * (1 + len(seg_masks))
-    out.family = (
-        f"{members} comparisons: each of {len(names) - 1} candidate(s) against baseline "
-        f"'{comparison.baseline}' at each of {len(keys)} cutoff(s){units}; correction {comparison.correction}"
-    )
     base = result.systems[comparison.baseline].result.ndcg
     scopes: list[tuple[str | None, np.ndarray | None]] = [(None, None), *seg_masks]
     jobs = [
@@ -307,18 +301,10 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         row["correction"] = comparison.correction
     out.comparisons = rows[: len(pairs)]
     out.segment_comparisons = rows[len(pairs) :]
-    undefined = int(np.count_nonzero(np.isnan(np.asarray(primary, dtype=np.float64))))
-    if undefined and comparison.correction != "none":
-        out.family += f" ({undefined} without a p-value, each counted as p = 1)"
-    out.correction_family = {
-        "size": members,
-        "correction": comparison.correction,
-        "test": test_name,
-        "statement": out.family,
-        # members without a p-value stay in the family, counted as p = 1 (stats.correct)
-        "without_p_value": undefined,
-        "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb, _ in jobs],
-    }
+    out.correction_family = correction_family(
+        comparison, len(names) - 1, len(keys), len(seg_masks), [(n, k, lb) for n, k, lb, _ in jobs], primary, test_name
+    )
+    out.family = out.correction_family["statement"]
     if seg_masks:
         # a segment's paired weight as a share of the evaluation's: the overall weights (a segment's own weights
         # over its largest tell nothing of how much weight it holds)
@@ -334,6 +320,37 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             )
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
+
+
+def correction_family(
+    comparison: Comparison,
+    candidates: int,
+    cutoffs: int,
+    segments: int,
+    members: list[tuple[str, str, str | None]],
+    pvalues: list[float],
+    test: str,
+) -> dict[str, Any]:
+    """The family the declared correction runs over (summary.json's ``correction_family``), whatever engine
+    computed it: every (candidate, key, segment or None) in ``members``, each with its p-value of ``test`` in
+    ``pvalues`` (NaN: none, counted as p = 1 by :func:`stats.correct`), and the sentence that states it."""
+    units = f" x (1 + {segments} segments)" if segments else ""
+    statement = (
+        f"{len(members)} comparisons: each of {candidates} candidate(s) against baseline "
+        f"'{comparison.baseline}' at each of {cutoffs} cutoff(s){units}; correction {comparison.correction}"
+    )
+    undefined = int(np.count_nonzero(np.isnan(np.asarray(pvalues, dtype=np.float64))))
+    if undefined and comparison.correction != "none":
+        statement += f" ({undefined} without a p-value, each counted as p = 1)"
+    return {
+        "size": len(members),
+        "correction": comparison.correction,
+        "test": test,
+        "statement": statement,
+        # members without a p-value stay in the family, counted as p = 1 (stats.correct)
+        "without_p_value": undefined,
+        "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb in members],
+    }
 
 
 def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision, regressed_share) -> dict:
