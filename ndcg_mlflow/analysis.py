@@ -55,6 +55,7 @@ class Analysis:
     segment_comparisons: list[dict[str, Any]] = field(default_factory=list)
     segment_paired: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     consistency: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the figures' readers need told (the evaluation's notes)
     # the family the correction runs over: its size, test, method and members (candidate, key, segment)
     correction_family: dict[str, Any] | None = None
 
@@ -105,6 +106,9 @@ class _Resampling:
         self.unc = uncertainty
         self.jobs: dict[bytes, tuple[np.ndarray, str | None, np.ndarray | None, list[tuple[Any, np.ndarray]]]] = {}
         self.out: dict[Any, tuple[float, float, float, np.ndarray]] = {}
+        # studentized: the scopes (None overall, else a segment) resampled with too few effective queries, and
+        # the smallest n_eff of each
+        self.too_few: dict[str | None, float] = {}
 
     def add(
         self,
@@ -140,6 +144,8 @@ class _Resampling:
                 boot, x, w, confidence=unc.confidence, method=unc.method, bounds=(bounds[0], bounds[1])
             )
             ses = stats.standard_error(boot, x)
+            if unc.method == "studentized" and not stats.reaches_n_eff(w, stats.STUDENTIZED_MIN_N_EFF):
+                self.too_few[scope] = min(self.too_few.get(scope, np.inf), stats.effective_n(w))
             for c, (label, _) in enumerate(series):
                 self.out[label] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
 
@@ -195,6 +201,8 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                         if guard is not None:
                             boot.add(m, ("regressed", name, key, where), regressed(d, guard.delta), st, where)
     boot.run()
+    if boot.too_few:
+        out.notes.append(studentized_note(boot.too_few))
 
     for name in names:
         out.intervals[name] = {}
@@ -320,6 +328,21 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             )
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
+
+
+def studentized_note(too_few: dict[str | None, float]) -> str:
+    """Why studentized intervals are undefined (empty, –): the scopes (None: all queries, else a segment's label)
+    whose resampled queries fall short of :data:`stats.STUDENTIZED_MIN_N_EFF` effective ones, each with its
+    smallest n_eff."""
+    where = "; ".join(
+        f"{'all queries' if scope is None else f'segment {scope!r}'} (n_eff {n_eff:.3g})"
+        for scope, n_eff in too_few.items()
+    )
+    return (
+        f"studentized intervals are undefined with fewer than {stats.STUDENTIZED_MIN_N_EFF} effective queries "
+        f"(Kish's n_eff; the number of queries under uniform weights): {where}; the other methods (bca, percentile) "
+        "give intervals there"
+    )
 
 
 def correction_family(

@@ -611,3 +611,20 @@ def test_the_consistency_note_tells_its_share_from_half() -> None:
     e = consistency("cand", "k", 0.1, [("a", 0.1, 4.996), ("b", -0.2, 5.004)], "nDCG@10")
     assert e["agrees"] is False
     assert "segments holding 50.04% of the paired weight (more than half)" in e["note"]
+
+
+def test_the_notes_say_why_studentized_intervals_are_undefined(data: Path, tmp_path: Path) -> None:
+    """The tail's 8 queries fall short of the studentized interval's 10 effective queries: its intervals are
+    undefined (empty), and the notes (summary.json, the report) say why and where; the torso's 10 reach it."""
+    out = tmp_path / "out"
+    spec = _spec(data, uncertainty__method="studentized", uncertainty__resamples=300)
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    tail = summary["segments"]["tail"]["base"]["ndcg_at_10"]
+    assert tail["ci_low"] is None and tail["n_eff"] == 8
+    assert summary["segments"]["torso"]["base"]["ndcg_at_10"]["ci_low"] is not None
+    [note] = [n for n in summary["notes"] if n.startswith("studentized intervals are undefined")]
+    assert "fewer than 10 effective queries" in note and "segment 'tail' (n_eff 8)" in note
+    assert "torso" not in note and "head" not in note and "all queries" not in note
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "studentized intervals are undefined with fewer than 10 effective queries" in report
