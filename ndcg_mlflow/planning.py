@@ -158,7 +158,8 @@ def queries_for(
         return low
     from scipy.special import ndtri
 
-    guess = ((float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance) ** 2) / ratio
+    root = float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance
+    guess = root * root / ratio  # (a product, not ** 2: beyond the largest double it is inf, not an OverflowError)
     if not guess < MOST_QUERIES:
         return None
     high = max(low + 1, math.ceil(guess))

@@ -409,3 +409,12 @@ def test_an_integer_beyond_the_largest_double_in_the_summary_names_its_field(fol
     (folder / "summary.json").write_text(_edited(summary, path, ("literal", "1" + "0" * 400)), encoding="utf-8")
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2 and f"{folder / 'summary.json'}: field {path}: expected" in err, err
+
+
+def test_a_margin_near_the_smallest_double_plans_no_queries(folders, capsys):
+    """A margin of 1e-300 needs more queries than any plan gives (the normal approximation's square beyond the
+    largest double): undefined, exit 0, not an OverflowError."""
+    code, out, err = _plan(capsys, str(folders["demo"]), "--margin", "1e-300")
+    assert code == 0, err
+    rows = _table(out)
+    assert rows and all(row[-1] == "undefined" for row in rows)
