@@ -55,6 +55,7 @@ class Analysis:
     segment_comparisons: list[dict[str, Any]] = field(default_factory=list)
     segment_paired: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     consistency: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the figures' readers need told (the evaluation's notes)
     # the family the correction runs over: its size, test, method and members (candidate, key, segment)
     correction_family: dict[str, Any] | None = None
 
@@ -105,6 +106,9 @@ class _Resampling:
         self.unc = uncertainty
         self.jobs: dict[bytes, tuple[np.ndarray, str | None, np.ndarray | None, list[tuple[Any, np.ndarray]]]] = {}
         self.out: dict[Any, tuple[float, float, float, np.ndarray]] = {}
+        # studentized: the scopes (None overall, else a segment) resampled with too few effective queries, and
+        # the smallest n_eff of each
+        self.too_few: dict[str | None, float] = {}
 
     def add(
         self,
@@ -140,6 +144,8 @@ class _Resampling:
                 boot, x, w, confidence=unc.confidence, method=unc.method, bounds=(bounds[0], bounds[1])
             )
             ses = stats.standard_error(boot, x)
+            if unc.method == "studentized" and not stats.reaches_n_eff(w, stats.STUDENTIZED_MIN_N_EFF):
+                self.too_few[scope] = min(self.too_few.get(scope, np.inf), stats.effective_n(w))
             for c, (label, _) in enumerate(series):
                 self.out[label] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
 
@@ -192,6 +198,8 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                     if m.any():
                         boot.add(m, ("delta", name, key, where), d, st, where)
     boot.run()
+    if boot.too_few:
+        out.notes.append(studentized_note(boot.too_few))
 
     for name in names:
         out.intervals[name] = {}
@@ -219,12 +227,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
 
     if comparison is None:
         return out
-    units = f" x (1 + {len(seg_masks)} segments)" if seg_masks else ""
-    members = len(pairs) * (1 + len(seg_masks))
-    out.family = (
-        f"{members} comparisons: each of {len(names) - 1} candidate(s) against baseline "
-        f"'{comparison.baseline}' at each of {len(keys)} cutoff(s){units}; correction {comparison.correction}"
-    )
     base = result.systems[comparison.baseline].result.ndcg
     scopes: list[tuple[str | None, np.ndarray | None]] = [(None, None), *seg_masks]
     jobs = [
@@ -303,22 +305,17 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         row["correction"] = comparison.correction
     out.comparisons = rows[: len(pairs)]
     out.segment_comparisons = rows[len(pairs) :]
-    undefined = int(np.count_nonzero(np.isnan(np.asarray(primary, dtype=np.float64))))
-    if undefined and comparison.correction != "none":
-        out.family += f" ({undefined} without a p-value, each counted as p = 1)"
-    out.correction_family = {
-        "size": members,
-        "correction": comparison.correction,
-        "test": test_name,
-        "statement": out.family,
-        # members without a p-value stay in the family, counted as p = 1 (stats.correct)
-        "without_p_value": undefined,
-        "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb, _ in jobs],
-    }
+    out.correction_family = correction_family(
+        comparison, len(names) - 1, len(keys), len(seg_masks), [(n, k, lb) for n, k, lb, _ in jobs], primary, test_name
+    )
+    out.family = out.correction_family["statement"]
     if seg_masks:
+        # a segment's paired weight as a share of the evaluation's: the overall weights (a segment's own weights
+        # over its largest tell nothing of how much weight it holds)
+        held = {(n, k, lb): float(w_all[m].sum()) for n, k, lb, m in jobs}
         for row in out.comparisons:
             parts = [
-                (c["segment"], c["delta"], float(out.segment_paired[(c["candidate"], c["key"], c["segment"])][1].sum()))
+                (c["segment"], c["delta"], held[(c["candidate"], c["key"], c["segment"])])
                 for c in out.segment_comparisons
                 if c["candidate"] == row["candidate"] and c["key"] == row["key"] and c["n_paired"] > 0
             ]
@@ -327,6 +324,52 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             )
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
+
+
+def studentized_note(too_few: dict[str | None, float]) -> str:
+    """Why studentized intervals are undefined (empty, –): the scopes (None: all queries, else a segment's label)
+    whose resampled queries fall short of :data:`stats.STUDENTIZED_MIN_N_EFF` effective ones, each with its
+    smallest n_eff."""
+    where = "; ".join(
+        f"{'all queries' if scope is None else f'segment {scope!r}'} (n_eff {n_eff:.3g})"
+        for scope, n_eff in too_few.items()
+    )
+    return (
+        f"studentized intervals are undefined with fewer than {stats.STUDENTIZED_MIN_N_EFF} effective queries "
+        f"(Kish's n_eff; the number of queries under uniform weights): {where}; the other methods (bca, percentile) "
+        "give intervals there"
+    )
+
+
+def correction_family(
+    comparison: Comparison,
+    candidates: int,
+    cutoffs: int,
+    segments: int,
+    members: list[tuple[str, str, str | None]],
+    pvalues: list[float],
+    test: str,
+) -> dict[str, Any]:
+    """The family the declared correction runs over (summary.json's ``correction_family``), whatever engine
+    computed it: every (candidate, key, segment or None) in ``members``, each with its p-value of ``test`` in
+    ``pvalues`` (NaN: none, counted as p = 1 by :func:`stats.correct`), and the sentence that states it."""
+    units = f" x (1 + {segments} segments)" if segments else ""
+    statement = (
+        f"{len(members)} comparisons: each of {candidates} candidate(s) against baseline "
+        f"'{comparison.baseline}' at each of {cutoffs} cutoff(s){units}; correction {comparison.correction}"
+    )
+    undefined = int(np.count_nonzero(np.isnan(np.asarray(pvalues, dtype=np.float64))))
+    if undefined and comparison.correction != "none":
+        statement += f" ({undefined} without a p-value, each counted as p = 1)"
+    return {
+        "size": len(members),
+        "correction": comparison.correction,
+        "test": test,
+        "statement": statement,
+        # members without a p-value stay in the family, counted as p = 1 (stats.correct)
+        "without_p_value": undefined,
+        "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb in members],
+    }
 
 
 def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision) -> dict:

@@ -54,6 +54,12 @@ class SpecError(NdcgError):
         super().__init__(f"{where}{key}{message}")
 
 
+#: what reading a JSON file of a result folder raises when the file is not JSON the tool can read: unreadable,
+#: not UTF-8, not JSON or a number beyond the digits Python converts (ValueError), nested deeper than the parser
+#: goes (RecursionError)
+JSON_ERRORS = (OSError, UnicodeDecodeError, ValueError, RecursionError)
+
+
 class DataError(NdcgError):
     """A data file (qrels, run, query set, weights) that cannot be used as is."""
 

@@ -457,6 +457,7 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison, spec.decision)
+        result.notes.extend(result.analysis.notes)
         result.notes.extend(c["note"] for c in result.analysis.consistency if "note" in c)
         if spec.decision is not None:
             from .decision import decide, undetectable_notes

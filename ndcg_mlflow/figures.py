@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from .format import exact_share
 from .rules import NAME, headline_key, key_label, metric_name
 from .svg import (
     BINS,
@@ -72,7 +73,7 @@ def ndcg_by_cutoff(summary: dict) -> str:
     keys = list(next(iter(systems.values()), {}))
     conf = summary.get("spec", {}).get("uncertainty.confidence")
     has_ci = any("ci_low" in m for entry in systems.values() for m in entry.values())
-    level = f"{float(conf):.0%} " if has_ci and finite_or_none(conf) is not None else ""
+    level = f"{exact_share(conf)} " if has_ci and finite_or_none(conf) is not None else ""
     svg = Svg("ndcg_by_cutoff", "Mean nDCG by cutoff" + (f" (bars: {level}confidence interval)" if has_ci else ""))
     top = draw_title(svg, svg.title)
     items = [LegendItem(name, *_style(i, "point")) for i, name in enumerate(systems)]
@@ -252,7 +253,7 @@ def bootstrap_differences(summary: dict, bootstrap) -> str | None:
     if not comps:
         return None
     conf = finite_or_none(summary.get("spec", {}).get("uncertainty.confidence"))
-    level = f"{conf:.0%} " if conf is not None else ""
+    level = f"{exact_share(conf)} " if conf is not None else ""
     dists = [np.asarray(bootstrap[f"{c['candidate']}:{c['key']}"], dtype=float) for c in comps]
     dists = [d[np.isfinite(d)] for d in dists]
     svg = Svg("bootstrap_differences", "Bootstrap distributions of the differences of means")

@@ -4,6 +4,7 @@ the headline cutoff, with its interval (the conventions of :mod:`ndcg_mlflow.fig
 from __future__ import annotations
 
 from .decision import rule_threshold
+from .format import exact_share
 from .rules import NAME, headline_key, metric_name
 from .svg import (
     INTERVAL,
@@ -71,7 +72,7 @@ def segment_differences(summary: dict) -> str | None:
     top = draw_title(svg, svg.title)
     items = [
         LegendItem("difference of means", OBSERVED, "point"),
-        LegendItem(f"{conf:.0%} interval" if conf is not None else "interval", OBSERVED, "interval"),
+        LegendItem(f"{exact_share(conf)} interval" if conf is not None else "interval", OBSERVED, "interval"),
         LegendItem("zero: no difference", ZERO, "line"),
     ]
     if threshold is not None:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .errors import DataError, NdcgError, did_you_mean
+from .errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
 from .format import TERMINAL, exact, exact_share, number, system_label, text_table
 from .risk import paired_vectors
 from .rules import KEY_FORMS, key_label, key_of_text, metric_name
@@ -382,7 +382,7 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
         raise DataError(
             path, "not found: give the output folder of an evaluation (ndcg-mlflow run writes it)."
         ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except JSON_ERRORS as exc:
         raise DataError(path, f"cannot be read as JSON: {exc}.") from None
     if not isinstance(summary, dict):
         raise DataError(path, "expected a JSON object (the summary of an evaluation).")
@@ -407,16 +407,27 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
     for column in ("ndcg", "weight"):
         values = pd.to_numeric(frame[column], errors="coerce")
         if column == "ndcg":
-            bad = (values.isna() & frame[column].notna()) | np.isinf(values)
+            bad = (values.isna() & frame[column].notna()) | ~((values >= 0) & (values <= 1)) & values.notna()
         else:
             bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            expected = "a finite number or an empty field" if column == "ndcg" else "a finite positive weight"
+            expected = "an nDCG in [0, 1] or an empty field" if column == "ndcg" else "a finite positive weight"
             value = frame[column].iloc[row]
             shown = repr(value) if isinstance(value, str) else str(value)
             raise DataError(table, f"column {column}: expected {expected}, found {shown}.", row + 2)
         frame[column] = values.astype(np.float64)
+    first = frame.groupby("query_id", sort=False)["weight"].transform("first")
+    other = (frame["weight"] != first).to_numpy()
+    if other.any():  # a query has one weight, on every system's and cutoff's row
+        row = int(np.flatnonzero(other)[0])
+        query = frame["query_id"].iloc[row]
+        raise DataError(
+            table,
+            f"column weight: query {query!r} has the weight {exact(frame['weight'].iloc[row])} here and "
+            f"{exact(first.iloc[row])} on an earlier row; a query has one weight.",
+            row + 2,
+        )
     return summary, frame
 
 
@@ -434,8 +445,14 @@ def _shown(value: Any) -> str:
 
 
 def _number(value: Any) -> bool:
-    """A finite JSON number (not a boolean, which Python counts as an int)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite JSON number that is a double (not a boolean, which Python counts as an int, nor an integer beyond
+    the largest double)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 class _Summary:

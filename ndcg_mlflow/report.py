@@ -22,6 +22,7 @@ from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
 from .format import (
     FILE,
+    exact_share,
     html_text,
     listing,
     models_sentence,
@@ -244,7 +245,7 @@ def _section_results(bundle: Bundle) -> str:
     head = f"<h2 id='results'>Results</h2><p>{_e(queries_line(bundle.summary))}</p>"
     if ci:
         head += (
-            f"<p class='muted'>{float(spec.get('uncertainty.confidence', 0.95)):.0%} "
+            f"<p class='muted'>{exact_share(spec.get('uncertainty.confidence', 0.95))} "
             f"{_e(spec.get('uncertainty.method', ''))} intervals from {_e(spec.get('uncertainty.resamples'))}"
             f" bootstrap resamples of queries, seed {_e(spec.get('uncertainty.seed'))}.</p>"
         )

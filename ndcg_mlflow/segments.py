@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .format import number
+from .format import distinct_share, number
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def consistency(
     if not agrees:
         entry["note"] = (
             f"{candidate} at {label}: the overall difference is {number(delta, signed=True)}, but segments holding "
-            f"{share:.0%} of the paired weight moved the other way ({', '.join(s for s, _, _ in against)}): a few "
-            "segments with larger differences carry the mean"
+            f"{distinct_share(share, 0.5, least=0)[0]} of the paired weight (more than half) moved the other way "
+            f"({', '.join(s for s, _, _ in against)}): a few segments with larger differences carry the mean"
         )
     return entry

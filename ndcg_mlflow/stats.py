@@ -35,6 +35,9 @@ UNIFORM_BYTES = 1 << 22  # the bootstrap's uniform draws, at most this many byte
 #: then rests on about n_eff of them (15 queries with lognormal weights of sigma 1 and n_eff 3.78 gave the
 #: interval [-0.146, 0.970] of a mean nDCG), so the rule reads n_eff, not n.
 STUDENTIZED_MIN_N_EFF = 10
+#: the relative rounding :func:`reaches_n_eff` allows: n_eff does not depend on the weights' scale, but Kish's
+#: formula on the same weights over another largest one (5 and 1, or 1 and 0.2) differs in the last bits
+N_EFF_RTOL = 1e-12
 
 
 # --------------------------------------------------------------------------- resampling
@@ -342,7 +345,7 @@ def interval(
         lo = np.where(np.isnan(probs[0]), np.nan, lo)
         hi = np.where(np.isnan(probs[1]), np.nan, hi)
     elif method == "studentized":
-        se_hat = np.where(effective_n(w) >= STUDENTIZED_MIN_N_EFF, weighted_se(x, w), np.nan)
+        se_hat = np.where(reaches_n_eff(w, STUDENTIZED_MIN_N_EFF), weighted_se(x, w), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (dist - theta) / boot.se_dist
         t = np.where(np.isfinite(t), t, np.nan)
@@ -417,6 +420,13 @@ def share_interval(x: np.ndarray, w: np.ndarray, confidence: float) -> tuple[flo
     lo = 0.0 if share == 0 else float(beta.ppf(a, k, m - k + 1))
     hi = 1.0 if share == 1 else float(beta.ppf(1 - a, k + 1, m - k))
     return share, lo, hi
+
+
+def reaches_n_eff(w: np.ndarray, minimum: float) -> bool:
+    """Whether Kish's n_eff of ``w`` is at least ``minimum``, whatever the weights' scale: up to the rounding of
+    :func:`effective_n` (:data:`N_EFF_RTOL`), so 1 query of weight 5 and 15 of weight 1 (n_eff 10 exactly) reach
+    10 over their largest too (1 and 0.2, where the formula gives 9.999999999999998)."""
+    return effective_n(w) >= minimum * (1 - N_EFF_RTOL)
 
 
 # --------------------------------------------------------------------------- paired tests

@@ -1038,6 +1038,43 @@ def test_studentized_intervals_of_an_evaluation_stay_in_range(tmp_path):
         assert -1 <= c["ci_low"] <= c["ci_high"] <= 1
 
 
+@pytest.mark.parametrize("method", ["studentized"])
+def test_studentized_at_exactly_the_minimum_effective_number_of_queries(tmp_path, method):
+    """One query of weight 5 and 15 of weight 1: n_eff = 20^2 / 40 = 10 exactly, the minimum, so the studentized
+    interval is defined; the weights over their largest (0.2 and 1, as every figure takes them) put Kish's formula
+    a few units in the last place below 10, which must not make it undefined. Written out: the same interval
+    from the weights as given."""
+    r = np.random.default_rng(8)
+    n = 16
+    qrels, runs = [], {"bm25": [], "flat": []}
+    for i in range(n):
+        q = f"q{i:02d}"
+        qrels += [f"{q} 0 d{j} {int(j == 0) * 3}\n" for j in range(6)]
+        for name in runs:
+            order = r.permutation(6)
+            runs[name] += [f"{q} Q0 d{j} {k + 1} {10 - k} t\n" for k, j in enumerate(order)]
+    (tmp_path / "qrels.txt").write_text("".join(qrels))
+    for name, lines in runs.items():
+        (tmp_path / f"{name}.run").write_text("".join(lines))
+    (tmp_path / "weights.tsv").write_text("".join(f"q{i:02d}\t{5 if i == 0 else 1}\n" for i in range(n)))
+    spec = make_spec(["bm25", "flat"], cutoffs=(3,), resamples=400, method=method, weights="weights.tsv")
+    res = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    w = np.array([5.0] + [1.0] * (n - 1))
+    assert stats.effective_n(w) == stats.STUDENTIZED_MIN_N_EFF
+    e = res.summary["systems"]["bm25"]["ndcg_at_3"]
+    assert e["n_evaluated"] == n
+    assert 0 <= e["ci_low"] < e["mean"] < e["ci_high"] <= 1
+    c = res.analysis.comparisons[0]
+    assert -1 <= c["ci_low"] <= c["delta"] <= c["ci_high"] <= 1 and c["ci_low"] < c["ci_high"]
+    assert list(res.query_ids) == [f"q{i:02d}" for i in range(n)]
+    x = res.systems["bm25"].result.ndcg[:, :1]
+    boot = stats.bootstrap_means(x, w, resamples=300, rng=np.random.default_rng(1), studentized=True)
+    given = stats.interval(boot, x, w, confidence=0.95, method="studentized")
+    over_largest = stats.interval(boot, x, w / 5, confidence=0.95, method="studentized")
+    assert np.isfinite(given).all() and np.isfinite(over_largest).all()
+    np.testing.assert_allclose(given, over_largest, rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- what the documentation states at the edges
 
 

@@ -212,12 +212,7 @@ def test_a_folder_without_its_tables_exits_2_naming_the_file(folders, capsys, tm
 def test_a_bad_weight_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
     folder = tmp_path / "edited"
     shutil.copytree(folders["demo"], folder)
-    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
-    head = lines[0].rstrip("\n").split(",")
-    cells = lines[6].rstrip("\n").split(",")
-    cells[head.index("weight")] = "-1"
-    lines[6] = ",".join(cells) + "\n"
-    (folder / "per_query.csv").write_text("".join(lines))
+    _edit_cell(folder, 7, "weight", "-1")
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2
     assert f"{folder / 'per_query.csv'}:7: column weight: expected a finite positive weight, found -1" in err
@@ -366,12 +361,76 @@ def test_the_edits_that_ended_in_a_traceback_exit_2(folders, capsys, tmp_path, p
 def test_a_non_finite_ndcg_in_the_per_query_table_names_its_line(folders, capsys, tmp_path):
     folder = tmp_path / "edited"
     shutil.copytree(folders["demo"], folder)
-    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
-    head = lines[0].rstrip("\n").split(",")
-    cells = lines[4].rstrip("\n").split(",")
-    cells[head.index("ndcg")] = "1e999"
-    lines[4] = ",".join(cells) + "\n"
-    (folder / "per_query.csv").write_text("".join(lines))
+    _edit_cell(folder, 5, "ndcg", "1e999")
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2
-    assert f"{folder / 'per_query.csv'}:5: column ndcg: expected a finite number or an empty field" in err
+    assert f"{folder / 'per_query.csv'}:5: column ndcg: expected an nDCG in [0, 1] or an empty field" in err
+
+
+def _edit_cell(folder: Path, line: int, column: str, value: str) -> None:
+    """per_query.csv with the field ``column`` of line ``line`` (1-based, the header is line 1) replaced."""
+    lines = (folder / "per_query.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\n").split(",")
+    cells = lines[line - 1].rstrip("\n").split(",")
+    cells[head.index(column)] = value
+    lines[line - 1] = ",".join(cells) + "\n"
+    (folder / "per_query.csv").write_text("".join(lines))
+
+
+@pytest.mark.parametrize("value", ["5", "-0.5", "1.0000001"])
+def test_an_ndcg_outside_0_1_in_the_per_query_table_names_its_line(folders, capsys, tmp_path, value):
+    """No nDCG lies outside [0, 1]: an edited one is refused, not planned with (a difference of 4.5 planned as
+    data)."""
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["demo"], folder)
+    _edit_cell(folder, 5, "ndcg", value)
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2, err
+    assert f"{folder / 'per_query.csv'}:5: column ndcg: expected an nDCG in [0, 1] or an empty field" in err
+
+
+def test_a_query_weighted_differently_on_two_rows_names_its_line(folders, capsys, tmp_path):
+    """A query's weight is one number: a row that gives it another (one system's rows edited) is refused, naming
+    the line, not planned with the baseline's weight."""
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["weighted"], folder)
+    frame = pd.read_csv(folder / "per_query.csv", dtype={"query_id": str, "system": str, "cutoff": str})
+    first = frame["query_id"].iloc[0]
+    later = int(np.flatnonzero((frame["query_id"] == first).to_numpy())[1])
+    _edit_cell(folder, later + 2, "weight", "12345")
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2, err
+    assert f"{folder / 'per_query.csv'}:{later + 2}: column weight: query {first!r} has the weight 12345 here" in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"a": ' * 50_000 + "1" + "}" * 50_000, '{"name": ' + "9" * 5000 + "}"],
+    ids=["deep list", "deep object", "5000 digits"],
+)
+def test_a_summary_nested_deeper_than_the_parser_goes_exits_2(folders, capsys, tmp_path, text):
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["demo"], folder)
+    (folder / "summary.json").write_text(text, encoding="utf-8")
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2 and f"{folder / 'summary.json'}: cannot be read as JSON" in err, err
+
+
+@pytest.mark.parametrize("path", ["spec.uncertainty.confidence", "decision.margin"])
+def test_an_integer_beyond_the_largest_double_in_the_summary_names_its_field(folders, capsys, tmp_path, path):
+    source = folders["weighted"]
+    summary = json.loads((source / "summary.json").read_text(encoding="utf-8"))
+    folder = tmp_path / "edited"
+    shutil.copytree(source, folder)
+    (folder / "summary.json").write_text(_edited(summary, path, ("literal", "1" + "0" * 400)), encoding="utf-8")
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
+    assert code == 2 and f"{folder / 'summary.json'}: field {path}: expected" in err, err
+
+
+def test_a_margin_near_the_smallest_double_plans_no_queries(folders, capsys):
+    """A margin of 1e-300 needs more queries than any plan gives (the normal approximation's square beyond the
+    largest double): more than any plan, as at 1e-200, exit 0, not an OverflowError."""
+    code, out, err = _plan(capsys, str(folders["demo"]), "--margin", "1e-300")
+    assert code == 0, err
+    rows = _table(out)
+    assert rows and all(row[-1] == f">{MOST_QUERIES:,}" for row in rows)

@@ -203,6 +203,9 @@ def test_queries_needed_edge_cases():
     assert queries_needed([0.1], [1.0], 0.95, 0.8, distance=0.1) is None  # no standard deviation from one query
     assert queries_needed([0.1, 0.1, 0.1], w, 0.95, 0.8, distance=0.01) == 2  # no spread: 2 queries, 1 df
     assert queries_for(0.3, 1.0, 0.95, 0.8, 1e-12) is None  # beyond 2^53 queries: no plan
+    for tiny in (1e-160, 1e-300, 5e-324):  # (z sd / distance)^2 beyond the largest double: no plan, no OverflowError
+        assert queries_for(0.3, 1.0, 0.95, 0.8, tiny) is None
+        assert queries_needed(d, w, 0.95, 0.8, distance=tiny) is None
     assert queries_for(0.0, 0.25, 0.95, 0.8, 0.1) == 8  # n_eff = n / 4 must reach 2 (one degree of freedom)
     assert mde([0.1], [1.0], 0.95) != mde([0.1], [1.0], 0.95)  # NaN
     assert mde([0.1, 0.1, 0.1], w, 0.95) == 0.0

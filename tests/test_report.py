@@ -821,3 +821,21 @@ def test_system_names_that_look_like_numbers_are_kept(tmp_path):
     assert [r[0] for r in doc.table("system", "nDCG@2")[1:]] == ["007", "1e3"]
     assert doc.table("candidate", "baseline")[1][:2] == ["1e3", "007"]
     assert doc.table("rule", "alternative")[0][2:] == ["007", "1e3", "1e3 − 007"]
+
+
+@pytest.mark.parametrize("confidence, shown", [(0.995, "99.5%"), (0.9500000000000001, "95.00000000000001%")])
+def test_the_declared_confidence_is_written_as_declared_in_the_report_and_figures(tmp_path, confidence, shown):
+    """A confidence level is a declared number: the report's and the figures' intervals name it as given
+    (0.995 is 99.5%, not 100%), as the terminal and the decision's statement do."""
+    out = tmp_path / "out"
+    argv = ["run", str(CONFIGS / "demo.yaml"), "--out", str(out), "--no-mlflow", "--quiet"]
+    sets = [f"uncertainty.confidence={confidence!r}", "uncertainty.resamples=200", "report.sensitivity=false"]
+    assert main(argv + [f"--set={s}" for s in sets]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert f"{shown} bca intervals" in html
+    svgs = {p.name: p.read_text(encoding="utf-8") for p in (out / "figures").glob("*.svg")}
+    with_level = [name for name, text in svgs.items() if "%" in text and "interval" in text]
+    assert with_level, sorted(svgs)
+    for name in with_level:
+        levels = re.findall(r"([\d.]+%) (?:confidence )?interval", svgs[name])
+        assert levels and set(levels) == {shown}, (name, levels)

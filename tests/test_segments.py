@@ -607,3 +607,52 @@ def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_
     theirs = json.loads((compared / "summary.json").read_text())["segment_comparisons"]
     assert {(c["segment"], c["key"]) for c in theirs} == {(c["segment"], c["key"]) for c in mine}
     assert {c["segment"] for c in theirs} == set(labels.values())
+
+
+def test_consistency_weighs_segments_by_their_share_of_the_evaluations_weight(data: Path) -> None:
+    """The share of the paired weight that moved against the overall difference is the segments' share of the
+    evaluation's weights (each segment's figures use its own weights over its largest, which say nothing of how
+    much weight the segment holds): written out from the weights file and the segments' differences."""
+    queries = _data(data, seed=5)["queries"]  # (the other candidate loses in the head and the tail)
+    scale = {"head": 1.0, "torso": 300.0, "tail": 7.0}
+    weights = {q: scale[s] * (1 + i % 3) for i, (q, s) in enumerate(queries)}
+    (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
+    a = ndcg_mlflow.evaluate(_spec(data, queries__weights="weights.tsv")).analysis
+    assert any(e["opposite_segments"] for e in a.consistency)
+    for entry in a.consistency:
+        total = against = 0.0
+        overall = np.sign(entry["delta"])
+        for c in a.segment_comparisons:
+            if (c["candidate"], c["key"]) != (entry["candidate"], entry["key"]):
+                continue
+            held = sum(w for (q, s), w in zip(queries, weights.values()) if s == c["segment"])
+            total += held
+            if overall != 0 and np.sign(c["delta"]) == -overall:
+                against += held
+        assert entry["opposite_weight_share"] == pytest.approx(against / total, rel=1e-12)
+        assert entry["agrees"] == (against / total <= 0.5)
+
+
+def test_the_consistency_note_tells_its_share_from_half() -> None:
+    """The note's share is compared with one half: 50.04% of the weight is not written as 50% (the rule is
+    "more than half")."""
+    e = consistency("cand", "k", 0.1, [("a", 0.1, 4.996), ("b", -0.2, 5.004)], "nDCG@10")
+    assert e["agrees"] is False
+    assert "segments holding 50.04% of the paired weight (more than half)" in e["note"]
+
+
+def test_the_notes_say_why_studentized_intervals_are_undefined(data: Path, tmp_path: Path) -> None:
+    """The tail's 8 queries fall short of the studentized interval's 10 effective queries: its intervals are
+    undefined (empty), and the notes (summary.json, the report) say why and where; the torso's 10 reach it."""
+    out = tmp_path / "out"
+    spec = _spec(data, uncertainty__method="studentized", uncertainty__resamples=300)
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    tail = summary["segments"]["tail"]["base"]["ndcg_at_10"]
+    assert tail["ci_low"] is None and tail["n_eff"] == 8
+    assert summary["segments"]["torso"]["base"]["ndcg_at_10"]["ci_low"] is not None
+    [note] = [n for n in summary["notes"] if n.startswith("studentized intervals are undefined")]
+    assert "fewer than 10 effective queries" in note and "segment 'tail' (n_eff 8)" in note
+    assert "torso" not in note and "head" not in note and "all queries" not in note
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "studentized intervals are undefined with fewer than 10 effective queries" in report

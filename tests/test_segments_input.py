@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -375,14 +376,30 @@ def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
         assert all(row["segment"] == file[row["query_id"]] for row in csv.DictReader(fh))
 
 
+def _system_runs(tracking_uri: str, tmp_path: Path, specs: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Each spec run and logged (``run SPEC``, output in ``out_<key>``), and its system runs by system name."""
+    from helpers import client_for
+
+    from ndcg_mlflow.cli import main
+
+    client = client_for(tracking_uri)
+    runs = {}
+    for key, path in specs.items():
+        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
+        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
+        found = client.search_runs(
+            [client.get_experiment_by_name("segments").experiment_id],
+            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
+        )
+        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+    return runs
+
+
 @pytest.mark.integration
 def test_compare_without_segments_computes_the_declared_statistics(tracking_uri, tmp_path):
     """Runs compared without segments (one declared them) keep every other declared statistic: the tail risk at
     the logged alphas, not the defaults; the settings' run stratified by segments, which no comparison without
     segments can compute, is refused, saying why."""
-    from helpers import client_for
-
-    from ndcg_mlflow.cli import main
     from ndcg_mlflow.tracking.compare import CompareError, compare_runs
 
     alphas = [2, 7]
@@ -396,16 +413,7 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
             uncertainty__stratify="segments",
         ),
     }
-    client = client_for(tracking_uri)
-    runs = {}
-    for key, path in specs.items():
-        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
-        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
-        found = client.search_runs(
-            [client.get_experiment_by_name("segments").experiment_id],
-            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
-        )
-        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
+    runs = _system_runs(tracking_uri, tmp_path, specs)
 
     def compare(a: str, b: str):
         return compare_runs(
@@ -417,7 +425,7 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
             allow_spec_mismatch=True,
         )
 
-    for a, b in (("plain", "seg"), ("seg", "plain"), ("plain", "strat")):
+    for a, b in (("plain", "seg"), ("seg", "plain")):
         result, out, _ = compare(a, b)
         assert result.segments is None
         assert result.spec.comparison.risk_alpha == (2.0, 7.0), (a, b)
@@ -426,9 +434,10 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
             assert sorted(row["urisk"]) == sorted(row["trisk"]) == ["2", "7"], (a, b)
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
         assert all(sorted(c["urisk"]) == ["2", "7"] for c in summary["comparisons"])
-    with pytest.raises(CompareError) as err:
-        compare("strat", "plain")
-    assert "uncertainty.stratify: segments" in str(err.value) and "without segments" in str(err.value)
+    for a, b in (("strat", "plain"), ("plain", "strat")):
+        with pytest.raises(CompareError) as err:
+            compare(a, b)
+        assert "uncertainty.stratify" in str(err.value) and "segments" in str(err.value), (a, b)
     # the same file on both sides: the stratified intervals as declared
     result, _, _ = compare("strat", "strat")
     assert result.spec.uncertainty.stratify and result.spec.comparison.risk_alpha == (2.0, 7.0)
@@ -507,3 +516,53 @@ def test_a_segments_mapping_giving_the_query_ids_a_second_purpose_stops_the_eval
         ndcg_mlflow.evaluate(spec, base_dir=folder)
     assert err.value.file is not None and err.value.file.endswith("seg.csv"), str(err.value)
     assert "serves one purpose" in err.value.message
+
+
+@pytest.mark.integration
+def test_compare_computes_what_both_runs_declared_or_refuses(tracking_uri, tmp_path):
+    """Settings both runs' evaluations declared with different values are not settled by taking run A's: the
+    comparison refuses, naming each field and its flag, until a flag settles it; the tail risk is computed at
+    every alpha either declared."""
+    from ndcg_mlflow.tracking.compare import CompareError, compare_runs
+
+    specs = {
+        "a": case(tmp_path / "a", comparison__risk_alpha=[2, 7]),
+        "b": case(
+            tmp_path / "b",
+            comparison__risk_alpha=[7, 3],
+            uncertainty__confidence=0.99,
+            uncertainty__method="bca",
+            comparison__tie_tolerance=0.01,
+        ),
+    }
+    runs = _system_runs(tracking_uri, tmp_path, specs)
+
+    def compare(overrides=None, tag=""):
+        return compare_runs(
+            runs["a"]["base"].info.run_id,
+            runs["b"]["cand"].info.run_id,
+            tracking_uri=tracking_uri,
+            out=tmp_path / f"cmp{tag}",
+            log=False,
+            overrides=overrides,
+        )
+
+    with pytest.raises(CompareError) as err:
+        compare()
+    text = str(err.value)
+    for field, flag in (
+        ("uncertainty.confidence", "--confidence"),
+        ("uncertainty.method", "--method"),
+        ("comparison.tie_tolerance", "--tie-tolerance"),
+    ):
+        assert field in text and flag in text, field
+    assert "uncertainty.resamples" not in text and "risk_alpha" not in text
+    with pytest.raises(CompareError) as err:  # one flag settles one field: the others are still named
+        compare({"confidence": 0.99})
+    assert "uncertainty.confidence" not in str(err.value) and "uncertainty.method" in str(err.value)
+    result, _, _ = compare({"confidence": 0.99, "method": "bca", "tie_tolerance": 0.01}, "ok")
+    assert result.spec.uncertainty.confidence == 0.99 and result.spec.uncertainty.method == "bca"
+    assert result.spec.comparison.tie_tolerance == 0.01
+    assert result.spec.comparison.risk_alpha == (2.0, 7.0, 3.0)
+    [row] = result.analysis.comparisons[:1]
+    assert sorted(row["urisk"]) == ["2", "3", "7"]

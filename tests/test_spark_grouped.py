@@ -303,3 +303,17 @@ def test_a_replaced_result_takes_its_per_query_table_with_it(spark, tmp_path, ca
     with pytest.raises(ndcg_mlflow.DataError, match="twice"):
         ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=pq))
     assert not pq.exists()
+
+
+def test_the_grouped_path_states_the_correction_family_as_the_per_query_path(spark, tmp_path):
+    """summary.json's family (its sentence and its correction_family) is the per-query path's, the same words and
+    members, computed by one function: the grouped path wrote a sentence of its own and no correction_family."""
+    spec = demo_spec(tmp_path)
+    grouped = ndcg_mlflow.evaluate(str(spec), engine=Spark(spark, driver_queries=10, per_query_path=tmp_path / "pq"))
+    local = ndcg_mlflow.evaluate(str(spec))
+    assert grouped.summary["comparison_family"] == local.summary["comparison_family"]
+    want = {k: v for k, v in local.summary["correction_family"].items() if k != "members"}
+    got = {k: v for k, v in grouped.summary["correction_family"].items() if k != "members"}
+    assert got == want
+    members = lambda s: sorted((m["candidate"], m["key"]) for m in s["correction_family"]["members"])  # noqa: E731
+    assert members(grouped.summary) == members(local.summary)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CONFIGS
 
+import ndcg_mlflow
 from ndcg_mlflow import SpecError, load_spec
 from ndcg_mlflow.spec import cutoff_key
 
@@ -555,3 +557,22 @@ def test_a_mapping_nested_too_deeply_is_a_spec_error_with_numpy_loaded(tmp_path)
     node["x"] = np.float64(1.0)
     with pytest.raises(SpecError, match="at key 'a': unknown key"):
         load_spec(deep, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "call, says",
+    [
+        (lambda s: ndcg_mlflow.evaluate(None), "the spec must be a YAML file's path"),
+        (lambda s: ndcg_mlflow.evaluate(123), "got int"),
+        (lambda s: ndcg_mlflow.evaluate([s]), "got list"),
+        (lambda s: ndcg_mlflow.load_spec(5), "got int"),
+        (lambda s: ndcg_mlflow.evaluate(s, base_dir=5), "base_dir must be a folder's path"),
+        (lambda s: ndcg_mlflow.load_spec(s, overrides=[5]), "overrides must be a list of KEY=VALUE texts"),
+        (lambda s: ndcg_mlflow.load_spec(s, overrides="metric.cutoffs=[5]"), "overrides must be a list"),
+    ],
+)
+def test_a_spec_argument_of_the_wrong_type_is_a_spec_error(call, says):
+    """The public functions' spec, base_dir and overrides of a wrong type: a SpecError saying what is expected,
+    not a TypeError from deep inside (os.fspath) or an AttributeError."""
+    with pytest.raises(ndcg_mlflow.SpecError, match=re.escape(says)):
+        call(str(CONFIGS / "demo.yaml"))

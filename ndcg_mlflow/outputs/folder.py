@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, NdcgError, preview
+from ..errors import JSON_ERRORS, DataError, NdcgError, preview
 from ..spec import PARTIAL_SUFFIX
 
 MANIFEST = "manifest.json"
@@ -249,7 +249,7 @@ def _parse_manifest(path: Path) -> dict:
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except JSON_ERRORS as exc:
         raise DataError(
             path,
             f"cannot be read as JSON ({_short(exc)}): the folder is not a complete result of "
@@ -368,7 +368,7 @@ def read_result_folder(folder: str | Path) -> ResultFolder:
     path = folder / "summary.json"
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except JSON_ERRORS as exc:
         raise DataError(path, f"cannot be read as JSON: {_short(exc)}.") from None
     if not isinstance(summary, dict):
         raise DataError(path, "expected a JSON object (the summary of an evaluation).")

@@ -3,6 +3,7 @@ files it names, checked before any is read."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -88,10 +89,19 @@ def load_spec(
 
     ``overrides`` are ``--set KEY=VALUE`` texts applied to the file's content before validation; the spec then
     recorded (``spec.yaml``, its sha256) is the spec with them applied, so it describes what ran."""
+    if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
+        raise SpecError("", f"base_dir must be a folder's path (a str or a Path), got {type(base_dir).__name__}.")
+    if isinstance(overrides, (str, bytes)) or not all(isinstance(t, str) for t in overrides):
+        raise SpecError("", "overrides must be a list of KEY=VALUE texts (as --set takes them).")
     if isinstance(spec, Spec):
         return spec
     if isinstance(spec, Mapping):
         return parse_spec(dict(spec), base_dir=Path(base_dir) if base_dir else Path.cwd(), tables=tables)
+    if not isinstance(spec, (str, os.PathLike)):
+        raise SpecError(
+            "",
+            f"the spec must be a YAML file's path (a str or a Path), a mapping or a Spec, got {type(spec).__name__}.",
+        )
     path = Path(spec)
     problem = file_problem(path)
     if problem is not None:

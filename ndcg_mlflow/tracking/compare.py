@@ -223,6 +223,24 @@ def definition_differences(a, b) -> list[str]:
     return out
 
 
+def settings_differences(pa: dict[str, str], pb: dict[str, str], overrides: dict[str, Any]) -> list[str]:
+    """Each uncertainty or comparison setting that both runs' evaluations declared, with different values, and
+    that no flag (``overrides``) settles, with the flag that does: the comparison computes one value of each, so
+    it would not be what one of them declared. ``uncertainty.stratify`` (no flag) is compared when both declared
+    the section (an evaluation without segments stratifies nothing); the tail-risk alphas are not: the
+    comparison computes every alpha either declared."""
+    out = [
+        f"{p}: {pa[p]!r} vs {pb[p]!r} (give --{k.replace('_', '-')} to compare with one of them)"
+        for k, p in SETTINGS.items()
+        if p in pa and p in pb and pa[p] != pb[p] and overrides.get(k) is None
+    ]
+    if "uncertainty.method" in pa and "uncertainty.method" in pb:
+        sa, sb = (x.get("uncertainty.stratify", "none") for x in (pa, pb))
+        if sa != sb:
+            out.append(f"uncertainty.stratify: {sa!r} vs {sb!r} (intervals resampled within segments or not)")
+    return out
+
+
 def qrels_digest(run) -> str | None:
     """The judgments' sha256 of a logged run (tag ``ndcg_mlflow.data.qrels.sha256``; ``ndcg_mlflow.qrels_sha256``
     on system runs logged by earlier versions)."""
@@ -305,7 +323,8 @@ def compare_runs(
     Returns (result, output folder, new MLflow run id or None). ``overrides`` may set
     ``resamples``, ``confidence``, ``method``, ``seed``, ``test``, ``correction``,
     ``wins_losses``, ``tie_tolerance``; otherwise run A's logged values are used, else run B's (a CompareError
-    names a section neither run's evaluation declared). Each system is named by :func:`system_label`. ``tags``
+    names a section neither run's evaluation declared, and the settings both declared with different values:
+    :func:`settings_differences`). Each system is named by :func:`system_label`. ``tags``
     (``--tag``) are set on the new run.
     """
     import tempfile
@@ -338,6 +357,12 @@ def compare_runs(
     name_a, name_b = system_label(client, a), system_label(client, b)
     if name_a == name_b:
         name_a, name_b = f"{name_a}-{run_a[:8]}", f"{name_b}-{run_b[:8]}"
+    conflicts = settings_differences(a.run.data.params, b.run.data.params, overrides or {})
+    if conflicts:
+        raise CompareError(
+            "the two runs' evaluations declared different statistics, and a comparison computes one of each:\n  "
+            + "\n  ".join(conflicts)
+        )
     params = a.run.data.params
     settings: dict[str, Any] = {  # run A's, else run B's (an evaluation without the section records none)
         key: next((r.run.data.params[p] for r in (a, b) if p in r.run.data.params), None) for key, p in SETTINGS.items()

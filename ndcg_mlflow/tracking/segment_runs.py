@@ -30,10 +30,11 @@ def segments_difference(a: tuple[str, Any], b: tuple[str, Any]) -> str | None:
 
 def segment_settings(raw: dict[str, Any], *params: dict[str, str], segments: bool = True) -> str | None:
     """The comparison's spec ``raw`` with the logged runs' segments and the statistics they declared put in
-    place: ``queries.segments`` as declared (with ``segments``: the same file on both sides); ``comparison.risk_alpha``
-    and ``uncertainty.stratify`` of the first run whose evaluation had the section (as the other settings), whether
-    or not the segments are compared. Returns why the comparison cannot compute what was declared (that run's
-    intervals stratified by segments, compared without segments), else None."""
+    place: ``queries.segments`` as declared (with ``segments``: the same file on both sides);
+    ``uncertainty.stratify`` of the first run whose evaluation had the section (as the other settings) and
+    ``comparison.risk_alpha``: every alpha either run's evaluation declared, whether or not the segments are
+    compared. Returns why the comparison cannot compute what was declared (that run's intervals stratified by
+    segments, compared without segments), else None."""
     declared = next((p["queries.segments"] for p in params if "queries.segments" in p), None)
     if segments and declared is not None:
         raw["queries"]["segments"] = declared
@@ -45,7 +46,7 @@ def segment_settings(raw: dict[str, Any], *params: dict[str, str], segments: boo
                 "interval resampled within segments), which a comparison without segments cannot compute"
             )
         raw["uncertainty"]["stratify"] = "segments"
-    comparison = next((p for p in params if "comparison.test" in p), None)
-    if comparison is not None and "comparison.risk_alpha" in comparison:
-        raw["comparison"]["risk_alpha"] = [float(a) for a in comparison["comparison.risk_alpha"].split(",")]
+    alphas = [float(a) for p in params if "comparison.risk_alpha" in p for a in p["comparison.risk_alpha"].split(",")]
+    if alphas:  # every alpha either evaluation declared, in the order declared
+        raw["comparison"]["risk_alpha"] = list(dict.fromkeys(alphas))
     return None

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...analysis import correction_family
 from ...errors import SpecError
 from ...evaluation import EvaluationResult, none_returned, resolve_spec, stopped_by
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
@@ -273,11 +274,17 @@ def _grouped_into(
         f"not computed: {', '.join(GROUPED_NOT_COMPUTED)}"
     )
     comparison = spec.comparison
-    family = (
-        f"{len(comparisons)} comparisons against baseline '{comparison.baseline}'; correction {comparison.correction}"
-        if comparison is not None
-        else ""
-    )
+    family: dict[str, Any] | None = None
+    if comparison is not None and comparisons:  # the family of the per-query path, stated by the same words
+        family = correction_family(
+            comparison,
+            len(sources) - 1,
+            len(spec.metric.keys),
+            0,
+            [(c["candidate"], c["key"], None) for c in comparisons],
+            [c["p_randomization"] for c in comparisons],
+            "randomization",
+        )
     summary = summary_of(
         spec,
         n_queries=nq,
@@ -286,7 +293,8 @@ def _grouped_into(
         systems=summary_systems,
         grades=grades,
         comparisons=comparisons,
-        family=family,
+        family=family["statement"] if family is not None else "",
+        family_detail={"correction_family": family} if family is not None else None,
         decision=decision,
         notes=notes,
         engine="spark",
