@@ -309,7 +309,7 @@ def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
         origin = ""
         if key.startswith("metric.") and key != "metric.preset":
             origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
-        lines.append(f"  {key}: {value}{origin}")
+        lines.append(f"  {key}: {term_text(value)}{origin}")
     return lines
 
 
