@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .format import CONTROL_CHARACTERS
+
 WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 TITLE_SIZE, LABEL_SIZE, TICK_SIZE, LEGEND_SIZE = 16, 14, 13, 14
@@ -33,7 +35,9 @@ MINUS = "\u2212"
 # --------------------------------------------------------------------------- text
 
 
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+# what XML 1.0 forbids (form feeds, non-characters, surrogates) and what a display could act on, as in markdown and
+# HTML (format.CONTROL_CHARACTERS)
+_NOT_XML = re.compile(f"[{CONTROL_CHARACTERS}\x0c\ufffe\uffff\ud800-\udfff]")
 
 
 def xml_text(value: Any) -> str:
