@@ -125,6 +125,12 @@ def term_text(value: Any) -> str:
     return _TERMINAL_ANY.sub(_escape, str(value))
 
 
+def term_system(name: str, models: Any) -> str:
+    """A system as the terminal names it (``run``, ``compare``, ``plan``): :func:`system_label`, escaped as
+    :func:`term_text` escapes a name."""
+    return term_text(system_label(name, models))
+
+
 def term_stream(text: str) -> str:
     """Text on its way to the terminal (every line printed, whoever prints it): its control characters escaped
     as :func:`term_text` escapes them, but line feeds and tabs, which lay the text out, and backslashes."""

@@ -22,8 +22,8 @@ from .format import (
     number,
     p_value,
     queries_line,
-    system_label,
     term_stream,
+    term_system,
     term_text,
     text_table,
     wins_ties_losses,
@@ -361,6 +361,4 @@ def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
     return number(x, digits, signed=signed, missing=TERMINAL)
 
 
-def _label(name: str, models) -> str:
-    """A system as the terminal names it: :func:`~.format.system_label`, escaped (:func:`~.format.term_text`)."""
-    return term_text(system_label(name, models))
+_label = term_system  # a system as the terminal names it

@@ -359,3 +359,18 @@ def test_a_non_finite_ndcg_in_the_per_query_table_names_its_line(folders, capsys
     code, _, err = _plan(capsys, str(folder), "--margin", "0.01")
     assert code == 2
     assert f"{folder / 'per_query.csv'}:5: column ndcg: expected a finite number or an empty field" in err
+
+
+def test_plan_names_the_evaluation_on_one_line_escaped(tmp_path, capsys):
+    """The evaluation's name (a line break and an escape sequence in it) is shown as terminal text on plan's first
+    line, as run shows it: no line of the output is the name's second half."""
+    from ndcg_mlflow.format import term_text
+
+    out = _evaluate(CONFIGS / "demo.yaml", tmp_path / "odd", 'name="odd\\nerror: forged\\e[31m"')
+    name = json.loads((out / "summary.json").read_text())["name"]
+    assert name == "odd\nerror: forged\x1b[31m"
+    code, text, err = _plan(capsys, str(out), "--margin", "0.02")
+    assert code == 0, err
+    lines = text.splitlines()
+    assert lines[0].startswith(f"{term_text(name)} ({term_text(out)}) — each candidate"), lines[0]
+    assert not any(line.startswith("error:") for line in lines) and "\x1b" not in text
