@@ -314,9 +314,10 @@ def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
 
 
 def format_locations(out_dir: Path) -> str:
-    """Where the local results and the report are (absolute paths, to open or paste)."""
+    """Where the local results and the report are (absolute paths, to open or paste), each on its line as terminal
+    text (:func:`~.format.term_text`: a folder named with a line break or an escape sequence shows it)."""
     folder = Path(out_dir).resolve()
-    return f"local results: {folder}\nreport: {folder / 'report.html'}"
+    return f"local results: {term_text(folder)}\nreport: {term_text(folder / 'report.html')}"
 
 
 def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:

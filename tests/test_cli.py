@@ -259,3 +259,15 @@ def test_an_error_naming_a_spec_key_or_a_path_is_one_line(tmp_path, capsys, wher
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and err.endswith("\n"), err
     assert term_text(odd) in err and "\x1b" not in err, err
+
+
+def test_the_result_folder_is_named_on_one_line(tmp_path):
+    """``local results:`` and ``report:`` name a folder holding a line break and an escape sequence on their two
+    lines, as terminal text."""
+    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.terminal import format_locations
+
+    folder = tmp_path / "out\nreport: forged\x1b[31m"
+    lines = format_locations(folder).split("\n")
+    assert lines == [f"local results: {term_text(folder)}", f"report: {term_text(folder / 'report.html')}"], lines
+    assert "\x1b" not in "".join(lines)
