@@ -304,7 +304,7 @@ def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
         f"{term_text(path)}: valid spec '{term_text(spec.name)}'"
         + ("" if read is None else ", its data read as 'run' reads it")
     ]
-    lines += [f"  {line}" for line in read or []]
+    lines += [f"  {term_text(line)}" for line in read or []]  # (each names a data file)
     for key, value in spec.resolved().items():
         origin = ""
         if key.startswith("metric.") and key != "metric.preset":

@@ -659,3 +659,18 @@ def test_explain_and_validate_show_a_spec_name_on_one_line_escaped(small, capsys
     assert f"  name: {shown}" in out.splitlines()
     for lines in (text.splitlines(), out.splitlines()):
         assert not any(line.startswith("error: forged") or "\x1b" in line or "\x07" in line for line in lines)
+
+
+def test_validate_names_a_data_file_on_one_line_escaped(small, capsys):
+    """The rows read from a run whose file name holds a line break and an escape sequence are said on one line,
+    the name as terminal text."""
+    from ndcg_mlflow.format import term_text
+
+    odd = "b\nerror: forged\x1b[31m.run"
+    (small / "b.run").rename(small / odd)
+    path = small / "spec.yaml"
+    path.write_text(yaml.safe_dump(full_spec({"preset": "trec_eval"}, {"a": "a.run", "b": odd}, comparison=False)))
+    assert main(["validate", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("  system:b: ") and line.endswith(term_text(odd)) for line in lines), lines
+    assert not any(line.startswith("error:") or "\x1b" in line for line in lines), lines
