@@ -613,3 +613,18 @@ def test_a_snapshot_holds_the_verified_bytes(tmp_path):
     assert _files(copy) == _files(out)
     for rel in [*manifest["files"], MANIFEST]:
         assert (copy / rel).read_bytes() == (out / rel).read_bytes(), rel
+
+
+def test_a_snapshot_that_cannot_be_written_is_an_error_about_the_copy(tmp_path):
+    """Where the copy cannot be made (here its folder is a file; a full temporary folder alike), the error says
+    so and names where the copy went: not a traceback, and not a fault of the output folder's files."""
+    from ndcg_mlflow.errors import DataError, NdcgError
+    from ndcg_mlflow.outputs.folder import snapshot_folder
+
+    spec = write_spec(tmp_path, "nowhere")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    (tmp_path / "copy").write_text("a file, not a folder\n")
+    with pytest.raises(NdcgError, match="cannot copy the output folder to") as info:
+        snapshot_folder(out, verify_folder(out), tmp_path / "copy")
+    assert not isinstance(info.value, DataError) and str(tmp_path / "copy") in str(info.value)

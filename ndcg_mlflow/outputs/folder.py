@@ -345,15 +345,25 @@ def snapshot_folder(folder: str | Path, manifest: dict, dest: str | Path) -> Pat
     folder, dest = Path(folder), Path(dest)
     for rel in [*sorted(manifest["files"]), MANIFEST]:
         target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
         h, size = hashlib.sha256(), 0
         try:
-            with os.fdopen(_open_below(folder, rel), "rb") as src, open(target, "wb") as out:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            out = open(target, "wb")  # noqa: SIM115 (closed by the with below, which reads the source)
+        except OSError as exc:
+            raise NdcgError(f"cannot copy the output folder to {dest} before logging it: {_short(exc)}.") from None
+        try:
+            with os.fdopen(_open_below(folder, rel), "rb") as src, out:
                 if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
                     raise OSError(errno.EINVAL, "not a regular file")
                 for block in iter(lambda: src.read(1 << 20), b""):
                     h.update(block)
-                    size += out.write(block)
+                    try:
+                        size += out.write(block)
+                    except OSError as exc:  # (the copy, not the folder: a full temporary folder)
+                        raise NdcgError(
+                            f"cannot copy the output folder to {dest} before logging it: {_short(exc)}; nothing was "
+                            f"logged (the copy is made in the temporary folder: TMPDIR)."
+                        ) from None
         except OSError as exc:
             linked = exc.errno in (errno.ELOOP, errno.ENOTDIR)
             raise DataError(
