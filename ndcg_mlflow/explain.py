@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .format import exact, exact_share, text_table
+from .format import exact, exact_share, term_text, text_table
 from .presets import TOOLS
 from .rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
 from .spec import Spec
@@ -117,7 +117,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
                 f"evaluated queries, over {what}"
             )
     if not tools:
-        return "\n".join(lines)
+        return _lines(lines)
     lines.append("")
     lines.append("How other tools' nDCG differs from this spec ('=' same; otherwise the tool's choice):")
     heads = ["field", "this spec"] + [t.name for t in TOOLS]
@@ -141,7 +141,14 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
             lines.append(f"    {f}: {tool.notes[f]}")
         for caveat in tool.caveats:
             lines.append(f"    note: {caveat}")
-    return "\n".join(lines)
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    """The explanation's text: each line as terminal text (:func:`~.format.term_text`), so that the spec's name,
+    a path or a system named in it stays on its line with its control characters shown, in the terminal and in
+    ``explanation.txt`` alike."""
+    return "\n".join(map(term_text, lines))
 
 
 def segments_words(spec: Spec) -> str:

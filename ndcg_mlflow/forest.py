@@ -32,17 +32,22 @@ from .svg import (
 )
 
 ROW = 26  # px per row (the overall difference, then one per segment)
+ROOM = WIDTH * 0.3  # the widest row label; a longer segment name is cut (the whole name is in the tables)
 
 
 def overall_label(comparison: dict) -> str:
     """The overall row's label, ``all queries, n=24``: unlike any segment's row label (:func:`segment_label`,
-    which ends with ``)`` or, cut, with ``…``), whatever the segments are called."""
+    which ends with ``(n=…)``, its name cut where it is long), whatever the segments are called."""
     return f"all queries, n={comparison.get('n_paired', 0)}"
 
 
-def segment_label(comparison: dict) -> str:
-    """A segment's row label, ``<segment> (n=12)``."""
-    return f"{comparison['segment']} (n={comparison.get('n_paired', 0)})"
+def segment_label(comparison: dict, room: float | None = None) -> str:
+    """A segment's row label, ``<segment> (n=12)``; within ``room`` pixels (at the tick labels' size), the
+    segment's name is cut (``…``) to leave room for its ``(n=12)``, which a long name never pushes out."""
+    count = f" (n={comparison.get('n_paired', 0)})"
+    if room is None:
+        return f"{comparison['segment']}{count}"
+    return fit_text(comparison["segment"], TICK_SIZE, room - text_width(count, TICK_SIZE)) + count
 
 
 def segment_differences(summary: dict) -> str | None:
@@ -64,8 +69,8 @@ def segment_differences(summary: dict) -> str | None:
     for c in comps:
         if c["key"] != key:
             continue
-        rows = [(overall_label(c), c)] + [
-            (segment_label(s), s) for s in segs if s["candidate"] == c["candidate"] and s["key"] == key
+        rows = [(fit_text(overall_label(c), TICK_SIZE, ROOM), c)] + [
+            (segment_label(s, ROOM), s) for s in segs if s["candidate"] == c["candidate"] and s["key"] == key
         ]
         blocks.append((c["candidate"], c["baseline"], rows))
     svg = Svg("segment_differences", f"Differences from the baseline by segment at {metric_name(key)}")
@@ -82,8 +87,7 @@ def segment_differences(summary: dict) -> str | None:
     for _, _, rows in blocks:
         for _, r in rows:
             values += [v for v in (finite_or_none(r.get(k)) for k in ("delta", "ci_low", "ci_high")) if v is not None]
-    room = WIDTH * 0.3  # the widest row label; a longer one is cut (the whole name is in the tables)
-    labels = [fit_text(n, TICK_SIZE, room) for _, _, rows in blocks for n, _ in rows]
+    labels = [n for _, _, rows in blocks for n, _ in rows]  # (each fitted to ROOM)
     left = 16 + LABEL_SIZE * 1.6 + 14 + max(text_width(t, TICK_SIZE) for t in labels)
     box_w = WIDTH - left - 24
     xt = fit_ticks(min(values), max(values), box_w, horizontal=True, most=7)
@@ -110,7 +114,7 @@ def segment_differences(summary: dict) -> str | None:
         ticks = []
         for i, (name, r) in enumerate(rows):
             cy = box.top + ROW * i + ROW / 2
-            ticks.append((cy, fit_text(name, TICK_SIZE, room)))
+            ticks.append((cy, name))
             lo, hi, d = (finite_or_none(r.get(k)) for k in ("ci_low", "ci_high", "delta"))
             if lo is not None and hi is not None:
                 marks.append(polyline([(x(lo), cy), (x(hi), cy)], OBSERVED, width=2))

@@ -73,9 +73,15 @@ _LEADING = re.compile(r"^( ?)([-+])")  # a list marker where a string opens a li
 _BREAKS = re.compile("[ \t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+")
 
 
-# the control characters left once line breaks are spaces (NUL, escape, bell, ...): shown as U+FFFD in markdown
-# and HTML, where a browser would show nothing or stop reading (XML forbids them: svg.xml_text does the same)
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+# what a display could act on rather than show (one definition for every medium): the C0 and C1 control
+# characters (escape sequences, bell, NUL) but the white space a page lays out (tab, line feed, form feed, carriage
+# return), DEL, the Unicode line and paragraph separators and the bidirectional controls (marks, embeddings,
+# overrides, isolates), which would reorder the rest of a line
+CONTROL_CHARACTERS = "\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+
+# shown as U+FFFD in markdown and HTML (and the SVG figures: svg.xml_text), where a browser would show nothing,
+# stop reading or reorder the text
+_CONTROLS = re.compile(f"[{CONTROL_CHARACTERS}]")
 
 
 def _one_line(value: Any) -> str:
@@ -99,9 +105,9 @@ def html_text(value: Any) -> str:
     return html.escape(_CONTROLS.sub("\ufffd", str(value)), quote=True)
 
 
-# what a terminal could act on rather than show: C0 and C1 control characters (escape sequences, bell, carriage
-# return, line breaks), DEL, the Unicode line and paragraph separators and the bidirectional controls
-_OTHER_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# what a terminal could act on rather than show: CONTROL_CHARACTERS, form feeds and carriage returns (line feeds
+# and tabs too, in a name, label or id)
+_OTHER_CONTROL = f"\x0c\r{CONTROL_CHARACTERS}"
 _TERMINAL_ANY = re.compile(f"[\\\\\t\n{_OTHER_CONTROL}]")
 _TERMINAL_STREAM = re.compile(f"[{_OTHER_CONTROL}]")  # (line feeds, tabs and backslashes kept)
 _NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -117,6 +123,12 @@ def term_text(value: Any) -> str:
     backslash written as Python writes it in a string literal (``\\x1b``, ``\\n``, ``\\\\``), so that the
     terminal shows it, on one line, rather than acting on it, and the text reads back as the same string."""
     return _TERMINAL_ANY.sub(_escape, str(value))
+
+
+def term_system(name: str, models: Any) -> str:
+    """A system as the terminal names it (``run``, ``compare``, ``plan``): :func:`system_label`, escaped as
+    :func:`term_text` escapes a name."""
+    return term_text(system_label(name, models))
 
 
 def term_stream(text: str) -> str:

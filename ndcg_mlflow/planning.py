@@ -37,7 +37,7 @@ import numpy as np
 
 from . import stats
 from .errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
-from .format import TERMINAL, exact, exact_share, number, system_label, text_table
+from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
 from .risk import paired_vectors
 from .rules import KEY_FORMS, key_label, key_of_text, metric_name
 from .stats import kish_n
@@ -656,14 +656,14 @@ def format_plan(plan: dict[str, Any]) -> str:
     models = plan["models"]
     power, margin = exact(plan["power"]), exact(plan["margin"])  # (as given: two different margins never print alike)
     lines = [
-        f"{plan['name']} ({plan['source']}) — each candidate against baseline "
-        f"{system_label(plan['baseline'], models)}: the {exact_share(plan['confidence'])} two-sided weighted t "
+        f"{term_text(plan['name'])} ({term_text(plan['source'])}) — each candidate against baseline "
+        f"{term_system(plan['baseline'], models)}: the {exact_share(plan['confidence'])} two-sided weighted t "
         f"interval the decision reads, power {power}, margin {margin}"
     ]
     heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin}"]
     body = [
         [
-            system_label(r["candidate"], models),
+            term_system(r["candidate"], models),
             key_label(r["key"]),
             str(r["n_paired"]),
             f"{r['n_eff']:.1f}",
@@ -701,5 +701,5 @@ def format_plan(plan: dict[str, Any]) -> str:
                     f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
                     f"power {power}" + (f" ({c['reason']})" if c["reason"] else "")
                 )
-            lines.append(f"  {system_label(c['candidate'], models)}: {what}")
+            lines.append(f"  {term_system(c['candidate'], models)}: {what}")
     return "\n".join(lines)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .format import CONTROL_CHARACTERS
+
 WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 TITLE_SIZE, LABEL_SIZE, TICK_SIZE, LEGEND_SIZE = 16, 14, 13, 14
@@ -33,7 +35,9 @@ MINUS = "\u2212"
 # --------------------------------------------------------------------------- text
 
 
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+# what XML 1.0 forbids (form feeds, non-characters, surrogates) and what a display could act on, as in markdown and
+# HTML (format.CONTROL_CHARACTERS)
+_NOT_XML = re.compile(f"[{CONTROL_CHARACTERS}\x0c\ufffe\uffff\ud800-\udfff]")
 
 
 def xml_text(value: Any) -> str:
@@ -45,7 +49,11 @@ def text_width(text: str, size: float, *, bold: bool = False) -> float:
     """An upper estimate of the width of ``text`` at font ``size`` (px), from the widths of DejaVu Sans (the
     widest of the usual sans fonts): wide characters (``m``, ``W``, ``%``, the minus sign, East Asian ones) one
     em, capitals 0.78, narrow ones (``i``, ``l``, punctuation) 0.45, anything else :data:`EM`; bold 12% more."""
-    ems = sum(_em(c) for c in text)
+    return _px(sum(_em(c) for c in text), size, bold)
+
+
+def _px(ems: float, size: float, bold: bool) -> float:
+    """A width in em at font ``size``, in pixels (bold 12% wider)."""
     return ems * size * (1.12 if bold else 1.0)
 
 
@@ -68,12 +76,11 @@ def fit_text(text: str, size: float, width: float, *, bold: bool = False) -> str
     text = " ".join(str(text).split())
     if text_width(text, size, bold=bold) <= width:
         return text
-    factor = 1.12 if bold else 1.0
     ellipsis = _em("…")
     ems = 0.0
     for k, c in enumerate(text):  # the prefix of k characters fits; does the one of k + 1?
         ems += _em(c)
-        if (ems + ellipsis) * size * factor > width:  # (text_width's arithmetic, in its order)
+        if _px(ems + ellipsis, size, bold) > width:  # (text_width's arithmetic, in its order)
             return text[:k] + "…"
     return text + "…"  # (not reached: the whole text did not fit)
 

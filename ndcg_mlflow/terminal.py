@@ -22,8 +22,8 @@ from .format import (
     number,
     p_value,
     queries_line,
-    system_label,
     term_stream,
+    term_system,
     term_text,
     text_table,
     wins_ties_losses,
@@ -304,19 +304,20 @@ def validation_lines(path: str, spec, read: list[str] | None) -> list[str]:
         f"{term_text(path)}: valid spec '{term_text(spec.name)}'"
         + ("" if read is None else ", its data read as 'run' reads it")
     ]
-    lines += [f"  {line}" for line in read or []]
+    lines += [f"  {term_text(line)}" for line in read or []]  # (each names a data file)
     for key, value in spec.resolved().items():
         origin = ""
         if key.startswith("metric.") and key != "metric.preset":
             origin = f"  [from {spec.metric.source_of(key.split('.', 1)[1])}]"
-        lines.append(f"  {key}: {value}{origin}")
+        lines.append(f"  {key}: {term_text(value)}{origin}")
     return lines
 
 
 def format_locations(out_dir: Path) -> str:
-    """Where the local results and the report are (absolute paths, to open or paste)."""
+    """Where the local results and the report are (absolute paths, to open or paste), each on its line as terminal
+    text (:func:`~.format.term_text`: a folder named with a line break or an escape sequence shows it)."""
     folder = Path(out_dir).resolve()
-    return f"local results: {folder}\nreport: {folder / 'report.html'}"
+    return f"local results: {term_text(folder)}\nreport: {term_text(folder / 'report.html')}"
 
 
 def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> str:
@@ -361,6 +362,4 @@ def _fmt(x: float | None, signed: bool = False, digits: int = 4) -> str:
     return number(x, digits, signed=signed, missing=TERMINAL)
 
 
-def _label(name: str, models) -> str:
-    """A system as the terminal names it: :func:`~.format.system_label`, escaped (:func:`~.format.term_text`)."""
-    return term_text(system_label(name, models))
+_label = term_system  # a system as the terminal names it

@@ -237,3 +237,37 @@ def test_ui_serves_mlflows_ui_with_no_mlflow_command_on_path(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+
+
+@pytest.mark.parametrize("where", ["key", "path"])
+def test_an_error_naming_a_spec_key_or_a_path_is_one_line(tmp_path, capsys, where):
+    """A spec key (or a data file's path) holding a line break and an escape sequence is shown as terminal text
+    in the error: one line, ``error:`` only at its start, the key or path readable as Python writes it."""
+    import yaml
+
+    from ndcg_mlflow.format import term_text
+
+    odd = "foo\nerror: forged\x1b[31m"
+    spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    if where == "key":
+        spec["metric"][odd] = 1
+    else:
+        spec["data"]["qrels"] = odd
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and err.endswith("\n"), err
+    assert term_text(odd) in err and "\x1b" not in err, err
+
+
+def test_the_result_folder_is_named_on_one_line(tmp_path):
+    """``local results:`` and ``report:`` name a folder holding a line break and an escape sequence on their two
+    lines, as terminal text."""
+    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.terminal import format_locations
+
+    folder = tmp_path / "out\nreport: forged\x1b[31m"
+    lines = format_locations(folder).split("\n")
+    assert lines == [f"local results: {term_text(folder)}", f"report: {term_text(folder / 'report.html')}"], lines
+    assert "\x1b" not in "".join(lines)

@@ -637,3 +637,40 @@ def test_undefined_alternative_mean_is_logged_to_mlflow(tracking_uri, tmp_path, 
     )
     assert row[cols.index("value")] is None and row[cols.index("change")] is None  # JSON null, not 0
     assert row[cols.index("declared")] == 0.0
+
+
+NAME = "odd\nerror: forged\x1b[31m\x07 \\ end"  # a spec name with a line break, an escape sequence and a bell
+
+
+def test_explain_and_validate_show_a_spec_name_on_one_line_escaped(small, capsys):
+    """The spec's name (and any text from the spec or the data's paths) is shown as terminal text: its line break,
+    escape and bell written as Python escapes on the line that names it, in ``explain``, ``validate`` and
+    ``explanation.txt`` alike, never a line of its own."""
+    from ndcg_mlflow.format import term_text
+
+    path = _write_spec(small, {"preset": "trec_eval"}, name=NAME)
+    assert load_spec(path).name == NAME
+    shown = term_text(NAME)
+    assert "\n" not in shown and "\x1b" not in shown and "\\\\ end" in shown
+    text = explain(load_spec(path))
+    assert text.splitlines()[0] == f"Evaluation spec '{shown}' ({path})"
+    assert main(["validate", str(path), "--spec-only"]) == 0
+    out = capsys.readouterr().out
+    assert f"  name: {shown}" in out.splitlines()
+    for lines in (text.splitlines(), out.splitlines()):
+        assert not any(line.startswith("error: forged") or "\x1b" in line or "\x07" in line for line in lines)
+
+
+def test_validate_names_a_data_file_on_one_line_escaped(small, capsys):
+    """The rows read from a run whose file name holds a line break and an escape sequence are said on one line,
+    the name as terminal text."""
+    from ndcg_mlflow.format import term_text
+
+    odd = "b\nerror: forged\x1b[31m.run"
+    (small / "b.run").rename(small / odd)
+    path = small / "spec.yaml"
+    path.write_text(yaml.safe_dump(full_spec({"preset": "trec_eval"}, {"a": "a.run", "b": odd}, comparison=False)))
+    assert main(["validate", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("  system:b: ") and line.endswith(term_text(odd)) for line in lines), lines
+    assert not any(line.startswith("error:") or "\x1b" in line for line in lines), lines

@@ -385,3 +385,23 @@ def test_a_segment_called_overall_is_not_the_overall_row():
     assert len(rows) == 3 and len(set(rows)) == 3, rows
     assert rows[0] == "all queries, n=24" and rows[1:] == ["overall (n=12)", "all queries, n=24 (n=12)"]
     assert len([el for el in root.iter() if "overall-rule" in classes(el)]) == 1
+
+
+def test_a_long_segment_name_is_cut_before_its_count():
+    """A segment's name too long for the row is cut with ``…`` before its ``(n=…)``, which stays: two long names
+    alike for the room's width still read apart by their counts, and no row label is wider than the room."""
+    from ndcg_mlflow.forest import segment_differences
+
+    room = S.WIDTH * 0.3  # (forest.ROOM)
+
+    c = dict(comparison("b", "a", "ndcg_at_10", 0.01, -0.02, 0.04), n_paired=24)
+    s = summary_of({"a": [0.5, 0.6, 0.7], "b": [0.5, 0.6, 0.7]}, comparisons=[c])
+    long = "x" * 400
+    s["segment_comparisons"] = [dict(c, segment=long + "1", n_paired=17), dict(c, segment=long + "2", n_paired=7)]
+    root = parse(segment_differences(s))
+    axis = next(g for g in root.iter(f"{SVG}g") if g.get("data-axis") == "y")
+    rows = [all_text(t) for t in axis.iter(f"{SVG}text") if "tick-label" in classes(t)]
+    assert rows[0] == "all queries, n=24"
+    assert [r.endswith(f"… (n={n})") for r, n in zip(rows[1:], (17, 7))] == [True, True], rows
+    assert all(r.startswith("xxxx") and set(r.split("…")[0]) == {"x"} for r in rows[1:]), rows
+    assert all(S.text_width(r, S.TICK_SIZE) <= room for r in rows), rows

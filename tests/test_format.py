@@ -316,3 +316,32 @@ def test_terminal_text_shows_every_control_character_and_reads_back(text):
 def test_terminal_escapes_by_hand():
     assert term_text("a\x1b[31mred\x07\r\n\t\\x1b\u202e\x9b") == "a\\x1b[31mred\\x07\\r\\n\\t\\\\x1b\\u202e\\x9b"
     assert term_stream("line\n\tx\x1b[2J\\") == "line\n\tx\\x1b[2J\\"
+
+
+# what a page may act on rather than show: _ACTS but the white space a page lays out as a space (tab, line feed,
+# form feed, carriage return)
+_PAGE_ACTS = _ACTS - {"\t", "\n", "\x0c", "\r"}
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(st.one_of(st.sampled_from(sorted(_ACTS) + ["<", "&", "x", "é"]), st.characters()), max_size=30))
+def test_markdown_html_and_svg_show_every_control_character_as_a_replacement(text):
+    """A label in markdown, HTML and SVG: what the terminal escapes (escape sequences, C1 controls such as CSI
+    U+009B, the bidirectional overrides and isolates that would reorder the rest of the line) is U+FFFD in each,
+    one character for one, as every other medium but the terminal shows it."""
+    from ndcg_mlflow.format import html_text, md_html, md_text
+    from ndcg_mlflow.svg import xml_text
+
+    for escape in (md_text, md_html, html_text, xml_text):
+        shown = escape(text)
+        assert not (_PAGE_ACTS & set(shown)), (escape.__name__, shown)
+    assert html_text(text).count("\ufffd") == sum(c in _PAGE_ACTS for c in text) + text.count("\ufffd")
+
+
+def test_bidirectional_controls_by_hand():
+    from ndcg_mlflow.format import html_text, md_text
+    from ndcg_mlflow.svg import xml_text
+
+    label = "seg\u202eLIAF\u2066x\u2069\x9b"
+    assert html_text(label) == xml_text(label) == "seg\ufffdLIAF\ufffdx\ufffd\ufffd"
+    assert md_text(label) == "seg\ufffdLIAF\ufffdx\ufffd\ufffd"

@@ -539,3 +539,92 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(tmp_path, monke
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
     assert _siblings(out) == [".out.partial-notours"]  # the leftovers of killed writers are gone
     read_result_folder(out)
+
+
+# --------------------------------------------------------------------------- a link made after the check
+
+
+def _swap_after_check(monkeypatch, tmp_path: Path, how: str) -> list[str]:
+    """Makes the folder's check (read_result_folder, as upload calls it) succeed and then, before anything is
+    read for logging, replace a file as another process could: by a link to a copy of itself outside the folder
+    (``file``), the folder ``systems`` by a link to a copy of it (``folder``), or the same file rewritten with
+    other bytes (``rewrite``). Returns the relative path changed (filled in when the check runs)."""
+    import shutil
+    import sys
+
+    import ndcg_mlflow.outputs.folder as folder_module
+
+    changed: list[str] = []
+    check = folder_module.read_result_folder
+
+    def check_then_swap(folder):
+        result = check(folder)
+        if sys._getframe(1).f_code.co_name != "_log_folder":  # (the last check, that of the logging itself)
+            return result
+        folder = Path(folder)
+        if how == "folder":
+            copy = tmp_path / "systems-copy"
+            shutil.copytree(folder / "systems", copy)
+            shutil.rmtree(folder / "systems")
+            (folder / "systems").symlink_to(copy, target_is_directory=True)
+            changed.append("systems/")
+        else:
+            path = folder / "per_query.csv"
+            data = path.read_bytes()
+            if how == "file":
+                (tmp_path / "outside.csv").write_bytes(data)
+                path.unlink()
+                path.symlink_to(tmp_path / "outside.csv")
+            else:
+                path.write_bytes(data.replace(b"\n", b"\r\n", 1))
+            changed.append("per_query.csv")
+        return result
+
+    monkeypatch.setattr(folder_module, "read_result_folder", check_then_swap)
+    return changed
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("how", ["file", "folder", "rewrite"])
+def test_upload_logs_only_what_it_verified(tracking_uri, tmp_path, capsys, monkeypatch, how):
+    """A file of the folder replaced by a link (or the systems folder by a link to a copy of it, or a file
+    rewritten) after the folder was verified and before it is read for logging is refused, naming it, exit 2,
+    and nothing is logged: what upload logs is read from the bytes it verified, following no link."""
+    spec = write_spec(tmp_path, "raced", experiment="raced")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    changed = _swap_after_check(monkeypatch, tmp_path, how)
+    assert main(["upload", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert changed and changed[0].rstrip("/") in err and "Traceback" not in err, err
+    assert ("symbolic link" if how != "rewrite" else "changed after the folder was verified") in err, err
+    assert client_for(tracking_uri).get_experiment_by_name("raced") is None
+
+
+def test_a_snapshot_holds_the_verified_bytes(tmp_path):
+    """snapshot_folder copies every listed file and the manifest, byte for byte."""
+    from ndcg_mlflow.outputs.folder import snapshot_folder
+
+    spec = write_spec(tmp_path, "copied")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    manifest = verify_folder(out)
+    copy = snapshot_folder(out, manifest, tmp_path / "copy")
+    assert _files(copy) == _files(out)
+    for rel in [*manifest["files"], MANIFEST]:
+        assert (copy / rel).read_bytes() == (out / rel).read_bytes(), rel
+
+
+def test_a_snapshot_that_cannot_be_written_is_an_error_about_the_copy(tmp_path):
+    """Where the copy cannot be made (here its folder is a file; a full temporary folder alike), the error says
+    so and names where the copy went: not a traceback, and not a fault of the output folder's files."""
+    from ndcg_mlflow.errors import DataError, NdcgError
+    from ndcg_mlflow.outputs.folder import snapshot_folder
+
+    spec = write_spec(tmp_path, "nowhere")
+    out = tmp_path / "out"
+    assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    (tmp_path / "copy").write_text("a file, not a folder\n")
+    with pytest.raises(NdcgError, match="cannot copy the output folder to") as info:
+        snapshot_folder(out, verify_folder(out), tmp_path / "copy")
+    assert not isinstance(info.value, DataError) and str(tmp_path / "copy") in str(info.value)

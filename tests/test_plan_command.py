@@ -434,3 +434,18 @@ def test_a_margin_near_the_smallest_double_plans_no_queries(folders, capsys):
     assert code == 0, err
     rows = _table(out)
     assert rows and all(row[-1] == f">{MOST_QUERIES:,}" for row in rows)
+
+
+def test_plan_names_the_evaluation_on_one_line_escaped(tmp_path, capsys):
+    """The evaluation's name (a line break and an escape sequence in it) is shown as terminal text on plan's first
+    line, as run shows it: no line of the output is the name's second half."""
+    from ndcg_mlflow.format import term_text
+
+    out = _evaluate(CONFIGS / "demo.yaml", tmp_path / "odd", 'name="odd\\nerror: forged\\e[31m"')
+    name = json.loads((out / "summary.json").read_text())["name"]
+    assert name == "odd\nerror: forged\x1b[31m"
+    code, text, err = _plan(capsys, str(out), "--margin", "0.02")
+    assert code == 0, err
+    lines = text.splitlines()
+    assert lines[0].startswith(f"{term_text(name)} ({term_text(out)}) — each candidate"), lines[0]
+    assert not any(line.startswith("error:") for line in lines) and "\x1b" not in text

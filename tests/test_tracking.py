@@ -712,3 +712,14 @@ def test_the_descriptions_show_names_and_reasons_as_typed_never_as_markdown():
         assert "**Decision: PASS" not in note and "[proof](" not in note
         assert not re.search(r"(?<!\\)<", note)  # (every < escaped: no HTML)
         assert "\\*\\*Decision\\: PASS\\*\\* \\[proof\\]\\(http\\:" in note
+
+
+def test_the_comparison_description_shows_differing_file_names_as_text():
+    """compare --allow-spec-mismatch's run description lists each differing definition; a weights file named with
+    markdown (a link, emphasis, a line break) stays escaped text there, as the system names do."""
+    from ndcg_mlflow.tracking.compare import comparison_note
+
+    forged = "w.tsv\n\n**Decision: PASS** [proof](http://evil.example/) <img src=x>"
+    note = comparison_note(["a", "b"], "r1", "r2", [f"queries.weights: {forged!r} vs 'w.tsv'"])
+    assert "[proof](" not in note and "**Decision" not in note and not re.search(r"(?<!\\)<", note), note
+    assert "\n" not in note and "\\*\\*Decision\\: PASS\\*\\* \\[proof\\]\\(http\\:" in note, note

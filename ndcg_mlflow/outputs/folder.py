@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -333,6 +334,72 @@ def verify_folder(folder: str | Path) -> dict:
             f"result of one evaluation as written; {advice}.",
         )
     return manifest
+
+
+def snapshot_folder(folder: str | Path, manifest: dict, dest: str | Path) -> Path:
+    """``dest``, made a copy of the verified output folder ``folder`` (``manifest``, :func:`verify_folder`'s):
+    every file the manifest lists and the manifest itself, each opened without following a symbolic link at any
+    step of its path below ``folder`` and its sha256 checked against the manifest as it is copied. Logging reads
+    the copy, so a file rewritten, or replaced by a link, after the folder was verified is refused
+    (:class:`DataError` naming it) rather than uploaded: what is logged is what was verified."""
+    folder, dest = Path(folder), Path(dest)
+    for rel in [*sorted(manifest["files"]), MANIFEST]:
+        target = dest / rel
+        h, size = hashlib.sha256(), 0
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            out = open(target, "wb")  # noqa: SIM115 (closed by the with below, which reads the source)
+        except OSError as exc:
+            raise NdcgError(f"cannot copy the output folder to {dest} before logging it: {_short(exc)}.") from None
+        try:
+            with os.fdopen(_open_below(folder, rel), "rb") as src, out:
+                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file")
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    h.update(block)
+                    try:
+                        size += out.write(block)
+                    except OSError as exc:  # (the copy, not the folder: a full temporary folder)
+                        raise NdcgError(
+                            f"cannot copy the output folder to {dest} before logging it: {_short(exc)}; nothing was "
+                            f"logged (the copy is made in the temporary folder: TMPDIR)."
+                        ) from None
+        except OSError as exc:
+            linked = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+            raise DataError(
+                folder / rel,
+                ("was replaced by a symbolic link" if linked else f"cannot be read ({_short(exc)})")
+                + " after the folder was verified: nothing was logged; run the evaluation again.",
+            ) from None
+        same = (
+            _parse_manifest(target) == manifest
+            if rel == MANIFEST
+            else size == manifest["files"][rel]["size"] and h.hexdigest() == manifest["files"][rel]["sha256"]
+        )
+        if not same:
+            raise DataError(
+                folder / rel,
+                "changed after the folder was verified (rewritten while it was being logged): nothing was "
+                "logged; run the evaluation again.",
+            )
+    return dest
+
+
+def _open_below(folder: Path, rel: str) -> int:
+    """A read-only descriptor of ``folder / rel`` (a POSIX relative path) that follows no symbolic link below
+    ``folder``: each folder of the path and the file itself opened with ``O_NOFOLLOW`` (a link is ``ELOOP``),
+    the file without blocking (a FIFO opens, and is then refused as no regular file)."""
+    *dirs, name = rel.split("/")
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))  # (the folder named may be a link)
+    try:
+        for part in dirs:
+            inner = os.open(part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(name, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0), dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass

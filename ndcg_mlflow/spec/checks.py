@@ -24,6 +24,16 @@ class Ctx:
         return SpecError(path, message, self.source)
 
 
+def key_text(key: Any) -> str:
+    """A mapping key as it appears in a key path: characters that cannot be printed on one line as they are (line
+    breaks such as LF, CR, U+0085 and U+2028, other controls, lone surrogates) shown as escapes."""
+    if not isinstance(key, str):
+        return repr(key)
+    if key.isprintable():
+        return key
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
+
+
 def mapping(
     ctx: Ctx, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -35,7 +45,7 @@ def mapping(
         if not isinstance(key, str):
             raise ctx.fail(path, f"keys must be strings; found key {key!r}.")
         if key not in allowed:
-            where = f"{path}.{key}" if path else key
+            where = f"{path}.{key_text(key)}" if path else key_text(key)
             raise ctx.fail(where, f"unknown key{did_you_mean(key, allowed)}; allowed keys here: {', '.join(allowed)}.")
     for key in required:
         if key not in value:

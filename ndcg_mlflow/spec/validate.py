@@ -18,6 +18,7 @@ from .checks import Ctx as _Ctx
 from .checks import choice as _choice
 from .checks import finite as _finite
 from .checks import integer as _int
+from .checks import key_text as _key_text
 from .checks import mapping as _mapping
 from .checks import text as _text
 from .names import experiment_name_problem, system_name_problem, tag_problem
@@ -407,16 +408,6 @@ def parse_spec(
 
 
 _NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
-
-
-def _key_text(key: Any) -> str:
-    """A mapping key as it appears in a key path: characters that cannot be printed on one line as they are (line
-    breaks such as LF, CR, U+0085 and U+2028, other controls, lone surrogates) shown as escapes."""
-    if not isinstance(key, str):
-        return repr(key)
-    if key.isprintable():
-        return key
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
 
 
 def _check_strings(ctx: _Ctx, raw: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ def _log_folder(
     """
     import mlflow
 
-    from ..outputs.folder import read_result_folder
+    from ..outputs.folder import read_result_folder, snapshot_folder
 
     out_dir = Path(out_dir)
     folder = read_result_folder(out_dir)  # complete, unchanged, a valid run key and summary: else DataError
@@ -133,8 +134,12 @@ def _log_folder(
     custom = {**(settings.get("tags") or {}), **(tags or {})}
     state = Logging(uri, out_dir, summary, run_key, run_name, settings.get("total_timeout"), custom)
     state.attach = run_id
-    with store_lock(uri):
-        return state.run(_log_body)
+    with tempfile.TemporaryDirectory(prefix="ndcg-mlflow-upload-") as tmp:
+        # every file logged is read from a copy of the verified folder, made following no link and checked
+        # against the manifest as it was read: a file replaced or rewritten since the check is refused, not logged
+        state.source = snapshot_folder(out_dir, folder.manifest, Path(tmp) / "folder")
+        with store_lock(uri):
+            return state.run(_log_body)
 
 
 def _log_body(state: Logging) -> LoggedRuns:
@@ -199,7 +204,7 @@ def _log_body(state: Logging) -> LoggedRuns:
             summary,
             system,
             means,
-            out_dir,
+            state.source,
             run_key,
             created=state.created,
             owner_tags=state.owner_tags,
@@ -214,7 +219,7 @@ def _log_body(state: Logging) -> LoggedRuns:
     log_outputs(
         client,
         pid,
-        out_dir,
+        state.source,
         summary,
         metrics=metrics,
         params=params,

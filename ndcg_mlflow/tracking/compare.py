@@ -211,6 +211,18 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
     return SystemRun(run, system, per_query, top)
 
 
+def comparison_note(names: tuple[str, str] | list[str], run_a: str, run_b: str, differences: list[str]) -> str:
+    """A comparison run's description (Markdown): the systems (baseline ``names[0]``, candidate ``names[1]``) and
+    each definition that differs (:func:`definition_differences`, whose values are the runs' params: file names
+    among them), every one escaped as text (:func:`~ndcg_mlflow.format.md_text`)."""
+    return (
+        f"Comparison of logged system runs: candidate {md_text(names[1])} (run {run_b}) against "
+        f"baseline {md_text(names[0])} (run {run_a}). Every figure is in summary.json and the tables "
+        f"figures_table.json and comparisons_table.json."
+        + (" The definitions differ: " + "; ".join(map(md_text, differences)) if differences else "")
+    )
+
+
 def definition_differences(a, b) -> list[str]:
     """Each field whose value differs between two system runs' metric and query definitions (the keys the
     definition digest covers, :data:`~ndcg_mlflow.rules.DEFINITION_KEYS`), and the judgments."""
@@ -552,12 +564,7 @@ def _log_comparison(
         f"{TAG_PREFIX}.baseline_run": run_a,
         f"{TAG_PREFIX}.candidate_run": run_b,
         f"{TAG_PREFIX}.spec_mismatch": "true" if differences else "false",
-        "mlflow.note.content": (
-            f"Comparison of logged system runs: candidate {md_text(names[1])} (run {run_b}) against "
-            f"baseline {md_text(names[0])} (run {run_a}). Every figure is in summary.json and the tables "
-            f"figures_table.json and comparisons_table.json."
-            + (" The definitions differ: " + "; ".join(differences) if differences else "")
-        ),
+        "mlflow.note.content": comparison_note(names, run_a, run_b, differences),
     }
     spec_a, spec_b = (r.run.data.tags.get(f"{TAG_PREFIX}.spec_sha256") for r in (a, b))
     qrels_a, qrels_b = qrels_digest(a.run), qrels_digest(b.run)

@@ -77,6 +77,7 @@ class Logging:
         custom_tags: dict[str, str] | None = None,
     ):
         self.uri, self.out_dir, self.summary, self.run_key, self.run_name = uri, out_dir, summary, run_key, run_name
+        self.source = out_dir  # where the files logged are read: a verified copy of out_dir (tracking.client)
         self.custom_tags = dict(custom_tags or {})
         self.bounds = Bounds.current(total)
         self.watch = Watch(self.bounds, remote=uri.startswith(("http:", "https:", "databricks")))
