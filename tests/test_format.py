@@ -316,3 +316,20 @@ def test_terminal_text_shows_every_control_character_and_reads_back(text):
 def test_terminal_escapes_by_hand():
     assert term_text("a\x1b[31mred\x07\r\n\t\\x1b\u202e\x9b") == "a\\x1b[31mred\\x07\\r\\n\\t\\\\x1b\\u202e\\x9b"
     assert term_stream("line\n\tx\x1b[2J\\") == "line\n\tx\\x1b[2J\\"
+
+
+@pytest.mark.parametrize("name", ["my runs", "a%20b", "50% off", "#1"])
+def test_the_ui_line_names_the_folder_mlflow_wrote_for_a_file_uri(name, tmp_path, monkeypatch):
+    """A ``file:`` URI is percent-encoded: the store the hint prints is read by MLflow (its own URI-to-path
+    function) as the folder the run's URI named, not that folder's name encoded a second time."""
+    import shlex
+    from pathlib import Path
+
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    from ndcg_mlflow.terminal import mlflow_ui_hint
+
+    monkeypatch.chdir(tmp_path)
+    uri = (tmp_path / name / "mlruns").as_uri()
+    store = shlex.split(mlflow_ui_hint(uri, "7", "abc").splitlines()[0])[-1]
+    assert Path(local_file_uri_to_path(store)) == Path(local_file_uri_to_path(uri)) == tmp_path / name / "mlruns"
