@@ -1354,3 +1354,23 @@ def test_names_that_differ_by_case_are_two_columns(tmp_path, fmt):
     path = _mapped_file(tmp_path, fmt, header, [["x", "q1", "d1", 7.0, 0.5], ["y", "q2", "d2", 6.0, 0.25]])
     table = read_run(path)
     assert list(table.query.values[table.query.codes]) == ["q1", "q2"] and table.value.tolist() == [0.5, 0.25]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("run.csv", "query_id,doc_id,score\nq1,d1,0.5\n"),
+        ("run.tsv", "query_id\tdoc_id\tscore\nq1\td1\t0.5\n"),
+        ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 0.5}\n'),
+    ],
+)
+def test_a_mapping_to_a_column_the_file_lacks_names_that_column(tmp_path, name, text):
+    """``score`` mapped to ``SCORE`` in a file without it: the refusal names the mapped name that is missing (it
+    said 'missing column(s) score' while listing the file's own score among the columns found)."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataError) as info:
+        read_run(path, columns=(("score", "SCORE"),))
+    message = info.value.message
+    assert info.value.line == 1
+    assert "missing column(s) 'SCORE' (the score, as the column mapping names it)" in message
