@@ -1374,3 +1374,44 @@ def test_a_mapping_to_a_column_the_file_lacks_names_that_column(tmp_path, name, 
     message = info.value.message
     assert info.value.line == 1
     assert "missing column(s) 'SCORE' (the score, as the column mapping names it)" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("w.tsv", "query_id\tweight\tWEIGHT\nq1\t1\t5\nq2\t2\t6\n", {"q1": 1.0, "q2": 2.0}),
+        ("w.csv", "WEIGHT,query_id,weight\n5,q1,1\n6,q2,2\n", {"q1": 1.0, "q2": 2.0}),
+    ],
+)
+def test_a_small_files_header_names_are_compared_exactly(tmp_path, name, text, expected):
+    """``weight`` and ``WEIGHT`` are two columns in a weights file too (as in a run): the one named ``weight`` is
+    read, where the small files' reader compared names in lower case and refused the header as naming weight
+    twice."""
+    path = tmp_path / name
+    path.write_text(text)
+    assert read_weights(path) == expected
+
+
+def test_a_small_files_header_in_other_case_is_refused_saying_names_are_exact(tmp_path):
+    path = tmp_path / "w.csv"
+    path.write_text("Query_ID,Weight\nq1,1\n")
+    with pytest.raises(DataError) as info:
+        read_weights(path)
+    assert info.value.line == 1 and "compared exactly" in info.value.message and "'Query_ID'" in info.value.message
+
+
+def test_a_segments_mapping_reads_the_column_of_that_exact_name_in_csv_as_in_jsonl(tmp_path):
+    """{segment: Label} reads the column 'Label', not 'label', from a CSV file as from JSONL (the CSV reader
+    compared the mapped name in lower case: it refused the header as naming label twice)."""
+    csv_path = tmp_path / "s.csv"
+    csv_path.write_text("query_id,label,Label\nq1,x,head\nq2,y,tail\n")
+    jsonl = tmp_path / "s.jsonl"
+    jsonl.write_text(
+        '{"query_id": "q1", "label": "x", "Label": "head"}\n{"query_id": "q2", "label": "y", "Label": "tail"}\n'
+    )
+    columns = (("segment", "Label"),)
+    assert (
+        read_segments(csv_path, columns=columns)
+        == read_segments(jsonl, columns=columns)
+        == {"q1": "head", "q2": "tail"}
+    )
