@@ -76,8 +76,9 @@ _BREAKS = re.compile("[ \t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+")
 # what a display could act on rather than show (one definition for every medium): the C0 and C1 control
 # characters (escape sequences, bell, NUL) but the white space a page lays out (tab, line feed, form feed, carriage
 # return), DEL, the Unicode line and paragraph separators and the bidirectional controls (marks, embeddings,
-# overrides, isolates), which would reorder the rest of a line
-CONTROL_CHARACTERS = "\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# overrides, isolates), which would reorder the rest of a line, and the lone surrogates (a JSON "\ud800"), which no
+# UTF-8 text can hold
+CONTROL_CHARACTERS = "\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 
 # shown as U+FFFD in markdown and HTML (and the SVG figures: svg.xml_text), where a browser would show nothing,
 # stop reading or reorder the text

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def t_sum(confidence: float, power: float, df: float) -> float:
     the true difference and a threshold that the interval's lower end clears with probability ``power``."""
     from scipy import stats as st
 
-    return float(st.t.ppf(0.5 + confidence / 2, df) + st.t.ppf(power, df))
+    return float(stats.two_sided_quantile(confidence, df) + st.t.ppf(power, df))
 
 
 def query_sd(d: Any, w: Any) -> float:
@@ -113,7 +114,7 @@ def current_power(d: Any, w: Any, confidence: float, distance: float) -> float:
         return 1.0 if distance > 0 else 0.0
     if not df >= 1:
         return float("nan")
-    return float(st.t.cdf(distance / se - st.t.ppf(0.5 + confidence / 2, df), df))
+    return float(st.t.cdf(distance / se - stats.two_sided_quantile(confidence, df), df))
 
 
 def queries_for(
@@ -153,12 +154,18 @@ def queries_for(
         return low
     from scipy.special import ndtri
 
-    z = float(ndtri(0.5 + confidence / 2) + ndtri(power)) * sd / distance  # inf for a tiny distance
+    z = float(stats.two_sided_quantile(confidence) + ndtri(power)) * sd / distance  # inf for a tiny distance
     guess = z * z / ratio  # (not z ** 2: a float power beyond the largest double raises, a product is inf)
     if not guess < MOST_QUERIES:
         return None
-    high = max(low + 1, math.ceil(guess))
-    while not enough(high):  # low fails, high is doubled until it meets the condition
+    return first_enough(enough, low, max(low + 1, math.ceil(guess)))
+
+
+def first_enough(enough: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The first number of queries above ``low`` (which fails ``enough``) that meets ``enough``, a condition that
+    holds from some n on: ``high`` is doubled until it meets it, then the gap is halved. None beyond
+    :data:`MOST_QUERIES`."""
+    while not enough(high):
         low, high = high, 2 * high
         if high > MOST_QUERIES:
             return None
@@ -249,7 +256,7 @@ def planned_power(
     n_eff, df = n_eff[:, None], df[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(sigma > 0, dist * np.sqrt(n_eff) / sigma, np.where(dist > 0, np.inf, -np.inf))
-    p = st.t.cdf(z - st.t.ppf(0.5 + confidence / 2, df), df)
+    p = st.t.cdf(z - stats.two_sided_quantile(confidence, df), df)
     return float(np.mean(np.where(df >= 1, p, 0.0)))
 
 
@@ -290,18 +297,7 @@ def queries_needed(
     start = queries_for(sd, n_eff / d.size, confidence, power, distance, df_share=share)
     if start is None:
         return None
-    low, high = 1, max(2, start)
-    while not enough(high):
-        low, high = high, 2 * high
-        if high > MOST_QUERIES:
-            return None
-    while high - low > 1:
-        mid = (low + high) // 2
-        if enough(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return first_enough(enough, 1, max(2, start))
 
 
 def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, margin: float) -> dict[str, Any]:

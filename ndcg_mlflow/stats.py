@@ -18,6 +18,7 @@ whatever the chunk size or the number of systems evaluated alongside.
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -418,7 +419,7 @@ def share_interval(x: np.ndarray, w: np.ndarray, confidence: float) -> tuple[flo
     k = float(marked) if np.ptp(w) == 0 else share * m
     a = (1 - confidence) / 2
     lo = 0.0 if share == 0 else float(beta.ppf(a, k, m - k + 1))
-    hi = 1.0 if share == 1 else float(beta.ppf(1 - a, k + 1, m - k))
+    hi = 1.0 if share == 1 else float(beta.isf(a, k + 1, m - k))
     return share, lo, hi
 
 
@@ -571,13 +572,23 @@ def t_degrees_of_freedom(w: np.ndarray, lam: np.ndarray | None = None) -> float:
     return min(s2 * s2 / tr2, kish)
 
 
+def two_sided_quantile(confidence: float, df: Any = math.inf) -> Any:
+    """``t_(1 - alpha/2, df)``, alpha = 1 - confidence (the normal's with ``df`` infinite; ``df`` may be an array):
+    the two-sided interval's multiplier of the standard error. Computed from the upper tail ``alpha / 2`` (exact in
+    floating point for any confidence in [0.5, 1)), not from ``0.5 + confidence / 2``, which rounds to 1 (an
+    infinite quantile) for a confidence within 2^-53 of 1 and loses digits well before."""
+    from scipy import stats as st
+
+    a = (1 - confidence) / 2
+    return st.norm.isf(a) if isinstance(df, (int, float)) and math.isinf(df) else st.t.isf(a, df)
+
+
 def t_interval(d: np.ndarray, w: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """(low, high, degrees of freedom): the two-sided weighted t interval m -/+ t_(1 - alpha/2, df) se of the
     weighted mean of ``d`` (:func:`weighted_t`), alpha = 1 - confidence: the interval the spec's decision reads.
 
     Differences all equal (n >= 2): the point interval [m, m]. Undefined (NaN ends) below 2 values or below 1
     degree of freedom (a mean that rests on about one query)."""
-    from scipy import stats as st
 
     d = np.asarray(d, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -588,7 +599,7 @@ def t_interval(d: np.ndarray, w: np.ndarray, confidence: float) -> tuple[float, 
         return m, m, df
     if not df >= 1:
         return float("nan"), float("nan"), df
-    q = float(st.t.ppf(0.5 + confidence / 2, df))
+    q = float(two_sided_quantile(confidence, df))
     return m - q * se, m + q * se, df
 
 

@@ -338,8 +338,11 @@ def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> s
         database, q, query = rest[1:].partition("?") if rest.startswith("/") else ("", "", "")
         if database:
             store = f"{scheme}:///{Path(database).resolve()}{q}{query}"
-    elif scheme == "file":
-        store = Path(rest).resolve().as_uri()
+    elif scheme == "file":  # percent-encoded, as MLflow reads it (a second encoding named another folder)
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        store = Path(url2pathname(urlparse(text).path)).resolve().as_uri()
     elif not sep and text and not text.lower().startswith("databricks"):
         store = Path(text).resolve().as_uri()  # a folder of runs (MLflow's file store)
     if store is None:

@@ -25,14 +25,43 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 SHOWN_FOLDER = "/home/me/eval"  # the working folder of the output shown in getting-started.md
 
-BLOCK = re.compile(r"(?:<!-- docs-test: (?P<mark>\w+)[^>]*-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S)
+FENCE = re.compile(r"(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)")
+MARKER = re.compile(r"[ \t]*<!-- docs-test: (?P<mark>.*?)-->[ \t]*")
+#: the other names of the languages the checks know
+ALIASES = {"yml": "yaml", "sh": "bash", "shell": "bash", "py": "python"}
+
+
+def fenced_blocks(text: str) -> list[tuple[int, str, str, str]]:
+    """(line of the opening fence, marker, language, text) of every fenced block of a Markdown page, as CommonMark
+    finds them: fenced by three or more backticks or tildes, closed by a line of the same character at least as
+    long, indented in a list or not (the text loses the fence's indentation); the language is the info string's
+    first word (``{.lang}`` too), under :data:`ALIASES`; the marker is a ``docs-test`` comment on the line before
+    the fence, or ''."""
+    lines = text.split("\n")
+    found = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.fullmatch(lines[i])
+        if m is None:
+            i += 1
+            continue
+        indent, fence = len(m["indent"]), m["fence"]
+        closing = re.compile(rf"[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*")
+        end = next((j for j in range(i + 1, len(lines)) if closing.fullmatch(lines[j])), len(lines))
+        words = m["info"].strip().strip("{}").split()
+        lang = words[0].lstrip(".") if words else ""
+        mark = MARKER.fullmatch(lines[i - 1]) if i else None
+        body = "\n".join(line[indent:] if not line[:indent].strip() else line.lstrip() for line in lines[i + 1 : end])
+        found.append((i + 1, mark["mark"].strip() if mark else "", ALIASES.get(lang, lang), body + "\n"))
+        i = end + 1
+    return found
 
 
 def blocks(page: str) -> list[tuple[str, str, str]]:
-    """(marker, language, text) of each fenced block of a docs page; the marker is the ``docs-test`` comment on
-    the line before the block (``skip``, ``output``), or ''."""
+    """(marker, language, text) of each fenced block of a docs page (:func:`fenced_blocks`); the marker's first
+    word (``skip``, ``output``), or ''."""
     text = (DOCS / page).read_text(encoding="utf-8")
-    return [(m["mark"] or "", m["lang"], m["body"]) for m in BLOCK.finditer(text)]
+    return [(mark.split(" ")[0], lang, body) for _, mark, lang, body in fenced_blocks(text)]
 
 
 def generator():
@@ -183,23 +212,43 @@ def test_the_readme_links_to_pages_that_exist():
 # names, spec and commands are checked all the same. ``given: a b`` in the marker names what a skipped Python
 # block takes from its context. getting-started.md's blocks run in test_getting_started_runs_as_written.
 
-MARKED_BLOCK = re.compile(r"(?:<!-- docs-test: (?P<mark>[^\n]*?)-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S)
-PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
 def every_block() -> list[tuple[str, str, str, str]]:
-    """(where: page:line, marker text, language, text) of every fenced block of the README and docs/."""
+    """(where: page:line, marker text, language, text) of every fenced block of the README and docs/ (its pages
+    in folders too)."""
     found = []
     for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        for m in MARKED_BLOCK.finditer(text):
-            line = text.count("\n", 0, m.start("lang")) + 1
-            found.append((f"{page.relative_to(REPO)}:{line}", (m["mark"] or "").strip(), m["lang"], m["body"]))
+        for line, mark, lang, body in fenced_blocks(page.read_text(encoding="utf-8")):
+            found.append((f"{page.relative_to(REPO)}:{line}", mark, lang, body))
     return found
 
 
 def _of(lang: str) -> list:
     return [pytest.param(where, mark, body, id=where) for where, mark, kind, body in every_block() if kind == lang]
+
+
+def test_every_fence_is_found_whatever_its_form():
+    """Blocks fenced by ``~~~``, indented in a list, with a longer fence or with attributes after the language, and
+    the usual aliases of a language (``yml``, ``sh``, ``shell``, ``py``), are found and checked as their
+    language: none is skipped unseen, and none shifts the blocks after it."""
+    page = (
+        "Intro.\n\n~~~yaml\nname: a\n~~~\n\n1. Then:\n\n   ```yml\n   name: b\n   ```\n\n"
+        "<!-- docs-test: skip (why) -->\n````python title=\"x.py\"\nprint('```')\n````\n\n"
+        "```{.sh}\nndcg-mlflow demo\n```\n\n```shell\nls\n```\n\n```py\nx = 1\n```\n\n```console\n$ ls\n```\n"
+    )
+    assert fenced_blocks(page) == [
+        (3, "", "yaml", "name: a\n"),
+        (9, "", "yaml", "name: b\n"),
+        (14, "skip (why)", "python", "print('```')\n"),
+        (18, "", "bash", "ndcg-mlflow demo\n"),
+        (22, "", "bash", "ls\n"),
+        (26, "", "python", "x = 1\n"),
+        (30, "", "console", "$ ls\n"),
+    ]
+    assert all(page.name.endswith(".md") for page in PAGES) and REPO / "README.md" in PAGES
+    assert set(PAGES) >= {REPO / "README.md", *DOCS.rglob("*.md")}
 
 
 def test_every_block_has_a_language_the_checks_know_and_skips_say_why():

@@ -298,6 +298,7 @@ def test_explain_writes_each_risk_alpha_as_given():
 # what a terminal may act on: the C0 and C1 controls, DEL, line and paragraph separators, bidirectional controls
 _ACTS = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F]}
 _ACTS |= {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+_ACTS |= {chr(c) for c in range(0xD800, 0xE000)}  # lone surrogates: no UTF-8 output can hold them
 
 
 @settings(max_examples=examples(500), deadline=None)
@@ -345,3 +346,20 @@ def test_bidirectional_controls_by_hand():
     label = "seg\u202eLIAF\u2066x\u2069\x9b"
     assert html_text(label) == xml_text(label) == "seg\ufffdLIAF\ufffdx\ufffd\ufffd"
     assert md_text(label) == "seg\ufffdLIAF\ufffdx\ufffd\ufffd"
+
+
+@pytest.mark.parametrize("name", ["my runs", "a%20b", "50% off", "#1"])
+def test_the_ui_line_names_the_folder_mlflow_wrote_for_a_file_uri(name, tmp_path, monkeypatch):
+    """A ``file:`` URI is percent-encoded: the store the hint prints is read by MLflow (its own URI-to-path
+    function) as the folder the run's URI named, not that folder's name encoded a second time."""
+    import shlex
+    from pathlib import Path
+
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    from ndcg_mlflow.terminal import mlflow_ui_hint
+
+    monkeypatch.chdir(tmp_path)
+    uri = (tmp_path / name / "mlruns").as_uri()
+    store = shlex.split(mlflow_ui_hint(uri, "7", "abc").splitlines()[0])[-1]
+    assert Path(local_file_uri_to_path(store)) == Path(local_file_uri_to_path(uri)) == tmp_path / name / "mlruns"

@@ -271,3 +271,27 @@ def test_decision_plan_says_why_it_cannot_plan():
         decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "equivalence", 0.05)
     with pytest.raises(ValueError, match="margin must be"):
         decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "superiority", -0.05)
+
+
+@pytest.mark.parametrize("confidence", [0.9999999999999999, 1 - 1e-12])
+def test_mde_near_a_confidence_of_one_is_the_closed_form(confidence):
+    # df = 2: t_(p, 2) = (2p - 1) / sqrt(2 p (1 - p)); the level's quantile from a = (1 - confidence) / 2 as
+    # (1 - 2a) / sqrt(2a (1 - a)), which 0.5 + confidence / 2 made infinite (or inexact)
+    d = np.array([0.1, -0.3, 0.5])
+    a = (1 - confidence) / 2
+    power = 0.8
+    q = (1 - 2 * a) / math.sqrt(2 * a * (1 - a)) + (2 * power - 1) / math.sqrt(2 * power * (1 - power))
+    se = float(d.std(ddof=1) / math.sqrt(3))
+    assert mde(d, np.ones(3), confidence, power) == pytest.approx(q * se, rel=1e-9)
+    assert current_power(d, np.ones(3), confidence, q * se) == pytest.approx(power, rel=1e-6)
+
+
+def test_queries_for_near_a_confidence_of_one_is_the_brute_force():
+    # the normal guess's quantile from 0.5 + confidence / 2 was infinite: no plan (None) for any margin
+    confidence = 0.9999999999999999
+    n = queries_for(0.3, 1.0, confidence, 0.8, 0.3)
+    assert n is not None
+    first = next(
+        k for k in range(3, 1000) if (st.t.isf((1 - confidence) / 2, k - 1) + st.t.ppf(0.8, k - 1)) / math.sqrt(k) <= 1
+    )
+    assert n == first

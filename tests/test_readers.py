@@ -1354,3 +1354,64 @@ def test_names_that_differ_by_case_are_two_columns(tmp_path, fmt):
     path = _mapped_file(tmp_path, fmt, header, [["x", "q1", "d1", 7.0, 0.5], ["y", "q2", "d2", 6.0, 0.25]])
     table = read_run(path)
     assert list(table.query.values[table.query.codes]) == ["q1", "q2"] and table.value.tolist() == [0.5, 0.25]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("run.csv", "query_id,doc_id,score\nq1,d1,0.5\n"),
+        ("run.tsv", "query_id\tdoc_id\tscore\nq1\td1\t0.5\n"),
+        ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 0.5}\n'),
+    ],
+)
+def test_a_mapping_to_a_column_the_file_lacks_names_that_column(tmp_path, name, text):
+    """``score`` mapped to ``SCORE`` in a file without it: the refusal names the mapped name that is missing (it
+    said 'missing column(s) score' while listing the file's own score among the columns found)."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataError) as info:
+        read_run(path, columns=(("score", "SCORE"),))
+    message = info.value.message
+    assert info.value.line == 1
+    assert "missing column(s) 'SCORE' (the score, as the column mapping names it)" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("w.tsv", "query_id\tweight\tWEIGHT\nq1\t1\t5\nq2\t2\t6\n", {"q1": 1.0, "q2": 2.0}),
+        ("w.csv", "WEIGHT,query_id,weight\n5,q1,1\n6,q2,2\n", {"q1": 1.0, "q2": 2.0}),
+    ],
+)
+def test_a_small_files_header_names_are_compared_exactly(tmp_path, name, text, expected):
+    """``weight`` and ``WEIGHT`` are two columns in a weights file too (as in a run): the one named ``weight`` is
+    read, where the small files' reader compared names in lower case and refused the header as naming weight
+    twice."""
+    path = tmp_path / name
+    path.write_text(text)
+    assert read_weights(path) == expected
+
+
+def test_a_small_files_header_in_other_case_is_refused_saying_names_are_exact(tmp_path):
+    path = tmp_path / "w.csv"
+    path.write_text("Query_ID,Weight\nq1,1\n")
+    with pytest.raises(DataError) as info:
+        read_weights(path)
+    assert info.value.line == 1 and "compared exactly" in info.value.message and "'Query_ID'" in info.value.message
+
+
+def test_a_segments_mapping_reads_the_column_of_that_exact_name_in_csv_as_in_jsonl(tmp_path):
+    """{segment: Label} reads the column 'Label', not 'label', from a CSV file as from JSONL (the CSV reader
+    compared the mapped name in lower case: it refused the header as naming label twice)."""
+    csv_path = tmp_path / "s.csv"
+    csv_path.write_text("query_id,label,Label\nq1,x,head\nq2,y,tail\n")
+    jsonl = tmp_path / "s.jsonl"
+    jsonl.write_text(
+        '{"query_id": "q1", "label": "x", "Label": "head"}\n{"query_id": "q2", "label": "y", "Label": "tail"}\n'
+    )
+    columns = (("segment", "Label"),)
+    assert (
+        read_segments(csv_path, columns=columns)
+        == read_segments(jsonl, columns=columns)
+        == {"q1": "head", "q2": "tail"}
+    )

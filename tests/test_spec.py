@@ -576,3 +576,31 @@ def test_a_spec_argument_of_the_wrong_type_is_a_spec_error(call, says):
     not a TypeError from deep inside (os.fspath) or an AttributeError."""
     with pytest.raises(ndcg_mlflow.SpecError, match=re.escape(says)):
         call(str(CONFIGS / "demo.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "number"),
+    [
+        ("decision.guardrails.regressions.delta", "1e-3", "1.0e-3"),
+        ("decision.guardrails.regressions.max_share", "5E-2", "5.0E-2"),
+        ("decision.margin", "+1e-2", "+1.0e-2"),
+    ],
+)
+def test_a_number_yaml_reads_as_text_is_refused_saying_how_to_write_it(tmp_path, key, text, number):
+    """YAML 1.1 reads a number with an exponent but no dot (1e-3) as a string: the refusal says so and how to
+    write the number, where it said only that a string was given."""
+    values = {"decision.guardrails.regressions.delta": "0.1", "decision.guardrails.regressions.max_share": "0.1"}
+    values["decision.margin"] = "0.01"
+    values[key] = text
+    spec = (CONFIGS / "demo.yaml").read_text(encoding="utf-8") + (
+        "decision:\n  key: ndcg_at_10\n  rule: non_inferiority\n"
+        f"  margin: {values['decision.margin']}\n  guardrails:\n    regressions:\n"
+        f"      delta: {values['decision.guardrails.regressions.delta']}\n"
+        f"      max_share: {values['decision.guardrails.regressions.max_share']}\n"
+    )
+    (tmp_path / "s.yaml").write_text(spec, encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "s.yaml", base_dir=CONFIGS)
+    message = str(info.value)
+    assert key in message and f"'{text}' (a string)" in message
+    assert f"write {number}" in message

@@ -985,3 +985,19 @@ def test_t_degrees_of_freedom_against_matrices_with_a_dominant_weight():
         A = M.T @ np.diag(lam) @ M
         want = min(float(np.trace(A) ** 2 / np.trace(A @ A)), float(lw.sum() ** 2 / np.sum(lw**2) - 1))
         assert stats.t_degrees_of_freedom(w) == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("confidence", [0.9999999999999999, 1 - 1e-12, 0.95])
+def test_t_interval_near_a_confidence_of_one_is_the_closed_form(confidence):
+    # df = 2 (three queries, equal weights): t_(1 - a, 2) = (1 - 2a) / sqrt(2a (1 - a)), a = (1 - confidence) / 2.
+    # 0.5 + confidence / 2 rounds to 1 at the first level (an infinite interval) and loses digits at the second.
+    d = np.array([0.1, -0.3, 0.5])
+    w = np.ones(3)
+    a = (1 - confidence) / 2
+    q = (1 - 2 * a) / math.sqrt(2 * a * (1 - a))
+    m = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(3))
+    lo, hi, df = stats.t_interval(d, w, confidence)
+    assert df == 2
+    assert lo == pytest.approx(m - q * se, rel=1e-9)
+    assert hi == pytest.approx(m + q * se, rel=1e-9)

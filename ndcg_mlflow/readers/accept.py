@@ -514,7 +514,7 @@ def named_columns(
     in order) has under the column mapping ``columns``: the one rule of every reader and engine
     (:func:`one_purpose`, :func:`canonical_names`, :func:`required_columns`)."""
     one_purpose(kind, columns)
-    return required_columns(kind, canonical_names(present, columns), present)
+    return required_columns(kind, canonical_names(present, columns), present, columns)
 
 
 def column_places(kind: str, present: list[str], columns: tuple[tuple[str, str], ...] = ()) -> dict[str, int]:
@@ -564,10 +564,18 @@ def mapping_hint(missing: list[str], present: list[str]) -> str:
     )
 
 
-def required_columns(kind: str, present: list[str], shown: list[str] | None = None) -> tuple[str | None, str | None]:
+def required_columns(
+    kind: str, present: list[str], shown: list[str] | None = None, columns: tuple[tuple[str, str], ...] = ()
+) -> tuple[str | None, str | None]:
     """(value column, rank column) of a table or file with named columns (the tool's names); a needed name present
-    twice, or missing, is refused (``shown``: the source's own names, which the message lists)."""
+    twice, or missing, is refused (``shown``: the source's own names, which the message lists; a missing column
+    that the mapping ``columns`` names is said by the mapped name)."""
     found = ", ".join(present if shown is None else shown)
+    given = dict(columns)
+
+    def said(name: str) -> str:
+        return f"{given[name]!r} (the {name}, as the column mapping names it)" if name in given else name
+
     needed = ["query_id", "doc_id"] + (["grade"] if kind == QRELS else ["score", "rank"])
     for name in needed:
         if present.count(name) > 1:
@@ -578,16 +586,16 @@ def required_columns(kind: str, present: list[str], shown: list[str] | None = No
             missing.append("grade")
         if missing:
             raise Refused(
-                f"missing column(s) {', '.join(missing)}; a qrels file with named columns has query_id, doc_id, "
-                f"grade. Found: {found}.{mapping_hint(missing, present)}"
+                f"missing column(s) {', '.join(map(said, missing))}; a qrels file with named columns has query_id, "
+                f"doc_id, grade. Found: {found}.{mapping_hint(missing, present)}"
             )
         return "grade", None
-    if "score" not in present and "rank" not in present:
-        missing.append("score (or rank)")
-    if missing:
-        wanted = [m.split(" ")[0] for m in missing] + (["rank"] if "score (or rank)" in missing else [])
+    value = "score" not in present and "rank" not in present
+    if missing or value:
+        wanted = missing + ["score", "rank"] * value
+        either = f"{said('score')} (or {said('rank')})"
         raise Refused(
-            f"missing column(s) {', '.join(missing)}; a run file with named columns has query_id, doc_id, score "
-            f"and/or rank. Found: {found}.{mapping_hint(wanted, present)}"
+            f"missing column(s) {', '.join([*map(said, missing), *[either] * value])}; a run file with named columns "
+            f"has query_id, doc_id, score and/or rank. Found: {found}.{mapping_hint(wanted, present)}"
         )
     return ("score" if "score" in present else None), ("rank" if "rank" in present else None)

@@ -160,8 +160,7 @@ def read_segments(path: str | Path, format: str = "auto", columns: tuple[tuple[s
     elif fmt == "jsonl":
         rows = _jsonl_segments(path, names)
     else:
-        text_names = tuple(n.lower() for n in names)  # (small_rows compares a header's names in lower case)
-        rows = ((line, q, g) for line, (q, g) in small_rows(path, text_names, fmt))
+        rows = ((line, q, g) for line, (q, g) in small_rows(path, names, fmt))
     unit = "row" if fmt == "parquet" else "line"
     out: dict[str, str] = {}
     where: dict[str, int] = {}
@@ -265,8 +264,15 @@ def small_rows(path: Path, columns: tuple[str, ...], fmt: str = "auto") -> Itera
             continue
         try:
             fields = split_fields(text) if delim is None else csv_fields(text, delim, "CSV" if delim == "," else "TSV")
-            if header is None and idx is None and columns[0] in [f.lower() for f in fields]:
-                header = [f.lower() for f in fields]
+            if header is None and idx is None and columns[0] not in fields:
+                other = next((f for f in fields if f.lower() == columns[0].lower()), None)
+                if other is not None:
+                    raise Refused(
+                        f"the header names {other!r}: column names are compared exactly, so the {columns[0]} "
+                        f"column is named {columns[0]!r} ({', '.join(map(repr, columns))})."
+                    )
+            if header is None and idx is None and columns[0] in fields:
+                header = list(fields)
                 for c in columns:
                     if header.count(c) > 1:
                         raise Refused(column_twice(c, header.count(c)))
@@ -296,10 +302,11 @@ def small_rows(path: Path, columns: tuple[str, ...], fmt: str = "auto") -> Itera
 
 def _delimiter(path: Path, first: str, key: str) -> str | None:
     """How a small file's lines split: a ``.csv`` file as CSV; any other file's fields are runs of ASCII spaces
-    and tabs, unless its first line is a header naming ``key`` with tabs between the names (a TSV writer's,
-    which may quote them): then as TSV. A tab on a first data line says nothing of the lines after it."""
+    and tabs, unless its first line is a header naming ``key`` (in any case: the names are compared exactly
+    after) with tabs between the names (a TSV writer's, which may quote them): then as TSV. A tab on a first data
+    line says nothing of the lines after it."""
     if path.suffix.lower() == ".csv":
         return ","
-    if "\t" in first and key in [f.strip(' \t"').lower() for f in first.split("\t")]:
+    if "\t" in first and key.lower() in [f.strip(' \t"').lower() for f in first.split("\t")]:
         return "\t"
     return None

@@ -3,6 +3,7 @@ written back, and recorded without credentials; and a parsed value as shown in a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import SpecError
@@ -35,8 +36,17 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+_EXPONENT_NO_DOT = re.compile(r"([-+]?[0-9]+)([eE][-+]?[0-9]+)")
+
+
 def got(value: Any) -> str:
-    return f"Got {short_repr(value)} ({_type_name(value)}) instead."
+    """What was given, and its type; for text that YAML 1.1 read from a number written with an exponent and no dot
+    (``1e-3``), how to write the number."""
+    m = _EXPONENT_NO_DOT.fullmatch(value) if isinstance(value, str) else None
+    hint = (
+        f" (YAML reads a number with an exponent and no dot as text: write {m[1]}.0{m[2]} for the number.)" if m else ""
+    )
+    return f"Got {short_repr(value)} ({_type_name(value)}) instead.{hint}"
 
 
 MAX_ALIASES = 50
