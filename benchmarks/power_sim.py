@@ -205,31 +205,38 @@ def plan_command(folder: Path, d: np.ndarray, w: np.ndarray, rule: str, margin: 
     return plan["rows"][0]["queries_needed"], plan["decision"]["candidates"][0]["queries_needed"]
 
 
-def pilot_setting(pilot: int, sigma: float, rule: str, margin: float, truth: float, reps: int, seed: int, folder):
+def pilot_setting(
+    pilot: int, sigma: float, rule: str, margin: float, truth: float, reps: int, seed: int, folder, every: int = 1
+):
     """Each repetition: a pilot of ``pilot`` nDCG-like queries (30% ties) with lognormal(sigma) weights; the
     queries planned from it for the rule (``planning.decision_plan`` through ``queries_needed``, and the
     ``plan`` command's code path); a fresh evaluation of that many queries and weights; the decision's test on
-    it. Returns the pass rates (among the pilots that give a plan) and the share that give none."""
+    it. The ``plan`` command's path plans every ``every``-th repetition (its power: on those). Returns the pass
+    rates (among the pilots that give a plan) and the share that give none."""
     from ndcg_mlflow.planning import decision_plan
 
     rng = np.random.default_rng([seed, pilot, int(sigma * 10), len(rule)])
     shift = solve_shift(truth, seed) if truth else 0.0
     threshold = margin if rule == "superiority" else -margin
     out = {"direct": [], "command": [], "n": [], "none": 0, "differ": 0}
-    for _ in range(reps):
+    for rep in range(reps):
         d = ndcg_like((pilot,), shift, rng)
         w = lognormal((pilot,), sigma, rng)
         n = decision_plan(d, w / w.max(), CONFIDENCE, TARGET, rule, margin)["queries_needed"]
-        row, declared = plan_command(folder, d, w, rule, margin)
-        m = declared if rule == "superiority" else row
+        command = rep % every == 0
+        if command:
+            row, declared = plan_command(folder, d, w, rule, margin)
+            m = declared if rule == "superiority" else row
         if n is None:
             out["none"] += 1
             continue
-        out["differ"] += m != n
         out["n"].append(n)
         e = ndcg_like((n,), shift, rng)
         lo = stats.t_interval(e, lognormal((n,), sigma, rng), CONFIDENCE)[0]
         out["direct"].append(lo > threshold)
+        if not command:
+            continue
+        out["differ"] += m != n
         if m == n:
             out["command"].append(lo > threshold)
         elif m is not None:
@@ -244,25 +251,27 @@ def pilots_main(args) -> int:
     load = os.getloadavg()
     print(
         f"pilots of {', '.join(map(str, PILOTS))} nDCG-like queries (30% ties), lognormal weights; {args.reps} "
-        f"repetitions per setting (a fresh pilot and a fresh evaluation each); target power {TARGET}; load average "
-        f"{load[0]:.2f} on {os.cpu_count()} cores"
+        f"repetitions per setting (a fresh pilot and a fresh evaluation each; the plan command's path every "
+        f"{args.every}); target power {TARGET}; load average {load[0]:.2f} on {os.cpu_count()} cores"
     )
     print(
         "power: the share of the planned evaluations that pass (among the pilots that give a plan), through "
-        "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; PASS when at "
-        "least the target minus 2.58 of them"
+        "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; differ: "
+        "repetitions where the two planned different n; PASS when at least the target minus 2.58 of them"
     )
     print(
         f"{'rule':>16}{'pilot':>7}{'σ':>5}{'median n':>10}{'no plan':>9}{'power':>8}{'± se':>7}{'plan cmd':>10}"
-        f"{'± se':>7}  result"
+        f"{'± se':>7}{'differ':>7}  result"
     )
     ok = True
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="power-sim-") as tmp:
         for rule, margin, truth in PILOT_RULES:
+            if args.rules and rule not in args.rules:
+                continue
             for pilot in PILOTS:
-                for sigma in PILOT_SIGMAS:
-                    r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp))
+                for sigma in args.sigmas or PILOT_SIGMAS:
+                    r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp), args.every)
                     cells = []
                     passed = True
                     for key in ("direct", "command"):
@@ -275,7 +284,7 @@ def pilots_main(args) -> int:
                     median = int(np.median(r["n"])) if r["n"] else 0
                     print(
                         f"{rule:>16}{pilot:>7}{sigma:>5g}{median:>10}{r['none'] / args.reps:>9.3f}{cells[0]}{cells[1]}"
-                        f"  {'PASS' if passed else 'LOW'}",
+                        f"{r['differ']:>7}  {'PASS' if passed else 'LOW'}",
                         flush=True,
                     )
     print(f"overall: {'OK' if ok else 'NOT OK'} ({time.perf_counter() - t0:.1f} s)")
@@ -290,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pilots", action="store_true", help="plans from small pilots (20, 50, 100 queries) instead; default 400 reps"
     )
+    ap.add_argument("--every", type=int, default=1, help="with --pilots: the plan command's path every k-th repetition")
+    ap.add_argument("--sigmas", type=float, nargs="*", help="with --pilots: these weights' sigmas only")
+    ap.add_argument("--rules", nargs="*", choices=[r[0] for r in PILOT_RULES], help="with --pilots: these rules only")
     args = ap.parse_args(argv)
     if args.pilots:
         if "--reps" not in (argv if argv is not None else sys.argv):
