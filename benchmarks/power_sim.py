@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Is the planned power achieved? The queries ``planning.queries_needed`` plans, against simulated evaluations.
 
-    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots]
+    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots [--every K]] [--timing]
 
 For each setting (a law of the per-query differences, a margin, equal or lognormal weights, a target power of 0.8
 or 0.9), a large pilot evaluation (100,000 queries of the setting's law and weights) gives sigma and the ratio
@@ -35,7 +35,12 @@ equal-weight setting passes. ``--quick``: 400 repetitions.
 repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
 code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
 planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
-400 repetitions with ``--pilots``; exit status 0 when every setting passes).
+400 repetitions with ``--pilots``; exit status 0 when every setting passes). ``--every k``: the ``plan`` command's
+path on every k-th repetition only (its power on those; ``differ`` counts the repetitions where it planned another
+n); ``--sigmas``, ``--rules``: some settings only.
+
+``--timing``: the seconds ``planning.decision_plan`` takes per comparison (as ``run`` plans each comparison and
+segment of a declared decision) for evaluations of 100 to 100,000 queries, equal and lognormal weights.
 """
 
 from __future__ import annotations
@@ -291,6 +296,33 @@ def pilots_main(args) -> int:
     return 0 if ok else 1
 
 
+def timing_main() -> int:
+    """The time ``planning.decision_plan`` takes per comparison (what ``run`` spends on each comparison and segment
+    of a declared decision), each with weights never seen before (no cache): equal weights (no draws) and lognormal
+    σ = 1, 2 weights, evaluations of 100 to 100,000 queries, non-inferiority and superiority."""
+    from ndcg_mlflow.planning import decision_plan
+
+    load = os.getloadavg()
+    print(f"seconds per decision_plan call (median of 5, fresh weights each); load average {load[0]:.2f}")
+    print(f"{'queries':>9}{'σ':>5}{'non-inferiority':>17}{'superiority':>13}")
+    rng = np.random.default_rng(5)
+    shift = solve_shift(0.06, 17)
+    for n in (100, 1_000, 10_000, 100_000):
+        for sigma in PILOT_SIGMAS:
+            cells = []
+            for rule, margin, _ in PILOT_RULES:
+                times = []
+                for _ in range(5):
+                    d = ndcg_like((n,), shift, rng)
+                    w = lognormal((n,), sigma, rng)
+                    t0 = time.perf_counter()
+                    decision_plan(d, w / w.max(), CONFIDENCE, TARGET, rule, margin)
+                    times.append(time.perf_counter() - t0)
+                cells.append(float(np.median(times)))
+            print(f"{n:>9,}{sigma:>5g}{cells[0]:>17.3f}{cells[1]:>13.3f}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000, help="repetitions per setting (default 2000)")
@@ -302,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=1, help="with --pilots: the plan command's path every k-th repetition")
     ap.add_argument("--sigmas", type=float, nargs="*", help="with --pilots: these weights' sigmas only")
     ap.add_argument("--rules", nargs="*", choices=[r[0] for r in PILOT_RULES], help="with --pilots: these rules only")
+    ap.add_argument("--timing", action="store_true", help="the time planning takes per comparison instead")
     args = ap.parse_args(argv)
+    if args.timing:
+        return timing_main()
     if args.pilots:
         if "--reps" not in (argv if argv is not None else sys.argv):
             args.reps = 400
