@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Is the planned power achieved? The queries ``planning.queries_needed`` plans, against simulated evaluations.
 
-    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots]
+    python benchmarks/power_sim.py [--reps 2000] [--seed 17] [--quick] [--pilots [--every K]] [--timing]
 
 For each setting (a law of the per-query differences, a margin, equal or lognormal weights, a target power of 0.8
 or 0.9), a large pilot evaluation (100,000 queries of the setting's law and weights) gives sigma and the ratio
@@ -35,7 +35,13 @@ equal-weight setting passes. ``--quick``: 400 repetitions.
 repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
 code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
 planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
-400 repetitions with ``--pilots``; exit status 0 when every setting passes).
+400 repetitions with ``--pilots``; exit status 0 when every setting passes). ``--every k``: the ``plan`` command's
+path on every k-th repetition only (its power on those; ``differ`` counts the repetitions where it planned another
+n); ``--sigmas``, ``--rules``: some settings only. A plan beyond 2,000,000 queries is not simulated (its evaluation
+would not fit in memory): such plans are counted apart and left out of the power.
+
+``--timing``: the seconds ``planning.decision_plan`` takes per comparison (as ``run`` plans each comparison and
+segment of a declared decision) for evaluations of 100 to 100,000 queries, equal and lognormal weights.
 """
 
 from __future__ import annotations
@@ -174,6 +180,8 @@ PILOT_SIGMAS = (0.0, 1.0, 2.0)
 #: better by 0.06 against a margin of 0.01
 PILOT_RULES = (("non_inferiority", 0.05, 0.0), ("superiority", 0.01, 0.06))
 TARGET = 0.8
+#: a plan beyond this many queries is not simulated (its evaluation would not fit in memory): counted apart
+LARGEST_DRAWN = 2_000_000
 
 
 def lognormal(shape, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -205,31 +213,41 @@ def plan_command(folder: Path, d: np.ndarray, w: np.ndarray, rule: str, margin: 
     return plan["rows"][0]["queries_needed"], plan["decision"]["candidates"][0]["queries_needed"]
 
 
-def pilot_setting(pilot: int, sigma: float, rule: str, margin: float, truth: float, reps: int, seed: int, folder):
+def pilot_setting(
+    pilot: int, sigma: float, rule: str, margin: float, truth: float, reps: int, seed: int, folder, every: int = 1
+):
     """Each repetition: a pilot of ``pilot`` nDCG-like queries (30% ties) with lognormal(sigma) weights; the
     queries planned from it for the rule (``planning.decision_plan`` through ``queries_needed``, and the
     ``plan`` command's code path); a fresh evaluation of that many queries and weights; the decision's test on
-    it. Returns the pass rates (among the pilots that give a plan) and the share that give none."""
+    it. The ``plan`` command's path plans every ``every``-th repetition (its power: on those). Returns the pass
+    rates (among the pilots that give a plan) and the share that give none."""
     from ndcg_mlflow.planning import decision_plan
 
     rng = np.random.default_rng([seed, pilot, int(sigma * 10), len(rule)])
     shift = solve_shift(truth, seed) if truth else 0.0
     threshold = margin if rule == "superiority" else -margin
-    out = {"direct": [], "command": [], "n": [], "none": 0, "differ": 0}
-    for _ in range(reps):
+    out = {"direct": [], "command": [], "n": [], "none": 0, "differ": 0, "huge": 0}
+    for rep in range(reps):
         d = ndcg_like((pilot,), shift, rng)
         w = lognormal((pilot,), sigma, rng)
         n = decision_plan(d, w / w.max(), CONFIDENCE, TARGET, rule, margin)["queries_needed"]
-        row, declared = plan_command(folder, d, w, rule, margin)
-        m = declared if rule == "superiority" else row
+        command = rep % every == 0
+        if command:
+            row, declared = plan_command(folder, d, w, rule, margin)
+            m = declared if rule == "superiority" else row
         if n is None:
             out["none"] += 1
             continue
-        out["differ"] += m != n
         out["n"].append(n)
+        if n > LARGEST_DRAWN:  # (not drawn: counted apart, left out of the power)
+            out["huge"] += 1
+            continue
         e = ndcg_like((n,), shift, rng)
         lo = stats.t_interval(e, lognormal((n,), sigma, rng), CONFIDENCE)[0]
         out["direct"].append(lo > threshold)
+        if not command:
+            continue
+        out["differ"] += m != n
         if m == n:
             out["command"].append(lo > threshold)
         elif m is not None:
@@ -244,25 +262,27 @@ def pilots_main(args) -> int:
     load = os.getloadavg()
     print(
         f"pilots of {', '.join(map(str, PILOTS))} nDCG-like queries (30% ties), lognormal weights; {args.reps} "
-        f"repetitions per setting (a fresh pilot and a fresh evaluation each); target power {TARGET}; load average "
-        f"{load[0]:.2f} on {os.cpu_count()} cores"
+        f"repetitions per setting (a fresh pilot and a fresh evaluation each; the plan command's path every "
+        f"{args.every}); target power {TARGET}; load average {load[0]:.2f} on {os.cpu_count()} cores"
     )
     print(
         "power: the share of the planned evaluations that pass (among the pilots that give a plan), through "
-        "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; PASS when at "
-        "least the target minus 2.58 of them"
+        "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; differ: "
+        "repetitions where the two planned different n; PASS when at least the target minus 2.58 of them"
     )
     print(
         f"{'rule':>16}{'pilot':>7}{'σ':>5}{'median n':>10}{'no plan':>9}{'power':>8}{'± se':>7}{'plan cmd':>10}"
-        f"{'± se':>7}  result"
+        f"{'± se':>7}{'differ':>7}  result"
     )
     ok = True
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="power-sim-") as tmp:
         for rule, margin, truth in PILOT_RULES:
+            if args.rules and rule not in args.rules:
+                continue
             for pilot in PILOTS:
-                for sigma in PILOT_SIGMAS:
-                    r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp))
+                for sigma in args.sigmas or PILOT_SIGMAS:
+                    r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp), args.every)
                     cells = []
                     passed = True
                     for key in ("direct", "command"):
@@ -272,14 +292,43 @@ def pilots_main(args) -> int:
                         passed &= bool(k) and rate >= TARGET - 2.58 * max(se, 1e-12)
                         cells.append(f"{rate:>8.4f}{se:>7.4f}" if key == "direct" else f"{rate:>10.4f}{se:>7.4f}")
                     ok &= passed
+                    if r["huge"]:
+                        print(f"  ({r['huge']} plans beyond {LARGEST_DRAWN:,} queries not simulated)")
                     median = int(np.median(r["n"])) if r["n"] else 0
                     print(
                         f"{rule:>16}{pilot:>7}{sigma:>5g}{median:>10}{r['none'] / args.reps:>9.3f}{cells[0]}{cells[1]}"
-                        f"  {'PASS' if passed else 'LOW'}",
+                        f"{r['differ']:>7}  {'PASS' if passed else 'LOW'}",
                         flush=True,
                     )
     print(f"overall: {'OK' if ok else 'NOT OK'} ({time.perf_counter() - t0:.1f} s)")
     return 0 if ok else 1
+
+
+def timing_main() -> int:
+    """The time ``planning.decision_plan`` takes per comparison (what ``run`` spends on each comparison and segment
+    of a declared decision), each with weights never seen before (no cache): equal weights (no draws) and lognormal
+    σ = 1, 2 weights, evaluations of 100 to 100,000 queries, non-inferiority and superiority."""
+    from ndcg_mlflow.planning import decision_plan
+
+    load = os.getloadavg()
+    print(f"seconds per decision_plan call (median of 5, fresh weights each); load average {load[0]:.2f}")
+    print(f"{'queries':>9}{'σ':>5}{'non-inferiority':>17}{'superiority':>13}")
+    rng = np.random.default_rng(5)
+    shift = solve_shift(0.06, 17)
+    for n in (100, 1_000, 10_000, 100_000):
+        for sigma in PILOT_SIGMAS:
+            cells = []
+            for rule, margin, _ in PILOT_RULES:
+                times = []
+                for _ in range(5):
+                    d = ndcg_like((n,), shift, rng)
+                    w = lognormal((n,), sigma, rng)
+                    t0 = time.perf_counter()
+                    decision_plan(d, w / w.max(), CONFIDENCE, TARGET, rule, margin)
+                    times.append(time.perf_counter() - t0)
+                cells.append(float(np.median(times)))
+            print(f"{n:>9,}{sigma:>5g}{cells[0]:>17.3f}{cells[1]:>13.3f}", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pilots", action="store_true", help="plans from small pilots (20, 50, 100 queries) instead; default 400 reps"
     )
+    ap.add_argument("--every", type=int, default=1, help="with --pilots: the plan command's path every k-th repetition")
+    ap.add_argument("--sigmas", type=float, nargs="*", help="with --pilots: these weights' sigmas only")
+    ap.add_argument("--rules", nargs="*", choices=[r[0] for r in PILOT_RULES], help="with --pilots: these rules only")
+    ap.add_argument("--timing", action="store_true", help="the time planning takes per comparison instead")
     args = ap.parse_args(argv)
+    if args.timing:
+        return timing_main()
     if args.pilots:
         if "--reps" not in (argv if argv is not None else sys.argv):
             args.reps = 400

@@ -188,13 +188,38 @@ SIMULATED_QUERIES = 8192
 _WEIGHTS_CACHE: dict[tuple[bytes, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
+#: the one-sided level of the upper confidence bound on the weights' log-scale dispersion that the plan draws its
+#: weights at (:func:`weights_bound`)
+WEIGHTS_LEVEL = 0.9
+
+
+def weights_bound(w: Any) -> float:
+    """The upper end of the one-sided :data:`WEIGHTS_LEVEL` confidence interval for the standard deviation of the
+    weights' logarithms, from the m pilot weights ``w`` (s their logarithms' sample standard deviation)::
+
+        s_up = s * sqrt((m - 1) / chi2_(1 - level, m - 1))
+
+    (the law (m - 1) s^2 / sigma_w^2 ~ chi^2(m - 1) of normal logarithms: lognormal weights). 0 for equal weights;
+    NaN below 2 weights. A pilot rarely holds the heaviest weights of a larger evaluation: a plan read off the
+    pilot's own weights (or s itself) promises too much."""
+    from scipy import stats as st
+
+    w = np.asarray(w, dtype=np.float64)
+    if w.size < 2:
+        return float("nan")
+    if np.ptp(w) == 0:
+        return 0.0
+    s = float(np.std(np.log(w), ddof=1))
+    return s * math.sqrt((w.size - 1) / float(st.chi2.ppf(1 - WEIGHTS_LEVEL, w.size - 1)))
+
+
 def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Kish's n_eff and the weighted t's degrees of freedom (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`) of
-    :data:`WEIGHT_DRAWS` sets of ``n`` weights drawn from the pilot's ``w``: each a pilot weight drawn at random
-    times exp(h z), z standard normal, with h = 1.06 s m^(-1/5) (Silverman's bandwidth on the log scale, s the
-    standard deviation of the m pilot weights' logarithms): a smoothed bootstrap, whose draws reach beyond the
-    pilot's largest weight as the planned evaluation's will (the logarithms shrunk to keep the pilot's variance).
-    Equal weights: n and n - 1 exactly. The draws are made at the size of :func:`_grid_above` ``n`` (at most
+    :data:`WEIGHT_DRAWS` sets of ``n`` weights as a larger evaluation may hold them, on the safe side of the pilot's
+    ``w``: lognormal weights exp(s_up z), z standard normal, at the upper bound s_up of the logarithms' dispersion
+    (:func:`weights_bound`); or, where they are the more unequal (weights with few distinct values, a heavy one
+    among them), the pilot's weights resampled. Of the two sets, the one with the smaller mean n_eff. Equal
+    weights: n and n - 1 exactly. The draws are made at the size of :func:`_grid_above` ``n`` (at most
     :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees of freedom as the same share
     of n_eff - 1). Seeded by that size alone: the same answer every time."""
     w = np.asarray(w, dtype=np.float64)
@@ -203,13 +228,15 @@ def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     m = min(_grid_above(n), SIMULATED_QUERIES)
     key = (hashlib.blake2b(w.tobytes(), digest_size=16).digest(), m)
     if key not in _WEIGHTS_CACHE:
-        logs = np.log(w / w.max())
-        s = float(np.std(logs, ddof=1))
-        h = 1.06 * s * w.size ** (-0.2)
         rng = np.random.default_rng([0x706C616E, m])
-        picked = logs[rng.integers(0, w.size, (WEIGHT_DRAWS, m))]
-        # (shrunk towards the mean so that the logarithms keep the pilot's variance, s^2)
-        draws = np.exp((picked + h * rng.standard_normal((WEIGHT_DRAWS, m))) / math.sqrt(1 + (h / s) ** 2))
+        z = rng.standard_normal((WEIGHT_DRAWS, m))
+        lognormal = np.exp(weights_bound(w) * (z - z.max(axis=1, keepdims=True)))  # (the largest 1: no overflow)
+        resampled = w[rng.integers(0, w.size, (WEIGHT_DRAWS, m))]
+        candidates = []
+        for draws in (lognormal, resampled):
+            n_eff = draws.sum(axis=1) ** 2 / (draws * draws).sum(axis=1)
+            candidates.append((n_eff, draws))
+        n_eff, draws = min(candidates, key=lambda c: float(np.mean(c[0])))
         if len(_WEIGHTS_CACHE) > 4096:
             _WEIGHTS_CACHE.clear()
         _WEIGHTS_CACHE[key] = (
@@ -616,6 +643,7 @@ def plan_evaluation(
                 "sd": query_sd(d, w),
                 "mde": mde(d, w, confidence, power),
                 "queries_needed": queries_needed(d, w, confidence, power, distance=margin),
+                "weights_bound": weights_bound(w),
             }
         )
     decision = fields.decision(keys)
@@ -680,6 +708,14 @@ def format_plan(plan: dict[str, Any]) -> str:
         f"{margin} below the true difference with power {power} (a non-inferiority margin of {margin} for a "
         f"candidate as good as the baseline; Sakai's topic set size design)",
     ]
+    bounds = [r["weights_bound"] for r in plan["rows"] if r.get("weights_bound", 0) > 0]
+    if bounds:
+        lines.append(
+            f"unequal weights: planned as if the evaluation's weights were lognormal with their logarithms' standard "
+            f"deviation at its {WEIGHTS_LEVEL:.0%} upper confidence bound from these queries (up to "
+            f"{number(max(bounds), 2)}), or these weights resampled where they are more unequal: a pilot rarely holds "
+            f"the heaviest weights of a larger evaluation, and the plan grows fast with their spread"
+        )
     decision = plan["decision"]
     if decision:
         lines += [

@@ -5,6 +5,7 @@ declared decision's plan, the options, the error cases, and a run read back from
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import CONFIGS
+from scipy import stats as st
 
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.planning import MOST_QUERIES, decision_plan, mde, queries_needed, query_sd
@@ -122,6 +124,20 @@ def test_weights_and_the_declared_non_inferiority_decision(folders, capsys):
         assert line.startswith(f"  {candidate}: {'detectable' if plan['detectable'] else 'not detectable'} at ")
         assert f"; {plan['queries_needed']:,} queries for power 0.9" in line
         assert f"mde {plan['mde']:.4f} against a distance of 0.0200" in line
+
+
+def test_unequal_weights_say_the_bound_they_are_planned_at(folders, capsys):
+    """The plan names the upper bound on the weights' log-scale dispersion it assumed: the largest over the rows of
+    s sqrt((m - 1) / chi2_(0.1, m - 1)), s the standard deviation of the m paired queries' log weights."""
+    folder = folders["weighted"]
+    _, out, _ = _plan(capsys, str(folder), "--margin", "0.05")
+    bounds = []
+    for candidate, cutoff in {(r[0], r[1]) for r in _table(out)}:
+        w = _pairs(folder, candidate, cutoff)[1]
+        bounds.append(np.std(np.log(w), ddof=1) * math.sqrt((w.size - 1) / st.chi2.ppf(0.1, w.size - 1)))
+    assert f"at its 90% upper confidence bound from these queries (up to {max(bounds):.2f})" in out
+    _, out, _ = _plan(capsys, str(folders["demo"]), "--margin", "0.05")
+    assert "unequal weights" not in out  # (equal weights: planned at their n exactly)
 
 
 def test_the_declared_superiority_decision_says_when_no_number_of_queries_helps(folders, capsys):
