@@ -37,9 +37,9 @@ files use (``<summary>``, whose content markdown does not process) takes :func:`
 HTML escaping.
 
 Escaping elsewhere, one helper per medium: an HTML page (``report.html``, the notebook's tables) takes
-:func:`html_text`; the terminal :func:`term_text` for a name, label or id (every control character and
+:func:`html_text`; the terminal :func:`~.escapes.term_text` for a name, label or id (every control character and
 backslash as Python writes it in a string literal: ``\\x1b``, ``\\n``, ``\\\\``), and every printed line
-passes :func:`term_stream` (its control characters but line feeds and tabs escaped the same way). Control
+passes :func:`~.escapes.term_stream` (its control characters but line feeds and tabs escaped the same way). Control
 characters become U+FFFD in markdown and HTML (the SVG figures: ``svg.xml_text``).
 
 Model systems: wherever a system is named for people, a model system carries its model beside it, as resolved
@@ -59,6 +59,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .escapes import CONTROL_CHARACTERS, term_text
 from .rules import excludes
 
 TERMINAL = "undefined"  # a missing number in the terminal
@@ -72,13 +73,6 @@ _LEADING = re.compile(r"^( ?)([-+])")  # a list marker where a string opens a li
 # line breaks of every kind, and runs of blanks (an indented run could open a code block in a list item)
 _BREAKS = re.compile("[ \t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+")
 
-
-# what a display could act on rather than show (one definition for every medium): the C0 and C1 control
-# characters (escape sequences, bell, NUL) but the white space a page lays out (tab, line feed, form feed, carriage
-# return), DEL, the Unicode line and paragraph separators and the bidirectional controls (marks, embeddings,
-# overrides, isolates), which would reorder the rest of a line, and the lone surrogates (a JSON "\ud800"), which no
-# UTF-8 text can hold
-CONTROL_CHARACTERS = "\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 
 # shown as U+FFFD in markdown and HTML (and the SVG figures: svg.xml_text), where a browser would show nothing,
 # stop reading or reorder the text
@@ -106,36 +100,10 @@ def html_text(value: Any) -> str:
     return html.escape(_CONTROLS.sub("\ufffd", str(value)), quote=True)
 
 
-# what a terminal could act on rather than show: CONTROL_CHARACTERS, form feeds and carriage returns (line feeds
-# and tabs too, in a name, label or id)
-_OTHER_CONTROL = f"\x0c\r{CONTROL_CHARACTERS}"
-_TERMINAL_ANY = re.compile(f"[\\\\\t\n{_OTHER_CONTROL}]")
-_TERMINAL_STREAM = re.compile(f"[{_OTHER_CONTROL}]")  # (line feeds, tabs and backslashes kept)
-_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match) -> str:
-    c = match.group()
-    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def term_text(value: Any) -> str:
-    """``value`` (a label, an id, a name from the data or the spec) as terminal text: each control character and
-    backslash written as Python writes it in a string literal (``\\x1b``, ``\\n``, ``\\\\``), so that the
-    terminal shows it, on one line, rather than acting on it, and the text reads back as the same string."""
-    return _TERMINAL_ANY.sub(_escape, str(value))
-
-
 def term_system(name: str, models: Any) -> str:
     """A system as the terminal names it (``run``, ``compare``, ``plan``): :func:`system_label`, escaped as
     :func:`term_text` escapes a name."""
     return term_text(system_label(name, models))
-
-
-def term_stream(text: str) -> str:
-    """Text on its way to the terminal (every line printed, whoever prints it): its control characters escaped
-    as :func:`term_text` escapes them, but line feeds and tabs, which lay the text out, and backslashes."""
-    return _TERMINAL_STREAM.sub(_escape, text)
 
 
 # --------------------------------------------------------------------------- numbers and missing values

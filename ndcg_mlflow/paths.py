@@ -13,9 +13,9 @@ from pathlib import Path
 
 
 def shown_path(path: str | Path, limit: int = 240) -> str:
-    """A path for a message, as terminal text (:func:`~.format.term_text`: on one line, its control characters
+    """A path for a message, as terminal text (:func:`~.escapes.term_text`: on one line, its control characters
     shown): in full, or its start and end around the number of characters left out."""
-    from .format import term_text
+    from .escapes import term_text
 
     text = term_text(path)
     if len(text) <= limit:

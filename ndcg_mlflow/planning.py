@@ -40,7 +40,7 @@ from . import stats
 from .errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
 from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
 from .risk import paired_vectors
-from .rules import KEY_FORMS, key_label, key_of_text, metric_name
+from .rules import KEY_FORMS, cutoff_key, key_label, key_of_text, metric_name
 from .stats import kish_n
 
 RULES = ("superiority", "non_inferiority")
@@ -525,7 +525,7 @@ class _Summary:
                     raise self.error(f"{where}.{field}", "a system of per_query.csv", name)
             key = c.get("key", _ABSENT)
             if not isinstance(key, str) or not _is_key(key):
-                raise self.error(f"{where}.key", "an nDCG key such as ndcg_at_10", key)
+                raise self.error(f"{where}.key", f"an nDCG key such as {cutoff_key(10)}", key)
             if key_label(key) not in self.cutoffs:
                 raise self.error(f"{where}.key", "the key of a cutoff of per_query.csv", key)
         return value

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .format import CONTROL_CHARACTERS
+from .escapes import CONTROL_CHARACTERS
 
 WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"

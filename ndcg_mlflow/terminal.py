@@ -14,6 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
+from .escapes import term_stream
 from .format import (
     TERMINAL,
     exact_share,
@@ -22,7 +23,6 @@ from .format import (
     number,
     p_value,
     queries_line,
-    term_stream,
     term_system,
     term_text,
     text_table,
@@ -72,7 +72,7 @@ def configure_logging(quiet: bool) -> None:
 
 
 class _Redacting:
-    """A text stream that writes through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream`."""
+    """A text stream that writes through :func:`ndcg_mlflow.uris.redact` and :func:`~.escapes.term_stream`."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -86,7 +86,7 @@ class _Redacting:
 
 
 def redacting_streams():
-    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact` and :func:`~.format.term_stream` (no
+    """Route stdout and stderr through :func:`ndcg_mlflow.uris.redact` and :func:`~.escapes.term_stream` (no
     escape sequence reaches the terminal, whoever prints); the streams before, to restore."""
     saved = (sys.stdout, sys.stderr)
     sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)

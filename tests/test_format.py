@@ -11,6 +11,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ndcg_mlflow.escapes import term_stream
 from ndcg_mlflow.format import (
     EMPTY,
     FILE,
@@ -26,7 +27,6 @@ from ndcg_mlflow.format import (
     p_value,
     queries_line,
     share,
-    term_stream,
     term_text,
     text_table,
 )
