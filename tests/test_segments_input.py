@@ -316,10 +316,8 @@ def test_the_grouped_path_refuses_what_needs_every_query(tmp_path, changes, key)
 
 @pytest.mark.integration
 def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
-    from helpers import client_for
 
-    from ndcg_mlflow.cli import main
-    from ndcg_mlflow.tracking.compare import CompareError, compare_runs
+    from ndcg_mlflow.tracking.compare import CompareError
 
     specs = {
         "plain": case(tmp_path / "plain"),
@@ -327,30 +325,15 @@ def test_compare_refuses_runs_whose_segments_differ(tracking_uri, tmp_path):
         "same": case(tmp_path / "same", segments=segments_text(QRELS)),
         "other": case(tmp_path / "other", segments=segments_text(QRELS).replace("long tail", "tail")),
     }
-    client = client_for(tracking_uri)
-    runs = {}
-    for key, path in specs.items():
-        assert main(["run", str(path), "--out", str(tmp_path / f"out_{key}"), "--quiet"]) == 0, key
+    runs = _system_runs(tracking_uri, tmp_path, specs)
+    for key in specs:
         summary = json.loads((tmp_path / f"out_{key}" / "summary.json").read_text(encoding="utf-8"))
-        key_tag = (tmp_path / f"out_{key}" / "run_key.txt").read_text(encoding="utf-8").strip()
-        found = client.search_runs(
-            [client.get_experiment_by_name("segments").experiment_id],
-            filter_string=f"tags.`ndcg_mlflow.run_key` = '{key_tag}'",
-        )
-        runs[key] = {r.data.tags["ndcg_mlflow.system"]: r for r in found if r.data.tags["ndcg_mlflow.role"] == "system"}
         assert summary["files"].get("queries.segments", {}).get("sha256") == (
             None if key == "plain" else hashlib.sha256((tmp_path / key / "segments.tsv").read_bytes()).hexdigest()
         )
 
     def compare(a: str, b: str, **kw):
-        return compare_runs(
-            runs[a]["base"].info.run_id,
-            runs[b]["cand"].info.run_id,
-            tracking_uri=tracking_uri,
-            out=tmp_path / f"cmp_{a}_{b}",
-            log=False,
-            **kw,
-        )
+        return _compare(runs, a, b, tracking_uri, tmp_path, **kw)
 
     sha = {k: hashlib.sha256((tmp_path / k / "segments.tsv").read_bytes()).hexdigest() for k in ("seg", "other")}
     with pytest.raises(CompareError) as err:
@@ -395,12 +378,27 @@ def _system_runs(tracking_uri: str, tmp_path: Path, specs: dict[str, Path]) -> d
     return runs
 
 
+def _compare(runs: dict[str, dict[str, Any]], a: str, b: str, tracking_uri: str, tmp_path: Path, **kw: Any):
+    """``compare_runs`` of run ``a``'s baseline and run ``b``'s candidate (from :func:`_system_runs`), not logged,
+    its output in ``cmp_<a>_<b>``."""
+    from ndcg_mlflow.tracking.compare import compare_runs
+
+    return compare_runs(
+        runs[a]["base"].info.run_id,
+        runs[b]["cand"].info.run_id,
+        tracking_uri=tracking_uri,
+        out=tmp_path / f"cmp_{a}_{b}",
+        log=False,
+        **kw,
+    )
+
+
 @pytest.mark.integration
 def test_compare_without_segments_computes_the_declared_statistics(tracking_uri, tmp_path):
     """Runs compared without segments (one declared them) keep every other declared statistic: the tail risk at
     the logged alphas, not the defaults; the settings' run stratified by segments, which no comparison without
     segments can compute, is refused, saying why."""
-    from ndcg_mlflow.tracking.compare import CompareError, compare_runs
+    from ndcg_mlflow.tracking.compare import CompareError
 
     alphas = [2, 7]
     specs = {
@@ -416,14 +414,7 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
     runs = _system_runs(tracking_uri, tmp_path, specs)
 
     def compare(a: str, b: str):
-        return compare_runs(
-            runs[a]["base"].info.run_id,
-            runs[b]["cand"].info.run_id,
-            tracking_uri=tracking_uri,
-            out=tmp_path / f"cmp_{a}_{b}",
-            log=False,
-            allow_spec_mismatch=True,
-        )
+        return _compare(runs, a, b, tracking_uri, tmp_path, allow_spec_mismatch=True)
 
     for a, b in (("plain", "seg"), ("seg", "plain")):
         result, out, _ = compare(a, b)
