@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: bootstrap intervals and paired comparisons, ndcg_mlflow.stats against scipy.stats.bootstrap.
+"""Benchmark: bootstrap intervals and paired comparisons, ndcg_mlflow.statistics.inference against
+scipy.stats.bootstrap.
 
     python benchmarks/bench_bootstrap.py [--queries 7000] [--resamples 10000] [--systems 3]
                                          [--method bca] [--batch 500] [--repeat N]
@@ -10,7 +11,7 @@ and 1s, correlated across systems through a shared query difficulty; uniform
 weights) are built from a fixed seed in each child, so both tools see the same
 data. Each tool runs in its own fresh interpreter (``--child`` mode):
 
-* ours: what :func:`ndcg_mlflow.analysis.analyze` does for one cutoff: intervals of
+* ours: what :func:`ndcg_mlflow.statistics.comparisons.analyze` does for one cutoff: intervals of
   every system plus every paired comparison against the first system, i.e. one
   :func:`stats.bootstrap_means` over the stacked columns (shared resampling),
   :func:`stats.interval`, and per comparison :func:`stats.randomization_test`,
@@ -134,7 +135,7 @@ def fake_result(x, w, ids):
 
 
 def ours_analyze(x, w, ids, args) -> list[list[float]]:
-    from ndcg_mlflow import analysis
+    from ndcg_mlflow.statistics import comparisons as analysis
 
     # the spec's Uncertainty and Comparison sections, as the attributes analyze reads
     u = SimpleNamespace(resamples=args.resamples, confidence=args.confidence, method=args.method, seed=args.seed)
@@ -150,7 +151,7 @@ def ours_direct(x, w, ids, args) -> list[list[float]]:
     """The same calls analysis.analyze makes, without the stand-in result object."""
     import numpy as np
 
-    from ndcg_mlflow import stats
+    from ndcg_mlflow.statistics import inference as stats
 
     k = x.shape[1]
     deltas = x[:, 1:] - x[:, [0]]
@@ -211,8 +212,9 @@ def scipy_bootstrap(x, w, ids, args) -> list[list[float]]:
 
 
 def _time_stats_functions() -> dict[str, float]:
-    """Wrap the heavy ndcg_mlflow.stats functions (analysis calls them through the module) to time them."""
-    from ndcg_mlflow import stats
+    """Wrap the heavy ndcg_mlflow.statistics.inference functions (analysis calls them through the module) to time
+    them."""
+    from ndcg_mlflow.statistics import inference as stats
 
     parts: dict[str, float] = {}
     for name in ("bootstrap_means", "interval", "randomization_test"):
@@ -236,8 +238,8 @@ def child_main(args: argparse.Namespace) -> None:
     import scipy.stats  # noqa: F401
 
     if args.child == "ours":
-        import ndcg_mlflow.analysis  # noqa: F401
-        import ndcg_mlflow.stats  # noqa: F401
+        import ndcg_mlflow.statistics.comparisons  # noqa: F401
+        import ndcg_mlflow.statistics.inference  # noqa: F401
     x, w, ids = make_data(args.queries, args.systems, args.seed)
     setup_s = time.perf_counter() - t_start
     hwm_before, source = _peak_mb()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Coverage simulation: do the 95% bootstrap intervals of ndcg_mlflow.stats cover the true weighted mean?
+"""Coverage simulation: do the 95% bootstrap intervals of ndcg_mlflow.statistics.inference cover the true weighted mean?
 
     python benchmarks/coverage_sim.py [--reps 400] [--queries 400] [--resamples 2000]
                                       [--methods percentile,bca] [--seed 7] [--quick]
@@ -12,7 +12,7 @@ correlated (rho) with the normal score of x (heavier queries score higher) and c
 at +-clip. The target is the population's weighted mean sum(w x) / sum(w), known
 exactly. Each repetition draws ``--queries`` queries uniformly with replacement
 from the population, keeps their weights, and computes the nominal 95% interval
-with :func:`ndcg_mlflow.stats.bootstrap_means` and :func:`ndcg_mlflow.stats.interval`.
+with :func:`ndcg_mlflow.statistics.inference.bootstrap_means` and :func:`ndcg_mlflow.statistics.inference.interval`.
 Coverage is the share of repetitions whose interval contains the target: PASS
 when it lies within the binomial 95% band around 0.95 for that many repetitions.
 
@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from ndcg_mlflow import stats  # noqa: E402
+from ndcg_mlflow.statistics import inference as stats  # noqa: E402
 
 BETA_A, BETA_B = 0.6, 1.8
 LOGNORMAL_SIGMA = 1.0

@@ -10,13 +10,13 @@ Two exchangeable systems: on each query both systems' nDCG follow the same law, 
 difference of exactly 0). The per-query differences are then symmetric about 0 and the true difference is 0.
 Query weights are 1 (uniform) or lognormal exp(sigma z), sigma = 1 or 2, independent of the scores. For each
 setting (n = 15, 30, 100 queries x the three weightings), each repetition draws fresh queries and weights and
-applies the spec's decision (:func:`ndcg_mlflow.decision.decide`, ``superiority`` at margin 0, confidence 0.95)
-to them, as ``run`` does.
+applies the spec's decision (:func:`ndcg_mlflow.statistics.decision.decide`, ``superiority`` at margin 0, confidence
+0.95) to them, as ``run`` does.
 
 Printed per setting: the gate's pass rate (a false pass: the candidate is no better), which a 95% two-sided
 interval's lower end promises to keep at 2.5%; the coverage of the interval the gate reads (the weighted t);
-and, for the reported bootstrap intervals (BCa, percentile: :func:`ndcg_mlflow.stats.interval` on the same
-queries), their coverage and the pass rate a gate on their lower end would have (the gate before it read the t
+and, for the reported bootstrap intervals (BCa, percentile: :func:`ndcg_mlflow.statistics.inference.interval` on the
+same queries), their coverage and the pass rate a gate on their lower end would have (the gate before it read the t
 interval). A setting PASSes when the gate's pass rate is at most the upper end of the binomial 99% band around
 2.5% for that many repetitions. Exit status 0 when every setting passes. ``--quick``: 500 repetitions and 500
 resamples; ``--no-bootstrap``: the gate only.
@@ -26,8 +26,8 @@ The regressions guardrail (``decision.guardrails.regressions``) at the edge of w
 weight; the others lose nothing (a tie, d = 0, on ``--ties`` of them, 0.3 unless given), lose exactly ``delta``
 (10%: not more than ``delta``, so not regressed) or take a value uniform in (-delta, 1). For n = 5 and 10 (the
 size of a tiny segment), 30, 100 and 300 queries and weights 1 or lognormal (σ = 1, 2), each repetition reads
-the share's interval (:func:`ndcg_mlflow.risk.regressed_share`) and applies the decision with that guardrail
-(:func:`ndcg_mlflow.decision.decide`): the guardrail's pass rate is a false-pass rate (the true share is not
+the share's interval (:func:`ndcg_mlflow.statistics.risk.regressed_share`) and applies the decision with that guardrail
+(:func:`ndcg_mlflow.statistics.decision.decide`): the guardrail's pass rate is a false-pass rate (the true share is not
 below ``max_share``), promised at most 2.5%, with the same PASS rule as the gate. Beside it, with the bootstrap,
 the pass rate of the rule it replaced: the upper end of the percentile bootstrap interval of the share.
 ``--part gate`` or ``--part regressions``: one of the two tables.
@@ -48,10 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from ndcg_mlflow import stats  # noqa: E402
-from ndcg_mlflow.decision import decide  # noqa: E402
-from ndcg_mlflow.risk import regressed, regressed_share  # noqa: E402
 from ndcg_mlflow.spec import Decision, Guardrails, RegressionGuardrail  # noqa: E402
+from ndcg_mlflow.statistics import inference as stats  # noqa: E402
+from ndcg_mlflow.statistics.decision import decide  # noqa: E402
+from ndcg_mlflow.statistics.risk import regressed, regressed_share  # noqa: E402
 
 CONFIDENCE = 0.95
 PROMISE = (1 - CONFIDENCE) / 2  # a two-sided interval's lower end lies above the truth this often

@@ -5,13 +5,13 @@
 
 For each setting (a law of the per-query differences, a margin, equal or lognormal weights, a target power of 0.8
 or 0.9), a large pilot evaluation (100,000 queries of the setting's law and weights) gives sigma and the ratio
-n_eff / n that :func:`ndcg_mlflow.planning.queries_needed` reads, and with them the planned number of queries n at
-which a threshold ``margin`` below the true difference is cleared with the target power. Then each repetition
+n_eff / n that :func:`ndcg_mlflow.statistics.planning.queries_needed` reads, and with them the planned number of queries
+n at which a threshold ``margin`` below the true difference is cleared with the target power. Then each repetition
 draws a fresh evaluation of n queries whose true (weighted) mean difference is ``margin``, and applies the test
 the spec's decision reads: the lower end of the two-sided 95% weighted t interval
-(:func:`ndcg_mlflow.stats.t_interval`) above 0 (that is, a non-inferiority gate at ``margin`` for a candidate as good
-as the baseline, shifted by ``margin``). The share of repetitions that pass is the empirical power, printed with
-its Monte-Carlo standard error sqrt(p (1 - p) / reps) beside the target.
+(:func:`ndcg_mlflow.statistics.inference.t_interval`) above 0 (that is, a non-inferiority gate at ``margin`` for a
+candidate as good as the baseline, shifted by ``margin``). The share of repetitions that pass is the empirical power,
+printed with its Monte-Carlo standard error sqrt(p (1 - p) / reps) beside the target.
 
 Laws of the differences:
 
@@ -59,8 +59,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from ndcg_mlflow import stats  # noqa: E402
-from ndcg_mlflow.planning import kish_n, queries_needed, query_sd  # noqa: E402
+from ndcg_mlflow.statistics import inference as stats  # noqa: E402
+from ndcg_mlflow.statistics.planning import kish_n, queries_needed, query_sd  # noqa: E402
 
 CONFIDENCE = 0.95
 PILOT = 100_000
@@ -194,7 +194,7 @@ def plan_command(folder: Path, d: np.ndarray, w: np.ndarray, rule: str, margin: 
     decision's)."""
     import json
 
-    from ndcg_mlflow.planning import plan_evaluation
+    from ndcg_mlflow.statistics.planning import plan_evaluation
 
     ids = [f"q{i}" for i in range(d.size)]
     base = np.full(d.size, 0.5)
@@ -221,7 +221,7 @@ def pilot_setting(
     ``plan`` command's code path); a fresh evaluation of that many queries and weights; the decision's test on
     it. The ``plan`` command's path plans every ``every``-th repetition (its power: on those). Returns the pass
     rates (among the pilots that give a plan) and the share that give none."""
-    from ndcg_mlflow.planning import decision_plan
+    from ndcg_mlflow.statistics.planning import decision_plan
 
     rng = np.random.default_rng([seed, pilot, int(sigma * 10), len(rule)])
     shift = solve_shift(truth, seed) if truth else 0.0
@@ -308,7 +308,7 @@ def timing_main() -> int:
     """The time ``planning.decision_plan`` takes per comparison (what ``run`` spends on each comparison and segment
     of a declared decision), each with weights never seen before (no cache): equal weights (no draws) and lognormal
     σ = 1, 2 weights, evaluations of 100 to 100,000 queries, non-inferiority and superiority."""
-    from ndcg_mlflow.planning import decision_plan
+    from ndcg_mlflow.statistics.planning import decision_plan
 
     load = os.getloadavg()
     print(f"seconds per decision_plan call (median of 5, fresh weights each); load average {load[0]:.2f}")

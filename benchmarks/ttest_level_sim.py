@@ -6,7 +6,7 @@
 For each scenario (lognormal weights exp(sigma * z), sigma = 0, 1, 2, 3; n queries) each
 repetition draws fresh weights and per-query differences whose weighted mean is 0 in the
 population (weights independent of the differences, differences symmetric around 0), and
-runs :func:`ndcg_mlflow.stats.paired_t_test`. Two kinds of differences: standard normal,
+runs :func:`ndcg_mlflow.statistics.inference.paired_t_test`. Two kinds of differences: standard normal,
 and nDCG-like (the difference of two independent Beta(0.6, 1.8) scores, 0 on 30% of the
 queries, where both systems return the same list).
 
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from ndcg_mlflow import stats  # noqa: E402
+from ndcg_mlflow.statistics import inference as stats  # noqa: E402
 
 ALPHA = 0.05
 SCENARIOS = ((0.0, 10), (1.0, 30), (2.0, 30), (3.0, 10), (3.0, 30))

@@ -2,7 +2,7 @@
 
 - The metric and query rules: each rule of ``ndcg_mlflow.rules.RULES`` with its choices and their words (the
   words ``explain`` prints), its default, and the alternatives ``report.sensitivity`` recomputes under.
-- The presets: each field's value in each preset of ``ndcg_mlflow.presets.PRESETS``.
+- The presets: each field's value in each preset of ``ndcg_mlflow.spec.presets.PRESETS``.
 - The other sections: the fields of the frozen dataclasses of ``ndcg_mlflow/spec/types.py`` and the choices its
   constants declare (formats, interval methods, tests, corrections, decision rules).
 
@@ -21,10 +21,10 @@ import dataclasses
 from typing import Any
 
 from ndcg_mlflow.errors import SpecError
-from ndcg_mlflow.presets import PRESETS
 from ndcg_mlflow.rules import METRIC_RULES, QUERY_RULES, RULES, Rule
 from ndcg_mlflow.spec import parse_spec
 from ndcg_mlflow.spec import types as T
+from ndcg_mlflow.spec.presets import PRESETS
 from ndcg_mlflow.spec.validate import TOP_OPTIONAL, TOP_REQUIRED
 
 PAGE = "spec-reference.md"
@@ -327,7 +327,7 @@ def render() -> str:
         "",
         "Every key of a spec, generated when the site is built from what the package declares: the metric and "
         "query rules from `ndcg_mlflow/rules.py` (their choices and the words `ndcg-mlflow explain` prints), the "
-        "presets from `ndcg_mlflow/presets.py`, the other sections from `ndcg_mlflow/spec/types.py`; whether a "
+        "presets from `ndcg_mlflow/spec/presets.py`, the other sections from `ndcg_mlflow/spec/types.py`; whether a "
         "key is required is what the validator says. [The spec](spec.md) explains the rules in full.",
         "",
         'Unknown keys are errors (with a "did you mean"); paths are relative to the spec file.',

@@ -14,8 +14,9 @@ from .version import __version__
 if TYPE_CHECKING:
     from .api import evaluate
     from .engines import Local, Spark
+    from .engines.local.pipeline import evaluate_tables
     from .errors import DataError, EvaluationError, NdcgError, SpecError, TrackingError
-    from .evaluation import EvaluationResult, evaluate_tables
+    from .result import EvaluationResult
     from .spec import Spec, load_spec
 
 __all__ = [
@@ -38,8 +39,8 @@ __getattr__, __dir__ = exports(
     __name__,
     {
         "evaluate": ".api",
-        "evaluate_tables": ".evaluation",
-        "EvaluationResult": ".evaluation",
+        "evaluate_tables": ".engines.local.pipeline",
+        "EvaluationResult": ".result",
         "Local": ".engines",
         "Spark": ".engines",
         "load_spec": ".spec",

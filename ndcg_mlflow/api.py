@@ -1,6 +1,6 @@
 """The entry point: :func:`evaluate` runs a spec on the engine asked for.
 
-Both engines give the same per-query numbers and the same :class:`~ndcg_mlflow.evaluation.EvaluationResult`:
+Both engines give the same per-query numbers and the same :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`:
 the local engine (:class:`~ndcg_mlflow.engines.Local`, this process, the default) and Apache Spark
 (:class:`~ndcg_mlflow.engines.Spark`, whose package is imported only when an evaluation runs on it).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines import Engine, Spark, engine_of
-from .evaluation import EvaluationResult
+from .engines.local.pipeline import EvaluationResult
 from .spec import Spec
 
 
@@ -35,8 +35,8 @@ def evaluate(
     The judgments and the systems' rows come from the spec's ``data`` section, or from tables given here:
     ``qrels`` and each value of ``systems`` (a name -> table mapping) may be anything with the Arrow C stream
     interface (pyarrow, pandas, polars, DuckDB...) or a nested mapping ``{query_id: {doc_id: value}}``; see
-    :func:`~ndcg_mlflow.evaluation.evaluate_tables`. Given tables take the place of the data section's entries,
-    which may then be left out (only when both the judgments and the systems are given).
+    :func:`~ndcg_mlflow.engines.local.pipeline.evaluate_tables`. Given tables take the place of the data section's
+    entries, which may then be left out (only when both the judgments and the systems are given).
 
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
     for recomputing under other rules without reading the files again (local engine only).
@@ -50,7 +50,7 @@ def evaluate(
     its per-query rows are, and its summary holds the means, intervals and comparisons (no per-query arrays on the
     driver).
 
-    A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models`) is resolved
+    A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models.systems`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
     default) and scored first; its scored rows are written to ``scored_dir/systems/<name>.scored.parquet``
     (default: a new temporary folder, removed when the result is garbage collected) and evaluated as its run

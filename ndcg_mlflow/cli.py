@@ -25,7 +25,7 @@ from .errors import (
     SpecError,
     TrackingError,
 )
-from .terminal import (
+from .render.terminal import (
     configure_logging,
     format_locations,
     format_summary,
@@ -191,7 +191,7 @@ def _read_data(spec) -> list[str]:
     model's candidates are checked when it is scored, by 'run'."""
     import dataclasses
 
-    from .evaluation import evaluate
+    from .engines.local.pipeline import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
     result = evaluate(
@@ -199,21 +199,21 @@ def _read_data(spec) -> list[str]:
     )
     lines = [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
     if spec.decision is not None and spec.comparison is not None and spec.uncertainty is not None:
-        from .analysis import planned_detection
+        from .statistics.comparisons import planned_detection
 
         lines += [f"warning: {w}" for w in planned_detection(result, spec)]
     return lines
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .explain import explain
+    from .render.explain import explain
     from .spec import load_spec
 
     spec = load_spec(args.spec, overrides=args.set)
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
-        from .sensitivity import format_sensitivity, sensitivity
+        from .statistics.sensitivity import format_sensitivity, sensitivity
 
         result = evaluate(spec, progress=progress_reporter(args.quiet), keep_data=True)
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
@@ -258,7 +258,7 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and args.no_mlflow:
             raise SpecError(flag, "logs to MLflow, and --no-mlflow logs nothing.")
     if args.promote is not None:
-        from .models import promotion_problem
+        from .models.systems import promotion_problem
 
         problem = promotion_problem(spec, args.promote)
         if problem:
@@ -371,7 +371,7 @@ def _decision_exit(result, quiet: bool) -> int:
     if result.decision is None or result.decision["outcome"] == "pass":
         return EXIT_OK
     if quiet:
-        from .decision import summary_line
+        from .statistics.decision import summary_line
 
         print(f"ndcg-mlflow: {summary_line(result.decision, result.summary.get('models'))}", file=sys.stderr)
     return EXIT_DECISION
@@ -501,14 +501,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """The planning table of an evaluation (an output folder, or a logged run's artifacts downloaded into a
-    temporary folder): :func:`ndcg_mlflow.planning.plan_evaluation`, printed by
-    :func:`~ndcg_mlflow.planning.format_plan`."""
+    temporary folder): :func:`ndcg_mlflow.statistics.planning.plan_evaluation`, printed by
+    :func:`~ndcg_mlflow.statistics.planning.format_plan`."""
     import math
     import re
     import tempfile
 
     from .errors import DataError
-    from .planning import format_plan, plan_evaluation
+    from .statistics.planning import format_plan, plan_evaluation
 
     if not (math.isfinite(args.margin) and args.margin > 0):
         raise NdcgError(f"--margin {args.margin:g}: expected a positive difference of nDCG, such as --margin 0.01.")

@@ -172,7 +172,7 @@ def shown_counts(shown: Shown, cutoffs: tuple, catalog: Any = None) -> list[int]
 def fill_means(sr: Any, metric: Any, rate: np.ndarray | None, coverage: list[float] | None, weights: Any) -> None:
     """A system's companion fields: its per-query duplicate rates and their weighted means (``weights``: relative
     to the largest), and its catalog coverage per cutoff."""
-    from .stats import nan_weighted_mean
+    from .statistics.inference import nan_weighted_mean
 
     if rate is not None:
         sr.duplicate_rate = rate

@@ -1,6 +1,6 @@
 """How a text from the data or the spec (a label, an id, a name, a path) is shown without being acted on: the
 control characters of every medium, and their escapes for the terminal. A leaf: it imports nothing of the package,
-so the path checks (:mod:`ndcg_mlflow.paths`) name a path as the terminal shows it; :mod:`ndcg_mlflow.format` has
+so the path checks (:mod:`ndcg_mlflow.paths`) name a path as the terminal shows it; :mod:`ndcg_mlflow.render.format` has
 the other media (markdown, HTML)."""
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from . import notebook
 from .errors import EvaluationError, did_you_mean, preview
 from .kernel import STATUS_NAMES, QueryResult
 from .queries import TopLists
+from .render import notebook
 from .rules import cutoff_key, cutoff_of_label, headline_key, key_label
 from .spec import Spec, outside_paths
 from .uris import redact, safe_uri

@@ -17,7 +17,8 @@ import pytest
 import scipy.stats as ss
 
 import ndcg_mlflow
-from ndcg_mlflow import SpecError, stats
+from ndcg_mlflow import SpecError
+from ndcg_mlflow.statistics import inference as stats
 
 KEY = "ndcg_at_10"
 
@@ -519,7 +520,7 @@ def test_relevant_entered_and_left_by_hand(tmp_path):
     assert r["wins"] == 1 and r["ties"] == 1 and r["losses"] == 0
     assert r["randomization_exact"] is True
     assert r["p_randomization"] == 1.0  # 2 queries, one of them a tie: every sign vector reaches |T|
-    md = ndcg_mlflow.analysis.wins_losses_markdown(res, res.analysis)
+    md = ndcg_mlflow.statistics.comparisons.wins_losses_markdown(res, res.analysis)
     assert "| qa |" in md and "⬆ entered" in md and "⬇ left" in md
     # the same pair the other way round is a loss with entered and left swapped
     res2 = ndcg_mlflow.evaluate(
@@ -921,7 +922,7 @@ def test_report_error_bars_tolerate_intervals_a_rounding_error_off(tmp_path, mon
     import re
 
     from ndcg_mlflow.cli import main
-    from ndcg_mlflow.report import figures, load_bundle, write_reports
+    from ndcg_mlflow.render.report import figures, load_bundle, write_reports
 
     monkeypatch.chdir(tmp_path)
     _constant_case(tmp_path, 6, False)

@@ -245,7 +245,7 @@ def test_an_error_naming_a_spec_key_or_a_path_is_one_line(tmp_path, capsys, wher
     in the error: one line, ``error:`` only at its start, the key or path readable as Python writes it."""
     import yaml
 
-    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.render.format import term_text
 
     odd = "foo\nerror: forged\x1b[31m"
     spec = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
@@ -264,8 +264,8 @@ def test_an_error_naming_a_spec_key_or_a_path_is_one_line(tmp_path, capsys, wher
 def test_the_result_folder_is_named_on_one_line(tmp_path):
     """``local results:`` and ``report:`` name a folder holding a line break and an escape sequence on their two
     lines, as terminal text."""
-    from ndcg_mlflow.format import term_text
-    from ndcg_mlflow.terminal import format_locations
+    from ndcg_mlflow.render.format import term_text
+    from ndcg_mlflow.render.terminal import format_locations
 
     folder = tmp_path / "out\nreport: forged\x1b[31m"
     lines = format_locations(folder).split("\n")

@@ -141,7 +141,7 @@ def _write(path: Path, text: str) -> Path:
 
 @pytest.mark.parametrize("password", PASSWORDS, ids=IDS)
 def test_the_mlflow_ui_line_names_the_store_without_the_password(password):
-    from ndcg_mlflow.terminal import mlflow_ui_hint
+    from ndcg_mlflow.render.terminal import mlflow_ui_hint
 
     page = "#/experiments/7/runs/abc"
     cases = {

@@ -14,10 +14,10 @@ import yaml
 from helpers import client_for, runs_of_key
 
 from ndcg_mlflow.cli import EXIT_DECISION, EXIT_OK, main
-from ndcg_mlflow.decision import decide
 from ndcg_mlflow.errors import SpecError
 from ndcg_mlflow.spec import Decision, parse_spec
 from ndcg_mlflow.spec.types import Guardrails, RegressionGuardrail
+from ndcg_mlflow.statistics.decision import decide
 
 D = 1 - 1 / math.log2(3)  # nDCG of the one relevant document at rank 1 minus at rank 2
 

@@ -136,8 +136,8 @@ def test_the_spec_reference_lists_every_rule_and_choice():
 
 
 def test_the_spec_reference_lists_every_key_and_choice_of_the_schema():
-    from ndcg_mlflow.presets import PRESETS
     from ndcg_mlflow.spec import types as T
+    from ndcg_mlflow.spec.presets import PRESETS
     from ndcg_mlflow.spec.validate import TOP_OPTIONAL, TOP_REQUIRED
 
     gen = generator()

@@ -23,11 +23,11 @@ import yaml
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
-from ndcg_mlflow.explain import explain
-from ndcg_mlflow.presets import PRESETS, TOOLS
+from ndcg_mlflow.render.explain import explain
 from ndcg_mlflow.rules import RULES
-from ndcg_mlflow.sensitivity import alternatives, format_sensitivity, sensitivity
 from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
+from ndcg_mlflow.spec.presets import PRESETS, TOOLS
+from ndcg_mlflow.statistics.sensitivity import alternatives, format_sensitivity, sensitivity
 
 TOOL_NAMES = ["trec_eval", "gdeval", "sklearn", "torchmetrics", "ranx"]
 
@@ -590,7 +590,7 @@ def test_undefined_alternative_mean_flows_through_as_nan(tmp_path, monkeypatch, 
     row = next(ln for ln in lines if ln.startswith("ideal,candidates,system,a,"))
     assert row.split(",")[7:9] == ["", ""]  # value and change: empty, not 0 and not "nan"
 
-    from ndcg_mlflow.report import load_bundle, render_markdown, write_reports
+    from ndcg_mlflow.render.report import load_bundle, render_markdown, write_reports
 
     bundle = load_bundle(out)
     _check_undefined_rows(bundle.sensitivity)
@@ -646,7 +646,7 @@ def test_explain_and_validate_show_a_spec_name_on_one_line_escaped(small, capsys
     """The spec's name (and any text from the spec or the data's paths) is shown as terminal text: its line break,
     escape and bell written as Python escapes on the line that names it, in ``explain``, ``validate`` and
     ``explanation.txt`` alike, never a line of its own."""
-    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.render.format import term_text
 
     path = _write_spec(small, {"preset": "trec_eval"}, name=NAME)
     assert load_spec(path).name == NAME
@@ -664,7 +664,7 @@ def test_explain_and_validate_show_a_spec_name_on_one_line_escaped(small, capsys
 def test_validate_names_a_data_file_on_one_line_escaped(small, capsys):
     """The rows read from a run whose file name holds a line break and an escape sequence are said on one line,
     the name as terminal text."""
-    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.render.format import term_text
 
     odd = "b\nerror: forged\x1b[31m.run"
     (small / "b.run").rename(small / odd)

@@ -1,4 +1,4 @@
-"""The report's figures (``ndcg_mlflow.figures``): nice ticks whose labels cannot touch, labelled axes, a legend
+"""The report's figures (``ndcg_mlflow.render.figures``): nice ticks whose labels cannot touch, labelled axes, a legend
 for every colour, escaped names, undefined values and empty series, the same bytes for the same input.
 
 Pure: small summaries and tables built here; no folder, no MLflow. tests/test_report_browser.py measures the
@@ -17,8 +17,8 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndcg_mlflow import figures as F
-from ndcg_mlflow import svg as S
+from ndcg_mlflow.render import figures as F
+from ndcg_mlflow.render import svg as S
 
 SVG = "{http://www.w3.org/2000/svg}"
 KEYS = ("ndcg_at_5", "ndcg_at_10", "ndcg_at_all")
@@ -374,7 +374,7 @@ def test_fit_text_measures_each_character_of_a_long_label_once(monkeypatch):
 
 def test_a_segment_called_overall_is_not_the_overall_row():
     """The forest plot's overall row reads apart from every segment's row, a segment called ``overall`` too."""
-    from ndcg_mlflow.forest import segment_differences
+    from ndcg_mlflow.render.forest import segment_differences
 
     c = dict(comparison("b", "a", "ndcg_at_10", 0.01, -0.02, 0.04), n_paired=24)
     s = summary_of({"a": [0.5, 0.6, 0.7], "b": [0.5, 0.6, 0.7]}, comparisons=[c])
@@ -390,7 +390,7 @@ def test_a_segment_called_overall_is_not_the_overall_row():
 def test_a_long_segment_name_is_cut_before_its_count():
     """A segment's name too long for the row is cut with ``…`` before its ``(n=…)``, which stays: two long names
     alike for the room's width still read apart by their counts, and no row label is wider than the room."""
-    from ndcg_mlflow.forest import segment_differences
+    from ndcg_mlflow.render.forest import segment_differences
 
     room = S.WIDTH * 0.3  # (forest.ROOM)
 

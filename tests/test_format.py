@@ -1,4 +1,4 @@
-"""ndcg_mlflow.format: numbers, missing values and tables, one rule per medium."""
+"""ndcg_mlflow.render.format: numbers, missing values and tables, one rule per medium."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ndcg_mlflow.escapes import term_stream
-from ndcg_mlflow.format import (
+from ndcg_mlflow.render.format import (
     EMPTY,
     FILE,
     TERMINAL,
@@ -110,7 +110,7 @@ def test_terminal_summary_shows_the_p_values_of_the_declared_tests_and_undefined
     from helpers import metric_spec, write_qrels, write_run
 
     import ndcg_mlflow
-    from ndcg_mlflow.terminal import format_summary
+    from ndcg_mlflow.render.terminal import format_summary
 
     qrels = write_qrels(tmp_path, {"q1": {"d1": 1, "d2": 2}})
     a = write_run(tmp_path, {"q1": ["d1", "d2"]}, "a.run")
@@ -214,7 +214,7 @@ def test_the_query_line_tells_the_set_from_the_evaluated():
     ],
 )
 def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
-    from ndcg_mlflow.terminal import mlflow_ui_hint
+    from ndcg_mlflow.render.terminal import mlflow_ui_hint
 
     monkeypatch.chdir(tmp_path)
     cwd = str(tmp_path.resolve())
@@ -237,7 +237,7 @@ def test_the_ui_command_printed_runs_mlflows_ui_from_the_tools_own_interpreter(u
 
     from ndcg_mlflow.arguments import build_parser
     from ndcg_mlflow.cli import ui_command
-    from ndcg_mlflow.terminal import mlflow_ui_hint
+    from ndcg_mlflow.render.terminal import mlflow_ui_hint
 
     monkeypatch.chdir(tmp_path)
     first = mlflow_ui_hint(uri, "7", "abc").splitlines()[0]
@@ -290,7 +290,7 @@ def test_a_share_and_its_bound_as_percentages(value, bound, shown):
 
 
 def test_explain_writes_each_risk_alpha_as_given():
-    from ndcg_mlflow.explain import risk_words
+    from ndcg_mlflow.render.explain import risk_words
 
     assert risk_words((1, 1.0000001, 0.30000000000000004, 0.3)).endswith("1, 1.0000001, 0.30000000000000004, 0.3")
 
@@ -330,8 +330,8 @@ def test_markdown_html_and_svg_show_every_control_character_as_a_replacement(tex
     """A label in markdown, HTML and SVG: what the terminal escapes (escape sequences, C1 controls such as CSI
     U+009B, the bidirectional overrides and isolates that would reorder the rest of the line) is U+FFFD in each,
     one character for one, as every other medium but the terminal shows it."""
-    from ndcg_mlflow.format import html_text, md_html, md_text
-    from ndcg_mlflow.svg import xml_text
+    from ndcg_mlflow.render.format import html_text, md_html, md_text
+    from ndcg_mlflow.render.svg import xml_text
 
     for escape in (md_text, md_html, html_text, xml_text):
         shown = escape(text)
@@ -340,8 +340,8 @@ def test_markdown_html_and_svg_show_every_control_character_as_a_replacement(tex
 
 
 def test_bidirectional_controls_by_hand():
-    from ndcg_mlflow.format import html_text, md_text
-    from ndcg_mlflow.svg import xml_text
+    from ndcg_mlflow.render.format import html_text, md_text
+    from ndcg_mlflow.render.svg import xml_text
 
     label = "seg\u202eLIAF\u2066x\u2069\x9b"
     assert html_text(label) == xml_text(label) == "seg\ufffdLIAF\ufffdx\ufffd\ufffd"
@@ -357,7 +357,7 @@ def test_the_ui_line_names_the_folder_mlflow_wrote_for_a_file_uri(name, tmp_path
 
     from mlflow.utils.file_utils import local_file_uri_to_path
 
-    from ndcg_mlflow.terminal import mlflow_ui_hint
+    from ndcg_mlflow.render.terminal import mlflow_ui_hint
 
     monkeypatch.chdir(tmp_path)
     uri = (tmp_path / name / "mlruns").as_uri()

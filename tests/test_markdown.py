@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ndcg_mlflow.cli import main
-from ndcg_mlflow.format import md_html, md_text
+from ndcg_mlflow.render.format import md_html, md_text
 
 markdown_it = pytest.importorskip("markdown_it")
 pytest.importorskip("linkify_it")

@@ -1,4 +1,5 @@
-"""What a model's ``predict`` may return, turned into scored rows (no MLflow: ndcg_mlflow.models.scored_rows)."""
+"""What a model's ``predict`` may return, turned into scored rows (no MLflow:
+ndcg_mlflow.models.systems.scored_rows)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ndcg_mlflow.errors import DataError
-from ndcg_mlflow.models import ResolvedModel, model_id_of_source, scored_rows
+from ndcg_mlflow.models.systems import ResolvedModel, model_id_of_source, scored_rows
 
 MODEL = ResolvedModel("models:/r@a", "models:/r/3")
 FRAME = pd.DataFrame({"query_id": [7, 7, 8], "doc_id": ["a", "b", "c"], "f": [0.1, 0.2, 0.3]})
@@ -93,7 +94,8 @@ def test_model_id_of_a_version_source():
     assert model_id_of_source(None) is None
 
 
-# --------------------------------------------------------------------------- the one rule of ndcg_mlflow.predictions
+# --------------------------------------------------------------------------- the one rule of
+# ndcg_mlflow.models.predictions
 
 SCORES = np.array([0.5, -1.0, 2.0])
 
@@ -117,7 +119,7 @@ def test_the_forms_of_one_score_per_row(output):
 
 
 def test_ranked_lists_need_one_row_per_query():
-    from ndcg_mlflow.predictions import LISTS, read_predictions
+    from ndcg_mlflow.models.predictions import LISTS, read_predictions
 
     got = read_predictions(
         pd.Series([np.array([3, 1]), np.array([7])]), pd.Series(["q1", "q2"]), model="m", where="rows 1-2", file="c"
@@ -166,8 +168,8 @@ def test_outputs_of_no_clear_shape_refused(output, expected):
 def test_an_n_by_1_output_as_nested_sequences_of_floats_is_one_score_per_row(output):
     """``[[0.5], [-1.0], [2.0]]`` (``.tolist()`` of a column) or a Series of one-element arrays: the (n, 1)
     shape, scores (a float is no doc id), equal to the column's numbers; as ranked lists they were ids "0.5"."""
-    from ndcg_mlflow.predictions import SCORES as KIND
-    from ndcg_mlflow.predictions import read_predictions
+    from ndcg_mlflow.models.predictions import SCORES as KIND
+    from ndcg_mlflow.models.predictions import read_predictions
 
     got = read_predictions(output, ["7", "7", "8"], model="m", where="rows 101-103", file="c.parquet")
     assert got.kind == KIND

@@ -250,7 +250,7 @@ def test_the_model_of_a_model_system_is_shown_wherever_it_is_named(store, model_
     the wins and losses; the run-file system keeps its bare name."""
     from test_report import HtmlDoc
 
-    from ndcg_mlflow.format import md_text
+    from ndcg_mlflow.render.format import md_text
 
     spec = model_spec(
         tmp_path,
@@ -1380,9 +1380,9 @@ def test_a_problem_in_the_rows_scored_on_spark_names_the_candidates_file(store, 
 def test_a_candidates_mapping_giving_one_column_two_purposes_is_refused(tmp_path, mapping, column):
     """The candidates' ids under a mapping that reads one column as both the query ids and the document ids (the
     other left to the column of its own name, or both named): refused naming the candidates file, on both engines
-    (they share :func:`ndcg_mlflow.models.candidate_ids`); a mapping to two columns gives them."""
+    (they share :func:`ndcg_mlflow.models.systems.candidate_ids`); a mapping to two columns gives them."""
     from ndcg_mlflow.errors import DataError
-    from ndcg_mlflow.models import candidate_ids
+    from ndcg_mlflow.models.systems import candidate_ids
     from ndcg_mlflow.spec import Source
 
     path = tmp_path / "candidates.parquet"

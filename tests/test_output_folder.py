@@ -147,7 +147,7 @@ def test_a_folder_that_is_not_ours_is_refused_and_left_alone(tmp_path, monkeypat
 
 
 def test_a_failure_while_rendering_the_report_keeps_the_previous_result(tmp_path, monkeypatch):
-    from ndcg_mlflow import report
+    from ndcg_mlflow.render import report
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"

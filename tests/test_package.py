@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration  # every test starts a Python process
 
 def test_import_does_not_import_mlflow():
     code = (
-        "import sys, ndcg_mlflow, ndcg_mlflow.evaluation, ndcg_mlflow.kernel, ndcg_mlflow.readers, "
+        "import sys, ndcg_mlflow, ndcg_mlflow.engines.local.pipeline, ndcg_mlflow.kernel, ndcg_mlflow.readers, "
         "ndcg_mlflow.spec, ndcg_mlflow.cli; print('mlflow' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -236,7 +236,8 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
 
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
     code = (
-        "import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.sensitivity, ndcg_mlflow.analysis; "
+        "import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.statistics.sensitivity, "
+        "ndcg_mlflow.statistics.comparisons; "
         "print(sorted(m for m in ('mlflow', 'polars', 'duckdb') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

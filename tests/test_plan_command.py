@@ -18,7 +18,7 @@ from conftest import CONFIGS
 from scipy import stats as st
 
 from ndcg_mlflow.cli import main
-from ndcg_mlflow.planning import MOST_QUERIES, decision_plan, mde, queries_needed, query_sd
+from ndcg_mlflow.statistics.planning import MOST_QUERIES, decision_plan, mde, queries_needed, query_sd
 
 
 def _evaluate(spec: Path, out: Path, *sets: str) -> Path:
@@ -455,7 +455,7 @@ def test_a_margin_near_the_smallest_double_plans_no_queries(folders, capsys):
 def test_plan_names_the_evaluation_on_one_line_escaped(tmp_path, capsys):
     """The evaluation's name (a line break and an escape sequence in it) is shown as terminal text on plan's first
     line, as run shows it: no line of the output is the name's second half."""
-    from ndcg_mlflow.format import term_text
+    from ndcg_mlflow.render.format import term_text
 
     out = _evaluate(CONFIGS / "demo.yaml", tmp_path / "odd", 'name="odd\\nerror: forged\\e[31m"')
     name = json.loads((out / "summary.json").read_text())["name"]

@@ -1,4 +1,4 @@
-"""Planning (ndcg_mlflow.planning): the minimum detectable difference against its closed form with scipy's t
+"""Planning (ndcg_mlflow.statistics.planning): the minimum detectable difference against its closed form with scipy's t
 quantiles, the queries needed against a brute-force loop written here, monotonicity, and the decision's plan."""
 
 from __future__ import annotations
@@ -10,8 +10,16 @@ import pytest
 from scipy import stats as st
 from scipy.special import ndtri
 
-from ndcg_mlflow import stats
-from ndcg_mlflow.planning import MOST_QUERIES, current_power, decision_plan, mde, queries_for, queries_needed, query_sd
+from ndcg_mlflow.statistics import inference as stats
+from ndcg_mlflow.statistics.planning import (
+    MOST_QUERIES,
+    current_power,
+    decision_plan,
+    mde,
+    queries_for,
+    queries_needed,
+    query_sd,
+)
 
 
 def brute_force(
@@ -66,7 +74,7 @@ def test_mde_of_five_queries_worked_by_hand():
 def test_mde_with_weights_reads_the_weighted_t():
     rng = np.random.default_rng(8)
     d, w = rng.normal(0, 0.2, 50), np.exp(rng.normal(size=50))
-    from ndcg_mlflow.stats import weighted_t
+    from ndcg_mlflow.statistics.inference import weighted_t
 
     _, se, df = weighted_t(d, w)
     assert se == pytest.approx(bias_corrected_se(d, w), rel=1e-12)
@@ -130,7 +138,7 @@ def test_queries_needed_is_the_brute_force_answer(sd, distance, confidence, powe
 def test_unequal_weights_are_planned_at_their_n_eff_at_the_planned_n():
     """The weights at n are drawn from the pilot's: n_eff / n and the degrees of freedom's share of n_eff - 1 fall
     as n grows, so the plan needs at least the plain plan's queries (the pilot's ratio and share at any n)."""
-    from ndcg_mlflow.planning import weights_at
+    from ndcg_mlflow.statistics.planning import weights_at
 
     rng = np.random.default_rng(12)
     assert [a.tolist() for a in weights_at(np.ones(9), 40)] == [[40.0] * 16, [39.0] * 16]
@@ -300,7 +308,7 @@ def test_queries_for_near_a_confidence_of_one_is_the_brute_force():
 def test_weights_bound_covers_the_log_weights_sigma_at_its_level():
     """The upper bound on the weights' log-scale dispersion is at or above the lognormal law's sigma in
     WEIGHTS_LEVEL of the pilots (brute force over 2,000 pilots of 20 weights; 3 standard errors)."""
-    from ndcg_mlflow.planning import WEIGHTS_LEVEL, weights_bound
+    from ndcg_mlflow.statistics.planning import WEIGHTS_LEVEL, weights_bound
 
     rng = np.random.default_rng(41)
     covered = [weights_bound(np.exp(2.0 * rng.standard_normal(20))) >= 2.0 for _ in range(2000)]
@@ -312,7 +320,7 @@ def test_weights_at_does_not_promise_the_pilots_lighter_tail():
     """A pilot of 20 lognormal weights (sigma 2) rarely holds the heavy weights that 2,000 queries meet: the plan's
     n_eff / n at n = 2,000 is at most the law's own (a brute-force mean over 400 sets of 2,000 lognormal weights) for
     nearly every pilot (the bound's level, 0.9, less noise), where the pilot's weights resampled promise more."""
-    from ndcg_mlflow.planning import weights_at
+    from ndcg_mlflow.statistics.planning import weights_at
 
     rng = np.random.default_rng(43)
     law = np.exp(2.0 * rng.standard_normal((400, 2000)))
@@ -327,7 +335,7 @@ def test_weights_at_does_not_promise_the_pilots_lighter_tail():
 def test_weights_at_with_few_distinct_weights_is_no_lighter_than_their_law():
     """Weights of two values (a tie each): the plan's n_eff / n is at most the closed form (E w)^2 / E w^2 of the
     pilot's two-point law, to which its weights resampled tend."""
-    from ndcg_mlflow.planning import weights_at
+    from ndcg_mlflow.statistics.planning import weights_at
 
     for light, heavy, k in ((1.0, 10.0, 10), (1.0, 1000.0, 1), (1.0, 3.0, 5)):
         w = np.array([light] * (20 - k) + [heavy] * k)

@@ -43,8 +43,8 @@ from hypothesis import strategies as st
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.errors import SpecError
-from ndcg_mlflow.presets import FIELDS, PRESETS, TOOLS
 from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
+from ndcg_mlflow.spec.presets import FIELDS, PRESETS, TOOLS
 
 CONFORMANCE = TREC_EVAL_DATA
 

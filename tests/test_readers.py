@@ -1209,7 +1209,7 @@ def test_a_run_replaced_between_its_hash_and_its_read_is_refused(tmp_path, monke
     import threading
 
     from ndcg_mlflow import evaluate
-    from ndcg_mlflow import evaluation as ev
+    from ndcg_mlflow.engines.local import pipeline as ev
 
     spec = _race_spec(tmp_path)
     path = tmp_path / "a.run"
@@ -1251,7 +1251,7 @@ def test_a_small_file_replaced_while_it_is_read_and_hashed_is_refused(tmp_path, 
     """The weights, query set and segments are hashed after their read: a file renamed over in between is
     refused."""
     from ndcg_mlflow import evaluate
-    from ndcg_mlflow import query_inputs as ev
+    from ndcg_mlflow.engines import inputs as ev
 
     spec = _race_spec(tmp_path)
     key = what.split(".")[1]

@@ -23,7 +23,7 @@ import yaml
 from helpers import client_for, runs_of_experiment
 
 from ndcg_mlflow.cli import main
-from ndcg_mlflow.format import md_text
+from ndcg_mlflow.render.format import md_text
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")

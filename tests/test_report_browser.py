@@ -352,8 +352,8 @@ def test_crowded_figures_read_at_the_size_shown(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from ndcg_mlflow.figures import draw
-    from ndcg_mlflow.report import CSS
+    from ndcg_mlflow.render.figures import draw
+    from ndcg_mlflow.render.report import CSS
     from ndcg_mlflow.rules import cutoff_key, cutoff_of_label
 
     cutoffs = ["1", "3", "5", "10", "20", "50", "100", "1000", "all"]

@@ -17,11 +17,11 @@ import pytest
 from helpers import metric_spec, write_qrels, write_run
 
 import ndcg_mlflow
-from ndcg_mlflow.analysis import Analysis
 from ndcg_mlflow.errors import EvaluationError
-from ndcg_mlflow.format import number, p_value
 from ndcg_mlflow.outputs import write_outputs
+from ndcg_mlflow.render.format import number, p_value
 from ndcg_mlflow.result import flat_rows
+from ndcg_mlflow.statistics.comparisons import Analysis
 
 QUERIES = [f"q{i:02d}" for i in range(30)]
 WEIRD = "<b>x</b>"  # a system name that is markup (the spec refuses it; a result renamed here holds it)

@@ -1,5 +1,5 @@
-"""URisk and TRisk (ndcg_mlflow.risk) against the papers' equal-weight formulas written out here, a 5-query example
-worked by hand, weights as repeated queries, and the edge cases."""
+"""URisk and TRisk (ndcg_mlflow.statistics.risk) against the papers' equal-weight formulas written out here, a 5-query
+example worked by hand, weights as repeated queries, and the edge cases."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from ndcg_mlflow import stats
-from ndcg_mlflow.risk import regressed, regressed_share, risk_entry, trisk, urisk
+from ndcg_mlflow.statistics import inference as stats
+from ndcg_mlflow.statistics.risk import regressed, regressed_share, risk_entry, trisk, urisk
 
 # --------------------------------------------------------------------------- the papers' formulas, equal weights
 

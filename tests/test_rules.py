@@ -11,7 +11,6 @@ from helpers import metric_spec, write_qrels, write_run
 import ndcg_mlflow
 from ndcg_mlflow import DataError, EvaluationError
 from ndcg_mlflow.kernel import RunRows, evaluate_rows
-from ndcg_mlflow.presets import PRESETS
 from ndcg_mlflow.rules import (
     DEFINITION_KEYS,
     RULES,
@@ -27,6 +26,7 @@ from ndcg_mlflow.rules import (
     raw_definition,
 )
 from ndcg_mlflow.spec import load_spec
+from ndcg_mlflow.spec.presets import PRESETS
 
 L3 = np.log2(3.0)  # discount of rank 2 is 1/L3; rank 3 is 1/2; rank 4 is 1/log2(5)
 L5 = np.log2(5.0)

@@ -21,7 +21,7 @@ from scipy import stats as st
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import EXIT_DECISION, main
-from ndcg_mlflow.segments import consistency, stratified_indices
+from ndcg_mlflow.statistics.segments import consistency, stratified_indices
 
 SEGMENTS = {"head": 14, "torso": 10, "tail": 8}
 

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ndcg_mlflow
+from ndcg_mlflow.engines.local.pipeline import resolve_spec
 from ndcg_mlflow.engines.spark.parquet_tasks import grade_lookup, grades_of, parquet_tasks
 from ndcg_mlflow.engines.spark.prefilter import by_query_then_score
 from ndcg_mlflow.errors import NdcgError
-from ndcg_mlflow.evaluation import resolve_spec
 
 
 def long_lists(seed: int, *, n_queries: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:

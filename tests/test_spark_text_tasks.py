@@ -15,12 +15,12 @@ from test_spark_parquet import _spy as spy_on
 from test_spark_parquet import spark as spark  # noqa: F401 (the module's session fixture)
 
 import ndcg_mlflow
+from ndcg_mlflow.engines.local.pipeline import resolve_spec
 from ndcg_mlflow.engines.spark import sources
 from ndcg_mlflow.engines.spark.prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
 from ndcg_mlflow.engines.spark.sources import arrow_schema
 from ndcg_mlflow.engines.spark.text_tasks import TextTask
 from ndcg_mlflow.errors import NdcgError
-from ndcg_mlflow.evaluation import resolve_spec
 
 
 def _trec(path, run: pd.DataFrame) -> None:

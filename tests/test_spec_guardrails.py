@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ndcg_mlflow import SpecError, load_spec
-from ndcg_mlflow.explain import explain
+from ndcg_mlflow.render.explain import explain
 from ndcg_mlflow.spec import (
     RISK_ALPHA,
     Guardrails,

@@ -1,4 +1,4 @@
-"""Unit tests of ndcg_mlflow.stats: bootstrap intervals, paired tests, corrections.
+"""Unit tests of ndcg_mlflow.statistics.inference: bootstrap intervals, paired tests, corrections.
 
 The bootstrap intervals are checked against ``scipy.stats.bootstrap`` fed the very
 same resamples. For one sample (or ``paired=True``) and ``batch=None`` scipy draws
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.stats as ss
 
-from ndcg_mlflow import stats
+from ndcg_mlflow.statistics import inference as stats
 
 
 def _wmean(x, w, axis=-1):

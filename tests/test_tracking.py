@@ -494,7 +494,7 @@ def test_progress_goes_to_a_terminal_only(capsys, monkeypatch):
     import io
     import logging
 
-    from ndcg_mlflow import terminal
+    from ndcg_mlflow.render import terminal
 
     terminal.configure_logging(quiet=False)
 

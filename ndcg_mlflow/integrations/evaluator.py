@@ -16,8 +16,8 @@ names; MLflow drops the others). Without a model, ``predictions=`` names the col
 scores (ranker) or the lists of ids (retriever). The spec's ``data.qrels`` gives the judgments; its
 ``data.systems`` may be left out (the model's rows are the one system, named ``evaluator_config["system"]``,
 default ``model``); its comparison section is not applied, its settings are recorded (:func:`load_plugin_spec`).
-The evaluation is the local engine's (:func:`~ndcg_mlflow.evaluation.evaluate_tables`), so the numbers are those
-``ndcg-mlflow run`` gives for the same scored rows.
+The evaluation is the local engine's (:func:`~ndcg_mlflow.engines.local.pipeline.evaluate_tables`), so the numbers are
+those ``ndcg-mlflow run`` gives for the same scored rows.
 
 Logged to the evaluation's run: the system's metrics under the keys of a system run (``ndcg_at_10``,
 ``ndcg_at_10.ci_low`` ...), the spec's metric, query, uncertainty and comparison fields as params (what
@@ -303,11 +303,11 @@ def _id_column(frame: Any, column: str, model_type: str) -> Any:
 def system_table(model_type: str, frame: Any, output: Any) -> Any:
     """The model's rows as a run table: ``query_id, doc_id, score`` (ranker) or ``query_id, doc_id, rank``
     (retriever, ranks 1.. in the order returned). The output is read by
-    :func:`ndcg_mlflow.predictions.read_predictions`, the rule of ``ndcg-mlflow run``; a ranker's output must be
+    :func:`ndcg_mlflow.models.predictions.read_predictions`, the rule of ``ndcg-mlflow run``; a ranker's output must be
     scores, a retriever's ranked lists."""
     import pandas as pd
 
-    from ..predictions import LISTS, SCORES, read_predictions
+    from ..models.predictions import LISTS, SCORES, read_predictions
 
     ranker = model_type == RANKER
     query = _id_column(frame, "query_id", model_type)
@@ -341,7 +341,7 @@ def log_to_run(
     """Evaluate the model's rows, write the output folder, log it to ``run_id`` (with the ``recorded`` params of
     :func:`load_plugin_spec`); the metrics, the artifacts (name -> MLflow EvaluationArtifact) and the run id, as
     MLflow's EvaluationResult takes them."""
-    from ..evaluation import evaluate_tables
+    from ..engines.local.pipeline import evaluate_tables
 
     result = evaluate_tables(spec, None, {config.system: table})
     if config.out is not None:

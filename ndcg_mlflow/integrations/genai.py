@@ -15,8 +15,8 @@ GenAI evaluation runs.
   ``{doc_id: grade}``. The query's id is ``expectations["query_id"]`` when given, else the trace's inputs as
   JSON (keys sorted): what pairs the queries of two runs.
 * **The rules** are the spec's (gain, ideal, empty ideal, unjudged, missing queries) at the cutoff ``k``; the
-  value is computed by the engine itself (:func:`~ndcg_mlflow.evaluation.evaluate_tables` on the one query), so
-  it equals the per-query value ``ndcg-mlflow run`` gives for the same ranking. A retrieval is an order without
+  value is computed by the engine itself (:func:`~ndcg_mlflow.engines.local.pipeline.evaluate_tables` on the one query),
+  so it equals the per-query value ``ndcg-mlflow run`` gives for the same ranking. A retrieval is an order without
   scores, so ties cannot occur: the spec must say ``ties: displayed_order`` (other tie rules are refused when
   the scorer is made), and ``queries.weights: uniform`` without ``queries.set`` or ``queries.segments`` (one
   trace is one query).
@@ -247,7 +247,7 @@ def score_trace(spec: Any, scorer: Any, inputs: Any, expectations: Any, trace: A
         )
     import pandas as pd
 
-    from ..evaluation import evaluate_tables
+    from ..engines.local.pipeline import evaluate_tables
 
     qrels = pd.DataFrame(
         {
@@ -459,11 +459,12 @@ def compare_genai_runs(
     baseline run (by that name, its run name or its id; run A when the section names none) and is refused when it
     names neither run. The spec's metric and query rules must be those the scorer applied (the digest each Feedback
     records), else a SpecError; a run whose rows lack scores is refused, naming them (DataError). Returns the
-    :class:`~ndcg_mlflow.evaluation.EvaluationResult`; ``out`` also writes its output folder (report included),
-    whose ``mlflow.experiment`` is the baseline run's experiment (where ``ndcg-mlflow upload OUT`` logs it)."""
+    :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`; ``out`` also writes its output folder (report
+    included), whose ``mlflow.experiment`` is the baseline run's experiment (where ``ndcg-mlflow upload OUT`` logs
+    it)."""
     from mlflow.tracking import MlflowClient
 
-    from ..analysis import analyze
+    from ..statistics.comparisons import analyze
     from ..tracking.compare import SystemRun, result_from_tables
 
     if run_a == run_b:

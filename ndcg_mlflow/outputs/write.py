@@ -5,7 +5,7 @@ The folder holds ``spec.yaml`` (the spec text as given, less credentials in URIs
 ``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``; with a
 comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``; with
 ``report.sensitivity``, ``sensitivity.csv``. ``report.html`` and ``report.md`` are rendered
-from these files (:mod:`ndcg_mlflow.report`), as are the figures logged to MLflow.
+from these files (:mod:`ndcg_mlflow.render.report`), as are the figures logged to MLflow.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.local.pipeline import EvaluationResult
 from ..errors import NdcgError
-from ..evaluation import EvaluationResult
 from ..spec import PARTIAL_SUFFIX, system_file_stem
 from .csvtext import FLOAT_FORMAT, csv_join, csv_lines, number_text
 from .folder import atomic_bytes, os_reason, staged_folder
@@ -69,9 +69,9 @@ def _write_folder(out_dir: str | Path, fill: Callable[[Path, str], None]) -> Pat
 def _write_grouped(result: Any, out: Path, run_key: str) -> None:
     import pandas as pd
 
-    from ..evaluation import json_safe
-    from ..explain import explain
-    from ..report import write_reports
+    from ..engines.local.pipeline import json_safe
+    from ..render.explain import explain
+    from ..render.report import write_reports
 
     summary = result.summary
     atomic_bytes(out / "spec.yaml", result.spec.recorded_text.encode("utf-8"))
@@ -164,11 +164,11 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
         if sr.top is not None:
             atomic_bytes(out / "systems" / f"{stem}.top.csv", "".join(top_lines(result, name)).encode("utf-8"))
     _copy_scored(result.scored, out)
-    from ..explain import explain
+    from ..render.explain import explain
 
     atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))
     if result.analysis is not None and result.analysis.comparisons:
-        from ..analysis import wins_losses_markdown
+        from ..statistics.comparisons import wins_losses_markdown
 
         _atomic_csv(out / "comparisons.csv", result.comparisons)
         if result.analysis.segment_comparisons:
@@ -181,7 +181,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
     if result.sensitivity is not None:
         _atomic_csv(out / "sensitivity.csv", result.sensitivity)
     if reports:
-        from ..report import write_reports
+        from ..render.report import write_reports
 
         write_reports(out)
 

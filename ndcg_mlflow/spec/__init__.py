@@ -45,7 +45,7 @@ Version 1::
 from ..paths import GLOB_CHARACTERS, dataset_files, file_problem, os_error_problem, shown_path, source_problem  # noqa: F401
 from ..rules import METRIC_FIELDS, Gain, cutoff_key, cutoff_label  # noqa: F401
 from .load import MAX_SPEC_BYTES, apply_overrides, check_files, load_spec, outside_paths, parse_override  # noqa: F401
-from .names import (  # noqa: F401
+from .mlflow_names import (  # noqa: F401
     MAX_EXPERIMENT_NAME,
     MAX_FILE_NAME,
     MAX_MLFLOW_KEY,

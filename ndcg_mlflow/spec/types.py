@@ -76,7 +76,7 @@ class Source:
     format: str = "auto"
     columns: tuple[tuple[str, str], ...] = ()
     # a system that is a model (``{model: URI, candidates: ...}``): the model URI as declared and the candidates
-    # it scores; ``path`` is None until :mod:`ndcg_mlflow.models` has written its scored rows (then their file)
+    # it scores; ``path`` is None until :mod:`ndcg_mlflow.models.systems` has written its scored rows (then their file)
     model: str | None = None
     candidates: Source | None = None
     version: int | None = None  # a Delta table's version (format delta)
@@ -167,7 +167,7 @@ class Guardrails:
 
 @dataclass(frozen=True)
 class Decision:
-    """The declared rule that turns a comparison into a pass or a fail (see :mod:`ndcg_mlflow.decision`)."""
+    """The declared rule that turns a comparison into a pass or a fail (see :mod:`ndcg_mlflow.statistics.decision`)."""
 
     key: str  # a compared metric key, such as ndcg_at_10
     rule: str  # superiority | non_inferiority

@@ -21,7 +21,7 @@ from .checks import integer as _int
 from .checks import key_text as _key_text
 from .checks import mapping as _mapping
 from .checks import text as _text
-from .names import experiment_name_problem, system_name_problem, tag_problem
+from .mlflow_names import experiment_name_problem, system_name_problem, tag_problem
 from .types import (
     CANDIDATE_COLUMNS,
     FORMATS,
@@ -84,7 +84,7 @@ def _cutoffs(ctx: _Ctx, value: Any, path: str) -> tuple[int | None, ...]:
 
 
 def _metric(ctx: _Ctx, value: Any) -> Metric:
-    from ..presets import PRESETS
+    from .presets import PRESETS
 
     preset_name = value.get("preset") if isinstance(value, dict) else None
     origin = {}
@@ -252,7 +252,7 @@ def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple
 
 def _model_system(ctx: _Ctx, value: dict, path: str) -> Source:
     """``{model: URI, candidates: SOURCE}``: a model that scores the candidates (the shape only; the URI is
-    resolved, and the model loaded, by :mod:`ndcg_mlflow.models`)."""
+    resolved, and the model loaded, by :mod:`ndcg_mlflow.models.systems`)."""
     from ..uris import model_uri_problem
 
     m = _mapping(ctx, value, path, ("model", "candidates"))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engines.local.pipeline import EvaluationResult
 from ..errors import NdcgError
-from ..evaluation import EvaluationResult
 from ..uris import first_line, redact, safe_uri, store_problem
 from .bounds import configure_http
 from .names import (
@@ -480,7 +480,7 @@ def log_figures(client, run_id: str, out_dir: Path) -> None:
 def _stage_figures(out_dir: Path, staging: Path) -> None:
     """``staging/figures/<name>.svg``: the output folder's figures (linked where a link will do), or, for a
     folder written without them, drawn from its files."""
-    from ..report import figures, load_bundle, write_figures
+    from ..render.report import figures, load_bundle, write_figures
 
     folder = out_dir / "figures"  # holds the figures' SVG files only
     drawn = sorted(folder.glob("*.svg")) if folder.is_dir() else []

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NdcgError, TrackingError
-from ..format import md_text
+from ..render.format import md_text
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
@@ -147,7 +147,7 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
     once the report is rendered: ``out`` follows the output-folder contract of :mod:`ndcg_mlflow.outputs`
     (absent, empty or an earlier folder of ndcg-mlflow; anything else is refused; unchanged on failure)."""
     from ..outputs.folder import staged_folder
-    from ..report import write_reports
+    from ..render.report import write_reports
 
     out = Path(out)
     client = _client(tracking_uri)
@@ -214,7 +214,7 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
 def comparison_note(names: tuple[str, str] | list[str], run_a: str, run_b: str, differences: list[str]) -> str:
     """A comparison run's description (Markdown): the systems (baseline ``names[0]``, candidate ``names[1]``) and
     each definition that differs (:func:`definition_differences`, whose values are the runs' params: file names
-    among them), every one escaped as text (:func:`~ndcg_mlflow.format.md_text`)."""
+    among them), every one escaped as text (:func:`~ndcg_mlflow.render.format.md_text`)."""
     return (
         f"Comparison of logged system runs: candidate {md_text(names[1])} (run {run_b}) against "
         f"baseline {md_text(names[0])} (run {run_a}). Every figure is in summary.json and the tables "
@@ -280,7 +280,7 @@ def model_label(client, run) -> str | None:
 
     from mlflow.exceptions import MlflowException
 
-    from ..format import model_label as model_words
+    from ..render.format import model_label as model_words
 
     ids = {m.model_id for m in getattr(run.inputs, "model_inputs", None) or []}
     try:
@@ -313,7 +313,7 @@ def user_run_name(run) -> str | None:
 
 
 def _usable(name: str | None) -> bool:
-    from ..spec.names import system_name_problem
+    from ..spec.mlflow_names import system_name_problem
 
     return bool(name) and system_name_problem(name) is None
 
@@ -424,7 +424,7 @@ def compare_runs(
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
-    from ..analysis import analyze
+    from ..statistics.comparisons import analyze
 
     result.analysis = analyze(result, spec.uncertainty, spec.comparison)
     out_dir = Path(out) if out else new_output_dir(spec.name.replace(" ", "_"))
@@ -449,7 +449,7 @@ def _experiment_name(client, run) -> str:
 def result_from_tables(spec, systems: list[tuple[str, SystemRun]], segments: bool = True):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read); with ``segments``, the
     queries' segments from the tables' ``segment`` column, when they have it."""
-    from ..evaluation import display_depth, system_means
+    from ..engines.local.pipeline import display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
     from ..queries import TopLists
     from ..result import EvaluationResult, SystemResult

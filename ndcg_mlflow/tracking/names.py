@@ -104,7 +104,7 @@ def parent_metrics(summary: dict[str, Any]) -> dict[str, float]:
 def parent_note(summary: dict[str, Any]) -> str:
     """The evaluation run's description (``mlflow.note.content``, shown first on its page, as Markdown): the
     verdict (the decision, else each candidate against the baseline at :func:`parent_key`), then what is where."""
-    from ..format import md_text, number, p_value, system_label, wins_ties_losses
+    from ..render.format import md_text, number, p_value, system_label, wins_ties_losses
 
     def label(name: str) -> str:  # every string from the data or the spec escaped for markdown, as in report.md
         return md_text(system_label(name, summary.get("models")))
@@ -242,7 +242,7 @@ def parent_tags(summary: dict, out_dir: Path, run_key: str) -> dict[str, str]:
 
 def system_note(summary: dict, name: str, parent_id: str) -> str:
     """A system run's description (Markdown): the names escaped as in :func:`parent_note`."""
-    from ..format import md_text
+    from ..render.format import md_text
 
     return f"nDCG of system '{md_text(name)}' in evaluation '{md_text(summary['name'])}' (parent run {parent_id})."
 

@@ -2,7 +2,7 @@
 version it points to, once, when the evaluation starts), loading a model, its signature or its files, scoring the
 spec's model systems with the local engine, and ``--promote`` (moving an alias, with the compare-and-set MLflow
 lacks done by reading it before and after). What needs no mlflow (the resolution's record, the candidates'
-columns, the scored rows, the spec-level checks) is :mod:`ndcg_mlflow.models`'s. mlflow is imported lazily,
+columns, the scored rows, the spec-level checks) is :mod:`ndcg_mlflow.models.systems`'s. mlflow is imported lazily,
 inside the functions.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_DECISION, NdcgError, SpecError
-from ..models import (
+from ..models.systems import (
     BATCH_ROWS,
     ResolvedModel,
     check_not_itself,

@@ -32,11 +32,11 @@ How it works:
   get the numbers the whole would give. The call returns one row per evaluated query of the bucket (every number,
   per cutoff, and the first documents of its list) with explicit Arrow types. With ``report.sensitivity`` the
   same call computes each query's nDCG under every alternative of every rule
-  (:func:`ndcg_mlflow.sensitivity.alternatives`) on the bucket's joined rows, returned in the query rows
+  (:func:`ndcg_mlflow.statistics.sensitivity.alternatives`) on the bucket's joined rows, returned in the query rows
   (``alt_ndcg``); the driver builds the sensitivity table from them in the evaluated-query order
-  (:func:`ndcg_mlflow.sensitivity.sensitivity_table`), as the local engine does from its kept rows.
+  (:func:`ndcg_mlflow.statistics.sensitivity.sensitivity_table`), as the local engine does from its kept rows.
 * The per-query rows (one per evaluated query, not per run row) come back to the driver as Arrow and are
-  assembled into the same :class:`~ndcg_mlflow.evaluation.EvaluationResult` as the local engine's, so the
+  assembled into the same :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine
   (:mod:`.assemble`; the bucket errors raised as the local engine raises them, :func:`.assemble.check_buckets`).
 
@@ -56,7 +56,7 @@ The executors need ``ndcg_mlflow`` installed (the UDF calls it).
 When every cutoff is finite, the run rows are filtered before the shuffle to those that can decide some
 query's top K (:func:`.prefilter.prefilter_rows`); beyond :data:`MAX_DRIVER_QUERIES` evaluated queries,
 :func:`evaluate_grouped` keeps the per-query rows in Spark (Parquet) and computes the statistics from
-per-group sums (:mod:`.grouped`, :mod:`ndcg_mlflow.engines.grouped`); :func:`.driver.evaluate` switches to it
+per-group sums (:mod:`.grouped`, :mod:`ndcg_mlflow.statistics.group_sums`); :func:`.driver.evaluate` switches to it
 when given a ``per_query_path`` (``ndcg-mlflow run`` gives one next to the output folder).
 
 A run without a rank column under ``ties: displayed_order`` (or sensitivity, whose alternatives include it) is
@@ -80,7 +80,7 @@ Not on this engine (refused with an error): ``keep_data`` (it needs every joined
 rows' order to follow), and, beyond :data:`MAX_DRIVER_QUERIES` (the grouped path: :func:`check_grouped`),
 sensitivity, query segments, a stratified bootstrap and the decision's guardrails (they need every query's value
 on the driver; within it, the segments are read on the driver by
-:func:`ndcg_mlflow.query_inputs.query_segments`, as locally).
+:func:`ndcg_mlflow.engines.inputs.query_segments`, as locally).
 
 The entry point is :func:`evaluate_on` (:func:`ndcg_mlflow.evaluate` with a :class:`~ndcg_mlflow.engines.Spark`):
 model systems are scored first (:mod:`.models`), then :func:`.driver.evaluate` runs. The SparkSession is
@@ -96,11 +96,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SpecError
-from ...evaluation import EvaluationResult, said_of_candidates
 from ...rules import keeps_displayed_order
 from ...timings import phase
 from .. import Spark
 from ..local import model_spec, remove_with, scoring_folder
+from ..local.pipeline import EvaluationResult, said_of_candidates
 from .driver import MAX_DRIVER_QUERIES, evaluate
 from .grouped import check_grouped, evaluate_grouped
 from .judgments import DRIVER_JUDGMENTS, MAX_JUDGMENTS

@@ -1,6 +1,6 @@
 """Back on the driver: one system's Spark job (:func:`system_rows`: its run read, pre-filtered and cut into query
 buckets), the buckets' rows checked as the local engine checks (:func:`check_buckets`, raising the error it would
-raise first, in its words) and assembled into the same :class:`~ndcg_mlflow.evaluation.SystemResult`
+raise first, in its words) and assembled into the same :class:`~ndcg_mlflow.engines.local.pipeline.SystemResult`
 (:func:`assemble`)."""
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...errors import DataError, EvaluationError
-from ...evaluation import (
+from ...join import index_in
+from ...kernel import QueryResult
+from ...queries import TopLists, overflow_message, unjudged_message
+from ...readers.accept import Rows, empty_id, listed_twice, not_finite, not_integer, null_value
+from ...readers.hashing import check_unchanged
+from ...spec import Metric, Spec
+from ..local.pipeline import (
     FileInfo,
     SystemResult,
     apply_error_rules,
@@ -22,13 +28,7 @@ from ...evaluation import (
     note_unknown_queries,
     system_means,
 )
-from ...join import index_in
-from ...kernel import QueryResult
-from ...queries import TopLists, overflow_message, unjudged_message
-from ...readers.accept import Rows, empty_id, listed_twice, not_finite, not_integer, null_value
-from ...readers.hashing import check_unchanged
-from ...spec import Metric, Spec
-from . import companions as comps
+from . import companion_measures as comps
 from .buckets import ERROR_ORDER, bucket_results
 from .judgments import Judged
 from .prefilter import duplicates, shuffled

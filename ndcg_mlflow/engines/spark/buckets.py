@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ...evaluation import display_depth
 from ...join import index_in, join, judgments
 from ...kernel import NonFiniteError, QueryResult
 from ...queries import UnjudgedError, score_queries
 from ...readers import Ids, Strings, Table
 from ...spec import Metric
-from . import companions as comps
+from ..local.pipeline import display_depth
+from . import companion_measures as comps
 from .partitions import bucket_column
 from .sources import arrow_schema, plain, spark_schema
 

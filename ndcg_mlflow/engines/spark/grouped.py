@@ -1,6 +1,6 @@
 """Beyond the driver: the grouped path. The per-query rows stay in Spark, written as Parquet into a new folder
 (``per_query_path``), and the means, intervals and paired tests come from per-group sums computed in Spark
-(:func:`group_sums_spark`; the statistics: :mod:`ndcg_mlflow.engines.grouped`). A spec asking for what these
+(:func:`group_sums_spark`; the statistics: :mod:`ndcg_mlflow.statistics.group_sums`). A spec asking for what these
 statistics cannot give is refused before any Spark job (:func:`check_grouped`)."""
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis import correction_family
 from ...errors import SpecError
-from ...evaluation import EvaluationResult, none_returned, resolve_spec, stopped_by
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
 from ...result import summary_of
 from ...rules import stops
 from ...spec import Guardrails, Metric, Spec
+from ...statistics.comparisons import correction_family
+from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from ...timings import phase
 from .. import Spark
-from ..grouped import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
-from . import companions as comps
+from ..local.pipeline import EvaluationResult, none_returned, resolve_spec, stopped_by
+from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
 from .session import active_session
@@ -98,7 +98,7 @@ def evaluate_grouped(
 ) -> EvaluationResult:
     """Evaluate on Spark without bringing the per-query rows to the driver: the per-query table (the columns of
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
-    intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.engines.grouped`: ``groups``
+    intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.statistics.group_sums`: ``groups``
     random groups of queries; percentile intervals by resampling groups, sign-flip tests flipping groups).
     The settings are those of :class:`~ndcg_mlflow.engines.Spark` (``spark`` its session), checked as it checks
     them; the checks of the data are those of :func:`.driver.evaluate`. Beyond ``driver_judgments`` judgments
@@ -177,8 +177,8 @@ def _grouped_into(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from ...evaluation import relative
     from ...rules import cutoff_label
+    from ..local.pipeline import relative
 
     metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
     query_ids, weights = judged.query_ids, judged.weights
@@ -332,7 +332,7 @@ def _grouped_statistics(
     from pyspark.sql import functions as F
 
     from ...rules import cutoff_key, cutoff_label, cutoff_of_key, cutoff_of_label
-    from ...stats import correct
+    from ...statistics.inference import correct
 
     metric = spec.metric
 
@@ -440,7 +440,7 @@ def _grouped_statistics(
                 )
     decision = None
     if spec.decision is not None and u is not None:
-        from ...decision import decide
+        from ...statistics.decision import decide
 
         decision = decide(
             spec.decision, comparisons, u.confidence, paired, unit=("group of queries", "groups of queries")
@@ -492,7 +492,7 @@ def _grouped_rules(
 def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:
     """Spark: per-group sums of each series of ``rows`` (columns ``key``: the series, ``query_id``, ``weight``
     and ``x``: the value, null where the query is not in the series' mean), as
-    :class:`~ndcg_mlflow.engines.grouped.GroupSums` by key."""
+    :class:`~ndcg_mlflow.statistics.group_sums.GroupSums` by key."""
     from pyspark.sql import functions as F
 
     g = F.pmod(F.xxhash64(F.col("query_id"), F.lit(seed)), F.lit(groups)).alias("_group")

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from ...evaluation import FileInfo, evaluated_query_set, input_table, query_weights, read_companions
 from ...join import index_in, judgments, map_gains
 from ...readers import Table, read_qrels
 from ...readers.hashing import read_with_digest
 from ...spec import IN_MEMORY, Metric, Spec
-from . import companions as comps
+from ..local.pipeline import FileInfo, evaluated_query_set, input_table, query_weights, read_companions
+from . import companion_measures as comps
 from .judgments_in_spark import SparkJudgments, judgment_frame, spark_judgments
 from .parquet_tasks import SHIPPED_JUDGMENTS_BYTES
 from .prefilter import prefilter_plan

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError, SpecError, preview
-from ...evaluation import FileInfo
 from ...join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
 from ...kernel import NonFiniteError
 from ...readers import read_query_set, read_weights, sha256_file
@@ -38,6 +37,7 @@ from ...readers.accept import (
 )
 from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from ...spec import IN_MEMORY, Spec
+from ..local.pipeline import FileInfo
 from .sources import (
     column_type_ok,
     digest_columns,

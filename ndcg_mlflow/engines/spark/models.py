@@ -6,7 +6,7 @@ version is what is scored and recorded). The candidates are read by Spark as a r
 Delta table at its version, JSONL; CSV, TSV and TREC are refused: Spark would read the model's input columns as
 text) and scored by ``mapInPandas`` on the model's input columns (its signature's; every column without a signature,
 as locally): each Python worker loads the model once (``mlflow.pyfunc.load_model``) and reads each batch's output
-by :func:`ndcg_mlflow.predictions.read_predictions`, the local engine's rule (a refusal is the local engine's
+by :func:`ndcg_mlflow.models.predictions.read_predictions`, the local engine's rule (a refusal is the local engine's
 DataError, naming the model and the candidates). The scored rows (``query_id, doc_id, score``) are written by Spark
 as a Parquet folder, ``<folder>/systems/<stem>.scored.parquet`` (part files, one per task: no single task gathers
 the rows), checked (a score that is NULL, NaN or infinite is refused, naming the query and document), and that
@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, NdcgError, SpecError
-from ...models import ResolvedModel, candidate_ids, check_input_columns, non_finite_message, scored_name, with_scored
+from ...models.systems import (
+    ResolvedModel,
+    candidate_ids,
+    check_input_columns,
+    non_finite_message,
+    scored_name,
+    with_scored,
+)
 from ...spec import Spec
 from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
 from ...uris import first_line
@@ -83,7 +90,7 @@ def score_candidates(
     """Score the candidates of model system ``name`` on Spark and write the scored rows to ``target`` (a Parquet
     folder); returns their number (one scored row per candidate row). The model is downloaded once, next to
     ``target``, and loaded by each Python worker; each batch's output is read by
-    :func:`ndcg_mlflow.predictions.read_predictions` on the executor, the local engine's rule. Errors name the
+    :func:`ndcg_mlflow.models.predictions.read_predictions` on the executor, the local engine's rule. Errors name the
     model and the candidates: columns the model needs that the candidates lack, a model that fails or returns
     other than one number per row, a score that is not finite."""
     import shutil
@@ -175,7 +182,7 @@ def _fresh(name: str, taken: list[str]) -> str:
 
 class BatchScorer:
     """The function ``mapInPandas`` runs on the executors: for each batch of candidate rows, the model's output on
-    its input columns read by :func:`ndcg_mlflow.predictions.read_predictions` (a DataError naming the model for
+    its input columns read by :func:`ndcg_mlflow.models.predictions.read_predictions` (a DataError naming the model for
     any other shape; ranked lists refused, a retriever being scored by the local engine only), and the rows
     ``query_id, doc_id, score``. The model is loaded once per Python worker, from ``model_path``."""
 
@@ -186,7 +193,7 @@ class BatchScorer:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        from ...predictions import LISTS, read_predictions
+        from ...models.predictions import LISTS, read_predictions
 
         model = local_model(self.model_path)
         for frame in batches:

@@ -59,8 +59,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .escapes import CONTROL_CHARACTERS, term_text
-from .rules import excludes
+from ..escapes import CONTROL_CHARACTERS, term_text
+from ..rules import excludes
 
 TERMINAL = "undefined"  # a missing number in the terminal
 FILE = "–"  # a missing number in report.html, report.md and wins_losses.md

@@ -7,12 +7,12 @@
   paired difference with its interval (the same resampled queries for both
   systems), randomization and t-test p-values, p-values corrected over the family
   of all (candidate, key) comparisons, relative difference, effect size d_z,
-  win / tie / loss counts, tail risk (:mod:`ndcg_mlflow.risk`: URisk and TRisk at
+  win / tie / loss counts, tail risk (:mod:`ndcg_mlflow.statistics.risk`: URisk and TRisk at
   each declared alpha; the share of queries that regressed by more than a
   regressions guardrail's delta, with its Clopper-Pearson interval on n_eff) and
-  planning figures (:mod:`ndcg_mlflow.planning`: the minimum detectable difference
+  planning figures (:mod:`ndcg_mlflow.statistics.planning`: the minimum detectable difference
   at 80% power; with a decision, the queries needed to decide its margin);
-* the same per segment when the spec declares segments (:mod:`ndcg_mlflow.segments`),
+* the same per segment when the spec declares segments (:mod:`ndcg_mlflow.statistics.segments`),
   the correction then running over every comparison, overall and per segment;
 * the largest per-query wins and losses, with each side's top documents.
 
@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from . import planning, stats
-from .format import listing, md_html, md_table, md_text, number
-from .result import relative
+from ..render.format import listing, md_html, md_table, md_text, number
+from ..result import relative
+from ..rules import cutoff_label, key_label, metric_name
+from ..spec import Comparison, Uncertainty
+from . import inference as stats
+from . import planning
 from .risk import regressed_share, risk_entry
-from .rules import cutoff_label, key_label, metric_name
 from .segments import Segments, consistency, stratified_indices
-from .spec import Comparison, Uncertainty
 
 POWER = 0.8  # the power of the reported minimum detectable difference and of the queries needed
 #: the range of each resampled series' mean, which its interval never leaves: a system's mean nDCG in [0, 1], a
@@ -50,7 +51,7 @@ class Analysis:
     distributions: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (candidate, key) -> deltas
     # (candidate, key) -> the per-query differences and weights on the queries valid for both (the decision's input)
     paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    # with declared segments (ndcg_mlflow.segments): segment -> system -> key -> mean, interval, n, n_eff
+    # with declared segments (ndcg_mlflow.statistics.segments): segment -> system -> key -> mean, interval, n, n_eff
     segments: dict[str, dict[str, dict[str, dict[str, float]]]] = field(default_factory=dict)
     segment_comparisons: list[dict[str, Any]] = field(default_factory=list)
     segment_paired: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -154,8 +155,8 @@ class _Resampling:
 
 
 def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | None, decision=None) -> Analysis:
-    """Statistics for an :class:`~ndcg_mlflow.evaluation.EvaluationResult` (nothing when not declared); per
-    segment too when the result has segments (:mod:`ndcg_mlflow.segments`). ``decision``: the spec's, for the
+    """Statistics for an :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult` (nothing when not declared); per
+    segment too when the result has segments (:mod:`ndcg_mlflow.statistics.segments`). ``decision``: the spec's, for the
     planning figures and the regressions guardrail's share."""
     out = Analysis()
     if uncertainty is None:
@@ -374,7 +375,7 @@ def correction_family(
 
 def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decision) -> dict:
     """The comparison's tail risk (URisk and TRisk at each declared alpha), with a regressions guardrail its share
-    of regressed queries and that share's interval (:func:`~ndcg_mlflow.risk.regressed_share`, at the spec's
+    of regressed queries and that share's interval (:func:`~ndcg_mlflow.statistics.risk.regressed_share`, at the spec's
     confidence), and its planning figures: the minimum detectable difference at 80% power and, with a decision,
     the queries needed to decide its margin."""
     out: dict[str, Any] = risk_entry(d, w, comparison.risk_alpha)
@@ -391,8 +392,9 @@ def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decis
 
 
 def planned_detection(result, spec) -> list[str]:
-    """Before any statistics (``validate``): the warning of :func:`~ndcg_mlflow.decision.undetectable_message` for
-    each candidate whose paired queries at the decision's key cannot detect its non-inferiority margin."""
+    """Before any statistics (``validate``): the warning of
+    :func:`~ndcg_mlflow.statistics.decision.undetectable_message` for each candidate whose paired queries at the
+    decision's key cannot detect its non-inferiority margin."""
     from .decision import undetectable_message
 
     if spec.comparison.baseline not in result.systems:  # a model, scored only by 'run'

@@ -1,6 +1,6 @@
 """Statistics from per-group sufficient statistics, for per-query tables too large for the driver.
 
-The per-query method (:mod:`ndcg_mlflow.analysis`) resamples queries: it needs every query's nDCG on one
+The per-query method (:mod:`ndcg_mlflow.statistics.comparisons`) resamples queries: it needs every query's nDCG on one
 machine. Here the queries are put in ``G`` groups at random (Spark's ``xxhash64`` of the query id and a seed,
 modulo ``G``), and Spark sums, per group, system and cutoff, the weighted nDCG and the weights of the queries
 in the mean (``A_g = Σ w·x``, ``B_g = Σ w``), and per comparison the weighted differences and weights of the

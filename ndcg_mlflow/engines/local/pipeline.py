@@ -18,29 +18,29 @@ from typing import Any
 
 import numpy as np
 
-from .companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
-from .errors import DataError, EvaluationError, SpecError, preview
-from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
-from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
-from .paths import shown_path
-from .queries import QueryRows, overflow_message, score_queries
-from .query_inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
-from .readers import Table, read_qrels, read_run, sha256_file
-from .readers.hashing import check_same_file, read_unchanged, read_with_digest
-from .readers.table import yield_cpu
-from .result import (  # noqa: F401 (re-exported)
+from ...companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
+from ...errors import DataError, EvaluationError, SpecError, preview
+from ...join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
+from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
+from ...paths import shown_path
+from ...queries import QueryRows, overflow_message, score_queries
+from ...readers import Table, read_qrels, read_run, sha256_file
+from ...readers.hashing import check_same_file, read_unchanged, read_with_digest
+from ...readers.table import yield_cpu
+from ...result import (  # noqa: F401 (re-exported)
     EvaluationResult,
     FileInfo,
     SystemResult,
     json_safe,
     relative,
 )
-from .rules import needs_row_order, stops
-from .sensitivity import alternatives as sensitivity_alternatives
-from .sensitivity import collect_alternatives
-from .spec import Metric, Spec, check_files, load_spec, outside_paths
-from .stats import nan_weighted_mean
-from .timings import phase
+from ...rules import needs_row_order, stops
+from ...spec import Metric, Spec, check_files, load_spec, outside_paths
+from ...statistics.inference import nan_weighted_mean
+from ...statistics.sensitivity import alternatives as sensitivity_alternatives
+from ...statistics.sensitivity import collect_alternatives
+from ...timings import phase
+from ..inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -95,7 +95,7 @@ def evaluate_tables(
     naming the table (``qrels``, ``systems['v3']``) and the row. Each table's content digest
     (:func:`~ndcg_mlflow.readers.table_digest`) is recorded where a file's sha256 is.
     """
-    from .spec import IN_MEMORY
+    from ...spec import IN_MEMORY
 
     spec = resolve_spec(spec, qrels, systems, base_dir)
     unscored = [name for name, src in spec.systems if src.unscored]
@@ -176,7 +176,7 @@ def resolve_spec(
     base_dir: str | Path | None = None,
 ) -> Spec:
     """The spec, its data entries replaced by the tables given (``qrels``, ``systems``), its files checked."""
-    from .spec import IN_MEMORY, InMemory, Source, system_name_problem
+    from ...spec import IN_MEMORY, InMemory, Source, system_name_problem
 
     if systems is not None and not isinstance(systems, Mapping):
         raise SpecError("systems", f"must map each system name to its table, got {type(systems).__name__}.")
@@ -210,8 +210,8 @@ def resolve_spec(
 
 
 def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
-    from .readers import table_from_object
-    from .readers.accept import kind_mapping
+    from ...readers import table_from_object
+    from ...readers.accept import kind_mapping
 
     mapping = shared
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Mapping):
@@ -220,7 +220,7 @@ def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Tabl
         raise DataError(label, "no table was given.")
     if isinstance(obj, Table):
         if obj.digest is None:
-            from .readers import table_digest
+            from ...readers import table_digest
 
             obj.digest = table_digest(obj)
         return obj
@@ -281,12 +281,12 @@ class _RunObject:
     """A system's rows given in memory, converted when the pipeline reaches them."""
 
     def __init__(self, name: str, obj: Any, shared: dict[str, str]):
-        from .spec import IN_MEMORY
+        from ...spec import IN_MEMORY
 
         self.name, self.obj, self.shared, self.declared = name, obj, shared, IN_MEMORY
 
     def load(self) -> tuple[Table, FileInfo]:
-        from .spec import IN_MEMORY
+        from ...spec import IN_MEMORY
 
         run = input_table(self.obj, "run", f"systems[{self.name!r}]", self.shared)
         return run, FileInfo(f"system:{self.name}", "", IN_MEMORY, run.digest or "", len(run))
@@ -433,7 +433,7 @@ def finish(
     segments: np.ndarray | None = None,
 ) -> EvaluationResult:
     """The result of every system's per-query numbers (before the statistics), whatever engine computed them;
-    ``segments``: the evaluated queries' segments (:func:`~ndcg_mlflow.query_inputs.query_segments`)."""
+    ``segments``: the evaluated queries' segments (:func:`~ndcg_mlflow.engines.inputs.query_segments`)."""
     for path in outside_paths(spec):
         notes.append(f"data path outside the spec's folder: {path}")
     result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine, segments=segments)
@@ -444,7 +444,7 @@ def finish(
 def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = None) -> EvaluationResult:
     """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows;
     ``alternative_ndcg``: the per-query numbers of sensitivity's alternatives as the engine computed them
-    (:data:`~ndcg_mlflow.sensitivity.AlternativeNdcg`; default: recomputed from the kept rows)."""
+    (:data:`~ndcg_mlflow.statistics.sensitivity.AlternativeNdcg`; default: recomputed from the kept rows)."""
     with phase("statistics"):
         return _statistics(result, progress, alternative_ndcg)
 
@@ -452,7 +452,7 @@ def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = 
 def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> EvaluationResult:
     spec = result.spec
     if spec.uncertainty is not None:
-        from .analysis import analyze
+        from ...statistics.comparisons import analyze
 
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
@@ -460,7 +460,7 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
         result.notes.extend(result.analysis.notes)
         result.notes.extend(c["note"] for c in result.analysis.consistency if "note" in c)
         if spec.decision is not None:
-            from .decision import decide, undetectable_notes
+            from ...statistics.decision import decide, undetectable_notes
 
             result.decision = decide(
                 spec.decision,
@@ -471,7 +471,7 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
             )
             result.notes.extend(undetectable_notes(result.analysis.comparisons, spec.decision))
     if spec.sensitivity:
-        from .sensitivity import sensitivity
+        from ...statistics.sensitivity import sensitivity
 
         if progress:
             progress("recomputing under each rule's alternatives (sensitivity)")
@@ -483,7 +483,7 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
     c = spec.companions
     if c is None:
         return None
-    from .companions import read_catalog, read_duplicate_groups
+    from ...companions import read_catalog, read_duplicate_groups
 
     out: dict[str, Any] = {}
     if c.duplicates is not None:

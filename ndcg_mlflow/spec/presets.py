@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rules import METRIC_FIELDS as FIELDS  # noqa: F401 - the metric rules, declared in ndcg_mlflow.rules
+from ..rules import METRIC_FIELDS as FIELDS  # noqa: F401 - the metric rules, declared in ndcg_mlflow.rules
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The summary of an evaluation (:func:`format_summary`, with :func:`format_grouped_summary` when its per-query rows
 stayed in Spark), where its results are (:func:`format_locations`), where it was logged (:func:`logged_lines`,
 :func:`mlflow_ui_hint`) and what ``validate`` finds (:func:`validation_lines`), with the terminal's number rules
-of :mod:`ndcg_mlflow.format`; progress lines and messages on stderr (:func:`progress_reporter`,
+of :mod:`ndcg_mlflow.render.format`; progress lines and messages on stderr (:func:`progress_reporter`,
 :func:`configure_logging`); stdout and stderr without credentials or raw control characters
 (:func:`redacting_streams`). Every name, label and id is shown through :func:`~.format.term_text`.
 """
@@ -14,7 +14,9 @@ import logging
 import sys
 from pathlib import Path
 
-from .escapes import term_stream
+from ..escapes import term_stream
+from ..rules import headline_key, metric_name
+from ..uris import redact, safe_uri
 from .format import (
     TERMINAL,
     exact_share,
@@ -28,8 +30,6 @@ from .format import (
     text_table,
     wins_ties_losses,
 )
-from .rules import headline_key, metric_name
-from .uris import redact, safe_uri
 
 log = logging.getLogger("ndcg_mlflow")
 

@@ -1,5 +1,6 @@
-"""The local engine: every run read, joined, ranked and summed in this process (:mod:`ndcg_mlflow.evaluation`),
-one run in memory at a time; model systems scored here first (:mod:`ndcg_mlflow.tracking.registry`)."""
+"""The local engine: every run read, joined, ranked and summed in this process
+(:mod:`ndcg_mlflow.engines.local.pipeline`), one run in memory at a time; model systems scored here first
+(:mod:`ndcg_mlflow.tracking.registry`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..evaluation import EvaluationResult, resolve_spec
-from ..evaluation import evaluate as evaluate_files
-from ..spec import Spec
-from ..timings import phase
+from ...spec import Spec
+from ...timings import phase
+from .pipeline import EvaluationResult, resolve_spec
+from .pipeline import evaluate as evaluate_files
 
 
 def evaluate(
@@ -39,7 +40,7 @@ def evaluate(
             progress=progress,
             keep_data=keep_data,
         )
-    from ..tracking.registry import score_model_systems
+    from ...tracking.registry import score_model_systems
 
     folder = scoring_folder(scored_dir)
     with phase("models"):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..rules import headline_key
 from .format import system_label
-from .rules import headline_key
 
 
 @dataclass

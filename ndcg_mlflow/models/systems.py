@@ -10,7 +10,7 @@ engine, :mod:`ndcg_mlflow.engines.spark.models` scores on Spark's executors inst
 with the same records. This module imports no mlflow; the spec-level checks of model systems and ``--promote``
 (:func:`check_not_itself`, :func:`promotion_problem`) are here too.
 
-What ``predict`` returns is read by :func:`ndcg_mlflow.predictions.read_predictions`, the one rule of every
+What ``predict`` returns is read by :func:`ndcg_mlflow.models.predictions.read_predictions`, the one rule of every
 engine: one score per candidate row (a 1-d array, an (n, 1) array, a one-column frame or a Series of finite
 numbers), a reranker; or one ranked list of doc ids per input row (a retriever): each input row names a query (its
 ``query_id``, one row per query) and the list is the order shown, so the rows written carry ``rank`` 1, 2, ... and
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, NdcgError, SpecError
-from .spec import Source, Spec
-from .uris import first_line
+from ..errors import DataError, NdcgError, SpecError
+from ..spec import Source, Spec
+from ..uris import first_line
 
 BATCH_ROWS = 50_000  # candidate rows scored per predict call: bounds the memory of one batch
 PROGRESS_SECONDS = 2.0  # at most one progress line per this many seconds while scoring
@@ -84,8 +84,8 @@ def _candidate_batches(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from .paths import dataset_files
-    from .readers.columns import detect_format
+    from ..paths import dataset_files
+    from ..readers.columns import detect_format
 
     path = src.file
     fmt = src.format if src.format != "auto" else detect_format(path)
@@ -177,7 +177,7 @@ def score_candidates(
 def candidate_ids(src: Source) -> tuple[str, str]:
     """The candidates' columns of query ids and document ids, under their column mapping (one that gives one
     column both purposes, or another's, refused as every reader refuses it)."""
-    from .readers.accept import CANDIDATES, one_purpose, refusals, source_name
+    from ..readers.accept import CANDIDATES, one_purpose, refusals, source_name
 
     with refusals(src.file):
         one_purpose(CANDIDATES, src.columns)
@@ -232,9 +232,9 @@ def scored_rows(
     seen: set[str] | None = None,
 ) -> tuple[Any, str]:
     """The rows written for one batch of candidates (``frame``, its first row the ``start``-th + 1) from what
-    ``predict`` returned, read by :func:`ndcg_mlflow.predictions.read_predictions`: ``("scores", query_id, doc_id,
-    score)`` or ``("lists", ... score = -rank, rank)``; a DataError for anything else, for the other shape than the
-    earlier batches' (``shape``), or for a score that is not finite. ``seen``: the queries of earlier batches of
+    ``predict`` returned, read by :func:`ndcg_mlflow.models.predictions.read_predictions`: ``("scores", query_id,
+    doc_id, score)`` or ``("lists", ... score = -rank, rank)``; a DataError for anything else, for the other shape than
+    the earlier batches' (``shape``), or for a score that is not finite. ``seen``: the queries of earlier batches of
     ranked lists."""
     import numpy as np
     import pyarrow as pa
@@ -292,7 +292,7 @@ def model_systems(spec: Spec) -> list[str]:
 
 def scored_name(name: str) -> str:
     """The scored rows' file inside an output folder: ``systems/<stem>.scored.parquet``."""
-    from .spec import system_file_stem
+    from ..spec import system_file_stem
 
     return f"systems/{system_file_stem(name)}.scored.parquet"
 
@@ -334,7 +334,7 @@ def with_scored(
     part files), and the resolution with the candidates' declared source, digest and rows recorded."""
     import dataclasses
 
-    from .readers import sha256_file
+    from ..readers import sha256_file
 
     src = dict(spec.systems)[name]
     assert src.candidates is not None

@@ -3,10 +3,10 @@
 The spec's ``decision`` section names a compared key, a rule and a margin ``m`` (and optionally a bound on the
 corrected p-value). Each candidate is judged on its paired differences candidate − baseline at that key, on the
 queries valid for both: ``[lo, hi]`` is the weighted t interval of their weighted mean at the spec's confidence
-(:func:`ndcg_mlflow.stats.t_interval`: the bias-corrected weighted standard error, the smaller of Satterthwaite's
-and Kish's degrees of freedom), whatever ``uncertainty.method`` the reported intervals use. Under the null (two
-exchangeable systems) its lower end lies above 0 at most (1 - confidence) / 2 of the time, within simulation error,
-for 15 to 100 queries and lognormal weights up to σ = 2; the bootstrap intervals, BCa above all, did not
+(:func:`ndcg_mlflow.statistics.inference.t_interval`: the bias-corrected weighted standard error, the smaller of
+Satterthwaite's and Kish's degrees of freedom), whatever ``uncertainty.method`` the reported intervals use. Under the
+null (two exchangeable systems) its lower end lies above 0 at most (1 - confidence) / 2 of the time, within simulation
+error, for 15 to 100 queries and lognormal weights up to σ = 2; the bootstrap intervals, BCa above all, did not
 (``benchmarks/gate_sim.py``).
 
 - ``superiority``: the candidate passes when ``lo > m``: the whole interval lies above the margin, so the
@@ -31,8 +31,8 @@ Guardrails (``decision.guardrails``), each judged per candidate beside the main 
   interval is undefined (one paired query, say) fails: nothing shows it did not lose.
 - ``regressions: {delta, max_share}``: the weighted share of paired queries that lose more than ``delta``
   (``candidate - baseline < -delta``) must be at most ``max_share``, read at the upper end of its interval at the
-  spec's confidence (:func:`ndcg_mlflow.risk.regressed_share`: Clopper-Pearson on Kish's n_eff, above 0 even when
-  no query regressed). At a true share equal to ``max_share`` it passed at most 2.4% of the time for a promised
+  spec's confidence (:func:`ndcg_mlflow.statistics.risk.regressed_share`: Clopper-Pearson on Kish's n_eff, above 0 even
+  when no query regressed). At a true share equal to ``max_share`` it passed at most 2.4% of the time for a promised
   2.5%, from 5 to 300 queries, uniform to lognormal σ = 2 weights (``benchmarks/gate_sim.py``).
 
 A candidate passes only when the main rule and every guardrail pass. This is an intersection-union test (Berger,
@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .format import distinct, distinct_share, exact, exact_share, system_label
-from .rules import metric_name
-from .spec import Decision
+from ..render.format import distinct, distinct_share, exact, exact_share, system_label
+from ..rules import metric_name
+from ..spec import Decision
+from . import inference as stats
 
 PASS, FAIL = "pass", "fail"
 INTERVAL = "weighted t"  # the interval the rule reads (stats.t_interval), as summary.json names it
@@ -82,8 +82,8 @@ def decide(
     """The decision as recorded in ``summary.json``: the rule, each candidate's numbers and verdict, the outcome.
 
     ``paired[(candidate, key)]``: the paired differences and their weights (one per ``unit``, singular and plural:
-    a query, or a group of queries) whose :func:`~ndcg_mlflow.stats.t_interval` the rule reads; a comparison
-    without them has none. ``segment_paired[(candidate, key, segment)]``: the same per segment (the segments
+    a query, or a group of queries) whose :func:`~ndcg_mlflow.statistics.inference.t_interval` the rule reads; a
+    comparison without them has none. ``segment_paired[(candidate, key, segment)]``: the same per segment (the segments
     guardrail)."""
     bound = threshold(decision)
     label = metric_name(decision.key)
@@ -254,7 +254,7 @@ def undetectable_notes(comparisons: list[dict[str, Any]], decision: Decision) ->
 
 def undetectable_message(candidate: str, n: int, mde: float, decision: Decision) -> str | None:
     """The warning when a non-inferiority margin is below what ``n`` paired queries can detect (``mde``: the
-    minimum detectable difference at 80% power, :func:`ndcg_mlflow.planning.mde`); None otherwise."""
+    minimum detectable difference at 80% power, :func:`ndcg_mlflow.statistics.planning.mde`); None otherwise."""
     if decision.rule != "non_inferiority" or not math.isfinite(mde) or mde <= decision.margin:
         return None
     return (
@@ -281,7 +281,7 @@ def guardrails_record(decision: Decision) -> dict[str, Any]:
 
 
 def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, str] = ("query", "queries")) -> str:
-    """Why :func:`~ndcg_mlflow.stats.t_interval` of these paired values is undefined, in words."""
+    """Why :func:`~ndcg_mlflow.statistics.inference.t_interval` of these paired values is undefined, in words."""
     one, units = unit
     if d.size == 0:
         return f"no {one} is valid for both systems"

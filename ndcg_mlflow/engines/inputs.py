@@ -11,12 +11,12 @@ import math
 
 import numpy as np
 
-from .errors import DataError
-from .readers import Table, read_query_set, read_segments, read_weights
-from .readers.hashing import read_with_digest
-from .readers.small import unjudged_set_message, unsegmented_message, unweighted_message, weight_sum_message
-from .result import FileInfo
-from .spec import Spec
+from ..errors import DataError
+from ..readers import Table, read_query_set, read_segments, read_weights
+from ..readers.hashing import read_with_digest
+from ..readers.small import unjudged_set_message, unsegmented_message, unweighted_message, weight_sum_message
+from ..result import FileInfo
+from ..spec import Spec
 
 
 def evaluated_query_set(spec: Spec, qrels: Table, files: list[FileInfo]) -> np.ndarray:

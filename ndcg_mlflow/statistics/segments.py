@@ -1,8 +1,8 @@
 """Query segments: where a candidate won and where it lost.
 
 The spec's ``queries.segments`` puts every evaluated query in exactly one segment (``EvaluationResult.segments``,
-a label per query). The analysis (:mod:`ndcg_mlflow.analysis`) then computes, per segment, what it computes
-overall, with the same rules:
+a label per query). The analysis (:mod:`ndcg_mlflow.statistics.comparisons`) then computes, per segment, what it
+computes overall, with the same rules:
 
 * per system and cutoff, the weighted mean of the segment's queries (:func:`stats.nan_weighted_mean`: the same
   function as the overall mean, so it equals the weighted mean of the segment's rows of ``per_query.csv``), its
@@ -10,8 +10,8 @@ overall, with the same rules:
 * per candidate and cutoff, the paired comparison with the baseline on the segment's queries valid for both;
 * every resampling seeded as the overall one: by the seed and the exact list of resampled queries
   (:func:`stats.resample_seed`), and every figure computed from the segment's weights over its own largest one
-  (:func:`ndcg_mlflow.analysis.scope_weights`), so a segment's numbers depend only on its queries: they are those
-  of the same spec restricted to them, bit for bit.
+  (:func:`ndcg_mlflow.statistics.comparisons.scope_weights`), so a segment's numbers depend only on its queries: they
+  are those of the same spec restricted to them, bit for bit.
 
 The declared correction runs over one family: every comparison of the evaluation, overall and per segment
 (candidates x cutoffs x (1 + segments)).
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .format import distinct_share, number
+from ..render.format import distinct_share, number
+from . import inference as stats
 
 
 @dataclass(frozen=True)

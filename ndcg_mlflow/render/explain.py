@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
+from ..spec import Spec
+from ..spec.presets import TOOLS
 from .format import exact, exact_share, term_text, text_table
-from .presets import TOOLS
-from .rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
-from .spec import Spec
 
 
 def gain_credit(gain: Gain, grades: list[float]) -> str:
-    from .join import map_gains
+    from ..join import map_gains
 
     if gain.is_table:
         table = dict(gain.table)
@@ -30,7 +30,7 @@ def _n(x: float) -> str:
 
 
 def _grades(spec: Spec) -> tuple[list[float], str]:
-    from .readers import read_qrels
+    from ..readers import read_qrels
 
     try:
         q = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns, spec.qrels.version)
@@ -94,7 +94,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
             f"losses; |difference| <= {exact(c.tie_tolerance)} is a tie; {risk_words(c.risk_alpha)}"
         )
     if spec.decision and spec.uncertainty:
-        from .decision import statement
+        from ..statistics.decision import statement
 
         lines.append(
             f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."

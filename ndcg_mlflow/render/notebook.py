@@ -5,7 +5,7 @@ The repr is a few lines whatever the evaluation's size (names cut at :data:`NAME
 :data:`SHOWN` items). The HTML shows at most :data:`ROWS` rows per table (the DataFrames ``result.means`` and
 ``result.comparisons`` hold them all); every string from the data or the spec (system names, the spec name, paths,
 the decision's words) is HTML-escaped, and it has no style sheet or script of its own. Numbers are written as the
-report writes them (:mod:`ndcg_mlflow.format`).
+report writes them (:mod:`ndcg_mlflow.render.format`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import preview
+from ..errors import preview
+from ..rules import key_label, metric_name
 from .format import exact_share, html_text, is_missing, number, p_value, system_label
-from .rules import key_label, metric_name
 
 NAME_WIDTH = 40  # a name longer than this is cut in the repr, ending in "…"
 SHOWN = 10  # systems and cutoffs listed in the repr before "and N more"

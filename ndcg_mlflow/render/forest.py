@@ -1,11 +1,11 @@
 """The forest plot of the segments: each candidate's difference from the baseline overall and in each segment, at
-the headline cutoff, with its interval (the conventions of :mod:`ndcg_mlflow.figures`)."""
+the headline cutoff, with its interval (the conventions of :mod:`ndcg_mlflow.render.figures`)."""
 
 from __future__ import annotations
 
-from .decision import rule_threshold
+from ..rules import NAME, headline_key, metric_name
+from ..statistics.decision import rule_threshold
 from .format import exact_share
-from .rules import NAME, headline_key, metric_name
 from .svg import (
     INTERVAL,
     LABEL_SIZE,

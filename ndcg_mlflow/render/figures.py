@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
+from ..rules import NAME, headline_key, key_label, metric_name
 from .format import exact_share
-from .rules import NAME, headline_key, key_label, metric_name
 from .svg import (
     BINS,
     HIST,

@@ -1,5 +1,5 @@
 """What a model's ``predict`` returned, read by one rule: one score per input row, or one ranked list of doc ids
-per query. Every place that scores a model reads its output here: the local engine (:mod:`ndcg_mlflow.models`),
+per query. Every place that scores a model reads its output here: the local engine (:mod:`ndcg_mlflow.models.systems`),
 the Spark engine's executors (:mod:`ndcg_mlflow.engines.spark.models`) and the ``ndcg_spec`` evaluator
 (:mod:`ndcg_mlflow.integrations.evaluator`). numpy and pandas only.
 
@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import DataError, preview
+from ..errors import DataError, preview
 
 SCORES, LISTS = "scores", "lists"
 

@@ -3,11 +3,11 @@
 The approach is Sakai's topic set size design ("Topic set size design", Information Retrieval Journal 19, 2016):
 from the variance observed in one evaluation, the number of topics a paired t test needs to detect a given
 difference with a given power. Here the test is the one the spec's decision reads
-(:func:`ndcg_mlflow.stats.t_interval`): the two-sided weighted t interval at confidence ``C`` (alpha = 1 - C)
-of the weighted mean of the paired differences ``d_i = candidate_i - baseline_i`` with weights ``w_i``, whose
+(:func:`ndcg_mlflow.statistics.inference.t_interval`): the two-sided weighted t interval at confidence ``C`` (alpha =
+1 - C) of the weighted mean of the paired differences ``d_i = candidate_i - baseline_i`` with weights ``w_i``, whose
 lower end must clear a threshold (``+margin`` for superiority, ``-margin`` for non-inferiority). With ``se`` and
-``df`` the weighted standard error and its degrees of freedom (:func:`ndcg_mlflow.stats.weighted_t`), the lower
-end clears a threshold at ``distance`` below the true difference with probability ``power`` when
+``df`` the weighted standard error and its degrees of freedom (:func:`ndcg_mlflow.statistics.inference.weighted_t`), the
+lower end clears a threshold at ``distance`` below the true difference with probability ``power`` when
 
     distance = (t_(1 - alpha/2, df) + t_(power, df)) * se
 
@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
-from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
+from ..errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
+from ..render.format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
+from ..rules import KEY_FORMS, cutoff_key, key_label, key_of_text, metric_name
+from . import inference as stats
+from .inference import kish_n
 from .risk import paired_vectors
-from .rules import KEY_FORMS, cutoff_key, key_label, key_of_text, metric_name
-from .stats import kish_n
 
 RULES = ("superiority", "non_inferiority")
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
@@ -65,8 +65,8 @@ def t_sum(confidence: float, power: float, df: float) -> float:
 
 def query_sd(d: Any, w: Any) -> float:
     """sigma = se * sqrt(n_eff): the per-query standard deviation of the differences that the weighted standard
-    error implies (se from :func:`ndcg_mlflow.stats.weighted_t`, n_eff from :func:`kish_n`). With equal weights, the
-    sample standard deviation (denominator n - 1). NaN below 2 queries."""
+    error implies (se from :func:`ndcg_mlflow.statistics.inference.weighted_t`, n_eff from :func:`kish_n`). With equal
+    weights, the sample standard deviation (denominator n - 1). NaN below 2 queries."""
     d, w = paired_vectors(d, w)
     if d.size < 2:
         return float("nan")
@@ -79,10 +79,11 @@ def mde(d: Any, w: Any, confidence: float, power: float = 0.8) -> float:
 
         mde = (t_(1 - alpha/2, df) + t_(power, df)) * se,    alpha = 1 - confidence
 
-    with ``se, df`` from :func:`ndcg_mlflow.stats.weighted_t`: the smallest distance between the true difference
-    and a threshold that the interval's lower end (:func:`ndcg_mlflow.stats.t_interval`) clears with probability
-    ``power``, at the current queries. 0 when every difference is equal (the interval is then a point); NaN where
-    the interval is undefined (fewer than 2 queries, or weights leaving less than 1 degree of freedom)."""
+    with ``se, df`` from :func:`ndcg_mlflow.statistics.inference.weighted_t`: the smallest distance between the true
+    difference and a threshold that the interval's lower end (:func:`ndcg_mlflow.statistics.inference.t_interval`)
+    clears with probability ``power``, at the current queries. 0 when every difference is equal (the interval is then a
+    point); NaN where the interval is undefined (fewer than 2 queries, or weights leaving less than 1 degree of
+    freedom)."""
     d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
@@ -127,10 +128,11 @@ def queries_for(
 
     for a per-query standard deviation ``sd``, a ratio n_eff / n of the weights (1 for equal weights) and the share
     ``df_share`` of Kish's n_eff - 1 that the weighted t's degrees of freedom are (1 for equal weights: n - 1).
-    Under unequal weights the test takes fewer than n_eff - 1 (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`:
-    the smaller of that and Satterthwaite's, often a fifth of it). With sigma, the ratio and the share taken as
-    known this is the plain plan, optimistic from a small pilot; :func:`queries_needed` starts its search here and
-    averages the power over their uncertainty (:func:`planned_power`).
+    Under unequal weights the test takes fewer than n_eff - 1
+    (:func:`ndcg_mlflow.statistics.inference.t_degrees_of_freedom`: the smaller of that and Satterthwaite's, often a
+    fifth of it). With sigma, the ratio and the share taken as known this is the plain plan, optimistic from a small
+    pilot; :func:`queries_needed` starts its search here and averages the power over their uncertainty
+    (:func:`planned_power`).
 
     The left side decreases with ``n``, so the smallest ``n`` is found exactly: from the normal approximation
     ``n ~ ((z_(1 - alpha/2) + z_power) sd / distance)^2 / ratio`` (a lower bound when ``power >= 0.5``), by
@@ -214,14 +216,14 @@ def weights_bound(w: Any) -> float:
 
 
 def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Kish's n_eff and the weighted t's degrees of freedom (:func:`ndcg_mlflow.stats.t_degrees_of_freedom`) of
-    :data:`WEIGHT_DRAWS` sets of ``n`` weights as a larger evaluation may hold them, on the safe side of the pilot's
-    ``w``: lognormal weights exp(s_up z), z standard normal, at the upper bound s_up of the logarithms' dispersion
-    (:func:`weights_bound`); or, where they are the more unequal (weights with few distinct values, a heavy one
-    among them), the pilot's weights resampled. Of the two sets, the one with the smaller mean n_eff. Equal
-    weights: n and n - 1 exactly. The draws are made at the size of :func:`_grid_above` ``n`` (at most
-    :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees of freedom as the same share
-    of n_eff - 1). Seeded by that size alone: the same answer every time."""
+    """Kish's n_eff and the weighted t's degrees of freedom
+    (:func:`ndcg_mlflow.statistics.inference.t_degrees_of_freedom`) of :data:`WEIGHT_DRAWS` sets of ``n`` weights as a
+    larger evaluation may hold them, on the safe side of the pilot's ``w``: lognormal weights exp(s_up z), z standard
+    normal, at the upper bound s_up of the logarithms' dispersion (:func:`weights_bound`); or, where they are the more
+    unequal (weights with few distinct values, a heavy one among them), the pilot's weights resampled. Of the two sets,
+    the one with the smaller mean n_eff. Equal weights: n and n - 1 exactly. The draws are made at the size of
+    :func:`_grid_above` ``n`` (at most :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees
+    of freedom as the same share of n_eff - 1). Seeded by that size alone: the same answer every time."""
     w = np.asarray(w, dtype=np.float64)
     if np.ptp(w) == 0:
         return np.full(WEIGHT_DRAWS, float(n)), np.full(WEIGHT_DRAWS, float(n - 1))

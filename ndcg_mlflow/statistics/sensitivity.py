@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from .format import TERMINAL, number, text_table
-from .rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
-from .spec import Metric, Spec
-from .stats import nan_weighted_mean
+from ..render.format import TERMINAL, number, text_table
+from ..rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
+from ..spec import Metric, Spec
+from .inference import nan_weighted_mean
 
 SIGN_TOLERANCE = 1e-12
 
@@ -46,8 +46,8 @@ def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     rows the evaluation kept (``result.prepared``, ``keep_data``). An alternative whose gains or ratios overflow a
     float (:class:`~ndcg_mlflow.kernel.NonFiniteError`, e.g. 2^g - 1 of a grade >= 1024) is NaN for every system:
     undefined."""
-    from .join import compute
-    from .kernel import NonFiniteError
+    from ..join import compute
+    from ..kernel import NonFiniteError
 
     if not result.prepared:
         raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")

@@ -165,7 +165,7 @@ def bootstrap_means(
 
     ``indices`` (resamples x n) replaces the generator, to feed the exact resamples of another tool;
     ``index_chunks`` does the same a chunk of rows at a time (the stratified draw,
-    :func:`ndcg_mlflow.segments.stratified_indices`).
+    :func:`ndcg_mlflow.statistics.segments.stratified_indices`).
     Every resampled sum adds that resample's own drawn rows of the few (n x k) columns of weighted
     values in draw order (:func:`resampled_sums`), so the numbers are bit-for-bit the same whatever
     ``chunk`` (how many resamples are drawn at a time) and whatever other columns are resampled
@@ -217,7 +217,7 @@ def resampled_sums(draws: np.ndarray, indices: bool, n: int, mat: np.ndarray) ->
     In C where the package's C parts are built (``ckernel.resampled_sums``); else a sparse matrix of ones at the
     drawn indices times ``mat``, whose product (scipy's CSR times a dense matrix) adds each row's entries in
     their order: the same numbers, bit for bit (``tests/test_stats.py``)."""
-    from .kernel import native_kernel
+    from ..kernel import native_kernel
 
     c = draws.shape[0]
     fast = native_kernel()

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .format import exact
-from .spec.types import MAX_RISK_ALPHA
+from ..render.format import exact
+from ..spec.types import MAX_RISK_ALPHA
+from . import inference as stats
 
 
 def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -87,15 +87,16 @@ def trisk(d: Any, w: Any, alpha: float) -> tuple[float, float]:
     equal weights, SE = s_z / sqrt(c) with s_z the sample standard deviation of the ``z`` (denominator c - 1, as
     the authors' own implementation, jforests' ``TRiskAwareSAROEval.getEstimates``; some tools divide by c,
     which makes TRisk larger by sqrt(c / (c - 1))). With weights, SE and the degrees of freedom are those of the
-    weighted paired t (:func:`ndcg_mlflow.stats.weighted_t` of ``z``: the bias-corrected weighted standard error,
-    the smaller of Satterthwaite's and Kish's degrees of freedom), which equal weights reduce to the paper's.
+    weighted paired t (:func:`ndcg_mlflow.statistics.inference.weighted_t` of ``z``: the bias-corrected weighted
+    standard error, the smaller of Satterthwaite's and Kish's degrees of freedom), which equal weights reduce to the
+    paper's.
 
-    p is two-sided, from Student's t with those degrees of freedom (:func:`ndcg_mlflow.stats.paired_t_test` of
-    ``z``); the paper reads |TRisk| > 2 as significant (about p < 0.05). TRisk < 0: the candidate's risk-weighted
-    losses outweigh its wins beyond chance.
+    p is two-sided, from Student's t with those degrees of freedom
+    (:func:`ndcg_mlflow.statistics.inference.paired_t_test` of ``z``); the paper reads |TRisk| > 2 as significant (about
+    p < 0.05). TRisk < 0: the candidate's risk-weighted losses outweigh its wins beyond chance.
 
-    Conventions, as :func:`~ndcg_mlflow.stats.paired_t_test` for constant differences: every ``z`` equal (SE 0)
-    gives TRisk +inf or -inf with p = 0, or NaN with p = 1 when they are all 0; fewer than 2 queries give (NaN,
+    Conventions, as :func:`~ndcg_mlflow.statistics.inference.paired_t_test` for constant differences: every ``z`` equal
+    (SE 0) gives TRisk +inf or -inf with p = 0, or NaN with p = 1 when they are all 0; fewer than 2 queries give (NaN,
     NaN); weights that leave less than 1 degree of freedom give the statistic with p NaN.
 
     A weight is not a repeated query here: the t statistic counts independent queries, so a query of weight 2
@@ -130,7 +131,7 @@ def regressed(d: Any, delta: float) -> np.ndarray:
 
 def regressed_share(d: Any, w: Any, delta: float, confidence: float) -> dict[str, float]:
     """The weighted share of the queries that lose more than ``delta`` (:func:`regressed`) and its interval at
-    ``confidence`` (:func:`ndcg_mlflow.stats.share_interval`: Clopper-Pearson on Kish's n_eff), as
+    ``confidence`` (:func:`ndcg_mlflow.statistics.inference.share_interval`: Clopper-Pearson on Kish's n_eff), as
     ``summary.json`` records it and the regressions guardrail reads it (the upper end)::
 
         {"delta": delta, "share": ..., "ci_low": ..., "ci_high": ...}
@@ -143,7 +144,7 @@ def regressed_share(d: Any, w: Any, delta: float, confidence: float) -> dict[str
 
 def alpha_text(alpha: float) -> str:
     """An alpha as the JSON keys and the table columns write it: ``f"{alpha:g}"`` (``1``, ``0.5``, ``10``) where
-    that reads back as the same number, else the shortest text that does (:func:`~ndcg_mlflow.format.exact`:
+    that reads back as the same number, else the shortest text that does (:func:`~ndcg_mlflow.render.format.exact`:
     ``1.0000001``): two different alphas never share a key."""
     a = float(alpha) + 0.0  # (-0.0 is 0)
     short = f"{a:g}"

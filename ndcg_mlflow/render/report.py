@@ -10,7 +10,7 @@ script and nothing fetched from anywhere; every id and string from the data is
 HTML-escaped. ``report.md`` is a short markdown summary. Both lead with the answer: the decision when the spec
 declares one, else each candidate against the baseline at the headline cutoff; then the systems x cutoffs
 table, the comparisons, and the spec in words after the numbers (collapsed in ``report.html``). The figures
-(:mod:`ndcg_mlflow.figures`) are also written as ``figures/<name>.svg``, the files
+(:mod:`ndcg_mlflow.render.figures`) are also written as ``figures/<name>.svg``, the files
 logged to MLflow.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..rules import key_label, metric_name
 from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
 from .format import (
@@ -34,8 +35,7 @@ from .format import (
     wins_ties_losses,
 )
 from .markdown import render_markdown
-from .report_sections import detection_note, html_sections
-from .rules import key_label, metric_name
+from .sections import detection_note, html_sections
 
 __all__ = [
     "FIGURES",
@@ -92,7 +92,7 @@ _label = metric_name
 
 
 def figures(bundle: Bundle) -> dict[str, str]:
-    """The report's figures as SVG text (:mod:`ndcg_mlflow.figures`): nDCG by cutoff, sorted per-query
+    """The report's figures as SVG text (:mod:`ndcg_mlflow.render.figures`): nDCG by cutoff, sorted per-query
     differences and bootstrap distributions of the differences (the last two only with a comparison)."""
     return draw(bundle.summary, bundle.per_query, bundle.bootstrap)
 

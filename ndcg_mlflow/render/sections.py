@@ -1,16 +1,17 @@
 """The report's sections beyond the mean, in ``report.html`` and ``report.md`` alike: the segments (each system's
 mean and each candidate's difference per segment, at the headline cutoff), the tail risk and the planning figures
 of each comparison, and the sentence that says whether a "not significant" result could have been significant.
-Each table is built once as text cells; :func:`html_table` and :func:`~ndcg_mlflow.format.md_table` lay it out."""
+Each table is built once as text cells; :func:`html_table` and :func:`~ndcg_mlflow.render.format.md_table` lay it
+out."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ..rules import metric_name
 from .bundle import Bundle
 from .format import FILE, exact, html_text, is_missing, md_table, md_text, number, p_value, share, wins_ties_losses
-from .rules import metric_name
 
 Table = tuple[list[str], list[list[str]], str]  # heads, rows, alignment ("l"/"r" per column)
 

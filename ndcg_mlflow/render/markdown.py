@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..rules import metric_name
 from .bundle import Bundle
 from .format import (
     is_missing,
@@ -16,8 +17,7 @@ from .format import (
     queries_line,
     wins_ties_losses,
 )
-from .report_sections import detection_note, md_sections
-from .rules import metric_name
+from .sections import detection_note, md_sections
 
 
 def render_markdown(bundle: Bundle) -> str:

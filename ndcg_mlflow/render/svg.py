@@ -1,7 +1,7 @@
 """SVG drawing for the report's figures: text measured and fitted, nice tick numbers, axes, legends, lines, marks.
 
-Pure functions and small value types; :mod:`ndcg_mlflow.figures` draws the figures with them. The same input gives
-the same bytes (no random ids, no dates, numbers written to fixed precision).
+Pure functions and small value types; :mod:`ndcg_mlflow.render.figures` draws the figures with them. The same input
+gives the same bytes (no random ids, no dates, numbers written to fixed precision).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .escapes import CONTROL_CHARACTERS
+from ..escapes import CONTROL_CHARACTERS
 
 WIDTH = 960  # px; the report shows figures at their own size (at most the column's width)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
