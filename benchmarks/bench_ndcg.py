@@ -242,7 +242,7 @@ def child_work(run: str, qrels: str) -> dict:
     step after the other, no overlap): where the read + nDCG spends its CPU beyond the bare parse."""
     c0 = time.process_time()
     import ndcg_mlflow  # noqa: F401  (the package's import, as the engine's case pays it)
-    from ndcg_mlflow.engines.local.pipeline import evaluated_query_set, query_weights
+    from ndcg_mlflow.engines.inputs import evaluated_query_set, query_weights
     from ndcg_mlflow.join import compute, join, judgments
     from ndcg_mlflow.readers import hashing, trec
     from ndcg_mlflow.readers.columns import read_qrels

@@ -1,6 +1,6 @@
 """The entry point: :func:`evaluate` runs a spec on the engine asked for.
 
-Both engines give the same per-query numbers and the same :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`:
+Both engines give the same per-query numbers and the same :class:`~ndcg_mlflow.result.EvaluationResult`:
 the local engine (:class:`~ndcg_mlflow.engines.Local`, this process, the default) and Apache Spark
 (:class:`~ndcg_mlflow.engines.Spark`, whose package is imported only when an evaluation runs on it).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines import Engine, Spark, engine_of
-from .engines.local.pipeline import EvaluationResult
+from .result import EvaluationResult
 from .spec import Spec
 
 

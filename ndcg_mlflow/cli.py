@@ -213,7 +213,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
-        from .statistics.sensitivity import format_sensitivity, sensitivity
+        from .render.command_text import format_sensitivity
+        from .statistics.sensitivity import sensitivity
 
         result = evaluate(spec, progress=progress_reporter(args.quiet), keep_data=True)
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
@@ -502,13 +503,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """The planning table of an evaluation (an output folder, or a logged run's artifacts downloaded into a
     temporary folder): :func:`ndcg_mlflow.statistics.planning.plan_evaluation`, printed by
-    :func:`~ndcg_mlflow.statistics.planning.format_plan`."""
+    :func:`~ndcg_mlflow.render.command_text.format_plan`."""
     import math
     import re
     import tempfile
 
     from .errors import DataError
-    from .statistics.planning import format_plan, plan_evaluation
+    from .render.command_text import format_plan
+    from .statistics.planning import plan_evaluation
 
     if not (math.isfinite(args.margin) and args.margin > 0):
         raise NdcgError(f"--margin {args.margin:g}: expected a positive difference of nDCG, such as --margin 0.01.")

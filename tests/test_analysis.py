@@ -18,6 +18,7 @@ import scipy.stats as ss
 
 import ndcg_mlflow
 from ndcg_mlflow import SpecError
+from ndcg_mlflow.render.wins_losses import wins_losses_markdown
 from ndcg_mlflow.statistics import inference as stats
 
 KEY = "ndcg_at_10"
@@ -520,7 +521,7 @@ def test_relevant_entered_and_left_by_hand(tmp_path):
     assert r["wins"] == 1 and r["ties"] == 1 and r["losses"] == 0
     assert r["randomization_exact"] is True
     assert r["p_randomization"] == 1.0  # 2 queries, one of them a tie: every sign vector reaches |T|
-    md = ndcg_mlflow.statistics.comparisons.wins_losses_markdown(res, res.analysis)
+    md = wins_losses_markdown(res, res.analysis)
     assert "| qa |" in md and "⬆ entered" in md and "⬇ left" in md
     # the same pair the other way round is a loss with entered and left swapped
     res2 = ndcg_mlflow.evaluate(

@@ -23,11 +23,12 @@ import yaml
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import main
+from ndcg_mlflow.render.command_text import format_sensitivity
 from ndcg_mlflow.render.explain import explain
 from ndcg_mlflow.rules import RULES
 from ndcg_mlflow.spec import METRIC_FIELDS, load_spec
 from ndcg_mlflow.spec.presets import PRESETS, TOOLS
-from ndcg_mlflow.statistics.sensitivity import alternatives, format_sensitivity, sensitivity
+from ndcg_mlflow.statistics.sensitivity import alternatives, sensitivity
 
 TOOL_NAMES = ["trec_eval", "gdeval", "sklearn", "torchmetrics", "ranx"]
 

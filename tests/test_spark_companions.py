@@ -20,8 +20,8 @@ from helpers import java_problem, local_spark
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
-from ndcg_mlflow.engines.local.pipeline import json_safe
 from ndcg_mlflow.errors import DataError, SpecError
+from ndcg_mlflow.result import json_safe
 
 pytestmark = pytest.mark.integration
 
@@ -313,7 +313,7 @@ def test_a_bucket_ranks_tied_rows_in_the_input_order_whatever_order_they_arrive_
     import pyarrow.compute as pc
 
     from ndcg_mlflow.companions import read_duplicate_groups
-    from ndcg_mlflow.engines.local.pipeline import display_depth
+    from ndcg_mlflow.engines.outcome import display_depth
     from ndcg_mlflow.engines.spark import companion_measures as comps
     from ndcg_mlflow.engines.spark.buckets import bucket_rows
 

@@ -12,8 +12,8 @@ from test_segments import _data, _spec
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
-from ndcg_mlflow.engines.local.pipeline import json_safe
 from ndcg_mlflow.errors import SpecError
+from ndcg_mlflow.result import json_safe
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ checked when it is made.
 ``ndcg_mlflow.evaluate(spec, ..., engine=Local())`` (the default) evaluates in this process (:mod:`.local`);
 ``engine=Spark(session, buckets=...)`` evaluates the runs' rows on Apache Spark (:mod:`.spark`, entered by
 :func:`.spark.evaluate_on`). Both give the same per-query numbers and an
-:class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`. Nothing here imports an engine's modules (nor pyspark):
+:class:`~ndcg_mlflow.result.EvaluationResult`. Nothing here imports an engine's modules (nor pyspark):
 :func:`ndcg_mlflow.evaluate` imports the one an evaluation runs on, and the engines may make these objects.
 """
 

@@ -459,7 +459,7 @@ def compare_genai_runs(
     baseline run (by that name, its run name or its id; run A when the section names none) and is refused when it
     names neither run. The spec's metric and query rules must be those the scorer applied (the digest each Feedback
     records), else a SpecError; a run whose rows lack scores is refused, naming them (DataError). Returns the
-    :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`; ``out`` also writes its output folder (report
+    :class:`~ndcg_mlflow.result.EvaluationResult`; ``out`` also writes its output folder (report
     included), whose ``mlflow.experiment`` is the baseline run's experiment (where ``ndcg-mlflow upload OUT`` logs
     it)."""
     from mlflow.tracking import MlflowClient

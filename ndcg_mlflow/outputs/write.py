@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.local.pipeline import EvaluationResult
 from ..errors import NdcgError
+from ..result import EvaluationResult
 from ..spec import PARTIAL_SUFFIX, system_file_stem
 from .csvtext import FLOAT_FORMAT, csv_join, csv_lines, number_text
 from .folder import atomic_bytes, os_reason, staged_folder
@@ -69,9 +69,9 @@ def _write_folder(out_dir: str | Path, fill: Callable[[Path, str], None]) -> Pat
 def _write_grouped(result: Any, out: Path, run_key: str) -> None:
     import pandas as pd
 
-    from ..engines.local.pipeline import json_safe
     from ..render.explain import explain
     from ..render.report import write_reports
+    from ..result import json_safe
 
     summary = result.summary
     atomic_bytes(out / "spec.yaml", result.spec.recorded_text.encode("utf-8"))
@@ -168,7 +168,7 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
 
     atomic_bytes(out / "explanation.txt", (explain(spec, result.grades) + "\n").encode("utf-8"))
     if result.analysis is not None and result.analysis.comparisons:
-        from ..statistics.comparisons import wins_losses_markdown
+        from ..render.wins_losses import wins_losses_markdown
 
         _atomic_csv(out / "comparisons.csv", result.comparisons)
         if result.analysis.segment_comparisons:

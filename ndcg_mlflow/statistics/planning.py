@@ -22,7 +22,7 @@ is averaged over what the observed queries leave unknown: the weights' n_eff and
 (:func:`planned_power`, :func:`queries_needed`).
 
 Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
-:func:`format_plan`), which reads an evaluation's output folder with pandas.
+:func:`~ndcg_mlflow.render.command_text.format_plan`), which reads an evaluation's output folder with pandas.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
-from ..render.format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
-from ..rules import KEY_FORMS, cutoff_key, key_label, key_of_text, metric_name
+from ..render.format import exact
+from ..rules import KEY_FORMS, cutoff_key, key_label, key_of_text
 from . import inference as stats
 from .inference import kish_n
 from .risk import paired_vectors
@@ -667,73 +667,3 @@ def plan_evaluation(
         "decision": {**decision, "candidates": declared} if declared and decision is not None else None,
         "models": fields.models(),
     }
-
-
-def _count(n: int | None, *, beyond: bool = False) -> str:
-    """A number of queries; None: ``>MOST_QUERIES`` when ``beyond`` (a finite sigma and a positive margin leave
-    only that reason), else undefined."""
-    if n is None:
-        return f">{MOST_QUERIES:,}" if beyond else TERMINAL
-    return f"{n:,}"
-
-
-def format_plan(plan: dict[str, Any]) -> str:
-    """The ``plan`` command's output: the table, what its columns mean, and the declared decision's plan."""
-    models = plan["models"]
-    power, margin = exact(plan["power"]), exact(plan["margin"])  # (as given: two different margins never print alike)
-    lines = [
-        f"{term_text(plan['name'])} ({term_text(plan['source'])}) — each candidate against baseline "
-        f"{term_system(plan['baseline'], models)}: the {exact_share(plan['confidence'])} two-sided weighted t "
-        f"interval the decision reads, power {power}, margin {margin}"
-    ]
-    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin}"]
-    body = [
-        [
-            term_system(r["candidate"], models),
-            key_label(r["key"]),
-            str(r["n_paired"]),
-            f"{r['n_eff']:.1f}",
-            number(r["delta"], signed=True, missing=TERMINAL),
-            number(r["sd"], missing=TERMINAL),
-            number(r["mde"], missing=TERMINAL),
-            _count(r["queries_needed"], beyond=math.isfinite(r["sd"])),
-        ]
-        for r in plan["rows"]
-    ]
-    lines += text_table(heads, body, left=2)
-    lines += [
-        "n: queries valid for both systems; n_eff: (Σw)²/Σw²; delta: the weighted mean difference",
-        "σ: the per-query standard deviation of the differences that the weighted standard error implies (se·√n_eff)",
-        f"mde: the smallest distance between the true difference and a threshold that the interval's lower end "
-        f"clears with power {power} at these n queries",
-        f"queries for {margin}: the queries, with the same spread of weights, at which it clears a threshold "
-        f"{margin} below the true difference with power {power} (a non-inferiority margin of {margin} for a "
-        f"candidate as good as the baseline; Sakai's topic set size design)",
-    ]
-    bounds = [r["weights_bound"] for r in plan["rows"] if r.get("weights_bound", 0) > 0]
-    if bounds:
-        lines.append(
-            f"unequal weights: planned as if the evaluation's weights were lognormal with their logarithms' standard "
-            f"deviation at its {WEIGHTS_LEVEL:.0%} upper confidence bound from these queries (up to "
-            f"{number(max(bounds), 2)}), or these weights resampled where they are more unequal: a pilot rarely holds "
-            f"the heaviest weights of a larger evaluation, and the plan grows fast with their spread"
-        )
-    decision = plan["decision"]
-    if decision:
-        lines += [
-            "",
-            f"the declared decision ({decision['rule'].replace('_', '-')} at {metric_name(decision['key'])}, margin "
-            f"{exact(decision['margin'])}), power {power}:",
-        ]
-        for c in decision["candidates"]:
-            if c["reason"] and c["queries_needed"] is None:
-                what = c["reason"]
-            else:
-                what = (
-                    f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
-                    f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
-                    f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
-                    f"power {power}" + (f" ({c['reason']})" if c["reason"] else "")
-                )
-            lines.append(f"  {term_system(c['candidate'], models)}: {what}")
-    return "\n".join(lines)

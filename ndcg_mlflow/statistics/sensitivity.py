@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render.format import TERMINAL, number, text_table
-from ..rules import METRIC_RULES, cutoff_key, cutoff_label, cutoff_of_label, metric_name
+from ..rules import METRIC_RULES, cutoff_label
 from ..spec import Metric, Spec
 from .inference import nan_weighted_mean
 
@@ -186,51 +185,3 @@ def sensitivity_table(spec: Spec, weights: np.ndarray, ndcg_by_alternative: Alte
                     }
                 )
     return pd.DataFrame(rows)
-
-
-def format_sensitivity(table, cutoff: str) -> str:
-    """Terminal rendering at one cutoff: each system's mean and each comparison's difference per alternative."""
-    if table is None or table.empty:
-        return "no sensitivity table"
-    t = table[table["cutoff"] == cutoff]
-    name = metric_name(cutoff_key(cutoff_of_label(cutoff)))
-    lines = [f"sensitivity at {name} (one rule changed at a time; declared value first):"]
-    columns = []
-    for (kind, system, baseline), _ in t.groupby(["kind", "system", "baseline"], sort=False):
-        columns.append((kind, system, baseline))
-    heads = ["rule", "alternative"] + [s if k == "system" else f"{s}-{b}" for k, s, b in columns]
-    body = []
-    for (rule, alt), group in t.groupby(["rule", "alternative"], sort=False):
-        cells = [rule, alt]
-        for kind, system, baseline in columns:
-            r = group[(group["kind"] == kind) & (group["system"] == system) & (group["baseline"] == baseline)]
-            if r.empty:
-                cells.append("")
-                continue
-            r = r.iloc[0]
-            if rule == "declared":
-                cells.append(_number(r["value"], signed=kind == "comparison"))
-            else:
-                mark = " FLIP" if r["sign_flip"] else ""
-                cells.append(_number(r["change"], signed=True) + mark)
-        body.append(cells)
-    lines += text_table(heads, body, left=2)
-    flips = t[t["sign_flip"]]
-    if flips.empty:
-        lines.append("no alternative flips the sign of a comparison at this cutoff.")
-    else:
-        for _, r in flips.iterrows():
-            before, after = _number(r["declared"], signed=True), _number(r["value"], signed=True)
-            lines.append(
-                f"FLIP: {r['system']} vs {r['baseline']} changes sign under {r['rule']} = "
-                f"{r['alternative']} ({before} -> {after})"
-            )
-    lines.append(
-        "(rows after 'declared' show the change from the declared value; 'undefined': no query is left in that mean)"
-    )
-    return "\n".join(lines)
-
-
-def _number(x, *, signed: bool) -> str:
-    """A mean or change for the terminal; an undefined one (NaN: every query excluded) as 'undefined'."""
-    return number(float(x), signed=signed, missing=TERMINAL)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.local.pipeline import EvaluationResult
 from ..errors import NdcgError
+from ..result import EvaluationResult
 from ..uris import first_line, redact, safe_uri, store_problem
 from .bounds import configure_http
 from .names import (

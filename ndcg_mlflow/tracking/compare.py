@@ -449,7 +449,7 @@ def _experiment_name(client, run) -> str:
 def result_from_tables(spec, systems: list[tuple[str, SystemRun]], segments: bool = True):
     """An EvaluationResult rebuilt from logged per-query tables (no data files are read); with ``segments``, the
     queries' segments from the tables' ``segment`` column, when they have it."""
-    from ..engines.local.pipeline import display_depth, system_means
+    from ..engines.outcome import display_depth, system_means
     from ..kernel import STATUS_NAMES, QueryResult
     from ..queries import TopLists
     from ..result import EvaluationResult, SystemResult

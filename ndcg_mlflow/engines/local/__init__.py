@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...spec import Spec
+from ...result import EvaluationResult
 from ...timings import phase
-from .pipeline import EvaluationResult, resolve_spec
+from ..inputs import remove_with, resolve_spec, scoring_folder
 from .pipeline import evaluate as evaluate_files
 
 
@@ -52,25 +51,3 @@ def evaluate(
     if scored_dir is None:
         remove_with(result, folder)
     return result
-
-
-def model_spec(spec: Any, qrels: Any, systems: Mapping[str, Any] | None, base_dir: str | Path | None) -> Spec | None:
-    """The spec, its files checked, when some of its systems are models to score first (their candidates' files
-    are checked before any model is loaded); None when every system is a run (or the runs are given)."""
-    if systems is not None:
-        return None
-    loaded = resolve_spec(spec, qrels, None, base_dir)
-    return loaded if any(src.unscored for _, src in loaded.systems) else None
-
-
-def scoring_folder(scored_dir: str | Path | None) -> Path:
-    """Where a model's scored rows are written: the caller's folder, else a new temporary one."""
-    return Path(scored_dir) if scored_dir is not None else Path(tempfile.mkdtemp(prefix="ndcg-mlflow-scored-"))
-
-
-def remove_with(result: Any, folder: Path) -> None:
-    """A scoring folder of our own lives as long as the result that names its files."""
-    import shutil
-    import weakref
-
-    weakref.finalize(result, shutil.rmtree, folder, True)

@@ -10,22 +10,20 @@ statistics -> sensitivity.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
-from ...errors import DataError, EvaluationError, SpecError, preview
+from ...errors import DataError, SpecError
 from ...join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
-from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
-from ...paths import shown_path
+from ...kernel import NonFiniteError
 from ...queries import QueryRows, overflow_message, score_queries
 from ...readers import Table, read_qrels, read_run, sha256_file
-from ...readers.hashing import check_same_file, read_unchanged, read_with_digest
+from ...readers.hashing import check_same_file, read_unchanged
 from ...readers.table import yield_cpu
 from ...result import (  # noqa: F401 (re-exported)
     EvaluationResult,
@@ -34,13 +32,29 @@ from ...result import (  # noqa: F401 (re-exported)
     json_safe,
     relative,
 )
-from ...rules import needs_row_order, stops
-from ...spec import Metric, Spec, check_files, load_spec, outside_paths
-from ...statistics.inference import nan_weighted_mean
+from ...rules import needs_row_order
+from ...spec import Metric, Spec
 from ...statistics.sensitivity import alternatives as sensitivity_alternatives
 from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
-from ..inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
+from ..inputs import (  # noqa: F401 (re-exported)
+    evaluated_query_set,
+    input_table,
+    query_segments,
+    query_weights,
+    read_companions,
+    resolve_spec,
+    said_of_candidates,
+)
+from ..outcome import (
+    apply_error_rules,
+    display_depth,
+    finish,
+    none_returned,
+    note_unknown_queries,
+    statistics,
+    system_means,
+)
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -169,70 +183,6 @@ class _Digests:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def resolve_spec(
-    spec: str | Path | Mapping[str, Any] | Spec,
-    qrels: Any,
-    systems: Mapping[str, Any] | None,
-    base_dir: str | Path | None = None,
-) -> Spec:
-    """The spec, its data entries replaced by the tables given (``qrels``, ``systems``), its files checked."""
-    from ...spec import IN_MEMORY, InMemory, Source, system_name_problem
-
-    if systems is not None and not isinstance(systems, Mapping):
-        raise SpecError("systems", f"must map each system name to its table, got {type(systems).__name__}.")
-    names = tuple(systems) if systems is not None else None
-    given = InMemory(qrels is not None, names) if qrels is not None or names is not None else None
-    if isinstance(spec, Spec):  # a spec built earlier: its data entries are replaced by the tables given
-        import dataclasses
-
-        memory = Source(None, IN_MEMORY, "table")
-        for name in names or ():
-            problem = system_name_problem(name)
-            if problem:
-                raise SpecError(f"systems[{name!r}]", problem)
-        if names is not None and spec.comparison is not None and spec.comparison.baseline not in names:
-            raise SpecError(
-                "comparison.baseline",
-                f"names {spec.comparison.baseline!r}, which is not among the "
-                f"systems given ({', '.join(map(str, names))}).",
-            )
-        spec = dataclasses.replace(
-            spec,
-            qrels=memory if qrels is not None else spec.qrels,
-            systems=tuple((n, memory) for n in names) if names is not None else spec.systems,
-        )
-    else:
-        spec = load_spec(spec, base_dir=base_dir, tables=given)
-    problems = check_files(spec)
-    if problems:
-        raise SpecError("", "; ".join(problems), str(spec.source) if spec.source else None)
-    return spec
-
-
-def input_table(obj: Any, kind: str, label: str, shared: dict[str, str]) -> Table:
-    from ...readers import table_from_object
-    from ...readers.accept import kind_mapping
-
-    mapping = shared
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Mapping):
-        obj, mapping = obj[0], {**shared, **obj[1]}
-    if obj is None:
-        raise DataError(label, "no table was given.")
-    if isinstance(obj, Table):
-        if obj.digest is None:
-            from ...readers import table_digest
-
-            obj.digest = table_digest(obj)
-        return obj
-    usable = kind_mapping(kind, mapping)
-    unknown = [k for k in mapping if k not in ("query_id", "doc_id", "grade", "score", "rank")]
-    if unknown:
-        raise SpecError(
-            "columns", f"unknown column {unknown[0]!r}; a column mapping names query_id, doc_id, grade, score or rank."
-        )
-    return table_from_object(obj, kind, label, usable)
-
-
 class _RunFile:
     """A system's run file, read when the pipeline reaches it (one run in memory at a time); its sha256 comes from
     the evaluation's background digests."""
@@ -351,32 +301,6 @@ def _pipeline(
     return statistics(result, progress, by_alternative)
 
 
-@contextmanager
-def said_of_candidates(sources: Any) -> Iterator[None]:
-    """A model system's rows are the scored rows it wrote (into the output folder being made, or a folder of the
-    caller's: a file the user never declared): a problem found in them, by any engine, is said of the candidates
-    file they were scored from, naming the model. ``sources``: the systems' sources (others pass through)."""
-    scored = {
-        key: src
-        for src in sources
-        if getattr(src, "candidates", None) is not None and src.path is not None
-        for key in (str(src.path), shown_path(src.path))
-    }
-    try:
-        yield
-    except DataError as exc:
-        src = scored.get(exc.file)
-        if src is None:
-            raise
-        candidates = src.candidates
-        raise DataError(
-            candidates.path if candidates.path is not None else candidates.declared,
-            f"{exc.message} (found in the rows {src.model} scored from these candidates: a model "
-            f"that scores each row keeps their order, so a row number is the candidates' own)",
-            exc.line,
-        ) from None
-
-
 def _system(
     spec: Spec,
     name: str,
@@ -419,155 +343,3 @@ def _system(
             coverage = coverage_of_counts(counts, metric.cutoffs, companions, name, str(spec.source or "") or None)
         fill_means(sr, metric, rows.duplicate_rate, coverage, relative(weights))
     return sr, prep, rows
-
-
-def finish(
-    spec: Spec,
-    query_ids: np.ndarray,
-    weights: np.ndarray,
-    systems: dict[str, SystemResult],
-    files: list[FileInfo],
-    notes: list[str],
-    qrels: Table,
-    engine: str = "local",
-    segments: np.ndarray | None = None,
-) -> EvaluationResult:
-    """The result of every system's per-query numbers (before the statistics), whatever engine computed them;
-    ``segments``: the evaluated queries' segments (:func:`~ndcg_mlflow.engines.inputs.query_segments`)."""
-    for path in outside_paths(spec):
-        notes.append(f"data path outside the spec's folder: {path}")
-    result = EvaluationResult(spec, query_ids, weights, systems, files, notes, engine=engine, segments=segments)
-    result.grades = sorted(set(qrels.value.tolist()))
-    return result
-
-
-def statistics(result: EvaluationResult, progress=None, alternative_ndcg: Any = None) -> EvaluationResult:
-    """Intervals and comparisons (the spec's uncertainty section), then sensitivity, on the per-query rows;
-    ``alternative_ndcg``: the per-query numbers of sensitivity's alternatives as the engine computed them
-    (:data:`~ndcg_mlflow.statistics.sensitivity.AlternativeNdcg`; default: recomputed from the kept rows)."""
-    with phase("statistics"):
-        return _statistics(result, progress, alternative_ndcg)
-
-
-def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> EvaluationResult:
-    spec = result.spec
-    if spec.uncertainty is not None:
-        from ...statistics.comparisons import analyze
-
-        if progress:
-            progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
-        result.analysis = analyze(result, spec.uncertainty, spec.comparison, spec.decision)
-        result.notes.extend(result.analysis.notes)
-        result.notes.extend(c["note"] for c in result.analysis.consistency if "note" in c)
-        if spec.decision is not None:
-            from ...statistics.decision import decide, undetectable_notes
-
-            result.decision = decide(
-                spec.decision,
-                result.analysis.comparisons,
-                spec.uncertainty.confidence,
-                result.analysis.paired,
-                segment_paired=result.analysis.segment_paired,
-            )
-            result.notes.extend(undetectable_notes(result.analysis.comparisons, spec.decision))
-    if spec.sensitivity:
-        from ...statistics.sensitivity import sensitivity
-
-        if progress:
-            progress("recomputing under each rule's alternatives (sensitivity)")
-        result.sensitivity = sensitivity(result, alternative_ndcg)
-    return result
-
-
-def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
-    c = spec.companions
-    if c is None:
-        return None
-    from ...companions import read_catalog, read_duplicate_groups
-
-    out: dict[str, Any] = {}
-    if c.duplicates is not None:
-        out["duplicates"], sha = read_with_digest(
-            c.duplicates.file, None, lambda: read_duplicate_groups(c.duplicates.file)
-        )
-        files.append(
-            FileInfo(
-                "companions.duplicates",
-                str(c.duplicates.path),
-                c.duplicates.declared,
-                sha,
-                len(out["duplicates"].group),
-            )
-        )
-    if c.catalog is not None:
-        out["catalog"], sha = read_with_digest(c.catalog.file, None, lambda: read_catalog(c.catalog.file))
-        files.append(FileInfo("companions.catalog", str(c.catalog.path), c.catalog.declared, sha, len(out["catalog"])))
-    elif c.catalog_size is not None:
-        out["catalog_size"] = c.catalog_size
-    return out
-
-
-def display_depth(metric: Metric) -> int:
-    """How many documents per query are kept for showing wins and losses."""
-    finite = [k for k in metric.cutoffs if k is not None]
-    return min(max(finite + [10]), 100)
-
-
-def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
-    """The ``error`` choices of ``missing_queries`` and ``empty_ideal``, applied to a system's per-query status."""
-    for status in (STATUS_MISSING, STATUS_EMPTY_IDEAL):
-        hit = query_ids[(qr.status == status).any(axis=1)]
-        if hit.size:
-            stopped_by(metric, status, name, path, hit.size, hit[:5])
-
-
-def none_returned(name: str, path: str | Path, nq: int, run_queries: int, examples: Any) -> None:
-    """Raise the error of a run that returns none of the evaluated queries (``examples``: some of its queries)."""
-    raise EvaluationError(
-        f"system '{name}' ({path}) returns none of the {nq} evaluated queries (its {run_queries} queries, e.g. "
-        f"{preview(examples)}, are all outside the set): is it the run of another collection?"
-    )
-
-
-def note_unknown_queries(notes: list[str], name: str, unknown: int) -> None:
-    """The note of a run's queries outside the evaluated set (none when there are none)."""
-    if unknown:
-        notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
-
-
-def stopped_by(metric: Metric, status: int, name: str, path: str | Path, n: int, first: Any) -> None:
-    """Raise the error of a query status (missing, empty ideal) whose rule is ``error``, when it is: ``n`` queries
-    of system ``name`` have it, ``first`` the first of them (every engine words it so)."""
-    if status == STATUS_MISSING and stops(metric.missing_queries):
-        raise EvaluationError(
-            f"system '{name}' ({path}) returns nothing for {n} evaluated "
-            f"queries: {preview(first, total=n)}; metric.missing_queries is 'error'."
-        )
-    if status == STATUS_EMPTY_IDEAL and stops(metric.empty_ideal):
-        raise EvaluationError(
-            f"system '{name}': {n} queries have an ideal DCG of 0 under "
-            f"ideal '{metric.ideal}': {preview(first, total=n)}; metric.empty_ideal is 'error'."
-        )
-
-
-def system_means(metric: Metric, qr: QueryResult, weights: np.ndarray) -> dict[str, dict[str, Any]]:
-    out = {}
-    rel = relative(weights)  # weights over the largest: no overflow or underflow in the sums
-    for j, key in enumerate(metric.keys):
-        x = qr.ndcg[:, j]
-        ok = ~np.isnan(x)
-        w = weights[ok]
-        r = rel[ok]
-        out[key] = {
-            "mean": nan_weighted_mean(x, rel),
-            "n_evaluated": int(ok.sum()),
-            "n_excluded": int((~ok).sum()),
-            "n_missing": int((qr.status[:, j] == STATUS_MISSING).sum()),
-            "n_empty_ideal": int((qr.status[:, j] == STATUS_EMPTY_IDEAL).sum()),
-            "weight_sum": float(w.sum()),
-            "n_eff": float(r.sum() ** 2 / (r**2).sum()) if ok.any() else 0.0,
-            "judged_coverage": float(np.nanmean(qr.judged_coverage[:, j]))
-            if np.isfinite(qr.judged_coverage[:, j]).any()
-            else float("nan"),
-        }
-    return out

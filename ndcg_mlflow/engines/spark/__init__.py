@@ -36,7 +36,7 @@ How it works:
   (``alt_ndcg``); the driver builds the sensitivity table from them in the evaluated-query order
   (:func:`ndcg_mlflow.statistics.sensitivity.sensitivity_table`), as the local engine does from its kept rows.
 * The per-query rows (one per evaluated query, not per run row) come back to the driver as Arrow and are
-  assembled into the same :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult` as the local engine's, so the
+  assembled into the same :class:`~ndcg_mlflow.result.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine
   (:mod:`.assemble`; the bucket errors raised as the local engine raises them, :func:`.assemble.check_buckets`).
 
@@ -96,11 +96,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SpecError
+from ...result import EvaluationResult
 from ...rules import keeps_displayed_order
 from ...timings import phase
 from .. import Spark
-from ..local import model_spec, remove_with, scoring_folder
-from ..local.pipeline import EvaluationResult, said_of_candidates
+from ..inputs import model_spec, remove_with, said_of_candidates, scoring_folder
 from .driver import MAX_DRIVER_QUERIES, evaluate
 from .grouped import check_grouped, evaluate_grouped
 from .judgments import DRIVER_JUDGMENTS, MAX_JUDGMENTS

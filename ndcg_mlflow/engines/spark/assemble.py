@@ -1,6 +1,6 @@
 """Back on the driver: one system's Spark job (:func:`system_rows`: its run read, pre-filtered and cut into query
 buckets), the buckets' rows checked as the local engine checks (:func:`check_buckets`, raising the error it would
-raise first, in its words) and assembled into the same :class:`~ndcg_mlflow.engines.local.pipeline.SystemResult`
+raise first, in its words) and assembled into the same :class:`~ndcg_mlflow.result.SystemResult`
 (:func:`assemble`)."""
 
 from __future__ import annotations
@@ -18,16 +18,9 @@ from ...kernel import QueryResult
 from ...queries import TopLists, overflow_message, unjudged_message
 from ...readers.accept import Rows, empty_id, listed_twice, not_finite, not_integer, null_value
 from ...readers.hashing import check_unchanged
+from ...result import FileInfo, SystemResult
 from ...spec import Metric, Spec
-from ..local.pipeline import (
-    FileInfo,
-    SystemResult,
-    apply_error_rules,
-    display_depth,
-    none_returned,
-    note_unknown_queries,
-    system_means,
-)
+from ..outcome import apply_error_rules, display_depth, none_returned, note_unknown_queries, system_means
 from . import companion_measures as comps
 from .buckets import ERROR_ORDER, bucket_results
 from .judgments import Judged

@@ -14,7 +14,7 @@ from ...kernel import NonFiniteError, QueryResult
 from ...queries import UnjudgedError, score_queries
 from ...readers import Ids, Strings, Table
 from ...spec import Metric
-from ..local.pipeline import display_depth
+from ..outcome import display_depth
 from . import companion_measures as comps
 from .partitions import bucket_column
 from .sources import arrow_schema, plain, spark_schema

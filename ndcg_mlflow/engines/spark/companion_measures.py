@@ -1,7 +1,7 @@
 """The companion measures (:mod:`ndcg_mlflow.companions`) on the Spark engine, with the local engine's numbers.
 
 * The duplicate-group file and the catalog file are read on the driver by the local readers
-  (:func:`ndcg_mlflow.engines.local.pipeline.read_companions`: the same checks, and the files' digests in ``files``).
+  (:func:`ndcg_mlflow.engines.inputs.read_companions`: the same checks, and the files' digests in ``files``).
 * Duplicate rate: the mapping (doc id -> group code) goes to Spark as a DataFrame and is joined to the run rows
   after the pre-filter, before the shuffle (a broadcast join on doc_id: the run is not shuffled for it;
   documents the mapping does not list get no group, as locally). In each bucket the local
@@ -142,7 +142,7 @@ def fill(
     import pyarrow.compute as pc
 
     from ...join import index_in
-    from ..local.pipeline import relative
+    from ...result import relative
 
     rate = None
     if comp.plan.duplicates:

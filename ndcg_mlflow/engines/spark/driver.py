@@ -1,5 +1,5 @@
 """An evaluation whose per-query rows come back to the driver (:func:`evaluate`): one row per evaluated query and
-system, assembled into the local engine's :class:`~ndcg_mlflow.engines.local.pipeline.EvaluationResult`, whose
+system, assembled into the local engine's :class:`~ndcg_mlflow.result.EvaluationResult`, whose
 statistics are then the local engine's. Beyond :data:`MAX_DRIVER_QUERIES` evaluated queries it continues on the grouped
 path (:mod:`.grouped`) when given a folder for the per-query table."""
 
@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 
 from ...errors import EvaluationError
+from ...result import EvaluationResult, SystemResult
 from ...spec import Spec
 from ...statistics.group_sums import GROUPS
 from ...statistics.sensitivity import alternatives as sensitivity_alternatives
 from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
 from .. import Spark
-from ..local.pipeline import EvaluationResult, SystemResult, finish, query_segments, resolve_spec, statistics
+from ..inputs import query_segments, resolve_spec
+from ..outcome import finish, statistics
 from . import companion_measures as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .grouped import check_grouped, grouped_result, grouped_target

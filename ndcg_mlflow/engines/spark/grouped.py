@@ -14,14 +14,15 @@ import numpy as np
 
 from ...errors import SpecError
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
-from ...result import summary_of
+from ...result import EvaluationResult, summary_of
 from ...rules import stops
 from ...spec import Guardrails, Metric, Spec
 from ...statistics.comparisons import correction_family
 from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from ...timings import phase
 from .. import Spark
-from ..local.pipeline import EvaluationResult, none_returned, resolve_spec, stopped_by
+from ..inputs import resolve_spec
+from ..outcome import none_returned, stopped_by
 from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
@@ -177,8 +178,8 @@ def _grouped_into(
     import pyarrow as pa
     from pyspark.sql import functions as F
 
+    from ...result import relative
     from ...rules import cutoff_label
-    from ..local.pipeline import relative
 
     metric, qrels_table, files = spec.metric, judged.qrels_table, judged.files
     query_ids, weights = judged.query_ids, judged.weights

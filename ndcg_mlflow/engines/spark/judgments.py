@@ -16,8 +16,9 @@ from ...errors import DataError
 from ...join import index_in, judgments, map_gains
 from ...readers import Table, read_qrels
 from ...readers.hashing import read_with_digest
+from ...result import FileInfo
 from ...spec import IN_MEMORY, Metric, Spec
-from ..local.pipeline import FileInfo, evaluated_query_set, input_table, query_weights, read_companions
+from ..inputs import evaluated_query_set, input_table, query_weights, read_companions
 from . import companion_measures as comps
 from .judgments_in_spark import SparkJudgments, judgment_frame, spark_judgments
 from .parquet_tasks import SHIPPED_JUDGMENTS_BYTES

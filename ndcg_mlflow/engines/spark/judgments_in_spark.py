@@ -36,8 +36,8 @@ from ...readers.accept import (
     null_value,
 )
 from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
+from ...result import FileInfo
 from ...spec import IN_MEMORY, Spec
-from ..local.pipeline import FileInfo
 from .sources import (
     column_type_ok,
     digest_columns,

@@ -15,7 +15,7 @@ from ...join import map_gains
 from ...kernel import NonFiniteError
 from ...rules import condenses, stops
 from ...spec import Metric
-from ..local.pipeline import display_depth
+from ..outcome import display_depth
 from .buckets import error, run_errors
 from .sources import arrow_schema, plain, spark_schema
 
@@ -46,7 +46,7 @@ def prefilter_plan(metric: Metric, n_judgments: int, wanted: bool | None = None)
     It applies when every cutoff is finite (``all`` reads whole lists) and the evaluated judgments are few
     enough to join to the run rows before the shuffle (:data:`PREFILTER_MAX_JUDGMENTS`). The depth L is the
     largest cutoff, or the documents shown per query when more
-    (:func:`~ndcg_mlflow.engines.local.pipeline.display_depth`).
+    (:func:`~ndcg_mlflow.engines.outcome.display_depth`).
     """
     finite = [k for k in metric.cutoffs if k is not None]
     why = None

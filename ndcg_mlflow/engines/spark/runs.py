@@ -13,9 +13,10 @@ import numpy as np
 from ...errors import DataError, EvaluationError, SpecError
 from ...readers import sha256_file
 from ...readers.accept import column_type
+from ...result import FileInfo
 from ...rules import averages_ties, keeps_displayed_order, needs_row_order
 from ...spec import IN_MEMORY, Metric, Spec
-from ..local.pipeline import FileInfo, input_table
+from ..inputs import input_table
 from .parquet_tasks import ParquetTasks, parquet_tasks
 from .sources import (
     column_type_ok,
