@@ -1,5 +1,6 @@
 """mkdocs hooks (mkdocs.yml ``hooks:``): the spec reference page generated from the package on every build
-(``gen_spec_reference.py``), and the reST roles of the package's docstrings (:func:`x`) shown as the code they
+(``gen_spec_reference.py``), the module map of the architecture page from the modules' docstrings
+(``gen_module_map.py``), and the reST roles of the package's docstrings (:func:`x`) shown as the code they
 name."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ if str(DOCS.parent) not in sys.path:
     sys.path.insert(0, str(DOCS.parent))  # this checkout's package, as mkdocstrings reads it (paths: [.])
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_spec_reference", DOCS / "gen_spec_reference.py")
+def _generator(name: str = "gen_spec_reference"):
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -28,6 +29,15 @@ def on_files(files, config):
     gen = _generator()
     files.append(File.generated(config, gen.PAGE, content=gen.render()))
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri != "architecture.md":
+        return markdown
+    gen = _generator("gen_module_map")
+    if gen.MARKER not in markdown:
+        raise ValueError(f"docs/architecture.md has no {gen.MARKER} where the module map goes")
+    return markdown.replace(gen.MARKER, gen.render())
 
 
 ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj):(?=<code>)")

@@ -1,3 +1,5 @@
+"""``python -m ndcg_mlflow``: the ``ndcg-mlflow`` command."""
+
 import sys
 
 from .cli import main

@@ -64,8 +64,8 @@ def blocks(page: str) -> list[tuple[str, str, str]]:
     return [(mark.split(" ")[0], lang, body) for _, mark, lang, body in fenced_blocks(text)]
 
 
-def generator():
-    spec = importlib.util.spec_from_file_location("gen_spec_reference", DOCS / "gen_spec_reference.py")
+def generator(name: str = "gen_spec_reference"):
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -181,6 +181,29 @@ def test_the_docs_say_each_exit_code_in_the_same_words():
     text = " ".join((DOCS / "decision.md").read_text(encoding="utf-8").replace("`", "").split())
     for code, meaning in EXIT_CODES.items():
         assert re.search(rf"\b{code} (\([^)]*\) )?{re.escape(meaning)}", text), (code, meaning)
+
+
+def test_every_module_says_its_purpose_in_its_docstring():
+    """The architecture page's module map is the first sentence of each module's docstring: every module of the
+    package (``__init__.py`` and ``__main__.py`` too) has one, and the map lists each module once, with it."""
+    gen = generator("gen_module_map")
+    found = gen.modules()
+    assert len(found) > 60 and ("engines/inputs.py" in dict(found))  # (the map sees the package's subpackages)
+    missing = [path for path, purpose in found if not purpose]
+    assert not missing, f"modules without a docstring that says their purpose in a first sentence: {missing}"
+    page = gen.render()
+    for path, purpose in found:
+        assert page.count(f"- `{path}`: {purpose}\n") == 1, path
+    assert gen.MARKER in (DOCS / "architecture.md").read_text(encoding="utf-8")
+
+
+def test_the_purpose_is_the_first_sentence_on_one_line():
+    gen = generator("gen_module_map")
+    assert gen.purpose('"""x"""') is None and gen.purpose(None) is None and gen.purpose("  \n") is None
+    assert gen.purpose("A module\nof two lines. And more.\n\nDetails.") == "A module of two lines."
+    assert gen.purpose("No sentence here\n\nA later one.") is None
+    assert gen.purpose("Uses ``a.b`` and :mod:`x.y`. Then.") == "Uses ``a.b`` and :mod:`x.y`."
+    assert gen.purpose("Does it pass? Yes.") == "Does it pass?"
 
 
 def test_the_readme_links_to_pages_that_exist():
