@@ -1,5 +1,8 @@
-"""What the spec says of each evaluated query beside the runs: which queries are evaluated (the judged ones, or the
-declared ``queries.set``), their weights (``queries.weights``) and their segments (``queries.segments``).
+"""What both engines read on the driver beside the runs: the spec resolved with the tables given in its place
+(:func:`resolve_spec`, :func:`input_table`), which queries are evaluated (the judged ones, or the declared
+``queries.set``), their weights (``queries.weights``) and their segments (``queries.segments``), the companion
+files (:func:`read_companions`), and where model systems' scored rows are written (:func:`model_spec`,
+:func:`scoring_folder`).
 
 Every engine calls these on its driver, in this order, with the judgments read: the same checks and messages
 (:mod:`ndcg_mlflow.readers.small`), and each file's sha256 recorded in ``files`` with its role, taken of the
