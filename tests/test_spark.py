@@ -668,7 +668,7 @@ def test_prefilter_rows_keeps_every_row_that_decides_the_top():
     the whole list, for each tie rule, both unjudged rules and both ideals."""
     import pyarrow as pa
 
-    from ndcg_mlflow.engines.inputs import resolve_spec
+    from ndcg_mlflow.engines.preparation import resolve_spec
     from ndcg_mlflow.engines.spark.prefilter import prefilter_rows
 
     qrels, run = long_lists(seed=5)
@@ -705,7 +705,7 @@ def test_prefilter_rows_with_alternatives_keeps_what_each_alternative_needs():
     the declared rules alone keep too few for some alternative."""
     import pyarrow as pa
 
-    from ndcg_mlflow.engines.inputs import resolve_spec
+    from ndcg_mlflow.engines.preparation import resolve_spec
     from ndcg_mlflow.engines.spark.prefilter import prefilter_rows
     from ndcg_mlflow.statistics.sensitivity import alternatives
 

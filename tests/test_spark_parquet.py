@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ndcg_mlflow
-from ndcg_mlflow.engines.inputs import resolve_spec
+from ndcg_mlflow.engines.preparation import resolve_spec
 from ndcg_mlflow.engines.spark.parquet_tasks import grade_lookup, grades_of, parquet_tasks
 from ndcg_mlflow.engines.spark.prefilter import by_query_then_score
 from ndcg_mlflow.errors import NdcgError

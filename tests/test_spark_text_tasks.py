@@ -15,7 +15,7 @@ from test_spark_parquet import _spy as spy_on
 from test_spark_parquet import spark as spark  # noqa: F401 (the module's session fixture)
 
 import ndcg_mlflow
-from ndcg_mlflow.engines.inputs import resolve_spec
+from ndcg_mlflow.engines.preparation import resolve_spec
 from ndcg_mlflow.engines.spark import sources
 from ndcg_mlflow.engines.spark.prefilter import ORDERED_RUN_SCHEMA, RUN_SCHEMA
 from ndcg_mlflow.engines.spark.sources import arrow_schema

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...result import EvaluationResult
 from ...timings import phase
-from ..inputs import remove_with, resolve_spec, scoring_folder
+from ..preparation import remove_with, resolve_spec, scoring_folder
 from .pipeline import evaluate as evaluate_files
 
 

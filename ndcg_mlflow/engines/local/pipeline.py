@@ -37,15 +37,7 @@ from ...spec import Metric, Spec
 from ...statistics.sensitivity import alternatives as sensitivity_alternatives
 from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
-from ..inputs import (  # noqa: F401 (re-exported)
-    evaluated_query_set,
-    input_table,
-    query_segments,
-    query_weights,
-    read_companions,
-    resolve_spec,
-    said_of_candidates,
-)
+from ..inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
 from ..outcome import (
     apply_error_rules,
     display_depth,
@@ -55,6 +47,7 @@ from ..outcome import (
     statistics,
     system_means,
 )
+from ..preparation import input_table, read_companions, resolve_spec, said_of_candidates
 
 # --------------------------------------------------------------------------- evaluation
 

@@ -100,7 +100,7 @@ from ...result import EvaluationResult
 from ...rules import keeps_displayed_order
 from ...timings import phase
 from .. import Spark
-from ..inputs import model_spec, remove_with, said_of_candidates, scoring_folder
+from ..preparation import model_spec, remove_with, said_of_candidates, scoring_folder
 from .driver import MAX_DRIVER_QUERIES, evaluate
 from .grouped import check_grouped, evaluate_grouped
 from .judgments import DRIVER_JUDGMENTS, MAX_JUDGMENTS

@@ -19,8 +19,9 @@ from ...statistics.sensitivity import alternatives as sensitivity_alternatives
 from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
 from .. import Spark
-from ..inputs import query_segments, resolve_spec
+from ..inputs import query_segments
 from ..outcome import finish, statistics
+from ..preparation import resolve_spec
 from . import companion_measures as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .grouped import check_grouped, grouped_result, grouped_target

@@ -21,8 +21,8 @@ from ...statistics.comparisons import correction_family
 from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from ...timings import phase
 from .. import Spark
-from ..inputs import resolve_spec
 from ..outcome import none_returned, stopped_by
+from ..preparation import resolve_spec
 from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond

@@ -18,7 +18,8 @@ from ...readers import Table, read_qrels
 from ...readers.hashing import read_with_digest
 from ...result import FileInfo
 from ...spec import IN_MEMORY, Metric, Spec
-from ..inputs import evaluated_query_set, input_table, query_weights, read_companions
+from ..inputs import evaluated_query_set, query_weights
+from ..preparation import input_table, read_companions
 from . import companion_measures as comps
 from .judgments_in_spark import SparkJudgments, judgment_frame, spark_judgments
 from .parquet_tasks import SHIPPED_JUDGMENTS_BYTES

@@ -16,7 +16,7 @@ from ...readers.accept import column_type
 from ...result import FileInfo
 from ...rules import averages_ties, keeps_displayed_order, needs_row_order
 from ...spec import IN_MEMORY, Metric, Spec
-from ..inputs import input_table
+from ..preparation import input_table
 from .parquet_tasks import ParquetTasks, parquet_tasks
 from .sources import (
     column_type_ok,
