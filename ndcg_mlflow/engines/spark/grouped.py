@@ -17,7 +17,7 @@ from ...errors import SpecError
 from ...evaluation import EvaluationResult, none_returned, resolve_spec, stopped_by
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
 from ...result import summary_of
-from ...rules import stops
+from ...rules import INTERVAL_METHOD, PERCENTILE, RANDOMIZATION, STRATIFY, TEST, percentile_interval, stops, t_tests
 from ...spec import Guardrails, Metric, Spec
 from ...timings import phase
 from .. import Spark
@@ -46,7 +46,7 @@ def check_grouped(spec: Spec) -> None:
     beyond = "the per-query rows stay in Spark (more evaluated queries than the driver limit), where"
     d = spec.decision
     for key, declared, what in (
-        ("uncertainty.stratify", u is not None and u.stratify, "no interval is stratified by segment"),
+        (STRATIFY.key, u is not None and u.stratify, "no interval is stratified by segment"),
         ("decision.guardrails", d is not None and d.guardrails != Guardrails(), "the guardrails are not checked"),
         ("queries.segments", spec.queries.segments is not None, "no segment's means and comparisons are computed"),
     ):
@@ -56,17 +56,17 @@ def check_grouped(spec: Spec) -> None:
                 f"is declared, but {beyond} {what} (they need every query's value on the driver): remove it, or "
                 f"evaluate within the driver limit.",
             )
-    if u is not None and u.method != "percentile":
+    if u is not None and not percentile_interval(u.method):
         raise SpecError(
-            "uncertainty.method",
+            INTERVAL_METHOD.key,
             f"is {u.method!r}, but {beyond} the intervals come from a bootstrap "
-            f"over groups of queries: only 'percentile' is computed there.",
+            f"over groups of queries: only {PERCENTILE!r} is computed there.",
         )
-    if c is not None and c.test != "randomization":
+    if c is not None and t_tests(c.test):
         raise SpecError(
-            "comparison.test",
+            TEST.key,
             f"is {c.test!r}, but {beyond} the paired test is a sign-flip test over "
-            f"groups of queries: only 'randomization' is computed there.",
+            f"groups of queries: only {RANDOMIZATION!r} is computed there.",
         )
     if c is not None and c.wins_losses > 0:
         raise SpecError(
@@ -283,7 +283,7 @@ def _grouped_into(
             0,
             [(c["candidate"], c["key"], None) for c in comparisons],
             [c["p_randomization"] for c in comparisons],
-            "randomization",
+            RANDOMIZATION,
         )
     summary = summary_of(
         spec,
@@ -434,7 +434,7 @@ def _grouped_statistics(
                 c.update(
                     {
                         "p_corrected": float(p),
-                        "corrected_test": "randomization",
+                        "corrected_test": RANDOMIZATION,
                         "correction": comparison.correction,
                     }
                 )
