@@ -17,7 +17,7 @@ from ...sensitivity import alternatives as sensitivity_alternatives
 from ...sensitivity import collect_alternatives
 from ...spec import Spec
 from ...timings import phase
-from .. import Spark
+from .. import Inputs, Spark
 from ..grouped import GROUPS
 from . import companions as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
@@ -29,18 +29,10 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, the grouped path."""
 
 
-def evaluate(
-    engine: Spark,
-    spec: str | Path | Mapping[str, Any] | Spec,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress=None,
-) -> EvaluationResult:
+def evaluate(engine: Spark, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
     """Evaluate a spec on Spark with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`: its
-    session, classic or Spark Connect, by default the active one).
+    session, classic or Spark Connect, by default the active one) and its ``inputs`` (their ``tracking_uri`` and
+    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
@@ -53,8 +45,9 @@ def evaluate(
     Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses them from
     Spark (within it, the judgments are read on the driver as always, up to :data:`.judgments.MAX_JUDGMENTS`).
     """
+    qrels, systems, columns, progress = inputs.qrels, inputs.systems, inputs.columns, inputs.progress
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, systems, base_dir)
+    spec = resolve_spec(spec, qrels, systems, inputs.base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
     with phase("read"):
         judged, where = _judged(spark, spec, qrels, columns, engine, limit)
