@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any
 
 from ndcg_mlflow.errors import SpecError
-from ndcg_mlflow.rules import METRIC_RULES, QUERY_RULES, RULES, Rule
+from ndcg_mlflow.rules import METRIC_RULES, QUERY_RULES, RULES, STATISTICS_CHOICES, Rule
 from ndcg_mlflow.spec import parse_spec
 from ndcg_mlflow.spec import types as T
 from ndcg_mlflow.spec.presets import PRESETS
@@ -77,7 +77,8 @@ COMPLETE: dict[str, Any] = {
     },
 }
 
-# What each key of the other sections means: one line per key path. The choices come from types.py (CHOICES).
+# What each key of the other sections means: one line per key path. The choices come from rules.py and types.py
+# (CHOICES).
 FIELDS: dict[str, str] = {
     "spec_version": f"the version of the spec's schema: `{T.SPEC_VERSION}`.",
     "name": "the evaluation's name: the first part of the run names, the tag `ndcg_mlflow.evaluation`, and the "
@@ -159,12 +160,7 @@ FIELDS: dict[str, str] = {
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.*.format": T.FORMATS,
-    "uncertainty.method": T.CI_METHODS,
-    "comparison.test": T.TESTS,
-    "comparison.correction": T.CORRECTIONS,
-    "decision.rule": T.DECISION_RULES,
-    "decision.guardrails.segments.rule": T.DECISION_RULES,
-    "uncertainty.stratify": T.STRATIFY,
+    **{key: c.choices for key, c in STATISTICS_CHOICES.items()},
     "metric.preset": tuple(PRESETS),
 }
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .engines import Engine, Spark, engine_of
+from .engines import Engine, Inputs, engine_of
+from .engines.preparation import resolve_spec
 from .result import EvaluationResult
 from .spec import Spec
 
@@ -24,7 +25,6 @@ def evaluate(
     columns: Mapping[str, str] | None = None,
     base_dir: str | Path | None = None,
     progress=None,
-    keep_data: bool = False,
     engine: Engine | str | None = None,
     tracking_uri: str | None = None,
     scored_dir: str | Path | None = None,
@@ -38,17 +38,16 @@ def evaluate(
     :func:`~ndcg_mlflow.engines.local.pipeline.evaluate_tables`. Given tables take the place of the data section's
     entries, which may then be left out (only when both the judgments and the systems are given).
 
-    ``keep_data`` keeps each system's joined rows on the result (``result.prepared``),
-    for recomputing under other rules without reading the files again (local engine only).
-
-    ``engine``: where the evaluation runs, :class:`~ndcg_mlflow.engines.Local` (the default) or
-    :class:`~ndcg_mlflow.engines.Spark` with its own settings (``Spark(session, buckets=...)``; ``"local"`` and
-    ``"spark"`` name them with their defaults). On Spark, ``qrels`` and ``systems`` may also be Spark DataFrames;
-    the per-query numbers are the local engine's (see :mod:`ndcg_mlflow.engines.spark`). Beyond the engine's
-    ``driver_queries`` evaluated queries, with its ``per_query_path``, the per-query table is written there as
-    Parquet and the statistics come from random groups of queries: the result's ``per_query_path`` then says where
-    its per-query rows are, and its summary holds the means, intervals and comparisons (no per-query arrays on the
-    driver).
+    ``engine``: where the evaluation runs, :class:`~ndcg_mlflow.engines.Local` (the default;
+    ``Local(keep_data=True)`` keeps each system's joined rows on the result, ``result.prepared``, for recomputing
+    under other rules without reading the files again) or :class:`~ndcg_mlflow.engines.Spark` with its own settings
+    (``Spark(session, buckets=...)``; ``"local"`` and ``"spark"`` name them with their defaults). What the engine
+    cannot do for the spec (:meth:`~ndcg_mlflow.engines.Engine.refuses`) is refused before anything is read. On
+    Spark, ``qrels`` and ``systems`` may also be Spark DataFrames; the per-query numbers are the local engine's
+    (see :mod:`ndcg_mlflow.engines.spark`). Beyond the engine's ``driver_queries`` evaluated queries, with its
+    ``per_query_path``, the per-query table is written there as Parquet and the statistics come from random groups
+    of queries: the result's ``per_query_path`` then says where its per-query rows are, and its summary holds the
+    means, intervals and comparisons (no per-query arrays on the driver).
 
     A system declared as a model (``{model: URI, candidates: SOURCE}``, :mod:`ndcg_mlflow.models.systems`) is resolved
     against the registry of ``tracking_uri`` (default: the spec's ``mlflow.tracking_uri``, then MLflow's own
@@ -58,12 +57,9 @@ def evaluate(
     scored rows are a Parquet folder written by Spark (:mod:`ndcg_mlflow.engines.spark.models`).
     """
     chosen = engine_of(engine)
-    inputs: dict[str, Any] = dict(qrels=qrels, systems=systems, columns=columns, base_dir=base_dir, progress=progress)
-    inputs.update(keep_data=keep_data, tracking_uri=tracking_uri, scored_dir=scored_dir)
-    if isinstance(chosen, Spark):
-        from .engines.spark import evaluate_on
-
-        return evaluate_on(chosen, spec, **inputs)
-    from .engines.local import evaluate as evaluate_here
-
-    return evaluate_here(spec, **inputs)
+    inputs = Inputs(qrels, systems, columns, base_dir, progress, tracking_uri, scored_dir)
+    loaded = resolve_spec(spec, qrels, systems, base_dir)  # the spec, its files checked: nothing read yet
+    refusal = chosen.refuses(loaded)
+    if refusal is not None:
+        raise refusal
+    return chosen.evaluate(loaded, inputs)

@@ -191,11 +191,13 @@ def _read_data(spec) -> list[str]:
     model's candidates are checked when it is scored, by 'run'."""
     import dataclasses
 
+    from .engines import Inputs
     from .engines.local.pipeline import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
     result = evaluate(
-        dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None)
+        dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None),
+        Inputs(),
     )
     lines = [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
     if spec.decision is not None and spec.comparison is not None and spec.uncertainty is not None:
@@ -213,10 +215,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain(spec))
     if args.sensitivity:
         from .api import evaluate
+        from .engines import Local
         from .render.command_text import format_sensitivity
         from .statistics.sensitivity import sensitivity
 
-        result = evaluate(spec, progress=progress_reporter(args.quiet), keep_data=True)
+        result = evaluate(spec, progress=progress_reporter(args.quiet), engine=Local(keep_data=True))
         table = result.sensitivity if result.sensitivity is not None else sensitivity(result)
         for label in table["cutoff"].drop_duplicates():
             print()

@@ -384,6 +384,111 @@ def missing_score(missing_queries: str) -> float:
     return 0.0 if missing_queries == "zero" else math.nan
 
 
+# --------------------------------------------------------------------------- the statistics choices
+# The spec's statistics and decision choices, each a named value resolved as itself (an MLflow parameter, a line
+# of summary.json): declared here once, with what each choice implies. Validation, ``explain``, ``compare``, the
+# statistics of both engines, the report and the spec reference read them; none compares a value with a literal.
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A statistics or decision field of the spec whose value is one of its named choices."""
+
+    key: str  # the key path in the spec (and the resolved key): ``uncertainty.method``
+    choices: tuple[str, ...]  # the named values, the default (where the field may be left out) first
+
+    @property
+    def default(self) -> str:
+        return self.choices[0]
+
+
+PERCENTILE, BCA, STUDENTIZED = "percentile", "bca", "studentized"
+RANDOMIZATION, T_TEST, BOTH_TESTS = "randomization", "t_test", "both"
+HOLM, BONFERRONI, BENJAMINI_HOCHBERG, NO_CORRECTION = "holm", "bonferroni", "benjamini_hochberg", "none"
+SUPERIORITY, NON_INFERIORITY = "superiority", "non_inferiority"
+UNSTRATIFIED, BY_SEGMENT = "none", "segments"
+
+INTERVAL_METHOD = Choice("uncertainty.method", (BCA, PERCENTILE, STUDENTIZED))
+TEST = Choice("comparison.test", (RANDOMIZATION, T_TEST, BOTH_TESTS))
+CORRECTION = Choice("comparison.correction", (HOLM, BONFERRONI, BENJAMINI_HOCHBERG, NO_CORRECTION))
+DECISION_RULE = Choice("decision.rule", (SUPERIORITY, NON_INFERIORITY))
+GUARDRAIL_RULE = Choice("decision.guardrails.segments.rule", DECISION_RULE.choices)  # the rules of decision.rule
+STRATIFY = Choice("uncertainty.stratify", (UNSTRATIFIED, BY_SEGMENT))
+STATISTICS_CHOICES: dict[str, Choice] = {
+    c.key: c for c in (INTERVAL_METHOD, STRATIFY, TEST, CORRECTION, DECISION_RULE, GUARDRAIL_RULE)
+}
+
+
+def percentile_interval(method: str) -> bool:
+    """The interval's ends are the bootstrap distribution's quantiles (``percentile``)."""
+    return method == PERCENTILE
+
+
+def bca_interval(method: str) -> bool:
+    """The quantiles are corrected for bias and acceleration (``bca``)."""
+    return method == BCA
+
+
+def studentizes(method: str) -> bool:
+    """The interval is theta -/+ a bootstrap-t quantile times the standard error (``studentized``): each resample
+    needs its own standard error."""
+    return method == STUDENTIZED
+
+
+def randomizes(test: str) -> bool:
+    """The paired randomization (sign-flip) test is computed (``randomization``, ``both``)."""
+    return test in (RANDOMIZATION, BOTH_TESTS)
+
+
+def t_tests(test: str) -> bool:
+    """The paired t-test is computed (``t_test``, ``both``)."""
+    return test in (T_TEST, BOTH_TESTS)
+
+
+def corrected_test(test: str) -> str:
+    """The test whose p-values are corrected (and that the decision reads): the randomization test when it is
+    computed, else the t-test."""
+    return RANDOMIZATION if randomizes(test) else T_TEST
+
+
+def corrects(correction: str) -> bool:
+    """The p-values are corrected for the family (every choice but ``none``)."""
+    return correction != NO_CORRECTION
+
+
+def bonferroni(correction: str) -> bool:
+    return correction == BONFERRONI
+
+
+def holm(correction: str) -> bool:
+    return correction == HOLM
+
+
+def benjamini_hochberg(correction: str) -> bool:
+    return correction == BENJAMINI_HOCHBERG
+
+
+def superiority(rule: str) -> bool:
+    """The candidate must beat the baseline by more than the margin (``superiority``); else it must not lose by
+    more than the margin (``non_inferiority``)."""
+    return rule == SUPERIORITY
+
+
+def non_inferiority(rule: str) -> bool:
+    return rule == NON_INFERIORITY
+
+
+def stratifies(stratify: str | None) -> bool:
+    """``uncertainty.stratify`` as written (or logged; None: left out): each overall interval resamples within
+    segments (``segments``)."""
+    return stratify == BY_SEGMENT
+
+
+def stratify_text(stratified: bool) -> str:
+    """The resolved (and written) form of the spec's stratify flag."""
+    return BY_SEGMENT if stratified else UNSTRATIFIED
+
+
 METRIC_RULES = (GAIN, CUTOFFS, DISCOUNT, TIES, IDEAL, EMPTY_IDEAL, UNJUDGED, MISSING_QUERIES)
 QUERY_RULES = (WEIGHTS, QUERY_SET)
 RULES: dict[str, Rule] = {r.key: r for r in METRIC_RULES + QUERY_RULES}

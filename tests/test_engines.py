@@ -39,12 +39,85 @@ def test_local_is_the_default_and_each_name_means_its_engine():
 
 
 def test_the_engine_settings_live_on_the_engine_not_on_evaluate():
-    keywords = [p for p in inspect.signature(ndcg_mlflow.evaluate).parameters if p != "spec"]
-    for setting in ("spark", "buckets", "prefilter", "driver_queries", "per_query_path", "groups"):
+    parameters = inspect.signature(ndcg_mlflow.evaluate).parameters
+    keywords = [p for p in parameters if p != "spec"]
+    for setting in ("spark", "buckets", "prefilter", "driver_queries", "per_query_path", "groups", "keep_data"):
         assert setting not in keywords
         with pytest.raises(TypeError):
             ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, **{setting: 1})
-    assert "engine" in keywords and len(keywords) <= 10
+    assert "engine" in keywords and len(parameters) <= 9
+
+
+def test_keep_data_is_a_setting_of_the_local_engine():
+    kept = ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, engine=Local(keep_data=True))
+    plain = ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN})
+    assert set(kept.prepared) == {"s"} and plain.prepared == {}
+    with pytest.raises(TypeError):
+        Spark(keep_data=True)  # the joined rows stay in Spark
+
+
+class _Recording:
+    """An engine of its own: what it refuses, and the evaluations asked of it."""
+
+    name = "recording"
+
+    def __init__(self, refusal=None):
+        self.refusal, self.asked, self.refused = refusal, [], []
+
+    def refuses(self, spec):
+        self.refused.append(spec)
+        return self.refusal
+
+    def evaluate(self, spec, inputs):
+        self.asked.append((spec, inputs))
+        return Local().evaluate(spec, inputs)
+
+
+def test_evaluate_runs_any_engine_through_its_interface():
+    from ndcg_mlflow.engines import Engine, Inputs
+    from ndcg_mlflow.spec import Spec
+
+    engine = _Recording()
+    assert isinstance(engine, Engine) and isinstance(Local(), Engine) and isinstance(Spark(), Engine)
+    progress = []
+    result = ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, engine=engine, progress=progress.append)
+    assert result.mean("s", 2) == ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}).mean("s", 2)
+    [(spec, inputs)] = engine.asked
+    assert engine.refused == [spec] and isinstance(spec, Spec) and spec.system_names == ("s",)
+    assert inputs == Inputs(qrels=QRELS, systems={"s": RUN}, progress=progress.append)
+
+
+def test_what_an_engine_refuses_stops_the_evaluation_before_it_runs(tmp_path):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 a 1\n", encoding="utf-8")
+    run = tmp_path / "run.txt"
+    run.write_text("q1 Q0 a 1 1.0 r\n", encoding="utf-8")
+    spec = {**SPEC, "data": {"qrels": str(qrels), "systems": {"s": str(run)}}}
+    engine = _Recording(SpecError("metric.ties", "is refused here."))
+    with pytest.raises(SpecError, match="at key 'metric.ties': is refused here") as info:
+        ndcg_mlflow.evaluate(spec, engine=engine)
+    assert info.value.path == "metric.ties" and engine.asked == [] and len(engine.refused) == 1
+
+
+def test_a_model_system_under_displayed_order_is_refused_on_spark_before_any_session_is_asked_for(tmp_path):
+    def no_session():
+        raise AssertionError("the session was asked for")
+
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 a 1\n", encoding="utf-8")
+    candidates = tmp_path / "candidates.csv"
+    candidates.write_text("query_id,doc_id\nq1,a\n", encoding="utf-8")
+    system = {"model": "models:/ranker/1", "candidates": str(candidates)}
+    spec = {
+        **SPEC,
+        "metric": {**METRIC, "ties": "displayed_order"},
+        "data": {"qrels": str(qrels), "systems": {"m": system}},
+    }
+    with pytest.raises(
+        SpecError, match="at key 'metric.ties': is displayed_order, but the rows a model scores on Spark"
+    ):
+        ndcg_mlflow.evaluate(spec, engine=Spark(no_session))
+    assert Spark().refuses(ndcg_mlflow.load_spec({**spec, "metric": METRIC})) is None
 
 
 @pytest.mark.parametrize(
@@ -68,14 +141,6 @@ def test_spark_settings_are_checked_when_the_engine_is_made(setting, value, word
 def test_an_unknown_engine_is_refused_naming_the_choices():
     with pytest.raises(SpecError, match="Local\\(\\), Spark\\(...\\), 'local' or 'spark', got 'dask'"):
         ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, engine="dask")
-
-
-def test_keep_data_is_refused_on_spark_before_any_session_is_asked_for():
-    def no_session():
-        raise AssertionError("the session was asked for")
-
-    with pytest.raises(SpecError, match="keeps no joined rows"):
-        ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, engine=Spark(no_session), keep_data=True)
 
 
 def test_making_a_spark_engine_imports_no_pyspark():

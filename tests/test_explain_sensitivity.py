@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 import ndcg_mlflow
+from ndcg_mlflow import Local
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.render.command_text import format_sensitivity
 from ndcg_mlflow.render.explain import explain
@@ -327,7 +328,7 @@ def test_every_sensitivity_row_equals_a_fresh_evaluation(tmp_path, case):
     metric, weights = DECLARED[case]
     systems = write_random_data(tmp_path)
     spec = full_spec(metric, systems, weights=weights)
-    result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, keep_data=True)
+    result = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine=Local(keep_data=True))
     table = sensitivity(result)
     m = result.spec.metric
     labels = [("all" if k is None else str(k)) for k in m.cutoffs]
@@ -401,7 +402,7 @@ def test_sensitivity_needs_the_kept_data(tmp_path):
     spec = full_spec({"preset": "trec_eval"}, systems, comparison=False, report=True)
     with_report = ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     assert with_report.sensitivity is not None and not with_report.prepared
-    kept = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, keep_data=True)
+    kept = ndcg_mlflow.evaluate(spec, base_dir=tmp_path, engine=Local(keep_data=True))
     again = sensitivity(kept)
     pd.testing.assert_frame_equal(with_report.sensitivity, again, check_exact=True)
     assert set(with_report.sensitivity["kind"]) == {"system"}  # no comparison section: systems only
@@ -431,7 +432,7 @@ def _write_flip_case(folder: Path) -> Path:
 
 def test_tie_rule_flipping_a_comparison_is_flagged(tmp_path):
     path = _write_flip_case(tmp_path)
-    result = ndcg_mlflow.evaluate(path, keep_data=True)
+    result = ndcg_mlflow.evaluate(path, engine=Local(keep_data=True))
     table = sensitivity(result)
     cmp = table[(table["kind"] == "comparison") & (table["cutoff"] == "all")].set_index(["rule", "alternative"])
     idcg = 2 + 1 / math.log2(3)
@@ -464,7 +465,7 @@ def test_explain_sensitivity_command_prints_the_tables(tmp_path, capsys):
         assert f"sensitivity at nDCG@{label} (one rule changed at a time; declared value first):" in out
     assert out.index("How other tools' nDCG differs") < out.index("sensitivity at nDCG@5")
     assert "FLIP: cand vs base changes sign under ties = id_ascending" in out
-    result = ndcg_mlflow.evaluate(path, keep_data=True)
+    result = ndcg_mlflow.evaluate(path, engine=Local(keep_data=True))
     section = out[out.index("sensitivity at nDCG@all") :]
     declared_line = next(ln for ln in section.splitlines() if ln.startswith("declared"))
     cells = declared_line.split()

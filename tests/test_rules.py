@@ -1107,6 +1107,113 @@ def test_no_module_compares_a_rule_with_a_literal():
     assert _literal_rule_comparisons(planted, "planted.py") == ["planted.py:2", "planted.py:2"]
 
 
+STATISTICS_FIELDS = ("method", "test", "correction", "rule", "stratify")
+
+
+def _literal_choice_uses(source: str, filename: str) -> list[str]:
+    """Comparisons of a statistics or decision choice's value with one of its choices written as a literal
+    (``u.method == "bca"``, ``test in ("randomization", "both")``, ``params.get("uncertainty.stratify") ==
+    "segments"``), and a second declaration of a choice's values (a tuple of all of them)."""
+    import ast
+
+    from ndcg_mlflow.rules import STATISTICS_CHOICES
+
+    choices = {c for choice in STATISTICS_CHOICES.values() for c in choice.choices}
+    declared = {frozenset(choice.choices) for choice in STATISTICS_CHOICES.values()}
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Tuple) and len(node.elts) > 1:
+            values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(values) == len(node.elts) and frozenset(values) in declared:
+                found.append(f"{filename}:{node.lineno}: {tuple(values)} declared again")
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        literals = {
+            s.value
+            for s in sides
+            for s in ([s] if not isinstance(s, ast.Tuple) else s.elts)
+            if isinstance(s, ast.Constant) and isinstance(s.value, str)
+        }
+        inside = [n for s in sides for n in ast.walk(s)]
+        names = {
+            n.attr if isinstance(n, ast.Attribute) else n.id for n in inside if isinstance(n, (ast.Attribute, ast.Name))
+        }
+        keys = {n.value for n in inside if isinstance(n, ast.Constant) and n.value in STATISTICS_CHOICES}
+        if literals & choices and (names & set(STATISTICS_FIELDS) or keys):
+            found.append(f"{filename}:{node.lineno}")
+    return sorted(found)
+
+
+def test_no_module_compares_a_statistics_choice_with_a_literal():
+    """The interval method, test, correction, decision rule and stratification are declared once, in
+    :mod:`ndcg_mlflow.rules`, with what each implies; every other module (and the spec reference's generator)
+    asks it."""
+    from pathlib import Path
+
+    package = Path(ndcg_mlflow.__file__).parent
+    paths = [p for p in sorted(package.rglob("*.py")) if p.name != "rules.py"]
+    paths.append(package.parent / "docs" / "gen_spec_reference.py")
+    found = []
+    for path in paths:
+        found += _literal_choice_uses(path.read_text(encoding="utf-8"), str(path.relative_to(package.parent)))
+    assert found == []
+    # the check sees each kind of use where one is written
+    planted = (
+        "def f(spec, u, params):\n"
+        '    a = u.method == "studentized" or spec.comparison.test in ("randomization", "both")\n'
+        '    b = params.get("uncertainty.stratify") == "segments" or spec.decision.rule != "superiority"\n'
+        '    return ("superiority", "non_inferiority")\n'
+    )
+    assert _literal_choice_uses(planted, "planted.py") == [
+        "planted.py:2",
+        "planted.py:2",
+        "planted.py:3",
+        "planted.py:3",
+        "planted.py:4: ('superiority', 'non_inferiority') declared again",
+    ]
+
+
+def test_each_statistics_choice_states_what_it_implies():
+    from ndcg_mlflow import rules
+    from ndcg_mlflow.spec import types as T
+
+    assert (T.CI_METHODS, T.TESTS, T.CORRECTIONS, T.DECISION_RULES, T.STRATIFY) == (
+        ("bca", "percentile", "studentized"),
+        ("randomization", "t_test", "both"),
+        ("holm", "bonferroni", "benjamini_hochberg", "none"),
+        ("superiority", "non_inferiority"),
+        ("none", "segments"),
+    )
+    methods = rules.INTERVAL_METHOD.choices
+    assert [[f(m) for f in (rules.percentile_interval, rules.bca_interval, rules.studentizes)] for m in methods] == [
+        [False, True, False],
+        [True, False, False],
+        [False, False, True],
+    ]
+    tests = {t: (rules.randomizes(t), rules.t_tests(t), rules.corrected_test(t)) for t in rules.TEST.choices}
+    assert tests == {
+        "randomization": (True, False, "randomization"),
+        "t_test": (False, True, "t_test"),
+        "both": (True, True, "randomization"),
+    }
+    corrections = rules.CORRECTION.choices
+    kinds = (rules.holm, rules.bonferroni, rules.benjamini_hochberg, rules.corrects)
+    assert [[f(c) for f in kinds] for c in corrections] == [
+        [True, False, False, True],
+        [False, True, False, True],
+        [False, False, True, True],
+        [False, False, False, False],
+    ]
+    assert [(rules.superiority(r), rules.non_inferiority(r)) for r in rules.DECISION_RULE.choices] == [
+        (True, False),
+        (False, True),
+    ]
+    assert rules.GUARDRAIL_RULE.choices == rules.DECISION_RULE.choices
+    assert [rules.stratifies(s) for s in (*rules.STRATIFY.choices, None)] == [False, True, False]
+    assert [rules.stratify_text(rules.stratifies(s)) for s in rules.STRATIFY.choices] == list(rules.STRATIFY.choices)
+
+
 def test_a_key_as_people_write_it():
     from ndcg_mlflow.rules import key_of_text
 

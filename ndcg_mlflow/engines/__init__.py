@@ -4,30 +4,50 @@ checked when it is made.
 ``ndcg_mlflow.evaluate(spec, ..., engine=Local())`` (the default) evaluates in this process (:mod:`.local`);
 ``engine=Spark(session, buckets=...)`` evaluates the runs' rows on Apache Spark (:mod:`.spark`, entered by
 :func:`.spark.evaluate_on`). Both give the same per-query numbers and an
-:class:`~ndcg_mlflow.result.EvaluationResult`. Nothing here imports an engine's modules (nor pyspark):
-:func:`ndcg_mlflow.evaluate` imports the one an evaluation runs on, and the engines may make these objects.
+:class:`~ndcg_mlflow.result.EvaluationResult`, and both are an :class:`Engine`: what the engine refuses for a
+spec (:meth:`Engine.refuses`, asked before anything is read) and the evaluation of a spec with its
+:class:`Inputs` (:meth:`Engine.evaluate`). Nothing here imports an engine's modules (nor pyspark): an engine's
+``evaluate`` imports them when an evaluation runs on it, and the engines may make these objects.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+from .settings import Engine, Inputs, SparkSettings
+
+if TYPE_CHECKING:
+    from ..result import EvaluationResult
+    from ..spec import Spec
 
 ENGINES = ("local", "spark")
 
 
 @dataclass(frozen=True)
 class Local:
-    """This process: the runs are read one at a time and joined, ranked and summed with numpy (and C)."""
+    """This process: the runs are read one at a time and joined, ranked and summed with numpy (and C).
+
+    ``keep_data`` keeps each system's joined rows on the result (``result.prepared``), for recomputing under other
+    rules without reading the files again."""
+
+    keep_data: bool = False
 
     name = "local"
 
+    def refuses(self, spec: Spec) -> SpecError | None:
+        """Nothing: this process evaluates every spec."""
+        return None
+
+    def evaluate(self, spec: Spec, inputs: Inputs) -> EvaluationResult:
+        from .local import evaluate
+
+        return evaluate(spec, inputs, keep_data=self.keep_data)
+
 
 @dataclass(frozen=True)
-class Spark:
+class Spark(SparkSettings):
     """Apache Spark: the runs' rows stay in Spark, grouped into buckets of whole queries, each bucket evaluated by
     the local engine's own join and kernel in the executors (:mod:`ndcg_mlflow.engines.spark`).
 
@@ -42,42 +62,22 @@ class Spark:
     checked and kept in Spark.
     """
 
-    session: Any = None
-    buckets: int | None = None
-    prefilter: bool | None = None
-    driver_queries: int | None = None
-    per_query_path: str | Path | None = None
-    groups: int | None = None
-    driver_judgments: int | None = None
+    def evaluate(self, spec: Spec, inputs: Inputs) -> EvaluationResult:
+        from .spark import evaluate_on
 
-    name = "spark"
-
-    def __post_init__(self) -> None:
-        b = self.buckets
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
-            raise SpecError("buckets", f"must be a positive integer, got {b!r}.")
-        for key in ("driver_queries", "driver_judgments", "groups"):
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise SpecError(key, f"must be a number (0 or more), got {value!r}.")
-        if self.groups is not None and self.groups < 2:
-            raise SpecError("groups", f"must be an integer of at least 2, got {self.groups!r}.")
-        if self.prefilter not in (None, True, False):
-            raise SpecError("prefilter", f"is None, True or False, got {self.prefilter!r}.")
-
-
-Engine = Local | Spark
+        return evaluate_on(self, spec, inputs)
 
 
 def engine_of(engine: Engine | str | None) -> Engine:
-    """The engine asked for: an engine object, or its name (``"local"``, ``"spark"``: with default settings)."""
+    """The engine asked for: an engine object (anything with the :class:`Engine` interface), or its name
+    (``"local"``, ``"spark"``: with default settings)."""
     if engine is None or engine == "local":
         return Local()
     if engine == "spark":
         return Spark()
-    if isinstance(engine, (Local, Spark)):
+    if isinstance(engine, Engine):
         return engine
     raise SpecError("engine", f"is Local(), Spark(...), 'local' or 'spark', got {engine!r}.")
 
 
-__all__ = ["ENGINES", "Engine", "Local", "Spark", "engine_of"]
+__all__ = ["ENGINES", "Engine", "Inputs", "Local", "Spark", "engine_of"]

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..escapes import term_stream
-from ..rules import headline_key, metric_name
+from ..rules import headline_key, metric_name, randomizes, t_tests
 from ..uris import redact, safe_uri
 from .format import (
     TERMINAL,
@@ -141,8 +141,8 @@ def format_summary(result) -> str:
         # the p-value of a test the spec does not declare is left out, not shown as undefined
         tests = [
             (head, field)
-            for head, field, test in (("p_rand", "p_randomization", "randomization"), ("p_t", "p_t_test", "t_test"))
-            if spec.comparison.test in (test, "both")
+            for head, field, computed in (("p_rand", "p_randomization", randomizes), ("p_t", "p_t_test", t_tests))
+            if computed(spec.comparison.test)
         ]
         heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
         rows = []

@@ -10,16 +10,12 @@ import math
 from typing import Any
 
 from ..errors import did_you_mean
+from ..rules import CORRECTION, DECISION_RULE, GUARDRAIL_RULE, INTERVAL_METHOD, STRATIFY, TEST, stratifies
 from .checks import Ctx, choice, finite, integer, mapping, number_in
 from .types import (
-    CI_METHODS,
-    CORRECTIONS,
-    DECISION_RULES,
     MAX_RESAMPLES,
     MAX_RISK_ALPHA,
     RISK_ALPHA,
-    STRATIFY,
-    TESTS,
     Comparison,
     Decision,
     Guardrails,
@@ -42,17 +38,17 @@ def uncertainty(ctx: Ctx, value: Any, segments: bool) -> Uncertainty | None:
         raise ctx.fail(
             "uncertainty.confidence", f"must be a number strictly between 0 and 1, such as 0.95. {got(conf)}"
         )
-    stratify = choice(ctx, u.get("stratify", STRATIFY[0]), "uncertainty.stratify", STRATIFY) == "segments"
+    stratify = stratifies(choice(ctx, u.get("stratify", STRATIFY.default), STRATIFY.key, STRATIFY.choices))
     if stratify and not segments:
         raise ctx.fail(
-            "uncertainty.stratify",
+            STRATIFY.key,
             f"is 'segments', but {NO_SEGMENTS}: the bootstrap resamples queries within each segment, so it needs "
             f"the file that puts each query in its segment (declare queries.segments, or set stratify: none).",
         )
     return Uncertainty(
         resamples=integer(ctx, u["resamples"], "uncertainty.resamples", 100, MAX_RESAMPLES),
         confidence=float(conf),
-        method=choice(ctx, u["method"], "uncertainty.method", CI_METHODS),
+        method=choice(ctx, u["method"], INTERVAL_METHOD.key, INTERVAL_METHOD.choices),
         seed=integer(ctx, u["seed"], "uncertainty.seed", 0, 2**63 - 1),
         stratify=stratify,
     )
@@ -90,8 +86,8 @@ def comparison(ctx: Ctx, value: Any, systems: tuple[str, ...], uncertain: Uncert
         raise ctx.fail("comparison.tie_tolerance", f"must be a finite number >= 0, such as 1.0e-9. {got(tol)}")
     return Comparison(
         baseline=baseline,
-        test=choice(ctx, c["test"], "comparison.test", TESTS),
-        correction=choice(ctx, c["correction"], "comparison.correction", CORRECTIONS),
+        test=choice(ctx, c["test"], TEST.key, TEST.choices),
+        correction=choice(ctx, c["correction"], CORRECTION.key, CORRECTION.choices),
         wins_losses=integer(ctx, c["wins_losses"], "comparison.wins_losses", 0, 10_000),
         tie_tolerance=float(tol),
         risk_alpha=risk_alpha(ctx, c["risk_alpha"]) if "risk_alpha" in c else RISK_ALPHA,
@@ -143,7 +139,7 @@ def decision(
             "decision.key",
             f"must be one of the compared keys ({', '.join(keys)}: one per cutoff of metric.cutoffs){hint}. {got(key)}",
         )
-    rule = choice(ctx, d["rule"], "decision.rule", DECISION_RULES)
+    rule = choice(ctx, d["rule"], DECISION_RULE.key, DECISION_RULE.choices)
     margin = ndcg_margin(ctx, d["margin"], "decision.margin", "0.005")
     max_p = d.get("max_p")
     if max_p is not None and (
@@ -187,7 +183,7 @@ def guardrails(ctx: Ctx, value: Any, segments: bool) -> Guardrails:
                 f"{path}.segments).",
             )
         margin = ndcg_margin(ctx, s["margin"], f"{path}.segments.margin", "0.02")
-        per_segment = SegmentGuardrail(choice(ctx, s["rule"], f"{path}.segments.rule", DECISION_RULES), margin)
+        per_segment = SegmentGuardrail(choice(ctx, s["rule"], GUARDRAIL_RULE.key, GUARDRAIL_RULE.choices), margin)
     regressions = None
     if g.get("regressions") is not None:
         r = mapping(ctx, g["regressions"], f"{path}.regressions", ("delta", "max_share"))

@@ -12,20 +12,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rules import DEFINITION_KEYS, Gain, cutoff_key
+from ..rules import (
+    CORRECTION,
+    DECISION_RULE,
+    DEFINITION_KEYS,
+    INTERVAL_METHOD,
+    TEST,
+    Gain,
+    cutoff_key,
+    stratify_text,
+)
+from ..rules import STRATIFY as STRATIFY_CHOICE
 from ..rules import resolved as resolved_rules
 
 SPEC_VERSION = 1
 FORMATS = ("auto", "trec", "csv", "tsv", "jsonl", "parquet", "delta")
-CI_METHODS = ("bca", "percentile", "studentized")
-TESTS = ("randomization", "t_test", "both")
-CORRECTIONS = ("holm", "bonferroni", "benjamini_hochberg", "none")
+CI_METHODS = INTERVAL_METHOD.choices  # the statistics choices are declared in rules.py
+TESTS = TEST.choices
+CORRECTIONS = CORRECTION.choices
 MAX_RESAMPLES = 10_000_000
 # Largest cutoff (a cutoff beyond every list counts the whole list, as "all" does for the DCG) and largest
 # declared catalog size: bounded only so that metric names and parameters stay short.
 MAX_CUTOFF = 10**30
-DECISION_RULES = ("superiority", "non_inferiority")
-STRATIFY = ("none", "segments")  # uncertainty.stratify as written: "segments" resamples within each segment
+DECISION_RULES = DECISION_RULE.choices
+STRATIFY = STRATIFY_CHOICE.choices  # uncertainty.stratify as written: "segments" resamples within each segment
 RISK_ALPHA = (1.0, 5.0)  # comparison.risk_alpha's default
 # Largest alpha of the tail-risk measures: a loss then weighs a million times a win, and a larger alpha only scales
 # the losses' part further (URisk / alpha and TRisk tend to their limits); bounded so that the risk-adjusted
@@ -276,7 +286,7 @@ class Spec:
                 }
             )
             if u.stratify:
-                out["uncertainty.stratify"] = "segments"
+                out["uncertainty.stratify"] = stratify_text(u.stratify)
         if self.comparison is not None:
             c = self.comparison
             out.update(

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..result import relative
-from ..rules import cutoff_label, key_label, metric_name
+from ..rules import corrected_test, corrects, cutoff_label, key_label, metric_name, randomizes, studentizes, t_tests
 from ..spec import Comparison, Uncertainty
 from . import inference as stats
 from . import planning
@@ -136,7 +136,7 @@ class _Resampling:
                 w,
                 resamples=unc.resamples,
                 rng=rng,
-                studentized=unc.method == "studentized",
+                studentized=studentizes(unc.method),
                 index_chunks=chunks,
             )
             bounds = np.array([RANGES[label[0]] for label, _ in series]).T
@@ -144,7 +144,7 @@ class _Resampling:
                 boot, x, w, confidence=unc.confidence, method=unc.method, bounds=(bounds[0], bounds[1])
             )
             ses = stats.standard_error(boot, x)
-            if unc.method == "studentized" and not stats.reaches_n_eff(w, stats.STUDENTIZED_MIN_N_EFF):
+            if studentizes(unc.method) and not stats.reaches_n_eff(w, stats.STUDENTIZED_MIN_N_EFF):
                 self.too_few[scope] = min(self.too_few.get(scope, np.inf), stats.effective_n(w))
             for c, (label, _) in enumerate(series):
                 self.out[label] = (float(lows[c]), float(highs[c]), float(ses[c]), boot.dist[:, c])
@@ -235,9 +235,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
         for (name, key), mask in zip(pairs, pair_masks)
     ]
     randomization = (
-        _randomization(result, comparison, uncertainty, jobs, scope_w)
-        if comparison.test in ("randomization", "both")
-        else {}
+        _randomization(result, comparison, uncertainty, jobs, scope_w) if randomizes(comparison.test) else {}
     )
     primary = []
     rows = []
@@ -270,7 +268,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             if (name, key, scope) in randomization:
                 p_rand, exact = randomization[(name, key, scope)]
                 row["randomization_exact"] = exact
-            if comparison.test in ("t_test", "both"):
+            if t_tests(comparison.test):
                 p_t = stats.paired_t_test(d, w)
             wins = int(np.count_nonzero(d > comparison.tie_tolerance))
             losses = int(np.count_nonzero(d < -comparison.tie_tolerance))
@@ -295,10 +293,10 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             row.update({k: float("nan") for k in _NAN_FIELDS})
             row.update({"wins": 0, "ties": 0, "losses": 0})
         row.update(_risk_and_plan(d, w, comparison, uncertainty, decision))
-        primary.append(row["p_randomization"] if comparison.test in ("randomization", "both") else row["p_t_test"])
+        primary.append(row["p_randomization"] if randomizes(comparison.test) else row["p_t_test"])
         rows.append(row)
     corrected = stats.correct(primary, comparison.correction)
-    test_name = "randomization" if comparison.test in ("randomization", "both") else "t_test"
+    test_name = corrected_test(comparison.test)
     for row, p in zip(rows, corrected):
         row["p_corrected"] = float(p)
         row["corrected_test"] = test_name
@@ -359,7 +357,7 @@ def correction_family(
         f"'{comparison.baseline}' at each of {cutoffs} cutoff(s){units}; correction {comparison.correction}"
     )
     undefined = int(np.count_nonzero(np.isnan(np.asarray(pvalues, dtype=np.float64))))
-    if undefined and comparison.correction != "none":
+    if undefined and corrects(comparison.correction):
         statement += f" ({undefined} without a p-value, each counted as p = 1)"
     return {
         "size": len(members),

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..render.format import distinct, distinct_share, exact, exact_share, system_label
-from ..rules import metric_name
+from ..rules import metric_name, non_inferiority, superiority
 from ..spec import Decision
 from . import inference as stats
 
@@ -67,7 +67,7 @@ def threshold(decision: Decision) -> float:
 def rule_threshold(rule: str, margin: float) -> float:
     """The threshold of a rule with a margin (the decision's, or a segments guardrail's): ``+margin`` under
     superiority, ``-margin`` under non-inferiority."""
-    return margin if rule == "superiority" else -margin
+    return margin if superiority(rule) else -margin
 
 
 def decide(
@@ -255,7 +255,7 @@ def undetectable_notes(comparisons: list[dict[str, Any]], decision: Decision) ->
 def undetectable_message(candidate: str, n: int, mde: float, decision: Decision) -> str | None:
     """The warning when a non-inferiority margin is below what ``n`` paired queries can detect (``mde``: the
     minimum detectable difference at 80% power, :func:`ndcg_mlflow.statistics.planning.mde`); None otherwise."""
-    if decision.rule != "non_inferiority" or not math.isfinite(mde) or mde <= decision.margin:
+    if not non_inferiority(decision.rule) or not math.isfinite(mde) or mde <= decision.margin:
         return None
     return (
         f"{candidate}: the non-inferiority margin {exact(decision.margin)} at {metric_name(decision.key)} is below "
@@ -297,9 +297,7 @@ def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, s
 def statement(decision: Decision, confidence: float) -> str:
     """The rule in words, as the report states it."""
     label = metric_name(decision.key)
-    what = (
-        "better than the baseline by more than" if decision.rule == "superiority" else "not worse than the baseline by"
-    )
+    what = "better than the baseline by more than" if superiority(decision.rule) else "not worse than the baseline by"
     words = (
         f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {exact_share(confidence)} "
         f"{INTERVAL} interval of its difference from the baseline lies above "

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..rules import bca_interval, benjamini_hochberg, bonferroni, corrects, holm, percentile_interval, studentizes
+
 DEFAULT_CHUNK = 512
 UNIFORM_BYTES = 1 << 22  # the bootstrap's uniform draws, at most this many bytes at a time (but one resample)
 #: below this many effective queries (Kish's n_eff, :func:`effective_n`; n itself under uniform weights) the
@@ -326,10 +328,10 @@ def interval(
     theta = boot.theta
     dist = boot.dist
     k = dist.shape[1]
-    if method == "percentile":
+    if percentile_interval(method):
         probs = np.tile(np.array([[alpha], [1 - alpha]]), (1, k))
         lo, hi = quantiles(dist, probs)
-    elif method == "bca":
+    elif bca_interval(method):
         b = dist.shape[0]
         frac = (np.count_nonzero(dist < theta, axis=0) + np.count_nonzero(dist <= theta, axis=0)) / (2 * b)
         z0 = _ndtri(frac)
@@ -345,7 +347,7 @@ def interval(
         lo, hi = quantiles(dist, np.nan_to_num(probs, nan=0.5))
         lo = np.where(np.isnan(probs[0]), np.nan, lo)
         hi = np.where(np.isnan(probs[1]), np.nan, hi)
-    elif method == "studentized":
+    elif studentizes(method):
         se_hat = np.where(reaches_n_eff(w, STUDENTIZED_MIN_N_EFF), weighted_se(x, w), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (dist - theta) / boot.se_dist
@@ -642,17 +644,17 @@ def correct(pvalues: Sequence[float], method: str) -> np.ndarray:
     ok = ~np.isnan(p)
     q = p[ok]
     m = p.size  # the whole family: an undefined p-value counts as 1 (ranked after every defined one)
-    if q.size == 0 or method == "none":
+    if q.size == 0 or not corrects(method):
         out[ok] = q
         return out
     order = np.argsort(q, kind="stable")
     ranked = q[order]
     rank = np.arange(q.size)  # 0-based ranks of the defined p-values, which precede every undefined one
-    if method == "bonferroni":
+    if bonferroni(method):
         adj = np.minimum(ranked * m, 1.0)
-    elif method == "holm":
+    elif holm(method):
         adj = np.minimum(np.maximum.accumulate(ranked * (m - rank)), 1.0)
-    elif method == "benjamini_hochberg":
+    elif benjamini_hochberg(method):
         # the undefined members' own terms (1 * m / j >= 1) are capped at 1 and never lower a defined one's
         adj = ranked * m / (rank + 1)
         adj = np.minimum(np.minimum.accumulate(adj[::-1])[::-1], 1.0)

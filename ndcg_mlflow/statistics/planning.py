@@ -38,12 +38,12 @@ import numpy as np
 
 from ..errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
 from ..render.format import exact
-from ..rules import KEY_FORMS, cutoff_key, key_label, key_of_text
+from ..rules import DECISION_RULE, KEY_FORMS, cutoff_key, key_label, key_of_text, superiority
 from . import inference as stats
 from .inference import kish_n
 from .risk import paired_vectors
 
-RULES = ("superiority", "non_inferiority")
+RULES = DECISION_RULE.choices
 #: a plan beyond this many queries is no plan (and beyond it the search would leave exact integers)
 MOST_QUERIES = 2**53
 
@@ -351,10 +351,10 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
     if not (math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number at or above 0; got {margin!r}")
     observed = float(stats.weighted_mean(d, w)) if d.size else float("nan")
-    assumed = 0.0 if rule == "non_inferiority" else observed
-    distance = margin if rule == "non_inferiority" else observed - margin
+    assumed = observed if superiority(rule) else 0.0
+    distance = observed - margin if superiority(rule) else margin
     smallest = mde(d, w, confidence, power)
-    needed = queries_needed(d, w, confidence, power, distance=distance, observed=rule == "superiority")
+    needed = queries_needed(d, w, confidence, power, distance=distance, observed=superiority(rule))
     reasons = []
     if d.size < 2:
         reasons.append(
@@ -364,13 +364,13 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
         if not math.isfinite(smallest):
             df = stats.weighted_t(d, w)[2]
             reasons.append(f"the weights leave {df:.3g} degrees of freedom: the interval needs at least 1")
-        if rule == "superiority" and not distance > 0:
+        if superiority(rule) and not distance > 0:
             reasons.append("the observed difference does not exceed the margin")
         elif not distance > 0:
             reasons.append("the margin is 0: no number of queries detects a distance of 0")
         elif needed is None and not math.isfinite(smallest):
             pass  # (said above)
-        elif needed is None and rule == "superiority":
+        elif needed is None and superiority(rule):
             reasons.append(
                 f"the observed difference is not far enough above the margin, for its uncertainty, to promise "
                 f"power {power:g} at any number of queries (or more than {MOST_QUERIES:,} would be needed)"

@@ -49,7 +49,7 @@ def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     from ..kernel import NonFiniteError
 
     if not result.prepared:
-        raise ValueError("sensitivity needs the evaluation's data: evaluate(..., keep_data=True)")
+        raise ValueError("sensitivity needs the evaluation's data: evaluate(..., engine=Local(keep_data=True))")
     nq, nc = len(result.query_ids), len(result.spec.metric.cutoffs)
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for rule, alt, metric in alternatives(result.spec.metric):

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import NdcgError, TrackingError
 from ..render.format import md_text
-from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
+from ..rules import DEFINITION_KEYS, STRATIFY, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
 from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
@@ -247,7 +247,7 @@ def settings_differences(pa: dict[str, str], pb: dict[str, str], overrides: dict
         if p in pa and p in pb and pa[p] != pb[p] and overrides.get(k) is None
     ]
     if "uncertainty.method" in pa and "uncertainty.method" in pb:
-        sa, sb = (x.get("uncertainty.stratify", "none") for x in (pa, pb))
+        sa, sb = (x.get(STRATIFY.key, STRATIFY.default) for x in (pa, pb))
         if sa != sb:
             out.append(f"uncertainty.stratify: {sa!r} vs {sb!r} (intervals resampled within segments or not)")
     return out

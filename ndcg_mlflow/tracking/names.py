@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..rules import companion_key, headline_key, key_label, metric_name
+from ..rules import companion_key, headline_key, key_label, metric_name, randomizes, t_tests
 from ..version import __version__
 
 TAG_PREFIX = "ndcg_mlflow"
@@ -60,7 +60,8 @@ def comparison_metrics(comparisons: list[dict[str, Any]], test: str | None = Non
     candidates = {row["candidate"] for row in comparisons}
     if len(candidates) > 1:
         raise ValueError(f"comparison metrics of one candidate at a time, not {sorted(candidates)}")
-    skip = {"randomization": {"p_t_test"}, "t_test": {"p_randomization"}}.get(test or "", set())
+    computed = (("p_randomization", randomizes), ("p_t_test", t_tests))
+    skip = set() if test is None else {field_name for field_name, asked in computed if not asked(test)}
     out: dict[str, float] = {}
     for row in comparisons:
         for field_name in COMPARISON_METRICS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..rules import STRATIFY, stratifies, stratify_text
 from .names import TAG_PREFIX
 
 
@@ -39,13 +40,13 @@ def segment_settings(raw: dict[str, Any], *params: dict[str, str], segments: boo
     if segments and declared is not None:
         raw["queries"]["segments"] = declared
     uncertainty = next((p for p in params if "uncertainty.method" in p), None)
-    if uncertainty is not None and uncertainty.get("uncertainty.stratify") == "segments":
+    if uncertainty is not None and stratifies(uncertainty.get(STRATIFY.key)):
         if not segments or declared is None:
             return (
                 "the evaluation whose settings the comparison takes declared uncertainty.stratify: segments (each "
                 "interval resampled within segments), which a comparison without segments cannot compute"
             )
-        raw["uncertainty"]["stratify"] = "segments"
+        raw["uncertainty"]["stratify"] = stratify_text(True)
     alphas = [float(a) for p in params if "comparison.risk_alpha" in p for a in p["comparison.risk_alpha"].split(",")]
     if alphas:  # every alpha either evaluation declared, in the order declared
         raw["comparison"]["risk_alpha"] = list(dict.fromkeys(alphas))

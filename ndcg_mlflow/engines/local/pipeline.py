@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,21 +49,19 @@ from ..outcome import (
 )
 from ..preparation import input_table, read_companions, resolve_spec, said_of_candidates
 
+if TYPE_CHECKING:
+    from ..settings import Inputs
+
 # --------------------------------------------------------------------------- evaluation
 
 
 def evaluate(
-    spec: str | Path | Mapping[str, Any] | Spec,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress=None,
-    keep_data: bool = False,
+    spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs, *, keep_data: bool = False
 ) -> EvaluationResult:
-    """Evaluate every system of a spec on this process (the local engine); :func:`ndcg_mlflow.evaluate`
-    (:mod:`ndcg_mlflow.api`) is the entry point that also offers the Spark engine, with the same arguments."""
+    """Evaluate every system of a spec on this process with its ``inputs`` (the local engine:
+    :func:`ndcg_mlflow.evaluate` with :class:`~ndcg_mlflow.engines.Local`, ``keep_data`` its setting); its
+    ``tracking_uri`` and ``scored_dir`` are the engine's (:mod:`ndcg_mlflow.engines.local`), for model systems."""
+    qrels, systems, columns = inputs.qrels, inputs.systems, inputs.columns
     if columns is not None and qrels is None and systems is None:
         raise SpecError(
             "columns",
@@ -71,7 +69,7 @@ def evaluate(
             "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).",
         )
     return evaluate_tables(
-        spec, qrels, systems, columns=columns, base_dir=base_dir, progress=progress, keep_data=keep_data
+        spec, qrels, systems, columns=columns, base_dir=inputs.base_dir, progress=inputs.progress, keep_data=keep_data
     )
 
 

@@ -75,9 +75,9 @@ The companion measures (duplicate rate, catalog coverage) are computed by :mod:`
 per-query duplicate rates in the buckets (the duplicate groups joined to the run rows before the shuffle), the
 coverage from the documents the buckets show, counted in Spark; on both paths.
 
-Not on this engine (refused with an error): ``keep_data`` (it needs every joined row on the driver),
-``ties: displayed_order`` for a Spark DataFrame or a Delta table without a rank column and for model systems (no
-rows' order to follow), and, beyond :data:`MAX_DRIVER_QUERIES` (the grouped path: :func:`check_grouped`),
+Not on this engine (refused with an error): ``ties: displayed_order`` for a Spark DataFrame or a Delta table
+without a rank column and for model systems (no rows' order to follow: :meth:`~ndcg_mlflow.engines.Spark.refuses`
+for the models), and, beyond :data:`MAX_DRIVER_QUERIES` (the grouped path: :func:`check_grouped`),
 sensitivity, query segments, a stratified bootstrap and the decision's guardrails (they need every query's value
 on the driver; within it, the segments are read on the driver by
 :func:`ndcg_mlflow.engines.inputs.query_segments`, as locally).
@@ -90,17 +90,13 @@ model systems are scored first (:mod:`.models`), then :func:`.driver.evaluate` r
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from ...errors import SpecError
 from ...result import EvaluationResult
-from ...rules import keeps_displayed_order
 from ...timings import phase
-from .. import Spark
 from ..preparation import model_spec, remove_with, said_of_candidates, scoring_folder
+from ..settings import Inputs, SparkSettings
 from .driver import MAX_DRIVER_QUERIES, evaluate
 from .grouped import check_grouped, evaluate_grouped
 from .judgments import DRIVER_JUDGMENTS, MAX_JUDGMENTS
@@ -108,42 +104,21 @@ from .models import score_model_systems
 from .session import active_session, session
 
 
-def evaluate_on(
-    engine: Spark,
-    spec: Any,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress: Any = None,
-    keep_data: bool = False,
-    tracking_uri: str | None = None,
-    scored_dir: str | Path | None = None,
-) -> EvaluationResult:
+def evaluate_on(engine: SparkSettings, spec: Any, inputs: Inputs) -> EvaluationResult:
     """:func:`ndcg_mlflow.evaluate` on Spark, with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`,
-    checked when it was made): model systems are resolved on the driver and scored on Spark's executors first
-    (:func:`.models.score_model_systems`), then every run is evaluated by :func:`.driver.evaluate`."""
-    if keep_data:
-        raise SpecError(
-            "keep_data",
-            "the Spark engine keeps no joined rows on the driver; evaluate with the local engine to keep them.",
-        )
-    loaded = model_spec(spec, qrels, systems, base_dir)
+    checked when it was made) and its ``inputs``: model systems are resolved on the driver and scored on Spark's
+    executors first (:func:`.models.score_model_systems`), then every run is evaluated by :func:`.driver.evaluate`.
+    What the engine refuses for the spec (:meth:`~ndcg_mlflow.engines.Spark.refuses`) is refused first."""
+    qrels, progress, scored_dir = inputs.qrels, inputs.progress, inputs.scored_dir
+    loaded = model_spec(spec, qrels, inputs.systems, inputs.base_dir)
     if loaded is None:
-        return evaluate(
-            engine, spec, qrels=qrels, systems=systems, columns=columns, base_dir=base_dir, progress=progress
-        )
-    if keeps_displayed_order(loaded.metric.ties):
-        raise SpecError(
-            "metric.ties",
-            "is displayed_order, but the rows a model scores on Spark have no displayed "
-            "order (Spark's tasks write them in no fixed order); choose another tie "
-            "rule, or evaluate with the local engine, which keeps the candidates' order.",
-        )
+        return evaluate(engine, spec, inputs)
+    refusal = engine.refuses(loaded)
+    if refusal is not None:
+        raise refusal
     from ...tracking.registry import resolve_model_systems
 
-    uri = tracking_uri or loaded.mlflow.tracking_uri
+    uri = inputs.tracking_uri or loaded.mlflow.tracking_uri
     with phase("models"):  # on the driver, before any Spark job: a missing alias stops here
         resolved = resolve_model_systems(loaded, uri)
     spark = active_session(engine.session)
@@ -154,9 +129,8 @@ def evaluate_on(
         )
     try:
         with said_of_candidates(src for _, src in scored_spec.systems):
-            result = evaluate(
-                replace(engine, session=spark), scored_spec, qrels=qrels, columns=columns, progress=progress
-            )
+            scored_inputs = replace(inputs, systems=None, base_dir=None, tracking_uri=None, scored_dir=None)
+            result = evaluate(replace(engine, session=spark), scored_spec, scored_inputs)
     except BaseException:
         if scored_dir is None:  # nothing names the scored rows: the folder of our own goes
             shutil.rmtree(folder, ignore_errors=True)

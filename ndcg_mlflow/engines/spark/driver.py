@@ -18,10 +18,10 @@ from ...statistics.group_sums import GROUPS
 from ...statistics.sensitivity import alternatives as sensitivity_alternatives
 from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
-from .. import Spark
 from ..inputs import query_segments
 from ..outcome import finish, statistics
 from ..preparation import resolve_spec
+from ..settings import Inputs, SparkSettings
 from . import companion_measures as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .grouped import check_grouped, grouped_result, grouped_target
@@ -32,18 +32,10 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, the grouped path."""
 
 
-def evaluate(
-    engine: Spark,
-    spec: str | Path | Mapping[str, Any] | Spec,
-    *,
-    qrels: Any = None,
-    systems: Mapping[str, Any] | None = None,
-    columns: Mapping[str, str] | None = None,
-    base_dir: str | Path | None = None,
-    progress=None,
-) -> EvaluationResult:
+def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
     """Evaluate a spec on Spark with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`: its
-    session, classic or Spark Connect, by default the active one).
+    session, classic or Spark Connect, by default the active one) and its ``inputs`` (their ``tracking_uri`` and
+    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
@@ -56,8 +48,9 @@ def evaluate(
     Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses them from
     Spark (within it, the judgments are read on the driver as always, up to :data:`.judgments.MAX_JUDGMENTS`).
     """
+    qrels, systems, columns, progress = inputs.qrels, inputs.systems, inputs.columns, inputs.progress
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, systems, base_dir)
+    spec = resolve_spec(spec, qrels, systems, inputs.base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
     with phase("read"):
         judged, where = _judged(spark, spec, qrels, columns, engine, limit)
@@ -112,7 +105,7 @@ def evaluate(
     return statistics(result, progress, by_alternative)
 
 
-def _judged(spark: Any, spec: Spec, qrels: Any, columns: Any, engine: Spark, limit: int) -> tuple[Any, str]:
+def _judged(spark: Any, spec: Spec, qrels: Any, columns: Any, engine: SparkSettings, limit: int) -> tuple[Any, str]:
     """The judgments read and checked: in Spark when the engine has a per-query folder, there are more than its
     ``driver_judgments`` and more evaluated queries than ``limit``, else on the driver; and how the evaluated
     queries were counted, for the progress line."""

@@ -15,14 +15,14 @@ import numpy as np
 from ...errors import SpecError
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
 from ...result import EvaluationResult, summary_of
-from ...rules import stops
+from ...rules import INTERVAL_METHOD, PERCENTILE, RANDOMIZATION, STRATIFY, TEST, percentile_interval, stops, t_tests
 from ...spec import Guardrails, Metric, Spec
 from ...statistics.comparisons import correction_family
 from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from ...timings import phase
-from .. import Spark
 from ..outcome import none_returned, stopped_by
 from ..preparation import resolve_spec
+from ..settings import SparkSettings
 from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
@@ -47,7 +47,7 @@ def check_grouped(spec: Spec) -> None:
     beyond = "the per-query rows stay in Spark (more evaluated queries than the driver limit), where"
     d = spec.decision
     for key, declared, what in (
-        ("uncertainty.stratify", u is not None and u.stratify, "no interval is stratified by segment"),
+        (STRATIFY.key, u is not None and u.stratify, "no interval is stratified by segment"),
         ("decision.guardrails", d is not None and d.guardrails != Guardrails(), "the guardrails are not checked"),
         ("queries.segments", spec.queries.segments is not None, "no segment's means and comparisons are computed"),
     ):
@@ -57,17 +57,17 @@ def check_grouped(spec: Spec) -> None:
                 f"is declared, but {beyond} {what} (they need every query's value on the driver): remove it, or "
                 f"evaluate within the driver limit.",
             )
-    if u is not None and u.method != "percentile":
+    if u is not None and not percentile_interval(u.method):
         raise SpecError(
-            "uncertainty.method",
+            INTERVAL_METHOD.key,
             f"is {u.method!r}, but {beyond} the intervals come from a bootstrap "
-            f"over groups of queries: only 'percentile' is computed there.",
+            f"over groups of queries: only {PERCENTILE!r} is computed there.",
         )
-    if c is not None and c.test != "randomization":
+    if c is not None and t_tests(c.test):
         raise SpecError(
-            "comparison.test",
+            TEST.key,
             f"is {c.test!r}, but {beyond} the paired test is a sign-flip test over "
-            f"groups of queries: only 'randomization' is computed there.",
+            f"groups of queries: only {RANDOMIZATION!r} is computed there.",
         )
     if c is not None and c.wins_losses > 0:
         raise SpecError(
@@ -106,7 +106,7 @@ def evaluate_grouped(
     (default :data:`.judgments.DRIVER_JUDGMENTS`; 0: always) the judgments, the evaluated query set and the
     weights are read, checked and kept in Spark (:mod:`.judgments_in_spark`), with the local engine's checks and
     numbers."""
-    engine = Spark(
+    engine = SparkSettings(
         spark,
         buckets=buckets,
         prefilter=prefilter,
@@ -140,7 +140,13 @@ def grouped_target(per_query_path: str | Path) -> Path:
 
 
 def grouped_result(
-    spark: Any, spec: Spec, judged: Judged, systems: Mapping[str, Any] | None, out_path: Path, progress, engine: Spark
+    spark: Any,
+    spec: Spec,
+    judged: Judged,
+    systems: Mapping[str, Any] | None,
+    out_path: Path,
+    progress,
+    engine: SparkSettings,
 ) -> EvaluationResult:
     """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared, with the
     settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`). The folder ``out_path`` (new or empty:
@@ -284,7 +290,7 @@ def _grouped_into(
             0,
             [(c["candidate"], c["key"], None) for c in comparisons],
             [c["p_randomization"] for c in comparisons],
-            "randomization",
+            RANDOMIZATION,
         )
     summary = summary_of(
         spec,
@@ -435,7 +441,7 @@ def _grouped_statistics(
                 c.update(
                     {
                         "p_corrected": float(p),
-                        "corrected_test": "randomization",
+                        "corrected_test": RANDOMIZATION,
                         "correction": comparison.correction,
                     }
                 )
