@@ -25,7 +25,7 @@ from .timings import PHASES
 LOCAL = (EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_INTERRUPT, EXIT_TERMINATED)
 LOGGING = (*LOCAL, EXIT_TRACKING)
 
-#: each command's exit codes and its examples, a comment and a command line (tests/test_cli.py parses each line with
+#: each command's exit codes and its examples, a comment and a command line (tests/cli/test_cli.py parses each line with
 #: build_parser, so that an example cannot drift from the options)
 COMMANDS: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {
     "run": (

@@ -31,7 +31,7 @@ distribution) that drives their scores, like real unjudged products.
 heavily skewed) weight, normalised to mean 1.
 
 Everything is derived from ``numpy.random.default_rng(SEED)``: every run
-writes byte-identical files (``tests/test_cli.py`` compares them with
+writes byte-identical files (``tests/cli/test_cli.py`` compares them with
 ``configs/``).
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_TRACKING, EXIT_DECISION, EXIT_INTERRUPT, EXIT_TERMINATED = 0, 1, 2, 3, 4, 130, 143
 
 #: What each exit code of the ``ndcg-mlflow`` command means: every command's ``--help`` lists the codes it returns
-#: in these words, and the README's paragraph repeats them (``tests/test_cli.py`` checks both).
+#: in these words, and the README's paragraph repeats them (``tests/cli/test_cli.py`` checks both).
 EXIT_CODES = {
     EXIT_OK: "done",
     EXIT_BUG: "an internal error (a bug: the traceback is printed)",

@@ -10,9 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -303,3 +306,195 @@ def assert_local_results_complete(out: Path) -> None:
     assert summary["systems"] and all(
         v["ndcg_at_10"]["mean"] == v["ndcg_at_10"]["mean"] for v in summary["systems"].values()
     )
+
+
+# ------------------------------------------------------------------------------- segments' data (statistics, Spark)
+
+SEGMENTS = {"head": 14, "torso": 10, "tail": 8}
+
+
+def segments_data(tmp: Path, *, seed: int = 3, tail_loss: float = 0.0) -> dict:
+    """Three segments of queries, graded judgments, a baseline and two candidates with random rankings; the
+    ``better`` candidate puts the best document first more often, except in the tail with ``tail_loss``."""
+    rng = np.random.default_rng(seed)
+    queries = [(f"{seg}-{i:02d}", seg) for seg, n in SEGMENTS.items() for i in range(n)]
+    (tmp / "segments.tsv").write_text("query_id\tsegment\n" + "".join(f"{q}\t{s}\n" for q, s in queries))
+    qrels, runs = [], {"base": [], "better": [], "other": []}
+    for q, seg in queries:
+        grades = rng.integers(0, 4, size=12)
+        grades[0] = 3
+        qrels += [f"{q} 0 d{j} {g}\n" for j, g in enumerate(grades)]
+        for name in runs:
+            order = rng.permutation(12)
+            lift = name == "better" and not (seg == "tail" and rng.random() < tail_loss)
+            if lift:
+                order = np.concatenate([[0], order[order != 0]])
+            elif name == "better":
+                order = np.concatenate([order[order != 0], [0]])
+            runs[name] += [f"{q} Q0 d{j} {r + 1} {20 - r} t\n" for r, j in enumerate(order[:10])]
+    (tmp / "qrels.txt").write_text("".join(qrels))
+    for name, lines in runs.items():
+        (tmp / f"{name}.run").write_text("".join(lines))
+    return {"queries": queries}
+
+
+def segments_spec(tmp: Path, **over) -> Path:
+    raw = {
+        "spec_version": 1,
+        "name": "segments",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [5, 10],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform", "segments": "segments.tsv"},
+        "data": {"qrels": "qrels.txt", "systems": {n: f"{n}.run" for n in ("base", "better", "other")}},
+        "uncertainty": {"resamples": 2000, "confidence": 0.95, "method": "percentile", "seed": 11},
+        "comparison": {
+            "baseline": "base",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 3,
+            "tie_tolerance": 1e-9,
+        },
+        "mlflow": {"experiment": "segments"},
+    }
+    for path, value in over.items():
+        node = raw
+        parts = path.split("__")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        if value is None:
+            node.pop(parts[-1], None)
+        else:
+            node[parts[-1]] = value
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+# ------------------------------------------------------------------------ the report's HTML (render, tracking, models)
+
+NASTY = ["<script>alert(1)</script>", '"quotes"', "'single'", "&amp;", "|pipes|"]
+
+
+class HtmlDoc(HTMLParser):
+    """Tables (rows of cell texts), every start tag, and the text of ``<b>`` / ``<td>`` / ``<summary>``."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.tags: list[tuple[str, list]] = []
+        self.bold: list[str] = []
+        self.cells: list[str] = []
+        self.titles: list[str] = []
+        self._row = self._cell = self._b = self._title = None
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self._row = []
+            self.tables[-1].append(self._row)
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+        elif tag == "b":
+            self._b = []
+        elif tag in ("title", "h1"):
+            self._title = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            text = "".join(self._cell).strip()
+            if self._row is not None:
+                self._row.append(text)
+            if tag == "td":
+                self.cells.append(text)
+            self._cell = None
+        elif tag == "b" and self._b is not None:
+            self.bold.append("".join(self._b))
+            self._b = None
+        elif tag in ("title", "h1") and self._title is not None:
+            self.titles.append("".join(self._title))
+            self._title = None
+
+    def handle_data(self, data):
+        for buf in (self._cell, self._b, self._title):
+            if buf is not None:
+                buf.append(data)
+
+    def table(self, *first_heads: str) -> list[list[str]]:
+        found = [t for t in self.tables if t and t[0][: len(first_heads)] == list(first_heads)]
+        assert found, f"no table with heads {first_heads}"
+        return found[0]
+
+
+def demo_spec_text(resamples: int = 1000) -> str:
+    text = (REPO / "configs" / "demo.yaml").read_text(encoding="utf-8")
+    new = re.sub(r"(\n\s+resamples:\s*)\d+", rf"\g<1>{resamples}", text, count=1)
+    assert new != text
+    return new
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def write_escaping_spec(folder: Path) -> Path:
+    """A tiny evaluation whose query ids, document ids and name are hostile to HTML and markdown.
+
+    Five queries, each judging the same five hostile document ids (and a plain one) with rotated grades;
+    ``base`` ranks the documents in list order and ``cand`` in reverse, so there are wins and losses whose
+    top documents (the hostile ids) are listed in the report.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = NASTY + ["plain"]
+    qrels, base, cand = [], [], []
+    for i, q in enumerate(NASTY):
+        for j, d in enumerate(docs):
+            qrels.append({"query_id": q, "doc_id": d, "grade": (i + 2 * j) % 4})
+        for r, d in enumerate(docs):
+            base.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
+        for r, d in enumerate(reversed(docs)):
+            cand.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
+    write_jsonl(folder / "qrels.jsonl", qrels)
+    write_jsonl(folder / "base.jsonl", base)
+    write_jsonl(folder / "cand.jsonl", cand)
+    spec = {
+        "spec_version": 1,
+        "name": "<script>alert('name')</script> \"q\" & co",
+        "metric": {
+            "gain": "exponential",
+            "cutoffs": [3, 10],
+            "discount": "log2",
+            "ties": "displayed_order",
+            "ideal": "judged_catalog",
+            "empty_ideal": "exclude",
+            "unjudged": "zero",
+            "missing_queries": "zero",
+        },
+        "queries": {"weights": "uniform"},
+        "data": {"qrels": "qrels.jsonl", "systems": {"base": "base.jsonl", "cand": "cand.jsonl"}},
+        "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7},
+        "comparison": {
+            "baseline": "base",
+            "test": "both",
+            "correction": "holm",
+            "wins_losses": 5,
+            "tie_tolerance": 1e-9,
+        },
+        "mlflow": {"experiment": "escaping"},
+    }
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    return path

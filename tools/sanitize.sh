@@ -38,7 +38,7 @@ PY
 libasan="$(${CC:-gcc} -print-file-name=libasan.so)"
 [ -f "$libasan" ] || { echo "sanitize: no libasan.so from ${CC:-gcc}" >&2; exit 2; }
 args=("$@")
-[ $# -gt 0 ] || args=(tests/test_native.py tests/test_readers.py tests/test_fuzz.py)
+[ $# -gt 0 ] || args=(tests/readers/test_native.py tests/readers/test_readers.py tests/readers/test_fuzz.py)
 mkdir reports
 export LD_PRELOAD="$libasan" PYTHONMALLOC=malloc ARROW_DEFAULT_MEMORY_POOL=system PYTHONPATH="$work" \
   ASAN_OPTIONS="detect_leaks=0:handle_sigbus=0:log_path=$work/reports/asan" \

@@ -28,7 +28,7 @@
    digits at a time from one 64-bit word (three multiplications). Without vectors (vector_bits 0: a build
    without SSE2, or NDCG_MLFLOW_SCALAR=1, or vector_width(0)) every line goes byte by byte and every number
    through parse_number. Each is tested against the line reader and float() at every width, 0 included
-   (tests/test_native.py).
+   (tests/readers/test_native.py).
 
    string_hashes is the id hash of parse_trec's rows (hashing.string_hashes) applied to an Arrow string
    column's ids, from the other readers: one definition of the hash, beside the parser that makes it.

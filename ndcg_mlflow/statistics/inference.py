@@ -218,7 +218,7 @@ def resampled_sums(draws: np.ndarray, indices: bool, n: int, mat: np.ndarray) ->
 
     In C where the package's C parts are built (``ckernel.resampled_sums``); else a sparse matrix of ones at the
     drawn indices times ``mat``, whose product (scipy's CSR times a dense matrix) adds each row's entries in
-    their order: the same numbers, bit for bit (``tests/test_stats.py``)."""
+    their order: the same numbers, bit for bit (``tests/statistics/test_stats.py``)."""
     from ..kernel import native_kernel
 
     c = draws.shape[0]

@@ -10,7 +10,7 @@ under way (set by the worker's client wrapper) and the start of its current HTTP
 makes, tracking and artifacts alike) that adds no header. This package declares it as an
 ``mlflow.request_header_provider`` entry point (``pyproject.toml``), MLflow's public way of adding one, which
 MLflow loads when its registry is first imported (:func:`installed` says whether it did);
-``tests/test_tracking.py`` checks, for the supported MLflow range, that MLflow calls it for every request.
+``tests/tracking/test_tracking.py`` checks, for the supported MLflow range, that MLflow calls it for every request.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import pytest
 from ndcg_mlflow.cli import main
 
 CHROMIUM = "/usr/bin/chromium"
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TIMEOUT = 60
 
 pytestmark = [
@@ -130,7 +130,7 @@ def _net_error_lines(log: str) -> list[str]:
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """The demo's report (resamples 1000) and the hostile-ids report, written without MLflow."""
-    from test_report import demo_spec_text, write_escaping_spec
+    from helpers import demo_spec_text, write_escaping_spec
 
     root = tmp_path_factory.mktemp("browser")
     configs = root / "configs"
@@ -160,7 +160,7 @@ def test_harness_sees_console_errors_and_requests(tmp_path):
 
 def test_demo_report_renders_offline(reports, tmp_path):
     seen = browse(reports.demo, tmp_path / "run", "--dump-dom")
-    from test_report import HtmlDoc
+    from helpers import HtmlDoc
 
     dom = seen.dom
     assert "<h1>nDCG report — demo-product-search</h1>" in dom
@@ -197,7 +197,7 @@ def test_demo_report_screenshot(reports, tmp_path):
 
 def test_hostile_ids_render_as_text(reports, tmp_path):
     seen = browse(reports.hostile, tmp_path / "run", "--dump-dom")
-    from test_report import NASTY, HtmlDoc
+    from helpers import NASTY, HtmlDoc
 
     dom = seen.dom
     assert "<script" not in dom.lower()  # no script element made it into the DOM

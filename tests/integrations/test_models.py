@@ -248,7 +248,7 @@ def test_the_model_of_a_model_system_is_shown_wherever_it_is_named(store, model_
     """The terminal, report.html and report.md name a model system with its registered model, version and alias,
     as summary.json's models records them: in the lead (the decision or the headline comparison), the tables and
     the wins and losses; the run-file system keeps its bare name."""
-    from test_report import HtmlDoc
+    from helpers import HtmlDoc
 
     from ndcg_mlflow.render.format import md_text
 
@@ -1302,7 +1302,7 @@ def test_spark_connect_scores_model_systems_with_the_local_numbers(store, tmp_pa
         ties="average",
     )
     local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run(
         [sys.executable, "-c", CONNECT_SCRIPT, str(repo), str(spec), store, str(tmp_path)],

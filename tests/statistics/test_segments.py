@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from helpers import examples
+from helpers import SEGMENTS, examples, segments_data, segments_spec
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 from scipy import stats as st
@@ -23,89 +22,22 @@ import ndcg_mlflow
 from ndcg_mlflow.cli import EXIT_DECISION, main
 from ndcg_mlflow.statistics.segments import consistency, stratified_indices
 
-SEGMENTS = {"head": 14, "torso": 10, "tail": 8}
-
-
-def _data(tmp: Path, *, seed: int = 3, tail_loss: float = 0.0) -> dict:
-    """Three segments of queries, graded judgments, a baseline and two candidates with random rankings; the
-    ``better`` candidate puts the best document first more often, except in the tail with ``tail_loss``."""
-    rng = np.random.default_rng(seed)
-    queries = [(f"{seg}-{i:02d}", seg) for seg, n in SEGMENTS.items() for i in range(n)]
-    (tmp / "segments.tsv").write_text("query_id\tsegment\n" + "".join(f"{q}\t{s}\n" for q, s in queries))
-    qrels, runs = [], {"base": [], "better": [], "other": []}
-    for q, seg in queries:
-        grades = rng.integers(0, 4, size=12)
-        grades[0] = 3
-        qrels += [f"{q} 0 d{j} {g}\n" for j, g in enumerate(grades)]
-        for name in runs:
-            order = rng.permutation(12)
-            lift = name == "better" and not (seg == "tail" and rng.random() < tail_loss)
-            if lift:
-                order = np.concatenate([[0], order[order != 0]])
-            elif name == "better":
-                order = np.concatenate([order[order != 0], [0]])
-            runs[name] += [f"{q} Q0 d{j} {r + 1} {20 - r} t\n" for r, j in enumerate(order[:10])]
-    (tmp / "qrels.txt").write_text("".join(qrels))
-    for name, lines in runs.items():
-        (tmp / f"{name}.run").write_text("".join(lines))
-    return {"queries": queries}
-
-
-def _spec(tmp: Path, **over) -> Path:
-    raw = {
-        "spec_version": 1,
-        "name": "segments",
-        "metric": {
-            "gain": "exponential",
-            "cutoffs": [5, 10],
-            "discount": "log2",
-            "ties": "displayed_order",
-            "ideal": "judged_catalog",
-            "empty_ideal": "exclude",
-            "unjudged": "zero",
-            "missing_queries": "zero",
-        },
-        "queries": {"weights": "uniform", "segments": "segments.tsv"},
-        "data": {"qrels": "qrels.txt", "systems": {n: f"{n}.run" for n in ("base", "better", "other")}},
-        "uncertainty": {"resamples": 2000, "confidence": 0.95, "method": "percentile", "seed": 11},
-        "comparison": {
-            "baseline": "base",
-            "test": "both",
-            "correction": "holm",
-            "wins_losses": 3,
-            "tie_tolerance": 1e-9,
-        },
-        "mlflow": {"experiment": "segments"},
-    }
-    for path, value in over.items():
-        node = raw
-        parts = path.split("__")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        if value is None:
-            node.pop(parts[-1], None)
-        else:
-            node[parts[-1]] = value
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    _data(tmp_path)
+    segments_data(tmp_path)
     return tmp_path
 
 
 def test_segment_figures_equal_the_evaluation_restricted_to_the_segment(data: Path) -> None:
     """A segment's mean, interval, difference, paired interval and raw p-values are those of the same spec with
     ``queries.set`` = the segment's queries (the resampling is seeded by the exact list of resampled queries)."""
-    result = ndcg_mlflow.evaluate(_spec(data))
+    result = ndcg_mlflow.evaluate(segments_spec(data))
     a = result.analysis
     for seg in SEGMENTS:
         ids = [q for q in result.query_ids if q.startswith(seg + "-")]
         (data / f"{seg}.set").write_text("".join(f"{q}\n" for q in ids))
-        alone = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, queries__set=f"{seg}.set"))
+        alone = ndcg_mlflow.evaluate(segments_spec(data, queries__segments=None, queries__set=f"{seg}.set"))
         for name in ("base", "better", "other"):
             for key in ("ndcg_at_5", "ndcg_at_10"):
                 got = a.segments[seg][name][key]
@@ -155,10 +87,10 @@ def test_weighted_segment_intervals_equal_the_evaluation_restricted_to_the_segme
     tmp = tmp_path_factory.mktemp("weighted_segments")
     segments = _weighted_segments(tmp, seed)
     over = {"queries__weights": "weights.tsv", "uncertainty__method": method, "uncertainty__resamples": 400}
-    a = ndcg_mlflow.evaluate(_spec(tmp, **over)).analysis
+    a = ndcg_mlflow.evaluate(segments_spec(tmp, **over)).analysis
     for seg, ids in segments.items():
         (tmp / f"{seg}.set").write_text("".join(f"{q}\n" for q in ids))
-        alone = ndcg_mlflow.evaluate(_spec(tmp, queries__segments=None, queries__set=f"{seg}.set", **over))
+        alone = ndcg_mlflow.evaluate(segments_spec(tmp, queries__segments=None, queries__set=f"{seg}.set", **over))
         for name in ("base", "better", "other"):
             for key in ("ndcg_at_5", "ndcg_at_10"):
                 got, want = a.segments[seg][name][key], alone.summary["systems"][name][key]
@@ -173,10 +105,12 @@ def test_weighted_segment_intervals_equal_the_evaluation_restricted_to_the_segme
 
 
 def test_segment_means_are_the_weighted_means_of_per_query_rows(data: Path, tmp_path: Path) -> None:
-    weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in _data(data)["queries"])}
+    weights = {q: float(1 + (i % 5)) for i, q in enumerate(q for q, _ in segments_data(data)["queries"])}
     (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
     out = tmp_path / "out"
-    assert main(["run", str(_spec(data, queries__weights="weights.tsv")), "--out", str(out), "--no-mlflow"]) == 0
+    assert (
+        main(["run", str(segments_spec(data, queries__weights="weights.tsv")), "--out", str(out), "--no-mlflow"]) == 0
+    )
     pq = pd.read_csv(out / "per_query.csv", dtype={"query_id": str, "cutoff": str})
     seg = pd.read_csv(out / "segments.csv", dtype={"cutoff": str})
     summary = json.loads((out / "summary.json").read_text())
@@ -192,7 +126,7 @@ def test_segment_means_are_the_weighted_means_of_per_query_rows(data: Path, tmp_
 
 
 def test_one_correction_family_over_overall_and_segment_comparisons(data: Path) -> None:
-    result = ndcg_mlflow.evaluate(_spec(data))
+    result = ndcg_mlflow.evaluate(segments_spec(data))
     a = result.analysis
     rows = a.comparisons + a.segment_comparisons
     fam = a.correction_family
@@ -217,10 +151,10 @@ def test_one_correction_family_over_overall_and_segment_comparisons(data: Path) 
 def test_a_comparison_without_a_p_value_counts_as_one_in_the_family(data: Path, correction: str) -> None:
     """A one-query segment has no t-test p-value: it stays in the family it states, counted as p = 1, and the
     other members are corrected over the family's whole size (the formulas written out over the family)."""
-    seg = {q: s for q, s in _data(data)["queries"]}
+    seg = {q: s for q, s in segments_data(data)["queries"]}
     seg["head-00"] = "solo"
     (data / "segments.tsv").write_text("".join(f"{q}\t{s}\n" for q, s in seg.items()))
-    a = ndcg_mlflow.evaluate(_spec(data, comparison__test="t_test", comparison__correction=correction)).analysis
+    a = ndcg_mlflow.evaluate(segments_spec(data, comparison__test="t_test", comparison__correction=correction)).analysis
     rows = a.comparisons + a.segment_comparisons
     fam = a.correction_family
     assert fam["size"] == len(rows) == 2 * 2 * (1 + 4)
@@ -251,8 +185,8 @@ def test_a_comparison_without_a_p_value_counts_as_one_in_the_family(data: Path, 
 
 def test_without_segments_the_numbers_are_unchanged(data: Path) -> None:
     """The overall figures do not depend on whether segments are declared, except the corrected p-values."""
-    with_ = ndcg_mlflow.evaluate(_spec(data)).analysis
-    without = ndcg_mlflow.evaluate(_spec(data, queries__segments=None)).analysis
+    with_ = ndcg_mlflow.evaluate(segments_spec(data)).analysis
+    without = ndcg_mlflow.evaluate(segments_spec(data, queries__segments=None)).analysis
     assert without.segment_comparisons == [] and without.segments == {}
     for a, b in zip(with_.comparisons, without.comparisons):
         for k in ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "mde"):
@@ -286,8 +220,8 @@ def test_stratified_interval_is_a_point_when_segments_are_constant(tmp_path: Pat
     for n in ("base", "better", "other"):
         (tmp_path / f"{n}.run").write_text("".join(lines_r))
     (tmp_path / "segments.tsv").write_text("".join(seg))
-    plain = ndcg_mlflow.evaluate(_spec(tmp_path, comparison=None)).summary["systems"]["base"]["ndcg_at_10"]
-    strat = ndcg_mlflow.evaluate(_spec(tmp_path, comparison=None, uncertainty__stratify="segments"))
+    plain = ndcg_mlflow.evaluate(segments_spec(tmp_path, comparison=None)).summary["systems"]["base"]["ndcg_at_10"]
+    strat = ndcg_mlflow.evaluate(segments_spec(tmp_path, comparison=None, uncertainty__stratify="segments"))
     s = strat.summary["systems"]["base"]["ndcg_at_10"]
     mean = (12 * 1.0 + 18 / math.log2(4)) / 30
     assert s["mean"] == pytest.approx(mean, rel=1e-15)
@@ -311,7 +245,7 @@ def _urisk(d: np.ndarray, alpha: float) -> float:
 
 def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    spec = _spec(
+    spec = segments_spec(
         data,
         comparison__risk_alpha=[1, 5, 1.0000001],  # (1 and 1.0000001: one text to six digits, two keys)
         decision={"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.05},
@@ -339,14 +273,14 @@ def test_risk_and_planning_figures_against_the_papers_formulas(data: Path, tmp_p
 
 
 def test_guardrails_fail_a_candidate_that_loses_a_segment(tmp_path: Path) -> None:
-    _data(tmp_path, tail_loss=1.0)  # "better" puts the best document last in every tail query
+    segments_data(tmp_path, tail_loss=1.0)  # "better" puts the best document last in every tail query
     decision = {
         "key": "ndcg_at_10",
         "rule": "non_inferiority",
         "margin": 0.5,
         "guardrails": {"segments": {"rule": "non_inferiority", "margin": 0.02}},
     }
-    spec = _spec(tmp_path, data__systems={"base": "base.run", "better": "better.run"}, decision=decision)
+    spec = segments_spec(tmp_path, data__systems={"base": "base.run", "better": "better.run"}, decision=decision)
     out = tmp_path / "out"
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow"]) == EXIT_DECISION
     summary = json.loads((out / "summary.json").read_text())
@@ -364,7 +298,7 @@ def test_guardrails_fail_a_candidate_that_loses_a_segment(tmp_path: Path) -> Non
 
 
 def test_regressions_guardrail_reads_the_upper_end_of_the_share(tmp_path: Path) -> None:
-    _data(tmp_path, tail_loss=1.0)
+    segments_data(tmp_path, tail_loss=1.0)
     out = tmp_path / "out"
     decision = {
         "key": "ndcg_at_10",
@@ -372,7 +306,7 @@ def test_regressions_guardrail_reads_the_upper_end_of_the_share(tmp_path: Path) 
         "margin": 0.5,
         "guardrails": {"regressions": {"delta": 0.1, "max_share": 0.3}},
     }
-    spec = _spec(
+    spec = segments_spec(
         tmp_path, queries__segments=None, decision=decision, data__systems={"base": "base.run", "better": "better.run"}
     )
     code = main(["run", str(spec), "--out", str(out), "--no-mlflow"])
@@ -394,7 +328,7 @@ def test_regressions_guardrail_bounds_the_share_when_no_query_regressed(tmp_path
     """A candidate identical to the baseline: no query regresses, and the share's upper end is the exact binomial
     bound of 0 regressed queries out of n (1 - 0.025^(1/n), above 0 at any n), not 0: with n = 32 a max_share
     of 0.10 cannot be shown (0.109), one of 0.12 can."""
-    _data(tmp_path)
+    segments_data(tmp_path)
     (tmp_path / "same.run").write_text((tmp_path / "base.run").read_text())
     n = sum(SEGMENTS.values())
     bound = 1 - 0.025 ** (1 / n)
@@ -406,7 +340,7 @@ def test_regressions_guardrail_bounds_the_share_when_no_query_regressed(tmp_path
             "margin": 0.5,
             "guardrails": {"regressions": {"delta": 0.1, "max_share": max_share}},
         }
-        spec = _spec(
+        spec = segments_spec(
             tmp_path, queries__segments=None, decision=decision, data__systems={"base": "base.run", "same": "same.run"}
         )
         summary = ndcg_mlflow.evaluate(spec).summary
@@ -420,7 +354,7 @@ def test_regressions_guardrail_bounds_the_share_when_no_query_regressed(tmp_path
 
 def test_segment_outputs_report_and_tables(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    main(["run", str(_spec(data)), "--out", str(out), "--no-mlflow"])
+    main(["run", str(segments_spec(data)), "--out", str(out), "--no-mlflow"])
     sc = pd.read_csv(out / "segment_comparisons.csv")
     assert len(sc) == 2 * 2 * len(SEGMENTS) and list(sc.columns[:2]) == ["segment", "baseline"]
     html = (out / "report.html").read_text()
@@ -433,7 +367,7 @@ def test_segment_outputs_report_and_tables(data: Path, tmp_path: Path) -> None:
 
 def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: Path, tmp_path: Path, capsys) -> None:
     decision = {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.001}
-    spec = _spec(data, queries__segments=None, decision=decision)
+    spec = segments_spec(data, queries__segments=None, decision=decision)
     assert main(["validate", str(spec)]) == 0
     printed = capsys.readouterr().out
     result = ndcg_mlflow.evaluate(spec)
@@ -444,15 +378,18 @@ def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: 
     shown = [float(m) for m in re.findall(r"smallest detectable difference is ([0-9.e+-]+)\)", " ".join(notes))]
     assert any(v == pytest.approx(c["mde"], rel=1e-3) for v in shown)  # 4 significant digits
     assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
-    wide = ndcg_mlflow.evaluate(_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
+    wide = ndcg_mlflow.evaluate(segments_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
     assert not [n for n in wide.notes if "non-inferiority margin" in n]
 
 
 def test_the_report_says_when_a_failed_rule_could_not_have_passed(tmp_path: Path) -> None:
-    _data(tmp_path, tail_loss=1.0)
+    segments_data(tmp_path, tail_loss=1.0)
     out = tmp_path / "out"
     decision = {"key": "ndcg_at_10", "rule": "non_inferiority", "margin": 0.02}
-    assert main(["run", str(_spec(tmp_path, decision=decision)), "--out", str(out), "--no-mlflow"]) == EXIT_DECISION
+    assert (
+        main(["run", str(segments_spec(tmp_path, decision=decision)), "--out", str(out), "--no-mlflow"])
+        == EXIT_DECISION
+    )
     summary = json.loads((out / "summary.json").read_text())
     rows = {r["candidate"]: r for r in summary["decision"]["candidates"]}
     comps = {c["candidate"]: c for c in summary["comparisons"] if c["key"] == "ndcg_at_10"}
@@ -470,7 +407,7 @@ def test_the_segment_tables_are_mlflow_tables(data: Path, tmp_path: Path) -> Non
     from ndcg_mlflow.tracking.tables import folder_tables
 
     out = tmp_path / "out"
-    main(["run", str(_spec(data)), "--out", str(out), "--no-mlflow"])
+    main(["run", str(segments_spec(data)), "--out", str(out), "--no-mlflow"])
     summary = json.loads((out / "summary.json").read_text())
     tables = dict(folder_tables(out, summary))
     seg, comps = tables["segments_table.json"], tables["segment_comparisons_table.json"]
@@ -519,7 +456,7 @@ def test_labels_with_nul_and_carriage_returns_are_segments_of_their_own(data: Pa
     labels = {s for group in ODD.values() for s in group}
     assert set(label_of.values()) == labels and "head\x00" in labels  # (the file holds the five, NULs and all)
     out = tmp_path / "out"
-    assert main(["run", str(_spec(data, queries__segments=path.name)), "--out", str(out), "--no-mlflow"]) == 0
+    assert main(["run", str(segments_spec(data, queries__segments=path.name)), "--out", str(out), "--no-mlflow"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["segments"]) == labels
     read = {"dtype": str, "keep_default_na": False, "na_values": [""]}
@@ -556,7 +493,7 @@ def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_
 
     from helpers import client_for
 
-    _data(tmp_path, tail_loss=1.0)
+    segments_data(tmp_path, tail_loss=1.0)
     labels = {"head": "head\x00", "torso": "\r", "tail": HOSTILE_TAIL}  # (a lone CR ended a CSV row)
     rows = [(f"{seg}-{i:02d}", labels[seg]) for seg, n in SEGMENTS.items() for i in range(n)]
     (tmp_path / "odd.jsonl").write_text("".join(json.dumps({"query_id": q, "segment": s}) + "\n" for q, s in rows))
@@ -566,7 +503,7 @@ def test_a_hostile_segment_label_is_shown_escaped_everywhere_and_compared_after_
         "margin": 0.5,
         "guardrails": {"segments": {"rule": "non_inferiority", "margin": 0.02}},
     }
-    spec = _spec(
+    spec = segments_spec(
         tmp_path,
         queries__segments="odd.jsonl",
         data__systems={"base": "base.run", "better": "better.run"},
@@ -613,11 +550,11 @@ def test_consistency_weighs_segments_by_their_share_of_the_evaluations_weight(da
     """The share of the paired weight that moved against the overall difference is the segments' share of the
     evaluation's weights (each segment's figures use its own weights over its largest, which say nothing of how
     much weight the segment holds): written out from the weights file and the segments' differences."""
-    queries = _data(data, seed=5)["queries"]  # (the other candidate loses in the head and the tail)
+    queries = segments_data(data, seed=5)["queries"]  # (the other candidate loses in the head and the tail)
     scale = {"head": 1.0, "torso": 300.0, "tail": 7.0}
     weights = {q: scale[s] * (1 + i % 3) for i, (q, s) in enumerate(queries)}
     (data / "weights.tsv").write_text("".join(f"{q}\t{w}\n" for q, w in weights.items()))
-    a = ndcg_mlflow.evaluate(_spec(data, queries__weights="weights.tsv")).analysis
+    a = ndcg_mlflow.evaluate(segments_spec(data, queries__weights="weights.tsv")).analysis
     assert any(e["opposite_segments"] for e in a.consistency)
     for entry in a.consistency:
         total = against = 0.0
@@ -645,7 +582,7 @@ def test_the_notes_say_why_studentized_intervals_are_undefined(data: Path, tmp_p
     """The tail's 8 queries fall short of the studentized interval's 10 effective queries: its intervals are
     undefined (empty), and the notes (summary.json, the report) say why and where; the torso's 10 reach it."""
     out = tmp_path / "out"
-    spec = _spec(data, uncertainty__method="studentized", uncertainty__resamples=300)
+    spec = segments_spec(data, uncertainty__method="studentized", uncertainty__resamples=300)
     assert main(["run", str(spec), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     tail = summary["segments"]["tail"]["base"]["ndcg_at_10"]

@@ -266,7 +266,7 @@ def test_the_documented_searches_find_every_kind_of_run(tracking_uri, demo_copy,
     of docs/mlflow.md finds the evaluation run, the system runs and the comparison run it should."""
     import mlflow
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "mlflow.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "mlflow.md").read_text(encoding="utf-8")
     for search in DOCUMENTED_SEARCHES.values():
         assert search.split(" = ")[0].split(" LIKE ")[0] in page, search
     spec_path = demo_copy / "demo.yaml"

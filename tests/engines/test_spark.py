@@ -422,7 +422,7 @@ spark = (SparkSession.builder.remote("local[2]").config("spark.driver.memory", "
 folder = tempfile.mkdtemp()
 spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", sys.argv[1], "ndcg_mlflow"), pyfile=True)
 import ndcg_mlflow
-from tests.test_spark import assert_same, make_data, spec_of
+from tests.engines.test_spark import assert_same, make_data, spec_of
 qrels, run = make_data(seed=21, int_ids=True)
 spec = spec_of(ties="id_descending", unjudged="condense", missing_queries="exclude")
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
@@ -478,7 +478,7 @@ def test_the_same_numbers_through_spark_connect(tmp_path):
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     # the script imports this module, which imports tests/helpers.py
     env = {
         **os.environ,
@@ -514,7 +514,7 @@ def test_the_cli_runs_the_demo_on_spark_with_the_local_results(spark, tmp_path):
 
     from ndcg_mlflow.cli import main
 
-    configs = Path(__file__).resolve().parents[1] / "configs"
+    configs = Path(__file__).resolve().parents[2] / "configs"
     spec = yaml.safe_load((configs / "demo.yaml").read_text(encoding="utf-8"))
     assert spec["report"]["sensitivity"] is True  # the sensitivity table is computed by both engines
     assert spec["companions"]["duplicates"] and spec["companions"]["catalog"]  # and the companion measures
@@ -552,7 +552,7 @@ def test_spark_remote_needs_the_spark_engine(tmp_path, capsys):
 
     from ndcg_mlflow.cli import main
 
-    demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     code = main(
         ["run", str(demo), "--no-mlflow", "--spark-remote", "sc://localhost:15002", "--out", str(tmp_path / "o")]
     )

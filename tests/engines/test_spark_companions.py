@@ -4,7 +4,7 @@ rule, with one and several query buckets, with and without the top-K pre-filter;
 are the Spark engine's; ``run --engine spark`` writes the local companion fields; beyond the driver limit the
 per-query duplicate rates are the local ones and their means agree up to rounding.
 
-One SparkSession (``local[2]``) for the module, as in ``tests/test_spark.py``; small random data. Skipped when
+One SparkSession (``local[2]``) for the module, as in ``tests/engines/test_spark.py``; small random data. Skipped when
 pyspark or Java is missing.
 """
 
@@ -31,7 +31,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage_sim.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "coverage_sim.py"
 REPS = 150
 QUERIES = 400
 RESAMPLES = 1000

@@ -1,7 +1,7 @@
 """The report's figures (``ndcg_mlflow.render.figures``): nice ticks whose labels cannot touch, labelled axes, a legend
 for every colour, escaped names, undefined values and empty series, the same bytes for the same input.
 
-Pure: small summaries and tables built here; no folder, no MLflow. tests/test_report_browser.py measures the
+Pure: small summaries and tables built here; no folder, no MLflow. tests/render/test_report_browser.py measures the
 drawn figures of the demo report in Chromium."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from ndcg_mlflow.cli import main
 
 pytestmark = pytest.mark.integration  # every test logs to or reads from an MLflow store
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
 FLOATS = (
     "baseline_mean",
@@ -225,7 +225,7 @@ def test_compare_reproduces_wins_and_losses(store):
 
 
 def test_compare_report_shows_the_same_comparison_table(store):
-    from test_report import HtmlDoc
+    from helpers import HtmlDoc
 
     joint = HtmlDoc((store.out["both"] / "report.html").read_text(encoding="utf-8"))
     cmp_ = HtmlDoc((store.out["compare"] / "report.html").read_text(encoding="utf-8"))
@@ -416,7 +416,7 @@ def test_an_evaluation_run_is_refused(store, cli, tmp_path, which):
 
 @pytest.mark.parametrize("by", ["parent", "child"])
 def test_report_rebuilds_the_local_report(store, cli, tmp_path, by):
-    from test_report import HtmlDoc
+    from helpers import HtmlDoc
 
     run_id = store.parent["both"] if by == "parent" else store.child["both"]["reranker-v2"]
     out = tmp_path / "rep"

@@ -463,7 +463,7 @@ def test_the_rule_reads_the_weighted_t_interval_not_the_bootstrap_one(tmp_path, 
 def _gate_sim():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gate_sim.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gate_sim.py"
     spec = importlib.util.spec_from_file_location("_gate_sim", path)
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)

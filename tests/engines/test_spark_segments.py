@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from helpers import java_problem, local_spark
-from test_segments import _data, _spec
+from helpers import segments_data as _data
+from helpers import segments_spec as _spec
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark

@@ -680,7 +680,7 @@ def test_weighted_t_test_keeps_its_level_under_skewed_weights(sigma, n):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ttest_level_sim.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ttest_level_sim.py"
     spec = importlib.util.spec_from_file_location("_ttest_level_sim", path)
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)

@@ -1,7 +1,7 @@
 """Hostile paths on the Spark engine: declared paths read literally (never as Hadoop globs or URIs, names Hadoop
 hides read all the same), with the local engine's numbers, digests and messages; the CLI's Spark workers run the
 CLI's own interpreter; a run replaced after its digest. (Hostile file contents, on every reader and on Spark:
-tests/test_hostile_corpus.py.)
+tests/readers/test_hostile_corpus.py.)
 
 One SparkSession (``local[2]``) for the module; tiny files. Skipped when pyspark or Java is missing.
 """
@@ -31,7 +31,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 QRELS = b"q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d1 1\nq2 0 d4 3\n"
 # the ideal ranking of both queries: nDCG 1.0 at every cutoff

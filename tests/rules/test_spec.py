@@ -303,7 +303,7 @@ def test_the_alias_limit_is_the_documented_one(tmp_path):
     from ndcg_mlflow.spec import MAX_ALIASES
 
     assert MAX_ALIASES == 50
-    page = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "data.md").read_text(encoding="utf-8")
     assert f"more than {MAX_ALIASES} aliases" in page
     p = tmp_path / "s.yaml"
     p.write_text(_with_aliases(50))

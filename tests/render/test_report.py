@@ -12,7 +12,6 @@ import json
 import math
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 from xml.etree import ElementTree
@@ -20,15 +19,13 @@ from xml.etree import ElementTree
 import pandas as pd
 import pytest
 import yaml
-from helpers import client_for, runs_of_experiment
+from helpers import NASTY, HtmlDoc, client_for, demo_spec_text, runs_of_experiment, write_escaping_spec
 
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.render.format import md_text
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
-
-NASTY = ["<script>alert(1)</script>", '"quotes"', "'single'", "&amp;", "|pipes|"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -47,62 +44,6 @@ def pfmt(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
-
-
-class HtmlDoc(HTMLParser):
-    """Tables (rows of cell texts), every start tag, and the text of ``<b>`` / ``<td>`` / ``<summary>``."""
-
-    def __init__(self, text: str):
-        super().__init__(convert_charrefs=True)
-        self.tables: list[list[list[str]]] = []
-        self.tags: list[tuple[str, list]] = []
-        self.bold: list[str] = []
-        self.cells: list[str] = []
-        self.titles: list[str] = []
-        self._row = self._cell = self._b = self._title = None
-        self.feed(text)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, attrs))
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr" and self.tables:
-            self._row = []
-            self.tables[-1].append(self._row)
-        elif tag in ("td", "th"):
-            self._cell = []
-        elif tag == "br" and self._cell is not None:
-            self._cell.append(" ")
-        elif tag == "b":
-            self._b = []
-        elif tag in ("title", "h1"):
-            self._title = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            text = "".join(self._cell).strip()
-            if self._row is not None:
-                self._row.append(text)
-            if tag == "td":
-                self.cells.append(text)
-            self._cell = None
-        elif tag == "b" and self._b is not None:
-            self.bold.append("".join(self._b))
-            self._b = None
-        elif tag in ("title", "h1") and self._title is not None:
-            self.titles.append("".join(self._title))
-            self._title = None
-
-    def handle_data(self, data):
-        for buf in (self._cell, self._b, self._title):
-            if buf is not None:
-                buf.append(data)
-
-    def table(self, *first_heads: str) -> list[list[str]]:
-        found = [t for t in self.tables if t and t[0][: len(first_heads)] == list(first_heads)]
-        assert found, f"no table with heads {first_heads}"
-        return found[0]
 
 
 def without_svg_boilerplate(text: str) -> str:
@@ -160,13 +101,6 @@ def _prepare_store(migrated_db: Path, folder: Path) -> str:
     db = folder / "mlflow.db"
     shutil.copy(migrated_db, db)
     return f"sqlite:///{db}"
-
-
-def demo_spec_text(resamples: int = 1000) -> str:
-    text = (CONFIGS / "demo.yaml").read_text(encoding="utf-8")
-    new = re.sub(r"(\n\s+resamples:\s*)\d+", rf"\g<1>{resamples}", text, count=1)
-    assert new != text
-    return new
 
 
 # --------------------------------------------------------------------------- the demo, once per module
@@ -513,60 +447,6 @@ def test_companion_metrics_on_demo_system_runs(demo):
 
 
 # --------------------------------------------------------------------------- escaping
-
-
-def _jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def write_escaping_spec(folder: Path) -> Path:
-    """A tiny evaluation whose query ids, document ids and name are hostile to HTML and markdown.
-
-    Five queries, each judging the same five hostile document ids (and a plain one) with rotated grades;
-    ``base`` ranks the documents in list order and ``cand`` in reverse, so there are wins and losses whose
-    top documents (the hostile ids) are listed in the report.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    docs = NASTY + ["plain"]
-    qrels, base, cand = [], [], []
-    for i, q in enumerate(NASTY):
-        for j, d in enumerate(docs):
-            qrels.append({"query_id": q, "doc_id": d, "grade": (i + 2 * j) % 4})
-        for r, d in enumerate(docs):
-            base.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
-        for r, d in enumerate(reversed(docs)):
-            cand.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
-    _jsonl(folder / "qrels.jsonl", qrels)
-    _jsonl(folder / "base.jsonl", base)
-    _jsonl(folder / "cand.jsonl", cand)
-    spec = {
-        "spec_version": 1,
-        "name": "<script>alert('name')</script> \"q\" & co",
-        "metric": {
-            "gain": "exponential",
-            "cutoffs": [3, 10],
-            "discount": "log2",
-            "ties": "displayed_order",
-            "ideal": "judged_catalog",
-            "empty_ideal": "exclude",
-            "unjudged": "zero",
-            "missing_queries": "zero",
-        },
-        "queries": {"weights": "uniform"},
-        "data": {"qrels": "qrels.jsonl", "systems": {"base": "base.jsonl", "cand": "cand.jsonl"}},
-        "uncertainty": {"resamples": 200, "confidence": 0.9, "method": "percentile", "seed": 7},
-        "comparison": {
-            "baseline": "base",
-            "test": "both",
-            "correction": "holm",
-            "wins_losses": 5,
-            "tie_tolerance": 1e-9,
-        },
-        "mlflow": {"experiment": "escaping"},
-    }
-    path = folder / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
-    return path
 
 
 @pytest.mark.integration

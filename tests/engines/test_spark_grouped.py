@@ -2,7 +2,7 @@
 rows stay in Spark (Parquet next to the output folder), the statistics come from random groups of queries, and
 the output folder, the decision, the reports and the MLflow runs are complete. The limit is forced small here
 (``--driver-queries``); the statistics themselves are checked against the per-query method in
-``tests/test_spark.py`` (test_grouped_statistics_agree_with_the_per_query_method)."""
+``tests/engines/test_spark.py`` (test_grouped_statistics_agree_with_the_per_query_method)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_run_beyond_the_driver_limit_writes_a_complete_folder_and_logs_it(spark,
         a.astype({"n_returned": "int64"}), b.astype({"n_returned": "int64"}), check_dtype=False, rtol=1e-12
     )
     # means and counts as on the local engine; intervals of the same width order (the statistics are checked
-    # against the per-query method in tests/test_spark.py)
+    # against the per-query method in tests/engines/test_spark.py)
     for name, means in ref["systems"].items():
         for key, m in means.items():
             g = summary["systems"][name][key]
