@@ -204,7 +204,7 @@ def weights_bound(w: Any) -> float:
     pilot's own weights (or s itself) promises too much."""
     from scipy import stats as st
 
-    w = np.asarray(w, dtype=np.float64)
+    w = stats.scale_free(w)
     if w.size < 2:
         return float("nan")
     if np.ptp(w) == 0:
@@ -222,7 +222,7 @@ def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     weights: n and n - 1 exactly. The draws are made at the size of :func:`_grid_above` ``n`` (at most
     :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees of freedom as the same share
     of n_eff - 1). Seeded by that size alone: the same answer every time."""
-    w = np.asarray(w, dtype=np.float64)
+    w = stats.scale_free(w)
     if np.ptp(w) == 0:
         return np.full(WEIGHT_DRAWS, float(n)), np.full(WEIGHT_DRAWS, float(n - 1))
     m = min(_grid_above(n), SIMULATED_QUERIES)
