@@ -1010,6 +1010,38 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
     assert on_spark.summary["models"]["champion"]["alias"] == "champion"
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_candidates_naming_score_and_SCORE_are_read_alike_on_both_engines(store, tmp_path, spark, fmt):
+    """Candidates holding columns whose names differ by case alone (``score`` and ``SCORE``, beside the model's
+    inputs): two columns for the local engine, which scores them; Spark's analyzer, case-insensitive by default,
+    refused them as one name written twice. Both engines now score them, with the same numbers, and the
+    session's setting is left as it was."""
+    import ndcg_mlflow
+
+    qrels, cands = candidates_frame()
+    cands = cands.assign(score=-cands["good"], SCORE=cands["noise"])
+    if fmt == "jsonl":
+        cands.to_json(tmp_path / "cands.jsonl", orient="records", lines=True)
+    else:
+        cands.to_parquet(tmp_path / "cands.parquet", index=False)
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": f"cands.{fmt}"},
+            "challenger": {"model": "models:/ranker/2", "candidates": f"cands.{fmt}"},
+        },
+        ties="average",
+    )
+    before = spark.conf.get("spark.sql.caseSensitive")
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    on_spark = ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "spark")
+    assert spark.conf.get("spark.sql.caseSensitive") == before
+    pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
+    assert on_spark.summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == pytest.approx(
+        ndcg_at(cands, qrels, "good", 10), rel=1e-12
+    )
+
+
 def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_store, tmp_path, spark, monkeypatch):
     """``run --engine spark``: the alias resolved once and recorded (summary.json, the system run's param and
     model link), the scored rows a Parquet folder in the output folder, its digest that of its part files."""
