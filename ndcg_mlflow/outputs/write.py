@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import NdcgError
 from ..evaluation import EvaluationResult
+from ..paths import shown_path
 from ..spec import PARTIAL_SUFFIX, system_file_stem
 from .csvtext import FLOAT_FORMAT, csv_join, csv_lines, number_text
 from .folder import atomic_bytes, os_reason, staged_folder
@@ -62,7 +63,8 @@ def _write_folder(out_dir: str | Path, fill: Callable[[Path, str], None]) -> Pat
         with staged_folder(out, kind="evaluation", run_key=run_key) as tmp:
             fill(tmp, run_key)
     except OSError as exc:
-        raise NdcgError(f"cannot write the local results to {out}: {os_reason(exc)}; {out} is unchanged.") from None
+        shown = shown_path(out)
+        raise NdcgError(f"cannot write the local results to {shown}: {os_reason(exc)}; {shown} is unchanged.") from None
     return out
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import NdcgError, TrackingError
 from ..format import md_text
+from ..paths import shown_path
 from ..rules import DEFINITION_KEYS, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
@@ -159,7 +160,8 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
                 raise CompareError(f"run {pid} has no summary.json artifact: it was not logged completely.")
             write_reports(tmp)
     except OSError as exc:
-        raise NdcgError(f"cannot write the report to {out}: {exc.strerror or exc}; {out} is unchanged.") from None
+        shown = shown_path(out)
+        raise NdcgError(f"cannot write the report to {shown}: {exc.strerror or exc}; {shown} is unchanged.") from None
     return out / "report.html", out / "report.md"
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from ...errors import DataError, NdcgError, SpecError
 from ...models import ResolvedModel, candidate_ids, check_input_columns, non_finite_message, scored_name, with_scored
+from ...paths import shown_path
 from ...spec import Spec
 from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
 from ...uris import first_line
@@ -179,9 +180,10 @@ def _score(
         except Exception as exc:  # noqa: BLE001 - the model's failure inside a Spark task, said in one line
             refused = data_error(str(exc))
             if refused is not None:  # the output rule, applied on an executor
-                raise DataError(path, refused.removeprefix(f"{path}: ")) from None
+                raise DataError(path, refused.removeprefix(f"{shown_path(path)}: ")) from None
             raise NdcgError(
-                f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: {python_error(str(exc))}."
+                f"at key '{key}': {uri} failed on Spark while scoring the candidates {shown_path(path)}: "
+                f"{python_error(str(exc))}."
             ) from None
     finally:
         shutil.rmtree(copy, ignore_errors=True)
