@@ -39,6 +39,7 @@ import numpy as np
 from . import stats
 from .errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
 from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
+from .readers.small import MIN_WEIGHT_RATIO
 from .risk import paired_vectors
 from .rules import KEY_FORMS, cutoff_key, key_label, key_of_text, metric_name
 from .stats import kish_n
@@ -451,6 +452,19 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
             f"{exact(first.iloc[row])} on an earlier row; a query has one weight.",
             row + 2,
         )
+    if len(frame):  # (the ratios the statistics take, as the weights file's reader requires them)
+        weights = frame["weight"].to_numpy()
+        top = int(np.argmax(weights))
+        low = int(np.argmin(weights))
+        if weights[low] / weights[top] < MIN_WEIGHT_RATIO:
+            raise DataError(
+                table,
+                f"column weight: query {frame['query_id'].iloc[low]!r} has the weight {exact(weights[low])}, "
+                f"{weights[low] / weights[top]:.3g} times the largest ({exact(weights[top])}, query "
+                f"{frame['query_id'].iloc[top]!r} at line {top + 2}): ratios below {MIN_WEIGHT_RATIO:.3g} cannot be "
+                f"represented in a weighted mean (an evaluation never writes them).",
+                low + 2,
+            )
     return summary, frame
 
 
