@@ -937,30 +937,6 @@ def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
 # --------------------------------------------------------------------------- scored on Spark (mlflow.pyfunc.spark_udf)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One classic ``local[2]`` session for the module's Spark tests; skipped without pyspark or Java."""
-
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    from helpers import java_problem
-
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ndcg-mlflow-model-tests")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
 
