@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import NdcgError
+from .paths import shown_path
 
 SEED = 20240611
 N_QUERIES = 240
@@ -144,7 +145,9 @@ def write_demo(folder: Path) -> Path:
     for name, data in files.items():
         path = folder / name
         if path.exists() and (not path.is_file() or path.read_bytes() != data):
-            raise NdcgError(f"{path} is there and is not the demo's: give another folder (--dir), or move it away.")
+            raise NdcgError(
+                f"{shown_path(path)} is there and is not the demo's: give another folder (--dir), or move it away."
+            )
     try:
         for name, data in files.items():
             path = folder / name
@@ -152,7 +155,9 @@ def write_demo(folder: Path) -> Path:
             if not path.exists():
                 path.write_bytes(data)
     except OSError as exc:
-        raise NdcgError(f"cannot write the demo into {folder}: {exc.strerror or exc} ({exc.filename}).") from None
+        raise NdcgError(
+            f"cannot write the demo into {shown_path(folder)}: {exc.strerror or exc} ({exc.filename})."
+        ) from None
     return folder / "demo.yaml"
 
 

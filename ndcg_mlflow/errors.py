@@ -61,13 +61,19 @@ JSON_ERRORS = (OSError, UnicodeDecodeError, ValueError, RecursionError)
 
 
 class DataError(NdcgError):
-    """A data file (qrels, run, query set, weights) that cannot be used as is."""
+    """A data file (qrels, run, query set, weights) that cannot be used as is.
+
+    ``file`` is kept as given (:attr:`file`); the message names it as the terminal shows a path
+    (:func:`~ndcg_mlflow.paths.shown_path`: on one line, its control characters and backslashes escaped)."""
 
     def __init__(self, file: str | os.PathLike[str], message: str, line: int | None = None):
+        from .paths import shown_path
+
         self.file = str(file)
         self.line = line
         self.message = message
-        where = f"{file}:{line}" if line is not None else f"{file}"
+        shown = shown_path(self.file)
+        where = f"{shown}:{line}" if line is not None else shown
         super().__init__(f"{where}: {message}")
 
 

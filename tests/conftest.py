@@ -121,6 +121,20 @@ def server(tmp_path_factory, migrated_db):
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One classic SparkSession for every Spark test of the run (``helpers.local_spark``: ``local[2]``, a 1 GB
+    driver, 4 shuffle partitions, no UI, UTC), started by the first test that asks for it (a run without Spark
+    tests starts none) and stopped at the end; the test is skipped without pyspark or Java. A test that needs
+    another setting sets it on the session and puts it back after (``spark.conf``)."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
+    from helpers import java_problem, local_spark
+
+    if java_problem():
+        pytest.skip(java_problem() or "")
+    yield from local_spark()
+
+
 @pytest.fixture(scope="module", params=["native", "scalar", "pure"])
 def reader_mode(request):
     """A module's tests with the readers as built (the C TREC reader, where the install compiled it), with the C

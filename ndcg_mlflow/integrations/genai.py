@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, NdcgError, SpecError, preview
+from ..paths import shown_path
 from ..rules import cutoff_key, cutoff_label, keeps_displayed_order, metric_name, missing_score
 
 SYSTEM = "retriever"
@@ -589,7 +590,7 @@ def _raw_spec(spec: Any, base_dir: str | Path | None) -> tuple[dict[str, Any], P
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SpecError("", f"cannot read the spec {path}: {exc}") from None
+        raise SpecError("", f"cannot read the spec {shown_path(path)}: {exc}") from None
     if not isinstance(raw, dict):
         raise SpecError("", "a spec is a mapping of its sections.", str(path))
     return raw, Path(base_dir) if base_dir else path.resolve().parent, str(path)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JSON_ERRORS, DataError, NdcgError, preview
+from ..paths import shown_path
 from ..spec import PARTIAL_SUFFIX
 
 MANIFEST = "manifest.json"
@@ -95,11 +96,11 @@ def refuse_non_folder(out: Path) -> None:
     """An ``--out`` that exists and is not a folder (a file, ``/dev/null``) is refused before anything."""
     if os.path.lexists(out) and not out.is_dir():
         raise NdcgError(
-            f"output folder {out}: exists and is not a folder; give a new or empty folder, or an "
+            f"output folder {shown_path(out)}: exists and is not a folder; give a new or empty folder, or an "
             f"earlier output folder of ndcg-mlflow."
         )
     if out.is_dir() and not Path(os.path.abspath(out)).name:
-        raise NdcgError(f"output folder {out}: the root folder cannot be an output folder.")
+        raise NdcgError(f"output folder {shown_path(out)}: the root folder cannot be an output folder.")
 
 
 def check_target(out: str | Path) -> Path:
@@ -111,25 +112,25 @@ def check_target(out: str | Path) -> Path:
     target = out.resolve()  # a symlink to a folder: the folder it points to is replaced
     if not target.is_dir():
         if os.path.lexists(target):
-            raise NdcgError(f"output folder {out}: exists and is not a folder.")
+            raise NdcgError(f"output folder {shown_path(out)}: exists and is not a folder.")
         return target
     try:
         entries = sorted(p.name for p in target.iterdir())
     except OSError as exc:
-        raise NdcgError(f"output folder {out}: cannot be read: {os_reason(exc)}.") from None
+        raise NdcgError(f"output folder {shown_path(out)}: cannot be read: {os_reason(exc)}.") from None
     if not entries:
         return target
     manifest = _load_manifest(target)
     if manifest is None:
         raise NdcgError(
-            f"output folder {out} is not empty and is not an output folder of ndcg-mlflow (it has no "
+            f"output folder {shown_path(out)} is not empty and is not an output folder of ndcg-mlflow (it has no "
             f"valid {MANIFEST}); it holds {preview(entries)}. Nothing was written: choose a new or "
             f"empty folder, or empty this one."
         )
     foreign = sorted(set(_files_of(target)) - set(manifest["files"]))
     if foreign:
         raise NdcgError(
-            f"output folder {out} is an earlier result of ndcg-mlflow but also holds files it did not "
+            f"output folder {shown_path(out)} is an earlier result of ndcg-mlflow but also holds files it did not "
             f"write: {preview(foreign)}. Nothing was written: move them away or choose another folder "
             f"(an earlier result is replaced as a whole)."
         )
@@ -350,7 +351,9 @@ def snapshot_folder(folder: str | Path, manifest: dict, dest: str | Path) -> Pat
             target.parent.mkdir(parents=True, exist_ok=True)
             out = open(target, "wb")  # noqa: SIM115 (closed by the with below, which reads the source)
         except OSError as exc:
-            raise NdcgError(f"cannot copy the output folder to {dest} before logging it: {_short(exc)}.") from None
+            raise NdcgError(
+                f"cannot copy the output folder to {shown_path(dest)} before logging it: {_short(exc)}."
+            ) from None
         try:
             with os.fdopen(_open_below(folder, rel), "rb") as src, out:
                 if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
@@ -361,7 +364,8 @@ def snapshot_folder(folder: str | Path, manifest: dict, dest: str | Path) -> Pat
                         size += out.write(block)
                     except OSError as exc:  # (the copy, not the folder: a full temporary folder)
                         raise NdcgError(
-                            f"cannot copy the output folder to {dest} before logging it: {_short(exc)}; nothing was "
+                            f"cannot copy the output folder to {shown_path(dest)} before logging it: {_short(exc)}; "
+                            f"nothing was "
                             f"logged (the copy is made in the temporary folder: TMPDIR)."
                         ) from None
         except OSError as exc:
@@ -531,7 +535,9 @@ def _acquire(folder: Path) -> tuple[int, Path | None]:
                 fd = os.open(folder, os.O_RDONLY)
                 _flock(fd, folder, waited)
                 return fd, None
-            raise NdcgError(f"output folder {folder}: cannot create its lock file {path}: {os_reason(exc)}.") from None
+            raise NdcgError(
+                f"output folder {shown_path(folder)}: cannot create its lock file {shown_path(path)}: {os_reason(exc)}."
+            ) from None
         try:
             waited = _flock(fd, folder, waited) or waited
             try:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NdcgError
+from ..paths import shown_path
 from ..result import EvaluationResult
 from ..spec import PARTIAL_SUFFIX, system_file_stem
 from .csvtext import FLOAT_FORMAT, csv_join, csv_lines, number_text
@@ -62,7 +63,8 @@ def _write_folder(out_dir: str | Path, fill: Callable[[Path, str], None]) -> Pat
         with staged_folder(out, kind="evaluation", run_key=run_key) as tmp:
             fill(tmp, run_key)
     except OSError as exc:
-        raise NdcgError(f"cannot write the local results to {out}: {os_reason(exc)}; {out} is unchanged.") from None
+        shown = shown_path(out)
+        raise NdcgError(f"cannot write the local results to {shown}: {os_reason(exc)}; {shown} is unchanged.") from None
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..paths import dataset_files, shown_path, source_problem
+from ..paths import dataset_files, source_problem
 from .accept import (
     BOM,
     NO_ROWS,
@@ -174,7 +174,7 @@ def _read(
             raise DataError(path, "a Delta table is read at a version (format: delta, version: N).")
         problem = source_problem(path, delta=True)
         if problem is not None:
-            raise DataError(shown_path(path), problem + ".")
+            raise DataError(path, problem + ".")
         return _read_dataset(path, snapshot_files(path, version), kind, "parquet", columns, checked=True)
     files = dataset_files(path)
     if files is not None:
@@ -227,7 +227,7 @@ def _read_dataset(
 
     problem = None if checked else source_problem(path)
     if problem is not None:
-        raise DataError(shown_path(path), problem + ".")
+        raise DataError(path, problem + ".")
     if not files:
         raise DataError(path, f"the {kind} table holds no files (no rows).")
     if format not in ("auto", "parquet"):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from ..paths import dataset_files, shown_path
+from ..paths import dataset_files
 from .accept import judged_twice
 from .table import Ids, Table, arrow_values, numpy_values, pool_array, string_array, string_buffers, take_rows
 from .text import CHANGED_WHILE_READ, blocks, native_reader, open_file, unchanged_since
@@ -37,7 +37,7 @@ def sha256_file(path: str | Path, version: int | None = None, stop: Any = None) 
                 if stop is not None and stop.is_set():
                     return ""
             if before is not None and not unchanged_since(fh, before):  # (the digest would be of no one version)
-                raise DataError(shown_path(Path(part)), CHANGED_WHILE_READ)
+                raise DataError(part, CHANGED_WHILE_READ)
     digest = FileDigest(h.hexdigest())
     digest.identity = tuple(identity)
     return digest
@@ -74,7 +74,7 @@ def read_unchanged(path: str | Path, version: int | None, read: Any) -> tuple[An
     before = file_identity(path, version)
     result = read()
     if file_identity(path, version) != before:
-        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+        raise DataError(path, CHANGED_WHILE_READ)
     return result, before
 
 
@@ -84,7 +84,7 @@ def check_same_file(digest: str, identity: tuple[Any, ...] | None, path: str | P
     must be of the bytes evaluated."""
     hashed = getattr(digest, "identity", None)
     if identity is not None and hashed is not None and hashed != identity:
-        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+        raise DataError(path, CHANGED_WHILE_READ)
     return str(digest)
 
 
@@ -94,7 +94,7 @@ def check_unchanged(path: str | Path, digest: str) -> None:
     evaluated). A digest that names no file (a Delta version, a table) is not compared."""
     identity = getattr(digest, "identity", None)
     if identity is not None and file_identity(path) != identity:
-        raise DataError(shown_path(Path(path)), CHANGED_WHILE_READ)
+        raise DataError(path, CHANGED_WHILE_READ)
 
 
 def read_with_digest(path: str | Path, version: int | None, read: Any) -> tuple[Any, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import DataError
-from ..paths import file_problem, os_error_problem, shown_path
+from ..paths import file_problem, os_error_problem
 from .accept import BOM, Refused, clip, is_blank, line_text, strip_line_end
 
 # --------------------------------------------------------------------------- files
@@ -21,7 +21,7 @@ def open_file(path: Path) -> BinaryIO:
     try:
         return open(path, "rb")
     except OSError as exc:
-        raise DataError(shown_path(path), os_error_problem(exc) + ".") from None
+        raise DataError(path, os_error_problem(exc) + ".") from None
 
 
 COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
@@ -84,7 +84,7 @@ class _Decompressed:
 def check_file(path: Path) -> None:
     problem = file_problem(path)
     if problem is not None:
-        raise DataError(shown_path(path), problem + ".")
+        raise DataError(path, problem + ".")
 
 
 def first_line(path: Path) -> tuple[int, str]:

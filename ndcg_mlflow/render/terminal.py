@@ -331,8 +331,10 @@ def mlflow_ui_hint(uri: str | None, experiment_id: str | None, run_id: str) -> s
     text = str(uri or "").strip()
     scheme, sep, rest = text.partition("://")
     scheme = scheme.lower() if sep else ""
-    if scheme in ("http", "https"):
-        return f"MLflow UI: {safe_uri(text.rstrip('/'))}/{page}" + ("" if page else f" (run {run_id})")
+    if scheme in ("http", "https"):  # the run's page is the UI's fragment: after the path and the query
+        base = (safe_uri(text) or text).partition("#")[0]
+        path, q, query = base.partition("?")
+        return f"MLflow UI: {path.rstrip('/')}/{q}{query}{page}" + ("" if page else f" (run {run_id})")
     store = None
     if scheme.startswith("sqlite"):
         database, q, query = rest[1:].partition("?") if rest.startswith("/") else ("", "", "")

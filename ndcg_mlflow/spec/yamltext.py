@@ -36,16 +36,21 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-_EXPONENT_NO_DOT = re.compile(r"([-+]?[0-9]+)([eE][-+]?[0-9]+)")
+# a number with an exponent that YAML 1.1 reads as text: no dot (1e-3), or no sign after the e (1.0e308)
+_EXPONENT_TEXT = re.compile(r"([-+]?[0-9]+)(\.[0-9]*)?([eE])([-+]?)([0-9]+)")
 
 
 def got(value: Any) -> str:
     """What was given, and its type; for text that YAML 1.1 read from a number written with an exponent and no dot
-    (``1e-3``), how to write the number."""
-    m = _EXPONENT_NO_DOT.fullmatch(value) if isinstance(value, str) else None
-    hint = (
-        f" (YAML reads a number with an exponent and no dot as text: write {m[1]}.0{m[2]} for the number.)" if m else ""
-    )
+    (``1e-3``) or no sign after the e (``1.0e308``), how to write the number (``1.0e-3``, ``1.0e+308``)."""
+    m = _EXPONENT_TEXT.fullmatch(value) if isinstance(value, str) else None
+    hint = ""
+    if m:
+        number = f"{m[1]}{m[2] if m[2] and len(m[2]) > 1 else '.0'}{m[3]}{m[4] or '+'}{m[5]}"
+        hint = (
+            f" (YAML reads a number whose exponent has no dot before it or no sign after the e as text: write "
+            f"{number} for the number.)"
+        )
     return f"Got {short_repr(value)} ({_type_name(value)}) instead.{hint}"
 
 

@@ -43,6 +43,23 @@ STUDENTIZED_MIN_N_EFF = 10
 N_EFF_RTOL = 1e-12
 
 
+def scale_free(w: Any) -> np.ndarray:
+    """The weights ``w`` (float64) times the power of two that brings the largest into [0.5, 1): the same ratios,
+    exactly (a power of two scales without rounding), so that a weighted statistic, whose numbers depend on the
+    ratios only, gives the same numbers, bit for bit, at any scale of the weights, and its sums of weights and of
+    their squares neither overflow (weights of 1e300) nor underflow (1e-300). Every public function of this module
+    that takes weights applies it first (as do :mod:`ndcg_mlflow.risk` and :mod:`ndcg_mlflow.planning`); weights
+    already of that scale are unchanged. Weights without a finite positive largest one are returned as they are
+    (for the caller's own checks)."""
+    w = np.asarray(w, dtype=np.float64)
+    if w.size == 0:
+        return w
+    top = float(np.max(w))
+    if not (math.isfinite(top) and top > 0):
+        return w
+    return np.ldexp(w, -math.frexp(top)[1])
+
+
 # --------------------------------------------------------------------------- resampling
 
 
@@ -105,6 +122,7 @@ def weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     column's value never depends on which other columns are computed with it). Each column is summed
     as a contiguous vector, exactly as the evaluation sums the reported mean (a strided dot product
     rounds differently), so the bootstrap's point estimate is the reported mean bit for bit."""
+    w = scale_free(w)
     if x.ndim == 1:
         return np.float64(w @ np.ascontiguousarray(x)) / w.sum()
     return np.array([w @ np.ascontiguousarray(x[:, c]) for c in range(x.shape[1])]) / w.sum()
@@ -123,11 +141,12 @@ def nan_weighted_mean(x: np.ndarray, w: np.ndarray) -> float:
     - otherwise :func:`weighted_mean` of the values left: one contiguous dot product over one sum, the same bits
       as the bootstrap's point estimate.
 
-    The callers pass the weights over the largest one (the ratios; no overflow or underflow in the sums).
+    The weights are taken at their scale-free size (:func:`scale_free`): no overflow or underflow in the sums.
 
     >>> nan_weighted_mean(np.array([1.0, np.nan, 0.0]), np.array([3.0, 100.0, 1.0]))
     0.75
     """
+    w = scale_free(w)
     ok = ~np.isnan(x)
     if not ok.any():
         return float("nan")
@@ -142,6 +161,7 @@ def weighted_se(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
     With equal weights this is the usual s / sqrt(n).
     """
+    w = scale_free(w)
     n = x.shape[0]
     if n < 2:
         return np.full(x.shape[1:] if x.ndim > 1 else (), np.nan)
@@ -173,6 +193,7 @@ def bootstrap_means(
     ``chunk`` (how many resamples are drawn at a time) and whatever other columns are resampled
     alongside.
     """
+    w = scale_free(w)
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
@@ -290,6 +311,7 @@ def quantiles(dist: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 def jackknife_acceleration(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """BCa acceleration of the weighted mean from the closed-form leave-one-out means (column by column)."""
+    w = scale_free(w)
     x = x if x.ndim > 1 else x[:, None]
     total_w = w.sum()
     denom = total_w - w
@@ -323,6 +345,7 @@ def interval(
     ``bounds``: (low, high), scalars or one per column, the range the series' mean cannot leave ([0, 1] for a
     mean nDCG, [-1, 1] for a difference of two): an interval's ends are clipped to it. Percentile and BCa ends are
     resampled means, always inside; a studentized end, theta -/+ t se, is not."""
+    w = scale_free(w)
     x = x if x.ndim > 1 else x[:, None]
     alpha = (1 - confidence) / 2
     theta = boot.theta
@@ -381,12 +404,14 @@ def standard_error(boot: BootstrapDistribution, x: np.ndarray) -> np.ndarray:
 
 def effective_n(w: np.ndarray) -> float:
     """Kish's effective number of queries: (sum w)^2 / sum w^2."""
+    w = scale_free(w)
     return float(w.sum() ** 2 / (w**2).sum()) if w.size else 0.0
 
 
 def kish_n(w: np.ndarray) -> float:
     """Kish's effective number of queries (sum w)^2 / sum w^2; exactly the number of queries when the weights are
     equal (as :func:`weighted_t` takes n - 1 degrees of freedom there)."""
+    w = scale_free(w)
     if w.size and np.ptp(w) == 0:
         return float(w.size)
     return effective_n(w)
@@ -410,7 +435,7 @@ def share_interval(x: np.ndarray, w: np.ndarray, confidence: float) -> tuple[flo
     from scipy.stats import beta
 
     x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
+    w = scale_free(w)
     if x.size == 0:
         return float("nan"), float("nan"), float("nan")
     m = kish_n(w)
@@ -429,6 +454,7 @@ def reaches_n_eff(w: np.ndarray, minimum: float) -> bool:
     """Whether Kish's n_eff of ``w`` is at least ``minimum``, whatever the weights' scale: up to the rounding of
     :func:`effective_n` (:data:`N_EFF_RTOL`), so 1 query of weight 5 and 15 of weight 1 (n_eff 10 exactly) reach
     10 over their largest too (1 and 0.2, where the formula gives 9.999999999999998)."""
+    w = scale_free(w)
     return effective_n(w) >= minimum * (1 - N_EFF_RTOL)
 
 
@@ -470,6 +496,7 @@ def randomization_tests(
     64-bit draw per entry, in a buffer reused across chunks of about 2 million entries, so neither the
     chunk size nor the number of columns changes a p-value. Returns (p per column, exact).
     """
+    w = scale_free(w)
     n, m = d.shape
     if n == 0:
         return np.full(m, np.nan), True
@@ -525,6 +552,7 @@ def weighted_t(d: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
     so a dominant weight leaves no cancellation. Degrees of freedom: :func:`t_degrees_of_freedom` (n - 1
     under equal weights; fewer than Kish's n_eff - 1 under unequal ones).
     """
+    w = scale_free(w)
     n = d.size
     m = float(weighted_mean(d, w))
     if n < 2:
@@ -555,6 +583,7 @@ def t_degrees_of_freedom(w: np.ndarray, lam: np.ndarray | None = None) -> float:
     the time instead of 2.5%, for normal differences with lognormal weights: ``benchmarks/gate_sim.py``); n_eff
     - 1 bounds it where one query dominates (Satterthwaite's then stays near 1 while the mean rests on that one
     query). Depends on the weights only. ``lam``: the lambda_i of :func:`weighted_t` when already computed."""
+    w = scale_free(w)
     n = w.size
     if n < 2:
         return float("nan")
@@ -593,7 +622,7 @@ def t_interval(d: np.ndarray, w: np.ndarray, confidence: float) -> tuple[float, 
     degree of freedom (a mean that rests on about one query)."""
 
     d = np.asarray(d, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
+    w = scale_free(w)
     if d.size < 2:
         return float("nan"), float("nan"), float("nan")
     m, se, df = weighted_t(d, w)
@@ -616,6 +645,7 @@ def paired_t_test(d: np.ndarray, w: np.ndarray) -> float:
     """
     from scipy import stats as st
 
+    w = scale_free(w)
     n = d.size
     if n < 2:
         return float("nan")
@@ -673,6 +703,7 @@ def effect_size_dz(d: np.ndarray, w: np.ndarray) -> float:
     differences' variance whatever the weights ("reliability" weights); with equal weights the usual
     sample variance (n - 1 in the denominator). Differences all equal: 0 when they are 0, else +-inf.
     """
+    w = scale_free(w)
     n = d.size
     if n < 2:
         return float("nan")

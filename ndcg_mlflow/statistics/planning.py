@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
+from ..readers.small import MIN_WEIGHT_RATIO
 from ..render.format import exact
 from ..rules import DECISION_RULE, KEY_FORMS, cutoff_key, key_label, key_of_text, superiority
 from . import inference as stats
@@ -206,7 +207,7 @@ def weights_bound(w: Any) -> float:
     pilot's own weights (or s itself) promises too much."""
     from scipy import stats as st
 
-    w = np.asarray(w, dtype=np.float64)
+    w = stats.scale_free(w)
     if w.size < 2:
         return float("nan")
     if np.ptp(w) == 0:
@@ -224,7 +225,7 @@ def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     the one with the smaller mean n_eff. Equal weights: n and n - 1 exactly. The draws are made at the size of
     :func:`_grid_above` ``n`` (at most :data:`SIMULATED_QUERIES`) and scaled to ``n`` (n_eff in proportion, the degrees
     of freedom as the same share of n_eff - 1). Seeded by that size alone: the same answer every time."""
-    w = np.asarray(w, dtype=np.float64)
+    w = stats.scale_free(w)
     if np.ptp(w) == 0:
         return np.full(WEIGHT_DRAWS, float(n)), np.full(WEIGHT_DRAWS, float(n - 1))
     m = min(_grid_above(n), SIMULATED_QUERIES)
@@ -453,6 +454,19 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
             f"{exact(first.iloc[row])} on an earlier row; a query has one weight.",
             row + 2,
         )
+    if len(frame):  # (the ratios the statistics take, as the weights file's reader requires them)
+        weights = frame["weight"].to_numpy()
+        top = int(np.argmax(weights))
+        low = int(np.argmin(weights))
+        if weights[low] / weights[top] < MIN_WEIGHT_RATIO:
+            raise DataError(
+                table,
+                f"column weight: query {frame['query_id'].iloc[low]!r} has the weight {exact(weights[low])}, "
+                f"{weights[low] / weights[top]:.3g} times the largest ({exact(weights[top])}, query "
+                f"{frame['query_id'].iloc[top]!r} at line {top + 2}): ratios below {MIN_WEIGHT_RATIO:.3g} cannot be "
+                f"represented in a weighted mean (an evaluation never writes them).",
+                low + 2,
+            )
     return summary, frame
 
 

@@ -31,7 +31,8 @@ from . import inference as stats
 
 
 def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``d`` and ``w`` as float64 vectors of one length: finite differences, finite positive weights."""
+    """``d`` and ``w`` as float64 vectors of one length: finite differences, finite positive weights, these at their
+    scale-free size (:func:`ndcg_mlflow.stats.scale_free`: the same ratios, the same numbers at any scale)."""
     d = np.asarray(d, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
     if d.ndim != 1 or w.shape != d.shape:
@@ -43,7 +44,7 @@ def paired_vectors(d: Any, w: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("expected finite paired differences (the queries valid for both systems); got NaN or inf")
     if not (np.isfinite(w).all() and (w > 0).all()):
         raise ValueError("expected finite positive query weights; got a weight that is 0, negative, NaN or inf")
-    return d, w
+    return d, stats.scale_free(w)
 
 
 def _alpha(alpha: float) -> float:

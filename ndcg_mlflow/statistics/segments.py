@@ -94,10 +94,12 @@ def consistency(
     """Does the overall difference tell the segments' story? ``by_segment``: (segment, difference, paired weight)
     of each segment with paired queries. ``agrees`` is False when the overall difference has a sign and segments
     holding more than half of the paired weight moved the other way."""
-    total = sum(w for _, _, w in by_segment)
+    held = stats.scale_free([w for _, _, w in by_segment])  # (the shares at any scale of the weights)
+    total = float(held.sum())
     sign = np.sign(delta) if np.isfinite(delta) else 0.0
-    against = [(s, d, w) for s, d, w in by_segment if sign != 0 and np.isfinite(d) and np.sign(d) == -sign]
-    share = sum(w for _, _, w in against) / total if total > 0 else float("nan")
+    opposite = [sign != 0 and np.isfinite(d) and np.sign(d) == -sign for _, d, _ in by_segment]
+    against = [part for part, o in zip(by_segment, opposite) if o]
+    share = float(held[np.asarray(opposite, dtype=bool)].sum()) / total if total > 0 else float("nan")
     agrees = not (sign != 0 and share > 0.5)
     entry: dict[str, Any] = {
         "candidate": candidate,

@@ -27,6 +27,7 @@ from .names import (
     param_value,
     parent_metrics,
     parent_tags,
+    run_name_text,
     system_metrics,
     system_run_name,
     system_tags,
@@ -173,7 +174,7 @@ def _log_body(state: Logging) -> LoggedRuns:
 
     now = _dt.datetime.now(_dt.timezone.utc)
     given_name = state.run_name or settings.get("run_name")
-    name = given_name or evaluation_run_name(summary, now)
+    name = run_name_text(given_name) if given_name else evaluation_run_name(summary, now)
     if attached is not None:  # the caller's run: tagged, never renamed, ended or deleted by this tool
         pid = attached.info.run_id
         tags = {k: v for k, v in parent_tags(summary, out_dir, run_key).items() if k != "mlflow.note.content"}
@@ -364,7 +365,7 @@ def _log_system(
     files = summary.get("files", {})
     child = client.create_run(
         experiment_id,
-        run_name=run_name or name,
+        run_name=run_name or run_name_text(name),
         tags={**(owner_tags or {}), **system_tags(summary, name, pid, run_key)},
     )
     cid = child.info.run_id

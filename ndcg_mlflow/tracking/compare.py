@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NdcgError, TrackingError
+from ..paths import shown_path
 from ..render.format import md_text
 from ..rules import DEFINITION_KEYS, STRATIFY, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
@@ -159,7 +160,8 @@ def rebuild_report(run_id: str, out: str | Path, tracking_uri: str | None = None
                 raise CompareError(f"run {pid} has no summary.json artifact: it was not logged completely.")
             write_reports(tmp)
     except OSError as exc:
-        raise NdcgError(f"cannot write the report to {out}: {exc.strerror or exc}; {out} is unchanged.") from None
+        shown = shown_path(out)
+        raise NdcgError(f"cannot write the report to {shown}: {exc.strerror or exc}; {shown} is unchanged.") from None
     return out / "report.html", out / "report.md"
 
 

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..escapes import term_text
 from ..rules import companion_key, headline_key, key_label, metric_name, randomizes, t_tests
 from ..version import __version__
 
@@ -172,22 +173,31 @@ def _systems_text(systems: list[str], limit: int = 60) -> str:
     return f"{', '.join(shown)} +{len(systems) - len(shown)} more"
 
 
+def run_name_text(text: str) -> str:
+    """A run's name as it is given to MLflow, which shows it in lists, pages and terminals: one line, its control
+    characters (escape sequences, line breaks, NUL, lone surrogates, ...) and backslashes written as the terminal
+    writes them (:func:`~ndcg_mlflow.escapes.term_text`: ``\\x1b``, ``\\n``), so that it shows them rather than
+    acting on them and reads back as the same string; every other character as given."""
+    return term_text(text)
+
+
 def evaluation_run_name(summary: dict, when: _dt.datetime) -> str:
     """``<spec name> · <systems> · data <8 digits of data_sha256> · <UTC time>``: re-runs of a spec differ by
-    their time, and by their data digest when the data changed."""
-    return (
+    their time, and by their data digest when the data changed (a :func:`run_name_text`)."""
+    return run_name_text(
         f"{summary['name']} · {_systems_text(list(summary['systems']))} · data {data_digest(summary)[:8]} · "
         f"{stamp(when)}"
     )
 
 
-def system_run_name(system: str, summary: dict, when: _dt.datetime, run_name: str | None = None) -> str:
-    """``<system> · <spec name> · <UTC time>``, or ``<system> · <mlflow.run_name>`` when the spec names its runs."""
-    return f"{system} · {run_name}" if run_name else f"{system} · {summary['name']} · {stamp(when)}"
+def system_run_name(system: str, summary: dict, when: _dt.datetime, given: str | None = None) -> str:
+    """``<system> · <spec name> · <UTC time>``, or ``<system> · <mlflow.run_name>`` when the spec names its runs
+    (a :func:`run_name_text`)."""
+    return run_name_text(f"{system} · {given}" if given else f"{system} · {summary['name']} · {stamp(when)}")
 
 
 def comparison_run_name(candidate: str, baseline: str, when: _dt.datetime) -> str:
-    return f"compare {candidate} vs {baseline} · {stamp(when)}"
+    return run_name_text(f"compare {candidate} vs {baseline} · {stamp(when)}")
 
 
 def common_tags(summary: dict, run_key: str) -> dict[str, str]:

@@ -234,6 +234,33 @@ def test_a_bad_weight_in_the_per_query_table_names_its_line(folders, capsys, tmp
     assert f"{folder / 'per_query.csv'}:7: column weight: expected a finite positive weight, found -1" in err
 
 
+@pytest.mark.parametrize("scale", ["1e300", "1e-300"])
+def test_weights_at_the_ends_of_the_doubles_plan_as_their_ratios(folders, capsys, tmp_path, scale):
+    """Every weight of a hand-edited per_query.csv times 1e300 (or 1e-300): the same plan as the evaluation's own
+    weights (only their ratios matter); one query's weight 1e300 and another's 1e-300, whose ratio no double
+    holds: refused naming the line (it raised a ValueError)."""
+    folder = tmp_path / "scaled"
+    shutil.copytree(folders["weighted"], folder)
+    table = pd.read_csv(folder / "per_query.csv", dtype=str, keep_default_na=False)
+    table["weight"] = [repr(float(w) * float(scale)) for w in table["weight"]]
+    table.to_csv(folder / "per_query.csv", index=False)
+    code, out, err = _plan(capsys, str(folder), "--margin", "0.02")
+    assert code == 0, err
+    code, expected, _ = _plan(capsys, str(folders["weighted"]), "--margin", "0.02")
+    assert code == 0
+    assert out.replace(str(folder), "F") == expected.replace(str(folders["weighted"]), "F")
+    first, second = table["query_id"].unique()[:2]
+    table["weight"] = "1"
+    table.loc[table["query_id"] == first, "weight"] = "1e300"
+    table.loc[table["query_id"] == second, "weight"] = "1e-300"
+    table.to_csv(folder / "per_query.csv", index=False)
+    code, _, err = _plan(capsys, str(folder), "--margin", "0.02")
+    line = int(np.flatnonzero((table["query_id"] == second).to_numpy())[0]) + 2
+    assert code == 2, err
+    assert f"{folder / 'per_query.csv'}:{line}: column weight: query {second!r} has the weight 1e-300" in err
+    assert "cannot be represented" in err and "Traceback" not in err
+
+
 def test_neither_a_folder_nor_a_run_id_exits_2(capsys, tmp_path):
     code, _, err = _plan(capsys, str(tmp_path / "nowhere"), "--margin", "0.01")
     assert code == 2

@@ -1,6 +1,7 @@
 """The Spark engine gives the local engine's numbers, exactly, and refuses what the local engine refuses.
 
-One SparkSession (``local[2]``, 1 GB driver, 4 shuffle partitions, no UI) for the module; small random data.
+The test run's one SparkSession (``spark`` of tests/conftest.py: ``local[2]``, 1 GB driver, 4 shuffle
+partitions, no UI); small random data.
 Skipped when pyspark or Java is missing.
 """
 
@@ -12,7 +13,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark, timings
@@ -25,11 +26,6 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 # --------------------------------------------------------------------------- random data

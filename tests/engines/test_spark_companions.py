@@ -4,7 +4,7 @@ rule, with one and several query buckets, with and without the top-K pre-filter;
 are the Spark engine's; ``run --engine spark`` writes the local companion fields; beyond the driver limit the
 per-query duplicate rates are the local ones and their means agree up to rounding.
 
-One SparkSession (``local[2]``) for the module, as in ``tests/engines/test_spark.py``; small random data. Skipped when
+The test run's one SparkSession (``local[2]``, tests/conftest.py); small random data. Skipped when
 pyspark or Java is missing.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
@@ -32,11 +32,6 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 # --------------------------------------------------------------------------- random data

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
@@ -27,11 +27,6 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 def demo_spec(tmp_path: Path, **changes) -> Path:

@@ -3,7 +3,7 @@ hides read all the same), with the local engine's numbers, digests and messages;
 CLI's own interpreter; a run replaced after its digest. (Hostile file contents, on every reader and on Spark:
 tests/readers/test_hostile_corpus.py.)
 
-One SparkSession (``local[2]``) for the module; tiny files. Skipped when pyspark or Java is missing.
+The test run's one SparkSession (``local[2]``, tests/conftest.py); tiny files. Skipped when pyspark or Java is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
@@ -73,11 +73,6 @@ ACCEPTED = [
     ("csv-colon-brackets", "x:[1].csv", b"query_id,doc_id,score\nq1,d1,3\nq1,d2,2\nq2,d4,1\nq2,d1,0\n"),
 ]
 DECOYS = {"run1.txt": WORST, "a.txt": WORST, "runs.txt": WORST, "x.txt": WORST}  # what a glob would read instead
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 def _write(folder: Path, files: dict[str, bytes | None]) -> None:

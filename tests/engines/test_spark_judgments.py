@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 import ndcg_mlflow
 from ndcg_mlflow import Spark
@@ -32,11 +32,6 @@ def small_files(request, monkeypatch):
     if request.param == "spark":
         monkeypatch.setattr(judgments_in_spark, "DRIVER_SMALL_FILE_BYTES", -1)
     return request.param
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 def random_data(seed: int, int_ids: bool = False):

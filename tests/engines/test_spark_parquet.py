@@ -1,7 +1,7 @@
 """Parquet runs read by pyarrow in Spark tasks (:mod:`ndcg_mlflow.engines.spark.parquet_tasks`): the tasks' rows
 give the local engine's numbers; each row's grade and place are those of the files; the checks and messages are
 those of Spark's reader. The tests without Spark call the tasks' function directly; the others (``integration``)
-run one ``local[2]`` session for the module and are skipped when pyspark or Java is missing.
+use the test run's one ``local[2]`` session and are skipped when pyspark or Java is missing.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import examples, java_problem, local_spark, metric_spec
+from helpers import examples, metric_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -237,14 +237,6 @@ def test_a_run_the_tasks_cannot_read_is_left_to_sparks_reader(tmp_path):
 
 
 # --------------------------------------------------------------------------- on Spark
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    yield from local_spark()
 
 
 def _spy(monkeypatch, kind: type | None = None) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 
 from ndcg_mlflow.engines.spark.partitions import bucket_keys, murmur3_long, spark_partition
 
@@ -17,11 +17,6 @@ if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
 
 BUCKET_COUNTS = (1, 2, 3, 7, 8, 16, 50, 203)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 def test_the_hash_of_a_long_is_sparks(spark):

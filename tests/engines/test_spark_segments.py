@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import java_problem, local_spark
+from helpers import java_problem
 from helpers import segments_data as _data
 from helpers import segments_spec as _spec
 
@@ -21,11 +21,6 @@ pytestmark = pytest.mark.integration
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
 if java_problem():
     pytest.skip(java_problem() or "", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    yield from local_spark()
 
 
 DECISION = {

@@ -2,7 +2,7 @@
 (:mod:`ndcg_mlflow.engines.spark.text_tasks`): the task's rows give the local engine's numbers of the whole file;
 each kept row's place is its line's; the checks and messages are those of the path that joins the file's rows to
 the judgments in Spark. The tests without Spark call the task's function directly; the others (``integration``)
-run one ``local[2]`` session for the module and are skipped when pyspark or Java is missing.
+use the test run's one ``local[2]`` session and are skipped when pyspark or Java is missing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 from test_spark_parquet import _judged, check_kept_rows, long_lists, spec_of
 from test_spark_parquet import _spy as spy_on
-from test_spark_parquet import spark as spark  # noqa: F401 (the module's session fixture)
 
 import ndcg_mlflow
 from ndcg_mlflow.engines.preparation import resolve_spec

@@ -937,30 +937,6 @@ def test_a_runs_uri_resolves_to_its_logged_model(store, model_store, tmp_path):
 # --------------------------------------------------------------------------- scored on Spark (mlflow.pyfunc.spark_udf)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One classic ``local[2]`` session for the module's Spark tests; skipped without pyspark or Java."""
-
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    from helpers import java_problem
-
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ndcg-mlflow-model-tests")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["system", "query_id", "cutoff"]).reset_index(drop=True)
 
@@ -1008,6 +984,38 @@ def test_spark_scores_model_systems_with_the_local_engines_numbers(store, model_
         assert record["candidates_sha256"] == local.summary["models"][name]["candidates_sha256"]
         assert record["model_id"] == model_store["model_ids"][int(version)]
     assert on_spark.summary["models"]["champion"]["alias"] == "champion"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_candidates_naming_score_and_SCORE_are_read_alike_on_both_engines(store, tmp_path, spark, fmt):
+    """Candidates holding columns whose names differ by case alone (``score`` and ``SCORE``, beside the model's
+    inputs): two columns for the local engine, which scores them; Spark's analyzer, case-insensitive by default,
+    refused them as one name written twice. Both engines now score them, with the same numbers, and the
+    session's setting is left as it was."""
+    import ndcg_mlflow
+
+    qrels, cands = candidates_frame()
+    cands = cands.assign(score=-cands["good"], SCORE=cands["noise"])
+    if fmt == "jsonl":
+        cands.to_json(tmp_path / "cands.jsonl", orient="records", lines=True)
+    else:
+        cands.to_parquet(tmp_path / "cands.parquet", index=False)
+    spec = model_spec(
+        tmp_path,
+        {
+            "champion": {"model": "models:/ranker@champion", "candidates": f"cands.{fmt}"},
+            "challenger": {"model": "models:/ranker/2", "candidates": f"cands.{fmt}"},
+        },
+        ties="average",
+    )
+    before = spark.conf.get("spark.sql.caseSensitive")
+    local = ndcg_mlflow.evaluate(spec, tracking_uri=store, scored_dir=tmp_path / "local")
+    on_spark = ndcg_mlflow.evaluate(spec, engine=Spark(spark), tracking_uri=store, scored_dir=tmp_path / "spark")
+    assert spark.conf.get("spark.sql.caseSensitive") == before
+    pd.testing.assert_frame_equal(_sorted(on_spark.per_query), _sorted(local.per_query), check_exact=True)
+    assert on_spark.summary["systems"]["challenger"]["ndcg_at_10"]["mean"] == pytest.approx(
+        ndcg_at(cands, qrels, "good", 10), rel=1e-12
+    )
 
 
 def test_spark_cli_run_records_the_version_and_the_scored_folder(store, model_store, tmp_path, spark, monkeypatch):

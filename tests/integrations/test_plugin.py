@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from helpers import doc_block, java_problem, run_cli
+from helpers import doc_block, run_cli
 
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.integrations.evaluator import NAME, NdcgSpecEvaluator, read_config
@@ -311,25 +311,6 @@ def test_entry_point_is_declared_and_loads():
     if lines[0]:  # the installed metadata (pip install -e . after this entry point) names the class MLflow loads
         assert lines[0] == target
         assert lines[1] == "True NdcgSpecEvaluator"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("ndcg-mlflow-plugin-tests")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def test_a_spark_dataframe_cut_by_mlflow_is_refused(registered, tmp_path, spark):

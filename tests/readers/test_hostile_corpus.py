@@ -414,16 +414,6 @@ SPARK_CASES = [c for c in CORPUS if c.spark]
 GROUPED = ("query_id", "cutoff", "ndcg")  # the numbers compared for a grouped evaluation (its Parquet table)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ndcg-mlflow[spark]')")
-    from helpers import java_problem, local_spark
-
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    yield from local_spark(cores=1)
-
-
 def grouped_numbers(got: tuple) -> tuple:
     """An outcome with only the numbers a grouped evaluation writes."""
     return ("read", [r[: len(GROUPED)] for r in got[1]]) if got[0] == "read" else got

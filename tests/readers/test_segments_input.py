@@ -438,33 +438,22 @@ def test_compare_without_segments_computes_the_declared_statistics(tracking_uri,
 
 
 @pytest.mark.integration
-def test_the_spark_engine_carries_the_same_segments(tmp_path):
-    pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed")
-    from helpers import java_problem, local_spark
-
-    if java_problem():
-        pytest.skip(java_problem() or "")
-    assert pyspark
+def test_the_spark_engine_carries_the_same_segments(tmp_path, spark):
     spec = case(tmp_path, segments=segments_text(QRELS, extra=["q99"]))
     local = ndcg_mlflow.evaluate(str(spec))
-    session = local_spark()
-    spark = next(session)
-    try:
-        on_spark = ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
-        assert on_spark.engine == "spark"
-        assert list(on_spark.query_ids) == list(local.query_ids)
-        assert on_spark.segments is not None and on_spark.segments.dtype == object
-        file = labels_in(tmp_path / "segments.tsv")
-        assert list(on_spark.segments) == [file[q] for q in on_spark.query_ids] == list(local.segments)
-        assert on_spark.per_query["segment"].tolist() == local.per_query["segment"].tolist()
-        (info,) = [f for f in on_spark.files if f.role == "queries.segments"]
-        assert info.sha256 == hashlib.sha256((tmp_path / "segments.tsv").read_bytes()).hexdigest()
-        # the same refusal on Spark as locally, from the same words
-        _write(tmp_path / "segments.tsv", segments_text(sorted(QRELS)[1:]))
-        with pytest.raises(DataError, match=r"1 evaluated queries have no segment: 'q1'\."):
-            ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
-    finally:
-        next(session, None)
+    on_spark = ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
+    assert on_spark.engine == "spark"
+    assert list(on_spark.query_ids) == list(local.query_ids)
+    assert on_spark.segments is not None and on_spark.segments.dtype == object
+    file = labels_in(tmp_path / "segments.tsv")
+    assert list(on_spark.segments) == [file[q] for q in on_spark.query_ids] == list(local.segments)
+    assert on_spark.per_query["segment"].tolist() == local.per_query["segment"].tolist()
+    (info,) = [f for f in on_spark.files if f.role == "queries.segments"]
+    assert info.sha256 == hashlib.sha256((tmp_path / "segments.tsv").read_bytes()).hexdigest()
+    # the same refusal on Spark as locally, from the same words
+    _write(tmp_path / "segments.tsv", segments_text(sorted(QRELS)[1:]))
+    with pytest.raises(DataError, match=r"1 evaluated queries have no segment: 'q1'\."):
+        ndcg_mlflow.evaluate(str(spec), engine=ndcg_mlflow.Spark(spark))
 
 
 @pytest.mark.parametrize(

@@ -195,6 +195,13 @@ def test_the_query_line_tells_the_set_from_the_evaluated():
         ),
         ("http://user:secret@mlflow.example:5000/", "MLflow UI: http://mlflow.example:5000/#/experiments/7/runs/abc"),
         ("https://mlflow.example/ml", "MLflow UI: https://mlflow.example/ml/#/experiments/7/runs/abc"),
+        # the run's page is the fragment: after the path and the query, in place of a fragment given
+        ("https://host/path?o=1", "MLflow UI: https://host/path/?o=1#/experiments/7/runs/abc"),
+        ("https://host/path/?o=1&p=2", "MLflow UI: https://host/path/?o=1&p=2#/experiments/7/runs/abc"),
+        ("https://host?o=1", "MLflow UI: https://host/?o=1#/experiments/7/runs/abc"),
+        ("https://host/path#old", "MLflow UI: https://host/path/#/experiments/7/runs/abc"),
+        ("https://host/path?o=1#old?x", "MLflow UI: https://host/path/?o=1#/experiments/7/runs/abc"),
+        ("http://u:pw@host:8080/p?token=abc", "MLflow UI: http://host:8080/p/?token=REDACTED#/experiments/7/runs/abc"),
         (
             "file:///srv/mlruns",
             "MLflow UI: ndcg-mlflow ui --backend-store-uri file:///srv/mlruns\n"
@@ -219,6 +226,12 @@ def test_how_to_open_the_mlflow_ui(uri, expected, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cwd = str(tmp_path.resolve())
     assert mlflow_ui_hint(uri, "7", "abc") == expected.format(cwd=cwd)
+
+
+def test_a_servers_link_without_an_experiment_keeps_its_query_after_the_path():
+    from ndcg_mlflow.render.terminal import mlflow_ui_hint
+
+    assert mlflow_ui_hint("https://host/path?o=1#old", None, "abc") == "MLflow UI: https://host/path/?o=1 (run abc)"
 
 
 @pytest.mark.parametrize(

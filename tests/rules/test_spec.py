@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import CONFIGS
 
 import ndcg_mlflow
@@ -584,6 +585,9 @@ def test_a_spec_argument_of_the_wrong_type_is_a_spec_error(call, says):
         ("decision.guardrails.regressions.delta", "1e-3", "1.0e-3"),
         ("decision.guardrails.regressions.max_share", "5E-2", "5.0E-2"),
         ("decision.margin", "+1e-2", "+1.0e-2"),
+        ("decision.margin", "1.0e308", "1.0e+308"),  # (a dot, but no sign after the e)
+        ("decision.guardrails.regressions.delta", "2.5E3", "2.5E+3"),
+        ("decision.guardrails.regressions.max_share", "7e5", "7.0e+5"),
     ],
 )
 def test_a_number_yaml_reads_as_text_is_refused_saying_how_to_write_it(tmp_path, key, text, number):
@@ -604,3 +608,4 @@ def test_a_number_yaml_reads_as_text_is_refused_saying_how_to_write_it(tmp_path,
     message = str(info.value)
     assert key in message and f"'{text}' (a string)" in message
     assert f"write {number}" in message
+    assert isinstance(yaml.safe_load(number), float)  # (what the hint says YAML reads as the number)

@@ -398,6 +398,27 @@ def test_spec_run_name_names_the_runs(tracking_uri, demo_copy, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("field", ["name", "mlflow.run_name"])
+def test_run_names_hold_the_spec_names_control_characters_escaped(tracking_uri, demo_copy, tmp_path, field):
+    """A spec name (or mlflow.run_name) holding an escape sequence, a bell, a line break, a backslash and a C1
+    control reaches MLflow's SQLite store as one line of visible text, as the terminal writes it, which reads back
+    as the given name (the control characters went into the store as they were)."""
+    import ast
+
+    given = "evil\x1b[31m\r\nx\x07\\y\x85z"
+    yaml_text = '"evil\\e[31m\\r\\nx\\a\\\\y\\x85z"'
+    argv = ["run", str(demo_copy / "demo.yaml"), "--out", str(tmp_path / "o"), "--quiet"]
+    argv += ["--set", "uncertainty.resamples=200", "--set", "report.sensitivity=false", "--set", f"{field}={yaml_text}"]
+    assert main(argv) == 0
+    shown = "evil\\x1b[31m\\r\\nx\\x07\\\\y\\x85z"
+    assert ast.literal_eval(f'"{shown}"') == given  # (reads back as the given name)
+    names = [r.info.run_name for r in _runs(tracking_uri)]
+    assert len(names) == 4 and all(shown in name for name in names), names  # the evaluation's, the systems'
+    for name in names:
+        assert not any(c in name for c in "\x1b\r\n\x07\x85"), repr(name)
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("store", ["sqlite", "server"])
 def test_system_names_mlflow_accepts_are_logged_and_compared(request, tmp_path, monkeypatch, store):
     """A '/' and a space in a system name: MLflow accepts them in keys, so the evaluation logs them, its files

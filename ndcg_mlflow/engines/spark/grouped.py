@@ -14,6 +14,7 @@ import numpy as np
 
 from ...errors import SpecError
 from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
+from ...paths import shown_path
 from ...result import EvaluationResult, summary_of
 from ...rules import INTERVAL_METHOD, PERCENTILE, RANDOMIZATION, STRATIFY, TEST, percentile_interval, stops, t_tests
 from ...spec import Guardrails, Metric, Spec
@@ -134,7 +135,8 @@ def grouped_target(per_query_path: str | Path) -> Path:
     if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())):
         raise SpecError(
             "per_query_path",
-            f"{out_path} exists and is not an empty folder; the per-query table is written into a new folder.",
+            f"{shown_path(out_path)} exists and is not an empty folder; the per-query table is written into a "
+            f"new folder.",
         )
     return out_path
 

@@ -23,6 +23,7 @@ download, the load).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from ...models.systems import (
     scored_name,
     with_scored,
 )
+from ...paths import shown_path
 from ...spec import Spec
 from ...tracking.registry import download_model, local_model, resolve_model_systems, signature_columns
 from ...uris import first_line
@@ -93,9 +95,6 @@ def score_candidates(
     :func:`ndcg_mlflow.models.predictions.read_predictions` on the executor, the local engine's rule. Errors name the
     model and the candidates: columns the model needs that the candidates lack, a model that fails or returns
     other than one number per row, a score that is not finite."""
-    import shutil
-    import tempfile
-
     from pyspark.sql import functions as F
 
     key = f"data.systems.{name}"
@@ -122,6 +121,47 @@ def score_candidates(
     qcol, dcol = candidate_ids(src)
     if progress:
         progress(f"scoring '{name}' with {uri} on Spark")
+    with case_sensitive(spark):
+        _score(spark, src, name, resolved, target, uri, wanted, qcol, dcol, key, tracking_uri)
+    written = spark.read.parquet(str(target))
+    value = F.col("score")
+    bad = written.where(value.isNull() | F.isnan(value) | (F.abs(value) == float("inf")))
+    first = bad.limit(1).collect()
+    if first:
+        count = bad.count()
+        row = first[0]
+        shown = "NULL" if row["score"] is None else repr(row["score"])
+        raise DataError(
+            path, non_finite_message(uri, shown, row["query_id"], row["doc_id"], count - 1, "(scored on Spark)")
+        )
+    count = int(written.count())
+    if count == 0:
+        raise DataError(path, f"the candidates of system '{name}' hold no rows.")
+    if progress:
+        progress(f"scored '{name}' on Spark: {count:,} candidate rows")
+    return count
+
+
+def _score(
+    spark: Any,
+    src: Any,
+    name: str,
+    resolved: ResolvedModel,
+    target: Path,
+    uri: str,
+    wanted: list[str] | None,
+    qcol: str,
+    dcol: str,
+    key: str,
+    tracking_uri: str | None,
+) -> None:
+    """Read the candidates, check their columns and write the model's scores of them to ``target``: the part of
+    :func:`score_candidates` that reads the candidates' column names (compared exactly, as the local engine
+    compares them: :func:`case_sensitive`)."""
+    import shutil
+    import tempfile
+
+    path = src.file
     df = read_run_file(spark, src)
     check_input_columns(name, resolved, path, list(df.columns), wanted, qcol)
     if dcol not in df.columns:
@@ -147,29 +187,31 @@ def score_candidates(
         except Exception as exc:  # noqa: BLE001 - the model's failure inside a Spark task, said in one line
             refused = data_error(str(exc))
             if refused is not None:  # the output rule, applied on an executor
-                raise DataError(path, refused.removeprefix(f"{path}: ")) from None
+                raise DataError(path, refused.removeprefix(f"{shown_path(path)}: ")) from None
             raise NdcgError(
-                f"at key '{key}': {uri} failed on Spark while scoring the candidates {path}: {python_error(str(exc))}."
+                f"at key '{key}': {uri} failed on Spark while scoring the candidates {shown_path(path)}: "
+                f"{python_error(str(exc))}."
             ) from None
     finally:
         shutil.rmtree(copy, ignore_errors=True)
-    written = spark.read.parquet(str(target))
-    value = F.col("score")
-    bad = written.where(value.isNull() | F.isnan(value) | (F.abs(value) == float("inf")))
-    first = bad.limit(1).collect()
-    if first:
-        count = bad.count()
-        row = first[0]
-        shown = "NULL" if row["score"] is None else repr(row["score"])
-        raise DataError(
-            path, non_finite_message(uri, shown, row["query_id"], row["doc_id"], count - 1, "(scored on Spark)")
-        )
-    count = int(written.count())
-    if count == 0:
-        raise DataError(path, f"the candidates of system '{name}' hold no rows.")
-    if progress:
-        progress(f"scored '{name}' on Spark: {count:,} candidate rows")
-    return count
+
+
+@contextlib.contextmanager
+def case_sensitive(spark: Any) -> Iterator[None]:
+    """Spark's analyzer comparing column names exactly (``spark.sql.caseSensitive``) while the candidates are read,
+    checked and scored, as the local engine reads them: ``score`` and ``SCORE`` are two columns (by default Spark
+    takes them for one name, and its JSON and Parquet readers refuse the file). The session's own setting is put
+    back after."""
+    conf = "spark.sql.caseSensitive"
+    before = spark.conf.get(conf, None)
+    spark.conf.set(conf, "true")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(conf)
+        else:
+            spark.conf.set(conf, before)
 
 
 def _fresh(name: str, taken: list[str]) -> str:

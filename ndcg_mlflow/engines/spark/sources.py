@@ -196,8 +196,6 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
     returns one row (:func:`_file_summary`): the file's rows enter Spark only where the DataFrame is used."""
     import os
 
-    from ...paths import shown_path
-
     shown = str(source.file)
     opened = os.path.abspath(shown)
     # one partition of spark.range, with no shuffle: a shuffle of a fixed number of partitions (repartition)
@@ -210,8 +208,6 @@ def local_reader_frame(spark: Any, source: Any, kind: str, rank: bool = False) -
         message, line, file = checked["_error"], checked["_line"], checked["_file"]
         if file == opened:
             file = shown
-        elif file == shown_path(opened):
-            file = shown_path(shown)
         raise DataError(file, message, line)
     names = [name for name, _ in READ_COLUMNS[kind]] + ["_order"]
     return df.select(*names), int(checked["n"]), bool(kind == "run" and checked["ranked"])
@@ -329,7 +325,7 @@ def read_run_file(spark: Any, source: Any) -> Any:
     """A source Spark reads itself, its columns as stored: Parquet (a file, folder or glob: the files the local
     readers read, in their order), a Delta table at its version, or JSONL (a model's candidates, whose columns the
     local readers do not keep). Paths are given to Spark literally (:func:`literal_path`)."""
-    from ...paths import shown_path, source_problem
+    from ...paths import source_problem
 
     path = source.file
     fmt, files = source_format(source)
@@ -337,7 +333,7 @@ def read_run_file(spark: Any, source: Any) -> Any:
         return read_delta(spark, path, source.version)
     problem = source_problem(path)
     if problem is not None:
-        raise DataError(shown_path(path), problem + ".")
+        raise DataError(path, problem + ".")
     if files is not None:  # a folder or glob: the files the local readers read, in their order
         return spark.read.parquet(*[literal_path(f) for f in files])
     if fmt == "parquet":
@@ -360,12 +356,12 @@ def read_delta(spark: Any, path: Path, version: int) -> Any:
     """Version ``version`` of a Delta table: by Spark's Delta data source where the session has it (time travel,
     ``versionAsOf``), else the snapshot's Parquet files resolved on the driver by ``deltalake`` (which refuses
     tables it cannot read that way) and read by ``spark.read.parquet``."""
-    from ...paths import shown_path, source_problem
+    from ...paths import source_problem
     from ...readers.delta import snapshot_files
 
     problem = source_problem(path, delta=True)
     if problem is not None:
-        raise DataError(shown_path(path), problem + ".")
+        raise DataError(path, problem + ".")
     try:
         df = spark.read.format("delta").option("versionAsOf", version).load(literal_path(path))
         df.schema  # noqa: B018 (resolves the data source now, on Spark Connect too)
