@@ -16,10 +16,11 @@ powers of 0.8 to 0.9 the two differ by less than 0.003 from 10 queries on, by le
 distance at the current number of queries is the minimum detectable difference (:func:`mde`). For planning, the
 per-query standard deviation the observed standard error implies, ``sigma = se * sqrt(n_eff)`` (n_eff = (sum w)^2 /
 sum w^2, Kish's effective number of queries; with equal weights sigma is the sample standard deviation of the
-differences), is taken for a larger set of queries with weights drawn like the observed ones, and the power at n
-is averaged over what the observed queries leave unknown: the weights' n_eff and degrees of freedom at n, sigma
-(estimated on the observed degrees of freedom) and, for superiority, the observed difference
-(:func:`planned_power`, :func:`queries_needed`).
+differences), is taken for a larger set of queries, and what the observed queries leave unknown is taken on
+its safe side: sigma at its 90% upper confidence bound (:func:`sd_bound`), the weights drawn at the upper bound of
+their spread (:func:`weights_at`, the power averaged over the draws) and, for superiority, the observed
+difference at its 90% lower bound (:func:`distance_bound`); a pilot that cannot show its difference above the
+margin is too small to plan from (:func:`pilot_too_small`; :func:`planned_power`, :func:`queries_needed`).
 
 Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
 :func:`format_plan`), which reads an evaluation's output folder with pandas.
