@@ -35,7 +35,9 @@ equal-weight setting passes. ``--quick``: 400 repetitions.
 repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
 code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
 planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
-400 repetitions with ``--pilots``; exit status 0 when every setting passes). ``--every k``: the ``plan`` command's
+400 repetitions with ``--pilots``; a setting passes when power + 2 se reaches the target; exit status 0 when every
+setting passes). ``no plan``: the share of pilots the plan refuses (too small to plan from, less than one degree of
+freedom). ``--every k``: the ``plan`` command's
 path on every k-th repetition only (its power on those; ``differ`` counts the repetitions where it planned another
 n); ``--sigmas``, ``--rules``: some settings only. A plan beyond 2,000,000 queries is not simulated (its evaluation
 would not fit in memory): such plans are counted apart and left out of the power.
@@ -270,7 +272,8 @@ def pilots_main(args) -> int:
     print(
         "power: the share of the planned evaluations that pass (among the pilots that give a plan), through "
         "queries_needed and through the plan command's code path; ± the Monte-Carlo standard error; differ: "
-        "repetitions where the two planned different n; PASS when at least the target minus 2.58 of them"
+        "repetitions where the two planned different n; PASS when power + 2 se reaches the target (the plan "
+        f"command's path counted from {MOST_SHOWN} planned repetitions on; no plan at all: nothing promised)"
     )
     print(
         f"{'rule':>16}{'pilot':>7}{'σ':>5}{'median n':>10}{'no plan':>9}{'power':>8}{'± se':>7}{'plan cmd':>10}"
