@@ -461,7 +461,9 @@ def plan_bounds(w: Any, sd: float, nu: float) -> dict[str, float]:
 MOST_EXTRAPOLATION = 100
 
 
-def pilot_too_small(d: Any, w: Any, confidence: float, power: float, margin: float, fit: Fit, needed: int | None):
+def pilot_too_small(
+    d: Any, w: Any, confidence: float, power: float, margin: float, fit: Fit, needed: int | None
+) -> str | None:
     """Why a pilot of differences ``d`` (weights ``w``, ``fit`` = their :func:`ndcg_mlflow.stats.weighted_t`)
     cannot support a superiority plan at ``margin``, in words with what would help; None when it can. ``needed``:
     :func:`queries_needed` of the superiority plan (at :func:`distance_bound`). The rule:
