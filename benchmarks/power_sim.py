@@ -39,8 +39,8 @@ planned size: the power reached among the pilots that give a plan, with its Mont
 setting passes). ``no plan``: the share of pilots the plan refuses (too small to plan from, less than one degree of
 freedom). ``--every k``: the ``plan`` command's
 path on every k-th repetition only (its power on those; ``differ`` counts the repetitions where it planned another
-n); ``--sigmas``, ``--rules``: some settings only. A plan beyond 2,000,000 queries is not simulated (its evaluation
-would not fit in memory): such plans are counted apart and left out of the power.
+n); ``--sigmas``, ``--rules``, ``--sizes``: some settings only. A plan beyond 2,000,000 queries is not simulated
+(its evaluation would not fit in memory): such plans are counted apart and left out of the power.
 
 ``--timing``: the seconds ``planning.decision_plan`` takes per comparison (as ``run`` plans each comparison and
 segment of a declared decision) for evaluations of 100 to 100,000 queries, equal and lognormal weights.
@@ -285,7 +285,7 @@ def pilots_main(args) -> int:
         for rule, margin, truth in PILOT_RULES:
             if args.rules and rule not in args.rules:
                 continue
-            for pilot in PILOTS:
+            for pilot in args.sizes or PILOTS:
                 for sigma in args.sigmas or PILOT_SIGMAS:
                     r = pilot_setting(pilot, sigma, rule, margin, truth, args.reps, args.seed, Path(tmp), args.every)
                     cells = []
@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--every", type=int, default=1, help="with --pilots: the plan command's path every k-th repetition")
     ap.add_argument("--sigmas", type=float, nargs="*", help="with --pilots: these weights' sigmas only")
+    ap.add_argument("--sizes", type=int, nargs="*", help="with --pilots: these pilot sizes only")
     ap.add_argument("--rules", nargs="*", choices=[r[0] for r in PILOT_RULES], help="with --pilots: these rules only")
     ap.add_argument("--timing", action="store_true", help="the time planning takes per comparison instead")
     args = ap.parse_args(argv)
