@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ..rules import cutoff_key, cutoff_of_label, key_label, metric_name
-from ..statistics.planning import MOST_QUERIES, WEIGHTS_LEVEL
+from ..statistics.planning import MOST_QUERIES, SD_LEVEL, WEIGHTS_LEVEL
 from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
 
 
@@ -18,6 +18,17 @@ def _count(n: int | None, *, beyond: bool = False) -> str:
     return f"{n:,}"
 
 
+def _planned_at(c: dict[str, Any]) -> str:
+    """The bounds a declared decision's plan was made at, in words (none when there is no plan)."""
+    if c["queries_needed"] is None or not math.isfinite(c["sd_bound"]):
+        return ""
+    text = f", planned at σ {number(c['sd_bound'])} (its {c['sd_level']:.0%} upper bound)"
+    if c["weights_bound"] > 0:
+        level = f"{c['weights_level']:.0%}"
+        text += f" and the weights' log-scale σ {number(c['weights_bound'], 2)} (its {level} upper bound)"
+    return text
+
+
 def format_plan(plan: dict[str, Any]) -> str:
     """The ``plan`` command's output: the table, what its columns mean, and the declared decision's plan."""
     models = plan["models"]
@@ -27,7 +38,7 @@ def format_plan(plan: dict[str, Any]) -> str:
         f"{term_system(plan['baseline'], models)}: the {exact_share(plan['confidence'])} two-sided weighted t "
         f"interval the decision reads, power {power}, margin {margin}"
     ]
-    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "mde", f"queries for {margin}"]
+    heads = ["candidate", "cutoff", "n", "n_eff", "delta", "σ", "σ bound", "mde", f"queries for {margin}"]
     body = [
         [
             term_system(r["candidate"], models),
@@ -36,6 +47,7 @@ def format_plan(plan: dict[str, Any]) -> str:
             f"{r['n_eff']:.1f}",
             number(r["delta"], signed=True, missing=TERMINAL),
             number(r["sd"], missing=TERMINAL),
+            number(r["sd_bound"], missing=TERMINAL),
             number(r["mde"], missing=TERMINAL),
             _count(r["queries_needed"], beyond=math.isfinite(r["sd"])),
         ]
@@ -45,9 +57,11 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines += [
         "n: queries valid for both systems; n_eff: (Σw)²/Σw²; delta: the weighted mean difference",
         "σ: the per-query standard deviation of the differences that the weighted standard error implies (se·√n_eff)",
+        f"σ bound: the upper end of σ's one-sided {SD_LEVEL:.0%} confidence interval from these queries "
+        f"(σ·√(ν/χ²_{{{1 - SD_LEVEL:.1f}, ν}}), ν the test's degrees of freedom), which the queries are planned at",
         f"mde: the smallest distance between the true difference and a threshold that the interval's lower end "
         f"clears with power {power} at these n queries",
-        f"queries for {margin}: the queries, with the same spread of weights, at which it clears a threshold "
+        f"queries for {margin}: the queries, at σ bound and the same spread of weights, at which it clears a threshold "
         f"{margin} below the true difference with power {power} (a non-inferiority margin of {margin} for a "
         f"candidate as good as the baseline; Sakai's topic set size design)",
     ]
@@ -74,7 +88,7 @@ def format_plan(plan: dict[str, Any]) -> str:
                     f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
                     f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
                     f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
-                    f"power {power}" + (f" ({c['reason']})" if c["reason"] else "")
+                    f"power {power}" + (f" ({c['reason']})" if c["reason"] else "") + _planned_at(c)
                 )
             lines.append(f"  {term_system(c['candidate'], models)}: {what}")
     return "\n".join(lines)

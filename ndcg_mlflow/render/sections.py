@@ -60,7 +60,7 @@ def risk_table(bundle: Bundle, esc: Callable[[Any], str]) -> Table | None:
     regress = any("regressed_share" in c for c in comps)
     plan = any("queries_needed" in c for c in comps)
     heads = ["candidate", *(f"URisk α={a}" for a in alphas), *(f"TRisk α={a} (p)" for a in alphas)]
-    heads += ["regressed share [interval]"] * regress + ["MDE (80% power)"] + ["queries needed"] * plan
+    heads += ["regressed share [interval]"] * regress + ["MDE (80% power)"] + ["queries needed", "planned at"] * plan
     rows = []
     for c in comps:
         cells = [esc(bundle.label(c["candidate"]))]
@@ -72,9 +72,20 @@ def risk_table(bundle: Bundle, esc: Callable[[Any], str]) -> Table | None:
         cells.append(number(c.get("mde")))
         if plan:
             q = c.get("queries_needed")
-            cells.append(FILE if is_missing(q) else str(q))
+            cells.append(("no plan" if c.get("plan_reason") else FILE) if is_missing(q) else str(q))
+            cells.append(planned_at(c))
         rows.append(cells)
     return heads, rows, "l" + "r" * (len(heads) - 1)
+
+
+def planned_at(c: dict[str, Any]) -> str:
+    """The bounds a comparison's plan assumed: sigma's and, under unequal weights, the weights' log-scale sigma's."""
+    sd, weights = c.get("plan_sd_bound"), c.get("plan_weights_bound")
+    if is_missing(sd):
+        return FILE
+    text = f"σ {number(sd)}"
+    unequal = weights is not None and not is_missing(weights) and weights > 0
+    return text + (f", weights' log σ {number(weights, 2)}" if unequal else "")
 
 
 def risk_legend(bundle: Bundle) -> str:
@@ -96,6 +107,20 @@ def risk_legend(bundle: Bundle) -> str:
         "paired t at the spec's confidence; queries needed is how many queries (with the same spread and weights) "
         "would decide the declared margin at that power."
     )
+    level = next((c["plan_bound_level"] for c in comps if not is_missing(c.get("plan_bound_level"))), None)
+    if level is not None:
+        words += (
+            f" Planned at (on the safe side of these queries): σ, the per-query standard deviation of the "
+            f"differences, at its {level:.0%} upper confidence bound, and under unequal weights the standard "
+            f"deviation of the weights' logarithms at its {level:.0%} upper bound."
+        )
+    reasons = [
+        (c["candidate"], c["plan_reason"])
+        for c in comps
+        if c["key"] == bundle.headline and is_missing(c.get("queries_needed")) and c.get("plan_reason")
+    ]
+    for candidate, reason in reasons:
+        words += f" No plan for {bundle.label(candidate)}: {reason}."
     return words
 
 

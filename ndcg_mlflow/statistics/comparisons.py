@@ -374,7 +374,8 @@ def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decis
     """The comparison's tail risk (URisk and TRisk at each declared alpha), with a regressions guardrail its share
     of regressed queries and that share's interval (:func:`~ndcg_mlflow.statistics.risk.regressed_share`, at the spec's
     confidence), and its planning figures: the minimum detectable difference at 80% power and, with a decision,
-    the queries needed to decide its margin."""
+    the queries needed to decide its margin, the bounds on sigma and the weights' spread it was planned at
+    (:func:`~ndcg_mlflow.planning.plan_bounds`, at their level) and why there is no plan (``plan_reason``)."""
     out: dict[str, Any] = risk_entry(d, w, comparison.risk_alpha)
     guard = decision.guardrails.regressions if decision is not None else None
     if guard is not None:
@@ -385,6 +386,11 @@ def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decis
         plan = planning.decision_plan(d, w, uncertainty.confidence, POWER, decision.rule, decision.margin)
         out["queries_needed"] = plan["queries_needed"]
         out["detectable"] = plan["detectable"]
+        # what the plan assumed beyond these queries (the bounds at their level), and why there is none
+        out["plan_sd_bound"] = plan["sd_bound"]
+        out["plan_weights_bound"] = plan["weights_bound"]
+        out["plan_bound_level"] = plan["sd_level"]
+        out["plan_reason"] = plan["reason"]
     return out
 
 

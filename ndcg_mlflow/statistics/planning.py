@@ -16,10 +16,11 @@ powers of 0.8 to 0.9 the two differ by less than 0.003 from 10 queries on, by le
 distance at the current number of queries is the minimum detectable difference (:func:`mde`). For planning, the
 per-query standard deviation the observed standard error implies, ``sigma = se * sqrt(n_eff)`` (n_eff = (sum w)^2 /
 sum w^2, Kish's effective number of queries; with equal weights sigma is the sample standard deviation of the
-differences), is taken for a larger set of queries with weights drawn like the observed ones, and the power at n
-is averaged over what the observed queries leave unknown: the weights' n_eff and degrees of freedom at n, sigma
-(estimated on the observed degrees of freedom) and, for superiority, the observed difference
-(:func:`planned_power`, :func:`queries_needed`).
+differences), is taken for a larger set of queries, and what the observed queries leave unknown is taken on
+its safe side: sigma at its 90% upper confidence bound (:func:`sd_bound`), the weights drawn at the upper bound of
+their spread (:func:`weights_at`, the power averaged over the draws) and, for superiority, the observed
+difference at its 90% lower bound (:func:`distance_bound`); a pilot that cannot show its difference above the
+margin is too small to plan from (:func:`pilot_too_small`; :func:`planned_power`, :func:`queries_needed`).
 
 Everything here is numpy/scipy only, but for the ``plan`` command's part at the end (:func:`plan_evaluation`,
 :func:`~ndcg_mlflow.render.command_text.format_plan`), which reads an evaluation's output folder with pandas.
@@ -38,7 +39,7 @@ import numpy as np
 
 from ..errors import JSON_ERRORS, DataError, NdcgError, did_you_mean
 from ..readers.small import MIN_WEIGHT_RATIO
-from ..render.format import exact
+from ..render.format import exact, number
 from ..rules import DECISION_RULE, KEY_FORMS, cutoff_key, key_label, key_of_text, superiority
 from . import inference as stats
 from .inference import kish_n
@@ -64,32 +65,43 @@ def t_sum(confidence: float, power: float, df: float) -> float:
     return float(stats.two_sided_quantile(confidence, df) + st.t.ppf(power, df))
 
 
-def query_sd(d: Any, w: Any) -> float:
-    """sigma = se * sqrt(n_eff): the per-query standard deviation of the differences that the weighted standard
-    error implies (se from :func:`ndcg_mlflow.statistics.inference.weighted_t`, n_eff from :func:`kish_n`). With equal
-    weights, the sample standard deviation (denominator n - 1). NaN below 2 queries."""
+Fit = tuple[float, float, float]
+
+
+def _fit(d: np.ndarray, w: np.ndarray, fit: Fit | None) -> Fit:
+    """:func:`ndcg_mlflow.statistics.inference.weighted_t` of ``d, w``, or ``fit`` where the caller computed it
+    already (at 100,000 unequal weights each call sorts them twice: :func:`decision_plan` computes it once for all its
+    parts)."""
+    return stats.weighted_t(d, w) if fit is None else fit
+
+
+def query_sd(d: Any, w: Any, *, fit: Fit | None = None) -> float:
+    """sigma = se * sqrt(n_eff): the per-query standard deviation of the differences that the weighted standard error
+    implies (se from :func:`ndcg_mlflow.statistics.inference.weighted_t`, n_eff from :func:`kish_n`). With equal
+    weights, the sample standard deviation (denominator n - 1). NaN below 2 queries. ``fit``: ``weighted_t(d, w)`` if
+    known."""
     d, w = paired_vectors(d, w)
     if d.size < 2:
         return float("nan")
-    _, se, _ = stats.weighted_t(d, w)
+    _, se, _ = _fit(d, w, fit)
     return se * math.sqrt(kish_n(w))
 
 
-def mde(d: Any, w: Any, confidence: float, power: float = 0.8) -> float:
+def mde(d: Any, w: Any, confidence: float, power: float = 0.8, *, fit: Fit | None = None) -> float:
     """The minimum detectable difference of the two-sided weighted paired t at ``confidence`` and ``power``::
 
-        mde = (t_(1 - alpha/2, df) + t_(power, df)) * se,    alpha = 1 - confidence
+    mde = (t_(1 - alpha/2, df) + t_(power, df)) * se,    alpha = 1 - confidence
 
     with ``se, df`` from :func:`ndcg_mlflow.statistics.inference.weighted_t`: the smallest distance between the true
     difference and a threshold that the interval's lower end (:func:`ndcg_mlflow.statistics.inference.t_interval`)
     clears with probability ``power``, at the current queries. 0 when every difference is equal (the interval is then a
     point); NaN where the interval is undefined (fewer than 2 queries, or weights leaving less than 1 degree of
-    freedom)."""
+    freedom). ``fit``: ``weighted_t(d, w)`` if known."""
     d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return float("nan")
-    _, se, df = stats.weighted_t(d, w)
+    _, se, df = _fit(d, w, fit)
     if np.ptp(d) == 0:
         return 0.0
     if not df >= 1:
@@ -97,21 +109,21 @@ def mde(d: Any, w: Any, confidence: float, power: float = 0.8) -> float:
     return t_sum(confidence, power, df) * se
 
 
-def current_power(d: Any, w: Any, confidence: float, distance: float) -> float:
+def current_power(d: Any, w: Any, confidence: float, distance: float, *, fit: Fit | None = None) -> float:
     """The power of the test at the current queries against a threshold ``distance`` below the true difference,
     in the same approximation as :func:`mde` (its inverse in ``power``)::
 
         power = F_t(distance / se - t_(1 - alpha/2, df); df)
 
     with F_t Student's t distribution function. Every difference equal: 1 when ``distance > 0``, else 0. NaN where
-    the interval is undefined."""
+    the interval is undefined. ``fit``: ``weighted_t(d, w)`` if known."""
     from scipy import stats as st
 
     d, w = paired_vectors(d, w)
     _levels(confidence, 0.5)
     if d.size < 2 or not math.isfinite(distance):
         return float("nan")
-    _, se, df = stats.weighted_t(d, w)
+    _, se, df = _fit(d, w, fit)
     if np.ptp(d) == 0:
         return 1.0 if distance > 0 else 0.0
     if not df >= 1:
@@ -181,10 +193,8 @@ def first_enough(enough: Callable[[int], bool], low: int, high: int) -> int | No
     return high
 
 
-#: the draws of the weights at a planned n (resampled from the pilot's), and the points of the pilot's
-#: uncertainty about sigma (and about the difference, for superiority) that :func:`planned_power` averages over
+#: the draws of the weights at a planned n that :func:`planned_power` averages over
 WEIGHT_DRAWS = 16
-UNCERTAINTY_POINTS = 64
 #: beyond this many queries the weights' draws are not made again: n_eff / n and the degrees of freedom's share
 #: of n_eff - 1 at this n are taken for more queries
 SIMULATED_QUERIES = 8192
@@ -214,6 +224,46 @@ def weights_bound(w: Any) -> float:
         return 0.0
     s = float(np.std(np.log(w), ddof=1))
     return s * math.sqrt((w.size - 1) / float(st.chi2.ppf(1 - WEIGHTS_LEVEL, w.size - 1)))
+
+
+#: the one-sided level of the upper confidence bound on the per-query standard deviation that the plan is made at
+#: (:func:`sd_bound`)
+SD_LEVEL = WEIGHTS_LEVEL
+
+
+def sd_bound(sd: float, nu: float) -> float:
+    """The upper end of the one-sided :data:`SD_LEVEL` confidence interval for the per-query standard deviation
+    sigma, from its estimate ``sd`` on ``nu`` degrees of freedom::
+
+        sd_up = sd * sqrt(nu / chi2_(1 - level, nu))
+
+    (the law nu sd^2 / sigma^2 ~ chi^2(nu) of a sample variance of normal differences). The plan is made at sd_up:
+    a plan at sd itself falls short of its power about half the time, more where ties or a skewed law make sd
+    vary more than that law says (a pilot of 20 nDCG-like queries, 30% of them tied, planned at sigma's law
+    averaged reached 0.75 for 0.8: ``benchmarks/power_sim.py --pilots``). NaN when ``sd`` is not a number or
+    ``nu`` is below 1 (or not a number); ``sd`` when ``nu`` is infinite."""
+    from scipy import stats as st
+
+    if not (math.isfinite(sd) and nu >= 1):
+        return float("nan")
+    if math.isinf(nu):
+        return float(sd)
+    return float(sd * math.sqrt(nu / float(st.chi2.ppf(1 - SD_LEVEL, nu))))
+
+
+def distance_bound(distance: float, se: float, nu: float) -> float:
+    """The lower end of the one-sided :data:`SD_LEVEL` confidence interval for a distance read off a pilot's
+    observed difference (superiority: the observed difference minus the margin), ``se`` its standard error on
+    ``nu`` degrees of freedom::
+
+        distance_low = distance - t_(level, nu) se
+
+    A plan at the observed distance itself falls short of its power whenever the pilot overstated the
+    difference, and the pilots that give a superiority plan are those that overstate it (a plan from 20-query
+    pilots, averaged over the distance's law, reached 0.54 for 0.8: ``benchmarks/power_sim.py --pilots``)."""
+    from scipy import stats as st
+
+    return float(distance - float(st.t.ppf(SD_LEVEL, nu)) * se)
 
 
 def weights_at(w: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -263,68 +313,66 @@ def _grid_above(n: int) -> int:
     return math.ceil(2 ** (math.ceil(8 * math.log2(n) - 1e-9) / 8))
 
 
-def planned_power(
-    n: int, w: Any, sd: float, nu: float, confidence: float, distance: float, distance_se: float = 0.0
-) -> float:
-    """The power of the decision's test at ``n`` queries, averaged over what a pilot of weights ``w`` leaves
-    unknown: the weights at ``n`` (:func:`weights_at`), sigma (the pilot's ``sd`` on ``nu`` degrees of freedom:
-    sigma^2 = nu sd^2 / X, X ~ chi^2(nu), the law a sample variance leaves for sigma; Julious and Owen, 2006) and,
-    with ``distance_se`` > 0, the distance itself (``distance + distance_se T``, T ~ t(nu): a distance read off
-    the pilot's observed difference). Each point's power is the t approximation of :func:`current_power`::
+def planned_power(n: int, w: Any, sigma: float, confidence: float, distance: float) -> float:
+    """The power of the decision's test at ``n`` queries against a threshold ``distance`` below the true difference,
+    at a per-query standard deviation ``sigma`` (the plan passes :func:`sd_bound` of the pilot's), averaged over
+    the weights ``n`` queries may have after a pilot of weights ``w`` (:func:`weights_at`). Each draw's power is
+    the t approximation of :func:`current_power`::
 
         F_t(distance sqrt(n_eff) / sigma - t_(1 - alpha/2, df); df)
 
-    averaged over :data:`WEIGHT_DRAWS` x :data:`UNCERTAINTY_POINTS` points (the laws' quantiles at the midpoints
-    of equal steps, the two paired in a fixed shuffled order)."""
+    averaged over the :data:`WEIGHT_DRAWS` draws (0 where a draw leaves less than one degree of freedom)."""
     from scipy import stats as st
 
     n_eff, df = weights_at(w, n)
-    q = (np.arange(UNCERTAINTY_POINTS) + 0.5) / UNCERTAINTY_POINTS
-    sigma = np.full(q.size, sd) if not math.isfinite(nu) else sd * np.sqrt(nu / st.chi2.ppf(q, nu))
-    shift = distance_se * st.t.ppf(np.random.default_rng(0x73686966).permutation(q), nu) if distance_se > 0 else 0
-    dist = distance + shift
-    n_eff, df = n_eff[:, None], df[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(sigma > 0, dist * np.sqrt(n_eff) / sigma, np.where(dist > 0, np.inf, -np.inf))
+        z = distance * np.sqrt(n_eff) / sigma if sigma > 0 else np.full(n_eff.size, np.inf)
     p = st.t.cdf(z - stats.two_sided_quantile(confidence, df), df)
     return float(np.mean(np.where(df >= 1, p, 0.0)))
 
 
 def queries_needed(
-    d: Any, w: Any, confidence: float, power: float, *, distance: float, observed: bool = False
+    d: Any,
+    w: Any,
+    confidence: float,
+    power: float,
+    *,
+    distance: float,
+    observed: bool = False,
+    fit: Fit | None = None,
 ) -> int | None:
     """The smallest number of queries at which the decision's test, against a threshold at ``distance`` from the
-    assumed true difference, has at least ``power`` by :func:`planned_power`: with sigma = :func:`query_sd` of
-    the observed differences on their degrees of freedom, the weights at n drawn from the observed ones, and,
-    with ``observed`` (superiority: the distance is the observed difference minus the margin), the distance's
-    own uncertainty (the observed standard error). Sigma and the distance estimated from few queries, and the
-    weights' n_eff / n and degrees of freedom falling as n grows, each make the plain plan (:func:`queries_for`
-    with the pilot's figures) optimistic; this plan takes them in (``benchmarks/power_sim.py``).
+    assumed true difference, has at least ``power`` by :func:`planned_power`: with sigma at :func:`sd_bound` of
+    :func:`query_sd` of the observed differences on their degrees of freedom, the weights at n drawn on the safe
+    side of the observed ones (:func:`weights_at`), and, with ``observed`` (superiority: the distance is the
+    observed difference minus the margin), the distance at :func:`distance_bound`. Sigma and the distance
+    estimated from few queries, and the weights' n_eff / n and degrees of freedom falling as n grows, each make
+    the plain plan (:func:`queries_for` with the pilot's figures) optimistic; this plan takes each at its bound
+    (``benchmarks/power_sim.py``). ``fit``: ``weighted_t(d, w)`` if known.
 
-    None when ``distance <= 0``, sigma is undefined (fewer than 2 queries, or weights leaving less than one
-    degree of freedom), no number of queries reaches ``power`` (with ``observed``: when the distance is not
-    surely enough positive: the power tends to the share of the distance's law above 0), or beyond
-    :data:`MOST_QUERIES` queries."""
+    None when ``distance <= 0`` (with ``observed``: its bound), sigma is undefined (fewer than 2 queries, or
+    weights leaving less than one degree of freedom), or beyond :data:`MOST_QUERIES` queries."""
     d, w = paired_vectors(d, w)
     _levels(confidence, power)
     if d.size < 2:
         return None
-    _, se, nu = stats.weighted_t(d, w)
-    sd = query_sd(d, w)
+    fit = _fit(d, w, fit)
+    _, se, nu = fit
+    sd = query_sd(d, w, fit=fit)
+    if observed and math.isfinite(se) and nu >= 1:
+        distance = distance_bound(distance, se, nu)
     if not (distance > 0 and math.isfinite(sd) and nu >= 1):
         return None
     if sd == 0:
         return 2
-    spread = se if observed else 0.0
+    sigma = sd_bound(sd, nu)
 
     def enough(n: int) -> bool:
-        return planned_power(n, w, sd, nu, confidence, distance, spread) >= power
+        return planned_power(n, w, sigma, confidence, distance) >= power
 
-    if observed and planned_power(MOST_QUERIES, w, sd, nu, confidence, distance, spread) < power:
-        return None
     n_eff = kish_n(w)
     share = min(1.0, nu / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 else 1.0
-    start = queries_for(sd, n_eff / d.size, confidence, power, distance, df_share=share)
+    start = queries_for(sigma, n_eff / d.size, confidence, power, distance, df_share=share)
     if start is None:
         return None
     return first_enough(enough, 1, max(2, start))
@@ -351,11 +399,18 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
     if not (math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number at or above 0; got {margin!r}")
+    fit = stats.weighted_t(d, w) if d.size else (float("nan"),) * 3  # (once: each part reads it)
     observed = float(stats.weighted_mean(d, w)) if d.size else float("nan")
     assumed = observed if superiority(rule) else 0.0
     distance = observed - margin if superiority(rule) else margin
-    smallest = mde(d, w, confidence, power)
-    needed = queries_needed(d, w, confidence, power, distance=distance, observed=superiority(rule))
+    smallest = mde(d, w, confidence, power, fit=fit)
+    needed = queries_needed(d, w, confidence, power, distance=distance, observed=superiority(rule), fit=fit)
+    sd = query_sd(d, w, fit=fit)
+    too_small = None
+    if superiority(rule) and d.size >= 2 and math.isfinite(smallest) and distance > 0 and fit[1] > 0:
+        too_small = pilot_too_small(d, w, confidence, power, margin, fit, needed)
+        if too_small is not None:
+            needed = None
     reasons = []
     if d.size < 2:
         reasons.append(
@@ -371,11 +426,10 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
             reasons.append("the margin is 0: no number of queries detects a distance of 0")
         elif needed is None and not math.isfinite(smallest):
             pass  # (said above)
-        elif needed is None and superiority(rule):
-            reasons.append(
-                f"the observed difference is not far enough above the margin, for its uncertainty, to promise "
-                f"power {power:g} at any number of queries (or more than {MOST_QUERIES:,} would be needed)"
-            )
+        elif too_small is not None:
+            reasons.append(too_small)
+        elif needed is None and sd == 0:
+            pass  # (every difference equal: the interval is a point)
         elif needed is None:
             reasons.append(f"more than {MOST_QUERIES:,} queries would be needed")
     return {
@@ -386,9 +440,74 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
         "distance": distance,
         "reason": "; ".join(reasons) if reasons else None,
         "detectable": bool(math.isfinite(smallest) and distance > 0 and smallest <= distance),
-        "current_power": current_power(d, w, confidence, distance) if d.size >= 2 else float("nan"),
-        "sd": query_sd(d, w),
+        "current_power": current_power(d, w, confidence, distance, fit=fit) if d.size >= 2 else float("nan"),
+        "sd": sd,
+        **plan_bounds(w, sd, fit[2] if d.size >= 2 else float("nan")),
     }
+
+
+def plan_bounds(w: Any, sd: float, nu: float) -> dict[str, float]:
+    """What the plan assumed beyond the pilot, as ``plan``, the report and ``summary.json`` state it: ``sd_bound``
+    (:func:`sd_bound` at :data:`SD_LEVEL`, ``sd_level``) and ``weights_bound`` (:func:`weights_bound` at
+    :data:`WEIGHTS_LEVEL`, ``weights_level``; 0 for equal weights)."""
+    w = np.asarray(w, dtype=np.float64)
+    return {
+        "sd_bound": sd_bound(sd, nu),
+        "sd_level": SD_LEVEL,
+        "weights_bound": weights_bound(w) if w.size else float("nan"),
+        "weights_level": WEIGHTS_LEVEL,
+    }
+
+
+#: a superiority plan more than this many times the queries it would need at the pilot's observed difference rests
+#: on the pilot's uncertainty about that difference rather than on the difference: the pilot is too small to plan
+#: from (:func:`pilot_too_small`)
+MOST_EXTRAPOLATION = 100
+
+
+def pilot_too_small(
+    d: Any, w: Any, confidence: float, power: float, margin: float, fit: Fit, needed: int | None
+) -> str | None:
+    """Why a pilot of differences ``d`` (weights ``w``, ``fit`` = their
+    :func:`ndcg_mlflow.statistics.inference.weighted_t`) cannot support a superiority plan at ``margin``, in words with
+    what would help; None when it can. ``needed``: :func:`queries_needed` of the superiority plan (at
+    :func:`distance_bound`). The rule:
+
+    1. the pilot must show its difference above the margin: the lower end of the one-sided :data:`SD_LEVEL` confidence
+    interval of the difference (observed - t_(level, nu) se) above the margin, the distance the plan is made at
+    (:func:`distance_bound`) above 0; 2. the plan must be at most :data:`MOST_EXTRAPOLATION` times the queries the
+    observed difference would need (:func:`queries_needed` at the observed distance): a plan far larger is bought by the
+    pilot's uncertainty about the difference (the plan grows without bound as the bound nears the margin), not by the
+    difference.
+
+    What would help: a pilot of the queries (with the same spread and weights) at which the observed difference would
+    stand that far above the margin (:func:`queries_for` at power 0.5 and one-sided level :data:`SD_LEVEL`)."""
+    d, w = paired_vectors(d, w)
+    observed, se, nu = fit
+    sd = se * math.sqrt(kish_n(w))
+    n_eff = kish_n(w)
+    share = min(1.0, nu / (n_eff - 1)) if np.ptp(w) > 0 and n_eff > 1 else 1.0
+    distance = observed - margin
+    low = margin + distance_bound(distance, se, nu)  # (the difference's lower bound: observed - t se)
+    n = queries_for(sd, n_eff / d.size, 2 * SD_LEVEL - 1, 0.5, distance, df_share=share)
+    pilot = f"a pilot of about {n:,} queries" if n is not None else f"a pilot of more than {MOST_QUERIES:,} queries"
+    shown = f"its difference ({number(observed, signed=True)}) does not stand clear of the margin ({exact(margin)})"
+    if not low > margin:
+        return (
+            f"the pilot is too small to plan from: {shown}: the lower end of its one-sided {SD_LEVEL:.0%} "
+            f"confidence interval is {number(low, signed=True)}; {pilot} with the same spread would tell whether "
+            f"the difference exceeds the margin"
+        )
+    known = queries_needed(d, w, confidence, power, distance=distance, fit=fit)
+    if needed is not None and known is not None and needed <= MOST_EXTRAPOLATION * known:
+        return None
+    plan = f"{needed:,} queries" if needed is not None else f"more than {MOST_QUERIES:,} queries"
+    return (
+        f"the pilot is too small to plan from: {shown} by enough: at the lower end of its one-sided "
+        f"{SD_LEVEL:.0%} confidence interval ({number(low, signed=True)}) the plan would be {plan}, more than "
+        f"{MOST_EXTRAPOLATION} times the {known:,} that the observed difference would need; {pilot} with the same "
+        f"spread would tell whether the difference exceeds the margin"
+    )
 
 
 # --------------------------------------------------------------------------- the plan command
@@ -648,6 +767,8 @@ def plan_evaluation(
         if c["key"] not in chosen:
             continue
         d, w = paired(frame, c["baseline"], c["candidate"], c["key"], folder / "per_query.csv")
+        fit = stats.weighted_t(d, w) if d.size else (float("nan"),) * 3
+        sd = query_sd(d, w, fit=fit)
         rows.append(
             {
                 "candidate": c["candidate"],
@@ -656,10 +777,10 @@ def plan_evaluation(
                 "n_paired": int(d.size),
                 "n_eff": stats.effective_n(w),
                 "delta": float(stats.weighted_mean(d, w)) if d.size else float("nan"),
-                "sd": query_sd(d, w),
-                "mde": mde(d, w, confidence, power),
-                "queries_needed": queries_needed(d, w, confidence, power, distance=margin),
-                "weights_bound": weights_bound(w),
+                "sd": sd,
+                "mde": mde(d, w, confidence, power, fit=fit),
+                "queries_needed": queries_needed(d, w, confidence, power, distance=margin, fit=fit),
+                **plan_bounds(w, sd, fit[2] if d.size >= 2 else float("nan")),
             }
         )
     decision = fields.decision(keys)

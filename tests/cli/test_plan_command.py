@@ -18,6 +18,7 @@ from conftest import CONFIGS
 from scipy import stats as st
 
 from ndcg_mlflow.cli import main
+from ndcg_mlflow.statistics import inference as stats
 from ndcg_mlflow.statistics.planning import MOST_QUERIES, decision_plan, mde, queries_needed, query_sd
 
 
@@ -86,8 +87,11 @@ def _pairs(folder: Path, candidate: str, cutoff: str) -> tuple[np.ndarray, np.nd
 def _check_rows(rows, folder: Path, *, confidence: float, power: float, margin: float) -> None:
     summary = json.loads((folder / "summary.json").read_text())
     compared = {(c["candidate"], c["cutoff"]): c for c in summary["comparisons"]}
-    for candidate, cutoff, n, n_eff, delta, sd, smallest, needed in rows:
+    for candidate, cutoff, n, n_eff, delta, sd, bound, smallest, needed in rows:
         d, w = _pairs(folder, candidate, cutoff)
+        # sigma's one-sided 90% upper bound on the test's degrees of freedom (n - 1 under equal weights)
+        nu = d.size - 1 if np.ptp(w) == 0 else stats.weighted_t(d, w)[2]
+        assert float(bound) == pytest.approx(query_sd(d, w) * math.sqrt(nu / st.chi2.ppf(0.1, nu)), abs=5.1e-5)
         assert int(n) == d.size == compared[(candidate, cutoff)]["n_paired"]
         assert float(n_eff) == pytest.approx(w.sum() ** 2 / (w**2).sum(), abs=0.051)
         assert float(delta) == pytest.approx(np.sum(w * d) / np.sum(w), abs=5.1e-5)
@@ -149,7 +153,9 @@ def test_the_declared_superiority_decision_says_when_no_number_of_queries_helps(
     d, w = _pairs(folder, "reranker-v2", "5")
     plan = decision_plan(d, w, 0.95, 0.8, "superiority", 0.01)
     assert plan["distance"] == pytest.approx(np.sum(w * d) / np.sum(w) - 0.01)
-    assert any(line.endswith(f"; {plan['queries_needed']:,} queries for power 0.8") for line in lines)
+    sd_up = plan["sd"] * math.sqrt((d.size - 1) / st.chi2.ppf(0.1, d.size - 1))  # (equal weights: n - 1)
+    ending = f"; {plan['queries_needed']:,} queries for power 0.8, planned at σ {sd_up:.4f} (its 90% upper bound)"
+    assert any(line.endswith(ending) for line in lines)
 
 
 def test_a_tiny_margin_is_answered_with_more_queries_than_any_plan(folders, capsys, tmp_path):
@@ -492,3 +498,29 @@ def test_plan_names_the_evaluation_on_one_line_escaped(tmp_path, capsys):
     lines = text.splitlines()
     assert lines[0].startswith(f"{term_text(name)} ({term_text(out)}) — each candidate"), lines[0]
     assert not any(line.startswith("error:") for line in lines) and "\x1b" not in text
+
+
+def test_the_bounds_the_plan_assumed_are_in_summary_json_the_report_and_the_plan(folders, capsys):
+    """Each comparison at the decision's key records the bounds its queries_needed was planned at, each by its
+    closed form: sigma's sd sqrt(nu / chi2_(0.1, nu)) on the test's degrees of freedom, the weights' log-scale
+    s sqrt((m - 1) / chi2_(0.1, m - 1)); the report's planning table shows them, and plan's paragraph names them."""
+    folder = folders["weighted"]
+    summary = json.loads((folder / "summary.json").read_text())
+    report = (folder / "report.md").read_text()
+    _, out, _ = _plan(capsys, str(folder), "--margin", "0.05")
+    for c in [c for c in summary["comparisons"] if c["key"] == "ndcg_at_10"]:
+        d, w = _pairs(folder, c["candidate"], "10")
+        nu = stats.weighted_t(d, w)[2]
+        sd_up = query_sd(d, w) * math.sqrt(nu / st.chi2.ppf(0.1, nu))
+        logs = np.log(w)
+        weights_up = np.std(logs, ddof=1) * math.sqrt((w.size - 1) / st.chi2.ppf(0.1, w.size - 1))
+        assert c["plan_sd_bound"] == pytest.approx(sd_up, rel=1e-9)
+        assert c["plan_weights_bound"] == pytest.approx(weights_up, rel=1e-9)
+        assert c["plan_bound_level"] == 0.9 and c["plan_reason"] is None
+        assert f"σ {sd_up:.4f}, weights' log σ {weights_up:.2f}" in report
+        line = next(line for line in out.splitlines() if line.startswith(f"  {c['candidate']}: "))
+        assert line.endswith(
+            f"planned at σ {sd_up:.4f} (its 90% upper bound) and the weights' log-scale σ {weights_up:.2f} "
+            f"(its 90% upper bound)"
+        )
+    assert "σ, the per-query standard deviation of the differences, at its 90% upper confidence bound" in report

@@ -108,30 +108,17 @@ def test_current_power_is_the_t_approximation_and_inverts_mde():
     ],
 )
 def test_queries_needed_is_the_brute_force_answer(sd, distance, confidence, power):
-    """Equal weights: the first n whose power, averaged over sigma's law given the pilot's sd on nu = 59 degrees
-    of freedom (sigma^2 = nu sd^2 / X, X ~ chi^2(nu)), reaches the target; the average here by quadrature."""
-    from scipy.integrate import quad
-
+    """Equal weights: the first n whose power reaches the target with sigma at the upper end of its one-sided 90%
+    confidence interval from the pilot's sd on nu = 59 degrees of freedom, sd sqrt(59 / chi2_(0.1, 59))."""
     rng = np.random.default_rng(11)
     d = rng.normal(0, 1, 60)
     d = (d - d.mean()) / np.std(d, ddof=1) * sd  # sample standard deviation exactly sd (up to rounding)
     w = np.ones(60)
     assert query_sd(d, w) == pytest.approx(sd, rel=1e-12)
-
-    def averaged(n: int) -> float:
-        crit = st.t.ppf(1 - (1 - confidence) / 2, n - 1)
-
-        def f(x: float) -> float:
-            return st.t.cdf(distance * math.sqrt(n) / (sd * math.sqrt(59 / x)) - crit, n - 1) * st.chi2.pdf(x, 59)
-
-        return quad(f, 0, np.inf, limit=200)[0]
-
+    bound = sd * math.sqrt(59 / st.chi2.ppf(0.1, 59))
     got = queries_needed(d, w, confidence, power, distance=distance)
-    plain = brute_force(sd, 1.0, confidence, power, distance)
-    expected = next(n for n in range(max(2, plain - 5), 200_000) if averaged(n) >= power)
-    assert abs(got - expected) <= max(1, expected // 500)  # (the plan averages over 64 quantiles, not the integral)
-    assert averaged(got) >= power - 2e-3
-    assert got >= plain  # sigma estimated from 60 queries: never fewer queries than the plain plan
+    assert got == brute_force(bound, 1.0, confidence, power, distance)
+    assert got >= brute_force(sd, 1.0, confidence, power, distance)  # never fewer than the plain plan
     assert queries_needed(d, np.full(60, 3.0), confidence, power, distance=distance) == got
 
 
@@ -342,3 +329,112 @@ def test_weights_at_with_few_distinct_weights_is_no_lighter_than_their_law():
         p = k / 20
         closed = ((1 - p) * light + p * heavy) ** 2 / ((1 - p) * light**2 + p * heavy**2)
         assert float(np.mean(weights_at(w / heavy, 3000)[0])) / 3000 <= closed * 1.02
+
+
+# --------------------------------------------------------------------------- the bounds the plan is made at
+
+
+def test_sd_bound_is_the_chi_square_closed_form_and_covers_sigma_at_its_level():
+    """sd sqrt(nu / chi2_(1 - level, nu)): at nu = 2, chi2_(q, 2) = -2 ln(1 - q), so the bound is
+    sd / sqrt(-ln level); over 4,000 pilots of 20 normal differences it lies at or above sigma in SD_LEVEL of them
+    (3 standard errors)."""
+    from ndcg_mlflow.statistics.planning import SD_LEVEL, sd_bound
+
+    assert SD_LEVEL == 0.9
+    assert sd_bound(0.3, 2) == pytest.approx(0.3 / math.sqrt(-math.log(SD_LEVEL)), rel=1e-12)
+    rng = np.random.default_rng(51)
+    sds = np.std(rng.normal(0.0, 0.25, (4000, 20)), axis=1, ddof=1)
+    covered = np.mean([sd_bound(float(s), 19) >= 0.25 for s in sds])
+    assert abs(covered - SD_LEVEL) <= 3 * math.sqrt(SD_LEVEL * (1 - SD_LEVEL) / 4000)
+    assert math.isnan(sd_bound(float("nan"), 5)) and math.isnan(sd_bound(0.3, 0.5)) and sd_bound(0.3, math.inf) == 0.3
+
+
+def test_distance_bound_is_the_one_sided_t_bound_and_covers_the_distance_at_its_level():
+    """distance - t_(level, nu) se: at nu = 1, t_(q, 1) = tan(pi (q - 1/2)); over 4,000 pilots of 20 normal
+    differences the bound of observed - margin lies at or below the true distance in SD_LEVEL of them."""
+    from ndcg_mlflow.statistics.planning import SD_LEVEL, distance_bound
+
+    assert distance_bound(0.05, 0.02, 1) == pytest.approx(0.05 - math.tan(math.pi * (SD_LEVEL - 0.5)) * 0.02)
+    rng = np.random.default_rng(52)
+    d = rng.normal(0.06, 0.25, (4000, 20))
+    se = np.std(d, axis=1, ddof=1) / math.sqrt(20)
+    covered = np.mean([distance_bound(m - 0.01, s, 19) <= 0.05 for m, s in zip(d.mean(axis=1), se)])
+    assert abs(covered - SD_LEVEL) <= 3 * math.sqrt(SD_LEVEL * (1 - SD_LEVEL) / 4000)
+
+
+def _pilot(mean: float, sd: float, n: int, seed: int) -> np.ndarray:
+    d = np.random.default_rng(seed).normal(0, 1, n)
+    return (d - d.mean()) / np.std(d, ddof=1) * sd + mean  # mean and sample standard deviation exactly these
+
+
+def test_superiority_is_planned_at_the_distances_lower_bound_and_sigmas_upper_bound():
+    """Equal weights: the first n whose t power reaches 0.8 at the distance observed - margin - t_(0.9, 39) se and
+    sigma sd sqrt(39 / chi2_(0.1, 39)) (brute force)."""
+    d = _pilot(0.12, 0.2, 40, 53)
+    se = 0.2 / math.sqrt(40)
+    low = 0.12 - 0.01 - st.t.ppf(0.9, 39) * se
+    plan = decision_plan(d, np.ones(40), 0.95, 0.8, "superiority", 0.01)
+    assert plan["reason"] is None
+    assert plan["queries_needed"] == brute_force(0.2 * math.sqrt(39 / st.chi2.ppf(0.1, 39)), 1.0, 0.95, 0.8, low)
+    assert plan["sd_bound"] == pytest.approx(0.2 * math.sqrt(39 / st.chi2.ppf(0.1, 39)), rel=1e-12)
+    assert plan["sd_level"] == plan["weights_level"] == 0.9 and plan["weights_bound"] == 0.0
+
+
+def _first_pilot(sd: float, distance: float) -> int:
+    """The pilot size (equal weights) at which t_(0.9, n - 1) sd / sqrt(n) <= distance: brute force."""
+    return next(n for n in range(2, 10**6) if st.t.ppf(0.9, n - 1) * sd / math.sqrt(n) <= distance)
+
+
+def test_a_pilot_whose_difference_does_not_clear_the_margin_is_too_small_to_plan_from():
+    """The difference's one-sided 90% lower bound (0.03 - t_(0.9, 19) 0.2 / sqrt(20) = -0.0294) is not above the
+    margin: no plan, in words, with the pilot size at which a difference of 0.03 would clear a margin of 0.01."""
+    d = _pilot(0.03, 0.2, 20, 54)
+    plan = decision_plan(d, np.ones(20), 0.95, 0.8, "superiority", 0.01)
+    low = 0.03 - st.t.ppf(0.9, 19) * 0.2 / math.sqrt(20)
+    assert plan["queries_needed"] is None
+    assert plan["reason"] == (
+        f"the pilot is too small to plan from: its difference (+0.0300) does not stand clear of the margin (0.01): "
+        f"the lower end of its one-sided 90% confidence interval is {low:+.4f}; a pilot of about "
+        f"{_first_pilot(0.2, 0.02):,} queries with the same spread would tell whether the difference exceeds the margin"
+    )
+
+
+def test_a_plan_far_beyond_what_the_observed_difference_needs_is_refused():
+    """The lower bound barely clears the margin: the plan at it is more than 100 times the plan at the observed
+    difference (which the pilot barely supports): refused, in words. A little further above, planned."""
+    se = 0.2 / math.sqrt(20)
+    edge = 0.01 + st.t.ppf(0.9, 19) * se
+    d = _pilot(edge + 0.0005, 0.2, 20, 55)
+    plan = decision_plan(d, np.ones(20), 0.95, 0.8, "superiority", 0.01)
+    at_bound = queries_needed(d, np.ones(20), 0.95, 0.8, distance=plan["distance"], observed=True)
+    at_observed = queries_needed(d, np.ones(20), 0.95, 0.8, distance=plan["distance"])
+    assert at_bound > 100 * at_observed and plan["queries_needed"] is None
+    assert plan["reason"] == (
+        f"the pilot is too small to plan from: its difference ({edge + 0.0005:+.4f}) does not stand clear of the "
+        f"margin (0.01) by enough: at the lower end of its one-sided 90% confidence interval (+0.0105) the plan "
+        f"would be {at_bound:,} queries, more than 100 times the {at_observed:,} that the observed difference "
+        f"would need; a pilot of about {_first_pilot(0.2, edge + 0.0005 - 0.01):,} queries with the same spread "
+        f"would tell whether the difference exceeds the margin"
+    )
+    clear = decision_plan(_pilot(edge + 0.03, 0.2, 20, 55), np.ones(20), 0.95, 0.8, "superiority", 0.01)
+    assert clear["reason"] is None and clear["queries_needed"] is not None
+
+
+def test_decision_plan_computes_the_weighted_t_once(monkeypatch):
+    """Its five parts (mde, sigma, the plan, the current power, the bounds) read one weighted t of the pilot."""
+    from ndcg_mlflow.statistics import planning
+
+    calls = []
+    real = stats.weighted_t
+
+    def counted(d, w):
+        calls.append(d.size)
+        return real(d, w)
+
+    monkeypatch.setattr(planning.stats, "weighted_t", counted)
+    rng = np.random.default_rng(56)
+    d, w = rng.normal(0.05, 0.2, 3000), np.exp(rng.standard_normal(3000))
+    for rule in ("non_inferiority", "superiority"):
+        calls.clear()
+        decision_plan(d, w / w.max(), 0.95, 0.8, rule, 0.01)
+        assert calls == [3000]
