@@ -10,7 +10,7 @@ statistics -> sensitivity.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,10 +20,10 @@ import numpy as np
 
 from .companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
 from .errors import DataError, EvaluationError, SpecError, preview
-from .join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
+from .join import Catalog, PreparedRun, judgments, map_gains  # noqa: F401 (re-exported)
 from .kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, NonFiniteError, QueryResult
 from .paths import shown_path
-from .queries import QueryRows, overflow_message, score_queries
+from .queries import OVERFLOW, Problem, QueryRows, problem_error, query_rows
 from .query_inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
 from .readers import Table, read_qrels, read_run, sha256_file
 from .readers.hashing import check_same_file, read_unchanged, read_with_digest
@@ -392,26 +392,30 @@ def _system(
 ) -> tuple[SystemResult, PreparedRun, QueryRows]:
     """One system's run joined to the judgments: its per-query numbers, means, top lists and companion measures,
     its prepared rows and its per-query rows (with sensitivity's ``alternatives``)."""
-    metric, catalog, nq = spec.metric, judged.catalog, len(query_ids)
-    prep, unknown_queries = join(name, run, judged)
-    if prep.query.size == 0:
-        none_returned(name, run.path, nq, len(run.query.values), run.query.values[:3])
-    note_unknown_queries(notes, name, unknown_queries)
-    if progress:
-        progress(f"computing nDCG of '{name}'")
+    metric = spec.metric
+
+    def joined() -> None:
+        if progress:
+            progress(f"computing nDCG of '{name}'")
+
     try:
         plan = CompanionPlan.of(spec, companions)
         groups = group_codes(companions["duplicates"], run.doc.array) if plan and plan.duplicates else None
-        rows = score_queries(
-            metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives], plan, groups
+        seamed = query_rows(
+            metric, judged, name, run, display_depth(metric), [m for _, _, m in alternatives], plan, groups, joined
         )
     except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
         if exc.what != "ndcg":
             raise
-        raise DataError(qrels.path, f"system '{name}': {overflow_message(query_ids[exc.queries[0]], metric)}") from None
+        overflow = Problem(OVERFLOW, str(query_ids[exc.queries[0]]), None, int(exc.queries.size))
+        raise problem_error(overflow, name, str(run.path), metric, qrels.path) from None
+    rows, prep = seamed.rows, seamed.prep
+    assert rows is not None and prep is not None
     qr = rows.result
-    apply_error_rules(name, run.path, metric, qr, query_ids)
-    sr = SystemResult(name, qr, system_means(metric, qr, weights), rows.top)
+    values = run.query.values
+    sr = system_result(
+        name, run.path, metric, qr, query_ids, weights, notes, len(values), seamed.unknown, values[:3], rows.top
+    )
     if companions is not None:
         coverage = None
         if rows.shown is not None:
@@ -513,12 +517,57 @@ def display_depth(metric: Metric) -> int:
     return min(max(finite + [10]), 100)
 
 
-def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
-    """The ``error`` choices of ``missing_queries`` and ``empty_ideal``, applied to a system's per-query status."""
-    for status in (STATUS_MISSING, STATUS_EMPTY_IDEAL):
+def system_result(
+    name: str,
+    path: str | Path,
+    metric: Metric,
+    qr: QueryResult,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    notes: list[str],
+    run_queries: int,
+    unknown: int,
+    examples: Any,
+    top: Any,
+) -> SystemResult:
+    """One system's result from its per-query rows (``qr``, of ``query_ids``; ``top``: its top lists), whatever
+    engine computed them: :func:`system_checks` (``run_queries``: the run's queries, ``unknown`` of them outside
+    the evaluated set, ``examples`` some of them), then the means."""
+
+    def statuses(status: int) -> tuple[int, Any]:
         hit = query_ids[(qr.status == status).any(axis=1)]
-        if hit.size:
-            stopped_by(metric, status, name, path, hit.size, hit[:5])
+        return hit.size, hit[:5]
+
+    returned = bool(qr.n_returned.any())
+    system_checks(name, path, metric, len(query_ids), returned, run_queries, unknown, examples, notes, statuses)
+    return SystemResult(name, qr, system_means(metric, qr, weights), top)
+
+
+def system_checks(
+    name: str,
+    path: str | Path,
+    metric: Metric,
+    n_queries: int,
+    returned: bool,
+    run_queries: int,
+    unknown: int,
+    examples: Any,
+    notes: list[str],
+    statuses: Callable[[int], tuple[int, Any]],
+) -> None:
+    """What follows a system's per-query rows on every engine, in this order: a run that returns none of the
+    ``n_queries`` evaluated queries (``returned``: whether it returns some) is refused; its ``unknown`` queries
+    outside the set get their note; the ``error`` choices of ``missing_queries`` and ``empty_ideal`` are applied
+    (``statuses(status)``: how many evaluated queries have that status, and the first five of them, asked only
+    under a rule that stops)."""
+    if not returned:
+        none_returned(name, path, n_queries, run_queries, examples)
+    note_unknown_queries(notes, name, unknown)
+    for status, rule in ((STATUS_MISSING, metric.missing_queries), (STATUS_EMPTY_IDEAL, metric.empty_ideal)):
+        if stops(rule):
+            n, first = statuses(status)
+            if n:
+                stopped_by(metric, status, name, path, n, first)
 
 
 def none_returned(name: str, path: str | Path, nq: int, run_queries: int, examples: Any) -> None:
