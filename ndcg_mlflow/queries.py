@@ -228,17 +228,32 @@ ROW_CHECKS = (
 problem. (The readers apply the same rules to each line as they read it, with :mod:`ndcg_mlflow.readers.accept`'s
 words.)"""
 
+JUDGMENT_CHECKS = (
+    RowCheck("null:query_id", "query_id", _null),
+    RowCheck("null:doc_id", "doc_id", _null),
+    RowCheck("null:grade", "grade", _null),
+    RowCheck("empty:query_id", "query_id", _empty),
+    RowCheck("empty:doc_id", "doc_id", _empty),
+    RowCheck("nonfinite:grade", "grade", _not_finite, True),
+)
+"""The same checks of a set of raw judgments (where they are not read by a reader that checks each line), in the
+order the seam applies them. (A document judged twice with different grades, and the gains, are the judgments'
+own checks.)"""
+
 CHECK_ORDER = tuple(c.code for c in ROW_CHECKS) + (UNJUDGED, OVERFLOW)
 """The codes of every problem the seam reports, in its order: the row checks, then the joined rows' (a document
 without a judgment under ``unjudged: error``, a query whose nDCG overflows a float)."""
 
 
-def first_problem(rows: Any, has_rank: bool, whole: np.ndarray | None = None) -> Problem | None:
+def first_problem(
+    rows: Any, has_rank: bool, whole: np.ndarray | None = None, checks: Sequence[RowCheck] = ROW_CHECKS
+) -> Problem | None:
     """The first problem of raw run rows (a pyarrow Table of ``query_id``, ``doc_id``, ``score`` and, with
     ``has_rank``, ``rank``) by :data:`ROW_CHECKS`, or None; documents twice are looked for among the rows of
-    ``whole`` (a mask of the rows whose query's every row is here; default every row)."""
+    ``whole`` (a mask of the rows whose query's every row is here; default every row). ``checks``: other
+    declared checks (:data:`JUDGMENT_CHECKS`, of judgments)."""
     among = np.ones(rows.num_rows, dtype=bool) if whole is None else np.asarray(whole, dtype=bool)
-    for check in ROW_CHECKS:
+    for check in checks:
         if check.column == "rank" and not has_rank:
             continue
         at = np.flatnonzero(check.refused(rows, check.column, among))
@@ -251,6 +266,18 @@ def first_problem(rows: Any, has_rank: bool, whole: np.ndarray | None = None) ->
     return None
 
 
+def first_of(problems: Sequence[Problem], checks: Sequence[RowCheck]) -> Problem | None:
+    """The first problem of rows checked in parts (each part's :func:`first_problem` by ``checks``): the earliest
+    check's, with the rows at fault in every part and the smallest (query, document) among them."""
+    order = [c.code for c in checks]
+    if not problems:
+        return None
+    code = min((p.code for p in problems), key=order.index)
+    same = [p for p in problems if p.code == code]
+    first = min(same, key=lambda p: (p.query is not None, p.query or "", p.doc is not None, p.doc or ""))
+    return first._replace(n=sum(p.n for p in same))
+
+
 def problem_message(problem: Problem, metric: Metric, label: str) -> str:
     """A problem's message: the readers' words (:mod:`~ndcg_mlflow.readers.accept`) where a row's line would be the
     count of rows and the smallest (query, document) among them; ``label``: the run."""
@@ -259,8 +286,8 @@ def problem_message(problem: Problem, metric: Metric, label: str) -> str:
     if code.startswith(("null:", "empty:")):
         kind, column = code.split(":")
         return null_value(column, rows) if kind == "null" else empty_id(column, rows)
-    if code == "nonfinite:score":
-        return not_finite("score", float("nan") if value is None else value, rows)
+    if code.startswith("nonfinite:"):
+        return not_finite(code.split(":")[1], float("nan") if value is None else value, rows)
     if code == "rank":
         x = float("nan") if value is None else value
         return not_integer("rank", x, rows) if math.isfinite(x) else not_finite("rank", x, rows)

@@ -19,11 +19,13 @@ from ndcg_mlflow.engines.spark.buckets import bucket_rows
 from ndcg_mlflow.evaluation import display_depth
 from ndcg_mlflow.queries import (
     CHECK_ORDER,
+    JUDGMENT_CHECKS,
     OVERFLOW,
     ROW_CHECKS,
     UNJUDGED,
     Problem,
     Seamed,
+    first_of,
     first_problem,
     problem_error,
     problem_message,
@@ -114,6 +116,52 @@ def test_duplicates_are_looked_for_only_among_the_whole_queries_given():
     whole = np.array([False, False, True, True])
     assert first_problem(_run(rows), has_rank=True) == Problem("duplicate", "qa", "d1", 2)
     assert first_problem(_run(rows), has_rank=True, whole=whole) == Problem("duplicate", "qb", "d1", 1)
+
+
+@settings(max_examples=examples(200))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["qa", "qb", "", None]),
+            st.sampled_from(["d1", "d2", "", None]),
+            st.sampled_from([0.0, 1.0, 2.0, math.nan, math.inf, None]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_judgments_checked_in_parts_give_the_problem_of_the_whole(rows, data):
+    """The Spark engine checks judgments it keeps batch by batch (each batch's first problem, then
+    :func:`first_of`): the problem is the whole's, whatever the cut."""
+    whole = pa.table(
+        {
+            "query_id": pa.array([r[0] for r in rows], pa.string()),
+            "doc_id": pa.array([r[1] for r in rows], pa.string()),
+            "grade": pa.array([r[2] for r in rows], pa.float64()),
+        }
+    )
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(rows) - 1), max_size=4)) if len(rows) > 1 else [])
+    bounds = [0, *cuts, len(rows)]
+    parts = [whole.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+    found = [p for p in (first_problem(t, False, checks=JUDGMENT_CHECKS) for t in parts) if p is not None]
+    expected = first_problem(whole, False, checks=JUDGMENT_CHECKS)
+    got = first_of(found, JUDGMENT_CHECKS)
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        assert got is not None and got[:4] == expected[:4]
+        assert got.value == expected.value or (math.isnan(got.value) and math.isnan(expected.value))
+
+
+def test_a_problem_of_the_judgments_is_said_in_the_readers_words():
+    table = _judged([("qa", "d1", 1.0), ("qa", "d2", math.nan), ("qb", "d0", -math.inf)])
+    problem = first_problem(table, False, checks=JUDGMENT_CHECKS)
+    assert problem == Problem("nonfinite:grade", "qa", "d2", 2, problem.value) and math.isnan(problem.value)
+    assert problem_message(problem, _metric(), "qrels") == not_finite("grade", math.nan, Rows(2, "qa", "d2"))
+    table = _judged([("qa", "d1", 1.0), ("qb", "", 1.0)])
+    assert problem_message(first_problem(table, False, checks=JUDGMENT_CHECKS), _metric(), "qrels") == empty_id(
+        "doc_id", Rows(1, "qb", "")
+    )
 
 
 # each row check: the readers' words (readers/accept.py), without and with the rows at fault
