@@ -341,6 +341,85 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
     ]
 
 
+# the seam's entry points into the join and the kernel (module -> names): only the seam, ndcg_mlflow.queries, calls
+# them; every engine and every other module goes through the seam (queries.query_rows, raw_query_rows, ndcg_under)
+JOIN_ENTRY_POINTS = {
+    "ndcg_mlflow.join": {"join", "prepare_run", "judged_rows", "compute"},
+    "ndcg_mlflow.kernel": {"evaluate_rows"},
+    "ndcg_mlflow.queries": {"score_queries"},
+}
+SEAM = "ndcg_mlflow.queries"
+BELOW_THE_SEAM = {"ndcg_mlflow.join": "ndcg_mlflow.kernel"}  # the join's compute is the kernel's caller
+
+
+def _joiners(root: Path | None = None) -> list[str]:
+    """Where a module other than the seam (and than the entry point's own module) imports a join or kernel entry
+    point (``from ..join import compute``) or reaches one through its module (``from .. import join``,
+    ``join.compute``): ``module:line: entry point``."""
+    import ast
+
+    import ndcg_mlflow
+
+    root = Path(ndcg_mlflow.__file__).parent if root is None else root
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        name = ".".join([root.name, *(parts[:-1] if is_package else parts)])
+        if name == SEAM:
+            continue
+        package = name if is_package else name.rsplit(".", 1)[0]
+        aliases: dict[str, str] = {}  # a local name -> the entry points' module it stands for
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:
+                    module = f"{target}.{a.name}"
+                    if module in JOIN_ENTRY_POINTS and module != name:
+                        aliases[a.asname or a.name] = module
+                    if a.name in JOIN_ENTRY_POINTS.get(target, ()) and target not in (name, BELOW_THE_SEAM.get(name)):
+                        found.append(f"{name}:{node.lineno}: {target}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in JOIN_ENTRY_POINTS and a.asname:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                module = aliases[node.value.id]
+                if node.attr in JOIN_ENTRY_POINTS[module]:
+                    found.append(f"{name}:{node.lineno}: {module}.{node.attr}")
+    return found
+
+
+def test_only_the_seam_joins_and_calls_the_kernel():
+    assert _joiners() == []
+
+
+def test_the_seam_rule_finds_what_breaks_it(tmp_path):
+    """The rule on a package planted with each way of reaching the join or the kernel outside the seam (and with
+    what it allows: the seam itself, the join calling the kernel, the judgments' index built elsewhere)."""
+    files = {
+        "__init__.py": "",
+        "join.py": "from .kernel import evaluate_rows\n\n\ndef join():\n    return evaluate_rows()\n",
+        "kernel.py": "def evaluate_rows():\n    pass\n",
+        "queries.py": "from .join import compute, join\nfrom .kernel import evaluate_rows\n",
+        "evaluation.py": "from .join import judgments, join\n",
+        "sensitivity.py": "def f(prep):\n    from . import join as j\n\n    return j.compute(prep)\n",
+        "engines/spark/buckets.py": "from ...queries import score_queries, query_rows\n",
+    }
+    root = tmp_path / "ndcg_mlflow"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    assert sorted(_joiners(root)) == [
+        "ndcg_mlflow.engines.spark.buckets:1: ndcg_mlflow.queries.score_queries",
+        "ndcg_mlflow.evaluation:1: ndcg_mlflow.join.join",
+        "ndcg_mlflow.sensitivity:4: ndcg_mlflow.join.compute",
+    ]
+
+
 def test_import_of_the_core_does_not_import_mlflow_or_the_optional_libraries():
     code = (
         "import sys, ndcg_mlflow, ndcg_mlflow.join, ndcg_mlflow.statistics.sensitivity, "

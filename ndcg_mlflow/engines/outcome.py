@@ -3,6 +3,7 @@ means, the result of every system, then its statistics (intervals, comparisons, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,12 +83,57 @@ def display_depth(metric: Metric) -> int:
     return min(max(finite + [10]), 100)
 
 
-def apply_error_rules(name: str, path: str | Path, metric: Metric, qr: QueryResult, query_ids: np.ndarray) -> None:
-    """The ``error`` choices of ``missing_queries`` and ``empty_ideal``, applied to a system's per-query status."""
-    for status in (STATUS_MISSING, STATUS_EMPTY_IDEAL):
+def system_result(
+    name: str,
+    path: str | Path,
+    metric: Metric,
+    qr: QueryResult,
+    query_ids: np.ndarray,
+    weights: np.ndarray,
+    notes: list[str],
+    run_queries: int,
+    unknown: int,
+    examples: Any,
+    top: Any,
+) -> SystemResult:
+    """One system's result from its per-query rows (``qr``, of ``query_ids``; ``top``: its top lists), whatever
+    engine computed them: :func:`system_checks` (``run_queries``: the run's queries, ``unknown`` of them outside
+    the evaluated set, ``examples`` some of them), then the means."""
+
+    def statuses(status: int) -> tuple[int, Any]:
         hit = query_ids[(qr.status == status).any(axis=1)]
-        if hit.size:
-            stopped_by(metric, status, name, path, hit.size, hit[:5])
+        return hit.size, hit[:5]
+
+    returned = bool(qr.n_returned.any())
+    system_checks(name, path, metric, len(query_ids), returned, run_queries, unknown, examples, notes, statuses)
+    return SystemResult(name, qr, system_means(metric, qr, weights), top)
+
+
+def system_checks(
+    name: str,
+    path: str | Path,
+    metric: Metric,
+    n_queries: int,
+    returned: bool,
+    run_queries: int,
+    unknown: int,
+    examples: Any,
+    notes: list[str],
+    statuses: Callable[[int], tuple[int, Any]],
+) -> None:
+    """What follows a system's per-query rows on every engine, in this order: a run that returns none of the
+    ``n_queries`` evaluated queries (``returned``: whether it returns some) is refused; its ``unknown`` queries
+    outside the set get their note; the ``error`` choices of ``missing_queries`` and ``empty_ideal`` are applied
+    (``statuses(status)``: how many evaluated queries have that status, and the first five of them, asked only
+    under a rule that stops)."""
+    if not returned:
+        none_returned(name, path, n_queries, run_queries, examples)
+    note_unknown_queries(notes, name, unknown)
+    for status, rule in ((STATUS_MISSING, metric.missing_queries), (STATUS_EMPTY_IDEAL, metric.empty_ideal)):
+        if stops(rule):
+            n, first = statuses(status)
+            if n:
+                stopped_by(metric, status, name, path, n, first)
 
 
 def none_returned(name: str, path: str | Path, nq: int, run_queries: int, examples: Any) -> None:

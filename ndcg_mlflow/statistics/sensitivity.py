@@ -45,8 +45,8 @@ def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     rows the evaluation kept (``result.prepared``, ``keep_data``). An alternative whose gains or ratios overflow a
     float (:class:`~ndcg_mlflow.kernel.NonFiniteError`, e.g. 2^g - 1 of a grade >= 1024) is NaN for every system:
     undefined."""
-    from ..join import compute
     from ..kernel import NonFiniteError
+    from ..queries import ndcg_under
 
     if not result.prepared:
         raise ValueError("sensitivity needs the evaluation's data: evaluate(..., engine=Local(keep_data=True))")
@@ -54,7 +54,7 @@ def alternative_ndcg(result) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for rule, alt, metric in alternatives(result.spec.metric):
         try:
-            ndcg = {name: compute(metric, prep, result.catalog).ndcg for name, prep in result.prepared.items()}
+            ndcg = {name: ndcg_under(metric, prep, result.catalog) for name, prep in result.prepared.items()}
         except NonFiniteError:  # this alternative's gains overflow a float
             ndcg = {name: np.full((nq, nc), np.nan) for name in result.prepared}  # undefined
         out[(rule, alt)] = ndcg

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...companions import CompanionPlan, coverage_of_counts, fill_means, group_codes, shown_counts
-from ...errors import DataError, SpecError
-from ...join import Catalog, PreparedRun, compute, join, judgments, map_gains  # noqa: F401 (re-exported)
+from ...errors import SpecError
+from ...join import Catalog, PreparedRun, judgments, map_gains  # noqa: F401 (re-exported)
 from ...kernel import NonFiniteError
-from ...queries import QueryRows, overflow_message, score_queries
+from ...queries import OVERFLOW, Problem, QueryRows, problem_error, query_rows
 from ...readers import Table, read_qrels, read_run, sha256_file
 from ...readers.hashing import check_same_file, read_unchanged
 from ...readers.table import yield_cpu
@@ -39,13 +39,10 @@ from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
 from ..inputs import evaluated_query_set, query_segments, query_weights  # noqa: F401 (re-exported)
 from ..outcome import (
-    apply_error_rules,
     display_depth,
     finish,
-    none_returned,
-    note_unknown_queries,
     statistics,
-    system_means,
+    system_result,
 )
 from ..preparation import input_table, read_companions, resolve_spec, said_of_candidates
 
@@ -307,26 +304,30 @@ def _system(
 ) -> tuple[SystemResult, PreparedRun, QueryRows]:
     """One system's run joined to the judgments: its per-query numbers, means, top lists and companion measures,
     its prepared rows and its per-query rows (with sensitivity's ``alternatives``)."""
-    metric, catalog, nq = spec.metric, judged.catalog, len(query_ids)
-    prep, unknown_queries = join(name, run, judged)
-    if prep.query.size == 0:
-        none_returned(name, run.path, nq, len(run.query.values), run.query.values[:3])
-    note_unknown_queries(notes, name, unknown_queries)
-    if progress:
-        progress(f"computing nDCG of '{name}'")
+    metric = spec.metric
+
+    def joined() -> None:
+        if progress:
+            progress(f"computing nDCG of '{name}'")
+
     try:
         plan = CompanionPlan.of(spec, companions)
         groups = group_codes(companions["duplicates"], run.doc.array) if plan and plan.duplicates else None
-        rows = score_queries(
-            metric, prep, catalog, display_depth(metric), [m for _, _, m in alternatives], plan, groups
+        seamed = query_rows(
+            metric, judged, name, run, display_depth(metric), [m for _, _, m in alternatives], plan, groups, joined
         )
     except NonFiniteError as exc:  # sums are checked above; a ratio of finite sums can still overflow
         if exc.what != "ndcg":
             raise
-        raise DataError(qrels.path, f"system '{name}': {overflow_message(query_ids[exc.queries[0]], metric)}") from None
+        overflow = Problem(OVERFLOW, str(query_ids[exc.queries[0]]), None, int(exc.queries.size))
+        raise problem_error(overflow, name, str(run.path), metric, qrels.path) from None
+    rows, prep = seamed.rows, seamed.prep
+    assert rows is not None and prep is not None
     qr = rows.result
-    apply_error_rules(name, run.path, metric, qr, query_ids)
-    sr = SystemResult(name, qr, system_means(metric, qr, weights), rows.top)
+    values = run.query.values
+    sr = system_result(
+        name, run.path, metric, qr, query_ids, weights, notes, len(values), seamed.unknown, values[:3], rows.top
+    )
     if companions is not None:
         coverage = None
         if rows.shown is not None:

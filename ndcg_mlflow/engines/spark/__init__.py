@@ -26,19 +26,19 @@ How it works:
   decimal text, as locally), so that every query's rows, run and judged, meet in one bucket. The bucket
   count is the run's rows over :data:`.assemble.ROWS_PER_BUCKET` (about a million rows a bucket), unless given
   (:mod:`.runs` reads the run, :func:`.assemble.system_rows` makes its job).
-* ``groupBy(bucket).cogroup(...).applyInArrow`` calls, once per bucket (:mod:`.buckets`), the local per-query
-  join and kernel (:func:`ndcg_mlflow.join.judgments`, :func:`~ndcg_mlflow.join.join`,
-  :func:`~ndcg_mlflow.queries.score_queries`) on the bucket's rows; both are query-local, so a bucket's queries
-  get the numbers the whole would give. The call returns one row per evaluated query of the bucket (every number,
-  per cutoff, and the first documents of its list) with explicit Arrow types. With ``report.sensitivity`` the
-  same call computes each query's nDCG under every alternative of every rule
-  (:func:`ndcg_mlflow.statistics.sensitivity.alternatives`) on the bucket's joined rows, returned in the query rows
-  (``alt_ndcg``); the driver builds the sensitivity table from them in the evaluated-query order
-  (:func:`ndcg_mlflow.statistics.sensitivity.sensitivity_table`), as the local engine does from its kept rows.
+* ``groupBy(bucket).cogroup(...).applyInArrow`` calls, once per bucket (:mod:`.buckets`), the seam
+  (:func:`ndcg_mlflow.queries.raw_query_rows`: the declared checks of the rows, the join and the kernel) on the
+  bucket's rows; it is query-local, so a bucket's queries get the numbers the whole would give. The call returns
+  one row per evaluated query of the bucket (every number, per cutoff, and the first documents of its list) with
+  explicit Arrow types. With ``report.sensitivity`` the same call computes each query's nDCG under every
+  alternative of every rule (:func:`ndcg_mlflow.statistics.sensitivity.alternatives`) on the bucket's joined rows,
+  returned in the query rows (``alt_ndcg``); the driver builds the sensitivity table from them in the
+  evaluated-query order (:func:`ndcg_mlflow.statistics.sensitivity.sensitivity_table`), as the local engine does
+  from its kept rows.
 * The per-query rows (one per evaluated query, not per run row) come back to the driver as Arrow and are
   assembled into the same :class:`~ndcg_mlflow.result.EvaluationResult` as the local engine's, so the
   statistics, the report, the output folder and the MLflow logging are those of the local engine
-  (:mod:`.assemble`; the bucket errors raised as the local engine raises them, :func:`.assemble.check_buckets`).
+  (:mod:`.assemble`; the buckets' first problem raised in the seam's order and words, :func:`.assemble.check_buckets`).
 
 A TREC, CSV, TSV or JSONL file of the spec is read by the local engine's own reader in a Spark task
 (:func:`.sources.local_reader_frame`): the same rows, checks and errors (file and line) as locally, by

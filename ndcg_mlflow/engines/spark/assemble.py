@@ -7,23 +7,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...errors import DataError, EvaluationError
+from ...errors import EvaluationError
 from ...join import index_in
 from ...kernel import QueryResult
-from ...queries import TopLists, overflow_message, unjudged_message
-from ...readers.accept import Rows, empty_id, listed_twice, not_finite, not_integer, null_value
+from ...queries import CHECK_ORDER, Problem, TopLists, problem_error
 from ...readers.hashing import check_unchanged
 from ...result import FileInfo, SystemResult
 from ...spec import Metric, Spec
-from ..outcome import apply_error_rules, display_depth, none_returned, note_unknown_queries, system_means
+from ..outcome import display_depth, system_result
 from . import companion_measures as comps
-from .buckets import ERROR_ORDER, bucket_results
+from .buckets import bucket_results
 from .judgments import Judged
+from .kinds import RowKind, rows_of
 from .prefilter import duplicates, shuffled
 from .runs import computable, run_frame
 
@@ -91,12 +90,11 @@ def unchecked_duplicates(
     unless a bucket found a problem that the local engine reports before duplicates, or the run was read by the
     local reader (which refused a document listed twice, naming its lines, before any job read the rows); else
     None."""
-    import pyarrow.compute as pc
 
     if job.duplicates_checked:
         return None
-    codes = rows.filter(pc.equal(rows.column("kind"), "error")).column("code").to_pylist()
-    if judged.depth is None or any(ERROR_ORDER.index(c) < ERROR_ORDER.index("duplicate") for c in codes):
+    codes = rows_of(rows, RowKind.ERROR).column("code").to_pylist()
+    if judged.depth is None or any(CHECK_ORDER.index(c) < CHECK_ORDER.index("duplicate") for c in codes):
         return None
     return duplicates(spark, job.run_df, rows)
 
@@ -105,29 +103,8 @@ def rows_seen(rows: Any) -> int:
     """The run rows the buckets received (after the pre-filter, when it applies)."""
     import pyarrow.compute as pc
 
-    meta = rows.filter(pc.equal(rows.column("kind"), "meta"))
+    meta = rows_of(rows, RowKind.META)
     return int(pc.sum(meta.column("n_returned")).as_py() or 0)
-
-
-def _message(
-    code: str, query: str | None, doc: str | None, count: int, value: float | None, metric: Metric, label: str
-) -> str:
-    """A bucket error's message: the local engine's words (:mod:`~ndcg_mlflow.readers.accept`), where a row's line
-    would be the count of rows and the smallest (query, document) among them."""
-    rows = Rows(count, query, doc)
-    if code.startswith(("null:", "empty:")):
-        problem, column = code.split(":")
-        return null_value(column, rows) if problem == "null" else empty_id(column, rows)
-    if code == "nonfinite:score":
-        return not_finite("score", float("nan") if value is None else value, rows)
-    if code == "rank":
-        x = float("nan") if value is None else value
-        return not_integer("rank", x, rows) if math.isfinite(x) else not_finite("rank", x, rows)
-    if code == "duplicate":
-        return listed_twice(doc, query, f"{count} repeated rows in all")
-    if code == "unjudged":
-        return unjudged_message(label, query, doc, count)
-    return overflow_message(query, metric)
 
 
 def check_buckets(
@@ -135,25 +112,16 @@ def check_buckets(
 ) -> list[dict[str, Any]]:
     """Raise the error the local engine would raise first, from the buckets' ``error`` rows (``duplicates``: the
     duplicate check of the rows the buckets did not check, :func:`.prefilter.duplicates`); the ``meta`` rows."""
-    import pyarrow.compute as pc
-
-    errors = table.filter(pc.equal(table.column("kind"), "error")).to_pylist()
+    errors = rows_of(table, RowKind.ERROR).to_pylist()
     if duplicates is not None:
         found, every = duplicates
         errors = [e for e in errors if not every or e["code"] != "duplicate"] + found
     if errors:
-        errors.sort(key=lambda e: (ERROR_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
+        errors.sort(key=lambda e: (CHECK_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]
         count = sum(x["count"] for x in errors if x["code"] == e["code"])
-        message = _message(e["code"], e["query_id"], e["doc_id"], count, e["value"], metric, label)
-        if e["code"] in ("unjudged", "overflow"):
-            raise (
-                EvaluationError(message)
-                if e["code"] == "unjudged"
-                else DataError("qrels", f"system '{name}': {message}")
-            )
-        raise DataError(label, message)
-    return table.filter(pc.equal(table.column("kind"), "meta")).to_pylist()
+        raise problem_error(Problem(e["code"], e["query_id"], e["doc_id"], count, e["value"]), name, label, metric)
+    return rows_of(table, RowKind.META).to_pylist()
 
 
 def assemble(
@@ -174,7 +142,7 @@ def assemble(
     import pyarrow.compute as pc
 
     meta = check_buckets(name, label, metric, table, duplicates)
-    rows = table.filter(pc.equal(table.column("kind"), "query"))
+    rows = rows_of(table, RowKind.QUERY)
     nq, nc = len(query_ids), len(metric.cutoffs)
     got = rows.column("query_id").to_pylist()
     at = index_in(np.asarray(got, dtype=object), query_ids)
@@ -205,10 +173,7 @@ def assemble(
     )
     run_queries = int(sum(m["value"] for m in meta))
     unknown = int(sum(m["count"] for m in meta))
-    if not n_returned.any():
-        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
-    note_unknown_queries(notes, name, unknown)
-    apply_error_rules(name, Path(label), metric, qr, query_ids)
+    examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
     lengths = np.asarray(pc.list_value_length(rows.column("top_pos")).to_numpy(zero_copy_only=False), dtype=np.int64)
     q_all = np.repeat(at, lengths)
     pos_all = flat("top_pos", np.int64)
@@ -223,7 +188,8 @@ def assemble(
         values[at] = flat("alt_ndcg", np.float64).reshape(len(got), na, nc)
         by_alt = {key: values[:, i, :] for i, key in enumerate(alternatives)}  # views: no copy
         overflowed = {alternatives[i] for m in meta for i in (m["alt_overflow"] or [])}
-    return SystemResult(name, qr, system_means(metric, qr, weights), top), (by_alt, overflowed)
+    result = system_result(name, label, metric, qr, query_ids, weights, notes, run_queries, unknown, examples, top)
+    return result, (by_alt, overflowed)
 
 
 def files_unchanged(files: list[FileInfo]) -> None:

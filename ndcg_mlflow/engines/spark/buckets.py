@@ -1,6 +1,6 @@
 """Per bucket, in the executors: a bucket's run rows and evaluated judgments (Arrow tables) -> one result row per
-evaluated query (:data:`RESULT_SCHEMA`), computed by the local engine's join and kernel (:mod:`ndcg_mlflow.queries`),
-or the first problem of its rows, in the local engine's order of checks (:func:`run_errors`)."""
+evaluated query (:data:`RESULT_SCHEMA`), computed by the seam (:func:`ndcg_mlflow.queries.raw_query_rows`), or the first
+problem of its rows, in the seam's order of checks (:data:`ndcg_mlflow.queries.CHECK_ORDER`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ...join import index_in, join, judgments
-from ...kernel import NonFiniteError, QueryResult
-from ...queries import UnjudgedError, score_queries
-from ...readers import Ids, Strings, Table
+from ...join import index_in
+from ...kernel import QueryResult
+from ...queries import OVERFLOW, UNJUDGED, Problem, raw_query_rows
 from ...spec import Metric
 from ..outcome import display_depth
 from . import companion_measures as comps
+from .kinds import RowKind
 from .partitions import bucket_column
 from .sources import arrow_schema, plain, spark_schema
 
@@ -32,21 +32,6 @@ a query row's ``alt_ndcg`` holds its nDCG under each alternative computed (alter
 every cutoff) and the meta row's ``alt_overflow`` the alternatives whose numbers overflow a float in the bucket
 (:class:`~ndcg_mlflow.kernel.NonFiniteError`); both are null otherwise. With companions, the ``query`` rows'
 ``duplicate_rate`` and one ``shown`` row per document shown in the bucket (:mod:`.companions`)."""
-
-# the errors a bucket reports, in the order the local engine checks them
-ERROR_ORDER = (
-    "null:query_id",
-    "null:doc_id",
-    "null:rank",
-    "null:score",
-    "empty:query_id",
-    "empty:doc_id",
-    "nonfinite:score",
-    "rank",
-    "duplicate",
-    "unjudged",
-    "overflow",
-)
 
 
 def bucket_results(
@@ -87,8 +72,10 @@ def _result_rows(records: list[dict[str, Any]]) -> Any:
     return pa.Table.from_pylist([{f: r.get(f) for f in schema.names} for r in records], schema=schema)
 
 
-def error(code: str, query: str | None, doc: str | None, count: int, value: float | None = None) -> dict[str, Any]:
-    return {"kind": "error", "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
+def error(problem: Problem) -> dict[str, Any]:
+    """A problem's ``error`` row."""
+    code, query, doc, count, value = problem
+    return {"kind": RowKind.ERROR, "code": code, "query_id": query, "doc_id": doc, "count": count, "value": value}
 
 
 def bucket_rows(
@@ -105,8 +92,9 @@ def bucket_rows(
     """One bucket: its run rows and evaluated judgments (pyarrow Tables) -> result rows (:data:`RESULT_SCHEMA`).
 
     The bucket's evaluated queries are the queries of its judgments (every evaluated query is judged);
-    each gets one row, computed by the local join and kernel (and the companion measures of ``companions``,
-    :func:`ndcg_mlflow.companions.measure_queries`). Each of ``alternatives`` (sensitivity's other
+    each gets one row, computed by the seam (:func:`ndcg_mlflow.queries.raw_query_rows`: the checks of the rows,
+    the join and the kernel, and the companion measures of ``companions``), or the bucket gets the ``error`` row
+    of the first problem. Each of ``alternatives`` (sensitivity's other
     metrics) is computed by the same kernel on the same joined rows: its nDCG per query and cutoff goes in
     ``alt_ndcg``; one whose numbers overflow a float is NaN there and listed in the meta row's
     ``alt_overflow`` (the driver then makes it undefined for every query and system, as the local engine
@@ -116,40 +104,27 @@ def bucket_rows(
 
     run = comps.in_source_order(run)  # with companions: tied rows in the input's order (companions.py)
     split_rows, whole = _split_queries(run)
-    errors = run_errors(run, has_rank, whole)
-    if errors:
-        return pa.concat_tables(
-            [
-                _result_rows(errors + [{"kind": "meta", "count": 0, "value": 0.0, "n_returned": run.num_rows}]),
-                split_rows,
-            ]
-        )
+    groups = (lambda: comps.row_groups(run)) if companions is not None and companions.duplicates else None
+    seamed = raw_query_rows(metric, judged, run, name, label, depth, has_rank, alternatives, companions, groups, whole)
+    if isinstance(seamed, Problem):
+        if seamed.code in (UNJUDGED, OVERFLOW):
+            return _result_rows([error(seamed)])
+        meta_row = {"kind": RowKind.META, "count": 0, "value": 0.0, "n_returned": run.num_rows}
+        return pa.concat_tables([_result_rows([error(seamed), meta_row]), split_rows])
     q_col = plain(run.column("query_id"))
     run_queries = pc.unique(q_col)
-    jq = plain(judged.column("query_id"))
-    bucket_ids = np.asarray(sorted(pc.unique(jq).to_pylist()), dtype=object)
+    bucket_ids = seamed.query_ids
     unknown = sorted(set(run_queries.to_pylist()) - set(bucket_ids.tolist()))
     meta = {
-        "kind": "meta",
+        "kind": RowKind.META,
         "count": len(unknown),
         "value": float(len(run_queries)),
         "examples": (unknown or sorted(run_queries.to_pylist()))[:3],
         "n_returned": run.num_rows,
     }
-    if not bucket_ids.size:
+    scored = seamed.rows
+    if scored is None:
         return pa.concat_tables([_result_rows([meta]), split_rows])
-    qrels = _local_table("qrels", "qrels", jq, judged.column("grade"), None, judged.column("doc_id"))
-    rank = run.column("rank") if has_rank else None
-    run_table = _local_table(label, "run", q_col, run.column("score"), rank, run.column("doc_id"))
-    judged_index = judgments(qrels, bucket_ids, metric)
-    prep, _ = join(name, run_table, judged_index)
-    try:
-        groups = comps.row_groups(run) if companions is not None and companions.duplicates else None
-        scored = score_queries(metric, prep, judged_index.catalog, depth, alternatives, companions, groups)
-    except UnjudgedError as exc:
-        return _result_rows([error("unjudged", exc.query, exc.doc, exc.count)])
-    except NonFiniteError as exc:
-        return _result_rows([error("overflow", str(bucket_ids[exc.queries[0]]), None, int(exc.queries.size))])
     qr = scored.result
     if "_extra" in run.column_names:  # rows the pre-filter left out still count in the list's length
         extra = np.asarray(run.column("_extra").to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -181,7 +156,7 @@ def _shown_rows(docs: Any, best: np.ndarray) -> Any:
 
     n = len(docs)
     columns = {
-        "kind": pa.array(np.full(n, "shown", dtype=object), type=pa.string()),
+        "kind": pa.array(np.full(n, RowKind.SHOWN, dtype=object), type=pa.string()),
         "doc_id": plain(docs),
         "count": pa.array(best, type=pa.int64()),
     }
@@ -211,7 +186,7 @@ def _query_rows(
         return pa.ListArray.from_arrays(per_cutoff, pa.array(np.ascontiguousarray(values).ravel(), type=dtype))
 
     columns = {
-        "kind": pa.array(np.full(n, "query", dtype=object), type=pa.string()),
+        "kind": pa.array(np.full(n, RowKind.QUERY, dtype=object), type=pa.string()),
         "query_id": pa.array(list(ids), type=pa.string()),
         "n_returned": pa.array(qr.n_returned.astype(np.int64)),
         "dcg": cut(qr.dcg, pa.float64()),
@@ -236,24 +211,6 @@ def _query_rows(
     return pa.table({f.name: columns.get(f.name, pa.nulls(n, type=f.type)) for f in schema}, schema=schema)
 
 
-def _local_table(label: str, kind: str, query: Any, value: Any, rank: Any, doc: Any) -> Table:
-    """A bucket's rows as the readers' :class:`~ndcg_mlflow.readers.Table` (already checked)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    enc = pc.dictionary_encode(query)  # (an Array: plain() combined its chunks)
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    ids = Ids(codes, np.asarray(enc.dictionary.to_pylist(), dtype=object))
-    docs = Strings(plain(doc))
-    numbers = np.asarray(pc.cast(value, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-    ranks = (
-        None
-        if rank is None
-        else np.asarray(pc.cast(rank, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-    )
-    return Table(label, kind, ids, docs, numbers, ranks, "table")
-
-
 def _split_queries(run: Any) -> tuple[Any, Any]:
     """The ``split`` rows of the queries whose rows come from more than one pre-filter chunk, and the mask of
     the rows of the other queries (all of whose rows are here, so their duplicates can be checked here)."""
@@ -276,68 +233,5 @@ def _split_queries(run: Any) -> tuple[Any, Any]:
     if not split.size:
         return _result_rows([]), np.ones(n, dtype=bool)
     ids = enc.dictionary.take(pa.array(split))
-    rows = _result_rows([{"kind": "split", "query_id": x} for x in ids.to_pylist()])
+    rows = _result_rows([{"kind": RowKind.SPLIT, "query_id": x} for x in ids.to_pylist()])
     return rows, chunks_per_query[q] <= 1
-
-
-def run_errors(run: Any, has_rank: bool, checked_twice: Any = None) -> list[dict[str, Any]]:
-    """The first problem of a bucket's run rows, by the local engine's order of checks (none: empty list);
-    documents twice are looked for among the rows of ``checked_twice`` (a mask; default every row)."""
-    import pyarrow.compute as pc
-
-    q = plain(run.column("query_id"))
-    d = plain(run.column("doc_id"))
-
-    row = 0
-
-    def first(mask: Any) -> tuple[str | None, str | None, int]:
-        nonlocal row
-        m = np.asarray(mask, dtype=bool)
-        at = np.flatnonzero(m)
-        if not at.size:
-            return None, None, 0
-        # the smallest (query, doc) among the offending rows, so that the error is the same whatever the buckets
-        pairs = list(zip(q.take(at).to_pylist(), d.take(at).to_pylist()))
-        i = min(
-            range(at.size),
-            key=lambda k: (pairs[k][0] is not None, pairs[k][0] or "", pairs[k][1] is not None, pairs[k][1] or ""),
-        )
-        row = int(at[i])  # (the value a message shows is this row's)
-        return pairs[i][0], pairs[i][1], int(at.size)
-
-    def null(col):
-        return col.is_null().to_numpy(zero_copy_only=False)
-
-    checked = [("query_id", q), ("doc_id", d)] + ([("rank", run.column("rank"))] if has_rank else [])
-    for c, col in checked + [("score", run.column("score"))]:
-        qq, dd, n = first(null(col))
-        if n:
-            return [error(f"null:{c}", qq, dd, n)]
-    for c, col in (("query_id", q), ("doc_id", d)):
-        qq, dd, n = first(pc.fill_null(pc.equal(pc.utf8_length(col), 0), False).to_numpy(zero_copy_only=False))
-        if n:
-            return [error(f"empty:{c}", qq, dd, n)]
-    score = run.column("score").to_numpy(zero_copy_only=False).astype(np.float64)
-    bad = ~np.isfinite(score)
-    qq, dd, n = first(bad)
-    if n:
-        return [error("nonfinite:score", qq, dd, n, float(score[row]))]
-    if has_rank:
-        rank = np.asarray(run.column("rank").to_numpy(zero_copy_only=False), dtype=np.float64)
-        qq, dd, n = first(~np.isfinite(rank) | (rank != np.round(rank)))
-        if n:
-            return [error("rank", qq, dd, n, float(rank[row]))]
-    import pyarrow as pa
-
-    from ...readers import duplicate_pairs
-
-    rows = np.arange(len(q)) if checked_twice is None else np.flatnonzero(checked_twice)
-    if rows.size:
-        table = _local_table(
-            "run", "run", q.take(pa.array(rows)), run.column("score").take(pa.array(rows)), None, d.take(pa.array(rows))
-        )
-        _, later = duplicate_pairs(table)
-        if later.size:
-            qq, dd, n = first(np.isin(np.arange(len(q)), rows[later]))
-            return [error("duplicate", qq, dd, n)]
-    return []

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...companions import CompanionPlan, coverage_of_counts, fill_means
 from ...kernel import depth_of
+from .kinds import RowKind, rows_of, where_kind
 
 
 @dataclass
@@ -109,7 +110,7 @@ def shown_counts(comp: CompanionFrames, out_df: Any) -> list[int]:
     from pyspark.sql import functions as F
 
     plan = comp.plan
-    shown = out_df.where(F.col("kind") == "shown").groupBy("doc_id").agg(F.min("count").alias("_pos"))
+    shown = where_kind(out_df, RowKind.SHOWN).groupBy("doc_id").agg(F.min("count").alias("_pos"))
     if comp.catalog is not None:
         shown = shown.join(comp.catalog, on="doc_id", how="inner")
     counts = shown.agg(
@@ -146,7 +147,7 @@ def fill(
 
     rate = None
     if comp.plan.duplicates:
-        rows = rows.filter(pc.equal(rows.column("kind"), "query"))
+        rows = rows_of(rows, RowKind.QUERY)
         at = index_in(np.asarray(rows.column("query_id").to_pylist(), dtype=object), query_ids)
         nc = len(metric.cutoffs)
         rate = np.empty((len(query_ids), nc))
@@ -164,11 +165,10 @@ def kept(out_df: Any, comp: CompanionFrames | None) -> Iterator[tuple[Any, Any]]
     if comp is None or not comp.plan.coverage:
         yield out_df, out_df
         return
-    from pyspark.sql import functions as F
 
     out_df = out_df.persist()
     try:
-        yield out_df, out_df.where(F.col("kind") != "shown")
+        yield out_df, where_kind(out_df, RowKind.SHOWN, but=True)
     finally:
         out_df.unpersist()
 

@@ -13,20 +13,21 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
-from ...kernel import STATUS_EMPTY_IDEAL, STATUS_MISSING, STATUS_NAMES
+from ...kernel import STATUS_NAMES
 from ...paths import shown_path
 from ...result import EvaluationResult, summary_of
-from ...rules import INTERVAL_METHOD, PERCENTILE, RANDOMIZATION, STRATIFY, TEST, percentile_interval, stops, t_tests
+from ...rules import INTERVAL_METHOD, PERCENTILE, RANDOMIZATION, STRATIFY, TEST, percentile_interval, t_tests
 from ...spec import Guardrails, Metric, Spec
 from ...statistics.comparisons import correction_family
 from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_interval, group_sign_flip, group_units
 from ...timings import phase
-from ..outcome import none_returned, stopped_by
+from ..outcome import system_checks
 from ..preparation import resolve_spec
 from ..settings import SparkSettings
 from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
+from .kinds import RowKind, where_kind
 from .session import active_session
 
 GROUPED_NOT_COMPUTED = (
@@ -227,7 +228,7 @@ def _grouped_into(
         out_df = out_df.persist()
         counts = None
         try:
-            small = out_df.where(~F.col("kind").isin("query", "shown")).toArrow()
+            small = where_kind(out_df, RowKind.QUERY, RowKind.SHOWN, but=True).toArrow()
             meta = check_buckets(name, label, metric, small, unchecked_duplicates(spark, judged, job, small))
             zipped = F.arrays_zip(
                 "ndcg",
@@ -239,7 +240,7 @@ def _grouped_into(
                 *(["duplicate_rate"] if duplicate_rates else []),
             )
             rows = (
-                out_df.where(F.col("kind") == "query")
+                where_kind(out_df, RowKind.QUERY)
                 .join(weights_df, "query_id")
                 .select("query_id", "n_returned", "weight", F.posexplode(zipped).alias("_j", "_v"))
             )
@@ -266,11 +267,9 @@ def _grouped_into(
         run_queries = int(sum(m["value"] or 0 for m in meta))
         unknown = int(sum(m["count"] or 0 for m in meta))
         per = spark.read.parquet(str(out_path / f"system={_part(name)}"))
-        _grouped_rules(name, label, metric, per, nq, run_queries, meta)
+        _grouped_rules(name, label, metric, per, nq, run_queries, unknown, meta, notes)
         if counts is not None and comp is not None:  # refused as locally, after the system's other checks
             coverages[name] = comps.coverage(comp, counts, name, spec)
-        if unknown:
-            notes.append(f"{name}: {unknown} queries of the run are not in the evaluated set and were ignored")
         engine_info["systems"][name] = system_info(job, rows_seen(small))
 
     with phase("statistics"):
@@ -480,22 +479,28 @@ def _part(name: str) -> str:
 
 
 def _grouped_rules(
-    name: str, label: str, metric: Metric, per: Any, nq: int, run_queries: int, meta: list[dict[str, Any]]
+    name: str,
+    label: str,
+    metric: Metric,
+    per: Any,
+    nq: int,
+    run_queries: int,
+    unknown: int,
+    meta: list[dict[str, Any]],
+    notes: list[str],
 ) -> None:
-    """The checks of :func:`.assemble.assemble` on the per-query table written by Spark."""
+    """:func:`~ndcg_mlflow.engines.outcome.system_checks` on the per-query table written by Spark."""
     from pyspark.sql import functions as F
 
     returned = per.where(F.col("n_returned") > 0).select("query_id").distinct().limit(1).count()
-    if not returned:
-        none_returned(name, label, nq, run_queries, sorted(x for m in meta for x in (m["examples"] or []))[:3])
-    for status, rule in ((STATUS_MISSING, metric.missing_queries), (STATUS_EMPTY_IDEAL, metric.empty_ideal)):
-        if not stops(rule):
-            continue
+
+    def statuses(status: int) -> tuple[int, Any]:
         bad = per.where(F.col("status") == STATUS_NAMES[status]).select("query_id").distinct()
         n = bad.count()
-        if n:
-            first = [r["query_id"] for r in bad.orderBy("query_id").limit(5).collect()]
-            stopped_by(metric, status, name, label, n, first)
+        return n, [r["query_id"] for r in bad.orderBy("query_id").limit(5).collect()] if n else []
+
+    examples = sorted(x for m in meta for x in (m["examples"] or []))[:3]
+    system_checks(name, label, metric, nq, bool(returned), run_queries, unknown, examples, notes, statuses)
 
 
 def group_sums_spark(rows: Any, groups: int, seed: int) -> dict[str, GroupSums]:

@@ -4,10 +4,11 @@ limit of judgments: :data:`.judgments.DRIVER_JUDGMENTS`).
 The judgments are read by Spark (a file of the spec: TREC qrels, CSV/TSV with a header, Parquet, Delta, JSONL;
 or a Spark DataFrame) and checked as the local readers and :mod:`ndcg_mlflow.join` check them, in their words
 (:mod:`ndcg_mlflow.readers.accept`, the messages of :mod:`ndcg_mlflow.join`): null or empty ids, null or
-non-finite grades, a document judged twice with different grades (identical duplicates are merged), the gain
-mapping of every grade (the distinct grades are collected: they are few), the evaluated query set (the judged
-queries, or the spec's ``queries.set``, each of whose queries must be judged), the weights (``queries.weights``:
-every evaluated query needs one) and the per-query sums of the gains that could overflow a float. Spark has no
+non-finite grades (the seam's :data:`~ndcg_mlflow.queries.JUDGMENT_CHECKS`, on each Arrow batch), a document
+judged twice with different grades (identical duplicates are merged), the gain mapping of every grade (the
+distinct grades are collected: they are few), the evaluated query set (the judged queries, or the spec's
+``queries.set``, each of whose queries must be judged), the weights (``queries.weights``: every evaluated query
+needs one) and the per-query sums of the gains that could overflow a float. Spark has no
 line numbers and no row order: the errors name the source, the rows at fault and the smallest (query,
 document) among them. The query set and the weights files are read by the local readers (their grammar,
 duplicates and positive finite weights are theirs), then checked against the judgments in Spark.
@@ -24,21 +25,14 @@ import numpy as np
 from ...errors import DataError, SpecError, preview
 from ...join import gain_overflow, gain_sums_overflow, map_gains, not_in_gain_table
 from ...kernel import NonFiniteError
+from ...queries import JUDGMENT_CHECKS, Problem, first_of, first_problem, problem_message
 from ...readers import read_query_set, read_weights, sha256_file
-from ...readers.accept import (
-    NO_ROWS,
-    Rows,
-    column_type,
-    empty_id,
-    judged_twice,
-    no_data_lines,
-    not_finite,
-    null_value,
-)
+from ...readers.accept import NO_ROWS, column_type, judged_twice, no_data_lines
 from ...readers.small import unjudged_set_message, unweighted_message, weight_sum_message
 from ...result import FileInfo
 from ...spec import IN_MEMORY, Spec
 from .sources import (
+    arrow_schema,
     column_type_ok,
     digest_columns,
     is_spark_frame,
@@ -46,6 +40,7 @@ from .sources import (
     mapped_columns,
     read_run_file,
     reads_locally,
+    spark_schema,
     with_mapping,
 )
 
@@ -122,31 +117,11 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
     their distinct grades."""
     from pyspark.sql import functions as F
 
-    # the codes of the run checks' bucket errors (buckets.py): the same conditions, the same messages
-    checks = {f"null:{c}": F.col(c).isNull() for c in ("query_id", "doc_id", "grade")}
-    checks.update({f"empty:{c}": F.length(F.col(c)) == 0 for c in ("query_id", "doc_id")})
-    checks["nonfinite:grade"] = F.isnan("grade") | F.col("grade").isin(float("inf"), float("-inf"))
-    # one pass over the source counts every problem; the rows of the first one found are looked up then
-    counts = df.agg(*[F.count(F.when(cond, 1)).alias(k.replace(":", "_")) for k, cond in checks.items()]).collect()[0]
-
-    def first(key: str) -> tuple[Rows, Any]:
-        """The rows of a check (their count and the smallest (query, document) among them) and the first's row."""
-        n = int(counts[key.replace(":", "_")])
-        r = df.where(checks[key]).orderBy("query_id", "doc_id").limit(1).collect()[0] if n else None
-        return Rows(n, r and r["query_id"], r and r["doc_id"]), r
-
-    # the local engine's messages (readers.accept), with the count of rows and an example for the line
-    for c in ("query_id", "doc_id", "grade"):
-        found, _ = first(f"null:{c}")
-        if found.n:
-            raise DataError(label, null_value(c, found))
-    for c in ("query_id", "doc_id"):
-        found, _ = first(f"empty:{c}")
-        if found.n:
-            raise DataError(label, empty_id(c, found))
-    found, r = first("nonfinite:grade")
-    if found.n:
-        raise DataError(label, not_finite("grade", r["grade"], found))
+    # the seam's checks of raw judgments, in its order, on each Arrow batch where the rows are (one pass)
+    found = df.mapInArrow(_batch_problems, spark_schema(PROBLEM_SCHEMA)).collect()
+    problem = first_of([Problem(*r) for r in found], JUDGMENT_CHECKS)
+    if problem is not None:
+        raise DataError(label, problem_message(problem, spec.metric, label))
     pairs = df.groupBy("query_id", "doc_id").agg(F.min("grade").alias("lo"), F.max("grade").alias("hi"))
     conflicts = pairs.where(F.col("lo") != F.col("hi"))
     n = conflicts.count()
@@ -184,6 +159,20 @@ def check_judgments(spark: Any, df: Any, label: str, spec: Spec) -> tuple[Any, i
         deduped.unpersist()
         raise DataError(label, not_in_gain_table(rows[0]["grade"], missing, f" ({_ids(rows)})")) from None
     return deduped, n_rows, grades
+
+
+PROBLEM_SCHEMA = "code string, query string, doc string, n long, value double"
+"""A :class:`~ndcg_mlflow.queries.Problem` as a row."""
+
+
+def _batch_problems(batches: Any) -> Any:
+    """Each Arrow batch's first problem by the seam's :data:`~ndcg_mlflow.queries.JUDGMENT_CHECKS` (none: no row)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        problem = first_problem(pa.Table.from_batches([batch]), False, checks=JUDGMENT_CHECKS)
+        if problem is not None:
+            yield pa.RecordBatch.from_pylist([problem._asdict()], schema=arrow_schema(PROBLEM_SCHEMA))
 
 
 def _gain_column(spark: Any, spec: Spec, grades: list[float]) -> Any:

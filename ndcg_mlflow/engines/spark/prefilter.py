@@ -13,10 +13,12 @@ import numpy as np
 from ...errors import SpecError
 from ...join import map_gains
 from ...kernel import NonFiniteError
+from ...queries import Problem, first_problem
 from ...rules import condenses, stops
 from ...spec import Metric
 from ..outcome import display_depth
-from .buckets import error, run_errors
+from .buckets import error
+from .kinds import RowKind, rows_of
 from .sources import arrow_schema, plain, spark_schema
 
 PREFILTER_MAX_JUDGMENTS = 5_000_000
@@ -201,7 +203,7 @@ def prefilter_rows(
     passed = rows.select(["query_id", "doc_id", "score", "rank"])
     ordered = "_order" in rows.column_names  # the rows' order in the input, passed on
     order = [rows.column("_order").cast(pa.int64())] if ordered else []
-    if n == 0 or run_errors(rows, has_rank):
+    if n == 0 or first_problem(rows, has_rank) is not None:
         return pa.table(
             [
                 *[plain(c) if i < 2 else c.cast(pa.float64()) for i, c in enumerate(passed.columns)],
@@ -276,10 +278,9 @@ def duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]]
     hashes seen twice checked on the rows themselves. The error of the smallest such (query, document) with
     the count of its repeated rows, and whether it replaces the buckets' own duplicate errors (every row)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
-    split = rows.filter(pc.equal(rows.column("kind"), "split")).column("query_id")
+    split = rows_of(rows, RowKind.SPLIT).column("query_id")
     if len(split) == 0:
         return [], False
     every = len(split) > SPLIT_CHECK_MAX
@@ -296,4 +297,5 @@ def duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]]
     ).collect()[0]
     if found["first"] is None:
         return [], every
-    return [error("duplicate", found["first"]["query_id"], found["first"]["doc_id"], int(found["repeated"]))], every
+    first = found["first"]
+    return [error(Problem("duplicate", first["query_id"], first["doc_id"], int(found["repeated"])))], every

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, SpecError
+from ...queries import plain  # (the seam's: one definition of an id column as plain strings)
 
 
 def with_mapping(source: Any, shared: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
@@ -52,15 +53,6 @@ def mapped_columns(df: Any, kind: str, mapping: Mapping[str, str], label: str) -
         names = list(df.columns)
     quoted = {c: "`" + names[i].replace("`", "``") + "`" for c, i in places.items()}
     return df, {c: (F.col(quoted[c]), types[i]) for c, i in places.items()}
-
-
-def plain(array: Any) -> Any:
-    """An Arrow array of ids (chunked or not, any string or integer type) as one plain string array."""
-    import pyarrow as pa
-
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    return array.cast(pa.string())
 
 
 def id_strings(ids: Any, rows: Any = None) -> Any:
