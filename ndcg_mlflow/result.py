@@ -115,7 +115,7 @@ class EvaluationResult:
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
     models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+    decision: dict[str, Any] | None = None  # decision.decide: its numbers, worded in summary
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
     grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
