@@ -33,7 +33,7 @@ equal-weight setting passes. ``--quick``: 400 repetitions.
 ``--pilots``: plans from pilots smaller than the plan (20, 50, 100 nDCG-like queries, lognormal weights σ = 0, 1,
 2; non-inferiority for a candidate as good as the baseline and superiority for one better than the margin), each
 repetition drawing a fresh pilot, planning through ``planning.decision_plan`` and through the ``plan`` command's
-code path (``planning.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
+code path (``plan_source.plan_evaluation`` on a folder of the pilot's tables), then drawing a fresh evaluation of the
 planned size: the power reached among the pilots that give a plan, with its Monte-Carlo standard error (default
 400 repetitions with ``--pilots``; a setting passes when power + 2 se reaches the target; exit status 0 when every
 setting passes). ``no plan``: the share of pilots the plan refuses (too small to plan from, less than one degree of
@@ -193,12 +193,12 @@ def lognormal(shape, sigma: float, rng: np.random.Generator) -> np.ndarray:
 
 
 def plan_command(folder: Path, d: np.ndarray, w: np.ndarray, rule: str, margin: float) -> tuple[int | None, ...]:
-    """The queries the ``plan`` command's code path plans for a pilot (``planning.plan_evaluation`` on an output
+    """The queries the ``plan`` command's code path plans for a pilot (``plan_source.plan_evaluation`` on an output
     folder holding its ``per_query.csv`` and ``summary.json``): (the table's row at ``--margin``, the declared
     decision's)."""
     import json
 
-    from ndcg_mlflow.statistics.planning import plan_evaluation
+    from ndcg_mlflow.outputs.plan_source import plan_evaluation
 
     ids = [f"q{i}" for i in range(d.size)]
     base = (1 - d) / 2  # (and the candidate's (1 + d) / 2: both in [0, 1], their difference d)

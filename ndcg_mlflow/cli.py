@@ -201,9 +201,11 @@ def _read_data(spec) -> list[str]:
     )
     lines = [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
     if spec.decision is not None and spec.comparison is not None and spec.uncertainty is not None:
+        from .render.words import undetectable_message
         from .statistics.comparisons import planned_detection
 
-        lines += [f"warning: {w}" for w in planned_detection(result, spec)]
+        found = (undetectable_message(*planned, spec.decision) for planned in planned_detection(result, spec))
+        lines += [f"warning: {w}" for w in found if w]
     return lines
 
 
@@ -375,9 +377,10 @@ def _decision_exit(result, quiet: bool) -> int:
     if result.decision is None or result.decision["outcome"] == "pass":
         return EXIT_OK
     if quiet:
-        from .statistics.decision import summary_line
+        from .render.words import summary_line
 
-        print(f"ndcg-mlflow: {summary_line(result.decision, result.summary.get('models'))}", file=sys.stderr)
+        summary = result.summary
+        print(f"ndcg-mlflow: {summary_line(summary['decision'], summary.get('models'))}", file=sys.stderr)
     return EXIT_DECISION
 
 
@@ -505,15 +508,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """The planning table of an evaluation (an output folder, or a logged run's artifacts downloaded into a
-    temporary folder): :func:`ndcg_mlflow.statistics.planning.plan_evaluation`, printed by
+    temporary folder): :func:`ndcg_mlflow.outputs.plan_source.plan_evaluation`, printed by
     :func:`~ndcg_mlflow.render.command_text.format_plan`."""
     import math
     import re
     import tempfile
 
     from .errors import DataError
+    from .outputs.plan_source import plan_evaluation
     from .render.command_text import format_plan
-    from .statistics.planning import plan_evaluation
 
     if not (math.isfinite(args.margin) and args.margin > 0):
         raise NdcgError(f"--margin {args.margin:g}: expected a positive difference of nDCG, such as --margin 0.01.")

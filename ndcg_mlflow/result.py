@@ -115,7 +115,7 @@ class EvaluationResult:
     engine: str = "local"  # what computed the per-query numbers: "local" or "spark" (the same numbers)
     models: dict = field(default_factory=dict)  # system -> what its model URI resolved to (models.ResolvedModel)
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
-    decision: dict[str, Any] | None = None  # the spec's decision section applied (decision.decide)
+    decision: dict[str, Any] | None = None  # decision.decide: its numbers, worded in summary
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
     grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
@@ -289,7 +289,9 @@ class EvaluationResult:
         if self.grouped_summary is not None:
             frame = pd.DataFrame(flat_rows(self.grouped_summary["comparisons"]))
         else:
-            frame = pd.DataFrame(flat_rows(self.analysis.comparisons if self.analysis else []))
+            from .render.words import comparisons_record
+
+            frame = pd.DataFrame(flat_rows(comparisons_record(self.analysis.comparisons if self.analysis else [])))
         if "cutoff" in frame.columns:
             frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
         return frame
@@ -318,7 +320,9 @@ class EvaluationResult:
         ``comparisons``' columns after ``segment``); empty without declared segments."""
         import pandas as pd
 
-        frame = pd.DataFrame(flat_rows(self.analysis.segment_comparisons if self.analysis else []))
+        from .render.words import comparisons_record
+
+        frame = pd.DataFrame(flat_rows(comparisons_record(self.analysis.segment_comparisons if self.analysis else [])))
         if "cutoff" in frame.columns:
             frame["cutoff"] = cutoff_column(frame["cutoff"], self.spec.metric.cutoffs)
         return frame
@@ -388,7 +392,14 @@ def summary_of(
 ) -> dict[str, Any]:
     """``summary.json``'s content, whatever computed its numbers (``tail``: the entries that follow ``engine``;
     ``family_detail``: the correction's family and, with segments, the per-segment tables, after
-    ``comparison_family``)."""
+    ``comparison_family``), the statistics' reasons and notes in words (:mod:`ndcg_mlflow.render.words`)."""
+    from .render.words import comparisons_record, consistency_record, decision_record
+
+    family_detail = dict(family_detail or {})
+    if "segment_comparisons" in family_detail:
+        family_detail["segment_comparisons"] = comparisons_record(family_detail["segment_comparisons"])
+    if "segment_consistency" in family_detail:
+        family_detail["segment_consistency"] = consistency_record(family_detail["segment_consistency"])
     return {
         "name": spec.name,
         "spec_sha256": spec.sha256,
@@ -411,10 +422,10 @@ def summary_of(
             "total_timeout": spec.mlflow.total_timeout,
         },
         "paths_outside_spec_folder": outside_paths(spec),
-        "comparisons": comparisons,
+        "comparisons": comparisons_record(comparisons),
         "comparison_family": family,
-        **(family_detail or {}),
-        "decision": decision,
+        **family_detail,
+        "decision": decision_record(decision, spec.decision),
         "notes": notes,
         "engine": engine,
         **tail,

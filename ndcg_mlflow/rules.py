@@ -79,6 +79,18 @@ def cutoff_key(k: int | None) -> str:
     return KEY_PREFIX + cutoff_label(k)
 
 
+def shortest_text(x: Any) -> str:
+    """A number as the shortest text that reads back as the same double (``1``, ``0.3``, ``1.0000001``,
+    ``0.30000000000000004``, ``1e-05``), never ``-0``: two different numbers never share it. The one definition
+    of a number's exact text, for keys built from a number (``risk.alpha_text``) and for people
+    (``render.format.exact``)."""
+    v = float(x)
+    if v == 0:
+        v = 0.0  # (-0.0 is 0)
+    text = repr(v)
+    return text[:-2] if text.endswith(".0") else text
+
+
 def key_label(key: str) -> str:
     """The cutoff label of a metric key: ``ndcg_at_10`` -> ``10``; anything but a metric key is an error."""
     if not key.startswith(KEY_PREFIX):

@@ -55,10 +55,12 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison, spec.decision)
+        from ..render.words import consistency_note, undetectable_notes
+
         result.notes.extend(result.analysis.notes)
-        result.notes.extend(c["note"] for c in result.analysis.consistency if "note" in c)
+        result.notes.extend(n for c in result.analysis.consistency if (n := consistency_note(c)) is not None)
         if spec.decision is not None:
-            from ..statistics.decision import decide, undetectable_notes
+            from ..statistics.decision import decide
 
             result.decision = decide(
                 spec.decision,

@@ -8,6 +8,7 @@ from typing import Any
 from ..rules import cutoff_key, cutoff_of_label, key_label, metric_name
 from ..statistics.planning import MOST_QUERIES, SD_LEVEL, WEIGHTS_LEVEL
 from .format import TERMINAL, exact, exact_share, number, term_system, term_text, text_table
+from .words import plan_reason
 
 
 def _count(n: int | None, *, beyond: bool = False) -> str:
@@ -81,14 +82,15 @@ def format_plan(plan: dict[str, Any]) -> str:
             f"{exact(decision['margin'])}), power {power}:",
         ]
         for c in decision["candidates"]:
-            if c["reason"] and c["queries_needed"] is None:
-                what = c["reason"]
+            reason = plan_reason(c["reason"])
+            if reason and c["queries_needed"] is None:
+                what = reason
             else:
                 what = (
                     f"{'detectable' if c['detectable'] else 'not detectable'} at these queries (mde "
                     f"{number(c['mde'], missing=TERMINAL)} against a distance of {number(c['distance'])}; power now "
                     f"{number(c['current_power'], 2, missing=TERMINAL)}); {_count(c['queries_needed'])} queries for "
-                    f"power {power}" + (f" ({c['reason']})" if c["reason"] else "") + _planned_at(c)
+                    f"power {power}" + (f" ({reason})" if reason else "") + _planned_at(c)
                 )
             lines.append(f"  {term_system(c['candidate'], models)}: {what}")
     return "\n".join(lines)

@@ -94,7 +94,7 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
             f"losses; |difference| <= {exact(c.tie_tolerance)} is a tie; {risk_words(c.risk_alpha)}"
         )
     if spec.decision and spec.uncertainty:
-        from ..statistics.decision import statement
+        from .words import statement
 
         lines.append(
             f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."

@@ -161,16 +161,11 @@ def _category_labels(labels: list[str], band: float) -> list[str]:
     return [t if j % every == 0 else "" for j, t in enumerate(labels)]
 
 
-def paired_differences(per_query, baseline: str, candidate: str, cutoff: str) -> np.ndarray:
-    """Candidate minus baseline nDCG of every query both define, at one cutoff label, as in ``per_query.csv``."""
-    a = per_query[(per_query["system"] == baseline) & (per_query["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
-    b = per_query[(per_query["system"] == candidate) & (per_query["cutoff"] == cutoff)].set_index("query_id")["ndcg"]
-    joined = a.to_frame("a").join(b.to_frame("b"), how="inner").dropna()
-    return (joined["b"] - joined["a"]).to_numpy(dtype=float)
-
-
 def per_query_differences(summary: dict, per_query) -> str | None:
-    """The per-query differences of each comparison at the headline cutoff, sorted; None without comparisons."""
+    """The per-query differences of each comparison at the headline cutoff (the plan's paired differences,
+    :func:`~ndcg_mlflow.outputs.plan_source.paired`), sorted; None without comparisons."""
+    from ..outputs.plan_source import paired
+
     comps = list(summary.get("comparisons") or [])
     if not comps:
         return None
@@ -181,7 +176,7 @@ def per_query_differences(summary: dict, per_query) -> str | None:
     series = [
         (
             f"{c['candidate']} − {c['baseline']}",
-            np.sort(paired_differences(per_query, c["baseline"], c["candidate"], key_label(head))),
+            np.sort(paired(per_query, c["baseline"], c["candidate"], head)[0]),
         )
         for c in comps
     ]

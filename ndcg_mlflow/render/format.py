@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..escapes import CONTROL_CHARACTERS, term_text
-from ..rules import excludes
+from ..rules import excludes, shortest_text
 
 TERMINAL = "undefined"  # a missing number in the terminal
 FILE = "–"  # a missing number in report.html, report.md and wins_losses.md
@@ -129,13 +129,8 @@ def exact(x: Any, *, signed: bool = False) -> str:
     >>> [exact(v) for v in (1, 1.0000001, 0.30000000000000004, 0.3, -0.0)]
     ['1', '1.0000001', '0.30000000000000004', '0.3', '0']
     """
-    v = float(x)
-    if v == 0:
-        v = 0.0  # (-0.0 is 0)
-    text = repr(v)
-    if text.endswith(".0"):
-        text = text[:-2]
-    return f"+{text}" if signed and not text.startswith("-") and math.isfinite(v) else text
+    text = shortest_text(x)
+    return f"+{text}" if signed and not text.startswith("-") and math.isfinite(float(x)) else text
 
 
 def _decimal(x: float) -> Any:

@@ -132,7 +132,9 @@ def result_html(result: Any) -> str:
         caption = f"Against the baseline {_e(baseline)} (p corrected: {_e(first.get('correction', ''))})"
         out += _table(caption, ["candidate", "cutoff", "difference", "interval", "p corrected", "W/T/L"], rows)
 
-    decision = result.decision
+    from .words import decision_record
+
+    decision = decision_record(result.decision, result.spec.decision)
     if decision is not None:
         out.append(f"<p>Decision: <b>{_e(decision['outcome'])}</b>. {_e(decision['statement'])}</p><ul>")
         out += [

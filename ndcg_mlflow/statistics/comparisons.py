@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..result import relative
-from ..rules import corrected_test, corrects, cutoff_label, key_label, metric_name, randomizes, studentizes, t_tests
+from ..rules import corrected_test, corrects, cutoff_label, key_label, randomizes, studentizes, t_tests
 from ..spec import Comparison, Uncertainty
 from . import inference as stats
 from . import planning
@@ -317,9 +317,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 for c in out.segment_comparisons
                 if c["candidate"] == row["candidate"] and c["key"] == row["key"] and c["n_paired"] > 0
             ]
-            out.consistency.append(
-                consistency(row["candidate"], row["key"], row["delta"], parts, metric_name(row["key"]))
-            )
+            out.consistency.append(consistency(row["candidate"], row["key"], row["delta"], parts))
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
 
@@ -394,12 +392,10 @@ def _risk_and_plan(d, w, comparison: Comparison, uncertainty: Uncertainty, decis
     return out
 
 
-def planned_detection(result, spec) -> list[str]:
-    """Before any statistics (``validate``): the warning of
-    :func:`~ndcg_mlflow.statistics.decision.undetectable_message` for each candidate whose paired queries at the
-    decision's key cannot detect its non-inferiority margin."""
-    from .decision import undetectable_message
-
+def planned_detection(result, spec) -> list[tuple[str, int, float]]:
+    """Before any statistics (``validate``): each candidate's paired queries at the decision's key and their
+    minimum detectable difference at 80% power, ``(candidate, n, mde)``, which
+    :func:`~ndcg_mlflow.render.words.undetectable_message` warns of when the non-inferiority margin is below it."""
     if spec.comparison.baseline not in result.systems:  # a model, scored only by 'run'
         return []
     j = spec.metric.keys.index(spec.decision.key)
@@ -411,9 +407,7 @@ def planned_detection(result, spec) -> list[str]:
         x = sr.result.ndcg[:, j]
         mask = ~np.isnan(base) & ~np.isnan(x)
         mde = planning.mde(x[mask] - base[mask], result.relative_weights[mask], spec.uncertainty.confidence, POWER)
-        text = undetectable_message(name, int(mask.sum()), mde, spec.decision)
-        if text:
-            out.append(text)
+        out.append((name, int(mask.sum()), mde))
     return out
 
 

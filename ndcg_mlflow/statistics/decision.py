@@ -50,8 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render.format import distinct, distinct_share, exact, exact_share, system_label
-from ..rules import metric_name, non_inferiority, superiority
+from ..rules import superiority
 from ..spec import Decision
 from . import inference as stats
 
@@ -79,14 +78,15 @@ def decide(
     unit: tuple[str, str] = ("query", "queries"),
     segment_paired: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """The decision as recorded in ``summary.json``: the rule, each candidate's numbers and verdict, the outcome.
+    """The decision's numbers: the rule, each candidate's numbers and verdict, the outcome; each ``reason`` as data
+    (a list of parts, each a ``kind`` with its numbers), which :func:`ndcg_mlflow.render.words.decision_record`
+    words, with the rule's statement, for ``summary.json``.
 
     ``paired[(candidate, key)]``: the paired differences and their weights (one per ``unit``, singular and plural:
     a query, or a group of queries) whose :func:`~ndcg_mlflow.statistics.inference.t_interval` the rule reads; a
     comparison without them has none. ``segment_paired[(candidate, key, segment)]``: the same per segment (the segments
     guardrail)."""
     bound = threshold(decision)
-    label = metric_name(decision.key)
     rows = []
     empty = np.empty(0)
     for c in comparisons:
@@ -95,27 +95,20 @@ def decide(
         d, w = paired.get((c["candidate"], decision.key), (empty, empty))
         lo, hi, df = stats.t_interval(d, w, confidence)
         p = c.get("p_corrected")
-        reasons = []
+        reasons: list[dict[str, Any]] = []
         if not math.isfinite(lo):
-            reasons.append(f"no interval at {label}: " + undefined_reason(d, w, df, unit))
+            reasons.append({"kind": "no_interval", "key": decision.key, **undefined(d, w, df, unit)})
         elif not lo > bound:
-            a, b = distinct(lo, bound)
-            reasons.append(f"the interval's lower end {a} is not above {b}")
+            reasons.append({"kind": "lower_end", "lo": lo, "bound": bound, "above": False})
         if decision.max_p is not None and (p is None or not math.isfinite(p) or not p <= decision.max_p):
             reasons.append(
-                "the corrected p-value {} is above {}".format(*distinct(p, decision.max_p, signed=False, least=4))
+                {"kind": "p_above", "p": p, "max_p": decision.max_p}
                 if p is not None and math.isfinite(p)
-                else "no corrected p-value"
+                else {"kind": "no_p"}
             )
-        if not reasons:
-            a, b = distinct(lo, bound)
-            why = f"the interval's lower end {a} is above {b}" + (
-                " and the corrected p-value {} is at most {}".format(
-                    *distinct(p, decision.max_p, signed=False, least=4)
-                )
-                if decision.max_p is not None and p is not None
-                else ""
-            )
+        why = reasons or [
+            {"kind": "lower_end", "lo": lo, "bound": bound, "above": True, "p": p, "max_p": decision.max_p}
+        ]
         rows.append(
             {
                 "candidate": c["candidate"],
@@ -129,7 +122,7 @@ def decide(
                 "n_paired": c.get("n_paired"),
                 "threshold": bound,
                 "outcome": FAIL if reasons else PASS,
-                "reason": "; ".join(reasons) if reasons else why,
+                "reason": why,
             }
         )
         if decision.guardrails.segments is not None or decision.guardrails.regressions is not None:
@@ -145,7 +138,6 @@ def decide(
         "threshold": bound,
         "interval": INTERVAL,
         "outcome": outcome,
-        "statement": statement(decision, confidence),
         "candidates": rows,
         **extra,
     }
@@ -159,7 +151,8 @@ def _guard(
     segment_paired: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]],
 ) -> None:
     """Judge the candidate's guardrails; the row's ``outcome`` becomes the main rule's and theirs together (the
-    rule's own in ``rule_outcome`` and ``rule_reason``)."""
+    rule's own in ``rule_outcome`` and ``rule_reason``). Each verdict's ``reason`` is data: a segment's, its
+    ``kind`` with its numbers; a guardrail's, None (its words are made from its numbers)."""
     g = decision.guardrails
     checks: list[dict[str, Any]] = []
     if g.segments is not None:
@@ -170,11 +163,10 @@ def _guard(
                 continue
             lo, hi, df = stats.t_interval(d, w, confidence)
             if not math.isfinite(lo):
-                why, ok = "no interval: " + undefined_reason(d, w, df), False
+                why, ok = {"kind": "no_interval", **undefined(d, w, df)}, False
             else:
                 ok = lo > bound
-                a, b = distinct(lo, bound)
-                why = f"lower end {a} is {'' if ok else 'not '}above {b}"
+                why = {"kind": "lower_end", "lo": lo, "bound": bound, "above": ok}
             parts.append(
                 {
                     "segment": segment,
@@ -195,13 +187,7 @@ def _guard(
                 "margin": g.segments.margin,
                 "threshold": bound,
                 "outcome": FAIL if failed or not parts else PASS,
-                "reason": (
-                    "segment " + "; segment ".join(f"'{p['segment']}': {p['reason']}" for p in failed)
-                    if failed
-                    else f"every segment's lower end is above {exact(bound, signed=True)}"
-                    if parts
-                    else "no segment was compared"
-                ),
+                "reason": None,
                 "segments": parts,
             }
         )
@@ -209,7 +195,6 @@ def _guard(
         share = comparison.get("regressed_share") or {}
         hi = share.get("ci_high", float("nan"))
         ok = math.isfinite(hi) and hi <= g.regressions.max_share
-        what = f"queries losing more than {exact(g.regressions.delta)}"
         checks.append(
             {
                 "guardrail": "regressions",
@@ -219,49 +204,13 @@ def _guard(
                 "ci_low": share.get("ci_low", float("nan")),
                 "ci_high": hi,
                 "outcome": PASS if ok else FAIL,
-                "reason": (
-                    f"no interval of the share of {what}"
-                    if not math.isfinite(hi)
-                    else f"the share of {what} is {share['share']:.1%}, at most "
-                    + "{} (the interval's upper end), {} {}".format(
-                        distinct_share(hi, g.regressions.max_share)[0],
-                        "within" if ok else "above",
-                        exact_share(g.regressions.max_share),
-                    )
-                ),
+                "reason": None,
             }
         )
     row["rule_outcome"], row["rule_reason"] = row["outcome"], row["reason"]
     row["guardrails"] = checks
-    failed = [c for c in checks if c["outcome"] == FAIL]
-    if failed:
+    if any(c["outcome"] == FAIL for c in checks):
         row["outcome"] = FAIL
-        row["reason"] += "; " + "; ".join(f"{c['guardrail']} guardrail fails: {c['reason']}" for c in failed)
-    else:
-        row["reason"] += "; " + "; ".join(f"{c['guardrail']} guardrail passes: {c['reason']}" for c in checks)
-
-
-def undetectable_notes(comparisons: list[dict[str, Any]], decision: Decision) -> list[str]:
-    """:func:`undetectable_message` of each candidate's comparison at the decision's key."""
-    out = []
-    for c in comparisons:
-        if c["key"] == decision.key and "mde" in c:
-            text = undetectable_message(c["candidate"], c["n_paired"], c["mde"], decision)
-            if text:
-                out.append(text)
-    return out
-
-
-def undetectable_message(candidate: str, n: int, mde: float, decision: Decision) -> str | None:
-    """The warning when a non-inferiority margin is below what ``n`` paired queries can detect (``mde``: the
-    minimum detectable difference at 80% power, :func:`ndcg_mlflow.statistics.planning.mde`); None otherwise."""
-    if not non_inferiority(decision.rule) or not math.isfinite(mde) or mde <= decision.margin:
-        return None
-    return (
-        f"{candidate}: the non-inferiority margin {exact(decision.margin)} at {metric_name(decision.key)} is below "
-        f"what {n} paired queries can detect (at 80% power the smallest detectable difference is {mde:.4g}): "
-        "a candidate as good as the baseline will often fail; more queries, or a wider margin, are needed"
-    )
 
 
 def guardrails_record(decision: Decision) -> dict[str, Any]:
@@ -280,52 +229,8 @@ def guardrails_record(decision: Decision) -> dict[str, Any]:
     }
 
 
-def undefined_reason(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, str] = ("query", "queries")) -> str:
-    """Why :func:`~ndcg_mlflow.statistics.inference.t_interval` of these paired values is undefined, in words."""
-    one, units = unit
-    if d.size == 0:
-        return f"no {one} is valid for both systems"
-    if d.size == 1:
-        return f"only one {one} is valid for both systems (a t interval needs at least 2)"
-    return (
-        f"the weights of the {d.size} paired {units} leave {df:.3g} degrees of freedom (an effective number of "
-        f"{units} of {stats.effective_n(w):.3g}); a t interval needs at least 1: the mean rests on about one "
-        f"{one}"
-    )
-
-
-def statement(decision: Decision, confidence: float) -> str:
-    """The rule in words, as the report states it."""
-    label = metric_name(decision.key)
-    what = "better than the baseline by more than" if superiority(decision.rule) else "not worse than the baseline by"
-    words = (
-        f"{decision.rule.replace('_', '-')} at {label}: each candidate passes when the {exact_share(confidence)} "
-        f"{INTERVAL} interval of its difference from the baseline lies above "
-        f"{exact(threshold(decision), signed=True)} ({what} {exact(decision.margin)})"
-    )
-    if decision.max_p is not None:
-        words += f" and its corrected p-value is at most {exact(decision.max_p)}"
-    g = decision.guardrails
-    if g.segments is not None:
-        t = rule_threshold(g.segments.rule, g.segments.margin)
-        words += (
-            f"; guardrail: in every segment the interval lies above {exact(t, signed=True)} "
-            f"({g.segments.rule.replace('_', '-')})"
-        )
-    if g.regressions is not None:
-        words += (
-            f"; guardrail: at most {exact_share(g.regressions.max_share)} of the queries lose more than "
-            f"{exact(g.regressions.delta)} (the upper end of the share's interval)"
-        )
-    return words + "; the decision passes only when every candidate passes."
-
-
-def summary_line(decision: dict[str, Any], models: Mapping[str, Any] | None = None) -> str:
-    """One line for a CI log: ``decision: FAIL — non-inferiority at nDCG@10 ...: cand fail (...)``; a model
-    system named with its model (``models``: ``summary.json``'s)."""
-    parts = [f"{system_label(r['candidate'], models)} {r['outcome']} ({r['reason']})" for r in decision["candidates"]]
-    return (
-        f"decision: {decision['outcome'].upper()} — {decision['statement']} "
-        + ("; ".join(parts) if parts else "no candidate was compared")
-        + "."
-    )
+def undefined(d: np.ndarray, w: np.ndarray, df: float, unit: tuple[str, str] = ("query", "queries")) -> dict[str, Any]:
+    """What says why :func:`~ndcg_mlflow.statistics.inference.t_interval` of these paired values is undefined:
+    ``n`` (fewer than 2), else ``df`` below 1 with Kish's ``n_eff``; ``unit``: what was paired (singular, plural).
+    :func:`ndcg_mlflow.render.words.undefined_reason` words it."""
+    return {"n": int(d.size), "df": df, "n_eff": stats.effective_n(w) if d.size >= 2 else float("nan"), "unit": unit}

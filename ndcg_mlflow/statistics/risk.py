@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render.format import exact
+from ..rules import shortest_text
 from ..spec.types import MAX_RISK_ALPHA
 from . import inference as stats
 
@@ -145,11 +145,11 @@ def regressed_share(d: Any, w: Any, delta: float, confidence: float) -> dict[str
 
 def alpha_text(alpha: float) -> str:
     """An alpha as the JSON keys and the table columns write it: ``f"{alpha:g}"`` (``1``, ``0.5``, ``10``) where
-    that reads back as the same number, else the shortest text that does (:func:`~ndcg_mlflow.render.format.exact`:
+    that reads back as the same number, else the shortest text that does (:func:`~ndcg_mlflow.rules.shortest_text`:
     ``1.0000001``): two different alphas never share a key."""
     a = float(alpha) + 0.0  # (-0.0 is 0)
     short = f"{a:g}"
-    return short if float(short) == a else exact(a)
+    return short if float(short) == a else shortest_text(a)
 
 
 def risk_entry(d: Any, w: Any, alphas: Sequence[float]) -> dict[str, dict[str, Any]]:

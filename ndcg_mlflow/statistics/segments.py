@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from ..render.format import distinct_share, number
 from . import inference as stats
 
 
@@ -88,12 +87,11 @@ def stratified_indices(
         done += c
 
 
-def consistency(
-    candidate: str, key: str, delta: float, by_segment: list[tuple[str, float, float]], label: str
-) -> dict[str, Any]:
+def consistency(candidate: str, key: str, delta: float, by_segment: list[tuple[str, float, float]]) -> dict[str, Any]:
     """Does the overall difference tell the segments' story? ``by_segment``: (segment, difference, paired weight)
     of each segment with paired queries. ``agrees`` is False when the overall difference has a sign and segments
-    holding more than half of the paired weight moved the other way."""
+    holding more than half of the paired weight moved the other way (said in words by
+    :func:`ndcg_mlflow.render.words.consistency_note`)."""
     held = stats.scale_free([w for _, _, w in by_segment])  # (the shares at any scale of the weights)
     total = float(held.sum())
     sign = np.sign(delta) if np.isfinite(delta) else 0.0
@@ -101,7 +99,7 @@ def consistency(
     against = [part for part, o in zip(by_segment, opposite) if o]
     share = float(held[np.asarray(opposite, dtype=bool)].sum()) / total if total > 0 else float("nan")
     agrees = not (sign != 0 and share > 0.5)
-    entry: dict[str, Any] = {
+    return {
         "candidate": candidate,
         "key": key,
         "delta": delta,
@@ -109,10 +107,3 @@ def consistency(
         "opposite_segments": [s for s, _, _ in against],
         "agrees": agrees,
     }
-    if not agrees:
-        entry["note"] = (
-            f"{candidate} at {label}: the overall difference is {number(delta, signed=True)}, but segments holding "
-            f"{distinct_share(share, 0.5, least=0)[0]} of the paired weight (more than half) moved the other way "
-            f"({', '.join(s for s, _, _ in against)}): a few segments with larger differences carry the mean"
-        )
-    return entry

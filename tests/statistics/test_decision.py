@@ -15,9 +15,17 @@ from helpers import client_for, runs_of_key
 
 from ndcg_mlflow.cli import EXIT_DECISION, EXIT_OK, main
 from ndcg_mlflow.errors import SpecError
+from ndcg_mlflow.render.words import decision_record
 from ndcg_mlflow.spec import Decision, parse_spec
 from ndcg_mlflow.spec.types import Guardrails, RegressionGuardrail
-from ndcg_mlflow.statistics.decision import decide
+from ndcg_mlflow.statistics import decision as decision_module
+
+
+def decide(decision: Decision, *args, **kwargs) -> dict:
+    """The decision as ``summary.json`` records it: :func:`~ndcg_mlflow.statistics.decision.decide`'s numbers,
+    worded by :func:`~ndcg_mlflow.render.words.decision_record`."""
+    return decision_record(decision_module.decide(decision, *args, **kwargs), decision)
+
 
 D = 1 - 1 / math.log2(3)  # nDCG of the one relevant document at rank 1 minus at rank 2
 

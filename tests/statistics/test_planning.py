@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as st
 from scipy.special import ndtri
 
+from ndcg_mlflow.render.words import plan_reason
 from ndcg_mlflow.statistics import inference as stats
 from ndcg_mlflow.statistics.planning import (
     MOST_QUERIES,
@@ -186,7 +187,7 @@ def test_a_tiny_distance_needs_more_queries_than_any_plan():
         assert queries_needed(d, w, 0.95, 0.8, distance=distance) is None
         plan = decision_plan(d, w, 0.95, 0.8, "non_inferiority", distance)
         assert plan["queries_needed"] is None and plan["detectable"] is False
-        assert plan["reason"] == f"more than {MOST_QUERIES:,} queries would be needed"
+        assert plan_reason(plan["reason"]) == f"more than {MOST_QUERIES:,} queries would be needed"
     assert queries_for(0.0, 1.0, 0.95, 0.8, 1e-200) == 2  # no spread: any distance is detected at 2 queries
 
 
@@ -231,7 +232,9 @@ def test_non_inferiority_assumes_no_difference_and_the_margin_as_distance():
     assert narrow["queries_needed"] == queries_needed(d, w, 0.95, 0.8, distance=0.02)
     assert narrow["queries_needed"] >= brute_force(query_sd(d, w), 1.0, 0.95, 0.8, 0.02) > 100
     zero = decision_plan(d, w, 0.95, 0.8, "non_inferiority", 0.0)
-    assert zero["queries_needed"] is None and "margin is 0" in zero["reason"] and zero["detectable"] is False
+    assert (
+        zero["queries_needed"] is None and "margin is 0" in plan_reason(zero["reason"]) and zero["detectable"] is False
+    )
 
 
 def test_superiority_assumes_the_observed_difference():
@@ -249,18 +252,18 @@ def test_superiority_assumes_the_observed_difference():
     assert plan["detectable"] == (plan["mde"] <= plan["distance"])
     above = decision_plan(d, w, 0.95, 0.8, "superiority", 0.06)
     assert above["queries_needed"] is None and above["detectable"] is False
-    assert above["reason"] == "the observed difference does not exceed the margin"
+    assert plan_reason(above["reason"]) == "the observed difference does not exceed the margin"
     assert above["distance"] == pytest.approx(-0.01)
 
 
 def test_decision_plan_says_why_it_cannot_plan():
     one = decision_plan([0.1], [1.0], 0.95, 0.8, "non_inferiority", 0.05)
     assert one["queries_needed"] is None and math.isnan(one["mde"]) and one["detectable"] is False
-    assert one["reason"] == "only one query is valid for both systems"
+    assert plan_reason(one["reason"]) == "only one query is valid for both systems"
     none = decision_plan([], [], 0.95, 0.8, "superiority", 0.05)
-    assert none["reason"] == "no query is valid for both systems" and math.isnan(none["distance"])
+    assert plan_reason(none["reason"]) == "no query is valid for both systems" and math.isnan(none["distance"])
     few = decision_plan([0.3, -0.1, 0.2], [1.0, 1e-9, 1e-9], 0.95, 0.8, "non_inferiority", 0.05)
-    assert few["reason"] == "the weights leave 4e-09 degrees of freedom: the interval needs at least 1"
+    assert plan_reason(few["reason"]) == "the weights leave 4e-09 degrees of freedom: the interval needs at least 1"
     assert few["queries_needed"] is None  # (sigma is not known from them)
     with pytest.raises(ValueError, match="rule must be one of"):
         decision_plan([0.1, 0.2], [1.0, 1.0], 0.95, 0.8, "equivalence", 0.05)
@@ -392,7 +395,7 @@ def test_a_pilot_whose_difference_does_not_clear_the_margin_is_too_small_to_plan
     plan = decision_plan(d, np.ones(20), 0.95, 0.8, "superiority", 0.01)
     low = 0.03 - st.t.ppf(0.9, 19) * 0.2 / math.sqrt(20)
     assert plan["queries_needed"] is None
-    assert plan["reason"] == (
+    assert plan_reason(plan["reason"]) == (
         f"the pilot is too small to plan from: its difference (+0.0300) does not stand clear of the margin (0.01): "
         f"the lower end of its one-sided 90% confidence interval is {low:+.4f}; a pilot of about "
         f"{_first_pilot(0.2, 0.02):,} queries with the same spread would tell whether the difference exceeds the margin"
@@ -409,7 +412,7 @@ def test_a_plan_far_beyond_what_the_observed_difference_needs_is_refused():
     at_bound = queries_needed(d, np.ones(20), 0.95, 0.8, distance=plan["distance"], observed=True)
     at_observed = queries_needed(d, np.ones(20), 0.95, 0.8, distance=plan["distance"])
     assert at_bound > 100 * at_observed and plan["queries_needed"] is None
-    assert plan["reason"] == (
+    assert plan_reason(plan["reason"]) == (
         f"the pilot is too small to plan from: its difference ({edge + 0.0005:+.4f}) does not stand clear of the "
         f"margin (0.01) by enough: at the lower end of its one-sided 90% confidence interval (+0.0105) the plan "
         f"would be {at_bound:,} queries, more than 100 times the {at_observed:,} that the observed difference "

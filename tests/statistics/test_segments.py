@@ -20,6 +20,7 @@ from scipy import stats as st
 
 import ndcg_mlflow
 from ndcg_mlflow.cli import EXIT_DECISION, main
+from ndcg_mlflow.render.words import consistency_note
 from ndcg_mlflow.statistics.segments import consistency, stratified_indices
 
 
@@ -232,10 +233,10 @@ def test_stratified_interval_is_a_point_when_segments_are_constant(tmp_path: Pat
 def test_consistency_says_when_most_of_the_weight_moved_the_other_way() -> None:
     parts = [("a", -0.01, 3.0), ("b", -0.02, 3.0), ("c", 0.2, 4.0)]
     delta = (3 * -0.01 + 3 * -0.02 + 4 * 0.2) / 10
-    e = consistency("cand", "ndcg_at_10", delta, parts, "nDCG@10")
+    e = consistency("cand", "ndcg_at_10", delta, parts)
     assert e["agrees"] is False and e["opposite_weight_share"] == pytest.approx(0.6)
-    assert e["opposite_segments"] == ["a", "b"] and "60%" in e["note"]
-    assert consistency("cand", "k", delta, [("a", 0.1, 6.0), ("c", -0.2, 4.0)], "k")["agrees"] is True
+    assert e["opposite_segments"] == ["a", "b"] and "60%" in consistency_note(e)
+    assert consistency("cand", "k", delta, [("a", 0.1, 6.0), ("c", -0.2, 4.0)])["agrees"] is True
 
 
 def _urisk(d: np.ndarray, alpha: float) -> float:
@@ -573,9 +574,9 @@ def test_consistency_weighs_segments_by_their_share_of_the_evaluations_weight(da
 def test_the_consistency_note_tells_its_share_from_half() -> None:
     """The note's share is compared with one half: 50.04% of the weight is not written as 50% (the rule is
     "more than half")."""
-    e = consistency("cand", "k", 0.1, [("a", 0.1, 4.996), ("b", -0.2, 5.004)], "nDCG@10")
+    e = consistency("cand", "ndcg_at_10", 0.1, [("a", 0.1, 4.996), ("b", -0.2, 5.004)])
     assert e["agrees"] is False
-    assert "segments holding 50.04% of the paired weight (more than half)" in e["note"]
+    assert "segments holding 50.04% of the paired weight (more than half)" in consistency_note(e)
 
 
 def test_the_notes_say_why_studentized_intervals_are_undefined(data: Path, tmp_path: Path) -> None:
