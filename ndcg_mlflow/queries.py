@@ -148,6 +148,8 @@ def score_queries(
 
 UNJUDGED = "unjudged"
 OVERFLOW = "overflow"
+RANK = "rank"  # the code of a rank that is not an integer
+DUPLICATE = "duplicate"  # the code of a document listed twice for a query
 
 
 class Problem(NamedTuple):
@@ -221,8 +223,8 @@ ROW_CHECKS = (
     RowCheck("empty:query_id", "query_id", _empty),
     RowCheck("empty:doc_id", "doc_id", _empty),
     RowCheck("nonfinite:score", "score", _not_finite, True),
-    RowCheck("rank", "rank", _not_integer, True),
-    RowCheck("duplicate", "doc_id", _twice),
+    RowCheck(RANK, "rank", _not_integer, True),
+    RowCheck(DUPLICATE, "doc_id", _twice),
 )
 """The checks of a set of raw run rows, in the order the seam applies them: the first that refuses a row is the
 problem. (The readers apply the same rules to each line as they read it, with :mod:`ndcg_mlflow.readers.accept`'s
@@ -284,14 +286,14 @@ def problem_message(problem: Problem, metric: Metric, label: str) -> str:
     code, query, doc, count, value = problem
     rows = Rows(count, query, doc)
     if code.startswith(("null:", "empty:")):
-        kind, column = code.split(":")
-        return null_value(column, rows) if kind == "null" else empty_id(column, rows)
+        column = code.split(":")[1]
+        return (null_value if code.startswith("null:") else empty_id)(column, rows)
     if code.startswith("nonfinite:"):
         return not_finite(code.split(":")[1], float("nan") if value is None else value, rows)
-    if code == "rank":
+    if code == RANK:
         x = float("nan") if value is None else value
         return not_integer("rank", x, rows) if math.isfinite(x) else not_finite("rank", x, rows)
-    if code == "duplicate":
+    if code == DUPLICATE:
         return listed_twice(doc, query, f"{count} repeated rows in all")
     if code == UNJUDGED:
         return unjudged_message(label, query, doc, count)

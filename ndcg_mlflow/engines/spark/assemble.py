@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import EvaluationError
 from ...join import index_in
 from ...kernel import QueryResult
-from ...queries import CHECK_ORDER, Problem, TopLists, problem_error
+from ...queries import CHECK_ORDER, DUPLICATE, Problem, TopLists, problem_error
 from ...readers.hashing import check_unchanged
 from ...result import FileInfo, SystemResult
 from ...spec import Metric, Spec
@@ -94,7 +94,7 @@ def unchecked_duplicates(
     if job.duplicates_checked:
         return None
     codes = rows_of(rows, RowKind.ERROR).column("code").to_pylist()
-    if judged.depth is None or any(CHECK_ORDER.index(c) < CHECK_ORDER.index("duplicate") for c in codes):
+    if judged.depth is None or any(CHECK_ORDER.index(c) < CHECK_ORDER.index(DUPLICATE) for c in codes):
         return None
     return duplicates(spark, job.run_df, rows)
 
@@ -115,7 +115,7 @@ def check_buckets(
     errors = rows_of(table, RowKind.ERROR).to_pylist()
     if duplicates is not None:
         found, every = duplicates
-        errors = [e for e in errors if not every or e["code"] != "duplicate"] + found
+        errors = [e for e in errors if not every or e["code"] != DUPLICATE] + found
     if errors:
         errors.sort(key=lambda e: (CHECK_ORDER.index(e["code"]), e["query_id"] or "", e["doc_id"] or ""))
         e = errors[0]

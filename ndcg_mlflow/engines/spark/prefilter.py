@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import SpecError
 from ...join import map_gains
 from ...kernel import NonFiniteError
-from ...queries import Problem, first_problem
+from ...queries import DUPLICATE, Problem, first_problem
 from ...rules import condenses, stops
 from ...spec import Metric
 from ..outcome import display_depth
@@ -298,4 +298,4 @@ def duplicates(spark: Any, run_df: Any, rows: Any) -> tuple[list[dict[str, Any]]
     if found["first"] is None:
         return [], every
     first = found["first"]
-    return [error(Problem("duplicate", first["query_id"], first["doc_id"], int(found["repeated"])))], every
+    return [error(Problem(DUPLICATE, first["query_id"], first["doc_id"], int(found["repeated"])))], every
