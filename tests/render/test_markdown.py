@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import write_jsonl
 
 from ndcg_mlflow.cli import main
 from ndcg_mlflow.render.format import md_html, md_text
@@ -161,10 +162,6 @@ def test_plain_ids_stay_readable():
     assert md_text("- x") == "\\- x" and md_text("_x_") == "\\_x\\_" and md_text("a.b") == "a\\.b"
 
 
-def _jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
 def hostile_folder(root: Path) -> Path:
     """Every query id and document id is hostile, and so are the spec name and the qrels file's folder
     (it lies outside the spec's folder, so its path is a note in report.md)."""
@@ -181,9 +178,9 @@ def hostile_folder(root: Path) -> Path:
             base.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
         for r, d in enumerate(reversed(docs)):
             cand.append({"query_id": q, "doc_id": d, "score": float(len(docs) - r)})
-    _jsonl(data_dir / "qrels.jsonl", qrels)
-    _jsonl(spec_dir / "base.jsonl", base)
-    _jsonl(spec_dir / "cand.jsonl", cand)
+    write_jsonl(data_dir / "qrels.jsonl", qrels)
+    write_jsonl(spec_dir / "base.jsonl", base)
+    write_jsonl(spec_dir / "cand.jsonl", cand)
     spec = {
         "spec_version": 1,
         "name": NAME,
