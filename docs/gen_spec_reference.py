@@ -44,7 +44,7 @@ COMPLETE: dict[str, Any] = {
         "missing_queries": "zero",
     },
     "queries": {"weights": "weights.tsv", "set": "queries.txt", "segments": "segments.tsv"},
-    "data": {"qrels": "qrels.tsv", "systems": {"a": "a.run", "b": "b.run"}},
+    "data": {"qrels": "qrels.tsv", "systems": {"a": "a.run", "b": "b.run"}, "judge_qrels": "judge.tsv"},
     "uncertainty": {"resamples": 1000, "confidence": 0.95, "method": "bca", "seed": 1, "stratify": "segments"},
     "comparison": {
         "baseline": "a",
@@ -64,6 +64,7 @@ COMPLETE: dict[str, Any] = {
             "regressions": {"delta": 0.1, "max_share": 0.1},
         },
     },
+    "judge": {"estimator": "ppi++", "labelled_queries": "segments", "name": "umbrela-v1"},
     "report": {"sensitivity": True},
     "companions": {"duplicates": "groups.tsv", "catalog": 1000},
     "mlflow": {
@@ -89,6 +90,19 @@ FIELDS: dict[str, str] = {
     "uncertainty": "bootstrap intervals; once present, every field is required.",
     "comparison": "paired comparisons of each system with a baseline; needs `uncertainty`.",
     "decision": "the rule that passes or fails the evaluation (exit code 4 when it fails); needs `comparison`.",
+    "judge": "judgments from a model (an LLM judge) beside the human ones: `data.qrels` then holds the human "
+    "judgments of the labelled queries (the evaluated queries with at least one), `data.judge_qrels` the model's "
+    "of every evaluated query, and the means, intervals and comparisons combine the two (prediction-powered "
+    "inference, [Judgments from a model](judge.md)); needs `uncertainty` (its confidence).",
+    "data.judge_qrels": "the model's judgments of every evaluated query, in any form `data.qrels` takes (needs "
+    "`judge`).",
+    "judge.estimator": "`ppi++`: the judge's labels weighted to minimise the variance (power-tuned prediction-powered "
+    "inference); `ppi`: weighted 1 (classic prediction-powered inference); `human_only`: weighted 0 (the labelled "
+    "queries alone). The comparisons, the decision and `--promote` read its interval.",
+    "judge.labelled_queries": "how the human-labelled queries were chosen: `random`, a simple random sample of the "
+    "evaluated queries; `segments`, a random sample within each segment of `queries.segments` (one weight of the "
+    "judge's labels per segment, the segments combined by their weight).",
+    "judge.name": "the judge's name (its model and prompt), free text recorded with the results.",
     "report": "what the report adds.",
     "companions": "measures reported beside nDCG; declare `duplicates`, `catalog` or both.",
     "mlflow": "where and how the results are logged.",
@@ -176,6 +190,7 @@ SECTIONS: dict[str, Any] = {
     "decision.guardrails": T.Guardrails,
     "decision.guardrails.segments": T.SegmentGuardrail,
     "decision.guardrails.regressions": T.RegressionGuardrail,
+    "judge": T.Judge,
     "report": T.Report,
     "companions": T.Companions,
     "mlflow": T.MlflowSection,
@@ -193,6 +208,7 @@ RENAMED = {
     "catalog_size": "companions.catalog",
     "model": "data.systems.*.model",
     "candidates": "data.systems.*.candidates",
+    "judgments": "data.judge_qrels",
 }
 
 

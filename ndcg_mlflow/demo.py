@@ -98,6 +98,36 @@ mlflow:
   experiment: demo-product-search
 """
 
+# the judge's spec: the demo's, its judgments from a model for every query and human judgments for a random quarter
+# of them, without companions or sensitivity
+JUDGE_SPEC = (
+    DEMO_SPEC.replace(
+        DEMO_SPEC[: DEMO_SPEC.index("metric:")],
+        "# Judge demo spec: the demo's runs, judged by a model for every query and by humans for a random quarter.\n"
+        "spec_version: 1\nname: demo-product-search-judge\n",
+    )
+    .replace(
+        "empty_ideal: exclude         # queries with ideal DCG = 0 (all grades 0) are left out",
+        "empty_ideal: zero            # queries with ideal DCG = 0 (all grades 0) score 0",
+    )
+    .replace(
+        "  qrels: demo/qrels.tsv\n",
+        "  qrels: demo/human_qrels.tsv  # human judgments of 60 queries drawn at random\n"
+        "  judge_qrels: demo/judge_qrels.tsv  # a model's judgments of every query\n",
+    )
+    .replace(
+        "companions:",
+        "judge:\n"
+        "  estimator: ppi++             # ppi++ | ppi | human_only\n"
+        "  labelled_queries: random     # the human-judged queries are a simple random sample\n"
+        "  name: demo-judge             # the judge's model and prompt, recorded with the results\n"
+        "companions:",
+    )
+    .replace(DEMO_SPEC[DEMO_SPEC.index("companions:") : DEMO_SPEC.index("mlflow:")], "")
+)
+N_LABELLED = 60  # the judge demo's human-labelled queries
+JUDGE_SEED = SEED + 11
+
 # the weighted spec: the demo's, its queries weighted by traffic and its ties averaged, without companions or
 # sensitivity
 WEIGHTED_SPEC = (
@@ -140,7 +170,11 @@ def write_demo(folder: Path) -> Path:
     """The demo's specs (``demo.yaml``, ``demo_weighted.yaml``) and data (``demo/``) written into ``folder``; the
     path of ``demo.yaml``. A file already there with other contents is refused (exit 2), not replaced: the files
     are always the same, so writing into a folder twice leaves it as it is."""
-    files = {"demo.yaml": DEMO_SPEC.encode(), "demo_weighted.yaml": WEIGHTED_SPEC.encode()}
+    files = {
+        "demo.yaml": DEMO_SPEC.encode(),
+        "demo_weighted.yaml": WEIGHTED_SPEC.encode(),
+        "demo_judge.yaml": JUDGE_SPEC.encode(),
+    }
     files.update((f"{DATA}/{name}", data) for name, data in demo_data().items())
     for name, data in files.items():
         path = folder / name
@@ -181,6 +215,9 @@ def demo_data() -> dict[str, bytes]:
     run_lines: dict[str, list[str]] = {"bm25": [], "reranker-v2": [], "dense-ties": []}
     weights_lines = ["query_id\tweight"]
 
+    hidden: dict[str, dict[str, int]] = {}  # query -> every judged or returned product's grade (the judge's input)
+    favoured: set[tuple[str, str]] = set()  # the reranker's top 10 products of each query, which the judge favours
+
     raw_weights = rng.lognormal(mean=0.0, sigma=1.3, size=N_QUERIES)
     raw_weights = raw_weights / raw_weights.mean()
 
@@ -200,8 +237,10 @@ def demo_data() -> dict[str, bytes]:
                 grades[rng.integers(n_judged)] = int(rng.integers(1, 3))
         pool_grades = rng.choice(4, size=UNJUDGED_POOL, p=UNJUDGED_GRADE_P)
 
+        seen = hidden.setdefault(qid, {})
         for d, g in zip(judged_docs, grades):
             qrels_lines.append(f"{qid}\t{_pid(int(d))}\t{int(g)}")
+            seen[_pid(int(d))] = int(g)
         weights_lines.append(f"{qid}\t{raw_weights[qi]:.6f}")
 
         for tag in ("bm25", "reranker-v2", "dense-ties"):
@@ -234,6 +273,10 @@ def demo_data() -> dict[str, bytes]:
 
             scores = np.round(scores, 6)  # what gets printed
             order = _order(scores, rng)
+            for k in range(n_ret):
+                seen.setdefault(_pid(int(ret_docs[k])), int(g[k]))
+            if tag == "reranker-v2":
+                favoured.update((qid, _pid(int(ret_docs[k]))) for k in order[:10])
             if tag == "reranker-v2" and qi == missing_in_reranker:
                 continue
             for rank, k in enumerate(order, start=1):
@@ -246,7 +289,28 @@ def demo_data() -> dict[str, bytes]:
         "reranker_v2.run": _text(run_lines["reranker-v2"]),
         "dense_ties.run": _text(run_lines["dense-ties"]),
         "weights.tsv": _text(weights_lines),
+        **_judge_files(qrels_lines, hidden, favoured),
     }
+
+
+def _judge_files(
+    qrels_lines: list[str], hidden: dict[str, dict[str, int]], favoured: set[tuple[str, str]]
+) -> dict[str, bytes]:
+    """The judge demo's judgments: a model's grade of every judged or returned product of every query (the true
+    grade moved one step up or down at random, and one step up more often for the reranker's top 10: a judge
+    that favours one system), and the human judgments of ``N_LABELLED`` queries drawn at random (the demo's
+    judgments of those queries). Its own seed, so the other files do not change."""
+    rng = np.random.default_rng(JUDGE_SEED)
+    labelled = set(rng.choice(sorted(hidden), size=N_LABELLED, replace=False).tolist())
+    judge_lines = ["query_id\tdoc_id\tgrade"]
+    for qid in sorted(hidden):
+        for doc, grade in sorted(hidden[qid].items()):
+            step = rng.choice([-1, 0, 1], p=[0.15, 0.6, 0.25])
+            if (qid, doc) in favoured and rng.random() < 0.3:
+                step += 1
+            judge_lines.append(f"{qid}\t{doc}\t{int(np.clip(grade + step, 0, 3))}")
+    human_lines = qrels_lines[:1] + [line for line in qrels_lines[1:] if line.split("\t", 1)[0] in labelled]
+    return {"human_qrels.tsv": _text(human_lines), "judge_qrels.tsv": _text(judge_lines)}
 
 
 def _duplicate_groups(run_lines: dict[str, list[str]]) -> list[str]:

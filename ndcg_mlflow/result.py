@@ -118,6 +118,11 @@ class EvaluationResult:
     decision: dict[str, Any] | None = None  # decision.decide: its numbers, worded in summary
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
+    # with a judge (the spec's judge section, ndcg_mlflow.engines.judged): summary.json's "judge", and each
+    # system's per-query values under the human judgments (NaN outside the labelled queries); the per-query
+    # values of ``systems`` are then the judge's
+    judged: dict[str, Any] | None = None
+    human_ndcg: dict[str, np.ndarray] = field(default_factory=dict)
     grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
     _per_query: Any = None
 
@@ -253,6 +258,7 @@ class EvaluationResult:
             tail={
                 **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
                 "engine_info": self.engine_info,
+                **({"judge": self.judged} if self.judged is not None else {}),
             },
         )
 
@@ -358,6 +364,7 @@ class EvaluationResult:
                         "query_id": np.repeat(self.query_ids, nc),
                         "cutoff": pd.Categorical.from_codes(np.tile(codes, nq), dtype=dtype),
                         "ndcg": r.ndcg.ravel(),
+                        **({} if self.judged is None else {"ndcg_human": self.human_ndcg[name].ravel()}),
                         "dcg": r.dcg.ravel(),
                         "idcg": r.idcg.ravel(),
                         "idcg_candidates": r.idcg_candidates.ravel(),

@@ -419,6 +419,8 @@ RANDOMIZATION, T_TEST, BOTH_TESTS = "randomization", "t_test", "both"
 HOLM, BONFERRONI, BENJAMINI_HOCHBERG, NO_CORRECTION = "holm", "bonferroni", "benjamini_hochberg", "none"
 SUPERIORITY, NON_INFERIORITY = "superiority", "non_inferiority"
 UNSTRATIFIED, BY_SEGMENT = "none", "segments"
+PPI_PLUS_PLUS, PPI, HUMAN_ONLY = "ppi++", "ppi", "human_only"
+RANDOM_SUBSET = "random"
 
 INTERVAL_METHOD = Choice("uncertainty.method", (BCA, PERCENTILE, STUDENTIZED))
 TEST = Choice("comparison.test", (RANDOMIZATION, T_TEST, BOTH_TESTS))
@@ -426,8 +428,20 @@ CORRECTION = Choice("comparison.correction", (HOLM, BONFERRONI, BENJAMINI_HOCHBE
 DECISION_RULE = Choice("decision.rule", (SUPERIORITY, NON_INFERIORITY))
 GUARDRAIL_RULE = Choice("decision.guardrails.segments.rule", DECISION_RULE.choices)  # the rules of decision.rule
 STRATIFY = Choice("uncertainty.stratify", (UNSTRATIFIED, BY_SEGMENT))
+JUDGE_ESTIMATOR = Choice("judge.estimator", (PPI_PLUS_PLUS, PPI, HUMAN_ONLY))
+LABELLED_QUERIES = Choice("judge.labelled_queries", (RANDOM_SUBSET, BY_SEGMENT))
 STATISTICS_CHOICES: dict[str, Choice] = {
-    c.key: c for c in (INTERVAL_METHOD, STRATIFY, TEST, CORRECTION, DECISION_RULE, GUARDRAIL_RULE)
+    c.key: c
+    for c in (
+        INTERVAL_METHOD,
+        STRATIFY,
+        TEST,
+        CORRECTION,
+        DECISION_RULE,
+        GUARDRAIL_RULE,
+        JUDGE_ESTIMATOR,
+        LABELLED_QUERIES,
+    )
 }
 
 
@@ -494,6 +508,20 @@ def stratifies(stratify: str | None) -> bool:
     """``uncertainty.stratify`` as written (or logged; None: left out): each overall interval resamples within
     segments (``segments``)."""
     return stratify == BY_SEGMENT
+
+
+def fixed_lambda(estimator: str) -> float | None:
+    """The weight of the judge's labels an estimator fixes (``ppi``: 1, the classic prediction-powered estimate;
+    ``human_only``: 0, the labelled queries alone), or None when it is chosen from the data to minimise the
+    variance (``ppi++``)."""
+    return {PPI: 1.0, HUMAN_ONLY: 0.0}.get(estimator)
+
+
+def stratifies_labels(labelled_queries: str) -> bool:
+    """The human-labelled queries were drawn within each segment (``segments``): one weight of the judge's labels
+    per segment, the segments combined by their weight; else a simple random sample of all the evaluated queries
+    (``random``)."""
+    return labelled_queries == BY_SEGMENT
 
 
 def stratify_text(stratified: bool) -> str:

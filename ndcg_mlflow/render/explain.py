@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rules import METRIC_FIELDS, METRIC_RULES, QUERY_SET, RULES, WEIGHTS, Gain, rule_values
+from ..rules import (
+    METRIC_FIELDS,
+    METRIC_RULES,
+    QUERY_SET,
+    RULES,
+    WEIGHTS,
+    Gain,
+    fixed_lambda,
+    rule_values,
+    stratifies_labels,
+)
 from ..spec import Spec
 from ..spec.presets import TOOLS
 from .format import exact, exact_share, term_text, text_table
@@ -99,6 +109,8 @@ def explain(spec: Spec, grades: list[float] | None = None, *, tools: bool = True
         lines.append(
             f"- decision: {statement(spec.decision, spec.uncertainty.confidence)} A failed decision exits with code 4."
         )
+    if spec.judge is not None:
+        lines.append("- " + judge_words(spec))
     if spec.companions:
         comp = spec.companions
         if comp.duplicates:
@@ -158,6 +170,33 @@ def segments_words(spec: Spec) -> str:
     return (
         f"segments: from {src.declared}; every evaluated query belongs to exactly one segment, and each segment's "
         f"means and comparisons are reported beside the overall ones"
+    )
+
+
+def judge_words(spec: Spec) -> str:
+    """The ``judge`` section in words: which judgments are whose, how the labelled queries were drawn and how the
+    two are combined."""
+    j = spec.judge
+    assert j is not None
+    who = f"a model ({j.name})" if j.name is not None else "a model"
+    drawn = (
+        "drawn at random within each segment of queries.segments (one weight of the judge's labels per segment, "
+        "the segments combined by their weight)"
+        if stratifies_labels(j.labelled_queries)
+        else "a simple random sample of the evaluated queries"
+    )
+    lam = fixed_lambda(j.estimator)
+    how = {
+        None: "the judge's labels weighted to minimise the variance (PPI++, power-tuned prediction-powered inference)",
+        1.0: "the judge's labels weighted 1 (classic prediction-powered inference)",
+        0.0: "the labelled queries alone (the judge's labels are not used; human-only)",
+    }[lam]
+    return (
+        f"judge: the judgments of {j.judgments.declared} come from {who} and cover every evaluated query; those "
+        f"of {spec.qrels.declared} are human judgments of the labelled queries (those with at least one), "
+        f"{drawn}. Means, intervals and comparisons: {how}, with normal intervals at "
+        f"{exact_share(spec.uncertainty.confidence) if spec.uncertainty else '?'} confidence; the human-only and "
+        f"judge-only views are reported beside them (judge-only is not valid: the judge's bias is not corrected)"
     )
 
 

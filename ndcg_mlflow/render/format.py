@@ -248,6 +248,25 @@ def queries_line(summary: dict) -> str:
     )
 
 
+def intervals_line(summary: dict, *, seed: bool = False) -> str:
+    """How the means' intervals were made, in one clause (plain text): the bootstrap's confidence, method and
+    resamples (and its seed, with ``seed``); with a judge, the declared estimator's normal intervals and which
+    labels they rest on."""
+    spec = summary.get("spec") or {}
+    confidence = exact_share(spec.get("uncertainty.confidence", 0.95))
+    judge = summary.get("judge")
+    if judge:
+        n, big_n = judge.get("n_labelled", 0), judge.get("n_unlabelled", 0)
+        return (
+            f"{confidence} normal intervals of the {judge.get('estimator')} estimate: human judgments of "
+            f"{n} {_plural(n, 'query', 'queries')}, the judge's of those and {big_n} more"
+        )
+    return (
+        f"{confidence} {spec.get('uncertainty.method', '')} intervals from {spec.get('uncertainty.resamples')} "
+        "bootstrap resamples of queries" + (f", seed {spec.get('uncertainty.seed')}" if seed else "")
+    )
+
+
 def per_query_elsewhere(summary: dict) -> str:
     """What a report says when the folder holds no per-query rows (they stayed in Spark)."""
     stats = (summary.get("engine_info") or {}).get("statistics") or {}

@@ -56,6 +56,8 @@ def render_markdown(bundle: Bundle) -> str:
             p = c.get("p_randomization")
             if is_missing(p):
                 p = c.get("p_t_test")
+            if is_missing(p):
+                p = c.get("p_judged")
             rows.append(
                 [
                     _md(label(c["candidate"])),

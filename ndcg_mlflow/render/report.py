@@ -23,8 +23,8 @@ from .bundle import Bundle, load_bundle
 from .figures import FIGURES, draw
 from .format import (
     FILE,
-    exact_share,
     html_text,
+    intervals_line,
     listing,
     models_sentence,
     number,
@@ -240,15 +240,10 @@ def _section_coverage(bundle: Bundle) -> str:
 
 def _section_results(bundle: Bundle) -> str:
     keys = bundle.keys
-    spec = bundle.summary.get("spec", {})
     ci = bundle.has_ci
     head = f"<h2 id='results'>Results</h2><p>{_e(queries_line(bundle.summary))}</p>"
     if ci:
-        head += (
-            f"<p class='muted'>{exact_share(spec.get('uncertainty.confidence', 0.95))} "
-            f"{_e(spec.get('uncertainty.method', ''))} intervals from {_e(spec.get('uncertainty.resamples'))}"
-            f" bootstrap resamples of queries, seed {_e(spec.get('uncertainty.seed'))}.</p>"
-        )
+        head += f"<p class='muted'>{_e(intervals_line(bundle.summary, seed=True))}.</p>"
     rows = [
         head + "<table><tr><th class='l'>system</th>" + "".join(f"<th>{_e(_label(k))}</th>" for k in keys) + "</tr>"
     ]
@@ -295,7 +290,8 @@ def _section_comparisons(bundle: Bundle) -> str:
             f"<td>{number(c.get('baseline_mean'))}</td><td>{number(c.get('candidate_mean'))}</td>"
             f"<td class='{_tone(c)}'>{number(c.get('delta'), signed=True)}</td>"
             f"<td>[{number(c.get('ci_low'), signed=True)}, {number(c.get('ci_high'), signed=True)}]</td>"
-            f"<td>{share(rel, signed=True, missing=FILE)}</td><td>{p_value(c.get('p_randomization'))}</td>"
+            f"<td>{share(rel, signed=True, missing=FILE)}</td>"
+            f"<td>{p_value(c.get('p_randomization', c.get('p_judged')))}</td>"
             f"<td>{p_value(c.get('p_t_test'))}</td><td>{p_value(c.get('p_corrected'))}</td>"
             f"<td>{number(c.get('effect_size_dz'), 3, signed=True)}</td>"
             f"<td>{_e(wins_ties_losses(c))}</td></tr>"

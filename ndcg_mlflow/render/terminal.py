@@ -19,7 +19,7 @@ from ..rules import headline_key, metric_name, randomizes, t_tests
 from ..uris import redact, safe_uri
 from .format import (
     TERMINAL,
-    exact_share,
+    intervals_line,
     listing,
     models_sentence,
     number,
@@ -123,15 +123,7 @@ def format_summary(result) -> str:
         cells += [str(first["n_evaluated"]), str(first["n_excluded"]), str(first["n_missing"])]
         rows.append(cells)
     lines = _opening(summary, term_text(queries_line(summary)))
-    lines.append(
-        f"weights {spec.resolved()['queries.weights']}"
-        + (
-            f"; {exact_share(spec.uncertainty.confidence)} {spec.uncertainty.method} intervals from "
-            f"{spec.uncertainty.resamples} bootstrap resamples of queries"
-            if with_ci
-            else ""
-        )
-    )
+    lines.append(f"weights {spec.resolved()['queries.weights']}" + (f"; {intervals_line(summary)}" if with_ci else ""))
     lines += text_table(heads, rows)
     if models:
         lines.append(term_text(models_sentence(models)))
@@ -139,11 +131,15 @@ def format_summary(result) -> str:
         lines.append("")
         lines.append(f"all comparisons ({result.analysis.family}):")
         # the p-value of a test the spec does not declare is left out, not shown as undefined
-        tests = [
-            (head, field)
-            for head, field, computed in (("p_rand", "p_randomization", randomizes), ("p_t", "p_t_test", t_tests))
-            if computed(spec.comparison.test)
-        ]
+        tests = (
+            [("p", "p_judged")]
+            if spec.judge is not None
+            else [
+                (head, field)
+                for head, field, computed in (("p_rand", "p_randomization", randomizes), ("p_t", "p_t_test", t_tests))
+                if computed(spec.comparison.test)
+            ]
+        )
         heads = ["candidate", "cutoff", "delta", "interval"] + [h for h, _ in tests] + ["p_corr", "d_z", "W/T/L"]
         rows = []
         for c in result.analysis.comparisons:

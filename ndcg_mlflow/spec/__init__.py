@@ -35,6 +35,11 @@ Version 1::
                                  # or a Delta table: {path: ..., format: delta, version: N}
       systems:
         bm25: demo/bm25.run
+      judge_qrels: judge.tsv     # optional: a model's judgments of every evaluated query (with the judge section)
+    judge:                       # optional: data.qrels then holds human judgments of a random subset of queries
+      estimator: ppi++           # ppi++ | ppi | human_only
+      labelled_queries: random   # random | segments
+      name: umbrela-v1           # optional: the judge's model and prompt, recorded
     mlflow:
       experiment: demo-product-search
       run_name: nightly            # optional: the evaluation run's name
@@ -82,6 +87,7 @@ from .types import (  # noqa: F401
     Decision,
     Guardrails,
     InMemory,
+    Judge,
     Metric,
     MlflowSection,
     Queries,

@@ -147,6 +147,8 @@ def outside_paths(spec: Spec) -> list[str]:
     sources = [spec.qrels, q.weights, q.set, q.segments] + [s.candidates or s for _, s in spec.systems]
     if spec.companions is not None:
         sources += [spec.companions.duplicates, spec.companions.catalog]
+    if spec.judge is not None:
+        sources.append(spec.judge.judgments)
     out = []
     for src in sources:
         if src is None or src.path is None:
@@ -173,6 +175,8 @@ def check_files(spec: Spec) -> list[str]:
         else (f"data.systems.{n}", s)
         for n, s in spec.systems
     ]
+    if spec.judge is not None:
+        named.append(("data.judge_qrels", spec.judge.judgments))
     if spec.companions is not None:
         named += [
             ("companions.duplicates", spec.companions.duplicates),

@@ -201,6 +201,19 @@ class Companions:
 
 
 @dataclass(frozen=True)
+class Judge:
+    """Judgments from a model beside the human ones: ``data.qrels`` holds the human judgments of the labelled
+    queries, ``judgments`` (``data.judge_qrels``) the model's of every evaluated query; ``estimator`` combines them
+    (:mod:`ndcg_mlflow.statistics.judge`), ``labelled_queries`` says how the labelled queries were drawn and
+    ``name`` names the judge (free text, recorded with the results)."""
+
+    judgments: Source
+    estimator: str  # ppi++ | ppi | human_only (rules.JUDGE_ESTIMATOR)
+    labelled_queries: str  # random | segments (rules.LABELLED_QUERIES)
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class Spec:
     spec_version: int
     name: str
@@ -214,6 +227,7 @@ class Spec:
     report: Report | None = None
     companions: Companions | None = None
     decision: Decision | None = None
+    judge: Judge | None = None
     source: Path | None = None
     text: str = field(default="", repr=False)
     recorded: str | None = field(default=None, repr=False)  # recorded_text, when parse_spec made it
@@ -317,6 +331,17 @@ class Spec:
             if g.regressions is not None:
                 out["decision.guardrails.regressions.delta"] = g.regressions.delta
                 out["decision.guardrails.regressions.max_share"] = g.regressions.max_share
+        if self.judge is not None:
+            j = self.judge
+            out["data.judge_qrels"] = j.judgments.declared
+            if j.judgments.columns:
+                out["data.judge_qrels.columns"] = _mapping_text(j.judgments.columns)
+            if j.judgments.version is not None:
+                out["data.judge_qrels.version"] = j.judgments.version
+            out["judge.estimator"] = j.estimator
+            out["judge.labelled_queries"] = j.labelled_queries
+            if j.name is not None:
+                out["judge.name"] = j.name
         if self.report is not None:
             out["report.sensitivity"] = self.report.sensitivity
         if self.companions is not None:

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import did_you_mean
-from ..rules import METRIC_FIELDS, METRIC_RULES, RULES, Gain, cutoff_label
+from ..rules import (
+    JUDGE_ESTIMATOR,
+    LABELLED_QUERIES,
+    METRIC_FIELDS,
+    METRIC_RULES,
+    RULES,
+    Gain,
+    cutoff_label,
+    stratifies_labels,
+)
 from . import statistics
 from .checks import Ctx as _Ctx
 from .checks import choice as _choice
@@ -34,6 +43,7 @@ from .types import (
     SPEC_VERSION,
     Companions,
     InMemory,
+    Judge,
     Metric,
     MlflowSection,
     Queries,
@@ -221,7 +231,11 @@ def _data(ctx: _Ctx, value: Any, tables: InMemory | None) -> tuple[Source, tuple
         d: dict[str, Any] = {}
     else:
         d = _mapping(
-            ctx, value, "data", () if has_qrels or names is not None else ("qrels", "systems"), ("qrels", "systems")
+            ctx,
+            value,
+            "data",
+            () if has_qrels or names is not None else ("qrels", "systems"),
+            ("qrels", "systems", "judge_qrels"),
         )
         for key, in_tables in (("qrels", has_qrels), ("systems", names is not None)):
             if key not in d and not in_tables:
@@ -354,11 +368,54 @@ def _report(ctx: _Ctx, value: Any) -> Report | None:
     return Report(sensitivity=r["sensitivity"])
 
 
+def _judge(ctx: _Ctx, value: Any, data: Any, uncertain: Any, segments: bool) -> Judge | None:
+    """The ``judge`` section with ``data.judge_qrels``: each needs the other, and the intervals need the
+    ``uncertainty`` section's confidence."""
+    judged = data.get("judge_qrels") if isinstance(data, dict) else None
+    if value is None:
+        if judged is not None:
+            raise ctx.fail(
+                "data.judge_qrels",
+                "is a model's judgments, which are read only with the judge section (judge.estimator says how they "
+                "are combined with the human judgments of data.qrels); declare judge, or remove data.judge_qrels.",
+            )
+        return None
+    j = _mapping(ctx, value, "judge", ("estimator", "labelled_queries"), ("name",))
+    if judged is None:
+        raise ctx.fail(
+            "data.judge_qrels",
+            "missing required key: the judge section combines the human judgments of data.qrels with a model's "
+            "judgments of every evaluated query, given by data.judge_qrels.",
+        )
+    estimator = _choice(ctx, j["estimator"], JUDGE_ESTIMATOR.key, JUDGE_ESTIMATOR.choices)
+    labelled = _choice(ctx, j["labelled_queries"], LABELLED_QUERIES.key, LABELLED_QUERIES.choices)
+    if stratifies_labels(labelled) and not segments:
+        raise ctx.fail(
+            LABELLED_QUERIES.key,
+            f"is 'segments', but {statistics.NO_SEGMENTS}: the human-labelled queries drawn within each segment "
+            "are combined segment by segment, so it needs the file that puts each query in its segment (declare "
+            "queries.segments, or set labelled_queries: random).",
+        )
+    if uncertain is None:
+        raise ctx.fail(
+            "judge",
+            "needs the uncertainty section too: its confidence is the confidence of the intervals that combine "
+            "the two judgments.",
+        )
+    name = j.get("name")
+    return Judge(
+        judgments=_source(ctx, judged, "data.judge_qrels", QRELS_COLUMNS),
+        estimator=estimator,
+        labelled_queries=labelled,
+        name=None if name is None else _text(ctx, name, "judge.name"),
+    )
+
+
 # --------------------------------------------------------------------------- entry points
 
 
 TOP_REQUIRED = ("spec_version", "name", "metric", "queries")
-TOP_OPTIONAL = ("data", "uncertainty", "comparison", "decision", "report", "companions", "mlflow")
+TOP_OPTIONAL = ("data", "uncertainty", "comparison", "decision", "judge", "report", "companions", "mlflow")
 
 
 def parse_spec(
@@ -383,6 +440,7 @@ def parse_spec(
     uncertainty = statistics.uncertainty(ctx, top.get("uncertainty"), segments)
     comparison = statistics.comparison(ctx, top.get("comparison"), tuple(n for n, _ in systems), uncertainty)
     decision = statistics.decision(ctx, top.get("decision"), comparison, metric.keys, segments)
+    judge = _judge(ctx, top.get("judge"), top.get("data"), uncertainty, segments)
     report = _report(ctx, top.get("report"))
     companions = _companions(ctx, top.get("companions"))
     mlflow_section = _mlflow(ctx, top.get("mlflow"), name)
@@ -401,6 +459,7 @@ def parse_spec(
         report,
         companions,
         decision,
+        judge,
         source=Path(source) if source else None,
         text=text,
         recorded=recorded_spec_text(raw, text),

@@ -77,6 +77,8 @@ def decide(
     *,
     unit: tuple[str, str] = ("query", "queries"),
     segment_paired: Mapping[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] | None = None,
+    intervals: Mapping[tuple[str, str], tuple[float, float, float]] | None = None,
+    interval: str = INTERVAL,
 ) -> dict[str, Any]:
     """The decision's numbers: the rule, each candidate's numbers and verdict, the outcome; each ``reason`` as data
     (a list of parts, each a ``kind`` with its numbers), which :func:`ndcg_mlflow.render.words.decision_record`
@@ -85,7 +87,9 @@ def decide(
     ``paired[(candidate, key)]``: the paired differences and their weights (one per ``unit``, singular and plural:
     a query, or a group of queries) whose :func:`~ndcg_mlflow.statistics.inference.t_interval` the rule reads; a
     comparison without them has none. ``segment_paired[(candidate, key, segment)]``: the same per segment (the segments
-    guardrail)."""
+    guardrail). ``intervals[(candidate, key)]``: the interval the rule reads instead, as ``(low, high, degrees of
+    freedom)`` (with a judge: the declared estimator's normal interval, infinite degrees of freedom), named
+    ``interval``."""
     bound = threshold(decision)
     rows = []
     empty = np.empty(0)
@@ -93,7 +97,10 @@ def decide(
         if c["key"] != decision.key:
             continue
         d, w = paired.get((c["candidate"], decision.key), (empty, empty))
-        lo, hi, df = stats.t_interval(d, w, confidence)
+        if intervals is not None:
+            lo, hi, df = intervals.get((c["candidate"], decision.key), (math.nan, math.nan, math.nan))
+        else:
+            lo, hi, df = stats.t_interval(d, w, confidence)
         p = c.get("p_corrected")
         reasons: list[dict[str, Any]] = []
         if not math.isfinite(lo):
@@ -117,7 +124,7 @@ def decide(
                 "ci_low": lo,
                 "ci_high": hi,
                 "df": df,
-                "interval": INTERVAL,
+                "interval": interval,
                 "p_corrected": p,
                 "n_paired": c.get("n_paired"),
                 "threshold": bound,
@@ -136,7 +143,7 @@ def decide(
         "max_p": decision.max_p,
         "confidence": confidence,
         "threshold": bound,
-        "interval": INTERVAL,
+        "interval": interval,
         "outcome": outcome,
         "candidates": rows,
         **extra,

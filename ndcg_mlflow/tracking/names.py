@@ -35,7 +35,7 @@ ARTIFACTS = (
 )
 INTERVAL = ("ci_low", "ci_high")
 # the comparison figures charted as metrics; every other column of a comparison is in the comparisons table
-COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_corrected")
+COMPARISON_METRICS = ("delta", "ci_low", "ci_high", "p_randomization", "p_t_test", "p_judged", "p_corrected")
 
 
 def system_metrics(means: dict[str, dict[str, Any]]) -> dict[str, float]:

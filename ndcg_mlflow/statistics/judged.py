@@ -1,0 +1,241 @@
+"""The statistics of an evaluation with a judge (the spec's ``judge`` section): every system's mean and every
+comparison estimated from the human values of the labelled queries and the judge's values of every evaluated query,
+by the declared estimator (:mod:`.judge`: PPI++, PPI or the labelled queries alone), beside the two other views
+(human-only: the labelled queries alone; judge-only: every query under the judge's labels, not valid), with the
+judge's bias on each comparison and the agreement of the two label sources.
+
+The per-query values come from the engine twice (:mod:`ndcg_mlflow.engines.judged`): ``f`` the result's own
+per-query nDCG (the judge's labels, every evaluated query), ``y`` the human labels' (NaN outside the labelled
+queries). A query whose judge value is undefined (excluded by ``empty_ideal`` or ``missing_queries``) is left out
+of both sides, as the other views leave it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..result import relative
+from ..rules import fixed_lambda, key_label, stratifies_labels
+from ..spec import Spec
+from . import inference as stats
+from .comparisons import Analysis, correction_family
+from .judge import PPIEstimate, judge_bias, ppi_mean, stratified_ppi_mean, weighted_kappa
+
+#: how the declared estimator's interval is named where the decision records the interval it read
+NORMAL = "normal"
+
+
+@dataclass
+class JudgeViews:
+    """What the judged statistics produced: ``record`` (``summary.json``'s ``judge``), the ``analysis`` the
+    outputs and the decision read (the declared estimator's means, intervals and comparisons) and ``intervals``
+    (``(candidate, key)`` -> the declared estimator's interval of the difference, for the decision)."""
+
+    record: dict[str, Any]
+    analysis: Analysis
+    intervals: dict[tuple[str, str], tuple[float, float, float]] = field(default_factory=dict)
+    estimates: dict[tuple[str, str], float] = field(default_factory=dict)  # (system, key) -> the declared estimate
+
+
+def _view(e: PPIEstimate | Any) -> dict[str, float]:
+    return {"estimate": e.estimate, "ci_low": e.ci_low, "ci_high": e.ci_high}
+
+
+def judge_only(f: np.ndarray, w: np.ndarray, confidence: float) -> dict[str, float]:
+    """The mean of the judge's values over every query with its weighted t interval: what treating the judge's
+    labels as truth gives (not valid: the judge's bias is not corrected)."""
+    if f.size == 0:
+        nan = float("nan")
+        return {"estimate": nan, "ci_low": nan, "ci_high": nan}
+    lo, hi, _ = stats.t_interval(f, w, confidence)
+    return {"estimate": float(stats.weighted_mean(f, w)), "ci_low": lo, "ci_high": hi}
+
+
+class _Estimator:
+    """The declared estimator over one set of queries: ``labelled`` and ``valid`` masks, the weights, and the
+    strata (segments) when the labelled queries were drawn within them."""
+
+    def __init__(self, spec: Spec, labelled: np.ndarray, weights: np.ndarray, strata: np.ndarray | None) -> None:
+        judge = spec.judge
+        assert judge is not None and spec.uncertainty is not None
+        self.lam = fixed_lambda(judge.estimator)
+        self.confidence = spec.uncertainty.confidence
+        self.labelled = labelled
+        self.weights = weights
+        self.strata = strata if stratifies_labels(judge.labelled_queries) else None
+
+    def split(self, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.labelled & valid, ~self.labelled & valid
+
+    def declared(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> Any:
+        """The declared estimator's estimate (a PPIEstimate, or a StratifiedPPIEstimate by segment)."""
+        lab, unl = self.split(valid)
+        w = self.weights
+        if self.strata is None:
+            return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=self.lam)
+        return stratified_ppi_mean(
+            y[lab],
+            f[lab],
+            f[unl],
+            self.strata[lab],
+            self.strata[unl],
+            w_l=w[lab],
+            w_u=w[unl],
+            confidence=self.confidence,
+            lam=self.lam,
+        )
+
+    def human_only(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> PPIEstimate:
+        lab, unl = self.split(valid)
+        w = self.weights
+        return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=0.0)
+
+    def entry(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> tuple[dict[str, Any], Any]:
+        """The record of one mean or difference (its three views) and the declared estimate."""
+        est = self.declared(y, f, valid)
+        lab, _ = self.split(valid)
+        human = self.human_only(y, f, valid)  # its lambda, rho and n_effective describe the labelled queries
+        tuned = est if isinstance(est, PPIEstimate) else human
+        out = {
+            **_view(est),
+            "std_error": est.se,
+            "p_value": est.p_value,
+            "lambda": tuned.lam if isinstance(est, PPIEstimate) else None,
+            "rho": human.rho,
+            "n_effective": est.n_effective if isinstance(est, PPIEstimate) else None,
+            "n_labelled": int(lab.sum()),
+            "n_unlabelled": int((valid & ~self.labelled).sum()),
+            "human_only": _view(human),
+            "judge_only": judge_only(f[valid], self.weights[valid], self.confidence),
+        }
+        if not isinstance(est, PPIEstimate):
+            out["segments"] = {
+                str(s): None if e is None else {**_view(e), "lambda": e.lam, "rho": e.rho}
+                for s, e in zip(est.strata, est.per_stratum)
+            }
+        return out, est
+
+
+def judged_statistics(
+    result, human: dict[str, np.ndarray], labelled: np.ndarray, grades: tuple[np.ndarray, np.ndarray]
+) -> JudgeViews:
+    """The judged statistics of ``result`` (the judge's per-query values of every evaluated query; its spec has the
+    ``judge`` section): ``human[system]`` the human per-query values aligned with ``result.query_ids`` (NaN outside
+    the labelled queries), ``labelled`` the mask of the labelled queries, ``grades`` the human and judge grades of
+    the documents both judged (for Cohen's weighted kappa)."""
+    spec: Spec = result.spec
+    judge = spec.judge
+    assert judge is not None and spec.uncertainty is not None
+    keys = spec.metric.keys
+    w = relative(result.weights)
+    est = _Estimator(spec, labelled, w, result.segments)
+    kappa = float("nan")
+    if grades[0].size:  # each grade's rank among the grades seen: kappa's weights read the grades' order
+        _, codes = np.unique(np.concatenate(grades), return_inverse=True)
+        kappa = weighted_kappa(codes[: grades[0].size], codes[grades[0].size :])
+    record: dict[str, Any] = {
+        "estimator": judge.estimator,
+        "labelled_queries": judge.labelled_queries,
+        "name": judge.name,
+        "n_labelled": int(labelled.sum()),
+        "n_unlabelled": int((~labelled).sum()),
+        "confidence": spec.uncertainty.confidence,
+        "interval": NORMAL,
+        "agreement": {"weighted_kappa": kappa, "kappa_weights": "quadratic", "n_documents": int(grades[0].size)},
+        "systems": {},
+        "comparisons": [],
+    }
+    analysis = Analysis()
+    views = JudgeViews(record, analysis)
+    for name, sr in result.systems.items():
+        f_all = sr.result.ndcg
+        record["systems"][name] = {}
+        analysis.intervals[name] = {}
+        for j, key in enumerate(keys):
+            f, y = f_all[:, j], human[name][:, j]
+            valid = ~np.isnan(f)
+            entry, e = est.entry(y, f, valid)
+            record["systems"][name][key] = entry
+            views.estimates[(name, key)] = e.estimate
+            analysis.intervals[name][key] = {
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "std_error": e.se,
+                "n_eff": stats.effective_n(w[valid]),
+            }
+    comparison = spec.comparison
+    if comparison is None:
+        return views
+    base_f = result.systems[comparison.baseline].result.ndcg
+    base_y = human[comparison.baseline]
+    rows, primary = [], []
+    for name, sr in result.systems.items():
+        if name == comparison.baseline:
+            continue
+        for j, key in enumerate(keys):
+            valid = ~np.isnan(base_f[:, j]) & ~np.isnan(sr.result.ndcg[:, j])
+            df = sr.result.ndcg[:, j] - base_f[:, j]
+            dy = human[name][:, j] - base_y[:, j]
+            entry, e = est.entry(dy, df, valid)
+            lab = labelled & valid
+            bias = judge_bias(dy[lab], df[lab], w_l=w[lab], confidence=spec.uncertainty.confidence)
+            entry = {
+                "candidate": name,
+                "baseline": comparison.baseline,
+                "key": key,
+                **entry,
+                "judge_bias": {
+                    "estimate": bias.estimate,
+                    "ci_low": bias.ci_low,
+                    "ci_high": bias.ci_high,
+                    "p_value": bias.p_value,
+                },
+            }
+            record["comparisons"].append(entry)
+            views.intervals[(name, key)] = (e.ci_low, e.ci_high, float("inf"))
+            d_lab = dy[lab]
+            wins = int(np.count_nonzero(d_lab > comparison.tie_tolerance))
+            losses = int(np.count_nonzero(d_lab < -comparison.tie_tolerance))
+            base_mean = views.estimates[(comparison.baseline, key)]
+            row: dict[str, Any] = {
+                "baseline": comparison.baseline,
+                "candidate": name,
+                "key": key,
+                "cutoff": key_label(key),
+                "n_paired": int(valid.sum()),
+                "baseline_mean": base_mean,
+                "candidate_mean": views.estimates[(name, key)],
+                "delta": e.estimate,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "std_error": e.se,
+                "p_judged": e.p_value,
+                "relative_delta": e.estimate / base_mean if base_mean else float("nan"),
+                "effect_size_dz": stats.effect_size_dz(d_lab, w[lab]) if d_lab.size else float("nan"),
+                "wins": wins,
+                "ties": int(d_lab.size) - wins - losses,
+                "losses": losses,
+            }
+            analysis.paired[(name, key)] = (d_lab, w[lab])
+            rows.append(row)
+            primary.append(e.p_value)
+    corrected = stats.correct(primary, comparison.correction) if primary else []
+    for row, p in zip(rows, corrected):
+        row["p_corrected"] = float(p)
+        row["corrected_test"] = judge.estimator
+        row["correction"] = comparison.correction
+    analysis.comparisons = rows
+    analysis.correction_family = correction_family(
+        comparison,
+        len(result.systems) - 1,
+        len(keys),
+        0,
+        [(r["candidate"], r["key"], None) for r in rows],
+        primary,
+        judge.estimator,
+    )
+    analysis.family = analysis.correction_family["statement"]
+    return views

@@ -1,0 +1,248 @@
+"""An evaluation with a judge (the spec's ``judge`` section), end to end: the spec's checks, the labelled and
+unlabelled queries, the estimator's numbers against ppi-python on per-query values read from two plain
+evaluations (one per source of judgments), the per-query table, the decision and the shipped demo."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+import ndcg_mlflow
+from ndcg_mlflow.errors import DataError, SpecError
+from ndcg_mlflow.spec import parse_spec
+
+from helpers import REPO, run_cli
+
+CONFIGS = REPO / "configs"
+
+
+def judge_spec(**changes) -> dict:
+    spec = yaml.safe_load((CONFIGS / "demo_judge.yaml").read_text())
+    for key, value in changes.items():
+        node = spec
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return spec
+
+
+def plain(spec: dict, qrels: str, query_set=None) -> ndcg_mlflow.EvaluationResult:
+    """The same spec without a judge, on one source of judgments."""
+    s = copy.deepcopy(spec)
+    s.pop("judge")
+    s["data"].pop("judge_qrels")
+    s["data"]["qrels"] = qrels
+    s.pop("comparison", None)
+    s.pop("decision", None)
+    s.pop("uncertainty", None)
+    if query_set is not None:
+        s["queries"]["set"] = query_set
+    return ndcg_mlflow.evaluate(s, base_dir=CONFIGS)
+
+
+def per_query(result, system: str, key: str) -> dict[str, float]:
+    j = result.spec.metric.keys.index(key)
+    x = result.systems[system].result.ndcg[:, j]
+    return dict(zip(result.query_ids.tolist(), x.tolist()))
+
+
+@pytest.fixture(scope="module")
+def judged():
+    return ndcg_mlflow.evaluate(judge_spec(), base_dir=CONFIGS)
+
+
+@pytest.fixture(scope="module")
+def by_source():
+    spec = judge_spec()
+    return plain(spec, "demo/judge_qrels.tsv"), plain(spec, "demo/human_qrels.tsv")
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"judge": None}, "data.judge_qrels", "only with the judge section"),
+        ({"data.judge_qrels": None}, "data.judge_qrels", "missing required key"),
+        ({"judge.estimator": "ppi+"}, "judge.estimator", "ppi++"),
+        ({"judge.labelled_queries": "segments"}, "judge.labelled_queries", "queries.segments is not declared"),
+        ({"uncertainty": None, "comparison": None}, "judge", "needs the uncertainty section"),
+        ({"judge.extra": 1}, "judge.extra", "unknown key"),
+    ],
+)
+def test_the_judge_section_is_checked(changes, path, words):
+    with pytest.raises(SpecError) as info:
+        parse_spec(judge_spec(**changes), base_dir=CONFIGS)
+    assert info.value.path == path
+    assert words in info.value.message
+
+
+def test_what_a_judge_cannot_do_yet_is_refused_before_anything_is_read():
+    spec = judge_spec(**{"report": {"sensitivity": True}})
+    with pytest.raises(SpecError) as info:
+        ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    assert info.value.path == "report.sensitivity"
+
+
+def test_the_judge_is_recorded_in_the_resolved_spec():
+    spec = parse_spec(judge_spec(), base_dir=CONFIGS)
+    resolved = spec.resolved()
+    assert resolved["data.judge_qrels"] == "demo/judge_qrels.tsv"
+    assert resolved["judge.estimator"] == "ppi++"
+    assert resolved["judge.labelled_queries"] == "random"
+    assert resolved["judge.name"] == "demo-judge"
+
+
+# --------------------------------------------------------------------------- the numbers
+
+
+def test_labelled_queries_are_the_evaluated_queries_the_humans_judged(judged, by_source):
+    by_judge, by_humans = by_source
+    assert judged.query_ids.tolist() == by_judge.query_ids.tolist()
+    record = judged.summary["judge"]
+    assert record["n_labelled"] == by_humans.query_ids.size == 60
+    assert record["n_labelled"] + record["n_unlabelled"] == judged.query_ids.size
+
+
+def test_the_per_query_table_holds_both_values(judged, by_source):
+    by_judge, by_humans = by_source
+    table = judged.per_query
+    rows = table[(table.system == "reranker-v2") & (table.cutoff == 10)]
+    human = per_query(by_humans, "reranker-v2", "ndcg_at_10")
+    model = per_query(by_judge, "reranker-v2", "ndcg_at_10")
+    for q, ndcg, ndcg_human in zip(rows.query_id, rows.ndcg, rows.ndcg_human):
+        assert ndcg == model[q]
+        if q in human:
+            assert ndcg_human == human[q]
+        else:
+            assert math.isnan(ndcg_human)
+
+
+@pytest.mark.parametrize("estimator", ["ppi++", "ppi", "human_only"])
+def test_every_view_equals_ppi_python_on_the_two_plain_evaluations(estimator, by_source):
+    ppi_py = pytest.importorskip("ppi_py")
+    result = ndcg_mlflow.evaluate(judge_spec(**{"judge.estimator": estimator}), base_dir=CONFIGS)
+    by_judge, by_humans = by_source
+    record = result.summary["judge"]
+    lam = {"ppi++": None, "ppi": 1, "human_only": 0}[estimator]
+
+    def check(entry, y_of, f_of):
+        labelled = sorted(y_of)
+        unlabelled = sorted(set(f_of) - set(y_of))
+        y = np.array([y_of[q] for q in labelled])
+        f_l = np.array([f_of[q] for q in labelled])
+        f_u = np.array([f_of[q] for q in unlabelled])
+        lo, hi = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05, lam=lam)
+        est = ppi_py.ppi_mean_pointestimate(y, f_l, f_u, lam=lam)
+        assert entry["estimate"] == pytest.approx(float(np.ravel(est)[0]), abs=1e-9)
+        assert entry["ci_low"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
+        assert entry["ci_high"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+        lo0, hi0 = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05, lam=0)
+        assert entry["human_only"]["ci_low"] == pytest.approx(float(np.ravel(lo0)[0]), abs=1e-9)
+        assert entry["human_only"]["ci_high"] == pytest.approx(float(np.ravel(hi0)[0]), abs=1e-9)
+        assert entry["judge_only"]["estimate"] == pytest.approx(np.mean(list(f_of.values())), abs=1e-12)
+
+    for system in ("bm25", "reranker-v2"):
+        for key in ("ndcg_at_5", "ndcg_at_all"):
+            check(record["systems"][system][key], per_query(by_humans, system, key), per_query(by_judge, system, key))
+    for c in record["comparisons"]:
+        yc, yb = per_query(by_humans, c["candidate"], c["key"]), per_query(by_humans, "bm25", c["key"])
+        fc, fb = per_query(by_judge, c["candidate"], c["key"]), per_query(by_judge, "bm25", c["key"])
+        check(c, {q: yc[q] - yb[q] for q in yc}, {q: fc[q] - fb[q] for q in fc})
+        labelled = sorted(yc)
+        bias = np.array([(yc[q] - yb[q]) - (fc[q] - fb[q]) for q in labelled])
+        assert c["judge_bias"]["estimate"] == pytest.approx(bias.mean(), abs=1e-12)
+
+
+def test_human_only_means_equal_the_plain_evaluation_of_the_labelled_queries(tmp_path, by_source):
+    _, by_humans = by_source
+    ids = tmp_path / "labelled.txt"
+    ids.write_text("".join(f"{q}\n" for q in by_humans.query_ids.tolist()))
+    spec = judge_spec(**{"judge.estimator": "human_only"})
+    result = ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    alone = plain(judge_spec(), "demo/human_qrels.tsv", str(ids))
+    for system in ("bm25", "reranker-v2", "dense-ties"):
+        for key in result.spec.metric.keys:
+            assert result.summary["systems"][system][key]["mean"] == pytest.approx(
+                alone.summary["systems"][system][key]["mean"], abs=1e-12
+            )
+
+
+def test_the_comparisons_and_the_decision_read_the_declared_estimator(by_source):
+    spec = judge_spec(decision={"key": "ndcg_at_10", "rule": "superiority", "margin": 0.0})
+    result = ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    record = {(c["candidate"], c["key"]): c for c in result.summary["judge"]["comparisons"]}
+    for row in result.summary["comparisons"]:
+        c = record[(row["candidate"], row["key"])]
+        assert (row["delta"], row["ci_low"], row["ci_high"]) == (c["estimate"], c["ci_low"], c["ci_high"])
+        assert row["p_judged"] == c["p_value"]
+        assert "p_randomization" not in row and "p_t_test" not in row
+    decision = result.decision
+    assert decision["interval"] == "normal (ppi++)"
+    for row in decision["candidates"]:
+        c = record[(row["candidate"], "ndcg_at_10")]
+        assert (row["ci_low"], row["ci_high"]) == (c["ci_low"], c["ci_high"])
+        assert row["outcome"] == ("pass" if c["ci_low"] > 0 else "fail")
+
+
+def test_a_labelled_query_left_out_under_one_judgment_only_is_an_error(tmp_path):
+    human = (CONFIGS / "demo" / "human_qrels.tsv").read_text().splitlines()
+    query = human[1].split("\t")[0]
+    zeroed = [human[0]] + [
+        "\t".join([*line.split("\t")[:2], "0"]) if line.startswith(query + "\t") else line for line in human[1:]
+    ]
+    (tmp_path / "human.tsv").write_text("\n".join(zeroed) + "\n")
+    spec = judge_spec(**{"metric.empty_ideal": "exclude", "data.qrels": str(tmp_path / "human.tsv")})
+    with pytest.raises(DataError) as info:
+        ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    assert repr(query) in str(info.value)
+    assert "empty_ideal" in str(info.value)
+
+
+def test_human_judgments_of_no_evaluated_query_are_an_error(tmp_path, by_source):
+    by_judge, by_humans = by_source
+    unlabelled = sorted(set(by_judge.query_ids.tolist()) - set(by_humans.query_ids.tolist()))
+    (tmp_path / "set.txt").write_text("".join(f"{q}\n" for q in unlabelled))
+    spec = judge_spec(**{"queries.set": str(tmp_path / "set.txt")})
+    with pytest.raises(DataError, match="none of the 60 queries the humans judged is an evaluated query"):
+        ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+
+
+def test_a_query_set_restricts_the_labelled_queries_too(tmp_path, by_source):
+    by_judge, by_humans = by_source
+    kept = by_judge.query_ids.tolist()[::2]
+    (tmp_path / "set.txt").write_text("".join(f"{q}\n" for q in kept))
+    result = ndcg_mlflow.evaluate(judge_spec(**{"queries.set": str(tmp_path / "set.txt")}), base_dir=CONFIGS)
+    labelled = set(kept) & set(by_humans.query_ids.tolist())
+    assert result.summary["judge"]["n_labelled"] == len(labelled)
+    assert result.summary["judge"]["n_unlabelled"] == len(kept) - len(labelled)
+    assert any("queries judged by humans are not evaluated queries" in n for n in result.notes)
+
+
+# --------------------------------------------------------------------------- the demo
+
+
+def test_the_judge_demo_runs_and_records_its_judge(tmp_path):
+    out = tmp_path / "out"
+    done = run_cli("run", str(CONFIGS / "demo_judge.yaml"), "--out", str(out), "--no-mlflow", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    judge = summary["judge"]
+    assert (judge["estimator"], judge["name"], judge["n_labelled"]) == ("ppi++", "demo-judge", 60)
+    assert set(summary["files"]) >= {"qrels", "judge_qrels"}
+    assert summary["files"]["qrels"]["path"] == "demo/human_qrels.tsv"
+    assert "normal intervals of the ppi++ estimate" in done.stdout
+    header = (out / "per_query.csv").read_text().splitlines()[0].split(",")
+    assert header[header.index("ndcg") + 1] == "ndcg_human"
+    explanation = (out / "explanation.txt").read_text()
+    assert "judge: the judgments of demo/judge_qrels.tsv come from a model (demo-judge)" in explanation
