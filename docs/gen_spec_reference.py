@@ -365,7 +365,7 @@ def render() -> str:
     lines += [
         "## `data`",
         "",
-        *_field_rows(["data.qrels", "data.systems"]),
+        *_field_rows(["data.qrels", "data.systems", "data.judge_qrels"]),
         "A source is a path, or a mapping with these keys:",
         "",
         *_field_rows([k for k in under("data.*") if not k.startswith("data.systems.")]),
@@ -373,7 +373,7 @@ def render() -> str:
         "",
         *_field_rows(["data.systems.*.model", "data.systems.*.candidates"]),
     ]
-    for section in ("uncertainty", "comparison", "decision", "report", "companions", "mlflow"):
+    for section in ("uncertainty", "comparison", "decision", "judge", "report", "companions", "mlflow"):
         lines += [f"## `{section}`", "", *_field_rows(under(section))]
     return "\n".join(lines)
 

@@ -61,13 +61,13 @@ def evaluate(
     loaded = resolve_spec(spec, qrels, systems, base_dir)  # the spec, its files checked: nothing read yet
     refusal = chosen.refuses(loaded)
     if refusal is None and loaded.judge is not None:
-        from .engines.judged import refuses
+        from .engines.with_judge import refuses
 
         refusal = refuses(loaded)
     if refusal is not None:
         raise refusal
     if loaded.judge is not None:  # the engine evaluates every system under both judgments
-        from .engines.judged import evaluate as evaluate_judged
+        from .engines.with_judge import evaluate as evaluate_judged
 
         return evaluate_judged(chosen, loaded, inputs)
     return chosen.evaluate(loaded, inputs)

@@ -118,7 +118,7 @@ class EvaluationResult:
     decision: dict[str, Any] | None = None  # decision.decide: its numbers, worded in summary
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
     per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
-    # with a judge (the spec's judge section, ndcg_mlflow.engines.judged): summary.json's "judge", and each
+    # with a judge (the spec's judge section, ndcg_mlflow.engines.with_judge): summary.json's "judge", and each
     # system's per-query values under the human judgments (NaN outside the labelled queries); the per-query
     # values of ``systems`` are then the judge's
     judged: dict[str, Any] | None = None

@@ -4,7 +4,7 @@ by the declared estimator (:mod:`.judge`: PPI++, PPI or the labelled queries alo
 (human-only: the labelled queries alone; judge-only: every query under the judge's labels, not valid), with the
 judge's bias on each comparison and the agreement of the two label sources.
 
-The per-query values come from the engine twice (:mod:`ndcg_mlflow.engines.judged`): ``f`` the result's own
+The per-query values come from the engine twice (:mod:`ndcg_mlflow.engines.with_judge`): ``f`` the result's own
 per-query nDCG (the judge's labels, every evaluated query), ``y`` the human labels' (NaN outside the labelled
 queries). A query whose judge value is undefined (excluded by ``empty_ideal`` or ``missing_queries``) is left out
 of both sides, as the other views leave it out.

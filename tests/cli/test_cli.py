@@ -159,9 +159,12 @@ def test_the_demo_writes_the_files_in_configs(tmp_path):
         "demo/bm25.run",
         "demo/dense_ties.run",
         "demo/duplicate_groups.tsv",
+        "demo/human_qrels.tsv",
+        "demo/judge_qrels.tsv",
         "demo/qrels.tsv",
         "demo/reranker_v2.run",
         "demo/weights.tsv",
+        "demo_judge.yaml",
         "demo_weighted.yaml",
     ]
     for path in written:
