@@ -195,6 +195,13 @@ def _read_data(spec) -> list[str]:
     from .engines.local.pipeline import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
+    if spec.judge is not None:  # both judgments read, and the labelled queries checked, as 'run' does
+        from .engines import Local
+        from .engines.with_judge import evaluate as evaluate_judged
+
+        judged = dataclasses.replace(spec, systems=scored, decision=None, report=None)
+        result = evaluate_judged(Local(), judged, Inputs())
+        return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
     result = evaluate(
         dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None),
         Inputs(),

@@ -125,7 +125,7 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
     result.analysis = views.analysis
     for name, sr in result.systems.items():
         for key in spec.metric.keys:
-            sr.means[key]["mean"] = views.estimates[(name, key)]
+            sr.means[key]["mean"] = views.estimates[(name, key, None)]
     if spec.decision is not None and spec.uncertainty is not None:
         result.decision = decide(
             spec.decision,

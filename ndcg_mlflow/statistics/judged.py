@@ -17,14 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from ..result import relative
+from ..errors import EvaluationError
 from ..rules import fixed_lambda, key_label, stratifies_labels
 from ..spec import Spec
 from . import inference as stats
-from .comparisons import Analysis, correction_family
+from .comparisons import Analysis, correction_family, scope_weights
 from .judge import PPIEstimate, judge_bias, ppi_mean, stratified_ppi_mean, weighted_kappa
+from .segments import Segments
 
-#: how the declared estimator's interval is named where the decision records the interval it read
+#: the form of the declared estimator's interval (statistics.judge.ppi_mean's ``interval``), and how the decision
+#: records the interval it read
 NORMAL = "normal"
 
 
@@ -75,8 +77,8 @@ class _Estimator:
         lab, unl = self.split(valid)
         w = self.weights
         if self.strata is None:
-            return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=self.lam)
-        return stratified_ppi_mean(
+            return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=self.lam, interval=NORMAL)
+        est = stratified_ppi_mean(
             y[lab],
             f[lab],
             f[unl],
@@ -86,12 +88,21 @@ class _Estimator:
             w_u=w[unl],
             confidence=self.confidence,
             lam=self.lam,
+            interval=NORMAL,
         )
+        if est.unlabelled_strata:
+            first = est.unlabelled_strata[0]
+            raise EvaluationError(
+                f"segment {str(first)!r} has no human-labelled query with a value (of {int(unl.sum())} unlabelled "
+                f"queries in all): with judge.labelled_queries: segments every segment needs some; label some of its "
+                f"queries, or set labelled_queries: random."
+            )
+        return est
 
     def human_only(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> PPIEstimate:
         lab, unl = self.split(valid)
         w = self.weights
-        return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=0.0)
+        return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=0.0, interval=NORMAL)
 
     def entry(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> tuple[dict[str, Any], Any]:
         """The record of one mean or difference (its three views) and the declared estimate."""
@@ -125,13 +136,21 @@ def judged_statistics(
     """The judged statistics of ``result`` (the judge's per-query values of every evaluated query; its spec has the
     ``judge`` section): ``human[system]`` the human per-query values aligned with ``result.query_ids`` (NaN outside
     the labelled queries), ``labelled`` the mask of the labelled queries, ``grades`` the human and judge grades of
-    the documents both judged (for Cohen's weighted kappa)."""
+    the documents both judged (for Cohen's weighted kappa). With ``queries.segments``, each segment's means and
+    comparisons too, by the same estimator on the segment's queries (its labelled queries a random sample of the
+    segment's under either ``labelled_queries``), the correction running over every comparison, overall and per
+    segment, as without a judge."""
     spec: Spec = result.spec
     judge = spec.judge
     assert judge is not None and spec.uncertainty is not None
     keys = spec.metric.keys
-    w = relative(result.weights)
-    est = _Estimator(spec, labelled, w, result.segments)
+    segs = Segments.of(result)
+    scope_w = scope_weights(result, segs)
+    overall = _Estimator(spec, labelled, scope_w[None], result.segments)
+    scopes: list[tuple[str | None, np.ndarray, _Estimator]] = [(None, np.ones(labelled.size, dtype=bool), overall)]
+    if segs is not None:
+        for s, label in enumerate(segs.labels):
+            scopes.append((label, segs.mask(s), _Estimator(spec, labelled, scope_w[label], None)))
     kappa = float("nan")
     if grades[0].size:  # each grade's rank among the grades seen: kappa's weights read the grades' order
         _, codes = np.unique(np.concatenate(grades), return_inverse=True)
@@ -148,92 +167,110 @@ def judged_statistics(
         "systems": {},
         "comparisons": [],
     }
+    if segs is not None:
+        record["segments"] = {label: {"systems": {}, "comparisons": []} for label in segs.labels}
     analysis = Analysis()
     views = JudgeViews(record, analysis)
-    for name, sr in result.systems.items():
-        f_all = sr.result.ndcg
-        record["systems"][name] = {}
-        analysis.intervals[name] = {}
-        for j, key in enumerate(keys):
-            f, y = f_all[:, j], human[name][:, j]
-            valid = ~np.isnan(f)
-            entry, e = est.entry(y, f, valid)
-            record["systems"][name][key] = entry
-            views.estimates[(name, key)] = e.estimate
-            analysis.intervals[name][key] = {
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-                "std_error": e.se,
-                "n_eff": stats.effective_n(w[valid]),
-            }
+    for scope, within, est in scopes:
+        into = record if scope is None else record["segments"][scope]
+        w = est.weights
+        for name, sr in result.systems.items():
+            into["systems"][name] = {}
+            for j, key in enumerate(keys):
+                f, y = sr.result.ndcg[:, j], human[name][:, j]
+                valid = ~np.isnan(f) & within
+                entry, e = est.entry(y, f, valid)
+                into["systems"][name][key] = entry
+                views.estimates[(name, key, scope)] = e.estimate
+                figures = {
+                    "ci_low": e.ci_low,
+                    "ci_high": e.ci_high,
+                    "std_error": e.se,
+                    "n_eff": stats.effective_n(w[valid]),
+                }
+                if scope is None:
+                    analysis.intervals.setdefault(name, {})[key] = figures
+                else:
+                    shown = {"mean": e.estimate, **figures, "n": int(valid.sum())}
+                    analysis.segments.setdefault(scope, {}).setdefault(name, {})[key] = shown
     comparison = spec.comparison
     if comparison is None:
         return views
     base_f = result.systems[comparison.baseline].result.ndcg
     base_y = human[comparison.baseline]
-    rows, primary = [], []
-    for name, sr in result.systems.items():
-        if name == comparison.baseline:
-            continue
-        for j, key in enumerate(keys):
-            valid = ~np.isnan(base_f[:, j]) & ~np.isnan(sr.result.ndcg[:, j])
-            df = sr.result.ndcg[:, j] - base_f[:, j]
-            dy = human[name][:, j] - base_y[:, j]
-            entry, e = est.entry(dy, df, valid)
-            lab = labelled & valid
-            bias = judge_bias(dy[lab], df[lab], w_l=w[lab], confidence=spec.uncertainty.confidence)
-            entry = {
-                "candidate": name,
-                "baseline": comparison.baseline,
-                "key": key,
-                **entry,
-                "judge_bias": {
-                    "estimate": bias.estimate,
-                    "ci_low": bias.ci_low,
-                    "ci_high": bias.ci_high,
-                    "p_value": bias.p_value,
-                },
-            }
-            record["comparisons"].append(entry)
-            views.intervals[(name, key)] = (e.ci_low, e.ci_high, float("inf"))
-            d_lab = dy[lab]
-            wins = int(np.count_nonzero(d_lab > comparison.tie_tolerance))
-            losses = int(np.count_nonzero(d_lab < -comparison.tie_tolerance))
-            base_mean = views.estimates[(comparison.baseline, key)]
-            row: dict[str, Any] = {
-                "baseline": comparison.baseline,
-                "candidate": name,
-                "key": key,
-                "cutoff": key_label(key),
-                "n_paired": int(valid.sum()),
-                "baseline_mean": base_mean,
-                "candidate_mean": views.estimates[(name, key)],
-                "delta": e.estimate,
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-                "std_error": e.se,
-                "p_judged": e.p_value,
-                "relative_delta": e.estimate / base_mean if base_mean else float("nan"),
-                "effect_size_dz": stats.effect_size_dz(d_lab, w[lab]) if d_lab.size else float("nan"),
-                "wins": wins,
-                "ties": int(d_lab.size) - wins - losses,
-                "losses": losses,
-            }
-            analysis.paired[(name, key)] = (d_lab, w[lab])
-            rows.append(row)
-            primary.append(e.p_value)
+    rows, primary, members = [], [], []
+    for scope, within, est in scopes:
+        into = record if scope is None else record["segments"][scope]
+        w = est.weights
+        for name, sr in result.systems.items():
+            if name == comparison.baseline:
+                continue
+            for j, key in enumerate(keys):
+                valid = ~np.isnan(base_f[:, j]) & ~np.isnan(sr.result.ndcg[:, j]) & within
+                df = sr.result.ndcg[:, j] - base_f[:, j]
+                dy = human[name][:, j] - base_y[:, j]
+                entry, e = est.entry(dy, df, valid)
+                lab = labelled & valid
+                bias = judge_bias(dy[lab], df[lab], w_l=w[lab], confidence=spec.uncertainty.confidence)
+                into["comparisons"].append(
+                    {
+                        "candidate": name,
+                        "baseline": comparison.baseline,
+                        "key": key,
+                        **entry,
+                        "judge_bias": {
+                            "estimate": bias.estimate,
+                            "ci_low": bias.ci_low,
+                            "ci_high": bias.ci_high,
+                            "p_value": bias.p_value,
+                        },
+                    }
+                )
+                d_lab = dy[lab]
+                wins = int(np.count_nonzero(d_lab > comparison.tie_tolerance))
+                losses = int(np.count_nonzero(d_lab < -comparison.tie_tolerance))
+                base_mean = views.estimates[(comparison.baseline, key, scope)]
+                row: dict[str, Any] = {} if scope is None else {"segment": scope}
+                row.update(
+                    {
+                        "baseline": comparison.baseline,
+                        "candidate": name,
+                        "key": key,
+                        "cutoff": key_label(key),
+                        "n_paired": int(valid.sum()),
+                        "baseline_mean": base_mean,
+                        "candidate_mean": views.estimates[(name, key, scope)],
+                        "delta": e.estimate,
+                        "ci_low": e.ci_low,
+                        "ci_high": e.ci_high,
+                        "std_error": e.se,
+                        "p_judged": e.p_value,
+                        "relative_delta": e.estimate / base_mean if base_mean else float("nan"),
+                        "effect_size_dz": stats.effect_size_dz(d_lab, w[lab]) if d_lab.size else float("nan"),
+                        "wins": wins,
+                        "ties": int(d_lab.size) - wins - losses,
+                        "losses": losses,
+                    }
+                )
+                if scope is None:
+                    analysis.paired[(name, key)] = (d_lab, w[lab])
+                    views.intervals[(name, key)] = (e.ci_low, e.ci_high, getattr(e, "df", float("inf")))
+                rows.append(row)
+                primary.append(e.p_value)
+                members.append((name, key, scope))
     corrected = stats.correct(primary, comparison.correction) if primary else []
     for row, p in zip(rows, corrected):
         row["p_corrected"] = float(p)
         row["corrected_test"] = judge.estimator
         row["correction"] = comparison.correction
-    analysis.comparisons = rows
+    analysis.comparisons = [r for r in rows if "segment" not in r]
+    analysis.segment_comparisons = [r for r in rows if "segment" in r]
     analysis.correction_family = correction_family(
         comparison,
         len(result.systems) - 1,
         len(keys),
-        0,
-        [(r["candidate"], r["key"], None) for r in rows],
+        0 if segs is None else len(segs.labels),
+        members,
         primary,
         judge.estimator,
     )

@@ -246,3 +246,69 @@ def test_the_judge_demo_runs_and_records_its_judge(tmp_path):
     assert header[header.index("ndcg") + 1] == "ndcg_human"
     explanation = (out / "explanation.txt").read_text()
     assert "judge: the judgments of demo/judge_qrels.tsv come from a model (demo-judge)" in explanation
+
+
+# --------------------------------------------------------------------------- segments
+
+
+def write_segments(tmp_path, query_ids, assign) -> str:
+    path = tmp_path / "segments.tsv"
+    path.write_text("query_id\tsegment\n" + "".join(f"{q}\t{assign(i)}\n" for i, q in enumerate(query_ids)))
+    return str(path)
+
+
+def test_each_segment_is_estimated_on_its_own_queries(tmp_path, by_source):
+    ppi_py = pytest.importorskip("ppi_py")
+    by_judge, by_humans = by_source
+    ids = by_judge.query_ids.tolist()
+    segments = write_segments(tmp_path, ids, lambda i: ("head", "torso", "tail")[i % 3])
+    result = ndcg_mlflow.evaluate(judge_spec(**{"queries.segments": segments}), base_dir=CONFIGS)
+    record = result.summary["judge"]["segments"]
+    assert sorted(record) == ["head", "tail", "torso"]
+    y_of = per_query(by_humans, "reranker-v2", "ndcg_at_10")
+    f_of = per_query(by_judge, "reranker-v2", "ndcg_at_10")
+    for s, label in enumerate(("head", "torso", "tail")):
+        mine = {q for i, q in enumerate(ids) if i % 3 == s}
+        labelled = sorted(mine & set(y_of))
+        unlabelled = sorted(mine - set(y_of))
+        y = np.array([y_of[q] for q in labelled])
+        f_l, f_u = np.array([f_of[q] for q in labelled]), np.array([f_of[q] for q in unlabelled])
+        lo, hi = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05)
+        entry = record[label]["systems"]["reranker-v2"]["ndcg_at_10"]
+        assert (entry["n_labelled"], entry["n_unlabelled"]) == (len(labelled), len(unlabelled))
+        assert entry["ci_low"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
+        assert entry["ci_high"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+        shown = result.summary["segments"][label]["reranker-v2"]["ndcg_at_10"]
+        assert (shown["ci_low"], shown["ci_high"]) == (entry["ci_low"], entry["ci_high"])
+    family = result.summary["correction_family"]
+    assert family["size"] == 2 * 3 * (1 + 3) == len(result.summary["comparisons"]) + len(
+        result.summary["segment_comparisons"]
+    )
+    assert all("p_judged" in c for c in result.summary["segment_comparisons"])
+
+
+def test_labelled_queries_drawn_by_segment_combine_each_segments_estimate(tmp_path, by_source):
+    by_judge, _ = by_source
+    ids = by_judge.query_ids.tolist()
+    segments = write_segments(tmp_path, ids, lambda i: "a" if i < 80 else "b")
+    spec = judge_spec(**{"queries.segments": segments, "judge.labelled_queries": "segments"})
+    result = ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    judge = result.summary["judge"]
+    for system in ("bm25", "dense-ties"):
+        overall = judge["systems"][system]["ndcg_at_5"]
+        parts = judge["segments"]
+        combined = (80 * parts["a"]["systems"][system]["ndcg_at_5"]["estimate"]) / 240 + (
+            160 * parts["b"]["systems"][system]["ndcg_at_5"]["estimate"]
+        ) / 240
+        assert overall["estimate"] == pytest.approx(combined, abs=1e-12)
+        assert result.summary["systems"][system]["ndcg_at_5"]["mean"] == overall["estimate"]
+
+
+def test_a_segment_without_labelled_queries_cannot_be_combined(tmp_path, by_source):
+    by_judge, by_humans = by_source
+    labelled = set(by_humans.query_ids.tolist())
+    ids = by_judge.query_ids.tolist()
+    segments = write_segments(tmp_path, ids, lambda i: "judged-only" if ids[i] not in labelled and i % 2 else "rest")
+    spec = judge_spec(**{"queries.segments": segments, "judge.labelled_queries": "segments"})
+    with pytest.raises(ndcg_mlflow.errors.EvaluationError, match="segment 'judged-only' has no human-labelled query"):
+        ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
