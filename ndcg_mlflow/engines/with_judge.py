@@ -83,7 +83,7 @@ def evaluate(engine: Engine, spec: Spec, inputs: Inputs) -> EvaluationResult:
 def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inputs: Inputs) -> EvaluationResult:
     from ..render.words import undetectable_notes
     from ..statistics.decision import decide
-    from ..statistics.judged import NORMAL, judged_statistics
+    from ..statistics.judged import judged_statistics
 
     judge = spec.judge
     assert judge is not None
@@ -133,7 +133,7 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
             spec.uncertainty.confidence,
             views.analysis.paired,
             intervals=views.intervals,
-            interval=f"{NORMAL} ({judge.estimator})",
+            interval=f"weighted t, Welch-Satterthwaite ({judge.estimator})",
         )
         result.notes.extend(undetectable_notes(views.analysis.comparisons, spec.decision))
     return result

@@ -194,7 +194,8 @@ def judge_words(spec: Spec) -> str:
     return (
         f"judge: the judgments of {j.judgments.declared} come from {who} and cover every evaluated query; those "
         f"of {spec.qrels.declared} are human judgments of the labelled queries (those with at least one), "
-        f"{drawn}. Means, intervals and comparisons: {how}, with normal intervals at "
+        f"{drawn}. Means, intervals and comparisons: {how}, with t intervals (each part's weighted t, "
+        f"Welch-Satterthwaite degrees of freedom) at "
         f"{exact_share(spec.uncertainty.confidence) if spec.uncertainty else '?'} confidence; the human-only and "
         f"judge-only views are reported beside them (judge-only is not valid: the judge's bias is not corrected)"
     )

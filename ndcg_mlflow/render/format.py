@@ -258,7 +258,7 @@ def intervals_line(summary: dict, *, seed: bool = False) -> str:
     if judge:
         n, big_n = judge.get("n_labelled", 0), judge.get("n_unlabelled", 0)
         return (
-            f"{confidence} normal intervals of the {judge.get('estimator')} estimate: human judgments of "
+            f"{confidence} t intervals of the {judge.get('estimator')} estimate: human judgments of "
             f"{n} {_plural(n, 'query', 'queries')}, the judge's of those and {big_n} more"
         )
     return (

@@ -25,9 +25,10 @@ from .comparisons import Analysis, correction_family, scope_weights
 from .judge import PPIEstimate, judge_bias, ppi_mean, stratified_ppi_mean, weighted_kappa
 from .segments import Segments
 
-#: the form of the declared estimator's interval (statistics.judge.ppi_mean's ``interval``), and how the decision
-#: records the interval it read
-NORMAL = "normal"
+#: the form of the declared estimator's interval (statistics.judge.ppi_mean's ``interval``): each part's weighted t,
+#: combined at their Welch-Satterthwaite degrees of freedom (the normal form covers too rarely on few labelled
+#: queries: docs/judge.md)
+FORM = "t"
 
 
 @dataclass
@@ -39,7 +40,7 @@ class JudgeViews:
     record: dict[str, Any]
     analysis: Analysis
     intervals: dict[tuple[str, str], tuple[float, float, float]] = field(default_factory=dict)
-    estimates: dict[tuple[str, str], float] = field(default_factory=dict)  # (system, key) -> the declared estimate
+    estimates: dict[tuple[str, str, str | None], float] = field(default_factory=dict)  # (system, key, segment)
 
 
 def _view(e: PPIEstimate | Any) -> dict[str, float]:
@@ -77,7 +78,9 @@ class _Estimator:
         lab, unl = self.split(valid)
         w = self.weights
         if self.strata is None:
-            return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=self.lam, interval=NORMAL)
+            return ppi_mean(
+                y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=self.lam, interval=FORM
+            )
         est = stratified_ppi_mean(
             y[lab],
             f[lab],
@@ -88,7 +91,7 @@ class _Estimator:
             w_u=w[unl],
             confidence=self.confidence,
             lam=self.lam,
-            interval=NORMAL,
+            interval=FORM,
         )
         if est.unlabelled_strata:
             first = est.unlabelled_strata[0]
@@ -102,7 +105,9 @@ class _Estimator:
     def human_only(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> PPIEstimate:
         lab, unl = self.split(valid)
         w = self.weights
-        return ppi_mean(y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=0.0, interval=NORMAL)
+        return ppi_mean(
+            y[lab], f[lab], f[unl], w_l=w[lab], w_u=w[unl], confidence=self.confidence, lam=0.0, interval=FORM
+        )
 
     def entry(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> tuple[dict[str, Any], Any]:
         """The record of one mean or difference (its three views) and the declared estimate."""
@@ -162,7 +167,7 @@ def judged_statistics(
         "n_labelled": int(labelled.sum()),
         "n_unlabelled": int((~labelled).sum()),
         "confidence": spec.uncertainty.confidence,
-        "interval": NORMAL,
+        "interval": FORM,
         "agreement": {"weighted_kappa": kappa, "kappa_weights": "quadratic", "n_documents": int(grades[0].size)},
         "systems": {},
         "comparisons": [],
@@ -258,7 +263,7 @@ def judged_statistics(
                 rows.append(row)
                 primary.append(e.p_value)
                 members.append((name, key, scope))
-    corrected = stats.correct(primary, comparison.correction) if primary else []
+    corrected = stats.correct(primary, comparison.correction) if primary else np.empty(0)
     for row, p in zip(rows, corrected):
         row["p_corrected"] = float(p)
         row["corrected_test"] = judge.estimator

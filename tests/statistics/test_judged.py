@@ -11,12 +11,11 @@ import math
 import numpy as np
 import pytest
 import yaml
+from helpers import REPO, run_cli
 
 import ndcg_mlflow
 from ndcg_mlflow.errors import DataError, SpecError
 from ndcg_mlflow.spec import parse_spec
-
-from helpers import REPO, run_cli
 
 CONFIGS = REPO / "configs"
 
@@ -129,12 +128,23 @@ def test_the_per_query_table_holds_both_values(judged, by_source):
 
 
 @pytest.mark.parametrize("estimator", ["ppi++", "ppi", "human_only"])
-def test_every_view_equals_ppi_python_on_the_two_plain_evaluations(estimator, by_source):
+def test_every_view_is_computed_on_the_two_plain_evaluations_values(estimator, by_source):
+    """The wiring: the estimate and lambda equal ppi-python's on the per-query values of two plain evaluations
+    (one per source of judgments), the interval is statistics.judge's t form on those values, and the human-only
+    and judge-only views are scipy's one-sample t intervals of the labelled queries' human values and of every
+    query's judge values."""
     ppi_py = pytest.importorskip("ppi_py")
+    import scipy.stats as ss
+
+    from ndcg_mlflow.statistics.judge import ppi_mean
+
     result = ndcg_mlflow.evaluate(judge_spec(**{"judge.estimator": estimator}), base_dir=CONFIGS)
     by_judge, by_humans = by_source
     record = result.summary["judge"]
     lam = {"ppi++": None, "ppi": 1, "human_only": 0}[estimator]
+
+    def t_interval(x):
+        return ss.t.interval(0.95, x.size - 1, loc=x.mean(), scale=ss.sem(x))
 
     def check(entry, y_of, f_of):
         labelled = sorted(y_of)
@@ -142,15 +152,21 @@ def test_every_view_equals_ppi_python_on_the_two_plain_evaluations(estimator, by
         y = np.array([y_of[q] for q in labelled])
         f_l = np.array([f_of[q] for q in labelled])
         f_u = np.array([f_of[q] for q in unlabelled])
-        lo, hi = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05, lam=lam)
         est = ppi_py.ppi_mean_pointestimate(y, f_l, f_u, lam=lam)
         assert entry["estimate"] == pytest.approx(float(np.ravel(est)[0]), abs=1e-9)
-        assert entry["ci_low"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
-        assert entry["ci_high"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
-        lo0, hi0 = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05, lam=0)
-        assert entry["human_only"]["ci_low"] == pytest.approx(float(np.ravel(lo0)[0]), abs=1e-9)
-        assert entry["human_only"]["ci_high"] == pytest.approx(float(np.ravel(hi0)[0]), abs=1e-9)
-        assert entry["judge_only"]["estimate"] == pytest.approx(np.mean(list(f_of.values())), abs=1e-12)
+        mine = ppi_mean(y, f_l, f_u, lam=lam, interval="t")
+        assert (entry["ci_low"], entry["ci_high"], entry["lambda"]) == pytest.approx(
+            (mine.ci_low, mine.ci_high, mine.lam), abs=1e-12
+        )
+        assert entry["ci_low"] < entry["estimate"] < entry["ci_high"]
+        assert (entry["human_only"]["ci_low"], entry["human_only"]["ci_high"]) == pytest.approx(t_interval(y), abs=1e-9)
+        everything = np.array(list(f_of.values()))
+        assert entry["judge_only"]["estimate"] == pytest.approx(everything.mean(), abs=1e-12)
+        assert (entry["judge_only"]["ci_low"], entry["judge_only"]["ci_high"]) == pytest.approx(
+            t_interval(everything), abs=1e-9
+        )
+        if estimator == "human_only":
+            assert (entry["ci_low"], entry["ci_high"]) == pytest.approx(t_interval(y), abs=1e-9)
 
     for system in ("bm25", "reranker-v2"):
         for key in ("ndcg_at_5", "ndcg_at_all"):
@@ -159,9 +175,9 @@ def test_every_view_equals_ppi_python_on_the_two_plain_evaluations(estimator, by
         yc, yb = per_query(by_humans, c["candidate"], c["key"]), per_query(by_humans, "bm25", c["key"])
         fc, fb = per_query(by_judge, c["candidate"], c["key"]), per_query(by_judge, "bm25", c["key"])
         check(c, {q: yc[q] - yb[q] for q in yc}, {q: fc[q] - fb[q] for q in fc})
-        labelled = sorted(yc)
-        bias = np.array([(yc[q] - yb[q]) - (fc[q] - fb[q]) for q in labelled])
+        bias = np.array([(yc[q] - yb[q]) - (fc[q] - fb[q]) for q in sorted(yc)])
         assert c["judge_bias"]["estimate"] == pytest.approx(bias.mean(), abs=1e-12)
+        assert c["judge_bias"]["p_value"] == pytest.approx(ss.ttest_1samp(bias, 0.0).pvalue, abs=1e-9)
 
 
 def test_human_only_means_equal_the_plain_evaluation_of_the_labelled_queries(tmp_path, by_source):
@@ -188,7 +204,7 @@ def test_the_comparisons_and_the_decision_read_the_declared_estimator(by_source)
         assert row["p_judged"] == c["p_value"]
         assert "p_randomization" not in row and "p_t_test" not in row
     decision = result.decision
-    assert decision["interval"] == "normal (ppi++)"
+    assert decision["interval"] == "weighted t, Welch-Satterthwaite (ppi++)"
     for row in decision["candidates"]:
         c = record[(row["candidate"], "ndcg_at_10")]
         assert (row["ci_low"], row["ci_high"]) == (c["ci_low"], c["ci_high"])
@@ -241,7 +257,7 @@ def test_the_judge_demo_runs_and_records_its_judge(tmp_path):
     assert (judge["estimator"], judge["name"], judge["n_labelled"]) == ("ppi++", "demo-judge", 60)
     assert set(summary["files"]) >= {"qrels", "judge_qrels"}
     assert summary["files"]["qrels"]["path"] == "demo/human_qrels.tsv"
-    assert "normal intervals of the ppi++ estimate" in done.stdout
+    assert "t intervals of the ppi++ estimate" in done.stdout
     header = (out / "per_query.csv").read_text().splitlines()[0].split(",")
     assert header[header.index("ndcg") + 1] == "ndcg_human"
     explanation = (out / "explanation.txt").read_text()
@@ -273,16 +289,17 @@ def test_each_segment_is_estimated_on_its_own_queries(tmp_path, by_source):
         unlabelled = sorted(mine - set(y_of))
         y = np.array([y_of[q] for q in labelled])
         f_l, f_u = np.array([f_of[q] for q in labelled]), np.array([f_of[q] for q in unlabelled])
-        lo, hi = ppi_py.ppi_mean_ci(y, f_l, f_u, alpha=0.05)
+        est = ppi_py.ppi_mean_pointestimate(y, f_l, f_u)
         entry = record[label]["systems"]["reranker-v2"]["ndcg_at_10"]
         assert (entry["n_labelled"], entry["n_unlabelled"]) == (len(labelled), len(unlabelled))
-        assert entry["ci_low"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
-        assert entry["ci_high"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+        assert entry["estimate"] == pytest.approx(float(np.ravel(est)[0]), abs=1e-9)
         shown = result.summary["segments"][label]["reranker-v2"]["ndcg_at_10"]
         assert (shown["ci_low"], shown["ci_high"]) == (entry["ci_low"], entry["ci_high"])
     family = result.summary["correction_family"]
-    assert family["size"] == 2 * 3 * (1 + 3) == len(result.summary["comparisons"]) + len(
-        result.summary["segment_comparisons"]
+    assert (
+        family["size"]
+        == 2 * 3 * (1 + 3)
+        == len(result.summary["comparisons"]) + len(result.summary["segment_comparisons"])
     )
     assert all("p_judged" in c for c in result.summary["segment_comparisons"])
 
