@@ -108,6 +108,15 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
         y[rows[inside]] = hr.ndcg[inside]
         _check_both_defined(name, spec, result, sr.result.ndcg, y, labelled, hr.status[inside], rows[inside])
         values[name] = y
+    first = {f.role: f for f in result.files}
+    for f in human.files:
+        seen = first.get(f.role)
+        if seen is not None and f.role != "qrels" and seen.sha256 != f.sha256:
+            raise DataError(
+                f.path,
+                f"changed while it was read: its sha256 was {seen.sha256} under the judge's judgments and "
+                f"{f.sha256} under the human judgments; evaluate it again once nothing writes it.",
+            )
     outside = int((~inside).sum())
     if outside:
         result.notes.append(

@@ -329,3 +329,28 @@ def test_a_segment_without_labelled_queries_cannot_be_combined(tmp_path, by_sour
     spec = judge_spec(**{"queries.segments": segments, "judge.labelled_queries": "segments"})
     with pytest.raises(ndcg_mlflow.errors.EvaluationError, match="segment 'judged-only' has no human-labelled query"):
         ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+
+
+def test_a_run_that_changes_between_the_two_readings_is_an_error(tmp_path, monkeypatch):
+    """Each system is read once per source of judgments: a run rewritten in between would mix two runs' values."""
+    import shutil
+
+    from ndcg_mlflow.engines import Local
+
+    data = tmp_path / "demo"
+    shutil.copytree(CONFIGS / "demo", data)
+    spec = judge_spec()
+    readings = []
+    original = Local.evaluate
+
+    def evaluate(self, spec, inputs):
+        readings.append(spec.qrels.declared)
+        if len(readings) == 2:  # between the judge's reading and the humans'
+            with open(data / "bm25.run", "a") as f:
+                f.write("q0001 Q0 P-999999 999 -1.0 bm25\n")
+        return original(self, spec, inputs)
+
+    monkeypatch.setattr(Local, "evaluate", evaluate)
+    with pytest.raises(DataError, match="changed while it was read"):
+        ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
+    assert readings == ["demo/judge_qrels.tsv", "demo/human_qrels.tsv"]
