@@ -11,9 +11,13 @@ The estimate of the weighted mean of Y, for a tuning parameter lambda in [0, 1]:
     var   = lambda^2 V_U(f) + V_L(Y - lambda f),    V_S(x) = sum_S w^2 (x - mean_S(x))^2 / (sum_S w)^2
 
 ``V_S`` is the linearised variance of a ratio mean whose weights are fixed per query; under uniform weights it is
-``np.var(x) / |S|`` (ddof 0), the form of ppi-python 0.2.3, whose intervals these equal there. The interval is
-the normal one at ``confidence``. lambda = 1 is classic PPI, lambda = 0 the labelled queries alone; PPI++ tunes
-it (:func:`tuned_lambda`). Everything here is numpy/scipy only: numbers in, numbers out.
+``np.var(x) / |S|`` (ddof 0), the form of ppi-python 0.2.3, whose normal intervals ``interval="normal"`` equals
+there. The default, ``interval="t"``, takes each part's variance and degrees of freedom from the tool's weighted
+t (:func:`ndcg_mlflow.statistics.inference.weighted_t`: ddof 1 under uniform weights, each squared residual
+divided by its expected share under unequal ones) and their Welch-Satterthwaite combination for the quantile:
+the normal form covers too rarely on few labelled queries (``benchmarks/judge_sim.py``, ``docs/judge.md``).
+lambda = 1 is classic PPI, lambda = 0 the labelled queries alone; PPI++ tunes it (:func:`tuned_lambda`).
+Everything here is numpy/scipy only: numbers in, numbers out.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from .inference import paired_t_test, scale_free, t_interval, two_sided_quantile, weighted_mean
+from .inference import paired_t_test, scale_free, t_interval, two_sided_quantile, weighted_mean, weighted_t
 
+#: the intervals of :func:`ppi_mean`: the t interval (the default) or ppi-python's large-sample normal one
+INTERVALS = ("t", "normal")
 #: the grades a weighted kappa weighs disagreements by: the rank distance between two categories, or its square
 KAPPA_WEIGHTS = ("linear", "quadratic")
 
@@ -38,12 +44,14 @@ class PPIEstimate:
     ``p_value`` tests a mean of 0 (two-sided): meaningful for a paired difference. ``rho`` is the weighted
     correlation of Y and f on the labelled queries (NaN when either is constant there). ``n_effective`` is
     ``n / (1 - rho^2 N / (n + N))``: the labelled queries that alone would give the same variance, with lambda
-    at its optimum. The interval, ``se`` and ``p_value`` are NaN below 2 labelled queries."""
+    at its optimum. ``df``: the degrees of freedom of the interval's t quantile (infinite for the normal one).
+    The interval, ``se``, ``df`` and ``p_value`` are NaN below 2 labelled queries."""
 
     estimate: float
     ci_low: float
     ci_high: float
     se: float
+    df: float
     p_value: float
     lam: float
     rho: float
@@ -63,6 +71,7 @@ class StratifiedPPIEstimate:
     ci_low: float
     ci_high: float
     se: float
+    df: float
     p_value: float
     strata: tuple[Hashable, ...]
     shares: tuple[float, ...]
@@ -177,16 +186,50 @@ def weighted_correlation(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     return float(np.clip(float(w @ (rx * ry)) / math.sqrt(sxx * syy), -1.0, 1.0))
 
 
-def normal_p_value(estimate: float, se: float) -> float:
-    """Two-sided p-value of a mean of 0 from a normal estimate: 1 for an exact 0, 0 for a non-zero estimate
-    without error, NaN where undefined."""
-    from scipy.special import ndtr
+def p_value(estimate: float, se: float, df: float) -> float:
+    """Two-sided p-value of a mean of 0 from an estimate, its standard error and the degrees of freedom of its t
+    (infinite: normal): 1 for an exact 0 and 0 for a non-zero estimate without error; NaN where undefined."""
+    from scipy import stats as st
 
     if not (math.isfinite(estimate) and math.isfinite(se)):
         return float("nan")
     if se == 0:
         return 1.0 if estimate == 0 else 0.0
-    return float(2 * ndtr(-abs(estimate) / se))
+    if math.isinf(df):
+        return float(2 * st.norm.sf(abs(estimate) / se))
+    return float(2 * st.t.sf(abs(estimate) / se, df)) if df >= 1 else float("nan")
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """The Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates, each given as
+    (variance, its degrees of freedom): ``(sum v)^2 / sum v^2 / df``; parts of zero variance count for nothing,
+    an infinite df is a known variance. NaN when the sum is 0 (a point estimate has no t)."""
+    total = sum(v for v, _ in parts)
+    if not total > 0:
+        return float("nan")
+    denom = sum(v * v / df for v, df in parts if v > 0)
+    return total * total / denom if denom > 0 else math.inf
+
+
+def interval_of(estimate: float, se: float, df: float, confidence: float) -> tuple[float, float]:
+    """``estimate -/+ t_(1 - alpha/2, df) se`` (the normal quantile for an infinite df); a point for se = 0; NaN
+    below 1 degree of freedom."""
+    if se == 0:
+        return estimate, estimate
+    if not df >= 1:
+        return float("nan"), float("nan")
+    q = float(two_sided_quantile(confidence, df))
+    return estimate - q * se, estimate + q * se
+
+
+def part_variance(x: np.ndarray, w: np.ndarray, interval: str) -> tuple[float, float]:
+    """(variance, degrees of freedom) of the weighted mean of ``x`` (at least 2 values): :func:`ratio_variance`
+    and an infinite df for the "normal" interval, the square of :func:`ndcg_mlflow.statistics.inference.weighted_t`'s
+    standard error and its df for "t". Exactly 0 when the values are all equal (not a rounding residue)."""
+    if interval == "normal":
+        return (0.0 if np.ptp(x) == 0 else ratio_variance(x, w)), math.inf
+    _, se, df = weighted_t(x, w)
+    return (0.0 if np.ptp(x) == 0 else se * se), df
 
 
 def ppi_mean(
@@ -198,25 +241,34 @@ def ppi_mean(
     w_u: Any = None,
     confidence: float = 0.95,
     lam: float | None = None,
+    interval: str = "t",
 ) -> PPIEstimate:
     """The prediction-powered estimate of the weighted mean of Y over the evaluated queries (L and U).
 
-    ``lam``: None tunes it (PPI++, :func:`tuned_lambda`); 1 is classic PPI; 0 uses the labelled queries alone
-    (the normal interval of ``mean_L(Y)`` with the ddof-0 variance). With no unlabelled query (N = 0) lambda is
-    0 whatever ``lam``. Below 2 labelled queries the estimate exists (NaN for none) but the interval, the standard
-    error and the p-value are NaN. Under uniform weights the estimate and interval equal ppi-python's
-    ``ppi_mean_pointestimate`` and ``ppi_mean_ci``; under unequal weights the variance is the linearised one of
-    the module's docstring, not ppi-python's ``std(w x) / sqrt(n)`` (``docs/judge.md``)."""
+    ``lam``: None tunes it (PPI++, :func:`tuned_lambda`); 1 is classic PPI; 0 uses the labelled queries alone.
+    With fewer than 2 unlabelled queries lambda is 0 whatever ``lam`` (one query's f has no variance to
+    estimate). Below 2 labelled queries the estimate exists (NaN for none) but the interval, the standard
+    error and the p-value are NaN.
+
+    ``interval``: "t" (the default) adds the two parts' :func:`ndcg_mlflow.statistics.inference.weighted_t`
+    variances and takes the t quantile at their Welch-Satterthwaite degrees of freedom (:func:`satterthwaite`);
+    lambda = 0 then gives the tool's weighted t interval of ``mean_L(Y)``. "normal" is ppi-python's large-sample
+    form, ``V_U`` and ``V_L`` of the module's docstring (ddof 0) and the normal quantile: under uniform weights
+    its estimate and interval equal ppi-python's ``ppi_mean_pointestimate`` and ``ppi_mean_ci``, and lambda = 0
+    gives the normal interval of ``mean_L(Y)``. Under unequal weights neither takes ppi-python's ``std(w x) /
+    sqrt(n)`` (``docs/judge.md``)."""
     _level(confidence)
     if lam is not None and not (math.isfinite(lam) and 0 <= lam <= 1):
         raise ValueError(f"lam must be None or lie in [0, 1]; got {lam!r}")
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}; got {interval!r}")
     y, f, fu, w_l, w_u = _inputs(y_l, f_l, f_u, w_l, w_u)
     n, big_n = y.size, fu.size
     rho = weighted_correlation(y, f, w_l)
     nan = float("nan")
     if n == 0:
-        return PPIEstimate(nan, nan, nan, nan, nan, 0.0, rho, 0.0, 0, big_n)
-    if big_n == 0:
+        return PPIEstimate(nan, nan, nan, nan, nan, nan, 0.0, rho, 0.0, 0, big_n)
+    if big_n < 2:
         lam_used = 0.0
     elif lam is None:
         lam_used = tuned_lambda(y, f, fu, w_l, w_u)
@@ -228,24 +280,16 @@ def ppi_mean(
         estimate += lam_used * float(weighted_mean(fu, w_u))
     n_eff = nan if math.isnan(rho) else n / (1 - rho * rho * big_n / (n + big_n))
     if n < 2:
-        return PPIEstimate(estimate, nan, nan, nan, nan, lam_used, rho, n_eff, n, big_n)
-    var = ratio_variance(rect, w_l)
+        return PPIEstimate(estimate, nan, nan, nan, nan, nan, lam_used, rho, n_eff, n, big_n)
+    parts = [part_variance(rect, w_l, interval)]
     if lam_used != 0:
-        var += lam_used * lam_used * ratio_variance(fu, w_u)
+        v_u, df_u = part_variance(fu, w_u, interval)
+        parts.append((lam_used * lam_used * v_u, df_u))
+    var = sum(v for v, _ in parts)
     se = math.sqrt(var)
-    q = float(two_sided_quantile(confidence))
-    return PPIEstimate(
-        estimate,
-        estimate - q * se,
-        estimate + q * se,
-        se,
-        normal_p_value(estimate, se),
-        lam_used,
-        rho,
-        n_eff,
-        n,
-        big_n,
-    )
+    df = math.inf if interval == "normal" else satterthwaite(parts)
+    low, high = interval_of(estimate, se, df, confidence)
+    return PPIEstimate(estimate, low, high, se, df, p_value(estimate, se, df), lam_used, rho, n_eff, n, big_n)
 
 
 def stratified_ppi_mean(
@@ -259,11 +303,13 @@ def stratified_ppi_mean(
     w_u: Any,
     confidence: float,
     lam: float | None = None,
+    interval: str = "t",
 ) -> StratifiedPPIEstimate:
     """:func:`ppi_mean` in each stratum (its own lambda), combined as ``sum_s p_s theta_s`` with variance ``sum_s
-    p_s^2 se_s^2``, ``p_s`` the stratum's share of the total weight over L and U. The strata are listed in their
-    order of first appearance (L, then U). A stratum without a labelled query makes every combined number NaN
-    and is named in ``unlabelled_strata``; one with a single labelled query makes the interval NaN."""
+    p_s^2 se_s^2``, ``p_s`` the stratum's share of the total weight over L and U, and (``interval="t"``) the
+    Welch-Satterthwaite degrees of freedom of that sum. The strata are listed in their order of first
+    appearance (L, then U). A stratum without a labelled query makes every combined number NaN and is named in
+    ``unlabelled_strata``; one with a single labelled query makes the interval NaN."""
     _level(confidence)
     y, f, fu, wl, wu = _inputs(y_l, f_l, f_u, w_l, w_u)
     sl = list(strata_l)
@@ -271,8 +317,9 @@ def stratified_ppi_mean(
     if len(sl) != y.size or len(su) != fu.size:
         raise ValueError(f"strata_l and strata_u must name the stratum of each query ({y.size} and {fu.size})")
     order = list(dict.fromkeys(sl + su))
-    lab_l = np.array([order.index(s) for s in sl], dtype=np.int64) if sl else np.zeros(0, np.int64)
-    lab_u = np.array([order.index(s) for s in su], dtype=np.int64) if su else np.zeros(0, np.int64)
+    code = {name: k for k, name in enumerate(order)}
+    lab_l = np.array([code[s] for s in sl], dtype=np.int64)
+    lab_u = np.array([code[s] for s in su], dtype=np.int64)
     total = float(wl.sum() + wu.sum())
     shares: list[float] = []
     parts: list[PPIEstimate | None] = []
@@ -284,20 +331,29 @@ def stratified_ppi_mean(
             missing.append(name)
             parts.append(None)
             continue
-        parts.append(ppi_mean(y[inl], f[inl], fu[inu], w_l=wl[inl], w_u=wu[inu], confidence=confidence, lam=lam))
+        parts.append(
+            ppi_mean(
+                y[inl], f[inl], fu[inu], w_l=wl[inl], w_u=wu[inu], confidence=confidence, lam=lam, interval=interval
+            )
+        )
     nan = float("nan")
     if missing or not order:
-        return StratifiedPPIEstimate(nan, nan, nan, nan, nan, tuple(order), tuple(shares), tuple(parts), tuple(missing))
+        return StratifiedPPIEstimate(
+            nan, nan, nan, nan, nan, nan, tuple(order), tuple(shares), tuple(parts), tuple(missing)
+        )
     found = [p for p in parts if p is not None]
     estimate = float(sum(s * p.estimate for s, p in zip(shares, found)))
-    se = math.sqrt(sum(s * s * p.se * p.se for s, p in zip(shares, found)))
-    q = float(two_sided_quantile(confidence))
+    pieces = [(s * s * p.se * p.se, p.df) for s, p in zip(shares, found)]
+    se = math.sqrt(sum(v for v, _ in pieces))
+    df = math.inf if interval == "normal" else satterthwaite(pieces)
+    low, high = interval_of(estimate, se, df, confidence)
     return StratifiedPPIEstimate(
         estimate,
-        estimate - q * se,
-        estimate + q * se,
+        low,
+        high,
         se,
-        normal_p_value(estimate, se),
+        df,
+        p_value(estimate, se, df),
         tuple(order),
         tuple(shares),
         tuple(parts),
