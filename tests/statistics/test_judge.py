@@ -362,6 +362,30 @@ def test_two_strata_with_a_fixed_lambda_are_the_closed_form():
     assert math.isclose(got.ci_high - got.ci_low, 2 * ss.norm.ppf(0.975) * se, rel_tol=1e-12)
 
 
+def test_two_strata_in_the_t_form_are_welch_satterthwaites_over_every_part():
+    """Uniform weights, lambda 0.5: each stratum's two parts (ddof 1 variances over their sizes, with n - 1
+    degrees of freedom) weighted by the stratum's share squared, and the Welch-Satterthwaite degrees of freedom
+    of the sum of all four parts, written out."""
+    rng = np.random.default_rng(18)
+    y, f = rng.random(14), rng.random(14)
+    fu = rng.random(20)
+    s_l = ["a"] * 6 + ["b"] * 8
+    s_u = ["a"] * 12 + ["b"] * 8
+    share = {"a": 18 / 34, "b": 16 / 34}
+    parts, estimate = [], 0.0
+    for s, il, iu in (("a", slice(0, 6), slice(0, 12)), ("b", slice(6, 14), slice(12, 20))):
+        r = y[il] - 0.5 * f[il]
+        estimate += share[s] * (0.5 * fu[iu].mean() + r.mean())
+        parts.append((share[s] ** 2 * np.var(r, ddof=1) / r.size, r.size - 1))
+        parts.append((share[s] ** 2 * 0.25 * np.var(fu[iu], ddof=1) / fu[iu].size, fu[iu].size - 1))
+    var = sum(v for v, _ in parts)
+    df = var**2 / sum(v * v / d for v, d in parts)
+    got = judge.stratified_ppi_mean(y, f, fu, s_l, s_u, w_l=None, w_u=None, confidence=0.9, lam=0.5)
+    assert math.isclose(got.estimate, estimate, rel_tol=1e-12)
+    assert math.isclose(got.se, math.sqrt(var), rel_tol=1e-12) and math.isclose(got.df, df, rel_tol=1e-12)
+    assert math.isclose(got.ci_high - got.ci_low, 2 * ss.t.ppf(0.95, df) * math.sqrt(var), rel_tol=1e-12)
+
+
 def test_a_stratum_without_labelled_queries_is_named():
     got = judge.stratified_ppi_mean(
         [0.1, 0.2, 0.3],
