@@ -94,7 +94,7 @@ def _vector(x: Any, name: str) -> np.ndarray:
     if v.ndim != 1:
         raise ValueError(f"{name} must be a vector of per-query values; got shape {v.shape}")
     if not np.all(np.isfinite(v)):
-        raise ValueError(f"{name} must hold finite values; got {v[~np.isfinite(v)][0]!r}")
+        raise ValueError(f"{name} must hold finite values; got {float(v[~np.isfinite(v)][0])!r}")
     return v
 
 
@@ -105,7 +105,7 @@ def _weights(w: Any, size: int, name: str) -> np.ndarray:
     if v.size != size:
         raise ValueError(f"{name} has {v.size} weights for {size} queries")
     if not np.all(v > 0):
-        raise ValueError(f"{name} must be positive; got {v[~(v > 0)][0]!r}")
+        raise ValueError(f"{name} must be positive; got {float(v[~(v > 0)][0])!r}")
     return v
 
 
