@@ -248,16 +248,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             out.paired[(name, key)] = (d, w)
         else:
             out.segment_paired[(name, key, scope)] = (d, w)
-        row: dict[str, Any] = {} if scope is None else {"segment": scope}
-        row.update(
-            {
-                "baseline": comparison.baseline,
-                "candidate": name,
-                "key": key,
-                "cutoff": key_label(key),
-                "n_paired": int(mask.sum()),
-            }
-        )
+        row = row_head(comparison, name, key, scope, int(mask.sum()))
         if mask.any():
             base_mean = float(stats.weighted_mean(base[mask, j], w))
             delta = float(stats.weighted_mean(d, w))
@@ -270,8 +261,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                 row["randomization_exact"] = exact
             if t_tests(comparison.test):
                 p_t = stats.paired_t_test(d, w)
-            wins = int(np.count_nonzero(d > comparison.tie_tolerance))
-            losses = int(np.count_nonzero(d < -comparison.tie_tolerance))
             row.update(
                 {
                     "baseline_mean": base_mean,
@@ -284,9 +273,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                     "p_t_test": p_t,
                     "relative_delta": delta / base_mean if base_mean != 0 else float("nan"),
                     "effect_size_dz": stats.effect_size_dz(d, w),
-                    "wins": wins,
-                    "ties": int(mask.sum()) - wins - losses,
-                    "losses": losses,
+                    **wins_ties_losses(d, comparison.tie_tolerance),
                 }
             )
         else:
@@ -320,6 +307,29 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
             out.consistency.append(consistency(row["candidate"], row["key"], row["delta"], parts))
     out.wins_losses = _wins_losses(result, comparison, pairs)
     return out
+
+
+def row_head(comparison: Comparison, candidate: str, key: str, scope: str | None, n_paired: int) -> dict[str, Any]:
+    """The first entries of a comparison's row (``comparisons.csv``'s first columns): its segment (``scope``; none
+    overall), the two systems, the key and its cutoff, and how many queries were paired."""
+    row: dict[str, Any] = {} if scope is None else {"segment": scope}
+    row.update(
+        {
+            "baseline": comparison.baseline,
+            "candidate": candidate,
+            "key": key,
+            "cutoff": key_label(key),
+            "n_paired": n_paired,
+        }
+    )
+    return row
+
+
+def wins_ties_losses(d: np.ndarray, tolerance: float) -> dict[str, int]:
+    """The queries a candidate wins, ties and loses: a difference within ``tolerance`` of 0 is a tie."""
+    wins = int(np.count_nonzero(d > tolerance))
+    losses = int(np.count_nonzero(d < -tolerance))
+    return {"wins": wins, "ties": int(d.size) - wins - losses, "losses": losses}
 
 
 def studentized_note(too_few: dict[str | None, float]) -> str:

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvaluationError
-from ..rules import fixed_lambda, key_label, stratifies_labels
+from ..rules import fixed_lambda, stratifies_labels
 from ..spec import Spec
 from . import inference as stats
-from .comparisons import Analysis, correction_family, scope_weights
+from .comparisons import Analysis, correction_family, row_head, scope_weights, wins_ties_losses
 from .judge import PPIEstimate, judge_bias, ppi_mean, stratified_ppi_mean, weighted_kappa
 from .segments import Segments
 
@@ -232,17 +232,10 @@ def judged_statistics(
                     }
                 )
                 d_lab = dy[lab]
-                wins = int(np.count_nonzero(d_lab > comparison.tie_tolerance))
-                losses = int(np.count_nonzero(d_lab < -comparison.tie_tolerance))
                 base_mean = views.estimates[(comparison.baseline, key, scope)]
-                row: dict[str, Any] = {} if scope is None else {"segment": scope}
+                row = row_head(comparison, name, key, scope, int(valid.sum()))
                 row.update(
                     {
-                        "baseline": comparison.baseline,
-                        "candidate": name,
-                        "key": key,
-                        "cutoff": key_label(key),
-                        "n_paired": int(valid.sum()),
                         "baseline_mean": base_mean,
                         "candidate_mean": views.estimates[(name, key, scope)],
                         "delta": e.estimate,
@@ -252,9 +245,7 @@ def judged_statistics(
                         "p_judged": e.p_value,
                         "relative_delta": e.estimate / base_mean if base_mean else float("nan"),
                         "effect_size_dz": stats.effect_size_dz(d_lab, w[lab]) if d_lab.size else float("nan"),
-                        "wins": wins,
-                        "ties": int(d_lab.size) - wins - losses,
-                        "losses": losses,
+                        **wins_ties_losses(d_lab, comparison.tie_tolerance),
                     }
                 )
                 if scope is None:
