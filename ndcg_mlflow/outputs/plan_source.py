@@ -39,6 +39,13 @@ def read_evaluation(folder: Path) -> tuple[dict[str, Any], Any]:
         raise DataError(path, f"cannot be read as JSON: {exc}.") from None
     if not isinstance(summary, dict):
         raise DataError(path, "expected a JSON object (the summary of an evaluation).")
+    if summary.get("judge") is not None:
+        raise DataError(
+            path,
+            "is an evaluation with a judge: its per-query nDCG are the judge's and its intervals combine them with "
+            "the human judgments of a subset of queries, which plan's queries do not model; the human labels its "
+            "decision needs are in summary.json's judge comparisons (labelled_needed).",
+        )
     table = folder / "per_query.csv"
     if not table.is_file():
         where = summary.get("per_query_path")

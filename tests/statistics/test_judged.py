@@ -354,3 +354,13 @@ def test_a_run_that_changes_between_the_two_readings_is_an_error(tmp_path, monke
     with pytest.raises(DataError, match="changed while it was read"):
         ndcg_mlflow.evaluate(spec, base_dir=tmp_path)
     assert readings == ["demo/judge_qrels.tsv", "demo/human_qrels.tsv"]
+
+
+def test_plan_refuses_an_evaluation_with_a_judge(tmp_path):
+    out = tmp_path / "out"
+    done = run_cli("run", str(CONFIGS / "demo_judge.yaml"), "--out", str(out), "--no-mlflow", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    planned = run_cli("plan", str(out), "--margin", "0.01", cwd=tmp_path)
+    assert planned.returncode == 2
+    assert "is an evaluation with a judge" in planned.stderr
+    assert "Traceback" not in planned.stderr
