@@ -41,6 +41,13 @@ def headline_comparisons(bundle: Bundle) -> list[dict[str, Any]]:
     return [c for c in (s.get("judge") or {}).get("comparisons") or [] if c["key"] == key]
 
 
+def summary_lead(summary: dict[str, Any]) -> list[str]:
+    """:func:`lead` of a ``summary.json`` alone (the MLflow evaluation run's description)."""
+    from pathlib import Path
+
+    return lead(Bundle(Path("."), summary, None, None, None, None, ""))
+
+
 def lead(bundle: Bundle) -> list[str]:
     """The sentences beside the verdict (plain text: escape them for the medium): which labels it rests on, with
     the estimator's weight of the judge's labels; then, for each headline comparison, how far the judge-only view

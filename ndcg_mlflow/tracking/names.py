@@ -170,6 +170,10 @@ def parent_note(summary: dict[str, Any]) -> str:
                 f"{p_value(r.get('p_corrected'))}; wins/ties/losses {wins_ties_losses(r, '/')}"
             )
         lines.append("")
+    if summary.get("judge"):  # which labels the verdict rests on, and how far the judge moved it
+        from ..render.judge_report import summary_lead
+
+        lines += [line for text in summary_lead(summary) for line in (md_text(text), "")]
     lines.append(
         f"nDCG evaluation '{md_text(summary['name'])}' of {len(systems)} system(s) "
         f"({', '.join(map(md_text, systems))}) on "

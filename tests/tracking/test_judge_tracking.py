@@ -143,6 +143,11 @@ def test_the_judge_is_logged_with_its_params_metrics_and_table(store, tmp_path):
                 assert got[column] is None or pd.isna(got[column])
             else:
                 assert got[column] == pytest.approx(want[column], rel=1e-12)
+    # the evaluation run's description says which labels the verdict rests on, as the report does
+    page = (store.out["joint"] / "report.md").read_text(encoding="utf-8")
+    first = next(line for line in page.splitlines() if line.startswith("The verdict rests on"))
+    assert "demo-judge's judgments of 180 more" in first
+    assert first in parent.data.tags["mlflow.note.content"]
     c = next(c for c in judge["comparisons"] if c["candidate"] == "dense-ties" and c["key"] == "ndcg_at_all")
     row = local[(local["kind"] == "comparison") & (local["system"] == "dense-ties") & (local["cutoff"] == "all")]
     assert row["judge_bias_ci_high"].item() == pytest.approx(c["judge_bias"]["ci_high"], rel=1e-12)
