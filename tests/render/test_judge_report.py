@@ -160,3 +160,20 @@ def test_a_hostile_judge_name_is_text_in_both_reports(tmp_path):
     assert md_text(f"and {NASTY_JUDGE}'s judgments of 1 more") in md
     assert "**bold**" not in md and "\\*\\*bold\\*\\*" in md
     assert render_html(load_bundle(out)) == page  # (drawn from the folder alone)
+
+
+def test_with_a_decision_the_lead_follows_it_at_its_key(tmp_path):
+    import yaml
+
+    spec = yaml.safe_load((REPO / "configs" / "demo_judge.yaml").read_text(encoding="utf-8"))
+    spec["decision"] = {"key": "ndcg_at_5", "rule": "superiority", "margin": 0.0}
+    path = REPO / "configs" / "demo_judge.yaml"
+    out = tmp_path / "out"
+    write_outputs(ndcg_mlflow.evaluate(spec, base_dir=path.parent), out)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.index("id='decision'") < page.index("id='judge-lead'") < page.index("id='results'")
+    judge = load_bundle(out).summary["judge"]
+    at5 = [c for c in judge["comparisons"] if c["key"] == "ndcg_at_5"]
+    first, *pairs = _lead(page)
+    assert f"λ = {at5[0]['lambda']:.4f} for reranker-v2 − bm25, {at5[1]['lambda']:.4f} for dense-ties" in first
+    assert [p.split(":")[0] for p in pairs] == ["reranker-v2 − bm25 at nDCG@5", "dense-ties − bm25 at nDCG@5"]

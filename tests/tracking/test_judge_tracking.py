@@ -201,3 +201,15 @@ def test_compare_of_a_judged_and_a_plain_run_says_they_are_different_estimators(
     assert "judge" not in summary
     notes = " ".join(summary["notes"])
     assert "THE DEFINITIONS DIFFER" in notes and "different estimators" in notes
+
+
+def test_the_report_rebuilt_from_the_logged_run_is_the_local_one(store, cli, tmp_path):
+    out = tmp_path / "rebuilt"
+    code, _, err = cli("report", store.parent["joint"].info.run_id, "--out", str(out))
+    assert code == 0, err
+    local = store.out["joint"]
+    assert (out / "judge.csv").read_bytes() == (local / "judge.csv").read_bytes()
+    assert (out / "report.html").read_bytes() == (local / "report.html").read_bytes()
+    assert (out / "report.md").read_bytes() == (local / "report.md").read_bytes()
+    svg = "figures/judge_views.svg"
+    assert (out / svg).read_bytes() == (local / svg).read_bytes()
