@@ -31,8 +31,8 @@ from .svg import (
     xml_text,
 )
 
-GAP = 17  # px between two views of one key, each a row labelled with its key and view
-ROW = 3 * GAP + 9  # px per key: the three views, one above the other
+GAP = 20  # px between two views of one key, each a row labelled with its key and view (13 px text, 1.2 high)
+ROW = 3 * GAP + 10  # px per key: the three views, one above the other
 HUMAN = PALETTE[2]
 NOT_VALID = "judge-only: not valid (the judge's bias is not corrected)"
 # each view: its field in summary.json's judge comparison ("": the declared estimate, the comparison itself), its
