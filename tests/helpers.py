@@ -450,12 +450,18 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def write_escaping_spec(folder: Path) -> Path:
+#: the judge's name of :func:`write_escaping_spec` with a judge: every hostile piece of :data:`NASTY`
+NASTY_JUDGE = " ".join(NASTY) + " [x](y) **bold**"
+
+
+def write_escaping_spec(folder: Path, *, judge: bool = False) -> Path:
     """A tiny evaluation whose query ids, document ids and name are hostile to HTML and markdown.
 
     Five queries, each judging the same five hostile document ids (and a plain one) with rotated grades;
     ``base`` ranks the documents in list order and ``cand`` in reverse, so there are wins and losses whose
-    top documents (the hostile ids) are listed in the report.
+    top documents (the hostile ids) are listed in the report. With ``judge``, those judgments are a model's
+    (``data.judge_qrels``, its name :data:`NASTY_JUDGE`) and the humans judge four of the queries, one grade
+    apart.
     """
     folder.mkdir(parents=True, exist_ok=True)
     docs = NASTY + ["plain"]
@@ -495,6 +501,13 @@ def write_escaping_spec(folder: Path) -> Path:
         },
         "mlflow": {"experiment": "escaping"},
     }
+    if judge:
+        human = [
+            dict(r, grade=(r["grade"] + (r["query_id"] == NASTY[0])) % 4) for r in qrels if r["query_id"] != NASTY[1]
+        ]
+        write_jsonl(folder / "human.jsonl", human)
+        spec["data"] = {"qrels": "human.jsonl", "judge_qrels": "qrels.jsonl", **{"systems": spec["data"]["systems"]}}
+        spec["judge"] = {"estimator": "ppi++", "labelled_queries": "random", "name": NASTY_JUDGE}
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
     return path

@@ -20,6 +20,7 @@ from ..spec import Queries, Spec
 from ..timings import phase
 
 if TYPE_CHECKING:
+    from ..statistics.judged import JudgeViews
     from .settings import Engine, Inputs
 
 
@@ -83,7 +84,6 @@ def evaluate(engine: Engine, spec: Spec, inputs: Inputs) -> EvaluationResult:
 def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inputs: Inputs) -> EvaluationResult:
     from ..render.words import undetectable_notes
     from ..statistics.decision import decide
-    from ..statistics.judged import judged_statistics
 
     judge = spec.judge
     assert judge is not None
@@ -128,13 +128,7 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
     ]
     result.spec = spec
     grades = _shared_grades(spec, result.query_ids[labelled], inputs)
-    views = judged_statistics(result, values, labelled, grades)
-    result.judged = views.record
-    result.human_ndcg = values
-    result.analysis = views.analysis
-    for name, sr in result.systems.items():
-        for key in spec.metric.keys:
-            sr.means[key]["mean"] = views.estimates[(name, key, None)]
+    views = judged_result(result, values, labelled, grades)
     if spec.decision is not None and spec.uncertainty is not None:
         result.decision = decide(
             spec.decision,
@@ -146,6 +140,25 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
         )
         result.notes.extend(undetectable_notes(views.analysis.comparisons, spec.decision))
     return result
+
+
+def judged_result(
+    result: EvaluationResult, values: dict[str, np.ndarray], labelled: np.ndarray, grades: tuple[np.ndarray, np.ndarray]
+) -> JudgeViews:
+    """``result`` (each system's values under the judge's labels; its spec has the judge section) made the judged
+    evaluation's: its record (``summary.json``'s ``judge``), the human values (``values``, NaN outside the
+    ``labelled`` queries), the declared estimator's analysis and means (``judged_statistics``); for an evaluation's
+    engines and for ``compare`` of two logged runs alike."""
+    from ..statistics.judged import judged_statistics
+
+    views = judged_statistics(result, values, labelled, grades)
+    result.judged = views.record
+    result.human_ndcg = values
+    result.analysis = views.analysis
+    for name, sr in result.systems.items():
+        for key in result.spec.metric.keys:
+            sr.means[key]["mean"] = views.estimates[(name, key, None)]
+    return views
 
 
 def _check_both_defined(

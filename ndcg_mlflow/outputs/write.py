@@ -4,8 +4,9 @@
 The folder holds ``spec.yaml`` (the spec text as given, less credentials in URIs), ``summary.json``,
 ``per_query.csv`` (all systems) and ``systems/<system>.per_query.csv``; with a
 comparison, also ``comparisons.csv``, ``wins_losses.json`` and ``wins_losses.md``; with
-``report.sensitivity``, ``sensitivity.csv``. ``report.html`` and ``report.md`` are rendered
-from these files (:mod:`ndcg_mlflow.render.report`), as are the figures logged to MLflow.
+``report.sensitivity``, ``sensitivity.csv``; with a judge, ``judge.csv`` (:func:`judge_table`).
+``report.html`` and ``report.md`` are rendered from these files (:mod:`ndcg_mlflow.render.report`), as are the
+figures logged to MLflow.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ def _write_all(result: EvaluationResult, out: Path, run_key: str, reports: bool)
             _atomic_csv(out / "bootstrap.csv", bootstrap_table(result.analysis))
     if result.sensitivity is not None:
         _atomic_csv(out / "sensitivity.csv", result.sensitivity)
+    if result.judged is not None:
+        _atomic_csv(out / "judge.csv", judge_table(result.judged))
     if reports:
         from ..render.report import write_reports
 
@@ -230,6 +233,78 @@ def top_lines(result: EvaluationResult, name: str) -> list[str]:
             number_text(grade),
         ],
     )
+
+
+#: the columns of ``judge.csv``: a row's kind (``system``: a system's mean, ``comparison``: a candidate's
+#: difference from the baseline), then the declared estimate with its interval and the estimator's figures, then the
+#: human-only and judge-only views (judge-only is not valid: the judge's bias is not corrected) and, for a
+#: comparison, the judge's bias (human difference minus judge difference over the labelled queries)
+JUDGE_COLUMNS = (
+    "kind",
+    "system",
+    "baseline",
+    "key",
+    "cutoff",
+    "estimator",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "std_error",
+    "p_value",
+    "lambda",
+    "rho",
+    "n_effective",
+    "n_labelled",
+    "n_unlabelled",
+    "human_only",
+    "human_only_ci_low",
+    "human_only_ci_high",
+    "judge_only",
+    "judge_only_ci_low",
+    "judge_only_ci_high",
+    "judge_bias",
+    "judge_bias_ci_low",
+    "judge_bias_ci_high",
+    "judge_bias_p",
+)
+
+
+def judge_rows(judged: dict[str, Any]) -> list[dict[str, Any]]:
+    """``judge.csv``'s rows (:data:`JUDGE_COLUMNS`) from ``summary.json``'s ``judge``: one per system and key, then
+    one per comparison and key (``system`` the candidate)."""
+    from ..rules import key_label
+
+    def row(kind: str, system: str, baseline: str | None, key: str, e: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": kind,
+            "system": system,
+            "baseline": baseline,
+            "key": key,
+            "cutoff": key_label(key),
+            "estimator": judged["estimator"],
+        }
+        out.update({c: e.get(c) for c in ("estimate", "ci_low", "ci_high", "std_error", "p_value", "lambda", "rho")})
+        out.update({c: e.get(c) for c in ("n_effective", "n_labelled", "n_unlabelled")})
+        for view in ("human_only", "judge_only"):
+            v = e.get(view) or {}
+            out.update(
+                {view: v.get("estimate"), f"{view}_ci_low": v.get("ci_low"), f"{view}_ci_high": v.get("ci_high")}
+            )
+        bias = e.get("judge_bias") or {}
+        out.update({"judge_bias": bias.get("estimate"), "judge_bias_ci_low": bias.get("ci_low")})
+        out.update({"judge_bias_ci_high": bias.get("ci_high"), "judge_bias_p": bias.get("p_value")})
+        return out
+
+    rows = [row("system", name, None, key, e) for name, keys in judged["systems"].items() for key, e in keys.items()]
+    rows += [row("comparison", c["candidate"], c["baseline"], c["key"], c) for c in judged["comparisons"]]
+    return rows
+
+
+def judge_table(judged: dict[str, Any]):
+    """``judge.csv``: :func:`judge_rows` as a table of :data:`JUDGE_COLUMNS`."""
+    import pandas as pd
+
+    return pd.DataFrame(judge_rows(judged), columns=list(JUDGE_COLUMNS))
 
 
 def bootstrap_table(analysis):

@@ -64,7 +64,7 @@ from .svg import (
     y_margin,
 )
 
-FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences", "segment_differences")
+FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences", "segment_differences", "judge_views")
 
 
 def ndcg_by_cutoff(summary: dict) -> str:
@@ -353,4 +353,9 @@ def draw(summary: dict, per_query, bootstrap) -> dict[str, str]:
     forest = segment_differences(summary)
     if forest is not None:
         out["segment_differences"] = forest
+    from .judge_figure import judge_views
+
+    views = judge_views(summary)
+    if views is not None:
+        out["judge_views"] = views
     return out

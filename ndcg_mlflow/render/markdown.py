@@ -17,6 +17,7 @@ from .format import (
     queries_line,
     wins_ties_losses,
 )
+from .judge_report import md_lead, md_section
 from .sections import detection_note, md_sections
 
 
@@ -26,7 +27,7 @@ def render_markdown(bundle: Bundle) -> str:
     s = bundle.summary
     keys = bundle.keys
     label = bundle.label
-    lines = [f"# nDCG report — {_md(s['name'])}", "", *_md_lead(bundle), _md(queries_line(s)), ""]
+    lines = [f"# nDCG report — {_md(s['name'])}", "", *_md_lead(bundle), *md_lead(bundle), _md(queries_line(s)), ""]
     if bundle.per_query is None:
         lines += [_md(per_query_elsewhere(s)), ""]
     ci = bundle.has_ci
@@ -72,6 +73,7 @@ def render_markdown(bundle: Bundle) -> str:
         lines += md_table(
             ["candidate", "cutoff", "difference", "interval", "p", "p corrected", "W/T/L"], rows, "llrlrrl"
         )
+    lines += md_section(bundle)
     lines += md_sections(bundle)
     if bundle.wins_losses:
         head = bundle.headline

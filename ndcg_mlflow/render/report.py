@@ -34,6 +34,7 @@ from .format import (
     share,
     wins_ties_losses,
 )
+from .judge_report import html_lead, html_section
 from .markdown import render_markdown
 from .sections import detection_note, html_sections
 
@@ -131,10 +132,12 @@ def render_html(bundle: Bundle, figs: dict[str, str] | None = None) -> str:
     )
     # the answer first, then the numbers it rests on, then what was measured (collapsed) and the details
     parts.append(_section_decision(bundle) or _section_headline(bundle))
+    parts += [lead for lead in (html_lead(bundle),) if lead]
     if bundle.per_query is None:
         parts.append(f"<p class='muted' id='per-query'>{_e(per_query_elsewhere(s))}</p>")
     parts.append(_section_results(bundle))
     parts.append(_section_comparisons(bundle))
+    parts += [section for section in (html_section(bundle),) if section]
     parts.append(html_sections(bundle))
     parts.append(_section_spec(bundle))
     parts.append(_section_coverage(bundle))
@@ -273,13 +276,15 @@ def _section_comparisons(bundle: Bundle) -> str:
     comps = bundle.summary.get("comparisons") or []
     if not comps:
         return "<h2>Comparisons</h2><p class='muted'>No comparison was declared.</p>"
+    # with a judge, the first test's p-value is the declared estimator's (p_judged), not a randomization test's
+    first_p = _e(comps[0]["corrected_test"]) if "p_judged" in comps[0] else "randomization"
     rows = [
         f"<h2>Comparisons</h2><p class='muted'>Family for the correction: "
         f"{_e(bundle.summary.get('comparison_family', ''))}. p<sub>corr</sub> corrects the "
         f"{_e(comps[0].get('corrected_test', ''))} p-value.</p>"
         "<table><tr><th class='l'>candidate</th><th class='l'>baseline</th><th>cutoff</th><th>paired</th>"
         "<th>baseline mean</th><th>candidate mean</th><th>difference</th><th>interval</th><th>relative</th>"
-        "<th>p randomization</th><th>p t-test</th><th>p corrected</th><th>d<sub>z</sub></th>"
+        f"<th>p {first_p}</th><th>p t-test</th><th>p corrected</th><th>d<sub>z</sub></th>"
         "<th>wins / ties / losses</th></tr>"
     ]
     for c in comps:
@@ -316,6 +321,9 @@ def _section_figures(bundle: Bundle, figs: dict[str, str]) -> str:
         "difference and its interval; every panel has the same scales.",
         "segment_differences": f"Each candidate's difference from the baseline at {head}, overall and in each "
         "segment, with its interval: where it won and where it lost.",
+        "judge_views": "Each candidate's difference from the baseline at each cutoff under the three views: the "
+        "declared estimator's (the numbers of this report), the human-only and the judge-only, which is not valid "
+        "(dashed and hollow: the judge's bias is not corrected).",
     }
     parts = ["<h2>Figures</h2>"]
     for name, svg in figs.items():

@@ -24,6 +24,7 @@ from .names import (
     TAG_PREFIX,
     comparison_metrics,
     evaluation_run_name,
+    judge_metrics,
     param_value,
     parent_metrics,
     parent_tags,
@@ -359,7 +360,8 @@ def _log_system(
     """One system's run; its id joins ``created`` as soon as it exists (the caller ends it on a failure).
 
     Metrics: the system's means and intervals and, for a candidate, its comparisons with the baseline
-    (``compare.<key>.<figure>``); tables: its per-query rows, its figures and its comparisons."""
+    (``compare.<key>.<figure>``), with a judge the other views (:func:`~.names.judge_metrics`); tables: its
+    per-query rows, its figures, its comparisons and its rows of the judge's table."""
     from ..spec import system_file_stem
 
     files = summary.get("files", {})
@@ -374,13 +376,18 @@ def _log_system(
     params = {
         k: param_value(v)
         for k, v in summary["spec"].items()
-        if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.")) or k in ("name", "data.qrels")
+        if k.startswith(("metric.", "queries.", "uncertainty.", "comparison.", "judge."))
+        or k in ("name", "data.qrels", "data.judge_qrels")
     }
     params["system"] = name
     params["run_file"] = files.get(f"system:{name}", {}).get("path", "")
     params["n_queries"] = str(summary["n_queries"])
     rows = [c for c in summary.get("comparisons") or [] if c.get("candidate") == name]
-    metrics = {**system_metrics(means), **comparison_metrics(rows, summary["spec"].get("comparison.test"))}
+    metrics = {
+        **system_metrics(means),
+        **comparison_metrics(rows, summary["spec"].get("comparison.test")),
+        **judge_metrics(summary.get("judge"), name),
+    }
     record = (summary.get("models") or {}).get(name)
     if record:
         params["model"] = record["loaded_uri"]

@@ -22,7 +22,7 @@ from ..render.format import md_text
 from ..rules import DEFINITION_KEYS, STRATIFY, cutoff_label, raw_definition
 from ..uris import first_line, redact, safe_uri
 from .client import find_or_create_experiment, log_batch, log_outputs
-from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, param_value
+from .names import DEFAULT_SYSTEM, TAG_PREFIX, comparison_metrics, comparison_run_name, judge_metrics, param_value
 from .segment_runs import segment_settings, segments_difference
 from .stale import fail_runs
 
@@ -44,12 +44,23 @@ SETTINGS = {
 }
 
 
+# the params of a system run evaluated with a judge (its spec's judge section), compared between two runs
+JUDGE_PARAMS = ("judge.estimator", "judge.labelled_queries")
+
+
 @dataclass
 class SystemRun:
     run: Any  # mlflow Run
     system: str
     per_query: Any  # DataFrame
     top: Any | None  # DataFrame
+    judge: dict[str, Any] | None = None  # its evaluation's summary.json "judge", when it had a judge
+
+    @property
+    def judged(self) -> bool:
+        """Whether the run was evaluated with a judge: its per-query table holds the human values beside the
+        judge's (``ndcg_human``)."""
+        return "ndcg_human" in self.per_query.columns
 
 
 def _client(uri: str | None):
@@ -210,7 +221,16 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
         top = pd.read_csv(top_path, dtype={"query_id": str, "doc_id": str}, keep_default_na=False, na_values=[""])
     except Exception:
         top = None  # wins and losses then list no documents
-    return SystemRun(run, system, per_query, top)
+    judge = None
+    if "ndcg_human" in per_query.columns:  # the agreement of the two judgments is in its evaluation's summary
+        import json
+
+        try:
+            path = client.download_artifacts(run_id, "summary.json", str(dest))
+            judge = json.loads(Path(path).read_text(encoding="utf-8")).get("judge")
+        except Exception:
+            judge = None  # the agreement is then undefined
+    return SystemRun(run, system, per_query, top, judge)
 
 
 def comparison_note(names: tuple[str, str] | list[str], run_a: str, run_b: str, differences: list[str]) -> str:
@@ -234,7 +254,24 @@ def definition_differences(a, b) -> list[str]:
     qa, qb = qrels_digest(a), qrels_digest(b)
     if qa != qb:
         out.append(f"judgments (qrels sha256): {qa} vs {qb}")
+    ja, jb = (r.data.tags.get(f"{TAG_PREFIX}.data.judge_qrels.sha256") for r in (a, b))
+    if ja != jb and ja is not None and jb is not None:
+        out.append(f"the judge's judgments (judge_qrels sha256): {ja} vs {jb}")
+    out += [f"{k}: {pa[k]!r} vs {pb[k]!r}" for k in JUDGE_PARAMS if k in pa and k in pb and pa[k] != pb[k]]
     return out
+
+
+def judge_difference(a: SystemRun, b: SystemRun, ids: tuple[str, str]) -> str | None:
+    """When one run was evaluated with a judge and the other not, what that means (their numbers are different
+    estimators: the judged run's per-query values are its judge's labels); None when both or neither were."""
+    if a.judged == b.judged:
+        return None
+    judged, plain = (ids[0], ids[1]) if a.judged else (ids[1], ids[0])
+    return (
+        f"run {judged} was evaluated with a judge and run {plain} without: their numbers are different estimators "
+        f"(the judged run's means are a judge estimator's, its per-query values the judge's labels: judge-only, "
+        f"not valid where the judge is biased)"
+    )
 
 
 def settings_differences(pa: dict[str, str], pb: dict[str, str], overrides: dict[str, Any]) -> list[str]:
@@ -361,6 +398,15 @@ def compare_runs(
             + "\n(--allow-spec-mismatch compares them anyway and says so "
             "in the report)"
         )
+    one_judged = judge_difference(a, b, (run_a, run_b))
+    if one_judged is not None:
+        if not allow_spec_mismatch:
+            raise CompareError(
+                f"{one_judged}. (--allow-spec-mismatch compares the per-query values each run holds anyway, the "
+                f"judged run's under its judge's labels, and says so in the report)"
+            )
+        differences.append(f"{one_judged}: compared on each run's per-query values, without the judge")
+    judged = a.judged and b.judged
     segments = segments_difference((run_a, a.run), (run_b, b.run))
     if segments is not None:
         if not allow_spec_mismatch:
@@ -391,7 +437,7 @@ def compare_runs(
             + ", ".join(f"--{k.replace('_', '-')}" for k in missing)
         )
     definition = raw_definition(params)  # the metric and queries sections, from run A's logged params
-    raw = {
+    raw: dict[str, Any] = {
         "spec_version": 1,
         "name": f"compare {name_b} vs {name_a}",
         "metric": definition["metric"],
@@ -418,6 +464,11 @@ def compare_runs(
         },
         "mlflow": {"experiment": experiment or _experiment_name(client, a.run)},
     }
+    if judged:
+        raw["data"]["judge_qrels"] = params.get("data.judge_qrels", "judge_qrels")
+        raw["judge"] = {k.split(".", 1)[1]: params[k] for k in JUDGE_PARAMS if k in params}
+        if params.get("judge.name") not in (None, "None"):
+            raw["judge"]["name"] = params["judge.name"]
     undoable = segment_settings(raw, a.run.data.params, b.run.data.params, segments=segments is None)
     if undoable is not None:
         raise CompareError(f"{undoable}; compare runs whose evaluations declared the same segments file.")
@@ -426,9 +477,18 @@ def compare_runs(
     result.notes.append(f"compared logged runs: baseline {name_a} = run {run_a}, candidate {name_b} = run {run_b}")
     if differences:
         result.notes.append("THE DEFINITIONS DIFFER (compared with --allow-spec-mismatch): " + "; ".join(differences))
-    from ..statistics.comparisons import analyze
+    if judged:
+        _judge_views(result, [(name_a, a), (name_b, b)])
+        estimator = raw["judge"]["estimator"]
+        result.notes.append(
+            f"both runs were evaluated with a judge: the comparison is the {estimator} estimator's, from each query's "
+            f"values under the human and the judge's judgments in the runs' per-query tables; the agreement of the "
+            f"two judgments is run {run_a}'s"
+        )
+    else:
+        from ..statistics.comparisons import analyze
 
-    result.analysis = analyze(result, spec.uncertainty, spec.comparison)
+        result.analysis = analyze(result, spec.uncertainty, spec.comparison)
     out_dir = Path(out) if out else new_output_dir(spec.name.replace(" ", "_"))
     write_outputs(result, out_dir)
     new_run = None
@@ -527,6 +587,32 @@ def result_from_tables(spec, systems: list[tuple[str, SystemRun]], segments: boo
     return result
 
 
+def _judge_views(result, systems: list[tuple[str, SystemRun]]) -> None:
+    """``result`` (rebuilt from two judged runs' per-query tables: each query's value under the judge's labels)
+    made a judged evaluation's (:func:`~ndcg_mlflow.engines.with_judge.judged_result`), with each query's human
+    value from the tables' ``ndcg_human`` (the labelled queries are those with one) and run A's agreement of the
+    two judgments (its evaluation's, of the same judgments)."""
+    from ..engines.with_judge import judged_result
+
+    labels = [cutoff_label(k) for k in result.spec.metric.cutoffs]
+    index = {q: i for i, q in enumerate(result.query_ids.tolist())}
+    values = {}
+    for name, s in systems:
+        pq = s.per_query
+        y = np.full((len(index), len(labels)), np.nan)
+        rows = pq["query_id"].map(index).to_numpy()
+        cols = pq["cutoff"].map({c: j for j, c in enumerate(labels)}).to_numpy()
+        y[rows, cols] = pq["ndcg_human"].to_numpy(dtype=float)
+        values[name] = y
+    labelled = np.zeros(len(index), dtype=bool)
+    for y in values.values():
+        labelled |= ~np.isnan(y).all(axis=1)
+    judged_result(result, values, labelled, (np.zeros(0), np.zeros(0)))
+    agreement = (systems[0][1].judge or {}).get("agreement")
+    if agreement is not None:
+        result.judged["agreement"] = agreement
+
+
 def pd_to_float(series) -> np.ndarray:
     return series.astype(float).to_numpy()
 
@@ -598,7 +684,11 @@ def _log_comparison(
         params = {k: param_value(v) for k, v in spec.resolved().items() if not k.startswith("data.")}
         params["n_queries"] = str(summary["n_queries"])
         rows = [c for c in result.analysis.comparisons if c["candidate"] == names[1]]
-        log_batch(client, rid, comparison_metrics(rows, spec.comparison.test if spec.comparison else None), params, {})
+        metrics = {
+            **comparison_metrics(rows, spec.comparison.test if spec.comparison else None),
+            **judge_metrics(summary.get("judge"), names[1]),
+        }
+        log_batch(client, rid, metrics, params, {})
         log_outputs(client, rid, out_dir, summary)  # (the figures with the folder's other files)
         client.set_terminated(rid, "FINISHED")
         return rid

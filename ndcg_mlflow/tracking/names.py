@@ -32,6 +32,7 @@ ARTIFACTS = (
     "sensitivity.csv",
     "report.html",
     "report.md",
+    "judge.csv",
 )
 INTERVAL = ("ci_low", "ci_high")
 # the comparison figures charted as metrics; every other column of a comparison is in the comparisons table
@@ -70,6 +71,44 @@ def comparison_metrics(comparisons: list[dict[str, Any]], test: str | None = Non
             if value is not None and field_name not in skip:
                 out[f"compare.{row['key']}.{field_name}"] = value
     return out
+
+
+# with a judge, a system's figures of each key beside its mean (the declared estimator's): the two other views'
+# estimates (judge-only is not valid: the judge's bias is not corrected) and the estimator's figures
+JUDGE_SYSTEM_METRICS = ("human_only", "judge_only", "lambda", "rho", "n_effective")
+# and a candidate's beside its comparison's: the judge's bias on the difference (human minus judge, over the labelled
+# queries) with its p-value, and the difference under each of the two other views
+JUDGE_COMPARISON_METRICS = ("judge_bias", "judge_bias_p", "judge_only_delta", "human_only_delta")
+
+
+def judge_metrics(judge: dict[str, Any] | None, system: str) -> dict[str, float]:
+    """With a judge (``summary.json``'s ``judge``), a system run's metrics beyond its means and comparisons:
+    ``judge.<key>.<figure>`` for the figures of :data:`JUDGE_SYSTEM_METRICS`, and for a candidate
+    ``compare.<key>.<figure>`` for those of :data:`JUDGE_COMPARISON_METRICS`; none without a judge. An undefined
+    figure (the estimator's weight of a stratified estimate) is left out."""
+    if not judge:
+        return {}
+    out: dict[str, Any] = {}
+    for key, e in (judge["systems"].get(system) or {}).items():
+        figures = {
+            "human_only": e["human_only"]["estimate"],
+            "judge_only": e["judge_only"]["estimate"],
+            "lambda": e.get("lambda"),
+            "rho": e.get("rho"),
+            "n_effective": e.get("n_effective"),
+        }
+        out.update({f"judge.{key}.{name}": figures[name] for name in JUDGE_SYSTEM_METRICS})
+    for c in judge["comparisons"]:
+        if c["candidate"] != system:
+            continue
+        figures = {
+            "judge_bias": c["judge_bias"]["estimate"],
+            "judge_bias_p": c["judge_bias"]["p_value"],
+            "judge_only_delta": c["judge_only"]["estimate"],
+            "human_only_delta": c["human_only"]["estimate"],
+        }
+        out.update({f"compare.{c['key']}.{name}": figures[name] for name in JUDGE_COMPARISON_METRICS})
+    return {k: v for k, v in out.items() if v is not None}
 
 
 # the comparison figures the evaluation run carries, per candidate at the headline key (the decision's key when the
@@ -131,6 +170,10 @@ def parent_note(summary: dict[str, Any]) -> str:
                 f"{p_value(r.get('p_corrected'))}; wins/ties/losses {wins_ties_losses(r, '/')}"
             )
         lines.append("")
+    if summary.get("judge"):  # which labels the verdict rests on, and how far the judge moved it
+        from ..render.judge_report import summary_lead
+
+        lines += [line for text in summary_lead(summary) for line in (md_text(text), "")]
     lines.append(
         f"nDCG evaluation '{md_text(summary['name'])}' of {len(systems)} system(s) "
         f"({', '.join(map(md_text, systems))}) on "

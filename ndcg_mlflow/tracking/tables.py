@@ -85,8 +85,9 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
     """The tables as MLflow tables (shown by the MLflow UI), each as (name, DataFrame), or (name, its JSON) when
     the JSON of a table read from the same bytes with the same filter was made before: the per-query rows
     (``per_query_table.json``), every figure of ``summary.json`` (``figures_table.json``), the comparisons
-    (``comparisons_table.json``, its columns in the order of :data:`COMPARISON_COLUMNS`, then the others) and the
-    sensitivity table; ``system`` keeps one system's rows (its own run)."""
+    (``comparisons_table.json``, its columns in the order of :data:`COMPARISON_COLUMNS`, then the others), the
+    sensitivity table and, with a judge, its three views (``judge_table.json``: a candidate's run keeps its mean's
+    rows and its comparisons'); ``system`` keeps one system's rows (its own run)."""
     import hashlib
     import io
 
@@ -104,6 +105,7 @@ def folder_tables(out_dir: Path, summary: dict | None, system: str | None = None
         ("segments.csv", "segments_table.json", "system"),
         ("segment_comparisons.csv", "segment_comparisons_table.json", "candidate"),
         ("sensitivity.csv", "sensitivity_table.json", "system"),
+        ("judge.csv", "judge_table.json", "system"),
     ]
     out: list[tuple[str, Any]] = []
     for csv_name, table_name, column in tables:

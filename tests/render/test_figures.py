@@ -41,6 +41,25 @@ def comparison(candidate: str, baseline: str, key: str, delta: float, lo: float,
     return {"candidate": candidate, "baseline": baseline, "key": key, "delta": delta, "ci_low": lo, "ci_high": hi}
 
 
+def judge_of(comparisons: list[dict], *, name: str | None = "judge", shift: float = -0.03) -> dict:
+    """``summary.json``'s ``judge`` for ``comparisons``: the declared estimate is the comparison's, human-only a
+    wider interval about it, judge-only the estimate moved by ``shift``."""
+    views = []
+    for c in comparisons:
+        d, lo, hi = c["delta"], c["ci_low"], c["ci_high"]
+        views.append(
+            {
+                **{k: c[k] for k in ("candidate", "baseline", "key")},
+                "estimate": d,
+                "ci_low": lo,
+                "ci_high": hi,
+                "human_only": {"estimate": d + 0.01, "ci_low": lo - 0.02, "ci_high": hi + 0.02},
+                "judge_only": {"estimate": d + shift, "ci_low": lo + shift / 2, "ci_high": hi + shift / 2},
+            }
+        )
+    return {"estimator": "ppi++", "name": name, "confidence": 0.95, "systems": {}, "comparisons": views}
+
+
 def per_query_of(values: dict[str, list[float]], cutoff: str = "10") -> pd.DataFrame:
     rows = [
         {"system": s, "query_id": f"q{i}", "cutoff": cutoff, "ndcg": v}
@@ -224,6 +243,7 @@ def test_hostile_system_names_are_text():
     comps = [comparison(n, HOSTILE[0], "ndcg_at_10", 0.01, -0.02, 0.04) for n in HOSTILE[1:]]
     s = summary_of(names, comparisons=comps)
     s["segment_comparisons"] = [dict(c, segment=seg, n_paired=3) for c in comps for seg in HOSTILE]
+    s["judge"] = judge_of(comps, name=HOSTILE[0])
     pq = per_query_of({n: [0.5, 0.6, 0.7] for n in HOSTILE})
     boot = pd.DataFrame({f"{n}:ndcg_at_10": np.linspace(-0.05, 0.05, 50) for n in HOSTILE[1:]})
     figs = F.draw(s, pq, boot)
@@ -405,3 +425,33 @@ def test_a_long_segment_name_is_cut_before_its_count():
     assert [r.endswith(f"… (n={n})") for r, n in zip(rows[1:], (17, 7))] == [True, True], rows
     assert all(r.startswith("xxxx") and set(r.split("…")[0]) == {"x"} for r in rows[1:]), rows
     assert all(S.text_width(r, S.TICK_SIZE) <= room for r in rows), rows
+
+
+def test_the_judge_figure_draws_the_three_views_of_each_difference_and_marks_judge_only_not_valid():
+    comps = [comparison("cand", "base", key, d, d - 0.02, d + 0.02) for key, d in zip(KEYS, (0.05, 0.10, 0.20))]
+    s = summary_of({"base": [0.5, 0.6, 0.7], "cand": [0.55, 0.7, 0.9]}, comparisons=comps)
+    assert "judge_views" not in F.draw(s, None, None)  # without a judge
+    s["judge"] = judge_of(comps, shift=-0.04)
+    svg = F.draw(s, None, None)["judge_views"]
+    root = check_structure(svg)
+    legend = all_text(next(g for g in root.iter(f"{SVG}g") if "legend" in classes(g)))
+    assert "judge-only: not valid (the judge's bias is not corrected)" in legend and "ppi++" in legend
+    groups = [g for g in root.iter(f"{SVG}g") if "view" in classes(g)]
+    assert [g.get("data-view") for g in groups] == ["declared", "human-only", "judge-only"] * 3
+    # every point at its value on one axis: x is linear in the value, the same scale for every view and key
+    values, xs = [], []
+    for g, (c, view) in zip(
+        groups, [(c, v) for c in s["judge"]["comparisons"] for v in ("", "human_only", "judge_only")]
+    ):
+        dot = next(el for el in g if el.tag == f"{SVG}circle")
+        values.append((c[view] if view else c)["estimate"])
+        xs.append(float(dot.get("cx")))
+        line = next(el for el in g if el.tag == f"{SVG}polyline")
+        dashed = line.get("stroke-dasharray") is not None
+        assert dashed == (view == "judge_only") == ("not-valid" in classes(g))
+        assert (dot.get("fill") == "#ffffff") == (view == "judge_only")  # hollow
+        assert "not valid" in all_text(g) if view == "judge_only" else "not valid" not in all_text(g)
+    slope = (xs[-1] - xs[0]) / (values[-1] - values[0])
+    assert slope > 0
+    for v, x in zip(values, xs):
+        assert x == pytest.approx(xs[0] + slope * (v - values[0]), abs=0.02)

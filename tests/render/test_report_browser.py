@@ -298,8 +298,11 @@ def _overlap(a: dict, b: dict, gap: float = 1.0) -> bool:
     return a["l"] < b["r"] + gap and b["l"] < a["r"] + gap and a["t"] < b["b"] + gap and b["t"] < a["b"] + gap
 
 
-def _check_figures(figures: list[dict], *, min_tick_px: float) -> None:
-    assert [f["name"] for f in figures] == ["ndcg_by_cutoff", "per_query_differences", "bootstrap_differences"]
+DEMO_FIGURES = ("ndcg_by_cutoff", "per_query_differences", "bootstrap_differences")
+
+
+def _check_figures(figures: list[dict], *, min_tick_px: float, names: tuple[str, ...] = DEMO_FIGURES) -> None:
+    assert [f["name"] for f in figures] == list(names)
     for fig in figures:
         where = fig["name"]
         # every axis: at least two tick labels, apart from each other, and one label of its own
@@ -344,6 +347,14 @@ def test_demo_figures_read_at_the_size_shown(reports, tmp_path, width):
 
 def test_hostile_report_figures_read_at_the_size_shown(reports, tmp_path):
     _check_figures(measure(reports.hostile, tmp_path, 1280), min_tick_px=12.0)
+
+
+def test_judge_report_figures_read_at_the_size_shown(tmp_path):
+    """The judge demo's report: its figure of the three views of each difference, one row per key and view."""
+    out = tmp_path / "judge"
+    assert main(["run", str(CONFIGS / "demo_judge.yaml"), "--out", str(out), "--no-mlflow", "--quiet"]) == 0
+    figures = measure(out / "report.html", tmp_path, 1280)
+    _check_figures(figures, min_tick_px=12.0, names=("ndcg_by_cutoff", "per_query_differences", "judge_views"))
 
 
 def test_crowded_figures_read_at_the_size_shown(tmp_path):
