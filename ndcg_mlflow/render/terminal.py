@@ -274,6 +274,10 @@ def _opening(summary: dict, counts: str) -> list[str]:
     """The answer (:func:`_lead`) and then the query counts; the counts open the summary when there is no
     answer to lead with."""
     lead = _lead(summary)
+    if summary.get("judge") is not None:  # which labels the verdict rests on, and how far the judge alone is
+        from .judge_report import summary_lead
+
+        lead += [""] + [term_text(line) for line in summary_lead(summary)]
     return [*lead, "", counts] if lead else [f"{term_text(summary['name'])}: {counts}"]
 
 

@@ -258,6 +258,7 @@ def test_the_judge_demo_runs_and_records_its_judge(tmp_path):
     assert set(summary["files"]) >= {"qrels", "judge_qrels"}
     assert summary["files"]["qrels"]["path"] == "demo/human_qrels.tsv"
     assert "t intervals of the ppi++ estimate" in done.stdout
+    assert "The verdict rests on human judgments of 60 queries and demo-judge's judgments of 180 more" in done.stdout
     header = (out / "per_query.csv").read_text().splitlines()[0].split(",")
     assert header[header.index("ndcg") + 1] == "ndcg_human"
     explanation = (out / "explanation.txt").read_text()
