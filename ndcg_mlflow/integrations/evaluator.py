@@ -131,6 +131,14 @@ def load_plugin_spec(config: Config) -> tuple[Any, dict[str, Any]]:
             f"decision section out of this spec (ndcg-mlflow run decides between systems).",
             str(spec.source) if spec.source else None,
         )
+    if spec.judge is not None:
+        raise SpecError(
+            "judge",
+            f"the {NAME} evaluator logs one model's metrics under one source of judgments; a judge's judgments are "
+            f"combined with the human ones by ndcg_mlflow.evaluate (or ndcg-mlflow run) on the model's scored "
+            f"rows: leave the judge section out of this spec.",
+            str(spec.source) if spec.source else None,
+        )
     params = {k: v for k, v in spec.resolved().items() if k.startswith("comparison.") and k != "comparison.baseline"}
     return dataclasses.replace(spec, systems=spec.systems[:1], comparison=None), params
 

@@ -62,6 +62,7 @@ def load_scorer_spec(spec: Any, k: int | str, base_dir: str | Path | None = None
     from ..spec import MAX_CUTOFF, Spec
 
     if isinstance(spec, Spec):
+        _no_judge({"judge": spec.judge}, str(spec.source) if spec.source else None)
         loaded = spec
     else:  # the data and comparison sections do not apply to one trace (a comparison names other systems)
         raw, folder, source = _raw_spec(spec, base_dir)
@@ -576,8 +577,10 @@ def _raw_spec(spec: Any, base_dir: str | Path | None) -> tuple[dict[str, Any], P
     from ..spec import Spec
 
     if isinstance(spec, Mapping):
+        _no_judge(spec, None)
         return copy.deepcopy(dict(spec)), Path(base_dir) if base_dir else Path.cwd(), None
     if isinstance(spec, Spec):
+        _no_judge({"judge": spec.judge}, str(spec.source) if spec.source else None)
         folder = spec.source.resolve().parent if spec.source else Path.cwd()
         return (
             yaml.safe_load(spec.text),
@@ -593,7 +596,21 @@ def _raw_spec(spec: Any, base_dir: str | Path | None) -> tuple[dict[str, Any], P
         raise SpecError("", f"cannot read the spec {shown_path(path)}: {exc}") from None
     if not isinstance(raw, dict):
         raise SpecError("", "a spec is a mapping of its sections.", str(path))
+    _no_judge(raw, str(path))
     return raw, Path(base_dir) if base_dir else path.resolve().parent, str(path)
+
+
+def _no_judge(raw: Any, source: str | None) -> None:
+    """A judge section is refused: a trace's expectations are one source of judgments, and the scores of a GenAI
+    run are compared under it."""
+    if isinstance(raw, dict) and raw.get("judge") is not None:
+        raise SpecError(
+            "judge",
+            "a GenAI run's scores come from one source of judgments (each trace's expectations); a judge's "
+            "judgments are combined with human ones by ndcg_mlflow.evaluate (or ndcg-mlflow run) on the systems' "
+            "rows: leave the judge section out of this spec.",
+            source,
+        )
 
 
 def parse_raw(raw: dict[str, Any], folder: Path, source: str | None, systems: tuple[str, ...]):

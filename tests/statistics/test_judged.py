@@ -365,3 +365,21 @@ def test_plan_refuses_an_evaluation_with_a_judge(tmp_path):
     assert planned.returncode == 2
     assert "is an evaluation with a judge" in planned.stderr
     assert "Traceback" not in planned.stderr
+
+
+def test_the_mlflow_entry_points_refuse_a_judge_by_name(tmp_path):
+    """mlflow.evaluate's evaluator logs one model under one source of judgments, and a GenAI scorer reads one
+    trace's expectations: a judge section is refused there, naming the key, not ignored."""
+    from ndcg_mlflow.integrations.evaluator import Config, load_plugin_spec
+    from ndcg_mlflow.integrations.genai import load_scorer_spec
+
+    spec = judge_spec()
+    spec["data"] = {key: str(CONFIGS / value) for key, value in spec["data"].items() if key != "systems"}
+    spec.pop("comparison")
+    with pytest.raises(SpecError) as info:
+        load_plugin_spec(Config(spec, "model", None))
+    assert info.value.path == "judge"
+    for given in (spec, parse_spec({**spec, "data": {**spec["data"], "systems": {"a": "a.run"}}}, base_dir=tmp_path)):
+        with pytest.raises(SpecError) as info:
+            load_scorer_spec(given, 10)
+        assert info.value.path == "judge"
