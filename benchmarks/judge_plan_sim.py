@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"| {refused:.2f} | {why or '–'} | {power} |"
                     )
                     print(
-                        f"  {weighting} {rule} M={size} pilot={pilot}: {time.perf_counter() - t0:.1f} s (rho {rho:.2f})",
+                        f"  {weighting} {rule} M={size} pilot={pilot}: {time.perf_counter() - t0:.1f} s, rho {rho:.2f}",
                         file=sys.stderr,
                     )
     print(

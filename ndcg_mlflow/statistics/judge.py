@@ -174,8 +174,9 @@ def tuned_lambda(y: np.ndarray, f: np.ndarray, fu: np.ndarray, w_l: np.ndarray, 
 
 
 def weighted_correlation(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-    """The correlation of ``x`` and ``y`` with query weights ``w``; NaN when either is constant (or n < 2)."""
-    if x.size < 2:
+    """The correlation of ``x`` and ``y`` with query weights ``w``; NaN when either is constant (or n < 2): equal
+    values, not a rounding residue of their weighted mean."""
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
     w = scale_free(w)
     rx = x - float(weighted_mean(x, w))
