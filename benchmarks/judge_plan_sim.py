@@ -22,8 +22,10 @@ When the pilot gives a plan of n' labelled queries, a fresh labelled sample of n
 population, the pilot's N judge-only queries are kept, and the rule is read off the tool's own PPI++ t interval
 (:func:`ndcg_mlflow.statistics.judge.ppi_mean`, ``interval="t"``). The power reached is the share of planned pilots
 whose fresh evaluation passes, with its Monte-Carlo standard error; a cell PASSes when power + 2 SE reaches 0.80.
-``refused`` is the share of pilots without a plan (mostly ``pilot_too_small``: the pilot cannot show its difference
-above the threshold at the bound's level).
+``refused`` is the share of pilots without a plan, by reason (mostly ``pilot_too_small``: the pilot cannot show its
+difference above the threshold at the bound's level). ``n at the true values``: :func:`labelled_needed` (normal form)
+at the population's own distance, sigma_y (with the weights' design effect: sqrt(E[w^2 (Y - theta)^2]) / E[w]) and
+weighted correlation rho, what a plan that knew them would ask for.
 
 Prints a markdown table and the timing; the exit status is 0 when every cell passes. ``--quick``: 200 repetitions.
 """
@@ -44,7 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scipy.special import ndtr  # noqa: E402
 
 from ndcg_mlflow.statistics.decision import rule_threshold  # noqa: E402
-from ndcg_mlflow.statistics.judge import labelled_plan, ppi_mean  # noqa: E402
+from ndcg_mlflow.statistics.judge import (  # noqa: E402
+    labelled_needed,
+    labelled_plan,
+    ppi_mean,
+    weighted_correlation,
+)
 
 POPULATION = 200_000
 CONFIDENCE = 0.95
@@ -137,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     for weighting in WEIGHTINGS:
         prng, crng = (np.random.default_rng(s) for s in seeds.spawn(2))
         pop = population(weighting, prng)
-        theta = float(pop[2] @ pop[0] / pop[2].sum())
-        rho = float(np.corrcoef(pop[0], pop[1])[0, 1])
+        y_all, f_all, w_all = pop
+        theta = float(w_all @ y_all / w_all.sum())
+        rho = weighted_correlation(y_all, f_all, w_all)
+        # the per-query sd whose square over n is the variance of the weighted mean of n queries (its design effect)
+        sigma = math.sqrt(float(np.mean(w_all**2 * (y_all - theta) ** 2)) / float(np.mean(w_all)) ** 2)
         for rule, margin in RULES.items():
             threshold = rule_threshold(rule, margin)
             for size in SIZES:
@@ -146,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     planned, passed, sizes, reasons = run_cell(pop, size, pilot, threshold, reps, crng)
                     refused = 1 - planned / reps
-                    why = ", ".join(f"{k} {v / reps:.2f}" for k, v in reasons.most_common())
+                    why = ", ".join(f"{k} {v / reps:.3f}" for k, v in reasons.most_common())
+                    known = labelled_needed(
+                        theta - threshold, sigma_y=sigma, rho=rho, n_unlabelled=size - pilot, power=POWER
+                    )
                     if planned:
                         p = passed / planned
                         se = math.sqrt(max(p * (1 - p), 1e-12) / planned)
@@ -158,11 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         power, n_text = "–", "–"
                     rows.append(
-                        f"| {weighting} | {rule} | {threshold:+.2f} | {theta:.4f} | {size} | {pilot} | {n_text} "
-                        f"| {refused:.2f} | {why or '–'} | {power} |"
+                        f"| {weighting} | {rule} | {threshold:+.2f} | {theta:.4f} | {size} | {pilot} | {known} "
+                        f"| {n_text} | {refused:.3f} | {why or '–'} | {power} |"
                     )
                     print(
-                        f"  {weighting} {rule} M={size} pilot={pilot}: {time.perf_counter() - t0:.1f} s, rho {rho:.2f}",
+                        f"  {weighting} {rule} M={size} pilot={pilot}: {time.perf_counter() - t0:.1f} s",
                         file=sys.stderr,
                     )
     print(
@@ -176,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         "true difference",
         "M",
         "pilot n",
+        "n at the true values",
         "planned n: median (10%–90%)",
         "refused",
         "why",
