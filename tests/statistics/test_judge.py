@@ -606,3 +606,31 @@ def test_labelled_plan_says_why_it_cannot_plan():
     assert human["labelled_needed"] == judge.labelled_needed(
         human["distance_bound"], sigma_y=human["sigma_y_bound"], rho=0.0, n_unlabelled=fu.size, df_share=1.0
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("weighting", "rule"), [("uniform", "non_inferiority"), ("lognormal", "superiority")])
+def test_the_planned_labelled_queries_reach_the_power_in_a_reduced_benchmark(weighting, rule):
+    """A reduced run of benchmarks/judge_plan_sim.py (150 pilots of 40 labelled queries among 400, one cell): the
+    fresh evaluations of the planned size pass at least 0.8 of the time, within 3.3 standard errors."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from ndcg_mlflow.statistics.decision import rule_threshold
+
+    name = "_judge_plan_sim_under_test"
+    if name not in sys.modules:
+        script = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_plan_sim.py"
+        spec = importlib.util.spec_from_file_location(name, script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    sim = sys.modules[name]
+    rng = np.random.default_rng(5)
+    pop = sim.population(weighting, rng)
+    threshold = rule_threshold(rule, sim.RULES[rule])
+    planned, passed, sizes, _ = sim.run_cell(pop, 400, 40, threshold, 150, rng)
+    assert planned >= 50 and min(sizes) >= 2
+    p = passed / planned
+    assert p + 3.3 * math.sqrt(0.8 * 0.2 / planned) >= 0.8
