@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .inference import paired_t_test, scale_free, t_interval, two_sided_quantile, weighted_mean, weighted_t
+from .inference import kish_n, paired_t_test, scale_free, t_interval, two_sided_quantile, weighted_mean, weighted_t
+from .planning import MOST_EXTRAPOLATION, SD_LEVEL, distance_bound, first_enough, sd_bound, t_sum
 
 #: the intervals of :func:`ppi_mean`: the t interval (the default) or ppi-python's large-sample normal one
 INTERVALS = ("t", "normal")
@@ -173,8 +174,9 @@ def tuned_lambda(y: np.ndarray, f: np.ndarray, fu: np.ndarray, w_l: np.ndarray, 
 
 
 def weighted_correlation(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-    """The correlation of ``x`` and ``y`` with query weights ``w``; NaN when either is constant (or n < 2)."""
-    if x.size < 2:
+    """The correlation of ``x`` and ``y`` with query weights ``w``; NaN when either is constant (or n < 2): equal
+    values, not a rounding residue of their weighted mean."""
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
     w = scale_free(w)
     rx = x - float(weighted_mean(x, w))
@@ -422,6 +424,7 @@ def labelled_needed(
     n_unlabelled: int,
     power: float = 0.8,
     confidence: float = 0.95,
+    df_share: float | None = None,
 ) -> int:
     """How many human-labelled queries (at least 2) a PPI++ interval at ``confidence`` needs to detect a paired
     difference of ``distance`` with probability ``power``, the N judge-only queries held fixed.
@@ -429,7 +432,12 @@ def labelled_needed(
     Normal approximation of a two-sided test whose other tail is ignored: the smallest n with
     ``(z_(1 - alpha/2) + z_power) sqrt(var(n)) <= distance``, var(n) of :func:`ppi_variance_at_optimum` (lambda at
     its optimum, known). With ``K = ((z_(1 - alpha/2) + z_power) sigma_y / distance)^2`` that is the positive root
-    of ``n^2 + (N - K) n - K N (1 - rho+^2) = 0``, rounded up (``K`` itself when N = 0 or rho <= 0)."""
+    of ``n^2 + (N - K) n - K N (1 - rho+^2) = 0``, rounded up (``K`` itself when N = 0 or rho <= 0).
+
+    ``df_share``: the t form instead, the smallest n with ``(t_(1 - alpha/2, df) + t_(power, df)) sqrt(var(n)) <=
+    distance`` at ``df = df_share (n - 1)`` (at least 1: the degrees of freedom of the labelled part of the interval,
+    ``weighted_t``'s share of n - 1; 1 under equal weights), found from the normal n up (the t quantiles exceed the
+    normal ones at a power of at least 0.5) as :func:`ndcg_mlflow.statistics.planning.queries_for` does."""
     from scipy.special import ndtri
 
     _level(confidence)
@@ -443,6 +451,8 @@ def labelled_needed(
         raise ValueError(f"rho must lie in [-1, 1]; got {rho!r}")
     if n_unlabelled < 0:
         raise ValueError(f"n_unlabelled must not be negative; got {n_unlabelled!r}")
+    if df_share is not None and not 0 < df_share <= 1:
+        raise ValueError(f"df_share must lie in (0, 1]; got {df_share!r}")
     z = float(two_sided_quantile(confidence) + ndtri(power))
     limit = (distance / z) ** 2
     k = (z * sigma_y / distance) ** 2
@@ -459,4 +469,182 @@ def labelled_needed(
         n -= 1
     while ppi_variance_at_optimum(n, sigma_y, rho, n_unlabelled) > limit:
         n += 1
-    return n
+    if df_share is None or sigma_y == 0:
+        return n
+    share = df_share
+
+    def enough(m: int) -> bool:
+        df = share * (m - 1)
+        if not df >= 1:
+            return False
+        return (
+            t_sum(confidence, power, df) * math.sqrt(ppi_variance_at_optimum(m, sigma_y, rho, n_unlabelled)) <= distance
+        )
+
+    if enough(n):  # (the t quantiles exceed the normal ones from a power of 0.5 on: below, search from 2)
+        return n if power >= 0.5 else (first_enough(enough, 1, n) or n)
+    found = first_enough(enough, n, 2 * n)
+    if found is None:
+        raise ValueError(f"no number of labelled queries detects {distance!r} (sigma_y {sigma_y!r})")
+    return found
+
+
+def rho_bound(rho: float, n_eff: float) -> float:
+    """The lower end of the one-sided :data:`~ndcg_mlflow.statistics.planning.SD_LEVEL` confidence interval for a
+    correlation ``rho`` estimated on ``n_eff`` (Kish's effective number of) queries, by Fisher's z::
+
+        rho_low = tanh(atanh(rho) - z_level / sqrt(n_eff - 3))
+
+    NaN when ``rho`` is not a number or ``n_eff`` is at most 3 (the z has no variance to speak of)."""
+    from scipy.special import ndtri
+
+    if not (math.isfinite(rho) and n_eff > 3):
+        return float("nan")
+    r = min(max(rho, -1 + 1e-15), 1 - 1e-15)
+    return float(math.tanh(math.atanh(r) - float(ndtri(SD_LEVEL)) / math.sqrt(n_eff - 3)))
+
+
+#: the fewest labelled queries (Kish's n_eff of their weights) :func:`labelled_plan` plans from: Fisher's z of the
+#: correlation needs more than 3
+FEWEST_LABELLED = 4
+
+
+def labelled_plan(
+    y_l: Any,
+    f_l: Any,
+    f_u: Any,
+    *,
+    w_l: Any = None,
+    w_u: Any = None,
+    confidence: float,
+    power: float,
+    threshold: float,
+    lam: float | None = None,
+) -> dict[str, Any]:
+    """How many labelled queries the decision's rule needs to pass with probability ``power``, the N judge-only
+    queries held fixed, from a pilot: the labelled queries' human values ``y_l`` and judge's ``f_l``, the judge's
+    values ``f_u`` of the others, and the declared estimator's ``lam`` (None: PPI++; 0: the labelled queries alone).
+
+    The rule passes when the lower end of the estimator's interval (:func:`ppi_mean`, t form) lies above
+    ``threshold`` (``+margin`` for superiority, ``-margin`` for non-inferiority). The assumed true difference is the
+    observed estimate, at ``distance = estimate - threshold`` from the threshold. What the pilot leaves unknown is
+    taken on its safe side, each at the one-sided :data:`~ndcg_mlflow.statistics.planning.SD_LEVEL` bound of
+    :mod:`~ndcg_mlflow.statistics.planning`:
+
+    - sigma_y, the per-query standard deviation of Y that the labelled queries' weighted standard error implies
+      (``se sqrt(n)``, ``se`` and its degrees of freedom nu from ``weighted_t``: under unequal weights it carries
+      their design effect), at :func:`~ndcg_mlflow.statistics.planning.sd_bound`;
+    - the distance at :func:`~ndcg_mlflow.statistics.planning.distance_bound` of the estimate's standard error and
+      degrees of freedom;
+    - rho (PPI++ only; 0 for the labelled queries alone) at :func:`rho_bound`, on Kish's n_eff of the labelled
+      weights;
+
+    and :func:`labelled_needed` at those bounds, in its t form at the share ``nu / (n - 1)`` of the degrees of freedom.
+
+    Returns ``labelled_needed`` (None when there is no plan) and what it assumed: ``estimate``, ``threshold``,
+    ``distance``, ``distance_bound``, ``sigma_y``, ``sigma_y_bound``, ``rho``, ``rho_bound``, ``df_share``,
+    ``n_labelled``, ``n_unlabelled``, ``power``, ``confidence``, ``bound_level`` and ``reason``: None, or why there
+    is no plan, as data (a ``kind`` with its numbers): ``estimator`` (classic PPI, lambda fixed at 1: not planned),
+    ``labelled`` (fewer than :data:`FEWEST_LABELLED` effective labelled queries, or less than one degree of
+    freedom), ``rho`` (the correlation is undefined: Y or f constant on the labelled queries),
+    ``difference_within_threshold`` (the estimate does not clear the threshold), ``pilot_too_small`` (its lower bound
+    does not, or the plan is more than :data:`~ndcg_mlflow.statistics.planning.MOST_EXTRAPOLATION` times the one at
+    the observed values: the plan would rest on the pilot's uncertainty, not on the difference) or ``beyond`` (no
+    number of labelled queries)."""
+    _level(confidence)
+    if not 0 < power < 1:
+        raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
+    y, f, fu, wl, wu = _inputs(y_l, f_l, f_u, w_l, w_u)
+    n, big_n = y.size, fu.size
+    nan = float("nan")
+    plan: dict[str, Any] = {
+        "labelled_needed": None,
+        "power": power,
+        "confidence": confidence,
+        "bound_level": SD_LEVEL,
+        "threshold": threshold,
+        "estimate": nan,
+        "distance": nan,
+        "distance_bound": nan,
+        "sigma_y": nan,
+        "sigma_y_bound": nan,
+        "rho": nan,
+        "rho_bound": nan,
+        "df_share": nan,
+        "n_labelled": n,
+        "n_unlabelled": big_n,
+        "reason": None,
+    }
+    if lam is not None and lam != 0:
+        plan["reason"] = {"kind": "estimator", "lambda": lam}
+        return plan
+    n_eff = kish_n(wl) if n else 0.0
+    if n < 2 or not n_eff >= FEWEST_LABELLED:
+        plan["reason"] = {"kind": "labelled", "n": n, "n_eff": n_eff, "fewest": FEWEST_LABELLED}
+        return plan
+    est = ppi_mean(y, f, fu, w_l=wl, w_u=wu, confidence=confidence, lam=lam, interval="t")
+    _, se_y, nu = weighted_t(y, wl)
+    plan["estimate"] = est.estimate
+    plan["rho"] = est.rho
+    if not (nu >= 1 and est.df >= 1):
+        plan["reason"] = {"kind": "labelled", "n": n, "n_eff": n_eff, "fewest": FEWEST_LABELLED}
+        return plan
+    sigma = se_y * math.sqrt(n)
+    share = min(1.0, nu / (n - 1))
+    plan.update(sigma_y=sigma, sigma_y_bound=sd_bound(sigma, nu), df_share=share)
+    if lam is None:
+        if math.isnan(est.rho):
+            plan["reason"] = {"kind": "rho"}
+            return plan
+        plan["rho_bound"] = rho_bound(est.rho, n_eff)
+    else:
+        plan["rho_bound"] = 0.0
+    distance = est.estimate - threshold
+    plan["distance"] = distance
+    if not distance > 0:
+        plan["reason"] = {"kind": "difference_within_threshold", "estimate": est.estimate, "threshold": threshold}
+        return plan
+    low = distance_bound(distance, est.se, est.df)
+    plan["distance_bound"] = low
+    if not low > 0:
+        plan["reason"] = {
+            "kind": "pilot_too_small",
+            "estimate": est.estimate,
+            "threshold": threshold,
+            "low": low + threshold,
+        }
+        return plan
+    try:
+        needed = labelled_needed(
+            low,
+            sigma_y=plan["sigma_y_bound"],
+            rho=plan["rho_bound"],
+            n_unlabelled=big_n,
+            power=power,
+            confidence=confidence,
+            df_share=share,
+        )
+        known = labelled_needed(
+            distance,
+            sigma_y=sigma,
+            rho=0.0 if lam is not None else est.rho,
+            n_unlabelled=big_n,
+            power=power,
+            confidence=confidence,
+            df_share=share,
+        )
+    except ValueError:
+        plan["reason"] = {"kind": "beyond"}
+        return plan
+    if needed > MOST_EXTRAPOLATION * known:
+        plan["reason"] = {
+            "kind": "pilot_too_small",
+            "estimate": est.estimate,
+            "threshold": threshold,
+            "low": low + threshold,
+            "needed": needed,
+            "known": known,
+        }
+        return plan
+    plan["labelled_needed"] = needed
+    return plan

@@ -21,8 +21,9 @@ from ..errors import EvaluationError
 from ..rules import fixed_lambda, stratifies_labels
 from ..spec import Spec
 from . import inference as stats
-from .comparisons import Analysis, correction_family, row_head, scope_weights, wins_ties_losses
-from .judge import PPIEstimate, judge_bias, ppi_mean, stratified_ppi_mean, weighted_kappa
+from .comparisons import POWER, Analysis, correction_family, row_head, scope_weights, wins_ties_losses
+from .decision import rule_threshold
+from .judge import PPIEstimate, judge_bias, labelled_plan, ppi_mean, stratified_ppi_mean, weighted_kappa
 from .segments import Segments
 
 #: the form of the declared estimator's interval (statistics.judge.ppi_mean's ``interval``): each part's weighted t,
@@ -101,6 +102,29 @@ class _Estimator:
                 f"queries, or set labelled_queries: random."
             )
         return est
+
+    def plan(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray, spec: Spec) -> dict[str, Any]:
+        """The labelled queries the decision's rule needs at :data:`~ndcg_mlflow.statistics.comparisons.POWER`
+        (:func:`~ndcg_mlflow.statistics.judge.labelled_plan`, the judge-only queries held fixed): ``{"labelled_needed",
+        "labelled_plan"}``. Labelled queries drawn by segment are not planned (reason ``stratified``): the plan is
+        made for one random sample."""
+        assert spec.decision is not None
+        lab, unl = self.split(valid)
+        w = self.weights
+        plan = labelled_plan(
+            y[lab],
+            f[lab],
+            f[unl],
+            w_l=w[lab],
+            w_u=w[unl],
+            confidence=self.confidence,
+            power=POWER,
+            threshold=rule_threshold(spec.decision.rule, spec.decision.margin),
+            lam=self.lam,
+        )
+        if self.strata is not None:
+            plan.update(labelled_needed=None, reason={"kind": "stratified"})
+        return {"labelled_needed": plan.pop("labelled_needed"), "labelled_plan": plan}
 
     def human_only(self, y: np.ndarray, f: np.ndarray, valid: np.ndarray) -> PPIEstimate:
         lab, unl = self.split(valid)
@@ -229,6 +253,11 @@ def judged_statistics(
                             "ci_high": bias.ci_high,
                             "p_value": bias.p_value,
                         },
+                        **(
+                            est.plan(dy, df, valid, spec)
+                            if scope is None and spec.decision is not None and key == spec.decision.key
+                            else {}
+                        ),
                     }
                 )
                 d_lab = dy[lab]

@@ -487,3 +487,150 @@ def test_a_better_judge_needs_fewer_labelled_queries():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match="distance must be positive"):
             judge.labelled_needed(0.0, sigma_y=0.1, rho=0.5, n_unlabelled=10)
+
+
+@pytest.mark.parametrize(
+    ("distance", "sigma", "rho", "big_n", "power", "confidence", "share"),
+    [
+        (0.02, 0.1, 0.7, 2000, 0.8, 0.95, 1.0),
+        (0.3, 0.1, 0.7, 2000, 0.8, 0.95, 1.0),
+        (0.05, 0.2, 0.0, 1000, 0.8, 0.9, 0.4),
+        (0.2, 0.2, 0.8, 50, 0.9, 0.95, 0.25),
+        (0.1, 0.2, 0.5, 100, 0.3, 0.95, 1.0),
+    ],
+)
+def test_labelled_needed_in_the_t_form_is_the_smallest_n_scipys_t_accepts(
+    distance, sigma, rho, big_n, power, confidence, share
+):
+    r = max(rho, 0.0)
+
+    def detects(n):
+        df = share * (n - 1)
+        if df < 1:
+            return False
+        t = ss.t.ppf(1 - (1 - confidence) / 2, df) + ss.t.ppf(power, df)
+        return t * math.sqrt(sigma**2 / n * (1 - r * r * big_n / (n + big_n))) <= distance
+
+    brute = next(n for n in range(2, 10**6) if detects(n))
+    got = judge.labelled_needed(
+        distance, sigma_y=sigma, rho=rho, n_unlabelled=big_n, power=power, confidence=confidence, df_share=share
+    )
+    assert got == brute
+    normal = judge.labelled_needed(
+        distance, sigma_y=sigma, rho=rho, n_unlabelled=big_n, power=power, confidence=confidence
+    )
+    if power >= 0.5:  # (the t's quantiles exceed the normal's)
+        assert got >= normal
+
+
+def test_rho_bound_is_fishers_z_lower_end():
+    got = judge.rho_bound(0.6, 40.0)
+    assert math.isclose(got, np.tanh(np.arctanh(0.6) - ss.norm.ppf(0.9) / np.sqrt(37.0)), rel_tol=1e-12)
+    assert got < 0.6
+    assert math.isnan(judge.rho_bound(0.6, 3.0))
+    assert math.isnan(judge.rho_bound(float("nan"), 40.0))
+    assert judge.rho_bound(1.0, 40.0) == pytest.approx(1.0)
+
+
+def _pilot(seed, n=40, big_n=400, advantage=0.08, weights=False):
+    rng = np.random.default_rng(seed)
+    y = advantage + 0.1 * rng.standard_normal(n)
+    f = y + 0.03 + 0.05 * rng.standard_normal(n)
+    fu = advantage + 0.03 + 0.11 * rng.standard_normal(big_n)
+    if not weights:
+        return y, f, fu, None, None
+    return y, f, fu, rng.lognormal(0, 1, n), rng.lognormal(0, 1, big_n)
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_labelled_plan_is_labelled_needed_at_the_bounds_written_out(weights):
+    """sigma_y at its chi-square upper bound, rho at Fisher's z lower bound, the distance at its t lower bound, each at
+    one-sided 90%, from the pilot's numbers computed here (scipy's t interval under uniform weights; the weighted
+    standard error and degrees of freedom of the tool's t otherwise), and labelled_needed called on them."""
+    from ndcg_mlflow.statistics.inference import kish_n, weighted_t
+
+    y, f, fu, wl, wu = _pilot(3, weights=weights)
+    plan = judge.labelled_plan(y, f, fu, w_l=wl, w_u=wu, confidence=0.95, power=0.8, threshold=0.01)
+    est = judge.ppi_mean(y, f, fu, w_l=wl, w_u=wu, confidence=0.95)
+    n = y.size
+    if weights:
+        _, se, nu = weighted_t(y, np.asarray(wl))
+        sigma = se * math.sqrt(n)
+        n_eff = kish_n(np.asarray(wl))
+        rho = est.rho
+    else:
+        sigma, nu, n_eff = float(np.std(y, ddof=1)), n - 1, n
+        rho = float(np.corrcoef(y, f)[0, 1])
+        assert est.rho == pytest.approx(rho, abs=1e-12)
+    sigma_up = sigma * math.sqrt(nu / ss.chi2.ppf(0.1, nu))
+    rho_low = math.tanh(math.atanh(rho) - ss.norm.ppf(0.9) / math.sqrt(n_eff - 3))
+    distance_low = est.estimate - 0.01 - ss.t.ppf(0.9, est.df) * est.se
+    assert (plan["sigma_y_bound"], plan["rho_bound"], plan["distance_bound"]) == pytest.approx(
+        (sigma_up, rho_low, distance_low), rel=1e-9
+    )
+    assert plan["reason"] is None
+    expected = judge.labelled_needed(
+        distance_low,
+        sigma_y=sigma_up,
+        rho=rho_low,
+        n_unlabelled=fu.size,
+        power=0.8,
+        confidence=0.95,
+        df_share=min(1.0, nu / (n - 1)),
+    )
+    assert plan["labelled_needed"] == expected
+    at_estimates = judge.labelled_needed(
+        est.estimate - 0.01, sigma_y=sigma, rho=rho, n_unlabelled=fu.size, power=0.8, confidence=0.95
+    )
+    assert expected > at_estimates  # the bounds cost labelled queries: the point plan is optimistic
+
+
+def test_labelled_plan_says_why_it_cannot_plan():
+    y, f, fu, _, _ = _pilot(5)
+
+    def reason(**kw):
+        args = {"y_l": y, "f_l": f, "f_u": fu, "confidence": 0.95, "power": 0.8, "threshold": 0.0, **kw}
+        plan = judge.labelled_plan(**args)
+        return plan["labelled_needed"], (plan["reason"] or {}).get("kind")
+
+    assert reason()[1] is None and reason()[0] >= 2
+    assert reason(threshold=0.5) == (None, "difference_within_threshold")
+    # an estimate above the threshold that its lower bound does not show: the pilot is too small
+    est = judge.ppi_mean(y, f, fu).estimate
+    assert reason(threshold=est - 0.001) == (None, "pilot_too_small")
+    assert reason(lam=1.0) == (None, "estimator")
+    assert reason(y_l=y[:3], f_l=f[:3]) == (None, "labelled")
+    assert reason(f_l=np.full(y.size, 0.1)) == (None, "rho")
+    human = judge.labelled_plan(y, f, fu, confidence=0.95, power=0.8, threshold=0.0, lam=0.0)
+    assert human["rho_bound"] == 0.0
+    assert human["labelled_needed"] == judge.labelled_needed(
+        human["distance_bound"], sigma_y=human["sigma_y_bound"], rho=0.0, n_unlabelled=fu.size, df_share=1.0
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("weighting", "rule"), [("uniform", "non_inferiority"), ("lognormal", "superiority")])
+def test_the_planned_labelled_queries_reach_the_power_in_a_reduced_benchmark(weighting, rule):
+    """A reduced run of benchmarks/judge_plan_sim.py (150 pilots of 40 labelled queries among 400, one cell): the
+    fresh evaluations of the planned size pass at least 0.8 of the time, within 3.3 standard errors."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from ndcg_mlflow.statistics.decision import rule_threshold
+
+    name = "_judge_plan_sim_under_test"
+    if name not in sys.modules:
+        script = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_plan_sim.py"
+        spec = importlib.util.spec_from_file_location(name, script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    sim = sys.modules[name]
+    rng = np.random.default_rng(5)
+    pop = sim.population(weighting, rng)
+    threshold = rule_threshold(rule, sim.RULES[rule])
+    planned, passed, sizes, _ = sim.run_cell(pop, 400, 40, threshold, 150, rng)
+    assert planned >= 50 and min(sizes) >= 2
+    p = passed / planned
+    assert p + 3.3 * math.sqrt(0.8 * 0.2 / planned) >= 0.8

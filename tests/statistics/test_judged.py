@@ -14,7 +14,7 @@ import yaml
 from helpers import REPO, run_cli
 
 import ndcg_mlflow
-from ndcg_mlflow.errors import DataError, SpecError
+from ndcg_mlflow.errors import EXIT_DECISION, EXIT_OK, DataError, SpecError
 from ndcg_mlflow.spec import parse_spec
 
 CONFIGS = REPO / "configs"
@@ -383,3 +383,103 @@ def test_the_mlflow_entry_points_refuse_a_judge_by_name(tmp_path):
         with pytest.raises(SpecError) as info:
             load_scorer_spec(given, 10)
         assert info.value.path == "judge"
+
+
+# --------------------------------------------------------------------------- the labelled queries a decision needs
+
+
+@pytest.mark.parametrize(("rule", "margin"), [("non_inferiority", 0.02), ("superiority", 0.0)])
+def test_the_decisions_comparisons_plan_their_labelled_queries_at_the_bounds(rule, margin, by_source, tmp_path):
+    """labelled_needed in the record is statistics.judge.labelled_needed at the bounds computed here from the two
+    plain evaluations' per-query values: sigma_y (the labelled differences' standard deviation) at its chi-square
+    90% upper bound, rho at Fisher's z 90% lower bound, the distance to the threshold at its t 90% lower bound,
+    with the PPI++ standard error and Welch-Satterthwaite degrees of freedom written out (lambda the record's,
+    pinned against ppi-python above)."""
+    import scipy.stats as ss
+
+    from ndcg_mlflow.statistics.judge import labelled_needed
+
+    spec = judge_spec(decision={"key": "ndcg_at_10", "rule": rule, "margin": margin})
+    result = ndcg_mlflow.evaluate(spec, base_dir=CONFIGS)
+    by_judge, by_humans = by_source
+    threshold = margin if rule == "superiority" else -margin
+    planned = [c for c in result.summary["judge"]["comparisons"] if "labelled_needed" in c]
+    assert sorted((c["candidate"], c["key"]) for c in planned) == [
+        ("dense-ties", "ndcg_at_10"),
+        ("reranker-v2", "ndcg_at_10"),
+    ]
+    for c in planned:
+        yc, yb = per_query(by_humans, c["candidate"], "ndcg_at_10"), per_query(by_humans, "bm25", "ndcg_at_10")
+        fc, fb = per_query(by_judge, c["candidate"], "ndcg_at_10"), per_query(by_judge, "bm25", "ndcg_at_10")
+        labelled = sorted(yc)
+        y = np.array([yc[q] - yb[q] for q in labelled])
+        f_l = np.array([fc[q] - fb[q] for q in labelled])
+        f_u = np.array([fc[q] - fb[q] for q in sorted(set(fc) - set(yc))])
+        n, big_n = y.size, f_u.size
+        lam = c["lambda"]
+        rect = y - lam * f_l
+        v_l, v_u = rect.var(ddof=1) / n, lam * lam * f_u.var(ddof=1) / big_n
+        se = math.sqrt(v_l + v_u)
+        df = (v_l + v_u) ** 2 / (v_l**2 / (n - 1) + v_u**2 / (big_n - 1))
+        estimate = rect.mean() + lam * f_u.mean()
+        sigma_up = y.std(ddof=1) * math.sqrt((n - 1) / ss.chi2.ppf(0.1, n - 1))
+        rho_low = math.tanh(math.atanh(np.corrcoef(y, f_l)[0, 1]) - ss.norm.ppf(0.9) / math.sqrt(n - 3))
+        distance_low = estimate - threshold - ss.t.ppf(0.9, df) * se
+        plan = c["labelled_plan"]
+        assert (plan["sigma_y_bound"], plan["rho_bound"], plan["distance_bound"]) == pytest.approx(
+            (sigma_up, rho_low, distance_low), rel=1e-9
+        )
+        assert (plan["n_labelled"], plan["n_unlabelled"], plan["power"], plan["threshold"]) == (
+            n,
+            big_n,
+            0.8,
+            threshold,
+        )
+        at_bounds = (
+            labelled_needed(distance_low, sigma_y=sigma_up, rho=rho_low, n_unlabelled=big_n, power=0.8, df_share=1.0)
+            if distance_low > 0
+            else None
+        )
+        if plan["reason"] is None:
+            assert c["labelled_needed"] == at_bounds
+        else:  # refused: the bound does not clear the threshold, or the plan at the bounds is 100 times the point plan
+            assert c["labelled_needed"] is None
+            assert plan["reason"]["kind"] == "pilot_too_small"
+            assert plan["reason"].get("needed") == at_bounds
+            if at_bounds is not None:
+                assert at_bounds > 100 * plan["reason"]["known"]
+    if rule == "non_inferiority":  # the demo's differences clear -0.02: both are planned
+        assert all(isinstance(c["labelled_needed"], int) for c in planned)
+    out = tmp_path / "out"
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                **spec,
+                "data": {
+                    k: str(CONFIGS / v) if k != "systems" else {s: str(CONFIGS / p) for s, p in v.items()}
+                    for k, v in spec["data"].items()
+                },
+            }
+        )
+    )
+    done = run_cli("run", str(path), "--out", str(out), "--no-mlflow", cwd=tmp_path)
+    assert done.returncode in (EXIT_OK, EXIT_DECISION), done.stderr  # (a failed decision exits apart)
+    written = json.loads((out / "summary.json").read_text())["judge"]["comparisons"]
+    assert {(c["candidate"], c["key"]): c.get("labelled_needed") for c in written} == {
+        (c["candidate"], c["key"]): c.get("labelled_needed") for c in result.summary["judge"]["comparisons"]
+    }
+
+
+def test_labelled_queries_drawn_by_segment_are_not_planned(tmp_path, by_source):
+    by_judge, _ = by_source
+    segments = write_segments(tmp_path, by_judge.query_ids.tolist(), lambda i: "a" if i < 80 else "b")
+    spec = judge_spec(
+        **{"queries.segments": segments, "judge.labelled_queries": "segments"},
+        decision={"key": "ndcg_at_5", "rule": "non_inferiority", "margin": 0.05},
+    )
+    record = ndcg_mlflow.evaluate(spec, base_dir=CONFIGS).summary["judge"]
+    planned = [c for c in record["comparisons"] if "labelled_needed" in c]
+    assert len(planned) == 2 and all(c["key"] == "ndcg_at_5" for c in planned)
+    assert all(c["labelled_needed"] is None and c["labelled_plan"]["reason"] == {"kind": "stratified"} for c in planned)
+    assert not any("labelled_needed" in c for s in record["segments"].values() for c in s["comparisons"])
