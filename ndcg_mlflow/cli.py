@@ -191,11 +191,12 @@ def _read_data(spec) -> list[str]:
     model's candidates are checked when it is scored, by 'run'."""
     import dataclasses
 
-    from .engines import Inputs
+    from .engines import Inputs, Local
     from .engines.local.pipeline import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
     result = evaluate(
+        Local(),
         dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None),
         Inputs(),
     )

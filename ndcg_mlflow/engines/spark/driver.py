@@ -41,19 +41,19 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
     globs, TREC, CSV and TSV). Beyond the engine's ``driver_queries`` evaluated queries (default
     :data:`MAX_DRIVER_QUERIES`), with its ``per_query_path`` (a new folder), the evaluation continues on the
-    grouped path (:func:`.grouped.evaluate_grouped`) and returns its result (whose ``per_query_path`` says where
+    grouped path (:func:`.grouped.grouped_result`) and returns its result (whose ``per_query_path`` says where
     the per-query rows are), after :func:`.grouped.check_grouped` found nothing the grouped statistics cannot
     give; without ``per_query_path`` an error points to the grouped path. With ``per_query_path``, beyond
     ``driver_judgments`` judgments (default :data:`.judgments.DRIVER_JUDGMENTS`) they are read and checked in
     Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses them from
     Spark (within it, the judgments are read on the driver as always, up to :data:`.judgments.MAX_JUDGMENTS`).
     """
-    qrels, systems, columns, progress = inputs.qrels, inputs.systems, inputs.columns, inputs.progress
+    systems, progress = inputs.systems, inputs.progress
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, systems, inputs.base_dir)
+    spec = resolve_spec(spec, inputs.qrels, systems, inputs.base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
     with phase("read"):
-        judged, where = _judged(spark, spec, qrels, columns, engine, limit)
+        judged, where = _judged(spark, spec, inputs, engine, limit)
     if judged.n_queries > limit and engine.per_query_path is not None:
         check_grouped(spec)  # before any Spark job
         if progress:
@@ -64,7 +64,7 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
             )
         # the judgments already read and prepared go on to the grouped path (read once)
         with phase("scoring"):
-            return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
+            return grouped_result(spark, spec, judged, inputs, engine, grouped_target(engine.per_query_path))
     if judged.n_queries > limit:
         raise EvaluationError(
             f"{judged.n_queries:,} evaluated queries, more than the {limit:,} whose per-query rows "
@@ -105,10 +105,11 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
     return statistics(result, progress, by_alternative)
 
 
-def _judged(spark: Any, spec: Spec, qrels: Any, columns: Any, engine: SparkSettings, limit: int) -> tuple[Any, str]:
+def _judged(spark: Any, spec: Spec, inputs: Inputs, engine: SparkSettings, limit: int) -> tuple[Any, str]:
     """The judgments read and checked: in Spark when the engine has a per-query folder, there are more than its
     ``driver_judgments`` and more evaluated queries than ``limit``, else on the driver; and how the evaluated
     queries were counted, for the progress line."""
+    qrels, columns = inputs.qrels, inputs.columns
     if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
         judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
         if judged.n_queries > limit:
