@@ -9,19 +9,18 @@ from dataclasses import replace
 from ...result import EvaluationResult
 from ...spec import Spec
 from ...timings import phase
-from ..preparation import remove_with, resolve_spec, scoring_folder
+from ..preparation import remove_with, scoring_folder
 from ..settings import Inputs, LocalSettings
 from .pipeline import evaluate
 
 
 def evaluate_on(engine: LocalSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """:func:`ndcg_mlflow.evaluate` on this process, with the settings of ``engine`` (a
-    :class:`~ndcg_mlflow.engines.Local`) and its ``inputs``: model systems are scored first
+    :class:`~ndcg_mlflow.engines.Local`) and its ``inputs``, ``spec`` resolved with them (loaded, its files
+    checked: :func:`ndcg_mlflow.evaluate` did it): model systems are scored first
     (:func:`~ndcg_mlflow.tracking.registry.score_model_systems`), then every run is evaluated by
     :func:`.pipeline.evaluate`."""
-    qrels, systems, progress = inputs.qrels, inputs.systems, inputs.progress
-    if systems is None:  # the spec's own systems: loaded once here, its files checked
-        spec = resolve_spec(spec, qrels, None, inputs.base_dir)
+    systems, progress = inputs.systems, inputs.progress
     if systems is not None or not any(src.unscored for _, src in spec.systems):
         return evaluate(engine, spec, inputs)
     from ...tracking.registry import score_model_systems

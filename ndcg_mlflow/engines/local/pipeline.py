@@ -50,11 +50,12 @@ from ..settings import Inputs, LocalSettings
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(engine: LocalSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
+def evaluate(engine: LocalSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """Evaluate every system of a spec on this process with the settings of ``engine`` (a
-    :class:`~ndcg_mlflow.engines.Local`) and its ``inputs`` (the local engine's runs: model systems are scored
-    before, by :func:`ndcg_mlflow.engines.local.evaluate_on`, which ``inputs.tracking_uri`` and ``scored_dir`` are
-    for)."""
+    :class:`~ndcg_mlflow.engines.Local`) and its ``inputs``, ``spec`` resolved with them (loaded, its files
+    checked: :func:`~ndcg_mlflow.engines.preparation.resolve_spec`, which :func:`ndcg_mlflow.evaluate` calls once);
+    the local engine's runs: model systems are scored before, by :func:`ndcg_mlflow.engines.local.evaluate_on`,
+    which ``inputs.tracking_uri`` and ``scored_dir`` are for."""
     qrels, systems, columns = inputs.qrels, inputs.systems, inputs.columns
     if columns is not None and qrels is None and systems is None:
         raise SpecError(
@@ -94,15 +95,15 @@ def evaluate_tables(
     (:func:`~ndcg_mlflow.readers.table_digest`) is recorded where a file's sha256 is.
     """
     inputs = Inputs(qrels, systems, columns, base_dir, progress)
-    return _evaluate(LocalSettings(keep_data=keep_data), spec, inputs)
+    return _evaluate(LocalSettings(keep_data=keep_data), resolve_spec(spec, qrels, systems, base_dir), inputs)
 
 
-def _evaluate(engine: LocalSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
-    """:func:`evaluate` and :func:`evaluate_tables`: the spec's runs, or the tables of ``inputs``, evaluated."""
+def _evaluate(engine: LocalSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
+    """:func:`evaluate` and :func:`evaluate_tables`: the spec's runs, or the tables of ``inputs``, evaluated (the
+    spec resolved with them)."""
     from ...spec import IN_MEMORY
 
     qrels, systems, columns, keep_data = inputs.qrels, inputs.systems, inputs.columns, engine.keep_data
-    spec = resolve_spec(spec, qrels, systems, inputs.base_dir)
     unscored = [name for name, src in spec.systems if src.unscored]
     if unscored:
         raise SpecError(

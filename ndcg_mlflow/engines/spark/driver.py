@@ -5,8 +5,6 @@ path (:mod:`.grouped`) when given a folder for the per-query table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +18,6 @@ from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
 from ..inputs import query_segments
 from ..outcome import finish, statistics
-from ..preparation import resolve_spec
 from ..settings import Inputs, SparkSettings
 from . import companion_measures as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
@@ -32,10 +29,11 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, the grouped path."""
 
 
-def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
+def evaluate(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """Evaluate a spec on Spark with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`: its
     session, classic or Spark Connect, by default the active one) and its ``inputs`` (their ``tracking_uri`` and
-    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`).
+    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`), ``spec`` resolved with them
+    (:func:`~ndcg_mlflow.engines.preparation.resolve_spec`, called once by :func:`ndcg_mlflow.evaluate`).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
@@ -50,7 +48,6 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
     """
     systems, progress = inputs.systems, inputs.progress
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, inputs.qrels, systems, inputs.base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
     with phase("read"):
         judged, where = _judged(spark, spec, inputs, engine, limit)

@@ -119,17 +119,17 @@ def evaluate_grouped(
         groups=groups,
         driver_judgments=driver_judgments,
     )
-    return grouped(engine, spec, Inputs(qrels, systems, columns, base_dir, progress))
+    inputs = Inputs(qrels, systems, columns, base_dir, progress)
+    return grouped(engine, resolve_spec(spec, qrels, systems, base_dir), inputs)
 
 
-def grouped(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
+def grouped(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """The grouped path from the start (:func:`evaluate_grouped`), with the settings of ``engine`` (its
-    ``per_query_path`` given) and the ``inputs``."""
+    ``per_query_path`` given) and the ``inputs``, ``spec`` resolved with them."""
     assert engine.per_query_path is not None
     qrels, columns = inputs.qrels, inputs.columns
     out_path = grouped_target(engine.per_query_path)
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, inputs.systems, inputs.base_dir)
     check_grouped(spec)
     with phase("read"):
         judged = (
