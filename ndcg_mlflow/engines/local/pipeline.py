@@ -285,8 +285,9 @@ def _pipeline(
         if keep_data:
             prepared[name] = prep
         del run, prep, rows  # one run in memory at a time: the next one is read without this one's rows
-    by_alternative = collect_alternatives(alts, systems, computed, notes) if spec.sensitivity else None
+    by_alternative, left_out = collect_alternatives(alts, systems, computed) if spec.sensitivity else (None, [])
     result = finish(spec, query_ids, weights, systems, files, notes, qrels, segments=segments)
+    result.sensitivity_left_out = left_out
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog

@@ -94,11 +94,11 @@ def evaluate(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationRes
             if companions is not None:
                 comps.measure(companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = system_info(job, rows_seen(rows))
-    by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    by_alternative, left_out = collect_alternatives(alts, systems_out, alt_out) if spec.sensitivity else (None, [])
     with phase("read"):
         files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, "spark", segments)
-    result.engine_info = engine_info
+    result.engine_info, result.sensitivity_left_out = engine_info, left_out
     return statistics(result, progress, by_alternative)
 
 

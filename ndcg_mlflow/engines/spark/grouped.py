@@ -288,7 +288,7 @@ def _grouped_into(
     )
     comparison = spec.comparison
     family: dict[str, Any] | None = None
-    if comparison is not None and comparisons:  # the family of the per-query path, stated by the same words
+    if comparison is not None and comparisons:  # the family of the per-query path, worded by the same words
         family = correction_family(
             comparison,
             len(sources) - 1,
@@ -306,7 +306,6 @@ def _grouped_into(
         systems=summary_systems,
         grades=grades,
         comparisons=comparisons,
-        family=family["statement"] if family is not None else "",
         family_detail={"correction_family": family} if family is not None else None,
         decision=decision,
         notes=notes,
