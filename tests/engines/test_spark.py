@@ -103,7 +103,7 @@ def assert_same(local, remote) -> None:
         np.testing.assert_array_equal(a.position, b.position)
         assert a.doc == b.doc
         np.testing.assert_array_equal(a.grade, b.grade)
-    assert local.notes == remote.notes
+    assert local.notes == remote.notes and local.all_notes == remote.all_notes
     assert remote.engine == "spark" and local.engine == "local"
 
 
