@@ -1,7 +1,7 @@
 """mkdocs hooks (mkdocs.yml ``hooks:``): the spec reference page generated from the package on every build
-(``gen_spec_reference.py``), the module map of the architecture page from the modules' docstrings
-(``gen_module_map.py``), and the reST roles of the package's docstrings (:func:`x`) shown as the code they
-name."""
+(``gen_spec_reference.py``), the changelog page from the repository's ``CHANGELOG.md``, the module map of the
+architecture page from the modules' docstrings (``gen_module_map.py``), and the reST roles of the package's
+docstrings (:func:`x`) shown as the code they name."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def _generator(name: str = "gen_spec_reference"):
 def on_files(files, config):
     gen = _generator()
     files.append(File.generated(config, gen.PAGE, content=gen.render()))
+    files.append(File.generated(config, "changelog.md", content=(DOCS.parent / "CHANGELOG.md").read_text("utf-8")))
     return files
 
 

@@ -191,7 +191,7 @@ def _read_data(spec) -> list[str]:
     model's candidates are checked when it is scored, by 'run'."""
     import dataclasses
 
-    from .engines import Inputs
+    from .engines import Inputs, Local
     from .engines.local.pipeline import evaluate
 
     scored = tuple((n, s) for n, s in spec.systems if not s.unscored)
@@ -203,6 +203,7 @@ def _read_data(spec) -> list[str]:
         result = evaluate_judged(Local(), judged, Inputs())
         return [f"{f.role}: {f.rows} rows read from {f.declared}" for f in result.files]
     result = evaluate(
+        Local(),
         dataclasses.replace(spec, systems=scored, uncertainty=None, comparison=None, decision=None, report=None),
         Inputs(),
     )

@@ -105,7 +105,7 @@ class EvaluationResult:
     weights: np.ndarray
     systems: dict[str, SystemResult]
     files: list[FileInfo]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the engine's notes; with the statistics': all_notes
     segments: np.ndarray | None = None  # each query's segment label (str), aligned with query_ids; queries.segments
     analysis: Any = None  # analysis.Analysis: intervals, comparisons, wins and losses
     sensitivity: Any = None  # pandas DataFrame, when the spec asks for it (report.sensitivity)
@@ -117,6 +117,8 @@ class EvaluationResult:
     scored: dict = field(default_factory=dict)  # system -> the Parquet file of its model's scored rows
     decision: dict[str, Any] | None = None  # decision.decide: its numbers, worded in summary
     engine_info: dict = field(default_factory=dict)  # how the engine computed them (Spark: pre-filter, buckets)
+    # the sensitivity alternatives the engine could not compute: rule, alternative, the systems lacking it
+    sensitivity_left_out: list = field(default_factory=list)
     per_query_path: Path | None = None  # the per-query rows' Parquet table, when they stayed in Spark
     # with a judge (the spec's judge section, ndcg_mlflow.engines.with_judge): summary.json's "judge", and each
     # system's per-query values under the human judgments (NaN outside the labelled queries); the per-query
@@ -125,6 +127,14 @@ class EvaluationResult:
     human_ndcg: dict[str, np.ndarray] = field(default_factory=dict)
     grouped_summary: dict[str, Any] | None = None  # then: the summary, computed from per-group sums
     _per_query: Any = None
+
+    @property
+    def all_notes(self) -> list[str]:
+        """The notes in words, as ``summary.json`` and the terminal show them: the engine's (:attr:`notes`), then
+        what the statistics found (:func:`ndcg_mlflow.render.words.statistics_notes`)."""
+        from .render.words import statistics_notes
+
+        return [*self.notes, *statistics_notes(self)]
 
     @property
     def relative_weights(self) -> np.ndarray:
@@ -250,10 +260,9 @@ class EvaluationResult:
             systems=self._system_summary(),
             grades=list(self.grades),
             comparisons=list(self.analysis.comparisons) if self.analysis else [],
-            family=self.analysis.family if self.analysis else "",
             family_detail=self._family_detail(),
             decision=self.decision,
-            notes=list(self.notes),
+            notes=self.all_notes,
             engine=self.engine,
             tail={
                 **({"models": {name: m.record() for name, m in self.models.items()}} if self.models else {}),
@@ -390,7 +399,6 @@ def summary_of(
     systems: dict[str, Any],
     grades: list,
     comparisons: list,
-    family: str,
     decision: dict[str, Any] | None,
     notes: list[str],
     engine: str,
@@ -399,10 +407,15 @@ def summary_of(
 ) -> dict[str, Any]:
     """``summary.json``'s content, whatever computed its numbers (``tail``: the entries that follow ``engine``;
     ``family_detail``: the correction's family and, with segments, the per-segment tables, after
-    ``comparison_family``), the statistics' reasons and notes in words (:mod:`ndcg_mlflow.render.words`)."""
-    from .render.words import comparisons_record, consistency_record, decision_record
+    ``comparison_family``, the family's statement), the statistics' reasons and the family in words
+    (:mod:`ndcg_mlflow.render.words`)."""
+    from .render.words import comparisons_record, consistency_record, decision_record, family_record
 
     family_detail = dict(family_detail or {})
+    family = ""
+    if family_detail.get("correction_family") is not None:
+        family_detail["correction_family"] = family_record(family_detail["correction_family"])
+        family = family_detail["correction_family"]["statement"]
     if "segment_comparisons" in family_detail:
         family_detail["segment_comparisons"] = comparisons_record(family_detail["segment_comparisons"])
     if "segment_consistency" in family_detail:

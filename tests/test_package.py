@@ -196,6 +196,7 @@ def test_the_readers_do_not_import_the_spec():
 # the layers inside the package: (the modules a rule is about, the modules they must not import, the rule in words)
 SEPARATIONS = (
     (("ndcg_mlflow.statistics",), ("ndcg_mlflow.render",), "the statistics never import the rendering"),
+    (("ndcg_mlflow.engines",), ("ndcg_mlflow.render",), "the engines return data, the rendering words it"),
     (("ndcg_mlflow.render",), ("ndcg_mlflow.engines",), "the rendering imports no engine"),
     (("ndcg_mlflow.engines.local",), ("ndcg_mlflow.engines.spark",), "the local engine does not import Spark's"),
     (("ndcg_mlflow.engines.spark",), ("ndcg_mlflow.engines.local",), "the Spark engine does not import the local one"),
@@ -309,6 +310,7 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
         "engines/local/__init__.py": "from ...kernel import f\nfrom ..spark import buckets\n",
         "engines/local/run.py": "from ... import pipeline\n",
         "engines/spark/driver.py": "from ..local.run import f\nfrom ...statistics import risk\n",
+        "engines/outcome.py": "def f():\n    from ..render.words import consistency_note\n",
     }
     root = tmp_path / "ndcg_mlflow"
     for name, text in files.items():
@@ -330,12 +332,38 @@ def test_the_import_rules_find_what_breaks_them(tmp_path):
         "ndcg_mlflow.statistics.risk:2: ndcg_mlflow.render.format (inside a function) "
         "(the statistics never import the rendering)",
         "ndcg_mlflow.statistics.segments:1: ndcg_mlflow.render.words (the statistics never import the rendering)",
+        "ndcg_mlflow.engines.outcome:2: ndcg_mlflow.render.words (inside a function) "
+        "(the engines return data, the rendering words it)",
         "ndcg_mlflow.render.report:1: ndcg_mlflow.engines.local.run (the rendering imports no engine)",
         "ndcg_mlflow.engines.local:2: ndcg_mlflow.engines.spark.buckets (the local engine does not import Spark's)",
         "ndcg_mlflow.engines.spark.driver:1: ndcg_mlflow.engines.local.run "
         "(the Spark engine does not import the local one)",
         "ndcg_mlflow.engines.local.run:1: ndcg_mlflow.pipeline (an engine imports a root module)",
     ]
+
+
+def test_the_statistics_and_the_engines_return_facts_that_render_words():
+    """What the statistics find is returned as data and worded in ``render/words.py`` alone (beside the import rule
+    above): the family's statement, why studentized intervals are undefined and the sensitivity alternatives not
+    computed are render's functions, not the statistics'; the analysis holds no notes or statement in words, and
+    the sensitivity's collection takes no list of notes to write into."""
+    import dataclasses
+    import inspect
+
+    from ndcg_mlflow.render import words
+    from ndcg_mlflow.statistics import comparisons, sensitivity
+
+    for name in ("studentized_note", "family_statement", "family_record", "left_out_note", "statistics_notes"):
+        assert callable(getattr(words, name, None)), f"render.words.{name}"
+        assert not hasattr(comparisons, name) and not hasattr(sensitivity, name), name
+    fields = {f.name for f in dataclasses.fields(comparisons.Analysis)}
+    assert {"too_few", "correction_family", "consistency"} <= fields
+    assert not fields & {"notes", "family"}, fields & {"notes", "family"}
+    assert "notes" not in inspect.signature(sensitivity.collect_alternatives).parameters
+    family = comparisons.correction_family(
+        comparisons.Comparison("b", "randomization", "holm", 0, 0.0), 1, 1, 0, [("a", "ndcg_at_10", None)], [0.5], "x"
+    )
+    assert "statement" not in family and "statement" in words.family_record(family)
 
 
 # the seam's entry points into the join and the kernel (module -> names): only the seam, ndcg_mlflow.queries, calls

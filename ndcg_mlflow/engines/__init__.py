@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import SpecError
-from .settings import Engine, Inputs, SparkSettings
+from .settings import Engine, Inputs, LocalSettings, SparkSettings
 
 if TYPE_CHECKING:
     from ..result import EvaluationResult
@@ -26,24 +26,20 @@ ENGINES = ("local", "spark")
 
 
 @dataclass(frozen=True)
-class Local:
+class Local(LocalSettings):
     """This process: the runs are read one at a time and joined, ranked and summed with numpy (and C).
 
     ``keep_data`` keeps each system's joined rows on the result (``result.prepared``), for recomputing under other
     rules without reading the files again."""
-
-    keep_data: bool = False
-
-    name = "local"
 
     def refuses(self, spec: Spec) -> SpecError | None:
         """Nothing: this process evaluates every spec."""
         return None
 
     def evaluate(self, spec: Spec, inputs: Inputs) -> EvaluationResult:
-        from .local import evaluate
+        from .local import evaluate_on
 
-        return evaluate(spec, inputs, keep_data=self.keep_data)
+        return evaluate_on(self, spec, inputs)
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,6 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
         if progress:
             progress(f"resampling queries ({spec.uncertainty.resamples} resamples)")
         result.analysis = analyze(result, spec.uncertainty, spec.comparison, spec.decision)
-        from ..render.words import consistency_note, undetectable_notes
-
-        result.notes.extend(result.analysis.notes)
-        result.notes.extend(n for c in result.analysis.consistency if (n := consistency_note(c)) is not None)
         if spec.decision is not None:
             from ..statistics.decision import decide
 
@@ -69,7 +65,6 @@ def _statistics(result: EvaluationResult, progress, alternative_ndcg: Any) -> Ev
                 result.analysis.paired,
                 segment_paired=result.analysis.segment_paired,
             )
-            result.notes.extend(undetectable_notes(result.analysis.comparisons, spec.decision))
     if spec.sensitivity:
         from ..statistics.sensitivity import sensitivity
 

@@ -1,7 +1,7 @@
 """What both engines do on the driver before the runs: the spec resolved with the tables given in its place
 (:func:`resolve_spec`, :func:`input_table`), the companion files read (:func:`read_companions`), a problem in a
 model system's scored rows said of its candidates (:func:`said_of_candidates`), and where model systems' scored
-rows are written (:func:`model_spec`, :func:`scoring_folder`)."""
+rows are written (:func:`scoring_folder`)."""
 
 from __future__ import annotations
 
@@ -135,15 +135,6 @@ def read_companions(spec: Spec, files: list[FileInfo]) -> dict[str, Any] | None:
     elif c.catalog_size is not None:
         out["catalog_size"] = c.catalog_size
     return out
-
-
-def model_spec(spec: Any, qrels: Any, systems: Mapping[str, Any] | None, base_dir: str | Path | None) -> Spec | None:
-    """The spec, its files checked, when some of its systems are models to score first (their candidates' files
-    are checked before any model is loaded); None when every system is a run (or the runs are given)."""
-    if systems is not None:
-        return None
-    loaded = resolve_spec(spec, qrels, None, base_dir)
-    return loaded if any(src.unscored for _, src in loaded.systems) else None
 
 
 def scoring_folder(scored_dir: str | Path | None) -> Path:

@@ -1,6 +1,6 @@
 """What an evaluation is given besides its spec: the :class:`Inputs`, the :class:`Engine` interface every engine
-implements, and the Spark engine's settings, checked when they are made: a leaf of ``engines/`` that the engines'
-packages import without importing the engine objects that call them."""
+implements, and each engine's settings (:class:`LocalSettings`, :class:`SparkSettings`), checked when they are
+made: a leaf of ``engines/`` that the engines' packages import without importing the engine objects that call them."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ class Engine(Protocol):
     def evaluate(self, spec: Spec, inputs: Inputs) -> EvaluationResult:
         """Every system of ``spec`` evaluated with ``inputs`` (after :meth:`refuses` found nothing)."""
         ...
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """The settings of :class:`~ndcg_mlflow.engines.Local` (see there)."""
+
+    keep_data: bool = False
+
+    name = "local"
 
 
 @dataclass(frozen=True)

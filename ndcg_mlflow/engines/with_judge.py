@@ -82,7 +82,6 @@ def evaluate(engine: Engine, spec: Spec, inputs: Inputs) -> EvaluationResult:
 
 
 def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inputs: Inputs) -> EvaluationResult:
-    from ..render.words import undetectable_notes
     from ..statistics.decision import decide
 
     judge = spec.judge
@@ -138,7 +137,6 @@ def _combine(spec: Spec, result: EvaluationResult, human: EvaluationResult, inpu
             intervals=views.intervals,
             interval=f"weighted t, Welch-Satterthwaite ({judge.estimator})",
         )
-        result.notes.extend(undetectable_notes(views.analysis.comparisons, spec.decision))
     return result
 
 

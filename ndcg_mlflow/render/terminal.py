@@ -30,6 +30,7 @@ from .format import (
     text_table,
     wins_ties_losses,
 )
+from .words import family_statement
 
 log = logging.getLogger("ndcg_mlflow")
 
@@ -129,7 +130,7 @@ def format_summary(result) -> str:
         lines.append(term_text(models_sentence(models)))
     if result.analysis is not None and result.analysis.comparisons:
         lines.append("")
-        lines.append(f"all comparisons ({result.analysis.family}):")
+        lines.append(f"all comparisons ({family_statement(result.analysis.correction_family)}):")
         # the p-value of a test the spec does not declare is left out, not shown as undefined
         tests = (
             [("p", "p_judged")]
@@ -172,7 +173,7 @@ def format_summary(result) -> str:
                 items = block[kind][:3]
                 text = listing([f"{term_text(e['query_id'])} ({_fmt(e['delta'], True, 3)})" for e in items])
                 lines.append(f"  {kind:<6} {text}")
-    for note in result.notes:
+    for note in result.all_notes:
         lines.append(f"note: {term_text(note)}")
     return "\n".join(lines)
 

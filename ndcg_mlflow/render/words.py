@@ -1,11 +1,14 @@
 """The statistics' results in words: the decision's reasons and statement, the plan's reasons, the segments'
-consistency note and the warning of an undetectable margin, built from the numbers the statistics return.
+consistency note, the warning of an undetectable margin, the correction family's statement, why studentized
+intervals are undefined and which sensitivity alternatives were not computed, built from the numbers the
+statistics return.
 
 The statistics (:mod:`ndcg_mlflow.statistics`) return numbers and, where a verdict needs explaining, what
 explains it as data (a kind with its numbers); this module writes them, numbers through :mod:`.format`. The texts
-stored in the output folder and in MLflow (``summary.json``'s decision, its notes and ``segment_consistency``,
-``comparisons.csv``'s ``plan_reason``) are written here when the output is made
-(:func:`ndcg_mlflow.result.summary_of`, ``EvaluationResult.comparisons``), so every place shows the same words.
+stored in the output folder and in MLflow (``summary.json``'s decision, its notes, ``comparison_family``,
+``correction_family`` and ``segment_consistency``, ``comparisons.csv``'s ``plan_reason``) are written here when
+the output is made (:func:`ndcg_mlflow.result.summary_of`, ``EvaluationResult.comparisons`` and ``all_notes``), so
+every place shows the same words.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..rules import metric_name, non_inferiority, superiority
+from ..rules import corrects, metric_name, non_inferiority, superiority
 from .format import distinct, distinct_share, exact, exact_share, number, system_label
 
 # --------------------------------------------------------------------------- the decision
@@ -212,6 +215,83 @@ def consistency_record(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``summary.json``'s ``segment_consistency``: each entry with its :func:`consistency_note` last, when it has
     one."""
     return [{**e, "note": note} if (note := consistency_note(e)) is not None else e for e in entries]
+
+
+# --------------------------------------------------------------------------- the statistics' notes and the family
+
+
+def studentized_note(too_few: Mapping[str | None, float]) -> str:
+    """Why studentized intervals are undefined (empty, –): the scopes (None: all queries, else a segment's label)
+    whose resampled queries fall short of :data:`~ndcg_mlflow.statistics.inference.STUDENTIZED_MIN_N_EFF`
+    effective ones, each with its smallest n_eff (``Analysis.too_few``)."""
+    from ..statistics.inference import STUDENTIZED_MIN_N_EFF
+
+    where = "; ".join(
+        f"{'all queries' if scope is None else f'segment {scope!r}'} (n_eff {n_eff:.3g})"
+        for scope, n_eff in too_few.items()
+    )
+    return (
+        f"studentized intervals are undefined with fewer than {STUDENTIZED_MIN_N_EFF} effective queries "
+        f"(Kish's n_eff; the number of queries under uniform weights): {where}; the other methods (bca, percentile) "
+        "give intervals there"
+    )
+
+
+def left_out_note(entry: Mapping[str, Any]) -> str:
+    """The note of a sensitivity alternative the engine could not compute (an entry of the result's
+    ``sensitivity_left_out``: :func:`ndcg_mlflow.statistics.sensitivity.collect_alternatives`)."""
+    lacking = entry["systems"]
+    return (
+        f"sensitivity: {entry['rule']} = {entry['alternative']} is not computed on the Spark engine: "
+        f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
+        f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
+        f"see this alternative"
+    )
+
+
+def statistics_notes(result: Any) -> list[str]:
+    """What the statistics of ``result`` (an :class:`~ndcg_mlflow.result.EvaluationResult`) found that its readers
+    need told, in words, after the engine's notes: the sensitivity alternatives not computed, the scopes without a
+    studentized interval, the segments whose differences disagree with the overall one, and (with a decision) each
+    non-inferiority margin below what the paired queries can detect."""
+    out = [left_out_note(e) for e in result.sensitivity_left_out]
+    a = result.analysis
+    if a is None:
+        return out
+    if a.too_few:
+        out.append(studentized_note(a.too_few))
+    out += [n for c in a.consistency if (n := consistency_note(c)) is not None]
+    if result.decision is not None and result.spec.decision is not None:
+        out += undetectable_notes(a.comparisons, result.spec.decision)
+    return out
+
+
+def family_statement(family: Mapping[str, Any] | None) -> str:
+    """The sentence that states the correction's family (``Analysis.correction_family``:
+    :func:`ndcg_mlflow.statistics.comparisons.correction_family`); empty without one."""
+    if family is None:
+        return ""
+    units = f" x (1 + {family['segments']} segments)" if family["segments"] else ""
+    statement = (
+        f"{family['size']} comparisons: each of {family['candidates']} candidate(s) against baseline "
+        f"'{family['baseline']}' at each of {family['cutoffs']} cutoff(s){units}; correction {family['correction']}"
+    )
+    if family["without_p_value"] and corrects(family["correction"]):
+        statement += f" ({family['without_p_value']} without a p-value, each counted as p = 1)"
+    return statement
+
+
+def family_record(family: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.json``'s ``correction_family``: the family's size, correction, test, statement (in words:
+    :func:`family_statement`), the members without a p-value and the members."""
+    return {
+        "size": family["size"],
+        "correction": family["correction"],
+        "test": family["test"],
+        "statement": family_statement(family),
+        "without_p_value": family["without_p_value"],
+        "members": family["members"],
+    }
 
 
 # --------------------------------------------------------------------------- planning

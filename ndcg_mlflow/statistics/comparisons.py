@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..result import relative
-from ..rules import corrected_test, corrects, cutoff_label, key_label, randomizes, studentizes, t_tests
+from ..rules import corrected_test, cutoff_label, key_label, randomizes, studentizes, t_tests
 from ..spec import Comparison, Uncertainty
 from . import inference as stats
 from . import planning
@@ -46,7 +46,6 @@ class Analysis:
     intervals: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     wins_losses: list[dict[str, Any]] = field(default_factory=list)
-    family: str = ""
     distributions: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (candidate, key) -> deltas
     # (candidate, key) -> the per-query differences and weights on the queries valid for both (the decision's input)
     paired: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -55,8 +54,10 @@ class Analysis:
     segment_comparisons: list[dict[str, Any]] = field(default_factory=list)
     segment_paired: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     consistency: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the figures' readers need told (the evaluation's notes)
-    # the family the correction runs over: its size, test, method and members (candidate, key, segment)
+    # the scopes (None: all queries, else a segment's label) whose resampled queries fall short of
+    # stats.STUDENTIZED_MIN_N_EFF effective ones for a studentized interval, each with its smallest n_eff
+    too_few: dict[str | None, float] = field(default_factory=dict)
+    # the family the correction runs over (correction_family): its size, test, method, members and what it spans
     correction_family: dict[str, Any] | None = None
 
 
@@ -198,8 +199,7 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
                     if m.any():
                         boot.add(m, ("delta", name, key, where), d, st, where)
     boot.run()
-    if boot.too_few:
-        out.notes.append(studentized_note(boot.too_few))
+    out.too_few = dict(boot.too_few)
 
     for name in names:
         out.intervals[name] = {}
@@ -293,7 +293,6 @@ def analyze(result, uncertainty: Uncertainty | None, comparison: Comparison | No
     out.correction_family = correction_family(
         comparison, len(names) - 1, len(keys), len(seg_masks), [(n, k, lb) for n, k, lb, _ in jobs], primary, test_name
     )
-    out.family = out.correction_family["statement"]
     if seg_masks:
         # a segment's paired weight as a share of the evaluation's: the overall weights (a segment's own weights
         # over its largest tell nothing of how much weight it holds)
@@ -332,21 +331,6 @@ def wins_ties_losses(d: np.ndarray, tolerance: float) -> dict[str, int]:
     return {"wins": wins, "ties": int(d.size) - wins - losses, "losses": losses}
 
 
-def studentized_note(too_few: dict[str | None, float]) -> str:
-    """Why studentized intervals are undefined (empty, –): the scopes (None: all queries, else a segment's label)
-    whose resampled queries fall short of :data:`stats.STUDENTIZED_MIN_N_EFF` effective ones, each with its
-    smallest n_eff."""
-    where = "; ".join(
-        f"{'all queries' if scope is None else f'segment {scope!r}'} (n_eff {n_eff:.3g})"
-        for scope, n_eff in too_few.items()
-    )
-    return (
-        f"studentized intervals are undefined with fewer than {stats.STUDENTIZED_MIN_N_EFF} effective queries "
-        f"(Kish's n_eff; the number of queries under uniform weights): {where}; the other methods (bca, percentile) "
-        "give intervals there"
-    )
-
-
 def correction_family(
     comparison: Comparison,
     candidates: int,
@@ -356,25 +340,23 @@ def correction_family(
     pvalues: list[float],
     test: str,
 ) -> dict[str, Any]:
-    """The family the declared correction runs over (summary.json's ``correction_family``), whatever engine
-    computed it: every (candidate, key, segment or None) in ``members``, each with its p-value of ``test`` in
-    ``pvalues`` (NaN: none, counted as p = 1 by :func:`stats.correct`), and the sentence that states it."""
-    units = f" x (1 + {segments} segments)" if segments else ""
-    statement = (
-        f"{len(members)} comparisons: each of {candidates} candidate(s) against baseline "
-        f"'{comparison.baseline}' at each of {cutoffs} cutoff(s){units}; correction {comparison.correction}"
-    )
+    """The family the declared correction runs over, whatever engine computed it: every (candidate, key, segment
+    or None) in ``members``, each with its p-value of ``test`` in ``pvalues`` (NaN: none, counted as p = 1 by
+    :func:`stats.correct`), and what it spans (the ``candidates`` against the ``baseline``, the ``cutoffs``, the
+    ``segments``), which :func:`ndcg_mlflow.render.words.family_record` writes as summary.json's
+    ``correction_family`` with the sentence that states it."""
     undefined = int(np.count_nonzero(np.isnan(np.asarray(pvalues, dtype=np.float64))))
-    if undefined and corrects(comparison.correction):
-        statement += f" ({undefined} without a p-value, each counted as p = 1)"
     return {
         "size": len(members),
         "correction": comparison.correction,
         "test": test,
-        "statement": statement,
         # members without a p-value stay in the family, counted as p = 1 (stats.correct)
         "without_p_value": undefined,
         "members": [{"candidate": n, "key": k, "segment": lb} for n, k, lb in members],
+        "baseline": comparison.baseline,
+        "candidates": candidates,
+        "cutoffs": cutoffs,
+        "segments": segments,
     }
 
 

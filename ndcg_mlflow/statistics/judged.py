@@ -299,5 +299,4 @@ def judged_statistics(
         primary,
         judge.estimator,
     )
-    analysis.family = analysis.correction_family["statement"]
     return views

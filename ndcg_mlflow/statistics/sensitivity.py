@@ -65,34 +65,30 @@ def collect_alternatives(
     alts: Sequence[tuple[str, str, Metric]],
     systems: Mapping[str, Any],
     computed: dict[str, tuple[dict[tuple[str, str], np.ndarray], set[tuple[str, str]]]],
-    notes: list[str],
-) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+) -> tuple[dict[tuple[str, str], dict[str, np.ndarray]], list[dict[str, Any]]]:
     """Every system's per-query nDCG under each alternative (:data:`AlternativeNdcg`), from what the engine
     computed on the joined rows (:func:`ndcg_mlflow.queries.score_queries`; ``computed``: per system, the arrays
     and the alternatives that overflowed, in some bucket on Spark). The declared numbers are the systems' own. An
     alternative that overflowed for some system is NaN for every system (undefined); one some system's rows could
-    not give (on Spark, :func:`ndcg_mlflow.engines.spark.runs.computable`) is left out of the table, and a note says
-    so."""
+    not give (on Spark, :func:`ndcg_mlflow.engines.spark.runs.computable`) is left out of the table: each such
+    alternative is returned beside the arrays (its ``rule``, ``alternative`` and the ``systems`` lacking it), for
+    the result's ``sensitivity_left_out`` (said in the notes: :func:`ndcg_mlflow.render.words.left_out_note`)."""
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {
         ("declared", "as declared"): {name: sr.result.ndcg for name, sr in systems.items()}
     }
+    left_out: list[dict[str, Any]] = []
     overflowed = set().union(*(over for _, over in computed.values()))
     for rule, alt, _ in alts:
         key = (rule, alt)
         lacking = [name for name in systems if key not in computed[name][0]]
         if lacking:
-            notes.append(
-                f"sensitivity: {rule} = {alt} is not computed on the Spark engine: "
-                f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no rank column, and "
-                f"Spark keeps no order of the rows (locally, their line order); give a rank column to "
-                f"see this alternative"
-            )
+            left_out.append({"rule": rule, "alternative": alt, "systems": lacking})
             continue
         if key in overflowed:
             out[key] = {name: np.full(sr.result.ndcg.shape, np.nan) for name, sr in systems.items()}
         else:
             out[key] = {name: computed[name][0][key] for name in systems}
-    return out
+    return out, left_out
 
 
 def sensitivity(result, ndcg_by_alternative: AlternativeNdcg | None = None) -> Any:

@@ -147,3 +147,67 @@ def test_making_a_spark_engine_imports_no_pyspark():
     code = "import sys, ndcg_mlflow; ndcg_mlflow.Spark(buckets=4); print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _counted(monkeypatch, function):
+    """The calls of ``function`` (a module-level function of the package) from wherever the package's modules bound
+    it, counted: each binding replaced by a wrapper that records the spec it was given and calls the function."""
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return function(*args, **kwargs)
+
+    bound = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] == "ndcg_mlflow" and getattr(module, function.__name__, None) is function
+    ]
+    assert bound, f"nothing binds {function.__name__}"
+    for module in bound:
+        monkeypatch.setattr(module, function.__name__, counting)
+    return calls
+
+
+def _resolutions(monkeypatch, *engine_modules):
+    """The calls of ``resolve_spec`` and of the files' check beneath it, counted, with the engines' modules (and
+    those of ``engine_modules``) imported first, so that every module that could resolve a spec is counted."""
+    import importlib
+
+    from ndcg_mlflow.engines import preparation
+
+    for name in ("ndcg_mlflow.api", "ndcg_mlflow.engines.local", "ndcg_mlflow.engines.local.pipeline", *engine_modules):
+        importlib.import_module(name)
+    return _counted(monkeypatch, preparation.resolve_spec), _counted(monkeypatch, preparation.check_files)
+
+
+def _files_spec(tmp_path):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
+    run = tmp_path / "run.txt"
+    lines = [f"{q} Q0 {d} 1 {s} r\n" for q, docs in RUN.items() for d, s in docs.items()]
+    run.write_text("".join(lines))
+    return {**SPEC, "data": {"qrels": str(qrels), "systems": {"s": str(run)}}}
+
+
+def test_the_local_engine_resolves_the_spec_once(tmp_path, monkeypatch):
+    """A spec is loaded and its files checked once per evaluation, by :func:`ndcg_mlflow.evaluate`: the engine takes
+    the resolved spec (files of the spec, and tables given in memory)."""
+    resolved, checked = _resolutions(monkeypatch)
+    expected = ((1 + 3 / np.log2(3)) / (3 + 1 / np.log2(3)) + 1) / 2
+    from_files = ndcg_mlflow.evaluate(_files_spec(tmp_path))
+    assert from_files.mean("s", 2) == pytest.approx(expected, rel=1e-15)
+    assert len(resolved) == 1 and len(checked) == 1
+    resolved.clear(), checked.clear()
+    in_memory = ndcg_mlflow.evaluate(SPEC, qrels=QRELS, systems={"s": RUN}, engine=Local(keep_data=True))
+    assert in_memory.mean("s", 2) == pytest.approx(expected, rel=1e-15)
+    assert len(resolved) == 1 and len(checked) == 1
+
+
+@pytest.mark.integration
+def test_the_spark_engine_resolves_the_spec_once(tmp_path, monkeypatch, spark):
+    resolved, checked = _resolutions(monkeypatch, "ndcg_mlflow.engines.spark", "ndcg_mlflow.engines.spark.driver")
+    result = ndcg_mlflow.evaluate(_files_spec(tmp_path), engine=Spark(spark))
+    expected = ((1 + 3 / np.log2(3)) / (3 + 1 / np.log2(3)) + 1) / 2
+    assert result.mean("s", 2) == pytest.approx(expected, rel=1e-15)
+    assert len(resolved) == 1 and len(checked) == 1

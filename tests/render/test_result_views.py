@@ -77,7 +77,7 @@ def renamed(result, old: str, new: str):
         intervals={name(n): v for n, v in a.intervals.items()},
         comparisons=[{**c, "candidate": name(c["candidate"]), "baseline": name(c["baseline"])} for c in a.comparisons],
         wins_losses=a.wins_losses,
-        family=a.family,
+        correction_family=a.correction_family,
     )
     decision = {
         **result.decision,

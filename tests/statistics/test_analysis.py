@@ -262,7 +262,7 @@ def test_comparison_rows_against_the_per_query_table(result40):
         running = max(running, min(1.0, (4 - rank) * ps[i]))
         holm[i] = running
     np.testing.assert_allclose([r["p_corrected"] for r in res.analysis.comparisons], holm)
-    assert "4 comparisons" in res.analysis.family
+    assert "4 comparisons" in res.summary["comparison_family"]
     json.loads(res.summary_json)
 
 

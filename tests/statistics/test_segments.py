@@ -155,14 +155,15 @@ def test_a_comparison_without_a_p_value_counts_as_one_in_the_family(data: Path, 
     seg = {q: s for q, s in segments_data(data)["queries"]}
     seg["head-00"] = "solo"
     (data / "segments.tsv").write_text("".join(f"{q}\t{s}\n" for q, s in seg.items()))
-    a = ndcg_mlflow.evaluate(segments_spec(data, comparison__test="t_test", comparison__correction=correction)).analysis
+    result = ndcg_mlflow.evaluate(segments_spec(data, comparison__test="t_test", comparison__correction=correction))
+    a = result.analysis
     rows = a.comparisons + a.segment_comparisons
     fam = a.correction_family
     assert fam["size"] == len(rows) == 2 * 2 * (1 + 4)
     p = np.array([r["p_t_test"] for r in rows])
     undefined = np.isnan(p)
     assert fam["without_p_value"] == int(undefined.sum()) == 4  # two candidates x two cutoffs in "solo"
-    assert "4 without a p-value, each counted as p = 1" in fam["statement"]
+    assert "4 without a p-value, each counted as p = 1" in result.summary["correction_family"]["statement"]
     full = np.where(undefined, 1.0, p)
     m = len(full)
     order = np.argsort(full, kind="stable")
@@ -372,7 +373,7 @@ def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: 
     assert main(["validate", str(spec)]) == 0
     printed = capsys.readouterr().out
     result = ndcg_mlflow.evaluate(spec)
-    notes = [n for n in result.notes if "non-inferiority margin 0.001" in n]
+    notes = [n for n in result.all_notes if "non-inferiority margin 0.001" in n]
     assert len(notes) == 2  # one per candidate
     c = next(c for c in result.analysis.comparisons if c["candidate"] == "better" and c["key"] == "ndcg_at_10")
     assert c["mde"] > 0.001 and c["detectable"] is False and c["queries_needed"] > 32
@@ -380,7 +381,7 @@ def test_run_and_validate_warn_when_the_margin_is_below_what_n_can_detect(data: 
     assert any(v == pytest.approx(c["mde"], rel=1e-3) for v in shown)  # 4 significant digits
     assert printed.count("warning: ") == 2 and "non-inferiority margin 0.001" in printed
     wide = ndcg_mlflow.evaluate(segments_spec(data, queries__segments=None, decision=dict(decision, margin=0.9)))
-    assert not [n for n in wide.notes if "non-inferiority margin" in n]
+    assert not [n for n in wide.all_notes if "non-inferiority margin" in n]
 
 
 def test_the_report_says_when_a_failed_rule_could_not_have_passed(tmp_path: Path) -> None:

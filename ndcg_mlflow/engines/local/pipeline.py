@@ -1,9 +1,9 @@
 """The pipeline from a spec to per-query and mean nDCG for every system: read -> join -> kernel -> means ->
 statistics -> sensitivity.
 
-:func:`evaluate_tables` is the file-free core (the judgments and runs as tables in memory);
-:func:`evaluate` reads the spec's declared files into the same tables. The per-query join is
-:mod:`ndcg_mlflow.join`, the numbers :mod:`ndcg_mlflow.kernel`. No MLflow here: both return an
+:func:`evaluate` reads the spec's declared files, or takes the tables given in their place, into the same
+tables; :func:`evaluate_tables` is a convenience for tables held in memory, on the same path. The per-query
+join is :mod:`ndcg_mlflow.join`, the numbers :mod:`ndcg_mlflow.kernel`. No MLflow here: both return an
 :class:`EvaluationResult` that the logging layer, the CLI or a notebook can use.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -45,19 +45,17 @@ from ..outcome import (
     system_result,
 )
 from ..preparation import input_table, read_companions, resolve_spec, said_of_candidates
-
-if TYPE_CHECKING:
-    from ..settings import Inputs
+from ..settings import Inputs, LocalSettings
 
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(
-    spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs, *, keep_data: bool = False
-) -> EvaluationResult:
-    """Evaluate every system of a spec on this process with its ``inputs`` (the local engine:
-    :func:`ndcg_mlflow.evaluate` with :class:`~ndcg_mlflow.engines.Local`, ``keep_data`` its setting); its
-    ``tracking_uri`` and ``scored_dir`` are the engine's (:mod:`ndcg_mlflow.engines.local`), for model systems."""
+def evaluate(engine: LocalSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
+    """Evaluate every system of a spec on this process with the settings of ``engine`` (a
+    :class:`~ndcg_mlflow.engines.Local`) and its ``inputs``, ``spec`` resolved with them (loaded, its files
+    checked: :func:`~ndcg_mlflow.engines.preparation.resolve_spec`, which :func:`ndcg_mlflow.evaluate` calls once);
+    the local engine's runs: model systems are scored before, by :func:`ndcg_mlflow.engines.local.evaluate_on`,
+    which ``inputs.tracking_uri`` and ``scored_dir`` are for."""
     qrels, systems, columns = inputs.qrels, inputs.systems, inputs.columns
     if columns is not None and qrels is None and systems is None:
         raise SpecError(
@@ -65,9 +63,7 @@ def evaluate(
             "a column mapping given to evaluate() applies to tables given in memory "
             "(qrels=, systems=); for files, write it in the spec (data.<source>.columns).",
         )
-    return evaluate_tables(
-        spec, qrels, systems, columns=columns, base_dir=inputs.base_dir, progress=inputs.progress, keep_data=keep_data
-    )
+    return _evaluate(engine, spec, inputs)
 
 
 def evaluate_tables(
@@ -81,12 +77,13 @@ def evaluate_tables(
     keep_data: bool = False,
 ) -> EvaluationResult:
     """Evaluate tables held in memory: the file-free core, which gives the same :class:`EvaluationResult` as
-    files holding the same rows.
+    files holding the same rows; a convenience for :func:`ndcg_mlflow.evaluate` with these arguments and
+    ``engine=Local(keep_data=keep_data)``, on the same path, for runs (a model system is refused).
 
     ``qrels`` holds ``query_id, doc_id, grade`` and each table of ``systems`` (name -> table)
     ``query_id, doc_id`` and ``score`` and/or ``rank``; either may be None to take that part from the spec's
-    data section: :func:`evaluate` is this function with both None, its files read into the same tables
-    (runs one at a time, so that one run at most is held in memory). A table is anything with the Arrow C
+    data section (its files read into the same tables, runs one at a time, so that one run at most is held in
+    memory). A table is anything with the Arrow C
     stream interface (a pyarrow Table or RecordBatchReader, a pandas, polars or DuckDB frame), a
     :class:`~ndcg_mlflow.readers.Table`, or a nested mapping ``{query_id: {doc_id: grade}}`` /
     ``{query_id: {doc_id: score}}`` (its order is the rows' order).
@@ -97,9 +94,16 @@ def evaluate_tables(
     naming the table (``qrels``, ``systems['v3']``) and the row. Each table's content digest
     (:func:`~ndcg_mlflow.readers.table_digest`) is recorded where a file's sha256 is.
     """
+    inputs = Inputs(qrels, systems, columns, base_dir, progress)
+    return _evaluate(LocalSettings(keep_data=keep_data), resolve_spec(spec, qrels, systems, base_dir), inputs)
+
+
+def _evaluate(engine: LocalSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
+    """:func:`evaluate` and :func:`evaluate_tables`: the spec's runs, or the tables of ``inputs``, evaluated (the
+    spec resolved with them)."""
     from ...spec import IN_MEMORY
 
-    spec = resolve_spec(spec, qrels, systems, base_dir)
+    qrels, systems, columns, keep_data = inputs.qrels, inputs.systems, inputs.columns, engine.keep_data
     unscored = [name for name, src in spec.systems if src.unscored]
     if unscored:
         raise SpecError(
@@ -133,7 +137,7 @@ def evaluate_tables(
                 check_same_file(digests.sha256("qrels"), identity, q.file),
                 len(qrels_table),
             )
-        return _pipeline(spec, (qrels_table, qrels_info), runs, progress, keep_data)
+        return _pipeline(spec, (qrels_table, qrels_info), runs, inputs.progress, keep_data)
 
 
 class _Digests:
@@ -281,8 +285,9 @@ def _pipeline(
         if keep_data:
             prepared[name] = prep
         del run, prep, rows  # one run in memory at a time: the next one is read without this one's rows
-    by_alternative = collect_alternatives(alts, systems, computed, notes) if spec.sensitivity else None
+    by_alternative, left_out = collect_alternatives(alts, systems, computed) if spec.sensitivity else (None, [])
     result = finish(spec, query_ids, weights, systems, files, notes, qrels, segments=segments)
+    result.sensitivity_left_out = left_out
     if keep_data:
         result.prepared = prepared
         result.catalog = catalog

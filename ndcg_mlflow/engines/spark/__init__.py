@@ -91,11 +91,11 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
-from typing import Any
 
 from ...result import EvaluationResult
+from ...spec import Spec
 from ...timings import phase
-from ..preparation import model_spec, remove_with, said_of_candidates, scoring_folder
+from ..preparation import remove_with, said_of_candidates, scoring_folder
 from ..settings import Inputs, SparkSettings
 from .driver import MAX_DRIVER_QUERIES, evaluate
 from .grouped import check_grouped, evaluate_grouped
@@ -104,18 +104,16 @@ from .models import score_model_systems
 from .session import active_session, session
 
 
-def evaluate_on(engine: SparkSettings, spec: Any, inputs: Inputs) -> EvaluationResult:
+def evaluate_on(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """:func:`ndcg_mlflow.evaluate` on Spark, with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`,
-    checked when it was made) and its ``inputs``: model systems are resolved on the driver and scored on Spark's
-    executors first (:func:`.models.score_model_systems`), then every run is evaluated by :func:`.driver.evaluate`.
-    What the engine refuses for the spec (:meth:`~ndcg_mlflow.engines.Spark.refuses`) is refused first."""
-    qrels, progress, scored_dir = inputs.qrels, inputs.progress, inputs.scored_dir
-    loaded = model_spec(spec, qrels, inputs.systems, inputs.base_dir)
-    if loaded is None:
+    checked when it was made) and its ``inputs``, ``spec`` resolved with them and what the engine refuses for it
+    (:meth:`~ndcg_mlflow.engines.Spark.refuses`) asked, once, by :func:`ndcg_mlflow.evaluate`: model systems are
+    resolved on the driver and scored on Spark's executors first (:func:`.models.score_model_systems`), then every
+    run is evaluated by :func:`.driver.evaluate`."""
+    progress, scored_dir = inputs.progress, inputs.scored_dir
+    if inputs.systems is not None or not any(src.unscored for _, src in spec.systems):
         return evaluate(engine, spec, inputs)
-    refusal = engine.refuses(loaded)
-    if refusal is not None:
-        raise refusal
+    loaded = spec
     from ...tracking.registry import resolve_model_systems
 
     uri = inputs.tracking_uri or loaded.mlflow.tracking_uri

@@ -5,8 +5,6 @@ path (:mod:`.grouped`) when given a folder for the per-query table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +18,6 @@ from ...statistics.sensitivity import collect_alternatives
 from ...timings import phase
 from ..inputs import query_segments
 from ..outcome import finish, statistics
-from ..preparation import resolve_spec
 from ..settings import Inputs, SparkSettings
 from . import companion_measures as comps
 from .assemble import assemble, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
@@ -32,28 +29,28 @@ MAX_DRIVER_QUERIES = 5_000_000
 """Evaluated queries whose per-query rows come back to the driver at most; beyond, the grouped path."""
 
 
-def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec, inputs: Inputs) -> EvaluationResult:
+def evaluate(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
     """Evaluate a spec on Spark with the settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`: its
     session, classic or Spark Connect, by default the active one) and its ``inputs`` (their ``tracking_uri`` and
-    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`).
+    ``scored_dir`` are for model systems, scored before: :func:`.evaluate_on`), ``spec`` resolved with them
+    (:func:`~ndcg_mlflow.engines.preparation.resolve_spec`, called once by :func:`ndcg_mlflow.evaluate`).
 
     ``qrels`` and each value of ``systems`` may be Spark DataFrames (or anything :func:`ndcg_mlflow.evaluate`
     takes); sources left out are read from the spec's data section (runs by Spark: Parquet files, folders and
     globs, TREC, CSV and TSV). Beyond the engine's ``driver_queries`` evaluated queries (default
     :data:`MAX_DRIVER_QUERIES`), with its ``per_query_path`` (a new folder), the evaluation continues on the
-    grouped path (:func:`.grouped.evaluate_grouped`) and returns its result (whose ``per_query_path`` says where
+    grouped path (:func:`.grouped.grouped_result`) and returns its result (whose ``per_query_path`` says where
     the per-query rows are), after :func:`.grouped.check_grouped` found nothing the grouped statistics cannot
     give; without ``per_query_path`` an error points to the grouped path. With ``per_query_path``, beyond
     ``driver_judgments`` judgments (default :data:`.judgments.DRIVER_JUDGMENTS`) they are read and checked in
     Spark, the evaluated queries counted there, and beyond ``driver_queries`` the grouped path uses them from
     Spark (within it, the judgments are read on the driver as always, up to :data:`.judgments.MAX_JUDGMENTS`).
     """
-    qrels, systems, columns, progress = inputs.qrels, inputs.systems, inputs.columns, inputs.progress
+    systems, progress = inputs.systems, inputs.progress
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, systems, inputs.base_dir)
     limit = MAX_DRIVER_QUERIES if engine.driver_queries is None else engine.driver_queries
     with phase("read"):
-        judged, where = _judged(spark, spec, qrels, columns, engine, limit)
+        judged, where = _judged(spark, spec, inputs, engine, limit)
     if judged.n_queries > limit and engine.per_query_path is not None:
         check_grouped(spec)  # before any Spark job
         if progress:
@@ -64,7 +61,7 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
             )
         # the judgments already read and prepared go on to the grouped path (read once)
         with phase("scoring"):
-            return grouped_result(spark, spec, judged, systems, grouped_target(engine.per_query_path), progress, engine)
+            return grouped_result(spark, spec, judged, inputs, engine, grouped_target(engine.per_query_path))
     if judged.n_queries > limit:
         raise EvaluationError(
             f"{judged.n_queries:,} evaluated queries, more than the {limit:,} whose per-query rows "
@@ -97,18 +94,19 @@ def evaluate(engine: SparkSettings, spec: str | Path | Mapping[str, Any] | Spec,
             if companions is not None:
                 comps.measure(companions, systems_out[name], rows, out_df, spec, query_ids, weights)
         engine_info["systems"][name] = system_info(job, rows_seen(rows))
-    by_alternative = collect_alternatives(alts, systems_out, alt_out, notes) if spec.sensitivity else None
+    by_alternative, left_out = collect_alternatives(alts, systems_out, alt_out) if spec.sensitivity else (None, [])
     with phase("read"):
         files_unchanged(files)
     result = finish(spec, query_ids, weights, systems_out, files, notes, qrels_table, "spark", segments)
-    result.engine_info = engine_info
+    result.engine_info, result.sensitivity_left_out = engine_info, left_out
     return statistics(result, progress, by_alternative)
 
 
-def _judged(spark: Any, spec: Spec, qrels: Any, columns: Any, engine: SparkSettings, limit: int) -> tuple[Any, str]:
+def _judged(spark: Any, spec: Spec, inputs: Inputs, engine: SparkSettings, limit: int) -> tuple[Any, str]:
     """The judgments read and checked: in Spark when the engine has a per-query folder, there are more than its
     ``driver_judgments`` and more evaluated queries than ``limit``, else on the driver; and how the evaluated
     queries were counted, for the progress line."""
+    qrels, columns = inputs.qrels, inputs.columns
     if engine.per_query_path is not None and judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments):
         judged = judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
         if judged.n_queries > limit:

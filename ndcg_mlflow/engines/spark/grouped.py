@@ -23,7 +23,7 @@ from ...statistics.group_sums import GROUPS, GroupSums, group_counts, group_inte
 from ...timings import phase
 from ..outcome import system_checks
 from ..preparation import resolve_spec
-from ..settings import SparkSettings
+from ..settings import Inputs, SparkSettings
 from . import companion_measures as comps
 from .assemble import check_buckets, files_unchanged, rows_seen, system_info, system_rows, unchecked_duplicates
 from .judgments import Judged, judged_in_spark, judged_on_driver, judgments_beyond
@@ -103,11 +103,14 @@ def evaluate_grouped(
     ``per_query.csv``) is written by Spark as Parquet into ``per_query_path`` (a new folder), and the means,
     intervals and paired tests are computed from per-group sums (:mod:`ndcg_mlflow.statistics.group_sums`: ``groups``
     random groups of queries; percentile intervals by resampling groups, sign-flip tests flipping groups).
-    The settings are those of :class:`~ndcg_mlflow.engines.Spark` (``spark`` its session), checked as it checks
-    them; the checks of the data are those of :func:`.driver.evaluate`. Beyond ``driver_judgments`` judgments
-    (default :data:`.judgments.DRIVER_JUDGMENTS`; 0: always) the judgments, the evaluated query set and the
-    weights are read, checked and kept in Spark (:mod:`.judgments_in_spark`), with the local engine's checks and
-    numbers."""
+    A convenience: the grouped path that :func:`ndcg_mlflow.evaluate` takes with
+    ``engine=Spark(spark, buckets=..., prefilter=..., per_query_path=..., groups=..., driver_judgments=...)``
+    beyond its ``driver_queries`` (:func:`grouped`), taken here whatever the number of evaluated queries, for
+    runs (no model system). The settings are those of :class:`~ndcg_mlflow.engines.Spark` (``spark`` its
+    session), checked as it checks them; the other arguments those of :func:`ndcg_mlflow.evaluate`, and the checks
+    of the data those of :func:`.driver.evaluate`. Beyond ``driver_judgments`` judgments (default
+    :data:`.judgments.DRIVER_JUDGMENTS`; 0: always) the judgments, the evaluated query set and the weights are
+    read, checked and kept in Spark (:mod:`.judgments_in_spark`), with the local engine's checks and numbers."""
     engine = SparkSettings(
         spark,
         buckets=buckets,
@@ -116,18 +119,26 @@ def evaluate_grouped(
         groups=groups,
         driver_judgments=driver_judgments,
     )
-    out_path = grouped_target(per_query_path)
+    inputs = Inputs(qrels, systems, columns, base_dir, progress)
+    return grouped(engine, resolve_spec(spec, qrels, systems, base_dir), inputs)
+
+
+def grouped(engine: SparkSettings, spec: Spec, inputs: Inputs) -> EvaluationResult:
+    """The grouped path from the start (:func:`evaluate_grouped`), with the settings of ``engine`` (its
+    ``per_query_path`` given) and the ``inputs``, ``spec`` resolved with them."""
+    assert engine.per_query_path is not None
+    qrels, columns = inputs.qrels, inputs.columns
+    out_path = grouped_target(engine.per_query_path)
     spark = active_session(engine.session)
-    spec = resolve_spec(spec, qrels, systems, base_dir)
     check_grouped(spec)
     with phase("read"):
         judged = (
-            judged_in_spark(spark, spec, qrels, columns, prefilter)
-            if judgments_beyond(spark, spec, qrels, columns, driver_judgments)
-            else judged_on_driver(spark, spec, qrels, columns, prefilter)
+            judged_in_spark(spark, spec, qrels, columns, engine.prefilter)
+            if judgments_beyond(spark, spec, qrels, columns, engine.driver_judgments)
+            else judged_on_driver(spark, spec, qrels, columns, engine.prefilter)
         )
     with phase("scoring"):  # within it, each run's read, and the statistics, are their own phases
-        return grouped_result(spark, spec, judged, systems, out_path, progress, engine)
+        return grouped_result(spark, spec, judged, inputs, engine, out_path)
 
 
 def grouped_target(per_query_path: str | Path) -> Path:
@@ -143,22 +154,16 @@ def grouped_target(per_query_path: str | Path) -> Path:
 
 
 def grouped_result(
-    spark: Any,
-    spec: Spec,
-    judged: Judged,
-    systems: Mapping[str, Any] | None,
-    out_path: Path,
-    progress,
-    engine: SparkSettings,
+    spark: Any, spec: Spec, judged: Judged, inputs: Inputs, engine: SparkSettings, out_path: Path
 ) -> EvaluationResult:
-    """:func:`evaluate_grouped` once the spec is resolved and checked and the judgments are prepared, with the
-    settings of ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`). The folder ``out_path`` (new or empty:
+    """:func:`grouped` once the spec is resolved and checked and the judgments are prepared, with the settings of
+    ``engine`` (a :class:`~ndcg_mlflow.engines.Spark`) and the ``inputs``. The folder ``out_path`` (new or empty:
     :func:`grouped_target`) is removed again when the evaluation fails: a per-query table of some systems, no
     result refers to, is not left behind."""
     groups = GROUPS if engine.groups is None else engine.groups
     existed = out_path.exists()
     try:
-        result = _grouped_into(spark, spec, judged, systems, out_path, progress, engine.buckets, groups)
+        result = _grouped_into(spark, spec, judged, inputs.systems, out_path, inputs.progress, engine.buckets, groups)
         judged.release()
         return result
     except BaseException:
@@ -283,7 +288,7 @@ def _grouped_into(
     )
     comparison = spec.comparison
     family: dict[str, Any] | None = None
-    if comparison is not None and comparisons:  # the family of the per-query path, stated by the same words
+    if comparison is not None and comparisons:  # the family of the per-query path, worded by the same words
         family = correction_family(
             comparison,
             len(sources) - 1,
@@ -301,7 +306,6 @@ def _grouped_into(
         systems=summary_systems,
         grades=grades,
         comparisons=comparisons,
-        family=family["statement"] if family is not None else "",
         family_detail={"correction_family": family} if family is not None else None,
         decision=decision,
         notes=notes,
