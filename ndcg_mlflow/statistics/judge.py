@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from .decision import rule_threshold
 from .inference import kish_n, paired_t_test, scale_free, t_interval, two_sided_quantile, weighted_mean, weighted_t
-from .planning import MOST_EXTRAPOLATION, SD_LEVEL, distance_bound, first_enough, sd_bound, t_sum
+from .planning import MOST_EXTRAPOLATION, SD_LEVEL, assumption, distance_bound, first_enough, sd_bound, t_sum
 
 #: the intervals of :func:`ppi_mean`: the t interval (the default) or ppi-python's large-sample normal one
 INTERVALS = ("t", "normal")
@@ -518,42 +519,47 @@ def labelled_plan(
     w_u: Any = None,
     confidence: float,
     power: float,
-    threshold: float,
+    rule: str,
+    margin: float,
     lam: float | None = None,
 ) -> dict[str, Any]:
     """How many labelled queries the decision's rule needs to pass with probability ``power``, the N judge-only
     queries held fixed, from a pilot: the labelled queries' human values ``y_l`` and judge's ``f_l``, the judge's
     values ``f_u`` of the others, and the declared estimator's ``lam`` (None: PPI++; 0: the labelled queries alone).
 
-    The rule passes when the lower end of the estimator's interval (:func:`ppi_mean`, t form) lies above
-    ``threshold`` (``+margin`` for superiority, ``-margin`` for non-inferiority). The assumed true difference is the
-    observed estimate, at ``distance = estimate - threshold`` from the threshold. What the pilot leaves unknown is
-    taken on its safe side, each at the one-sided :data:`~ndcg_mlflow.statistics.planning.SD_LEVEL` bound of
-    :mod:`~ndcg_mlflow.statistics.planning`:
+    The ``rule`` passes when the lower end of the estimator's interval (:func:`ppi_mean`, t form) lies above its
+    threshold (``+margin`` for superiority, ``-margin`` for non-inferiority). The assumed true difference is the
+    one every plan of a decision assumes (:func:`~ndcg_mlflow.statistics.planning.assumption`): for
+    non-inferiority 0, at ``distance = margin`` (not estimated: no bound); for superiority the observed estimate,
+    at ``distance = estimate - margin``. What the pilot leaves unknown is taken on its safe side, each at the
+    one-sided :data:`~ndcg_mlflow.statistics.planning.SD_LEVEL` bound of :mod:`~ndcg_mlflow.statistics.planning`:
 
     - sigma_y, the per-query standard deviation of Y that the labelled queries' weighted standard error implies
       (``se sqrt(n)``, ``se`` and its degrees of freedom nu from ``weighted_t``: under unequal weights it carries
       their design effect), at :func:`~ndcg_mlflow.statistics.planning.sd_bound`;
-    - the distance at :func:`~ndcg_mlflow.statistics.planning.distance_bound` of the estimate's standard error and
-      degrees of freedom;
+    - superiority's distance at :func:`~ndcg_mlflow.statistics.planning.distance_bound` of the estimate's standard
+      error and degrees of freedom;
     - rho (PPI++ only; 0 for the labelled queries alone) at :func:`rho_bound`, on Kish's n_eff of the labelled
       weights;
 
     and :func:`labelled_needed` at those bounds, in its t form at the share ``nu / (n - 1)`` of the degrees of freedom.
 
     Returns ``labelled_needed`` (None when there is no plan) and what it assumed: ``estimate``, ``threshold``,
-    ``distance``, ``distance_bound``, ``sigma_y``, ``sigma_y_bound``, ``rho``, ``rho_bound``, ``df_share``,
-    ``n_labelled``, ``n_unlabelled``, ``power``, ``confidence``, ``bound_level`` and ``reason``: None, or why there
-    is no plan, as data (a ``kind`` with its numbers): ``estimator`` (classic PPI, lambda fixed at 1: not planned),
-    ``labelled`` (fewer than :data:`FEWEST_LABELLED` effective labelled queries, or less than one degree of
-    freedom), ``rho`` (the correlation is undefined: Y or f constant on the labelled queries),
-    ``difference_within_threshold`` (the estimate does not clear the threshold), ``pilot_too_small`` (its lower bound
-    does not, or the plan is more than :data:`~ndcg_mlflow.statistics.planning.MOST_EXTRAPOLATION` times the one at
-    the observed values: the plan would rest on the pilot's uncertainty, not on the difference) or ``beyond`` (no
-    number of labelled queries)."""
+    ``assumed_difference``, ``distance``, ``distance_bound`` (NaN under non-inferiority), ``sigma_y``,
+    ``sigma_y_bound``, ``rho``, ``rho_bound``, ``df_share``, ``n_labelled``, ``n_unlabelled``, ``power``,
+    ``confidence``, ``bound_level`` and ``reason``: None, or why there is no plan, as data (a ``kind`` with its
+    numbers): ``estimator`` (classic PPI, lambda fixed at 1: not planned), ``labelled`` (fewer than
+    :data:`FEWEST_LABELLED` effective labelled queries, or less than one degree of freedom), ``rho`` (the correlation
+    is undefined: Y or f constant on the labelled queries), ``zero_margin`` (non-inferiority at a margin of 0),
+    ``difference_within_threshold`` (superiority: the estimate does not clear the threshold), ``pilot_too_small``
+    (superiority: its lower bound does not, or the plan is more than
+    :data:`~ndcg_mlflow.statistics.planning.MOST_EXTRAPOLATION` times the one at the observed values: the plan would
+    rest on the pilot's uncertainty, not on the difference) or ``beyond`` (no number of labelled queries)."""
     _level(confidence)
     if not 0 < power < 1:
         raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
+    assumption(rule, margin, float("nan"))  # (refuses a rule or margin it does not know, whatever the pilot)
+    threshold = rule_threshold(rule, margin)
     y, f, fu, wl, wu = _inputs(y_l, f_l, f_u, w_l, w_u)
     n, big_n = y.size, fu.size
     nan = float("nan")
@@ -564,6 +570,7 @@ def labelled_plan(
         "bound_level": SD_LEVEL,
         "threshold": threshold,
         "estimate": nan,
+        "assumed_difference": nan,
         "distance": nan,
         "distance_bound": nan,
         "sigma_y": nan,
@@ -599,13 +606,17 @@ def labelled_plan(
         plan["rho_bound"] = rho_bound(est.rho, n_eff)
     else:
         plan["rho_bound"] = 0.0
-    distance = est.estimate - threshold
-    plan["distance"] = distance
+    assumed, distance, estimated = assumption(rule, margin, est.estimate)
+    plan.update(assumed_difference=assumed, distance=distance)
     if not distance > 0:
-        plan["reason"] = {"kind": "difference_within_threshold", "estimate": est.estimate, "threshold": threshold}
+        if estimated:
+            plan["reason"] = {"kind": "difference_within_threshold", "estimate": est.estimate, "threshold": threshold}
+        else:
+            plan["reason"] = {"kind": "zero_margin"}
         return plan
-    low = distance_bound(distance, est.se, est.df)
-    plan["distance_bound"] = low
+    low = distance_bound(distance, est.se, est.df) if estimated else distance
+    if estimated:
+        plan["distance_bound"] = low
     if not low > 0:
         plan["reason"] = {
             "kind": "pilot_too_small",
@@ -624,14 +635,18 @@ def labelled_plan(
             confidence=confidence,
             df_share=share,
         )
-        known = labelled_needed(
-            distance,
-            sigma_y=sigma,
-            rho=0.0 if lam is not None else est.rho,
-            n_unlabelled=big_n,
-            power=power,
-            confidence=confidence,
-            df_share=share,
+        known = (
+            labelled_needed(
+                distance,
+                sigma_y=sigma,
+                rho=0.0 if lam is not None else est.rho,
+                n_unlabelled=big_n,
+                power=power,
+                confidence=confidence,
+                df_share=share,
+            )
+            if estimated
+            else needed
         )
     except ValueError:
         plan["reason"] = {"kind": "beyond"}

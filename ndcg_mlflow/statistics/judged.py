@@ -22,7 +22,6 @@ from ..rules import fixed_lambda, stratifies_labels
 from ..spec import Spec
 from . import inference as stats
 from .comparisons import POWER, Analysis, correction_family, row_head, scope_weights, wins_ties_losses
-from .decision import rule_threshold
 from .judge import PPIEstimate, judge_bias, labelled_plan, ppi_mean, stratified_ppi_mean, weighted_kappa
 from .segments import Segments
 
@@ -119,7 +118,8 @@ class _Estimator:
             w_u=w[unl],
             confidence=self.confidence,
             power=POWER,
-            threshold=rule_threshold(spec.decision.rule, spec.decision.margin),
+            rule=spec.decision.rule,
+            margin=spec.decision.margin,
             lam=self.lam,
         )
         if self.strata is not None:

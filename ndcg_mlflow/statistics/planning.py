@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -373,6 +373,35 @@ def queries_needed(
     return first_enough(enough, 1, max(2, start))
 
 
+class Assumption(NamedTuple):
+    """What a plan of a decision assumes (:func:`assumption`): the true ``difference``, its ``distance`` from the
+    rule's threshold and whether that distance is ``estimated`` (read off the pilot: planned at its lower bound,
+    :func:`distance_bound`, and a pilot that cannot show it is too small to plan from)."""
+
+    difference: float
+    distance: float
+    estimated: bool
+
+
+def assumption(rule: str, margin: float, observed: float) -> Assumption:
+    """The true difference a plan of the rule assumes, from the ``margin`` and the ``observed`` difference, for every
+    planner of a decision (:func:`decision_plan`; with a judge,
+    :func:`ndcg_mlflow.statistics.judge.labelled_plan`):
+
+    - ``non_inferiority``: 0 (a candidate as good as the baseline must pass), at ``distance = margin`` exactly,
+      not estimated (a margin of 0 leaves no plan);
+    - ``superiority``: the observed difference, at ``distance = observed - margin``, estimated.
+
+    A rule it does not know, or a margin that is not a finite number at or above 0, is refused (ValueError)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
+    if not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number at or above 0; got {margin!r}")
+    if superiority(rule):
+        return Assumption(observed, observed - margin, True)
+    return Assumption(0.0, margin, False)
+
+
 def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, margin: float) -> dict[str, Any]:
     """What the declared decision could detect at the current queries, and the queries it would need.
 
@@ -380,7 +409,9 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
       is 0 (a candidate as good as the baseline must pass), at ``distance = margin`` from the threshold;
     - ``superiority`` (passes when the lower end is above ``+margin``): the assumed true difference is the
       observed weighted mean difference, at ``distance = observed - margin``; when that is not positive no number
-      of queries makes the candidate pass with that power (``queries_needed`` None, and the reason says so).
+      of queries makes the candidate pass with that power (``queries_needed`` None, and the reason says so)
+
+    (:func:`assumption`).
 
     Returns ``{"mde", "power", "queries_needed", "assumed_difference", "distance", "reason", "detectable",
     "current_power", "sd"}``: :func:`mde` at ``power`` (the power planned for, as given); :func:`queries_needed`
@@ -391,19 +422,14 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
     queries against that distance (:func:`current_power`); ``sd``: :func:`query_sd`."""
     d, w = paired_vectors(d, w)
     _levels(confidence, power)
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
-    if not (math.isfinite(margin) and margin >= 0):
-        raise ValueError(f"margin must be a finite number at or above 0; got {margin!r}")
     fit = stats.weighted_t(d, w) if d.size else (float("nan"),) * 3  # (once: each part reads it)
     observed = float(stats.weighted_mean(d, w)) if d.size else float("nan")
-    assumed = observed if superiority(rule) else 0.0
-    distance = observed - margin if superiority(rule) else margin
+    assumed, distance, estimated = assumption(rule, margin, observed)
     smallest = mde(d, w, confidence, power, fit=fit)
-    needed = queries_needed(d, w, confidence, power, distance=distance, observed=superiority(rule), fit=fit)
+    needed = queries_needed(d, w, confidence, power, distance=distance, observed=estimated, fit=fit)
     sd = query_sd(d, w, fit=fit)
     too_small = None
-    if superiority(rule) and d.size >= 2 and math.isfinite(smallest) and distance > 0 and fit[1] > 0:
+    if estimated and d.size >= 2 and math.isfinite(smallest) and distance > 0 and fit[1] > 0:
         too_small = pilot_too_small(d, w, confidence, power, margin, fit, needed)
         if too_small is not None:
             needed = None
@@ -413,7 +439,7 @@ def decision_plan(d: Any, w: Any, confidence: float, power: float, rule: str, ma
     else:
         if not math.isfinite(smallest):
             reasons.append({"kind": "degrees_of_freedom", "df": stats.weighted_t(d, w)[2]})
-        if superiority(rule) and not distance > 0:
+        if estimated and not distance > 0:
             reasons.append({"kind": "difference_within_margin"})
         elif not distance > 0:
             reasons.append({"kind": "zero_margin"})

@@ -550,7 +550,7 @@ def test_labelled_plan_is_labelled_needed_at_the_bounds_written_out(weights):
     from ndcg_mlflow.statistics.inference import kish_n, weighted_t
 
     y, f, fu, wl, wu = _pilot(3, weights=weights)
-    plan = judge.labelled_plan(y, f, fu, w_l=wl, w_u=wu, confidence=0.95, power=0.8, threshold=0.01)
+    plan = judge.labelled_plan(y, f, fu, w_l=wl, w_u=wu, confidence=0.95, power=0.8, rule="superiority", margin=0.01)
     est = judge.ppi_mean(y, f, fu, w_l=wl, w_u=wu, confidence=0.95)
     n = y.size
     if weights:
@@ -585,23 +585,46 @@ def test_labelled_plan_is_labelled_needed_at_the_bounds_written_out(weights):
     assert expected > at_estimates  # the bounds cost labelled queries: the point plan is optimistic
 
 
+@pytest.mark.parametrize("advantage", [0.08, -0.05])
+def test_a_non_inferiority_plan_assumes_no_difference_at_the_margin(advantage):
+    """Non-inferiority is planned as the plan without a judge plans it (statistics.planning.decision_plan): a
+    candidate as good as the baseline, at distance = margin exactly, whatever the estimate (here well above the
+    threshold, or below it), with sigma_y and rho at their bounds written out."""
+    y, f, fu, _, _ = _pilot(3, advantage=advantage)
+    plan = judge.labelled_plan(y, f, fu, confidence=0.95, power=0.8, rule="non_inferiority", margin=0.02)
+    n = y.size
+    sigma_up = float(np.std(y, ddof=1)) * math.sqrt((n - 1) / ss.chi2.ppf(0.1, n - 1))
+    rho_low = math.tanh(math.atanh(float(np.corrcoef(y, f)[0, 1])) - ss.norm.ppf(0.9) / math.sqrt(n - 3))
+    assert (plan["assumed_difference"], plan["distance"], plan["threshold"]) == (0.0, 0.02, -0.02)
+    assert math.isnan(plan["distance_bound"]) and plan["reason"] is None
+    assert (plan["sigma_y_bound"], plan["rho_bound"]) == pytest.approx((sigma_up, rho_low), rel=1e-9)
+    assert plan["labelled_needed"] == judge.labelled_needed(
+        0.02, sigma_y=sigma_up, rho=rho_low, n_unlabelled=fu.size, power=0.8, confidence=0.95, df_share=1.0
+    )
+
+
 def test_labelled_plan_says_why_it_cannot_plan():
     y, f, fu, _, _ = _pilot(5)
 
     def reason(**kw):
-        args = {"y_l": y, "f_l": f, "f_u": fu, "confidence": 0.95, "power": 0.8, "threshold": 0.0, **kw}
-        plan = judge.labelled_plan(**args)
+        args = {"y_l": y, "f_l": f, "f_u": fu, "confidence": 0.95, "power": 0.8, "rule": "superiority", "margin": 0.0}
+        plan = judge.labelled_plan(**{**args, **kw})
         return plan["labelled_needed"], (plan["reason"] or {}).get("kind")
 
     assert reason()[1] is None and reason()[0] >= 2
-    assert reason(threshold=0.5) == (None, "difference_within_threshold")
+    assert reason(margin=0.5) == (None, "difference_within_threshold")
+    assert reason(rule="non_inferiority", margin=0.0) == (None, "zero_margin")
     # an estimate above the threshold that its lower bound does not show: the pilot is too small
     est = judge.ppi_mean(y, f, fu).estimate
-    assert reason(threshold=est - 0.001) == (None, "pilot_too_small")
+    assert reason(margin=est - 0.001) == (None, "pilot_too_small")
+    with pytest.raises(ValueError, match="rule must be one of"):
+        reason(rule="better")
+    with pytest.raises(ValueError, match="margin must be a finite number"):
+        reason(margin=-0.01)
     assert reason(lam=1.0) == (None, "estimator")
     assert reason(y_l=y[:3], f_l=f[:3]) == (None, "labelled")
     assert reason(f_l=np.full(y.size, 0.1)) == (None, "rho")
-    human = judge.labelled_plan(y, f, fu, confidence=0.95, power=0.8, threshold=0.0, lam=0.0)
+    human = judge.labelled_plan(y, f, fu, confidence=0.95, power=0.8, rule="superiority", margin=0.0, lam=0.0)
     assert human["rho_bound"] == 0.0
     assert human["labelled_needed"] == judge.labelled_needed(
         human["distance_bound"], sigma_y=human["sigma_y_bound"], rho=0.0, n_unlabelled=fu.size, df_share=1.0
@@ -617,8 +640,6 @@ def test_the_planned_labelled_queries_reach_the_power_in_a_reduced_benchmark(wei
     import sys
     from pathlib import Path
 
-    from ndcg_mlflow.statistics.decision import rule_threshold
-
     name = "_judge_plan_sim_under_test"
     if name not in sys.modules:
         script = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_plan_sim.py"
@@ -628,9 +649,8 @@ def test_the_planned_labelled_queries_reach_the_power_in_a_reduced_benchmark(wei
         spec.loader.exec_module(module)
     sim = sys.modules[name]
     rng = np.random.default_rng(5)
-    pop = sim.population(weighting, rng)
-    threshold = rule_threshold(rule, sim.RULES[rule])
-    planned, passed, sizes, _ = sim.run_cell(pop, 400, 40, threshold, 150, rng)
+    pop = sim.population(weighting, rng, sim.DIFFERENCE[rule])
+    planned, passed, sizes, _ = sim.run_cell(pop, 400, 40, rule, sim.RULES[rule], 150, rng)
     assert planned >= 50 and min(sizes) >= 2
     p = passed / planned
     assert p + 3.3 * math.sqrt(0.8 * 0.2 / planned) >= 0.8

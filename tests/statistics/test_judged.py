@@ -392,9 +392,10 @@ def test_the_mlflow_entry_points_refuse_a_judge_by_name(tmp_path):
 def test_the_decisions_comparisons_plan_their_labelled_queries_at_the_bounds(rule, margin, by_source, tmp_path):
     """labelled_needed in the record is statistics.judge.labelled_needed at the bounds computed here from the two
     plain evaluations' per-query values: sigma_y (the labelled differences' standard deviation) at its chi-square
-    90% upper bound, rho at Fisher's z 90% lower bound, the distance to the threshold at its t 90% lower bound,
-    with the PPI++ standard error and Welch-Satterthwaite degrees of freedom written out (lambda the record's,
-    pinned against ppi-python above)."""
+    90% upper bound, rho at Fisher's z 90% lower bound, and the distance to the threshold as the plan without a
+    judge takes it: for non-inferiority the margin itself (a candidate as good as the baseline), for superiority
+    the estimate minus the margin at its t 90% lower bound, with the PPI++ standard error and Welch-Satterthwaite
+    degrees of freedom written out (lambda the record's, pinned against ppi-python above)."""
     import scipy.stats as ss
 
     from ndcg_mlflow.statistics.judge import labelled_needed
@@ -424,11 +425,15 @@ def test_the_decisions_comparisons_plan_their_labelled_queries_at_the_bounds(rul
         estimate = rect.mean() + lam * f_u.mean()
         sigma_up = y.std(ddof=1) * math.sqrt((n - 1) / ss.chi2.ppf(0.1, n - 1))
         rho_low = math.tanh(math.atanh(np.corrcoef(y, f_l)[0, 1]) - ss.norm.ppf(0.9) / math.sqrt(n - 3))
-        distance_low = estimate - threshold - ss.t.ppf(0.9, df) * se
         plan = c["labelled_plan"]
-        assert (plan["sigma_y_bound"], plan["rho_bound"], plan["distance_bound"]) == pytest.approx(
-            (sigma_up, rho_low, distance_low), rel=1e-9
-        )
+        if rule == "superiority":
+            assumed, distance_low = estimate, estimate - threshold - ss.t.ppf(0.9, df) * se
+            assert plan["distance_bound"] == pytest.approx(distance_low, rel=1e-9)
+        else:  # not estimated: no bound
+            assumed, distance_low = 0.0, margin
+            assert math.isnan(plan["distance_bound"])
+        assumed_here = (plan["sigma_y_bound"], plan["rho_bound"], plan["assumed_difference"], plan["distance"])
+        assert assumed_here == pytest.approx((sigma_up, rho_low, assumed, assumed - threshold), rel=1e-9)
         assert (plan["n_labelled"], plan["n_unlabelled"], plan["power"], plan["threshold"]) == (
             n,
             big_n,
@@ -443,12 +448,12 @@ def test_the_decisions_comparisons_plan_their_labelled_queries_at_the_bounds(rul
         if plan["reason"] is None:
             assert c["labelled_needed"] == at_bounds
         else:  # refused: the bound does not clear the threshold, or the plan at the bounds is 100 times the point plan
-            assert c["labelled_needed"] is None
+            assert rule == "superiority" and c["labelled_needed"] is None
             assert plan["reason"]["kind"] == "pilot_too_small"
             assert plan["reason"].get("needed") == at_bounds
             if at_bounds is not None:
                 assert at_bounds > 100 * plan["reason"]["known"]
-    if rule == "non_inferiority":  # the demo's differences clear -0.02: both are planned
+    if rule == "non_inferiority":  # planned at the margin whatever the estimate: both are planned
         assert all(isinstance(c["labelled_needed"], int) for c in planned)
     out = tmp_path / "out"
     path = tmp_path / "spec.yaml"

@@ -441,3 +441,21 @@ def test_decision_plan_computes_the_weighted_t_once(monkeypatch):
         calls.clear()
         decision_plan(d, w / w.max(), 0.95, 0.8, rule, 0.01)
         assert calls == [3000]
+
+
+@pytest.mark.parametrize("rule", ["non_inferiority", "superiority"])
+def test_both_planners_assume_one_difference_per_rule(rule):
+    """decision_plan and the judge's labelled_plan (the labelled queries alone, lambda 0: its estimate is their mean)
+    assume the same true difference and distance: non-inferiority 0 at the margin, superiority the observed mean at
+    the mean minus the margin."""
+    from ndcg_mlflow.statistics.judge import labelled_plan
+
+    rng = np.random.default_rng(11)
+    d = 0.08 + 0.1 * rng.standard_normal(60)
+    f = d + 0.05 * rng.standard_normal(60)
+    mean = float(np.mean(d))
+    expected = (0.0, 0.03) if rule == "non_inferiority" else (mean, mean - 0.03)
+    plain = decision_plan(d, np.ones(60), 0.95, 0.8, rule, 0.03)
+    judged = labelled_plan(d, f, f[:10], confidence=0.95, power=0.8, rule=rule, margin=0.03, lam=0.0)
+    for plan in (plain, judged):
+        assert (plan["assumed_difference"], plan["distance"]) == pytest.approx(expected, rel=1e-12, abs=1e-15)
