@@ -418,7 +418,9 @@ spark = (SparkSession.builder.remote("local[2]").config("spark.driver.memory", "
 folder = tempfile.mkdtemp()
 spark.addArtifacts(shutil.make_archive(os.path.join(folder, "pkg"), "zip", sys.argv[1], "ndcg_mlflow"), pyfile=True)
 import ndcg_mlflow
-from tests.engines.test_spark import assert_same, make_data, spec_of
+# this module by its folder: a dependency may install a package named "tests" (ppi-python does)
+sys.path.insert(0, os.path.join(sys.argv[1], "tests", "engines"))
+from test_spark import assert_same, make_data, spec_of
 qrels, run = make_data(seed=21, int_ids=True)
 spec = spec_of(ties="id_descending", unjudged="condense", missing_queries="exclude")
 local = ndcg_mlflow.evaluate(spec, qrels=qrels, systems={"a": run})
