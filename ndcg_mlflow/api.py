@@ -60,14 +60,10 @@ def evaluate(
     inputs = Inputs(qrels, systems, columns, base_dir, progress, tracking_uri, scored_dir)
     loaded = resolve_spec(spec, qrels, systems, base_dir)  # the spec, its files checked: nothing read yet
     refusal = chosen.refuses(loaded)
-    if refusal is None and loaded.judge is not None:
-        from .engines.with_judge import refuses
-
-        refusal = refuses(loaded)
     if refusal is not None:
         raise refusal
-    if loaded.judge is not None:  # the engine evaluates every system under both judgments
-        from .engines.with_judge import evaluate as evaluate_judged
+    if loaded.judge is not None:  # the engine evaluates every system under both judgments (what a judge cannot do
+        from .engines.with_judge import evaluate as evaluate_judged  # is refused there, before anything is read)
 
         return evaluate_judged(chosen, loaded, inputs)
     return chosen.evaluate(loaded, inputs)

@@ -203,12 +203,11 @@ def _shared_grades(spec: Spec, labelled_ids: np.ndarray, inputs: Inputs) -> tupl
         humans = input_table(inputs.qrels, "qrels", "qrels", dict(inputs.columns or {}))
     else:
         humans = read_qrels(spec.qrels.file, spec.qrels.format, spec.qrels.columns, spec.qrels.version)
-    keep = set(labelled_ids.tolist())
 
-    def pairs(t) -> dict[tuple[str, str], float]:
-        q = np.asarray(t.query.values, dtype=object)[t.query.codes]
-        d = t.doc.take(np.arange(len(t.doc)))
-        return {(a, b): float(v) for a, b, v in zip(q.tolist(), d, t.value.tolist()) if a in keep}
+    def pairs(t) -> dict[tuple[str, str], float]:  # the labelled queries' rows only (the judge's may be many)
+        rows = np.flatnonzero(np.isin(np.asarray(t.query.values, dtype=object), labelled_ids)[t.query.codes])
+        q = np.asarray(t.query.values, dtype=object)[t.query.codes[rows]]
+        return {(a, b): float(v) for a, b, v in zip(q.tolist(), t.doc.take(rows), t.value[rows].tolist())}
 
     h, j = pairs(humans), pairs(judged)
     both = [k for k in h if k in j]

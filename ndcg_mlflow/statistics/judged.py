@@ -137,13 +137,13 @@ class _Estimator:
         """The record of one mean or difference (its three views) and the declared estimate."""
         est = self.declared(y, f, valid)
         lab, _ = self.split(valid)
-        human = self.human_only(y, f, valid)  # its lambda, rho and n_effective describe the labelled queries
-        tuned = est if isinstance(est, PPIEstimate) else human
+        # the labelled queries alone (its rho describes them): the declared estimate itself under human_only
+        human = est if self.lam == 0 and self.strata is None else self.human_only(y, f, valid)
         out = {
             **_view(est),
             "std_error": est.se,
             "p_value": est.p_value,
-            "lambda": tuned.lam if isinstance(est, PPIEstimate) else None,
+            "lambda": est.lam if isinstance(est, PPIEstimate) else None,
             "rho": human.rho,
             "n_effective": est.n_effective if isinstance(est, PPIEstimate) else None,
             "n_labelled": int(lab.sum()),
@@ -279,7 +279,7 @@ def judged_statistics(
                 )
                 if scope is None:
                     analysis.paired[(name, key)] = (d_lab, w[lab])
-                    views.intervals[(name, key)] = (e.ci_low, e.ci_high, getattr(e, "df", float("inf")))
+                    views.intervals[(name, key)] = (e.ci_low, e.ci_high, e.df)
                 rows.append(row)
                 primary.append(e.p_value)
                 members.append((name, key, scope))

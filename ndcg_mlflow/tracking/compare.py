@@ -221,16 +221,16 @@ def _load_system_run(client, run_id: str, dest: Path) -> SystemRun:
         top = pd.read_csv(top_path, dtype={"query_id": str, "doc_id": str}, keep_default_na=False, na_values=[""])
     except Exception:
         top = None  # wins and losses then list no documents
-    judge = None
-    if "ndcg_human" in per_query.columns:  # the agreement of the two judgments is in its evaluation's summary
+    loaded = SystemRun(run, system, per_query, top)
+    if loaded.judged:  # the agreement of the two judgments is in its evaluation's summary
         import json
 
         try:
             path = client.download_artifacts(run_id, "summary.json", str(dest))
-            judge = json.loads(Path(path).read_text(encoding="utf-8")).get("judge")
+            loaded.judge = json.loads(Path(path).read_text(encoding="utf-8")).get("judge")
         except Exception:
-            judge = None  # the agreement is then undefined
-    return SystemRun(run, system, per_query, top, judge)
+            loaded.judge = None  # the agreement is then undefined
+    return loaded
 
 
 def comparison_note(names: tuple[str, str] | list[str], run_a: str, run_b: str, differences: list[str]) -> str:
